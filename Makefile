@@ -1,0 +1,48 @@
+# Training Memory, Explained. `make site` builds the site; `make test` installs what the
+# tests need (Python packages, Chromium) and runs them all.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+STAMP := $(VENV)/.installed
+
+.PHONY: help install browser test test-fast site serve bench validate validate-cpu clean
+
+help:  ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,validate]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## Create .venv and install the package with test and validate extras
+
+browser: $(STAMP)  ## Make sure Chromium is available for Playwright (Debian package, else Playwright's download)
+	@$(PY) -m tests.browser_setup
+
+test: install browser  ## Install everything the tests need and run the whole suite
+	$(PY) -m pytest
+
+test-fast: install  ## Run the tests that need no browser
+	$(PY) -m pytest -m "not browser"
+
+site: install  ## Build the default site into site/
+	$(PY) -m builder build
+	@echo "Open site/index.html in a browser, or run 'make serve'."
+
+serve: install  ## Preview on http://127.0.0.1:8000 with rebuild on change
+	$(PY) -m builder serve
+
+bench: install browser  ## Build time, page weight and widget latency benchmarks
+	$(PY) -m benchmarks.run
+
+validate: install  ## Measure real PyTorch memory (CPU) and write content/validation/
+	$(PY) -m builder validate --write
+
+validate-cpu: install  ## The small CPU validation CI runs (fails when a case leaves its tolerance)
+	$(PY) -m builder validate --small
+
+clean:  ## Remove build outputs (keeps .venv)
+	rm -rf site .site-* .pytest_cache .bench

@@ -1,0 +1,123 @@
+"""Load the model and GPU catalogs from content/ (TOML), with errors that name file and line."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from builder.model.architecture import Architecture, from_hf_config
+
+
+class CatalogError(ValueError):
+    """A catalog file is malformed; the message starts with 'file:line:'."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One accelerator: the capacity a program can actually allocate, and its marketing name."""
+
+    id: str
+    display: str  # e.g. 'H100 SXM 80GB'
+    usable_bytes: int  # total memory the driver reports (what torch.cuda.mem_get_info calls total)
+    marketing: str  # the size in the product name, e.g. '80 GB' (decimal, as vendors write it)
+    vendor: str = ""
+    source: str = ""  # where usable_bytes comes from
+
+
+_ARCH_FIELDS = {f.name for f in fields(Architecture)} - {"name", "extra"}
+_MODEL_META = {"display", "published_active_params"}
+_GPU_FIELDS = {f.name for f in fields(Gpu)} - {"id"}
+
+
+def _line_of(text: str, key: str) -> int:
+    """1-based line of the table header `[key]` or `["key"]` in a TOML file (1 if not found)."""
+    pattern = re.compile(r'^\[\s*"?' + re.escape(key) + r'"?\s*\]\s*$')
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.match(line.strip()):
+            return number
+    return 1
+
+
+def _read_toml(path: Path) -> tuple[dict[str, Any], str]:
+    """Parse a TOML file; syntax errors become CatalogError with the line number."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise CatalogError(f"{path}:1: cannot read catalog ({error.strerror})") from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as error:
+        match = re.search(r"line (\d+)", str(error))
+        line = match.group(1) if match else "1"
+        raise CatalogError(f"{path}:{line}: invalid TOML: {error}") from None
+
+
+def load_models(path: Path) -> dict[str, Architecture]:
+    """Read content/models.toml into Architectures keyed by id, in file order."""
+    data, text = _read_toml(path)
+    models: dict[str, Architecture] = {}
+    for model_id, entry in data.items():
+        line = _line_of(text, model_id)
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{path}:{line}: [{model_id}] must be a table")
+        unknown = set(entry) - _ARCH_FIELDS - _MODEL_META
+        if unknown:
+            raise CatalogError(f"{path}:{line}: [{model_id}] unknown field(s): {', '.join(sorted(unknown))}")
+        arch_fields = {k: v for k, v in entry.items() if k in _ARCH_FIELDS}
+        extra = {k: v for k, v in entry.items() if k in _MODEL_META}
+        try:
+            models[model_id] = Architecture(name=model_id, extra=extra, **arch_fields)
+        except (TypeError, ValueError) as error:
+            raise CatalogError(f"{path}:{line}: [{model_id}] {error}") from None
+    return models
+
+
+def load_gpus(path: Path) -> dict[str, Gpu]:
+    """Read content/gpus.toml into Gpus keyed by id, in file order."""
+    data, text = _read_toml(path)
+    gpus: dict[str, Gpu] = {}
+    for gpu_id, entry in data.items():
+        line = _line_of(text, gpu_id)
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{path}:{line}: [{gpu_id}] must be a table")
+        unknown = set(entry) - _GPU_FIELDS
+        missing = {"display", "usable_bytes", "marketing"} - set(entry)
+        if unknown or missing:
+            problem = f"unknown field(s): {', '.join(sorted(unknown))}" if unknown else \
+                f"missing field(s): {', '.join(sorted(missing))}"
+            raise CatalogError(f"{path}:{line}: [{gpu_id}] {problem}")
+        if not isinstance(entry["usable_bytes"], int) or entry["usable_bytes"] <= 0:
+            raise CatalogError(f"{path}:{line}: [{gpu_id}] usable_bytes must be a positive integer")
+        gpus[gpu_id] = Gpu(id=gpu_id, **entry)
+    return gpus
+
+
+def load_hf_config(path: Path, name: str | None = None) -> Architecture:
+    """Read a Hugging Face config.json from a local file into an Architecture."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise CatalogError(f"{path}: cannot read ({error.strerror})") from None
+    except json.JSONDecodeError as error:
+        raise CatalogError(f"{path}:{error.lineno}: invalid JSON: {error.msg}") from None
+    try:
+        return from_hf_config(config, name or path.stem)
+    except ValueError as error:
+        raise CatalogError(f"{path}: {error}") from None
+
+
+CONTENT_DIR = Path(__file__).resolve().parent.parent / "content"
+
+
+def default_models() -> dict[str, Architecture]:
+    """The shipped model catalog."""
+    return load_models(CONTENT_DIR / "models.toml")
+
+
+def default_gpus() -> dict[str, Gpu]:
+    """The shipped GPU catalog."""
+    return load_gpus(CONTENT_DIR / "gpus.toml")

@@ -1,0 +1,220 @@
+"""Transformer architectures and exact parameter counts.
+
+An Architecture is data (the catalog in content/models.toml fills it); this module only
+counts. Counting follows the module layout of the reference implementations:
+Hugging Face transformers `modeling_gpt2.py` (Conv1D with biases, learned positions,
+LayerNorm) and `modeling_llama.py` / `modeling_mistral.py` / `modeling_mixtral.py` /
+`modeling_qwen2.py` (no biases except Qwen2's q/k/v, RMSNorm, rotary positions).
+Totals are checked in tests against each model's published count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+MLP_TYPES = ("gelu", "swiglu")
+NORM_TYPES = ("layernorm", "rmsnorm")
+POSITION_TYPES = ("learned", "rotary")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Shape of a decoder-only transformer. Symbols used in formulas are given per field."""
+
+    name: str
+    layers: int  # L: transformer blocks
+    hidden: int  # h: model width
+    heads: int  # a: query heads
+    vocab: int  # V: vocabulary size (rows of the embedding)
+    ffn: int  # MLP inner width (4h for GPT-2, 11008 for Llama-2-7B); 0 for pure-MoE layers
+    kv_heads: int | None = None  # key/value heads; < heads means GQA, 1 means MQA (default: heads)
+    head_dim: int | None = None  # d: per-head width (default: hidden // heads)
+    mlp: str = "swiglu"  # 'gelu' (2 matrices) or 'swiglu' (gate, up, down: 3 matrices)
+    norm: str = "rmsnorm"  # 'layernorm' (weight + bias) or 'rmsnorm' (weight only)
+    qkv_bias: bool = False  # biases on the q/k/v projections (GPT-2, Qwen2)
+    out_bias: bool = False  # bias on the attention output projection (GPT-2)
+    mlp_bias: bool = False  # biases on MLP matrices (GPT-2)
+    tied_embeddings: bool = False  # lm_head shares the token embedding matrix
+    positions: str = "rotary"  # 'learned' adds a max_positions x h table; 'rotary' has no parameters
+    max_positions: int = 0  # rows of the learned position table
+    experts: int = 0  # routed experts per MoE layer (0 = dense MLP)
+    top_k: int = 0  # experts each token is routed to
+    shared_experts: int = 0  # experts every token passes through (DeepSeek-style)
+    expert_ffn: int = 0  # inner width of one expert (default: ffn)
+    sliding_window: int | None = None  # attention window in tokens (Mistral-7B v0.1: 4096)
+    activation: str = "gelu_tanh_python"  # how the GeLU is computed, for activation accounting
+    family: str = ""  # 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2': picks op-level accounting
+    source: str = ""  # where the numbers come from (config.json URL or paper)
+    published_params: int | None = None  # the public total, checked in tests
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "vocab"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{self.name}: {name} must be positive, got {getattr(self, name)}")
+        if self.mlp not in MLP_TYPES:
+            raise ValueError(f"{self.name}: mlp must be one of {MLP_TYPES}, got {self.mlp!r}")
+        if self.norm not in NORM_TYPES:
+            raise ValueError(f"{self.name}: norm must be one of {NORM_TYPES}, got {self.norm!r}")
+        if self.positions not in POSITION_TYPES:
+            raise ValueError(f"{self.name}: positions must be one of {POSITION_TYPES}, got {self.positions!r}")
+        if self.kv_heads is not None and (self.kv_heads <= 0 or self.heads % self.kv_heads):
+            raise ValueError(f"{self.name}: kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+        if self.experts and not (0 < self.top_k <= self.experts):
+            raise ValueError(f"{self.name}: top_k must be in 1..experts ({self.experts}), got {self.top_k}")
+        if self.positions == "learned" and self.max_positions <= 0:
+            raise ValueError(f"{self.name}: learned positions need max_positions > 0")
+
+    # Derived sizes -------------------------------------------------------------------
+    @property
+    def n_kv_heads(self) -> int:
+        """Key/value heads (equals heads for classic multi-head attention)."""
+        return self.kv_heads or self.heads
+
+    @property
+    def d_head(self) -> int:
+        """Per-head width d."""
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def n_expert_ffn(self) -> int:
+        """Inner width of one expert MLP."""
+        return self.expert_ffn or self.ffn
+
+    @property
+    def is_moe(self) -> bool:
+        """True when MLPs are mixtures of experts."""
+        return self.experts > 0
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices per MLP: 2 for GeLU (up, down), 3 for SwiGLU (gate, up, down)."""
+        return 3 if self.mlp == "swiglu" else 2
+
+    def with_changes(self, **changes: Any) -> "Architecture":
+        """A copy with some fields replaced (validated again)."""
+        return replace(self, **changes)
+
+
+def _mlp_params(arch: Architecture, inner: int) -> int:
+    """One MLP of inner width `inner`: h*inner per matrix, plus biases when present."""
+    weights = arch.mlp_matrices * arch.hidden * inner
+    biases = ((arch.mlp_matrices - 1) * inner + arch.hidden) if arch.mlp_bias else 0
+    return weights + biases
+
+
+def _norm_params(arch: Architecture) -> int:
+    """One norm: LayerNorm has weight and bias (2h), RMSNorm a weight only (h)."""
+    return 2 * arch.hidden if arch.norm == "layernorm" else arch.hidden
+
+
+def layer_param_groups(arch: Architecture) -> dict[str, int]:
+    """Parameters of one transformer block, by group."""
+    h, a, kv, d = arch.hidden, arch.heads, arch.n_kv_heads, arch.d_head
+    groups = {
+        "attention/q": h * a * d + (a * d if arch.qkv_bias else 0),
+        "attention/kv": 2 * (h * kv * d + (kv * d if arch.qkv_bias else 0)),
+        "attention/out": a * d * h + (h if arch.out_bias else 0),
+        "norms": 2 * _norm_params(arch),
+    }
+    if arch.is_moe:
+        groups["mlp/router"] = h * arch.experts  # Mixtral's gate: Linear(h, E, bias=False)
+        groups["mlp/experts"] = arch.experts * _mlp_params(arch, arch.n_expert_ffn)
+        if arch.shared_experts:
+            groups["mlp/shared_experts"] = arch.shared_experts * _mlp_params(arch, arch.n_expert_ffn)
+    else:
+        groups["mlp"] = _mlp_params(arch, arch.ffn)
+    return groups
+
+
+def param_groups(arch: Architecture) -> dict[str, int]:
+    """All parameters by path-like group; values sum to the model's total."""
+    groups = {"embedding/tokens": arch.vocab * arch.hidden}
+    if arch.positions == "learned":
+        groups["embedding/positions"] = arch.max_positions * arch.hidden
+    for name, count in layer_param_groups(arch).items():
+        groups[f"layers/{name}"] = count * arch.layers
+    groups["final_norm"] = _norm_params(arch)
+    if not arch.tied_embeddings:
+        groups["lm_head"] = arch.vocab * arch.hidden
+    return groups
+
+
+def param_count(arch: Architecture) -> int:
+    """Total parameters, counting a tied embedding once."""
+    return sum(param_groups(arch).values())
+
+
+def active_param_count(arch: Architecture) -> int:
+    """Parameters one token passes through: an MoE layer counts top_k of its experts."""
+    total = param_count(arch)
+    if not arch.is_moe:
+        return total
+    per_expert = _mlp_params(arch, arch.n_expert_ffn)
+    return total - arch.layers * (arch.experts - arch.top_k) * per_expert
+
+
+# Hugging Face config.json -> Architecture -------------------------------------------------
+
+_HF_FAMILIES = {
+    "gpt2": "gpt2",
+    "llama": "llama",
+    "mistral": "mistral",
+    "mixtral": "mixtral",
+    "qwen2": "qwen2",
+}
+
+
+def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture:
+    """Build an Architecture from a Hugging Face `config.json` dictionary.
+
+    Supports model_type gpt2, llama, mistral, mixtral and qwen2 (the families whose
+    modeling code this module's counts follow). Raises ValueError naming the missing key.
+    """
+    model_type = config.get("model_type")
+    if model_type not in _HF_FAMILIES:
+        known = ", ".join(sorted(_HF_FAMILIES))
+        raise ValueError(f"config.json model_type {model_type!r} is not supported (supported: {known})")
+
+    def need(key: str) -> Any:
+        if key not in config:
+            raise ValueError(f"config.json ({model_type}) is missing {key!r}")
+        return config[key]
+
+    if model_type == "gpt2":
+        hidden = need("n_embd")
+        return Architecture(
+            name=name, family="gpt2", layers=need("n_layer"), hidden=hidden, heads=need("n_head"),
+            vocab=need("vocab_size"), ffn=config.get("n_inner") or 4 * hidden, mlp="gelu",
+            norm="layernorm", qkv_bias=True, out_bias=True, mlp_bias=True,
+            tied_embeddings=config.get("tie_word_embeddings", True), positions="learned",
+            max_positions=need("n_positions"),
+            activation=_gelu_kind(config.get("activation_function", "gelu_new")),
+        )
+    hidden = need("hidden_size")
+    heads = need("num_attention_heads")
+    arch = dict(
+        name=name, family=model_type, layers=need("num_hidden_layers"), hidden=hidden, heads=heads,
+        kv_heads=config.get("num_key_value_heads") or heads,
+        head_dim=config.get("head_dim") or hidden // heads,
+        vocab=need("vocab_size"), ffn=need("intermediate_size"), mlp="swiglu", norm="rmsnorm",
+        qkv_bias=bool(config.get("attention_bias", model_type == "qwen2")),
+        out_bias=bool(config.get("attention_bias", False)),
+        mlp_bias=bool(config.get("mlp_bias", False)),
+        tied_embeddings=bool(config.get("tie_word_embeddings", False)), positions="rotary",
+        activation="silu",
+    )
+    window = config.get("sliding_window")
+    if window and (model_type == "mistral" or config.get("use_sliding_window", model_type != "qwen2")):
+        arch["sliding_window"] = int(window)
+    if model_type == "mixtral":
+        arch.update(experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
+                    expert_ffn=need("intermediate_size"))
+    return Architecture(**arch)
+
+
+def _gelu_kind(activation_function: str) -> str:
+    """Map a transformers `activation_function` name to how it is computed."""
+    python_tanh = {"gelu_new", "gelu_fast", "gelu_python"}
+    return "gelu_tanh_python" if activation_function in python_tanh else "gelu_fused"

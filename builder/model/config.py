@@ -1,0 +1,216 @@
+"""The one configuration object the memory model reads.
+
+A frozen dataclass, one option per line with what it means and its default's reason
+(nanoGPT-style). `validate_config` checks ranges up front and names the option at fault.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from builder.model.architecture import Architecture
+from builder.model.units import DTYPE_BYTES
+
+MODES = ("train", "serve")
+OPTIMIZERS = ("adamw", "adam", "adam8bit", "sgd", "sgd-momentum", "adafactor", "lion")
+RECOMPUTE = ("none", "selective", "full")
+ATTENTION = ("eager", "sdpa", "flash")
+ACTIVATION_FORMULAS = ("ops", "korthikanti")
+FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
+PIPELINE_SCHEDULES = ("1f1b", "interleaved")
+OFFLOAD = ("none", "optimizer", "params", "both")
+LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+@dataclass(frozen=True)
+class PrecisionPolicy:
+    """Which dtype each model state is kept in."""
+
+    name: str
+    param: str  # weights used in forward/backward
+    master: str | None  # separate high-precision copy updated by the optimizer (None: no copy)
+    grad: str  # gradients as produced by backward
+    optimizer_state: str  # Adam m/v, momentum, ...
+    activation: str  # activations saved for backward
+    description: str = ""
+    source: str = ""
+
+
+# Named policies. Sources: Micikevicius et al. 2017 (arXiv:1710.03740) section 3;
+# Rajbhandari et al. 2019 (ZeRO, arXiv:1910.02054) section 3.1 (2+2+12 bytes);
+# Megatron-LM theoretical_memory_usage.py (fp32 main_grad: 18 bytes/param without the
+# distributed optimizer); PyTorch torch.autocast (fp32 params and grads, bf16 compute).
+PRECISIONS: dict[str, PrecisionPolicy] = {
+    p.name: p
+    for p in (
+        PrecisionPolicy("bf16-mixed", "bf16", "fp32", "bf16", "fp32", "bf16",
+                        "bf16 weights and gradients, fp32 master copy and optimizer states",
+                        "Rajbhandari et al. 2019 (ZeRO), section 3.1: 2+2+12 bytes per parameter"),
+        PrecisionPolicy("fp16-mixed", "fp16", "fp32", "fp16", "fp32", "fp16",
+                        "fp16 weights and gradients, fp32 master copy and optimizer states",
+                        "Micikevicius et al. 2017, section 3; Rajbhandari et al. 2019, section 3.1"),
+        PrecisionPolicy("megatron-bf16", "bf16", "fp32", "fp32", "fp32", "bf16",
+                        "bf16 weights, fp32 gradient buffer (main_grad), fp32 master and states",
+                        "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without distributed optimizer"),
+        PrecisionPolicy("amp-bf16", "fp32", None, "fp32", "fp32", "bf16",
+                        "fp32 weights and gradients, bf16 autocast activations, no separate master",
+                        "PyTorch torch.autocast with fp32 parameters"),
+        PrecisionPolicy("fp32", "fp32", None, "fp32", "fp32", "fp32",
+                        "everything in fp32", "Micikevicius et al. 2017, baseline"),
+        PrecisionPolicy("bf16", "bf16", None, "bf16", "bf16", "bf16",
+                        "pure bf16: weights, gradients and optimizer states, no master copy",
+                        "Transformer Math 101 (Anthony et al. 2023)"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything that decides per-GPU memory. Defaults describe a plain single-GPU run."""
+
+    # What is being run -------------------------------------------------------------
+    model: Architecture | None = None  # None: only a raw parameter count is known
+    params: int | None = None  # raw parameter count (used when model is None)
+    mode: str = "train"  # 'train' or 'serve'
+
+    # Precision policy (a named policy; any field can be overridden below) ---------
+    precision: str = "bf16-mixed"
+    param_dtype: str | None = None  # overrides the policy's weight dtype
+    master_dtype: str | None = None  # overrides the master copy dtype ('none' removes it)
+    grad_dtype: str | None = None  # overrides the gradient dtype
+    grad_accum_dtype: str | None = None  # separate accumulation buffer across micro-batches (e.g. fp32)
+    reduce_dtype: str | None = None  # dtype gradients are reduced in (FSDP MixedPrecision.reduce_dtype)
+    optimizer_state_dtype: str | None = None  # overrides m/v/momentum dtype
+    activation_dtype: str | None = None  # overrides the dtype of saved activations
+
+    # Optimizer ---------------------------------------------------------------------
+    optimizer: str = "adamw"
+
+    # Workload ----------------------------------------------------------------------
+    micro_batch: int = 1  # b: sequences per GPU per forward pass
+    seq_len: int = 2048  # s: tokens per sequence
+    grad_accum: int = 1  # micro-batches accumulated before a step (memory-neutral unless a buffer is kept)
+    recompute: str = "none"  # 'none', 'selective' (attention core) or 'full' (only layer inputs kept)
+    attention: str = "sdpa"  # 'eager' saves s x s scores; 'sdpa'/'flash' save none
+    activation_formula: str = "ops"  # 'ops' (op by op) or 'korthikanti' (Table 2 reference formula)
+    dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
+
+    # Parallelism -------------------------------------------------------------------
+    dp: int = 1  # data-parallel ranks
+    zero: int = 0  # ZeRO stage 0-3 (DeepSpeed)
+    fsdp: str | None = None  # FSDP sharding strategy (overrides zero when set)
+    fsdp_shard_group: int | None = None  # HYBRID_SHARD: ranks per shard group (default: gpus_per_node)
+    tp: int = 1  # tensor-parallel ranks
+    sequence_parallel: bool = False  # shard norms/dropouts along the sequence across TP ranks
+    pp: int = 1  # pipeline stages
+    pp_schedule: str = "1f1b"  # '1f1b' or 'interleaved'
+    pp_virtual_stages: int = 1  # interleaved: model chunks per stage (v)
+    cp: int = 1  # context-parallel ranks (sequence split across GPUs)
+    ep: int = 1  # expert-parallel ranks (MoE experts split across GPUs)
+    offload: str = "none"  # CPU offload: 'none', 'optimizer', 'params' or 'both'
+    gpus_per_node: int = 8  # for host memory per node and HYBRID_SHARD defaults
+
+    # Fine-tuning -------------------------------------------------------------------
+    lora_rank: int = 0  # r: LoRA rank (0: full fine-tuning)
+    lora_targets: tuple[str, ...] = ("q", "k", "v", "o")  # projections that get adapters
+    qlora: bool = False  # base weights in 4-bit NF4 with their quantisation constants
+    qlora_double_quant: bool = True  # QLoRA double quantisation of the constants
+
+    # Serving -----------------------------------------------------------------------
+    batch: int = 1  # concurrent sequences
+    context: int = 4096  # tokens per sequence held in the KV cache
+    kv_dtype: str | None = None  # KV-cache dtype (default: weight dtype)
+
+    # Overheads (named assumptions) -------------------------------------------------
+    cuda_context_bytes: int = 0  # CUDA context + kernels (see overheads.CUDA_CONTEXT_TYPICAL)
+    allocator_reserve: float = 0.0  # fraction reserved by the caching allocator beyond allocated
+    overhead_fraction: float = 0.0  # framework overhead as a fraction of the rest (seed 004: 0.10)
+    overhead_bytes: int = 0  # a fixed extra amount
+
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def with_changes(self, **changes: Any) -> "Config":
+        """A copy with some options replaced."""
+        return replace(self, **changes)
+
+    @property
+    def policy(self) -> PrecisionPolicy:
+        """The effective precision policy after per-field overrides."""
+        base = PRECISIONS[self.precision]
+        master = base.master if self.master_dtype is None else self.master_dtype
+        return replace(
+            base,
+            param=self.param_dtype or base.param,
+            master=None if master == "none" else master,
+            grad=self.grad_dtype or base.grad,
+            optimizer_state=self.optimizer_state_dtype or base.optimizer_state,
+            activation=self.activation_dtype or base.activation,
+        )
+
+
+OPTION_NAMES = tuple(f.name for f in fields(Config))
+
+
+def validate_config(config: Config) -> None:
+    """Raise ValueError naming the first option out of range."""
+    def fail(option: str, message: str) -> None:
+        raise ValueError(f"{option}: {message}")
+
+    if config.model is None and (config.params is None or config.params <= 0):
+        fail("params", "give a model architecture or a positive parameter count")
+    choices = {
+        "mode": MODES, "precision": tuple(PRECISIONS), "optimizer": OPTIMIZERS,
+        "recompute": RECOMPUTE, "attention": ATTENTION, "activation_formula": ACTIVATION_FORMULAS,
+        "pp_schedule": PIPELINE_SCHEDULES, "offload": OFFLOAD,
+    }
+    for option, allowed in choices.items():
+        if getattr(config, option) not in allowed:
+            fail(option, f"{getattr(config, option)!r} is not one of {', '.join(allowed)}")
+    if config.fsdp is not None and config.fsdp not in FSDP_STRATEGIES:
+        fail("fsdp", f"{config.fsdp!r} is not one of {', '.join(FSDP_STRATEGIES)}")
+    for option in ("param_dtype", "grad_dtype", "grad_accum_dtype", "reduce_dtype",
+                   "optimizer_state_dtype", "activation_dtype", "kv_dtype"):
+        value = getattr(config, option)
+        if value is not None and value not in DTYPE_BYTES:
+            fail(option, f"{value!r} is not a known dtype ({', '.join(DTYPE_BYTES)})")
+    if config.master_dtype not in (None, "none") and config.master_dtype not in DTYPE_BYTES:
+        fail("master_dtype", f"{config.master_dtype!r} is not a known dtype")
+    for option in ("micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep",
+                   "pp_virtual_stages", "gpus_per_node", "batch", "context"):
+        if getattr(config, option) < 1:
+            fail(option, f"must be at least 1, got {getattr(config, option)}")
+    if config.zero not in (0, 1, 2, 3):
+        fail("zero", f"must be 0, 1, 2 or 3, got {config.zero}")
+    if config.lora_rank < 0:
+        fail("lora_rank", f"must be 0 or more, got {config.lora_rank}")
+    for target in config.lora_targets:
+        if target not in LORA_TARGETS:
+            fail("lora_targets", f"{target!r} is not one of {', '.join(LORA_TARGETS)}")
+    if config.qlora and config.lora_rank == 0:
+        fail("qlora", "QLoRA needs lora_rank > 0")
+    for option in ("allocator_reserve", "overhead_fraction"):
+        if not 0 <= getattr(config, option) < 10:
+            fail(option, f"must be a fraction between 0 and 10, got {getattr(config, option)}")
+    for option in ("cuda_context_bytes", "overhead_bytes"):
+        if getattr(config, option) < 0:
+            fail(option, "must not be negative")
+    arch = config.model
+    if arch is not None:
+        if config.tp > 1 and (arch.heads % config.tp or arch.n_kv_heads % config.tp and config.tp % arch.n_kv_heads):
+            fail("tp", f"{config.tp} does not divide the {arch.heads} attention heads "
+                       f"/ {arch.n_kv_heads} KV heads of {arch.name}")
+        if config.pp > arch.layers:
+            fail("pp", f"{config.pp} stages exceed the {arch.layers} layers of {arch.name}")
+        if config.pp_schedule == "interleaved" and arch.layers % (config.pp * config.pp_virtual_stages):
+            fail("pp_virtual_stages", f"pp x virtual stages must divide {arch.layers} layers")
+        if config.ep > 1 and (not arch.is_moe or arch.experts % config.ep):
+            fail("ep", f"{config.ep} must divide the experts of an MoE model ({arch.name} has {arch.experts})")
+    elif config.ep > 1 or config.tp > 1 or config.pp > 1 or config.cp > 1:
+        fail("model", "tensor, pipeline, context and expert parallelism need an architecture, not a raw count")
+    if config.mode == "train" and config.cp > 1 and config.seq_len % config.cp:
+        fail("cp", f"{config.cp} must divide seq_len {config.seq_len}")
+    if config.fsdp == "HYBRID_SHARD":
+        group = config.fsdp_shard_group or config.gpus_per_node
+        if config.dp % group and group % config.dp:
+            fail("fsdp_shard_group", f"{group} must divide dp {config.dp}")
