@@ -17,6 +17,7 @@ OPTIMIZERS = ("adamw", "adam", "adam8bit", "sgd", "sgd-momentum", "adafactor", "
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "sdpa", "flash")
 ACTIVATION_FORMULAS = ("ops", "korthikanti")
+IMPLEMENTATIONS = ("hf", "megatron")
 FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
 PIPELINE_SCHEDULES = ("1f1b", "interleaved")
 OFFLOAD = ("none", "optimizer", "params", "both")
@@ -94,6 +95,7 @@ class Config:
     recompute: str = "none"  # 'none', 'selective' (attention core) or 'full' (only layer inputs kept)
     attention: str = "sdpa"  # 'eager' saves s x s scores; 'sdpa'/'flash' save none
     activation_formula: str = "ops"  # 'ops' (op by op) or 'korthikanti' (Table 2 reference formula)
+    implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers) or 'megatron' (Korthikanti 4.1)
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
 
     # Parallelism -------------------------------------------------------------------
@@ -162,6 +164,7 @@ def validate_config(config: Config) -> None:
     choices = {
         "mode": MODES, "precision": tuple(PRECISIONS), "optimizer": OPTIMIZERS,
         "recompute": RECOMPUTE, "attention": ATTENTION, "activation_formula": ACTIVATION_FORMULAS,
+        "implementation": IMPLEMENTATIONS,
         "pp_schedule": PIPELINE_SCHEDULES, "offload": OFFLOAD,
     }
     for option, allowed in choices.items():
@@ -197,7 +200,7 @@ def validate_config(config: Config) -> None:
             fail(option, "must not be negative")
     arch = config.model
     if arch is not None:
-        if config.tp > 1 and (arch.heads % config.tp or arch.n_kv_heads % config.tp and config.tp % arch.n_kv_heads):
+        if config.tp > 1 and (arch.heads % config.tp or (arch.n_kv_heads % config.tp and config.tp % arch.n_kv_heads)):
             fail("tp", f"{config.tp} does not divide the {arch.heads} attention heads "
                        f"/ {arch.n_kv_heads} KV heads of {arch.name}")
         if config.pp > arch.layers:
@@ -206,11 +209,25 @@ def validate_config(config: Config) -> None:
             fail("pp_virtual_stages", f"pp x virtual stages must divide {arch.layers} layers")
         if config.ep > 1 and (not arch.is_moe or arch.experts % config.ep):
             fail("ep", f"{config.ep} must divide the experts of an MoE model ({arch.name} has {arch.experts})")
+        if config.ep > 1 and config.dp % config.ep:
+            fail("ep", f"expert parallelism is carved out of data parallelism: {config.ep} must divide dp {config.dp}")
     elif config.ep > 1 or config.tp > 1 or config.pp > 1 or config.cp > 1:
         fail("model", "tensor, pipeline, context and expert parallelism need an architecture, not a raw count")
     if config.mode == "train" and config.cp > 1 and config.seq_len % config.cp:
         fail("cp", f"{config.cp} must divide seq_len {config.seq_len}")
+    if config.offload in ("params", "both") and _shard_stage(config) < 3:
+        fail("offload", "offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD")
+    if config.mode == "serve" and (config.zero or config.fsdp):
+        fail("zero", "ZeRO/FSDP sharding applies to training; use tp/pp to split a served model")
     if config.fsdp == "HYBRID_SHARD":
         group = config.fsdp_shard_group or config.gpus_per_node
         if config.dp % group and group % config.dp:
             fail("fsdp_shard_group", f"{group} must divide dp {config.dp}")
+
+
+FSDP_STAGE = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0, "HYBRID_SHARD": 3}
+
+
+def _shard_stage(config: Config) -> int:
+    """The ZeRO stage a config's sharding amounts to (FSDP strategies mapped onto stages)."""
+    return FSDP_STAGE[config.fsdp] if config.fsdp else config.zero

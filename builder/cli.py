@@ -1,0 +1,401 @@
+"""Command line: `python -m builder estimate|models|gpus|build|serve|validate`.
+
+Bad flags or values print one line naming the flag and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
+from builder.model import Config, estimate
+from builder.model.architecture import active_param_count, param_count
+from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, MODES, OFFLOAD,
+                                  OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
+from builder.model.questions import check_fit, max_micro_batch, max_seq_len, min_gpus
+from builder.model.units import DTYPE_BYTES, GB, GiB, format_bytes, parse_size
+
+MAX_CHOICES = ("micro-batch", "seq-len", "gpus")
+
+
+class UsageError(Exception):
+    """A flag or value the user gave is wrong; the message names the flag."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports errors on one line and exits with status 2."""
+
+    def error(self, message: str) -> None:  # noqa: D401 - argparse API
+        """Print 'prog: error: message' and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (accepts 1e9 and 7_000_000_000 style)."""
+    try:
+        value = int(float(text.replace("_", ""))) if any(c in text for c in "eE.") else int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def parameter_count(text: str) -> int:
+    """argparse type: a parameter count such as 7e9, 7B, 350M or 124439808."""
+    cleaned = text.strip().upper().replace("_", "").replace(",", "")
+    scale = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}.get(cleaned[-1:], 1)
+    number = cleaned[:-1] if scale != 1 else cleaned
+    try:
+        value = round(float(number) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a parameter count (write e.g. 7e9, 7B or 350M)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def overhead_value(text: str) -> tuple[str, float]:
+    """argparse type: '10%' (a fraction of the rest) or a size like '1.5GiB'."""
+    if text.strip().endswith("%"):
+        try:
+            return "fraction", float(text.strip()[:-1]) / 100
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a percentage") from None
+    try:
+        return "bytes", float(parse_size(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def size_value(text: str) -> int:
+    """argparse type: a size like 512MiB or 1.5GiB."""
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+# ---------------------------------------------------------------------------------------
+# Parsers
+# ---------------------------------------------------------------------------------------
+
+def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
+    """The `estimate` subcommand and its flags."""
+    p = subparsers.add_parser(
+        "estimate", help="per-GPU memory for a training or serving configuration",
+        description="Per-GPU memory for training or serving a transformer, as named parts with sources. "
+                    "Sizes are GiB (2**30 bytes) unless --unit GB (10**9 bytes).",
+        epilog="examples:\n  python -m builder estimate --model llama-3-8b --seq-len 4096 --gpu h100-80gb\n"
+               "  python -m builder estimate --model llama-3-70b --zero 3 --dp 64 --max micro-batch --gpu h100-80gb\n"
+               "  python -m builder estimate --params 7e9 --precision fp32 --unit GB\n"
+               "  python -m builder estimate --model llama-3-8b --mode serve --batch 16 --context 8192 --kv-dtype fp8",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = p.add_argument_group("model (one of)").add_mutually_exclusive_group(required=True)
+    what.add_argument("--model", metavar="NAME", help="catalog id (see `python -m builder models`)")
+    what.add_argument("--params", type=parameter_count, metavar="N", help="raw parameter count, e.g. 7e9 or 7B")
+    what.add_argument("--config", type=Path, metavar="PATH", help="a Hugging Face config.json on disk")
+
+    run = p.add_argument_group("what runs")
+    run.add_argument("--mode", choices=MODES, default="train")
+    run.add_argument("--precision", default=None, metavar="POLICY",
+                     help=f"training: {', '.join(PRECISIONS)} (default bf16-mixed); "
+                          f"serving: a weight dtype ({', '.join(DTYPE_BYTES)}), default bf16")
+    run.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    run.add_argument("--micro-batch", type=positive_int, default=1, metavar="B")
+    run.add_argument("--seq-len", type=positive_int, default=2048, metavar="S")
+    run.add_argument("--grad-accum", type=positive_int, default=1, metavar="M",
+                     help="micro-batches per optimizer step (pipeline: micro-batches in flight)")
+    run.add_argument("--recompute", choices=RECOMPUTE, default="none")
+    run.add_argument("--attention", choices=ATTENTION, default="sdpa")
+    run.add_argument("--activation-formula", choices=("ops", "korthikanti"), default="ops",
+                     help="'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 (reference)")
+    run.add_argument("--implementation", choices=IMPLEMENTATIONS, default="hf",
+                     help="whose op list 'ops' follows (transformers or Megatron)")
+    run.add_argument("--dropout", action="store_true", help="dropout layers active (1-byte masks saved)")
+
+    dtypes = p.add_argument_group("dtype overrides")
+    for flag in ("param-dtype", "master-dtype", "grad-dtype", "grad-accum-dtype", "reduce-dtype",
+                 "optimizer-state-dtype", "activation-dtype"):
+        choices = tuple(DTYPE_BYTES) + (("none",) if flag == "master-dtype" else ())
+        dtypes.add_argument(f"--{flag}", choices=choices, default=None)
+
+    par = p.add_argument_group("parallelism and sharding")
+    par.add_argument("--dp", type=positive_int, default=1, help="data-parallel ranks")
+    par.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage")
+    par.add_argument("--fsdp", choices=FSDP_STRATEGIES, default=None, help="FSDP strategy (instead of --zero)")
+    par.add_argument("--fsdp-shard-group", type=positive_int, default=None, help="HYBRID_SHARD group size")
+    par.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel ranks")
+    par.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism (with --tp)")
+    par.add_argument("--pp", type=positive_int, default=1, help="pipeline stages")
+    par.add_argument("--pp-schedule", choices=PIPELINE_SCHEDULES, default="1f1b")
+    par.add_argument("--virtual-stages", type=positive_int, default=1, help="interleaved: chunks per stage")
+    par.add_argument("--cp", type=positive_int, default=1, help="context-parallel ranks")
+    par.add_argument("--ep", type=positive_int, default=1, help="expert-parallel ranks (MoE)")
+    par.add_argument("--offload", choices=OFFLOAD, default="none", help="CPU offload")
+    par.add_argument("--gpus-per-node", type=positive_int, default=8)
+
+    tune = p.add_argument_group("fine-tuning")
+    tune.add_argument("--lora-rank", type=int, default=0, metavar="R")
+    tune.add_argument("--lora-targets", default="q,k,v,o", help=f"comma list of {', '.join(LORA_TARGETS)}")
+    tune.add_argument("--qlora", action="store_true", help="4-bit NF4 base weights (needs --lora-rank)")
+
+    serve = p.add_argument_group("serving")
+    serve.add_argument("--batch", type=positive_int, default=1, help="concurrent sequences")
+    serve.add_argument("--context", type=positive_int, default=4096, help="tokens per sequence in the KV cache")
+    serve.add_argument("--kv-dtype", choices=tuple(DTYPE_BYTES), default=None)
+
+    over = p.add_argument_group("overheads (named assumptions)")
+    over.add_argument("--overhead", type=overhead_value, default=None, metavar="X",
+                      help="framework overhead: a percentage of the rest ('10%%') or a size ('1.5GiB')")
+    over.add_argument("--cuda-context", type=size_value, default=0, metavar="SIZE",
+                      help="CUDA context size to add, e.g. 500MiB (default: none)")
+    over.add_argument("--allocator-reserve", type=float, default=0.0, metavar="FRACTION",
+                      help="caching-allocator reserve as a fraction of allocated (e.g. 0.05)")
+
+    out = p.add_argument_group("output")
+    out.add_argument("--gpu", metavar="ID", help="GPU to check against (see `python -m builder gpus`)")
+    out.add_argument("--max", choices=MAX_CHOICES, help="search the largest micro-batch or sequence, or the fewest GPUs")
+    out.add_argument("--unit", choices=("GiB", "GB"), default="GiB")
+    out.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=run_estimate)
+
+
+def add_catalog_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """The `models` and `gpus` subcommands."""
+    models = subparsers.add_parser("models", help="list the model catalog")
+    models.add_argument("--json", action="store_true")
+    models.set_defaults(handler=run_models)
+    gpus = subparsers.add_parser("gpus", help="list the GPU catalog (usable capacity)")
+    gpus.add_argument("--json", action="store_true")
+    gpus.set_defaults(handler=run_gpus)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The root parser with every subcommand."""
+    parser = OneLineParser(prog="python -m builder",
+                           description="Training Memory, Explained: the memory model, its CLI and the site builder.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                       parser_class=OneLineParser)
+    add_estimate_parser(subparsers)
+    add_catalog_parsers(subparsers)
+    for module in ("builder.cli_site", "builder.validate.cli"):
+        try:
+            register = __import__(module, fromlist=["register"]).register
+        except (ImportError, AttributeError):
+            continue
+        register(subparsers)
+    return parser
+
+
+# ---------------------------------------------------------------------------------------
+# estimate
+# ---------------------------------------------------------------------------------------
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """Turn parsed flags into a Config, raising UsageError naming the flag."""
+    arch = None
+    if args.model:
+        models = default_models()
+        if args.model not in models:
+            raise UsageError(f"argument --model: unknown model {args.model!r} (see `python -m builder models`)")
+        arch = models[args.model]
+    elif args.config:
+        try:
+            arch = load_hf_config(args.config)
+        except CatalogError as error:
+            raise UsageError(f"argument --config: {error}") from None
+    precision, param_dtype = resolve_precision(args)
+    targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+    overhead_fraction = overhead_bytes = 0
+    if args.overhead:
+        kind, value = args.overhead
+        overhead_fraction, overhead_bytes = (value, 0) if kind == "fraction" else (0, int(value))
+    return Config(
+        model=arch, params=args.params, mode=args.mode, precision=precision,
+        param_dtype=args.param_dtype or param_dtype, master_dtype=args.master_dtype, grad_dtype=args.grad_dtype,
+        grad_accum_dtype=args.grad_accum_dtype, reduce_dtype=args.reduce_dtype,
+        optimizer_state_dtype=args.optimizer_state_dtype, activation_dtype=args.activation_dtype,
+        optimizer=args.optimizer, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
+        recompute=args.recompute, attention=args.attention, activation_formula=args.activation_formula,
+        implementation=args.implementation, dropout=args.dropout, dp=args.dp, zero=args.zero, fsdp=args.fsdp,
+        fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
+        pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,
+        offload=args.offload, gpus_per_node=args.gpus_per_node, lora_rank=args.lora_rank, lora_targets=targets,
+        qlora=args.qlora, batch=args.batch, context=args.context, kv_dtype=args.kv_dtype,
+        cuda_context_bytes=args.cuda_context, allocator_reserve=args.allocator_reserve,
+        overhead_fraction=overhead_fraction, overhead_bytes=overhead_bytes,
+    )
+
+
+def resolve_precision(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(policy name, weight dtype override) from --precision, which accepts a dtype when serving."""
+    value = args.precision
+    if value is None:
+        return ("bf16-mixed", None) if args.mode == "train" else ("bf16", None)
+    if value in PRECISIONS and not (args.mode == "serve" and value in DTYPE_BYTES):
+        return value, None
+    if args.mode == "serve" and value in DTYPE_BYTES:
+        return "bf16", value
+    allowed = ", ".join(PRECISIONS) if args.mode == "train" else ", ".join(DTYPE_BYTES)
+    raise UsageError(f"argument --precision: {value!r} is not one of {allowed}")
+
+
+FLAG_OF_OPTION = {"overhead_fraction": "--overhead", "overhead_bytes": "--overhead",
+                  "cuda_context_bytes": "--cuda-context", "pp_virtual_stages": "--virtual-stages",
+                  "model": "--model", "params": "--params"}
+
+
+def flag_for(option: str) -> str:
+    """The command-line flag that sets a Config option."""
+    return FLAG_OF_OPTION.get(option, "--" + option.replace("_", "-"))
+
+
+def run_estimate(args: argparse.Namespace) -> int:
+    """Print the breakdown (table or JSON), the verdict and any --max answer."""
+    config = config_from_args(args)
+    gpus = default_gpus()
+    if args.gpu and args.gpu not in gpus:
+        raise UsageError(f"argument --gpu: unknown GPU {args.gpu!r} (see `python -m builder gpus`)")
+    if args.max and not args.gpu:
+        raise UsageError("argument --max: needs --gpu to know the capacity")
+    try:
+        breakdown = estimate(config)
+        answer = answer_max(args.max, config, gpus[args.gpu]) if args.max else None
+    except ValueError as error:
+        option, _, message = str(error).partition(": ")
+        raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
+    if args.json:
+        print(json.dumps(breakdown_json(breakdown, gpus, args.gpu, answer), indent=2))
+    else:
+        print(render_table(breakdown, config, gpus, args.gpu, args.unit, answer))
+    return 0
+
+
+def answer_max(question: str, config: Config, gpu: Gpu) -> dict:
+    """Answer --max for one GPU, as a dictionary for JSON and text."""
+    capacity = gpu.usable_bytes
+    if question == "micro-batch":
+        value = max_micro_batch(config, capacity)
+        name = "micro_batch" if config.mode == "train" else "batch"
+        return {"question": name, "gpu": gpu.id, "value": value}
+    if question == "seq-len":
+        value = max_seq_len(config, capacity)
+        return {"question": "seq_len" if config.mode == "train" else "context", "gpu": gpu.id, "value": value}
+    plan = min_gpus(config, capacity)
+    return {"question": "gpus", "gpu": gpu.id, "value": plan.gpus if plan else None,
+            "how": plan.how if plan else "no plan up to 4096 GPUs keeps this strategy within capacity"}
+
+
+def breakdown_json(breakdown, gpus: dict[str, Gpu], gpu_id: str | None, answer: dict | None) -> dict:
+    """The JSON contract: params, per_gpu_bytes (= sum of parts), parts, host_bytes, fits."""
+    chosen = [gpus[gpu_id]] if gpu_id else list(gpus.values())
+    fits = {}
+    for gpu in chosen:
+        fit = check_fit(breakdown, gpu.usable_bytes)
+        fits[gpu.id] = {"capacity_bytes": gpu.usable_bytes, "headroom_bytes": fit.headroom, "fits": fit.fits}
+    data = {
+        "params": breakdown.params,
+        "per_gpu_bytes": breakdown.total,
+        "parts": breakdown.as_dict(),
+        "host_bytes": breakdown.host_total,
+        "host_parts": {p.name: p.bytes for p in breakdown.host_parts},
+        "fits": fits,
+        "sources": {p.name: p.source for p in breakdown.parts},
+        "notes": list(breakdown.notes) + [f"{p.name}: {p.simplification}" for p in breakdown.parts if p.simplification],
+    }
+    if answer is not None:
+        data["max"] = answer
+    return data
+
+
+def render_table(breakdown, config: Config, gpus: dict[str, Gpu], gpu_id: str | None, unit: str,
+                 answer: dict | None) -> str:
+    """A readable table of parts, the total, the verdict and notes."""
+    divisor = GiB if unit == "GiB" else GB
+    arch = config.model
+    title = arch.extra.get("display", arch.name) if arch else f"{breakdown.params:,} parameters"
+    lines = [f"{title} · {config.mode} · {breakdown.params:,} parameters · sizes in {unit} "
+             f"({'2**30' if unit == 'GiB' else '10**9'} bytes) per GPU"]
+    width = max([len(p.name) for p in breakdown.parts] + [5])
+    for part in breakdown.parts:
+        lines.append(f"  {part.name:<{width}}  {part.bytes / divisor:10.2f}  {part.per_unit}")
+    lines.append(f"  {'total':<{width}}  {breakdown.total / divisor:10.2f}")
+    if breakdown.host_parts:
+        lines.append(f"  host memory per node: {format_bytes(breakdown.host_total, unit, 2)}")
+    targets = [gpus[gpu_id]] if gpu_id else list(gpus.values())
+    lines.append("")
+    for gpu in targets:
+        fit = check_fit(breakdown, gpu.usable_bytes)
+        lines.append(f"  {gpu.display} ({format_bytes(gpu.usable_bytes, unit, 1)} usable): {fit.verdict(unit)}")
+    if answer is not None:
+        lines.append("")
+        lines.append(f"  {describe_answer(answer)}")
+    notes = list(breakdown.notes) + [f"{p.name}: {p.simplification}" for p in breakdown.parts if p.simplification]
+    if notes:
+        lines.append("")
+        lines.extend(f"  note: {n}" for n in notes)
+    return "\n".join(lines)
+
+
+def describe_answer(answer: dict) -> str:
+    """--max answer in words."""
+    gpu = answer["gpu"]
+    if answer["value"] is None:
+        what = "GPU count" if answer["question"] == "gpus" else answer["question"].replace("_", " ")
+        return f"no {what} fits on {gpu}" + (f" ({answer['how']})" if "how" in answer else "")
+    if answer["question"] == "gpus":
+        return f"fewest GPUs on {gpu}: {answer['value']} ({answer['how']})"
+    return f"largest {answer['question'].replace('_', ' ')} that fits on {gpu}: {answer['value']}"
+
+
+# ---------------------------------------------------------------------------------------
+# catalogs
+# ---------------------------------------------------------------------------------------
+
+def run_models(args: argparse.Namespace) -> int:
+    """List catalog models with their parameter counts."""
+    models = default_models()
+    if args.json:
+        rows = {k: {"display": a.extra.get("display", k), "params": param_count(a),
+                    "active_params": active_param_count(a), "layers": a.layers, "hidden": a.hidden,
+                    "heads": a.heads, "kv_heads": a.n_kv_heads, "vocab": a.vocab, "source": a.source}
+                for k, a in models.items()}
+        print(json.dumps(rows, indent=2))
+        return 0
+    for model_id, arch in models.items():
+        active = f" ({active_param_count(arch):,} active)" if arch.is_moe else ""
+        print(f"{model_id:<16} {param_count(arch):>17,} params{active}  L={arch.layers} h={arch.hidden} "
+              f"a={arch.heads} kv={arch.n_kv_heads} V={arch.vocab}")
+    return 0
+
+
+def run_gpus(args: argparse.Namespace) -> int:
+    """List catalog GPUs with usable capacity in GiB and GB."""
+    gpus = default_gpus()
+    if args.json:
+        print(json.dumps({k: {"display": g.display, "usable_bytes": g.usable_bytes, "marketing": g.marketing,
+                              "source": g.source} for k, g in gpus.items()}, indent=2))
+        return 0
+    for gpu_id, gpu in gpus.items():
+        print(f"{gpu_id:<10} {gpu.display:<22} usable {format_bytes(gpu.usable_bytes, 'GiB', 2):>11} "
+              f"= {format_bytes(gpu.usable_bytes, 'GB', 2):>10}  (sold as {gpu.marketing})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments and run the subcommand; usage errors exit 2 with one line."""
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except UsageError as error:
+        print(f"python -m builder {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except CatalogError as error:
+        print(f"python -m builder {args.command}: error: {error}", file=sys.stderr)
+        return 2

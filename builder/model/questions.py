@@ -1,0 +1,123 @@
+"""The questions users ask of an estimate: does it fit, how far can I push it, how many GPUs.
+
+All searches rely on monotonicity that tests/test_properties.py checks: memory never
+decreases with micro-batch, sequence length or parameters, and never increases with more
+data-parallel ranks under ZeRO/FSDP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from builder.model.breakdown import Breakdown
+from builder.model.config import Config, _shard_stage
+from builder.model.estimate import estimate
+from builder.model.units import format_bytes
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How a breakdown compares with one GPU's usable capacity."""
+
+    capacity: int  # usable bytes of the GPU
+    needed: int  # per-GPU bytes of the estimate
+
+    @property
+    def headroom(self) -> int:
+        """Capacity minus need; negative when it does not fit."""
+        return self.capacity - self.needed
+
+    @property
+    def fits(self) -> bool:
+        """True when the estimate is at most the capacity."""
+        return self.needed <= self.capacity
+
+    def verdict(self, unit: str = "GiB") -> str:
+        """'fits with 27.3 GiB headroom' or 'exceeds by 12.1 GiB'."""
+        if self.fits:
+            return f"fits with {format_bytes(self.headroom, unit)} headroom"
+        return f"exceeds by {format_bytes(-self.headroom, unit)}"
+
+
+def check_fit(breakdown: Breakdown, capacity: int) -> Fit:
+    """Compare a breakdown's per-GPU total with a capacity in bytes."""
+    return Fit(capacity=capacity, needed=breakdown.total)
+
+
+def _largest(fits: Callable[[int], bool], low: int, limit: int, step: int = 1) -> int | None:
+    """Largest multiple of `step` in [low, limit] for which `fits` holds (monotone), or None."""
+    if not fits(low):
+        return None
+    good, bad = low, None
+    probe = low
+    while bad is None:
+        probe *= 2
+        if probe > limit:
+            if fits(limit):
+                return limit
+            bad = limit
+        elif fits(probe):
+            good = probe
+        else:
+            bad = probe
+    while bad - good > step:
+        middle = (good + bad) // 2 // step * step
+        if middle <= good:
+            break
+        if fits(middle):
+            good = middle
+        else:
+            bad = middle
+    return good
+
+
+def max_micro_batch(config: Config, capacity: int, limit: int = 1 << 16) -> int | None:
+    """Largest micro-batch (training) or batch (serving) that fits, or None if even 1 does not."""
+    field = "micro_batch" if config.mode == "train" else "batch"
+    return _largest(lambda n: estimate(config.with_changes(**{field: n})).total <= capacity, 1, limit)
+
+
+def max_seq_len(config: Config, capacity: int, limit: int = 1 << 22) -> int | None:
+    """Longest sequence (training, a multiple of cp) or context (serving) that fits, or None."""
+    if config.mode == "serve":
+        return _largest(lambda n: estimate(config.with_changes(context=n)).total <= capacity, 1, limit)
+    step = config.cp
+    return _largest(lambda n: estimate(config.with_changes(seq_len=n)).total <= capacity, step, limit, step)
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    """The fewest GPUs for a strategy, and the configuration that achieves it."""
+
+    gpus: int
+    config: Config
+    how: str  # which degree was raised, in words
+
+
+def min_gpus(config: Config, capacity: int, limit: int = 4096) -> GpuPlan | None:
+    """Fewest GPUs keeping the strategy: raise dp under ZeRO/FSDP (training) or tp then pp (serving)."""
+    fixed = config.tp * config.pp * config.cp
+    if config.mode == "train":
+        if _shard_stage(config) == 0:
+            fits = estimate(config.with_changes(dp=max(1, config.ep))).total <= capacity
+            return GpuPlan(fixed * max(1, config.ep), config.with_changes(dp=max(1, config.ep)),
+                           "data parallelism without sharding does not lower per-GPU memory") if fits else None
+        for dp in range(max(1, config.ep), limit // fixed + 1):
+            if dp % max(1, config.ep):
+                continue
+            trial = config.with_changes(dp=dp)
+            if estimate(trial).total <= capacity:
+                return GpuPlan(dp * fixed, trial, f"data-parallel ranks = {dp}")
+        return None
+    arch = config.model
+    if arch is None:
+        return GpuPlan(1, config, "one GPU") if estimate(config).total <= capacity else None
+    tensor_sizes = [t for t in range(1, min(arch.heads, 64) + 1)
+                    if arch.heads % t == 0 and (arch.n_kv_heads % t == 0 or t % arch.n_kv_heads == 0)]
+    plans = sorted((tp * pp, pp, tp) for tp in tensor_sizes for pp in range(1, arch.layers + 1) if tp * pp <= limit)
+    for gpus, pp, tp in plans:
+        trial = config.with_changes(tp=tp, pp=pp)
+        if estimate(trial).total <= capacity:
+            return GpuPlan(gpus, trial, f"tensor parallel {tp} x pipeline {pp}")
+    return None
