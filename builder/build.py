@@ -1,0 +1,351 @@
+"""Build the site: gather content, evaluate the model, render, then write everything at once.
+
+One readable pass (makesite/mkdocs style):
+  1. fingerprint the inputs; if site/ already holds exactly this build, stop (warm rebuild);
+  2. gather: site config, catalogs, presets, references, pages;
+  3. evaluate every chart's bars with the memory model and render its SVG;
+  4. render every page (Markdown, citations, placements, templates);
+  5. bundle static files;
+  6. write the whole site into a temporary folder beside the output and swap it in.
+Any content error is collected (all of them, as 'path:line: message'); if there is one,
+BuildFailed is raised before anything is written, so the previous site/ survives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from builder.catalog import CatalogError, load_gpus, load_models
+from builder.content import (BuildFailed, ContentError, Page, display_name, read_pages, read_presets,
+                             read_references, read_site_config)
+from builder.grids import EvaluatedChart, evaluate_chart
+from builder.render import PageContext, make_markdown, make_templates, render_body, render_page
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+STYLESHEET = "static/site.css"
+WIDGET_SCRIPT = "static/widgets.js"
+STAMP_NAME = "stamp.json"
+
+
+@dataclass(frozen=True)
+class SitePaths:
+    """Where the build reads from and writes to."""
+
+    content: Path
+    templates: Path
+    static: Path
+    out: Path
+
+    @property
+    def cache(self) -> Path:
+        """Build cache beside the output: '.site-cache' for 'site' (ignored by git)."""
+        return self.out.parent / f".{self.out.name}-cache"
+
+
+@dataclass
+class BuildReport:
+    """What a build did: files written, time taken, whether it was skipped as unchanged."""
+
+    files: dict[str, int] = field(default_factory=dict)  # relative path -> bytes
+    seconds: float = 0.0
+    unchanged: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Gathered:
+    """Everything read from content/, validated."""
+
+    site: dict[str, str]
+    models: dict[str, Any]
+    gpus: dict[str, Any]
+    presets: dict[str, Any]
+    references: dict[str, Any]
+    pages: list[Page]
+
+
+def load_estimate() -> Callable:
+    """The memory model's estimate function (imported when first needed)."""
+    return importlib.import_module("builder.model.estimate").estimate
+
+
+def load_chart_renderer() -> Callable:
+    """builder.charts.render_chart (matplotlib is imported only when charts are drawn)."""
+    return importlib.import_module("builder.charts").render_chart
+
+
+# 1. Fingerprint ---------------------------------------------------------------------------
+
+def list_files(folder: Path) -> list[Path]:
+    """Every non-hidden file under `folder`, sorted by relative path."""
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.rglob("*") if p.is_file() and not any(
+        part.startswith(".") or part == "__pycache__" for part in p.relative_to(folder).parts)),
+        key=lambda p: p.relative_to(folder).as_posix())
+
+
+def fingerprint_inputs(paths: SitePaths) -> str:
+    """sha256 over every input file (content, templates, static, builder code)."""
+    digest = hashlib.sha256()
+    for label, folder in (("content", paths.content), ("templates", paths.templates), ("static", paths.static),
+                          ("builder", PACKAGE_DIR)):
+        for path in list_files(folder):
+            if label == "builder" and path.suffix != ".py":
+                continue
+            digest.update(f"{label}/{path.relative_to(folder).as_posix()}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def hash_tree(folder: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file in a built site."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in list_files(folder)}
+
+
+def is_up_to_date(paths: SitePaths, fingerprint: str) -> bool:
+    """True when the output holds exactly the files the last build with these inputs wrote."""
+    stamp = paths.cache / STAMP_NAME
+    if not stamp.is_file() or not paths.out.is_dir():
+        return False
+    try:
+        recorded = json.loads(stamp.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    return recorded.get("fingerprint") == fingerprint and recorded.get("files") == hash_tree(paths.out)
+
+
+def write_stamp(paths: SitePaths, fingerprint: str) -> None:
+    """Remember which inputs produced the current output."""
+    paths.cache.mkdir(parents=True, exist_ok=True)
+    stamp = {"fingerprint": fingerprint, "files": hash_tree(paths.out)}
+    (paths.cache / STAMP_NAME).write_text(json.dumps(stamp, indent=1, sort_keys=True), encoding="utf-8")
+
+
+# 2. Gather --------------------------------------------------------------------------------
+
+def split_catalog_error(error: CatalogError) -> ContentError:
+    """A CatalogError's 'path:line: message' as a ContentError."""
+    match = re.match(r"^(.*?):(\d+): (.*)$", str(error), re.S)
+    if match:
+        return ContentError(match.group(1), int(match.group(2)), match.group(3))
+    path, _, message = str(error).partition(": ")
+    return ContentError(path, 1, message)
+
+
+def load_catalog(loader: Callable[[Path], dict], path: Path) -> tuple[dict, list[ContentError]]:
+    """Run a catalog loader; its error becomes a ContentError."""
+    try:
+        return loader(Path(display_name(path))), []
+    except CatalogError as error:
+        return {}, [split_catalog_error(error)]
+
+
+def gather_content(paths: SitePaths) -> tuple[Gathered, list[ContentError]]:
+    """Read and validate every content file; collect all errors."""
+    content = paths.content
+    site, errors = read_site_config(content / "site.toml", display_name(content / "site.toml"))
+    models, model_errors = load_catalog(load_models, content / "models.toml")
+    gpus, gpu_errors = load_catalog(load_gpus, content / "gpus.toml")
+    presets, preset_errors = read_presets(content / "presets.toml", display_name(content / "presets.toml"))
+    references, reference_errors = ({}, []) if not (content / "references.toml").exists() else \
+        read_references(content / "references.toml", display_name(content / "references.toml"))
+    pages, page_errors = read_pages(content)
+    errors += model_errors + gpu_errors + preset_errors + reference_errors + page_errors
+    if not pages and not page_errors:
+        errors.append(ContentError(display_name(content), 1, "no pages: add at least one content/*.md"))
+    return Gathered(site, models, gpus, presets, references, pages), errors
+
+
+# 3. Evaluate and draw ---------------------------------------------------------------------
+
+def evaluate_page_charts(page: Page, gathered: Gathered, estimate: Callable) -> tuple[dict[str, EvaluatedChart],
+                                                                                      list[ContentError]]:
+    """Evaluate every chart defined in a page's front matter."""
+    presets = gathered.presets | page.presets
+    charts, errors = {}, []
+    for chart_id, chart in sorted(page.charts.items()):
+        evaluated, chart_errors = evaluate_chart(chart, page, presets, gathered.models, gathered.gpus, estimate)
+        errors += chart_errors
+        if evaluated is not None:
+            charts[chart_id] = evaluated
+    return charts, errors
+
+
+def draw_charts(page: Page, charts: dict[str, EvaluatedChart], render_chart: Callable, cache: Path | None,
+                report: BuildReport) -> tuple[dict[str, str], list[ContentError]]:
+    """SVG for every chart of a page (from the chart cache when the spec is unchanged)."""
+    svgs, errors = {}, []
+    for chart_id, chart in sorted(charts.items()):
+        try:
+            svgs[chart_id] = cached_chart(chart, render_chart, cache)
+        except NotImplementedError:
+            report.warnings.append(f"{page.path}: chart {chart_id}: charts are not implemented yet; "
+                                   "the data table is shown without a figure")
+        except Exception as error:  # a renderer bug must still name the chart that triggered it
+            errors.append(ContentError(page.path, chart.definition.line,
+                                       f"chart {chart_id}: cannot draw: {type(error).__name__}: {error}"))
+    return svgs, errors
+
+
+def cached_chart(chart: EvaluatedChart, render_chart: Callable, cache: Path | None) -> str:
+    """render_chart(spec), memoised on disk by a hash of the spec and the charts code."""
+    if cache is None:
+        return render_chart(chart.spec)
+    charts_code = (PACKAGE_DIR / "charts.py").read_bytes() if (PACKAGE_DIR / "charts.py").exists() else b""
+    key = hashlib.sha256(repr(chart.spec).encode() + charts_code + repr(render_chart).encode()).hexdigest()
+    path = cache / "charts" / f"{key}.svg"
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    svg = render_chart(chart.spec)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(svg, encoding="utf-8")
+    return svg
+
+
+# 4. Render --------------------------------------------------------------------------------
+
+def check_charts_placed(page: Page, context: PageContext, body_text: str) -> None:
+    """Every chart defined in front matter must be placed in the body."""
+    for chart_id, chart in sorted(page.charts.items()):
+        if not re.search(r"\{\{<\s*(chart|table)\s+" + re.escape(chart_id) + r"\s*>\}\}", body_text):
+            context.error(chart.line, f"chart {chart_id} is defined but never placed "
+                                      f"(add a line {{{{< chart {chart_id} >}}}})")
+
+
+def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, render_chart: Callable,
+                 report: BuildReport, log: Callable[[str], None]) -> tuple[dict[str, bytes], list[ContentError]]:
+    """Every page's HTML, keyed by output path; all errors collected."""
+    templates = make_templates(paths.templates)
+    md = make_markdown()
+    catalogs = {"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets}
+    has_references_page = any(p.slug == "references" for p in gathered.pages)
+    has_widget_script = (paths.static / "widgets.js").is_file()
+    outputs, errors = {}, []
+    for page in gathered.pages:
+        started = time.perf_counter()
+        charts, chart_errors = evaluate_page_charts(page, gathered, estimate)
+        svgs, draw_errors = draw_charts(page, charts, render_chart, paths.cache, report)
+        context = PageContext(page=page, charts=charts, references=gathered.references,
+                              catalogs=catalogs | {"preset": gathered.presets | page.presets},
+                              templates=templates, svgs=svgs)
+        check_charts_placed(page, context, page.body)
+        body = render_body(md, context) if not chart_errors else ""
+        if context.cited and not has_references_page:
+            context.error(page.body_line, "citations need a references page (a page with slug: references)")
+        errors += chart_errors + draw_errors + context.errors
+        if chart_errors or draw_errors or context.errors:
+            continue
+        scripts = [WIDGET_SCRIPT] if context.widgets and has_widget_script else []
+        extra = {"stylesheet": STYLESHEET, "scripts": scripts,
+                 "references": sorted(gathered.references.values(), key=lambda r: r.number)}
+        html = render_page(templates, page, gathered.pages, gathered.site, body, extra)
+        outputs[page.url] = html.encode("utf-8")
+        log(f"  {page.url:<22} {len(outputs[page.url]) / 1024:7.1f} KiB  {time.perf_counter() - started:6.3f} s")
+    return outputs, errors
+
+
+# 5. Static files --------------------------------------------------------------------------
+
+def bundle_static(static_dir: Path) -> dict[str, bytes]:
+    """All static/*.css concatenated into static/site.css (site.css first); other files copied."""
+    files = list_files(static_dir)
+    stylesheets = sorted((p for p in files if p.suffix == ".css" and p.parent == static_dir),
+                         key=lambda p: (p.name != "site.css", p.name))
+    outputs = {}
+    if stylesheets:
+        outputs[STYLESHEET] = b"".join(f"/* ---- {p.name} ---- */\n".encode() + p.read_bytes().rstrip() + b"\n"
+                                       for p in stylesheets)
+    for path in files:
+        if path not in stylesheets:
+            outputs["static/" + path.relative_to(static_dir).as_posix()] = path.read_bytes()
+    return outputs
+
+
+# 6. Write ---------------------------------------------------------------------------------
+
+def write_site(outputs: dict[str, bytes], out: Path) -> None:
+    """Write every file into a temporary folder beside `out`, then swap it in for `out`."""
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-new-", dir=out.parent))
+    try:
+        for relative, data in sorted(outputs.items()):
+            target = staging / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        os.chmod(staging, 0o755)
+        swap_folder(staging, out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def swap_folder(staging: Path, out: Path) -> None:
+    """Replace `out` by `staging` with two renames; the old tree is removed afterwards."""
+    if not out.exists():
+        staging.rename(out)
+        return
+    retired = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
+    retired.rmdir()
+    out.rename(retired)
+    try:
+        staging.rename(out)
+    except OSError:
+        retired.rename(out)
+        raise
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+# The orchestrator -------------------------------------------------------------------------
+
+def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, stream: TextIO | None = None,
+               estimate: Callable | None = None, render_chart: Callable | None = None) -> BuildReport:
+    """Build the site into paths.out; raises BuildFailed (all errors) and leaves the old output alone."""
+    stream = stream or sys.stderr
+    started = time.perf_counter()
+    report = BuildReport()
+    log = (lambda message: None) if quiet else (lambda message: print(message, file=stream))
+
+    # 1. Unchanged inputs and intact output: nothing to do.
+    fingerprint = fingerprint_inputs(paths)
+    if estimate is None and render_chart is None and not force and is_up_to_date(paths, fingerprint):
+        report.unchanged = True
+        report.seconds = time.perf_counter() - started
+        log(f"site unchanged: {display_name(paths.out)} is up to date ({report.seconds:.3f} s)")
+        return report
+
+    # 2. Gather and validate everything.
+    gathered, errors = gather_content(paths)
+    if errors:
+        raise BuildFailed(errors)
+
+    # 3-4. Evaluate, draw and render every page.
+    log(f"building {len(gathered.pages)} pages into {display_name(paths.out)}")
+    outputs, errors = render_pages(gathered, paths, estimate or load_estimate(), render_chart or
+                                   load_chart_renderer(), report, log)
+    if errors:
+        raise BuildFailed(errors)
+
+    # 5-6. Static files, then one swap.
+    outputs |= bundle_static(paths.static)
+    write_site(outputs, paths.out)
+    if estimate is None and render_chart is None:
+        write_stamp(paths, fingerprint)
+    report.files = {name: len(data) for name, data in sorted(outputs.items())}
+    report.seconds = time.perf_counter() - started
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=stream)
+    log(f"built {len(gathered.pages)} pages, {len(outputs)} files in {report.seconds:.2f} s")
+    return report

@@ -1,0 +1,98 @@
+"""The `build` and `serve` subcommands (registered on the root CLI by builder/cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_CONTENT_ERROR = 2
+
+
+def add_path_options(parser: argparse.ArgumentParser) -> None:
+    """--content, --templates, --static, --out and --quiet, shared by build and serve."""
+    parser.add_argument("--content", type=Path, default=Path("content"), help="Markdown pages and data (default: content)")
+    parser.add_argument("--templates", type=Path, default=Path("templates"), help="Jinja templates (default: templates)")
+    parser.add_argument("--static", type=Path, default=Path("static"), help="CSS, scripts (default: static)")
+    parser.add_argument("--out", type=Path, default=Path("site"), help="output folder, replaced at the end (default: site)")
+    parser.add_argument("--quiet", action="store_true", help="print errors only")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `build` and `serve` to a root parser's subcommands."""
+    build = subparsers.add_parser("build", help="build the site into site/",
+                                  description="Build the static site. Errors: one 'path:line: message' per line, exit 2.")
+    add_path_options(build)
+    build.add_argument("--force", action="store_true", help="rebuild even when no input changed")
+    build.set_defaults(handler=run_build)
+    serve = subparsers.add_parser("serve", help="preview the site on 127.0.0.1 and rebuild on change",
+                                  description="Serve the site locally; rebuild when content, templates, static or builder change.")
+    add_path_options(serve)
+    serve.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default: 8000)")
+    serve.add_argument("--base", default="/", help="URL sub-path to serve under, e.g. /training-memory/ (default: /)")
+    serve.set_defaults(handler=run_serve)
+
+
+def site_paths(args: argparse.Namespace):
+    """SitePaths from parsed options."""
+    from builder.build import SitePaths
+
+    return SitePaths(content=args.content, templates=args.templates, static=args.static, out=args.out)
+
+
+def check_folders(args: argparse.Namespace) -> list[str]:
+    """Errors for input folders that do not exist, naming the flag."""
+    return [f"--{name} {getattr(args, name)}: no such folder" for name in ("content", "templates", "static")
+            if not getattr(args, name).is_dir()]
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """Build once; print errors as 'path:line: message' and return 2 on content errors."""
+    from builder.build import build_site
+    from builder.content import BuildFailed
+
+    problems = check_folders(args)
+    if problems:
+        print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
+        return EXIT_CONTENT_ERROR
+    try:
+        build_site(site_paths(args), quiet=args.quiet, force=getattr(args, "force", False))
+    except BuildFailed as failure:
+        print_errors(failure)
+        return EXIT_CONTENT_ERROR
+    return 0
+
+
+def print_errors(failure) -> None:
+    """One line per error on stderr, then a count."""
+    for error in failure.errors:
+        print(error, file=sys.stderr)
+    print(f"build failed: {len(failure.errors)} error(s); the previous site was left as it was", file=sys.stderr)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Build, serve on 127.0.0.1 and rebuild on change until interrupted."""
+    from builder.serve import serve_site
+
+    problems = check_folders(args)
+    if problems:
+        print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
+        return EXIT_CONTENT_ERROR
+    return serve_site(site_paths(args), port=args.port, base=args.base, quiet=args.quiet)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """A root parser with only the site subcommands (for tests and `python -m builder.cli_site`)."""
+    parser = argparse.ArgumentParser(prog="python -m builder", description="Build and preview the site.")
+    register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `build` or `serve` with `argv`; returns the exit code."""
+    args = make_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

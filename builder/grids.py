@@ -1,0 +1,207 @@
+"""Turn chart definitions (presets, bars, grids) into model Configs and evaluate them.
+
+A bar's settings are Config field overrides written in front matter or presets.toml:
+`model:` is a catalog id (resolved to an Architecture), `params:` a raw count ('8B',
+'3.7e9' or an integer), sizes such as `overhead_bytes:` accept '1.5GiB'. Every value is
+type-checked against builder.model.Config and range-checked by validate_config; problems
+come back as ContentErrors naming the line of the offending option.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+from builder.catalog import Gpu
+from builder.charts import ChartBar, ChartSpec
+from builder.content import BarDefinition, ChartDefinition, ContentError, Page, Preset
+from builder.model import Breakdown, Config, validate_config
+from builder.model.architecture import Architecture
+from builder.model.units import parse_size
+
+# Config field -> the kind of value an author writes for it.
+FIELD_KINDS: dict[str, str] = {
+    f.name: {"Architecture | None": "model", "int | None": "optional_int", "int": "int", "float": "float",
+             "bool": "bool", "str": "str", "str | None": "optional_str",
+             "tuple[str, ...]": "str_tuple"}.get(str(f.type), "unsupported")
+    for f in fields(Config)
+}
+COUNT_SUFFIXES = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+class SettingError(ValueError):
+    """A setting that cannot become a Config value; `option` names it."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+
+
+@dataclass(frozen=True)
+class EvaluatedChart:
+    """A chart definition with every bar evaluated by the memory model."""
+
+    definition: ChartDefinition
+    spec: ChartSpec
+    configs: tuple[Config, ...]
+
+
+def parse_count(value: Any) -> int:
+    """A parameter count from 8030261248, 7.0e9, '3.7e9' or '8B' (raises ValueError)."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a count, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*([KMBT]?)\s*", value)
+        if match:
+            return round(float(match.group(1)) * COUNT_SUFFIXES.get(match.group(2), 1))
+    raise ValueError(f"must be a count such as 7000000000, 7.0e9 or '7B', got {value!r}")
+
+
+def convert_setting(option: str, value: Any, models: dict[str, Architecture]) -> Any:
+    """One front-matter value to the Config field's type (raises SettingError)."""
+    kind = FIELD_KINDS.get(option)
+    if kind is None or kind == "unsupported":
+        known = ", ".join(name for name, k in FIELD_KINDS.items() if k != "unsupported")
+        raise SettingError(option, f"unknown config option {option!r} (known: {known})")
+    try:
+        return convert_kind(kind, option, value, models)
+    except ValueError as error:
+        raise SettingError(option, f"{option}: {error}") from None
+
+
+def convert_kind(kind: str, option: str, value: Any, models: dict[str, Architecture]) -> Any:
+    """Convert `value` to a Config field of kind `kind` (raises ValueError)."""
+    if kind == "model":
+        if not isinstance(value, str) or value not in models:
+            raise ValueError(f"unknown model {value!r} (see content/models.toml)")
+        return models[value]
+    if value is None and kind.startswith("optional_"):
+        return None
+    if option == "params":
+        return parse_count(value)
+    if kind in ("int", "optional_int"):
+        if isinstance(value, str) and option.endswith("_bytes"):
+            return parse_size(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"must be an integer, got {value!r}")
+        return value
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"must be a number, got {value!r}")
+        return float(value)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"must be true or false, got {value!r}")
+        return value
+    if kind == "str_tuple":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"must be a list of names, got {value!r}")
+        return tuple(value)
+    if not isinstance(value, str):
+        raise ValueError(f"must be text, got {value!r}")
+    return value
+
+
+def resolve_settings(bar: BarDefinition, presets: dict[str, Preset], path: str
+                     ) -> tuple[dict[str, Any], dict[str, tuple[str, int]], list[ContentError]]:
+    """Merge the bar's preset under its own settings; each option keeps the file:line it came from."""
+    settings: dict[str, Any] = {}
+    origins: dict[str, tuple[str, int]] = {}
+    if bar.preset is not None:
+        preset = presets.get(bar.preset)
+        if preset is None:
+            known = ", ".join(sorted(presets)) or "none defined"
+            line = bar.lines.get("preset", bar.line)
+            return {}, {}, [ContentError(path, line, f"unknown preset {bar.preset!r} (known: {known})")]
+        settings.update(preset.settings)
+        origins.update({key: (preset.path, preset.lines.get(key, preset.line)) for key in preset.settings})
+    settings.update(bar.settings)
+    origins.update({key: (path, bar.lines.get(key, bar.line)) for key in bar.settings})
+    return settings, origins, []
+
+
+def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str, Architecture], path: str
+                ) -> tuple[Config | None, list[ContentError]]:
+    """The validated Config of one bar, or the errors that stop it (every bad option reported)."""
+    settings, origins, errors = resolve_settings(bar, presets, path)
+    if errors:
+        return None, errors
+    values = {}
+    for option, raw in sorted(settings.items()):
+        try:
+            values[option] = convert_setting(option, raw, models)
+        except SettingError as error:
+            where = origins.get(option, (path, bar.line))
+            errors.append(ContentError(where[0], where[1], f"bar {bar.label!r}: {error}"))
+    if errors:
+        return None, errors
+    config = Config(**values)
+    try:
+        validate_config(config)
+    except ValueError as error:
+        option = str(error).split(":", 1)[0]
+        where = origins.get(option, (path, bar.line))
+        return None, [ContentError(where[0], where[1], f"bar {bar.label!r}: value out of range: {error}")]
+    return config, []
+
+
+def evaluate_chart(chart: ChartDefinition, page: Page, presets: dict[str, Preset],
+                   models: dict[str, Architecture], gpus: dict[str, Gpu],
+                   estimate: Callable[[Config], Breakdown]) -> tuple[EvaluatedChart | None, list[ContentError]]:
+    """Evaluate every bar of a chart (once per distinct config) and build its ChartSpec."""
+    errors = [ContentError(page.path, line, f"chart {chart.chart_id}: unknown GPU {gpu_id!r} (see content/gpus.toml)")
+              for gpu_id, line in zip(chart.gpus, chart.gpu_lines or (chart.line,) * len(chart.gpus))
+              if gpu_id not in gpus]
+    configs, bars = [], []
+    for bar in chart.bars:
+        config, bar_errors = make_config(bar, presets, models, page.path)
+        errors += bar_errors
+        if config is None:
+            continue
+        try:
+            breakdown = estimate(config)
+        except ValueError as error:
+            errors.append(ContentError(page.path, bar.line, f"bar {bar.label!r}: the model rejects it: {error}"))
+            continue
+        configs.append(config)
+        bars.append(ChartBar(label=bar.label, breakdown=breakdown))
+    if errors:
+        return None, errors
+    chart_gpus = tuple(gpus[g] for g in chart.gpus)
+    spec = ChartSpec(chart_id=chart.chart_id, title=chart.title,
+                     description=describe_chart(chart, bars, chart_gpus), bars=tuple(bars), gpus=chart_gpus,
+                     unit=chart.unit, example=chart.example, group_by=chart.group_by)
+    return EvaluatedChart(definition=chart, spec=spec, configs=tuple(configs)), []
+
+
+def group_amounts(breakdown: Breakdown, group_by: str) -> dict[str, int]:
+    """Bytes per row of a chart: per bucket or per part, in stacking order."""
+    if group_by == "part":
+        return breakdown.as_dict()
+    return breakdown.buckets()
+
+
+def format_amount(n_bytes: int, unit: str) -> str:
+    """Bytes in GiB or GB as a plain number: one decimal, two below 1, no unit."""
+    value = n_bytes / (2**30 if unit == "GiB" else 10**9)
+    if value == 0:
+        return "0"
+    return f"{value:.2f}" if abs(value) < 1 else f"{value:.1f}"
+
+
+def describe_chart(chart: ChartDefinition, bars: list[ChartBar], gpus: tuple[Gpu, ...]) -> str:
+    """The chart's text summary (its <desc>): the author's description plus every number drawn."""
+    sentences = [chart.description] if chart.description else []
+    for bar in bars:
+        amounts = group_amounts(bar.breakdown, chart.group_by)
+        listed = ", ".join(f"{name} {format_amount(amount, chart.unit)}" for name, amount in amounts.items())
+        sentences.append(f"{bar.label}: {format_amount(bar.breakdown.total, chart.unit)} {chart.unit} per GPU "
+                         f"({listed}).")
+    for gpu in gpus:
+        sentences.append(f"{gpu.display} holds {format_amount(gpu.usable_bytes, chart.unit)} {chart.unit}.")
+    return " ".join(sentences)

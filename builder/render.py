@@ -1,0 +1,369 @@
+"""Render pages: Markdown to HTML (math as MathML, citations, placements) and Jinja templates.
+
+Placement syntax (a line of its own, with blank lines around it):
+
+    {{< chart four-buckets >}}                 chart + data table + formulas and sources
+    {{< table four-buckets >}}                 data table + formulas only
+    {{< widget bytes-per-param model=llama-3-8b gpus=a100-80gb,h100-80gb >}}
+
+Citations: `[@key]` or `[@key1; @key2]`, keys from content/references.toml.
+Math: `$...$` inline and `$$...$$` display, LaTeX converted to MathML at build time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import jinja2
+import latex2mathml.converter
+from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
+from markdown_it.rules_core import StateCore
+from markdown_it.rules_inline import StateInline
+from markdown_it.token import Token
+from markupsafe import Markup
+from mdit_py_plugins.anchors import anchors_plugin
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+from mdit_py_plugins.footnote import footnote_plugin
+
+from builder.content import WIDGETS, ContentError, Page, Reference, convert_widget_option, parse_options
+from builder.grids import EvaluatedChart, format_amount, group_amounts
+
+PLACEMENT_LINE = re.compile(r"^\{\{<\s*(?P<kind>[a-z]+)\s+(?P<name>[a-z0-9-]+)(?P<options>[^>]*?)\s*>\}\}$")
+PLACEMENT_KINDS = ("chart", "table", "widget")
+CITATION = re.compile(r"\[(@[A-Za-z0-9_.:-]+(?:\s*;\s*@[A-Za-z0-9_.:-]+)*)\]")
+UNIT_NOTES = {"GiB": "GiB = 2^30 bytes", "GB": "GB = 10^9 bytes"}
+
+
+@dataclass
+class PageContext:
+    """What the Markdown of one page may refer to while it is checked and rendered."""
+
+    page: Page
+    charts: dict[str, EvaluatedChart]
+    references: dict[str, Reference]
+    catalogs: dict[str, Any]  # 'model', 'gpu', 'preset' -> dict of ids
+    templates: jinja2.Environment
+    errors: list[ContentError] = field(default_factory=list)
+    cited: list[str] = field(default_factory=list)
+    widgets: list[str] = field(default_factory=list)
+    svgs: dict[str, str] = field(default_factory=dict)  # chart id -> SVG markup
+
+    def error(self, line: int, message: str) -> None:
+        """Record a content error on this page."""
+        self.errors.append(ContentError(self.page.path, line, message))
+
+
+# Markdown -----------------------------------------------------------------------------
+
+def make_markdown() -> MarkdownIt:
+    """CommonMark + tables, footnotes, $math$, heading anchors, citations and placements."""
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md.use(footnote_plugin).use(dollarmath_plugin, allow_digits=False, double_inline=True)
+    md.use(anchors_plugin, min_level=2, max_level=3)
+    md.core.ruler.push("permalinks", add_permalinks)
+    md.block.ruler.before("paragraph", "placement", parse_placement)
+    md.inline.ruler.before("link", "citation", parse_citation)
+    for name in ("math_inline", "math_inline_double", "math_block", "math_block_label"):
+        md.add_render_rule(name, render_math)
+    md.add_render_rule("citation", render_citation)
+    md.add_render_rule("placement", render_placement)
+    return md
+
+
+def parse_placement(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """Block rule: a line that is exactly '{{< kind name options >}}' becomes a placement token."""
+    if state.sCount[start] - state.blkIndent >= 4:
+        return False
+    text = state.src[state.bMarks[start] + state.tShift[start]:state.eMarks[start]].strip()
+    if not text.startswith("{{<"):
+        return False
+    if silent:
+        return True
+    token = state.push("placement", "", 0)
+    token.map = [start, start + 1]
+    match = PLACEMENT_LINE.match(text)
+    token.meta = match.groupdict() if match else {"malformed": text}
+    state.line = start + 1
+    return True
+
+
+def parse_citation(state: StateInline, silent: bool) -> bool:
+    """Inline rule: '[@key]' or '[@a; @b]' becomes a citation token."""
+    if not state.src.startswith("[@", state.pos):
+        return False
+    match = CITATION.match(state.src, state.pos)
+    if not match:
+        return False
+    if not silent:
+        token = state.push("citation", "", 0)
+        token.meta = {"keys": [key.strip().lstrip("@") for key in match.group(1).split(";")]}
+    state.pos = match.end()
+    return True
+
+
+def add_permalinks(state: StateCore) -> None:
+    """Core rule: append a labelled '#' link to every heading that has an id."""
+    for index, token in enumerate(state.tokens):
+        heading_id = token.attrGet("id") if token.type == "heading_open" else None
+        if not heading_id:
+            continue
+        inline = state.tokens[index + 1]
+        title = "".join(c.content for c in inline.children or [] if c.type in ("text", "code_inline"))
+        link = Token("link_open", "a", 1)
+        link.attrSet("class", "permalink")
+        link.attrSet("href", f"#{heading_id}")
+        link.attrSet("aria-label", f"Permalink: {title}")
+        inline.children = (inline.children or []) + [Token("text", "", 0, content=" "), link,
+                                                      Token("text", "", 0, content="#"), Token("link_close", "a", -1)]
+
+
+def render_math(self: Any, tokens: list[Token], index: int, options: Any, env: dict) -> str:
+    """MathML converted during the check pass (stored in token.meta)."""
+    token = tokens[index]
+    mathml = token.meta.get("mathml", "")
+    if token.type.startswith("math_block"):
+        return f'<div class="math-display">{mathml}</div>\n'
+    return mathml
+
+
+def render_citation(self: Any, tokens: list[Token], index: int, options: Any, env: dict) -> str:
+    """Numbered links to the references page, through the citation partial."""
+    context: PageContext = env["context"]
+    references = [context.references[key] for key in tokens[index].meta["keys"]]
+    return context.templates.get_template("partials/citation.html").render(references=references).strip()
+
+
+def render_placement(self: Any, tokens: list[Token], index: int, options: Any, env: dict) -> str:
+    """A chart, table or widget block through its partial."""
+    context: PageContext = env["context"]
+    meta = tokens[index].meta
+    if meta["kind"] == "widget":
+        return render_widget(context, meta["name"], meta["values"])
+    chart = context.charts[meta["name"]]
+    return render_chart_block(context.templates, chart, context.svgs.get(meta["name"]) if meta["kind"] == "chart"
+                              else None)
+
+
+# Checking the token stream --------------------------------------------------------------
+
+def walk_tokens(tokens: list[Token], first_line: int) -> Iterator[tuple[Token, int]]:
+    """Every token and child with its 1-based source line in the page file."""
+    line = first_line
+    for token in tokens:
+        if token.map:
+            line = first_line + token.map[0]
+        yield token, line
+        child_line = line
+        for child in token.children or []:
+            yield child, child_line
+            if child.type in ("softbreak", "hardbreak"):
+                child_line += 1
+
+
+def check_tokens(tokens: list[Token], context: PageContext) -> None:
+    """Check citations, placements, math and headings; convert math to MathML."""
+    for token, line in walk_tokens(tokens, context.page.body_line):
+        if token.type == "citation":
+            check_citation(token, line, context)
+        elif token.type == "placement":
+            check_placement(token, line, context)
+        elif token.type.startswith("math_"):
+            convert_math(token, line, context)
+        elif token.type == "heading_open" and token.tag == "h1":
+            context.error(line, "the page title is the only h1: start sections at '##'")
+        elif token.type in ("text", "html_inline") and "{{<" in token.content:
+            context.error(line, "a placement '{{< ... >}}' must be a line of its own with blank lines around it")
+
+
+def check_citation(token: Token, line: int, context: PageContext) -> None:
+    """Every cited key must exist in references.toml."""
+    for key in token.meta["keys"]:
+        if key not in context.references:
+            context.error(line, f"unknown citation key {key!r} (see content/references.toml)")
+        elif key not in context.cited:
+            context.cited.append(key)
+
+
+def check_placement(token: Token, line: int, context: PageContext) -> None:
+    """A placement names a known kind and a chart of this page or a registered widget."""
+    meta = token.meta
+    if "malformed" in meta:
+        context.error(line, f"malformed placement {meta['malformed']!r} (write {{{{< chart id >}}}}, "
+                            f"{{{{< table id >}}}} or {{{{< widget name key=value >}}}})")
+    elif meta["kind"] not in PLACEMENT_KINDS:
+        context.error(line, f"unknown placement kind {meta['kind']!r} (use chart, table or widget)")
+    elif meta["kind"] == "widget":
+        check_widget(meta, line, context)
+    elif meta["name"] not in context.page.charts:
+        known = ", ".join(sorted(context.page.charts)) or "none defined"
+        context.error(line, f"unknown chart {meta['name']!r} (charts in this page's front matter: {known})")
+    elif meta["options"].strip():
+        context.error(line, f"{meta['kind']} placements take no options, got {meta['options'].strip()!r}")
+
+
+def check_widget(meta: dict[str, Any], line: int, context: PageContext) -> None:
+    """The widget must be registered, have a partial, and get only its known options."""
+    name = meta["name"]
+    spec = WIDGETS.get(name)
+    if spec is None or not template_exists(context.templates, f"partials/widget-{name}.html"):
+        known = ", ".join(sorted(WIDGETS))
+        context.error(line, f"unknown widget {name!r} (known: {known})")
+        return
+    try:
+        options = parse_options(meta["options"])
+    except ValueError as error:
+        context.error(line, f"widget {name}: {error}")
+        return
+    values = {}
+    for key, text in options.items():
+        if key not in spec.options:
+            context.error(line, f"widget {name}: unknown option {key!r} (known: {', '.join(spec.options)})")
+            continue
+        try:
+            values[key] = convert_widget_option(spec.options[key], text, context.catalogs)
+        except ValueError as error:
+            context.error(line, f"widget {name}: option {key} {error}")
+    meta["values"] = values
+    if name not in context.widgets:
+        context.widgets.append(name)
+
+
+def convert_math(token: Token, line: int, context: PageContext) -> None:
+    """LaTeX to MathML; a LaTeX error becomes a content error."""
+    display = "block" if token.type.startswith("math_block") or token.type == "math_inline_double" else "inline"
+    try:
+        token.meta["mathml"] = latex2mathml.converter.convert(token.content.strip(), display=display)
+    except Exception as error:  # latex2mathml raises many exception types for bad input
+        context.error(line, f"cannot convert LaTeX {token.content.strip()!r}: {type(error).__name__} {error}".strip())
+
+
+def template_exists(templates: jinja2.Environment, name: str) -> bool:
+    """True when the template loader can find `name`."""
+    try:
+        templates.get_template(name)
+    except jinja2.TemplateNotFound:
+        return False
+    return True
+
+
+def render_body(md: MarkdownIt, context: PageContext) -> str:
+    """Parse, check and render one page's Markdown (empty string if it has errors)."""
+    env = {"context": context}
+    tokens = md.parse(context.page.body, env)
+    check_tokens(tokens, context)
+    if context.errors:
+        return ""
+    return md.renderer.render(tokens, md.options, env)
+
+
+# Charts, tables and widgets --------------------------------------------------------------
+
+def table_rows(chart: EvaluatedChart) -> list[dict[str, Any]]:
+    """Rows of a chart's data table: one per bucket or part, values per bar in the chart's unit."""
+    unit, group_by = chart.spec.unit, chart.spec.group_by
+    per_bar = [group_amounts(bar.breakdown, group_by) for bar in chart.spec.bars]
+    names: list[str] = []
+    for amounts in per_bar:
+        names += [name for name in amounts if name not in names]
+    return [{"name": name, "values": [format_amount(amounts.get(name, 0), unit) for amounts in per_bar]}
+            for name in names]
+
+
+def formula_notes(chart: EvaluatedChart) -> list[dict[str, str]]:
+    """Each distinct part drawn, with its formula, bytes-per-unit rule, source and simplification."""
+    seen: dict[str, dict[str, str]] = {}
+    for bar in chart.spec.bars:
+        for part in bar.breakdown.parts:
+            if part.name not in seen:
+                seen[part.name] = {"name": part.name, "formula": part.formula, "per_unit": part.per_unit,
+                                   "source": part.source, "simplification": part.simplification}
+    return list(seen.values())
+
+
+def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg: str | None) -> str:
+    """Figure (if an SVG is given), data table and formula notes for one chart."""
+    spec = chart.spec
+    table = {
+        "id": f"table-{spec.chart_id}",
+        "caption": f"{spec.title}: memory per GPU in {spec.unit} ({UNIT_NOTES[spec.unit]})",
+        "row_header": "Bucket" if spec.group_by == "bucket" else "Part",
+        "bars": [bar.label for bar in spec.bars],
+        "rows": table_rows(chart),
+        "totals": [format_amount(bar.breakdown.total, spec.unit) for bar in spec.bars],
+        "gpus": [{"display": gpu.display, "capacity": format_amount(gpu.usable_bytes, spec.unit),
+                  "verdicts": [fit_verdict(bar.breakdown.total, gpu.usable_bytes, spec.unit) for bar in spec.bars]}
+                 for gpu in spec.gpus],
+        "unit": spec.unit,
+    }
+    return templates.get_template("partials/chart.html").render(
+        chart=spec, svg=Markup(svg) if svg is not None else None, table=table, notes=formula_notes(chart))
+
+
+def fit_verdict(total: int, capacity: int, unit: str) -> str:
+    """'yes, 27.3 left' or 'no, 12.0 over' (in the table's unit)."""
+    if total <= capacity:
+        return f"yes, {format_amount(capacity - total, unit)} left"
+    return f"no, {format_amount(total - capacity, unit)} over"
+
+
+def render_widget(context: PageContext, name: str, values: dict[str, Any]) -> str:
+    """A widget's server-side partial, given its options (also as JSON for the script)."""
+    return context.templates.get_template(f"partials/widget-{name}.html").render(
+        widget=WIDGETS[name], options=values, options_json=json.dumps(values, sort_keys=True))
+
+
+# Templates and pages ----------------------------------------------------------------------
+
+def make_templates(templates_dir: Path) -> jinja2.Environment:
+    """Jinja environment: StrictUndefined, autoescape, templates from one folder."""
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)), undefined=jinja2.StrictUndefined,
+                              autoescape=jinja2.select_autoescape(["html"]), keep_trailing_newline=True,
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+def make_navigation(pages: list[Page], current: Page) -> dict[str, Any]:
+    """Header links plus previous/next pages, all relative URLs."""
+    index = pages.index(current)
+    items = [{"title": p.title, "url": p.url, "current": p is current} for p in pages]
+    previous = pages[index - 1] if index > 0 else None
+    following = pages[index + 1] if index + 1 < len(pages) else None
+    return {"items": items,
+            "previous": {"title": previous.title, "url": previous.url} if previous else None,
+            "next": {"title": following.title, "url": following.url} if following else None}
+
+
+def hash_source(text: str) -> str:
+    """CSP source expression for an inline element: 'sha256-...'."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def make_csp(html: str) -> str:
+    """A strict Content-Security-Policy: own origin only, no inline script, inline styles only when needed.
+
+    Inline <style> elements (e.g. inside an SVG) are allowed by hash; style="" attributes
+    cannot be allowed by hash in every browser, so a page that has them gets 'unsafe-inline'
+    for styles (never for scripts).
+    """
+    style_sources = ["'self'"]
+    if re.search(r"\sstyle=", html):
+        style_sources.append("'unsafe-inline'")
+    else:
+        style_sources += sorted({hash_source(body) for body in re.findall(r"<style[^>]*>(.*?)</style>", html, re.S)})
+    return ("default-src 'none'; script-src 'self'; style-src " + " ".join(style_sources) +
+            "; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'")
+
+
+def render_page(templates: jinja2.Environment, page: Page, pages: list[Page], site: dict[str, str], body: str,
+                extra: dict[str, Any]) -> str:
+    """The page's template around its rendered body, with the CSP computed from the result."""
+    context = {"site": site, "page": page, "nav": make_navigation(pages, page), "body": Markup(body),
+               "csp": "__CSP__"} | extra
+    html = templates.get_template(f"{page.template}.html").render(context)
+    return html.replace("__CSP__", make_csp(html), 1)
