@@ -1,0 +1,86 @@
+"""The browser-test checks themselves, run on a hand-written good page and a deliberately bad one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.browser import checks
+from tests.browser.helpers import SiteBrowser, serve_directory
+
+FIXTURE_SITE = Path(__file__).resolve().parent / "fixture_site"
+
+
+@pytest.fixture(scope="module")
+def fixture_browser(chromium, tmp_path_factory):
+    """A SiteBrowser over the fixture pages, served under a sub-path."""
+    root = tmp_path_factory.mktemp("fixture-served")
+    (root / "training-memory").symlink_to(FIXTURE_SITE, target_is_directory=True)
+    with serve_directory(root) as origin:
+        helper = SiteBrowser(chromium, f"{origin}/training-memory/")
+        yield helper
+        helper.close()
+
+
+def test_good_page_has_no_problems(fixture_browser, axe_source):
+    """A clean page loads without errors and passes axe, layout and chart-text checks in both themes."""
+    for scheme in ("light", "dark"):
+        visit = fixture_browser.open_page("good/", color_scheme=scheme, viewport=(360, 740))
+        assert visit.problems() == []
+        assert checks.run_axe(visit.page, axe_source) == []
+        assert checks.find_horizontal_overflow(visit.page) == []
+        assert checks.find_chart_text_problems(visit.page) == []
+
+
+def test_load_problems_are_recorded(fixture_browser):
+    """Uncaught errors, 404s and requests to other origins are all reported."""
+    problems = "\n".join(fixture_browser.open_page("bad/").problems())
+    assert "uncaught: Error: fixture boom" in problems
+    assert "failed request: 404" in problems and "bad/missing.png" in problems
+    assert "request to another origin: http://example.invalid/remote.png" in problems
+
+
+def test_axe_reports_rule_and_node(fixture_browser, axe_source):
+    """axe violations name the rule and the offending node."""
+    found = checks.run_axe(fixture_browser.open_page("bad/").page, axe_source)
+    assert any(line.startswith("image-alt") and 'img[src$="chart.png"]' in line for line in found)
+    assert any(line.startswith("color-contrast") and ".faint" in line for line in found)
+
+
+def test_overflow_is_reported(fixture_browser):
+    """A page wider than the viewport is reported with the element that sticks out."""
+    found = checks.find_horizontal_overflow(fixture_browser.open_page("bad/", viewport=(360, 740)).page)
+    assert len(found) == 1 and "div.wide" in found[0]
+
+
+def test_chart_text_overlap_and_clipping_are_reported(fixture_browser):
+    """Overlapping and clipped SVG labels are reported; adjacent lines of text are not."""
+    found = checks.find_chart_text_problems(fixture_browser.open_page("bad/").page)
+    assert "chart 'Crowded chart': text 'Overlapping one' overlaps 'Overlapping two'" in found
+    assert "chart 'Crowded chart': text 'Clipped label' is clipped by the chart's edge" in found
+    assert len(found) == 2, found
+
+
+def test_hidden_chart_without_javascript_is_reported(fixture_browser):
+    """The inventory marks a chart hidden by CSS as not shown."""
+    inventory = checks.figure_inventory(fixture_browser.open_page("bad/", js=False).page)
+    assert [chart["shown"] for chart in inventory["charts"]] == [False, True]
+
+
+def test_broken_links_are_reported():
+    """Missing files, missing anchors, root-relative and out-of-site URLs are reported; good links pass."""
+    assert checks.find_broken_links(FIXTURE_SITE / "good") == []
+    found = "\n".join(checks.find_broken_links(FIXTURE_SITE / "bad"))
+    assert "href='missing.html': no such file missing.html" in found
+    assert "href='#nope': no element with id 'nope'" in found
+    assert "href='/absolute.html': root-relative URL" in found
+    assert "href='../good/index.html#details': points outside the site" in found
+
+
+def test_vnu_reports_errors_with_page_and_line(java_path, vnu_jar):
+    """The Nu checker passes the good pages and reports the bad page's errors with file and line."""
+    good = sorted((FIXTURE_SITE / "good").glob("*.html"))
+    assert checks.run_vnu(java_path, vnu_jar, good, FIXTURE_SITE) == []
+    found = checks.run_vnu(java_path, vnu_jar, [FIXTURE_SITE / "bad" / "index.html"], FIXTURE_SITE)
+    assert any(line.startswith("bad/index.html:22:") and "div" in line for line in found), found
