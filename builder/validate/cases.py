@@ -1,0 +1,243 @@
+"""The measured cases, as plain data (no torch here).
+
+An ActivationCase fixes everything one forward pass depends on; `hf_config` turns it into
+the Hugging Face `config.json` dictionary the measurement builds its model from, which is
+also what `builder.model.from_hf_config` reads when the comparison predicts the same case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+FAMILIES = ("gpt2", "llama", "qwen2", "mistral", "mixtral")
+DTYPES = {"float32": "fp32", "bfloat16": "bf16"}  # torch dtype name -> short name / Config precision
+# Dropout probability used when a case has dropout on (GPT-2's default resid/embd/attn_pdrop).
+DROPOUT_P = 0.1
+
+
+@dataclass(frozen=True)
+class ActivationCase:
+    """One forward pass: a model shape, a workload and the switches that change what is saved."""
+
+    family: str
+    attention: str = "eager"  # attn_implementation: 'eager' or 'sdpa'
+    dtype: str = "float32"  # dtype the model is built in: 'float32' or 'bfloat16'
+    batch: int = 2
+    seq_len: int = 64
+    hidden: int = 64
+    heads: int = 4
+    kv_heads: int | None = None  # None: same as heads (GPT-2 has no GQA)
+    ffn: int | None = None  # None: 4*hidden for GPT-2, 176 for the Llama-style families
+    vocab: int = 256
+    recompute: str = "none"  # 'none' or 'full' (gradient checkpointing of every layer)
+    dropout: bool = False
+    experts: int = 0  # Mixtral: routed experts per layer
+    top_k: int = 0  # Mixtral: experts per token
+
+    @property
+    def name(self) -> str:
+        """Deterministic id, e.g. 'gpt2-eager-fp32-b2-s64-h64-a4-v256-none-nodrop'."""
+        parts = [self.family, self.attention, DTYPES[self.dtype], f"b{self.batch}", f"s{self.seq_len}",
+                 f"h{self.hidden}", f"a{self.heads}"]
+        if self.kv_heads is not None and self.family != "gpt2":
+            parts.append(f"kv{self.kv_heads}")
+        if self.ffn is not None:
+            parts.append(f"f{self.ffn}")
+        if self.experts:
+            parts.append(f"e{self.experts}k{self.top_k}")
+        parts += [f"v{self.vocab}", self.recompute, "drop" if self.dropout else "nodrop"]
+        return "-".join(parts)
+
+    @property
+    def inner(self) -> int:
+        """The MLP inner width actually used."""
+        if self.ffn is not None:
+            return self.ffn
+        return 4 * self.hidden if self.family == "gpt2" else 176
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready inputs."""
+        return asdict(self)
+
+    def with_changes(self, **changes: Any) -> "ActivationCase":
+        """A copy with some fields replaced."""
+        return replace(self, **changes)
+
+
+def attention_dropout(case: ActivationCase) -> float:
+    """Dropout on attention probabilities.
+
+    0 for 'sdpa': CPU SDPA supports dropout only in its math fallback (which saves the
+    s x s matrices that CUDA flash/efficient kernels do not; they save a philox seed and
+    offset instead, 16 bytes), so measuring it on CPU would not describe a GPU run.
+    """
+    return DROPOUT_P if case.dropout and case.attention == "eager" else 0.0
+
+
+def hf_config(case: ActivationCase, layers: int) -> dict[str, Any]:
+    """The Hugging Face config.json dictionary for `case` with `layers` blocks."""
+    hidden_dropout = DROPOUT_P if case.dropout else 0.0
+    if case.family == "gpt2":
+        return {
+            "model_type": "gpt2", "n_layer": layers, "n_embd": case.hidden, "n_head": case.heads,
+            "n_inner": case.inner, "vocab_size": case.vocab, "n_positions": max(case.seq_len, 64),
+            "activation_function": "gelu_new", "resid_pdrop": hidden_dropout, "embd_pdrop": hidden_dropout,
+            "attn_pdrop": attention_dropout(case), "tie_word_embeddings": True,
+            "bos_token_id": 0, "eos_token_id": 0, "attn_implementation": case.attention,
+        }
+    config = {
+        "model_type": case.family, "num_hidden_layers": layers, "hidden_size": case.hidden,
+        "num_attention_heads": case.heads, "num_key_value_heads": case.kv_heads or case.heads,
+        "head_dim": case.hidden // case.heads, "intermediate_size": case.inner, "vocab_size": case.vocab,
+        "max_position_embeddings": max(case.seq_len, 64), "attention_dropout": attention_dropout(case),
+        "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": None,
+        "attn_implementation": case.attention,
+    }
+    if case.family in ("mistral", "mixtral"):
+        config["sliding_window"] = None
+    if case.family == "qwen2":
+        config["use_sliding_window"] = False
+    if case.family == "mixtral":
+        config.update(num_local_experts=case.experts, num_experts_per_tok=case.top_k, router_jitter_noise=0.0)
+    return config
+
+
+def grid_cases(base: ActivationCase, variations: dict[str, tuple], switches: bool = True) -> list[ActivationCase]:
+    """The base case under every attention x dtype (x recompute x dropout when `switches`), plus one-at-a-time variations."""
+    cases: list[ActivationCase] = []
+    for attention in ("eager", "sdpa"):
+        for dtype in DTYPES:
+            recomputes = ("none", "full") if switches else ("none",)
+            dropouts = (False, True) if switches else (False,)
+            for recompute in recomputes:
+                for dropout in dropouts:
+                    if dropout and attention == "sdpa" and base.family != "gpt2":
+                        continue  # no dropout left to measure: attention dropout is 0 under sdpa
+                    cases.append(base.with_changes(attention=attention, dtype=dtype, recompute=recompute, dropout=dropout))
+            for field_name, values in variations.items():
+                for value in values:
+                    cases.append(base.with_changes(attention=attention, dtype=dtype, **{field_name: value}))
+    return unique_cases(cases)
+
+
+def unique_cases(cases: list[ActivationCase]) -> list[ActivationCase]:
+    """Drop repeated cases, keeping the first; sort by name for deterministic files."""
+    by_name = {}
+    for case in cases:
+        by_name.setdefault(case.name, case)
+    return [by_name[name] for name in sorted(by_name)]
+
+
+GPT2_BASE = ActivationCase(family="gpt2", batch=2, seq_len=64, hidden=64, heads=4, vocab=256)
+LLAMA_BASE = ActivationCase(family="llama", batch=2, seq_len=64, hidden=64, heads=4, kv_heads=2, ffn=176, vocab=256)
+
+
+def small_activation_cases() -> list[ActivationCase]:
+    """The quick CI set: both families, every switch on the base shape, a few shape changes."""
+    cases = grid_cases(GPT2_BASE, {"batch": (3,), "seq_len": (96,)})
+    cases += grid_cases(LLAMA_BASE, {"kv_heads": (1, 4), "vocab": (512,)})
+    return unique_cases(cases)
+
+
+def full_activation_cases() -> list[ActivationCase]:
+    """Every measured activation case (the --write set)."""
+    cases = grid_cases(GPT2_BASE, {
+        "batch": (1, 3, 4), "seq_len": (32, 96, 128), "hidden": (128,), "heads": (2, 8), "vocab": (512, 1000),
+    })
+    cases += grid_cases(GPT2_BASE.with_changes(hidden=128, heads=8), {}, switches=False)
+    cases += grid_cases(LLAMA_BASE, {
+        "batch": (1, 3, 4), "seq_len": (32, 96, 128), "kv_heads": (1, 4), "heads": (8,), "vocab": (512, 1000),
+        "ffn": (256,),
+    })
+    cases += grid_cases(LLAMA_BASE.with_changes(hidden=128, heads=8, kv_heads=2, ffn=344), {}, switches=False)
+    for family in ("qwen2", "mistral"):
+        cases += grid_cases(LLAMA_BASE.with_changes(family=family), {}, switches=False)
+    mixtral = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
+    cases += grid_cases(mixtral, {}, switches=False)
+    return unique_cases(cases)
+
+
+# Representative cases whose saved tensors are listed op by op (content/validation/saved_tensors_*.json).
+# Sizes are chosen so every symbol has a distinct value and shapes read back as symbols.
+OP_LIST_BASE = {
+    "gpt2": ActivationCase(family="gpt2", batch=5, seq_len=12, hidden=64, heads=4, vocab=211, dropout=True),
+    "llama": ActivationCase(family="llama", batch=5, seq_len=12, hidden=64, heads=4, kv_heads=2, ffn=176,
+                            vocab=211, dropout=True),
+}
+
+
+def op_list_cases() -> list[ActivationCase]:
+    """One representative case per family x attention x dtype."""
+    cases = []
+    for family, base in OP_LIST_BASE.items():
+        for attention in ("eager", "sdpa"):
+            for dtype in DTYPES:
+                dropout = family == "gpt2" or attention == "eager"  # Llama has only attention dropout
+                cases.append(base.with_changes(attention=attention, dtype=dtype, dropout=dropout))
+    return cases
+
+
+def symbol_values(case: ActivationCase) -> dict[str, int]:
+    """Symbol -> value for reading shapes of `case` as products of symbols."""
+    return {
+        "b": case.batch, "s": case.seq_len, "h": case.hidden, "a": case.heads,
+        "kv": case.kv_heads or case.heads, "d": case.hidden // case.heads, "ffn": case.inner, "V": case.vocab,
+    }
+
+
+# Model states -------------------------------------------------------------------------
+
+OPTIMIZERS = ("adam", "adamw", "sgd-momentum")
+LORA_TARGET_MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
+                       "gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
+
+
+@dataclass(frozen=True)
+class StateCase:
+    """Parameters, gradients and optimizer states after one real optimizer step."""
+
+    family: str
+    optimizer: str = "adamw"
+    dtype: str = "float32"
+    layers: int = 2
+    hidden: int = 64
+    heads: int = 4
+    kv_heads: int | None = None
+    vocab: int = 256
+    lora_rank: int = 0
+    lora_targets: tuple[str, ...] = ("q", "k", "v", "o")
+
+    @property
+    def name(self) -> str:
+        """Deterministic id."""
+        parts = [self.family, self.optimizer, DTYPES[self.dtype], f"L{self.layers}", f"h{self.hidden}",
+                 f"a{self.heads}", f"v{self.vocab}"]
+        if self.lora_rank:
+            parts.append(f"lora{self.lora_rank}-" + "".join(t[0] if len(t) == 1 else t[:2] for t in self.lora_targets))
+        return "-".join(parts)
+
+    def activation_case(self) -> ActivationCase:
+        """The matching ActivationCase (for its config)."""
+        return ActivationCase(family=self.family, dtype=self.dtype, hidden=self.hidden, heads=self.heads,
+                              kv_heads=self.kv_heads, vocab=self.vocab, batch=2, seq_len=16)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready inputs."""
+        data = asdict(self)
+        data["lora_targets"] = list(self.lora_targets)
+        return data
+
+
+def state_cases() -> list[StateCase]:
+    """Both families x optimizers x dtypes, plus LoRA on the Llama shape."""
+    cases = []
+    for family, kv in (("gpt2", None), ("llama", 2)):
+        for optimizer in OPTIMIZERS:
+            for dtype in DTYPES:
+                cases.append(StateCase(family=family, optimizer=optimizer, dtype=dtype, kv_heads=kv))
+    for rank, targets in ((4, ("q", "k", "v", "o")), (8, ("q", "v")), (8, tuple(LORA_TARGET_MODULES))):
+        for dtype in DTYPES:
+            cases.append(StateCase(family="llama", optimizer="adamw", dtype=dtype, kv_heads=2,
+                                   lora_rank=rank, lora_targets=targets))
+    return sorted(cases, key=lambda c: c.name)

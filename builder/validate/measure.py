@@ -1,0 +1,76 @@
+"""Activation bytes of one training forward pass, per layer and outside the layers.
+
+For a case, the same model is built with 1 and with 2 layers, one forward pass WITH loss
+(labels = input_ids) runs in train mode under a SavedTensorRecorder, and the saved
+tensors are counted by storage (builder/validate/saved.py has the rule).
+per_layer = m2 - m1; rest = m1 - per_layer (embeddings, final norm, logits, loss, and
+anything shared by all layers such as rotary cos/sin).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from builder.validate.cases import ActivationCase, hf_config
+from builder.validate.saved import CheckpointProbe, SavedRecord, SavedTensorRecorder, total_saved
+
+TOTAL_FIELDS = ("activation_storage_bytes", "activation_tensor_bytes", "buffer_bytes", "input_bytes")
+
+
+def run_forward(case: ActivationCase, layers: int, fake: bool = False, name_ops: bool = True):
+    """Build the `layers`-block model for `case`, run one forward with loss, return the recorder."""
+    import torch
+
+    from builder.validate.hf_models import build_model, cuda_style_dropout, make_token_ids
+
+    fake_mode = contextlib.nullcontext()
+    if fake:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        fake_mode = FakeTensorMode()
+    with fake_mode:
+        model = build_model(hf_config(case, layers), case.dtype)
+        if case.recompute == "full":
+            model.gradient_checkpointing_enable()
+        token_ids = make_token_ids(case.batch, case.seq_len, case.vocab)
+        recorder = SavedTensorRecorder(model, inputs=[token_ids])
+        with torch.enable_grad(), cuda_style_dropout(), recorder, CheckpointProbe(model, recorder):
+            output = model(input_ids=token_ids, labels=token_ids)
+        if name_ops and case.recompute == "none":
+            recorder.name_ops(output.loss.grad_fn)
+    return recorder
+
+
+def observed_sdpa_kernel(records: list[SavedRecord]) -> str | None:
+    """Which SDPA kernel autograd saved for ('flash_cpu', 'math'), None when no attention op was named."""
+    ops = {record.op or "" for record in records}
+    if any(op.startswith("ScaledDotProductFlashAttention") for op in ops):
+        return "flash_cpu"
+    if any(op.startswith(("ScaledDotProductEfficientAttention", "ScaledDotProductCudnnAttention")) for op in ops):
+        return "efficient"
+    if any("Softmax" in op for op in ops):
+        return "math"
+    return None
+
+
+def measure_activation_case(case: ActivationCase, fake: bool = False) -> dict[str, Any]:
+    """Measured bytes for one case: per layer, rest, and the raw 1- and 2-layer totals."""
+    one_layer = run_forward(case, 1, fake=fake)
+    two_layers = run_forward(case, 2, fake=fake)
+    totals_one = total_saved(one_layer.records).as_dict()
+    totals_two = total_saved(two_layers.records).as_dict()
+    per_layer = {field: totals_two[field] - totals_one[field] for field in TOTAL_FIELDS}
+    rest = {field: totals_one[field] - per_layer[field] for field in TOTAL_FIELDS}
+    result = {
+        "name": case.name,
+        "inputs": case.as_dict(),
+        "hf_config": hf_config(case, 1),
+        "per_layer": per_layer,
+        "rest": rest,
+        "one_layer": totals_one,
+        "two_layers": totals_two,
+    }
+    if case.attention == "sdpa" and case.recompute == "none":
+        result["sdpa_kernel"] = observed_sdpa_kernel(one_layer.records)
+    return result
