@@ -1,15 +1,33 @@
 """Annotated SVG breakdown charts rendered with matplotlib at build time.
 
-Interface shared by the page renderer (builder/render.py) and this module. The
-implementation replaces `render_chart` (owned by the charts work in progress).
+Interface shared by the page renderer (builder/render.py) and this module: a ChartSpec goes
+in, SVG markup comes out. The chart draws only the Breakdown it is given; every number on it
+is formatted from those bytes.
+
+How a chart is made, in the manner of m.css (plugins/m/plots.py):
+1. plan_drawing lays everything out in SVG units (points, y pointing down): stacked bars
+   to scale, leader-line notes spread so they never overlap, dashed GPU capacity lines,
+   hatched overflow, a worked-example box. It is pure Python.
+2. draw_svg hands the plan to matplotlib (Agg, svg.fonttype 'none' so text stays text, a
+   fixed svg.hashsalt, no date metadata), with a placeholder colour for each CSS class.
+3. finish_svg rewrites matplotlib's SVG: placeholder colours become classes (see
+   static/charts.css), inline styles become presentation attributes (no style="" and no
+   <style>, so a strict Content-Security-Policy holds), ids are dropped or prefixed with
+   spec.chart_id, and <title>/<desc> plus a <title> per bar segment are added.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import io
+import math
+import re
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 from builder.catalog import Gpu
-from builder.model.breakdown import Breakdown
+from builder.model.breakdown import BUCKETS, Breakdown, Part
+from builder.model.units import GB, GiB, MiB, format_bytes
 
 
 @dataclass(frozen=True)
@@ -32,8 +50,663 @@ class ChartSpec:
     unit: str = "GiB"  # 'GiB' (2**30) or 'GB' (10**9), written on the axis
     example: str = ""  # worked-example box under the chart
     group_by: str = "bucket"  # 'bucket' (first path segment) or 'part' (every part)
+    display_names: tuple[tuple[str, str], ...] = ()  # (part or bucket name, text shown) overrides
+
+
+UNIT_BYTES = {"GiB": GiB, "GB": GB, "MiB": MiB}
+UNIT_MEANING = {"GiB": "GiB = 2³⁰ bytes", "GB": "GB = 10⁹ bytes", "MiB": "MiB = 2²⁰ bytes"}
+
+# What a reader sees for each bucket (first path segment of a part name).
+BUCKET_NAMES = {
+    "weights": "Weights",
+    "master": "Master weights",
+    "gradients": "Gradients",
+    "optimizer": "Optimizer",
+    "activations": "Activations",
+    "kv_cache": "KV cache",
+    "comm": "Comm buffers",
+    "overhead": "Overhead",
+}
+
+# Layout, in SVG units (1 unit = 1 pt = 1 px at 100 % zoom).
+FONT_SIZE = 11  # notes, bar labels, example text
+SMALL_SIZE = 10  # ticks, axis title, capacity labels, bar totals
+LINE_HEIGHT = 14  # one note line
+NOTE_GAP = 2  # vertical space between two notes
+MARGIN = 8  # around the whole chart
+PLOT_TOP = 14  # y of the top of the value axis
+MIN_PLOT_HEIGHT = 230  # the value axis is at least this tall; taller when notes need it
+BAR_WIDTH = 56
+BAR_GAP = 16  # space between the axis and the first bar
+LEADER_RUN = 22  # from a bar's right edge to its notes' swatches
+SWATCH = 8  # side of the colour square in front of a note
+SWATCH_GAP = 4
+COLUMN_GAP = 18  # between one bar's notes and the next bar
+HATCH_SPACING = 6
+EXAMPLE_PADDING = 8
+EXAMPLE_LINE = 15
+MIN_WIDTH = 420
+
+SVG_NAMESPACE = "http://www.w3.org/2000/svg"
+HASH_SALT = "training-memory-explained"
+
+
+# --- Plan: pure geometry -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Box:
+    """A rectangle; fill and stroke are CSS class lists ('' for none)."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+    fill: str
+    stroke: str = ""
+    line_width: float = 0.0
+    gid: str = ""  # id of the group around it (segments), without the chart prefix
+    tooltip: str = ""  # becomes a <title> inside that group
+    rounded: bool = False
+
+
+@dataclass(frozen=True)
+class Strokes:
+    """One or more polylines drawn with one CSS stroke class."""
+
+    lines: tuple[tuple[tuple[float, float], ...], ...]
+    stroke: str
+    line_width: float = 0.8
+    dashed: bool = False
+
+
+@dataclass(frozen=True)
+class Words:
+    """One line of text at a baseline; `css` is its class list."""
+
+    x: float
+    y: float
+    text: str
+    css: str
+    size: float = FONT_SIZE
+    bold: bool = False
+    anchor: str = "start"  # 'start', 'middle' or 'end'
+    vertical: bool = False  # rotated 90° counter-clockwise, centred on (x, y)
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """A planned chart: its size and what to draw, bottom layer first."""
+
+    width: float
+    height: float
+    items: tuple[Box | Strokes | Words, ...]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One slice of a stacked bar: a bucket or a part, with what its note says."""
+
+    key: str  # bucket or part name
+    name: str  # shown to the reader
+    bytes: int
+    rule: str  # bytes-per-unit rule, e.g. '2 B/param'
+    css: str  # fill classes
+    detail: tuple[str, ...] = ()  # extra tooltip lines (the parts of a bucket)
+
+
+@dataclass(frozen=True)
+class Note:
+    """A label to place beside a bar or line: where it points and its lines of text."""
+
+    anchor: float  # y it points at
+    lines: tuple[Words, ...]  # x and y of each are relative: x from the text column, y = line index
+    swatch: str = ""  # fill classes of the colour square, '' for none
+    center: float = 0.0  # y of its middle once placed
+
+    @property
+    def height(self) -> float:
+        """Vertical space the note takes."""
+        return len(self.lines) * LINE_HEIGHT
+
+
+@dataclass
+class Column:
+    """Notes beside one bar (or beside the capacity lines) and where they start."""
+
+    leader_x: float  # where leader lines start (a bar's right edge, or where lines end)
+    notes: list[Note] = field(default_factory=list)
+
+    @property
+    def text_x(self) -> float:
+        """x where note text starts."""
+        return self.leader_x + LEADER_RUN + SWATCH + SWATCH_GAP
+
+
+def check_spec(spec: ChartSpec) -> None:
+    """Raise ValueError naming the field when `spec` cannot be drawn."""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", spec.chart_id):
+        raise ValueError(f"chart_id {spec.chart_id!r} must be a letter then letters, digits, '-' or '_'")
+    if spec.unit not in UNIT_BYTES:
+        raise ValueError(f"chart {spec.chart_id}: unit {spec.unit!r} (use GiB, GB or MiB)")
+    if spec.group_by not in ("bucket", "part"):
+        raise ValueError(f"chart {spec.chart_id}: group_by {spec.group_by!r} (use 'bucket' or 'part')")
+    if not spec.bars:
+        raise ValueError(f"chart {spec.chart_id}: bars is empty")
+
+
+def format_amount(n_bytes: float, unit: str) -> str:
+    """Bytes in `unit` with enough digits that a small non-zero amount never reads 0.0."""
+    value = n_bytes / UNIT_BYTES[unit]
+    digits = 1
+    while value and digits < 4 and abs(value) < 0.95 * 10 ** (1 - digits):
+        digits += 1
+    return format_bytes(n_bytes, unit, digits)
+
+
+def combine_rules(rules: list[str]) -> str:
+    """One bytes-per-unit rule for a bucket: '4 B/param' + '4 B/param' -> '8 B/param'."""
+    present = [rule.strip() for rule in rules if rule.strip()]
+    matches = [re.fullmatch(r"(\d+(?:\.\d+)?) ?B/(\w+)", rule) for rule in present]
+    if present and all(matches) and len({m.group(2) for m in matches}) == 1:
+        total = sum(float(m.group(1)) for m in matches)
+        return f"{total:g} B/{matches[0].group(2)}"
+    return " + ".join(dict.fromkeys(present))
+
+
+def name_bucket(bucket: str, spec: ChartSpec) -> str:
+    """Reader-facing name of a bucket."""
+    overrides = dict(spec.display_names)
+    return overrides.get(bucket, BUCKET_NAMES.get(bucket, bucket.replace("_", " ").capitalize()))
+
+
+def name_part(part: Part, spec: ChartSpec) -> str:
+    """Reader-facing name of a part: 'Optimizer: adam m' for 'optimizer/adam_m'."""
+    overrides = dict(spec.display_names)
+    if part.name in overrides:
+        return overrides[part.name]
+    head, _, rest = part.name.partition("/")
+    bucket = name_bucket(head, spec)
+    return f"{bucket}: {rest.replace('_', ' ').replace('/', ' / ')}" if rest else bucket
+
+
+def class_bucket(bucket: str) -> str:
+    """CSS class of a bucket's fill: 'tm-bucket-kv-cache' for 'kv_cache'."""
+    known = bucket if bucket in BUCKETS else "other"
+    return "tm-bucket-" + known.replace("_", "-")
+
+
+def order_parts(breakdown: Breakdown) -> list[Part]:
+    """Parts in stacking order: by bucket as Breakdown.buckets() orders them, then as given."""
+    rank = {bucket: index for index, bucket in enumerate(breakdown.buckets())}
+    return sorted((p for p in breakdown.parts if p.bytes > 0), key=lambda p: rank[p.bucket])
+
+
+def collect_segments(bar: ChartBar, spec: ChartSpec) -> list[Segment]:
+    """The slices of one bar, bottom first, grouped by bucket or one per part."""
+    parts = order_parts(bar.breakdown)
+    if spec.group_by == "part":
+        segments = []
+        shade: dict[str, int] = {}
+        for part in parts:
+            index = shade.get(part.bucket, 0)
+            shade[part.bucket] = index + 1
+            css = f"{class_bucket(part.bucket)} tm-shade-{index % 3}"
+            segments.append(Segment(part.name, name_part(part, spec), part.bytes, part.per_unit, css))
+        return segments
+    segments = []
+    for bucket in dict.fromkeys(p.bucket for p in parts):
+        members = [p for p in parts if p.bucket == bucket]
+        detail = tuple(f"{p.name}: {format_amount(p.bytes, spec.unit)}" for p in members) if len(members) > 1 else ()
+        amount = sum(p.bytes for p in members)
+        rule = combine_rules([p.per_unit for p in members])
+        segments.append(Segment(bucket, name_bucket(bucket, spec), amount, rule, class_bucket(bucket), detail))
+    return segments
+
+
+@lru_cache(maxsize=4096)
+def measure_text(text: str, size: float, bold: bool = False) -> float:
+    """Width of `text` in SVG units, measured with matplotlib's DejaVu Sans (a wide font)."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import LoadFlags
+
+    properties = font_manager.FontProperties(family="DejaVu Sans", weight="bold" if bold else "normal")
+    font = font_manager.get_font(font_manager.findfont(properties))
+    font.set_size(size, 72)
+    font.set_text(text, 0.0, flags=LoadFlags.NO_HINTING)
+    width, _ = font.get_width_height()
+    return width / 64
+
+
+def width_of(words: Words) -> float:
+    """Width of one line of text."""
+    return measure_text(words.text, words.size, words.bold)
+
+
+def choose_ticks(top: float) -> tuple[float, list[float]]:
+    """A round axis maximum at or above `top` (in display units) and about five ticks up to it."""
+    if top <= 0:
+        return 1.0, [0.0, 1.0]
+    rough = top / 5
+    magnitude = 10 ** math.floor(math.log10(rough))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= rough * (1 - 1e-9))
+    count = math.ceil(top / step - 1e-9)
+    return count * step, [round(i * step, 10) for i in range(count + 1)]
+
+
+def spread_notes(notes: list[Note], low: float, high: float) -> list[Note]:
+    """Place notes as near their anchors as possible, in anchor order, never overlapping."""
+    ordered = sorted(notes, key=lambda note: note.anchor)
+    blocks: list[list[Note]] = []  # runs of notes that touch; each is placed as one
+    tops: list[float] = []
+    for note in ordered:
+        blocks.append([note])
+        tops.append(place_block([note], low, high))
+        while len(blocks) > 1 and tops[-2] + height_of_block(blocks[-2]) + NOTE_GAP > tops[-1]:
+            merged = blocks[-2] + blocks[-1]
+            blocks[-2:] = [merged]
+            tops[-2:] = [place_block(merged, low, high)]
+    placed = []
+    for block, top in zip(blocks, tops):
+        for note in block:
+            placed.append(Note(note.anchor, note.lines, note.swatch, top + note.height / 2))
+            top += note.height + NOTE_GAP
+    return placed
+
+
+def height_of_block(block: list[Note]) -> float:
+    """Height of notes stacked with gaps."""
+    return sum(note.height for note in block) + NOTE_GAP * (len(block) - 1)
+
+
+def place_block(block: list[Note], low: float, high: float) -> float:
+    """Top of a block of notes: the mean of its members' ideal tops, kept within [low, high]."""
+    offsets, ideal = 0.0, []
+    for note in block:
+        ideal.append(note.anchor - note.height / 2 - offsets)
+        offsets += note.height + NOTE_GAP
+    top = sum(ideal) / len(ideal)
+    return max(low, min(top, high - height_of_block(block)))
+
+
+def make_hatch(x0: float, y0: float, x1: float, y1: float) -> tuple[tuple[tuple[float, float], ...], ...]:
+    """Diagonal '/' lines filling the rectangle [x0, x1] x [y0, y1], HATCH_SPACING apart."""
+    lines = []
+    c = x0 + y0 + HATCH_SPACING
+    while c < x1 + y1:
+        left, right = max(x0, c - y1), min(x1, c - y0)
+        if right - left > 0.1:
+            lines.append(((round(left, 2), round(c - left, 2)), (round(right, 2), round(c - right, 2))))
+        c += HATCH_SPACING
+    return tuple(lines)
+
+
+def note_words(text: str, css: str, bold: bool = False, size: float = FONT_SIZE) -> Words:
+    """A line of note text; its position is filled in when the note is placed."""
+    return Words(0.0, 0.0, text, css, size=size, bold=bold)
+
+
+def describe_segment(segment: Segment, unit: str) -> str:
+    """The note beside a segment: 'Weights 13.0 GiB · 2 B/param'."""
+    text = f"{segment.name} {format_amount(segment.bytes, unit)}"
+    return f"{text} · {segment.rule}" if segment.rule else text
+
+
+def find_overflow(total: int, gpus: tuple[Gpu, ...]) -> list[Gpu]:
+    """GPUs whose usable memory `total` exceeds, smallest first."""
+    return sorted((gpu for gpu in gpus if total > gpu.usable_bytes), key=lambda gpu: (gpu.usable_bytes, gpu.display))
+
+
+def plan_drawing(spec: ChartSpec) -> Drawing:
+    """Lay out the whole chart in SVG units."""
+    unit_bytes = UNIT_BYTES[spec.unit]
+    stacks = [collect_segments(bar, spec) for bar in spec.bars]
+    totals = [bar.breakdown.total for bar in spec.bars]
+    axis_top, ticks = choose_ticks(max(totals + [gpu.usable_bytes for gpu in spec.gpus]) / unit_bytes)
+
+    # Notes first (their count sets the plot height), anchors once the scale is known.
+    texts_per_bar = [[describe_segment(segment, spec.unit) for segment in stack] for stack in stacks]
+    overflows = [find_overflow(total, spec.gpus) for total in totals]
+    needed = 0.0
+    for texts, overflow in zip(texts_per_bar, overflows):
+        count = len(texts) + len(overflow)
+        needed = max(needed, count * LINE_HEIGHT + max(0, len(texts) + bool(overflow) - 1) * NOTE_GAP)
+    needed = max(needed, len(spec.gpus) * (2 * LINE_HEIGHT + NOTE_GAP))
+    plot_height = max(MIN_PLOT_HEIGHT, math.ceil(needed))
+    plot_bottom = PLOT_TOP + plot_height
+    scale = plot_height / (axis_top * unit_bytes)
+
+    def y_of(n_bytes: float) -> float:
+        """SVG y of a byte amount on the value axis."""
+        return round(plot_bottom - n_bytes * scale, 2)
+
+    items: list[Box | Strokes | Words] = []
+    tick_words = [Words(0, 0, f"{tick:g}", "tm-text tm-tick", size=SMALL_SIZE, anchor="end") for tick in ticks]
+    axis_x = MARGIN + SMALL_SIZE + 8 + max(width_of(w) for w in tick_words) + 6
+    axis_x = round(axis_x, 1)
+
+    # Bars, left to right, each followed by its column of notes.
+    x = axis_x + BAR_GAP
+    columns: list[Column] = []
+    bar_spans: list[tuple[float, float]] = []
+    for index, (bar, stack, overflow) in enumerate(zip(spec.bars, stacks, overflows)):
+        column = Column(leader_x=x + BAR_WIDTH)
+        base = 0
+        for segment in stack:
+            top_y, bottom_y = y_of(base + segment.bytes), y_of(base)
+            tooltip = "\n".join((f"{bar.label}: {describe_segment(segment, spec.unit)}",) + segment.detail)
+            items.append(Box(x, top_y, BAR_WIDTH, bottom_y - top_y, segment.css, "tm-segment", 0.5,
+                             f"bar{index}-{segment.key.replace('/', '-')}", tooltip))
+            column.notes.append(Note((top_y + bottom_y) / 2, (note_words(describe_segment(segment, spec.unit), "tm-text tm-note"),), segment.css))
+            base += segment.bytes
+        if overflow:
+            line_y, top_y = y_of(overflow[0].usable_bytes), y_of(base)
+            items.append(Strokes(make_hatch(x, top_y, x + BAR_WIDTH, line_y), "tm-overflow-hatch", 0.9))
+            items.append(Box(x, top_y, BAR_WIDTH, line_y - top_y, "", "tm-overflow-outline", 1.2))
+            lines = tuple(
+                note_words(f"DOESN'T FIT {gpu.display} (+{format_amount(base - gpu.usable_bytes, spec.unit)})", "tm-warning tm-note", bold=True)
+                for gpu in overflow
+            )
+            column.notes.append(Note((top_y + line_y) / 2, lines))
+        label_words = [Words(x, plot_bottom + 16, bar.label, "tm-text tm-bar-label", bold=True),
+                       Words(x, plot_bottom + 30, f"{format_amount(base, spec.unit)} total", "tm-text-dim tm-bar-total", size=SMALL_SIZE)]
+        items.extend(label_words)
+        note_width = max((width_of(w) for note in column.notes for w in note.lines), default=0)
+        right = max(column.text_x + note_width, x + max(width_of(w) for w in label_words))
+        columns.append(column)
+        bar_spans.append((x, x + BAR_WIDTH))
+        x = round(right + COLUMN_GAP, 1)
+
+    # Capacity lines run from the axis to a column of their own labels.
+    line_end = x - COLUMN_GAP + 10
+    capacity = Column(leader_x=line_end)
+    for gpu in sorted(spec.gpus, key=lambda g: (g.usable_bytes, g.display)):
+        line_y = y_of(gpu.usable_bytes)
+        items.append(Strokes((((axis_x, line_y), (line_end, line_y)),), "tm-capacity", 1.2, dashed=True))
+        capacity.notes.append(Note(line_y, (
+            note_words(gpu.display, "tm-text tm-capacity-label", bold=True, size=SMALL_SIZE),
+            note_words(f"{format_amount(gpu.usable_bytes, spec.unit)} usable", "tm-text-dim tm-capacity-label", size=SMALL_SIZE),
+        )))
+    if spec.gpus:
+        columns.append(capacity)
+        width = capacity.text_x + max(width_of(w) for note in capacity.notes for w in note.lines) + MARGIN
+    else:
+        width = x - COLUMN_GAP + MARGIN
+    width = max(width, MIN_WIDTH)
+
+    # Axis: a vertical line with ticks, the baseline under the bars, the unit written out.
+    items.append(Strokes((((axis_x, PLOT_TOP), (axis_x, plot_bottom)),
+                          ((axis_x, plot_bottom), (bar_spans[-1][1] + 6, plot_bottom)))
+                         + tuple(((axis_x - 4, y_of(t * unit_bytes)), (axis_x, y_of(t * unit_bytes))) for t in ticks),
+                         "tm-axis", 0.8))
+    for tick, words in zip(ticks, tick_words):
+        items.append(Words(axis_x - 6, y_of(tick * unit_bytes) + 3.5, words.text, words.css, words.size, anchor="end"))
+    items.append(Words(MARGIN + SMALL_SIZE / 2 + 1, PLOT_TOP + plot_height / 2,
+                       f"Memory per GPU ({UNIT_MEANING[spec.unit]})", "tm-text tm-axis-title",
+                       size=SMALL_SIZE, anchor="middle", vertical=True))
+
+    # Notes: spread each column, then leader lines from anchors to notes.
+    for column in columns:
+        placed = spread_notes(column.notes, PLOT_TOP - 6, plot_bottom + 6)
+        leaders = []
+        for note in placed:
+            leaders.append(((column.leader_x + 1, note.anchor), (column.leader_x + 7, note.anchor),
+                            (column.leader_x + LEADER_RUN - 6, note.center), (column.leader_x + LEADER_RUN - 1, note.center)))
+        items.append(Strokes(tuple(leaders), "tm-leader", 0.8))
+        for note in placed:
+            first_baseline = note.center - note.height / 2 + LINE_HEIGHT / 2 + 0.35 * FONT_SIZE
+            if note.swatch:
+                items.append(Box(column.leader_x + LEADER_RUN, round(note.center - SWATCH / 2, 2), SWATCH, SWATCH, note.swatch))
+            for line_index, words in enumerate(note.lines):
+                items.append(Words(column.text_x, round(first_baseline + line_index * LINE_HEIGHT, 2), words.text,
+                                   words.css, words.size, words.bold))
+
+    # Worked example: a box across the chart under the bar labels.
+    height = plot_bottom + 30 + MARGIN
+    if spec.example:
+        box_top = plot_bottom + 44
+        inner = width - 2 * MARGIN - 2 * EXAMPLE_PADDING
+        lines = wrap_text(spec.example, inner, FONT_SIZE)
+        box_height = len(lines) * EXAMPLE_LINE + 2 * EXAMPLE_PADDING - 4
+        items.append(Box(MARGIN, box_top, width - 2 * MARGIN, box_height, "tm-example-box", "tm-example-border", 0.8, rounded=True))
+        for line_index, line in enumerate(lines):
+            baseline = box_top + EXAMPLE_PADDING + line_index * EXAMPLE_LINE + 0.8 * FONT_SIZE
+            items.append(Words(MARGIN + EXAMPLE_PADDING, round(baseline, 2), line, "tm-text tm-example"))
+        height = box_top + box_height + MARGIN
+    return Drawing(round(width), math.ceil(height), tuple(items))
+
+
+def wrap_text(text: str, width: float, size: float) -> list[str]:
+    """Split `text` into lines no wider than `width` (explicit newlines are kept)."""
+    lines: list[str] = []
+    for paragraph in text.splitlines() or [""]:
+        current = ""
+        for word in paragraph.split():
+            candidate = f"{current} {word}" if current else word
+            if current and measure_text(candidate, size) > width:
+                lines.append(current)
+                current = word
+            else:
+                current = candidate
+        lines.append(current)
+    return lines
+
+
+# --- Draw: matplotlib -----------------------------------------------------------------------
+
+
+class Palette:
+    """Placeholder colours standing for CSS class lists, swapped back after rendering."""
+
+    def __init__(self) -> None:
+        self.classes: dict[str, str] = {}  # '#c0xxxx' -> class list
+
+    def colour(self, css: str) -> str:
+        """The placeholder colour for a class list ('none' for '')."""
+        if not css:
+            return "none"
+        for placeholder, known in self.classes.items():
+            if known == css:
+                return placeholder
+        placeholder = f"#c0{len(self.classes) + 1:04x}"
+        self.classes[placeholder] = css
+        return placeholder
+
+
+@lru_cache(maxsize=1)
+def load_matplotlib():
+    """Import matplotlib once, on the first chart (the import is the slow part)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import artist, figure, patches, path, transforms
+    from matplotlib.font_manager import FontProperties
+
+    class TextLine(artist.Artist):
+        """One line of text drawn straight through the renderer: no layout, no measuring."""
+
+        def __init__(self, words: Words, colour: str, flip) -> None:
+            super().__init__()
+            self.set_zorder(3)  # above every shape, as in the plan
+            self.words, self.colour, self.flip = words, colour, flip
+            self.font = FontProperties(family="DejaVu Sans", size=words.size, weight="bold" if words.bold else "normal")
+
+        def draw(self, renderer) -> None:
+            """Write the text; finish_svg sets its position and anchor from the plan."""
+            context = renderer.new_gc()
+            context.set_foreground(self.colour)
+            x, y = self.flip.transform((self.words.x, self.words.y))
+            renderer.draw_text(context, x, y, self.words.text, self.font, 90 if self.words.vertical else 0)
+            context.restore()
+
+    return matplotlib, figure, patches, path, transforms, TextLine
+
+
+RC_PARAMS = {
+    "svg.fonttype": "none",  # text stays text
+    "svg.hashsalt": HASH_SALT,  # deterministic ids (we rename them anyway)
+    "path.simplify": False,
+}
+
+
+def draw_svg(drawing: Drawing, palette: Palette) -> str:
+    """matplotlib's SVG for `drawing`, with placeholder colours from `palette`."""
+    matplotlib, figure_module, patches, path, transforms, TextLine = load_matplotlib()
+    Path = path.Path
+    with matplotlib.rc_context(RC_PARAMS):
+        figure = figure_module.Figure(figsize=(drawing.width / 72, drawing.height / 72), dpi=72)
+        figure.patch.set_visible(False)
+        flip = transforms.Affine2D().scale(1, -1).translate(0, drawing.height)  # plan y points down
+        for item in drawing.items:
+            if isinstance(item, Box):
+                options = dict(facecolor=palette.colour(item.fill), edgecolor=palette.colour(item.stroke),
+                               linewidth=item.line_width, gid=item.gid or None, transform=flip, joinstyle="miter")
+                if item.rounded:
+                    patch = patches.FancyBboxPatch((item.x, item.y), item.width, item.height, boxstyle="round,pad=0,rounding_size=5", **options)
+                else:
+                    patch = patches.Rectangle((item.x, item.y), item.width, item.height, **options)
+                figure.add_artist(patch)
+            elif isinstance(item, Strokes):
+                vertices, codes = [], []
+                for line in item.lines:
+                    vertices.extend(line)
+                    codes.extend([Path.MOVETO] + [Path.LINETO] * (len(line) - 1))
+                if not vertices:
+                    continue
+                patch = patches.PathPatch(Path(vertices, codes), facecolor="none", edgecolor=palette.colour(item.stroke),
+                                          linewidth=item.line_width, capstyle="butt", joinstyle="round",
+                                          linestyle=(0, (4, 3)) if item.dashed else "solid", transform=flip)
+                figure.add_artist(patch)
+            else:
+                figure.add_artist(TextLine(item, palette.colour(item.css), flip))
+        buffer = io.StringIO()
+        figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    return buffer.getvalue()
+
+
+# --- Finish: classes, ids, accessibility ----------------------------------------------------
+
+PRESENTATION = {
+    "fill", "stroke", "stroke-width", "stroke-dasharray", "stroke-dashoffset", "stroke-linecap",
+    "stroke-linejoin", "stroke-opacity", "fill-opacity", "opacity", "font-size", "font-weight",
+    "text-anchor",
+}
+
+SVG_DEFAULTS = {("stroke-dashoffset", "0"), ("stroke-linejoin", "miter"), ("stroke-linecap", "butt")}
+
+
+def restyle_element(element: ElementTree.Element, palette: Palette) -> None:
+    """Turn a style attribute into classes (placeholder colours) and presentation attributes."""
+    style = element.attrib.pop("style", None)
+    if style is None:
+        return
+    classes: list[str] = []
+    for declaration in style.split(";"):
+        prop, _, value = (s.strip() for s in declaration.partition(":"))
+        if not prop:
+            continue
+        if value in palette.classes:
+            classes.extend(palette.classes[value].split())
+        elif prop in PRESENTATION and (prop, value) not in SVG_DEFAULTS:
+            element.set(prop, value.removesuffix("px") if prop == "font-size" else value)
+    if classes:
+        element.set("class", " ".join(dict.fromkeys(classes)))
+
+
+def compact_path(data: str) -> str:
+    """Shorten matplotlib path data: 'M 10.004 10 \\nL 60 10 \\nz' -> 'M10 10L60 10z'."""
+    data = re.sub(r"-?\d+\.\d{3,}", lambda m: f"{float(m.group()):.2f}".rstrip("0").rstrip("."), " ".join(data.split()))
+    return re.sub(r" ?([MLCQz]) ?", r"\1", data)
+
+
+def unwrap_groups(parent: ElementTree.Element) -> None:
+    """Replace every <g> without attributes by its children, depth first."""
+    children = []
+    for child in list(parent):
+        unwrap_groups(child)
+        if child.tag == f"{{{SVG_NAMESPACE}}}g" and not child.attrib:
+            children.extend(list(child))
+        else:
+            children.append(child)
+    parent[:] = children
+
+
+def finish_svg(raw: str, spec: ChartSpec, drawing: Drawing, palette: Palette) -> str:
+    """Rewrite matplotlib's SVG: classes for colours, prefixed ids, title/desc, no style."""
+    ElementTree.register_namespace("", SVG_NAMESPACE)
+    root = ElementTree.fromstring(raw)
+    ns = f"{{{SVG_NAMESPACE}}}"
+    tooltips = {item.gid: item.tooltip for item in drawing.items if isinstance(item, Box) and item.gid}
+    for parent in list(root.iter()):
+        for child in list(parent):
+            if child.tag in (f"{ns}defs", f"{ns}metadata", f"{ns}style"):
+                parent.remove(child)
+    for element in root.iter():
+        restyle_element(element, palette)
+        gid = element.attrib.pop("id", None)
+        if gid in tooltips:
+            element.set("id", f"{spec.chart_id}-{gid}")
+            title = ElementTree.Element(f"{ns}title")
+            title.text = tooltips[gid]
+            element.insert(0, title)
+        if element.tag == f"{ns}path":
+            element.set("d", compact_path(element.get("d", "")))
+    for element in root.iter():
+        element.text = element.text if element.text and element.text.strip() else None
+        element.tail = None
+    place_texts(root, [item for item in drawing.items if isinstance(item, Words)])
+    unwrap_groups(root)
+    body = list(root)
+    root.attrib.clear()
+    root.set("viewBox", f"0 0 {drawing.width} {drawing.height}")
+    root.set("width", "100%")
+    root.set("class", "tm-chart")
+    root.set("role", "img")
+    root.set("aria-labelledby", f"{spec.chart_id}-title {spec.chart_id}-desc")
+    title = ElementTree.Element(f"{ns}title", id=f"{spec.chart_id}-title")
+    title.text = spec.title
+    desc = ElementTree.Element(f"{ns}desc", id=f"{spec.chart_id}-desc")
+    desc.text = spec.description or describe_chart(spec)
+    root[:] = [title, desc] + body
+    for child in root:
+        child.tail = "\n"
+    root.text = "\n"
+    return ElementTree.tostring(root, encoding="unicode")
+
+
+def place_texts(root: ElementTree.Element, words: list[Words]) -> None:
+    """Give each <text> its position and anchor from the plan (matplotlib draws them in plan order)."""
+    elements = list(root.iter(f"{{{SVG_NAMESPACE}}}text"))
+    if len(elements) != len(words):
+        raise RuntimeError(f"charts: matplotlib wrote {len(elements)} texts for {len(words)} planned")
+    for element, item in zip(elements, words):
+        element.attrib.pop("transform", None)
+        element.set("x", f"{item.x:g}")
+        element.set("y", f"{item.y:g}")
+        if item.anchor != "start":
+            element.set("text-anchor", item.anchor)
+        if item.vertical:
+            element.set("transform", f"rotate(-90 {item.x:g} {item.y:g})")
+            element.set("dominant-baseline", "central")
+
+
+def describe_chart(spec: ChartSpec) -> str:
+    """A text summary of every bar's segments, used when the spec gives no description."""
+    sentences = []
+    for bar in spec.bars:
+        pieces = ", ".join(describe_segment(s, spec.unit) for s in collect_segments(bar, spec))
+        sentences.append(f"{bar.label}: {pieces}; total {format_amount(bar.breakdown.total, spec.unit)}.")
+        for gpu in find_overflow(bar.breakdown.total, spec.gpus):
+            over = format_amount(bar.breakdown.total - gpu.usable_bytes, spec.unit)
+            sentences.append(f"{bar.label} DOESN'T FIT {gpu.display} ({over} over).")
+    for gpu in spec.gpus:
+        sentences.append(f"{gpu.display}: {format_amount(gpu.usable_bytes, spec.unit)} usable.")
+    return " ".join(sentences)
 
 
 def render_chart(spec: ChartSpec) -> str:
     """SVG markup (no XML declaration) for `spec`; byte-identical for equal specs."""
-    raise NotImplementedError("charts: render_chart is being written")
+    check_spec(spec)
+    drawing = plan_drawing(spec)
+    palette = Palette()
+    return finish_svg(draw_svg(drawing, palette), spec, drawing, palette)
