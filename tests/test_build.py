@@ -1,0 +1,340 @@
+"""The build pipeline end to end: fixture site with fakes, the real site with the real model and charts."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from builder import build as build_module
+from builder import cli_site
+from builder.build import SitePaths, build_site, bundle_static, hash_tree
+from builder.catalog import load_models
+from builder.grids import format_amount
+from builder.model import Breakdown, Config, Part, param_count
+from builder.serve import make_server
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "site-small"
+TEMPLATES = ROOT / "templates"
+
+
+# Fakes: a tiny deterministic memory model and chart renderer -----------------------------
+
+def fake_estimate(config: Config) -> Breakdown:
+    """2 + 2 + 12 bytes per parameter (ZeRO-3 divides by dp) plus 2 bytes per token per hidden unit per layer."""
+    params = param_count(config.model) if config.model is not None else config.params
+    shard = config.dp if config.zero == 3 else 1
+    layers, hidden = (config.model.layers, config.model.hidden) if config.model is not None else (1, 1)
+    tokens = config.micro_batch * config.seq_len
+    return Breakdown(params=params, parts=(
+        Part("weights", 2 * params // shard, "N x 2 / N_d", "fake source A", per_unit="2 B/param"),
+        Part("gradients", 2 * params // shard, "N x 2 / N_d", "fake source A", per_unit="2 B/param"),
+        Part("optimizer/adam", 12 * params // shard, "N x 12 / N_d", "fake source B", per_unit="12 B/param",
+             simplification="fake simplification"),
+        Part("activations/layers", 2 * tokens * hidden * layers, "2 b s h L", "fake source C",
+             per_unit="2 B per token per hidden unit per layer"),
+    ))
+
+
+def fake_chart(spec) -> str:
+    """A small SVG that names the chart and each bar's total in bytes."""
+    totals = " ".join(f"{bar.label}={bar.breakdown.total}" for bar in spec.bars)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 100 10" '
+            f'aria-labelledby="{spec.chart_id}-title {spec.chart_id}-desc">'
+            f'<title id="{spec.chart_id}-title">{html.escape(spec.title)}</title>'
+            f'<desc id="{spec.chart_id}-desc">{html.escape(spec.description)}</desc>'
+            f'<text x="0" y="8">{html.escape(totals)}</text></svg>')
+
+
+def fixture_paths(out: Path, content: Path = FIXTURE / "content") -> SitePaths:
+    """SitePaths for the fixture site (real templates, fixture static files)."""
+    return SitePaths(content=content, templates=TEMPLATES, static=FIXTURE / "static", out=out)
+
+
+def build_fixture(out: Path, content: Path = FIXTURE / "content") -> dict[str, int]:
+    """Build the fixture site with the fakes; returns the files written."""
+    return build_site(fixture_paths(out, content), quiet=True, estimate=fake_estimate, render_chart=fake_chart).files
+
+
+def table_cells(page: str, table_id: str) -> dict[str, list[str]]:
+    """Row header -> cell texts of one data table in a built page."""
+    table = re.search(rf'<table class="data-table" id="{table_id}">(.*?)</table>', page, re.S).group(1)
+    rows = {}
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S):
+        header = re.search(r"<th[^>]*>(.*?)</th>", row, re.S).group(1)
+        rows[html.unescape(header)] = [html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def fixture_site(tmp_path_factory) -> Path:
+    """The fixture site built once with the fakes."""
+    out = tmp_path_factory.mktemp("fixture") / "site"
+    build_fixture(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def real_site(tmp_path_factory) -> Path:
+    """The real content/ built with the real memory model and chart renderer."""
+    out = tmp_path_factory.mktemp("real") / "site"
+    build_site(SitePaths(ROOT / "content", TEMPLATES, ROOT / "static", out), quiet=True, force=True)
+    return out
+
+
+# Fixture site -------------------------------------------------------------------------
+
+def test_fixture_site_has_every_page_and_static_file(fixture_site):
+    assert sorted(hash_tree(fixture_site)) == ["index.html", "references.html", "static/site.css", "static/widgets.js"]
+
+
+def test_stylesheets_are_concatenated_site_css_first(fixture_site):
+    css = (fixture_site / "static" / "site.css").read_text()
+    assert css.index("body { margin: 0; }") < css.index(".bucket-weights { fill: blue; }")
+    assert "static/charts.css" not in hash_tree(fixture_site)
+
+
+def test_table_numbers_come_from_the_model(fixture_site):
+    llama = load_models(FIXTURE / "content" / "models.toml")["llama-3-8b"]
+    single = fake_estimate(Config(model=llama, micro_batch=1, seq_len=4096))
+    sharded = fake_estimate(Config(model=llama, micro_batch=1, seq_len=4096, zero=3, dp=8))
+    rows = table_cells((fixture_site / "index.html").read_text(), "table-states")
+    assert rows["Total (GiB)"] == [format_amount(single.total, "GiB"), format_amount(sharded.total, "GiB")]
+    # 8,030,261,248 params x 16 B = 119.66 GiB, + 2 x 4096 x 4096 x 32 B = 1 GiB of activations; ZeRO-3 / 8
+    assert rows["Total (GiB)"] == ["120.7", "16.0"]
+    assert rows["optimizer"] == ["89.7", "11.2"]
+    assert rows["Fits on A100 SXM 80GB (80.0 GiB)?"] == ["no, 40.7 over", "yes, 64.0 left"]
+
+
+def test_grid_makes_one_bar_per_value_in_the_chosen_unit(fixture_site):
+    rows = table_cells((fixture_site / "index.html").read_text(), "table-tokens")
+    gpt2 = load_models(FIXTURE / "content" / "models.toml")["gpt2"]
+    expected = [format_amount(fake_estimate(Config(model=gpt2, micro_batch=b, seq_len=1024)).total, "GB") for b in (1, 4)]
+    # 124,439,808 x 16 B = 1.99 GB, + 2 x b x 1024 x 768 x 12 B of activations
+    assert rows["Total (GB)"] == expected == ["2.0", "2.1"]
+    assert "optimizer/adam" in rows  # group_by: part lists every part
+    assert "GB = 10^9 bytes" in (fixture_site / "index.html").read_text()
+
+
+def test_table_placement_has_no_figure_and_chart_placement_has_one(fixture_site):
+    page = (fixture_site / "index.html").read_text()
+    assert page.count("<figure") == 1
+    assert '<svg xmlns="http://www.w3.org/2000/svg" role="img"' in page
+    assert "states-title" in page and "tokens-title" not in page
+
+
+def test_citations_are_numbered_links_to_the_references_page(fixture_site):
+    page = (fixture_site / "index.html").read_text()
+    assert '[<a href="references.html#ref-rajbhandari2019"' in page
+    assert re.search(r'#ref-korthikanti2022"[^>]*>2</a>, <a href="references.html#ref-rajbhandari2019"[^>]*>1</a>\]', page)
+    references = (fixture_site / "references.html").read_text()
+    assert '<li id="ref-rajbhandari2019" value="1">' in references
+    assert '<li id="ref-korthikanti2022" value="2">' in references
+
+
+def test_math_is_mathml_without_math_javascript(fixture_site):
+    page = (fixture_site / "index.html").read_text()
+    assert page.count("<math ") == 2
+    assert '<div class="math-display"><math xmlns="http://www.w3.org/1998/Math/MathML" display="block">' in page
+    assert "<mi>&#x003A8;</mi>" in page
+    assert not re.search(r"mathjax|katex", page, re.I)
+
+
+def test_widget_placeholder_and_script_only_where_placed(fixture_site):
+    page = (fixture_site / "index.html").read_text()
+    assert 'data-widget="bytes-per-param"' in page
+    assert 'data-options="{&#34;gpus&#34;: [&#34;a100-80gb&#34;], &#34;model&#34;: &#34;gpt2&#34;}"' in page
+    assert '<script src="static/widgets.js" defer></script>' in page
+    assert "<script" not in (fixture_site / "references.html").read_text()
+
+
+def test_navigation_previous_next_and_skip_link(fixture_site):
+    page = (fixture_site / "index.html").read_text()
+    assert '<a class="skip-link" href="#main">' in page and '<main id="main"' in page
+    assert '<a class="pager-next" href="references.html" rel="next">' in page
+    assert "pager-previous" not in page
+    assert '<a class="pager-previous" href="index.html" rel="prev">' in (fixture_site / "references.html").read_text()
+    assert page.count("<h1>") == 1
+
+
+def test_headings_get_permalink_anchors(fixture_site):
+    page = (fixture_site / "index.html").read_text()
+    assert ('<h2 id="model-states">Model states <a class="permalink" href="#model-states" '
+            'aria-label="Permalink: Model states">#</a></h2>') in page
+
+
+def test_formula_notes_name_every_source(fixture_site):
+    page = (fixture_site / "index.html").read_text()
+    for source in ("fake source A", "fake source B", "fake source C"):
+        assert f"Source: {source}" in page
+    assert "Simplification: fake simplification" in page
+
+
+def test_csp_is_strict(fixture_site):
+    for name in ("index.html", "references.html"):
+        page = (fixture_site / name).read_text()
+        csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1)
+        assert "default-src 'none'" in csp and "script-src 'self';" in csp and "unsafe-inline" not in csp
+        assert "http" not in csp
+
+
+def test_build_is_deterministic(tmp_path):
+    build_fixture(tmp_path / "one")
+    build_fixture(tmp_path / "two")
+    assert hash_tree(tmp_path / "one") == hash_tree(tmp_path / "two")
+
+
+def test_bundle_static_copies_nested_files(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "a.svg").write_text("<svg/>")
+    (tmp_path / "z.css").write_text("z{}")
+    (tmp_path / "site.css").write_text("s{}")
+    bundle = bundle_static(tmp_path)
+    assert bundle == {"static/site.css": b"/* ---- site.css ---- */\ns{}\n/* ---- z.css ---- */\nz{}\n",
+                      "static/img/a.svg": b"<svg/>"}
+
+
+# Real site ----------------------------------------------------------------------------
+
+def test_real_site_numbers_equal_the_memory_model(real_site):
+    from builder.model.estimate import estimate
+
+    llama = load_models(ROOT / "content" / "models.toml")["llama-3-8b"]
+    base = dict(model=llama, precision="bf16-mixed", optimizer="adamw", micro_batch=1, seq_len=4096)
+    single, sharded = estimate(Config(**base)), estimate(Config(**base, zero=3, dp=8))
+    rows = table_cells((real_site / "index.html").read_text(), "table-four-buckets")
+    assert rows["Total (GiB)"] == [format_amount(single.total, "GiB"), format_amount(sharded.total, "GiB")]
+    assert rows["weights"] == [format_amount(single.buckets()["weights"], "GiB"),
+                               format_amount(sharded.buckets()["weights"], "GiB")]
+    assert rows["weights"] == ["15.0", "1.9"]  # 8,030,261,248 x 2 B = 14.96 GiB; / 8 = 1.87 GiB
+
+
+def test_real_site_has_charts_with_title_and_desc(real_site):
+    page = (real_site / "index.html").read_text()
+    assert page.count("<figure") == 2
+    assert page.count("<svg") >= 2 and "<title" in page and "<desc" in page
+
+
+def test_real_site_urls_are_relative_and_same_origin(real_site):
+    for path in sorted(real_site.glob("*.html")):
+        page = path.read_text()
+        for attribute, url in re.findall(r'\s(href|src)="([^"]*)"', page):
+            assert not url.startswith("/"), f"{path.name}: absolute URL {url}"
+            if attribute == "src" or url.startswith(("http:", "https:")):
+                # other origins only as plain links in prose and the bibliography, never loaded
+                assert attribute == "href", f"{path.name}: loads {url}"
+        for tag in re.findall(r"<(?:link|script|img)\b[^>]*>", page):
+            assert "http" not in tag, f"{path.name}: {tag}"
+        assert not re.search(r"<script(?![^>]*\ssrc=)", page), f"{path.name}: inline script"
+        assert not re.search(r"mathjax|katex", page, re.I)
+
+
+def test_real_site_has_mathml(real_site):
+    assert "<math " in (real_site / "index.html").read_text()
+
+
+def test_real_site_build_is_deterministic(real_site, tmp_path):
+    again = tmp_path / "site"
+    build_site(SitePaths(ROOT / "content", TEMPLATES, ROOT / "static", again), quiet=True, force=True)
+    assert hash_tree(again) == hash_tree(real_site)
+
+
+# Warm rebuilds, atomic swap, CLI and serve --------------------------------------------------
+
+def copy_fixture(tmp_path: Path) -> SitePaths:
+    """A writable copy of the fixture content with the repo templates."""
+    content = tmp_path / "content"
+    shutil.copytree(FIXTURE / "content", content)
+    static = tmp_path / "static"
+    shutil.copytree(FIXTURE / "static", static)
+    return SitePaths(content=content, templates=TEMPLATES, static=static, out=tmp_path / "site")
+
+
+def test_warm_rebuild_skips_when_nothing_changed(tmp_path, monkeypatch):
+    monkeypatch.setattr(build_module, "load_estimate", lambda: fake_estimate)
+    monkeypatch.setattr(build_module, "load_chart_renderer", lambda: fake_chart)
+    paths = copy_fixture(tmp_path)
+    assert not build_site(paths, quiet=True).unchanged
+    started = time.perf_counter()
+    assert build_site(paths, quiet=True).unchanged
+    assert time.perf_counter() - started < 0.5
+    page = paths.content / "index.md"
+    page.write_text(page.read_text().replace("Intro paragraph", "Changed paragraph"))
+    assert not build_site(paths, quiet=True).unchanged
+    assert "Changed paragraph" in (paths.out / "index.html").read_text()
+    (paths.out / "index.html").unlink()  # a damaged output is rebuilt even if inputs did not change
+    assert not build_site(paths, quiet=True).unchanged
+    assert (paths.out / "index.html").is_file()
+
+
+def test_chart_cache_reuses_svgs(tmp_path, monkeypatch):
+    calls = []
+
+    def counting_chart(spec):
+        calls.append(spec.chart_id)
+        return fake_chart(spec)
+
+    monkeypatch.setattr(build_module, "load_estimate", lambda: fake_estimate)
+    monkeypatch.setattr(build_module, "load_chart_renderer", lambda: counting_chart)
+    paths = copy_fixture(tmp_path)
+    build_site(paths, quiet=True)
+    build_site(paths, quiet=True, force=True)
+    assert calls == ["states", "tokens"]
+
+
+def test_swap_leaves_no_temporary_folders(tmp_path):
+    build_fixture(tmp_path / "site")
+    build_fixture(tmp_path / "site")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".site-cache", "site"]  # no .site-new-*/.site-old-*
+
+
+def test_cli_build_prints_progress_and_exits_zero(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(build_module, "load_estimate", lambda: fake_estimate)
+    monkeypatch.setattr(build_module, "load_chart_renderer", lambda: fake_chart)
+    paths = copy_fixture(tmp_path)
+    argv = ["build", "--content", str(paths.content), "--templates", str(TEMPLATES), "--static", str(paths.static),
+            "--out", str(paths.out)]
+    assert cli_site.main(argv) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"index\.html +[\d.]+ KiB", err) and re.search(r"built 2 pages, 4 files in [\d.]+ s", err)
+    assert cli_site.main(argv + ["--quiet", "--force"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_cli_build_names_a_missing_folder_flag(tmp_path, capsys):
+    assert cli_site.main(["build", "--content", str(tmp_path / "nope"), "--out", str(tmp_path / "site")]) == 2
+    assert f"--content {tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
+
+
+def test_serve_under_a_sub_path(fixture_site):
+    server = make_server(fixture_site, 0, "/training-memory/")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with urllib.request.urlopen(f"{base}/training-memory/index.html") as response:
+            assert response.status == 200 and b"<h1>Fixture home</h1>" in response.read()
+        with urllib.request.urlopen(f"{base}/training-memory/static/site.css") as response:
+            assert response.status == 200
+        with pytest.raises(urllib.error.HTTPError) as outside:
+            urllib.request.urlopen(f"{base}/index.html")
+        assert outside.value.code == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_fingerprint_changes_with_any_input(tmp_path):
+    paths = copy_fixture(tmp_path)
+    before = build_module.fingerprint_inputs(paths)
+    (paths.static / "extra.css").write_text("a{}")
+    assert build_module.fingerprint_inputs(paths) != before
+    assert len(before) == 64
