@@ -198,6 +198,8 @@ def check_spec(spec: ChartSpec) -> None:
 def format_amount(n_bytes: float, unit: str) -> str:
     """Bytes in `unit` with enough digits that a small non-zero amount never reads 0.0."""
     value = n_bytes / UNIT_BYTES[unit]
+    if 0 < abs(value) < 0.00005:
+        return f"<{format_bytes(0.0001 * UNIT_BYTES[unit], unit, 4)}"
     digits = 1
     while value and digits < 4 and abs(value) < 0.95 * 10 ** (1 - digits):
         digits += 1
@@ -338,6 +340,8 @@ def make_hatch(x0: float, y0: float, x1: float, y1: float) -> tuple[tuple[tuple[
         if right - left > 0.1:
             lines.append(((round(left, 2), round(c - left, 2)), (round(right, 2), round(c - right, 2))))
         c += HATCH_SPACING
+    if not lines:  # too thin to hatch: one line still marks it
+        lines.append(((round(x0, 2), round(y1, 2)), (round(x1, 2), round(y1, 2))))
     return tuple(lines)
 
 

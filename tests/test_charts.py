@@ -1,0 +1,514 @@
+"""Charts: SVG breakdown charts drawn from hand-built Breakdowns (not the real model).
+
+Each expected number is computed here from the bytes the test puts in, so a chart that drew
+a different amount, the wrong unit or a stale label fails.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+from builder.catalog import Gpu
+from builder.charts import (
+    ChartBar,
+    ChartSpec,
+    Note,
+    Words,
+    combine_rules,
+    format_amount,
+    measure_text,
+    render_chart,
+    spread_notes,
+)
+from builder.model.breakdown import Breakdown, Part
+from builder.model.units import GB, GiB, MiB
+
+SVG = "{http://www.w3.org/2000/svg}"
+CSS_PATH = Path(__file__).resolve().parent.parent / "static" / "charts.css"
+PARAMS = 7_000_000_000
+H100 = Gpu("h100-sxm-80gb", "H100 SXM 80GB", 81559 * MiB, "80 GB")
+A100_40 = Gpu("a100-40gb", "A100 SXM 40GB", 40960 * MiB, "40 GB")
+
+
+def make_training(shards: int = 1, activation_bytes: int = 8 * GiB) -> Breakdown:
+    """Mixed-precision Adam for 7B parameters: 16 B/param of model states plus activations."""
+    return Breakdown(
+        params=PARAMS,
+        parts=(
+            Part("weights", 2 * PARAMS, "2·P", "test", per_unit="2 B/param"),
+            Part("master", 4 * PARAMS // shards, "4·P", "test", per_unit="4 B/param"),
+            Part("gradients", 2 * PARAMS // shards, "2·P", "test", per_unit="2 B/param"),
+            Part("optimizer/adam_m", 4 * PARAMS // shards, "4·P", "test", per_unit="4 B/param"),
+            Part("optimizer/adam_v", 4 * PARAMS // shards, "4·P", "test", per_unit="4 B/param"),
+            Part("activations/attention", activation_bytes // 2, "s·b·h", "test", per_unit="5 B/token/layer"),
+            Part("activations/mlp", activation_bytes // 2, "s·b·h", "test"),
+            Part("overhead/cuda_context", 600 * MiB, "fixed", "test", per_unit="fixed"),
+        ),
+    )
+
+
+def make_serving(params: int = 1_000_000_000) -> Breakdown:
+    """A small serving breakdown that fits on any listed GPU."""
+    return Breakdown(
+        params=params,
+        parts=(
+            Part("weights", 2 * params, "2·P", "test", per_unit="2 B/param"),
+            Part("kv_cache", 3 * GiB, "2·L·s·h", "test", per_unit="128 KiB/token"),
+        ),
+    )
+
+
+def make_spec(**changes) -> ChartSpec:
+    """A two-bar training chart with two GPU lines; keyword arguments replace fields."""
+    fields = dict(
+        chart_id="train-7b",
+        title="Training a 7B model: memory per GPU",
+        description="",
+        bars=(ChartBar("1 GPU", make_training()), ChartBar("ZeRO-3 / 8 GPUs", make_training(shards=8))),
+        gpus=(A100_40, H100),
+        example="Example: 7B params × (2 + 4 + 2 + 4 + 4) B = 112 GB = 104.3 GiB before activations.",
+    )
+    fields.update(changes)
+    return ChartSpec(**fields)
+
+
+def parse(svg: str) -> ElementTree.Element:
+    """Parse chart markup (it must be well-formed XML on its own)."""
+    return ElementTree.fromstring(svg)
+
+
+def texts_of(root: ElementTree.Element, css: str = "") -> list[ElementTree.Element]:
+    """Every <text>, or those whose class list contains `css`."""
+    return [t for t in root.iter(f"{SVG}text") if not css or css in t.get("class", "").split()]
+
+
+def strings_of(root: ElementTree.Element, css: str = "") -> list[str]:
+    """The contents of those <text> elements."""
+    return [t.text or "" for t in texts_of(root, css)]
+
+
+def gib(n_bytes: int) -> str:
+    """The amount as the test expects to read it in GiB."""
+    return f"{n_bytes / GiB:.1f} GiB"
+
+
+def path_box(data: str) -> tuple[float, float, float, float]:
+    """x0, y0, x1, y1 of the points in path data."""
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", data)]
+    xs, ys = numbers[0::2], numbers[1::2]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def segments_of(root: ElementTree.Element, chart_id: str, bar: int) -> dict[str, tuple[float, float, float, float]]:
+    """Segment key -> box of the bar's segment paths, from the ids the chart gives them."""
+    found = {}
+    prefix = f"{chart_id}-bar{bar}-"
+    for group in root.iter(f"{SVG}g"):
+        if group.get("id", "").startswith(prefix):
+            found[group.get("id")[len(prefix):]] = path_box(group.find(f"{SVG}path").get("d"))
+    return found
+
+
+# --- Determinism and structure -----------------------------------------------------------------
+
+
+def test_two_renders_of_equal_specs_are_byte_identical():
+    first = render_chart(make_spec())
+    second = render_chart(make_spec())  # equal, freshly built objects
+    assert first == second
+    assert render_chart(make_spec(chart_id="other")) != first
+
+
+def test_svg_starts_with_title_and_desc_and_is_labelled_by_them():
+    root = parse(render_chart(make_spec(description="Two bars: 112.9 GiB and 33.0 GiB.")))
+    title, desc = root[0], root[1]
+    assert title.tag == f"{SVG}title" and title.text == "Training a 7B model: memory per GPU"
+    assert desc.tag == f"{SVG}desc" and desc.text == "Two bars: 112.9 GiB and 33.0 GiB."
+    assert root.get("role") == "img"
+    assert root.get("aria-labelledby") == "train-7b-title train-7b-desc"
+    assert title.get("id") == "train-7b-title" and desc.get("id") == "train-7b-desc"
+
+
+def test_empty_description_is_written_from_the_numbers():
+    root = parse(render_chart(make_spec()))
+    desc = root[1].text
+    assert f"1 GPU: Weights {gib(2 * PARAMS)} · 2 B/param" in desc
+    assert f"total {gib(make_training().total)}" in desc
+    assert "1 GPU DOESN'T FIT H100 SXM 80GB" in desc
+
+
+def test_every_id_is_prefixed_with_the_chart_id_and_unique():
+    root = parse(render_chart(make_spec()))
+    ids = [element.get("id") for element in root.iter() if element.get("id")]
+    assert len(ids) > 10
+    assert all(i.startswith("train-7b-") for i in ids), [i for i in ids if not i.startswith("train-7b-")]
+    assert len(ids) == len(set(ids))
+
+
+def test_svg_is_responsive_self_contained_and_free_of_inline_styles():
+    svg = render_chart(make_spec())
+    root = parse(svg)
+    assert re.fullmatch(r"0 0 \d+ \d+", root.get("viewBox"))
+    assert root.get("width") == "100%" and root.get("height") is None
+    assert "style=" not in svg and "<style" not in svg  # strict CSP: no inline styles
+    assert "href" not in svg and "url(" not in svg and "@import" not in svg and "<image" not in svg
+    assert not svg.startswith("<?xml")
+    assert len(svg.encode()) < 25_000
+
+
+def test_text_stays_text_with_no_font_embedded():
+    svg = render_chart(make_spec())
+    assert "font-family" not in svg  # the stylesheet sets the font
+    assert "<text" in svg and "glyph" not in svg and "<use" not in svg
+
+
+# --- Colours are classes ------------------------------------------------------------------------
+
+
+def test_no_colour_literals_only_classes():
+    svg = render_chart(make_spec(group_by="part"))
+    assert not re.search(r"#[0-9a-fA-F]{3,8}\b", svg)
+    assert not re.search(r"\b(rgb|hsl)a?\(", svg)
+    root = parse(svg)
+    for element in root.iter():
+        for attribute in ("fill", "stroke"):
+            assert element.get(attribute) in (None, "none"), (element.tag, element.attrib)
+    segment_classes = [g.find(f"{SVG}path").get("class") for g in root.iter(f"{SVG}g")]
+    assert "tm-bucket-weights tm-shade-0 tm-segment" in segment_classes
+    assert "tm-bucket-optimizer tm-shade-1 tm-segment" in segment_classes
+
+
+def test_every_class_the_svg_uses_is_styled_in_charts_css():
+    css = CSS_PATH.read_text(encoding="utf-8")
+    defined = set(re.findall(r"\.(tm-[a-z0-9-]+)", css))
+    specs = [make_spec(group_by="part"), make_spec(bars=(ChartBar("kv", make_serving()),), gpus=())]
+    used = set()
+    for spec in specs:
+        for element in parse(render_chart(spec)).iter():
+            used.update(element.get("class", "").split())
+    hooks = {"tm-tick", "tm-axis-title", "tm-bar-label", "tm-bar-total", "tm-example", "tm-shade-0"}  # for tests and page CSS
+    assert used - defined - hooks == set()
+    assert {"tm-chart", "tm-bucket-weights", "tm-bucket-kv-cache", "tm-overflow-hatch", "tm-capacity"} <= used
+
+
+def read_theme_colours(css: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The --tm-* custom properties of the light (:root) and dark (prefers-color-scheme) blocks."""
+    dark_start = css.index("prefers-color-scheme: dark")
+    light = dict(re.findall(r"(--tm-[a-z-]+):\s*(#[0-9a-fA-F]{6})", css[:dark_start]))
+    dark = dict(re.findall(r"(--tm-[a-z-]+):\s*(#[0-9a-fA-F]{6})", css[dark_start:]))
+    return light, dark
+
+
+def contrast(foreground: str, background: str) -> float:
+    """WCAG 2 contrast ratio of two #rrggbb colours."""
+
+    def luminance(colour: str) -> float:
+        channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    high, low = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_text_colours_meet_wcag_aa_in_both_themes(theme):
+    light, dark = read_theme_colours(CSS_PATH.read_text(encoding="utf-8"))
+    colours = light if theme == "light" else dark
+    assert set(light) == set(dark)  # every colour has a dark-theme value
+    for text in ("--tm-text", "--tm-text-dim", "--tm-warning"):
+        for background in ("--tm-bg", "--tm-example-bg"):
+            assert contrast(colours[text], colours[background]) >= 4.5, (theme, text, background)
+    # Lines and the capacity line are graphics: 3:1 (WCAG 1.4.11).
+    for line in ("--tm-line", "--tm-capacity", "--tm-warning"):
+        assert contrast(colours[line], colours["--tm-bg"]) >= 3.0, (theme, line)
+
+
+# --- Numbers and labels -------------------------------------------------------------------------
+
+
+def test_notes_name_each_bucket_with_its_amount_and_rule():
+    spec = make_spec()
+    notes = strings_of(parse(render_chart(spec)), "tm-note")
+    one, eight = make_training(), make_training(shards=8)
+    for breakdown in (one, eight):
+        assert f"Weights {gib(breakdown.get('weights'))} · 2 B/param" in notes
+        assert f"Master weights {gib(breakdown.get('master'))} · 4 B/param" in notes
+        assert f"Gradients {gib(breakdown.get('gradients'))} · 2 B/param" in notes
+        assert f"Optimizer {gib(breakdown.get('optimizer'))} · 8 B/param" in notes  # adam_m + adam_v
+    assert "Optimizer 52.2 GiB · 8 B/param" in notes  # 8 B × 7e9 = 56e9 B = 52.15 GiB
+    assert f"Activations {gib(8 * GiB)} · 5 B/token/layer" in notes
+    assert f"Overhead {format_amount(600 * MiB, 'GiB')} · fixed" in notes
+    assert "Overhead 0.59 GiB · fixed" in notes  # 600 MiB never reads as 0.0 / 0.6 GiB
+
+
+def test_group_by_part_gives_every_part_a_segment_and_a_note():
+    spec = make_spec(group_by="part", bars=(ChartBar("1 GPU", make_training()),), gpus=())
+    root = parse(render_chart(spec))
+    notes = strings_of(root, "tm-note")
+    assert f"Optimizer: adam m {gib(4 * PARAMS)} · 4 B/param" in notes
+    assert f"Activations: mlp {gib(4 * GiB)}" in notes  # no rule given: none printed
+    assert set(segments_of(root, "train-7b", 0)) == {
+        "weights", "master", "gradients", "optimizer-adam_m", "optimizer-adam_v",
+        "activations-attention", "activations-mlp", "overhead-cuda_context",
+    }
+
+
+def test_display_names_override_bucket_and_part_names():
+    spec = make_spec(group_by="part", display_names=(("optimizer/adam_m", "Adam first moment"),))
+    assert f"Adam first moment {gib(4 * PARAMS)} · 4 B/param" in strings_of(parse(render_chart(spec)), "tm-note")
+
+
+def test_bar_labels_and_totals_under_the_bars():
+    root = parse(render_chart(make_spec()))
+    assert strings_of(root, "tm-bar-label") == ["1 GPU", "ZeRO-3 / 8 GPUs"]
+    assert strings_of(root, "tm-bar-total") == [
+        f"{gib(make_training().total)} total",
+        f"{gib(make_training(shards=8).total)} total",
+    ]
+
+
+def test_segment_titles_give_name_and_amount_on_hover():
+    root = parse(render_chart(make_spec()))
+    group = next(g for g in root.iter(f"{SVG}g") if g.get("id") == "train-7b-bar0-optimizer")
+    title = group.find(f"{SVG}title").text
+    assert title.startswith(f"1 GPU: Optimizer {gib(8 * PARAMS)} · 8 B/param")
+    assert f"optimizer/adam_m: {gib(4 * PARAMS)}" in title
+
+
+def test_gb_charts_divide_by_ten_to_the_nine_and_say_so():
+    spec = make_spec(unit="GB", gpus=())
+    root = parse(render_chart(spec))
+    notes = strings_of(root, "tm-note")
+    assert f"Weights {2 * PARAMS / GB:.1f} GB · 2 B/param" in notes  # 14.0 GB, not 13.0
+    assert "Weights 14.0 GB · 2 B/param" in notes
+    assert not any("GiB" in note for note in notes)
+    assert strings_of(root, "tm-axis-title") == ["Memory per GPU (GB = 10⁹ bytes)"]
+
+
+def test_axis_title_states_the_binary_unit():
+    assert strings_of(parse(render_chart(make_spec())), "tm-axis-title") == ["Memory per GPU (GiB = 2³⁰ bytes)"]
+
+
+def test_example_box_holds_the_whole_example_text():
+    spec = make_spec()
+    root = parse(render_chart(spec))
+    lines = strings_of(root, "tm-example")
+    assert " ".join(lines).split() == spec.example.split()
+    assert not strings_of(parse(render_chart(make_spec(example=""))), "tm-example")
+
+
+# --- Capacity lines and overflow ----------------------------------------------------------------
+
+
+def test_capacity_lines_are_dashed_and_labelled_with_usable_memory():
+    root = parse(render_chart(make_spec()))
+    lines = [p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-capacity"]
+    assert len(lines) == 2 and all(p.get("stroke-dasharray") for p in lines)
+    labels = strings_of(root, "tm-capacity-label")
+    # top to bottom: the bigger GPU's line is higher
+    assert labels == ["H100 SXM 80GB", f"{gib(81559 * MiB)} usable", "A100 SXM 40GB", f"{gib(40960 * MiB)} usable"]
+    assert "79.6 GiB usable" in labels
+
+
+def overflow_marks(root: ElementTree.Element) -> tuple[list[str], int]:
+    """The DOESN'T FIT texts and the number of hatch paths."""
+    marks = [t for t in strings_of(root) if "DOESN'T FIT" in t]
+    hatches = [p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-overflow-hatch"]
+    return marks, len(hatches)
+
+
+def test_overflow_is_hatched_and_named_exactly_where_a_bar_exceeds_a_line():
+    spec = make_spec()
+    total = make_training().total  # 112.9 GiB: over both lines; the ZeRO-3 bar (33 GiB) fits both
+    marks, hatches = overflow_marks(parse(render_chart(spec)))
+    assert marks == [
+        f"DOESN'T FIT A100 SXM 40GB (+{gib(total - A100_40.usable_bytes)})",
+        f"DOESN'T FIT H100 SXM 80GB (+{gib(total - H100.usable_bytes)})",
+    ]
+    assert hatches == 1  # one hatched region, above the lowest line it crosses
+
+
+def test_hatch_starts_at_the_lowest_exceeded_line_and_ends_at_the_bar_top():
+    root = parse(render_chart(make_spec()))
+    hatch = next(p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-overflow-hatch")
+    a100_line = next(p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-capacity" and p is not None)
+    bar = segments_of(root, "train-7b", 0)
+    x0, y0, x1, y1 = path_box(hatch.get("d"))
+    line_y = path_box(a100_line.get("d"))[1]
+    assert y1 == pytest.approx(line_y, abs=0.6)
+    assert y0 == pytest.approx(min(box[1] for box in bar.values()), abs=0.6)
+    assert x0 >= bar["weights"][0] - 0.01 and x1 <= bar["weights"][2] + 0.01
+
+
+def test_nothing_about_fitting_when_every_bar_fits():
+    spec = make_spec(bars=(ChartBar("1 GPU", make_serving()),))
+    marks, hatches = overflow_marks(parse(render_chart(spec)))
+    assert marks == [] and hatches == 0
+
+
+def test_a_bar_exactly_at_capacity_fits():
+    exact = Breakdown(params=1, parts=(Part("weights", H100.usable_bytes, "all", "test"),))
+    marks, hatches = overflow_marks(parse(render_chart(make_spec(bars=(ChartBar("exact", exact),), gpus=(H100,)))))
+    assert marks == [] and hatches == 0
+    over = Breakdown(params=1, parts=(Part("weights", H100.usable_bytes + 1, "all", "test"),))
+    marks, hatches = overflow_marks(parse(render_chart(make_spec(bars=(ChartBar("over", over),), gpus=(H100,)))))
+    assert marks == ["DOESN'T FIT H100 SXM 80GB (+<0.0001 GiB)"] and hatches == 1
+
+
+def test_no_gpu_lines_means_no_fitting_marks_at_all():
+    svg = render_chart(make_spec(gpus=()))
+    root = parse(svg)
+    assert overflow_marks(root) == ([], 0)
+    assert "tm-capacity" not in svg and "usable" not in svg
+
+
+# --- Geometry -----------------------------------------------------------------------------------
+
+
+def test_segments_are_drawn_to_scale_across_bars():
+    spec = make_spec(group_by="part")
+    root = parse(render_chart(spec))
+    ratios = []
+    for index, bar in enumerate(spec.bars):
+        boxes = segments_of(root, spec.chart_id, index)
+        for part in bar.breakdown.parts:
+            x0, y0, x1, y1 = boxes[part.name.replace("/", "-")]
+            ratios.append((y1 - y0) / part.bytes)
+    assert len(ratios) == 16
+    assert max(ratios) == pytest.approx(min(ratios), rel=0.01)  # coordinates are rounded to 0.01
+
+
+def test_segments_stack_without_gaps_in_bucket_order():
+    root = parse(render_chart(make_spec()))
+    boxes = segments_of(root, "train-7b", 0)
+    order = ["weights", "master", "gradients", "optimizer", "activations", "overhead"]
+    assert list(boxes) == order
+    for lower, upper in zip(order, order[1:]):
+        assert boxes[upper][3] == pytest.approx(boxes[lower][1], abs=0.01)
+
+
+def note_boxes(root: ElementTree.Element) -> list[tuple[float, float, float, float]]:
+    """x0, top, x1, bottom of each note line, from its baseline, font size and measured width."""
+    boxes = []
+    for text in texts_of(root, "tm-note") + texts_of(root, "tm-capacity-label"):
+        x, y, size = float(text.get("x")), float(text.get("y")), float(text.get("font-size"))
+        width = measure_text(text.text, size, text.get("font-weight") == "700")
+        boxes.append((x, y - 0.8 * size, x + width, y + 0.25 * size))
+    return boxes
+
+
+def overlapping(boxes: list[tuple[float, float, float, float]]) -> list[tuple]:
+    """Pairs of boxes that overlap."""
+    return [
+        (a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]
+        if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    ]
+
+
+def make_many_tiny_parts(count: int) -> Breakdown:
+    """One big part and `count` parts of a few MiB each, all under one bar."""
+    tiny = tuple(
+        Part(f"activations/op_{i:02d}", (i + 1) * MiB, "x", "test", per_unit=f"{i + 1} B/token")
+        for i in range(count)
+    )
+    return Breakdown(params=1, parts=(Part("weights", 60 * GiB, "x", "test", per_unit="2 B/param"),) + tiny)
+
+
+def test_notes_never_overlap_even_for_many_tiny_parts():
+    spec = make_spec(group_by="part", bars=(ChartBar("tiny", make_many_tiny_parts(24)), ChartBar("1 GPU", make_training())))
+    svg = render_chart(spec)
+    root = parse(svg)
+    boxes = note_boxes(root)
+    assert len(boxes) == 25 + 1 + 8 + 2 + 4  # parts of both bars, three DOESN'T FIT lines, two two-line capacity labels
+    assert overlapping(boxes) == []
+    width, height = (float(v) for v in root.get("viewBox").split()[2:])
+    assert all(0 <= x0 and x1 <= width and 0 <= top and bottom <= height for x0, top, x1, bottom in boxes)
+
+
+def test_every_text_fits_inside_the_view_box():
+    root = parse(render_chart(make_spec(group_by="part")))
+    width, height = (float(v) for v in root.get("viewBox").split()[2:])
+    for text in texts_of(root):
+        if text.get("transform"):
+            continue  # the rotated axis title
+        x, y, size = float(text.get("x")), float(text.get("y")), float(text.get("font-size"))
+        measured = measure_text(text.text, size, text.get("font-weight") == "700")
+        left = {"start": x, "middle": x - measured / 2, "end": x - measured}[text.get("text-anchor", "start")]
+        assert 0 <= left and left + measured <= width and 0 <= y - size and y <= height, text.text
+
+
+def test_leader_lines_start_at_segment_midpoints():
+    spec = make_spec(bars=(ChartBar("tiny", make_many_tiny_parts(12)),), gpus=(), group_by="part")
+    root = parse(render_chart(spec))
+    boxes = segments_of(root, spec.chart_id, 0)
+    leaders = next(p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-leader").get("d")
+    starts = [float(y) for y in re.findall(r"M-?[\d.]+ (-?[\d.]+)", leaders)]
+    midpoints = sorted((box[1] + box[3]) / 2 for box in boxes.values())
+    assert sorted(starts) == pytest.approx(midpoints, abs=0.02)
+
+
+# --- Helpers ------------------------------------------------------------------------------------
+
+
+def test_spread_notes_keeps_order_and_leaves_no_overlap():
+    words = (Words(0, 0, "x", "tm-text"),)
+    notes = [Note(100.0, words) for _ in range(5)] + [Note(20.0, words)]
+    placed = spread_notes(notes, 0.0, 300.0)
+    centers = [note.center for note in placed]
+    assert centers == sorted(centers)
+    assert all(b - a >= 14 for a, b in zip(centers, centers[1:]))
+    assert centers[0] == pytest.approx(20.0)  # an isolated note stays on its anchor
+    assert statistics.mean(centers[1:]) == pytest.approx(100.0)  # a crowd centres on its anchor
+
+
+def test_spread_notes_stays_within_bounds_when_there_is_room():
+    words = (Words(0, 0, "x", "tm-text"),)
+    placed = spread_notes([Note(299.0, words) for _ in range(4)], 0.0, 300.0)
+    assert max(note.center + note.height / 2 for note in placed) <= 300.0
+
+
+def test_format_amount_never_hides_a_small_amount():
+    assert format_amount(13 * GiB, "GiB") == "13.0 GiB"
+    assert format_amount(600 * MiB, "GiB") == "0.59 GiB"
+    assert format_amount(20 * MiB, "GiB") == "0.020 GiB"
+    assert format_amount(0, "GiB") == "0.0 GiB"
+    assert format_amount(2 * 10**9, "GB") == "2.0 GB"
+
+
+def test_combine_rules_adds_like_rules_and_lists_the_rest():
+    assert combine_rules(["4 B/param", "4 B/param"]) == "8 B/param"
+    assert combine_rules(["0.5 B/param", "2 B/param"]) == "2.5 B/param"
+    assert combine_rules(["4 B/param", "2 B/token"]) == "4 B/param + 2 B/token"
+    assert combine_rules(["", ""]) == ""
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(unit="GB10"), "unit"),
+        (dict(group_by="layer"), "group_by"),
+        (dict(chart_id="1 bad id"), "chart_id"),
+        (dict(bars=()), "bars"),
+    ],
+)
+def test_bad_specs_are_refused_naming_the_field(changes, message):
+    with pytest.raises(ValueError, match=message):
+        render_chart(make_spec(**changes))
+
+
+def test_a_chart_renders_well_under_100_ms_after_import():
+    render_chart(make_spec())  # imports matplotlib and warms caches
+    spec = make_spec(group_by="part")
+    timings = []
+    for _ in range(5):
+        start = time.perf_counter()
+        render_chart(spec)
+        timings.append(time.perf_counter() - start)
+    assert statistics.median(timings) < 0.1, timings
