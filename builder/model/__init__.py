@@ -7,6 +7,7 @@ passed in as data.
 from builder.model.architecture import Architecture, active_param_count, from_hf_config, param_count, param_groups
 from builder.model.breakdown import BUCKETS, Breakdown, Part
 from builder.model.config import PRECISIONS, Config, PrecisionPolicy, validate_config
+from builder.model.estimator import estimate
 from builder.model.units import GB, GiB, dtype_bytes, format_bytes, parse_size
 
 __all__ = [
@@ -15,9 +16,3 @@ __all__ = [
     "from_hf_config", "param_count", "param_groups", "parse_size", "validate_config",
 ]
 
-
-def estimate(config: Config) -> "Breakdown":
-    """Per-GPU memory for `config`, as a Breakdown whose total is the sum of its parts."""
-    from builder.model.estimate import estimate as _estimate
-
-    return _estimate(config)

@@ -12,7 +12,7 @@ from typing import Callable
 
 from builder.model.breakdown import Breakdown
 from builder.model.config import Config, _shard_stage
-from builder.model.estimate import estimate
+from builder.model.estimator import estimate
 from builder.model.units import format_bytes
 
 

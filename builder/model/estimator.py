@@ -52,7 +52,7 @@ def sharding(config: Config) -> Sharding:
     stage = _shard_stage(config)
     group = config.dp
     if config.fsdp == "HYBRID_SHARD":
-        group = min(config.dp, config.fsdp_shard_group or config.gpus_per_node)
+        group = config.fsdp_shard_group or min(config.dp, config.gpus_per_node)
     expert_group = max(1, group // config.ep)
     pick = lambda needed, n: n if stage >= needed else 1  # noqa: E731
     label = f"FSDP {config.fsdp}" if config.fsdp else f"ZeRO-{stage}"
@@ -321,11 +321,11 @@ def overhead_parts(config: Config, allocated: int) -> list[Part]:
     """CUDA context, allocator reserve and a framework percentage, as named assumptions."""
     parts = []
     if config.allocator_reserve:
-        parts.append(Part("overhead/allocator_reserve", whole_bytes(allocated * Fraction(config.allocator_reserve)),
+        parts.append(Part("overhead/allocator_reserve", whole_bytes(allocated * Fraction(str(config.allocator_reserve))),
                           f"{config.allocator_reserve:.0%} of allocated", "PyTorch caching allocator notes "
                           "(reserved minus allocated)", f"{config.allocator_reserve:.0%}", "assumed fraction"))
     if config.overhead_fraction:
-        parts.append(Part("overhead/framework", whole_bytes(allocated * Fraction(config.overhead_fraction)),
+        parts.append(Part("overhead/framework", whole_bytes(allocated * Fraction(str(config.overhead_fraction))),
                           f"{config.overhead_fraction:.0%} of the parts above", "seed 004 calculator: flat 10% "
                           "for allocator, NCCL buffers and workspaces", f"{config.overhead_fraction:.0%}",
                           "assumed percentage, not derived"))

@@ -1,0 +1,127 @@
+"""Op-level activation accounting against Korthikanti et al. 2022 (arXiv:2205.05198) Table 2,
+and the pitfalls listed in ../shared/REFERENCES.md."""
+
+from fractions import Fraction
+
+import pytest
+
+from builder.catalog import default_models
+from builder.model import Architecture, Config, estimate
+from builder.model.activations import korthikanti_per_layer
+
+MODELS = default_models()
+LAYER_GROUPS = ("norms", "attention", "attention_scores", "mlp", "dropout", "checkpoint")
+
+# A GPT-3 175B block (Brown et al. 2020, Table 2.1: h=12288, a=96, L=96), GeLU 4h MLP,
+# LayerNorm, dropout: the block Korthikanti et al. analyse.
+GPT3 = Architecture(name="gpt3-175b", family="gpt2", layers=96, hidden=12288, heads=96, vocab=51200,
+                    ffn=4 * 12288, mlp="gelu", norm="layernorm", qkv_bias=True, out_bias=True, mlp_bias=True,
+                    tied_embeddings=True, positions="learned", max_positions=2048, activation="gelu_fused")
+
+
+def layer_bytes(config: Config) -> Fraction:
+    """Per-layer activation bytes from the op-level parts of an estimate."""
+    b = estimate(config)
+    total = sum(b.get(f"activations/{g}") for g in LAYER_GROUPS)
+    return Fraction(total, config.model.layers)
+
+
+def test_table2_closed_form_hand_computed():
+    # s=2048, b=1, h=12288, a=96: sbh(34 + 5as/h) = 25,165,824 x (34 + 80) bytes.
+    assert korthikanti_per_layer(2048, 1, 12288, 96) == 25_165_824 * 114
+    assert korthikanti_per_layer(2048, 1, 12288, 96, recompute="selective") == 25_165_824 * 34
+    assert korthikanti_per_layer(2048, 1, 12288, 96, recompute="full") == 25_165_824 * 2
+    assert korthikanti_per_layer(2048, 1, 12288, 96, t=8) == 25_165_824 * (10 + Fraction(24, 8) + 10)
+    assert korthikanti_per_layer(2048, 1, 12288, 96, t=8, sequence_parallel=True) == 25_165_824 * (Fraction(34, 8) + 10)
+
+
+@pytest.mark.parametrize("t, sp, recompute", [
+    (1, False, "none"), (1, False, "selective"), (1, False, "full"),
+    (2, False, "none"), (4, False, "none"), (8, False, "none"), (8, False, "selective"),
+    (2, True, "none"), (8, True, "none"), (8, True, "selective"), (8, True, "full"),
+])
+@pytest.mark.parametrize("s, b", [(2048, 1), (1024, 4)])
+def test_op_level_megatron_block_reproduces_table2(t, sp, recompute, s, b):
+    config = Config(model=GPT3, micro_batch=b, seq_len=s, attention="eager", dropout=True, implementation="megatron",
+                    tp=t, sequence_parallel=sp, recompute=recompute, precision="fp16-mixed")
+    expected = korthikanti_per_layer(s, b, GPT3.hidden, GPT3.heads, t, sp, recompute)
+    assert layer_bytes(config) == expected
+
+
+def test_korthikanti_reference_mode_is_selectable_by_name():
+    config = Config(model=GPT3, seq_len=2048, activation_formula="korthikanti")
+    b = estimate(config)
+    assert b.get("activations") == 96 * korthikanti_per_layer(2048, 1, 12288, 96)
+    assert "Table 2" in b.part("activations/layers").source
+
+
+def test_flash_and_sdpa_save_no_s_squared_matrix():
+    # REFERENCES.md pitfall: the 5as^2b term kept when FlashAttention/SDPA is used.
+    arch = MODELS["llama-3-8b"]
+    eager = estimate(Config(model=arch, seq_len=8192, attention="eager"))
+    flash = estimate(Config(model=arch, seq_len=8192, attention="flash"))
+    assert eager.get("activations/attention_scores") > 0
+    assert flash.get("activations/attention_scores") == 0
+    # flash keeps an fp32 logsumexp per head and row: b x a x s x 4 bytes per layer.
+    lse = 1 * 32 * 8192 * 4 * 32
+    q_o = 8192 * 4096 * 2 * 2 * 32  # Q and o_proj input, bf16
+    kv = 8192 * 1024 * 2 * 2 * 32  # K and V with 8 KV heads
+    assert flash.get("activations/attention") == q_o + kv + lse + 8192 * 4096 * 2 * 32  # + q/k/v input
+
+
+def test_eager_scores_grow_quadratically():
+    arch = MODELS["gpt2"]
+    small = estimate(Config(model=arch, seq_len=512, attention="eager")).get("activations/attention_scores")
+    large = estimate(Config(model=arch, seq_len=1024, attention="eager")).get("activations/attention_scores")
+    assert large == 4 * small
+
+
+def test_logits_and_loss_dominate_for_large_vocabulary():
+    # REFERENCES.md pitfall: b x s x vocab, upcast to fp32 for the loss, can exceed all layer activations.
+    arch = MODELS["llama-3.2-1b"]  # V = 128256, h = 2048, 16 layers
+    b = estimate(Config(model=arch, seq_len=8192, recompute="full"))
+    logits_and_loss = b.get("activations/logits") + b.get("activations/loss")
+    layers = sum(b.get(f"activations/{g}") for g in LAYER_GROUPS)
+    assert b.get("activations/loss") == 8192 * 128256 * 4 + 8192 * 8  # fp32 log-softmax + int64 labels
+    assert logits_and_loss > layers
+
+
+def test_swiglu_rmsnorm_layer_is_not_34_sbh():
+    # REFERENCES.md pitfall: a single coefficient (34) for every architecture.
+    arch = MODELS["llama-2-7b"]
+    s, b, h = 4096, 1, 4096
+    per_layer = layer_bytes(Config(model=arch, seq_len=s, micro_batch=b, attention="flash"))
+    assert per_layer != 34 * s * b * h
+    # The op list: 2 RMSNorms (fp32 input 4sbh + rsqrt 4sb + bf16 normalised 2sbh), q/k/v input 2sbh,
+    # Q/K/V 6sbh, logsumexp 4asb, o_proj input 2sbh, MLP input 2sbh, 4 x 2sbf (SiLU in/out, up, product).
+    f = 11008
+    expected = 2 * (4 * s * b * h + 4 * s * b + 2 * s * b * h) + 2 * s * b * h + 6 * s * b * h + 4 * 32 * s * b \
+        + 2 * s * b * h + 2 * s * b * h + 4 * 2 * s * b * f
+    assert per_layer == expected
+
+
+def test_full_recompute_keeps_layer_inputs_plus_one_working_layer():
+    arch = MODELS["llama-3-8b"]
+    b = estimate(Config(model=arch, seq_len=4096, recompute="full"))
+    assert b.get("activations/checkpoint") == 32 * 4096 * 4096 * 2  # 2sbh per layer (Korthikanti 4.1)
+    assert b.get("activations/recompute_working_layer") > 0
+    assert b.part("activations/recompute_working_layer").simplification
+
+
+def test_pipeline_first_stage_holds_p_micro_batches():
+    # Korthikanti 4.2.3: the first stage holds L/p layers for p in-flight micro-batches (1F1B).
+    arch = GPT3
+    base = Config(model=arch, seq_len=2048, activation_formula="korthikanti", tp=8, sequence_parallel=True,
+                  recompute="selective")
+    single = estimate(base).get("activations")
+    piped = estimate(base.with_changes(pp=8, grad_accum=64)).get("activations")
+    assert piped == single  # (L/p) x p = L layers' worth
+    interleaved = estimate(base.with_changes(pp=8, grad_accum=64, pp_schedule="interleaved", pp_virtual_stages=2))
+    assert interleaved.get("activations") == single * (1 + Fraction(7, 16))
+
+
+def test_context_parallel_splits_tokens():
+    arch = MODELS["llama-3-8b"]
+    one = estimate(Config(model=arch, seq_len=16384, attention="flash", recompute="full"))
+    four = estimate(Config(model=arch, seq_len=16384, attention="flash", recompute="full", cp=4))
+    assert four.get("activations/checkpoint") * 4 == one.get("activations/checkpoint")

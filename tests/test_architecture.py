@@ -1,0 +1,107 @@
+"""Parameter counts equal the published counts exactly (sources: each model's config.json
+on huggingface.co; the totals quoted in ../shared/REFERENCES.md and the model cards)."""
+
+import json
+
+import pytest
+
+from builder.catalog import CatalogError, default_models, load_hf_config, load_models
+from builder.model.architecture import active_param_count, from_hf_config, param_count, param_groups
+
+MODELS = default_models()
+
+# Published totals. REFERENCES.md: gpt2, llama-2-7b, llama-3-8b, llama-3-70b, mistral-7b,
+# qwen2.5-7b, mixtral-8x7b. Model cards / safetensors index totals for the rest.
+PUBLISHED = {
+    "gpt2": 124_439_808,
+    "gpt2-xl": 1_557_611_200,
+    "llama-2-7b": 6_738_415_616,
+    "llama-2-13b": 13_015_864_320,
+    "llama-2-70b": 68_976_648_192,
+    "llama-3-8b": 8_030_261_248,
+    "llama-3-70b": 70_553_706_496,
+    "llama-3.1-405b": 405_853_388_800,
+    "llama-3.2-1b": 1_235_814_400,
+    "llama-3.2-3b": 3_212_749_824,
+    "mistral-7b": 7_241_732_096,
+    "mixtral-8x7b": 46_702_792_704,
+    "qwen2.5-0.5b": 494_032_768,
+    "qwen2.5-7b": 7_615_616_512,
+    "qwen2.5-72b": 72_706_203_648,
+}
+
+
+@pytest.mark.parametrize("model_id", sorted(PUBLISHED))
+def test_parameter_count_matches_published(model_id):
+    assert param_count(MODELS[model_id]) == PUBLISHED[model_id]
+    assert MODELS[model_id].published_params == PUBLISHED[model_id]
+
+
+def test_catalog_has_exactly_the_required_ids_at_least():
+    assert set(PUBLISHED) <= set(MODELS)
+
+
+def test_mixtral_active_parameters_match_references():
+    # REFERENCES.md: Mixtral-8x7B 12,879,925,248 active (8 experts, top-2).
+    assert active_param_count(MODELS["mixtral-8x7b"]) == 12_879_925_248
+
+
+def test_groups_sum_to_total_and_tied_head_is_counted_once():
+    groups = param_groups(MODELS["gpt2"])
+    assert "lm_head" not in groups
+    assert sum(groups.values()) == 124_439_808
+    assert groups["embedding/positions"] == 1024 * 768
+
+
+def test_hf_config_files_give_the_same_counts(tmp_path):
+    configs = {
+        "gpt2": {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257,
+                 "n_positions": 1024, "activation_function": "gelu_new"},
+        "llama-3-8b": {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
+                       "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+                       "vocab_size": 128256, "tie_word_embeddings": False},
+        "qwen2.5-7b": {"model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584,
+                       "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
+                       "vocab_size": 152064, "tie_word_embeddings": False, "use_sliding_window": False,
+                       "sliding_window": 131072},
+        "mixtral-8x7b": {"model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096,
+                         "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+                         "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2},
+        "mistral-7b": {"model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096,
+                       "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+                       "vocab_size": 32000, "sliding_window": 4096},
+    }
+    for model_id, config in configs.items():
+        path = tmp_path / f"{model_id}.json"
+        path.write_text(json.dumps(config))
+        arch = load_hf_config(path)
+        assert param_count(arch) == PUBLISHED[model_id], model_id
+    assert from_hf_config(configs["mistral-7b"]).sliding_window == 4096
+    assert from_hf_config(configs["qwen2.5-7b"]).sliding_window is None
+
+
+def test_hf_config_errors_name_the_file_and_key(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    with pytest.raises(CatalogError, match=r"config\.json: config.json \(llama\) is missing 'num_attention_heads'"):
+        load_hf_config(path)
+    path.write_text('{"model_type": "llama",\n  oops}')
+    with pytest.raises(CatalogError, match=r"config\.json:2: invalid JSON"):
+        load_hf_config(path)
+    path.write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(CatalogError, match="not supported"):
+        load_hf_config(path)
+
+
+def test_catalog_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "models.toml"
+    path.write_text('[ok]\nlayers = 2\nhidden = 8\nheads = 2\nvocab = 10\nffn = 16\n\n[bad]\nlayers = 2\nhidden = 8\n'
+                    'heads = 3\nvocab = 10\nffn = 16\nkv_heads = 2\n')
+    with pytest.raises(CatalogError, match=r"models\.toml:8: \[bad\] .*kv_heads"):
+        load_models(path)
+    path.write_text('[x]\nlayers = 2\nwidth = 8\n')
+    with pytest.raises(CatalogError, match=r"models\.toml:1: \[x\] unknown field\(s\): width"):
+        load_models(path)
+    path.write_text('[x]\nlayers = = 2\n')
+    with pytest.raises(CatalogError, match=r"models\.toml:2: invalid TOML"):
+        load_models(path)

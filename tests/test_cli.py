@@ -1,0 +1,115 @@
+"""`python -m builder estimate|models|gpus`: the JSON contract and one-line usage errors (exit 2)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from builder.cli import main
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+def run(capsys, *argv):
+    """Run the CLI in-process; return (exit code, stdout, stderr)."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_contract(capsys):
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["params"] == 8_030_261_248
+    assert data["per_gpu_bytes"] == sum(data["parts"].values())
+    assert set(data) >= {"params", "per_gpu_bytes", "parts", "host_bytes", "fits"}
+    assert data["fits"]["h100-80gb"] == {"capacity_bytes": 81559 * 2**20,
+                                         "headroom_bytes": 81559 * 2**20 - data["per_gpu_bytes"], "fits": False}
+    assert data["parts"]["weights"] == 2 * 8_030_261_248
+
+
+def test_seed_004_from_the_command_line(capsys):
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--recompute", "selective",
+                       "--activation-formula", "korthikanti", "--optimizer", "adam", "--overhead", "10%", "--json")
+    assert code == 0
+    assert round(json.loads(out)["per_gpu_bytes"] / 1e9, 1) == 161.4
+
+
+def test_table_output_states_the_unit_and_verdict(capsys):
+    code, out, _ = run(capsys, "estimate", "--params", "3.7B", "--gpu", "a100-80gb")
+    assert code == 0
+    assert "sizes in GiB (2**30 bytes)" in out
+    assert "fits with" in out and "headroom" in out
+    code, out, _ = run(capsys, "estimate", "--params", "7e9", "--precision", "fp32", "--optimizer", "adam",
+                       "--unit", "GB", "--gpu", "a100-40gb")
+    assert "112.00" in out and "exceeds by" in out and "(10**9 bytes)" in out
+
+
+def test_max_answers(capsys):
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--zero", "3", "--dp", "8", "--attention",
+                       "flash", "--gpu", "h100-80gb", "--max", "micro-batch", "--json")
+    answer = json.loads(out)["max"]
+    assert code == 0 and answer["question"] == "micro_batch" and answer["value"] >= 1
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-70b", "--mode", "serve", "--batch", "8",
+                       "--gpu", "h100-80gb", "--max", "gpus")
+    assert code == 0 and "fewest GPUs on h100-80gb:" in out
+
+
+def test_serve_accepts_weight_dtypes_and_kv_dtype(capsys):
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--mode", "serve", "--precision", "int4",
+                       "--kv-dtype", "fp8", "--context", "8192", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["parts"]["kv_cache"] == 2 * 32 * 8 * 128 * 8192 * 1
+
+
+def test_hf_config_flag(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
+                                "vocab_size": 50257, "n_positions": 1024}))
+    code, out, _ = run(capsys, "estimate", "--config", str(path), "--json")
+    assert code == 0 and json.loads(out)["params"] == 124_439_808
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["estimate", "--model", "nope"], "--model"),
+    (["estimate", "--model", "llama-3-8b", "--tp", "3"], "--tp"),
+    (["estimate", "--model", "llama-3-8b", "--micro-batch", "0"], "--micro-batch"),
+    (["estimate", "--model", "llama-3-8b", "--seq-len", "abc"], "--seq-len"),
+    (["estimate", "--model", "llama-3-8b", "--zero", "5"], "--zero"),
+    (["estimate", "--model", "llama-3-8b", "--gpu", "h900"], "--gpu"),
+    (["estimate", "--model", "llama-3-8b", "--max", "micro-batch"], "--max"),
+    (["estimate", "--model", "llama-3-8b", "--overhead", "ten%"], "--overhead"),
+    (["estimate", "--model", "llama-3-8b", "--precision", "fp12"], "--precision"),
+    (["estimate", "--params", "-3"], "--params"),
+    (["estimate", "--model", "llama-3-8b", "--ep", "2"], "--ep"),
+    (["estimate", "--model", "llama-3-8b", "--qlora"], "--qlora"),
+    (["estimate", "--config", "/nonexistent/config.json"], "--config"),
+])
+def test_bad_flags_give_one_line_naming_the_flag(capsys, argv, flag):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert flag in lines[0]
+    assert "Traceback" not in err
+
+
+def test_catalog_listings(capsys):
+    code, out, _ = run(capsys, "models", "--json")
+    models = json.loads(out)
+    assert code == 0 and models["mixtral-8x7b"]["active_params"] == 12_879_925_248
+    code, out, _ = run(capsys, "gpus")
+    assert code == 0 and "h100-80gb" in out and "GiB" in out and "GB" in out
+
+
+def test_module_entry_point_runs():
+    result = subprocess.run([sys.executable, "-m", "builder", "estimate", "--params", "1B", "--json"],
+                            capture_output=True, text=True, cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0 and json.loads(result.stdout)["per_gpu_bytes"] == 16 * 10**9

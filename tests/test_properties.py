@@ -1,0 +1,111 @@
+"""Laws the memory model must obey (hypothesis property tests)."""
+
+from fractions import Fraction
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builder.catalog import default_models
+from builder.model import Config, estimate
+from builder.model.estimator import kv_cache_bytes
+
+MODELS = default_models()
+DENSE = [m for m in MODELS.values() if not m.is_moe and m.layers <= 80]
+SETTINGS = settings(max_examples=60, deadline=None)
+
+models = st.sampled_from(DENSE)
+attention = st.sampled_from(["eager", "sdpa", "flash"])
+recompute = st.sampled_from(["none", "selective", "full"])
+precision = st.sampled_from(["bf16-mixed", "fp32", "bf16", "megatron-bf16"])
+optimizer = st.sampled_from(["adamw", "adam8bit", "sgd-momentum", "sgd", "lion", "adafactor"])
+sharding = st.sampled_from([("zero", 0), ("zero", 1), ("zero", 2), ("zero", 3), ("fsdp", "FULL_SHARD"),
+                            ("fsdp", "SHARD_GRAD_OP"), ("fsdp", "NO_SHARD"), ("fsdp", "HYBRID_SHARD")])
+
+
+def build(arch, shard=("zero", 0), **kw):
+    """A Config with one sharding choice applied."""
+    key, value = shard
+    return Config(model=arch, **{key: value}, **kw)
+
+
+@SETTINGS
+@given(models, attention, recompute, precision, optimizer, st.integers(1, 16), st.integers(1, 8))
+def test_memory_never_decreases_with_micro_batch(arch, att, rec, prec, opt, b, extra):
+    small = estimate(Config(model=arch, attention=att, recompute=rec, precision=prec, optimizer=opt, micro_batch=b))
+    large = estimate(Config(model=arch, attention=att, recompute=rec, precision=prec, optimizer=opt,
+                            micro_batch=b + extra))
+    assert large.total >= small.total
+
+
+@SETTINGS
+@given(models, attention, recompute, st.integers(64, 8192), st.integers(1, 4096))
+def test_memory_never_decreases_with_sequence(arch, att, rec, s, extra):
+    assert estimate(Config(model=arch, attention=att, recompute=rec, seq_len=s + extra)).total >= \
+        estimate(Config(model=arch, attention=att, recompute=rec, seq_len=s)).total
+
+
+@SETTINGS
+@given(st.integers(1_000, 10**12), st.integers(1, 10**11), precision, optimizer.filter(lambda o: o != "adafactor"))
+def test_memory_never_decreases_with_parameters(n, extra, prec, opt):
+    assert estimate(Config(params=n + extra, precision=prec, optimizer=opt)).total >= \
+        estimate(Config(params=n, precision=prec, optimizer=opt)).total
+
+
+@SETTINGS
+@given(models, st.integers(1, 12))
+def test_memory_never_decreases_with_layers(arch, extra):
+    deeper = arch.with_changes(layers=arch.layers + extra)
+    assert estimate(Config(model=deeper)).total >= estimate(Config(model=arch)).total
+
+
+@SETTINGS
+@given(models, sharding, st.integers(1, 64), st.integers(1, 64), optimizer)
+def test_more_data_parallel_ranks_never_increase_per_gpu_memory(arch, shard, dp, extra, opt):
+    more_dp = dp + extra
+    if shard == ("fsdp", "HYBRID_SHARD"):
+        # Hybrid shard groups (one node of 8 by default) must divide dp: compare multiples of 8.
+        dp, more_dp = 8 * (dp % 4 + 1), 8 * (dp % 4 + 1) * (extra % 4 + 1)
+    fewer = estimate(build(arch, shard, dp=dp, optimizer=opt, gpus_per_node=8))
+    more = estimate(build(arch, shard, dp=more_dp, optimizer=opt, gpus_per_node=8))
+    assert more.total <= fewer.total
+
+
+@SETTINGS
+@given(models, sharding, st.integers(2, 64), precision)
+def test_sharded_parts_sum_back_to_the_unsharded_total(arch, shard, dp, prec):
+    if shard == ("fsdp", "HYBRID_SHARD"):
+        dp = 8 * (dp % 4 + 1)
+    sharded = estimate(build(arch, shard, dp=dp, precision=prec))
+    whole = estimate(build(arch, ("zero", 0), dp=1, precision=prec))
+    for part in sharded.parts:
+        if part.bucket in ("weights", "gradients", "optimizer"):
+            unsharded = whole.part(part.name).bytes
+            # Each rank holds ceil(unsharded / n); n ranks together hold the whole, within rounding.
+            assert 0 <= part.bytes * part.sharded_by - unsharded < part.sharded_by
+
+
+@SETTINGS
+@given(st.sampled_from([m for m in MODELS.values() if m.n_kv_heads < m.heads]), st.integers(1, 1 << 17),
+       st.sampled_from(["bf16", "fp8", "fp32"]))
+def test_gqa_kv_cache_is_kv_heads_over_heads_of_mha(arch, tokens, dtype):
+    mha = arch.with_changes(kv_heads=arch.heads)
+    assert Fraction(kv_cache_bytes(arch, tokens, dtype), kv_cache_bytes(mha, tokens, dtype)) == \
+        Fraction(arch.n_kv_heads, arch.heads)
+
+
+@SETTINGS
+@given(models, st.integers(1, 64), st.integers(128, 32768))
+def test_serving_kv_cache_part_follows_the_vllm_formula(arch, batch, context):
+    b = estimate(Config(model=arch, mode="serve", batch=batch, context=context))
+    window = min(context, arch.sliding_window or context)
+    assert b.get("kv_cache") == 2 * arch.layers * arch.n_kv_heads * arch.d_head * batch * window * 2
+
+
+@SETTINGS
+@given(models, attention, recompute, sharding, st.integers(1, 8))
+def test_total_is_the_sum_of_parts(arch, att, rec, shard, dp):
+    if shard == ("fsdp", "HYBRID_SHARD"):
+        dp = 8
+    b = estimate(build(arch, shard, attention=att, recompute=rec, dp=dp))
+    assert b.total == sum(p.bytes for p in b.parts)
+    assert all(p.bytes > 0 and p.source for p in b.parts)

@@ -1,0 +1,164 @@
+"""Model states under optimizers, sharding, parallelism, offload, LoRA/QLoRA and serving."""
+
+from fractions import Fraction
+
+import pytest
+
+from builder.catalog import default_models
+from builder.model import Config, estimate, param_count
+from builder.model.questions import check_fit, max_micro_batch, max_seq_len, min_gpus
+
+MODELS = default_models()
+N = 7_000_000_000
+
+
+@pytest.mark.parametrize("optimizer, state_bytes", [
+    ("adamw", 8), ("adam", 8), ("sgd-momentum", 4), ("lion", 4), ("sgd", 0),
+])
+def test_optimizer_state_bytes(optimizer, state_bytes):
+    # Transformer Math 101: AdamW 12 B/param (with master), SGD with momentum 8 (with master).
+    b = estimate(Config(params=N, optimizer=optimizer))
+    assert b.get("optimizer") - b.get("optimizer/master") == N * state_bytes
+    assert b.get("optimizer/master") == N * 4
+
+
+def test_8bit_adam_is_about_6_bytes_with_master():
+    # Transformer Math 101: 8-bit AdamW 6 B/param = 4 (master) + 2 (m, v); plus bitsandbytes' fp32 absmax
+    # per 256-element block (optimizer.py: blocks = n // 256).
+    b = estimate(Config(params=N, optimizer="adam8bit"))
+    assert b.get("optimizer") == N * 4 + 2 * (N + N * 4 // 256)
+
+
+def test_adafactor_state_is_factored():
+    arch = MODELS["llama-2-7b"]
+    b = estimate(Config(model=arch, optimizer="adafactor", precision="bf16"))
+    state = b.get("optimizer/adafactor_factors")
+    assert 0 < state < param_count(arch) * 2 // 1000  # rows + columns: far under 0.1% of parameters
+
+
+@pytest.mark.parametrize("stage, expected", [
+    # ZeRO paper section 5: Pos (2+2)Ψ + KΨ/Nd; Pos+g 2Ψ + (2+K)Ψ/Nd; Pos+g+p (4+K)Ψ/Nd, K = 12.
+    (0, 16 * N), (1, 4 * N + 12 * N // 64), (2, 2 * N + 14 * N // 64), (3, 16 * N // 64),
+])
+def test_zero_stages_match_the_paper(stage, expected):
+    b = estimate(Config(params=N, zero=stage, dp=64))
+    assert b.total == expected
+
+
+def test_zero_paper_example_7_5b_on_64_gpus():
+    # ZeRO paper Figure 1: Ψ = 7.5B, Nd = 64, K = 12: baseline 120 GB, Pos 31.4 GB, Pos+g 16.6 GB, Pos+g+p 1.9 GB.
+    psi = 7_500_000_000
+    totals = [estimate(Config(params=psi, zero=z, dp=64)).total / 1e9 for z in range(4)]
+    assert [round(t, 1) for t in totals] == [120.0, 31.4, 16.6, 1.9]
+
+
+def test_fsdp_strategies_map_onto_zero_stages():
+    arch = MODELS["llama-2-7b"]
+    full = estimate(Config(model=arch, fsdp="FULL_SHARD", dp=8))
+    zero3 = estimate(Config(model=arch, zero=3, dp=8))
+    assert full.as_dict() == zero3.as_dict()
+    grad_op = estimate(Config(model=arch, fsdp="SHARD_GRAD_OP", dp=8))
+    assert grad_op.get("weights") == 2 * param_count(arch)  # weights stay whole
+    no_shard = estimate(Config(model=arch, fsdp="NO_SHARD", dp=8))
+    assert no_shard.get("optimizer") == 12 * param_count(arch)
+    hybrid = estimate(Config(model=arch, fsdp="HYBRID_SHARD", dp=32, fsdp_shard_group=8))
+    assert hybrid.part("optimizer/adam_m").sharded_by == 8
+    assert hybrid.get("comm/gathered_params") > 0
+
+
+def test_tensor_and_pipeline_parallel_divide_states():
+    # REFERENCES.md pitfall: gradients and optimizer states not divided by TP/PP degree.
+    arch = MODELS["llama-3-70b"]
+    one = estimate(Config(model=arch))
+    tp8 = estimate(Config(model=arch, tp=8))
+    ratio = Fraction(tp8.get("optimizer/adam_m"), one.get("optimizer/adam_m"))
+    assert Fraction(1, 8) < ratio < Fraction(1, 8) * Fraction(101, 100)  # norms are replicated
+    pp4 = estimate(Config(model=arch, pp=4, grad_accum=8))
+    assert pp4.get("gradients") < one.get("gradients") / 3
+    assert any("pipeline stage reported" in note for note in pp4.notes)
+
+
+def test_expert_parallel_divides_expert_weights():
+    arch = MODELS["mixtral-8x7b"]
+    ep1 = estimate(Config(model=arch, dp=8))
+    ep8 = estimate(Config(model=arch, dp=8, ep=8))
+    experts = 32 * 8 * 3 * 4096 * 14336
+    assert ep1.get("weights") - ep8.get("weights") == 2 * (experts - experts // 8)
+
+
+def test_offload_moves_optimizer_states_to_host_per_node():
+    arch = MODELS["llama-2-7b"]
+    b = estimate(Config(model=arch, zero=2, dp=16, offload="optimizer"))
+    assert b.get("optimizer") == 0 and b.get("gradients") == 0
+    n = param_count(arch)
+    host = {p.name: p.bytes for p in b.host_parts}
+    assert host["host/optimizer/adam_m"] == 8 * -(-n * 4 // 16)  # 8 GPUs per node, each a 1/16 shard
+    assert b.host_total > 0
+
+
+def test_lora_freezes_the_base():
+    # Hu et al. 2021: only r x (in + out) per adapted matrix trains; frozen weights get no grads or states.
+    arch = MODELS["llama-2-7b"]
+    b = estimate(Config(model=arch, lora_rank=16, lora_targets=("q", "v")))
+    adapters = 32 * 2 * 16 * (4096 + 4096)
+    assert b.trainable_params == adapters
+    assert b.get("gradients") == adapters * 4
+    assert b.get("optimizer") == adapters * 8  # fp32 m and v, no separate master
+    assert b.get("weights") == param_count(arch) * 2 + adapters * 4
+
+
+def test_qlora_base_is_four_bit_with_constants():
+    # QLoRA section 3: NF4 (0.5 B) + double-quantised constants 0.127 bits/param = 0.015869... B.
+    arch = MODELS["llama-2-7b"]
+    b = estimate(Config(model=arch, lora_rank=16, qlora=True))
+    linear = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+    assert b.get("weights/quantised_linear") == linear // 2
+    constants = b.get("weights/quantisation_constants")
+    assert abs(Fraction(constants * 8, linear) - Fraction(127, 1000)) < Fraction(1, 1000)
+    assert b.get("weights/unquantised") == 2 * (2 * 32000 * 4096 + 65 * 4096)
+
+
+def test_serving_gqa_kv_cache_llama_3_8b():
+    # REFERENCES.md pitfall: KV cache ignoring GQA is 4x too large for Llama-3-8B (8 KV heads of 32).
+    arch = MODELS["llama-3-8b"]
+    b = estimate(Config(model=arch, mode="serve", batch=1, context=8192))
+    assert b.get("kv_cache") == 2 * 32 * 8 * 128 * 8192 * 2  # 1 GiB
+    assert b.get("weights") == param_count(arch) * 2
+
+
+def test_serving_sliding_window_caps_the_cache():
+    arch = MODELS["mistral-7b"]
+    short = estimate(Config(model=arch, mode="serve", context=4096)).get("kv_cache")
+    long = estimate(Config(model=arch, mode="serve", context=32768)).get("kv_cache")
+    assert short == long
+
+
+def test_int4_serving_weights_with_group_constants():
+    arch = MODELS["llama-2-7b"]
+    b = estimate(Config(model=arch, mode="serve", param_dtype="int4"))
+    assert b.get("weights/quantised_linear") * 2 == 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+
+
+def test_overheads_are_named_parts():
+    b = estimate(Config(params=N, overhead_fraction=0.1, cuda_context_bytes=500 * 2**20, allocator_reserve=0.05))
+    assert b.part("overhead/cuda_context").bytes == 500 * 2**20
+    assert b.get("overhead/allocator_reserve") == round(16 * N * 0.05)
+    assert b.get("overhead/framework") == round(16 * N * 0.1)
+
+
+def test_questions_fit_batch_sequence_gpus():
+    arch = MODELS["llama-3-8b"]
+    h100 = 81559 * 2**20
+    config = Config(model=arch, seq_len=4096, zero=3, dp=8, attention="flash")
+    assert check_fit(estimate(config), h100).fits
+    best = max_micro_batch(config, h100)
+    assert estimate(config.with_changes(micro_batch=best)).total <= h100 < \
+        estimate(config.with_changes(micro_batch=best + 1)).total
+    longest = max_seq_len(config, h100)
+    assert estimate(config.with_changes(seq_len=longest)).total <= h100 < \
+        estimate(config.with_changes(seq_len=longest + 1)).total
+    plan = min_gpus(Config(model=arch, seq_len=4096, zero=3, attention="flash"), h100)
+    assert plan is not None and plan.gpus > 1
+    assert estimate(plan.config).total <= h100
+    assert estimate(plan.config.with_changes(dp=plan.gpus - 1)).total > h100
+    assert check_fit(estimate(Config(model=arch)), h100).verdict().startswith("exceeds by ")
