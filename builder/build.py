@@ -77,7 +77,7 @@ class Gathered:
 
 def load_estimate() -> Callable:
     """The memory model's estimate function (imported when first needed)."""
-    return importlib.import_module("builder.model.estimate").estimate
+    return importlib.import_module("builder.model").estimate
 
 
 def load_chart_renderer() -> Callable:
