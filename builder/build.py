@@ -225,8 +225,9 @@ def check_charts_placed(page: Page, context: PageContext, body_text: str) -> Non
 
 
 def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, render_chart: Callable,
-                 report: BuildReport, log: Callable[[str], None]) -> tuple[dict[str, bytes], list[ContentError]]:
-    """Every page's HTML, keyed by output path; all errors collected."""
+                 report: BuildReport, log: Callable[[str], None], skip: set[str] = frozenset()
+                 ) -> tuple[dict[str, bytes], list[ContentError]]:
+    """Every page's HTML, keyed by output path; all errors collected. Pages in `skip` are not rendered."""
     templates = make_templates(paths.templates)
     md = make_markdown()
     catalogs = {"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets}
@@ -234,18 +235,21 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, rende
     has_widget_script = (paths.static / "widgets.js").is_file()
     outputs, errors = {}, []
     for page in gathered.pages:
+        if page.path in skip:
+            continue
         started = time.perf_counter()
         charts, chart_errors = evaluate_page_charts(page, gathered, estimate)
         svgs, draw_errors = draw_charts(page, charts, render_chart, paths.cache, report)
         context = PageContext(page=page, charts=charts, references=gathered.references,
                               catalogs=catalogs | {"preset": gathered.presets | page.presets},
                               templates=templates, svgs=svgs)
+        context.errors += chart_errors + draw_errors  # the body is still checked, but not rendered
         check_charts_placed(page, context, page.body)
-        body = render_body(md, context) if not chart_errors else ""
+        body = render_body(md, context)
         if context.cited and not has_references_page:
             context.error(page.body_line, "citations need a references page (a page with slug: references)")
-        errors += chart_errors + draw_errors + context.errors
-        if chart_errors or draw_errors or context.errors:
+        errors += context.errors
+        if context.errors:
             continue
         scripts = [WIDGET_SCRIPT] if context.widgets and has_widget_script else []
         extra = {"stylesheet": STYLESHEET, "scripts": scripts,
@@ -326,17 +330,18 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
         log(f"site unchanged: {display_name(paths.out)} is up to date ({report.seconds:.3f} s)")
         return report
 
-    # 2. Gather and validate everything.
+    # 2. Gather and validate everything; broken data files stop here, broken pages do not.
     gathered, errors = gather_content(paths)
-    if errors:
+    if any(not error.path.endswith(".md") for error in errors):
         raise BuildFailed(errors)
 
-    # 3-4. Evaluate, draw and render every page.
+    # 3-4. Evaluate, draw and render every page (pages whose front matter failed are skipped).
     log(f"building {len(gathered.pages)} pages into {display_name(paths.out)}")
-    outputs, errors = render_pages(gathered, paths, estimate or load_estimate(), render_chart or
-                                   load_chart_renderer(), report, log)
-    if errors:
-        raise BuildFailed(errors)
+    failed = {error.path for error in errors}
+    outputs, render_errors = render_pages(gathered, paths, estimate or load_estimate(), render_chart or
+                                          load_chart_renderer(), report, log, skip=failed)
+    if errors or render_errors:
+        raise BuildFailed(errors + render_errors)
 
     # 5-6. Static files, then one swap.
     outputs |= bundle_static(paths.static)

@@ -205,7 +205,7 @@ def test_bundle_static_copies_nested_files(tmp_path):
 # Real site ----------------------------------------------------------------------------
 
 def test_real_site_numbers_equal_the_memory_model(real_site):
-    from builder.model.estimate import estimate
+    from builder.model.estimator import estimate
 
     llama = load_models(ROOT / "content" / "models.toml")["llama-3-8b"]
     base = dict(model=llama, precision="bf16-mixed", optimizer="adamw", micro_batch=1, seq_len=4096)
