@@ -222,34 +222,35 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
         return [Part("activations/layers", whole_bytes(total), f"L_stage x in_flight x {rule}", act.KORTHIKANTI,
                      f"{rule} per layer", "reference mode: Table 2 assumes a GPT block with 16-bit activations "
                      "and dropout; embeddings, logits and loss are left out as in Table 2")]
-    x = act.local_shape(arch, config, s, b)
+    values = act.symbols(arch, config, s, b)
     source = act.KORTHIKANTI if config.implementation == "megatron" else act.HF_CODE
-    saved = act.apply_recompute(act.layer_saved(arch, config, x), config, x)
+    saved = act.apply_recompute(act.layer_saved(arch, config, values), config, values)
     groups: dict[str, Fraction] = {}
     for tensor in saved:
         groups[tensor.group] = groups.get(tensor.group, Fraction(0)) + tensor.bytes(policy.activation)
     scale = stage.layers * stage.in_flight
+    tokens = values["T"]
     parts = [Part(f"activations/{group}", whole_bytes(amount * scale),
                   "L_stage x in_flight x sum of tensors saved by each op",
-                  source, _per_token_rule(amount, x), "")
+                  source, _per_token_rule(amount, tokens), "")
              for group, amount in groups.items()]
     if config.recompute == "full":
-        working = act.saved_bytes(act.layer_saved(arch, config, x), policy.activation)
+        working = act.saved_bytes(act.layer_saved(arch, config, values), policy.activation)
         parts.append(Part("activations/recompute_working_layer", whole_bytes(working),
                           "one layer's saved tensors, recomputed during its backward",
-                          "Chen et al. 2016, arXiv:1604.06174, section 3", _per_token_rule(working, x),
+                          "Chen et al. 2016, arXiv:1604.06174, section 3", _per_token_rule(working, tokens),
                           "peak during backward, not saved across layers"))
-    extra: dict[str, list[act.Saved]] = {}
+    extra: list[act.Saved] = []
     if stage.has_embedding:
-        extra.update(act.non_layer_first_stage(arch, x, config))
+        extra += act.first_stage_saved(arch, config, values)
     if stage.has_head:
-        extra.update(act.non_layer_last_stage(arch, x, config))
-    for group, tensors in extra.items():
-        amount = act.saved_bytes(tensors, policy.activation) * stage.in_flight
+        extra += act.last_stage_saved(arch, config, values)
+    for group in dict.fromkeys(s.group for s in extra):
+        amount = act.saved_bytes([s for s in extra if s.group == group], policy.activation) * stage.in_flight
         parts.append(Part(f"activations/{group}", whole_bytes(amount), "sum of saved tensors", source,
-                          _per_token_rule(amount, x), ""))
+                          _per_token_rule(amount, tokens), ""))
     if stage.has_head:
-        logits = Fraction(x.tokens * x.vocab) * dtype_bytes(policy.activation)
+        logits = values["T"] * values["V"] * dtype_bytes(policy.activation)
         parts.append(Part("activations/logits", whole_bytes(logits),
                           "b x s x V x bytes(activation dtype)", act.HF_CODE,
                           f"{_fmt_b(dtype_bytes(policy.activation))} B per token per vocabulary entry",
@@ -257,9 +258,9 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
     return parts
 
 
-def _per_token_rule(amount: Fraction, x: act.LocalShape) -> str:
+def _per_token_rule(amount: Fraction, tokens: Fraction) -> str:
     """Bytes per token as an annotation, e.g. '69.0 KiB/token'."""
-    per_token = amount / max(1, x.tokens)
+    per_token = amount / max(1, tokens)
     if per_token >= 1024:
         return f"{float(per_token) / 1024:.1f} KiB/token"
     return f"{float(per_token):.0f} B/token"

@@ -1,0 +1,190 @@
+"""Op lists as data: which tensors each operation of a transformer block saves for backward.
+
+Each row is (group, op, coefficient, shape, dtype, condition, core):
+  group      part of the breakdown the bytes go to ('norms', 'attention', ...)
+  op         the operation and what it saves, in words
+  shape      a product of symbols (below); elements = coefficient x product
+  dtype      'act' (the activation dtype), 'fp32', 'bool' (1 byte) or 'int64'
+  condition  when the row applies: '' always, or names joined by '&' (see CONDITIONS)
+  core       inside core attention: selective recompute drops it
+
+Symbols (per GPU, one micro-batch): T tokens (b x s), Tr tokens in TP-replicated regions
+(T / t under sequence parallelism, else T), b micro-batch, s query tokens (after context
+parallelism), S keys per query, h hidden, a query heads (/t), k KV heads (max(1, k/t)),
+d head dim, f MLP inner width (/t), V vocabulary rows (/t), E experts, K top-k.
+
+Because they are data, the same rows are evaluated by builder.model.activations, shown
+on the Activations page, compared with measurements (builder.validate) and shipped to the
+calculator widget.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Row(NamedTuple):
+    """One saved tensor of an op list."""
+
+    group: str
+    op: str
+    coefficient: int
+    shape: str
+    dtype: str
+    condition: str = ""
+    core: bool = False
+
+
+# Conditions a row may require (all joined by '&' must hold).
+CONDITIONS = {
+    "dropout": "dropout is active",
+    "eager": "attention computed in eager PyTorch (s x s scores materialised)",
+    "fused": "attention by a fused kernel (SDPA / FlashAttention)",
+    "gqa_repeat": "eager attention with fewer KV heads than query heads (repeat_kv copies K and V)",
+    "no_gqa_repeat": "not gqa_repeat",
+    "low_precision": "activation dtype narrower than fp32 (an extra cast is saved)",
+    "gelu_python": "GeLU written in Python ops (transformers NewGELUActivation)",
+    "gelu_fused": "GeLU as one op (saves only its input)",
+    "swiglu": "SwiGLU MLP",
+    "learned_positions": "learned position embeddings",
+}
+
+# Core attention. Dao et al. 2022 Algorithm 2: fused kernels keep O and the fp32
+# logsumexp; eager code keeps the s x s softmax output (and dropout mask and output).
+CORE_16BIT_SOFTMAX = (
+    Row("attention", "fused kernel: logsumexp per head and row (fp32)", 1, "b a s", "fp32", "fused", True),
+    Row("attention_scores", "softmax output", 1, "b a s S", "act", "eager", True),
+    Row("attention_scores", "attention dropout mask", 1, "b a s S", "bool", "eager&dropout", True),
+    Row("attention_scores", "attention dropout output (input of scores x V)", 1, "b a s S", "act",
+        "eager&dropout", True),
+)
+# transformers Llama: softmax(..., dtype=float32).to(query.dtype): fp32 output plus a cast copy.
+CORE_FP32_SOFTMAX = (
+    Row("attention", "fused kernel: logsumexp per head and row (fp32)", 1, "b a s", "fp32", "fused", True),
+    Row("attention_scores", "softmax output (fp32)", 1, "b a s S", "fp32", "eager", True),
+    Row("attention_scores", "softmax output cast to the activation dtype", 1, "b a s S", "act",
+        "eager&low_precision", True),
+    Row("attention_scores", "attention dropout mask", 1, "b a s S", "bool", "eager&dropout", True),
+    Row("attention_scores", "attention dropout output (input of scores x V)", 1, "b a s S", "act",
+        "eager&dropout", True),
+)
+
+MLP_INNER = (
+    # SwiGLU (transformers LlamaMLP): down(act(gate(x)) * up(x)).
+    Row("mlp", "SiLU input (gate projection output)", 1, "T f", "act", "swiglu"),
+    Row("mlp", "SiLU output (factor of the product)", 1, "T f", "act", "swiglu"),
+    Row("mlp", "up projection output (factor of the product)", 1, "T f", "act", "swiglu"),
+    Row("mlp", "down projection input (the product)", 1, "T f", "act", "swiglu"),
+    # GeLU as one op (Megatron fused bias-GeLU, torch.nn.GELU).
+    Row("mlp", "GeLU input", 1, "T f", "act", "gelu_fused"),
+    # transformers NewGELUActivation: 0.5*x*(1+tanh(c*(x+0.044715*x**3))) in Python ops:
+    # pow saves x, tanh saves its output, the last product saves 0.5*x and 1+tanh.
+    Row("mlp", "GeLU: x (saved by pow)", 1, "T f", "act", "gelu_python"),
+    Row("mlp", "GeLU: tanh output", 1, "T f", "act", "gelu_python"),
+    Row("mlp", "GeLU: 0.5*x factor", 1, "T f", "act", "gelu_python"),
+    Row("mlp", "GeLU: 1+tanh factor", 1, "T f", "act", "gelu_python"),
+    Row("mlp", "second MLP linear input", 1, "T f", "act", "gelu_fused"),
+    Row("mlp", "second MLP linear input", 1, "T f", "act", "gelu_python"),
+)
+
+# Megatron GPT block, Korthikanti et al. 2022 section 4.1 (LayerNorm statistics neglected
+# as in the paper). With a GeLU 4h MLP and dropout this sums to sbh(34 + 5as/h).
+MEGATRON_BLOCK = (
+    Row("norms", "LayerNorm 1 input", 1, "Tr h", "act"),
+    Row("attention", "QKV projection input", 1, "Tr h", "act"),
+    Row("attention", "Q for QK^T", 1, "T a d", "act"),
+    Row("attention", "K for QK^T", 1, "T k d", "act"),
+    Row("attention", "V for scores x V", 1, "T k d", "act"),
+    *CORE_16BIT_SOFTMAX,
+    Row("attention", "output projection input", 1, "T a d", "act"),
+    Row("dropout", "attention output dropout mask", 1, "Tr h", "bool", "dropout"),
+    Row("norms", "LayerNorm 2 input", 1, "Tr h", "act"),
+    Row("mlp", "first MLP linear input", 1, "Tr h", "act"),
+    *MLP_INNER,
+    Row("dropout", "MLP output dropout mask", 1, "Tr h", "bool", "dropout"),
+)
+
+_QKV_AS_SAVED = (
+    Row("attention", "Q, K and V as the attention op saves them", 1, "T a d", "act", "no_gqa_repeat"),
+    Row("attention", "Q, K and V as the attention op saves them", 2, "T k d", "act", "no_gqa_repeat"),
+    Row("attention", "Q, and K and V repeated to every query head (repeat_kv)", 3, "T a d", "act", "gqa_repeat"),
+)
+
+# transformers GPT2Block (LayerNorm, Conv1D, eager or SDPA attention, dropout).
+HF_GPT2_BLOCK = (
+    Row("norms", "ln_1 input", 1, "Tr h", "act"),
+    Row("norms", "ln_1 mean and rstd (fp32)", 2, "Tr", "fp32"),
+    Row("attention", "c_attn input (ln_1 output)", 1, "Tr h", "act"),
+    *_QKV_AS_SAVED,
+    *CORE_16BIT_SOFTMAX,
+    Row("attention", "c_proj input (merged heads)", 1, "T a d", "act"),
+    Row("dropout", "residual dropout mask after attention", 1, "Tr h", "bool", "dropout"),
+    Row("norms", "ln_2 input", 1, "Tr h", "act"),
+    Row("norms", "ln_2 mean and rstd (fp32)", 2, "Tr", "fp32"),
+    Row("mlp", "c_fc input (ln_2 output)", 1, "Tr h", "act"),
+    *MLP_INNER,
+    Row("dropout", "residual dropout mask after the MLP", 1, "Tr h", "bool", "dropout"),
+)
+
+
+def _rmsnorm(name: str, group: str = "norms") -> tuple[Row, ...]:
+    """transformers LlamaRMSNorm: x.to(fp32), pow, mean, rsqrt, multiply, cast back, times weight."""
+    return (
+        Row(group, f"{name}: input in fp32 (saved by pow and the multiply)", 1, "Tr h", "fp32"),
+        Row(group, f"{name}: rsqrt of the mean square (fp32)", 1, "Tr", "fp32"),
+        Row(group, f"{name}: normalised input in the activation dtype (saved by weight x)", 1, "Tr h", "act"),
+    )
+
+
+_MOE = (
+    Row("router", "router softmax output (fp32)", 1, "T E", "fp32"),
+    Row("router", "top-k routing weights (fp32)", 1, "T K", "fp32"),
+    Row("router", "top-k expert indices (int64)", 1, "T K", "int64"),
+    Row("mlp", "expert inputs gathered per routed token", 1, "T K h", "act"),
+    Row("mlp", "SiLU input (gate projection output)", 1, "T K f", "act"),
+    Row("mlp", "SiLU output (factor of the product)", 1, "T K f", "act"),
+    Row("mlp", "up projection output (factor of the product)", 1, "T K f", "act"),
+    Row("mlp", "down projection input (the product)", 1, "T K f", "act"),
+    Row("mlp", "expert outputs before routing-weight scaling", 1, "T K h", "act"),
+)
+
+# transformers Llama / Mistral / Qwen2 decoder layer (RMSNorm, SwiGLU, rotary, GQA).
+HF_LLAMA_BLOCK = (
+    *_rmsnorm("input_layernorm"),
+    Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "act"),
+    *_QKV_AS_SAVED,
+    *CORE_FP32_SOFTMAX,
+    Row("attention", "o_proj input (merged heads)", 1, "T a d", "act"),
+    *_rmsnorm("post_attention_layernorm"),
+    Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "act"),
+    *MLP_INNER,
+)
+HF_MIXTRAL_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if r.condition != "swiglu") + _MOE
+
+# Non-layer parts. Embedding backward needs the token ids; the loss keeps the fp32
+# log-softmax (transformers ForCausalLMLoss upcasts logits.float()) and int64 labels.
+FIRST_STAGE = (
+    Row("embedding", "token ids for the embedding backward (int64)", 1, "T", "int64"),
+    Row("embedding", "position ids (int64)", 1, "s", "int64", "learned_positions"),
+    Row("embedding", "embedding dropout mask", 1, "Tr h", "bool", "dropout"),
+)
+LAST_STAGE_LAYERNORM = (
+    Row("final_norm", "ln_f input", 1, "Tr h", "act"),
+    Row("final_norm", "ln_f mean and rstd (fp32)", 2, "Tr", "fp32"),
+    Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act"),
+    Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32"),
+    Row("loss", "shifted labels (int64)", 1, "T", "int64"),
+)
+LAST_STAGE_RMSNORM = (
+    *_rmsnorm("final norm", "final_norm"),
+    Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act"),
+    Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32"),
+    Row("loss", "shifted labels (int64)", 1, "T", "int64"),
+)
+
+BLOCKS = {
+    "megatron": MEGATRON_BLOCK,
+    "hf-gpt2": HF_GPT2_BLOCK,
+    "hf-llama": HF_LLAMA_BLOCK,
+    "hf-mixtral": HF_MIXTRAL_BLOCK,
+}
