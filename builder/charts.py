@@ -51,6 +51,10 @@ class ChartSpec:
     example: str = ""  # worked-example box under the chart
     group_by: str = "bucket"  # 'bucket' (first path segment) or 'part' (every part)
     display_names: tuple[tuple[str, str], ...] = ()  # (part or bucket name, text shown) overrides
+    # 'full': every bar's notes read 'Weights 13.0 GiB · 2 B/param'; 'last': only the last bar's
+    # do, the others give the amount (same stacking order, names in tooltips); 'auto': 'full'
+    # for one or two bars, 'last' for more, so wide charts stay readable.
+    notes: str = "auto"
 
 
 UNIT_BYTES = {"GiB": GiB, "GB": GB, "MiB": MiB}
@@ -191,6 +195,8 @@ def check_spec(spec: ChartSpec) -> None:
         raise ValueError(f"chart {spec.chart_id}: unit {spec.unit!r} (use GiB, GB or MiB)")
     if spec.group_by not in ("bucket", "part"):
         raise ValueError(f"chart {spec.chart_id}: group_by {spec.group_by!r} (use 'bucket' or 'part')")
+    if spec.notes not in ("auto", "full", "last"):
+        raise ValueError(f"chart {spec.chart_id}: notes {spec.notes!r} (use 'auto', 'full' or 'last')")
     if not spec.bars:
         raise ValueError(f"chart {spec.chart_id}: bars is empty")
 
@@ -361,123 +367,196 @@ def find_overflow(total: int, gpus: tuple[Gpu, ...]) -> list[Gpu]:
     return sorted((gpu for gpu in gpus if total > gpu.usable_bytes), key=lambda gpu: (gpu.usable_bytes, gpu.display))
 
 
-def plan_drawing(spec: ChartSpec) -> Drawing:
-    """Lay out the whole chart in SVG units."""
-    unit_bytes = UNIT_BYTES[spec.unit]
-    stacks = [collect_segments(bar, spec) for bar in spec.bars]
-    totals = [bar.breakdown.total for bar in spec.bars]
-    axis_top, ticks = choose_ticks(max(totals + [gpu.usable_bytes for gpu in spec.gpus]) / unit_bytes)
+@dataclass(frozen=True)
+class Frame:
+    """The value axis: where it is and how many SVG units one byte takes."""
 
-    # Notes first (their count sets the plot height), anchors once the scale is known.
-    texts_per_bar = [[describe_segment(segment, spec.unit) for segment in stack] for stack in stacks]
-    overflows = [find_overflow(total, spec.gpus) for total in totals]
-    needed = 0.0
-    for texts, overflow in zip(texts_per_bar, overflows):
-        count = len(texts) + len(overflow)
-        needed = max(needed, count * LINE_HEIGHT + max(0, len(texts) + bool(overflow) - 1) * NOTE_GAP)
-    needed = max(needed, len(spec.gpus) * (2 * LINE_HEIGHT + NOTE_GAP))
-    plot_height = max(MIN_PLOT_HEIGHT, math.ceil(needed))
-    plot_bottom = PLOT_TOP + plot_height
-    scale = plot_height / (axis_top * unit_bytes)
+    unit_bytes: int
+    ticks: tuple[float, ...]  # in display units
+    axis_x: float
+    plot_bottom: float
+    scale: float  # SVG units per byte
 
-    def y_of(n_bytes: float) -> float:
+    def y_of(self, n_bytes: float) -> float:
         """SVG y of a byte amount on the value axis."""
-        return round(plot_bottom - n_bytes * scale, 2)
+        return round(self.plot_bottom - n_bytes * self.scale, 2)
 
+
+def plan_frame(spec: ChartSpec, stacks: list[list[Segment]], overflows: list[list[Gpu]]) -> Frame:
+    """Choose the axis range and a plot tall enough for the most crowded column of notes."""
+    unit_bytes = UNIT_BYTES[spec.unit]
+    amounts = [bar.breakdown.total for bar in spec.bars] + [gpu.usable_bytes for gpu in spec.gpus]
+    axis_top, ticks = choose_ticks(max(amounts) / unit_bytes)
+    crowded = [len(stack) * LINE_HEIGHT + len(overflow) * LINE_HEIGHT + (len(stack) + bool(overflow)) * NOTE_GAP
+               for stack, overflow in zip(stacks, overflows)]
+    crowded.append(len(spec.gpus) * (2 * LINE_HEIGHT + NOTE_GAP))
+    plot_height = max(MIN_PLOT_HEIGHT, math.ceil(max(crowded)))
+    tick_width = max(measure_text(f"{tick:g}", SMALL_SIZE) for tick in ticks)
+    axis_x = round(MARGIN + SMALL_SIZE + 8 + tick_width + 6, 1)
+    return Frame(unit_bytes, tuple(ticks), axis_x, PLOT_TOP + plot_height, plot_height / (axis_top * unit_bytes))
+
+
+def give_full_notes(spec: ChartSpec, index: int) -> bool:
+    """Whether bar `index` gets full notes (name, amount, rule) or amounts only."""
+    mode = spec.notes if spec.notes != "auto" else ("full" if len(spec.bars) <= 2 else "last")
+    return mode == "full" or index == len(spec.bars) - 1
+
+
+def plan_bar(index: int, bar: ChartBar, stack: list[Segment], overflow: list[Gpu], x: float,
+             frame: Frame, spec: ChartSpec) -> tuple[list[Box | Strokes | Words], Column, float]:
+    """A bar's segments, overflow hatch, label and notes; returns them and the x where it ends."""
+    full = give_full_notes(spec, index)
     items: list[Box | Strokes | Words] = []
-    tick_words = [Words(0, 0, f"{tick:g}", "tm-text tm-tick", size=SMALL_SIZE, anchor="end") for tick in ticks]
-    axis_x = MARGIN + SMALL_SIZE + 8 + max(width_of(w) for w in tick_words) + 6
-    axis_x = round(axis_x, 1)
+    column = Column(leader_x=x + BAR_WIDTH)
+    base = 0
+    for segment in stack:
+        top_y, bottom_y = frame.y_of(base + segment.bytes), frame.y_of(base)
+        note = describe_segment(segment, spec.unit)
+        tooltip = "\n".join((f"{bar.label}: {note}",) + segment.detail)
+        gid = f"bar{index}-{segment.key.replace('/', '-')}"
+        items.append(Box(x, top_y, BAR_WIDTH, bottom_y - top_y, segment.css, "tm-segment", 0.5, gid, tooltip))
+        text = note if full else format_amount(segment.bytes, spec.unit)
+        column.notes.append(Note((top_y + bottom_y) / 2, (note_words(text, "tm-text tm-note"),), segment.css))
+        base += segment.bytes
+    if overflow:
+        line_y, top_y = frame.y_of(overflow[0].usable_bytes), frame.y_of(base)
+        items.append(Strokes(make_hatch(x, top_y, x + BAR_WIDTH, line_y), "tm-overflow-hatch", 0.9))
+        items.append(Box(x, top_y, BAR_WIDTH, line_y - top_y, "", "tm-overflow-outline", 1.2))
+        if full:
+            texts = [f"DOESN'T FIT {gpu.display} (+{format_amount(base - gpu.usable_bytes, spec.unit)})" for gpu in overflow]
+        else:  # narrow: the marker on a line of its own, then the GPUs
+            texts = ["DOESN'T FIT"] + [gpu.display for gpu in overflow]
+        lines = tuple(note_words(text, "tm-warning tm-note", bold=True) for text in texts)
+        column.notes.append(Note((top_y + line_y) / 2, lines))
+    labels = [Words(x, frame.plot_bottom + 16, bar.label, "tm-text tm-bar-label", bold=True),
+              Words(x, frame.plot_bottom + 30, f"{format_amount(base, spec.unit)} total", "tm-text-dim tm-bar-total",
+                    size=SMALL_SIZE)]
+    items.extend(labels)
+    items.append(Strokes((((x - 6, frame.plot_bottom), (x + BAR_WIDTH + 6, frame.plot_bottom)),), "tm-axis", 0.8))
+    note_width = max((width_of(w) for note in column.notes for w in note.lines), default=0)
+    right = max(column.text_x + note_width, x + max(width_of(w) for w in labels))
+    return items, column, right
 
-    # Bars, left to right, each followed by its column of notes.
-    x = axis_x + BAR_GAP
-    columns: list[Column] = []
-    bar_spans: list[tuple[float, float]] = []
-    for index, (bar, stack, overflow) in enumerate(zip(spec.bars, stacks, overflows)):
-        column = Column(leader_x=x + BAR_WIDTH)
-        base = 0
-        for segment in stack:
-            top_y, bottom_y = y_of(base + segment.bytes), y_of(base)
-            tooltip = "\n".join((f"{bar.label}: {describe_segment(segment, spec.unit)}",) + segment.detail)
-            items.append(Box(x, top_y, BAR_WIDTH, bottom_y - top_y, segment.css, "tm-segment", 0.5,
-                             f"bar{index}-{segment.key.replace('/', '-')}", tooltip))
-            column.notes.append(Note((top_y + bottom_y) / 2, (note_words(describe_segment(segment, spec.unit), "tm-text tm-note"),), segment.css))
-            base += segment.bytes
-        if overflow:
-            line_y, top_y = y_of(overflow[0].usable_bytes), y_of(base)
-            items.append(Strokes(make_hatch(x, top_y, x + BAR_WIDTH, line_y), "tm-overflow-hatch", 0.9))
-            items.append(Box(x, top_y, BAR_WIDTH, line_y - top_y, "", "tm-overflow-outline", 1.2))
-            lines = tuple(
-                note_words(f"DOESN'T FIT {gpu.display} (+{format_amount(base - gpu.usable_bytes, spec.unit)})", "tm-warning tm-note", bold=True)
-                for gpu in overflow
-            )
-            column.notes.append(Note((top_y + line_y) / 2, lines))
-        label_words = [Words(x, plot_bottom + 16, bar.label, "tm-text tm-bar-label", bold=True),
-                       Words(x, plot_bottom + 30, f"{format_amount(base, spec.unit)} total", "tm-text-dim tm-bar-total", size=SMALL_SIZE)]
-        items.extend(label_words)
-        note_width = max((width_of(w) for note in column.notes for w in note.lines), default=0)
-        right = max(column.text_x + note_width, x + max(width_of(w) for w in label_words))
-        columns.append(column)
-        bar_spans.append((x, x + BAR_WIDTH))
-        x = round(right + COLUMN_GAP, 1)
 
-    # Capacity lines run from the axis to a column of their own labels.
-    line_end = x - COLUMN_GAP + 10
-    capacity = Column(leader_x=line_end)
+def plan_capacity_notes(spec: ChartSpec, frame: Frame, line_end: float) -> Column:
+    """Labels for the GPU capacity lines, in a column where the lines end."""
+    column = Column(leader_x=line_end)
     for gpu in sorted(spec.gpus, key=lambda g: (g.usable_bytes, g.display)):
-        line_y = y_of(gpu.usable_bytes)
-        items.append(Strokes((((axis_x, line_y), (line_end, line_y)),), "tm-capacity", 1.2, dashed=True))
-        capacity.notes.append(Note(line_y, (
+        column.notes.append(Note(frame.y_of(gpu.usable_bytes), (
             note_words(gpu.display, "tm-text tm-capacity-label", bold=True, size=SMALL_SIZE),
-            note_words(f"{format_amount(gpu.usable_bytes, spec.unit)} usable", "tm-text-dim tm-capacity-label", size=SMALL_SIZE),
+            note_words(f"{format_amount(gpu.usable_bytes, spec.unit)} usable", "tm-text-dim tm-capacity-label",
+                       size=SMALL_SIZE),
         )))
-    if spec.gpus:
-        columns.append(capacity)
-        width = capacity.text_x + max(width_of(w) for note in capacity.notes for w in note.lines) + MARGIN
-    else:
-        width = x - COLUMN_GAP + MARGIN
-    width = max(width, MIN_WIDTH)
+    return column
 
-    # Axis: a vertical line with ticks, the baseline under the bars, the unit written out.
-    items.append(Strokes((((axis_x, PLOT_TOP), (axis_x, plot_bottom)),
-                          ((axis_x, plot_bottom), (bar_spans[-1][1] + 6, plot_bottom)))
-                         + tuple(((axis_x - 4, y_of(t * unit_bytes)), (axis_x, y_of(t * unit_bytes))) for t in ticks),
-                         "tm-axis", 0.8))
-    for tick, words in zip(ticks, tick_words):
-        items.append(Words(axis_x - 6, y_of(tick * unit_bytes) + 3.5, words.text, words.css, words.size, anchor="end"))
-    items.append(Words(MARGIN + SMALL_SIZE / 2 + 1, PLOT_TOP + plot_height / 2,
+
+def plan_axis(spec: ChartSpec, frame: Frame) -> list[Box | Strokes | Words]:
+    """The value axis: a line with ticks, their numbers, and a title naming the unit."""
+    plot_top = frame.y_of(frame.ticks[-1] * frame.unit_bytes)
+    ticks = tuple(((frame.axis_x - 4, frame.y_of(t * frame.unit_bytes)), (frame.axis_x, frame.y_of(t * frame.unit_bytes)))
+                  for t in frame.ticks)
+    items: list[Box | Strokes | Words] = [
+        Strokes((((frame.axis_x, plot_top), (frame.axis_x, frame.plot_bottom)),) + ticks, "tm-axis", 0.8)
+    ]
+    for tick in frame.ticks:
+        items.append(Words(frame.axis_x - 6, frame.y_of(tick * frame.unit_bytes) + 3.5, f"{tick:g}", "tm-text tm-tick",
+                           SMALL_SIZE, anchor="end"))
+    items.append(Words(MARGIN + SMALL_SIZE / 2 + 1, round((plot_top + frame.plot_bottom) / 2, 2),
                        f"Memory per GPU ({UNIT_MEANING[spec.unit]})", "tm-text tm-axis-title",
                        size=SMALL_SIZE, anchor="middle", vertical=True))
+    return items
 
-    # Notes: spread each column, then leader lines from anchors to notes.
+
+def place_column(column: Column, frame: Frame) -> tuple[list[Box | Strokes | Words], list[tuple[float, float, float, float]]]:
+    """Spread a column's notes, draw leaders to their anchors; returns items and note boxes."""
+    placed = spread_notes(column.notes, PLOT_TOP - 6, frame.plot_bottom + 6)
+    x = column.leader_x
+    leaders = tuple(((x + 1, note.anchor), (x + 7, note.anchor), (x + LEADER_RUN - 6, note.center),
+                     (x + LEADER_RUN - 1, note.center)) for note in placed)
+    items: list[Box | Strokes | Words] = [Strokes(leaders, "tm-leader", 0.8)]
+    boxes = []
+    for note in placed:
+        top = note.center - note.height / 2
+        if note.swatch:
+            items.append(Box(x + LEADER_RUN, round(note.center - SWATCH / 2, 2), SWATCH, SWATCH, note.swatch))
+        for line_index, words in enumerate(note.lines):
+            baseline = round(top + line_index * LINE_HEIGHT + LINE_HEIGHT / 2 + 0.35 * FONT_SIZE, 2)
+            items.append(Words(column.text_x, baseline, words.text, words.css, words.size, words.bold))
+        width = max(width_of(w) for w in note.lines)
+        boxes.append((x + LEADER_RUN, top, column.text_x + width, top + note.height))
+    return items, boxes
+
+
+def plan_capacity_lines(spec: ChartSpec, frame: Frame, line_end: float,
+                        boxes: list[tuple[float, float, float, float]]) -> list[Box | Strokes | Words]:
+    """Dashed lines at each GPU's usable memory, broken where a note sits on them."""
+    items: list[Box | Strokes | Words] = []
+    for gpu in sorted(spec.gpus, key=lambda g: (g.usable_bytes, g.display)):
+        y = frame.y_of(gpu.usable_bytes)
+        gaps = sorted((x0 - 3, x1 + 3) for x0, top, x1, bottom in boxes if top - 1 <= y <= bottom + 1)
+        pieces, start = [], frame.axis_x
+        for gap_start, gap_end in gaps:
+            if gap_start > start:
+                pieces.append(((round(start, 2), y), (round(gap_start, 2), y)))
+            start = max(start, gap_end)
+        if start < line_end:
+            pieces.append(((round(start, 2), y), (line_end, y)))
+        items.append(Strokes(tuple(pieces), "tm-capacity", 1.2, dashed=True))
+    return items
+
+
+def plan_example(spec: ChartSpec, width: float, top: float) -> tuple[list[Box | Strokes | Words], float]:
+    """The worked-example box across the chart; returns its items and its bottom."""
+    inner = width - 2 * MARGIN - 2 * EXAMPLE_PADDING
+    lines = wrap_text(spec.example, inner, FONT_SIZE)
+    height = len(lines) * EXAMPLE_LINE + 2 * EXAMPLE_PADDING - 4
+    items: list[Box | Strokes | Words] = [
+        Box(MARGIN, top, width - 2 * MARGIN, height, "tm-example-box", "tm-example-border", 0.8, rounded=True)
+    ]
+    for line_index, line in enumerate(lines):
+        baseline = top + EXAMPLE_PADDING + line_index * EXAMPLE_LINE + 0.8 * FONT_SIZE
+        items.append(Words(MARGIN + EXAMPLE_PADDING, round(baseline, 2), line, "tm-text tm-example"))
+    return items, top + height
+
+
+def plan_drawing(spec: ChartSpec) -> Drawing:
+    """Lay out the whole chart in SVG units."""
+    stacks = [collect_segments(bar, spec) for bar in spec.bars]
+    overflows = [find_overflow(bar.breakdown.total, spec.gpus) for bar in spec.bars]
+    frame = plan_frame(spec, stacks, overflows)
+
+    # Bars left to right, each followed by its column of notes; then the capacity labels.
+    shapes: list[Box | Strokes | Words] = []
+    columns: list[Column] = []
+    x = frame.axis_x + BAR_GAP
+    for index, (bar, stack, overflow) in enumerate(zip(spec.bars, stacks, overflows)):
+        items, column, right = plan_bar(index, bar, stack, overflow, x, frame, spec)
+        shapes.extend(items)
+        columns.append(column)
+        x = round(right + COLUMN_GAP, 1)
+    line_end = x - COLUMN_GAP + 10
+    width = x - COLUMN_GAP + MARGIN
+    if spec.gpus:
+        capacity = plan_capacity_notes(spec, frame, line_end)
+        columns.append(capacity)
+        width = capacity.text_x + max(width_of(w) for note in capacity.notes for w in note.lines) + MARGIN
+    width = round(max(width, MIN_WIDTH))
+
+    # Notes, then the capacity lines that must not run through them.
+    notes: list[Box | Strokes | Words] = []
+    boxes: list[tuple[float, float, float, float]] = []
     for column in columns:
-        placed = spread_notes(column.notes, PLOT_TOP - 6, plot_bottom + 6)
-        leaders = []
-        for note in placed:
-            leaders.append(((column.leader_x + 1, note.anchor), (column.leader_x + 7, note.anchor),
-                            (column.leader_x + LEADER_RUN - 6, note.center), (column.leader_x + LEADER_RUN - 1, note.center)))
-        items.append(Strokes(tuple(leaders), "tm-leader", 0.8))
-        for note in placed:
-            first_baseline = note.center - note.height / 2 + LINE_HEIGHT / 2 + 0.35 * FONT_SIZE
-            if note.swatch:
-                items.append(Box(column.leader_x + LEADER_RUN, round(note.center - SWATCH / 2, 2), SWATCH, SWATCH, note.swatch))
-            for line_index, words in enumerate(note.lines):
-                items.append(Words(column.text_x, round(first_baseline + line_index * LINE_HEIGHT, 2), words.text,
-                                   words.css, words.size, words.bold))
+        items, column_boxes = place_column(column, frame)
+        notes.extend(items)
+        boxes.extend(column_boxes)
+    lines = plan_capacity_lines(spec, frame, line_end, boxes)
 
-    # Worked example: a box across the chart under the bar labels.
-    height = plot_bottom + 30 + MARGIN
+    items = shapes + lines + plan_axis(spec, frame) + notes
+    bottom = frame.plot_bottom + 30
     if spec.example:
-        box_top = plot_bottom + 44
-        inner = width - 2 * MARGIN - 2 * EXAMPLE_PADDING
-        lines = wrap_text(spec.example, inner, FONT_SIZE)
-        box_height = len(lines) * EXAMPLE_LINE + 2 * EXAMPLE_PADDING - 4
-        items.append(Box(MARGIN, box_top, width - 2 * MARGIN, box_height, "tm-example-box", "tm-example-border", 0.8, rounded=True))
-        for line_index, line in enumerate(lines):
-            baseline = box_top + EXAMPLE_PADDING + line_index * EXAMPLE_LINE + 0.8 * FONT_SIZE
-            items.append(Words(MARGIN + EXAMPLE_PADDING, round(baseline, 2), line, "tm-text tm-example"))
-        height = box_top + box_height + MARGIN
-    return Drawing(round(width), math.ceil(height), tuple(items))
+        example, bottom = plan_example(spec, width, frame.plot_bottom + 44)
+        items.extend(example)
+    return Drawing(width, math.ceil(bottom + MARGIN), tuple(items))
 
 
 def wrap_text(text: str, width: float, size: float) -> list[str]:

@@ -265,6 +265,21 @@ def test_display_names_override_bucket_and_part_names():
     assert f"Adam first moment {gib(4 * PARAMS)} · 4 B/param" in strings_of(parse(render_chart(spec)), "tm-note")
 
 
+def test_wide_charts_give_full_notes_to_the_last_bar_and_amounts_to_the_others():
+    shards = (1, 2, 4, 8)
+    bars = tuple(ChartBar(f"ZeRO-{i}", make_training(shards=n)) for i, n in enumerate(shards))
+    auto = parse(render_chart(make_spec(bars=bars, gpus=(H100,))))
+    notes = strings_of(auto, "tm-note")
+    assert f"Optimizer {gib(8 * PARAMS // 8)} · 8 B/param" in notes  # ZeRO-3, the last bar
+    assert gib(8 * PARAMS // 2) in notes and f"Optimizer {gib(8 * PARAMS // 2)} · 8 B/param" not in notes  # ZeRO-1
+    assert notes[:3] == ["0.59 GiB", "8.0 GiB", "DOESN'T FIT"] and "H100 SXM 80GB" in notes  # ZeRO-0, top down
+    full = parse(render_chart(make_spec(bars=bars, gpus=(H100,), notes="full")))
+    assert f"Optimizer {gib(8 * PARAMS // 2)} · 8 B/param" in strings_of(full, "tm-note")
+    width = lambda root: float(root.get("viewBox").split()[2])  # noqa: E731
+    assert width(auto) < width(full) - 200
+    assert overlapping(note_boxes(auto)) == [] and overlapping(note_boxes(full)) == []
+
+
 def test_bar_labels_and_totals_under_the_bars():
     root = parse(render_chart(make_spec()))
     assert strings_of(root, "tm-bar-label") == ["1 GPU", "ZeRO-3 / 8 GPUs"]
@@ -496,6 +511,7 @@ def test_combine_rules_adds_like_rules_and_lists_the_rest():
         (dict(group_by="layer"), "group_by"),
         (dict(chart_id="1 bad id"), "chart_id"),
         (dict(bars=()), "bars"),
+        (dict(notes="some"), "notes"),
     ],
 )
 def test_bad_specs_are_refused_naming_the_field(changes, message):
