@@ -164,7 +164,7 @@ class Note:
     """A label to place beside a bar or line: where it points and its lines of text."""
 
     anchor: float  # y it points at
-    lines: tuple[Words, ...]  # x and y of each are relative: x from the text column, y = line index
+    lines: tuple[Words, ...]  # text, class and font; their x and y are set when the note is placed
     swatch: str = ""  # fill classes of the colour square, '' for none
     center: float = 0.0  # y of its middle once placed
 
@@ -743,7 +743,7 @@ def finish_svg(raw: str, spec: ChartSpec, drawing: Drawing, palette: Palette) ->
     root.attrib.clear()
     root.set("viewBox", f"0 0 {drawing.width} {drawing.height}")
     root.set("width", "100%")
-    root.set("class", "tm-chart")
+    root.set("class", f"tm-chart {size_class(drawing.width)}")
     root.set("role", "img")
     root.set("aria-labelledby", f"{spec.chart_id}-title {spec.chart_id}-desc")
     title = ElementTree.Element(f"{ns}title", id=f"{spec.chart_id}-title")
@@ -755,6 +755,11 @@ def finish_svg(raw: str, spec: ChartSpec, drawing: Drawing, palette: Palette) ->
         child.tail = "\n"
     root.text = "\n"
     return ElementTree.tostring(root, encoding="unicode")
+
+
+def size_class(width: float) -> str:
+    """A class for the chart's intrinsic width, so CSS can keep its text readable on phones."""
+    return "tm-size-s" if width <= 480 else "tm-size-m" if width <= 900 else "tm-size-l"
 
 
 def place_texts(root: ElementTree.Element, words: list[Words]) -> None:

@@ -162,6 +162,13 @@ def test_svg_is_responsive_self_contained_and_free_of_inline_styles():
     assert len(svg.encode()) < 25_000
 
 
+def test_size_class_follows_the_intrinsic_width():
+    narrow = parse(render_chart(make_spec(bars=(ChartBar("kv", make_serving()),), gpus=(), example="")))
+    wide = parse(render_chart(make_spec(bars=tuple(ChartBar(f"b{i}", make_training()) for i in range(4)))))
+    assert narrow.get("class") == "tm-chart tm-size-s" and float(narrow.get("viewBox").split()[2]) <= 480
+    assert wide.get("class") == "tm-chart tm-size-l" and float(wide.get("viewBox").split()[2]) > 900
+
+
 def test_text_stays_text_with_no_font_embedded():
     svg = render_chart(make_spec())
     assert "font-family" not in svg  # the stylesheet sets the font
@@ -192,7 +199,7 @@ def test_every_class_the_svg_uses_is_styled_in_charts_css():
     for spec in specs:
         for element in parse(render_chart(spec)).iter():
             used.update(element.get("class", "").split())
-    hooks = {"tm-tick", "tm-axis-title", "tm-bar-label", "tm-bar-total", "tm-example", "tm-shade-0"}  # for tests and page CSS
+    hooks = {"tm-size-s", "tm-tick", "tm-axis-title", "tm-bar-label", "tm-bar-total", "tm-example", "tm-shade-0"}  # for tests and page CSS
     assert used - defined - hooks == set()
     assert {"tm-chart", "tm-bucket-weights", "tm-bucket-kv-cache", "tm-overflow-hatch", "tm-capacity"} <= used
 
@@ -277,7 +284,7 @@ def test_wide_charts_give_full_notes_to_the_last_bar_and_amounts_to_the_others()
     assert f"Optimizer {gib(8 * PARAMS // 2)} · 8 B/param" in strings_of(full, "tm-note")
     width = lambda root: float(root.get("viewBox").split()[2])  # noqa: E731
     assert width(auto) < width(full) - 200
-    assert overlapping(note_boxes(auto)) == [] and overlapping(note_boxes(full)) == []
+    assert overlapping(all_text_boxes(auto)) == [] and overlapping(all_text_boxes(full)) == []
 
 
 def test_bar_labels_and_totals_under_the_bars():
@@ -409,14 +416,22 @@ def test_segments_stack_without_gaps_in_bucket_order():
         assert boxes[upper][3] == pytest.approx(boxes[lower][1], abs=0.01)
 
 
+def text_box(text: ElementTree.Element) -> tuple[float, float, float, float]:
+    """x0, top, x1, bottom of a horizontal <text>, from its baseline, font size and measured width."""
+    x, y, size = float(text.get("x")), float(text.get("y")), float(text.get("font-size"))
+    width = measure_text(text.text, size, text.get("font-weight") == "700")
+    left = {"start": x, "middle": x - width / 2, "end": x - width}[text.get("text-anchor", "start")]
+    return (left, y - 0.8 * size, left + width, y + 0.25 * size)
+
+
 def note_boxes(root: ElementTree.Element) -> list[tuple[float, float, float, float]]:
-    """x0, top, x1, bottom of each note line, from its baseline, font size and measured width."""
-    boxes = []
-    for text in texts_of(root, "tm-note") + texts_of(root, "tm-capacity-label"):
-        x, y, size = float(text.get("x")), float(text.get("y")), float(text.get("font-size"))
-        width = measure_text(text.text, size, text.get("font-weight") == "700")
-        boxes.append((x, y - 0.8 * size, x + width, y + 0.25 * size))
-    return boxes
+    """Boxes of the note lines and capacity labels."""
+    return [text_box(t) for t in texts_of(root, "tm-note") + texts_of(root, "tm-capacity-label")]
+
+
+def all_text_boxes(root: ElementTree.Element) -> list[tuple[float, float, float, float]]:
+    """Boxes of every horizontal text (all but the rotated axis title)."""
+    return [text_box(t) for t in texts_of(root) if not t.get("transform")]
 
 
 def overlapping(boxes: list[tuple[float, float, float, float]]) -> list[tuple]:
@@ -443,6 +458,7 @@ def test_notes_never_overlap_even_for_many_tiny_parts():
     boxes = note_boxes(root)
     assert len(boxes) == 25 + 1 + 8 + 2 + 4  # parts of both bars, three DOESN'T FIT lines, two two-line capacity labels
     assert overlapping(boxes) == []
+    assert overlapping(all_text_boxes(root)) == []  # nor with ticks, bar labels or the example
     width, height = (float(v) for v in root.get("viewBox").split()[2:])
     assert all(0 <= x0 and x1 <= width and 0 <= top and bottom <= height for x0, top, x1, bottom in boxes)
 
@@ -450,13 +466,11 @@ def test_notes_never_overlap_even_for_many_tiny_parts():
 def test_every_text_fits_inside_the_view_box():
     root = parse(render_chart(make_spec(group_by="part")))
     width, height = (float(v) for v in root.get("viewBox").split()[2:])
-    for text in texts_of(root):
-        if text.get("transform"):
-            continue  # the rotated axis title
-        x, y, size = float(text.get("x")), float(text.get("y")), float(text.get("font-size"))
-        measured = measure_text(text.text, size, text.get("font-weight") == "700")
-        left = {"start": x, "middle": x - measured / 2, "end": x - measured}[text.get("text-anchor", "start")]
-        assert 0 <= left and left + measured <= width and 0 <= y - size and y <= height, text.text
+    boxes = all_text_boxes(root)
+    assert len(boxes) == len(texts_of(root)) - 1  # all but the rotated axis title
+    for x0, top, x1, bottom in boxes:
+        assert 0 <= x0 and x1 <= width and 0 <= top and bottom <= height
+    assert overlapping(boxes) == []
 
 
 def test_leader_lines_start_at_segment_midpoints():
