@@ -202,12 +202,13 @@ def check_spec(spec: ChartSpec) -> None:
 
 
 def format_amount(n_bytes: float, unit: str) -> str:
-    """Bytes in `unit` with enough digits that a small non-zero amount never reads 0.0."""
+    """Bytes with the unit, digits as in the data tables (builder/grids.py): one decimal, two
+    below 1, and more when two would print a non-zero amount as 0.00."""
     value = n_bytes / UNIT_BYTES[unit]
     if 0 < abs(value) < 0.00005:
         return f"<{format_bytes(0.0001 * UNIT_BYTES[unit], unit, 4)}"
-    digits = 1
-    while value and digits < 4 and abs(value) < 0.95 * 10 ** (1 - digits):
+    digits = 1 if abs(value) >= 1 or value == 0 else 2
+    while digits < 4 and value and round(abs(value), digits) == 0:
         digits += 1
     return format_bytes(n_bytes, unit, digits)
 

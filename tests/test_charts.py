@@ -506,7 +506,9 @@ def test_spread_notes_stays_within_bounds_when_there_is_room():
 def test_format_amount_never_hides_a_small_amount():
     assert format_amount(13 * GiB, "GiB") == "13.0 GiB"
     assert format_amount(600 * MiB, "GiB") == "0.59 GiB"
-    assert format_amount(20 * MiB, "GiB") == "0.020 GiB"
+    assert format_amount(20 * MiB, "GiB") == "0.02 GiB"  # 0.0195
+    assert format_amount(0.96 * GiB, "GiB") == "0.96 GiB"  # as the data table prints it
+    assert format_amount(3 * MiB, "GiB") == "0.003 GiB"  # 0.0029: two decimals would say 0.00
     assert format_amount(0, "GiB") == "0.0 GiB"
     assert format_amount(2 * 10**9, "GB") == "2.0 GB"
 
