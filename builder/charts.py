@@ -424,7 +424,8 @@ def plan_bar(index: int, bar: ChartBar, stack: list[Segment], overflow: list[Gpu
         items.append(Strokes(make_hatch(x, top_y, x + BAR_WIDTH, line_y), "tm-overflow-hatch", 0.9))
         items.append(Box(x, top_y, BAR_WIDTH, line_y - top_y, "", "tm-overflow-outline", 1.2))
         if full:
-            texts = [f"DOESN'T FIT {gpu.display} (+{format_amount(base - gpu.usable_bytes, spec.unit)})" for gpu in overflow]
+            texts = [f"DOESN'T FIT {gpu.display} (+{format_amount(base - gpu.usable_bytes, spec.unit)})"
+                     for gpu in overflow]
         else:  # narrow: the marker on a line of its own, then the GPUs
             texts = ["DOESN'T FIT"] + [gpu.display for gpu in overflow]
         lines = tuple(note_words(text, "tm-warning tm-note", bold=True) for text in texts)
@@ -454,8 +455,8 @@ def plan_capacity_notes(spec: ChartSpec, frame: Frame, line_end: float) -> Colum
 def plan_axis(spec: ChartSpec, frame: Frame) -> list[Box | Strokes | Words]:
     """The value axis: a line with ticks, their numbers, and a title naming the unit."""
     plot_top = frame.y_of(frame.ticks[-1] * frame.unit_bytes)
-    ticks = tuple(((frame.axis_x - 4, frame.y_of(t * frame.unit_bytes)), (frame.axis_x, frame.y_of(t * frame.unit_bytes)))
-                  for t in frame.ticks)
+    tick_ys = [frame.y_of(t * frame.unit_bytes) for t in frame.ticks]
+    ticks = tuple(((frame.axis_x - 4, y), (frame.axis_x, y)) for y in tick_ys)
     items: list[Box | Strokes | Words] = [
         Strokes((((frame.axis_x, plot_top), (frame.axis_x, frame.plot_bottom)),) + ticks, "tm-axis", 0.8)
     ]
@@ -468,7 +469,10 @@ def plan_axis(spec: ChartSpec, frame: Frame) -> list[Box | Strokes | Words]:
     return items
 
 
-def place_column(column: Column, frame: Frame) -> tuple[list[Box | Strokes | Words], list[tuple[float, float, float, float]]]:
+Rect = tuple[float, float, float, float]  # x0, top, x1, bottom
+
+
+def place_column(column: Column, frame: Frame) -> tuple[list[Box | Strokes | Words], list[Rect]]:
     """Spread a column's notes, draw leaders to their anchors; returns items and note boxes."""
     placed = spread_notes(column.notes, PLOT_TOP - 6, frame.plot_bottom + 6)
     x = column.leader_x
@@ -489,7 +493,7 @@ def place_column(column: Column, frame: Frame) -> tuple[list[Box | Strokes | Wor
 
 
 def plan_capacity_lines(spec: ChartSpec, frame: Frame, line_end: float,
-                        boxes: list[tuple[float, float, float, float]]) -> list[Box | Strokes | Words]:
+                        boxes: list[Rect]) -> list[Box | Strokes | Words]:
     """Dashed lines at each GPU's usable memory, broken where a note sits on them."""
     items: list[Box | Strokes | Words] = []
     for gpu in sorted(spec.gpus, key=lambda g: (g.usable_bytes, g.display)):
@@ -545,7 +549,7 @@ def plan_drawing(spec: ChartSpec) -> Drawing:
 
     # Notes, then the capacity lines that must not run through them.
     notes: list[Box | Strokes | Words] = []
-    boxes: list[tuple[float, float, float, float]] = []
+    boxes: list[Rect] = []
     for column in columns:
         items, column_boxes = place_column(column, frame)
         notes.extend(items)
@@ -636,36 +640,41 @@ RC_PARAMS = {
 def draw_svg(drawing: Drawing, palette: Palette) -> str:
     """matplotlib's SVG for `drawing`, with placeholder colours from `palette`."""
     matplotlib, figure_module, patches, path, transforms, TextLine = load_matplotlib()
-    Path = path.Path
     with matplotlib.rc_context(RC_PARAMS):
         figure = figure_module.Figure(figsize=(drawing.width / 72, drawing.height / 72), dpi=72)
         figure.patch.set_visible(False)
         flip = transforms.Affine2D().scale(1, -1).translate(0, drawing.height)  # plan y points down
         for item in drawing.items:
             if isinstance(item, Box):
-                options = dict(facecolor=palette.colour(item.fill), edgecolor=palette.colour(item.stroke),
-                               linewidth=item.line_width, gid=item.gid or None, transform=flip, joinstyle="miter")
-                if item.rounded:
-                    patch = patches.FancyBboxPatch((item.x, item.y), item.width, item.height, boxstyle="round,pad=0,rounding_size=5", **options)
-                else:
-                    patch = patches.Rectangle((item.x, item.y), item.width, item.height, **options)
-                figure.add_artist(patch)
-            elif isinstance(item, Strokes):
-                vertices, codes = [], []
-                for line in item.lines:
-                    vertices.extend(line)
-                    codes.extend([Path.MOVETO] + [Path.LINETO] * (len(line) - 1))
-                if not vertices:
-                    continue
-                patch = patches.PathPatch(Path(vertices, codes), facecolor="none", edgecolor=palette.colour(item.stroke),
-                                          linewidth=item.line_width, capstyle="butt", joinstyle="round",
-                                          linestyle=(0, (4, 3)) if item.dashed else "solid", transform=flip)
-                figure.add_artist(patch)
-            else:
+                figure.add_artist(make_box_patch(item, palette, flip, patches))
+            elif isinstance(item, Strokes) and item.lines:
+                figure.add_artist(make_strokes_patch(item, palette, flip, patches, path.Path))
+            elif isinstance(item, Words):
                 figure.add_artist(TextLine(item, palette.colour(item.css), flip))
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     return buffer.getvalue()
+
+
+def make_box_patch(box: Box, palette: Palette, flip, patches):
+    """A matplotlib rectangle (rounded for the example box) for a planned Box."""
+    options = dict(facecolor=palette.colour(box.fill), edgecolor=palette.colour(box.stroke), linewidth=box.line_width,
+                   gid=box.gid or None, transform=flip, joinstyle="miter")
+    if box.rounded:
+        return patches.FancyBboxPatch((box.x, box.y), box.width, box.height, boxstyle="round,pad=0,rounding_size=5",
+                                      **options)
+    return patches.Rectangle((box.x, box.y), box.width, box.height, **options)
+
+
+def make_strokes_patch(strokes: Strokes, palette: Palette, flip, patches, Path):
+    """One matplotlib path holding all the polylines of a planned Strokes."""
+    vertices, codes = [], []
+    for line in strokes.lines:
+        vertices.extend(line)
+        codes.extend([Path.MOVETO] + [Path.LINETO] * (len(line) - 1))
+    return patches.PathPatch(Path(vertices, codes), facecolor="none", edgecolor=palette.colour(strokes.stroke),
+                             linewidth=strokes.line_width, capstyle="butt", joinstyle="round",
+                             linestyle=(0, (4, 3)) if strokes.dashed else "solid", transform=flip)
 
 
 # --- Finish: classes, ids, accessibility ----------------------------------------------------
