@@ -76,7 +76,7 @@ def vnu_jar() -> Path:
 
 def build_site(out: Path) -> None:
     """Build the site into out with the documented CLI, failing the test run with the builder's output."""
-    command = [sys.executable, "-m", "builder", "build", "--out", str(out)]
+    command = [sys.executable, "-m", "builder", "build", "--force", "--quiet", "--out", str(out)]
     result = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=BUILD_TIMEOUT_S
     )

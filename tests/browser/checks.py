@@ -15,9 +15,11 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 LINK_ATTRIBUTES = {"href", "src", "xlink:href", "poster", "action", "data"}
 SITE_ORIGIN = "http://site.invalid"
-OVERLAP_MIN_PX = 2.0
-OVERLAP_MIN_FRACTION = 0.2
+OVERLAP_MIN_FRACTION = 0.2  # of the smaller line height: adjacent lines' line boxes touch, labels on top of each other do not
+MIN_CHART_TEXT_PX = 9.0  # effective font size on screen below which a chart label is not legible
 EDGE_TOLERANCE_PX = 1.0
+# The checker's schema needs a deep stack (it overflows now and then with the default); C1 only starts faster.
+VNU_JAVA_OPTIONS = ["-Xss8m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
 
 AXE_RUN = """async () => {
   const result = await axe.run(document, {resultTypes: ['violations']});
@@ -28,16 +30,40 @@ AXE_RUN = """async () => {
 }"""
 
 CHART_TEXT_BOXES = """() => {
+  const box = r => ({left: r.left, top: r.top, right: r.right, bottom: r.bottom, width: r.width, height: r.height});
+  const scrolls = el => /(auto|scroll)/.test(getComputedStyle(el).overflowX);
+  const clips = el => /(hidden|clip)/.test(getComputedStyle(el).overflowX);
+  const shownText = t => getComputedStyle(t).visibility !== 'hidden' && getComputedStyle(t).display !== 'none';
+  const screenPx = t => {
+    const m = t.getScreenCTM();
+    const scale = m ? Math.sqrt(Math.abs(m.a * m.d - m.b * m.c)) : 1;
+    return parseFloat(getComputedStyle(t).fontSize) * scale;
+  };
+  const screenBox = t => {
+    // getBBox in the text's own user space, mapped to the screen: exact floats at any zoom.
+    const b = t.getBBox(), m = t.getScreenCTM();
+    if (!m) return box(t.getBoundingClientRect());
+    const xs = [], ys = [];
+    for (const [x, y] of [[b.x, b.y], [b.x + b.width, b.y], [b.x, b.y + b.height], [b.x + b.width, b.y + b.height]]) {
+      xs.push(m.a * x + m.c * y + m.e); ys.push(m.b * x + m.d * y + m.f);
+    }
+    const left = Math.min(...xs), top = Math.min(...ys), right = Math.max(...xs), bottom = Math.max(...ys);
+    return {left, top, right, bottom, width: right - left, height: bottom - top};
+  };
   const svgs = [...document.querySelectorAll('svg')].filter(s => !s.parentElement.closest('svg'));
   return svgs.map((svg, index) => {
-    const box = r => ({left: r.left, top: r.top, right: r.right, bottom: r.bottom, width: r.width, height: r.height});
     const title = svg.querySelector(':scope > title');
     const name = svg.id || (title && title.textContent.trim()) || svg.getAttribute('aria-label') || `svg #${index + 1}`;
+    let scroller = null, clipper = null;
+    for (let el = svg.parentElement; el && el !== document.body; el = el.parentElement) {
+      if (!scroller && scrolls(el)) scroller = el;
+      if (!scroller && !clipper && clips(el)) clipper = el;
+    }
     const texts = [...svg.querySelectorAll('text')]
-      .map(t => ({text: t.textContent.trim(), box: box(t.getBoundingClientRect()),
-                  visible: getComputedStyle(t).visibility !== 'hidden' && getComputedStyle(t).display !== 'none'}))
-      .filter(t => t.text && t.visible && t.box.width > 0 && t.box.height > 0);
-    return {name, box: box(svg.getBoundingClientRect()), texts};
+      .map(t => ({text: t.textContent.trim(), box: screenBox(t), px: screenPx(t), shown: shownText(t)}))
+      .filter(t => t.text && t.shown && t.box.width > 0 && t.box.height > 0);
+    return {name, box: box(svg.getBoundingClientRect()), texts, scrolls: !!scroller,
+            clip: clipper ? box(clipper.getBoundingClientRect()) : null};
   }).filter(chart => chart.box.width > 0 && chart.box.height > 0);
 }"""
 
@@ -80,7 +106,7 @@ def shorten(text: str, limit: int = 160) -> str:
 
 def run_vnu(java: str, jar: Path, files: list[Path], root: Path) -> list[str]:
     """Run the Nu HTML checker over files and describe every error."""
-    command = [java, "-jar", str(jar), "--errors-only", "--format", "json", *map(str, files)]
+    command = [java, *VNU_JAVA_OPTIONS, "-jar", str(jar), "--errors-only", "--format", "json", *map(str, files)]
     result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
     try:
         report = json.loads(result.stderr or result.stdout)
@@ -222,22 +248,37 @@ def widest_elements(page) -> str:
 
 
 def find_chart_text_problems(page) -> list[str]:
-    """Report SVG text that overlaps other text or is clipped by its chart or the viewport."""
+    """Report chart text that is too small to read, overlaps other text, or is clipped."""
     width = page.evaluate("window.innerWidth")
     problems = []
     for chart in page.evaluate(CHART_TEXT_BOXES):
         name = shorten(chart["name"], 60)
-        box = chart["box"]
-        if box["right"] > width + EDGE_TOLERANCE_PX or box["left"] < -EDGE_TOLERANCE_PX:
-            problems.append(f"chart {name!r} is cut by the viewport: spans {box['left']:.0f}..{box['right']:.0f} px of {width}")
+        problems += chart_cut_problems(chart, name, width)
+        small = [text for text in chart["texts"] if text["px"] < MIN_CHART_TEXT_PX - 0.01]
+        if small:
+            smallest = min(small, key=lambda text: text["px"])
+            problems.append(
+                f"chart {name!r}: {len(small)} of {len(chart['texts'])} labels render below {MIN_CHART_TEXT_PX} px "
+                f"(smallest {smallest['px']:.1f} px: {shorten(smallest['text'], 40)!r})"
+            )
         for text in chart["texts"]:
-            if not contains(box, text["box"]):
+            if not contains(chart["box"], text["box"]):
                 problems.append(f"chart {name!r}: text {shorten(text['text'], 40)!r} is clipped by the chart's edge")
         problems += [
             f"chart {name!r}: text {shorten(a['text'], 40)!r} overlaps {shorten(b['text'], 40)!r}"
             for a, b in overlapping_pairs(chart["texts"])
         ]
     return problems
+
+
+def chart_cut_problems(chart: dict, name: str, width: int) -> list[str]:
+    """Report a chart cut off by the viewport or by a clipping ancestor (a scrolling container is fine)."""
+    box = chart["box"]
+    if chart["clip"] and not contains(chart["clip"], box):
+        return [f"chart {name!r} is cut off by a container with overflow hidden"]
+    if not chart["scrolls"] and (box["right"] > width + EDGE_TOLERANCE_PX or box["left"] < -EDGE_TOLERANCE_PX):
+        return [f"chart {name!r} is cut by the viewport: spans {box['left']:.0f}..{box['right']:.0f} px of {width}"]
+    return []
 
 
 def contains(outer: dict, inner: dict) -> bool:
@@ -262,11 +303,11 @@ def overlapping_pairs(texts: list[dict]) -> list[tuple[dict, dict]]:
 
 
 def boxes_overlap(a: dict, b: dict) -> bool:
-    """Tell whether two text boxes overlap in both directions by more than a small tolerance."""
+    """Tell whether two text boxes overlap both ways by more than a fraction of the smaller line height."""
     across = min(a["right"], b["right"]) - max(a["left"], b["left"])
     down = min(a["bottom"], b["bottom"]) - max(a["top"], b["top"])
-    least_height = min(a["height"], b["height"])
-    return across > OVERLAP_MIN_PX and down > max(OVERLAP_MIN_PX, OVERLAP_MIN_FRACTION * least_height)
+    slack = OVERLAP_MIN_FRACTION * min(a["height"], b["height"])
+    return across > slack and down > slack
 
 
 def figure_inventory(page) -> dict:

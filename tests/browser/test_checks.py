@@ -54,12 +54,22 @@ def test_overflow_is_reported(fixture_browser):
     assert len(found) == 1 and "div.wide" in found[0]
 
 
-def test_chart_text_overlap_and_clipping_are_reported(fixture_browser):
-    """Overlapping and clipped SVG labels are reported; adjacent lines of text are not."""
+def test_chart_text_problems_are_reported(fixture_browser):
+    """Overlapping, clipped and tiny SVG labels and cut-off charts are reported; adjacent lines are not."""
     found = checks.find_chart_text_problems(fixture_browser.open_page("bad/").page)
     assert "chart 'Crowded chart': text 'Overlapping one' overlaps 'Overlapping two'" in found
     assert "chart 'Crowded chart': text 'Clipped label' is clipped by the chart's edge" in found
-    assert len(found) == 2, found
+    assert "chart 'Tiny chart' is cut off by a container with overflow hidden" in found
+    assert "chart 'Tiny chart': 1 of 1 labels render below 9.0 px (smallest 4.0 px: 'Tiny label')" in found
+    assert len(found) == 4, found
+
+
+def test_chart_in_scroll_container_is_not_cut(fixture_browser):
+    """A wide chart inside a horizontally scrolling container is neither overflow nor cut off at 360 px."""
+    page = fixture_browser.open_page("good/", viewport=(360, 740)).page
+    assert page.evaluate("document.querySelector('.scroll svg').getBoundingClientRect().right") > 360
+    assert checks.find_chart_text_problems(page) == []
+    assert checks.find_horizontal_overflow(page) == []
 
 
 def test_hidden_chart_without_javascript_is_reported(fixture_browser):
@@ -80,7 +90,25 @@ def test_broken_links_are_reported():
 
 def test_vnu_reports_errors_with_page_and_line(java_path, vnu_jar):
     """The Nu checker passes the good pages and reports the bad page's errors with file and line."""
-    good = sorted((FIXTURE_SITE / "good").glob("*.html"))
-    assert checks.run_vnu(java_path, vnu_jar, good, FIXTURE_SITE) == []
-    found = checks.run_vnu(java_path, vnu_jar, [FIXTURE_SITE / "bad" / "index.html"], FIXTURE_SITE)
-    assert any(line.startswith("bad/index.html:22:") and "div" in line for line in found), found
+    bad = FIXTURE_SITE / "bad" / "index.html"
+    line = 1 + bad.read_text(encoding="utf-8").splitlines().index("<span><div>block in inline</div></span>")
+    found = checks.run_vnu(java_path, vnu_jar, sorted(FIXTURE_SITE.rglob("*.html")), FIXTURE_SITE)
+    assert [entry for entry in found if entry.startswith("good/")] == []
+    assert any(entry.startswith(f"bad/index.html:{line}:") and "“div” not allowed" in entry for entry in found), found
+
+
+def test_file_urls_catch_what_only_works_over_http(chromium):
+    """From file:// the good pages load cleanly while a module script (blocked by CORS there) is reported."""
+    helper = SiteBrowser(chromium, FIXTURE_SITE.as_uri() + "/")
+    try:
+        assert helper.open_page("good/index.html").problems() == []
+        problems = "\n".join(helper.open_page("bad/index.html").problems())
+        assert "failed request" in problems and "bad/module.js" in problems
+    finally:
+        helper.close()
+
+
+def test_vnu_failure_to_run_is_reported(java_path, tmp_path):
+    """A checker that cannot run yields a problem line rather than a silent pass."""
+    found = checks.run_vnu(java_path, tmp_path / "missing.jar", [FIXTURE_SITE / "good" / "index.html"], FIXTURE_SITE)
+    assert len(found) == 1 and found[0].startswith("vnu did not produce JSON")
