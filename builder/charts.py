@@ -213,14 +213,45 @@ def format_amount(n_bytes: float, unit: str) -> str:
     return format_bytes(n_bytes, unit, digits)
 
 
+RULE = re.compile(r"(\d+(?:\.\d+)?) ?(B|KiB|MiB|GiB)/(\w+)(?: ?\(.*\))?")  # '4 B/param (fp32 master copy)'
+RULE_BYTES = {"B": 1, "KiB": 2**10, "MiB": MiB, "GiB": GiB}
+MAX_RULE = 40  # characters of a rule shown in a note; the tooltip and the data table give it whole
+
+
 def combine_rules(rules: list[str]) -> str:
-    """One bytes-per-unit rule for a bucket: '4 B/param' + '4 B/param' -> '8 B/param'."""
+    """One short bytes-per-unit rule for a bucket: '4 B/param (fp32 m)' + '4 B/param (fp32 v)' -> '8 B/param';
+    rules per token add up likewise; a rule that cannot be added shows as '…'."""
     present = [rule.strip() for rule in rules if rule.strip()]
-    matches = [re.fullmatch(r"(\d+(?:\.\d+)?) ?B/(\w+)", rule) for rule in present]
-    if present and all(matches) and len({m.group(2) for m in matches}) == 1:
-        total = sum(float(m.group(1)) for m in matches)
-        return f"{total:g} B/{matches[0].group(2)}"
-    return " + ".join(dict.fromkeys(present))
+    if len(present) <= 1:
+        return shorten_rule(present[0]) if present else ""
+    sums: dict[str, float] = {}
+    leftover = False
+    for rule in present:
+        match = RULE.fullmatch(rule)
+        if match:
+            per = match.group(3)
+            sums[per] = sums.get(per, 0.0) + float(match.group(1)) * RULE_BYTES[match.group(2)]
+        else:
+            leftover = True
+    pieces = [format_rule(amount, per) for per, amount in sums.items()] or [shorten_rule(present[0])]
+    return " + ".join(pieces + ["…"] * leftover)
+
+
+def format_rule(n_bytes: float, per: str) -> str:
+    """'12 B/param', '48.0 KiB/token'."""
+    if n_bytes < 2**10:
+        return f"{n_bytes:g} B/{per}"
+    if n_bytes < MiB:
+        return f"{n_bytes / 2**10:.1f} KiB/{per}"
+    return f"{n_bytes / MiB:.1f} MiB/{per}"
+
+
+def shorten_rule(rule: str) -> str:
+    """A rule cut at a word to at most MAX_RULE characters, with '…' when cut."""
+    if len(rule) <= MAX_RULE:
+        return rule
+    cut = rule[: MAX_RULE - 1].rsplit(" ", 1)[0].rstrip(" +(,;")
+    return cut + "…"
 
 
 def name_bucket(bucket: str, spec: ChartSpec) -> str:
@@ -261,12 +292,14 @@ def collect_segments(bar: ChartBar, spec: ChartSpec) -> list[Segment]:
             index = shade.get(part.bucket, 0)
             shade[part.bucket] = index + 1
             css = f"{class_bucket(part.bucket)} tm-shade-{index % 3}"
-            segments.append(Segment(part.name, name_part(part, spec), part.bytes, part.per_unit, css))
+            detail = (f"{part.name}: {part.per_unit}",) if len(part.per_unit) > MAX_RULE else ()
+            segments.append(Segment(part.name, name_part(part, spec), part.bytes, shorten_rule(part.per_unit), css, detail))
         return segments
     segments = []
     for bucket in dict.fromkeys(p.bucket for p in parts):
         members = [p for p in parts if p.bucket == bucket]
-        detail = tuple(f"{p.name}: {format_amount(p.bytes, spec.unit)}" for p in members) if len(members) > 1 else ()
+        detail = tuple(f"{p.name}: {format_amount(p.bytes, spec.unit)}" + (f" · {p.per_unit}" if p.per_unit else "")
+                       for p in members) if len(members) > 1 else ()
         amount = sum(p.bytes for p in members)
         rule = combine_rules([p.per_unit for p in members])
         segments.append(Segment(bucket, name_bucket(bucket, spec), amount, rule, class_bucket(bucket), detail))

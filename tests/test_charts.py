@@ -515,11 +515,25 @@ def test_format_amount_never_hides_a_small_amount():
     assert format_amount(2 * 10**9, "GB") == "2.0 GB"
 
 
-def test_combine_rules_adds_like_rules_and_lists_the_rest():
+def test_combine_rules_adds_like_rules_and_marks_the_rest():
     assert combine_rules(["4 B/param", "4 B/param"]) == "8 B/param"
     assert combine_rules(["0.5 B/param", "2 B/param"]) == "2.5 B/param"
+    fp32_adam = ["4 B/param (fp32 master copy)", "4 B/param (fp32 first moment)", "4 B/param (fp32 second moment)"]
+    assert combine_rules(fp32_adam) == "12 B/param"
     assert combine_rules(["4 B/param", "2 B/token"]) == "4 B/param + 2 B/token"
+    assert combine_rules(["48.0 KiB/token", "8 B/token", "2 B per token per vocabulary entry"]) == "48.0 KiB/token + …"
+    assert combine_rules(["2 B/param (bf16)", ""]) == "2 B/param (bf16)"  # one rule is shown as given
     assert combine_rules(["", ""]) == ""
+
+
+def test_long_rules_are_shortened_in_notes_and_given_whole_in_tooltips():
+    rule = "2 blocks + root unit + 1 block, each 2 B/param of the largest layer (bf16)"
+    breakdown = Breakdown(params=1, parts=(Part("comm/prefetch", 3 * GiB, "x", "test", per_unit=rule),))
+    spec = make_spec(bars=(ChartBar("1 GPU", breakdown),), gpus=(), group_by="part")
+    root = parse(render_chart(spec))
+    [note] = strings_of(root, "tm-note")
+    assert note == "Comm buffers: prefetch 3.0 GiB · 2 blocks + root unit + 1 block, each 2…"  # 39 + …
+    assert rule in next(g for g in root.iter(f"{SVG}g") if g.get("id")).find(f"{SVG}title").text
 
 
 @pytest.mark.parametrize(
