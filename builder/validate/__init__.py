@@ -9,7 +9,7 @@ Modules, one responsibility each:
   large        - the same activation counting under FakeTensorMode for 7B-70B layer shapes
   sharding     - per-rank model-state bytes under FSDP2 with a fake process group
   results      - versions, machine, deterministic JSON files under content/validation/
-  compare      - predicted (builder.model.estimate) vs measured, with tolerances
+  compare      - predicted (builder.model.estimate()) vs measured, with tolerances
   cli          - `python -m builder validate`
 
 torch and transformers are imported lazily (inside functions), so the site builds

@@ -214,7 +214,8 @@ class StateCase:
         parts = [self.family, self.optimizer, DTYPES[self.dtype], f"L{self.layers}", f"h{self.hidden}",
                  f"a{self.heads}", f"v{self.vocab}"]
         if self.lora_rank:
-            parts.append(f"lora{self.lora_rank}-" + "".join(t[0] if len(t) == 1 else t[:2] for t in self.lora_targets))
+            targets = "all" if set(self.lora_targets) == set(LORA_TARGET_MODULES) else "".join(self.lora_targets)
+            parts.append(f"lora{self.lora_rank}-{targets}")
         return "-".join(parts)
 
     def activation_case(self) -> ActivationCase:

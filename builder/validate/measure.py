@@ -32,7 +32,7 @@ def run_forward(case: ActivationCase, layers: int, fake: bool = False, name_ops:
     with fake_mode:
         model = build_model(hf_config(case, layers), case.dtype)
         if case.recompute == "full":
-            model.gradient_checkpointing_enable()
+            enable_checkpointing(model)
         token_ids = make_token_ids(case.batch, case.seq_len, case.vocab)
         recorder = SavedTensorRecorder(model, inputs=[token_ids])
         with torch.enable_grad(), cuda_style_dropout(), recorder, CheckpointProbe(model, recorder):
@@ -74,3 +74,11 @@ def measure_activation_case(case: ActivationCase, fake: bool = False) -> dict[st
     if case.attention == "sdpa" and case.recompute == "none":
         result["sdpa_kernel"] = observed_sdpa_kernel(one_layer.records)
     return result
+
+
+def enable_checkpointing(model) -> None:
+    """Checkpoint every layer the transformers way (non-reentrant, its default)."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable()
+    else:
+        model.gradient_checkpointing_enable()
