@@ -204,7 +204,8 @@ def cached_chart(chart: EvaluatedChart, render_chart: Callable, cache: Path | No
     if cache is None:
         return render_chart(chart.spec)
     charts_code = (PACKAGE_DIR / "charts.py").read_bytes() if (PACKAGE_DIR / "charts.py").exists() else b""
-    key = hashlib.sha256(repr(chart.spec).encode() + charts_code + repr(render_chart).encode()).hexdigest()
+    renderer = f"{render_chart.__module__}.{render_chart.__qualname__}".encode()
+    key = hashlib.sha256(repr(chart.spec).encode() + charts_code + renderer).hexdigest()
     path = cache / "charts" / f"{key}.svg"
     if path.is_file():
         return path.read_text(encoding="utf-8")

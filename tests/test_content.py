@@ -147,7 +147,7 @@ def test_references_cover_every_source_in_the_brief():
     references, errors = read_references(ROOT / "content" / "references.toml", "references.toml")
     assert errors == []
     arxiv = {r.arxiv for r in references.values() if r.arxiv}
-    assert arxiv == {"1910.02054", "2205.05198", "2110.02861", "1710.03740", "1604.06174", "2205.14135",
+    assert arxiv >= {"1910.02054", "2205.05198", "2110.02861", "1710.03740", "1604.06174", "2205.14135",
                      "2309.06180", "2304.11277", "2106.09685", "2305.14314"}
     assert references["anthony2023"].url == "https://blog.eleuther.ai/transformer-math/"
     assert "theoretical_memory_usage.py" in references["megatron-memory"].url
