@@ -80,9 +80,10 @@ NOTE_GAP = 2  # vertical space between two notes
 MARGIN = 8  # around the whole chart
 PLOT_TOP = 14  # y of the top of the value axis
 MIN_PLOT_HEIGHT = 230  # the value axis is at least this tall; taller when notes need it
-BAR_WIDTH = 56
+BAR_WIDTH = 48
 BAR_GAP = 16  # space between the axis and the first bar
-LEADER_RUN = 22  # from a bar's right edge to its notes' swatches
+LEADER_RUN = 20  # from a bar's right edge to its notes' swatches
+ONE_LINE_WIDTH = 230  # notes wider than this on one line move their rule to a second line
 SWATCH = 8  # side of the colour square in front of a note
 SWATCH_GAP = 4
 COLUMN_GAP = 18  # between one bar's notes and the next bar
@@ -416,13 +417,12 @@ class Frame:
         return round(self.plot_bottom - n_bytes * self.scale, 2)
 
 
-def plan_frame(spec: ChartSpec, stacks: list[list[Segment]], overflows: list[list[Gpu]]) -> Frame:
+def plan_frame(spec: ChartSpec, texts: list[list[tuple[Words, ...]]]) -> Frame:
     """Choose the axis range and a plot tall enough for the most crowded column of notes."""
     unit_bytes = UNIT_BYTES[spec.unit]
     amounts = [bar.breakdown.total for bar in spec.bars] + [gpu.usable_bytes for gpu in spec.gpus]
     axis_top, ticks = choose_ticks(max(amounts) / unit_bytes)
-    crowded = [len(stack) * LINE_HEIGHT + len(overflow) * LINE_HEIGHT + (len(stack) + bool(overflow)) * NOTE_GAP
-               for stack, overflow in zip(stacks, overflows)]
+    crowded = [sum(len(lines) * LINE_HEIGHT + NOTE_GAP for lines in column) for column in texts]
     crowded.append(len(spec.gpus) * (2 * LINE_HEIGHT + NOTE_GAP))
     plot_height = max(MIN_PLOT_HEIGHT, math.ceil(max(crowded)))
     tick_width = max(measure_text(f"{tick:g}", SMALL_SIZE) for tick in ticks)
@@ -436,41 +436,65 @@ def give_full_notes(spec: ChartSpec, index: int) -> bool:
     return mode == "full" or index == len(spec.bars) - 1
 
 
-def plan_bar(index: int, bar: ChartBar, stack: list[Segment], overflow: list[Gpu], x: float,
-             frame: Frame, spec: ChartSpec) -> tuple[list[Box | Strokes | Words], Column, float]:
-    """A bar's segments, overflow hatch, label and notes; returns them and the x where it ends."""
-    full = give_full_notes(spec, index)
+def write_notes(spec: ChartSpec, index: int, stack: list[Segment], overflow: list[Gpu]) -> list[tuple[Words, ...]]:
+    """The lines of each note beside bar `index`: one per segment, then the DOESN'T FIT note.
+
+    Full notes read 'Weights 13.0 GiB · 2 B/param'; when that is too wide and the column has
+    room, the rule moves to a second, smaller line (as in the reference diagram)."""
+    total = sum(segment.bytes for segment in stack)
+    if not give_full_notes(spec, index):
+        notes = [(note_words(format_amount(s.bytes, spec.unit), "tm-text tm-note"),) for s in stack]
+        if overflow:  # narrow: the marker on a line of its own, then the GPUs
+            notes.append(tuple(note_words(t, "tm-warning tm-note", bold=True)
+                               for t in ["DOESN'T FIT"] + [gpu.display for gpu in overflow]))
+        return notes
+    notes = [(note_words(describe_segment(s, spec.unit), "tm-text tm-note"),) for s in stack]
+    two_lines = (2 * len(stack) + 2 * len(overflow)) * LINE_HEIGHT + (len(stack) + 1) * NOTE_GAP <= MIN_PLOT_HEIGHT
+    if not (two_lines and max((width_of(n[0]) for n in notes), default=0) > ONE_LINE_WIDTH):
+        if overflow:
+            notes.append(tuple(note_words(f"DOESN'T FIT {gpu.display} (+{format_amount(total - gpu.usable_bytes, spec.unit)})",
+                                          "tm-warning tm-note", bold=True) for gpu in overflow))
+        return notes
+    notes = []
+    for segment in stack:
+        head = note_words(f"{segment.name} {format_amount(segment.bytes, spec.unit)}", "tm-text tm-note")
+        rule = note_words(segment.rule, "tm-text-dim tm-note", size=SMALL_SIZE)
+        notes.append((head, rule) if segment.rule else (head,))
+    for gpu in overflow:
+        over = format_amount(total - gpu.usable_bytes, spec.unit)
+        notes.append((note_words(f"DOESN'T FIT {gpu.display}", "tm-warning tm-note", bold=True),
+                      note_words(f"+{over} over its usable memory", "tm-warning tm-note", size=SMALL_SIZE)))
+    return notes
+
+
+def plan_bar(index: int, bar: ChartBar, stack: list[Segment], texts: list[tuple[Words, ...]], overflow: list[Gpu],
+             x: float, frame: Frame, spec: ChartSpec) -> tuple[list[Box | Strokes | Words], Column, float, float]:
+    """A bar's segments, overflow hatch, label and notes; returns them, where it ends and its label's bottom."""
     items: list[Box | Strokes | Words] = []
     column = Column(leader_x=x + BAR_WIDTH)
     base = 0
-    for segment in stack:
+    for segment, lines in zip(stack, texts):
         top_y, bottom_y = frame.y_of(base + segment.bytes), frame.y_of(base)
-        note = describe_segment(segment, spec.unit)
-        tooltip = "\n".join((f"{bar.label}: {note}",) + segment.detail)
+        tooltip = "\n".join((f"{bar.label}: {describe_segment(segment, spec.unit)}",) + segment.detail)
         gid = f"bar{index}-{segment.key.replace('/', '-')}"
         items.append(Box(x, top_y, BAR_WIDTH, bottom_y - top_y, segment.css, "tm-segment", 0.5, gid, tooltip))
-        text = note if full else format_amount(segment.bytes, spec.unit)
-        column.notes.append(Note((top_y + bottom_y) / 2, (note_words(text, "tm-text tm-note"),), segment.css))
+        column.notes.append(Note((top_y + bottom_y) / 2, lines, segment.css))
         base += segment.bytes
     if overflow:
         line_y, top_y = frame.y_of(overflow[0].usable_bytes), frame.y_of(base)
         items.append(Strokes(make_hatch(x, top_y, x + BAR_WIDTH, line_y), "tm-overflow-hatch", 0.9))
         items.append(Box(x, top_y, BAR_WIDTH, line_y - top_y, "", "tm-overflow-outline", 1.2))
-        if full:
-            texts = [f"DOESN'T FIT {gpu.display} (+{format_amount(base - gpu.usable_bytes, spec.unit)})"
-                     for gpu in overflow]
-        else:  # narrow: the marker on a line of its own, then the GPUs
-            texts = ["DOESN'T FIT"] + [gpu.display for gpu in overflow]
-        lines = tuple(note_words(text, "tm-warning tm-note", bold=True) for text in texts)
-        column.notes.append(Note((top_y + line_y) / 2, lines))
-    labels = [Words(x, frame.plot_bottom + 16, bar.label, "tm-text tm-bar-label", bold=True),
-              Words(x, frame.plot_bottom + 30, f"{format_amount(base, spec.unit)} total", "tm-text-dim tm-bar-total",
-                    size=SMALL_SIZE)]
-    items.extend(labels)
-    items.append(Strokes((((x - 6, frame.plot_bottom), (x + BAR_WIDTH + 6, frame.plot_bottom)),), "tm-axis", 0.8))
+        column.notes.append(Note((top_y + line_y) / 2, texts[-1]))
     note_width = max((width_of(w) for note in column.notes for w in note.lines), default=0)
-    right = max(column.text_x + note_width, x + max(width_of(w) for w in labels))
-    return items, column, right
+    label_width = max(column.text_x + note_width - x, BAR_WIDTH + 40)
+    y = frame.plot_bottom + 16
+    for line in wrap_text(bar.label, label_width, FONT_SIZE, bold=True):
+        items.append(Words(x, y, line, "tm-text tm-bar-label", bold=True))
+        y += LINE_HEIGHT
+    items.append(Words(x, y, f"{format_amount(base, spec.unit)} total", "tm-text-dim tm-bar-total", size=SMALL_SIZE))
+    items.append(Strokes((((x - 6, frame.plot_bottom), (x + BAR_WIDTH + 6, frame.plot_bottom)),), "tm-axis", 0.8))
+    right = max([column.text_x + note_width] + [x + width_of(w) for w in items if isinstance(w, Words)])
+    return items, column, right, y
 
 
 def plan_capacity_notes(spec: ChartSpec, frame: Frame, line_end: float) -> Column:
@@ -561,14 +585,17 @@ def plan_drawing(spec: ChartSpec) -> Drawing:
     """Lay out the whole chart in SVG units."""
     stacks = [collect_segments(bar, spec) for bar in spec.bars]
     overflows = [find_overflow(bar.breakdown.total, spec.gpus) for bar in spec.bars]
-    frame = plan_frame(spec, stacks, overflows)
+    texts = [write_notes(spec, index, stack, overflow) for index, (stack, overflow) in enumerate(zip(stacks, overflows))]
+    frame = plan_frame(spec, texts)
 
     # Bars left to right, each followed by its column of notes; then the capacity labels.
     shapes: list[Box | Strokes | Words] = []
     columns: list[Column] = []
     x = frame.axis_x + BAR_GAP
+    labels_bottom = frame.plot_bottom
     for index, (bar, stack, overflow) in enumerate(zip(spec.bars, stacks, overflows)):
-        items, column, right = plan_bar(index, bar, stack, overflow, x, frame, spec)
+        items, column, right, label_bottom = plan_bar(index, bar, stack, texts[index], overflow, x, frame, spec)
+        labels_bottom = max(labels_bottom, label_bottom)
         shapes.extend(items)
         columns.append(column)
         x = round(right + COLUMN_GAP, 1)
@@ -590,21 +617,21 @@ def plan_drawing(spec: ChartSpec) -> Drawing:
     lines = plan_capacity_lines(spec, frame, line_end, boxes)
 
     items = shapes + lines + plan_axis(spec, frame) + notes
-    bottom = frame.plot_bottom + 30
+    bottom = labels_bottom
     if spec.example:
-        example, bottom = plan_example(spec, width, frame.plot_bottom + 44)
+        example, bottom = plan_example(spec, width, labels_bottom + 14)
         items.extend(example)
     return Drawing(width, math.ceil(bottom + MARGIN), tuple(items))
 
 
-def wrap_text(text: str, width: float, size: float) -> list[str]:
+def wrap_text(text: str, width: float, size: float, bold: bool = False) -> list[str]:
     """Split `text` into lines no wider than `width` (explicit newlines are kept)."""
     lines: list[str] = []
     for paragraph in text.splitlines() or [""]:
         current = ""
         for word in paragraph.split():
             candidate = f"{current} {word}" if current else word
-            if current and measure_text(candidate, size) > width:
+            if current and measure_text(candidate, size, bold) > width:
                 lines.append(current)
                 current = word
             else:

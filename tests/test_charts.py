@@ -256,6 +256,34 @@ def test_notes_name_each_bucket_with_its_amount_and_rule():
     assert "Overhead 0.59 GiB · fixed" in notes  # 600 MiB never reads as 0.0 / 0.6 GiB
 
 
+def test_wide_notes_put_the_rule_on_a_second_line_when_the_column_has_room():
+    parts = (
+        Part("weights", 2 * PARAMS, "2·P", "test", per_unit="2 B/param (bf16, one copy per data-parallel rank)"),
+        Part("gradients", 2 * PARAMS, "2·P", "test", per_unit="2 B/param (bf16)"),
+    )
+    small = Gpu("small", "Small 20GB", 20 * GiB, "20 GB")
+    spec = make_spec(bars=(ChartBar("1 GPU", Breakdown(params=PARAMS, parts=parts)),), gpus=(small,))
+    root = parse(render_chart(spec))
+    notes = strings_of(root, "tm-note")
+    assert notes == [
+        "DOESN'T FIT Small 20GB", f"+{gib(4 * PARAMS - 20 * GiB)} over its usable memory",
+        f"Gradients {gib(2 * PARAMS)}", "2 B/param (bf16)",
+        f"Weights {gib(2 * PARAMS)}", "2 B/param (bf16, one copy per…",  # cut to 40 characters at a word
+    ]
+    rules = [t for t in texts_of(root, "tm-note") if t.text.startswith("2 B/param")]
+    assert all(t.get("class") == "tm-text-dim tm-note" and t.get("font-size") == "10" for t in rules)
+    assert overlapping(all_text_boxes(root)) == []
+
+
+def test_long_bar_labels_wrap_under_their_bar():
+    label = "autocast with fp32 master weights and bf16 activations"
+    spec = make_spec(bars=tuple(ChartBar(label if i == 0 else f"bar {i}", make_training()) for i in range(3)))
+    root = parse(render_chart(spec))
+    lines = strings_of(root, "tm-bar-label")
+    assert len(lines) > 4 and " ".join(lines[:-2]) == label
+    assert overlapping(all_text_boxes(root)) == []
+
+
 def test_group_by_part_gives_every_part_a_segment_and_a_note():
     spec = make_spec(group_by="part", bars=(ChartBar("1 GPU", make_training()),), gpus=())
     root = parse(render_chart(spec))
@@ -531,8 +559,8 @@ def test_long_rules_are_shortened_in_notes_and_given_whole_in_tooltips():
     breakdown = Breakdown(params=1, parts=(Part("comm/prefetch", 3 * GiB, "x", "test", per_unit=rule),))
     spec = make_spec(bars=(ChartBar("1 GPU", breakdown),), gpus=(), group_by="part")
     root = parse(render_chart(spec))
-    [note] = strings_of(root, "tm-note")
-    assert note == "Comm buffers: prefetch 3.0 GiB · 2 blocks + root unit + 1 block, each 2…"  # 39 + …
+    # too wide for one line, so the rule takes a second line of its own
+    assert strings_of(root, "tm-note") == ["Comm buffers: prefetch 3.0 GiB", "2 blocks + root unit + 1 block, each 2…"]
     assert rule in next(g for g in root.iter(f"{SVG}g") if g.get("id")).find(f"{SVG}title").text
 
 
