@@ -4,20 +4,27 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
-STAMP := $(VENV)/.installed
+STAMP := $(VENV)/.installed-full
+SITE_STAMP := $(VENV)/.installed-site
 
-.PHONY: help install browser test test-fast site serve bench validate validate-cpu clean
+.PHONY: help install install-site browser test test-fast site serve bench validate validate-cpu clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+$(SITE_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $(SITE_STAMP)
+
+$(STAMP): $(SITE_STAMP)
 	$(BIN)/pip install -q -e '.[test,validate]'
 	touch $(STAMP)
 
-install: $(STAMP)  ## Create .venv and install the package with test and validate extras
+install-site: $(SITE_STAMP)  ## Create .venv with what building the site needs (no torch)
+
+install: $(STAMP)  ## Also install the test and validate extras (pytest, Playwright, torch CPU, transformers)
 
 browser: $(STAMP)  ## Make sure Chromium is available for Playwright (Debian package, else Playwright's download)
 	@$(PY) -m tests.browser_setup
@@ -28,11 +35,11 @@ test: install browser  ## Install everything the tests need and run the whole su
 test-fast: install  ## Run the tests that need no browser
 	$(PY) -m pytest -m "not browser"
 
-site: install  ## Build the default site into site/
+site: install-site  ## Build the default site into site/
 	$(PY) -m builder build
 	@echo "Open site/index.html in a browser, or run 'make serve'."
 
-serve: install  ## Preview on http://127.0.0.1:8000 with rebuild on change
+serve: install-site  ## Preview on http://127.0.0.1:8000 with rebuild on change
 	$(PY) -m builder serve
 
 bench: install browser  ## Build time, page weight and widget latency benchmarks
