@@ -445,8 +445,8 @@ def write_notes(spec: ChartSpec, index: int, stack: list[Segment], overflow: lis
     if not give_full_notes(spec, index):
         notes = [(note_words(format_amount(s.bytes, spec.unit), "tm-text tm-note"),) for s in stack]
         if overflow:  # narrow: the marker on a line of its own, then the GPUs
-            notes.append(tuple(note_words(t, "tm-warning tm-note", bold=True)
-                               for t in ["DOESN'T FIT"] + [gpu.display for gpu in overflow]))
+            notes.append((note_words("DOESN'T FIT", "tm-warning tm-note", bold=True),)
+                         + tuple(note_words(gpu.display, "tm-warning tm-note") for gpu in overflow))
         return notes
     notes = [(note_words(describe_segment(s, spec.unit), "tm-text tm-note"),) for s in stack]
     two_lines = (2 * len(stack) + 2 * len(overflow)) * LINE_HEIGHT + (len(stack) + 1) * NOTE_GAP <= MIN_PLOT_HEIGHT
