@@ -233,7 +233,7 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, rende
     md = make_markdown()
     catalogs = {"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets}
     has_references_page = any(p.slug == "references" for p in gathered.pages)
-    has_widget_script = (paths.static / "widgets.js").is_file()
+    has_widget_script = (paths.static / "widgets.js").is_file() or bool(widget_sources(paths.static))
     outputs, errors = {}, []
     for page in gathered.pages:
         if page.path in skip:
@@ -263,17 +263,37 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, rende
 
 # 5. Static files --------------------------------------------------------------------------
 
+def widget_sources(static_dir: Path) -> list[Path]:
+    """The widget script's sources: static/widgets/*.js in name order (00-core.js first)."""
+    folder = static_dir / "widgets"
+    return sorted(folder.glob("*.js")) if folder.is_dir() else []
+
+
+def bundle_script(sources: list[Path]) -> bytes:
+    """One widget script: the sources in one strict-mode function scope, full-line comments dropped."""
+    lines = ['(() => {', '"use strict";']
+    for path in sources:
+        lines += [line.rstrip() for line in path.read_text(encoding="utf-8").splitlines()
+                  if line.strip() and not line.lstrip().startswith("//")]
+    lines.append("})();")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
 def bundle_static(static_dir: Path) -> dict[str, bytes]:
-    """All static/*.css concatenated into static/site.css (site.css first); other files copied."""
+    """static/*.css concatenated into static/site.css (site.css first), static/widgets/*.js into
+    static/widgets.js (one script, one request); other files copied."""
     files = list_files(static_dir)
     stylesheets = sorted((p for p in files if p.suffix == ".css" and p.parent == static_dir),
                          key=lambda p: (p.name != "site.css", p.name))
+    scripts = widget_sources(static_dir)
     outputs = {}
     if stylesheets:
         outputs[STYLESHEET] = b"".join(f"/* ---- {p.name} ---- */\n".encode() + p.read_bytes().rstrip() + b"\n"
                                        for p in stylesheets)
+    if scripts:
+        outputs[WIDGET_SCRIPT] = bundle_script(scripts)
     for path in files:
-        if path not in stylesheets:
+        if path not in stylesheets and path not in scripts:
             outputs["static/" + path.relative_to(static_dir).as_posix()] = path.read_bytes()
     return outputs
 
