@@ -29,7 +29,7 @@ def run_forward(case: ActivationCase, layers: int, fake: bool = False, name_ops:
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         fake_mode = FakeTensorMode()
-    with fake_mode:
+    with fake_mode, masks_as_in_eager_runs(fake):
         model = build_model(hf_config(case, layers), case.dtype)
         if case.recompute == "full":
             enable_checkpointing(model)
@@ -82,3 +82,28 @@ def enable_checkpointing(model) -> None:
         model.activation_checkpointing_enable()
     else:
         model.gradient_checkpointing_enable()
+
+
+@contextlib.contextmanager
+def masks_as_in_eager_runs(fake: bool):
+    """Under fake tensors, let transformers skip the causal mask as it does in a real run.
+
+    transformers 5.23 treats a FakeTensor as "tracing" (`utils.import_utils.is_tracing`) and
+    then materialises an s x s attention mask for SDPA instead of passing `is_causal=True`;
+    a real run with no padding skips the mask. Inside fake-tensor measurements the check
+    looks only at the global tracing state (dynamo, jit, stream capture), not at the tensor,
+    and packed-sequence detection (which reads position_ids' values) reports no packing,
+    which is what it finds for our arange positions.
+    """
+    if not fake:
+        yield
+        return
+    from transformers import masking_utils
+
+    original_tracing, original_packed = masking_utils.is_tracing, masking_utils.find_packed_sequence_indices
+    masking_utils.is_tracing = lambda tensor=None: original_tracing(None)
+    masking_utils.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        masking_utils.is_tracing, masking_utils.find_packed_sequence_indices = original_tracing, original_packed
