@@ -125,3 +125,18 @@ def test_context_parallel_splits_tokens():
     one = estimate(Config(model=arch, seq_len=16384, attention="flash", recompute="full"))
     four = estimate(Config(model=arch, seq_len=16384, attention="flash", recompute="full", cp=4))
     assert four.get("activations/checkpoint") * 4 == one.get("activations/checkpoint")
+
+
+def test_lora_drops_weight_gradient_saves_and_adds_adapter_saves():
+    # A frozen linear layer needs its input only for its weight gradient, so it keeps none;
+    # PEFT casts each adapted projection's input to the fp32 adapter dtype (saved by lora_A)
+    # and lora_B keeps lora_A's output (T x r, fp32).
+    arch = MODELS["llama-2-7b"]
+    s, h, f, r = 4096, 4096, 11008, 16
+    full = layer_bytes(Config(model=arch, seq_len=s, attention="flash"))
+    lora = estimate(Config(model=arch, seq_len=s, attention="flash", lora_rank=r, lora_targets=("q", "v")))
+    per_layer = Fraction(sum(lora.get(f"activations/{g}") for g in LAYER_GROUPS + ("lora",)), arch.layers)
+    dropped = 2 * s * h * 3 + 2 * s * f + 2 * (2 * s * h)  # q/k/v, o_proj and gate/up inputs; down input; 2 norms
+    added = 2 * (4 * s * h + 4 * s * r)  # q and v adapters
+    assert per_layer == full - dropped + added
+    assert lora.get("activations/lora") == arch.layers * added

@@ -71,6 +71,7 @@ def symbols(arch: Architecture, config: Config, seq_len: int, micro_batch: int) 
         "V": Fraction(-(-arch.vocab // t)),
         "E": Fraction(arch.experts),
         "K": Fraction(arch.top_k),
+        "r": Fraction(config.lora_rank),
     }
 
 
@@ -92,6 +93,10 @@ def conditions(arch: Architecture, config: Config) -> set[str]:
         held.add("gelu_fused")
     if arch.positions == "learned":
         held.add("learned_positions")
+    if config.lora_rank:
+        held.update(f"lora_{target}" for target in config.lora_targets)
+    else:
+        held.update(("grad_qkv", "grad_o", "grad_mlp_in", "grad_mlp_out", "grad_norm"))
     return held
 
 

@@ -215,6 +215,8 @@ def validate_config(config: Config) -> None:
         fail("model", "tensor, pipeline, context and expert parallelism need an architecture, not a raw count")
     if config.mode == "train" and config.cp > 1 and config.seq_len % config.cp:
         fail("cp", f"{config.cp} must divide seq_len {config.seq_len}")
+    if config.offload != "none" and _shard_stage(config) < 1:
+        fail("offload", "CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards")
     if config.offload in ("params", "both") and _shard_stage(config) < 3:
         fail("offload", "offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD")
     if config.mode == "serve" and (config.zero or config.fsdp):

@@ -50,9 +50,11 @@ class Sharding:
 def sharding(config: Config) -> Sharding:
     """Divisors of ZeRO stages / FSDP strategies for dense and expert parameters."""
     stage = _shard_stage(config)
-    group = config.dp
+    # Context-parallel ranks hold the same parameters, so ZeRO/FSDP shard over dp x cp
+    # (Megatron-LM's distributed optimizer uses the data-parallel-with-context group).
+    group = config.dp * config.cp
     if config.fsdp == "HYBRID_SHARD":
-        group = config.fsdp_shard_group or min(config.dp, config.gpus_per_node)
+        group = config.fsdp_shard_group or min(group, config.gpus_per_node)
     expert_group = max(1, group // config.ep)
     pick = lambda needed, n: n if stage >= needed else 1  # noqa: E731
     label = f"FSDP {config.fsdp}" if config.fsdp else f"ZeRO-{stage}"
@@ -81,7 +83,7 @@ def weight_parts(arch: Architecture | None, config: Config, held: Holding, shard
     policy = config.policy
     count = _per_gpu(held, shard.params, shard.expert_params)
     note = f"{shard.label} shards weights over {shard.params} ranks" if shard.params > 1 else ""
-    quantised = config.qlora or (config.mode == "serve" and dtype_bytes(policy.param) < 1)
+    quantised = config.qlora or (config.mode == "serve" and dtype_bytes(policy.param) < 2)
     if config.offload in ("params", "both"):
         return []  # on the host; see host_parts
     if not quantised:
@@ -89,12 +91,19 @@ def weight_parts(arch: Architecture | None, config: Config, held: Holding, shard
         return [Part("weights", whole_bytes(count * per), "N_gpu x bytes(param dtype)",
                      MIXED if policy.master else TM101, f"{_fmt_b(per)} B/param ({policy.param})",
                      note, shard.params)]
-    # 4-bit linear weights; embeddings, norms and the output layer stay 16-bit.
+    # Quantised linear weights; embeddings, norms and the output layer stay 16-bit.
     fraction = held.linear / held.total if held.total else Fraction(1)
     linear = count * fraction
     other = count - linear
-    nibble = Fraction(1, 2)
-    if config.qlora or policy.param == "nf4":
+    nibble = Fraction(1, 2) if config.qlora else dtype_bytes(policy.param)
+    if nibble == 1:
+        # fp8: one fp32 scale per tensor (negligible); int8: one fp32 scale per output row
+        # (LLM.int8, Dettmers et al. 2022, arXiv:2208.07339, section 3), about 4/h B/param.
+        constants = Fraction(0) if policy.param == "fp8" else Fraction(4, arch.hidden if arch else 4096)
+        constant_rule = "per-tensor scales" if policy.param == "fp8" else "fp32 scale per output row"
+        source = "Micikevicius et al. 2022 (FP8 formats), arXiv:2209.05433" if policy.param == "fp8" else \
+            "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339"
+    elif config.qlora or policy.param == "nf4":
         # QLoRA: fp32 absmax per 64 weights, or with double quantisation an 8-bit absmax per 64
         # plus an fp32 constant per 256 blocks: 0.5 -> 0.127 bits per parameter (section 3).
         constants = (Fraction(1, 64) + Fraction(4, 64 * 256)) if config.qlora_double_quant else Fraction(4, 64)
@@ -105,8 +114,8 @@ def weight_parts(arch: Architecture | None, config: Config, held: Holding, shard
             "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128"
     base_dtype = "bf16" if config.qlora else "fp16"
     return [
-        Part("weights/quantised_linear", whole_bytes(linear * nibble), "N_linear x 0.5 B", source,
-             "0.5 B/param (4-bit)", "", shard.params),
+        Part("weights/quantised_linear", whole_bytes(linear * nibble), f"N_linear x {_fmt_b(nibble)} B", source,
+             f"{_fmt_b(nibble)} B/param ({'nf4' if config.qlora else policy.param})", "", shard.params),
         Part("weights/quantisation_constants", whole_bytes(linear * constants),
              "N_linear x constant bytes", source, f"{float(constants):.4f} B/param ({constant_rule})",
              "", shard.params),

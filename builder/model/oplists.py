@@ -11,7 +11,7 @@ Each row is (group, op, coefficient, shape, dtype, condition, core):
 Symbols (per GPU, one micro-batch): T tokens (b x s), Tr tokens in TP-replicated regions
 (T / t under sequence parallelism, else T), b micro-batch, s query tokens (after context
 parallelism), S keys per query, h hidden, a query heads (/t), k KV heads (max(1, k/t)),
-d head dim, f MLP inner width (/t), V vocabulary rows (/t), E experts, K top-k.
+d head dim, f MLP inner width (/t), V vocabulary rows (/t), E experts, K top-k, r LoRA rank.
 
 Because they are data, the same rows are evaluated by builder.model.activations, shown
 on the Activations page, compared with measurements (builder.validate) and shipped to the
@@ -47,6 +47,17 @@ CONDITIONS = {
     "gelu_fused": "GeLU as one op (saves only its input)",
     "swiglu": "SwiGLU MLP",
     "learned_positions": "learned position embeddings",
+    # Saved only for a weight gradient: gone when that weight is frozen (LoRA, QLoRA).
+    "grad_qkv": "the q/k/v (or c_attn) weights train",
+    "grad_o": "the attention output weights train",
+    "grad_mlp_in": "the first MLP weights (c_fc, or gate and up) train",
+    "grad_mlp_out": "the last MLP weights (c_proj or down) train",
+    "grad_norm": "the norm weights train",
+    # LoRA adapters (PEFT): each adapted projection casts its input to the fp32 adapter
+    # dtype (saved by lora_A) and keeps lora_A's output (saved by lora_B).
+    "lora_q": "a LoRA adapter on q", "lora_k": "a LoRA adapter on k", "lora_v": "a LoRA adapter on v",
+    "lora_o": "a LoRA adapter on the output projection", "lora_gate": "a LoRA adapter on gate",
+    "lora_up": "a LoRA adapter on up", "lora_down": "a LoRA adapter on down",
 }
 
 # Core attention. Dao et al. 2022 Algorithm 2: fused kernels keep O and the fp32
@@ -69,12 +80,22 @@ CORE_FP32_SOFTMAX = (
         "eager&dropout", True),
 )
 
+LORA = tuple(
+    row
+    for target, shape in (("q", "Tr h"), ("k", "Tr h"), ("v", "Tr h"), ("o", "T a d"),
+                          ("gate", "Tr h"), ("up", "Tr h"), ("down", "T f"))
+    for row in (
+        Row("lora", f"LoRA {target}: input cast to fp32 (saved by lora_A)", 1, shape, "fp32", f"lora_{target}"),
+        Row("lora", f"LoRA {target}: lora_A output (saved by lora_B)", 1, "T r", "fp32", f"lora_{target}"),
+    )
+)
+
 MLP_INNER = (
     # SwiGLU (transformers LlamaMLP): down(act(gate(x)) * up(x)).
     Row("mlp", "SiLU input (gate projection output)", 1, "T f", "act", "swiglu"),
     Row("mlp", "SiLU output (factor of the product)", 1, "T f", "act", "swiglu"),
     Row("mlp", "up projection output (factor of the product)", 1, "T f", "act", "swiglu"),
-    Row("mlp", "down projection input (the product)", 1, "T f", "act", "swiglu"),
+    Row("mlp", "down projection input (the product)", 1, "T f", "act", "swiglu&grad_mlp_out"),
     # GeLU as one op (Megatron fused bias-GeLU, torch.nn.GELU).
     Row("mlp", "GeLU input", 1, "T f", "act", "gelu_fused"),
     # transformers NewGELUActivation: 0.5*x*(1+tanh(c*(x+0.044715*x**3))) in Python ops:
@@ -83,25 +104,26 @@ MLP_INNER = (
     Row("mlp", "GeLU: tanh output", 1, "T f", "act", "gelu_python"),
     Row("mlp", "GeLU: 0.5*x factor", 1, "T f", "act", "gelu_python"),
     Row("mlp", "GeLU: 1+tanh factor", 1, "T f", "act", "gelu_python"),
-    Row("mlp", "second MLP linear input", 1, "T f", "act", "gelu_fused"),
-    Row("mlp", "second MLP linear input", 1, "T f", "act", "gelu_python"),
+    Row("mlp", "second MLP linear input", 1, "T f", "act", "gelu_fused&grad_mlp_out"),
+    Row("mlp", "second MLP linear input", 1, "T f", "act", "gelu_python&grad_mlp_out"),
 )
 
 # Megatron GPT block, Korthikanti et al. 2022 section 4.1 (LayerNorm statistics neglected
 # as in the paper). With a GeLU 4h MLP and dropout this sums to sbh(34 + 5as/h).
 MEGATRON_BLOCK = (
     Row("norms", "LayerNorm 1 input", 1, "Tr h", "act"),
-    Row("attention", "QKV projection input", 1, "Tr h", "act"),
+    Row("attention", "QKV projection input", 1, "Tr h", "act", "grad_qkv"),
     Row("attention", "Q for QK^T", 1, "T a d", "act"),
     Row("attention", "K for QK^T", 1, "T k d", "act"),
     Row("attention", "V for scores x V", 1, "T k d", "act"),
     *CORE_16BIT_SOFTMAX,
-    Row("attention", "output projection input", 1, "T a d", "act"),
+    Row("attention", "output projection input", 1, "T a d", "act", "grad_o"),
     Row("dropout", "attention output dropout mask", 1, "Tr h", "bool", "dropout"),
     Row("norms", "LayerNorm 2 input", 1, "Tr h", "act"),
-    Row("mlp", "first MLP linear input", 1, "Tr h", "act"),
+    Row("mlp", "first MLP linear input", 1, "Tr h", "act", "grad_mlp_in"),
     *MLP_INNER,
     Row("dropout", "MLP output dropout mask", 1, "Tr h", "bool", "dropout"),
+    *LORA,
 )
 
 _QKV_AS_SAVED = (
@@ -114,16 +136,17 @@ _QKV_AS_SAVED = (
 HF_GPT2_BLOCK = (
     Row("norms", "ln_1 input", 1, "Tr h", "act"),
     Row("norms", "ln_1 mean and rstd (fp32)", 2, "Tr", "fp32"),
-    Row("attention", "c_attn input (ln_1 output)", 1, "Tr h", "act"),
+    Row("attention", "c_attn input (ln_1 output)", 1, "Tr h", "act", "grad_qkv"),
     *_QKV_AS_SAVED,
     *CORE_16BIT_SOFTMAX,
-    Row("attention", "c_proj input (merged heads)", 1, "T a d", "act"),
+    Row("attention", "c_proj input (merged heads)", 1, "T a d", "act", "grad_o"),
     Row("dropout", "residual dropout mask after attention", 1, "Tr h", "bool", "dropout"),
     Row("norms", "ln_2 input", 1, "Tr h", "act"),
     Row("norms", "ln_2 mean and rstd (fp32)", 2, "Tr", "fp32"),
-    Row("mlp", "c_fc input (ln_2 output)", 1, "Tr h", "act"),
+    Row("mlp", "c_fc input (ln_2 output)", 1, "Tr h", "act", "grad_mlp_in"),
     *MLP_INNER,
     Row("dropout", "residual dropout mask after the MLP", 1, "Tr h", "bool", "dropout"),
+    *LORA,
 )
 
 
@@ -132,7 +155,8 @@ def _rmsnorm(name: str, group: str = "norms") -> tuple[Row, ...]:
     return (
         Row(group, f"{name}: input in fp32 (saved by pow and the multiply)", 1, "Tr h", "fp32"),
         Row(group, f"{name}: rsqrt of the mean square (fp32)", 1, "Tr", "fp32"),
-        Row(group, f"{name}: normalised input in the activation dtype (saved by weight x)", 1, "Tr h", "act"),
+        Row(group, f"{name}: normalised input in the activation dtype (saved by weight x)", 1, "Tr h", "act",
+            "grad_norm"),
     )
 
 
@@ -151,15 +175,16 @@ _MOE = (
 # transformers Llama / Mistral / Qwen2 decoder layer (RMSNorm, SwiGLU, rotary, GQA).
 HF_LLAMA_BLOCK = (
     *_rmsnorm("input_layernorm"),
-    Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "act"),
+    Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "act", "grad_qkv"),
     *_QKV_AS_SAVED,
     *CORE_FP32_SOFTMAX,
-    Row("attention", "o_proj input (merged heads)", 1, "T a d", "act"),
+    Row("attention", "o_proj input (merged heads)", 1, "T a d", "act", "grad_o"),
     *_rmsnorm("post_attention_layernorm"),
-    Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "act"),
+    Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "act", "grad_mlp_in"),
     *MLP_INNER,
+    *LORA,
 )
-HF_MIXTRAL_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if r.condition != "swiglu") + _MOE
+HF_MIXTRAL_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith("swiglu")) + _MOE
 
 # Non-layer parts. Embedding backward needs the token ids; the loss keeps the fp32
 # log-softmax (transformers ForCausalLMLoss upcasts logits.float()) and int64 labels.
