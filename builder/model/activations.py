@@ -81,8 +81,7 @@ def conditions(arch: Architecture, config: Config) -> set[str]:
     held = {"eager" if eager else "fused"}
     repeat = eager and arch.n_kv_heads != arch.heads and config.implementation == "hf"
     held.add("gqa_repeat" if repeat else "no_gqa_repeat")
-    if config.dropout:
-        held.add("dropout")
+    held.add("dropout" if config.dropout else "no_dropout")
     if config.policy.activation != "fp32":
         held.add("low_precision")
     if arch.mlp == "swiglu":
@@ -91,8 +90,9 @@ def conditions(arch: Architecture, config: Config) -> set[str]:
         held.add("gelu_python")
     else:
         held.add("gelu_fused")
-    if arch.positions == "learned":
-        held.add("learned_positions")
+    held.add("learned_positions" if arch.positions == "learned" else "rotary")
+    if config.recompute == "full":
+        held.add("full_recompute")
     if config.lora_rank:
         held.update(f"lora_{target}" for target in config.lora_targets)
     else:

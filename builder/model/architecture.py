@@ -155,6 +155,36 @@ def active_param_count(arch: Architecture) -> int:
     return total - arch.layers * (arch.experts - arch.top_k) * per_expert
 
 
+def parameter_tensors(arch: Architecture) -> list[tuple[tuple[int, ...], int]]:
+    """(shape, how many) of every parameter tensor, as transformers lays them out.
+
+    GPT-2's Conv1D stores weights as (in, out); nn.Linear as (out, in). Used where
+    sharding splits tensors along their first dimension (FSDP2). Dense models only.
+    """
+    if arch.is_moe:
+        raise ValueError(f"{arch.name}: per-tensor shapes are not modelled for MoE layers")
+    h, a, k, d, f, L = arch.hidden, arch.heads, arch.n_kv_heads, arch.d_head, arch.ffn, arch.layers
+    norm = [((h,), 2 if arch.norm == "layernorm" else 1)]
+    tensors: list[tuple[tuple[int, ...], int]] = [((arch.vocab, h), 1)]
+    if arch.positions == "learned":
+        tensors.append(((arch.max_positions, h), 1))
+    if arch.family == "gpt2":
+        layer = [((h, 3 * h), 1), ((3 * h,), 1), ((h, h), 1), ((h,), 1), ((h, f), 1), ((f,), 1), ((f, h), 1),
+                 ((h,), 1)] + norm * 2
+    else:
+        layer = [((a * d, h), 1), ((k * d, h), 2), ((h, a * d), 1)]
+        if arch.qkv_bias:
+            layer += [((a * d,), 1), ((k * d,), 2)]
+        if arch.out_bias:
+            layer.append(((h,), 1))
+        layer += [((f, h), arch.mlp_matrices - 1), ((h, f), 1)] + norm * 2
+    tensors += [(shape, count * L) for shape, count in layer]
+    tensors += norm
+    if not arch.tied_embeddings:
+        tensors.append(((arch.vocab, h), 1))
+    return tensors
+
+
 # Hugging Face config.json -> Architecture -------------------------------------------------
 
 _HF_FAMILIES = {

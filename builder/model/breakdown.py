@@ -27,6 +27,7 @@ class Part:
     per_unit: str = ""  # the bytes-per-unit rule a chart annotates, e.g. '2 B/param'
     simplification: str = ""  # what this part leaves out, when it is a simplification
     sharded_by: int = 1  # how many ranks share the unsharded amount (1: replicated)
+    transient: bool = False  # live at the peak but not saved for backward (e.g. returned logits)
 
     @property
     def bucket(self) -> str:
@@ -62,9 +63,13 @@ class Breakdown:
                 return p
         raise KeyError(name)
 
-    def get(self, name: str, default: int = 0) -> int:
-        """Bytes of part `name`, or of all parts under the prefix `name/`; `default` if none."""
-        matched = [p.bytes for p in self.parts if p.name == name or p.name.startswith(name + "/")]
+    def get(self, name: str, default: int = 0, transient: bool = True) -> int:
+        """Bytes of part `name`, or of all parts under the prefix `name/`; `default` if none.
+
+        With transient=False, parts that are live but not saved for backward are left out
+        (what saved_tensors_hooks measures)."""
+        matched = [p.bytes for p in self.parts if (p.name == name or p.name.startswith(name + "/"))
+                   and (transient or not p.transient)]
         return sum(matched) if matched else default
 
     def buckets(self) -> dict[str, int]:

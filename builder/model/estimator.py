@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from builder.model import activations as act
-from builder.model.architecture import Architecture, param_count
+from builder.model.architecture import Architecture, param_count, parameter_tensors
 from builder.model.breakdown import Breakdown, Part, join_parts, whole_bytes
 from builder.model.config import Config, _shard_stage, validate_config
 from builder.model.placement import Holding, Stage, holding, lora_params, stages
@@ -67,6 +67,17 @@ def _per_gpu(held: Holding, dense_div: int, expert_div: int) -> Fraction:
     return held.dense / dense_div + held.expert / expert_div
 
 
+def _sharded(arch: Architecture | None, config: Config, held: Holding, dense_div: int, expert_div: int) -> Fraction:
+    """Like _per_gpu, but FSDP (per-parameter sharding, FSDP2 fully_shard) splits each tensor along
+    dim 0 in chunks of ceil(dim0 / n) (torch.chunk), so the first ranks hold the rounded-up chunk."""
+    exact_shapes = (arch is not None and config.fsdp and dense_div > 1 and not arch.is_moe
+                    and config.tp == config.pp == config.ep == 1 and not config.lora_rank)
+    if not exact_shapes:
+        return _per_gpu(held, dense_div, expert_div)
+    return Fraction(sum(count * -(-shape[0] // dense_div) * math.prod(shape[1:])
+                        for shape, count in parameter_tensors(arch)))
+
+
 def _fmt_b(value: Fraction) -> str:
     """Bytes per parameter as a short string ('2', '0.5', '1.02')."""
     if value.denominator == 1:
@@ -81,7 +92,7 @@ def _fmt_b(value: Fraction) -> str:
 def weight_parts(arch: Architecture | None, config: Config, held: Holding, shard: Sharding) -> list[Part]:
     """Weights in their dtype (4-bit bases with their quantisation constants)."""
     policy = config.policy
-    count = _per_gpu(held, shard.params, shard.expert_params)
+    count = _sharded(arch, config, held, shard.params, shard.expert_params)
     note = f"{shard.label} shards weights over {shard.params} ranks" if shard.params > 1 else ""
     quantised = config.qlora or (config.mode == "serve" and dtype_bytes(policy.param) < 2)
     if config.offload in ("params", "both"):
@@ -146,13 +157,13 @@ def master_and_grad_parts(config: Config, trainable: Holding, shard: Sharding, l
         parts.append(Part("gradients", whole_bytes(grads * 4), "N_adapters x 4 B", LORA,
                           "4 B/adapter param (fp32); frozen base weights get none", "", shard.grads))
         return parts
-    master = _per_gpu(trainable, shard.optimizer, shard.expert_optimizer)
+    master = _sharded(config.model, config, trainable, shard.optimizer, shard.expert_optimizer)
     if policy.master and policy.master != policy.param:
         per = dtype_bytes(policy.master)
         parts.append(Part("optimizer/master", whole_bytes(master * per), "N x bytes(master dtype)", MIXED,
                           f"{_fmt_b(per)} B/param ({policy.master} master copy)",
                           "counted with optimizer states, as ZeRO's K does", shard.optimizer))
-    grads = _per_gpu(trainable, shard.grads, shard.expert_grads)
+    grads = _sharded(config.model, config, trainable, shard.grads, shard.expert_grads)
     per = dtype_bytes(policy.grad)
     parts.append(Part("gradients", whole_bytes(grads * per), "N x bytes(grad dtype)", MIXED,
                       f"{_fmt_b(per)} B/param ({policy.grad})", "", shard.grads))
@@ -167,8 +178,10 @@ def master_and_grad_parts(config: Config, trainable: Holding, shard: Sharding, l
 
 def optimizer_parts(arch: Architecture | None, config: Config, trainable: Holding, shard: Sharding) -> list[Part]:
     """Optimizer states: Adam m and v, momentum, 8-bit blocks, Adafactor factors."""
-    count = _per_gpu(trainable, shard.optimizer, shard.expert_optimizer)
+    count = _sharded(arch, config, trainable, shard.optimizer, shard.expert_optimizer)
     state = config.policy.optimizer_state
+    if config.lora_rank and arch is not None and not config.optimizer_state_dtype:
+        state = "fp32"  # torch keeps optimizer states in the parameter's dtype: LoRA adapters are fp32
     per = dtype_bytes(state)
     name = config.optimizer
     if name in ("adam", "adamw"):
@@ -248,7 +261,7 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
         parts.append(Part("activations/recompute_working_layer", whole_bytes(working),
                           "one layer's saved tensors, recomputed during its backward",
                           "Chen et al. 2016, arXiv:1604.06174, section 3", _per_token_rule(working, tokens),
-                          "peak during backward, not saved across layers"))
+                          "peak during backward, not saved across layers", transient=True))
     extra: list[act.Saved] = []
     if stage.has_embedding:
         extra += act.first_stage_saved(arch, config, values)
@@ -263,7 +276,8 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
         parts.append(Part("activations/logits", whole_bytes(logits),
                           "b x s x V x bytes(activation dtype)", act.HF_CODE,
                           f"{_fmt_b(dtype_bytes(policy.activation))} B per token per vocabulary entry",
-                          "the logits the forward returns, held until backward (not a saved tensor)"))
+                          "the logits the forward returns, held until backward (not a saved tensor)",
+                          transient=True))
     return parts
 
 

@@ -38,6 +38,7 @@ class Row(NamedTuple):
 # Conditions a row may require (all joined by '&' must hold).
 CONDITIONS = {
     "dropout": "dropout is active",
+    "no_dropout": "dropout is off",
     "eager": "attention computed in eager PyTorch (s x s scores materialised)",
     "fused": "attention by a fused kernel (SDPA / FlashAttention)",
     "gqa_repeat": "eager attention with fewer KV heads than query heads (repeat_kv copies K and V)",
@@ -47,6 +48,8 @@ CONDITIONS = {
     "gelu_fused": "GeLU as one op (saves only its input)",
     "swiglu": "SwiGLU MLP",
     "learned_positions": "learned position embeddings",
+    "rotary": "rotary position embeddings",
+    "full_recompute": "full activation recomputation (checkpointed layers)",
     # Saved only for a weight gradient: gone when that weight is frozen (LoRA, QLoRA).
     "grad_qkv": "the q/k/v (or c_attn) weights train",
     "grad_o": "the attention output weights train",
@@ -73,8 +76,8 @@ CORE_16BIT_SOFTMAX = (
 CORE_FP32_SOFTMAX = (
     Row("attention", "fused kernel: logsumexp per head and row (fp32)", 1, "b a s", "fp32", "fused", True),
     Row("attention_scores", "softmax output (fp32)", 1, "b a s S", "fp32", "eager", True),
-    Row("attention_scores", "softmax output cast to the activation dtype", 1, "b a s S", "act",
-        "eager&low_precision", True),
+    Row("attention_scores", "softmax output cast to the activation dtype (saved by scores x V)", 1, "b a s S", "act",
+        "eager&low_precision&no_dropout", True),
     Row("attention_scores", "attention dropout mask", 1, "b a s S", "bool", "eager&dropout", True),
     Row("attention_scores", "attention dropout output (input of scores x V)", 1, "b a s S", "act",
         "eager&dropout", True),
@@ -192,6 +195,12 @@ FIRST_STAGE = (
     Row("embedding", "token ids for the embedding backward (int64)", 1, "T", "int64"),
     Row("embedding", "position ids (int64)", 1, "s", "int64", "learned_positions"),
     Row("embedding", "embedding dropout mask", 1, "Tr h", "bool", "dropout"),
+    # Shared by every layer, so counted once: rotary cos and sin of shape (1, s, d) each.
+    Row("embedding", "rotary cos and sin (shared by every layer)", 2, "s d", "act", "rotary"),
+    # Checkpointed layers keep their tensor arguments: the 4-D causal mask eager attention
+    # gets (b x 1 x s x S) and, for rotary models, the position ids. Shared by every layer.
+    Row("embedding", "4-D causal mask kept as a checkpoint input", 1, "b s S", "act", "eager&full_recompute"),
+    Row("embedding", "position ids kept as a checkpoint input (int64)", 1, "s", "int64", "rotary&full_recompute"),
 )
 LAST_STAGE_LAYERNORM = (
     Row("final_norm", "ln_f input", 1, "Tr h", "act"),
@@ -199,12 +208,14 @@ LAST_STAGE_LAYERNORM = (
     Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act"),
     Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32"),
     Row("loss", "shifted labels (int64)", 1, "T", "int64"),
+    Row("loss", "NLL loss total weight (fp32 scalar)", 1, "", "fp32"),
 )
 LAST_STAGE_RMSNORM = (
     *_rmsnorm("final norm", "final_norm"),
     Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act"),
     Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32"),
     Row("loss", "shifted labels (int64)", 1, "T", "int64"),
+    Row("loss", "NLL loss total weight (fp32 scalar)", 1, "", "fp32"),
 )
 
 BLOCKS = {
