@@ -23,10 +23,10 @@ VNU_JAVA_OPTIONS = ["-Xss8m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
 
 AXE_RUN = """async () => {
   const result = await axe.run(document, {resultTypes: ['violations']});
-  return result.violations.map(v => ({
+  return {passes: result.passes.length, violations: result.violations.map(v => ({
     id: v.id, impact: v.impact, help: v.help,
     nodes: v.nodes.map(n => ({target: n.target.join(' '), html: n.html, summary: n.failureSummary || ''})),
-  }));
+  }))};
 }"""
 
 CHART_TEXT_BOXES = """() => {
@@ -87,9 +87,9 @@ FIGURE_INVENTORY = """() => {
 def run_axe(page, axe_source: str) -> list[str]:
     """Run axe-core (injected from the local file, bypassing page CSP) and describe every violation."""
     page.evaluate(axe_source + "\n;undefined")
-    violations = page.evaluate(AXE_RUN)
-    lines = []
-    for violation in violations:
+    result = page.evaluate(AXE_RUN)
+    lines = [] if result["passes"] else ["axe-core ran no passing rule: it did not really check the page"]
+    for violation in result["violations"]:
         for node in violation["nodes"]:
             lines.append(
                 f"{violation['id']} ({violation['impact']}): {violation['help']} | node {node['target']} | "
@@ -234,15 +234,24 @@ def find_horizontal_overflow(page) -> list[str]:
 
 
 def widest_elements(page) -> str:
-    """Name the elements that stick out past the right edge of the viewport."""
+    """Name the outermost elements that stick out past the viewport's right edge (not those inside scrollers)."""
     culprits = page.evaluate(
-        """() => [...document.body.querySelectorAll('*')]
-          .filter(el => el.getBoundingClientRect().right > window.innerWidth + 0.5)
-          .filter(el => !el.parentElement || el.parentElement.getBoundingClientRect().right <= window.innerWidth + 0.5)
-          .slice(0, 5)
-          .map(el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
-               (el.classList.length ? '.' + [...el.classList].join('.') : '') +
-               ` right=${Math.round(el.getBoundingClientRect().right)}`)"""
+        """() => {
+          const edge = window.innerWidth + 0.5;
+          const contained = el => {
+            for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+              if (getComputedStyle(a).overflowX !== 'visible') return true;
+            }
+            return false;
+          };
+          const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+            (el.classList.length ? '.' + [...el.classList].join('.') : '');
+          return [...document.body.querySelectorAll('*')]
+            .filter(el => el.getBoundingClientRect().right > edge && !contained(el))
+            .filter(el => el.parentElement === document.body || el.parentElement.getBoundingClientRect().right <= edge)
+            .slice(0, 5)
+            .map(el => `${name(el)} in ${name(el.parentElement)} right=${Math.round(el.getBoundingClientRect().right)}`);
+        }"""
     )
     return "sticking out: " + ", ".join(culprits) if culprits else "no single element found"
 

@@ -93,6 +93,7 @@ class PageVisit:
 
     page: object
     url: str
+    context: object = None
     console_errors: list[str] = field(default_factory=list)
     failed_requests: list[str] = field(default_factory=list)
     foreign_requests: list[str] = field(default_factory=list)
@@ -104,6 +105,20 @@ class PageVisit:
             + [f"failed request: {text}" for text in self.failed_requests]
             + [f"request to another origin: {text}" for text in self.foreign_requests]
         )
+
+    def close(self) -> None:
+        """Close the browser context this page lives in."""
+        if self.context is not None:
+            self.context.close()
+            self.context = None
+
+    def __enter__(self) -> PageVisit:
+        """Use as `with open_page(...) as visit:` to close the context afterwards."""
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        """Close the context when the block ends."""
+        self.close()
 
 
 def watch_page(page, url: str) -> PageVisit:
@@ -168,12 +183,13 @@ class SiteBrowser:
         page.set_default_timeout(LOAD_TIMEOUT_MS)
         url = self.base_url + path.lstrip("/")
         visit = watch_page(page, url)
+        visit.context = context
         page.goto(url, wait_until="load")
         settle(page, js)
         return visit
 
     def close(self) -> None:
-        """Close every context this helper opened."""
+        """Close every context this helper opened (closing one twice is harmless)."""
         for context in self.contexts:
             context.close()
         self.contexts.clear()

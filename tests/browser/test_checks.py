@@ -112,3 +112,22 @@ def test_vnu_failure_to_run_is_reported(java_path, tmp_path):
     """A checker that cannot run yields a problem line rather than a silent pass."""
     found = checks.run_vnu(java_path, tmp_path / "missing.jar", [FIXTURE_SITE / "good" / "index.html"], FIXTURE_SITE)
     assert len(found) == 1 and found[0].startswith("vnu did not produce JSON")
+
+
+def test_missing_prerequisite_fails_under_ci(monkeypatch):
+    """Under CI a missing browser prerequisite fails the test instead of skipping it."""
+    from tests.conftest import require
+
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="Chromium is missing"):
+        require(None, "Chromium")
+
+
+def test_missing_prerequisite_skips_locally(monkeypatch):
+    """Outside CI a missing browser prerequisite skips with the reason."""
+    from tests.conftest import require
+
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="make browser"):
+        require(None, "Chromium")
+    assert require("/usr/bin/chromium", "Chromium") == "/usr/bin/chromium"

@@ -27,10 +27,10 @@ def test_pages_load_cleanly_under_sub_path(site_browser, site_pages):
     """Every page loads with no console error, no failed request and nothing from another origin."""
     problems = []
     for path in site_pages:
-        visit = site_browser.open_page(path)
-        problems += [f"{path}: {problem}" for problem in visit.problems()]
-        if not visit.page.url.startswith(site_browser.base_url):
-            problems.append(f"{path}: ended up outside the sub-path at {visit.page.url}")
+        with site_browser.open_page(path) as visit:
+            problems += [f"{path}: {problem}" for problem in visit.problems()]
+            if not visit.page.url.startswith(site_browser.base_url):
+                problems.append(f"{path}: ended up outside the sub-path at {visit.page.url}")
     fail_with(problems, "load problems")
 
 
@@ -38,8 +38,10 @@ def test_charts_and_tables_show_without_javascript(site_browser, site_pages):
     """With JavaScript off every chart and table is shown, and none that scripts add is missing."""
     problems = []
     for path in site_pages:
-        without = checks.figure_inventory(site_browser.open_page(path, js=False).page)
-        with_js = checks.figure_inventory(site_browser.open_page(path).page)
+        with site_browser.open_page(path, js=False) as visit:
+            without = checks.figure_inventory(visit.page)
+        with site_browser.open_page(path) as visit:
+            with_js = checks.figure_inventory(visit.page)
         for kind in ("charts", "tables"):
             problems += [f"{path}: {kind[:-1]} {item['name']} hidden without JavaScript"
                          for item in without[kind] if not item["shown"]]
@@ -55,8 +57,8 @@ def test_axe_finds_no_violations(site_browser, site_pages, axe_source, color_sch
     """axe-core reports zero violations on every page in the given colour scheme."""
     problems = []
     for path in site_pages:
-        page = site_browser.open_page(path, color_scheme=color_scheme).page
-        problems += [f"{path} [{color_scheme}]: {line}" for line in checks.run_axe(page, axe_source)]
+        with site_browser.open_page(path, color_scheme=color_scheme) as visit:
+            problems += [f"{path} [{color_scheme}]: {line}" for line in checks.run_axe(visit.page, axe_source)]
     fail_with(problems, f"axe-core violations ({color_scheme})")
 
 
@@ -75,8 +77,8 @@ def test_site_works_from_file_urls(file_browser, site_pages):
     """Every page opened from a file:// URL loads all it needs, with no console error."""
     problems = []
     for path in site_pages:
-        visit = file_browser.open_page(path)
-        problems += [f"{path} (file://): {problem}" for problem in visit.problems()]
+        with file_browser.open_page(path) as visit:
+            problems += [f"{path} (file://): {problem}" for problem in visit.problems()]
     fail_with(problems, "problems from file://")
 
 
@@ -85,10 +87,10 @@ def test_layout_fits_and_chart_text_is_legible(site_browser, site_pages, screens
     """At 360 and 1280 px nothing overflows sideways and no chart label overlaps another or is clipped."""
     problems = []
     for path in site_pages:
-        page = site_browser.open_page(path, viewport=viewport).page
         shot = screenshot_dir / f"{viewport[0]}px" / (path.replace("/", "__").removesuffix(".html") + ".png")
         shot.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(shot), full_page=True, animations="disabled")
-        found = checks.find_horizontal_overflow(page) + checks.find_chart_text_problems(page)
+        with site_browser.open_page(path, viewport=viewport) as visit:
+            visit.page.screenshot(path=str(shot), full_page=True, animations="disabled")
+            found = checks.find_horizontal_overflow(visit.page) + checks.find_chart_text_problems(visit.page)
         problems += [f"{path} @{viewport[0]}px: {line} (screenshot {shot})" for line in found]
     fail_with(problems, f"layout problems at {viewport[0]} px")
