@@ -32,6 +32,7 @@ from mdit_py_plugins.anchors import anchors_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from mdit_py_plugins.footnote import footnote_plugin
 
+from builder.widgets import to_json, widget_context
 from builder.content import WIDGETS, ContentError, Page, Reference, convert_widget_option, parse_options
 from builder.grids import EvaluatedChart, format_amount, group_amounts
 
@@ -53,6 +54,7 @@ class PageContext:
     errors: list[ContentError] = field(default_factory=list)
     cited: list[str] = field(default_factory=list)
     widgets: list[str] = field(default_factory=list)
+    widget_count: int = 0  # widgets rendered so far on this page (for unique element ids)
     svgs: dict[str, str] = field(default_factory=dict)  # chart id -> SVG markup
 
     def error(self, line: int, message: str) -> None:
@@ -314,9 +316,13 @@ def fit_verdict(total: int, capacity: int, unit: str) -> str:
 
 
 def render_widget(context: PageContext, name: str, values: dict[str, Any]) -> str:
-    """A widget's server-side partial, given its options (also as JSON for the script)."""
+    """A widget's server-side partial, given its options and its state from builder.widgets."""
+    state = widget_context(name, values, context.catalogs)
+    context.widget_count += 1
     return context.templates.get_template(f"partials/widget-{name}.html").render(
-        widget=WIDGETS[name], options=values, options_json=json.dumps(values, sort_keys=True))
+        widget=WIDGETS[name], options=values, options_json=json.dumps(values, sort_keys=True),
+        state=state, state_json=to_json(state.get("data", {})),
+        widget_id=f"{name}-{context.widget_count}")
 
 
 # Templates and pages ----------------------------------------------------------------------
