@@ -128,7 +128,10 @@ def ensure_system_packages() -> None:
         apt_install(wanted)
     if find_chromium() is None:
         say("no Debian Chromium; trying Playwright's own download")
-        run_command([sys.executable, "-m", "playwright", "install", "chromium"])
+        try:
+            run_command([sys.executable, "-m", "playwright", "install", "chromium"])
+        except SetupError as error:
+            raise SetupError(f"{error}\nPlaywright's download failed; as root, `apt-get install chromium` instead") from None
     chromium = find_chromium()
     if chromium is None:
         raise SetupError("Chromium is not available (install Debian's 'chromium' package as root)")
