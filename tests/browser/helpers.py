@@ -3,10 +3,17 @@
 Widget tests (issue 4) use the `open_page` fixture from tests/conftest.py, which is
 `SiteBrowser.open_page` bound to the built site:
 
-    visit = open_page("calculator.html?zero=3", js=True, color_scheme="dark",
-                      reduced_motion=True, viewport=(360, 800))
-    visit.page.keyboard.press("z")
-    assert visit.problems() == []
+    def test_zero_cycles(open_page, axe_source):
+        with open_page("calculator.html?zero=3", js=True, color_scheme="dark",
+                       reduced_motion=True, viewport=(360, 800)) as visit:
+            visit.page.keyboard.press("z")
+            assert visit.problems() == []              # console errors, failed or foreign requests
+            assert checks.run_axe(visit.page, axe_source) == []
+            assert checks.find_chart_text_problems(visit.page) == []
+            assert checks.find_horizontal_overflow(visit.page) == []
+
+Other fixtures (tests/conftest.py): site_url, site_dir, site_pages, site_browser, file_browser
+(same API over file:// URLs), chromium, axe_source, vnu_jar, java_path, screenshot_dir.
 """
 
 from __future__ import annotations
