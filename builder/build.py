@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from builder.catalog import CatalogError, load_gpus, load_models
-from builder.content import (BuildFailed, ContentError, Page, display_name, read_pages, read_presets,
+from builder.content import (WIDGETS, BuildFailed, ContentError, Page, display_name, read_pages, read_presets,
                              read_references, read_site_config)
 from builder.grids import EvaluatedChart, evaluate_chart
 from builder.render import PageContext, make_markdown, make_templates, render_body, render_page
@@ -252,7 +252,8 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, rende
         errors += context.errors
         if context.errors:
             continue
-        scripts = [WIDGET_SCRIPT] if context.widgets and has_widget_script else []
+        scripted = any(WIDGETS[name].scripted for name in context.widgets)
+        scripts = [WIDGET_SCRIPT] if scripted and has_widget_script else []
         extra = {"stylesheet": STYLESHEET, "scripts": scripts,
                  "references": sorted(gathered.references.values(), key=lambda r: r.number)}
         html = render_page(templates, page, gathered.pages, gathered.site, body, extra)

@@ -49,6 +49,7 @@ class WidgetSpec:
     name: str
     title: str
     options: dict[str, str]  # option -> kind: 'model', 'gpu', 'gpus', 'preset', 'int', 'number', 'str', 'bool'
+    scripted: bool = True  # False: server-rendered only, the page loads no widget script for it
 
 
 # The one registry of widgets (issue 4 implements them; a placement renders the partial
@@ -62,6 +63,7 @@ WIDGETS: dict[str, WidgetSpec] = {
         WidgetSpec("memory-budget", "Memory budget",
                    {"preset": "preset", "model": "model", "micro_batch": "int", "seq_len": "int",
                     "precision": "str", "gpu": "gpu"}),
+        WidgetSpec("validation", "Validation report", {}, scripted=False),
         WidgetSpec("calculator", "Memory calculator", {"preset": "preset", "gpus": "gpus"}),
     )
 }

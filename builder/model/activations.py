@@ -91,6 +91,8 @@ def conditions(arch: Architecture, config: Config) -> set[str]:
     else:
         held.add("gelu_fused")
     held.add("learned_positions" if arch.positions == "learned" else "rotary")
+    if arch.norm == "layernorm" or config.implementation == "megatron":
+        held.add("embedding_dropout")
     if config.recompute == "full":
         held.add("full_recompute")
     if config.lora_rank:

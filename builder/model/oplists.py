@@ -49,6 +49,7 @@ CONDITIONS = {
     "swiglu": "SwiGLU MLP",
     "learned_positions": "learned position embeddings",
     "rotary": "rotary position embeddings",
+    "embedding_dropout": "a dropout layer after the embeddings (GPT-2's embd_pdrop; Llama-style models have none)",
     "full_recompute": "full activation recomputation (checkpointed layers)",
     # Saved only for a weight gradient: gone when that weight is frozen (LoRA, QLoRA).
     "grad_qkv": "the q/k/v (or c_attn) weights train",
@@ -194,7 +195,7 @@ HF_MIXTRAL_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith
 FIRST_STAGE = (
     Row("embedding", "token ids for the embedding backward (int64)", 1, "T", "int64"),
     Row("embedding", "position ids (int64)", 1, "s", "int64", "learned_positions"),
-    Row("embedding", "embedding dropout mask", 1, "Tr h", "bool", "dropout"),
+    Row("embedding", "embedding dropout mask (GPT-2 embd_pdrop)", 1, "Tr h", "bool", "dropout&embedding_dropout"),
     # Shared by every layer, so counted once: rotary cos and sin of shape (1, s, d) each.
     Row("embedding", "rotary cos and sin (shared by every layer)", 2, "s d", "act", "rotary"),
     # Checkpointed layers keep their tensor arguments: the 4-D causal mask eager attention

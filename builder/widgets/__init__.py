@@ -16,6 +16,7 @@ MODULES = {
     "bytes-per-param": "builder.widgets.bytes_per_param",
     "memory-budget": "builder.widgets.memory_budget",
     "calculator": "builder.widgets.calculator",
+    "validation": "builder.widgets.validation",
 }
 
 

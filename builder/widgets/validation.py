@@ -1,0 +1,168 @@
+"""The validation report: predicted (the model, at build time) vs measured (committed data).
+
+Measurements come from `python -m builder validate --write` (content/validation/*.json);
+predictions are recomputed on every build by builder.validate.compare, which needs no
+torch. Nothing here runs in the browser: the report is a server-rendered figure and table.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from builder.validate.compare import TOLERANCES, Row, compare_documents
+from builder.validate.results import VALIDATION_DIR, read_json
+
+QUANTITY_NAMES = {
+    "per_layer": "activations per layer",
+    "rest": "activations outside the layers",
+    "weights": "weights",
+    "gradients": "gradients",
+    "optimizer": "optimizer states",
+}
+MARKERS = {"per_layer": "circle", "rest": "square", "weights": "diamond", "gradients": "diamond",
+           "optimizer": "diamond"}
+MARKER_CLASS = {"per_layer": "tm-bucket-activations", "rest": "tm-bucket-gradients", "weights": "tm-bucket-weights",
+                "gradients": "tm-bucket-weights", "optimizer": "tm-bucket-weights"}
+FILE_NAMES = {
+    "activations.json": "Activations (transformers models on CPU)",
+    "large_shapes.json": "Real 7B-70B layer shapes (FakeTensorMode, nothing allocated)",
+    "model_states.json": "Model states after an optimizer step",
+    "sharding.json": "FSDP2 sharding (fake process group)",
+}
+
+
+def load_documents(folder: Path = VALIDATION_DIR) -> dict[str, dict]:
+    """The committed result documents (not the per-op listings), by file name."""
+    return {path.name: read_json(path) for path in sorted(folder.glob("*.json"))
+            if not path.name.startswith("saved_tensors_")}
+
+
+def context(options: dict[str, Any], catalogs: dict[str, Any], documents: dict[str, dict] | None = None
+            ) -> dict[str, Any]:
+    """Rows, summary, environment and the chart, for templates/partials/widget-validation.html."""
+    documents = load_documents() if documents is None else documents
+    rows = compare_documents(documents)
+    return {
+        "summary": summarise(rows),
+        "groups": [{"title": FILE_NAMES.get(name, name), "rows": [table_row(r) for r in rows if r.file == name]}
+                   for name in documents if any(r.file == name for r in rows)],
+        "outside": [table_row(r) for r in rows if r.status != "ok"],
+        "environment": next(iter(documents.values()), {}).get("environment", {}),
+        "svg": draw_scatter(rows),
+        "data": {},
+    }
+
+
+def summarise(rows: list[Row]) -> dict[str, Any]:
+    """Counts per quantity, the worst error and the tolerance of each."""
+    quantities = []
+    for quantity, name in QUANTITY_NAMES.items():
+        mine = [r for r in rows if r.quantity == quantity]
+        if not mine:
+            continue
+        errors = [abs(r.relative_error) for r in mine if r.relative_error is not None]
+        quantities.append({
+            "name": name, "cases": len(mine), "within": sum(r.status == "ok" for r in mine),
+            "tolerance": "byte-exact" if TOLERANCES[quantity] == 0 else f"within {TOLERANCES[quantity]:.0%}",
+            "worst": f"{max(errors):.2%}" if errors else "n/a",
+        })
+    return {"total": len(rows), "within": sum(r.status == "ok" for r in rows), "quantities": quantities}
+
+
+def table_row(row: Row) -> dict[str, Any]:
+    """One table line: the case, the quantity, both byte counts, the error and the verdict."""
+    error = row.relative_error
+    return {
+        "case": row.case, "quantity": QUANTITY_NAMES[row.quantity], "measured": f"{row.measured:,}",
+        "predicted": "n/a" if row.predicted is None else f"{row.predicted:,}",
+        "error": "n/a" if error is None else f"{error:+.2%}",
+        "tolerance": "0 B" if TOLERANCES[row.quantity] == 0 else f"±{TOLERANCES[row.quantity]:.0%}",
+        "verdict": "within tolerance" if row.status == "ok" else ("no prediction" if row.predicted is None
+                                                                  else "OUTSIDE tolerance"),
+        "note": row.note,
+    }
+
+
+# --- the chart: plain SVG, deterministic, colours from static/charts.css classes -------------
+
+WIDTH, HEIGHT, LEFT, BOTTOM, TOP, RIGHT = 660, 420, 64, 52, 16, 196
+
+
+def draw_scatter(rows: list[Row]) -> str:
+    """Predicted against measured bytes on log-log axes, one marker shape per quantity."""
+    points = [r for r in rows if r.predicted]
+    if not points:
+        return ""
+    values = [v for r in points for v in (r.measured, r.predicted) if v > 0]
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def x_of(value: float) -> float:
+        return LEFT + (math.log10(value) - low) / (high - low) * plot_w
+
+    def y_of(value: float) -> float:
+        return TOP + plot_h - (math.log10(value) - low) / (high - low) * plot_h
+
+    within = sum(r.status == "ok" for r in rows)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img" '
+             f'aria-labelledby="validation-title validation-desc" class="tm-chart">',
+             '<title id="validation-title">Predicted against measured bytes</title>',
+             f'<desc id="validation-desc">{len(rows)} compared quantities on log-log axes; {within} lie within '
+             f'tolerance. Points on the diagonal are exact predictions.</desc>']
+    for power in range(low, high + 1):
+        x, y = x_of(10 ** power), y_of(10 ** power)
+        parts.append(f'<path class="tm-axis" d="M{x:.1f} {TOP}V{TOP + plot_h}M{LEFT} {y:.1f}H{LEFT + plot_w}" '
+                     f'stroke-width="0.4" fill="none"/>')
+        parts.append(f'<text class="tm-text-dim" x="{x:.1f}" y="{TOP + plot_h + 16}" font-size="10" '
+                     f'text-anchor="middle">{format_power(power)}</text>')
+        parts.append(f'<text class="tm-text-dim" x="{LEFT - 6}" y="{y + 3:.1f}" font-size="10" '
+                     f'text-anchor="end">{format_power(power)}</text>')
+    parts.append(f'<path class="tm-capacity" d="M{LEFT} {TOP + plot_h}L{LEFT + plot_w} {TOP}" stroke-width="1" '
+                 f'stroke-dasharray="4 3" fill="none"/>')
+    parts.append(f'<text class="tm-text" x="{LEFT + plot_w / 2}" y="{HEIGHT - 12}" font-size="11" '
+                 f'text-anchor="middle">measured bytes (log scale)</text>')
+    parts.append(f'<text class="tm-text" x="14" y="{TOP + plot_h / 2}" font-size="11" text-anchor="middle" '
+                 f'transform="rotate(-90 14 {TOP + plot_h / 2})">predicted bytes (log scale)</text>')
+    for row in points:
+        parts.append(marker(row.quantity, x_of(row.measured), y_of(row.predicted), row.status != "ok"))
+    legend_y = TOP + 10
+    for quantity, name in QUANTITY_NAMES.items():
+        if quantity in ("gradients", "optimizer"):
+            continue
+        label = "model states" if quantity == "weights" else name
+        parts.append(marker(quantity, LEFT + plot_w + 18, legend_y, False))
+        parts.append(f'<text class="tm-text" x="{LEFT + plot_w + 28}" y="{legend_y + 4}" font-size="10">{label}</text>')
+        legend_y += 18
+    parts.append(marker("per_layer", LEFT + plot_w + 18, legend_y, True))
+    parts.append(f'<text class="tm-text" x="{LEFT + plot_w + 28}" y="{legend_y + 4}" font-size="10">'
+                 f'outside tolerance</text>')
+    parts.append(f'<text class="tm-text-dim" x="{LEFT + plot_w + 10}" y="{legend_y + 26}" font-size="10">'
+                 f'dashed: predicted = measured</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def marker(quantity: str, x: float, y: float, outside: bool) -> str:
+    """A small marker: circle, square or diamond in the quantity's class; a ring marks a miss."""
+    css = MARKER_CLASS[quantity]
+    shape = MARKERS[quantity]
+    if shape == "circle":
+        mark = f'<circle class="{css}" cx="{x:.1f}" cy="{y:.1f}" r="3.2"/>'
+    elif shape == "square":
+        mark = f'<rect class="{css}" x="{x - 3:.1f}" y="{y - 3:.1f}" width="6" height="6"/>'
+    else:
+        mark = f'<path class="{css}" d="M{x:.1f} {y - 4:.1f}l4 4-4 4-4-4z"/>'
+    if outside:
+        mark += f'<circle class="tm-capacity" cx="{x:.1f}" cy="{y:.1f}" r="7" fill="none" stroke-width="1.5"/>'
+    return mark
+
+
+def format_power(power: int) -> str:
+    """10^power as a short byte label: '1 KB', '10 MB' (decimal, as the axis is in bytes)."""
+    names = {0: "1 B", 3: "1 kB", 6: "1 MB", 9: "1 GB"}
+    if power in names:
+        return names[power]
+    base = 3 * (power // 3)
+    return f"{10 ** (power - base)} {names.get(base, f'1e{base} B').split(' ', 1)[1]}"

@@ -1,0 +1,29 @@
+"""The Validation page's report: every committed case compared with the model at build time,
+and a case outside tolerance shown, never hidden (issue 5)."""
+
+import copy
+
+from builder.validate.compare import compare_documents
+from builder.widgets.validation import context, load_documents
+
+
+def test_report_covers_every_committed_case_within_tolerance():
+    documents = load_documents()
+    rows = compare_documents(documents)
+    report = context({}, {})
+    assert report["summary"]["total"] == len(rows) > 300
+    assert report["summary"]["within"] == sum(r.status == "ok" for r in rows)
+    assert sum(len(g["rows"]) for g in report["groups"]) == len(rows)
+    assert report["environment"]["torch"].startswith("2.13.0")
+    assert report["svg"].count("<circle") + report["svg"].count("<rect") + report["svg"].count("<path") > len(rows)
+
+
+def test_a_case_outside_tolerance_is_listed_and_ringed():
+    documents = copy.deepcopy(load_documents())
+    case = documents["model_states.json"]["cases"][0]
+    case["measured"]["gradient_bytes"] += 1  # one byte off: states must be byte-exact
+    report = context({}, {}, documents)
+    assert report["summary"]["within"] == report["summary"]["total"] - 1
+    assert [row["case"] for row in report["outside"]] == [case["name"]]
+    assert report["outside"][0]["verdict"] == "OUTSIDE tolerance"
+    assert 'r="7" fill="none"' in report["svg"]  # the ring that marks a miss
