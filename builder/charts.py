@@ -309,16 +309,28 @@ def collect_segments(bar: ChartBar, spec: ChartSpec) -> list[Segment]:
 
 @lru_cache(maxsize=4096)
 def measure_text(text: str, size: float, bold: bool = False) -> float:
-    """Width of `text` in SVG units, measured with matplotlib's DejaVu Sans (a wide font)."""
+    """Width of `text` in SVG units in matplotlib's DejaVu Sans (a wide font): the sum of glyph
+    advances. Kerning is ignored, which errs wide by well under 1%: safe for layout."""
+    advance = glyph_advances(bold)
+    return sum(advance(ch) for ch in text) * size / 100
+
+
+@lru_cache(maxsize=2)
+def glyph_advances(bold: bool):
+    """A cached function: advance width of one character at 100 pt (laying out whole strings
+    with ft2font.set_text costs about a millisecond each; glyphs are looked up once)."""
     from matplotlib import font_manager
     from matplotlib.ft2font import LoadFlags
 
     properties = font_manager.FontProperties(family="DejaVu Sans", weight="bold" if bold else "normal")
     font = font_manager.get_font(font_manager.findfont(properties))
-    font.set_size(size, 72)
-    font.set_text(text, 0.0, flags=LoadFlags.NO_HINTING)
-    width, _ = font.get_width_height()
-    return width / 64
+    font.set_size(100, 72)
+
+    @lru_cache(maxsize=None)
+    def advance(character: str) -> float:
+        return font.load_char(ord(character), flags=LoadFlags.NO_HINTING).linearHoriAdvance / 65536
+
+    return advance
 
 
 def width_of(words: Words) -> float:
