@@ -57,12 +57,14 @@ class WidgetSpec:
 WIDGETS: dict[str, WidgetSpec] = {
     spec.name: spec
     for spec in (
+        # Options of the two teaching widgets: see builder/widgets/bytes_per_param.py and memory_budget.py.
         WidgetSpec("bytes-per-param", "Bytes per parameter",
-                   {"model": "model", "params": "int", "precision": "str", "optimizer": "str",
-                    "zero": "int", "dp": "int", "gpus": "gpus"}),
+                   {"model": "model", "params": "str", "precision": "str", "optimizer": "str",
+                    "zero": "int", "dp": "int", "gpus": "gpus", "presets": "str", "segments": "str",
+                    "min_params": "str", "max_params": "str", "title": "str"}),
         WidgetSpec("memory-budget", "Memory budget",
-                   {"preset": "preset", "model": "model", "micro_batch": "int", "seq_len": "int",
-                    "precision": "str", "gpu": "gpu"}),
+                   {"preset": "preset", "model": "model", "params": "str", "micro_batch": "int", "seq_len": "int",
+                    "precision": "str", "gpu": "gpu", "budget": "str", "breakdown": "bool", "title": "str"}),
         WidgetSpec("validation", "Validation report", {}, scripted=False),
         WidgetSpec("calculator", "Memory calculator", {"preset": "preset", "gpus": "gpus"}),
     )

@@ -147,7 +147,7 @@ def render_placement(self: Any, tokens: list[Token], index: int, options: Any, e
     context: PageContext = env["context"]
     meta = tokens[index].meta
     if meta["kind"] == "widget":
-        return render_widget(context, meta["name"], meta["values"])
+        return render_widget(context, meta["name"], meta["values"], meta.get("state"))
     chart = context.charts[meta["name"]]
     return render_chart_block(context.templates, chart, context.svgs.get(meta["name"]) if meta["kind"] == "chart"
                               else None)
@@ -233,6 +233,10 @@ def check_widget(meta: dict[str, Any], line: int, context: PageContext) -> None:
         except ValueError as error:
             context.error(line, f"widget {name}: option {key} {error}")
     meta["values"] = values
+    try:  # the widget's own checks (e.g. a malformed segments= option) name the placement's line
+        meta["state"] = widget_context(name, values, context.catalogs)
+    except ValueError as error:
+        context.error(line, f"widget {name}: {error}")
     if name not in context.widgets:
         context.widgets.append(name)
 
@@ -315,9 +319,9 @@ def fit_verdict(total: int, capacity: int, unit: str) -> str:
     return f"no, {format_amount(total - capacity, unit)} over"
 
 
-def render_widget(context: PageContext, name: str, values: dict[str, Any]) -> str:
+def render_widget(context: PageContext, name: str, values: dict[str, Any], state: dict[str, Any] | None = None) -> str:
     """A widget's server-side partial, given its options and its state from builder.widgets."""
-    state = widget_context(name, values, context.catalogs)
+    state = widget_context(name, values, context.catalogs) if state is None else state
     context.widget_count += 1
     return context.templates.get_template(f"partials/widget-{name}.html").render(
         widget=WIDGETS[name], options=values, options_json=json.dumps(values, sort_keys=True),

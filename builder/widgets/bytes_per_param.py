@@ -1,0 +1,250 @@
+"""Bytes-per-parameter widget (seed 000): parameters x a table of bytes per parameter, ZeRO-sharded.
+
+`context(options, catalogs)` computes the default figure with builder.model.teaching.bytes_per_param
+and every text the page shows; static/widgets/10-bytes-per-param.js recomputes the same texts
+with the same rules (exact integer bytes, the same formatting) from `data`.
+
+Author options (registered in builder/content.py, WIDGETS):
+    model=llama-3-8b       start from a catalog model's parameter count
+    params=7B              start from a raw count (7e9, 350M, 124439808)
+    zero=0..3, dp=8        start ZeRO stage and GPU count
+    gpus=a100-80gb,...     capacity lines (ids from content/gpus.toml; usable bytes)
+    presets="GPT-2:gpt2,7B:7e9"   chips: label:model-id or label:count, or just a model id
+    segments="INT4 weights:0.5:3,FP16 KV cache:1.5:3"   label:bytes per param:ZeRO stage that shards it (1-3, never)
+    min_params=100M max_params=70B   slider bounds
+    precision=bf16-mixed optimizer=adamw   the default table's assumptions (the only ones it models)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from typing import Any
+
+from builder.model.architecture import param_count
+from builder.model.teaching import ADAM_SEGMENTS, ZERO_STAGES, Segment, bytes_per_param
+from builder.model.units import format_bytes
+
+DEFAULT_PRESETS = "GPT-2:gpt2,7B:llama-2-7b,13B:llama-2-13b,70B:llama-2-70b"
+DEFAULT_GPUS = ("rtx-4090", "a100-80gb", "h100-80gb")
+DEFAULT_PARAMS = 7 * 10**9
+DEFAULT_BOUNDS = (100 * 10**6, 70 * 10**9)
+DEFAULT_GPU_COUNT = 8
+SLIDER_STEPS = 400  # log-scale positions of the parameter slider
+SCALE_MARGIN = Fraction(115, 100)  # the bar spans max(total, largest GPU) x 1.15 (seed 000)
+SUPPORTED = {"precision": ("bf16-mixed", "fp16-mixed"), "optimizer": ("adam", "adamw")}
+STAGE_NAMES = ("none", "stage 1", "stage 2", "stage 3")
+COLOURS = {"weights": "weights", "master": "master", "momentum": "optimizer", "variance": "optimizer tm-shade-1",
+           "gradients": "gradients", "activations": "activations", "kv": "kv-cache"}
+CYCLE = ("weights", "kv-cache", "gradients", "optimizer", "activations", "comm", "overhead", "other")
+UNITS = ((10**9, "B", "billion"), (10**6, "M", "million"), (10**3, "K", "thousand"), (1, "", ""))
+
+
+# Texts shared with the script (same rules in static/widgets/10-bytes-per-param.js) -----------
+
+def format_params(params: int) -> str:
+    """'124M', '3.7B', '6.74B', '70.0B': three significant digits rounded half up, at most one
+    trailing zero kept (integer arithmetic, so the script prints the same)."""
+    unit, suffix, _ = next(u for u in UNITS if params >= u[0])
+    decimals = max(0, 3 - len(str(params // unit)))
+    digits = str((2 * params * 10**decimals + unit) // (2 * unit)).rjust(decimals + 1, "0")
+    if not decimals:
+        return digits + suffix
+    return digits[:-decimals] + "." + (digits[-decimals:].rstrip("0") or "0") + suffix
+
+
+def params_words(params: int) -> str:
+    """The slider's aria-valuetext: '7.0 billion parameters'."""
+    short = format_params(params)
+    word = next((u[2] for u in UNITS if u[1] and short.endswith(u[1])), "")
+    return (short[:-1] + " " + word if word else short) + " parameters"
+
+
+def fit_text(total: int, gpus: list[dict[str, Any]]) -> str:
+    """'fits on A100 SXM 80GB (17.9 GiB headroom); exceeds RTX 4090 24GB by 38.0 GiB'."""
+    return "; ".join(f"fits on {g['name']} ({format_bytes(g['bytes'] - total)} headroom)" if total <= g["bytes"]
+                     else f"exceeds {g['name']} by {format_bytes(total - g['bytes'])}" for g in gpus)
+
+
+def texts(params: int, zero: int, gpu_count: int, data: dict[str, Any]) -> dict[str, str]:
+    """Every text of the figure for one state, keyed as the partial's data-t attributes."""
+    segments = data["segments"]
+    full = figure_bytes(params, 0, 1, segments)
+    per = figure_bytes(params, zero, gpu_count, segments)
+    short = format_params(params)
+    stage = STAGE_NAMES[zero]
+    verdict = fit_text(sum(per if zero else full), data["gpus"])
+    out = {"p": short, "tot": format_bytes(sum(full)), "per": format_bytes(sum(per)),
+           "ftot": f"Total = {short} × {data['sum']} B = {format_bytes(sum(full))}",
+           "fper": f"Per GPU with ZeRO {stage} on {gpu_count} GPUs = {format_bytes(sum(per))}",
+           "hper": f"Per GPU (ZeRO {stage}, {gpu_count} GPUs)",
+           "verdict": verdict[:1].upper() + verdict[1:] + "." if verdict else ""}
+    for index, segment in enumerate(segments):
+        divisor = gpu_count if sharded(segment, zero) else 1
+        out[f"s{index}"] = format_bytes(full[index])
+        out[f"g{index}"] = format_bytes(per[index])
+        out[f"f{index}"] = (f"{segment['label']} = {short} × {segment['text']} B"
+                            + (f" / {divisor}" if divisor > 1 else "") + f" = {format_bytes(per[index])}")
+        out[f"c{index}"] = segment["label"] + (f" / {gpu_count} (sharded)" if divisor > 1 else " (full)")
+    for index, gpu in enumerate(data["gpus"]):
+        out[f"v{index}"] = fit_cell(sum(full), gpu["bytes"])
+        out[f"w{index}"] = fit_cell(sum(per), gpu["bytes"])
+    out["sum"] = (f"Bytes per parameter: {short} parameters, ZeRO {stage}, {gpu_count} GPUs. Total "
+                  f"{out['tot']}" + (f", {out['per']} per GPU" if zero else "") + ". " + out["verdict"])
+    return out
+
+
+def fit_cell(total: int, capacity: int) -> str:
+    """A table cell: 'yes, 17.9 GiB left' or 'no, 3.2 GiB over'."""
+    if total <= capacity:
+        return f"yes, {format_bytes(capacity - total)} left"
+    return f"no, {format_bytes(total - capacity)} over"
+
+
+def sharded(segment: dict[str, Any], zero: int) -> bool:
+    """Whether ZeRO stage `zero` (0-3) shards this segment (its shard stage is 1-3, or 4 for never)."""
+    return zero >= segment["shard"]
+
+
+def figure_bytes(params: int, zero: int, gpu_count: int, segments: list[dict[str, Any]]) -> list[int]:
+    """Per-segment bytes from the teaching model (the figure's only source of numbers)."""
+    table = tuple(Segment(s["id"], s["label"], Fraction(s["num"], s["den"]),
+                          ZERO_STAGES[s["shard"]] if s["shard"] < 4 else "never") for s in segments)
+    return [part.bytes for part in bytes_per_param(params, table, ZERO_STAGES[zero], gpu_count).parts]
+
+
+# Reading the author's options -------------------------------------------------------------
+
+def parse_count(text: str) -> int:
+    """'7B', '350M', '7e9', '124439808' -> a positive integer (raises ValueError)."""
+    match = re.fullmatch(r"\s*([0-9][0-9_.]*(?:e[0-9]+)?)\s*([KMBT]?)\s*", text, re.I)
+    if not match:
+        raise ValueError(f"cannot read parameter count {text!r} (write e.g. 7B, 350M or 7e9)")
+    scale = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}[match.group(2).upper()]
+    value = Fraction(match.group(1).replace("_", "")) * scale
+    if value.denominator != 1 or value < 1:
+        raise ValueError(f"parameter count {text!r} must be a positive whole number")
+    return int(value)
+
+
+def model_params(model_id: str, catalogs: dict[str, Any]) -> int:
+    """A catalog model's parameter count."""
+    return param_count(catalogs["model"][model_id])
+
+
+def read_presets(text: str, catalogs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Preset chips from 'label:model-id' / 'label:7B' / 'model-id' items, keyed 1..n."""
+    presets = []
+    for index, item in enumerate(i.strip() for i in text.split(",") if i.strip()):
+        label, _, value = item.rpartition(":")
+        if value in catalogs["model"]:
+            params = model_params(value, catalogs)
+            label = label or catalogs["model"][value].extra.get("display", value)
+        else:
+            params = parse_count(value)
+            label = label or format_params(params)
+        presets.append({"label": label, "params": params, "key": str(index + 1)})
+    if len(presets) > 9:
+        raise ValueError("presets: at most 9 (number keys 1-9)")
+    return presets
+
+
+def read_segments(text: str | None) -> list[dict[str, Any]]:
+    """The segment table: the seed's mixed-precision Adam table, or 'label:bytes:stage' items."""
+    if text is None:
+        return [segment_data(s.id, s.label, s.bytes_per_param, s.shard_from, s.simplification, i)
+                for i, s in enumerate(ADAM_SEGMENTS)]
+    segments = []
+    for index, item in enumerate(i.strip() for i in text.split(",") if i.strip()):
+        fields = item.split(":")
+        if len(fields) != 3:
+            raise ValueError(f"segment {item!r}: write label:bytes per param:stage (e.g. INT4 weights:0.5:3)")
+        label, amount, stage = (f.strip() for f in fields)
+        try:
+            per = Fraction(amount)
+        except ValueError:
+            raise ValueError(f"segment {item!r}: bytes per param {amount!r} is not a number") from None
+        stage = {"1": "stage1", "2": "stage2", "3": "stage3", "never": "never", "none": "never"}.get(
+            stage.removeprefix("stage"))
+        if stage is None or per <= 0:
+            raise ValueError(f"segment {item!r}: bytes must be positive and the stage 1, 2, 3 or never")
+        ident = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-") or f"segment-{index + 1}"
+        segments.append(segment_data(ident, label, per, stage, "", index))
+    if not segments:
+        raise ValueError("segments: give at least one label:bytes:stage item")
+    return segments
+
+
+def segment_data(ident: str, label: str, per: Fraction, shard_from: str, note: str, index: int) -> dict[str, Any]:
+    """One segment as the script reads it: exact bytes per parameter as num/den, shard stage 1-4."""
+    colour = next((c for key, c in COLOURS.items() if key in ident), CYCLE[index % len(CYCLE)])
+    text = f"{float(per):g}" if per.denominator in (1, 2, 4, 5, 8, 10, 20, 25, 50, 100) else f"{per}"
+    return {"id": ident, "label": label, "num": per.numerator, "den": per.denominator, "text": text,
+            "shard": ZERO_STAGES.index(shard_from) if shard_from != "never" else 4,
+            "colour": "tm-bucket-" + colour, "note": note}
+
+
+def check_assumptions(options: dict[str, Any]) -> None:
+    """precision/optimizer name the default table's assumptions; other values need segments=."""
+    for key, allowed in SUPPORTED.items():
+        if key in options and options[key] not in allowed and "segments" not in options:
+            raise ValueError(f"{key}={options[key]} is not the seed-000 table (mixed-precision Adam: "
+                             f"{key} {' or '.join(allowed)}); describe it with segments=label:bytes:stage,...")
+
+
+# The figure ---------------------------------------------------------------------------------
+
+def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]:
+    """The server-rendered default state and the script's data (raises ValueError on bad options)."""
+    check_assumptions(options)
+    low = parse_count(options.get("min_params", "")) if "min_params" in options else DEFAULT_BOUNDS[0]
+    high = parse_count(options.get("max_params", "")) if "max_params" in options else DEFAULT_BOUNDS[1]
+    if not low < high:
+        raise ValueError("min_params must be below max_params")
+    params = (model_params(options["model"], catalogs) if "model" in options
+              else parse_count(options["params"]) if "params" in options else DEFAULT_PARAMS)
+    zero, gpu_count = options.get("zero", 0), options.get("dp", DEFAULT_GPU_COUNT)
+    if zero not in range(4) or not 1 <= gpu_count <= 4096:
+        raise ValueError("zero must be 0-3 and dp 1-4096")
+    gpus = [{"name": catalogs["gpu"][g].display, "bytes": catalogs["gpu"][g].usable_bytes}
+            for g in options.get("gpus", DEFAULT_GPUS)]
+    segments = read_segments(options.get("segments"))
+    total_bpp = sum((Fraction(s["num"], s["den"]) for s in segments), Fraction(0))
+    data = {"segments": segments, "gpus": gpus, "min": min(low, params), "max": max(high, params),
+            "steps": SLIDER_STEPS, "sum": f"{float(total_bpp):g}",
+            "presets": read_presets(options.get("presets", DEFAULT_PRESETS), catalogs)}
+    data["start"] = {"p": params, "z": zero, "n": gpu_count}
+    return {"data": data, "params": params, "zero": zero, "gpu_count": gpu_count,
+            "step": slider_step(params, data), "words": params_words(params),
+            "bytes": ",".join(map(str, figure_bytes(params, 0, 1, segments))) + ";"
+                     + ",".join(map(str, figure_bytes(params, zero, gpu_count, segments))),
+            "texts": texts(params, zero, gpu_count, data), "bars": bars(params, zero, gpu_count, data),
+            "notes": [s for s in segments if s["note"]], "stages": STAGE_NAMES}
+
+
+def slider_step(params: int, data: dict[str, Any]) -> int:
+    """The log-scale slider position nearest to `params`."""
+    low, high = math.log10(data["min"]), math.log10(data["max"])
+    return round(data["steps"] * (math.log10(params) - low) / (high - low))
+
+
+def bars(params: int, zero: int, gpu_count: int, data: dict[str, Any]) -> dict[str, Any]:
+    """Geometry in percent of the bar width: segments of both bars, overflow hatching, capacity lines."""
+    full = figure_bytes(params, 0, 1, data["segments"])
+    per = figure_bytes(params, zero, gpu_count, data["segments"])
+    scale = max([sum(full)] + [g["bytes"] for g in data["gpus"]]) * SCALE_MARGIN
+    percent = lambda amount: f"{float(100 * amount / scale):.3f}"  # noqa: E731 - one formula
+    lines = [{"x": percent(g["bytes"]), "end": 100 * g["bytes"] / scale > 50, "name": g["name"],
+              "capacity": format_bytes(g["bytes"])} for g in data["gpus"]]
+    return {"lines": lines, "rows": [bar_row(amounts, data["gpus"], percent) for amounts in (full, per)]}
+
+
+def bar_row(amounts: list[int], gpus: list[dict[str, Any]], percent) -> dict[str, Any]:
+    """One bar: stacked segment rectangles and the hatched part past the smallest GPU it exceeds."""
+    starts = [sum(amounts[:i]) for i in range(len(amounts))]
+    total = sum(amounts)
+    exceeded = [g["bytes"] for g in gpus if g["bytes"] < total]
+    over = min(exceeded) if exceeded else total
+    return {"rects": [{"x": percent(s), "w": percent(a)} for s, a in zip(starts, amounts)],
+            "over": {"x": percent(over), "w": percent(total - over)}, "fits": not exceeded}
