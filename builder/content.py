@@ -66,7 +66,8 @@ WIDGETS: dict[str, WidgetSpec] = {
                    {"preset": "preset", "model": "model", "params": "str", "micro_batch": "int", "seq_len": "int",
                     "precision": "str", "gpu": "gpu", "budget": "str", "breakdown": "bool", "title": "str"}),
         WidgetSpec("validation", "Validation report", {}, scripted=False),
-        WidgetSpec("calculator", "Memory calculator", {"preset": "preset", "gpus": "gpus"}),
+        WidgetSpec("calculator", "Memory calculator", {"preset": "preset", "model": "model", "gpus": "gpus",
+                                                        "gpu": "gpu"}),
     )
 }
 

@@ -1,0 +1,430 @@
+"""The calculator widget (seeds 002 and 004): every knob of the memory model in one form.
+
+Python computes the default state with builder.model, so the widget is a complete figure
+before any script runs (form, chart, parts table, fits-on list, largest batch and sequence).
+It also emits, as data, everything model-specific the browser needs to evaluate any other
+state: the architectures, the op lists of builder.model.oplists, dtype sizes, precision
+policies, optimizer-state and quantisation rules, part sources and the GPU catalog.
+static/widgets/30-calculator.js holds only the arithmetic, mirroring builder.model.estimator
+and builder.model.questions; tests/browser/test_widget_calculator.py compares the two.
+
+The form state is a flat dict of strings (the form's control names, also the URL keys);
+`config_from_state` turns it into the Config the model reads. The texts the widget shows
+(summary, verdicts, answers) are made here and mirrored by the script.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from builder.model import Config, estimate, param_count
+from builder.model import estimator as est
+from builder.model import oplists
+from builder.model.activations import HF_CODE, KORTHIKANTI
+from builder.model.architecture import Architecture
+from builder.model.breakdown import BUCKETS, Breakdown
+from builder.model.config import ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, PRECISIONS, RECOMPUTE
+from builder.model.questions import Fit, max_micro_batch, max_seq_len
+from builder.model.units import DTYPE_BYTES, format_bytes
+
+CUSTOM = "custom"
+SERVE_WEIGHTS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
+KV_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
+FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM",
+            "korthikanti": "Korthikanti Table 2 formula"}
+SHARDING = {"0": "none (ZeRO-0)", "1": "ZeRO-1", "2": "ZeRO-2", "3": "ZeRO-3",
+            **{name: f"FSDP {name}" for name in FSDP_STRATEGIES}}
+SEARCH_LIMITS = {"micro_batch": 1 << 16, "seq_len": 1 << 22}
+
+
+@dataclass(frozen=True)
+class Control:
+    """One form control: its state key (also its URL key), label, kind and where it shows."""
+
+    key: str
+    label: str
+    kind: str  # 'select', 'number', 'check' or 'radio'
+    choices: tuple[tuple[str, str], ...] = ()  # (value, text) for select and radio
+    show: str = ""  # '', 'train', 'serve' or 'custom': shown only in that state
+    low: int = 0  # number inputs: min
+    high: int = 0  # number inputs: max
+    hint: str = ""  # a short note after the label
+
+
+def _pairs(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(value, value) pairs for choices shown as their own name."""
+    return tuple((v, v) for v in values)
+
+
+ARCH_CONTROLS = (
+    Control("layers", "Layers", "number", show=CUSTOM, low=1, high=1024),
+    Control("hidden", "Hidden size", "number", show=CUSTOM, low=1, high=65536),
+    Control("heads", "Attention heads", "number", show=CUSTOM, low=1, high=1024),
+    Control("kv_heads", "KV heads", "number", show=CUSTOM, low=1, high=1024),
+    Control("head_dim", "Head dim", "number", show=CUSTOM, low=1, high=1024),
+    Control("ffn", "FFN size", "number", show=CUSTOM, low=0, high=262144),
+    Control("vocab", "Vocabulary", "number", show=CUSTOM, low=1, high=1048576),
+    Control("mlp", "MLP", "select", (("swiglu", "SwiGLU (3 matrices)"), ("gelu", "GeLU (2 matrices)")), CUSTOM),
+    Control("norm", "Norm", "select", (("rmsnorm", "RMSNorm"), ("layernorm", "LayerNorm")), CUSTOM),
+    Control("tied", "Tied embeddings", "check", show=CUSTOM),
+    Control("experts", "Experts (0 = dense)", "number", show=CUSTOM, low=0, high=1024),
+    Control("top_k", "Experts per token", "number", show=CUSTOM, low=0, high=1024),
+)
+TRAIN_CONTROLS = (
+    Control("precision", "Precision policy", "select", _pairs(tuple(PRECISIONS)), "train"),
+    Control("optimizer", "Optimizer", "select", _pairs(OPTIMIZERS), "train"),
+    Control("micro_batch", "Micro-batch", "number", show="train", low=1, high=65536),
+    Control("seq_len", "Sequence length", "number", show="train", low=1, high=4194304, hint="tokens"),
+    Control("grad_accum", "Gradient accumulation", "number", show="train", low=1, high=4096,
+            hint="micro-batches per step"),
+    Control("recompute", "Recompute", "radio", _pairs(RECOMPUTE), "train"),
+    Control("attention", "Attention", "select", _pairs(ATTENTION), "train"),
+    Control("formula", "Activations counted", "select", tuple(FORMULAS.items()), "train"),
+    Control("dropout", "Dropout on", "check", show="train"),
+    Control("lora_rank", "LoRA rank", "number", show="train", low=0, high=4096, hint="0 = full fine-tuning"),
+    Control("qlora", "QLoRA (4-bit base)", "check", show="train"),
+)
+SERVE_CONTROLS = (
+    Control("weights", "Weight dtype", "select", _pairs(SERVE_WEIGHTS), "serve"),
+    Control("kv_dtype", "KV-cache dtype", "select", _pairs(KV_DTYPES), "serve"),
+    Control("batch", "Concurrent sequences", "number", show="serve", low=1, high=65536),
+    Control("context", "Context", "number", show="serve", low=1, high=4194304, hint="tokens"),
+)
+PARALLEL_CONTROLS = (
+    Control("shard", "ZeRO / FSDP", "select", tuple(SHARDING.items()), "train"),
+    Control("offload", "CPU offload", "select", _pairs(OFFLOAD), "train"),
+    Control("dp", "Data parallel", "number", low=1, high=65536),
+    Control("tp", "Tensor parallel", "number", low=1, high=1024),
+    Control("sp", "Sequence parallel (with TP)", "check"),
+    Control("pp", "Pipeline stages", "number", low=1, high=1024),
+    Control("vpp", "Virtual stages", "number", low=1, high=64, hint="above 1: interleaved"),
+    Control("cp", "Context parallel", "number", low=1, high=1024),
+    Control("ep", "Expert parallel", "number", low=1, high=1024),
+)
+
+
+def form_groups(gpus: list[tuple[str, str, int]], models: dict[str, Architecture]) -> list[tuple[str, str, tuple]]:
+    """The form as (legend, show, controls) groups, in page order."""
+    model_choices = tuple((key, arch.extra.get("display", key)) for key, arch in models.items())
+    return [
+        ("Model", "", (Control("model", "Model", "select", model_choices + ((CUSTOM, "Custom architecture"),)),
+                       Control("mode", "Run", "radio", (("train", "Training"), ("serve", "Serving"))))),
+        ("Custom architecture", CUSTOM, ARCH_CONTROLS),
+        ("Training", "train", TRAIN_CONTROLS),
+        ("Serving", "serve", SERVE_CONTROLS),
+        ("Parallelism and sharding", "", PARALLEL_CONTROLS),
+        ("Overheads and GPU", "", (
+            Control("overhead", "Framework overhead", "number", low=0, high=999, hint="% of the rest"),
+            Control("gpu", "GPU for the questions", "select", tuple((g[0], g[1]) for g in gpus)))),
+    ]
+
+
+# State <-> Config ------------------------------------------------------------------------
+
+def arch_state(arch: Architecture) -> dict[str, str]:
+    """The custom-architecture fields filled from a catalog architecture."""
+    return {"layers": str(arch.layers), "hidden": str(arch.hidden), "heads": str(arch.heads),
+            "kv_heads": str(arch.n_kv_heads), "head_dim": str(arch.d_head), "ffn": str(arch.ffn or arch.n_expert_ffn),
+            "vocab": str(arch.vocab), "mlp": arch.mlp, "norm": arch.norm, "tied": "1" if arch.tied_embeddings else "0",
+            "experts": str(arch.experts), "top_k": str(arch.top_k)}
+
+
+def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu: str) -> dict[str, str]:
+    """The form state for Config overrides (a preset's settings); unknown overrides are errors."""
+    config = Config()
+    model_id = settings.get("model", "llama-3-8b")
+    state = {"model": model_id, **arch_state(models[model_id]), "mode": config.mode, "precision": config.precision,
+             "optimizer": config.optimizer, "micro_batch": str(config.micro_batch), "seq_len": str(config.seq_len),
+             "grad_accum": str(config.grad_accum), "recompute": config.recompute, "attention": config.attention,
+             "formula": "hf", "dropout": "0", "lora_rank": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
+             "batch": str(config.batch), "context": str(config.context), "shard": "0", "offload": "none",
+             "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0", "gpu": gpu}
+    direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "attention",
+              "lora_rank", "batch", "context", "offload", "dp", "tp", "pp", "cp", "ep"}
+    flags = {"dropout": "dropout", "qlora": "qlora", "sequence_parallel": "sp"}
+    for option, value in settings.items():
+        if option in direct:
+            state[option] = str(value)
+        elif option in flags:
+            state[flags[option]] = "1" if value else "0"
+        elif option == "zero":
+            state["shard"] = str(value)
+        elif option == "fsdp":
+            state["shard"] = value
+        elif option == "pp_virtual_stages":
+            state["vpp"] = str(value)
+        elif option == "activation_formula":
+            state["formula"] = "korthikanti" if value == "korthikanti" else state["formula"]
+        elif option == "implementation":
+            state["formula"] = value if state["formula"] != "korthikanti" else "korthikanti"
+        elif option == "overhead_fraction":
+            state["overhead"] = str(round(float(value) * 100))
+        elif option == "param_dtype":
+            state["weights"] = value
+        elif option == "kv_dtype":
+            state["kv_dtype"] = value
+        elif option not in ("model", "pp_schedule"):
+            raise ValueError(f"calculator: option {option!r} has no control in the calculator")
+    return state
+
+
+def _int(text: str) -> int:
+    """A number input's value as an integer (0 when empty or not a whole number)."""
+    try:
+        return int(text)
+    except ValueError:
+        return 0
+
+
+def custom_arch(state: dict[str, str]) -> Architecture:
+    """The custom architecture the form describes (raises ValueError as Architecture does)."""
+    return Architecture(
+        name=CUSTOM, layers=_int(state["layers"]), hidden=_int(state["hidden"]), heads=_int(state["heads"]),
+        kv_heads=_int(state["kv_heads"]), head_dim=_int(state["head_dim"]) or None, vocab=_int(state["vocab"]),
+        ffn=_int(state["ffn"]), mlp=state["mlp"], norm=state["norm"], tied_embeddings=state["tied"] == "1",
+        experts=_int(state["experts"]), top_k=_int(state["top_k"]))
+
+
+def config_from_state(state: dict[str, str], models: dict[str, Architecture]) -> Config:
+    """The Config a form state describes. Serving ignores the training-only controls."""
+    arch = custom_arch(state) if state["model"] == CUSTOM else models[state["model"]]
+    train = state["mode"] == "train"
+    shard = state["shard"] if train else "0"
+    fsdp = shard if shard in FSDP_STRATEGIES else None
+    virtual = _int(state["vpp"])
+    return Config(
+        model=arch, mode=state["mode"], precision=state["precision"] if train else "bf16",
+        param_dtype=None if train else state["weights"], optimizer=state["optimizer"],
+        micro_batch=_int(state["micro_batch"]), seq_len=_int(state["seq_len"]), grad_accum=_int(state["grad_accum"]),
+        recompute=state["recompute"], attention=state["attention"],
+        activation_formula="korthikanti" if state["formula"] == "korthikanti" else "ops",
+        implementation="megatron" if state["formula"] == "megatron" else "hf", dropout=state["dropout"] == "1",
+        dp=_int(state["dp"]), zero=0 if fsdp else _int(shard), fsdp=fsdp, tp=_int(state["tp"]),
+        sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
+        pp_schedule="interleaved" if virtual > 1 else "1f1b", pp_virtual_stages=virtual, cp=_int(state["cp"]),
+        ep=_int(state["ep"]), offload=state["offload"] if train else "none",
+        lora_rank=_int(state["lora_rank"]) if train else 0, qlora=train and state["qlora"] == "1",
+        batch=_int(state["batch"]), context=_int(state["context"]),
+        kv_dtype=None if state["kv_dtype"] == "auto" else state["kv_dtype"],
+        overhead_fraction=_int(state["overhead"]) / 100)
+
+
+# Texts the widget shows (the script builds the same strings) -----------------------------
+
+def model_name(state: dict[str, str], models: dict[str, Architecture]) -> str:
+    """The model as the summary names it."""
+    if state["model"] == CUSTOM:
+        return "Custom model"
+    return models[state["model"]].extra.get("display", state["model"])
+
+
+def gpu_count(config: Config) -> int:
+    """GPUs the run uses: dp x tp x pp x cp (expert parallelism is carved out of dp)."""
+    return config.dp * config.tp * config.pp * config.cp
+
+
+def layout_text(state: dict[str, str], config: Config) -> str:
+    """'8 GPUs (dp 8, FSDP FULL_SHARD)' or '1 GPU'."""
+    n = gpu_count(config)
+    items = [f"{key} {getattr(config, key)}" for key in ("dp", "tp", "pp", "cp", "ep") if getattr(config, key) > 1]
+    if config.mode == "train" and state["shard"] != "0":
+        items.append(SHARDING[state["shard"]])
+    return f"{n} GPU{'s' if n > 1 else ''}" + (f" ({', '.join(items)})" if items else "")
+
+
+def run_text(config: Config) -> str:
+    """What runs, in words: 'training, bf16-mixed, adamw, micro-batch 1 x 4,096 tokens'."""
+    if config.mode == "train":
+        lora = f", LoRA rank {config.lora_rank}{' (QLoRA)' if config.qlora else ''}" if config.lora_rank else ""
+        return (f"training, {config.precision}, {config.optimizer}{lora}, "
+                f"micro-batch {config.micro_batch} x {config.seq_len:,} tokens")
+    return f"serving {config.param_dtype} weights, {config.batch} x {config.context:,} tokens"
+
+
+def verdict_text(total: int, gpu: tuple[str, str, int]) -> str:
+    """'H100 SXM 80GB (79.6 GiB usable): fits with 54.4 GiB headroom'."""
+    return f"{gpu[1]} ({format_bytes(gpu[2])} usable): {Fit(gpu[2], total).verdict('GiB')}"
+
+
+def summary_text(state: dict[str, str], config: Config, breakdown: Breakdown, gpu: tuple[str, str, int],
+                 models: dict[str, Architecture]) -> str:
+    """The text summary the figure is labelled by: model, inputs, per-GPU total, verdict."""
+    total = breakdown.total
+    return (f"{model_name(state, models)} ({breakdown.params:,} parameters), {run_text(config)}, "
+            f"{layout_text(state, config)}: {format_bytes(total)} ({format_bytes(total, 'GB')}) per GPU; "
+            f"{verdict_text(total, gpu)}.")
+
+
+def answer_texts(config: Config, gpu: tuple[str, str, int]) -> tuple[str, str]:
+    """The largest micro-batch (batch) and sequence (context) that fit on the chosen GPU, in words."""
+    train = config.mode == "train"
+    batch = max_micro_batch(config, gpu[2])
+    seq = max_seq_len(config, gpu[2])
+    what_b, what_s = ("micro-batch", "sequence") if train else ("batch", "context")
+    text_b = f"Largest {what_b} that fits on {gpu[1]}: " + (f"{batch:,}" if batch else "none, even 1 does not fit")
+    text_s = f"Longest {what_s} that fits on {gpu[1]}: " + (f"{seq:,} tokens" if seq else "none fits")
+    return text_b, text_s
+
+
+# Data for the script ----------------------------------------------------------------------
+
+def fraction_pair(value: Fraction) -> list[int]:
+    """A Fraction as [numerator, denominator]."""
+    return [value.numerator, value.denominator]
+
+
+def arch_data(arch: Architecture) -> dict[str, Any]:
+    """An architecture with the op-list symbols as keys (sizes resolved) and flags as 0/1."""
+    return {
+        "L": arch.layers, "h": arch.hidden, "a": arch.heads, "k": arch.n_kv_heads, "d": arch.d_head,
+        "V": arch.vocab, "f": arch.ffn, "F": arch.n_expert_ffn, "E": arch.experts, "K": arch.top_k,
+        "se": arch.shared_experts, "P": arch.max_positions if arch.positions == "learned" else 0,
+        "win": arch.sliding_window or 0, "sw": int(arch.mlp == "swiglu"), "ln": int(arch.norm == "layernorm"),
+        "qb": int(arch.qkv_bias), "ob": int(arch.out_bias), "mb": int(arch.mlp_bias), "tie": int(arch.tied_embeddings),
+        "gp": int(arch.activation == "gelu_tanh_python"), "g2": int(arch.family == "gpt2"),
+    }
+
+
+def op_rows(rows: tuple[oplists.Row, ...]) -> list[list[Any]]:
+    """Op-list rows without their descriptions: [group, coefficient, shape, dtype, condition, core]."""
+    return [[r.group, r.coefficient, r.shape, r.dtype, r.condition, int(r.core)] for r in rows]
+
+
+SOURCES = {
+    "mixed": est.MIXED, "tm101": est.TM101, "lora": est.LORA, "kv": est.KV, "fsdp": est.FSDP,
+    "hf": HF_CODE, "kor": KORTHIKANTI, "chen": "Chen et al. 2016, arXiv:1604.06174, section 3",
+    "adam": "Kingma & Ba 2014 (Adam), arXiv:1412.6980, Algorithm 1; " + est.ZERO, "bnb": est.BNB,
+    "sgd": "PyTorch torch.optim.SGD momentum_buffer; " + est.TM101, "lion": est.LION, "ada": est.ADAFACTOR,
+    "work": "vLLM chunked prefill (max_num_batched_tokens 8192); transformers logits_to_keep",
+    "over": "seed 004 calculator: flat 10% for allocator, NCCL buffers and workspaces", "off": est.OFFLOAD,
+    "fp8": "Micikevicius et al. 2022 (FP8 formats), arXiv:2209.05433",
+    "int8": "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339", "nf4": est.QLORA,
+    "gptq": "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128",
+}
+
+# Optimizer states (builder.model.estimator.optimizer_parts): part suffix, bytes per parameter
+# ('s': the state dtype, [n, d]: fixed, 'af': Adafactor's factored share), rule, source.
+# In rules {b} is the bytes per parameter and {s} the state dtype.
+OPTIMIZER_STATES = {
+    "adam": [["adam_m", "s", "{b} B/param ({s} first moment)", "adam"],
+             ["adam_v", "s", "{b} B/param ({s} second moment)", "adam"]],
+    "adam8bit": [[f"adam_{m}", [260, 256], "1.02 B/param (uint8 + fp32 absmax per 256)", "bnb"] for m in "mv"],
+    "sgd-momentum": [["momentum", "s", "{b} B/param ({s} momentum)", "sgd"]],
+    "lion": [["momentum", "s", "{b} B/param ({s} momentum)", "lion"]],
+    "adafactor": [["adafactor_factors", "af", "{b} B/param", "ada"]],
+    "sgd": [],
+}
+OPTIMIZER_STATES["adamw"] = OPTIMIZER_STATES["adam"]
+
+# Quantised weights (builder.model.estimator.weight_parts): bytes per linear weight, constant
+# bytes per linear weight ([4, 0]: 4 / hidden), what the constants are, source.
+QUANTISED = {
+    "fp8": [[1, 1], [0, 1], "per-tensor scales", "fp8"],
+    "int8": [[1, 1], [4, 0], "fp32 scale per output row", "int8"],
+    "nf4": [[1, 2], [65, 4096], "NF4 constants (block 64, double quantised)", "nf4"],
+    "int4": [[1, 2], [1, 32], "fp16 scale + zero per 128 weights", "gptq"],
+    "fp4": [[1, 2], [1, 32], "fp16 scale + zero per 128 weights", "gptq"],
+}
+
+
+def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]], shown: list[str],
+                defaults: dict[str, str]) -> dict[str, Any]:
+    """Everything model-specific the script needs, as compact JSON-ready data."""
+    return {
+        "models": {key: arch_data(arch) | {"n": html.escape(arch.extra.get("display", key))}
+                   for key, arch in models.items()},
+        "dtypes": {name: fraction_pair(size) for name, size in DTYPE_BYTES.items()},
+        "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation] for p in PRECISIONS.values()},
+        "optimizers": OPTIMIZER_STATES,
+        "quantised": QUANTISED,
+        "blocks": {name: op_rows(rows) for name, rows in oplists.BLOCKS.items()},
+        "first": op_rows(oplists.FIRST_STAGE),
+        "last": [op_rows(oplists.LAST_STAGE_LAYERNORM), op_rows(oplists.LAST_STAGE_RMSNORM)],
+        "sources": {key: html.escape(text) for key, text in SOURCES.items()},
+        "gpus": [[key, html.escape(display), size] for key, display, size in gpus],
+        "shown": shown,
+        "defaults": defaults,
+        "fsdp": FSDP_STAGE,
+        "buckets": list(BUCKETS),
+        "limits": SEARCH_LIMITS,
+    }
+
+
+# The figure the server renders ------------------------------------------------------------
+
+def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[tuple[str, str, int]],
+            shown: list[str], widget_id: str = "") -> dict[str, Any]:
+    """Everything the figure shows for one state: parts, texts, chart geometry (or the error)."""
+    chosen = next(g for g in gpus if g[0] == state["gpu"])
+    try:
+        config = config_from_state(state, models)
+        breakdown = estimate(config)
+    except ValueError as error:
+        return {"error": str(error), "summary": f"{model_name(state, models)}: not a valid configuration: {error}"}
+    total = breakdown.total
+    answers = answer_texts(config, chosen)
+    return {
+        "error": "",
+        "summary": summary_text(state, config, breakdown, chosen, models),
+        "parts": [{"name": p.name, "bytes": p.bytes, "size": format_bytes(p.bytes), "rule": p.per_unit,
+                   "source": p.source, "bucket": p.bucket} for p in breakdown.parts],
+        "total": total, "total_text": f"{format_bytes(total)} = {format_bytes(total, 'GB')}",
+        "host": f"Host memory per node for offloaded states: {format_bytes(breakdown.host_total)}"
+        if breakdown.host_parts else "",
+        "fits": [{"id": g[0], "fits": total <= g[2], "text": verdict_text(total, g)} for g in gpus],
+        "verdict": verdict_text(total, chosen), "fits_chosen": total <= chosen[2],
+        "max_batch": answers[0], "max_seq": answers[1],
+        "chart": chart_geometry(breakdown, [g for g in gpus if g[0] in shown or g[0] == chosen[0]], chosen),
+    }
+
+
+def pct(value: float) -> str:
+    """A percentage of the chart width for SVG x/width attributes."""
+    return f"{value:.2f}%"
+
+
+def chart_geometry(breakdown: Breakdown, lines: list[tuple[str, str, int]], chosen: tuple[str, str, int]
+                   ) -> dict[str, Any]:
+    """Bar segments, capacity lines and overflow, in percent of the chart width (the script does the same)."""
+    total = breakdown.total
+    scale = max([total] + [g[2] for g in lines]) * 1.15
+    segments, offset, shade = [], 0, {}
+    for part in breakdown.parts:
+        shade[part.bucket] = shade.get(part.bucket, -1) + 1
+        segments.append({"x": pct(100 * offset / scale), "w": pct(100 * part.bytes / scale), "bucket": part.bucket,
+                         "shade": shade[part.bucket] % 3, "title": f"{part.name}: {format_bytes(part.bytes)}"})
+        offset += part.bytes
+    rows = [{"x": pct(100 * g[2] / scale), "end": g[2] / scale > 0.5, "y": 14 + 18 * i,
+             "text": f"{g[1]}: {format_bytes(g[2])}"} for i, g in enumerate(lines)]
+    overflow = None
+    if total > chosen[2]:
+        overflow = {"x": pct(100 * chosen[2] / scale), "w": pct(100 * (total - chosen[2]) / scale)}
+    return {"segments": segments, "lines": rows, "bar_y": 18 * len(lines) + 6, "height": 18 * len(lines) + 56,
+            "overflow": overflow, "total_x": pct(100 * total / scale), "total_end": total / scale > 0.5,
+            "total_text": format_bytes(total)}
+
+
+def catalog_gpus(catalog: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(id, display, usable bytes) of every catalog GPU, smallest first."""
+    return sorted(((key, gpu.display, gpu.usable_bytes) for key, gpu in catalog.items()), key=lambda g: (g[2], g[0]))
+
+
+def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]:
+    """The widget's default state: form groups, the figure's contents and the script's data."""
+    models: dict[str, Architecture] = catalogs["model"]
+    gpus = catalog_gpus(catalogs["gpu"])
+    shown = list(options.get("gpus") or ["a100-80gb", "h100-80gb"])
+    chosen = options.get("gpu") or ("h100-80gb" if "h100-80gb" in catalogs["gpu"] else gpus[-1][0])
+    settings = dict(catalogs["preset"][options["preset"]].settings) if options.get("preset") else {}
+    if options.get("model"):
+        settings["model"] = options["model"]
+    defaults = default_state(settings, models, chosen)
+    return {
+        "groups": form_groups(gpus, models),
+        "defaults": defaults,
+        "result": results(defaults, models, gpus, shown),
+        "data": script_data(models, gpus, shown, defaults),
+    }
