@@ -72,6 +72,8 @@ def bucket_bytes(halves: int, batch: int, seq_len: int, precision: str) -> list[
 def start_state(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]:
     """The starting model size, batch, sequence and precision (preset, then model/params, then options)."""
     settings = dict(catalogs["preset"][options["preset"]].settings) if "preset" in options else {}
+    if "model" in options or "params" in options:  # the placement's own size wins over the preset's
+        settings.pop("model", None), settings.pop("params", None)
     settings.update({k: options[k] for k in ("model", "params", "micro_batch", "seq_len", "precision")
                      if k in options})
     if "model" in settings:

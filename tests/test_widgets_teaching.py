@@ -1,0 +1,175 @@
+"""The two teaching widgets' server-side state (builder/widgets/bytes_per_param.py, memory_budget.py).
+
+Published numbers come from the seeds: seed 000 (3.7B parameters x 18 B = 62 GiB) and seed 001
+(7B, batch 1, sequence 2K, bf16: 52.7 GiB of 80.0 GiB, 27.3 GiB headroom).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from builder.catalog import load_gpus, load_models
+from builder.model.teaching import ADAM_SEGMENTS, bytes_per_param, budget_allocator
+from builder.model.units import GiB
+from builder.widgets import bytes_per_param as bpp
+from builder.widgets import memory_budget as mb
+
+CONTENT = Path(__file__).resolve().parent.parent / "content"
+
+
+@pytest.fixture(scope="module")
+def catalogs():
+    """The shipped model and GPU catalogs, and one preset."""
+    from builder.content import Preset
+
+    preset = Preset("p", {"model": "llama-2-7b", "micro_batch": 2, "seq_len": 4096, "precision": "bf16-mixed"},
+                    {}, "presets.toml", 1)
+    return {"model": load_models(CONTENT / "models.toml"), "gpu": load_gpus(CONTENT / "gpus.toml"), "preset": {"p": preset}}
+
+
+@pytest.mark.parametrize("params, text", [
+    (124_439_808, "124M"), (3_700_000_000, "3.7B"), (6_738_415_616, "6.74B"), (70_000_000_000, "70.0B"),
+    (7_000_000_000, "7.0B"), (13_015_864_320, "13.0B"), (1_125_000_000, "1.13B"), (100_000_000, "100M"),
+    (999, "999"), (1_500, "1.5K"), (405_000_000_000, "405B"), (9_996_000_000, "10.0B"),
+])
+def test_format_params_three_significant_digits_half_up(params, text):
+    """Parameter counts print with three significant digits, exact ties rounded up (as the script does)."""
+    assert bpp.format_params(params) == text
+
+
+def test_params_words_is_the_slider_value_text():
+    """aria-valuetext names the unit in words, as issue 4 asks ('7.0 billion parameters')."""
+    assert bpp.params_words(7 * 10**9) == "7.0 billion parameters"
+    assert bpp.params_words(124_439_808) == "124 million parameters"
+
+
+def test_seed_000_example_total(catalogs):
+    """Seed 000's figure: 3.7B parameters x 18 B = 62 GiB."""
+    state = bpp.context({"params": "3.7B"}, catalogs)
+    assert state["texts"]["ftot"] == "Total = 3.7B × 18 B = 62.0 GiB"
+    assert state["texts"]["f1"] == "Master = 3.7B × 4 B = 13.8 GiB"
+
+
+def test_default_state_uses_the_teaching_model(catalogs):
+    """Readouts are teaching.bytes_per_param's parts, per GPU under the chosen ZeRO stage."""
+    state = bpp.context({"model": "llama-3-8b", "zero": 2, "dp": 4}, catalogs)
+    params = state["params"]
+    full = bytes_per_param(params, ADAM_SEGMENTS)
+    per = bytes_per_param(params, ADAM_SEGMENTS, "stage2", 4)
+    assert state["bytes"] == ",".join(str(p.bytes) for p in full.parts) + ";" + ",".join(str(p.bytes) for p in per.parts)
+    assert state["texts"]["c4"] == "Gradients / 4 (sharded)" and state["texts"]["c0"] == "Weights (full)"
+    assert state["texts"]["per"] == f"{per.total / GiB:.1f} GiB"
+
+
+def test_data_carries_exact_fractions_and_shard_stages(catalogs):
+    """The script gets bytes per parameter as num/den and the stage that shards each segment (4: never)."""
+    data = bpp.context({}, catalogs)["data"]
+    assert [(s["num"], s["den"], s["shard"]) for s in data["segments"]] == [
+        (2, 1, 3), (4, 1, 1), (4, 1, 1), (4, 1, 1), (2, 1, 2), (2, 1, 4)]
+    assert [p["label"] for p in data["presets"]] == ["GPT-2", "7B", "13B", "70B"]
+    assert data["presets"][0]["params"] == 124_439_808  # from the model catalog
+
+
+def test_custom_segments_presets_bounds_and_gpus(catalogs):
+    """Author options: INT4 weights + FP16 KV cache (seed 000's example), own presets, bounds and GPUs."""
+    state = bpp.context({"segments": "INT4 weights:0.5:3,FP16 KV cache:1.5:3", "presets": "7B:7B,Llama 3 70B:llama-3-70b",
+                         "min_params": "1B", "max_params": "100B", "gpus": ["rtx-4090"], "params": "7B",
+                         "zero": 3, "dp": 8}, catalogs)
+    data = state["data"]
+    assert [(s["label"], s["num"], s["den"], s["shard"]) for s in data["segments"]] == [
+        ("INT4 weights", 1, 2, 3), ("FP16 KV cache", 3, 2, 3)]
+    assert data["sum"] == "2" and (data["min"], data["max"]) == (10**9, 10**11)
+    assert state["texts"]["f0"] == "INT4 weights = 7.0B × 0.5 B / 8 = 0.4 GiB"
+    assert state["bytes"] == "3500000000,10500000000;437500000,1312500000"
+    assert data["presets"][1]["params"] == catalogs["model"]["llama-3-70b"].published_params
+    assert state["notes"] == []  # no placeholder segment in a custom table
+
+
+def test_activations_placeholder_is_stated(catalogs):
+    """The default table's 2 B/param activations carry teaching.py's simplification, shown under the figure."""
+    notes = bpp.context({}, catalogs)["notes"]
+    assert [n["id"] for n in notes] == ["activations"] and "batch x sequence" in notes[0]["note"]
+
+
+def test_overflow_hatching_starts_at_the_smallest_gpu_exceeded(catalogs):
+    """Bar geometry: scale max(total, largest GPU) x 1.15; hatching from the smallest capacity exceeded."""
+    state = bpp.context({"params": "8B", "gpus": ["rtx-4090", "h200"]}, catalogs)  # 134 GiB: over 24 GiB, under 140
+    row = state["bars"]["rows"][0]
+    total = 8 * 10**9 * 18
+    scale = Fraction(catalogs["gpu"]["h200"].usable_bytes) * Fraction(115, 100)
+    assert row["over"]["x"] == f"{float(100 * catalogs['gpu']['rtx-4090'].usable_bytes / scale):.3f}"
+    assert row["rects"][-1]["x"] == f"{float(100 * (total - 16 * 10**9) / scale):.3f}"
+    assert not row["fits"]
+    assert state["texts"]["verdict"].startswith("Exceeds GeForce RTX 4090 24GB by ")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"segments": "weights:2"}, "label:bytes per param:stage"),
+    ({"segments": "weights:x:3"}, "not a number"),
+    ({"segments": "weights:2:4"}, "stage 1, 2, 3 or never"),
+    ({"precision": "fp32"}, "seed-000 table"),
+    ({"zero": 4}, "zero must be 0-3"),
+    ({"min_params": "10B", "max_params": "1B"}, "min_params must be below"),
+    ({"params": "seven"}, "cannot read parameter count"),
+])
+def test_bad_options_raise_value_errors(catalogs, options, message):
+    """A bad option is a ValueError naming the problem (the build reports it at the placement's line)."""
+    with pytest.raises(ValueError, match=message):
+        bpp.context(options, catalogs)
+
+
+def test_memory_budget_reproduces_seed_001(catalogs):
+    """Seed 001's default: 7B, batch 1, 2K, bf16 -> 52.7 GiB of 80.0 GiB, 27.3 GiB headroom."""
+    state = mb.context({}, catalogs)
+    texts = state["texts"]
+    assert (texts["k0"], texts["k1"], texts["k2"], texts["k3"]) == ("13.0 GiB", "13.0 GiB", "26.1 GiB", "0.5 GiB")
+    assert texts["tot"] == "52.7 GiB" and texts["verdict"] == "27.3 GiB headroom"
+    assert texts["sum"] == ("Training memory budget. 7.0B parameters, batch 1, sequence 2K, BF16. "
+                            "Total 52.7 GiB of 80.0 GiB: fits, 27.3 GiB headroom.")
+    assert state["bytes"] == ",".join(str(p.bytes) for p in budget_allocator(7 * 10**9, 1, 2048, "bf16").parts)
+
+
+def test_memory_budget_overflow_words_and_options(catalogs):
+    """'exceeds by' when over; a preset, a GPU budget and single-total mode."""
+    state = mb.context({"preset": "p", "gpu": "h100-80gb", "breakdown": False, "params": "30B"}, catalogs)
+    assert state["start"] == {"h": 60, "b": 2, "s": 12, "q": "bf16"}
+    total = sum(p.bytes for p in budget_allocator(30 * 10**9, 2, 4096, "bf16").parts)
+    capacity = catalogs["gpu"]["h100-80gb"].usable_bytes
+    assert state["texts"]["verdict"] == f"exceeds by {(total - capacity) / GiB:.1f} GiB"
+    assert len(state["bar"]["rects"]) == 1 and state["bar"]["line"] == f"{100 * capacity / total:.3f}"
+    assert state["capacity_name"] == "H100 SXM 80GB"
+
+
+def test_memory_budget_snaps_model_size_to_half_billions(catalogs):
+    """The slider moves in 0.5B steps; a catalog model starts at the nearest step."""
+    assert mb.context({"model": "llama-3-8b"}, catalogs)["start"]["h"] == 16
+    assert mb.context({"budget": "24GiB"}, catalogs)["data"]["capacity"] == 24 * GiB
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"seq_len": 3000}, "power of two"), ({"micro_batch": 65}, "micro_batch"), ({"precision": "int4"}, "precision"),
+])
+def test_memory_budget_bad_options(catalogs, options, message):
+    """Values outside the seed's controls are errors naming the option."""
+    with pytest.raises(ValueError, match=message):
+        mb.context(options, catalogs)
+
+
+def test_a_bad_widget_option_is_a_content_error_with_its_line(tmp_path):
+    """The build reports a widget's own option errors as path:line, like other content errors."""
+    from builder.build import SitePaths, build_site
+    from builder.content import BuildFailed
+
+    content = tmp_path / "content"
+    content.mkdir()
+    for name in ("site.toml", "models.toml", "gpus.toml"):
+        (content / name).write_text((CONTENT / name).read_text(encoding="utf-8"), encoding="utf-8")
+    (content / "index.md").write_text("---\ntitle: T\nslug: index\norder: 1\nsummary: S\n---\nText.\n\n"
+                                      "{{< widget bytes-per-param segments=weights:2 >}}\n", encoding="utf-8")
+    root = Path(__file__).resolve().parent.parent
+    with pytest.raises(BuildFailed) as failure:
+        build_site(SitePaths(content, root / "templates", root / "static", tmp_path / "site"), quiet=True)
+    assert any(e.line == 9 and "label:bytes per param:stage" in e.message for e in failure.value.errors)
