@@ -135,5 +135,5 @@ def bar(amounts: list[int], capacity: int, breakdown: bool) -> dict[str, Any]:
     starts = [sum(parts[:i]) for i in range(len(parts))]
     over = min(capacity, total)
     return {"rects": [{"x": percent(s), "w": percent(a)} for s, a in zip(starts, parts)],
-            "line": percent(capacity), "over": {"x": percent(over), "w": percent(total - over)},
+            "line": percent(capacity), "end": 2 * capacity > scale, "over": {"x": percent(over), "w": percent(total - over)},
             "fits": total <= capacity}

@@ -20,7 +20,8 @@ WIDGETS["memory-budget"] = (root, d) => {
     (rects[1] ? parts : [tot]).forEach((v, i) => { setAttrs(rects[i], { x: pc(x), width: pc(v) }); x += v; });
     setAttrs($(root, ".wdg-over"), { x: pc(over), width: pc(tot - over) });
     setAttrs($(root, ".tm-capacity"), { x1: pc(cap), x2: pc(cap) });
-    setAttrs($(root, "text"), { x: pc(cap) });
+    const end = 2 * cap > scale;
+    setAttrs($(root, "text"), { x: pc(cap), dx: end ? -2 : 2, "text-anchor": end ? "end" : "start" });
     $(root, ".wdg-badge").hidden = fits;
     root.dataset.bytes = parts;
     const words = { h: `${P.slice(0, -1)} billion parameters`, b: `batch of ${b}`, s: `${s} tokens` };

@@ -1,0 +1,229 @@
+"""Browser tests of the memory budget allocator (issue 4, seed 001) on the real home page and in
+single-total mode on the fixture page (tests/browser/widget_site/index.md)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from builder.widgets.memory_budget import bucket_bytes, texts
+from tests.browser import checks
+from tests.browser.test_widget_bytes_per_param import (  # noqa: F401 - fixtures
+    OVERLAPS, open_fixture, widget_data, widget_site, widget_site_url)
+
+pytestmark = pytest.mark.browser
+
+WIDGET = "[data-widget=memory-budget]"
+RANDOM_STATES = 200
+KEYS = ("h", "b", "s")
+
+DRIVE = """([selector, action]) => {
+  const root = document.querySelector(selector);
+  for (const r of root.querySelectorAll('[type=range]')) {
+    if (action[r.dataset.k] !== undefined) { r.value = action[r.dataset.k]; r.dispatchEvent(new Event('input', {bubbles: true})); }
+  }
+  if (action.q !== undefined) root.querySelector(`[role=radio][data-value=${action.q}]`).click();
+  return READ(root);
+}"""
+READ = """(root) => {
+  const value = k => Number(root.querySelector(`[data-k=${k}]`).value);
+  return {
+    texts: [...root.querySelectorAll('[data-t]')].map(e => [e.dataset.t, e.textContent]),
+    h: value('h'), b: value('b'), s: value('s'), bytes: root.dataset.bytes,
+    q: root.querySelector('[role=radio][aria-checked=true]').dataset.value,
+    valuetexts: [...root.querySelectorAll('[type=range]')].map(r => r.getAttribute('aria-valuetext')),
+    badge: !root.querySelector('.wdg-badge').hidden,
+    widths: [...root.querySelectorAll('rect')].map(r => r.getAttribute('width')),
+  };
+}"""
+
+
+def read(page, selector: str = WIDGET) -> dict:
+    """The widget's displayed state."""
+    return page.locator(selector).evaluate(READ)
+
+
+def drive(page, action: dict, selector: str = WIDGET) -> dict:
+    """Move sliders / pick a precision through their own events and read the result."""
+    return page.evaluate(DRIVE.replace("READ(root)", f"({READ})(root)"), [selector, action])
+
+
+def assert_matches_python(shown: dict, data: dict) -> None:
+    """Every displayed text and byte count equals Python's for the displayed state."""
+    seq_len = 2 ** shown["s"]
+    want = texts(shown["h"], shown["b"], seq_len, shown["q"], data["capacity"])
+    amounts = bucket_bytes(shown["h"], shown["b"], seq_len, shown["q"])
+    state = (shown["h"], shown["b"], seq_len, shown["q"])
+    for key, text in shown["texts"]:
+        assert text == want[key], f"{state}: {key}: shown {text!r}, Python {want[key]!r}"
+    assert shown["bytes"] == ",".join(map(str, amounts)), state
+    assert shown["valuetexts"] == [f"{shown['h'] / 2:.1f} billion parameters", f"batch of {shown['b']}",
+                                   f"{seq_len} tokens"], state
+    assert shown["badge"] == (sum(amounts) > data["capacity"]), state
+
+
+def random_action(rng: random.Random) -> dict:
+    """A random state: any subset of the four controls changes."""
+    action = {"h": rng.randint(1, 350), "b": rng.randint(1, 64), "s": rng.randint(9, 15),
+              "q": rng.choice(["fp32", "bf16", "fp16", "fp8"])}
+    return {k: v for k, v in action.items() if rng.random() < 0.8}
+
+
+def test_default_figure_matches_python_and_seed_001(open_page):
+    """Server-rendered and scripted figures agree, and reproduce seed 001's numbers."""
+    with open_page("index.html", js=False) as visit:
+        static = read(visit.page)
+        data = widget_data(visit.page, WIDGET)
+    with open_page("index.html") as visit:
+        live = read(visit.page)
+        assert visit.problems() == []
+    assert static["texts"] == live["texts"] and static["widths"] == live["widths"]
+    assert_matches_python(live, data)
+    assert dict(live["texts"])["verdict"] == "27.3 GiB headroom"
+
+
+def test_numbers_equal_python_at_random_states(open_page):
+    """At 200 random states every text and byte equals Python's budget_allocator."""
+    rng = random.Random(1)
+    with open_page("index.html") as visit:
+        data = widget_data(visit.page, WIDGET)
+        for _ in range(RANDOM_STATES):
+            action = random_action(rng)
+            shown = drive(visit.page, action)
+            assert all(shown[k] == v for k, v in action.items())
+            assert_matches_python(shown, data)
+        assert visit.problems() == []
+
+
+def test_single_total_mode_equals_python(open_fixture):
+    """breakdown=false: one bar, no legend; numbers still Python's, against an RTX 4090's capacity."""
+    rng = random.Random(2)
+    with open_fixture("index.html") as visit:
+        root = visit.page.locator(WIDGET)
+        data = widget_data(visit.page, WIDGET)
+        assert root.locator("rect.tm-segment").count() == 1 and root.locator(".wdg-legend").count() == 0
+        assert "GeForce RTX 4090 24GB" in root.inner_text()
+        assert_matches_python(read(visit.page), data)
+        for _ in range(RANDOM_STATES):
+            assert_matches_python(drive(visit.page, random_action(rng)), data)
+        assert visit.problems() == []
+
+
+def test_every_control_by_keyboard(open_page):
+    """Arrow/Page/Home/End keys on each slider, arrows in the precision radiogroup, Enter on copy link."""
+    with open_page("index.html") as visit:
+        page, root = visit.page, visit.page.locator(WIDGET)
+        data = widget_data(page, WIDGET)
+        assert "pick a precision" in root.locator(".wdg-keys").inner_text()
+        for key, low, high in (("h", 1, 350), ("b", 1, 64), ("s", 9, 15)):
+            root.locator(f"[data-k={key}]").focus()
+            before = read(page)[key]
+            page.keyboard.press("ArrowRight")
+            assert read(page)[key] == before + 1
+            page.keyboard.press("End")
+            assert read(page)[key] == high
+            page.keyboard.press("Home")
+            assert read(page)[key] == low
+            page.keyboard.press("PageUp")
+            assert read(page)[key] > low
+        root.locator("[role=radio][aria-checked=true]").focus()
+        page.keyboard.press("ArrowRight")
+        assert read(page)["q"] == "fp16"
+        page.keyboard.press("Home")
+        assert read(page)["q"] == "fp32"
+        root.locator(".wdg-copy").focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function("s => document.querySelector(s + ' .wdg-status').textContent !== ''", arg=WIDGET)
+        assert_matches_python(read(page), data)
+        assert visit.problems() == []
+
+
+def test_every_control_by_pointer(open_page):
+    """Clicks on each slider's track, on a precision pill and on copy link."""
+    with open_page("index.html") as visit:
+        page, root = visit.page, visit.page.locator(WIDGET)
+        data = widget_data(page, WIDGET)
+        for key, high in (("h", 350), ("b", 64), ("s", 15)):
+            slider = root.locator(f"[data-k={key}]")
+            slider.scroll_into_view_if_needed()
+            box = slider.bounding_box()
+            page.mouse.click(box["x"] + box["width"] - 3, box["y"] + box["height"] / 2)
+            assert read(page)[key] == high
+        root.get_by_role("radio", name="FP8").click()
+        shown = read(page)
+        assert shown["q"] == "fp8" and shown["badge"]
+        root.locator(".wdg-copy").click()
+        page.wait_for_function("s => document.querySelector(s + ' .wdg-status').textContent !== ''", arg=WIDGET)
+        assert_matches_python(shown, data)
+
+
+def test_url_round_trip(open_page, site_browser):
+    """The state goes into the URL; opening that URL restores it."""
+    with open_page("index.html") as visit:
+        state = drive(visit.page, {"h": 27, "b": 5, "s": 13, "q": "fp32"})
+        visit.page.wait_for_function("() => location.search.includes('.q=fp32')")
+        url = visit.page.url
+    with open_page(url.removeprefix(site_browser.base_url)) as visit:
+        assert read(visit.page) == state
+
+
+STATES = {"default (fits)": "", "overflow": "?memory-budget-2.h=140&memory-budget-2.b=8",
+          "slight overflow": "?memory-budget-2.h=20&memory-budget-2.b=40"}
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+def test_axe_zero_violations(open_page, axe_source, color_scheme):
+    """axe-core finds nothing in the fitting and the overflowing state, light and dark."""
+    problems = []
+    for name, query in STATES.items():
+        with open_page("index.html" + query, color_scheme=color_scheme) as visit:
+            problems += [f"{name}: {line}" for line in checks.run_axe(visit.page, axe_source)]
+    assert problems == []
+
+
+def test_figure_semantics_and_simplification_note(open_page):
+    """role=figure named by the summary, live mirror, value texts, and the seed-001 note with links."""
+    with open_page("index.html") as visit:
+        page, root = visit.page, visit.page.locator(WIDGET)
+        summary = page.locator("#" + root.get_attribute("aria-labelledby"))
+        assert root.get_attribute("role") == "figure" and "Total 52.7 GiB of 80.0 GiB: fits" in summary.inner_text()
+        drive(page, {"b": 64})
+        assert root.locator("[aria-live=polite]").text_content() == summary.text_content()
+        assert "does not fit, exceeds by" in summary.text_content()
+        assert root.get_by_role("slider", name="Model size").get_attribute("aria-valuetext") == "7.0 billion parameters"
+        note = root.locator(".wdg-note")
+        assert "simplified model (seed 001)" in note.inner_text()
+        assert [a.get_attribute("href") for a in note.locator("a").all()] == [
+            "model-states.html", "activations.html", "calculator.html"]
+
+
+def test_reduced_motion_has_no_transitions(open_page):
+    """No bar animation under prefers-reduced-motion: reduce."""
+    script = f"[...document.querySelectorAll('{WIDGET} svg rect')].map(e => parseFloat(getComputedStyle(e).transitionDuration))"
+    with open_page("index.html", reduced_motion=True) as visit:
+        assert max(visit.page.evaluate(script)) <= 0.00001
+
+
+def test_no_javascript_shows_the_default_figure(open_page):
+    """With JavaScript off: the bar, the readouts, the verdict and the table; controls hidden."""
+    with open_page("index.html", js=False) as visit:
+        root = visit.page.locator(WIDGET)
+        assert root.locator(".wdg-controls").is_hidden() and root.locator("table").is_visible()
+        assert [float(w.rstrip("%")) > 0 for w in read(visit.page)["widths"][:4]] == [True] * 4
+        assert root.locator(".wdg-legend").inner_text().count("GiB") == 4
+
+
+@pytest.mark.parametrize("viewport", [(360, 740), (1280, 800)], ids=["360px", "1280px"])
+@pytest.mark.parametrize("color_scheme, state", [("light", "overflow"), ("dark", "overflow"),
+                                                 ("light", "slight overflow")])
+def test_layout_has_no_overlap_or_clipping(open_page, screenshot_dir, viewport, color_scheme, state):
+    """At 360 and 1280 px when over budget: no sideways scroll, no overlapping text, legible unclipped labels."""
+    with open_page("index.html" + STATES[state], viewport=viewport, color_scheme=color_scheme) as visit:
+        root = visit.page.locator(WIDGET)
+        root.screenshot(path=str(screenshot_dir / f"memory-budget-{color_scheme}-{state}-{viewport[0]}.png"),
+                        animations="disabled")
+        problems = checks.find_horizontal_overflow(visit.page) + root.evaluate(OVERLAPS)
+        problems += [line for line in checks.find_chart_text_problems(visit.page) if "memory-budget-2" in line]
+        assert read(visit.page)["badge"]
+    assert problems == []
