@@ -311,7 +311,7 @@ SOURCES = {
 OPTIMIZER_STATES = {
     "adam": [["adam_m", "s", "{b} B/param ({s} first moment)", "adam"],
              ["adam_v", "s", "{b} B/param ({s} second moment)", "adam"]],
-    "adam8bit": [[f"adam_{m}", [260, 256], "1.02 B/param (uint8 + fp32 absmax per 256)", "bnb"] for m in "mv"],
+    "adam8bit": [[f"adam_{m}", 260 / 256, "1.02 B/param (uint8 + fp32 absmax per 256)", "bnb"] for m in "mv"],
     "sgd-momentum": [["momentum", "s", "{b} B/param ({s} momentum)", "sgd"]],
     "lion": [["momentum", "s", "{b} B/param ({s} momentum)", "lion"]],
     "adafactor": [["adafactor_factors", "af", "{b} B/param", "ada"]],
@@ -320,13 +320,14 @@ OPTIMIZER_STATES = {
 OPTIMIZER_STATES["adamw"] = OPTIMIZER_STATES["adam"]
 
 # Quantised weights (builder.model.estimator.weight_parts): bytes per linear weight, constant
-# bytes per linear weight ([4, 0]: 4 / hidden), what the constants are, source.
+# bytes per linear weight (None: an fp32 scale per output row, 4 / hidden), what the constants
+# are, source. Sizes are exact in binary, so the script reads the same numbers as floats.
 QUANTISED = {
-    "fp8": [[1, 1], [0, 1], "per-tensor scales", "fp8"],
-    "int8": [[1, 1], [4, 0], "fp32 scale per output row", "int8"],
-    "nf4": [[1, 2], [65, 4096], "NF4 constants (block 64, double quantised)", "nf4"],
-    "int4": [[1, 2], [1, 32], "fp16 scale + zero per 128 weights", "gptq"],
-    "fp4": [[1, 2], [1, 32], "fp16 scale + zero per 128 weights", "gptq"],
+    "fp8": [1, 0, "per-tensor scales", "fp8"],
+    "int8": [1, None, "fp32 scale per output row", "int8"],
+    "nf4": [0.5, 1 / 64 + 4 / (64 * 256), "NF4 constants (block 64, double quantised)", "nf4"],
+    "int4": [0.5, 4 / 128, "fp16 scale + zero per 128 weights", "gptq"],
+    "fp4": [0.5, 4 / 128, "fp16 scale + zero per 128 weights", "gptq"],
 }
 
 
@@ -336,7 +337,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
     return {
         "models": {key: arch_data(arch) | {"n": html.escape(arch.extra.get("display", key))}
                    for key, arch in models.items()},
-        "dtypes": {name: fraction_pair(size) for name, size in DTYPE_BYTES.items()},
+        "dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()},
         "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation] for p in PRECISIONS.values()},
         "optimizers": OPTIMIZER_STATES,
         "quantised": QUANTISED,

@@ -1,0 +1,350 @@
+"""Browser tests of the calculator widget (issue 4, seeds 002 and 004) on the calculator page.
+
+The script evaluates the memory model from the data Python emits; here Chromium drives it to
+random states (catalog and custom architectures, training and serving, every precision,
+optimizer, recompute, attention, sharding, parallel degrees, offload, LoRA) and every part name,
+byte count and displayed text is compared with builder.model for the same Config. Also: invalid
+states show validate_config's message, every control works by keyboard and by pointer, axe-core,
+deep links, no-JS figure, file://, and layout at 360 and 1280 px.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from builder.catalog import default_gpus, default_models
+from builder.model.config import OPTIMIZERS, PRECISIONS
+from builder.widgets import calculator as calc
+from tests.browser import checks
+
+pytestmark = pytest.mark.browser
+
+PAGE = "calculator.html"
+WIDGET = "[data-widget=calculator]"
+RANDOM_STATES = 240
+NARROW, WIDE = (360, 740), (1280, 800)
+MODELS = default_models()
+GPUS = calc.catalog_gpus(default_gpus())
+
+# Set controls as a user would (radio buttons clicked, fields changed), one change event, then read.
+SET_STATE = """([selector, state]) => {
+  const root = document.querySelector(selector), form = root.querySelector('form');
+  for (const [key, value] of Object.entries(state)) {
+    const el = form.elements[key];
+    if (el.type === 'hidden') el.parentElement.querySelector(`[data-value="${value}"]`).click();
+    else if (el.type === 'checkbox') el.checked = value === '1';
+    else el.value = value;
+  }
+  form.dispatchEvent(new Event('change', {bubbles: true}));
+}"""
+READ = """(selector) => {
+  const root = document.querySelector(selector), text = s => { const e = root.querySelector(s); return e && !e.hidden ? e.textContent : null; };
+  const result = root.querySelector('[data-out=result]');
+  return {
+    summary: text('[data-out=summary]'), live: text('[data-out=live]'), error: text('[data-out=error]'),
+    shown: !result.hidden,
+    parts: [...root.querySelectorAll('[data-part]')].map(tr => [tr.dataset.part, Number(tr.dataset.bytes),
+      ...[...tr.children].slice(1).map(td => td.textContent)]),
+    total: root.querySelector('[data-total]') && Number(root.querySelector('[data-total]').dataset.total),
+    total_text: text('[data-total]'), verdict: text('.calc-verdict'), host: text('.calc-host'),
+    fits: [...root.querySelectorAll('.calc-fits li')].map(li => [li.dataset.gpu, li.dataset.fits === 'true',
+      li.textContent.slice(2)]),
+    max_batch: text('[data-out=max_batch]'), max_seq: text('[data-out=max_seq]'),
+    state: Object.fromEntries([...root.querySelector('form').elements].filter(e => e.name)
+      .map(e => [e.name, e.type === 'checkbox' ? (e.checked ? '1' : '0') : e.value])),
+  };
+}"""
+
+
+def widget_data(page) -> dict:
+    """The JSON the server embedded for the calculator."""
+    return json.loads(page.locator(f"{WIDGET} script[type='application/json']").text_content())
+
+
+def set_state(page, changes: dict[str, str]) -> dict:
+    """Apply form changes and return what the widget shows."""
+    page.evaluate(SET_STATE, [WIDGET, changes])
+    return page.evaluate(READ, WIDGET)
+
+
+def divisors(n: int, candidates=(1, 2, 3, 4, 5, 6, 8, 16)) -> list[int]:
+    """The candidates that divide n."""
+    return [c for c in candidates if n % c == 0]
+
+
+def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]:
+    """A random state the model accepts: a catalog or custom model and valid parallel degrees."""
+    s = dict(defaults)
+    if rng.random() < 0.3:
+        heads = rng.choice([4, 8, 12, 16, 32])
+        experts = rng.choice([0, 0, 4, 8])
+        s.update(model="custom", layers=str(rng.randint(2, 40)), heads=str(heads),
+                 kv_heads=str(rng.choice(divisors(heads, (1, 2, 4, heads)))), head_dim=str(rng.choice([32, 64, 128])),
+                 hidden=str(rng.choice([256, 512, 768, 1024, 2048, 3000])), ffn=str(rng.choice([0, 1024, 2816, 5000])),
+                 vocab=str(rng.choice([1000, 32000, 50257, 151936])), mlp=rng.choice(["swiglu", "gelu"]),
+                 norm=rng.choice(["rmsnorm", "layernorm"]), tied=rng.choice("01"), experts=str(experts),
+                 top_k=str(rng.randint(1, 2)))
+        if experts == 0 and s["ffn"] == "0":
+            s["ffn"] = "1024"
+        arch = calc.custom_arch(s)
+    else:
+        s["model"] = rng.choice(list(MODELS))
+        arch = MODELS[s["model"]]
+    train = rng.random() < 0.75
+    s["mode"] = "train" if train else "serve"
+    tp = rng.choice([t for t in (1, 1, 2, 4, 8) if arch.heads % t == 0 and (arch.n_kv_heads % t == 0 or t % arch.n_kv_heads == 0)])
+    pp = rng.choice([p for p in (1, 1, 2, 3, 4) if p <= arch.layers])
+    vpp = rng.choice([v for v in (1, 2) if v == 1 or arch.layers % (pp * v) == 0])
+    dp = rng.choice([1, 2, 4, 8, 6, 16])
+    ep = rng.choice([e for e in (1, 2, 4) if e == 1 or (arch.is_moe and arch.experts % e == 0 and dp % e == 0)])
+    seq = rng.choice([128, 512, 1000, 2048, 4096, 8192])
+    cp = rng.choice([c for c in (1, 1, 2, 4) if seq % c == 0])
+    s.update(tp=str(tp), pp=str(pp), vpp=str(vpp), dp=str(dp), ep=str(ep), cp=str(cp), sp=rng.choice("01"),
+             gpu=rng.choice(GPUS)[0], overhead=str(rng.choice([0, 0, 5, 10, 17])))
+    if train:
+        shard = rng.choice(["0", "1", "2", "3", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"])
+        if shard == "HYBRID_SHARD" and dp % min(dp, 8):
+            shard = "FULL_SHARD"
+        stage = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0, "HYBRID_SHARD": 3}.get(shard, None)
+        stage = int(shard) if stage is None else stage
+        offload = rng.choice(["none", "none"] + (["optimizer"] if stage >= 1 else []) + (["params", "both"] if stage >= 3 else []))
+        lora = rng.choice([0, 0, 0, 8, 64])
+        s.update(precision=rng.choice(list(PRECISIONS)), optimizer=rng.choice(OPTIMIZERS),
+                 micro_batch=str(rng.choice([1, 2, 3, 8])), seq_len=str(seq), grad_accum=str(rng.choice([1, 2, 8])),
+                 recompute=rng.choice(["none", "selective", "full"]), attention=rng.choice(["eager", "sdpa", "flash"]),
+                 formula=rng.choice(["hf", "hf", "megatron", "korthikanti"]), dropout=rng.choice("01"), shard=shard,
+                 offload=offload, lora_rank=str(lora), qlora=rng.choice("01") if lora else "0")
+    else:
+        s.update(weights=rng.choice(calc.SERVE_WEIGHTS), kv_dtype=rng.choice(calc.KV_DTYPES),
+                 batch=str(rng.choice([1, 4, 16, 64])), context=str(rng.choice([512, 4096, 32768])))
+    return s
+
+
+def expected(state: dict[str, str], shown: list[str]) -> dict:
+    """What the widget must show for this state, from builder.model through calculator.results."""
+    return calc.results(state, MODELS, GPUS, shown)
+
+
+def compare(got: dict, want: dict, where: str) -> tuple[list[str], int]:
+    """Differences between the browser and Python for one state, and the largest byte difference."""
+    problems = []
+    if want["error"]:
+        if got["error"] != want["error"] or got["shown"]:
+            problems.append(f"{where}: error {got['error']!r} != {want['error']!r}")
+        if got["summary"] != want["summary"]:
+            problems.append(f"{where}: summary {got['summary']!r} != {want['summary']!r}")
+        return problems, 0
+    names = [p[0] for p in got["parts"]]
+    if names != [p["name"] for p in want["parts"]]:
+        return [f"{where}: parts {names} != {[p['name'] for p in want['parts']]}"], 0
+    worst = 0
+    for g, w in zip(got["parts"], want["parts"]):
+        worst = max(worst, abs(g[1] - w["bytes"]))
+        if abs(g[1] - w["bytes"]) > 1:
+            problems.append(f"{where}: {w['name']} {g[1]} != {w['bytes']} bytes")
+        if g[2:] != [w["size"], w["rule"], w["source"]]:
+            problems.append(f"{where}: {w['name']} shows {g[2:]} != {[w['size'], w['rule'], w['source']]}")
+    texts = {"summary": want["summary"], "live": want["summary"], "total_text": want["total_text"],
+             "max_batch": want["max_batch"], "max_seq": want["max_seq"], "host": want["host"] or None,
+             "verdict": ("DOESN'T FIT " if not want["fits_chosen"] else "") + want["verdict"]}
+    problems += [f"{where}: {key} {got[key]!r} != {value!r}" for key, value in texts.items() if got[key] != value]
+    fits = [[f["id"], f["fits"], f["text"]] for f in want["fits"]]
+    if got["fits"] != fits:
+        problems.append(f"{where}: fits-on list {got['fits']} != {fits}")
+    return problems, worst
+
+
+@pytest.fixture
+def calculator(open_page):
+    """The calculator page with JavaScript, and the widget's embedded data."""
+    with open_page(PAGE) as visit:
+        yield visit.page, widget_data(visit.page), visit
+
+
+def test_default_state_equals_server_render(calculator):
+    """With the script running, the default figure is what Python rendered, and nothing logged an error."""
+    page, data, visit = calculator
+    got = page.evaluate(READ, WIDGET)
+    problems, worst = compare(got, expected(data["defaults"], data["shown"]), "default")
+    assert problems == [] and worst == 0
+    assert got["state"] == data["defaults"]
+    assert visit.problems() == []
+
+
+def test_random_states_match_python(calculator):
+    """At >= 200 random states every part, byte count, text, verdict and answer equals the Python model's."""
+    page, data, visit = calculator
+    rng = random.Random(20240611)
+    problems, worst, customs, serving = [], 0, 0, 0
+    for index in range(RANDOM_STATES):
+        state = random_state(rng, data["defaults"])
+        got = set_state(page, state)
+        assert got["state"] == state, f"state {index}: the form did not take {state}"
+        changed = {k: v for k, v in state.items() if v != data["defaults"][k]}
+        found, diff = compare(got, expected(state, data["shown"]), f"state {index} {json.dumps(changed)}")
+        problems += found
+        worst = max(worst, diff)
+        customs += state["model"] == "custom"
+        serving += state["mode"] == "serve"
+    assert customs >= 40 and serving >= 40
+    assert problems == [], "\n".join(problems[:20])
+    print(f"{RANDOM_STATES} random states; largest byte difference per part: {worst}")
+    assert worst <= 1
+    assert visit.problems() == []
+
+
+INVALID = [
+    {"model": "llama-3-8b", "tp": "3"},
+    {"model": "gpt2", "pp": "13"},
+    {"model": "llama-3-8b", "ep": "2", "dp": "2"},
+    {"model": "mixtral-8x7b", "ep": "4", "dp": "2"},
+    {"model": "llama-3-8b", "cp": "3", "seq_len": "4096"},
+    {"model": "llama-3-8b", "shard": "0", "offload": "optimizer"},
+    {"model": "llama-3-8b", "shard": "2", "offload": "params"},
+    {"model": "llama-3-8b", "lora_rank": "0", "qlora": "1"},
+    {"model": "llama-3-8b", "shard": "HYBRID_SHARD", "dp": "12"},
+    {"model": "llama-3-8b", "micro_batch": "0"},
+    {"model": "llama-3-8b", "overhead": "1000"},
+    {"model": "llama-3-8b", "pp": "4", "vpp": "3"},
+    {"model": "custom", "heads": "32", "kv_heads": "5"},
+    {"model": "custom", "experts": "8", "top_k": "9"},
+    {"model": "custom", "layers": "0"},
+]
+
+
+@pytest.mark.parametrize("changes", INVALID, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_invalid_states_show_the_models_message(calculator, changes):
+    """An invalid combination shows validate_config's (or Architecture's) message, and no figure."""
+    page, data, _ = calculator
+    state = data["defaults"] | changes
+    want = expected(state, data["shown"])
+    assert want["error"], f"{changes} should be invalid"
+    got = set_state(page, changes)
+    assert got["error"] == want["error"] and not got["shown"] and got["summary"] == want["summary"]
+    assert set_state(page, data["defaults"])["error"] is None  # and it recovers
+
+
+def test_every_control_by_keyboard(calculator):
+    """Each control changes the state from the keyboard: arrows in radiogroups, selects and number fields, Space on checkboxes."""
+    page, data, _ = calculator
+    page.evaluate(SET_STATE, [WIDGET, {"model": "custom", "mode": "train", "shard": "3", "dp": "2"}])
+    names = page.evaluate(f"() => [...document.querySelector('{WIDGET} form').elements].filter(e => e.name && e.type !== 'hidden').map(e => e.name)")
+    unchanged = []
+    for name in names:
+        before = page.evaluate(READ, WIDGET)["state"]
+        field = page.locator(f"{WIDGET} [name={name}]")
+        if not field.is_visible():
+            page.evaluate(SET_STATE, [WIDGET, {"mode": "serve"}])
+            before = page.evaluate(READ, WIDGET)["state"]
+        field.focus()
+        kind = field.get_attribute("type") or "select"
+        page.keyboard.press("Space" if kind == "checkbox" else "ArrowDown" if kind == "select" else "ArrowUp")
+        after = page.evaluate(READ, WIDGET)["state"]
+        if after[name] == before[name]:
+            unchanged.append(name)
+        page.evaluate(SET_STATE, [WIDGET, {"mode": "train"}])
+    for group in ("mode", "recompute"):
+        radio = page.locator(f"{WIDGET} [role=radiogroup]:has([name={group}]) [aria-checked=true]")
+        before = page.evaluate(READ, WIDGET)["state"][group]
+        radio.focus()
+        page.keyboard.press("ArrowRight")
+        after = page.evaluate(READ, WIDGET)["state"][group]
+        focused = page.evaluate("document.activeElement.getAttribute('aria-checked')")
+        if after == before or focused != "true":
+            unchanged.append(group)
+        page.evaluate(SET_STATE, [WIDGET, {"mode": "train"}])
+    assert unchanged == [], f"keyboard did not change: {unchanged}"
+
+
+def test_every_control_by_pointer(calculator):
+    """Clicks on radios and checkboxes, picking options and typing into number fields all update the figure."""
+    page, data, _ = calculator
+    summary = lambda: page.locator(f"{WIDGET} [data-out=summary]").text_content()  # noqa: E731
+    page.locator(f"{WIDGET} [role=radio][data-value=serve]").click()
+    assert "serving" in summary()
+    page.locator(f"{WIDGET} [name=weights]").select_option("int4")
+    assert page.locator(f"{WIDGET} [data-part='weights/quantised_linear']").count() == 1
+    page.locator(f"{WIDGET} [name=batch]").fill("8")
+    page.locator(f"{WIDGET} [name=batch]").dispatch_event("change")
+    assert "8 x 4,096 tokens" in summary()
+    page.locator(f"{WIDGET} [role=radio][data-value=train]").click()
+    page.locator(f"{WIDGET} [role=radio][data-value=full]").click()
+    assert page.locator(f"{WIDGET} [data-part='activations/checkpoint']").count() == 1
+    page.locator(f"{WIDGET} [name=model]").select_option("custom")
+    assert summary().startswith("Custom model")
+    page.locator(f"{WIDGET} label:has-text('Tied embeddings')").click()
+    page.locator(f"{WIDGET} [name=layers]").fill("4")
+    page.locator(f"{WIDGET} [name=layers]").dispatch_event("input")
+    state = page.evaluate(READ, WIDGET)["state"]
+    assert state["tied"] == "1" and state["layers"] == "4"
+    got = page.evaluate(READ, WIDGET)
+    assert compare(got, expected(state, data["shown"]), "pointer")[0] == []
+
+
+def test_url_round_trip(calculator, open_page):
+    """The state lives in the URL (non-default values only) and opening that URL restores it."""
+    page, data, _ = calculator
+    state = data["defaults"] | {"model": "custom", "layers": "6", "mode": "serve", "kv_dtype": "fp8", "tp": "2", "gpu": "l4"}
+    shown = set_state(page, state)
+    query = page.evaluate("location.search")
+    assert "calculator-1.mode=serve" in query and "calculator-1.precision" not in query
+    with open_page(PAGE + query) as visit:
+        restored = visit.page.evaluate(READ, WIDGET)
+        assert restored["state"] == state and restored["summary"] == shown["summary"]
+        assert visit.page.locator(f"{WIDGET} [role=radio][data-value=serve]").get_attribute("aria-checked") == "true"
+        assert visit.problems() == []
+
+
+def test_without_javascript_the_default_figure_is_there(open_page):
+    """With JavaScript off the summary, chart, parts table, fits-on list and answers are the server's."""
+    with open_page(PAGE, js=False) as visit:
+        data = widget_data(visit.page)
+        got = visit.page.evaluate(READ, WIDGET)
+        assert compare(got, expected(data["defaults"], data["shown"]), "no-js") == ([], 0)
+        assert visit.page.locator(f"{WIDGET} .calc-chart svg rect").count() > 5
+
+
+def test_works_from_file_urls(file_browser):
+    """Opened from file://, the script runs (a state change redraws) and logs no error."""
+    with file_browser.open_page(PAGE) as visit:
+        got = set_state(visit.page, {"mode": "serve"})
+        assert "serving" in got["summary"] and visit.problems() == []
+
+
+STATES = {
+    "default": {},
+    "overflow": {"model": "llama-3-70b", "shard": "0", "dp": "1", "gpu": "h100-80gb"},
+    "sharded": {"model": "mixtral-8x7b", "shard": "3", "dp": "8", "ep": "2", "tp": "2", "offload": "optimizer"},
+    "serving": {"mode": "serve", "weights": "int4", "batch": "32"},
+    "invalid": {"tp": "3"},
+}
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+def test_axe_finds_no_violations(open_page, axe_source, color_scheme):
+    """axe-core reports nothing in the default, overflow, sharded, serving and error states, light and dark."""
+    problems = []
+    with open_page(PAGE, color_scheme=color_scheme) as visit:
+        for name, changes in STATES.items():
+            data = widget_data(visit.page)
+            set_state(visit.page, data["defaults"] | changes)
+            problems += [f"{name}: {line}" for line in checks.run_axe(visit.page, axe_source)]
+    assert problems == []
+
+
+@pytest.mark.parametrize("viewport", [NARROW, WIDE], ids=["360px", "1280px"])
+def test_layout_and_screenshots(open_page, screenshot_dir, viewport):
+    """No horizontal overflow and no overlapping or clipped chart text at 360 and 1280 px, light and dark."""
+    problems = []
+    for scheme in ("light", "dark"):
+        with open_page(PAGE, color_scheme=scheme, viewport=viewport, reduced_motion=True) as visit:
+            data = widget_data(visit.page)
+            for name in ("default", "overflow"):
+                set_state(visit.page, data["defaults"] | STATES[name])
+                problems += [f"{scheme} {name}: {p}" for p in checks.find_horizontal_overflow(visit.page)]
+                problems += [f"{scheme} {name}: {p}" for p in checks.find_chart_text_problems(visit.page)]
+                visit.page.locator(WIDGET).screenshot(path=str(screenshot_dir / f"calculator-{name}-{scheme}-{viewport[0]}.png"))
+    assert problems == []
