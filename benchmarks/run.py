@@ -102,7 +102,14 @@ def bench_build() -> dict:
             "pages": pages, "max_page_gzip_bytes": max(p["gzip_bytes"] for p in pages), "targets": TARGETS}
 
 
-BENCHMARKS: dict[str, Callable[[], dict]] = {"build": bench_build}
+def bench_widgets() -> dict:
+    """Slider input to updated DOM (p95) and the widget script's gzipped size (benchmarks/widgets.py)."""
+    from benchmarks.widgets import bench_widgets as run
+
+    return run()
+
+
+BENCHMARKS: dict[str, Callable[[], dict]] = {"build": bench_build, "widgets": bench_widgets}
 
 
 def print_build(result: dict) -> None:
@@ -120,7 +127,14 @@ def print_build(result: dict) -> None:
               f"{row['requests']:9d} {row['svgs']:5d}{flag}")
 
 
-PRINTERS: dict[str, Callable[[dict], None]] = {"build": print_build}
+def print_widgets(result: dict) -> None:
+    """Table of the widget benchmark."""
+    from benchmarks.widgets import print_widgets as show
+
+    show(result)
+
+
+PRINTERS: dict[str, Callable[[dict], None]] = {"build": print_build, "widgets": print_widgets}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ function painter(root, st) {
   const els = $$(root, "[data-t]");
   let timer;
   return (T, quiet) => {
-    els.forEach((e) => { e.textContent = T[e.dataset.t]; });
+    els.forEach((e) => { if (e.textContent !== T[e.dataset.t]) e.textContent = T[e.dataset.t]; });
     clearTimeout(timer);
     if (!quiet) timer = setTimeout(() => writeState(root.id, st), 300);
   };
@@ -30,7 +30,8 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   const { segments: segs, gpus, steps, presets } = d, st = { ...d.start }, caps = gpus.map((g) => g.bytes);
   const lo = Math.log10(d.min), span = Math.log10(d.max) - lo, paint = painter(root, st);
   const slider = $(root, "[type=range]"), count = $(root, "[type=number]"), bars = $$(root, ".wdg-bar");
-  const chips = $$(root, "[aria-pressed]"), group = $(root, "[role=radiogroup]");
+  const chips = $$(root, "[aria-pressed]"), group = $(root, "[role=radiogroup]"), fper = $(root, "[data-t=fper]");
+  const rects = bars.map((b) => $$(b, ".tm-segment")), lines = $$(root, ".tm-capacity"), labels = $$(root, "text");
   const bytes = (z, n) => segs.map((s) => ceilDiv(BigInt(st.p) * BigInt(s.num), s.den * (z >= s.shard ? n : 1)));
   function draw(from) {
     const { p, z, n } = st, full = bytes(0, 1), per = bytes(z, n), tot = sum(full), gpu = sum(per);
@@ -56,16 +57,16 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     [full, per].forEach((parts, b) => {
       const total = sum(parts), over = Math.min(total, ...caps.filter((c) => c < total));
       let x = 0;
-      $$(bars[b], ".tm-segment").forEach((r, i) => { setAttrs(r, { x: pc(x), width: pc(parts[i]) }); x += parts[i]; });
+      rects[b].forEach((r, i) => { setAttrs(r, { x: pc(x), width: pc(parts[i]) }); x += parts[i]; });
       setAttrs($(bars[b], ".wdg-over"), { x: pc(over), width: pc(total - over) });
       $(bars[b], ".wdg-badge").hidden = over === total;
     });
-    $$(root, ".tm-capacity").forEach((l, i) => { const x = pc(caps[i % caps.length]); setAttrs(l, { x1: x, x2: x }); });
-    $$(root, "text").forEach((t, i) => {
+    lines.forEach((l, i) => { const x = pc(caps[i % caps.length]); setAttrs(l, { x1: x, x2: x }); });
+    labels.forEach((t, i) => {
       const end = caps[i] / scale > 0.5;
       setAttrs(t, { x: pc(caps[i]), dx: end ? -4 : 4, "text-anchor": end ? "end" : "start" });
     });
-    bars[1].hidden = $(root, "[data-t=fper]").hidden = !z;
+    bars[1].hidden = fper.hidden = !z;
     root.dataset.params = p;
     root.dataset.bytes = full + ";" + per;
     const u = UNITS.find((x) => x[1] && P.endsWith(x[1]));

@@ -1,0 +1,105 @@
+"""Widget benchmark (issue 4): slider input to updated DOM, and the served widget script's gzipped size.
+
+In headless Chromium, on the built home page, each widget's slider gets >= 200 input events; for
+each, performance.now() is read before dispatching `input` and after the handler has updated the
+DOM (handlers run synchronously: every text, bar and attribute is written when dispatchEvent
+returns) -- the `p95_ms` the target applies to -- and again after forcing style and layout of
+the page (`layout_p95_ms`, which depends on the whole page and on the machine's load).
+Targets: p95 <= 4 ms, static/widgets.js <= 6 KB gzipped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {"input_p95_ms": 4.0, "script_gzip_bytes": 6000}
+INPUTS = 300
+
+MEASURE = """([selector, inputs]) => {
+  const root = document.querySelector(selector), slider = root.querySelector('[type=range]');
+  const summary = root.querySelector('[data-t=sum]'), low = +slider.min, high = +slider.max, times = [], laid = [];
+  for (let i = 0; i < inputs; i++) {
+    slider.value = low + ((i * 37) % (high - low + 1));
+    const start = performance.now();
+    slider.dispatchEvent(new Event('input', {bubbles: true}));
+    const updated = performance.now();
+    summary.getBoundingClientRect();  // force style and layout of the updated DOM
+    times.push(updated - start);
+    laid.push(performance.now() - start);
+  }
+  const at = (list, q) => list.sort((a, b) => a - b)[Math.min(list.length - 1, Math.ceil(q * list.length) - 1)];
+  return {inputs, p50_ms: at(times, 0.5), p95_ms: at(times, 0.95), max_ms: at(times, 1),
+          layout_p50_ms: at(laid, 0.5), layout_p95_ms: at(laid, 0.95)};
+}"""
+
+
+def build_site(out: Path) -> None:
+    """Build the site into out (a fresh process, like `make site`)."""
+    command = [sys.executable, "-m", "builder", "build", "--force", "--quiet", "--out", str(out)]
+    if subprocess.run(command, cwd=ROOT).returncode != 0:
+        raise SystemExit("benchmark: the site does not build (errors above); fix them first")
+
+
+def script_gzip_bytes(site: Path) -> int:
+    """Gzipped size (level 9) of the one served widget script."""
+    return len(gzip.compress((site / "static" / "widgets.js").read_bytes(), compresslevel=9, mtime=0))
+
+
+def measure_inputs(site: Path) -> dict:
+    """Per widget on the home page: p50/p95/max ms from slider input to updated DOM."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.helpers import LAUNCH_ARGS
+    from tests.browser_setup import find_chromium
+
+    chromium = find_chromium()
+    if not chromium:
+        raise SystemExit("benchmark: Chromium is missing (run `make browser`)")
+    results = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto((site / "index.html").as_uri())
+        for name in ("bytes-per-param", "memory-budget"):
+            selector = f"[data-widget={name}]"
+            page.evaluate(MEASURE, [selector, 20])  # warm-up: let the JIT see the handlers
+            results[name] = {k: round(v, 4) if isinstance(v, float) else v
+                             for k, v in page.evaluate(MEASURE, [selector, INPUTS]).items()}
+        browser.close()
+    return results
+
+
+def bench_widgets() -> dict:
+    """Slider-to-DOM latency per widget and the widget script's gzipped size."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-widgets-"))
+    try:
+        site = workdir / "site"
+        build_site(site)
+        widgets = measure_inputs(site)
+        size = script_gzip_bytes(site)
+        raw = (site / "static" / "widgets.js").stat().st_size
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {"cores": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2), "widgets": widgets, "script_bytes": raw, "script_gzip_bytes": size,
+            "input_p95_ms": max(w["p95_ms"] for w in widgets.values()), "targets": TARGETS}
+
+
+def print_widgets(result: dict) -> None:
+    """Table of the widget benchmark."""
+    print(f"widgets on {result['cores']} cores, 1-minute load {result['load_average_1min']} "
+          "(Chromium, slider input -> updated DOM; then with the page's layout forced)")
+    for name, row in result["widgets"].items():
+        flag = "  ok" if row["p95_ms"] <= TARGETS["input_p95_ms"] else f"  OVER target {TARGETS['input_p95_ms']} ms"
+        print(f"  {name:<18} {row['inputs']:4d} inputs  p50 {row['p50_ms']:7.3f} ms  p95 {row['p95_ms']:7.3f} ms"
+              f"  max {row['max_ms']:7.3f} ms{flag}; with layout p50 {row['layout_p50_ms']:.3f} ms"
+              f"  p95 {row['layout_p95_ms']:.3f} ms")
+    size = result["script_gzip_bytes"]
+    flag = "  ok" if size <= TARGETS["script_gzip_bytes"] else f"  OVER target {TARGETS['script_gzip_bytes']} B"
+    print(f"  static/widgets.js  {result['script_bytes']} B raw, {size} B gzipped{flag}")
