@@ -26,7 +26,9 @@ from builder.model.architecture import param_count
 from builder.model.teaching import ADAM_SEGMENTS, ZERO_STAGES, Segment, bytes_per_param
 from builder.model.units import format_bytes
 
-DEFAULT_PRESETS = "GPT-2:gpt2,7B:llama-2-7b,13B:llama-2-13b,70B:llama-2-70b"
+# Seed 000's chips: catalog models where the catalog has them, else the seed's round counts.
+DEFAULT_PRESETS = (("GPT-2", "gpt2", "124M"), ("7B", "llama-2-7b", "7B"), ("13B", "llama-2-13b", "13B"),
+                   ("70B", "llama-2-70b", "70B"))
 DEFAULT_GPUS = ("rtx-4090", "a100-80gb", "h100-80gb")
 DEFAULT_PARAMS = 7 * 10**9
 DEFAULT_BOUNDS = (100 * 10**6, 70 * 10**9)
@@ -150,6 +152,12 @@ def read_presets(text: str, catalogs: dict[str, Any]) -> list[dict[str, Any]]:
     return presets
 
 
+def default_presets(catalogs: dict[str, Any]) -> str:
+    """The default chips as a presets= value, from the catalog when it has the model."""
+    return ",".join(f"{label}:{model if model in catalogs['model'] else count}"
+                    for label, model, count in DEFAULT_PRESETS)
+
+
 def read_segments(text: str | None) -> list[dict[str, Any]]:
     """The segment table: the seed's mixed-precision Adam table, or 'label:bytes:stage' items."""
     if text is None:
@@ -213,7 +221,7 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     total_bpp = sum((Fraction(s["num"], s["den"]) for s in segments), Fraction(0))
     data = {"segments": segments, "gpus": gpus, "min": min(low, params), "max": max(high, params),
             "steps": SLIDER_STEPS, "sum": f"{float(total_bpp):g}",
-            "presets": read_presets(options.get("presets", DEFAULT_PRESETS), catalogs)}
+            "presets": read_presets(options.get("presets") or default_presets(catalogs), catalogs)}
     data["start"] = {"p": params, "z": zero, "n": gpu_count}
     return {"data": data, "params": params, "zero": zero, "gpu_count": gpu_count,
             "step": slider_step(params, data), "words": params_words(params),
