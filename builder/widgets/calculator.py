@@ -345,7 +345,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "first": op_rows(oplists.FIRST_STAGE),
         "last": [op_rows(oplists.LAST_STAGE_LAYERNORM), op_rows(oplists.LAST_STAGE_RMSNORM)],
         "sources": {key: html.escape(text) for key, text in SOURCES.items()},
-        "gpus": [[key, html.escape(display), size] for key, display, size in gpus],
+        "gpus": [[key, html.escape(display), size, html.escape(short_name(display))] for key, display, size in gpus],
         "shown": shown,
         "defaults": defaults,
         "fsdp": FSDP_STAGE,
@@ -399,13 +399,18 @@ def chart_geometry(breakdown: Breakdown, lines: list[tuple[str, str, int]], chos
                          "shade": shade[part.bucket] % 3, "title": f"{part.name}: {format_bytes(part.bytes)}"})
         offset += part.bytes
     rows = [{"x": pct(100 * g[2] / scale), "end": g[2] / scale > 0.5, "y": 14 + 18 * i,
-             "text": f"{g[1]}: {format_bytes(g[2])}"} for i, g in enumerate(lines)]
+             "text": f"{short_name(g[1])}: {format_bytes(g[2])}"} for i, g in enumerate(lines)]
     overflow = None
     if total > chosen[2]:
         overflow = {"x": pct(100 * chosen[2] / scale), "w": pct(100 * (total - chosen[2]) / scale)}
     return {"segments": segments, "lines": rows, "bar_y": 18 * len(lines) + 6, "height": 18 * len(lines) + 56,
             "overflow": overflow, "total_x": pct(100 * total / scale), "total_end": total / scale > 0.5,
             "total_text": format_bytes(total)}
+
+
+def short_name(display: str) -> str:
+    """A GPU's name short enough for a capacity label on a narrow screen ('RTX 4090 24GB', 'H100 80GB')."""
+    return display.replace("GeForce ", "").replace(" SXM", "")
 
 
 def catalog_gpus(catalog: dict[str, Any]) -> list[tuple[str, str, int]]:

@@ -209,15 +209,15 @@ WIDGETS.calculator = (root, D) => {
     const lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), scale = Math.max(total, ...lines.map((g) => g[2])) * 1.15;
     const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = 18 * lines.length + 6, H = y + 50, end = (x) => (x / scale > 0.5 ? 'end" dx="-4' : 'start" dx="4');
     const shade = {};
-    let x = 0, svg = `<svg width="100%" height="${H}" focusable="false"><defs><pattern id="${root.id}-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line class="tm-overflow-hatch" x1="0" y1="0" x2="0" y2="6"/></pattern></defs>`;
-    lines.forEach((g, i) => { svg += `<line class="tm-capacity" x1="${pc(g[2])}" x2="${pc(g[2])}" y1="${18 * i + 4}" y2="${y + 32}" stroke-dasharray="4 3"/><text class="tm-text-dim tm-capacity-label" x="${pc(g[2])}" y="${14 + 18 * i}" text-anchor="${end(g[2])}">${g[1]}: ${fmtBytes(g[2])}</text>`; });
+    let x = 0, svg = `<svg id="${root.id}-chart" width="100%" height="${H}" focusable="false"><defs><pattern id="${root.id}-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line class="tm-overflow-hatch" x1="0" y1="0" x2="0" y2="6"/></pattern></defs>`;
+    lines.forEach((g, i) => { svg += `<line class="tm-capacity" x1="${pc(g[2])}" x2="${pc(g[2])}" y1="${18 * i + 4}" y2="${y + 32}" stroke-dasharray="4 3"/><text class="tm-text-dim tm-capacity-label" x="${pc(g[2])}" y="${14 + 18 * i}" text-anchor="${end(g[2])}">${g[3]}: ${fmtBytes(g[2])}</text>`; });
     for (const [name, n] of parts) {
       const b = name.split("/")[0];
       shade[b] = (shade[b] ?? -1) + 1;
       svg += `<rect class="tm-segment tm-bucket-${b.replace("_", "-")} tm-shade-${shade[b] % 3}" x="${pc(x)}" y="${y}" width="${pc(n)}" height="28"><title>${name}: ${fmtBytes(n)}</title></rect>`;
       x += n;
     }
-    if (total > gpu[2]) svg += `<rect class="tm-overflow-outline" x="${pc(gpu[2])}" y="${y}" width="${pc(total - gpu[2])}" height="28" fill="url(#${root.id}-hatch)"/>`;
+    if (total > gpu[2]) svg += `<rect class="calc-over" x="${pc(gpu[2])}" y="${y}" width="${pc(total - gpu[2])}" height="28" fill="url(#${root.id}-hatch)"/>`;
     return svg + `<text class="tm-text" x="${pc(total)}" y="${y + 44}" text-anchor="${end(total)}">${fmtBytes(total)}</text></svg>`;
   };
   const render = (st) => {
