@@ -824,8 +824,11 @@ def finish_svg(raw: str, spec: ChartSpec, drawing: Drawing, palette: Palette) ->
     body = list(root)
     root.attrib.clear()
     root.set("viewBox", f"0 0 {drawing.width} {drawing.height}")
-    root.set("width", "100%")
-    root.set("class", f"tm-chart {size_class(drawing.width)}")
+    # Natural size: text renders at its designed size; the page lets wide charts break out
+    # of the text column and scroll sideways inside their figure on narrow screens.
+    root.set("width", f"{drawing.width:g}")
+    root.set("height", f"{drawing.height:g}")
+    root.set("class", "tm-chart")
     root.set("role", "img")
     root.set("aria-labelledby", f"{spec.chart_id}-title {spec.chart_id}-desc")
     title = ElementTree.Element(f"{ns}title", id=f"{spec.chart_id}-title")
@@ -837,11 +840,6 @@ def finish_svg(raw: str, spec: ChartSpec, drawing: Drawing, palette: Palette) ->
         child.tail = "\n"
     root.text = "\n"
     return ElementTree.tostring(root, encoding="unicode")
-
-
-def size_class(width: float) -> str:
-    """A class for the chart's intrinsic width, so CSS can keep its text readable on phones."""
-    return "tm-size-s" if width <= 480 else "tm-size-m" if width <= 900 else "tm-size-l"
 
 
 def place_texts(root: ElementTree.Element, words: list[Words]) -> None:

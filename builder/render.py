@@ -64,9 +64,23 @@ class PageContext:
 
 # Markdown -----------------------------------------------------------------------------
 
+def render_table_open(self, tokens, index, options, env) -> str:
+    """A Markdown table inside a focusable region that scrolls sideways on narrow screens."""
+    env["tables"] = env.get("tables", 0) + 1
+    return (f'<div class="table-scroll" tabindex="0" role="region" aria-label="Table {env["tables"]} '
+            f'(scrolls sideways on narrow screens)">\n<table>\n')
+
+
+def render_table_close(self, tokens, index, options, env) -> str:
+    """Close the table and its scroll region."""
+    return "</table>\n</div>\n"
+
+
 def make_markdown() -> MarkdownIt:
     """CommonMark + tables, footnotes, $math$, heading anchors, citations and placements."""
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md.add_render_rule("table_open", render_table_open)
+    md.add_render_rule("table_close", render_table_close)
     md.use(footnote_plugin).use(dollarmath_plugin, allow_digits=False, double_inline=True)
     md.use(anchors_plugin, min_level=2, max_level=3)
     md.core.ruler.push("permalinks", add_permalinks)
@@ -245,9 +259,38 @@ def convert_math(token: Token, line: int, context: PageContext) -> None:
     """LaTeX to MathML; a LaTeX error becomes a content error."""
     display = "block" if token.type.startswith("math_block") or token.type == "math_inline_double" else "inline"
     try:
-        token.meta["mathml"] = latex2mathml.converter.convert(token.content.strip(), display=display)
+        token.meta["mathml"] = latex_to_mathml(token.content.strip(), display)
     except Exception as error:  # latex2mathml raises many exception types for bad input
         context.error(line, f"cannot convert LaTeX {token.content.strip()!r}: {type(error).__name__} {error}".strip())
+
+
+ALIGNED = re.compile(r"^\\begin\{aligned\}(.*)\\end\{aligned\}$", re.S)
+
+
+def latex_to_mathml(tex: str, display: str) -> str:
+    """MathML for `tex`. latex2mathml leaves the '&' of an aligned environment as a raw
+    character, so `aligned` is built here: one <mtr> per row, one <mtd> per '&' cell."""
+    match = ALIGNED.match(tex)
+    if not match:
+        mathml = latex2mathml.converter.convert(tex, display=display)
+        if "<mi>&</mi>" in mathml:
+            raise ValueError("'&' is only supported inside \\begin{aligned}...\\end{aligned}")
+        return mathml
+    rows = []
+    for row in re.split(r"\\\\", match.group(1)):
+        cells = [math_inner(cell.strip()) for cell in row.split("&")]
+        aligns = ["right" if i % 2 == 0 else "left" for i in range(len(cells))]
+        rows.append("<mtr>" + "".join(f'<mtd columnalign="{a}">{c}</mtd>' for a, c in zip(aligns, cells)) + "</mtr>")
+    return (f'<math xmlns="http://www.w3.org/1998/Math/MathML" display="{display}">'
+            f'<mtable displaystyle="true">{"".join(rows)}</mtable></math>')
+
+
+def math_inner(tex: str) -> str:
+    """The MathML inside <math>...</math> for one cell ('' for an empty cell)."""
+    if not tex:
+        return "<mrow></mrow>"
+    mathml = latex2mathml.converter.convert(tex)
+    return mathml[mathml.index(">") + 1:mathml.rindex("</math>")]
 
 
 def template_exists(templates: jinja2.Environment, name: str) -> bool:

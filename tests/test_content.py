@@ -176,3 +176,14 @@ def test_real_pages_all_read_without_errors():
     pages, errors = read_pages(ROOT / "content")
     assert errors == []
     assert pages[0].slug == "index" and re.match(r"^[a-z0-9-]+$", pages[-1].slug)
+
+
+def test_aligned_environment_becomes_an_mtable():
+    # latex2mathml leaves aligned's '&' as a raw character; the builder makes rows and cells.
+    from builder.render import latex_to_mathml
+
+    mathml = latex_to_mathml(r"\begin{aligned} a &= b \\ c &= d + 1 \end{aligned}", "block")
+    assert mathml.count("<mtr>") == 2 and mathml.count("<mtd") == 4
+    assert "<mi>&</mi>" not in mathml and "&=" not in mathml
+    with pytest.raises(ValueError, match="aligned"):
+        latex_to_mathml("a & b", "block")

@@ -106,7 +106,7 @@ def draw_scatter(rows: list[Row]) -> str:
         return TOP + plot_h - (math.log10(value) - low) / (high - low) * plot_h
 
     within = sum(r.status == "ok" for r in rows)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" '
              f'aria-labelledby="validation-title validation-desc" class="tm-chart">',
              '<title id="validation-title">Predicted against measured bytes</title>',
              f'<desc id="validation-desc">{len(rows)} compared quantities on log-log axes; {within} lie within '
