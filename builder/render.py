@@ -6,7 +6,7 @@ Placement syntax (a line of its own, with blank lines around it):
     {{< table four-buckets >}}                 data table + formulas only
     {{< widget bytes-per-param model=llama-3-8b gpus=a100-80gb,h100-80gb >}}
 
-Citations: `[@key]` or `[@key1; @key2]`, keys from content/references.toml.
+Citations: `[@key]`, `[@key1; @key2]` or with locators `[@key, section 3]`, keys from content/references.toml.
 Math: `$...$` inline and `$$...$$` display, LaTeX converted to MathML at build time.
 """
 
@@ -38,7 +38,10 @@ from builder.grids import EvaluatedChart, format_amount, group_amounts
 
 PLACEMENT_LINE = re.compile(r"^\{\{<\s*(?P<kind>[a-z]+)\s+(?P<name>[a-z0-9-]+)(?P<options>[^>]*?)\s*>\}\}$")
 PLACEMENT_KINDS = ("chart", "table", "widget")
-CITATION = re.compile(r"\[(@[A-Za-z0-9_.:-]+(?:\s*;\s*@[A-Za-z0-9_.:-]+)*)\]")
+# '[@key]', '[@a; @b]', and with locators: '[@key, section 3; @b, eq. 2]'.
+CITE_ITEM = r"@[A-Za-z0-9_.:-]+(?:\s*,\s*[^;\]\[]+)?"
+CITATION = re.compile(rf"\[({CITE_ITEM}(?:\s*;\s*{CITE_ITEM})*)\]")
+CITE_PART = re.compile(r"\s*@([A-Za-z0-9_.:-]+)(?:\s*,\s*(.+?))?\s*$")
 UNIT_NOTES = {"GiB": "GiB = 2^30 bytes", "GB": "GB = 10^9 bytes"}
 
 
@@ -116,10 +119,18 @@ def parse_citation(state: StateInline, silent: bool) -> bool:
         return False
     match = CITATION.match(state.src, state.pos)
     if not match:
-        return False
+        end = state.src.find("]", state.pos)
+        if end == -1:
+            return False
+        if not silent:  # '[@' that is not a citation: reported by check_citation, never left as text
+            state.push("citation", "", 0).meta = {"malformed": state.src[state.pos:end + 1], "keys": [],
+                                                  "locators": []}
+        state.pos = end + 1
+        return True
     if not silent:
+        items = [CITE_PART.match(item) for item in match.group(1).split(";")]
         token = state.push("citation", "", 0)
-        token.meta = {"keys": [key.strip().lstrip("@") for key in match.group(1).split(";")]}
+        token.meta = {"keys": [m.group(1) for m in items], "locators": [m.group(2) or "" for m in items]}
     state.pos = match.end()
     return True
 
@@ -152,8 +163,10 @@ def render_math(self: Any, tokens: list[Token], index: int, options: Any, env: d
 def render_citation(self: Any, tokens: list[Token], index: int, options: Any, env: dict) -> str:
     """Numbered links to the references page, through the citation partial."""
     context: PageContext = env["context"]
-    references = [context.references[key] for key in tokens[index].meta["keys"]]
-    return context.templates.get_template("partials/citation.html").render(references=references).strip()
+    meta = tokens[index].meta
+    references = [context.references[key] for key in meta["keys"]]
+    return context.templates.get_template("partials/citation.html").render(
+        citations=list(zip(references, meta["locators"]))).strip()
 
 
 def render_placement(self: Any, tokens: list[Token], index: int, options: Any, env: dict) -> str:
@@ -199,7 +212,10 @@ def check_tokens(tokens: list[Token], context: PageContext) -> None:
 
 
 def check_citation(token: Token, line: int, context: PageContext) -> None:
-    """Every cited key must exist in references.toml."""
+    """Every cited key must exist in references.toml; '[@...' must be a well-formed citation."""
+    if "malformed" in token.meta:
+        context.error(line, f"malformed citation {token.meta['malformed']!r} (write [@key], [@key, section 3] "
+                            "or [@a; @b])")
     for key in token.meta["keys"]:
         if key not in context.references:
             context.error(line, f"unknown citation key {key!r} (see content/references.toml)")

@@ -187,3 +187,14 @@ def test_aligned_environment_becomes_an_mtable():
     assert "<mi>&</mi>" not in mathml and "&=" not in mathml
     with pytest.raises(ValueError, match="aligned"):
         latex_to_mathml("a & b", "block")
+
+
+def test_citation_locators_and_malformed_citations(tmp_path):
+    # '[@key, section 3]' keeps its locator; a '[@...' that is not a citation is an error, not text.
+    from builder.render import CITATION, CITE_PART
+
+    match = CITATION.match("[@rajbhandari2019, section 5; @korthikanti2022, Table 2]")
+    items = [CITE_PART.match(item) for item in match.group(1).split(";")]
+    assert [(m.group(1), m.group(2)) for m in items] == [("rajbhandari2019", "section 5"),
+                                                       ("korthikanti2022", "Table 2")]
+    assert CITATION.match("[@key section 5]") is None
