@@ -53,7 +53,9 @@ CHART_TEXT_BOXES = """() => {
   const svgs = [...document.querySelectorAll('svg')].filter(s => !s.parentElement.closest('svg'));
   return svgs.map((svg, index) => {
     const title = svg.querySelector(':scope > title');
-    const name = svg.id || (title && title.textContent.trim()) || svg.getAttribute('aria-label') || `svg #${index + 1}`;
+    const holder = svg.parentElement.closest('[id]');
+    const name = svg.id || (title && title.textContent.trim()) || svg.getAttribute('aria-label') ||
+      `svg #${index + 1}` + (holder ? ` in #${holder.id}` : '');
     let scroller = null, clipper = null;
     for (let el = svg.parentElement; el && el !== document.body; el = el.parentElement) {
       if (!scroller && scrolls(el)) scroller = el;
