@@ -230,15 +230,15 @@ def test_invalid_states_show_the_models_message(calculator, changes):
 def test_every_control_by_keyboard(calculator):
     """Each control changes the state from the keyboard: arrows in radiogroups, selects and number fields, Space on checkboxes."""
     page, data, _ = calculator
-    page.evaluate(SET_STATE, [WIDGET, {"model": "custom", "mode": "train", "shard": "3", "dp": "2"}])
+    base = data["defaults"] | {"model": "custom", "mode": "train", "shard": "3", "dp": "2"}
     names = page.evaluate(f"() => [...document.querySelector('{WIDGET} form').elements].filter(e => e.name && e.type !== 'hidden').map(e => e.name)")
     unchanged = []
     for name in names:
-        before = page.evaluate(READ, WIDGET)["state"]
+        page.evaluate(SET_STATE, [WIDGET, base])
         field = page.locator(f"{WIDGET} [name={name}]")
         if not field.is_visible():
             page.evaluate(SET_STATE, [WIDGET, {"mode": "serve"}])
-            before = page.evaluate(READ, WIDGET)["state"]
+        before = page.evaluate(READ, WIDGET)["state"]
         field.focus()
         kind = field.get_attribute("type") or "select"
         key = {"checkbox": "Space", "select": "ArrowUp" if name == "model" else "ArrowDown"}.get(kind, "ArrowUp")
@@ -246,7 +246,6 @@ def test_every_control_by_keyboard(calculator):
         after = page.evaluate(READ, WIDGET)["state"]
         if after[name] == before[name]:
             unchanged.append(name)
-        page.evaluate(SET_STATE, [WIDGET, {"mode": "train"}])
     for group in ("mode", "recompute"):
         radio = page.locator(f"{WIDGET} [role=radiogroup]:has([name={group}]) [aria-checked=true]")
         before = page.evaluate(READ, WIDGET)["state"][group]

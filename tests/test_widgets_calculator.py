@@ -1,0 +1,121 @@
+"""The calculator widget's server side (builder/widgets/calculator.py): default state, form state to
+Config, texts, and the data the script evaluates (which must say what builder.model computes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from builder.catalog import default_gpus, default_models
+from builder.content import Preset
+from builder.model import Config, estimate, oplists
+from builder.model.config import OPTIMIZERS
+from builder.model.units import format_bytes
+from builder.widgets import calculator as calc
+from builder.widgets import to_json
+
+MODELS = default_models()
+GPUS = calc.catalog_gpus(default_gpus())
+PRESET = {"model": "llama-3-8b", "precision": "bf16-mixed", "optimizer": "adamw", "seq_len": 4096,
+          "micro_batch": 1, "recompute": "selective", "fsdp": "FULL_SHARD", "dp": 8}
+
+
+def make_context(**options):
+    """context() for the calculator page's placement, with the preset above."""
+    catalogs = {"model": MODELS, "gpu": default_gpus(), "preset": {"p": Preset("p", PRESET, {}, "x", 1)}}
+    return calc.context({"preset": "p", "gpus": ["rtx-4090", "h200"], "gpu": "h100-80gb"} | options, catalogs)
+
+
+def state(**changes) -> dict[str, str]:
+    """The preset's form state with some controls changed."""
+    return calc.default_state(PRESET, MODELS, "h100-80gb") | changes
+
+
+def test_default_state_follows_the_preset():
+    defaults = make_context()["defaults"]
+    assert defaults["model"] == "llama-3-8b" and defaults["shard"] == "FULL_SHARD" and defaults["dp"] == "8"
+    assert defaults["seq_len"] == "4096" and defaults["recompute"] == "selective" and defaults["gpu"] == "h100-80gb"
+    assert defaults["layers"] == "32" and defaults["kv_heads"] == "8"  # custom fields start from the model
+
+
+def test_default_figure_is_the_models_estimate():
+    result = make_context()["result"]
+    config = Config(model=MODELS["llama-3-8b"], seq_len=4096, recompute="selective", fsdp="FULL_SHARD", dp=8)
+    breakdown = estimate(config)
+    assert [(p["name"], p["bytes"]) for p in result["parts"]] == list(breakdown.as_dict().items())
+    assert result["total"] == breakdown.total
+    assert result["summary"].startswith("Llama 3 8B (8,030,261,248 parameters), training, bf16-mixed, adamw")
+    assert f"{format_bytes(breakdown.total)} ({format_bytes(breakdown.total, 'GB')}) per GPU" in result["summary"]
+    assert result["max_batch"].startswith("Largest micro-batch that fits on H100 SXM 80GB: ")
+    assert [f["id"] for f in result["fits"]] == [g[0] for g in GPUS]
+
+
+def test_gpus_are_sorted_by_capacity_and_the_chart_draws_the_chosen_ones():
+    assert [g[2] for g in GPUS] == sorted(g[2] for g in GPUS)
+    chart = make_context()["result"]["chart"]
+    assert [line["text"].split(":")[0] for line in chart["lines"]] == ["RTX 4090 24GB", "H100 80GB", "H200 141GB"]
+    assert len(chart["segments"]) == len(make_context()["result"]["parts"]) and chart["overflow"] is None
+
+
+def test_unknown_preset_option_is_an_error():
+    with pytest.raises(ValueError, match="grad_accum_dtype"):
+        calc.default_state({"model": "gpt2", "grad_accum_dtype": "fp32"}, MODELS, "h100-80gb")
+
+
+def test_serving_ignores_training_only_controls():
+    config = calc.config_from_state(state(mode="serve", weights="int4", kv_dtype="fp8"), MODELS)
+    assert config.mode == "serve" and config.fsdp is None and config.zero == 0 and config.offload == "none"
+    assert config.param_dtype == "int4" and config.kv_dtype == "fp8" and config.lora_rank == 0
+
+
+def test_custom_architecture_and_its_errors():
+    config = calc.config_from_state(state(model="custom", layers="4", hidden="512", heads="8", kv_heads="2",
+                                          head_dim="64", experts="4", top_k="2"), MODELS)
+    assert config.model.name == "custom" and config.model.n_kv_heads == 2 and config.model.is_moe
+    bad = calc.results(state(model="custom", kv_heads="5"), MODELS, GPUS, [])
+    assert bad["error"] == "custom: kv_heads (5) must divide heads (32)"
+    assert bad["summary"] == "Custom model: not a valid configuration: custom: kv_heads (5) must divide heads (32)"
+
+
+def test_invalid_state_reports_validate_config_message():
+    result = calc.results(state(tp="3"), MODELS, GPUS, [])
+    assert result["error"] == "tp: 3 does not divide the 32 attention heads / 8 KV heads of llama-3-8b"
+
+
+def test_emitted_op_lists_are_the_models():
+    data = make_context()["data"]
+    for name, rows in oplists.BLOCKS.items():
+        assert data["blocks"][name] == [[r.group, r.coefficient, r.shape, r.dtype, r.condition, int(r.core)] for r in rows]
+    assert len(data["first"]) == len(oplists.FIRST_STAGE)
+    assert len(data["last"][1]) == len(oplists.LAST_STAGE_RMSNORM)
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_optimizer_table_matches_the_estimator(optimizer):
+    breakdown = estimate(Config(model=MODELS["gpt2"], optimizer=optimizer))
+    parts = [p for p in breakdown.parts if p.name.startswith("optimizer/") and p.name != "optimizer/master"]
+    rows = calc.OPTIMIZER_STATES[optimizer]
+    assert [p.name for p in parts] == ["optimizer/" + r[0] for r in rows]
+    for part, row in zip(parts, rows):
+        assert part.source == calc.SOURCES[row[3]]
+        if row[1] == "s":
+            assert part.per_unit == row[2].format(b=4, s="fp32")
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "int8", "nf4", "int4"])
+def test_quantisation_table_matches_the_estimator(dtype):
+    arch = MODELS["llama-3-8b"]
+    breakdown = estimate(Config(model=arch, mode="serve", precision="bf16", param_dtype=dtype))
+    size, constant, what, source = calc.QUANTISED[dtype]
+    linear = breakdown.part("weights/quantised_linear")
+    assert linear.per_unit == f"{size:g} B/param ({dtype})" and linear.source == calc.SOURCES[source]
+    constant = 4 / arch.hidden if constant is None else constant
+    if constant:
+        assert breakdown.part("weights/quantisation_constants").per_unit == f"{constant:.4f} B/param ({what})"
+
+
+def test_data_is_compact_and_safe_to_embed():
+    data = make_context()["data"]
+    text = to_json(data)
+    assert "<" not in text and len(text) < 20_000
+    assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["k"] == 8
+    assert data["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16"]
