@@ -27,7 +27,7 @@ import yaml
 
 SLUG_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 PAGE_KEYS = {"title": str, "slug": str, "order": int, "summary": str, "template": str,
-             "presets": dict, "charts": dict}
+             "nav_title": str, "presets": dict, "charts": dict}
 REQUIRED_PAGE_KEYS = ("title", "slug", "order", "summary")
 TEMPLATES = ("page", "references")
 CHART_KEYS = {"title": str, "description": str, "unit": str, "gpus": list, "group_by": str,
@@ -182,6 +182,7 @@ class Page:
     body_line: int  # line of the first body line in the file
     charts: dict[str, ChartDefinition]
     presets: dict[str, Preset]
+    nav_title: str = ""  # short name for the site navigation (default: the title)
 
     @property
     def url(self) -> str:
@@ -302,7 +303,8 @@ def read_page(path: Path, display_path: str) -> tuple[Page | None, list[ContentE
     errors += preset_errors + chart_errors
     page = Page(path=display_path, slug=meta["slug"], title=meta["title"].strip(), order=meta["order"],
                 summary=meta["summary"].strip(), template=meta.get("template", "page"), body=body,
-                body_line=body_line, charts=charts, presets=presets)
+                body_line=body_line, charts=charts, presets=presets,
+                nav_title=str(meta.get("nav_title", "")).strip())
     return page, errors
 
 

@@ -400,7 +400,7 @@ def make_templates(templates_dir: Path) -> jinja2.Environment:
 def make_navigation(pages: list[Page], current: Page) -> dict[str, Any]:
     """Header links plus previous/next pages, all relative URLs."""
     index = pages.index(current)
-    items = [{"title": p.title, "url": p.url, "current": p is current} for p in pages]
+    items = [{"title": p.nav_title or p.title, "url": p.url, "current": p is current} for p in pages]
     previous = pages[index - 1] if index > 0 else None
     following = pages[index + 1] if index + 1 < len(pages) else None
     return {"items": items,
