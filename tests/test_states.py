@@ -162,3 +162,23 @@ def test_questions_fit_batch_sequence_gpus():
     assert estimate(plan.config).total <= h100
     assert estimate(plan.config.with_changes(dp=plan.gpus - 1)).total > h100
     assert check_fit(estimate(Config(model=arch)), h100).verdict().startswith("exceeds by ")
+
+
+def test_uneven_pipeline_split_gives_every_stage_layers():
+    # 10 layers on 7 stages: the first stage holds ceil(10/7) = 2 layers, the last floor(10/7) = 1;
+    # no stage may get a negative or zero share (reported by the calculator's random-state test).
+    from builder.model.placement import stages
+
+    arch = MODELS["gpt2"].with_changes(layers=10)
+    first, last = stages(arch, Config(model=arch, pp=7, grad_accum=7))
+    assert (first.layers, last.layers) == (2, 1)
+    b = estimate(Config(model=arch, pp=7, grad_accum=7))
+    assert all(p.bytes > 0 for p in b.parts)
+
+
+def test_hybrid_shard_group_counts_context_parallel_ranks():
+    arch = MODELS["llama-2-7b"]
+    b = estimate(Config(model=arch, fsdp="HYBRID_SHARD", dp=4, cp=4, seq_len=8192))
+    assert b.part("optimizer/adam_m").sharded_by == 8  # min(dp x cp = 16, 8 GPUs per node)
+    with pytest.raises(ValueError, match=r"the shard group \(8 ranks\) must divide dp x cp = 12"):
+        estimate(Config(model=arch, fsdp="HYBRID_SHARD", dp=3, cp=4, seq_len=8192, fsdp_shard_group=8))

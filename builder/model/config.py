@@ -222,9 +222,10 @@ def validate_config(config: Config) -> None:
     if config.mode == "serve" and (config.zero or config.fsdp):
         fail("zero", "ZeRO/FSDP sharding applies to training; use tp/pp to split a served model")
     if config.fsdp == "HYBRID_SHARD":
-        group = config.fsdp_shard_group or min(config.dp, config.gpus_per_node)
-        if config.dp % group:
-            fail("fsdp_shard_group", f"the shard group ({group} ranks) must divide dp {config.dp}")
+        ranks = config.dp * config.cp  # context-parallel ranks join the shard group (estimator.sharding)
+        group = config.fsdp_shard_group or min(ranks, config.gpus_per_node)
+        if ranks % group:
+            fail("fsdp_shard_group", f"the shard group ({group} ranks) must divide dp x cp = {ranks}")
 
 
 FSDP_STAGE = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0, "HYBRID_SHARD": 3}

@@ -56,9 +56,10 @@ def stages(arch: Architecture | None, config: Config) -> list[Stage]:
     if config.pp_schedule == "interleaved" and v > 1:
         # Korthikanti et al. 2022 section 4.2.3: interleaving stores L(1 + (p-1)/(pm)) layers' worth.
         in_flight *= 1 + Fraction(p - 1, p * v)
+    # Layers spread as evenly as possible: the first stage gets ceil(L/p), the last floor(L/p).
     return [
         Stage("first", per_stage, True, False, in_flight),
-        Stage("last", arch.layers - per_stage * (p - 1), False, True, Fraction(1)),
+        Stage("last", arch.layers // p, False, True, Fraction(1)),
     ]
 
 

@@ -55,7 +55,7 @@ WIDGETS.calculator = (root, D) => {
       r: train ? n("lora_rank") : 0, ql: train && st.qlora == "1", batch: n("batch"), ctx: n("context"), kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
   };
   const validate = (c) => {
-    const { A, dp, tp, pp, ep, cp } = c, f = c.ovh / 100, g = min(dp, 8);
+    const { A, dp, tp, pp, ep, cp } = c, f = c.ovh / 100, g = min(dp * cp, 8);
     for (const [k, v] of Object.entries({ micro_batch: c.b, seq_len: c.s, grad_accum: c.ga, dp, tp, pp, cp, ep, pp_virtual_stages: c.v, batch: c.batch, context: c.ctx }))
       if (v < 1) fail(`${k}: must be at least 1, got ${v}`);
     if (c.r < 0) fail(`lora_rank: must be 0 or more, got ${c.r}`);
@@ -69,13 +69,13 @@ WIDGETS.calculator = (root, D) => {
     if (c.train && cp > 1 && c.s % cp) fail(`cp: ${cp} must divide seq_len ${c.s}`);
     if (c.off != "n" && c.stage < 1) fail("offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards");
     if (/[pb]/.test(c.off) && c.stage < 3) fail("offload: offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD");
-    if (c.fsdp == "HYBRID_SHARD" && dp % g) fail(`fsdp_shard_group: the shard group (${g} ranks) must divide dp ${dp}`);
+    if (c.fsdp == "HYBRID_SHARD" && (dp * cp) % g) fail(`fsdp_shard_group: the shard group (${g} ranks) must divide dp x cp = ${dp * cp}`);
   };
 
   // placement.stages: [layers, has embedding, has head, micro-batches in flight].
   const stages = ({ A, pp: p, v, ga }) => {
     const per = ceil(A.L / p);
-    return p < 2 ? [[A.L, 1, 1, 1]] : [[per, 1, 0, min(p, ga) * (v > 1 ? (p * v + p - 1) / (p * v) : 1)], [A.L - per * (p - 1), 0, 1, 1]];
+    return p < 2 ? [[A.L, 1, 1, 1]] : [[per, 1, 0, min(p, ga) * (v > 1 ? (p * v + p - 1) / (p * v) : 1)], [flo(A.L / p), 0, 1, 1]];
   };
   // placement.holding: dense, expert and linear parameters, one block (an FSDP unit) and the root unit on one GPU.
   const holding = ({ A, tp: t, ep }, [L, emb, head]) => {
