@@ -16,12 +16,14 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import multiprocessing
 import os
 import re
 import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -183,36 +185,69 @@ def evaluate_page_charts(page: Page, gathered: Gathered, estimate: Callable) -> 
     return charts, errors
 
 
-def draw_charts(page: Page, charts: dict[str, EvaluatedChart], render_chart: Callable, cache: Path | None,
+class ChartQueue:
+    """Charts to draw: from the disk cache, else in one worker process while the build goes on
+    (the real renderer on 2+ cores: importing matplotlib and drawing overlap with page
+    rendering), else inline. Every request returns a function that gives the SVG."""
+
+    def __init__(self, render_chart: Callable, cache: Path | None) -> None:
+        self.render_chart, self.cache, self.pool = render_chart, cache, None
+        real = getattr(render_chart, "__module__", "") == "builder.charts"
+        if real and (os.cpu_count() or 1) > 1 and "fork" in multiprocessing.get_all_start_methods():
+            self.pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+
+    def request(self, chart: EvaluatedChart) -> Callable[[], str]:
+        """Start drawing `chart` (or read it from the cache); call the result for the SVG."""
+        path = self.cache_path(chart)
+        if path is not None and path.is_file():
+            return lambda: path.read_text(encoding="utf-8")
+        if self.pool is not None:
+            future = self.pool.submit(self.render_chart, chart.spec)
+            return lambda: self.store(path, future.result())
+        return lambda: self.store(path, self.render_chart(chart.spec))
+
+    def cache_path(self, chart: EvaluatedChart) -> Path | None:
+        """Where the chart is memoised: a hash of the spec, the charts code and the renderer."""
+        if self.cache is None:
+            return None
+        charts_code = (PACKAGE_DIR / "charts.py").read_bytes() if (PACKAGE_DIR / "charts.py").exists() else b""
+        renderer = f"{self.render_chart.__module__}.{self.render_chart.__qualname__}".encode()
+        key = hashlib.sha256(repr(chart.spec).encode() + charts_code + renderer).hexdigest()
+        return self.cache / "charts" / f"{key}.svg"
+
+    @staticmethod
+    def store(path: Path | None, svg: str) -> str:
+        """Write a freshly drawn SVG to the cache and return it."""
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(svg, encoding="utf-8")
+        return svg
+
+    def close(self) -> None:
+        """Stop the worker, if there is one."""
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def request_charts(charts: dict[str, EvaluatedChart], queue: ChartQueue) -> dict[str, Callable[[], str]]:
+    """Ask the queue for every chart of a page, in a stable order."""
+    return {chart_id: queue.request(chart) for chart_id, chart in sorted(charts.items())}
+
+
+def draw_charts(page: Page, charts: dict[str, EvaluatedChart], pending: dict[str, Callable[[], str]],
                 report: BuildReport) -> tuple[dict[str, str], list[ContentError]]:
-    """SVG for every chart of a page (from the chart cache when the spec is unchanged)."""
+    """SVG for every chart of a page; a renderer failure names the chart that triggered it."""
     svgs, errors = {}, []
-    for chart_id, chart in sorted(charts.items()):
+    for chart_id, get_svg in pending.items():
         try:
-            svgs[chart_id] = cached_chart(chart, render_chart, cache)
+            svgs[chart_id] = get_svg()
         except NotImplementedError:
             report.warnings.append(f"{page.path}: chart {chart_id}: charts are not implemented yet; "
                                    "the data table is shown without a figure")
         except Exception as error:  # a renderer bug must still name the chart that triggered it
-            errors.append(ContentError(page.path, chart.definition.line,
+            errors.append(ContentError(page.path, charts[chart_id].definition.line,
                                        f"chart {chart_id}: cannot draw: {type(error).__name__}: {error}"))
     return svgs, errors
-
-
-def cached_chart(chart: EvaluatedChart, render_chart: Callable, cache: Path | None) -> str:
-    """render_chart(spec), memoised on disk by a hash of the spec and the charts code."""
-    if cache is None:
-        return render_chart(chart.spec)
-    charts_code = (PACKAGE_DIR / "charts.py").read_bytes() if (PACKAGE_DIR / "charts.py").exists() else b""
-    renderer = f"{render_chart.__module__}.{render_chart.__qualname__}".encode()
-    key = hashlib.sha256(repr(chart.spec).encode() + charts_code + renderer).hexdigest()
-    path = cache / "charts" / f"{key}.svg"
-    if path.is_file():
-        return path.read_text(encoding="utf-8")
-    svg = render_chart(chart.spec)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(svg, encoding="utf-8")
-    return svg
 
 
 # 4. Render --------------------------------------------------------------------------------
@@ -225,41 +260,70 @@ def check_charts_placed(page: Page, context: PageContext, body_text: str) -> Non
                                       f"(add a line {{{{< chart {chart_id} >}}}})")
 
 
+@dataclass
+class RenderSetup:
+    """What every page's rendering shares."""
+
+    gathered: Gathered
+    templates: Any
+    md: Any
+    catalogs: dict[str, Any]
+    has_references_page: bool
+    has_widget_script: bool
+    report: BuildReport
+    log: Callable[[str], None]
+
+
 def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, render_chart: Callable,
                  report: BuildReport, log: Callable[[str], None], skip: set[str] = frozenset()
                  ) -> tuple[dict[str, bytes], list[ContentError]]:
     """Every page's HTML, keyed by output path; all errors collected. Pages in `skip` are not rendered."""
-    templates = make_templates(paths.templates)
-    md = make_markdown()
-    catalogs = {"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets}
-    has_references_page = any(p.slug == "references" for p in gathered.pages)
-    has_widget_script = (paths.static / "widgets.js").is_file() or bool(widget_sources(paths.static))
+    setup = RenderSetup(
+        gathered=gathered, templates=make_templates(paths.templates), md=make_markdown(),
+        catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets},
+        has_references_page=any(p.slug == "references" for p in gathered.pages),
+        has_widget_script=(paths.static / "widgets.js").is_file() or bool(widget_sources(paths.static)),
+        report=report, log=log)
+    pages = [page for page in gathered.pages if page.path not in skip]
     outputs, errors = {}, []
-    for page in gathered.pages:
-        if page.path in skip:
-            continue
-        started = time.perf_counter()
-        charts, chart_errors = evaluate_page_charts(page, gathered, estimate)
-        svgs, draw_errors = draw_charts(page, charts, render_chart, paths.cache, report)
-        context = PageContext(page=page, charts=charts, references=gathered.references,
-                              catalogs=catalogs | {"preset": gathered.presets | page.presets},
-                              templates=templates, svgs=svgs)
-        context.errors += chart_errors + draw_errors  # the body is still checked, but not rendered
-        check_charts_placed(page, context, page.body)
-        body = render_body(md, context)
-        if context.cited and not has_references_page:
-            context.error(page.body_line, "citations need a references page (a page with slug: references)")
-        errors += context.errors
-        if context.errors:
-            continue
-        scripted = any(WIDGETS[name].scripted for name in context.widgets)
-        scripts = [WIDGET_SCRIPT] if scripted and has_widget_script else []
-        extra = {"stylesheet": STYLESHEET, "scripts": scripts,
-                 "references": sorted(gathered.references.values(), key=lambda r: r.number)}
-        html = render_page(templates, page, gathered.pages, gathered.site, body, extra)
-        outputs[page.url] = html.encode("utf-8")
-        log(f"  {page.url:<22} {len(outputs[page.url]) / 1024:7.1f} KiB  {time.perf_counter() - started:6.3f} s")
+    queue = ChartQueue(render_chart, paths.cache)
+    try:
+        # Evaluate every page's charts and start drawing them, then render the pages.
+        evaluated = {page.path: evaluate_page_charts(page, gathered, estimate) for page in pages}
+        pending = {path: request_charts(charts, queue) for path, (charts, _) in evaluated.items()}
+        for page in pages:
+            html, page_errors = render_one_page(page, evaluated[page.path], pending[page.path], setup)
+            errors += page_errors
+            if html is not None:
+                outputs[page.url] = html
+    finally:
+        queue.close()
     return outputs, errors
+
+
+def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list[ContentError]],
+                    pending: dict[str, Callable[[], str]], setup: RenderSetup) -> tuple[bytes | None, list[ContentError]]:
+    """One page's HTML (None when it has errors) and its errors."""
+    started = time.perf_counter()
+    gathered = setup.gathered
+    charts, chart_errors = evaluated
+    svgs, draw_errors = draw_charts(page, charts, pending, setup.report)
+    context = PageContext(page=page, charts=charts, references=gathered.references,
+                          catalogs=setup.catalogs | {"preset": gathered.presets | page.presets},
+                          templates=setup.templates, svgs=svgs)
+    context.errors += chart_errors + draw_errors  # the body is still checked, but not rendered
+    check_charts_placed(page, context, page.body)
+    body = render_body(setup.md, context)
+    if context.cited and not setup.has_references_page:
+        context.error(page.body_line, "citations need a references page (a page with slug: references)")
+    if context.errors:
+        return None, context.errors
+    scripted = any(WIDGETS[name].scripted for name in context.widgets)
+    extra = {"stylesheet": STYLESHEET, "scripts": [WIDGET_SCRIPT] if scripted and setup.has_widget_script else [],
+             "references": sorted(gathered.references.values(), key=lambda r: r.number)}
+    html = render_page(setup.templates, page, gathered.pages, gathered.site, body, extra).encode("utf-8")
+    setup.log(f"  {page.url:<22} {len(html) / 1024:7.1f} KiB  {time.perf_counter() - started:6.3f} s")
+    return html, []
 
 
 # 5. Static files --------------------------------------------------------------------------
