@@ -22,11 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"input_p95_ms": 4.0, "script_gzip_bytes": 6000}
 INPUTS = 300
 
-MEASURE = """([selector, inputs]) => {
-  const root = document.querySelector(selector), slider = root.querySelector('[type=range]');
-  const summary = root.querySelector('[data-t=sum]'), low = +slider.min, high = +slider.max, times = [], laid = [];
+MEASURE = """([selector, control, summarySelector, values, inputs]) => {
+  const root = document.querySelector(selector), slider = root.querySelector(control);
+  const summary = root.querySelector(summarySelector), times = [], laid = [];
+  const low = +slider.min, high = +slider.max;
+  const pick = (i) => values.length ? values[i % values.length] : low + ((i * 37) % (high - low + 1));
   for (let i = 0; i < inputs; i++) {
-    slider.value = low + ((i * 37) % (high - low + 1));
+    slider.value = pick(i);
     const start = performance.now();
     slider.dispatchEvent(new Event('input', {bubbles: true}));
     const updated = performance.now();
@@ -38,6 +40,14 @@ MEASURE = """([selector, inputs]) => {
   return {inputs, p50_ms: at(times, 0.5), p95_ms: at(times, 0.95), max_ms: at(times, 1),
           layout_p50_ms: at(laid, 0.5), layout_p95_ms: at(laid, 0.95)};
 }"""
+
+# (page, widget, the control that gets input events, the element whose layout is forced, values to cycle)
+# The calculator re-estimates and runs its two searches (largest micro-batch and sequence) on every input.
+CASES = (
+    ("index.html", "bytes-per-param", "[type=range]", "[data-t=sum]", []),
+    ("index.html", "memory-budget", "[type=range]", "[data-t=sum]", []),
+    ("calculator.html", "calculator", "[name=micro_batch]", "[data-out=live]", [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
+)
 
 
 def build_site(out: Path) -> None:
@@ -53,7 +63,7 @@ def script_gzip_bytes(site: Path) -> int:
 
 
 def measure_inputs(site: Path) -> dict:
-    """Per widget on the home page: p50/p95/max ms from slider input to updated DOM."""
+    """Per widget: p50/p95/max ms from a control's input event to the updated DOM."""
     from playwright.sync_api import sync_playwright
 
     from tests.browser.helpers import LAUNCH_ARGS
@@ -66,12 +76,12 @@ def measure_inputs(site: Path) -> dict:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.goto((site / "index.html").as_uri())
-        for name in ("bytes-per-param", "memory-budget"):
-            selector = f"[data-widget={name}]"
-            page.evaluate(MEASURE, [selector, 20])  # warm-up: let the JIT see the handlers
+        for path, name, control, summary, values in CASES:
+            page.goto((site / path).as_uri())
+            arguments = [f"[data-widget={name}]", control, summary, values]
+            page.evaluate(MEASURE, arguments + [20])  # warm-up: let the JIT see the handlers
             results[name] = {k: round(v, 4) if isinstance(v, float) else v
-                             for k, v in page.evaluate(MEASURE, [selector, INPUTS]).items()}
+                             for k, v in page.evaluate(MEASURE, arguments + [INPUTS]).items()}
         browser.close()
     return results
 

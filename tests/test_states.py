@@ -182,3 +182,16 @@ def test_hybrid_shard_group_counts_context_parallel_ranks():
     assert b.part("optimizer/adam_m").sharded_by == 8  # min(dp x cp = 16, 8 GPUs per node)
     with pytest.raises(ValueError, match=r"the shard group \(8 ranks\) must divide dp x cp = 12"):
         estimate(Config(model=arch, fsdp="HYBRID_SHARD", dp=3, cp=4, seq_len=8192, fsdp_shard_group=8))
+
+
+def test_largest_is_the_unique_maximum_for_any_step_and_limit():
+    # questions._largest answers "limit if it fits, else the largest multiple of step in [low, limit)
+    # that fits" for every monotone predicate, also when limit is not a multiple of step.
+    from builder.model.questions import _largest
+
+    for step in (1, 3, 4, 7):
+        for limit in (step * 5 + 2, step * 40, 1000):
+            for threshold in range(0, limit + 3):
+                fits = lambda n: n <= threshold  # noqa: E731
+                expected = None if threshold < step else limit if threshold >= limit else threshold // step * step
+                assert _largest(fits, step, limit, step) == expected, (step, limit, threshold)

@@ -46,25 +46,21 @@ def check_fit(breakdown: Breakdown, capacity: int) -> Fit:
 
 
 def _largest(fits: Callable[[int], bool], low: int, limit: int, step: int = 1) -> int | None:
-    """Largest multiple of `step` in [low, limit] for which `fits` holds (monotone), or None."""
+    """`limit` if it fits, else the largest multiple of `step` in [low, limit) that fits, or None.
+
+    `fits` must be monotone (true up to some point, false after), so the answer is unique and
+    any correct search finds it; the calculator widget searches differently and must agree.
+    """
     if not fits(low):
         return None
-    good, bad = low, None
-    probe = low
-    while bad is None:
-        probe *= 2
-        if probe > limit:
-            if fits(limit):
-                return limit
-            bad = limit
-        elif fits(probe):
-            good = probe
-        else:
-            bad = probe
-    while bad - good > step:
-        middle = (good + bad) // 2 // step * step
-        if middle <= good:
-            break
+    if fits(limit):
+        return limit
+    good, bad = low, low + step
+    while bad < limit and fits(bad):  # gallop: double the distance until a value fails
+        good, bad = bad, low + 2 * (bad - low)
+    bad = min(bad, limit)
+    while good + step < bad:  # bisect on multiples of step; good fits, bad does not
+        middle = good + step * max(1, (bad - good) // (2 * step))
         if fits(middle):
             good = middle
         else:

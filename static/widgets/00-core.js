@@ -44,6 +44,16 @@ function writeState(id, state) {
   }
 }
 
+// writeState 300 ms after the last change: browsers throttle history updates, and the URL need
+// not follow every slider step.
+function stateWriter(id) {
+  let timer;
+  return (state) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => writeState(id, state), 300);
+  };
+}
+
 // A "copy link" button: clipboard when allowed, else show the link to copy by hand.
 function copyLink(button, status) {
   button.addEventListener("click", () => {

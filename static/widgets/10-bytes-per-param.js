@@ -17,12 +17,10 @@ function fmtParams(p) {
 // Every [data-t] element gets texts[key] (summary, live region and table share keys); the URL
 // follows the state 300 ms after the last change (browsers throttle history updates).
 function painter(root, st) {
-  const els = $$(root, "[data-t]");
-  let timer;
+  const els = $$(root, "[data-t]"), save = stateWriter(root.id);
   return (T, quiet) => {
     els.forEach((e) => { if (e.textContent !== T[e.dataset.t]) e.textContent = T[e.dataset.t]; });
-    clearTimeout(timer);
-    if (!quiet) timer = setTimeout(() => writeState(root.id, st), 300);
+    if (!quiet) save(st);
   };
 }
 

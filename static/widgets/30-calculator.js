@@ -187,17 +187,24 @@ WIDGETS.calculator = (root, D) => {
     }
     return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * min(8, c.dp * c.tp * c.pp * c.cp) };
   };
-  // questions._largest: the largest multiple of step in [low, limit] that fits (memory is monotone).
-  const largest = (fits, low, limit, step) => {
-    if (!fits(low)) return 0;
-    let good = low, bad = 0, probe = low;
-    while (!bad) {
-      probe *= 2;
-      if (probe > limit) { if (fits(limit)) return limit; bad = limit; } else if (fits(probe)) good = probe; else bad = probe;
+  // questions._largest: limit if it fits, else the largest multiple of step in [low, limit) that
+  // fits. Memory is monotone, so the answer is unique: this search starts from a linear guess
+  // (memory is close to affine in batch and sequence) and gallops, a handful of estimates.
+  const largest = (size, cap, low, limit, step) => {
+    const fits = (n) => size(n) <= cap, f0 = size(low);
+    if (f0 > cap) return 0;
+    if (fits(limit)) return limit;
+    const f1 = size(low + step);
+    let guess = min(max(f1 > f0 ? low + flo((cap - f0) / (f1 - f0)) * step : low, low), limit - 1), good, bad;
+    guess = low + flo((guess - low) / step) * step;
+    if (fits(guess)) {
+      for (good = guess, bad = guess + step; bad < limit && fits(bad);) [good, bad] = [bad, 2 * bad - good];
+      bad = min(bad, limit);
+    } else {
+      for (bad = guess, good = guess - step; good > low && !fits(good);) [bad, good] = [good, max(low, 2 * good - bad)];
     }
-    while (bad - good > step) {
-      const mid = flo((good + bad) / 2 / step) * step;
-      if (mid <= good) break;
+    while (good + step < bad) {
+      const mid = good + step * max(1, flo((bad - good) / (2 * step)));
       if (fits(mid)) good = mid; else bad = mid;
     }
     return good;
@@ -225,8 +232,8 @@ WIDGETS.calculator = (root, D) => {
     let text, error = "";
     try {
       const c = cfg(st), { parts, host } = estimate(c), total = sum(parts), { A, train } = c;
-      const fits = (k) => (n) => sum(estimate({ ...c, [k]: n }).parts) <= gpu[2];
-      const mb = largest(fits(train ? "b" : "batch"), 1, D.limits.micro_batch, 1), ms = largest(fits(train ? "s" : "ctx"), train ? c.cp : 1, D.limits.seq_len, train ? c.cp : 1);
+      const size = (k) => (n) => sum(estimate({ ...c, [k]: n }).parts);
+      const mb = largest(size(train ? "b" : "batch"), gpu[2], 1, D.limits.micro_batch, 1), ms = largest(size(train ? "s" : "ctx"), gpu[2], train ? c.cp : 1, D.limits.seq_len, train ? c.cp : 1);
       const items = ["dp", "tp", "pp", "cp", "ep"].filter((k) => c[k] > 1).map((k) => k + " " + c[k]), gpus = c.dp * c.tp * c.pp * c.cp;
       if (train && st.shard != "0") items.push(/\d/.test(st.shard) ? "ZeRO-" + st.shard : "FSDP " + st.shard);
       const run = train ? `training, ${st.precision}, ${c.opt}${c.r ? `, LoRA rank ${c.r}${c.ql ? " (QLoRA)" : ""}` : ""}, micro-batch ${c.b} x ${commas(c.s)} tokens` : `serving ${st.weights} weights, ${c.batch} x ${commas(c.ctx)} tokens`;
@@ -252,6 +259,7 @@ ${host ? `<p class="calc-host">Host memory per node for offloaded states: ${fmtB
   // The form: read, show what applies, keep the URL in step, redraw.
   const read = () => Object.fromEntries([...form.elements].filter((e) => e.name).map((e) => [e.name, e.type == "checkbox" ? (e.checked ? "1" : "0") : e.value]));
   const show = (st) => $$(root, "[data-show]").forEach((e) => { e.hidden = e.dataset.show != st.mode && e.dataset.show != st.model; });
+  const save = stateWriter(root.id);
   const update = (event) => {
     // Picking a catalog model fills the custom fields with its shape: a custom model starts from it.
     const A = event && event.target.name == "model" && D.models[event.target.value], f = form.elements;
@@ -262,7 +270,7 @@ ${host ? `<p class="calc-host">Host memory per node for offloaded states: ${fmtB
       f.tied.checked = !!A.tie;
     }
     const st = read();
-    writeState(root.id, Object.fromEntries(Object.entries(st).filter(([k, v]) => v != D.defaults[k] && (st.model == "custom" || !(k in ARCH || /^(mlp|norm|tied)$/.test(k))))));
+    save(Object.fromEntries(Object.entries(st).filter(([k, v]) => v != D.defaults[k] && (st.model == "custom" || !(k in ARCH || /^(mlp|norm|tied)$/.test(k))))));
     show(st);
     render(st);
   };

@@ -289,6 +289,7 @@ def test_url_round_trip(calculator, open_page):
     page, data, _ = calculator
     state = data["defaults"] | {"model": "custom", "layers": "6", "mode": "serve", "kv_dtype": "fp8", "tp": "2", "gpu": "l4"}
     shown = set_state(page, state)
+    page.wait_for_function("() => location.search.includes('calculator-1.mode=serve')")  # written 300 ms later
     query = page.evaluate("location.search")
     assert "calculator-1.mode=serve" in query and "calculator-1.precision" not in query
     with open_page(PAGE + query) as visit:
