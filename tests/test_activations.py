@@ -140,3 +140,6 @@ def test_lora_drops_weight_gradient_saves_and_adds_adapter_saves():
     added = 2 * (4 * s * h + 4 * s * r)  # q and v adapters
     assert per_layer == full - dropped + added
     assert lora.get("activations/lora") == arch.layers * added
+    # The frozen output layer and final norm weight need no inputs for weight gradients either:
+    # only the final RMSNorm's fp32 input and rsqrt stay.
+    assert lora.get("activations/final_norm") == 4 * s * h + 4 * s

@@ -51,6 +51,11 @@ class Saved:
         return self.elements * size
 
 
+# Conditions that hold when every weight trains (full fine-tuning or pre-training); under LoRA
+# none of them holds and the adapters' lora_<target> conditions do instead.
+FULL_TRAINING = ("grad_qkv", "grad_o", "grad_mlp_in", "grad_mlp_out", "grad_norm", "grad_head")
+
+
 def symbols(arch: Architecture, config: Config, seq_len: int, micro_batch: int) -> dict[str, Fraction]:
     """Values of the op-list symbols on one GPU for one micro-batch (see builder.model.oplists)."""
     t = config.tp
@@ -98,7 +103,7 @@ def conditions(arch: Architecture, config: Config) -> set[str]:
     if config.lora_rank:
         held.update(f"lora_{target}" for target in config.lora_targets)
     else:
-        held.update(("grad_qkv", "grad_o", "grad_mlp_in", "grad_mlp_out", "grad_norm"))
+        held.update(FULL_TRAINING)
     return held
 
 

@@ -57,6 +57,7 @@ CONDITIONS = {
     "grad_mlp_in": "the first MLP weights (c_fc, or gate and up) train",
     "grad_mlp_out": "the last MLP weights (c_proj or down) train",
     "grad_norm": "the norm weights train",
+    "grad_head": "the output layer (lm_head) trains",
     # LoRA adapters (PEFT): each adapted projection casts its input to the fp32 adapter
     # dtype (saved by lora_A) and keeps lora_A's output (saved by lora_B).
     "lora_q": "a LoRA adapter on q", "lora_k": "a LoRA adapter on k", "lora_v": "a LoRA adapter on v",
@@ -203,21 +204,18 @@ FIRST_STAGE = (
     Row("embedding", "4-D causal mask kept as a checkpoint input", 1, "b s S", "act", "eager&full_recompute"),
     Row("embedding", "position ids kept as a checkpoint input (int64)", 1, "s", "int64", "rotary&full_recompute"),
 )
+_HEAD_AND_LOSS = (
+    Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act", "grad_head"),
+    Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32"),
+    Row("loss", "shifted labels (int64)", 1, "T", "int64"),
+    Row("loss", "NLL loss total weight (fp32 scalar)", 1, "", "fp32"),
+)
 LAST_STAGE_LAYERNORM = (
     Row("final_norm", "ln_f input", 1, "Tr h", "act"),
     Row("final_norm", "ln_f mean and rstd (fp32)", 2, "Tr", "fp32"),
-    Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act"),
-    Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32"),
-    Row("loss", "shifted labels (int64)", 1, "T", "int64"),
-    Row("loss", "NLL loss total weight (fp32 scalar)", 1, "", "fp32"),
+    *_HEAD_AND_LOSS,
 )
-LAST_STAGE_RMSNORM = (
-    *_rmsnorm("final norm", "final_norm"),
-    Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act"),
-    Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32"),
-    Row("loss", "shifted labels (int64)", 1, "T", "int64"),
-    Row("loss", "NLL loss total weight (fp32 scalar)", 1, "", "fp32"),
-)
+LAST_STAGE_RMSNORM = (*_rmsnorm("final norm", "final_norm"), *_HEAD_AND_LOSS)
 
 BLOCKS = {
     "megatron": MEGATRON_BLOCK,

@@ -23,7 +23,7 @@ from typing import Any
 from builder.model import Config, estimate, param_count
 from builder.model import estimator as est
 from builder.model import oplists
-from builder.model.activations import HF_CODE, KORTHIKANTI
+from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI
 from builder.model.architecture import Architecture
 from builder.model.breakdown import BUCKETS, Breakdown
 from builder.model.config import ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, PRECISIONS, RECOMPUTE
@@ -343,6 +343,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "quantised": QUANTISED,
         "blocks": {name: op_rows(rows) for name, rows in oplists.BLOCKS.items()},
         "first": op_rows(oplists.FIRST_STAGE),
+        "full": list(FULL_TRAINING),
         "last": [op_rows(oplists.LAST_STAGE_LAYERNORM), op_rows(oplists.LAST_STAGE_RMSNORM)],
         "sources": {key: html.escape(text) for key, text in SOURCES.items()},
         "gpus": [[key, html.escape(display), size, html.escape(short_name(display))] for key, display, size in gpus],
