@@ -7,7 +7,7 @@ import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from builder.model.architecture import Architecture, from_hf_config
 
@@ -56,14 +56,20 @@ def _read_toml(path: Path) -> tuple[dict[str, Any], str]:
         raise CatalogError(f"{path}:{line}: invalid TOML: {error}") from None
 
 
+def _tables(path: Path) -> Iterator[tuple[str, dict[str, Any], int]]:
+    """(id, table, line of its header) for every top-level table of a TOML catalog."""
+    data, text = _read_toml(path)
+    for table_id, entry in data.items():
+        line = _line_of(text, table_id)
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{path}:{line}: [{table_id}] must be a table")
+        yield table_id, entry, line
+
+
 def load_models(path: Path) -> dict[str, Architecture]:
     """Read content/models.toml into Architectures keyed by id, in file order."""
-    data, text = _read_toml(path)
     models: dict[str, Architecture] = {}
-    for model_id, entry in data.items():
-        line = _line_of(text, model_id)
-        if not isinstance(entry, dict):
-            raise CatalogError(f"{path}:{line}: [{model_id}] must be a table")
+    for model_id, entry, line in _tables(path):
         unknown = set(entry) - _ARCH_FIELDS - _MODEL_META
         if unknown:
             raise CatalogError(f"{path}:{line}: [{model_id}] unknown field(s): {', '.join(sorted(unknown))}")
@@ -78,12 +84,8 @@ def load_models(path: Path) -> dict[str, Architecture]:
 
 def load_gpus(path: Path) -> dict[str, Gpu]:
     """Read content/gpus.toml into Gpus keyed by id, in file order."""
-    data, text = _read_toml(path)
     gpus: dict[str, Gpu] = {}
-    for gpu_id, entry in data.items():
-        line = _line_of(text, gpu_id)
-        if not isinstance(entry, dict):
-            raise CatalogError(f"{path}:{line}: [{gpu_id}] must be a table")
+    for gpu_id, entry, line in _tables(path):
         unknown = set(entry) - _GPU_FIELDS
         missing = {"display", "usable_bytes", "marketing"} - set(entry)
         if unknown or missing:
