@@ -195,6 +195,8 @@ class ChartQueue:
         real = getattr(render_chart, "__module__", "") == "builder.charts"
         if real and (os.cpu_count() or 1) > 1 and "fork" in multiprocessing.get_all_start_methods():
             self.pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+            # Import matplotlib now, while the parent gathers and evaluates the content.
+            self.pool.submit(importlib.import_module("builder.charts").load_matplotlib)
 
     def request(self, chart: EvaluatedChart) -> Callable[[], str]:
         """Start drawing `chart` (or read it from the cache); call the result for the SVG."""
@@ -274,7 +276,7 @@ class RenderSetup:
     log: Callable[[str], None]
 
 
-def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, render_chart: Callable,
+def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue: ChartQueue,
                  report: BuildReport, log: Callable[[str], None], skip: set[str] = frozenset()
                  ) -> tuple[dict[str, bytes], list[ContentError]]:
     """Every page's HTML, keyed by output path; all errors collected. Pages in `skip` are not rendered."""
@@ -286,18 +288,14 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, rende
         report=report, log=log)
     pages = [page for page in gathered.pages if page.path not in skip]
     outputs, errors = {}, []
-    queue = ChartQueue(render_chart, paths.cache)
-    try:
-        # Evaluate every page's charts and start drawing them, then render the pages.
-        evaluated = {page.path: evaluate_page_charts(page, gathered, estimate) for page in pages}
-        pending = {path: request_charts(charts, queue) for path, (charts, _) in evaluated.items()}
-        for page in pages:
-            html, page_errors = render_one_page(page, evaluated[page.path], pending[page.path], setup)
-            errors += page_errors
-            if html is not None:
-                outputs[page.url] = html
-    finally:
-        queue.close()
+    # Evaluate every page's charts and start drawing them, then render the pages.
+    evaluated = {page.path: evaluate_page_charts(page, gathered, estimate) for page in pages}
+    pending = {path: request_charts(charts, queue) for path, (charts, _) in evaluated.items()}
+    for page in pages:
+        html, page_errors = render_one_page(page, evaluated[page.path], pending[page.path], setup)
+        errors += page_errors
+        if html is not None:
+            outputs[page.url] = html
     return outputs, errors
 
 
@@ -417,15 +415,20 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
         return report
 
     # 2. Gather and validate everything; broken data files stop here, broken pages do not.
-    gathered, errors = gather_content(paths)
-    if any(not error.path.endswith(".md") for error in errors):
-        raise BuildFailed(errors)
+    #    (The chart queue starts first: its worker warms up while this runs.)
+    queue = ChartQueue(render_chart or load_chart_renderer(), paths.cache)
+    try:
+        gathered, errors = gather_content(paths)
+        if any(not error.path.endswith(".md") for error in errors):
+            raise BuildFailed(errors)
 
-    # 3-4. Evaluate, draw and render every page (pages whose front matter failed are skipped).
-    log(f"building {len(gathered.pages)} pages into {display_name(paths.out)}")
-    failed = {error.path for error in errors}
-    outputs, render_errors = render_pages(gathered, paths, estimate or load_estimate(), render_chart or
-                                          load_chart_renderer(), report, log, skip=failed)
+        # 3-4. Evaluate, draw and render every page (pages whose front matter failed are skipped).
+        log(f"building {len(gathered.pages)} pages into {display_name(paths.out)}")
+        failed = {error.path for error in errors}
+        outputs, render_errors = render_pages(gathered, paths, estimate or load_estimate(), queue, report, log,
+                                              skip=failed)
+    finally:
+        queue.close()
     if errors or render_errors:
         raise BuildFailed(errors + render_errors)
 
