@@ -210,6 +210,8 @@ def locate_node(node: yaml.Node, line: int, offset: int) -> Located:
         for key_node, value_node in node.value:
             key = yaml.safe_load(yaml.serialize(key_node)) if not isinstance(key_node, yaml.ScalarNode) \
                 else construct_scalar(key_node)
+            if key in children:  # YAML keeps the last of two equal keys silently; an author means one
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             children[key] = locate_node(value_node, key_node.start_mark.line + 1 + offset, offset)
         return Located({k: v.value for k, v in children.items()}, line, children)
     if isinstance(node, yaml.SequenceNode):
@@ -240,7 +242,8 @@ def parse_yaml(text: str, path: str, offset: int) -> tuple[Located | None, list[
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         line = mark.line + 1 + offset if mark else offset + 1
-        return None, [ContentError(path, line, f"malformed front matter: {error}")]
+        problem = getattr(error, "problem", None) or str(error)
+        return None, [ContentError(path, line, f"malformed front matter: {problem}")]
 
 
 def check_keys(located: Located, schema: dict[str, type], required: tuple[str, ...], what: str,

@@ -75,6 +75,8 @@ CASES = {
                               "widget bytes-per-param: unknown option 'colour'"),
     "unknown citation key": (replaced("[@korthikanti2022; @rajbhandari2019]", "[@korthikanti2022; @nobody2020]"),
                              "@nobody2020", "unknown citation key 'nobody2020'"),
+    "duplicate front matter key": (replaced("order: 1\n", "order: 1\norder: 2\n"), "order: 2",
+                                   "malformed front matter: duplicate key 'order'"),
     "malformed citation": (replaced("[@korthikanti2022; @rajbhandari2019]", "[@korthikanti2022 section 4]"),
                            "[@korthikanti2022 section 4]", "malformed citation '[@korthikanti2022 section 4]'"),
     "value out of range": (replaced('{label: "ZeRO-3, 8 GPUs", zero: 3, dp: 8}', '{label: "ZeRO-3, 8 GPUs", zero: 5, dp: 8}'),
