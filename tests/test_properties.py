@@ -94,8 +94,10 @@ def test_sharded_parts_sum_back_to_the_unsharded_total(arch, shard, dp, prec):
        st.sampled_from(["bf16", "fp8", "fp32"]))
 def test_gqa_kv_cache_is_kv_heads_over_heads_of_mha(arch, tokens, dtype):
     mha = arch.with_changes(kv_heads=arch.heads)
-    assert Fraction(kv_cache_bytes(arch, tokens, dtype), kv_cache_bytes(mha, tokens, dtype)) == \
-        Fraction(arch.n_kv_heads, arch.heads)
+    def cache(a):
+        return kv_cache_bytes(a.layers, a.n_kv_heads, a.d_head, tokens, dtype)
+
+    assert Fraction(cache(arch), cache(mha)) == Fraction(arch.n_kv_heads, arch.heads)
 
 
 @SETTINGS

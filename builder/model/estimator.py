@@ -293,6 +293,11 @@ def _per_token_rule(amount: Fraction, tokens: Fraction) -> str:
 # Serving
 # ---------------------------------------------------------------------------------------
 
+def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, tokens: int, dtype: str = "bf16") -> int:
+    """KV-cache bytes: 2 (K and V) x layers x kv_heads x head_dim x tokens x bytes (Kwon et al. 2023, section 3)."""
+    return whole_bytes(2 * layers * kv_heads * head_dim * tokens * dtype_bytes(dtype))
+
+
 def serving_parts(arch: Architecture | None, config: Config, stage: Stage) -> list[Part]:
     """KV cache (GQA- and sliding-window-aware) and a small activation working set."""
     if arch is None:
@@ -300,8 +305,8 @@ def serving_parts(arch: Architecture | None, config: Config, stage: Stage) -> li
     kv_dtype = config.kv_dtype or ("bf16" if dtype_bytes(config.policy.param) < 2 else config.policy.param)
     kv_heads = max(1, arch.n_kv_heads // config.tp)
     window = min(config.context, arch.sliding_window) if arch.sliding_window else config.context
-    per_token = 2 * stage.layers * kv_heads * arch.d_head * dtype_bytes(kv_dtype)
-    kv = per_token * config.batch * window
+    per_token = kv_cache_bytes(stage.layers, kv_heads, arch.d_head, 1, kv_dtype)
+    kv = kv_cache_bytes(stage.layers, kv_heads, arch.d_head, config.batch * window, kv_dtype)
     note = f"sliding window: keeps the last {arch.sliding_window} tokens" if arch.sliding_window else ""
     chunk = min(config.batch * config.context, 8192)
     h, f = arch.hidden, (arch.ffn or arch.n_expert_ffn) // config.tp
@@ -449,17 +454,3 @@ def _symbols(config: Config) -> dict[str, str]:
     if config.tp > 1:
         where["t"] = f"tensor-parallel size = {config.tp}"
     return where
-
-
-def kv_cache_bytes(arch: Architecture, tokens: int, dtype: str = "bf16") -> int:
-    """KV-cache bytes for `tokens` tokens: 2 x layers x kv_heads x head_dim x tokens x bytes (Kwon et al. 2023)."""
-    per = dtype_bytes(dtype)
-    return whole_bytes(2 * arch.layers * arch.n_kv_heads * arch.d_head * tokens * per)
-
-
-def ceil_div(a: int, b: int) -> int:
-    """Integer ceiling of a / b."""
-    return -(-a // b)
-
-
-__all__ = ["estimate", "estimate_stage", "kv_cache_bytes", "sharding", "math", "ceil_div"]
