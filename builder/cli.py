@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
+from builder.model.peak import peak, phases, unmodelled
 from builder.model import Config, estimate
 from builder.model.architecture import active_param_count, param_count
 from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, MODES, OFFLOAD,
@@ -160,6 +161,8 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--gpu", metavar="ID", help="GPU to check against (see `python -m builder gpus`)")
     out.add_argument("--max", choices=MAX_CHOICES, help="search the largest micro-batch or sequence, or the fewest GPUs")
+    out.add_argument("--phases", action="store_true",
+                     help="also list the peak of each phase of a training step (forward, backward, optimizer step)")
     out.add_argument("--unit", choices=("GiB", "GB"), default="GiB")
     out.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run_estimate)
@@ -263,17 +266,42 @@ def run_estimate(args: argparse.Namespace) -> int:
         raise UsageError(f"argument --gpu: unknown GPU {args.gpu!r} (see `python -m builder gpus`)")
     if args.max and not args.gpu:
         raise UsageError("argument --max: needs --gpu to know the capacity")
+    if args.phases and config.mode != "train":
+        raise UsageError("argument --phases: phases of a step are for training (--mode train)")
     try:
         breakdown = estimate(config)
         answer = answer_max(args.max, config, gpus[args.gpu]) if args.max else None
     except ValueError as error:
         option, _, message = str(error).partition(": ")
         raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
+    steps = phases(config, breakdown) if args.phases else ()
     if args.json:
-        print(json.dumps(breakdown_json(breakdown, gpus, args.gpu, answer), indent=2))
+        data = breakdown_json(breakdown, gpus, args.gpu, answer)
+        if steps:
+            data["phases"] = {phase.name: {"bytes": phase.total, "parts": {p.name: p.bytes for p in phase.parts}}
+                              for phase in steps}
+            data["peak_phase"] = peak(config, breakdown).name
+        print(json.dumps(data, indent=2))
     else:
         print(render_table(breakdown, config, gpus, args.gpu, args.unit, answer))
+        if steps:
+            print(render_phases(steps, config, args.unit))
     return 0
+
+
+def render_phases(steps, config: Config, unit: str) -> str:
+    """The candidate peaks of a step, the largest marked, with what changes between them."""
+    divisor = GiB if unit == "GiB" else GB
+    top = peak(config)
+    lines = ["", f"Peak by phase of a training step ({unit} per GPU; builder/model/peak.py):"]
+    for phase in steps:
+        extra = ", ".join(f"{p.name} {p.bytes / divisor:.2f}" for p in phase.parts if p.transient)
+        mark = "  <- peak" if phase.name == top.name else ""
+        lines.append(f"  {phase.title:<38}  {phase.total / divisor:10.2f}{mark}")
+        if extra:
+            lines.append(f"    incl. transient: {extra}")
+    lines.extend(f"  not modelled: {note}" for note in unmodelled(config))
+    return "\n".join(lines)
 
 
 def answer_max(question: str, config: Config, gpu: Gpu) -> dict:

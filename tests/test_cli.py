@@ -113,3 +113,24 @@ def test_module_entry_point_runs():
     result = subprocess.run([sys.executable, "-m", "builder", "estimate", "--params", "1B", "--json"],
                             capture_output=True, text=True, cwd=ROOT, stdin=subprocess.DEVNULL)
     assert result.returncode == 0 and json.loads(result.stdout)["per_gpu_bytes"] == 16 * 10**9
+
+
+def test_phases_list_the_peak_of_a_step(capsys):
+    """--phases: the four moments of a step, the largest marked; Llama 3 8B at 8,192 tokens peaks when
+    backward starts (loss gradients 2 x 8192 x 128256 x 4 B = 7.83 GiB, builder/model/peak.py)."""
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--seq-len", "8192", "--zero", "3", "--dp", "8",
+                       "--phases")
+    assert code == 0
+    assert "start of backward (loss gradients)" in out and "<- peak" in out
+    assert "activations/loss_grads 7.83" in out
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--seq-len", "8192", "--zero", "3", "--dp", "8",
+                       "--phases", "--json")
+    data = json.loads(out)
+    assert data["peak_phase"] == "backward_start"
+    assert data["phases"]["backward_start"]["parts"]["activations/loss_grads"] == 2 * 8192 * 128256 * 4
+    assert data["phases"]["backward_start"]["bytes"] > data["per_gpu_bytes"]
+
+
+def test_phases_are_for_training(capsys):
+    code, _, err = run(capsys, "estimate", "--model", "llama-3-8b", "--mode", "serve", "--phases")
+    assert code == 2 and "argument --phases" in err and "Traceback" not in err

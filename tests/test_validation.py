@@ -16,7 +16,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from builder.validate import MISSING_EXTRA, MissingExtra, require_torch  # noqa: E402
-from builder.validate.cases import ActivationCase, StateCase, small_activation_cases, state_cases  # noqa: E402
+from builder.validate.cases import (ActivationCase, StateCase, peak_cases, small_activation_cases,  # noqa: E402
+                                    state_cases)
 from builder.validate.saved import SavedTensorRecorder, total_saved  # noqa: E402
 
 torch.set_num_threads(1)
@@ -200,6 +201,54 @@ def test_fsdp2_shards_model_states_by_world_size():
     assert measured["optimizer_state_total_bytes"] == 2 * 4 * 125248 // 8
 
 
+def test_cpu_meter_sees_every_allocation_of_a_phase():
+    """Inside a phase: 4 MiB and 8 MiB live together (12 MiB over what was live before), then the 8 MiB
+    freed and 2 MiB allocated; the peak is the 12 MiB moment, measured from the allocator's events."""
+    from builder.validate.peak import CpuMeter
+
+    with CpuMeter() as meter:
+        before = torch.empty(1 << 20, dtype=torch.uint8)  # 1 MiB live before the phase
+        with meter.phase("forward", measured=True):
+            a = torch.empty(4 << 20, dtype=torch.uint8)
+            b = torch.empty(8 << 20, dtype=torch.uint8)
+            del b
+            c = torch.empty(2 << 20, dtype=torch.uint8)
+        with meter.phase("backward", measured=False):
+            d = torch.empty(64 << 20, dtype=torch.uint8)  # not measured
+    del a, c, d, before
+    assert meter.peaks == {"forward": (1 + 4 + 8) << 20}
+
+
+def test_peak_phase_of_a_real_step_is_measured_and_predicted():
+    """The smallest peak case: every phase's measured peak within 3% of builder.model.peak."""
+    from builder.validate.compare import compare_peak_case
+    from builder.validate.peak import measure_peak_case
+
+    case = [c for c in peak_cases(small=True) if "gpt2" in c.name and "b1-s16" in c.name][0]
+    result = measure_peak_case(case)
+    assert result["measured"]["peak_phase"] == "backward"  # the tied embedding's gradients at the end
+    rows = compare_peak_case("peak.json", result)
+    assert [row.quantity for row in rows] == ["peak_forward", "peak_backward", "peak_optimizer_step"]
+    assert all(row.status == "ok" for row in rows), rows
+
+
+def test_gpu_flag_without_cuda_is_a_clear_error(capsys):
+    """No CUDA device: exit 2 and one line naming the flag (the GPU run needs a GPU)."""
+    from builder.validate.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert main(["--gpu"]) == 2
+    assert capsys.readouterr().err.startswith("error: --gpu: no CUDA device")
+
+
+def test_only_names_the_unknown_kind(capsys):
+    from builder.validate.cli import main
+
+    assert main(["--only", "peaks"]) == 2
+    assert "--only: unknown kind 'peaks'" in capsys.readouterr().err
+
+
 # CLI --------------------------------------------------------------------------------------
 
 def test_missing_torch_gives_the_install_hint(monkeypatch, capsys):
@@ -237,6 +286,7 @@ def small_case_names() -> list[str]:
     names = [case.name for case in small_activation_cases()] + [case.name for case in state_cases()]
     names += [case.name for _, case in large_cases(small=True)]
     names += [case.name for case in shard_cases(small=True) if case.rank == 0]
+    names += [case.name for case in peak_cases(small=True)]
     return sorted(set(names))
 
 

@@ -276,7 +276,8 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
         parts.append(Part("activations/logits", whole_bytes(logits),
                           "b x s x V x bytes(activation dtype)", act.HF_CODE,
                           f"{_fmt_b(dtype_bytes(policy.activation))} B per token per vocabulary entry",
-                          "the logits the forward returns, held until backward (not a saved tensor)",
+                          "the logits the forward returns (not a saved tensor); builder.model.peak frees them before "
+                          "backward, as a loop that keeps only the loss does",
                           transient=True))
     return parts
 

@@ -242,3 +242,54 @@ def state_cases() -> list[StateCase]:
             cases.append(StateCase(family="llama", optimizer="adamw", dtype=dtype, kv_heads=2,
                                    lora_rank=rank, lora_targets=targets))
     return sorted(cases, key=lambda c: c.name)
+
+
+@dataclass(frozen=True)
+class PeakCase:
+    """One training step measured phase by phase: a forward pass's shape plus the step around it."""
+
+    forward: ActivationCase
+    layers: int = 2
+    optimizer: str = "adamw"
+    grad_accum: int = 1
+
+    @property
+    def name(self) -> str:
+        """Deterministic id: the forward's id, then layers, optimizer and accumulation."""
+        return f"{self.forward.name}-L{self.layers}-{self.optimizer}-ga{self.grad_accum}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready inputs (the forward's fields, flat)."""
+        return {**self.forward.as_dict(), "layers": self.layers, "optimizer": self.optimizer,
+                "grad_accum": self.grad_accum}
+
+
+# Wide enough vocabularies that the loss's T x V tensors matter, as they do in real models.
+PEAK_LLAMA = ActivationCase(family="llama", attention="sdpa", batch=4, seq_len=256, hidden=256, heads=8, kv_heads=4,
+                            ffn=688, vocab=8192)
+PEAK_GPT2 = ActivationCase(family="gpt2", attention="sdpa", batch=4, seq_len=256, hidden=256, heads=8, vocab=8192)
+
+
+def peak_cases(small: bool = False) -> list[PeakCase]:
+    """Steps whose peak falls in each phase: loss-bound (many tokens), gradient-bound (few tokens),
+    optimizer-bound (Adam's temporaries), both families, fp32 and bf16, recompute, accumulation."""
+    few = dict(batch=1, seq_len=16)
+    cases = [
+        PeakCase(PEAK_LLAMA), PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16")),
+        PeakCase(PEAK_GPT2), PeakCase(PEAK_GPT2.with_changes(**few)),
+        PeakCase(PEAK_LLAMA.with_changes(**few), optimizer="sgd-momentum"),
+    ]
+    if not small:
+        cases += [
+            PeakCase(PEAK_LLAMA.with_changes(recompute="full")),
+            PeakCase(PEAK_LLAMA.with_changes(attention="eager")),
+            PeakCase(PEAK_LLAMA.with_changes(**few)),
+            PeakCase(PEAK_LLAMA.with_changes(**few), optimizer="adam"),
+            PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16", recompute="full")),
+            PeakCase(PEAK_GPT2.with_changes(dtype="bfloat16")),
+            PeakCase(PEAK_GPT2.with_changes(dtype="bfloat16", **few)),
+            PeakCase(PEAK_LLAMA, layers=4),
+            PeakCase(PEAK_LLAMA, grad_accum=2),
+            PeakCase(PEAK_GPT2, optimizer="sgd-momentum"),
+        ]
+    return sorted(cases, key=lambda c: c.name)

@@ -3,6 +3,10 @@
   --small   the quick CI set (a few dozen small cases; under 5 minutes on 2 cores)
   --write   measure the full set and write content/validation/*.json
   --committed  compare the committed content/validation/*.json without measuring
+  --only KIND  measure only these kinds (comma-separated: activations, model_states,
+            large_shapes, sharding, peak, op_lists); with --write, only their files change
+  --gpu     measure the peak cases on the CUDA GPU (needs torch with CUDA and a GPU);
+            with --write, writes content/validation/peak_gpu.json
   --json    print the comparison as JSON
   --strict  exit 1 when any case leaves its tolerance or is unsupported by the model
 Exit codes: 0 done, 1 strict and a case failed, 2 cannot run (e.g. torch missing).
@@ -15,6 +19,7 @@ import json
 import sys
 
 from builder.validate import MissingExtra, require_torch
+from builder.validate.suite import KINDS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--small", action="store_true", help="only the quick CI set")
     parser.add_argument("--write", action="store_true", help="measure the full set and write content/validation/")
     parser.add_argument("--committed", action="store_true", help="compare the committed data, measure nothing")
+    parser.add_argument("--only", metavar="KIND[,KIND]", default="",
+                        help="measure only these kinds: " + ", ".join(KINDS))
+    parser.add_argument("--gpu", action="store_true", help="measure the peak cases on the CUDA GPU")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a case leaves its tolerance")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
@@ -47,6 +55,14 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.write and args.small:
         print("error: --write measures the full set; drop --small", file=sys.stderr)
         return 2
+    only = tuple(kind for kind in args.only.split(",") if kind) or KINDS
+    unknown = [kind for kind in only if kind not in KINDS]
+    if unknown:
+        print(f"error: --only: unknown kind {unknown[0]!r}; choose from {', '.join(KINDS)}", file=sys.stderr)
+        return 2
+    if args.gpu and (args.small or args.committed or args.only):
+        print("error: --gpu measures the peak cases on the GPU; drop --small, --committed and --only", file=sys.stderr)
+        return 2
     if args.committed:
         documents = load_committed()
         if not documents:
@@ -59,10 +75,17 @@ def run_validate(args: argparse.Namespace) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
         torch.set_num_threads(max(1, args.threads))
-        from builder.validate.suite import measure_suite
+        from builder.validate.suite import measure_gpu, measure_suite
 
         progress = (lambda message: print(message, file=sys.stderr)) if not args.json else None
-        documents = measure_suite(small=args.small, progress=progress)
+        if args.gpu:
+            if not torch.cuda.is_available():
+                print(f"error: --gpu: no CUDA device visible to torch {torch.__version__} "
+                      f"(built with CUDA {torch.version.cuda})", file=sys.stderr)
+                return 2
+            documents = measure_gpu(progress=progress)
+        else:
+            documents = measure_suite(small=args.small, progress=progress, only=only)
         if args.write:
             from builder.validate.results import VALIDATION_DIR, write_json
 

@@ -13,7 +13,9 @@ from typing import Any
 
 from builder.validate.cases import DTYPES
 
-TOLERANCES = {"per_layer": 0.02, "rest": 0.05, "weights": 0.0, "gradients": 0.0, "optimizer": 0.0}
+TOLERANCES = {"per_layer": 0.02, "rest": 0.05, "weights": 0.0, "gradients": 0.0, "optimizer": 0.0,
+              "peak_forward": 0.03, "peak_backward": 0.03, "peak_optimizer_step": 0.03}
+PEAK_QUANTITIES = ("peak_forward", "peak_backward", "peak_optimizer_step")
 FAILING = ("fail", "unsupported")
 
 
@@ -124,6 +126,36 @@ def compare_state_case(file: str, case: dict[str, Any], **parallel: Any) -> list
     return [judge(file, case["name"], quantity, value, predicted[quantity]) for quantity, value in values.items()]
 
 
+def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str) -> dict[str, int]:
+    """Bytes live at the peak of each measured phase, as builder.model.peak predicts them.
+
+    Backward's peak is the larger of its two ends (builder.model.peak: start and end)."""
+    from builder.model import Config
+    from builder.model.peak import phases
+
+    config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train",
+                    precision=DTYPES[inputs["dtype"]], optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
+                    seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
+                    dropout=inputs["dropout"], grad_accum=inputs["grad_accum"])
+    totals = {phase.name: phase.total for phase in phases(config)}
+    return {"peak_forward": totals["forward"],
+            "peak_backward": max(totals["backward_start"], totals["backward_end"]),
+            "peak_optimizer_step": totals["optimizer_step"]}
+
+
+def compare_peak_case(file: str, case: dict[str, Any]) -> list[Row]:
+    """One row per measured phase: peak live bytes, measured vs predicted."""
+    measured = case["measured"]
+    note = f"measured on {case.get('device', 'cpu')}"
+    try:
+        predicted = predicted_peaks(case["inputs"], case["hf_config"], case["name"])
+    except Exception as error:
+        return [judge(file, case["name"], quantity, measured[quantity], None, f"{type(error).__name__}: {error}")
+                for quantity in PEAK_QUANTITIES]
+    return [judge(file, case["name"], quantity, measured[quantity], predicted[quantity], note)
+            for quantity in PEAK_QUANTITIES]
+
+
 def compare_documents(documents: dict[str, dict[str, Any]]) -> list[Row]:
     """Every comparable quantity of every measured case."""
     rows: list[Row] = []
@@ -135,6 +167,8 @@ def compare_documents(documents: dict[str, dict[str, Any]]) -> list[Row]:
                 rows += compare_activation_case(file, case)
             elif kind == "model_states":
                 rows += compare_state_case(file, case)
+            elif kind == "peak":
+                rows += compare_peak_case(file, case)
             elif kind == "sharding" and case["inputs"]["rank"] == 0:  # rank 0 holds the padded maximum
                 rows += compare_state_case(file, case, dp=case["inputs"]["world_size"], fsdp="FULL_SHARD")
     return rows
@@ -155,7 +189,7 @@ def format_rows(rows: list[Row]) -> str:
     for row in sorted(rows, key=lambda r: (order[r.status], r.file, r.case, r.quantity)):
         error = "" if row.relative_error is None else f"{row.relative_error:+.2%}"
         predicted = "-" if row.predicted is None else str(row.predicted)
-        lines.append(f"{row.status:11} {row.quantity:9} {row.measured:>12} {predicted:>12} {error:>9}  "
+        lines.append(f"{row.status:11} {row.quantity:19} {row.measured:>12} {predicted:>12} {error:>9}  "
                      f"{row.case}{'  (' + row.note + ')' if row.note else ''}")
     counts = summarise(rows)
     lines.append(f"{counts['ok']} ok, {counts['fail']} outside tolerance, {counts['unsupported']} unsupported")

@@ -24,16 +24,19 @@ def unique_storage_bytes(tensors: Iterable) -> int:
     return sum(sizes.values())
 
 
-def make_optimizer(name: str, parameters: list):
-    """torch.optim.Adam / AdamW / SGD(momentum=0.9) over `parameters`."""
+def make_optimizer(name: str, parameters: list, foreach: bool | None = None):
+    """torch.optim.Adam / AdamW / SGD(momentum=0.9) over `parameters`.
+
+    foreach=None keeps torch's default (foreach on CUDA, a per-tensor loop on CPU); True
+    asks for the foreach implementation, which a GPU run gets by default."""
     import torch
 
     if name == "adam":
-        return torch.optim.Adam(parameters, lr=1e-3)
+        return torch.optim.Adam(parameters, lr=1e-3, foreach=foreach)
     if name == "adamw":
-        return torch.optim.AdamW(parameters, lr=1e-3)
+        return torch.optim.AdamW(parameters, lr=1e-3, foreach=foreach)
     if name == "sgd-momentum":
-        return torch.optim.SGD(parameters, lr=1e-3, momentum=0.9)
+        return torch.optim.SGD(parameters, lr=1e-3, momentum=0.9, foreach=foreach)
     raise ValueError(f"unknown optimizer {name!r}")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from builder.validate.cases import DTYPES, full_activation_cases, op_list_cases, small_activation_cases, state_cases
+from builder.validate.cases import (DTYPES, full_activation_cases, op_list_cases, peak_cases, small_activation_cases,
+                                    state_cases)
 from builder.validate.results import document, environment
 
 ACTIVATIONS_DESCRIPTION = (
@@ -30,35 +31,52 @@ SHARDING_DESCRIPTION = (
     "rank; local shard bytes (storages of to_local(), each once) after one AdamW step."
 )
 
+PEAK_DESCRIPTION = (
+    "Peak live bytes in each phase (forward, backward, optimizer step) of the second of two real training steps: "
+    "zero_grad(set_to_none=True), a forward keeping only the loss, loss.backward(), optimizer.step() with torch's "
+    "foreach implementation (the CUDA default). On CPU: the allocator's every allocation and free from "
+    "torch.profiler memory events, summed in time order from before the model is built (absolute live bytes). "
+    "Everything live counts: parameters, optimizer states and step counters, buffers, inputs, temporaries."
+)
 
-def measure_suite(small: bool, progress: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
-    """Measure the small (CI) or full set; return {file name: document}."""
+PEAK_GPU_DESCRIPTION = (
+    "The peak cases on a CUDA GPU: torch.cuda.max_memory_allocated and max_memory_reserved per phase "
+    "(reset_peak_memory_stats before each phase) of the second of two training steps, same loop as peak.json; "
+    "cuda_context_bytes = device memory in use right after CUDA starts, before torch allocates."
+)
+
+
+KINDS = ("activations", "model_states", "large_shapes", "sharding", "peak", "op_lists")
+
+
+def measure_suite(small: bool, progress: Callable[[str], None] | None = None,
+                  only: tuple[str, ...] = KINDS) -> dict[str, dict[str, Any]]:
+    """Measure the small (CI) or full set of the kinds in `only`; return {file name: document}."""
     from builder.validate.large import large_cases, measure_large_case
     from builder.validate.measure import measure_activation_case
     from builder.validate.oplist import op_list, summarise_op_list
+    from builder.validate.peak import measure_peak_case
     from builder.validate.sharding import measure_shard_case, shard_cases
     from builder.validate.states import measure_state_case
 
     say = progress or (lambda message: None)
     env = environment()
     documents: dict[str, dict[str, Any]] = {}
-    cases = small_activation_cases() if small else full_activation_cases()
-    say(f"activations: {len(cases)} cases")
-    documents["activations.json"] = document("activations", ACTIVATIONS_DESCRIPTION,
-                                             [measure_activation_case(case) for case in cases], env)
-    states = state_cases()
-    say(f"model states: {len(states)} cases")
-    documents["model_states.json"] = document("model_states", STATES_DESCRIPTION,
-                                              [measure_state_case(case) for case in states], env)
-    large = large_cases(small=small)
-    say(f"large shapes (fake tensors): {len(large)} cases")
-    documents["large_shapes.json"] = document("large_shapes", LARGE_DESCRIPTION,
-                                              [measure_large_case(name, case) for name, case in large], env)
-    shards = shard_cases(small=small)
-    say(f"sharding (FSDP2, fake process group): {len(shards)} cases")
-    documents["sharding.json"] = document("sharding", SHARDING_DESCRIPTION,
-                                          [measure_shard_case(case) for case in shards], env)
-    if not small:
+
+    def measure(kind: str, title: str, description: str, cases: list, run: Callable[[Any], dict[str, Any]]) -> None:
+        if kind in only:
+            say(f"{title}: {len(cases)} cases")
+            documents[f"{kind}.json"] = document(kind, description, [run(case) for case in cases], env)
+
+    measure("activations", "activations", ACTIVATIONS_DESCRIPTION,
+            small_activation_cases() if small else full_activation_cases(), measure_activation_case)
+    measure("model_states", "model states", STATES_DESCRIPTION, state_cases(), measure_state_case)
+    measure("large_shapes", "large shapes (fake tensors)", LARGE_DESCRIPTION, large_cases(small=small),
+            lambda named: measure_large_case(*named))
+    measure("sharding", "sharding (FSDP2, fake process group)", SHARDING_DESCRIPTION, shard_cases(small=small),
+            measure_shard_case)
+    measure("peak", "peak by phase (real steps)", PEAK_DESCRIPTION, peak_cases(small=small), measure_peak_case)
+    if not small and "op_lists" in only:
         for case in op_list_cases():
             listing = op_list(case)
             listing["summary_bytes_per_unit"] = summarise_op_list(listing)
@@ -66,3 +84,15 @@ def measure_suite(small: bool, progress: Callable[[str], None] | None = None) ->
             file_name = f"saved_tensors_{case.family}_{case.attention}_{DTYPES[case.dtype]}.json"
             documents[file_name] = listing
     return documents
+
+
+def measure_gpu(progress: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
+    """The peak cases on the CUDA device: {'peak_gpu.json': document} with the GPU, driver and CUDA."""
+    from builder.validate.peak import gpu_environment, measure_peak_case
+
+    say = progress or (lambda message: None)
+    cases = peak_cases(small=False)
+    say(f"peak by phase on {gpu_environment()['gpu']}: {len(cases)} cases")
+    env = {**environment(), **gpu_environment()}
+    return {"peak_gpu.json": document("peak", PEAK_GPU_DESCRIPTION, [measure_peak_case(case, "cuda") for case in cases],
+                                      env)}

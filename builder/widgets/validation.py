@@ -20,16 +20,26 @@ QUANTITY_NAMES = {
     "weights": "weights",
     "gradients": "gradients",
     "optimizer": "optimizer states",
+    "peak_forward": "peak in the forward pass",
+    "peak_backward": "peak in the backward pass",
+    "peak_optimizer_step": "peak in the optimizer step",
 }
 MARKERS = {"per_layer": "circle", "rest": "square", "weights": "diamond", "gradients": "diamond",
-           "optimizer": "diamond"}
+           "optimizer": "diamond", "peak_forward": "triangle", "peak_backward": "triangle",
+           "peak_optimizer_step": "triangle"}
 MARKER_CLASS = {"per_layer": "tm-bucket-activations", "rest": "tm-bucket-gradients", "weights": "tm-bucket-weights",
-                "gradients": "tm-bucket-weights", "optimizer": "tm-bucket-weights"}
+                "gradients": "tm-bucket-weights", "optimizer": "tm-bucket-weights",
+                "peak_forward": "tm-bucket-optimizer", "peak_backward": "tm-bucket-optimizer",
+                "peak_optimizer_step": "tm-bucket-optimizer"}
+LEGEND = {"per_layer": "activations per layer", "rest": "activations outside the layers",
+          "weights": "model states", "peak_forward": "peak of a step, by phase"}
 FILE_NAMES = {
     "activations.json": "Activations (transformers models on CPU)",
     "large_shapes.json": "Real 7B-70B layer shapes (FakeTensorMode, nothing allocated)",
     "model_states.json": "Model states after an optimizer step",
     "sharding.json": "FSDP2 sharding (fake process group)",
+    "peak.json": "Peak of a real training step, by phase (CPU allocator)",
+    "peak_gpu.json": "Peak of a real training step, by phase (GPU: torch.cuda.max_memory_allocated)",
 }
 
 
@@ -128,10 +138,7 @@ def draw_scatter(rows: list[Row]) -> str:
     for row in points:
         parts.append(marker(row.quantity, x_of(row.measured), y_of(row.predicted), row.status != "ok"))
     legend_y = TOP + 10
-    for quantity, name in QUANTITY_NAMES.items():
-        if quantity in ("gradients", "optimizer"):
-            continue
-        label = "model states" if quantity == "weights" else name
+    for quantity, label in LEGEND.items():
         parts.append(marker(quantity, LEFT + plot_w + 18, legend_y, False))
         parts.append(f'<text class="tm-text" x="{LEFT + plot_w + 28}" y="{legend_y + 4}" font-size="10">{label}</text>')
         legend_y += 18
@@ -152,6 +159,8 @@ def marker(quantity: str, x: float, y: float, outside: bool) -> str:
         mark = f'<circle class="{css}" cx="{x:.1f}" cy="{y:.1f}" r="3.2"/>'
     elif shape == "square":
         mark = f'<rect class="{css}" x="{x - 3:.1f}" y="{y - 3:.1f}" width="6" height="6"/>'
+    elif shape == "triangle":
+        mark = f'<path class="{css}" d="M{x:.1f} {y - 4:.1f}l4 7h-8z"/>'
     else:
         mark = f'<path class="{css}" d="M{x:.1f} {y - 4:.1f}l4 4-4 4-4-4z"/>'
     if outside:

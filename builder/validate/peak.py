@@ -1,0 +1,166 @@
+"""Peak memory by phase of a real training step (builder.model.peak predicts the same moments).
+
+Two steps run; the second is measured (the optimizer states exist by then, as in every
+step after the first). The loop is the one builder.model.peak assumes:
+`zero_grad(set_to_none=True)`, for each micro-batch a forward that keeps only the loss and
+`loss.backward()`, then `optimizer.step()`. Optimizers use torch's foreach implementation,
+the default on CUDA, also on CPU (where the default is a per-tensor loop).
+
+Meters:
+- CPU: every allocation and free of the CPU allocator, from torch.profiler's memory events
+  (profile_memory=True), summed in time order from before the model is built, so live
+  bytes are absolute; the largest value inside each phase is that phase's peak. Nothing
+  else allocates in between (one process, no caching allocator on CPU).
+- CUDA: torch.cuda.reset_peak_memory_stats() before each phase and
+  max_memory_allocated() / max_memory_reserved() after it; the CUDA context is the device
+  memory in use (cudaMemGetInfo) right after CUDA starts, before torch allocates anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from builder.validate.cases import PeakCase, hf_config
+
+MEASURED_PHASES = ("forward", "backward", "optimizer_step")
+TAG = "tm_phase:"
+
+
+class CpuMeter:
+    """Live bytes of the CPU allocator from profiler memory events, peak per tagged phase."""
+
+    device = "cpu"
+
+    def __init__(self) -> None:
+        self._profile = None
+        self.peaks: dict[str, int] = {}
+
+    def __enter__(self) -> "CpuMeter":
+        from torch.profiler import ProfilerActivity, profile
+
+        self._profile = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        self._profile.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._profile.__exit__(*exc)
+        if exc[0] is None:
+            self.peaks = self._peaks(self._profile.profiler.kineto_results.events())
+
+    @contextlib.contextmanager
+    def phase(self, name: str, measured: bool) -> Iterator[None]:
+        """Tag the code inside as phase `name` (only when `measured`)."""
+        if not measured:
+            yield
+            return
+        from torch.profiler import record_function
+
+        with record_function(TAG + name):
+            yield
+
+    @staticmethod
+    def _peaks(events) -> dict[str, int]:
+        windows = sorted((e.start_ns(), e.start_ns() + e.duration_ns(), e.name()[len(TAG):])
+                         for e in events if e.name().startswith(TAG))
+        changes = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+        peaks: dict[str, int] = {}
+        live = 0
+        for time, amount in changes:
+            live += amount
+            for start, end, name in windows:
+                if start <= time <= end:
+                    peaks[name] = max(peaks.get(name, live), live)
+        return peaks
+
+
+class CudaMeter:
+    """torch.cuda peak statistics per phase (max over repeats of a phase)."""
+
+    device = "cuda"
+
+    def __init__(self) -> None:
+        self.peaks: dict[str, int] = {}
+        self.reserved: dict[str, int] = {}
+        self.context_bytes = 0
+
+    def __enter__(self) -> "CudaMeter":
+        import torch
+
+        torch.cuda.init()
+        free, total = torch.cuda.mem_get_info()
+        self.context_bytes = int(total - free - torch.cuda.memory_reserved())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    @contextlib.contextmanager
+    def phase(self, name: str, measured: bool) -> Iterator[None]:
+        """Record the allocator's peaks over the code inside (only when `measured`)."""
+        import torch
+
+        if not measured:
+            yield
+            return
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        yield
+        torch.cuda.synchronize()
+        self.peaks[name] = max(self.peaks.get(name, 0), int(torch.cuda.max_memory_allocated()))
+        self.reserved[name] = max(self.reserved.get(name, 0), int(torch.cuda.max_memory_reserved()))
+
+
+def training_step(model, optimizer, token_ids, grad_accum: int, meter, measured: bool) -> None:
+    """One step: zero_grad(set_to_none), forward + backward per micro-batch, optimizer step."""
+    optimizer.zero_grad(set_to_none=True)
+    for _ in range(grad_accum):
+        with meter.phase("forward", measured):
+            loss = model(input_ids=token_ids, labels=token_ids).loss
+        with meter.phase("backward", measured):
+            loss.backward()
+        del loss
+    with meter.phase("optimizer_step", measured):
+        optimizer.step()
+
+
+def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
+    """Peak live bytes per phase of the second of two training steps of `case`."""
+    from builder.validate.hf_models import build_model, make_token_ids
+    from builder.validate.measure import enable_checkpointing
+    from builder.validate.states import count_model_states, make_optimizer
+
+    config = hf_config(case.forward, case.layers)
+    meter = CudaMeter() if device == "cuda" else CpuMeter()
+    with meter:
+        model = build_model(config, case.forward.dtype).to(device)
+        if case.forward.recompute == "full":
+            enable_checkpointing(model)
+        optimizer = make_optimizer(case.optimizer, list(model.parameters()), foreach=True)
+        token_ids = make_token_ids(case.forward.batch, case.forward.seq_len, case.forward.vocab).to(device)
+        for step in range(2):
+            training_step(model, optimizer, token_ids, case.grad_accum, meter, measured=step == 1)
+        states = count_model_states(model, optimizer)
+    measured = {f"peak_{name}": meter.peaks[name] for name in MEASURED_PHASES}
+    measured["peak_phase"] = max(MEASURED_PHASES, key=lambda name: meter.peaks[name])
+    measured["input_bytes"] = int(token_ids.numel() * token_ids.element_size())
+    measured["optimizer_step_bytes"] = states["optimizer_step_bytes"]
+    measured["buffer_bytes"] = sum(int(b.numel() * b.element_size()) for b in model.buffers())
+    if isinstance(meter, CudaMeter):
+        measured.update({f"reserved_{name}": meter.reserved[name] for name in MEASURED_PHASES})
+        measured["cuda_context_bytes"] = meter.context_bytes
+    return {"name": case.name, "inputs": case.as_dict(), "hf_config": config, "device": device, "measured": measured}
+
+
+def gpu_environment() -> dict[str, str]:
+    """The GPU, its driver and the CUDA torch was built with (for results measured on one)."""
+    import subprocess
+
+    import torch
+
+    driver = "unknown"
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=30, check=True).stdout.strip() or driver
+    return {"gpu": torch.cuda.get_device_name(), "driver": driver, "cuda": str(torch.version.cuda),
+            "gpu_memory_bytes": str(torch.cuda.get_device_properties(0).total_memory)}

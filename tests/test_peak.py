@@ -1,0 +1,106 @@
+"""Peak by phase of a training step (builder.model.peak).
+
+The rules are pinned to what a real step allocates: content/validation/peak.json, measured
+with torch 2.13 / transformers 5.23 on CPU (builder/validate/peak.py), where each of these
+differences between phases shows up byte for byte. The comparison of every committed case
+is in tests/test_validation_report.py."""
+
+import json
+
+import pytest
+
+from builder.catalog import default_models
+from builder.model import Config, estimate, from_hf_config
+from builder.model.peak import phases, peak
+from builder.validate.results import VALIDATION_DIR
+
+MODELS = default_models()
+
+
+def llama(**changes):
+    """The measured Llama-style shape of peak.json: h=256, 8 heads (4 KV), f=688, V=8192, 2 layers."""
+    config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
+              "num_key_value_heads": 4, "head_dim": 32, "intermediate_size": 688, "vocab_size": 8192,
+              "tie_word_embeddings": False}
+    arch = from_hf_config(config, name="peak-llama")
+    settings = dict(model=arch, mode="train", precision="fp32", optimizer="adamw", micro_batch=4, seq_len=256,
+                    attention="sdpa")
+    settings.update(changes)
+    return Config(**settings)
+
+
+def totals(config):
+    return {phase.name: phase.total for phase in phases(config)}
+
+
+def measured(name):
+    cases = json.loads((VALIDATION_DIR / "peak.json").read_text())["cases"]
+    return next(case["measured"] for case in cases if case["name"] == name)
+
+
+def test_loss_gradients_are_two_fp32_token_by_vocabulary_tensors():
+    """Backward starts with d(log-probs) and d(logits), 2 x 1024 tokens x 8192 x 4 B; the returned logits
+    (1024 x 8192 x 4 B) are gone. Measured: backward peak - forward peak = 33,538,016 B (peak.json,
+    llama-sdpa-fp32-b4-s256-...-L2-adamw-ga1), predicted 33,554,432 B (0.05% apart)."""
+    t = totals(llama())
+    assert t["backward_start"] - t["forward"] == 2 * 1024 * 8192 * 4 - 1024 * 8192 * 4
+    m = measured("llama-sdpa-fp32-b4-s256-h256-a8-kv4-f688-v8192-none-nodrop-L2-adamw-ga1")
+    assert m["peak_backward"] - m["peak_forward"] == pytest.approx(33554432, rel=1e-3)
+    assert m["peak_phase"] == "backward" and peak(llama()).name == "backward_start"
+
+
+def test_bf16_forward_holds_the_fp32_upcast_of_the_logits():
+    """Below fp32 the loss upcasts: forward holds bf16 logits (2 B) and the fp32 copy (4 B) per entry."""
+    fp32, bf16 = phases(llama())[0], phases(llama(precision="bf16"))[0]
+    assert {p.name for p in bf16.parts} - {p.name for p in fp32.parts} == {"activations/logits_fp32"}
+    assert next(p.bytes for p in bf16.parts if p.name == "activations/logits_fp32") == 1024 * 8192 * 4
+
+
+def test_foreach_adam_step_allocates_one_second_moment():
+    """AdamW's foreach step: torch._foreach_sqrt(exp_avg_sq) is one state-sized temporary; SGD has none.
+    Measured (peak.json, b1 s16): AdamW step peak 112,911,712 B = params + grads + m + v + sqrt
+    = 5 x 22,582,272 B (+ 352 B of step counters and buffers)."""
+    few = dict(micro_batch=1, seq_len=16)
+    adamw, sgd = totals(llama(**few)), totals(llama(optimizer="sgd-momentum", **few))
+    params_bytes = estimate(llama()).get("weights")
+    assert params_bytes == 22582272
+    assert adamw["optimizer_step"] == 5 * params_bytes
+    assert sgd["optimizer_step"] == 3 * params_bytes  # params, grads, momentum
+    assert measured("llama-sdpa-fp32-b1-s16-h256-a8-kv4-f688-v8192-none-nodrop-L2-adamw-ga1")[
+        "peak_optimizer_step"] == pytest.approx(5 * params_bytes, abs=1024)
+    assert peak(llama(**few)).name == "optimizer_step"
+
+
+def test_tied_embeddings_add_two_gradient_sized_temporaries_at_the_end_of_backward():
+    """GPT-2 (tied), b1 s16 fp32: backward peak = grads + 2 x V x h x 4 B; untied models show none."""
+    config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 256, "n_head": 8, "vocab_size": 8192, "n_positions": 256,
+              "tie_word_embeddings": True}
+    tied = Config(model=from_hf_config(config, name="peak-gpt2"), mode="train", precision="fp32", micro_batch=1,
+                  seq_len=16, attention="sdpa")
+    end = phases(tied)[2]
+    assert [p.bytes for p in end.parts if p.name == "gradients/tied_embedding_temporaries"] == [2 * 8192 * 256 * 4]
+    assert not [p for p in phases(llama(micro_batch=1, seq_len=16))[2].parts if "tied" in p.name]
+
+
+def test_gradient_accumulation_keeps_gradients_live_in_the_forward():
+    """ga=2: the second micro-batch's forward runs with the first one's gradients allocated."""
+    one, two = totals(llama()), totals(llama(grad_accum=2))
+    grads = estimate(llama()).get("gradients")
+    assert two["forward"] - one["forward"] == grads == 22582272
+    assert two["optimizer_step"] == one["optimizer_step"]
+
+
+def test_sum_of_parts_misses_the_loss_peak_of_a_large_vocabulary():
+    """Llama 3 8B (V = 128,256), 8,192 tokens, ZeRO-3 on 8 GPUs: the loss gradients alone are
+    2 x 8192 x 128256 x 4 B = 7.83 GiB, so the backward peak exceeds the sum of all parts."""
+    config = Config(model=MODELS["llama-3-8b"], mode="train", seq_len=8192, zero=3, dp=8)
+    start = phases(config)[1]
+    assert [p.bytes for p in start.parts if p.name == "activations/loss_grads"] == [2 * 8192 * 128256 * 4]
+    assert peak(config).total > estimate(config).total
+
+
+def test_peak_is_the_largest_phase_and_serving_has_none():
+    config = llama()
+    assert peak(config).total == max(phase.total for phase in phases(config))
+    with pytest.raises(ValueError, match="mode"):
+        phases(llama(mode="serve"))
