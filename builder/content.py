@@ -31,7 +31,7 @@ PAGE_KEYS = {"title": str, "slug": str, "order": int, "summary": str, "template"
 REQUIRED_PAGE_KEYS = ("title", "slug", "order", "summary")
 TEMPLATES = ("page", "references")
 CHART_KEYS = {"title": str, "description": str, "unit": str, "gpus": list, "group_by": str,
-              "example": str, "preset": str, "config": dict, "bars": list, "grid": dict}
+              "example": str, "preset": str, "config": dict, "bars": list, "grid": dict, "phases": bool}
 REQUIRED_CHART_KEYS = ("title",)
 UNITS = ("GiB", "GB")
 GROUP_BY = ("bucket", "part")
@@ -135,6 +135,7 @@ class ChartDefinition:
     bars: tuple[BarDefinition, ...]
     line: int
     gpu_lines: tuple[int, ...] = ()
+    phases: bool = False  # one training bar, drawn as its sum of parts and the peak of each phase
 
 
 @dataclass(frozen=True)
@@ -407,12 +408,16 @@ def read_chart(chart_id: str, node: Located, path: str) -> tuple[ChartDefinition
     base = base_bar(node, path)
     bars, bar_errors = read_bars(node, base, what, path) if "bars" in spec else read_grid(node, base, what, path)
     errors += bar_errors
+    phases = spec.get("phases", False)
+    if phases and len(bars) != 1:
+        errors.append(ContentError(path, node.line_of("phases"), f"{what}: phases needs exactly one bar (the training "
+                                   f"configuration whose step is split into phases), got {len(bars)}"))
     if errors:
         return None, errors
     gpu_lines = tuple(node.children["gpus"].children[i].line for i in range(len(gpus))) if gpus else ()
     return ChartDefinition(chart_id=chart_id, title=spec["title"].strip(), description=spec.get("description", "").strip(),
                            unit=unit, gpus=tuple(gpus), group_by=group_by, example=spec.get("example", "").strip(),
-                           bars=tuple(bars), line=node.line, gpu_lines=gpu_lines), errors
+                           bars=tuple(bars), line=node.line, gpu_lines=gpu_lines, phases=phases), errors
 
 
 def base_bar(node: Located, path: str) -> BarDefinition:

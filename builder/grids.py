@@ -18,6 +18,7 @@ from builder.charts import ChartBar, ChartSpec
 from builder.content import BarDefinition, ChartDefinition, ContentError, Page, Preset
 from builder.model import Breakdown, Config, validate_config
 from builder.model.architecture import Architecture
+from builder.model.peak import phases
 from builder.model.units import parse_size
 
 # Config field -> the kind of value an author writes for it.
@@ -170,6 +171,11 @@ def evaluate_chart(chart: ChartDefinition, page: Page, presets: dict[str, Preset
             continue
         configs.append(config)
         bars.append(ChartBar(label=bar.label, breakdown=breakdown))
+    if chart.phases and bars:
+        try:
+            bars = phase_bars(configs[0], bars[0])
+        except ValueError as error:
+            errors.append(ContentError(page.path, chart.line, f"chart {chart.chart_id}: phases: {error}"))
     if errors:
         return None, errors
     chart_gpus = tuple(gpus[g] for g in chart.gpus)
@@ -192,6 +198,16 @@ def format_amount(n_bytes: int, unit: str) -> str:
     if value == 0:
         return "0"
     return f"{value:.2f}" if abs(value) < 1 else f"{value:.1f}"
+
+
+def phase_bars(config: Config, bar: ChartBar) -> list[ChartBar]:
+    """The bar's sum of parts, then the bytes live at each phase of its training step (builder.model.peak)."""
+    whole = bar.breakdown
+    bars = [ChartBar(label=bar.label or "sum of all parts", breakdown=whole)]
+    for phase in phases(config, whole):
+        bars.append(ChartBar(label=phase.title, breakdown=Breakdown(params=whole.params, parts=phase.parts,
+                                                                     trainable_params=whole.trainable_params)))
+    return bars
 
 
 def describe_chart(chart: ChartDefinition, bars: list[ChartBar], gpus: tuple[Gpu, ...]) -> str:

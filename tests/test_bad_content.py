@@ -86,6 +86,9 @@ CASES = {
     "unknown chart": (replaced("{{< table tokens >}}", "{{< table tokenz >}}"), "{{< table tokenz >}}",
                       "unknown chart 'tokenz'"),
     "bad latex": (replaced(r"Inline math $\Psi$", r"Inline math $\frac{a}{$"), r"Inline math $\frac", "cannot convert LaTeX"),
+    "phases with two bars": (replaced("    example: \"8.03B parameters x 16 bytes.\"\n",
+                                      "    example: \"8.03B parameters x 16 bytes.\"\n    phases: true\n"),
+                             "phases: true", "chart states: phases needs exactly one bar"),
     "second h1": (replaced("## Tables only", "# Tables only"), "# Tables only", "the page title is the only h1"),
 }
 

@@ -104,3 +104,17 @@ def test_peak_is_the_largest_phase_and_serving_has_none():
     assert peak(config).total == max(phase.total for phase in phases(config))
     with pytest.raises(ValueError, match="mode"):
         phases(llama(mode="serve"))
+
+
+def test_a_phases_chart_draws_the_sum_then_each_phase():
+    """`phases: true` in a chart: the sum of parts, then the four moments, each bar's total = the phase's."""
+    from builder.charts import ChartBar
+    from builder.grids import phase_bars
+
+    config = llama(precision="bf16")
+    bars = phase_bars(config, ChartBar(label="", breakdown=estimate(config)))
+    assert [bar.label for bar in bars] == ["sum of all parts", "end of forward (loss computed)",
+                                           "start of backward (loss gradients)", "end of backward (all gradients)",
+                                           "optimizer step"]
+    assert bars[0].breakdown.total == estimate(config).total
+    assert [bar.breakdown.total for bar in bars[1:]] == [phase.total for phase in phases(config)]

@@ -28,6 +28,7 @@ from fractions import Fraction
 
 from builder.model.breakdown import Breakdown, Part, whole_bytes
 from builder.model.config import Config
+from builder.model.estimator import _per_token_rule as per_token_rule
 from builder.model.estimator import estimate
 from builder.model.units import dtype_bytes
 
@@ -64,8 +65,8 @@ class Phase:
         return PHASE_TITLES[self.name]
 
 
-def _transient(name: str, amount: Fraction | int, formula: str, source: str, note: str = "") -> Part:
-    return Part(name, whole_bytes(amount), formula, source, "", note, transient=True)
+def _transient(name: str, amount: Fraction | int, formula: str, source: str, note: str = "", per_unit: str = "") -> Part:
+    return Part(name, whole_bytes(amount), formula, source, per_unit, note, transient=True)
 
 
 def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, ...]:
@@ -91,11 +92,14 @@ def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, .
     if logits:
         act = dtype_bytes(policy.activation)
         fp32_logits = Fraction(logits[0].bytes) * 4 / act  # b x s x V / t in fp32
+        tokens = config.micro_batch * (config.seq_len // config.cp)
         if policy.activation != "fp32":
             loss_forward.append(_transient("activations/logits_fp32", fp32_logits, "b x s x V x 4 B",
-                                           LOSS, "the loss upcasts the logits to fp32"))
+                                           LOSS, "the loss upcasts the logits to fp32",
+                                           per_token_rule(fp32_logits, tokens)))
         loss_backward.append(_transient("activations/loss_grads", 2 * fp32_logits, "2 x b x s x V x 4 B", LOSS,
-                                        "gradient of the log-probabilities and of the fp32 logits"))
+                                        "gradient of the log-probabilities and of the fp32 logits",
+                                        per_token_rule(2 * fp32_logits, tokens)))
 
     tied: list[Part] = []
     arch = config.model
@@ -104,14 +108,15 @@ def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, .
             rows = -(-arch.vocab // config.tp)
             tied.append(_transient("gradients/tied_embedding_temporaries", 2 * rows * arch.hidden *
                                    dtype_bytes(policy.grad), "2 x V/t x h x bytes(grad)", TIED,
-                                   "unsharded: the sum is formed before any reduce-scatter"))
+                                   "unsharded: the sum is formed before any reduce-scatter", "2 V x h gradients"))
 
     temporaries: list[Part] = []
     state_part = STEP_TEMPORARIES.get(config.optimizer)
     if state_part and config.offload not in ("optimizer", "both"):
-        size = breakdown.get(state_part)
-        temporaries.append(_transient("optimizer/step_temporaries", size, "one second-moment-sized tensor",
-                                      FOREACH, "torch.optim foreach; fused optimizers have none"))
+        state = breakdown.part(state_part) if breakdown.get(state_part) else None
+        if state is not None:
+            temporaries.append(_transient("optimizer/step_temporaries", state.bytes, "one second-moment-sized tensor",
+                                          FOREACH, "torch.optim foreach; fused optimizers have none", state.per_unit))
 
     return (
         Phase("forward", tuple(resident + accumulating + gathered + saved + logits + loss_forward)),
