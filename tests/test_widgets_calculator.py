@@ -118,4 +118,5 @@ def test_data_is_compact_and_safe_to_embed():
     text = to_json(data)
     assert "<" not in text and len(text) < 20_000
     assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["k"] == 8
-    assert data["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16"]
+    assert data["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16", 0]
+    assert data["policies"]["amp-bf16"][5] == 1  # torch.autocast: linear layers save weight copies

@@ -100,6 +100,7 @@ def conditions(arch: Architecture, config: Config) -> set[str]:
         held.add("embedding_dropout")
     if config.recompute == "full":
         held.add("full_recompute")
+    held.add("autocast" if config.policy.autocast and config.implementation == "hf" else "no_autocast")
     if config.lora_rank:
         held.update(f"lora_{target}" for target in config.lora_targets)
     else:
@@ -152,7 +153,9 @@ def apply_recompute(saved: list[Saved], config: Config, values: dict[str, Fracti
         return [s for s in saved if not s.core]
     if config.recompute == "full":
         # Checkpointing keeps the block's input (Chen et al. 2016; Korthikanti et al. 2022 section 4.1: 2sbh).
-        return [Saved("checkpoint", "layer input kept by activation checkpointing", values["Tr"] * values["h"], "act")]
+        # Under autocast over fp32 weights the residual stream, hence the layer input, is fp32.
+        dtype = "fp32" if config.policy.autocast and config.implementation == "hf" else "act"
+        return [Saved("checkpoint", "layer input kept by activation checkpointing", values["Tr"] * values["h"], dtype)]
     return saved
 
 

@@ -36,6 +36,7 @@ class PrecisionPolicy:
     activation: str  # activations saved for backward
     description: str = ""
     source: str = ""
+    autocast: bool = False  # torch.autocast: each linear layer casts its weight and saves the copy for backward
 
 
 # Named policies. Sources: Micikevicius et al. 2017 (arXiv:1710.03740) section 3;
@@ -56,7 +57,7 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
                         "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without distributed optimizer"),
         PrecisionPolicy("amp-bf16", "fp32", None, "fp32", "fp32", "bf16",
                         "fp32 weights and gradients, bf16 autocast activations, no separate master",
-                        "PyTorch torch.autocast with fp32 parameters"),
+                        "PyTorch torch.autocast with fp32 parameters", autocast=True),
         PrecisionPolicy("fp32", "fp32", None, "fp32", "fp32", "fp32",
                         "everything in fp32", "Micikevicius et al. 2017, baseline"),
         PrecisionPolicy("bf16", "bf16", None, "bf16", "bf16", "bf16",

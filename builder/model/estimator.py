@@ -10,7 +10,7 @@ fuller stage is reported.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from builder.model import activations as act
@@ -282,6 +282,29 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
     return parts
 
 
+AUTOCAST = ("PyTorch 2.13 autocast (aten/src/ATen/autocast_mode.cpp cached_cast): a linear layer under "
+            "torch.autocast casts its fp32 weight to the autocast dtype and autograd saves that copy for backward")
+
+
+def autocast_copy_parts(arch: Architecture | None, config: Config, stage: Stage) -> list[Part]:
+    """torch.autocast over fp32 weights: the low-precision weight copies linear layers save for backward."""
+    policy = config.policy
+    if arch is None or not policy.autocast:
+        return []
+    # Weights only: a linear layer casts its bias too but does not save it.
+    held = holding(replace(arch, qkv_bias=False, out_bias=False, mlp_bias=False), config, stage)
+    # Under full recomputation a layer saves nothing; its copies are made again in its backward.
+    layers = Fraction(0) if config.recompute == "full" else held.linear
+    head = Fraction(math.ceil(arch.vocab / config.tp) * arch.hidden) if stage.has_head else Fraction(0)
+    amount = (layers + head) * dtype_bytes(policy.activation) * stage.in_flight
+    return [Part("activations/autocast_weight_copies", whole_bytes(amount),
+                 "in_flight x (linear weights of the stage's layers + head) x bytes(autocast dtype)", AUTOCAST,
+                 f"{_fmt_b(dtype_bytes(policy.activation))} B/linear param ({policy.activation})",
+                 "simplification: the op lists follow autocast's device-independent effects (fp32 residual "
+                 "stream, norms and rotary tables; one input copy per projection); CUDA autocast also runs pow, "
+                 "exp and softmax in fp32, which changes GPT-2's Python GeLU (not modelled)")]
+
+
 def _per_token_rule(amount: Fraction, tokens: Fraction) -> str:
     """Bytes per token as an annotation, e.g. '69.0 KiB/token'."""
     per_token = amount / max(1, tokens)
@@ -401,6 +424,7 @@ def estimate_stage(config: Config, stage: Stage) -> tuple[list[Part], list[Part]
         states += optimizer_parts(arch, config, trainable, shard)
         parts += states
         parts += activation_parts(arch, config, stage)
+        parts += autocast_copy_parts(arch, config, stage)
     else:
         parts += serving_parts(arch, config, stage)
     parts += comm_parts(arch, config, held, shard)

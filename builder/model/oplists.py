@@ -51,6 +51,10 @@ CONDITIONS = {
     "rotary": "rotary position embeddings",
     "embedding_dropout": "a dropout layer after the embeddings (GPT-2's embd_pdrop; Llama-style models have none)",
     "full_recompute": "full activation recomputation (checkpointed layers)",
+    # torch.autocast over fp32 weights (amp-bf16): the residual stream stays fp32, and each
+    # linear layer casts its input itself, so projections sharing an input save a copy each.
+    "autocast": "torch.autocast over fp32 weights (the residual stream, norms and rotary tables stay fp32)",
+    "no_autocast": "not autocast",
     # Saved only for a weight gradient: gone when that weight is frozen (LoRA, QLoRA).
     "grad_qkv": "the q/k/v (or c_attn) weights train",
     "grad_o": "the attention output weights train",
@@ -69,7 +73,13 @@ CONDITIONS = {
 # logsumexp; eager code keeps the s x s softmax output (and dropout mask and output).
 CORE_16BIT_SOFTMAX = (
     Row("attention", "fused kernel: logsumexp per head and row (fp32)", 1, "b a s", "fp32", "fused", True),
-    Row("attention_scores", "softmax output", 1, "b a s S", "act", "eager", True),
+    Row("attention_scores", "softmax output", 1, "b a s S", "act", "eager&no_autocast", True),
+    # Under autocast the fp32 causal mask promotes the scores: an fp32 softmax output, then the
+    # copy scores x V casts (the dropout output plays that part when dropout is on).
+    Row("attention_scores", "softmax output (fp32: the fp32 mask promotes the scores under autocast)", 1,
+        "b a s S", "fp32", "eager&autocast", True),
+    Row("attention_scores", "softmax output cast to the autocast dtype (saved by scores x V)", 1, "b a s S", "act",
+        "eager&autocast&no_dropout", True),
     Row("attention_scores", "attention dropout mask", 1, "b a s S", "bool", "eager&dropout", True),
     Row("attention_scores", "attention dropout output (input of scores x V)", 1, "b a s S", "act",
         "eager&dropout", True),
@@ -139,14 +149,16 @@ _QKV_AS_SAVED = (
 
 # transformers GPT2Block (LayerNorm, Conv1D, eager or SDPA attention, dropout).
 HF_GPT2_BLOCK = (
-    Row("norms", "ln_1 input", 1, "Tr h", "act"),
+    Row("norms", "ln_1 input", 1, "Tr h", "act", "no_autocast"),
+    Row("norms", "ln_1 input (the fp32 residual under autocast)", 1, "Tr h", "fp32", "autocast"),
     Row("norms", "ln_1 mean and rstd (fp32)", 2, "Tr", "fp32"),
     Row("attention", "c_attn input (ln_1 output)", 1, "Tr h", "act", "grad_qkv"),
     *_QKV_AS_SAVED,
     *CORE_16BIT_SOFTMAX,
     Row("attention", "c_proj input (merged heads)", 1, "T a d", "act", "grad_o"),
     Row("dropout", "residual dropout mask after attention", 1, "Tr h", "bool", "dropout"),
-    Row("norms", "ln_2 input", 1, "Tr h", "act"),
+    Row("norms", "ln_2 input", 1, "Tr h", "act", "no_autocast"),
+    Row("norms", "ln_2 input (the fp32 residual under autocast)", 1, "Tr h", "fp32", "autocast"),
     Row("norms", "ln_2 mean and rstd (fp32)", 2, "Tr", "fp32"),
     Row("mlp", "c_fc input (ln_2 output)", 1, "Tr h", "act", "grad_mlp_in"),
     *MLP_INNER,
@@ -161,7 +173,9 @@ def _rmsnorm(name: str, group: str = "norms") -> tuple[Row, ...]:
         Row(group, f"{name}: input in fp32 (saved by pow and the multiply)", 1, "Tr h", "fp32"),
         Row(group, f"{name}: rsqrt of the mean square (fp32)", 1, "Tr", "fp32"),
         Row(group, f"{name}: normalised input in the activation dtype (saved by weight x)", 1, "Tr h", "act",
-            "grad_norm"),
+            "grad_norm&no_autocast"),
+        Row(group, f"{name}: normalised input, fp32 under autocast (saved by weight x)", 1, "Tr h", "fp32",
+            "grad_norm&autocast"),
     )
 
 
@@ -180,12 +194,14 @@ _MOE = (
 # transformers Llama / Mistral / Qwen2 decoder layer (RMSNorm, SwiGLU, rotary, GQA).
 HF_LLAMA_BLOCK = (
     *_rmsnorm("input_layernorm"),
-    Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "act", "grad_qkv"),
+    Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "act", "grad_qkv&no_autocast"),
+    Row("attention", "q, k and v projection inputs, each cast by autocast", 3, "Tr h", "act", "grad_qkv&autocast"),
     *_QKV_AS_SAVED,
     *CORE_FP32_SOFTMAX,
     Row("attention", "o_proj input (merged heads)", 1, "T a d", "act", "grad_o"),
     *_rmsnorm("post_attention_layernorm"),
-    Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "act", "grad_mlp_in"),
+    Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "act", "grad_mlp_in&no_autocast"),
+    Row("mlp", "gate and up projection inputs, each cast by autocast", 2, "Tr h", "act", "grad_mlp_in&autocast"),
     *MLP_INNER,
     *LORA,
 )
@@ -198,10 +214,15 @@ FIRST_STAGE = (
     Row("embedding", "position ids (int64)", 1, "s", "int64", "learned_positions"),
     Row("embedding", "embedding dropout mask (GPT-2 embd_pdrop)", 1, "Tr h", "bool", "dropout&embedding_dropout"),
     # Shared by every layer, so counted once: rotary cos and sin of shape (1, s, d) each.
-    Row("embedding", "rotary cos and sin (shared by every layer)", 2, "s d", "act", "rotary"),
+    Row("embedding", "rotary cos and sin (shared by every layer)", 2, "s d", "act", "rotary&no_autocast"),
+    Row("embedding", "rotary cos and sin, fp32 under autocast (shared by every layer)", 2, "s d", "fp32",
+        "rotary&autocast"),
     # Checkpointed layers keep their tensor arguments: the 4-D causal mask eager attention
     # gets (b x 1 x s x S) and, for rotary models, the position ids. Shared by every layer.
-    Row("embedding", "4-D causal mask kept as a checkpoint input", 1, "b s S", "act", "eager&full_recompute"),
+    Row("embedding", "4-D causal mask kept as a checkpoint input", 1, "b s S", "act",
+        "eager&full_recompute&no_autocast"),
+    Row("embedding", "4-D causal mask kept as a checkpoint input (fp32, the weights' dtype, under autocast)", 1,
+        "b s S", "fp32", "eager&full_recompute&autocast"),
     Row("embedding", "position ids kept as a checkpoint input (int64)", 1, "s", "int64", "rotary&full_recompute"),
 )
 _HEAD_AND_LOSS = (
@@ -211,7 +232,8 @@ _HEAD_AND_LOSS = (
     Row("loss", "NLL loss total weight (fp32 scalar)", 1, "", "fp32"),
 )
 LAST_STAGE_LAYERNORM = (
-    Row("final_norm", "ln_f input", 1, "Tr h", "act"),
+    Row("final_norm", "ln_f input", 1, "Tr h", "act", "no_autocast"),
+    Row("final_norm", "ln_f input (the fp32 residual under autocast)", 1, "Tr h", "fp32", "autocast"),
     Row("final_norm", "ln_f mean and rstd (fp32)", 2, "Tr", "fp32"),
     *_HEAD_AND_LOSS,
 )

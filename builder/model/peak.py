@@ -97,6 +97,12 @@ def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, .
             loss_forward.append(_transient("activations/logits_fp32", fp32_logits, "b x s x V x 4 B",
                                            LOSS, "the loss upcasts the logits to fp32",
                                            per_token_rule(fp32_logits, tokens)))
+        if policy.autocast and arch_of(config) is not None:
+            # The model output keeps the final hidden state, fp32 under autocast; lm_head saved a cast copy.
+            hidden = tokens * arch_of(config).hidden * 4
+            loss_forward.append(_transient("activations/final_hidden_fp32", hidden, "b x s x h x 4 B", LOSS,
+                                           "the final norm's fp32 output, held by the model output until the "
+                                           "loss is computed", per_token_rule(Fraction(hidden), tokens)))
         loss_backward.append(_transient("activations/loss_grads", 2 * fp32_logits, "2 x b x s x V x 4 B", LOSS,
                                         "gradient of the log-probabilities and of the fp32 logits",
                                         per_token_rule(2 * fp32_logits, tokens)))
@@ -124,6 +130,11 @@ def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, .
         Phase("backward_end", tuple(resident + grads + gathered + reducing + working + tied)),
         Phase("optimizer_step", tuple(resident + grads + temporaries)),
     )
+
+
+def arch_of(config: Config):
+    """The architecture, or None for a raw parameter count."""
+    return config.model
 
 
 def peak(config: Config, breakdown: Breakdown | None = None) -> Phase:

@@ -34,6 +34,7 @@ class ActivationCase:
     dropout: bool = False
     experts: int = 0  # Mixtral: routed experts per layer
     top_k: int = 0  # Mixtral: experts per token
+    autocast: bool = False  # forward under torch.autocast(bfloat16) over a float32 model (the amp-bf16 policy)
 
     @property
     def name(self) -> str:
@@ -47,7 +48,14 @@ class ActivationCase:
         if self.experts:
             parts.append(f"e{self.experts}k{self.top_k}")
         parts += [f"v{self.vocab}", self.recompute, "drop" if self.dropout else "nodrop"]
+        if self.autocast:
+            parts.append("amp")
         return "-".join(parts)
+
+    @property
+    def precision(self) -> str:
+        """The builder.model precision policy this case runs: 'fp32', 'bf16' or 'amp-bf16'."""
+        return "amp-bf16" if self.autocast else DTYPES[self.dtype]
 
     @property
     def inner(self) -> int:
@@ -137,7 +145,25 @@ def small_activation_cases() -> list[ActivationCase]:
     """The quick CI set: both families, every switch on the base shape, a few shape changes."""
     cases = grid_cases(GPT2_BASE, {"batch": (3,), "seq_len": (96,)})
     cases += grid_cases(LLAMA_BASE, {"kv_heads": (1, 4), "vocab": (512,)})
+    cases += autocast_cases(small=True)
     return unique_cases(cases)
+
+
+def autocast_cases(small: bool = False) -> list[ActivationCase]:
+    """torch.autocast(bfloat16) over float32 models (the amp-bf16 policy): both families, eager and SDPA,
+    with recompute and dropout (and, in the full set, GQA and shape changes)."""
+    cases = []
+    for base in (GPT2_BASE, LLAMA_BASE):
+        for attention in ("eager", "sdpa"):
+            amp = base.with_changes(autocast=True, attention=attention)
+            cases.append(amp)
+            if not small:
+                cases += [amp.with_changes(recompute="full"), amp.with_changes(batch=3, seq_len=96)]
+                if attention == "eager":
+                    cases.append(amp.with_changes(dropout=True))
+                if base.family == "llama":
+                    cases += [amp.with_changes(kv_heads=1), amp.with_changes(kv_heads=4)]
+    return cases
 
 
 def full_activation_cases() -> list[ActivationCase]:
@@ -155,6 +181,7 @@ def full_activation_cases() -> list[ActivationCase]:
         cases += grid_cases(LLAMA_BASE.with_changes(family=family), {}, switches=False)
     mixtral = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
     cases += grid_cases(mixtral, {}, switches=False)
+    cases += autocast_cases()
     return unique_cases(cases)
 
 
@@ -291,5 +318,7 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
             PeakCase(PEAK_LLAMA, layers=4),
             PeakCase(PEAK_LLAMA, grad_accum=2),
             PeakCase(PEAK_GPT2, optimizer="sgd-momentum"),
+            PeakCase(PEAK_LLAMA.with_changes(autocast=True)),
+            PeakCase(PEAK_GPT2.with_changes(autocast=True)),
         ]
     return sorted(cases, key=lambda c: c.name)

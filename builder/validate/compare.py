@@ -70,7 +70,8 @@ def predicted_activations(inputs: dict[str, Any], hf_config: dict[str, Any], lay
     """Activation bytes the model predicts for the measured case with `layers` blocks."""
     from builder.model import Config, estimate
 
-    config = Config(model=architecture_for(hf_config, layers, name), mode="train", precision=DTYPES[inputs["dtype"]],
+    precision = "amp-bf16" if inputs.get("autocast") else DTYPES[inputs["dtype"]]
+    config = Config(model=architecture_for(hf_config, layers, name), mode="train", precision=precision,
                     micro_batch=inputs["batch"], seq_len=inputs["seq_len"], attention=inputs["attention"],
                     recompute=inputs["recompute"], dropout=inputs["dropout"])
     amount = estimate(config).get("activations", default=None, transient=False)
@@ -133,8 +134,9 @@ def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str
     from builder.model import Config
     from builder.model.peak import phases
 
+    precision = "amp-bf16" if inputs.get("autocast") else DTYPES[inputs["dtype"]]
     config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train",
-                    precision=DTYPES[inputs["dtype"]], optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
+                    precision=precision, optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
                     seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
                     dropout=inputs["dropout"], grad_accum=inputs["grad_accum"])
     totals = {phase.name: phase.total for phase in phases(config)}

@@ -35,7 +35,8 @@ def run_forward(case: ActivationCase, layers: int, fake: bool = False, name_ops:
             enable_checkpointing(model)
         token_ids = make_token_ids(case.batch, case.seq_len, case.vocab)
         recorder = SavedTensorRecorder(model, inputs=[token_ids])
-        with torch.enable_grad(), cuda_style_dropout(), recorder, CheckpointProbe(model, recorder):
+        amp = torch.autocast("cpu", dtype=torch.bfloat16) if case.autocast else contextlib.nullcontext()
+        with torch.enable_grad(), cuda_style_dropout(), recorder, CheckpointProbe(model, recorder), amp:
             output = model(input_ids=token_ids, labels=token_ids)
         if name_ops and case.recompute == "none":
             recorder.name_ops(output.loss.grad_fn)

@@ -111,11 +111,15 @@ class CudaMeter:
         self.reserved[name] = max(self.reserved.get(name, 0), int(torch.cuda.max_memory_reserved()))
 
 
-def training_step(model, optimizer, token_ids, grad_accum: int, meter, measured: bool) -> None:
-    """One step: zero_grad(set_to_none), forward + backward per micro-batch, optimizer step."""
+def training_step(model, optimizer, token_ids, grad_accum: int, meter, measured: bool, autocast: bool = False) -> None:
+    """One step: zero_grad(set_to_none), forward (under torch.autocast(bfloat16) when `autocast`) + backward
+    per micro-batch, optimizer step."""
+    import torch
+
     optimizer.zero_grad(set_to_none=True)
     for _ in range(grad_accum):
-        with meter.phase("forward", measured):
+        amp = torch.autocast(token_ids.device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+        with meter.phase("forward", measured), amp:
             loss = model(input_ids=token_ids, labels=token_ids).loss
         with meter.phase("backward", measured):
             loss.backward()
@@ -139,7 +143,8 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
         optimizer = make_optimizer(case.optimizer, list(model.parameters()), foreach=True)
         token_ids = make_token_ids(case.forward.batch, case.forward.seq_len, case.forward.vocab).to(device)
         for step in range(2):
-            training_step(model, optimizer, token_ids, case.grad_accum, meter, measured=step == 1)
+            training_step(model, optimizer, token_ids, case.grad_accum, meter, measured=step == 1,
+                          autocast=case.forward.autocast)
         states = count_model_states(model, optimizer)
     measured = {f"peak_{name}": meter.peaks[name] for name in MEASURED_PHASES}
     measured["peak_phase"] = max(MEASURED_PHASES, key=lambda name: meter.peaks[name])

@@ -302,7 +302,7 @@ SOURCES = {
     "over": "seed 004 calculator: flat 10% for allocator, NCCL buffers and workspaces", "off": est.OFFLOAD,
     "fp8": "Micikevicius et al. 2022 (FP8 formats), arXiv:2209.05433",
     "int8": "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339", "nf4": est.QLORA,
-    "gptq": "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128",
+    "gptq": "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128", "amp": est.AUTOCAST,
 }
 
 # Optimizer states (builder.model.estimator.optimizer_parts): part suffix, bytes per parameter
@@ -338,7 +338,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "models": {key: arch_data(arch) | {"n": html.escape(arch.extra.get("display", key))}
                    for key, arch in models.items()},
         "dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()},
-        "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation] for p in PRECISIONS.values()},
+        "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation, int(p.autocast)]
+                     for p in PRECISIONS.values()},
         "optimizers": OPTIMIZER_STATES,
         "quantised": QUANTISED,
         "blocks": {name: op_rows(rows) for name, rows in oplists.BLOCKS.items()},

@@ -148,7 +148,7 @@ WIDGETS.calculator = (root, D) => {
     }
     const sym = { T, Tr: sp ? T / t : T, b, s, S: c.s, h: A.h, a: flo(A.a / t), k: max(1, flo(A.k / t)), d: A.d, f: flo((A.E ? A.F : A.f) / t), V: ceil(A.V / t), E: A.E, K: A.K, r: c.r };
     const held = [c.eager ? "eager" : "fused", c.eager && A.k != A.a && !c.meg ? "gqa_repeat" : "no_gqa_repeat", c.drop ? "dropout" : "no_dropout",
-      c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" && "full_recompute",
+      c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" && "full_recompute", c.pol[5] && !c.meg ? "autocast" : "no_autocast",
       ...(c.r ? ["q", "k", "v", "o"].map((x) => "lora_" + x) : D.full)];
     // activations.evaluate: the rows whose conditions all hold, as [group, bytes, core].
     const ev = (rows) => rows.filter((r) => r[4].split("&").every((x) => !x || held.includes(x)))
@@ -156,7 +156,7 @@ WIDGETS.calculator = (root, D) => {
     const total = (rows) => rows.reduce((s, r) => s + r[1], 0);
     const byGroup = (rows) => [...new Set(rows.map((r) => r[0]))].map((g) => [g, total(rows.filter((r) => r[0] == g))]);
     const layer = ev(D.blocks[c.meg ? "megatron" : A.ln ? "hf-gpt2" : A.E ? "hf-mixtral" : "hf-llama"]);
-    const saved = rec == "selective" ? layer.filter((r) => !r[2]) : rec == "full" ? [["checkpoint", sym.Tr * A.h * ab]] : layer;
+    const saved = rec == "selective" ? layer.filter((r) => !r[2]) : rec == "full" ? [["checkpoint", sym.Tr * A.h * (c.pol[5] && !c.meg ? 4 : ab)]] : layer;
     const out = byGroup(saved).map(([g, x]) => part("activations/" + g, x * L * fl, perTok(x, T), src));
     if (rec == "full") out.push(part("activations/recompute_working_layer", total(layer), perTok(total(layer), T), "chen"));
     for (const [g, x] of byGroup([...(emb ? ev(D.first) : []), ...(head ? ev(D.last[A.ln || c.meg ? 0 : 1]) : [])]))
@@ -164,6 +164,9 @@ WIDGETS.calculator = (root, D) => {
     if (head) out.push(part("activations/logits", T * sym.V * ab, `${ab} B per token per vocabulary entry`, "hf"));
     return out;
   };
+  // estimator.autocast_copy_parts: the weight copies linear layers save for backward under torch.autocast.
+  const ampParts = (c, st) => { const { A, pol, rec, tp } = c, [, , head, fl] = st; return !pol[5] ? [] : [part("activations/autocast_weight_copies",
+    ((rec == "full" ? 0 : holding({ ...c, A: { ...A, qb: 0, ob: 0, mb: 0 } }, st).li) + (head ? ceil(A.V / tp) * A.h : 0)) * bytes(pol[4]) * fl, `${bytes(pol[4])} B/linear param (${pol[4]})`, "amp")]; };
   const serveParts = ({ A, tp: t, pol, kv, batch, ctx }, [L]) => {
     const kd = kv || (bytes(pol[0]) < 2 ? "bf16" : pol[0]), per = 2 * L * max(1, flo(A.k / t)) * A.d * bytes(kd);
     return [part("kv_cache", per * batch * (A.win ? min(ctx, A.win) : ctx), `${per} B/token (${kd})`, "kv"),
@@ -179,7 +182,7 @@ WIDGETS.calculator = (root, D) => {
     let best;
     for (const st of stages(c)) {
       const H = holding(c, st), S = sharding(c), host = [];
-      let gpu = [...weightParts(c, H, S), ...(c.train ? [...stateParts(c, H, S, st[0]), ...activationParts(c, st)] : serveParts(c, st)), ...commParts(c, H, S)];
+      let gpu = [...weightParts(c, H, S), ...(c.train ? [...stateParts(c, H, S, st[0]), ...activationParts(c, st), ...ampParts(c, st)] : serveParts(c, st)), ...commParts(c, H, S)];
       if (/[ob]/.test(c.off)) gpu = gpu.filter((p) => !(/^(opt|grad)/.test(p[0]) && host.push(p)));
       if (/[pb]/.test(c.off)) host.push(part("weights", perGpu(H, S[0], S[3]) * bytes(c.pol[0])));
       if (c.ovh) gpu.push(part("overhead/framework", sum(gpu) * c.ovh / 100, c.ovh + "%", "over"));
