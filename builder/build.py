@@ -282,7 +282,8 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
     """Every page's HTML, keyed by output path; all errors collected. Pages in `skip` are not rendered."""
     setup = RenderSetup(
         gathered=gathered, templates=make_templates(paths.templates), md=make_markdown(),
-        catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets},
+        catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets,
+                  "validation_dir": paths.content / "validation"},
         has_references_page=any(p.slug == "references" for p in gathered.pages),
         has_widget_script=(paths.static / "widgets.js").is_file() or bool(widget_sources(paths.static)),
         report=report, log=log)

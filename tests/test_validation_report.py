@@ -27,3 +27,16 @@ def test_a_case_outside_tolerance_is_listed_and_ringed():
     assert [row["case"] for row in report["outside"]] == [case["name"]]
     assert report["outside"][0]["verdict"] == "OUTSIDE tolerance"
     assert 'r="7" fill="none"' in report["svg"]  # the ring that marks a miss
+
+
+def test_the_report_reads_the_content_folder_it_is_given(tmp_path):
+    """`build --content DIR` reports DIR/validation/, not the repository's content/validation/."""
+    import shutil
+
+    from builder.validate.results import VALIDATION_DIR
+
+    shutil.copy(VALIDATION_DIR / "peak.json", tmp_path / "peak.json")
+    report = context({}, {"validation_dir": tmp_path})
+    expected = compare_documents({"peak.json": load_documents(VALIDATION_DIR)["peak.json"]})
+    assert report["summary"]["total"] == len(expected) == 3 * len(load_documents(tmp_path)["peak.json"]["cases"])
+    assert [group["title"] for group in report["groups"]] == ["Peak of a real training step, by phase (CPU allocator)"]

@@ -52,7 +52,8 @@ def load_documents(folder: Path = VALIDATION_DIR) -> dict[str, dict]:
 def context(options: dict[str, Any], catalogs: dict[str, Any], documents: dict[str, dict] | None = None
             ) -> dict[str, Any]:
     """Rows, summary, environment and the chart, for templates/partials/widget-validation.html."""
-    documents = load_documents() if documents is None else documents
+    if documents is None:  # the content folder's measurements (content/validation/ unless --content says otherwise)
+        documents = load_documents(catalogs.get("validation_dir", VALIDATION_DIR))
     rows = compare_documents(documents)
     return {
         "summary": summarise(rows),
