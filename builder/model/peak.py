@@ -69,20 +69,25 @@ def _transient(name: str, amount: Fraction | int, formula: str, source: str, not
     return Part(name, whole_bytes(amount), formula, source, per_unit, note, transient=True)
 
 
+def pick(by_name: dict[str, Part], name: str) -> list[Part]:
+    """[the part called `name`], or [] when the estimate has none."""
+    return [by_name[name]] if name in by_name else []
+
+
 def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, ...]:
     """The candidate peaks of one training step on the GPU `estimate` reports (training only)."""
     if config.mode != "train":
         raise ValueError("mode: phases of a step are for training; serving has one steady state")
     breakdown = breakdown or estimate(config)
-    policy = config.policy
+    policy, arch = config.policy, config.model
     parts = breakdown.parts
+    by_name = {p.name: p for p in parts}
     resident = [p for p in parts if p.bucket in ("weights", "master", "optimizer", "overhead")]
     grads = [p for p in parts if p.bucket == "gradients"]
-    gathered = [p for p in parts if p.name == "comm/gathered_params"]
-    reducing = [p for p in parts if p.name == "comm/unsharded_grads"]
+    gathered, reducing = pick(by_name, "comm/gathered_params"), pick(by_name, "comm/unsharded_grads")
     saved = [p for p in parts if p.bucket == "activations" and not p.transient]
-    logits = [p for p in parts if p.name == "activations/logits"]
-    working = [p for p in parts if p.name == "activations/recompute_working_layer"]
+    logits = pick(by_name, "activations/logits")
+    working = pick(by_name, "activations/recompute_working_layer")
     accumulating = grads if config.grad_accum > 1 else []
     accumulating = [Part(p.name, p.bytes, p.formula, ACCUMULATE, p.per_unit, "held across micro-batches")
                     for p in accumulating]
@@ -97,9 +102,9 @@ def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, .
             loss_forward.append(_transient("activations/logits_fp32", fp32_logits, "b x s x V x 4 B",
                                            LOSS, "the loss upcasts the logits to fp32",
                                            per_token_rule(fp32_logits, tokens)))
-        if policy.autocast and arch_of(config) is not None:
+        if policy.autocast and arch is not None:
             # The model output keeps the final hidden state, fp32 under autocast; lm_head saved a cast copy.
-            hidden = tokens * arch_of(config).hidden * 4
+            hidden = tokens * arch.hidden * 4
             loss_forward.append(_transient("activations/final_hidden_fp32", hidden, "b x s x h x 4 B", LOSS,
                                            "the final norm's fp32 output, held by the model output until the "
                                            "loss is computed", per_token_rule(Fraction(hidden), tokens)))
@@ -108,8 +113,7 @@ def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, .
                                         per_token_rule(2 * fp32_logits, tokens)))
 
     tied: list[Part] = []
-    arch = config.model
-    if arch is not None and arch.tied_embeddings and logits and "activations/embedding" in {p.name for p in parts}:
+    if arch is not None and arch.tied_embeddings and logits and "activations/embedding" in by_name:
         if not config.lora_rank:
             rows = -(-arch.vocab // config.tp)
             tied.append(_transient("gradients/tied_embedding_temporaries", 2 * rows * arch.hidden *
@@ -117,12 +121,10 @@ def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, .
                                    "unsharded: the sum is formed before any reduce-scatter", "2 V x h gradients"))
 
     temporaries: list[Part] = []
-    state_part = STEP_TEMPORARIES.get(config.optimizer)
-    if state_part and config.offload not in ("optimizer", "both"):
-        state = breakdown.part(state_part) if breakdown.get(state_part) else None
-        if state is not None:
-            temporaries.append(_transient("optimizer/step_temporaries", state.bytes, "one second-moment-sized tensor",
-                                          FOREACH, "torch.optim foreach; fused optimizers have none", state.per_unit))
+    state = by_name.get(STEP_TEMPORARIES.get(config.optimizer, ""))  # absent when offloaded: the host steps
+    if state is not None:
+        temporaries.append(_transient("optimizer/step_temporaries", state.bytes, "one second-moment-sized tensor",
+                                      FOREACH, "torch.optim foreach; fused optimizers have none", state.per_unit))
 
     return (
         Phase("forward", tuple(resident + accumulating + gathered + saved + logits + loss_forward)),
@@ -130,11 +132,6 @@ def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, .
         Phase("backward_end", tuple(resident + grads + gathered + reducing + working + tied)),
         Phase("optimizer_step", tuple(resident + grads + temporaries)),
     )
-
-
-def arch_of(config: Config):
-    """The architecture, or None for a raw parameter count."""
-    return config.model
 
 
 def peak(config: Config, breakdown: Breakdown | None = None) -> Phase:
