@@ -118,3 +118,19 @@ def test_a_phases_chart_draws_the_sum_then_each_phase():
                                            "optimizer step"]
     assert bars[0].breakdown.total == estimate(config).total
     assert [bar.breakdown.total for bar in bars[1:]] == [phase.total for phase in phases(config)]
+
+
+def test_autocast_saves_a_low_precision_copy_of_every_linear_weight():
+    """torch.autocast over fp32 weights (amp-bf16): each linear layer saves its bf16 weight copy for backward
+    (autocast_mode.cpp cached_cast). Llama 3 8B: per layer q, o 4096 x 4096, k, v 4096 x 1024, gate, up,
+    down 4096 x 14336 = 218,103,808 weights; lm_head 128,256 x 4,096. Measured on small models:
+    content/validation/activations.json, cases ending in '-amp' (exact)."""
+    llama3 = MODELS["llama-3-8b"]
+    per_layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336
+    assert per_layer == 218103808
+    amp = estimate(Config(model=llama3, mode="train", precision="amp-bf16", seq_len=1024))
+    assert amp.get("activations/autocast_weight_copies") == (32 * per_layer + 128256 * 4096) * 2
+    full = estimate(Config(model=llama3, mode="train", precision="amp-bf16", seq_len=1024, recompute="full"))
+    assert full.get("activations/autocast_weight_copies") == 128256 * 4096 * 2  # checkpointed layers save none
+    assert estimate(Config(model=llama3, mode="train", precision="bf16-mixed")).get(
+        "activations/autocast_weight_copies") == 0
