@@ -274,17 +274,22 @@ def run_estimate(args: argparse.Namespace) -> int:
     except ValueError as error:
         option, _, message = str(error).partition(": ")
         raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
-    steps = phases(config, breakdown) if args.phases else ()
+    steps = phases(config, breakdown) if config.mode == "train" else ()
+    top = max(steps, key=lambda phase: phase.total) if steps else None
     if args.json:
         data = breakdown_json(breakdown, gpus, args.gpu, answer)
-        if steps:
+        if top is not None:
+            data["peak_bytes"], data["peak_phase"] = top.total, peak(config, breakdown).name
+        if args.phases:
             data["phases"] = {phase.name: {"bytes": phase.total, "parts": {p.name: p.bytes for p in phase.parts}}
                               for phase in steps}
-            data["peak_phase"] = peak(config, breakdown).name
         print(json.dumps(data, indent=2))
     else:
         print(render_table(breakdown, config, gpus, args.gpu, args.unit, answer))
-        if steps:
+        if top is not None and top.total > breakdown.total and not args.phases:
+            print(f"\n  note: the peak of a training step, at the {top.title}, is "
+                  f"{format_bytes(top.total, args.unit, 2)}, more than the sum of parts; see --phases")
+        if args.phases:
             print(render_phases(steps, config, args.unit))
     return 0
 

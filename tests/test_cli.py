@@ -131,6 +131,20 @@ def test_phases_list_the_peak_of_a_step(capsys):
     assert data["phases"]["backward_start"]["bytes"] > data["per_gpu_bytes"]
 
 
+def test_the_peak_is_reported_when_it_exceeds_the_sum(capsys):
+    """Without --phases: JSON always carries peak_bytes/peak_phase for training, and the table adds one
+    note when the peak of a step is more than the sum of parts (Llama 3 8B, 8,192 tokens, ZeRO-3)."""
+    args = ("estimate", "--model", "llama-3-8b", "--seq-len", "8192", "--zero", "3", "--dp", "8")
+    code, out, _ = run(capsys, *args, "--json")
+    data = json.loads(out)
+    assert data["peak_phase"] == "backward_start" and data["peak_bytes"] > data["per_gpu_bytes"]
+    assert "phases" not in data
+    code, out, _ = run(capsys, *args)
+    assert "note: the peak of a training step, at the start of backward (loss gradients), is 77.29 GiB" in out
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--mode", "serve", "--json")
+    assert "peak_bytes" not in json.loads(out)
+
+
 def test_phases_are_for_training(capsys):
     code, _, err = run(capsys, "estimate", "--model", "llama-3-8b", "--mode", "serve", "--phases")
     assert code == 2 and "argument --phases" in err and "Traceback" not in err
