@@ -36,7 +36,7 @@ from builder.render import PageContext, make_markdown, make_templates, render_bo
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STYLESHEET = "static/site.css"
-WIDGET_SCRIPT = "static/widgets.js"
+PREBUILT_SCRIPT = "static/widgets.js"  # a ready-made script in static/, used when there are no sources
 STAMP_NAME = "stamp.json"
 
 
@@ -271,9 +271,10 @@ class RenderSetup:
     md: Any
     catalogs: dict[str, Any]
     has_references_page: bool
-    has_widget_script: bool
+    has_widget_script: str  # 'sources' (static/widgets/*.js), 'prebuilt' (static/widgets.js) or ''
     report: BuildReport
     log: Callable[[str], None]
+    scripts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # script path -> the widgets it holds
 
 
 def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue: ChartQueue,
@@ -285,7 +286,8 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
         catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets,
                   "validation_dir": paths.content / "validation"},
         has_references_page=any(p.slug == "references" for p in gathered.pages),
-        has_widget_script=(paths.static / "widgets.js").is_file() or bool(widget_sources(paths.static)),
+        has_widget_script=("sources" if widget_sources(paths.static) else
+                           "prebuilt" if (paths.static / "widgets.js").is_file() else ""),
         report=report, log=log)
     pages = [page for page in gathered.pages if page.path not in skip]
     outputs, errors = {}, []
@@ -297,6 +299,7 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
         errors += page_errors
         if html is not None:
             outputs[page.url] = html
+    outputs |= bundle_scripts(paths.static, setup.scripts)
     return outputs, errors
 
 
@@ -317,8 +320,13 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
         context.error(page.body_line, "citations need a references page (a page with slug: references)")
     if context.errors:
         return None, context.errors
-    scripted = any(WIDGETS[name].scripted for name in context.widgets)
-    extra = {"stylesheet": STYLESHEET, "scripts": [WIDGET_SCRIPT] if scripted and setup.has_widget_script else [],
+    scripted = sorted({name for name in context.widgets if WIDGETS[name].scripted})
+    scripts = []
+    if scripted and setup.has_widget_script:
+        script = script_path(scripted) if setup.has_widget_script == "sources" else PREBUILT_SCRIPT
+        setup.scripts[script] = tuple(scripted)
+        scripts.append(script)
+    extra = {"stylesheet": STYLESHEET, "scripts": scripts,
              "references": sorted(gathered.references.values(), key=lambda r: r.number)}
     html = render_page(setup.templates, page, gathered.pages, gathered.site, body, extra).encode("utf-8")
     setup.log(f"  {page.url:<22} {len(html) / 1024:7.1f} KiB  {time.perf_counter() - started:6.3f} s")
@@ -328,9 +336,27 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
 # 5. Static files --------------------------------------------------------------------------
 
 def widget_sources(static_dir: Path) -> list[Path]:
-    """The widget script's sources: static/widgets/*.js in name order (00-core.js first)."""
+    """The widget scripts' sources: static/widgets/*.js in name order (00-core.js first)."""
     folder = static_dir / "widgets"
     return sorted(folder.glob("*.js")) if folder.is_dir() else []
+
+
+def source_widget(path: Path) -> str | None:
+    """The widget a source belongs to ('10-bytes-per-param.js' -> 'bytes-per-param'); None: shared by all."""
+    name = path.stem.split("-", 1)[-1]
+    return name if name in WIDGETS else None
+
+
+def script_path(widgets: list[str]) -> str:
+    """Where the script for a page using `widgets` goes: one per set, e.g. static/widgets-calculator.js."""
+    return "static/widgets-" + "-and-".join(sorted(widgets)) + ".js"
+
+
+def bundle_scripts(static_dir: Path, wanted: dict[str, tuple[str, ...]]) -> dict[str, bytes]:
+    """Each page's one script: the shared sources plus those of the widgets it uses, nothing else."""
+    sources = widget_sources(static_dir)
+    return {script: bundle_script([p for p in sources if source_widget(p) in (None, *widgets)])
+            for script, widgets in wanted.items() if script != PREBUILT_SCRIPT}
 
 
 def bundle_script(sources: list[Path]) -> bytes:
@@ -344,8 +370,8 @@ def bundle_script(sources: list[Path]) -> bytes:
 
 
 def bundle_static(static_dir: Path) -> dict[str, bytes]:
-    """static/*.css concatenated into static/site.css (site.css first), static/widgets/*.js into
-    static/widgets.js (one script, one request); other files copied."""
+    """static/*.css concatenated into static/site.css (site.css first); other files copied, except the
+    widget sources (static/widgets/*.js), which bundle_scripts joins into one script per page."""
     files = list_files(static_dir)
     stylesheets = sorted((p for p in files if p.suffix == ".css" and p.parent == static_dir),
                          key=lambda p: (p.name != "site.css", p.name))
@@ -354,8 +380,6 @@ def bundle_static(static_dir: Path) -> dict[str, bytes]:
     if stylesheets:
         outputs[STYLESHEET] = b"".join(f"/* ---- {p.name} ---- */\n".encode() + p.read_bytes().rstrip() + b"\n"
                                        for p in stylesheets)
-    if scripts:
-        outputs[WIDGET_SCRIPT] = bundle_script(scripts)
     for path in files:
         if path not in stylesheets and path not in scripts:
             outputs["static/" + path.relative_to(static_dir).as_posix()] = path.read_bytes()

@@ -1,5 +1,6 @@
-// Shared helpers for every widget. The build wraps all static/widgets/*.js files, in name
-// order, in one strict-mode function scope and serves them as static/widgets.js.
+// Shared helpers for every widget. For each page the build wraps, in name order, the shared
+// files (this one and 99-boot.js) and the NN-<widget>.js files of the widgets the page embeds
+// in one strict-mode function scope, served as static/widgets-<widgets>.js.
 // Widgets register themselves in WIDGETS; 99-boot.js starts them.
 const WIDGETS = {};
 const GiB = 2 ** 30;
