@@ -49,6 +49,21 @@ def test_default_figure_is_the_models_estimate():
     assert [f["id"] for f in result["fits"]] == [g[0] for g in GPUS]
 
 
+def test_the_figure_states_the_peak_of_a_training_step():
+    """Training: one line with builder.model.peak's largest phase and its fit on the chosen GPU; serving: none.
+    Llama 3 8B, 4,096 tokens, FSDP on 8 GPUs: the loss gradients (2 x 4096 x 128256 x 4 B = 3.9 GiB) make
+    the start of backward the peak."""
+    from builder.model.peak import peak
+
+    config = Config(model=MODELS["llama-3-8b"], seq_len=4096, recompute="selective", fsdp="FULL_SHARD", dp=8)
+    top = peak(config)
+    assert top.name == "backward_start"
+    assert make_context()["result"]["peak"] == (f"Peak of a training step: {format_bytes(top.total)} at the start "
+                                                f"of backward (loss gradients); on H100 SXM 80GB it fits with "
+                                                f"{format_bytes(GPUS[[g[0] for g in GPUS].index('h100-80gb')][2] - top.total)} headroom.")
+    assert calc.results(state(mode="serve"), MODELS, GPUS, [])["peak"] == ""
+
+
 def test_gpus_are_sorted_by_capacity_and_the_chart_draws_the_chosen_ones():
     assert [g[2] for g in GPUS] == sorted(g[2] for g in GPUS)
     chart = make_context()["result"]["chart"]

@@ -27,6 +27,7 @@ from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI
 from builder.model.architecture import Architecture
 from builder.model.breakdown import BUCKETS, Breakdown
 from builder.model.config import ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, PRECISIONS, RECOMPUTE
+from builder.model.peak import peak
 from builder.model.questions import Fit, max_micro_batch, max_seq_len
 from builder.model.units import DTYPE_BYTES, format_bytes
 
@@ -249,6 +250,15 @@ def verdict_text(total: int, gpu: tuple[str, str, int]) -> str:
     return f"{gpu[1]} ({format_bytes(gpu[2])} usable): {Fit(gpu[2], total).verdict('GiB')}"
 
 
+def peak_text(config: Config, breakdown: Breakdown, gpu: tuple[str, str, int]) -> str:
+    """Training: the peak of a step (builder.model.peak) and whether it fits; '' when serving."""
+    if config.mode != "train":
+        return ""
+    top = peak(config, breakdown)
+    return (f"Peak of a training step: {format_bytes(top.total)} at the {top.title}; on {gpu[1]} it "
+            f"{Fit(gpu[2], top.total).verdict('GiB')}.")
+
+
 def summary_text(state: dict[str, str], config: Config, breakdown: Breakdown, gpu: tuple[str, str, int],
                  models: dict[str, Architecture]) -> str:
     """The text summary the figure is labelled by: model, inputs, per-GPU total, verdict."""
@@ -379,7 +389,7 @@ def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[t
         if breakdown.host_parts else "",
         "fits": [{"id": g[0], "fits": total <= g[2], "text": verdict_text(total, g)} for g in gpus],
         "verdict": verdict_text(total, chosen), "fits_chosen": total <= chosen[2],
-        "max_batch": answers[0], "max_seq": answers[1],
+        "max_batch": answers[0], "max_seq": answers[1], "peak": peak_text(config, breakdown, chosen),
         "chart": chart_geometry(breakdown, [g for g in gpus if g[0] in shown or g[0] == chosen[0]], chosen),
     }
 

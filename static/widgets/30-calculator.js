@@ -214,7 +214,19 @@ WIDGETS.calculator = (root, D) => {
   };
 
   // Texts and figure, as calculator.results and the partial make them.
-  const verdict = (total, g) => `${g[1]} (${fmtBytes(g[2])} usable): ` + (total <= g[2] ? `fits with ${fmtBytes(g[2] - total)} headroom` : `exceeds by ${fmtBytes(total - g[2])}`);
+  const fit = (total, g) => (total <= g[2] ? `fits with ${fmtBytes(g[2] - total)} headroom` : `exceeds by ${fmtBytes(total - g[2])}`);
+  const verdict = (total, g) => `${g[1]} (${fmtBytes(g[2])} usable): ` + fit(total, g);
+  // peak.phases: bytes live at each moment of a training step, [bytes, moment] of the largest.
+  const peakOf = (c, ps) => {
+    const g = (f) => sum(ps.filter((p) => f(p[0], p[0].split("/")[0]))), n = (x) => g((k) => k == x), A = c.A;
+    const R = g((k, b) => /^(weights|master|optimizer|overhead)$/.test(b)), G = g((k, b) => b == "gradients");
+    const L = n("activations/logits"), W = n("activations/recompute_working_layer"), gat = n("comm/gathered_params");
+    const red = n("comm/unsharded_grads"), S = g((k, b) => b == "activations") - L - W, acc = c.ga > 1 ? G : 0, F = L * 4 / bytes(c.pol[4]);
+    const tied = A.tie && L && n("activations/embedding") && !c.r ? 2 * ceil(A.V / c.tp) * A.h * bytes(c.pol[2]) : 0;
+    return [[R + acc + gat + S + L + (L && c.pol[4] != "fp32" ? F : 0) + (L && c.pol[5] ? c.b * flo(c.s / c.cp) * A.h * 4 : 0), "end of forward (loss computed)"],
+      [R + acc + gat + red + S + 2 * F, "start of backward (loss gradients)"], [R + G + gat + red + W + tied, "end of backward (all gradients)"],
+      [R + G + (/^adamw?$/.test(c.opt) ? n("optimizer/adam_v") : 0), "optimizer step"]].reduce((m, x) => (x[0] > m[0] ? x : m));
+  };
   const chart = (parts, total, gpu) => {
     const lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), scale = Math.max(total, ...lines.map((g) => g[2])) * 1.15;
     const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = 18 * lines.length + 6, H = y + 50, end = (x) => (x / scale > 0.5 ? 'end" dx="-4' : 'start" dx="4');
@@ -241,11 +253,11 @@ WIDGETS.calculator = (root, D) => {
       if (train && st.shard != "0") items.push(/\d/.test(st.shard) ? "ZeRO-" + st.shard : "FSDP " + st.shard);
       const run = train ? `training, ${st.precision}, ${c.opt}${c.r ? `, LoRA rank ${c.r}${c.ql ? " (QLoRA)" : ""}` : ""}, micro-batch ${c.b} x ${commas(c.s)} tokens` : `serving ${st.weights} weights, ${c.batch} x ${commas(c.ctx)} tokens`;
       text = `${name} (${commas(params(A))} parameters), ${run}, ${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}: ${fmtBytes(total)} (${fmtBytes(total, "GB")}) per GPU; ${verdict(total, gpu)}.`;
-      const ok = total <= gpu[2];
+      const ok = total <= gpu[2], pk = train && peakOf(c, parts);
       out("result").innerHTML = `<div class="calc-chart tm-chart" aria-hidden="true">${chart(parts, total, gpu)}</div>
 <p class="calc-verdict" data-fits="${ok}">${ok ? "" : '<strong class="calc-badge">DOESN\'T FIT</strong> '}${verdict(total, gpu)}</p>
 <p class="calc-total">Total per GPU: <strong data-total="${total}">${fmtBytes(total)} = ${fmtBytes(total, "GB")}</strong></p>
-${host ? `<p class="calc-host">Host memory per node for offloaded states: ${fmtBytes(host)}</p>` : ""}<div class="table-scroll" tabindex="0" role="region" aria-label="Parts of the per-GPU total"><table class="data-table calc-table"><caption>Per-GPU parts</caption><thead><tr><th scope="col">Part</th><th scope="col">GiB</th><th scope="col">Rule</th><th scope="col">Source</th></tr></thead><tbody>${parts.map((p) => `<tr data-part="${p[0]}" data-bytes="${p[1]}"><th scope="row"><span class="calc-swatch tm-bucket-${p[0].split("/")[0].replace("_", "-")}"></span>${p[0]}</th><td>${fmtBytes(p[1])}</td><td>${p[2]}</td><td class="calc-source">${p[3]}</td></tr>`).join("")}</tbody></table></div>
+${train ? `<p class="calc-peak" data-out="peak">Peak of a training step: ${fmtBytes(pk[0])} at the ${pk[1]}; on ${gpu[1]} it ${fit(pk[0], gpu)}.</p>` : ""}${host ? `<p class="calc-host">Host memory per node for offloaded states: ${fmtBytes(host)}</p>` : ""}<div class="table-scroll" tabindex="0" role="region" aria-label="Parts of the per-GPU total"><table class="data-table calc-table"><caption>Per-GPU parts</caption><thead><tr><th scope="col">Part</th><th scope="col">GiB</th><th scope="col">Rule</th><th scope="col">Source</th></tr></thead><tbody>${parts.map((p) => `<tr data-part="${p[0]}" data-bytes="${p[1]}"><th scope="row"><span class="calc-swatch tm-bucket-${p[0].split("/")[0].replace("_", "-")}"></span>${p[0]}</th><td>${fmtBytes(p[1])}</td><td>${p[2]}</td><td class="calc-source">${p[3]}</td></tr>`).join("")}</tbody></table></div>
 <h3 class="calc-h">Fits on</h3><ul class="calc-fits">${D.gpus.map((g) => `<li data-gpu="${g[0]}" data-fits="${total <= g[2]}"><span aria-hidden="true">${total <= g[2] ? "✓" : "✗"}</span> ${verdict(total, g)}</li>`).join("")}</ul>
 <p data-out="max_batch">Largest ${train ? "micro-batch" : "batch"} that fits on ${gpu[1]}: ${mb ? commas(mb) : "none, even 1 does not fit"}</p><p data-out="max_seq">Longest ${train ? "sequence" : "context"} that fits on ${gpu[1]}: ${ms ? commas(ms) + " tokens" : "none fits"}</p>`;
     } catch (e) {
