@@ -302,3 +302,33 @@ def test_small_case_within_tolerance(small_rows, name):
     failing = [f"{row.quantity}: measured {row.measured}, predicted {row.predicted} "
                f"({row.status}{', ' + row.note if row.note else ''})" for row in rows if row.status != "ok"]
     assert not failing, "; ".join(failing)
+
+
+def test_cuda_meter_keeps_each_phases_largest_peak_and_the_context(monkeypatch):
+    """The GPU path's bookkeeping, with torch.cuda's allocator statistics played by a fake: peaks are
+    reset before each phase, the largest over repeats is kept, and the context is the device memory in
+    use before torch reserves any (no GPU needed; the measurement itself needs one)."""
+    from builder.validate.peak import CudaMeter
+
+    state = {"allocated": 0, "peak": 0, "reserved": 0}
+
+    def allocate(n):
+        state["allocated"] += n
+        state["peak"] = max(state["peak"], state["allocated"])
+        state["reserved"] = max(state["reserved"], state["allocated"] + 1000)
+
+    fake = {"init": lambda: None, "synchronize": lambda: None,
+            "mem_get_info": lambda: (80_000 - 600, 80_000), "memory_reserved": lambda: 0,
+            "reset_peak_memory_stats": lambda: state.update(peak=state["allocated"]),
+            "max_memory_allocated": lambda: state["peak"], "max_memory_reserved": lambda: state["reserved"]}
+    for name, function in fake.items():
+        monkeypatch.setattr(torch.cuda, name, function)
+    with CudaMeter() as meter:
+        for size in (300, 500):  # two micro-batches: the forward peak is the larger
+            with meter.phase("forward", measured=True):
+                allocate(size)
+                allocate(-size)
+        with meter.phase("backward", measured=False):
+            allocate(10_000)  # not measured
+    assert meter.context_bytes == 600
+    assert meter.peaks == {"forward": 500} and meter.reserved == {"forward": 1_500}
