@@ -29,6 +29,12 @@ FIELD_KINDS: dict[str, str] = {
     for f in fields(Config)
 }
 COUNT_SUFFIXES = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+# Architecture fields a bar may change with `arch: {kv_heads: 32}` (the model's shape, not its identity).
+ARCH_FIELDS: dict[str, str] = {
+    f.name: {"int": "int", "int | None": "optional_int", "bool": "bool", "str": "str"}[str(f.type)]
+    for f in fields(Architecture)
+    if f.name not in ("name", "source", "published_params", "extra", "family")
+}
 
 
 class SettingError(ValueError):
@@ -108,6 +114,24 @@ def convert_kind(kind: str, option: str, value: Any, models: dict[str, Architect
     return value
 
 
+def change_architecture(model: Architecture | None, changes: Any) -> Architecture:
+    """The model with some shape fields changed, e.g. {kv_heads: 32} (raises ValueError with the reason)."""
+    if model is None:
+        raise ValueError("needs a catalog model to change (set model: ...)")
+    if not isinstance(changes, dict) or not changes:
+        raise ValueError(f"must map architecture fields to values, e.g. {{kv_heads: 32}}, got {changes!r}")
+    converted = {}
+    for key, value in changes.items():
+        if key not in ARCH_FIELDS:
+            raise ValueError(f"unknown architecture field {key!r} (known: {', '.join(ARCH_FIELDS)})")
+        try:
+            converted[key] = convert_kind(ARCH_FIELDS[key], key, value, {})
+        except ValueError as error:
+            raise ValueError(f"{key}: {error}") from None
+    # A changed shape is no longer the published model: drop its published count.
+    return model.with_changes(**converted, published_params=None)
+
+
 def resolve_settings(bar: BarDefinition, presets: dict[str, Preset], path: str
                      ) -> tuple[dict[str, Any], dict[str, tuple[str, int]], list[ContentError]]:
     """Merge the bar's preset under its own settings; each option keeps the file:line it came from."""
@@ -132,6 +156,7 @@ def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str
     settings, origins, errors = resolve_settings(bar, presets, path)
     if errors:
         return None, errors
+    arch_changes = settings.pop("arch", None)
     values = {}
     for option, raw in sorted(settings.items()):
         try:
@@ -139,6 +164,12 @@ def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str
         except SettingError as error:
             where = origins.get(option, (path, bar.line))
             errors.append(ContentError(where[0], where[1], f"bar {bar.label!r}: {error}"))
+    if arch_changes is not None and not errors:
+        where = origins.get("arch", (path, bar.line))
+        try:
+            values["model"] = change_architecture(values.get("model"), arch_changes)
+        except ValueError as error:
+            errors.append(ContentError(where[0], where[1], f"bar {bar.label!r}: arch: {error}"))
     if errors:
         return None, errors
     config = Config(**values)

@@ -134,3 +134,4 @@ def test_autocast_saves_a_low_precision_copy_of_every_linear_weight():
     assert full.get("activations/autocast_weight_copies") == 128256 * 4096 * 2  # checkpointed layers save none
     assert estimate(Config(model=llama3, mode="train", precision="bf16-mixed")).get(
         "activations/autocast_weight_copies") == 0
+
