@@ -103,8 +103,26 @@ def conditions(arch: Architecture, config: Config) -> set[str]:
     held.add("autocast" if config.policy.autocast and config.implementation == "hf" else "no_autocast")
     if config.lora_rank:
         held.update(f"lora_{target}" for target in config.lora_targets)
+        held.update(lora_inputs(config.lora_targets, config.policy.activation != "fp32"))
     else:
         held.update(FULL_TRAINING)
+    return held
+
+
+# Projections that read the same tensor (q, k, v read the norm output; gate and up too).
+LORA_SHARED_INPUTS = (("q", "k", "v"), ("gate", "up"))
+
+
+def lora_inputs(targets: tuple[str, ...], low_precision: bool) -> set[str]:
+    """Which adapters save an input of their own ('lora_in_<target>'). Each adapter casts its input to
+    fp32 for lora_A; below fp32 each cast is a new tensor, but in an fp32 model the cast is the input
+    itself, so adapters on projections that share an input save it once."""
+    held = set()
+    for target in targets:
+        group = next((g for g in LORA_SHARED_INPUTS if target in g), (target,))
+        first = next(t for t in group if t in targets)
+        if low_precision or target == first:
+            held.add(f"lora_in_{target}")
     return held
 
 

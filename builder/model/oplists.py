@@ -67,6 +67,10 @@ CONDITIONS = {
     "lora_q": "a LoRA adapter on q", "lora_k": "a LoRA adapter on k", "lora_v": "a LoRA adapter on v",
     "lora_o": "a LoRA adapter on the output projection", "lora_gate": "a LoRA adapter on gate",
     "lora_up": "a LoRA adapter on up", "lora_down": "a LoRA adapter on down",
+    # In an fp32 model the fp32 cast is the input itself: adapters on q, k and v (or gate and up)
+    # share one saved input; below fp32 each cast is its own tensor.
+    **{f"lora_in_{t}": f"the LoRA adapter on {t} saves an input of its own"
+       for t in ("q", "k", "v", "o", "gate", "up", "down")},
 }
 
 # Core attention. Dao et al. 2022 Algorithm 2: fused kernels keep O and the fp32
@@ -100,7 +104,7 @@ LORA = tuple(
     for target, shape in (("q", "Tr h"), ("k", "Tr h"), ("v", "Tr h"), ("o", "T a d"),
                           ("gate", "Tr h"), ("up", "Tr h"), ("down", "T f"))
     for row in (
-        Row("lora", f"LoRA {target}: input cast to fp32 (saved by lora_A)", 1, shape, "fp32", f"lora_{target}"),
+        Row("lora", f"LoRA {target}: input cast to fp32 (saved by lora_A)", 1, shape, "fp32", f"lora_in_{target}"),
         Row("lora", f"LoRA {target}: lora_A output (saved by lora_B)", 1, "T r", "fp32", f"lora_{target}"),
     )
 )

@@ -279,16 +279,21 @@ class PeakCase:
     layers: int = 2
     optimizer: str = "adamw"
     grad_accum: int = 1
+    lora_rank: int = 0  # > 0: every base weight frozen, LoRA adapters on q, k, v, o (as StateCase)
 
     @property
     def name(self) -> str:
-        """Deterministic id: the forward's id, then layers, optimizer and accumulation."""
-        return f"{self.forward.name}-L{self.layers}-{self.optimizer}-ga{self.grad_accum}"
+        """Deterministic id: the forward's id, then layers, optimizer, accumulation (and LoRA rank)."""
+        name = f"{self.forward.name}-L{self.layers}-{self.optimizer}-ga{self.grad_accum}"
+        return name + (f"-lora{self.lora_rank}" if self.lora_rank else "")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready inputs (the forward's fields, flat)."""
-        return {**self.forward.as_dict(), "layers": self.layers, "optimizer": self.optimizer,
+        data = {**self.forward.as_dict(), "layers": self.layers, "optimizer": self.optimizer,
                 "grad_accum": self.grad_accum}
+        if self.lora_rank:
+            data.update(lora_rank=self.lora_rank, lora_targets=["q", "k", "v", "o"])
+        return data
 
 
 # Wide enough vocabularies that the loss's T x V tensors matter, as they do in real models.
@@ -319,6 +324,7 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
             PeakCase(PEAK_LLAMA, grad_accum=2),
             PeakCase(PEAK_GPT2, optimizer="sgd-momentum"),
             PeakCase(PEAK_LLAMA.with_changes(autocast=True)),
+            PeakCase(PEAK_LLAMA, lora_rank=8), PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16"), lora_rank=8),
             PeakCase(PEAK_GPT2.with_changes(autocast=True)),
         ]
     return sorted(cases, key=lambda c: c.name)

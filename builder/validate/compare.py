@@ -135,7 +135,8 @@ def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str
     from builder.model.peak import phases
 
     precision = "amp-bf16" if inputs.get("autocast") else DTYPES[inputs["dtype"]]
-    config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train",
+    lora = {"lora_rank": inputs["lora_rank"], "lora_targets": tuple(inputs["lora_targets"])} if inputs.get("lora_rank") else {}
+    config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train", **lora,
                     precision=precision, optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
                     seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
                     dropout=inputs["dropout"], grad_accum=inputs["grad_accum"])

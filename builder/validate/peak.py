@@ -132,7 +132,7 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
     """Peak live bytes per phase of the second of two training steps of `case`."""
     from builder.validate.hf_models import build_model, make_token_ids
     from builder.validate.measure import enable_checkpointing
-    from builder.validate.states import count_model_states, make_optimizer
+    from builder.validate.states import add_lora, count_model_states, make_optimizer
 
     config = hf_config(case.forward, case.layers)
     meter = CudaMeter() if device == "cuda" else CpuMeter()
@@ -140,7 +140,10 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
         model = build_model(config, case.forward.dtype).to(device)
         if case.forward.recompute == "full":
             enable_checkpointing(model)
-        optimizer = make_optimizer(case.optimizer, list(model.parameters()), foreach=True)
+        if case.lora_rank:
+            add_lora(model, case.lora_rank, ("q", "k", "v", "o"))
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = make_optimizer(case.optimizer, trainable, foreach=True)
         token_ids = make_token_ids(case.forward.batch, case.forward.seq_len, case.forward.vocab).to(device)
         for step in range(2):
             training_step(model, optimizer, token_ids, case.grad_accum, meter, measured=step == 1,

@@ -149,7 +149,7 @@ WIDGETS.calculator = (root, D) => {
     const sym = { T, Tr: sp ? T / t : T, b, s, S: c.s, h: A.h, a: flo(A.a / t), k: max(1, flo(A.k / t)), d: A.d, f: flo((A.E ? A.F : A.f) / t), V: ceil(A.V / t), E: A.E, K: A.K, r: c.r };
     const held = [c.eager ? "eager" : "fused", c.eager && A.k != A.a && !c.meg ? "gqa_repeat" : "no_gqa_repeat", c.drop ? "dropout" : "no_dropout",
       c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" && "full_recompute", c.pol[5] && !c.meg ? "autocast" : "no_autocast",
-      ...(c.r ? ["q", "k", "v", "o"].map((x) => "lora_" + x) : D.full)];
+      ...(c.r ? ["q", "k", "v", "o"].flatMap((x) => ["lora_" + x, ...(/[qo]/.test(x) || c.pol[4] != "fp32" ? ["lora_in_" + x] : [])]) : D.full)];
     // activations.evaluate: the rows whose conditions all hold, as [group, bytes, core].
     const ev = (rows) => rows.filter((r) => r[4].split("&").every((x) => !x || held.includes(x)))
       .map(([g, k, shape, dt, , core]) => [g, shape.split(" ").reduce((e, x) => e * (sym[x] ?? 1), k) * (dt == "act" ? ab : dt == "int64" ? 8 : bytes(dt)), core]);
