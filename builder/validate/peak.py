@@ -137,11 +137,12 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
     config = hf_config(case.forward, case.layers)
     meter = CudaMeter() if device == "cuda" else CpuMeter()
     with meter:
-        model = build_model(config, case.forward.dtype).to(device)
+        model = build_model(config, case.forward.dtype)
+        if case.lora_rank:
+            add_lora(model, case.lora_rank, ("q", "k", "v", "o"))  # adapters are made on the CPU: add, then move
+        model = model.to(device)
         if case.forward.recompute == "full":
             enable_checkpointing(model)
-        if case.lora_rank:
-            add_lora(model, case.lora_rank, ("q", "k", "v", "o"))
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = make_optimizer(case.optimizer, trainable, foreach=True)
         token_ids = make_token_ids(case.forward.batch, case.forward.seq_len, case.forward.vocab).to(device)
