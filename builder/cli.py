@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
-from builder.model.peak import peak, phases, unmodelled
+from builder.model.peak import largest, phases, unmodelled
 from builder.model import Config, estimate
 from builder.model.architecture import active_param_count, param_count
 from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, MODES, OFFLOAD,
@@ -275,11 +275,11 @@ def run_estimate(args: argparse.Namespace) -> int:
         option, _, message = str(error).partition(": ")
         raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
     steps = phases(config, breakdown) if config.mode == "train" else ()
-    top = max(steps, key=lambda phase: phase.total) if steps else None
+    top = largest(steps) if steps else None
     if args.json:
         data = breakdown_json(breakdown, gpus, args.gpu, answer)
         if top is not None:
-            data["peak_bytes"], data["peak_phase"] = top.total, peak(config, breakdown).name
+            data["peak_bytes"], data["peak_phase"] = top.total, top.name
         if args.phases:
             data["phases"] = {phase.name: {"bytes": phase.total, "parts": {p.name: p.bytes for p in phase.parts}}
                               for phase in steps}
@@ -290,14 +290,13 @@ def run_estimate(args: argparse.Namespace) -> int:
             print(f"\n  note: the peak of a training step, at the {top.title}, is "
                   f"{format_bytes(top.total, args.unit, 2)}, more than the sum of parts; see --phases")
         if args.phases:
-            print(render_phases(steps, config, args.unit))
+            print(render_phases(steps, top, config, args.unit))
     return 0
 
 
-def render_phases(steps, config: Config, unit: str) -> str:
-    """The candidate peaks of a step, the largest marked, with what changes between them."""
+def render_phases(steps, top, config: Config, unit: str) -> str:
+    """The candidate peaks of a step, the largest (`top`) marked, with what changes between them."""
     divisor = GiB if unit == "GiB" else GB
-    top = peak(config)
     lines = ["", f"Peak by phase of a training step ({unit} per GPU; builder/model/peak.py):"]
     for phase in steps:
         extra = ", ".join(f"{p.name} {p.bytes / divisor:.2f}" for p in phase.parts if p.transient)

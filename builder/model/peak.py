@@ -134,10 +134,14 @@ def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, .
     )
 
 
-def peak(config: Config, breakdown: Breakdown | None = None) -> Phase:
+def largest(steps: tuple[Phase, ...]) -> Phase:
     """The phase with the most bytes live (the first such, in step order)."""
-    candidates = phases(config, breakdown)
-    return max(candidates, key=lambda phase: (phase.total, -PHASES.index(phase.name)))
+    return max(steps, key=lambda phase: (phase.total, -PHASES.index(phase.name)))
+
+
+def peak(config: Config, breakdown: Breakdown | None = None) -> Phase:
+    """The largest of `phases(config, breakdown)`."""
+    return largest(phases(config, breakdown))
 
 
 def unmodelled(config: Config) -> tuple[str, ...]:
