@@ -53,11 +53,6 @@ class ActivationCase:
         return "-".join(parts)
 
     @property
-    def precision(self) -> str:
-        """The builder.model precision policy this case runs: 'fp32', 'bf16' or 'amp-bf16'."""
-        return "amp-bf16" if self.autocast else DTYPES[self.dtype]
-
-    @property
     def inner(self) -> int:
         """The MLP inner width actually used."""
         if self.ffn is not None:

@@ -66,12 +66,23 @@ def architecture_for(hf_config: dict[str, Any], layers: int, name: str):
     return from_hf_config(config, name=name)
 
 
+def precision_of(inputs: dict[str, Any]) -> str:
+    """The builder.model precision policy a measured case ran: 'fp32', 'bf16' or 'amp-bf16' (autocast)."""
+    return "amp-bf16" if inputs.get("autocast") else DTYPES[inputs["dtype"]]
+
+
+def lora_of(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Config's LoRA fields for a measured case ({} without adapters)."""
+    if not inputs.get("lora_rank"):
+        return {}
+    return {"lora_rank": inputs["lora_rank"], "lora_targets": tuple(inputs["lora_targets"])}
+
+
 def predicted_activations(inputs: dict[str, Any], hf_config: dict[str, Any], layers: int, name: str) -> int:
     """Activation bytes the model predicts for the measured case with `layers` blocks."""
     from builder.model import Config, estimate
 
-    precision = "amp-bf16" if inputs.get("autocast") else DTYPES[inputs["dtype"]]
-    config = Config(model=architecture_for(hf_config, layers, name), mode="train", precision=precision,
+    config = Config(model=architecture_for(hf_config, layers, name), mode="train", precision=precision_of(inputs),
                     micro_batch=inputs["batch"], seq_len=inputs["seq_len"], attention=inputs["attention"],
                     recompute=inputs["recompute"], dropout=inputs["dropout"])
     amount = estimate(config).get("activations", default=None, transient=False)
@@ -101,11 +112,8 @@ def predicted_states(inputs: dict[str, Any], hf_config: dict[str, Any], name: st
     """weights / gradients / optimizer bytes the model predicts (master copy counted in weights)."""
     from builder.model import Config, estimate
 
-    lora = {}
-    if inputs.get("lora_rank"):
-        lora = {"lora_rank": inputs["lora_rank"], "lora_targets": tuple(inputs["lora_targets"])}
     config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train",
-                    precision=DTYPES[inputs["dtype"]], optimizer=inputs["optimizer"], **lora, **parallel)
+                    precision=precision_of(inputs), optimizer=inputs["optimizer"], **lora_of(inputs), **parallel)
     breakdown = estimate(config)
     return {
         "weights": breakdown.get("weights") + breakdown.get("master"),
@@ -134,10 +142,8 @@ def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str
     from builder.model import Config
     from builder.model.peak import phases
 
-    precision = "amp-bf16" if inputs.get("autocast") else DTYPES[inputs["dtype"]]
-    lora = {"lora_rank": inputs["lora_rank"], "lora_targets": tuple(inputs["lora_targets"])} if inputs.get("lora_rank") else {}
-    config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train", **lora,
-                    precision=precision, optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
+    config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train", **lora_of(inputs),
+                    precision=precision_of(inputs), optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
                     seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
                     dropout=inputs["dropout"], grad_accum=inputs["grad_accum"])
     totals = {phase.name: phase.total for phase in phases(config)}
