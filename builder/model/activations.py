@@ -100,7 +100,7 @@ def conditions(arch: Architecture, config: Config) -> set[str]:
         held.add("embedding_dropout")
     if config.recompute == "full":
         held.add("full_recompute")
-    held.add("autocast" if config.policy.autocast and config.implementation == "hf" else "no_autocast")
+    held.add("autocast" if fp32_residual(config) else "no_autocast")
     if config.lora_rank:
         held.update(f"lora_{target}" for target in config.lora_targets)
         held.update(lora_inputs(config.lora_targets, config.policy.activation != "fp32"))
@@ -124,6 +124,12 @@ def lora_inputs(targets: tuple[str, ...], low_precision: bool) -> set[str]:
         if low_precision or target == first:
             held.add(f"lora_in_{target}")
     return held
+
+
+def fp32_residual(config: Config) -> bool:
+    """transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
+    input) stays fp32; the op lists' 'autocast' rows apply."""
+    return config.policy.autocast and config.implementation == "hf"
 
 
 def block_name(arch: Architecture, config: Config) -> str:
@@ -171,8 +177,7 @@ def apply_recompute(saved: list[Saved], config: Config, values: dict[str, Fracti
         return [s for s in saved if not s.core]
     if config.recompute == "full":
         # Checkpointing keeps the block's input (Chen et al. 2016; Korthikanti et al. 2022 section 4.1: 2sbh).
-        # Under autocast over fp32 weights the residual stream, hence the layer input, is fp32.
-        dtype = "fp32" if config.policy.autocast and config.implementation == "hf" else "act"
+        dtype = "fp32" if fp32_residual(config) else "act"
         return [Saved("checkpoint", "layer input kept by activation checkpointing", values["Tr"] * values["h"], dtype)]
     return saved
 

@@ -50,7 +50,7 @@ WIDGETS.calculator = (root, D) => {
     const pol = [...D.policies[train ? st.precision : "bf16"]];
     if (!train) pol[0] = st.weights;
     return { A, train, pol, opt: st.optimizer, b: n("micro_batch"), s: n("seq_len"), ga: n("grad_accum"), rec: st.recompute, eager: st.attention == "eager",
-      kor: st.formula == "korthikanti", meg: st.formula == "megatron", drop: st.dropout == "1", dp: n("dp"), fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
+      kor: st.formula == "korthikanti", meg: st.formula == "megatron", amp: pol[5] && st.formula != "megatron", drop: st.dropout == "1", dp: n("dp"), fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
       tp: n("tp"), sp: st.sp == "1", pp: n("pp"), v: n("vpp"), cp: n("cp"), ep: n("ep"), off: train ? st.offload[0] : "n",
       r: train ? n("lora_rank") : 0, ql: train && st.qlora == "1", batch: n("batch"), ctx: n("context"), kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
   };
@@ -148,7 +148,7 @@ WIDGETS.calculator = (root, D) => {
     }
     const sym = { T, Tr: sp ? T / t : T, b, s, S: c.s, h: A.h, a: flo(A.a / t), k: max(1, flo(A.k / t)), d: A.d, f: flo((A.E ? A.F : A.f) / t), V: ceil(A.V / t), E: A.E, K: A.K, r: c.r };
     const held = [c.eager ? "eager" : "fused", c.eager && A.k != A.a && !c.meg ? "gqa_repeat" : "no_gqa_repeat", c.drop ? "dropout" : "no_dropout",
-      c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" && "full_recompute", c.pol[5] && !c.meg ? "autocast" : "no_autocast",
+      c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" && "full_recompute", c.amp ? "autocast" : "no_autocast",
       ...(c.r ? ["q", "k", "v", "o"].flatMap((x) => ["lora_" + x, ...(/[qo]/.test(x) || c.pol[4] != "fp32" ? ["lora_in_" + x] : [])]) : D.full)];
     // activations.evaluate: the rows whose conditions all hold, as [group, bytes, core].
     const ev = (rows) => rows.filter((r) => r[4].split("&").every((x) => !x || held.includes(x)))
@@ -156,7 +156,7 @@ WIDGETS.calculator = (root, D) => {
     const total = (rows) => rows.reduce((s, r) => s + r[1], 0);
     const byGroup = (rows) => [...new Set(rows.map((r) => r[0]))].map((g) => [g, total(rows.filter((r) => r[0] == g))]);
     const layer = ev(D.blocks[c.meg ? "megatron" : A.ln ? "hf-gpt2" : A.E ? "hf-mixtral" : "hf-llama"]);
-    const saved = rec == "selective" ? layer.filter((r) => !r[2]) : rec == "full" ? [["checkpoint", sym.Tr * A.h * (c.pol[5] && !c.meg ? 4 : ab)]] : layer;
+    const saved = rec == "selective" ? layer.filter((r) => !r[2]) : rec == "full" ? [["checkpoint", sym.Tr * A.h * (c.amp ? 4 : ab)]] : layer;
     const out = byGroup(saved).map(([g, x]) => part("activations/" + g, x * L * fl, perTok(x, T), src));
     if (rec == "full") out.push(part("activations/recompute_working_layer", total(layer), perTok(total(layer), T), "chen"));
     for (const [g, x] of byGroup([...(emb ? ev(D.first) : []), ...(head ? ev(D.last[A.ln || c.meg ? 0 : 1]) : [])]))
