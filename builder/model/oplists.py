@@ -73,6 +73,14 @@ CONDITIONS = {
        for t in ("q", "k", "v", "o", "gate", "up", "down")},
 }
 
+def _fp32_under_autocast(group: str, op: str, coefficient: int, shape: str, condition: str = "") -> tuple[Row, Row]:
+    """A tensor of the residual stream's dtype: the activation dtype, but fp32 under torch.autocast over
+    fp32 weights (the 'autocast' condition)."""
+    both = condition + "&" if condition else ""
+    return (Row(group, op, coefficient, shape, "act", both + "no_autocast"),
+            Row(group, op + ", fp32 under autocast", coefficient, shape, "fp32", both + "autocast"))
+
+
 # Core attention. Dao et al. 2022 Algorithm 2: fused kernels keep O and the fp32
 # logsumexp; eager code keeps the s x s softmax output (and dropout mask and output).
 CORE_16BIT_SOFTMAX = (
@@ -153,16 +161,14 @@ _QKV_AS_SAVED = (
 
 # transformers GPT2Block (LayerNorm, Conv1D, eager or SDPA attention, dropout).
 HF_GPT2_BLOCK = (
-    Row("norms", "ln_1 input", 1, "Tr h", "act", "no_autocast"),
-    Row("norms", "ln_1 input (the fp32 residual under autocast)", 1, "Tr h", "fp32", "autocast"),
+    *_fp32_under_autocast("norms", "ln_1 input (the residual stream)", 1, "Tr h"),
     Row("norms", "ln_1 mean and rstd (fp32)", 2, "Tr", "fp32"),
     Row("attention", "c_attn input (ln_1 output)", 1, "Tr h", "act", "grad_qkv"),
     *_QKV_AS_SAVED,
     *CORE_16BIT_SOFTMAX,
     Row("attention", "c_proj input (merged heads)", 1, "T a d", "act", "grad_o"),
     Row("dropout", "residual dropout mask after attention", 1, "Tr h", "bool", "dropout"),
-    Row("norms", "ln_2 input", 1, "Tr h", "act", "no_autocast"),
-    Row("norms", "ln_2 input (the fp32 residual under autocast)", 1, "Tr h", "fp32", "autocast"),
+    *_fp32_under_autocast("norms", "ln_2 input (the residual stream)", 1, "Tr h"),
     Row("norms", "ln_2 mean and rstd (fp32)", 2, "Tr", "fp32"),
     Row("mlp", "c_fc input (ln_2 output)", 1, "Tr h", "act", "grad_mlp_in"),
     *MLP_INNER,
@@ -176,10 +182,8 @@ def _rmsnorm(name: str, group: str = "norms") -> tuple[Row, ...]:
     return (
         Row(group, f"{name}: input in fp32 (saved by pow and the multiply)", 1, "Tr h", "fp32"),
         Row(group, f"{name}: rsqrt of the mean square (fp32)", 1, "Tr", "fp32"),
-        Row(group, f"{name}: normalised input in the activation dtype (saved by weight x)", 1, "Tr h", "act",
-            "grad_norm&no_autocast"),
-        Row(group, f"{name}: normalised input, fp32 under autocast (saved by weight x)", 1, "Tr h", "fp32",
-            "grad_norm&autocast"),
+        *_fp32_under_autocast(group, f"{name}: normalised input cast back to the input's dtype (saved by weight x)",
+                              1, "Tr h", "grad_norm"),
     )
 
 
@@ -218,15 +222,11 @@ FIRST_STAGE = (
     Row("embedding", "position ids (int64)", 1, "s", "int64", "learned_positions"),
     Row("embedding", "embedding dropout mask (GPT-2 embd_pdrop)", 1, "Tr h", "bool", "dropout&embedding_dropout"),
     # Shared by every layer, so counted once: rotary cos and sin of shape (1, s, d) each.
-    Row("embedding", "rotary cos and sin (shared by every layer)", 2, "s d", "act", "rotary&no_autocast"),
-    Row("embedding", "rotary cos and sin, fp32 under autocast (shared by every layer)", 2, "s d", "fp32",
-        "rotary&autocast"),
+    *_fp32_under_autocast("embedding", "rotary cos and sin (shared by every layer)", 2, "s d", "rotary"),
     # Checkpointed layers keep their tensor arguments: the 4-D causal mask eager attention
     # gets (b x 1 x s x S) and, for rotary models, the position ids. Shared by every layer.
-    Row("embedding", "4-D causal mask kept as a checkpoint input", 1, "b s S", "act",
-        "eager&full_recompute&no_autocast"),
-    Row("embedding", "4-D causal mask kept as a checkpoint input (fp32, the weights' dtype, under autocast)", 1,
-        "b s S", "fp32", "eager&full_recompute&autocast"),
+    *_fp32_under_autocast("embedding", "4-D causal mask kept as a checkpoint input (made in the weights' dtype)",
+                          1, "b s S", "eager&full_recompute"),
     Row("embedding", "position ids kept as a checkpoint input (int64)", 1, "s", "int64", "rotary&full_recompute"),
 )
 _HEAD_AND_LOSS = (
@@ -236,8 +236,7 @@ _HEAD_AND_LOSS = (
     Row("loss", "NLL loss total weight (fp32 scalar)", 1, "", "fp32"),
 )
 LAST_STAGE_LAYERNORM = (
-    Row("final_norm", "ln_f input", 1, "Tr h", "act", "no_autocast"),
-    Row("final_norm", "ln_f input (the fp32 residual under autocast)", 1, "Tr h", "fp32", "autocast"),
+    *_fp32_under_autocast("final_norm", "ln_f input (the residual stream)", 1, "Tr h"),
     Row("final_norm", "ln_f mean and rstd (fp32)", 2, "Tr", "fp32"),
     *_HEAD_AND_LOSS,
 )
