@@ -92,7 +92,7 @@ def measure_gpu(progress: Callable[[str], None] | None = None) -> dict[str, dict
 
     say = progress or (lambda message: None)
     cases = peak_cases(small=False)
-    say(f"peak by phase on {gpu_environment()['gpu']}: {len(cases)} cases")
     env = {**environment(), **gpu_environment()}
+    say(f"peak by phase on {env['gpu']}: {len(cases)} cases")
     return {"peak_gpu.json": document("peak", PEAK_GPU_DESCRIPTION, [measure_peak_case(case, "cuda") for case in cases],
                                       env)}
