@@ -165,3 +165,26 @@ def test_failed_build_leaves_previous_site_untouched(tmp_path, capsys, monkeypat
     build_errors(argv, capsys)
     assert hash_tree(tmp_path / "site") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [".site-cache", "content", "site"]
+
+
+def test_widget_source_that_does_not_parse_names_its_file_and_line(tmp_path, capsys, monkeypatch):
+    """The build minifies each page's script; a source the minifier cannot parse is an error at that
+    source's own line (not the bundle's), and the previous site stays."""
+    monkeypatch.setattr(build_module, "load_estimate", lambda: fake_estimate)
+    static = tmp_path / "static"
+    shutil.copytree(FIXTURE / "static", static)
+    (static / "widgets.js").unlink()
+    shutil.copytree(FIXTURE.parent.parent.parent / "static" / "widgets", static / "widgets")
+    argv = make_site(tmp_path)
+    argv[argv.index("--static") + 1] = str(static)
+    assert cli_site.main(argv) == 0
+    served = (tmp_path / "site" / "static" / "widgets-bytes-per-param.js").read_text(encoding="utf-8")
+    assert served.count("\n") == 1 and "//" not in served  # minified: one line, no comments
+    before = hash_tree(tmp_path / "site")
+    source = static / "widgets" / "10-bytes-per-param.js"
+    lines = source.read_text(encoding="utf-8").splitlines()
+    lines.insert(4, "const broken = (;")
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    errors = build_errors(argv, capsys)
+    assert errors == [f"{source}:5: the widget script does not parse: unexpected ; in expression"]
+    assert hash_tree(tmp_path / "site") == before
