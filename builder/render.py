@@ -391,10 +391,12 @@ def render_widget(context: PageContext, name: str, values: dict[str, Any], state
 # Templates and pages ----------------------------------------------------------------------
 
 def make_templates(templates_dir: Path) -> jinja2.Environment:
-    """Jinja environment: StrictUndefined, autoescape, templates from one folder."""
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)), undefined=jinja2.StrictUndefined,
-                              autoescape=jinja2.select_autoescape(["html"]), keep_trailing_newline=True,
-                              trim_blocks=True, lstrip_blocks=True)
+    """Jinja environment: StrictUndefined, autoescape, templates from one folder; `json` filter."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)), undefined=jinja2.StrictUndefined,
+                             autoescape=jinja2.select_autoescape(["html"]), keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["json"] = lambda value: Markup(to_json(value))  # for <script type="application/json">
+    return env
 
 
 def make_navigation(pages: list[Page], current: Page) -> dict[str, Any]:

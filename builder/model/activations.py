@@ -191,22 +191,31 @@ def saved_bytes(saved: list[Saved], activation_dtype: str) -> Fraction:
 # Korthikanti et al. 2022, Table 2: the reference formulas (bytes per layer)
 # ---------------------------------------------------------------------------------------
 
+# Table 2 of Korthikanti et al. 2022 as data. Key: recompute, then the layout ('1': no tensor
+# parallelism, 't': tensor parallel, 's': tensor + sequence parallel). Row: the paper's notation,
+# then bytes per layer = sbh x (c + c_t / t + k x 5as/(ht)) as (c, c_t, k). Full recomputation
+# keeps only the layer input, 2sbh (split over t under SP). The calculator's script reads the same rows.
+KORTHIKANTI_TABLE = {
+    "none1": ("sbh(34 + 5as/h)", 34, 0, 1), "nonet": ("sbh(10 + 24/t + 5as/(ht))", 10, 24, 1),
+    "nones": ("sbh(34/t + 5as/(ht))", 0, 34, 1),
+    "selective1": ("34sbh", 34, 0, 0), "selectivet": ("sbh(10 + 24/t)", 10, 24, 0),
+    "selectives": ("34sbh/t", 0, 34, 0),
+    "full1": ("2sbh", 2, 0, 0), "fullt": ("2sbh", 2, 0, 0), "fulls": ("2sbh/t", 0, 2, 0),
+}
+
+
+def korthikanti_row(t: int, sequence_parallel: bool, recompute: str) -> tuple[str, int, int, int]:
+    """The KORTHIKANTI_TABLE row for a tensor-parallel degree, SP and recompute setting."""
+    return KORTHIKANTI_TABLE[recompute + ("1" if t == 1 else "s" if sequence_parallel else "t")]
+
+
 def korthikanti_per_layer(s: int, b: int, h: int, a: int, t: int = 1, sequence_parallel: bool = False,
                           recompute: str = "none") -> Fraction:
-    """Activation bytes per transformer layer, Table 2 of Korthikanti et al. 2022.
+    """Activation bytes per transformer layer, Table 2 of Korthikanti et al. 2022 (KORTHIKANTI_TABLE).
 
     no parallelism: sbh(34 + 5as/h); tensor parallel: sbh(10 + 24/t + 5as/(ht));
     tensor + sequence parallel: sbh(34/t + 5as/(ht)); selective recompute drops the
     5as/h term; full recompute keeps 2sbh (the layer input; /t under SP).
     """
-    sbh = Fraction(s * b * h)
-    attention = Fraction(5 * a * s, h * t)
-    if recompute == "full":
-        return 2 * sbh / (t if sequence_parallel else 1)
-    if recompute == "selective":
-        attention = Fraction(0)
-    if t == 1:
-        return sbh * (34 + attention)
-    if sequence_parallel:
-        return sbh * (Fraction(34, t) + attention)
-    return sbh * (10 + Fraction(24, t) + attention)
+    _, constant, per_t, attention = korthikanti_row(t, sequence_parallel, recompute)
+    return s * b * h * (constant + Fraction(per_t, t) + attention * Fraction(5 * a * s, h * t))

@@ -16,6 +16,13 @@ from typing import Any
 MLP_TYPES = ("gelu", "swiglu")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITION_TYPES = ("learned", "rotary")
+# The shape checks' words as str.format templates (architecture name first), shared with the
+# calculator's script, which checks a custom architecture in the browser (config.MESSAGES).
+MESSAGES = {
+    "positive": "{0}: {1} must be positive, got {2}",
+    "kv_heads": "{0}: kv_heads ({1}) must divide heads ({2})",
+    "top_k": "{0}: top_k must be in 1..experts ({1}), got {2}",
+}
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,7 @@ class Architecture:
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "vocab"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{self.name}: {name} must be positive, got {getattr(self, name)}")
+                raise ValueError(MESSAGES["positive"].format(self.name, name, getattr(self, name)))
         if self.mlp not in MLP_TYPES:
             raise ValueError(f"{self.name}: mlp must be one of {MLP_TYPES}, got {self.mlp!r}")
         if self.norm not in NORM_TYPES:
@@ -60,9 +67,9 @@ class Architecture:
         if self.positions not in POSITION_TYPES:
             raise ValueError(f"{self.name}: positions must be one of {POSITION_TYPES}, got {self.positions!r}")
         if self.kv_heads is not None and (self.kv_heads <= 0 or self.heads % self.kv_heads):
-            raise ValueError(f"{self.name}: kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+            raise ValueError(MESSAGES["kv_heads"].format(self.name, self.kv_heads, self.heads))
         if self.experts and not (0 < self.top_k <= self.experts):
-            raise ValueError(f"{self.name}: top_k must be in 1..experts ({self.experts}), got {self.top_k}")
+            raise ValueError(MESSAGES["top_k"].format(self.name, self.experts, self.top_k))
         if self.positions == "learned" and self.max_positions <= 0:
             raise ValueError(f"{self.name}: learned positions need max_positions > 0")
 

@@ -236,11 +236,7 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
         per_layer = act.korthikanti_per_layer(s // config.cp, b, arch.hidden, arch.heads, config.tp,
                                               config.sequence_parallel, config.recompute)
         total = per_layer * stage.layers * stage.in_flight
-        rule = {"none": "sbh(34 + 5as/h)", "selective": "34sbh", "full": "2sbh"}[config.recompute]
-        if config.tp > 1 and config.recompute != "full":
-            rule = ("sbh(34/t + 5as/(ht))" if config.sequence_parallel else "sbh(10 + 24/t + 5as/(ht))")
-            if config.recompute == "selective":
-                rule = "34sbh/t" if config.sequence_parallel else "sbh(10 + 24/t)"
+        rule = act.korthikanti_row(config.tp, config.sequence_parallel, config.recompute)[0]
         return [Part("activations/layers", whole_bytes(total), f"L_stage x in_flight x {rule}", act.KORTHIKANTI,
                      f"{rule} per layer", "reference mode: Table 2 assumes a GPT block with 16-bit activations "
                      "and dropout; embeddings, logits and loss are left out as in Table 2")]

@@ -15,6 +15,9 @@ from builder.model.config import Config, _shard_stage
 from builder.model.estimator import estimate
 from builder.model.units import format_bytes
 
+# A fit in words (Fit.verdict); the calculator's script uses the same templates.
+VERDICTS = {"fits": "fits with {0} headroom", "exceeds": "exceeds by {0}"}
+
 
 @dataclass(frozen=True)
 class Fit:
@@ -36,8 +39,8 @@ class Fit:
     def verdict(self, unit: str = "GiB") -> str:
         """'fits with 27.3 GiB headroom' or 'exceeds by 12.1 GiB'."""
         if self.fits:
-            return f"fits with {format_bytes(self.headroom, unit)} headroom"
-        return f"exceeds by {format_bytes(-self.headroom, unit)}"
+            return VERDICTS["fits"].format(format_bytes(self.headroom, unit))
+        return VERDICTS["exceeds"].format(format_bytes(-self.headroom, unit))
 
 
 def check_fit(breakdown: Breakdown, capacity: int) -> Fit:

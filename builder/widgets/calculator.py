@@ -23,12 +23,14 @@ from typing import Any
 from builder.model import Config, estimate, param_count
 from builder.model import estimator as est
 from builder.model import oplists
-from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI
+from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI, KORTHIKANTI_TABLE
+from builder.model.architecture import MESSAGES as ARCH_MESSAGES
 from builder.model.architecture import Architecture
-from builder.model.breakdown import BUCKETS, Breakdown
+from builder.model.breakdown import Breakdown
 from builder.model.config import ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, PRECISIONS, RECOMPUTE
-from builder.model.peak import peak
-from builder.model.questions import Fit, max_micro_batch, max_seq_len
+from builder.model.config import MESSAGES as CONFIG_MESSAGES
+from builder.model.peak import PHASE_TITLES, PHASES, peak
+from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
 from builder.model.units import DTYPE_BYTES, format_bytes
 
 CUSTOM = "custom"
@@ -39,6 +41,26 @@ FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM",
 SHARDING = {"0": "none (ZeRO-0)", "1": "ZeRO-1", "2": "ZeRO-2", "3": "ZeRO-3",
             **{name: f"FSDP {name}" for name in FSDP_STRATEGIES}}
 SEARCH_LIMITS = {"micro_batch": 1 << 16, "seq_len": 1 << 22}
+# The texts the widget shows, as str.format templates: the functions below fill them for the
+# server-rendered figure, and the script fills the same templates (sent with its data).
+TEXTS = {
+    "summary": "{0} ({1} parameters), {2}, {3}: {4} ({5}) per GPU; {6}.",
+    "invalid": "{0}: not a valid configuration: {1}",
+    "custom": "Custom model",
+    "train": "training, {0}, {1}{2}, micro-batch {3} x {4} tokens",
+    "lora": ", LoRA rank {0}{1}",
+    "qlora": " (QLoRA)",
+    "serve": "serving {0} weights, {1} x {2} tokens",
+    "verdict": "{0} ({1} usable): {2}",
+    "peak": "Peak of a training step: {0} at the {1}; on {2} it {3}.",
+    "host": "Host memory per node for offloaded states: {0}",
+    "total": "{0} = {1}",
+    # The answers: [largest batch, longest sequence] for training and serving, and [none fits] for each.
+    "train_answers": ["Largest micro-batch that fits on {0}: {1}", "Longest sequence that fits on {0}: {1}"],
+    "serve_answers": ["Largest batch that fits on {0}: {1}", "Longest context that fits on {0}: {1}"],
+    "none": ["none, even 1 does not fit", "none fits"],
+    "tokens": "{0} tokens",
+}
 
 
 @dataclass(frozen=True)
@@ -218,7 +240,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
 def model_name(state: dict[str, str], models: dict[str, Architecture]) -> str:
     """The model as the summary names it."""
     if state["model"] == CUSTOM:
-        return "Custom model"
+        return TEXTS["custom"]
     return models[state["model"]].extra.get("display", state["model"])
 
 
@@ -239,15 +261,14 @@ def layout_text(state: dict[str, str], config: Config) -> str:
 def run_text(config: Config) -> str:
     """What runs, in words: 'training, bf16-mixed, adamw, micro-batch 1 x 4,096 tokens'."""
     if config.mode == "train":
-        lora = f", LoRA rank {config.lora_rank}{' (QLoRA)' if config.qlora else ''}" if config.lora_rank else ""
-        return (f"training, {config.precision}, {config.optimizer}{lora}, "
-                f"micro-batch {config.micro_batch} x {config.seq_len:,} tokens")
-    return f"serving {config.param_dtype} weights, {config.batch} x {config.context:,} tokens"
+        lora = TEXTS["lora"].format(config.lora_rank, TEXTS["qlora"] if config.qlora else "") if config.lora_rank else ""
+        return TEXTS["train"].format(config.precision, config.optimizer, lora, config.micro_batch, f"{config.seq_len:,}")
+    return TEXTS["serve"].format(config.param_dtype, config.batch, f"{config.context:,}")
 
 
 def verdict_text(total: int, gpu: tuple[str, str, int]) -> str:
     """'H100 SXM 80GB (79.6 GiB usable): fits with 54.4 GiB headroom'."""
-    return f"{gpu[1]} ({format_bytes(gpu[2])} usable): {Fit(gpu[2], total).verdict('GiB')}"
+    return TEXTS["verdict"].format(gpu[1], format_bytes(gpu[2]), Fit(gpu[2], total).verdict("GiB"))
 
 
 def peak_text(config: Config, breakdown: Breakdown, gpu: tuple[str, str, int]) -> str:
@@ -255,28 +276,25 @@ def peak_text(config: Config, breakdown: Breakdown, gpu: tuple[str, str, int]) -
     if config.mode != "train":
         return ""
     top = peak(config, breakdown)
-    return (f"Peak of a training step: {format_bytes(top.total)} at the {top.title}; on {gpu[1]} it "
-            f"{Fit(gpu[2], top.total).verdict('GiB')}.")
+    return TEXTS["peak"].format(format_bytes(top.total), top.title, gpu[1], Fit(gpu[2], top.total).verdict("GiB"))
 
 
 def summary_text(state: dict[str, str], config: Config, breakdown: Breakdown, gpu: tuple[str, str, int],
                  models: dict[str, Architecture]) -> str:
     """The text summary the figure is labelled by: model, inputs, per-GPU total, verdict."""
     total = breakdown.total
-    return (f"{model_name(state, models)} ({breakdown.params:,} parameters), {run_text(config)}, "
-            f"{layout_text(state, config)}: {format_bytes(total)} ({format_bytes(total, 'GB')}) per GPU; "
-            f"{verdict_text(total, gpu)}.")
+    return TEXTS["summary"].format(model_name(state, models), f"{breakdown.params:,}", run_text(config),
+                                   layout_text(state, config), format_bytes(total), format_bytes(total, "GB"),
+                                   verdict_text(total, gpu))
 
 
 def answer_texts(config: Config, gpu: tuple[str, str, int]) -> tuple[str, str]:
     """The largest micro-batch (batch) and sequence (context) that fit on the chosen GPU, in words."""
-    train = config.mode == "train"
     batch = max_micro_batch(config, gpu[2])
     seq = max_seq_len(config, gpu[2])
-    what_b, what_s = ("micro-batch", "sequence") if train else ("batch", "context")
-    text_b = f"Largest {what_b} that fits on {gpu[1]}: " + (f"{batch:,}" if batch else "none, even 1 does not fit")
-    text_s = f"Longest {what_s} that fits on {gpu[1]}: " + (f"{seq:,} tokens" if seq else "none fits")
-    return text_b, text_s
+    largest, longest = TEXTS[config.mode + "_answers"]
+    return (largest.format(gpu[1], f"{batch:,}" if batch else TEXTS["none"][0]),
+            longest.format(gpu[1], TEXTS["tokens"].format(f"{seq:,}") if seq else TEXTS["none"][1]))
 
 
 # Data for the script ----------------------------------------------------------------------
@@ -361,8 +379,11 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "shown": shown,
         "defaults": defaults,
         "fsdp": FSDP_STAGE,
-        "buckets": list(BUCKETS),
         "limits": SEARCH_LIMITS,
+        "t": TEXTS | VERDICTS,
+        "m": CONFIG_MESSAGES | ARCH_MESSAGES,
+        "kor": KORTHIKANTI_TABLE,
+        "phases": [PHASE_TITLES[name] for name in PHASES],
     }
 
 
@@ -376,7 +397,7 @@ def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[t
         config = config_from_state(state, models)
         breakdown = estimate(config)
     except ValueError as error:
-        return {"error": str(error), "summary": f"{model_name(state, models)}: not a valid configuration: {error}"}
+        return {"error": str(error), "summary": TEXTS["invalid"].format(model_name(state, models), error)}
     total = breakdown.total
     answers = answer_texts(config, chosen)
     return {
@@ -384,9 +405,8 @@ def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[t
         "summary": summary_text(state, config, breakdown, chosen, models),
         "parts": [{"name": p.name, "bytes": p.bytes, "size": format_bytes(p.bytes), "rule": p.per_unit,
                    "source": p.source, "bucket": p.bucket} for p in breakdown.parts],
-        "total": total, "total_text": f"{format_bytes(total)} = {format_bytes(total, 'GB')}",
-        "host": f"Host memory per node for offloaded states: {format_bytes(breakdown.host_total)}"
-        if breakdown.host_parts else "",
+        "total": total, "total_text": TEXTS["total"].format(format_bytes(total), format_bytes(total, "GB")),
+        "host": TEXTS["host"].format(format_bytes(breakdown.host_total)) if breakdown.host_parts else "",
         "fits": [{"id": g[0], "fits": total <= g[2], "text": verdict_text(total, g)} for g in gpus],
         "verdict": verdict_text(total, chosen), "fits_chosen": total <= chosen[2],
         "max_batch": answers[0], "max_seq": answers[1], "peak": peak_text(config, breakdown, chosen),

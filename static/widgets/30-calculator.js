@@ -1,8 +1,9 @@
 // The calculator (seeds 002 and 004): builder.model.estimator and builder.model.questions
 // evaluated in the browser. Every model-specific fact (architectures, op lists, dtype sizes,
-// precision policies, optimizer and quantisation rules, sources, GPUs) comes from the JSON
-// builder/widgets/calculator.py emits; this file is only the arithmetic, in the same order
-// as estimator.py, so that tests/browser/test_widget_calculator.py finds the same bytes.
+// precision policies, optimizer and quantisation rules, Korthikanti's table, sources, GPUs) and
+// every word (texts, the checks' messages, the figure's markup templates) comes from the JSON
+// builder/widgets/calculator.py and the partial emit; this file is only the arithmetic, in the
+// same order as estimator.py, so that tests/browser/test_widget_calculator.py finds the same bytes.
 // Python sums exact Fractions; here doubles, with products of integers before divisions so
 // that most quantities are exact, and whole() rounds up to a whole byte as whole_bytes does.
 {
@@ -19,11 +20,13 @@ const perTok = (x, T) => {
   const p = x / max(1, T);
   return p >= 1024 ? fx(p / 1024, 1) + " KiB/token" : fx(p, 0) + " B/token";
 };
-const fail = (msg) => { throw { msg }; };
+// str.format's "{0} of {1}" filled with the values, for the templates Python sends.
+const fill = (t, ...v) => t.replace(/\{(\d+)\}/g, (_, i) => v[i]);
 const ARCH = { layers: "L", hidden: "h", heads: "a", kv_heads: "k", head_dim: "d", ffn: "f", vocab: "V", experts: "E", top_k: "K" };
 
 WIDGETS.calculator = (root, D) => {
-  const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), setters = {}, bytes = (t) => D.dtypes[t];
+  const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), setters = {}, bytes = (t) => D.dtypes[t], T = D.t;
+  const fail = (k, ...v) => { throw { msg: fill(D.m[k], ...v) }; }, put = (k, ...v) => fill(D.tpl[k], ...v);
   const part = (name, x, rule, src) => [name, whole(x), rule, D.sources[src]];
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
@@ -42,9 +45,9 @@ WIDGETS.calculator = (root, D) => {
     if (!A) {
       A = { name: "custom", F: n("ffn"), se: 0, P: 0, win: 0, sw: st.mlp == "swiglu", ln: st.norm == "layernorm", tie: st.tied == "1", gp: 1 };
       for (const k in ARCH) A[ARCH[k]] = n(k);
-      for (const k of ["layers", "hidden", "heads", "vocab"]) if (n(k) <= 0) fail(`custom: ${k} must be positive, got ${n(k)}`);
-      if (A.k <= 0 || A.a % A.k) fail(`custom: kv_heads (${A.k}) must divide heads (${A.a})`);
-      if (A.E && !(A.K > 0 && A.K <= A.E)) fail(`custom: top_k must be in 1..experts (${A.E}), got ${A.K}`);
+      for (const k of ["layers", "hidden", "heads", "vocab"]) if (n(k) <= 0) fail("positive", "custom", k, n(k));
+      if (A.k <= 0 || A.a % A.k) fail("kv_heads", "custom", A.k, A.a);
+      if (A.E && !(A.K > 0 && A.K <= A.E)) fail("top_k", "custom", A.E, A.K);
       A.d = A.d || flo(A.h / A.a);
     } else A.name = st.model;
     const pol = [...D.policies[train ? st.precision : "bf16"]];
@@ -57,19 +60,19 @@ WIDGETS.calculator = (root, D) => {
   const validate = (c) => {
     const { A, dp, tp, pp, ep, cp } = c, f = c.ovh / 100, g = min(dp * cp, 8);
     for (const [k, v] of Object.entries({ micro_batch: c.b, seq_len: c.s, grad_accum: c.ga, dp, tp, pp, cp, ep, pp_virtual_stages: c.v, batch: c.batch, context: c.ctx }))
-      if (v < 1) fail(`${k}: must be at least 1, got ${v}`);
-    if (c.r < 0) fail(`lora_rank: must be 0 or more, got ${c.r}`);
-    if (c.ql && !c.r) fail("qlora: QLoRA needs lora_rank > 0");
-    if (f < 0 || f >= 10) fail(`overhead_fraction: must be a fraction between 0 and 10, got ${f}${Number.isInteger(f) ? ".0" : ""}`);
-    if (tp > 1 && (A.a % tp || (A.k % tp && tp % A.k))) fail(`tp: ${tp} does not divide the ${A.a} attention heads / ${A.k} KV heads of ${A.name}`);
-    if (pp > A.L) fail(`pp: ${pp} stages exceed the ${A.L} layers of ${A.name}`);
-    if (c.v > 1 && A.L % (pp * c.v)) fail(`pp_virtual_stages: pp x virtual stages must divide ${A.L} layers`);
-    if (ep > 1 && (!A.E || A.E % ep)) fail(`ep: ${ep} must divide the experts of an MoE model (${A.name} has ${A.E})`);
-    if (ep > 1 && dp % ep) fail(`ep: expert parallelism is carved out of data parallelism: ${ep} must divide dp ${dp}`);
-    if (c.train && cp > 1 && c.s % cp) fail(`cp: ${cp} must divide seq_len ${c.s}`);
-    if (c.off != "n" && c.stage < 1) fail("offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards");
-    if (/[pb]/.test(c.off) && c.stage < 3) fail("offload: offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD");
-    if (c.fsdp == "HYBRID_SHARD" && (dp * cp) % g) fail(`fsdp_shard_group: the shard group (${g} ranks) must divide dp x cp = ${dp * cp}`);
+      if (v < 1) fail("at_least_1", k, v);
+    if (c.r < 0) fail("lora_rank", c.r);
+    if (c.ql && !c.r) fail("qlora");
+    if (f < 0 || f >= 10) fail("fraction", "overhead_fraction", f + (Number.isInteger(f) ? ".0" : ""));
+    if (tp > 1 && (A.a % tp || (A.k % tp && tp % A.k))) fail("tp", tp, A.a, A.k, A.name);
+    if (pp > A.L) fail("pp", pp, A.L, A.name);
+    if (c.v > 1 && A.L % (pp * c.v)) fail("pp_virtual_stages", A.L);
+    if (ep > 1 && (!A.E || A.E % ep)) fail("ep_experts", ep, A.name, A.E);
+    if (ep > 1 && dp % ep) fail("ep_dp", ep, dp);
+    if (c.train && cp > 1 && c.s % cp) fail("cp", cp, c.s);
+    if (c.off != "n" && c.stage < 1) fail("offload");
+    if (/[pb]/.test(c.off) && c.stage < 3) fail("offload_params");
+    if (c.fsdp == "HYBRID_SHARD" && (dp * cp) % g) fail("fsdp_shard_group", g, dp * cp);
   };
 
   // placement.stages: [layers, has embedding, has head, micro-batches in flight].
@@ -140,11 +143,9 @@ WIDGETS.calculator = (root, D) => {
   const activationParts = (c, [L, emb, head, fl]) => {
     const { A, tp: t, sp, b, rec } = c, ab = bytes(c.pol[4]), s = flo(c.s / c.cp), T = b * s, src = c.meg ? "kor" : "hf";
     if (c.kor) {
-      // Korthikanti et al. 2022 Table 2, per layer.
-      const sbh = s * b * A.h, sel = rec[0] == "s", att = sel ? 0 : 5 * A.a * s / (A.h * t);
-      const x = rec[0] == "f" ? 2 * sbh / (sp ? t : 1) : sbh * (t == 1 ? 34 + att : sp ? 34 / t + att : 10 + 24 / t + att);
-      const rule = rec[0] == "f" ? "2sbh" : t == 1 ? (sel ? "34sbh" : "sbh(34 + 5as/h)") : sp ? (sel ? "34sbh/t" : "sbh(34/t + 5as/(ht))") : sel ? "sbh(10 + 24/t)" : "sbh(10 + 24/t + 5as/(ht))";
-      return [part("activations/layers", x * L * fl, rule + " per layer", "kor")];
+      // Korthikanti et al. 2022 Table 2, per layer: sbh x (c + c_t / t + k x 5as/(ht)) (activations.KORTHIKANTI_TABLE).
+      const [rule, k0, kt, att] = D.kor[rec + (t == 1 ? 1 : sp ? "s" : "t")];
+      return [part("activations/layers", s * b * A.h * (k0 + kt / t + att * 5 * A.a * s / (A.h * t)) * L * fl, rule + " per layer", "kor")];
     }
     const sym = { T, Tr: sp ? T / t : T, b, s, S: c.s, h: A.h, a: flo(A.a / t), k: max(1, flo(A.k / t)), d: A.d, f: flo((A.E ? A.F : A.f) / t), V: ceil(A.V / t), E: A.E, K: A.K, r: c.r };
     const held = [c.eager ? "eager" : "fused", c.eager && A.k != A.a && !c.meg ? "gqa_repeat" : "no_gqa_repeat", c.drop ? "dropout" : "no_dropout",
@@ -213,57 +214,55 @@ WIDGETS.calculator = (root, D) => {
     return good;
   };
 
-  // Texts and figure, as calculator.results and the partial make them.
-  const fit = (total, g) => (total <= g[2] ? `fits with ${fmtBytes(g[2] - total)} headroom` : `exceeds by ${fmtBytes(total - g[2])}`);
-  const verdict = (total, g) => `${g[1]} (${fmtBytes(g[2])} usable): ` + fit(total, g);
-  // peak.phases: bytes live at each moment of a training step, [bytes, moment] of the largest.
+  // Texts and figure, as calculator.results and the partial's macros make them.
+  const fit = (total, g) => fill(T[total <= g[2] ? "fits" : "exceeds"], fmtBytes(Math.abs(g[2] - total)));
+  const verdict = (total, g) => fill(T.verdict, g[1], fmtBytes(g[2]), fit(total, g));
+  const css = (name) => name.split("/")[0].replace("_", "-");
+  // peak.phases: bytes live at each moment of a training step, [bytes, phase number] of the largest.
   const peakOf = (c, ps) => {
     const g = (f) => sum(ps.filter((p) => f(p[0], p[0].split("/")[0]))), n = (x) => g((k) => k == x), A = c.A;
     const R = g((k, b) => /^(weights|master|optimizer|overhead)$/.test(b)), G = g((k, b) => b == "gradients");
     const L = n("activations/logits"), W = n("activations/recompute_working_layer"), gat = n("comm/gathered_params");
     const red = n("comm/unsharded_grads"), S = g((k, b) => b == "activations") - L - W, acc = c.ga > 1 ? G : 0, F = L * 4 / bytes(c.pol[4]);
     const tied = A.tie && L && n("activations/embedding") && !c.r ? 2 * ceil(A.V / c.tp) * A.h * bytes(c.pol[2]) : 0;
-    return [[R + acc + gat + S + L + (L && c.pol[4] != "fp32" ? F : 0) + (L && c.pol[5] ? c.b * flo(c.s / c.cp) * A.h * 4 : 0), "end of forward (loss computed)"],
-      [R + acc + gat + red + S + 2 * F, "start of backward (loss gradients)"], [R + G + gat + red + W + tied, "end of backward (all gradients)"],
-      [R + G + (/^adamw?$/.test(c.opt) ? n("optimizer/adam_v") : 0), "optimizer step"]].reduce((m, x) => (x[0] > m[0] ? x : m));
+    return [R + acc + gat + S + L + (L && c.pol[4] != "fp32" ? F : 0) + (L && c.pol[5] ? c.b * flo(c.s / c.cp) * A.h * 4 : 0),
+      R + acc + gat + red + S + 2 * F, R + G + gat + red + W + tied, R + G + (/^adamw?$/.test(c.opt) ? n("optimizer/adam_v") : 0)]
+      .reduce((m, x, i) => (x > m[0] ? [x, i] : m), [-1]);
   };
   const chart = (parts, total, gpu) => {
-    const lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), scale = Math.max(total, ...lines.map((g) => g[2])) * 1.15;
-    const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = 18 * lines.length + 6, H = y + 50, end = (x) => (x / scale > 0.5 ? 'end" dx="-4' : 'start" dx="4');
+    const lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), scale = max(total, ...lines.map((g) => g[2])) * 1.15;
+    const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = 18 * lines.length + 6, end = (x) => (x / scale > 0.5 ? ["end", -4] : ["start", 4]);
     const shade = {};
-    let x = 0, svg = `<svg id="${root.id}-chart" width="100%" height="${H}" focusable="false"><defs><pattern id="${root.id}-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line class="tm-overflow-hatch" x1="0" y1="0" x2="0" y2="6"/></pattern></defs>`;
-    lines.forEach((g, i) => { svg += `<line class="tm-capacity" x1="${pc(g[2])}" x2="${pc(g[2])}" y1="${18 * i + 4}" y2="${y + 32}" stroke-dasharray="4 3"/><text class="tm-text-dim tm-capacity-label" x="${pc(g[2])}" y="${14 + 18 * i}" text-anchor="${end(g[2])}">${g[3]}: ${fmtBytes(g[2])}</text>`; });
-    for (const [name, n] of parts) {
-      const b = name.split("/")[0];
-      shade[b] = (shade[b] ?? -1) + 1;
-      svg += `<rect class="tm-segment tm-bucket-${b.replace("_", "-")} tm-shade-${shade[b] % 3}" x="${pc(x)}" y="${y}" width="${pc(n)}" height="28"><title>${name}: ${fmtBytes(n)}</title></rect>`;
-      x += n;
-    }
-    if (total > gpu[2]) svg += `<rect class="calc-over" x="${pc(gpu[2])}" y="${y}" width="${pc(total - gpu[2])}" height="28" fill="url(#${root.id}-hatch)"/>`;
-    return svg + `<text class="tm-text" x="${pc(total)}" y="${y + 44}" text-anchor="${end(total)}">${fmtBytes(total)}</text></svg>`;
+    let x = 0;
+    return put("svg", y + 50, lines.map((g, i) => put("capacity", pc(g[2]), 18 * i + 4, y + 32, 18 * i + 14, ...end(g[2]), g[3] + ": " + fmtBytes(g[2]))).join("")
+      + parts.map(([name, n]) => {
+        const b = css(name);
+        shade[b] = (shade[b] ?? -1) + 1;
+        x += n;
+        return put("segment", b, shade[b] % 3, pc(x - n), y, pc(n), name + ": " + fmtBytes(n));
+      }).join("") + (total > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(total - gpu[2])) : "") + put("label", pc(total), y + 44, ...end(total), fmtBytes(total)));
   };
   const render = (st) => {
-    const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? "Custom model" : D.models[st.model].n;
+    const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n;
     let text, error = "";
     try {
-      const c = cfg(st), { parts, host } = estimate(c), total = sum(parts), { A, train } = c;
+      const c = cfg(st), { parts, host } = estimate(c), total = sum(parts), { A, train } = c, ok = total <= gpu[2];
       const size = (k) => (n) => sum(estimate({ ...c, [k]: n }).parts);
       const mb = largest(size(train ? "b" : "batch"), gpu[2], 1, D.limits.micro_batch, 1), ms = largest(size(train ? "s" : "ctx"), gpu[2], train ? c.cp : 1, D.limits.seq_len, train ? c.cp : 1);
       const items = ["dp", "tp", "pp", "cp", "ep"].filter((k) => c[k] > 1).map((k) => k + " " + c[k]), gpus = c.dp * c.tp * c.pp * c.cp;
-      if (train && st.shard != "0") items.push(/\d/.test(st.shard) ? "ZeRO-" + st.shard : "FSDP " + st.shard);
-      const run = train ? `training, ${st.precision}, ${c.opt}${c.r ? `, LoRA rank ${c.r}${c.ql ? " (QLoRA)" : ""}` : ""}, micro-batch ${c.b} x ${commas(c.s)} tokens` : `serving ${st.weights} weights, ${c.batch} x ${commas(c.ctx)} tokens`;
-      text = `${name} (${commas(params(A))} parameters), ${run}, ${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}: ${fmtBytes(total)} (${fmtBytes(total, "GB")}) per GPU; ${verdict(total, gpu)}.`;
-      const ok = total <= gpu[2], pk = train && peakOf(c, parts);
-      out("result").innerHTML = `<div class="calc-chart tm-chart" aria-hidden="true">${chart(parts, total, gpu)}</div>
-<p class="calc-verdict" data-fits="${ok}">${ok ? "" : '<strong class="calc-badge">DOESN\'T FIT</strong> '}${verdict(total, gpu)}</p>
-<p class="calc-total">Total per GPU: <strong data-total="${total}">${fmtBytes(total)} = ${fmtBytes(total, "GB")}</strong></p>
-${train ? `<p class="calc-peak" data-out="peak">Peak of a training step: ${fmtBytes(pk[0])} at the ${pk[1]}; on ${gpu[1]} it ${fit(pk[0], gpu)}.</p>` : ""}${host ? `<p class="calc-host">Host memory per node for offloaded states: ${fmtBytes(host)}</p>` : ""}<div class="table-scroll" tabindex="0" role="region" aria-label="Parts of the per-GPU total"><table class="data-table calc-table"><caption>Per-GPU parts</caption><thead><tr><th scope="col">Part</th><th scope="col">GiB</th><th scope="col">Rule</th><th scope="col">Source</th></tr></thead><tbody>${parts.map((p) => `<tr data-part="${p[0]}" data-bytes="${p[1]}"><th scope="row"><span class="calc-swatch tm-bucket-${p[0].split("/")[0].replace("_", "-")}"></span>${p[0]}</th><td>${fmtBytes(p[1])}</td><td>${p[2]}</td><td class="calc-source">${p[3]}</td></tr>`).join("")}</tbody></table></div>
-<h3 class="calc-h">Fits on</h3><ul class="calc-fits">${D.gpus.map((g) => `<li data-gpu="${g[0]}" data-fits="${total <= g[2]}"><span aria-hidden="true">${total <= g[2] ? "✓" : "✗"}</span> ${verdict(total, g)}</li>`).join("")}</ul>
-<p data-out="max_batch">Largest ${train ? "micro-batch" : "batch"} that fits on ${gpu[1]}: ${mb ? commas(mb) : "none, even 1 does not fit"}</p><p data-out="max_seq">Longest ${train ? "sequence" : "context"} that fits on ${gpu[1]}: ${ms ? commas(ms) + " tokens" : "none fits"}</p>`;
+      if (train && st.shard != "0") items.push(form.elements.shard.selectedOptions[0].text);
+      const run = train ? fill(T.train, st.precision, c.opt, c.r ? fill(T.lora, c.r, c.ql ? T.qlora : "") : "", c.b, commas(c.s)) : fill(T.serve, st.weights, c.batch, commas(c.ctx));
+      const pk = train && peakOf(c, parts), answers = T[st.mode + "_answers"];
+      text = fill(T.summary, name, commas(params(A)), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(total), fmtBytes(total, "GB"), verdict(total, gpu));
+      out("result").innerHTML = put("result", chart(parts, total, gpu), ok, ok ? "" : D.tpl.badge, verdict(total, gpu), total, fill(T.total, fmtBytes(total), fmtBytes(total, "GB")),
+        train ? put("peak", fill(T.peak, fmtBytes(pk[0]), D.phases[pk[1]], gpu[1], fit(pk[0], gpu))) : "", host ? put("host", fill(T.host, fmtBytes(host))) : "",
+        parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1]), p[2], p[3])).join(""),
+        D.gpus.map((g) => put("fit", g[0], total <= g[2], total <= g[2] ? "✓" : "✗", verdict(total, g))).join(""),
+        fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]));
     } catch (e) {
       if (!e.msg) throw e;
       error = e.msg;
-      text = `${name}: not a valid configuration: ${error}`;
+      text = fill(T.invalid, name, error);
     }
     out("result").hidden = !!error;
     out("error").hidden = !error;
