@@ -364,12 +364,32 @@ def bundle_scripts(static_dir: Path, wanted: dict[str, tuple[str, ...]]) -> tupl
         if script == PREBUILT_SCRIPT:
             continue
         try:
-            outputs[script] = minify_script(*bundle_script([p for p in sources if source_widget(p) in (None, *widgets)]))
+            outputs[script] = minify_script(*bundle_script(page_sources(sources, widgets)))
         except ScriptError as error:
             errors.append(error.error)
     return outputs, sorted(set(errors), key=str)
 
 
+def page_sources(sources: list[Path], widgets: tuple[str, ...]) -> list[Path]:
+    """The sources of one page's script, in name order: its widgets' own files, plus each shared
+    file that defines no top-level name (99-boot.js) or defines a name the chosen files use."""
+    texts = {path: path.read_text(encoding="utf-8") for path in sources}
+    chosen = {path for path in sources if source_widget(path) in widgets}
+    shared = [path for path in sources if source_widget(path) is None]
+    changed = True
+    while changed:
+        changed = False
+        used = "\n".join(texts[path] for path in chosen)
+        for path in shared:
+            names = TOP_LEVEL_NAME.findall(texts[path])
+            if path not in chosen and (not names or any(re.search(rf"(?<![\w$.]){re.escape(n)}(?![\w$])", used)
+                                                        for n in names)):
+                chosen.add(path)
+                changed = True
+    return [path for path in sources if path in chosen]
+
+
+TOP_LEVEL_NAME = re.compile(r"^(?:const|let|function)\s+([\w$]+)", re.M)
 BUNDLE_HEAD = ['(() => {', '"use strict";']  # the sources share one strict-mode function scope
 
 

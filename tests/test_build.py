@@ -225,7 +225,7 @@ def test_bundle_static_copies_nested_files(tmp_path):
 def test_each_page_loads_one_script_with_only_its_widgets(real_site):
     """A page loads at most one script: the shared helpers (00-core, 99-boot) plus the sources of the
     scripted widgets it embeds, nothing else; pages that embed none load no script (issue 4)."""
-    from builder.build import bundle_script, minify_script, source_widget, widget_sources
+    from builder.build import bundle_script, minify_script, page_sources, widget_sources
     from builder.content import WIDGETS
 
     sources = widget_sources(ROOT / "static")
@@ -239,10 +239,15 @@ def test_each_page_loads_one_script_with_only_its_widgets(real_site):
             assert scripts == [], page.name
             continue
         assert scripts == ["widgets-" + "-and-".join(used) + ".js"], page.name
-        expected = minify_script(*bundle_script([p for p in sources if source_widget(p) in (None, *used)]))
+        expected = minify_script(*bundle_script(page_sources(sources, tuple(used))))
         assert (real_site / "static" / scripts[0]).read_bytes() == expected, page.name
         loaded.add(scripts[0])
     assert served == loaded and "widgets-calculator.js" in served  # no script nobody loads
+    # Shared helper files come only with the widgets that use them (tree shaking by file).
+    names = lambda *widgets: [p.name for p in page_sources(sources, widgets)]  # noqa: E731
+    assert names("calculator") == ["00-core.js", "30-calculator.js", "99-boot.js"]
+    assert names("bytes-per-param") == ["00-core.js", "05-radio-group.js", "06-exact.js", "10-bytes-per-param.js",
+                                        "99-boot.js"]
     calculator = (real_site / "static" / "widgets-calculator.js").read_text()
     assert ".calculator=" in calculator and '["bytes-per-param"]=' not in calculator
 

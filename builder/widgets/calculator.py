@@ -363,7 +363,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                 defaults: dict[str, str]) -> dict[str, Any]:
     """Everything model-specific the script needs, as compact JSON-ready data."""
     return {
-        "models": {key: arch_data(arch) | {"n": html.escape(arch.extra.get("display", key))}
+        "models": {key: arch_data(arch) | {"n": html.escape(arch.extra.get("display", key)), "form": arch_state(arch)}
                    for key, arch in models.items()},
         "dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()},
         "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation, int(p.autocast)]
@@ -379,6 +379,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "shown": shown,
         "defaults": defaults,
         "fsdp": FSDP_STAGE,
+        "arch": [control.key for control in ARCH_CONTROLS],  # kept in links only for a custom model
         "limits": SEARCH_LIMITS,
         "t": TEXTS | VERDICTS,
         "m": CONFIG_MESSAGES | ARCH_MESSAGES,

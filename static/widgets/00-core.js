@@ -1,15 +1,12 @@
-// Shared helpers for every widget. For each page the build wraps, in name order, the shared
-// files (this one and 99-boot.js) and the NN-<widget>.js files of the widgets the page embeds
-// in one strict-mode function scope, served as static/widgets-<widgets>.js.
+// Shared helpers for every widget. For each page the build wraps, in name order, the
+// NN-<widget>.js files of the widgets the page embeds and the shared files they need (this one,
+// 99-boot.js, and a helper file such as 05-radio-group.js only when a name it defines is used)
+// in one strict-mode function scope, minified, served as static/widgets-<widgets>.js.
 // Widgets register themselves in WIDGETS; 99-boot.js starts them.
 const WIDGETS = {};
 const GiB = 2 ** 30;
 const $ = (root, selector) => root.querySelector(selector);
 const $$ = (root, selector) => Array.from(root.querySelectorAll(selector));
-
-// ceil(a / b) exactly for non-negative integers (BigInt), as a Number: the Python model rounds
-// each part up to a whole byte (builder.model.breakdown.whole_bytes).
-const ceilDiv = (a, b) => Number((BigInt(a) + BigInt(b) - 1n) / BigInt(b));
 
 // Same text as Python's builder.model.units.format_bytes: '13.0 GiB' / '161.4 GB'. toFixed rounds
 // the double correctly but sends exact ties up; Python sends them to even. A tie is exact only
@@ -64,34 +61,4 @@ function copyLink(button, status) {
       navigator.clipboard.writeText(url).then(() => { status.textContent = "Link copied."; }, shown);
     } else shown();
   });
-}
-
-// role=radiogroup of role=radio buttons: click, arrow keys, Home/End; roving tabindex and
-// aria-checked. Returns a setter that selects a value without calling onPick.
-function radioGroup(group, onPick) {
-  const radios = $$(group, "[role=radio]");
-  const select = (radio) => radios.forEach((r) => {
-    r.setAttribute("aria-checked", String(r === radio));
-    r.tabIndex = r === radio ? 0 : -1;
-  });
-  const pick = (radio, focus) => {
-    select(radio);
-    if (focus) radio.focus();
-    onPick(radio.dataset.value);
-  };
-  radios.forEach((radio, index) => {
-    radio.addEventListener("click", () => pick(radio));
-    radio.addEventListener("keydown", (event) => {
-      const step = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 }[event.key];
-      let next = null;
-      if (step) next = radios[(index + step + radios.length) % radios.length];
-      if (event.key === "Home") next = radios[0];
-      if (event.key === "End") next = radios[radios.length - 1];
-      if (next) { event.preventDefault(); pick(next, true); }
-    });
-  });
-  return (value) => {
-    const radio = radios.find((r) => r.dataset.value === String(value));
-    if (radio) select(radio);
-  };
 }

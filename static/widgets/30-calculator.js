@@ -25,7 +25,7 @@ const fill = (t, ...v) => t.replace(/\{(\d+)\}/g, (_, i) => v[i]);
 const ARCH = { layers: "L", hidden: "h", heads: "a", kv_heads: "k", head_dim: "d", ffn: "f", vocab: "V", experts: "E", top_k: "K" };
 
 WIDGETS.calculator = (root, D) => {
-  const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), setters = {}, bytes = (t) => D.dtypes[t], T = D.t;
+  const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), bytes = (t) => D.dtypes[t], T = D.t;
   const fail = (k, ...v) => { throw { msg: fill(D.m[k], ...v) }; }, put = (k, ...v) => fill(D.tpl[k], ...v);
   const part = (name, x, rule, src) => [name, whole(x), rule, D.sources[src]];
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
@@ -191,27 +191,18 @@ WIDGETS.calculator = (root, D) => {
     }
     return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * min(8, c.dp * c.tp * c.pp * c.cp) };
   };
-  // questions._largest: limit if it fits, else the largest multiple of step in [low, limit) that
-  // fits. Memory is monotone, so the answer is unique: this search starts from a linear guess
-  // (memory is close to affine in batch and sequence) and gallops, a handful of estimates.
+  // questions._largest: limit if it fits, else the largest low + k x step below limit that fits.
+  // Memory is monotone, so the answer is unique; it is close to affine in batch and sequence, so
+  // the search alternates a linear guess inside the bracket with halving it: a handful of estimates.
   const largest = (size, cap, low, limit, step) => {
-    const fits = (n) => size(n) <= cap, f0 = size(low);
-    if (f0 > cap) return 0;
-    if (fits(limit)) return limit;
-    const f1 = size(low + step);
-    let guess = min(max(f1 > f0 ? low + flo((cap - f0) / (f1 - f0)) * step : low, low), limit - 1), good, bad;
-    guess = low + flo((guess - low) / step) * step;
-    if (fits(guess)) {
-      for (good = guess, bad = guess + step; bad < limit && fits(bad);) [good, bad] = [bad, 2 * bad - good];
-      bad = min(bad, limit);
-    } else {
-      for (bad = guess, good = guess - step; good > low && !fits(good);) [bad, good] = [good, max(low, 2 * good - bad)];
+    let lo = low, hi = limit, a = size(lo), b = size(hi), i = 0;
+    if (a > cap) return 0;
+    if (b <= cap) return limit;
+    while (lo + step < hi) {
+      const x = i++ % 2 ? (lo + hi) / 2 : lo + (cap - a) * (hi - lo) / (b - a), m = low + flo((min(max(x, lo + step), hi - 1) - low) / step) * step, f = size(m);
+      if (f > cap) [hi, b] = [m, f]; else [lo, a] = [m, f];
     }
-    while (good + step < bad) {
-      const mid = good + step * max(1, flo((bad - good) / (2 * step)));
-      if (fits(mid)) good = mid; else bad = mid;
-    }
-    return good;
+    return lo;
   };
 
   // Texts and figure, as calculator.results and the partial's macros make them.
@@ -220,13 +211,13 @@ WIDGETS.calculator = (root, D) => {
   const css = (name) => name.split("/")[0].replace("_", "-");
   // peak.phases: bytes live at each moment of a training step, [bytes, phase number] of the largest.
   const peakOf = (c, ps) => {
-    const g = (f) => sum(ps.filter((p) => f(p[0], p[0].split("/")[0]))), n = (x) => g((k) => k == x), A = c.A;
-    const R = g((k, b) => /^(weights|master|optimizer|overhead)$/.test(b)), G = g((k, b) => b == "gradients");
-    const L = n("activations/logits"), W = n("activations/recompute_working_layer"), gat = n("comm/gathered_params");
-    const red = n("comm/unsharded_grads"), S = g((k, b) => b == "activations") - L - W, acc = c.ga > 1 ? G : 0, F = L * 4 / bytes(c.pol[4]);
-    const tied = A.tie && L && n("activations/embedding") && !c.r ? 2 * ceil(A.V / c.tp) * A.h * bytes(c.pol[2]) : 0;
+    const m = {}, v = (k) => m[k] || 0, A = c.A;
+    for (const [k, x] of ps) m[k.split("/")[0] + "/"] = v(k.split("/")[0] + "/") + (m[k] = x);
+    const R = v("weights/") + v("optimizer/") + v("overhead/"), G = v("gradients/"), L = v("activations/logits"), W = v("activations/recompute_working_layer");
+    const gat = v("comm/gathered_params"), red = v("comm/unsharded_grads"), S = v("activations/") - L - W, acc = c.ga > 1 ? G : 0, F = L * 4 / bytes(c.pol[4]);
+    const tied = A.tie && L && v("activations/embedding") && !c.r ? 2 * ceil(A.V / c.tp) * A.h * bytes(c.pol[2]) : 0;
     return [R + acc + gat + S + L + (L && c.pol[4] != "fp32" ? F : 0) + (L && c.pol[5] ? c.b * flo(c.s / c.cp) * A.h * 4 : 0),
-      R + acc + gat + red + S + 2 * F, R + G + gat + red + W + tied, R + G + (/^adamw?$/.test(c.opt) ? n("optimizer/adam_v") : 0)]
+      R + acc + gat + red + S + 2 * F, R + G + gat + red + W + tied, R + G + (/^adamw?$/.test(c.opt) ? v("optimizer/adam_v") : 0)]
       .reduce((m, x, i) => (x > m[0] ? [x, i] : m), [-1]);
   };
   const chart = (parts, total, gpu) => {
@@ -270,34 +261,24 @@ WIDGETS.calculator = (root, D) => {
     out("summary").textContent = out("live").textContent = text;
   };
 
-  // The form: read, show what applies, keep the URL in step, redraw.
-  const read = () => Object.fromEntries([...form.elements].filter((e) => e.name).map((e) => [e.name, e.type == "checkbox" ? (e.checked ? "1" : "0") : e.value]));
+  // The form: read, show what applies, keep the URL in step, redraw. Run and Recompute are native radio buttons.
+  const read = () => Object.fromEntries([...form.elements].filter((e) => e.name && (e.type != "radio" || e.checked)).map((e) => [e.name, e.type == "checkbox" ? (e.checked ? "1" : "0") : e.value]));
   const show = (st) => $$(root, "[data-show]").forEach((e) => { e.hidden = e.dataset.show != st.mode && e.dataset.show != st.model; });
   const save = stateWriter(root.id);
+  const set = (k, v) => { const e = form.elements[k]; if (e.type == "checkbox") e.checked = v == "1"; else e.value = v; };
   const update = (event) => {
-    // Picking a catalog model fills the custom fields with its shape: a custom model starts from it.
-    const A = event && event.target.name == "model" && D.models[event.target.value], f = form.elements;
-    if (A) {
-      for (const k in ARCH) f[k].value = A[ARCH[k]] || (k == "ffn" ? A.F : 0);
-      f.mlp.value = A.sw ? "swiglu" : "gelu";
-      f.norm.value = A.ln ? "layernorm" : "rmsnorm";
-      f.tied.checked = !!A.tie;
-    }
+    // Picking a catalog model fills the custom fields with its shape (calculator.arch_state): a custom model starts from it.
+    const A = event && event.target.name == "model" && D.models[event.target.value];
+    if (A) for (const k in A.form) set(k, A.form[k]);
     const st = read();
-    save(Object.fromEntries(Object.entries(st).filter(([k, v]) => v != D.defaults[k] && (st.model == "custom" || !(k in ARCH || /^(mlp|norm|tied)$/.test(k))))));
+    save(Object.fromEntries(Object.entries(st).filter(([k, v]) => v != D.defaults[k] && (st.model == "custom" || !D.arch.includes(k)))));
     show(st);
     render(st);
   };
-  for (const group of $$(root, "[role=radiogroup]")) {
-    const input = $(group, "input");
-    setters[input.name] = radioGroup(group, (value) => { input.value = value; update(); });
-  }
   for (const [k, v] of Object.entries(readState(root.id))) {
-    const e = form.elements[k];
-    if (!e || !e.name) continue;
-    if (e.type == "checkbox") e.checked = v == "1"; else e.value = v;
-    if (e.selectedIndex < 0) e.value = D.defaults[k];
-    if (setters[k]) setters[k](v);
+    if (!(k in D.defaults)) continue;
+    set(k, v);
+    if (form.elements[k].selectedIndex < 0) set(k, D.defaults[k]);
   }
   form.addEventListener("input", update);
   form.addEventListener("change", update);

@@ -34,7 +34,7 @@ SET_STATE = """([selector, state]) => {
   const root = document.querySelector(selector), form = root.querySelector('form');
   for (const [key, value] of Object.entries(state)) {
     const el = form.elements[key];
-    if (el.type === 'hidden') el.parentElement.querySelector(`[data-value="${value}"]`).click();
+    if (el instanceof RadioNodeList) [...el].find(r => r.value === value).click();
     else if (el.type === 'checkbox') el.checked = value === '1';
     else el.value = value;
   }
@@ -53,7 +53,7 @@ READ = """(selector) => {
     fits: [...root.querySelectorAll('.calc-fits li')].map(li => [li.dataset.gpu, li.dataset.fits === 'true',
       li.textContent.slice(2)]),
     max_batch: text('[data-out=max_batch]'), max_seq: text('[data-out=max_seq]'), peak: text('[data-out=peak]'),
-    state: Object.fromEntries([...root.querySelector('form').elements].filter(e => e.name)
+    state: Object.fromEntries([...root.querySelector('form').elements].filter(e => e.name && (e.type !== 'radio' || e.checked))
       .map(e => [e.name, e.type === 'checkbox' ? (e.checked ? '1' : '0') : e.value])),
   };
 }"""
@@ -173,6 +173,14 @@ def test_default_state_equals_server_render(calculator):
     assert problems == [] and worst == 0
     assert got["state"] == data["defaults"]
     assert visit.problems() == []
+    # The markup too: the script filled the partial's macro templates and wrote what the server wrote.
+    served, live = page.evaluate("""async (selector) => {
+      const html = await (await fetch(location.href)).text();
+      const doc = new DOMParser().parseFromString(html, 'text/html');
+      return [doc.querySelector(selector + ' [data-out=result]').innerHTML,
+              document.querySelector(selector + ' [data-out=result]').innerHTML];
+    }""", WIDGET)
+    assert "<svg" in served and "<tr data-part" in served and live == served
 
 
 def test_random_states_match_python(calculator):
@@ -229,10 +237,11 @@ def test_invalid_states_show_the_models_message(calculator, changes):
 
 
 def test_every_control_by_keyboard(calculator):
-    """Each control changes the state from the keyboard: arrows in radiogroups, selects and number fields, Space on checkboxes."""
+    """Each control changes the state from the keyboard: arrows in radio groups (native radio buttons), selects and
+    number fields, Space on checkboxes."""
     page, data, _ = calculator
     base = data["defaults"] | {"model": "custom", "mode": "train", "shard": "3", "dp": "2"}
-    names = page.evaluate(f"() => [...document.querySelector('{WIDGET} form').elements].filter(e => e.name && e.type !== 'hidden').map(e => e.name)")
+    names = page.evaluate(f"() => [...document.querySelector('{WIDGET} form').elements].filter(e => e.name && e.type !== 'radio').map(e => e.name)")
     unchanged = []
     for name in names:
         page.evaluate(SET_STATE, [WIDGET, base])
@@ -248,13 +257,13 @@ def test_every_control_by_keyboard(calculator):
         if after[name] == before[name]:
             unchanged.append(name)
     for group in ("mode", "recompute"):
-        radio = page.locator(f"{WIDGET} [role=radiogroup]:has([name={group}]) [aria-checked=true]")
+        radio = page.locator(f"{WIDGET} [role=radiogroup] [name={group}]:checked")
         before = page.evaluate(READ, WIDGET)["state"][group]
         radio.focus()
         page.keyboard.press("ArrowRight")
         after = page.evaluate(READ, WIDGET)["state"][group]
-        focused = page.evaluate("document.activeElement.getAttribute('aria-checked')")
-        if after == before or focused != "true":
+        focused = page.evaluate("document.activeElement.checked && document.activeElement.value")
+        if after == before or focused != after:
             unchanged.append(group)
         page.evaluate(SET_STATE, [WIDGET, {"mode": "train"}])
     assert unchanged == [], f"keyboard did not change: {unchanged}"
@@ -264,15 +273,15 @@ def test_every_control_by_pointer(calculator):
     """Clicks on radios and checkboxes, picking options and typing into number fields all update the figure."""
     page, data, _ = calculator
     summary = lambda: page.locator(f"{WIDGET} [data-out=summary]").text_content()  # noqa: E731
-    page.locator(f"{WIDGET} [role=radio][data-value=serve]").click()
+    page.locator(f"{WIDGET} label:has(> [name=mode][value=serve])").click()
     assert "serving" in summary()
     page.locator(f"{WIDGET} [name=weights]").select_option("int4")
     assert page.locator(f"{WIDGET} [data-part='weights/quantised_linear']").count() == 1
     page.locator(f"{WIDGET} [name=batch]").fill("8")
     page.locator(f"{WIDGET} [name=batch]").dispatch_event("change")
     assert "8 x 4,096 tokens" in summary()
-    page.locator(f"{WIDGET} [role=radio][data-value=train]").click()
-    page.locator(f"{WIDGET} [role=radio][data-value=full]").click()
+    page.locator(f"{WIDGET} label:has(> [name=mode][value=train])").click()
+    page.locator(f"{WIDGET} label:has(> [name=recompute][value=full])").click()
     assert page.locator(f"{WIDGET} [data-part='activations/checkpoint']").count() == 1
     page.locator(f"{WIDGET} [name=model]").select_option("custom")
     assert summary().startswith("Custom model")
@@ -296,7 +305,7 @@ def test_url_round_trip(calculator, open_page):
     with open_page(PAGE + query) as visit:
         restored = visit.page.evaluate(READ, WIDGET)
         assert restored["state"] == state and restored["summary"] == shown["summary"]
-        assert visit.page.locator(f"{WIDGET} [role=radio][data-value=serve]").get_attribute("aria-checked") == "true"
+        assert visit.page.locator(f"{WIDGET} [name=mode][value=serve]").is_checked()
         assert visit.problems() == []
 
 
