@@ -191,18 +191,27 @@ WIDGETS.calculator = (root, D) => {
     }
     return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * min(8, c.dp * c.tp * c.pp * c.cp) };
   };
-  // questions._largest: limit if it fits, else the largest low + k x step below limit that fits.
-  // Memory is monotone, so the answer is unique; it is close to affine in batch and sequence, so
-  // the search alternates a linear guess inside the bracket with halving it: a handful of estimates.
+  // questions._largest: limit if it fits, else the largest multiple of step in [low, limit) that
+  // fits. Memory is monotone, so the answer is unique: this search starts from a linear guess
+  // (memory is close to affine in batch and sequence) and gallops, a handful of estimates.
   const largest = (size, cap, low, limit, step) => {
-    let lo = low, hi = limit, a = size(lo), b = size(hi), i = 0;
-    if (a > cap) return 0;
-    if (b <= cap) return limit;
-    while (lo + step < hi) {
-      const x = i++ % 2 ? (lo + hi) / 2 : lo + (cap - a) * (hi - lo) / (b - a), m = low + flo((min(max(x, lo + step), hi - 1) - low) / step) * step, f = size(m);
-      if (f > cap) [hi, b] = [m, f]; else [lo, a] = [m, f];
+    const fits = (n) => size(n) <= cap, f0 = size(low);
+    if (f0 > cap) return 0;
+    if (fits(limit)) return limit;
+    const f1 = size(low + step);
+    let guess = min(max(f1 > f0 ? low + flo((cap - f0) / (f1 - f0)) * step : low, low), limit - 1), good, bad;
+    guess = low + flo((guess - low) / step) * step;
+    if (fits(guess)) {
+      for (good = guess, bad = guess + step; bad < limit && fits(bad);) [good, bad] = [bad, 2 * bad - good];
+      bad = min(bad, limit);
+    } else {
+      for (bad = guess, good = guess - step; good > low && !fits(good);) [bad, good] = [good, max(low, 2 * good - bad)];
     }
-    return lo;
+    while (good + step < bad) {
+      const mid = good + step * max(1, flo((bad - good) / (2 * step)));
+      if (fits(mid)) good = mid; else bad = mid;
+    }
+    return good;
   };
 
   // Texts and figure, as calculator.results and the partial's macros make them.
