@@ -304,6 +304,10 @@ def fraction_pair(value: Fraction) -> list[int]:
     return [value.numerator, value.denominator]
 
 
+ARCH_SYMBOLS = {"layers": "L", "hidden": "h", "heads": "a", "kv_heads": "k", "head_dim": "d", "ffn": "f",
+                "vocab": "V", "experts": "E", "top_k": "K"}
+
+
 def arch_data(arch: Architecture) -> dict[str, Any]:
     """An architecture with the op-list symbols as keys (sizes resolved) and flags as 0/1."""
     return {
@@ -379,7 +383,9 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "shown": shown,
         "defaults": defaults,
         "fsdp": FSDP_STAGE,
-        "arch": [control.key for control in ARCH_CONTROLS],  # kept in links only for a custom model
+        # The custom-architecture controls (kept in links only for a custom model), each with the
+        # arch_data symbol its number sets ('' for the choices the script reads by name).
+        "arch": {control.key: ARCH_SYMBOLS.get(control.key, "") for control in ARCH_CONTROLS},
         "limits": SEARCH_LIMITS,
         "t": TEXTS | VERDICTS,
         "m": CONFIG_MESSAGES | ARCH_MESSAGES,

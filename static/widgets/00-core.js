@@ -31,24 +31,22 @@ function readState(id) {
   return state;
 }
 
-function writeState(id, state) {
-  const params = new URLSearchParams(location.search);
-  for (const key of Array.from(params.keys())) if (key.startsWith(id + ".")) params.delete(key);
-  for (const [key, value] of Object.entries(state)) params.set(id + "." + key, value);
-  try {
-    history.replaceState(null, "", "?" + params + location.hash);
-  } catch (error) {
-    // Some file:// documents refuse URL changes; the widget still works, only the link is stale.
-  }
-}
-
-// writeState 300 ms after the last change: browsers throttle history updates, and the URL need
-// not follow every slider step.
+// A widget's writer of its state into the URL, 300 ms after the last change: browsers throttle
+// history updates, and the URL need not follow every slider step.
 function stateWriter(id) {
   let timer;
   return (state) => {
     clearTimeout(timer);
-    timer = setTimeout(() => writeState(id, state), 300);
+    timer = setTimeout(() => {
+      const params = new URLSearchParams(location.search);
+      for (const key of [...params.keys()]) if (key.startsWith(id + ".")) params.delete(key);
+      for (const [key, value] of Object.entries(state)) params.set(id + "." + key, value);
+      try {
+        history.replaceState(null, "", "?" + params + location.hash);
+      } catch (error) {
+        // Some file:// documents refuse URL changes; the widget still works, only the link is stale.
+      }
+    }, 300);
   };
 }
 

@@ -22,7 +22,6 @@ const perTok = (x, T) => {
 };
 // str.format's "{0} of {1}" filled with the values, for the templates Python sends.
 const fill = (t, ...v) => t.replace(/\{(\d+)\}/g, (_, i) => v[i]);
-const ARCH = { layers: "L", hidden: "h", heads: "a", kv_heads: "k", head_dim: "d", ffn: "f", vocab: "V", experts: "E", top_k: "K" };
 
 WIDGETS.calculator = (root, D) => {
   const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), bytes = (t) => D.dtypes[t], T = D.t;
@@ -44,7 +43,7 @@ WIDGETS.calculator = (root, D) => {
     let A = D.models[st.model];
     if (!A) {
       A = { name: "custom", F: n("ffn"), se: 0, P: 0, win: 0, sw: st.mlp == "swiglu", ln: st.norm == "layernorm", tie: st.tied == "1", gp: 1 };
-      for (const k in ARCH) A[ARCH[k]] = n(k);
+      for (const k in D.arch) if (D.arch[k]) A[D.arch[k]] = n(k);
       for (const k of ["layers", "hidden", "heads", "vocab"]) if (n(k) <= 0) fail("positive", "custom", k, n(k));
       if (A.k <= 0 || A.a % A.k) fail("kv_heads", "custom", A.k, A.a);
       if (A.E && !(A.K > 0 && A.K <= A.E)) fail("top_k", "custom", A.E, A.K);
@@ -193,7 +192,8 @@ WIDGETS.calculator = (root, D) => {
   };
   // questions._largest: limit if it fits, else the largest multiple of step in [low, limit) that
   // fits. Memory is monotone, so the answer is unique: this search starts from a linear guess
-  // (memory is close to affine in batch and sequence) and gallops, a handful of estimates.
+  // (memory is close to affine in batch and sequence) and gallops away from it, doubling the
+  // distance each time, then halves the bracket: a handful of estimates, logarithmic at worst.
   const largest = (size, cap, low, limit, step) => {
     const fits = (n) => size(n) <= cap, f0 = size(low);
     if (f0 > cap) return 0;
@@ -202,10 +202,10 @@ WIDGETS.calculator = (root, D) => {
     let guess = min(max(f1 > f0 ? low + flo((cap - f0) / (f1 - f0)) * step : low, low), limit - 1), good, bad;
     guess = low + flo((guess - low) / step) * step;
     if (fits(guess)) {
-      for (good = guess, bad = guess + step; bad < limit && fits(bad);) [good, bad] = [bad, 2 * bad - good];
+      for (good = guess, bad = guess + step; bad < limit && fits(bad);) [good, bad] = [bad, 3 * bad - 2 * good];
       bad = min(bad, limit);
     } else {
-      for (bad = guess, good = guess - step; good > low && !fits(good);) [bad, good] = [good, max(low, 2 * good - bad)];
+      for (bad = guess, good = guess - step; good > low && !fits(good);) [bad, good] = [good, max(low, 3 * good - 2 * bad)];
     }
     while (good + step < bad) {
       const mid = good + step * max(1, flo((bad - good) / (2 * step)));
@@ -270,9 +270,8 @@ WIDGETS.calculator = (root, D) => {
     out("summary").textContent = out("live").textContent = text;
   };
 
-  // The form: read, show what applies, keep the URL in step, redraw. Run and Recompute are native radio buttons.
+  // The form: read, keep the URL in step, redraw (CSS shows what applies). Run and Recompute are native radio buttons.
   const read = () => Object.fromEntries([...form.elements].filter((e) => e.name && (e.type != "radio" || e.checked)).map((e) => [e.name, e.type == "checkbox" ? (e.checked ? "1" : "0") : e.value]));
-  const show = (st) => $$(root, "[data-show]").forEach((e) => { e.hidden = e.dataset.show != st.mode && e.dataset.show != st.model; });
   const save = stateWriter(root.id);
   const set = (k, v) => { const e = form.elements[k]; if (e.type == "checkbox") e.checked = v == "1"; else e.value = v; };
   const update = (event) => {
@@ -280,8 +279,7 @@ WIDGETS.calculator = (root, D) => {
     const A = event && event.target.name == "model" && D.models[event.target.value];
     if (A) for (const k in A.form) set(k, A.form[k]);
     const st = read();
-    save(Object.fromEntries(Object.entries(st).filter(([k, v]) => v != D.defaults[k] && (st.model == "custom" || !D.arch.includes(k)))));
-    show(st);
+    save(Object.fromEntries(Object.entries(st).filter(([k, v]) => v != D.defaults[k] && (st.model == "custom" || !(k in D.arch)))));
     render(st);
   };
   for (const [k, v] of Object.entries(readState(root.id))) {
