@@ -10,7 +10,9 @@ and builder.model.questions; tests/browser/test_widget_calculator.py compares th
 
 The form state is a flat dict of strings (the form's control names, also the URL keys);
 `config_from_state` turns it into the Config the model reads. The texts the widget shows
-(summary, verdicts, answers) are made here and mirrored by the script.
+(summary, verdicts, answers) are str.format templates (TEXTS, and the model's own check
+messages and verdicts) that the functions here and the script both fill; the figure's markup
+is the partial's macros, which the script receives as templates too.
 """
 
 from __future__ import annotations
