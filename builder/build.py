@@ -375,15 +375,16 @@ def page_sources(sources: list[Path], widgets: tuple[str, ...]) -> list[Path]:
     file that defines no top-level name (99-boot.js) or defines a name the chosen files use."""
     texts = {path: path.read_text(encoding="utf-8") for path in sources}
     chosen = {path for path in sources if source_widget(path) in widgets}
-    shared = [path for path in sources if source_widget(path) is None]
+    # Each shared file's top-level names, as one pattern matching a use of any of them (None: no names).
+    defines = {path: TOP_LEVEL_NAME.findall(texts[path]) for path in sources if source_widget(path) is None}
+    uses = {path: names and re.compile(r"(?<![\w$.])(?:" + "|".join(map(re.escape, names)) + r")(?![\w$])")
+            for path, names in defines.items()}
     changed = True
     while changed:
         changed = False
         used = "\n".join(texts[path] for path in chosen)
-        for path in shared:
-            names = TOP_LEVEL_NAME.findall(texts[path])
-            if path not in chosen and (not names or any(re.search(rf"(?<![\w$.]){re.escape(n)}(?![\w$])", used)
-                                                        for n in names)):
+        for path, pattern in uses.items():
+            if path not in chosen and (not pattern or pattern.search(used)):
                 chosen.add(path)
                 changed = True
     return [path for path in sources if path in chosen]
