@@ -33,6 +33,25 @@ KV = "Kwon et al. 2023 (vLLM), arXiv:2309.06180, section 3: 2 x layers x kv_head
 OFFLOAD = "Ren et al. 2021 (ZeRO-Offload), arXiv:2101.06840, section 4: fp32 states and gradients on the host"
 CONTEXT = "PyTorch CUDA notes (CUDA context and kernels, not counted by the caching allocator); REFERENCES.md: 0.3-2 GiB"
 
+# Per-unit rules (what a part costs per parameter, token or block), as str.format templates.
+# The calculator's script fills the same templates (builder/widgets/calculator.py sends them).
+RULES = {
+    "param": "{0} B/param ({1})",
+    "master": "{0} B/param ({1} master copy)",
+    "state": "{0} B/param ({1} {2})",
+    "factored": "{0} B/param",
+    "adapter": "4 B/adapter param (fp32)",
+    "adapter_grads": "4 B/adapter param (fp32); frozen base weights get none",
+    "per_layer": "{0} per layer",
+    "logits": "{0} B per token per vocabulary entry",
+    "linear": "{0} B/linear param ({1})",
+    "kv": "{0} B/token ({1})",
+    "prefill": "per prefill chunk",
+    "gathered": "2 blocks + root unit",
+    "reduce": "1 block ({0})",
+    "percent": "{0}%",
+}
+
 
 @dataclass(frozen=True)
 class Sharding:
@@ -100,7 +119,7 @@ def weight_parts(arch: Architecture | None, config: Config, held: Holding, shard
     if not quantised:
         per = dtype_bytes(policy.param)
         return [Part("weights", whole_bytes(count * per), "N_gpu x bytes(param dtype)",
-                     MIXED if policy.master else TM101, f"{_fmt_b(per)} B/param ({policy.param})",
+                     MIXED if policy.master else TM101, RULES["param"].format(_fmt_b(per), policy.param),
                      note, shard.params)]
     # Quantised linear weights; embeddings, norms and the output layer stay 16-bit.
     fraction = held.linear / held.total if held.total else Fraction(1)
@@ -126,12 +145,12 @@ def weight_parts(arch: Architecture | None, config: Config, held: Holding, shard
     base_dtype = "bf16" if config.qlora else "fp16"
     return [
         Part("weights/quantised_linear", whole_bytes(linear * nibble), f"N_linear x {_fmt_b(nibble)} B", source,
-             f"{_fmt_b(nibble)} B/param ({'nf4' if config.qlora else policy.param})", "", shard.params),
+             RULES["param"].format(_fmt_b(nibble), "nf4" if config.qlora else policy.param), "", shard.params),
         Part("weights/quantisation_constants", whole_bytes(linear * constants),
-             "N_linear x constant bytes", source, f"{float(constants):.4f} B/param ({constant_rule})",
+             "N_linear x constant bytes", source, RULES["param"].format(f"{float(constants):.4f}", constant_rule),
              "", shard.params),
         Part("weights/unquantised", whole_bytes(other * dtype_bytes(base_dtype)),
-             "N_embeddings+norms x 2 B", source, f"2 B/param ({base_dtype})",
+             "N_embeddings+norms x 2 B", source, RULES["param"].format(2, base_dtype),
              "embeddings, norms and output layer are kept in 16-bit", shard.params),
     ]
 
@@ -152,27 +171,27 @@ def master_and_grad_parts(config: Config, trainable: Holding, shard: Sharding, l
         # PEFT keeps adapters in fp32 (autocast_adapter_dtype=True): fp32 weights, fp32 grads, no master.
         weights = _per_gpu(trainable, shard.params, shard.expert_params)
         parts.append(Part("weights/lora_adapters", whole_bytes(weights * 4), "N_adapters x 4 B", LORA,
-                          "4 B/adapter param (fp32)", "", shard.params))
+                          RULES["adapter"], "", shard.params))
         grads = _per_gpu(trainable, shard.grads, shard.expert_grads)
         parts.append(Part("gradients", whole_bytes(grads * 4), "N_adapters x 4 B", LORA,
-                          "4 B/adapter param (fp32); frozen base weights get none", "", shard.grads))
+                          RULES["adapter_grads"], "", shard.grads))
         return parts
     master = _sharded(config.model, config, trainable, shard.optimizer, shard.expert_optimizer)
     if policy.master and policy.master != policy.param:
         per = dtype_bytes(policy.master)
         parts.append(Part("optimizer/master", whole_bytes(master * per), "N x bytes(master dtype)", MIXED,
-                          f"{_fmt_b(per)} B/param ({policy.master} master copy)",
+                          RULES["master"].format(_fmt_b(per), policy.master),
                           "counted with optimizer states, as ZeRO's K does", shard.optimizer))
     grads = _sharded(config.model, config, trainable, shard.grads, shard.expert_grads)
     per = dtype_bytes(policy.grad)
     parts.append(Part("gradients", whole_bytes(grads * per), "N x bytes(grad dtype)", MIXED,
-                      f"{_fmt_b(per)} B/param ({policy.grad})", "", shard.grads))
+                      RULES["param"].format(_fmt_b(per), policy.grad), "", shard.grads))
     if config.grad_accum_dtype and config.grad_accum_dtype != policy.grad:
         per = dtype_bytes(config.grad_accum_dtype)
         parts.append(Part("gradients/accumulation_buffer", whole_bytes(grads * per),
                           "N x bytes(accumulation dtype)",
                           "Megatron-LM main_grad buffer (theoretical_memory_usage.py)",
-                          f"{_fmt_b(per)} B/param ({config.grad_accum_dtype})", "", shard.grads))
+                          RULES["param"].format(_fmt_b(per), config.grad_accum_dtype), "", shard.grads))
     return parts
 
 
@@ -187,18 +206,18 @@ def optimizer_parts(arch: Architecture | None, config: Config, trainable: Holdin
     if name in ("adam", "adamw"):
         return [Part(f"optimizer/adam_{m}", whole_bytes(count * per), "N x bytes(state dtype)",
                      "Kingma & Ba 2014 (Adam), arXiv:1412.6980, Algorithm 1; " + ZERO,
-                     f"{_fmt_b(per)} B/param ({state} {label})", "", shard.optimizer)
+                     RULES["state"].format(_fmt_b(per), state, label), "", shard.optimizer)
                 for m, label in (("m", "first moment"), ("v", "second moment"))]
     if name == "adam8bit":
         block = Fraction(1) + Fraction(4, 256)
         return [Part(f"optimizer/adam_{m}", whole_bytes(count * block), "N x (1 B + 4 B / 256)", BNB,
-                     f"{_fmt_b(block)} B/param (uint8 + fp32 absmax per 256)",
+                     RULES["param"].format(_fmt_b(block), "uint8 + fp32 absmax per 256"),
                      "bitsandbytes keeps tensors under 4096 elements in 32-bit; ignored here", shard.optimizer)
                 for m in ("m", "v")]
     if name in ("sgd-momentum", "lion"):
         source = LION if name == "lion" else "PyTorch torch.optim.SGD momentum_buffer; " + TM101
         return [Part("optimizer/momentum", whole_bytes(count * per), "N x bytes(state dtype)", source,
-                     f"{_fmt_b(per)} B/param ({state} momentum)", "", shard.optimizer)]
+                     RULES["state"].format(_fmt_b(per), state, "momentum"), "", shard.optimizer)]
     if name == "adafactor":
         if arch is None:
             raise ValueError("optimizer: adafactor's factored state needs an architecture, not a raw count")
@@ -206,7 +225,7 @@ def optimizer_parts(arch: Architecture | None, config: Config, trainable: Holdin
         ratio = Fraction(factored, param_count(arch))
         return [Part("optimizer/adafactor_factors", whole_bytes(count * ratio * per),
                      "sum over matrices of (rows + columns) x bytes; vectors in full", ADAFACTOR,
-                     f"{float(ratio * per):.4f} B/param", "no first moment (beta1 = None, the default); "
+                     RULES["factored"].format(f"{float(ratio * per):.4f}"), "no first moment (beta1 = None, the default); "
                      "factors spread over GPUs in proportion to parameters", shard.optimizer)]
     return []  # plain SGD keeps no state
 
@@ -238,7 +257,7 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
         total = per_layer * stage.layers * stage.in_flight
         rule = act.korthikanti_row(config.tp, config.sequence_parallel, config.recompute)[0]
         return [Part("activations/layers", whole_bytes(total), f"L_stage x in_flight x {rule}", act.KORTHIKANTI,
-                     f"{rule} per layer", "reference mode: Table 2 assumes a GPT block with 16-bit activations "
+                     RULES["per_layer"].format(rule), "reference mode: Table 2 assumes a GPT block with 16-bit activations "
                      "and dropout; embeddings, logits and loss are left out as in Table 2")]
     values = act.symbols(arch, config, s, b)
     source = act.KORTHIKANTI if config.implementation == "megatron" else act.HF_CODE
@@ -271,7 +290,7 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
         logits = values["T"] * values["V"] * dtype_bytes(policy.activation)
         parts.append(Part("activations/logits", whole_bytes(logits),
                           "b x s x V x bytes(activation dtype)", act.HF_CODE,
-                          f"{_fmt_b(dtype_bytes(policy.activation))} B per token per vocabulary entry",
+                          RULES["logits"].format(_fmt_b(dtype_bytes(policy.activation))),
                           "the logits the forward returns (not a saved tensor); builder.model.peak frees them before "
                           "backward, as a loop that keeps only the loss does",
                           transient=True))
@@ -295,7 +314,7 @@ def autocast_copy_parts(arch: Architecture | None, config: Config, stage: Stage)
     amount = (layers + head) * dtype_bytes(policy.activation) * stage.in_flight
     return [Part("activations/autocast_weight_copies", whole_bytes(amount),
                  "in_flight x (linear weights of the stage's layers + head) x bytes(autocast dtype)", AUTOCAST,
-                 f"{_fmt_b(dtype_bytes(policy.activation))} B/linear param ({policy.activation})",
+                 RULES["linear"].format(_fmt_b(dtype_bytes(policy.activation)), policy.activation),
                  "simplification: the op lists follow autocast's device-independent effects (fp32 residual "
                  "stream, norms and rotary tables; one input copy per projection); CUDA autocast also runs pow, "
                  "exp and softmax in fp32, which changes GPT-2's Python GeLU (not modelled)")]
@@ -334,11 +353,11 @@ def serving_parts(arch: Architecture | None, config: Config, stage: Stage) -> li
     working = chunk * (2 * h + 3 * f) * act_bytes + config.batch * arch.vocab * 4
     return [
         Part("kv_cache", whole_bytes(kv), "2 x L x kv_heads x d x batch x tokens x bytes", KV,
-             f"{_fmt_b(per_token)} B/token ({kv_dtype})", note),
+             RULES["kv"].format(_fmt_b(per_token), kv_dtype), note),
         Part("activations/working_set", whole_bytes(working),
              "prefill chunk x (2h + 3f) x bytes + batch x V x 4 (last-token logits)",
              "vLLM chunked prefill (max_num_batched_tokens 8192); transformers logits_to_keep",
-             "per prefill chunk", "simplification: one layer's transient tensors for a prefill chunk of up "
+             RULES["prefill"], "simplification: one layer's transient tensors for a prefill chunk of up "
              "to 8192 tokens; engines size this buffer themselves"),
     ]
 
@@ -356,12 +375,12 @@ def comm_parts(arch: Architecture | None, config: Config, held: Holding, shard: 
     if shard.params > 1:
         units = 2 * held.layer_unit + held.root_unit
         parts.append(Part("comm/gathered_params", whole_bytes(units * dtype_bytes(policy.param)),
-                          "(2 x one block + root unit) x bytes(param dtype)", FSDP, "2 blocks + root unit",
+                          "(2 x one block + root unit) x bytes(param dtype)", FSDP, RULES["gathered"],
                           "simplification: the block being computed and the prefetched one, plus the root "
                           "unit (embeddings, head) that stays gathered"))
     reduce_dtype = config.reduce_dtype or policy.grad
     parts.append(Part("comm/unsharded_grads", whole_bytes(held.layer_unit * dtype_bytes(reduce_dtype)),
-                      "one block's gradients x bytes(reduce dtype)", FSDP, f"1 block ({reduce_dtype})",
+                      "one block's gradients x bytes(reduce dtype)", FSDP, RULES["reduce"].format(reduce_dtype),
                       "simplification: one unit's full gradients before its reduce-scatter"))
     return parts
 
@@ -376,7 +395,7 @@ def overhead_parts(config: Config, allocated: int) -> list[Part]:
     if config.overhead_fraction:
         parts.append(Part("overhead/framework", whole_bytes(allocated * Fraction(str(config.overhead_fraction))),
                           f"{config.overhead_fraction:.0%} of the parts above", "seed 004 calculator: flat 10% "
-                          "for allocator, NCCL buffers and workspaces", f"{config.overhead_fraction:.0%}",
+                          "for allocator, NCCL buffers and workspaces", RULES["percent"].format(f"{config.overhead_fraction * 100:.0f}"),
                           "assumed percentage, not derived"))
     if config.overhead_bytes:
         parts.append(Part("overhead/fixed", config.overhead_bytes, "fixed amount given by the user",

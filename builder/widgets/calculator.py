@@ -340,15 +340,17 @@ SOURCES = {
 }
 
 # Optimizer states (builder.model.estimator.optimizer_parts): part suffix, bytes per parameter
-# ('s': the state dtype, [n, d]: fixed, 'af': Adafactor's factored share), rule, source.
-# In rules {b} is the bytes per parameter and {s} the state dtype.
+# ('s': the state dtype, [n, d]: fixed, 'af': Adafactor's factored share), rule, source. Rules are
+# estimator.RULES templates, filled with the bytes per parameter ({0}) and the state dtype ({1}).
+_STATE_RULE = est.RULES["state"].format("{0}", "{1}", "{2}")
 OPTIMIZER_STATES = {
-    "adam": [["adam_m", "s", "{b} B/param ({s} first moment)", "adam"],
-             ["adam_v", "s", "{b} B/param ({s} second moment)", "adam"]],
-    "adam8bit": [[f"adam_{m}", 260 / 256, "1.02 B/param (uint8 + fp32 absmax per 256)", "bnb"] for m in "mv"],
-    "sgd-momentum": [["momentum", "s", "{b} B/param ({s} momentum)", "sgd"]],
-    "lion": [["momentum", "s", "{b} B/param ({s} momentum)", "lion"]],
-    "adafactor": [["adafactor_factors", "af", "{b} B/param", "ada"]],
+    "adam": [["adam_m", "s", _STATE_RULE.replace("{2}", "first moment"), "adam"],
+             ["adam_v", "s", _STATE_RULE.replace("{2}", "second moment"), "adam"]],
+    "adam8bit": [[f"adam_{m}", 260 / 256, est.RULES["param"].format(est._fmt_b(Fraction(260, 256)), "uint8 + fp32 absmax per 256"), "bnb"]
+                 for m in "mv"],
+    "sgd-momentum": [["momentum", "s", _STATE_RULE.replace("{2}", "momentum"), "sgd"]],
+    "lion": [["momentum", "s", _STATE_RULE.replace("{2}", "momentum"), "lion"]],
+    "adafactor": [["adafactor_factors", "af", est.RULES["factored"], "ada"]],
     "sgd": [],
 }
 OPTIMIZER_STATES["adamw"] = OPTIMIZER_STATES["adam"]
@@ -375,6 +377,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation, int(p.autocast)]
                      for p in PRECISIONS.values()},
         "optimizers": OPTIMIZER_STATES,
+        "rules": est.RULES,
         "quantised": QUANTISED,
         "blocks": {name: op_rows(rows) for name, rows in oplists.BLOCKS.items()},
         "first": op_rows(oplists.FIRST_STAGE),

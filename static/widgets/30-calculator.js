@@ -26,7 +26,7 @@ const fill = (t, ...v) => t.replace(/\{(\d+)\}/g, (_, i) => v[i]);
 WIDGETS.calculator = (root, D) => {
   const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), bytes = (t) => D.dtypes[t], T = D.t;
   const fail = (k, ...v) => { throw { msg: fill(D.m[k], ...v) }; }, put = (k, ...v) => fill(D.tpl[k], ...v);
-  const part = (name, x, rule, src) => [name, whole(x), rule, D.sources[src]];
+  const part = (name, x, rule, src) => [name, whole(x), rule, D.sources[src]], R = (k, ...v) => fill(D.rules[k], ...v);
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
   // One block's parameter groups (architecture.layer_param_groups): q, kv, o, norms, then router/experts/shared or mlp.
@@ -111,11 +111,11 @@ WIDGETS.calculator = (root, D) => {
   const weightParts = (c, H, S) => {
     const [pr] = c.pol, cnt = sharded(c, H, S[0], S[3]), qz = D.quantised[c.ql ? "nf4" : c.train ? "" : pr];
     if (/[pb]/.test(c.off)) return [];
-    if (!qz) return [part("weights", cnt * bytes(pr), `${bytes(pr)} B/param (${pr})`, c.pol[1] ? "mixed" : "tm101")];
+    if (!qz) return [part("weights", cnt * bytes(pr), R("param", bytes(pr), pr), c.pol[1] ? "mixed" : "tm101")];
     const [nb, k, what, src] = qz, lin = cnt * H.li / (H.dn + H.ex), kc = k ?? 4 / c.A.h;
-    return [part("weights/quantised_linear", lin * nb, `${nb} B/param (${c.ql ? "nf4" : pr})`, src),
-      part("weights/quantisation_constants", lin * kc, `${fx(kc, 4)} B/param (${what})`, src),
-      part("weights/unquantised", (cnt - lin) * 2, `2 B/param (${c.ql ? "bf16" : "fp16"})`, src)];
+    return [part("weights/quantised_linear", lin * nb, R("param", nb, c.ql ? "nf4" : pr), src),
+      part("weights/quantisation_constants", lin * kc, R("param", fx(kc, 4), what), src),
+      part("weights/unquantised", (cnt - lin) * 2, R("param", 2, c.ql ? "bf16" : "fp16"), src)];
   };
   const stateParts = (c, H, S, L) => {
     const { A } = c, { h, a, k, d } = A, [pr, ms, gr, os] = c.pol, out = [], M = A.sw ? 3 : 2;
@@ -124,18 +124,18 @@ WIDGETS.calculator = (root, D) => {
       // LoRA on q, k, v, o: r x (in + out) per projection (placement.lora_params); adapters are fp32.
       T = { dn: c.r * (2 * (h + a * d) + 2 * (h + k * d)) * L / c.tp, ex: 0 };
       state = "fp32";
-      out.push(part("weights/lora_adapters", perGpu(T, S[0], S[3]) * 4, "4 B/adapter param (fp32)", "lora"),
-        part("gradients", perGpu(T, S[1], S[4]) * 4, "4 B/adapter param (fp32); frozen base weights get none", "lora"));
+      out.push(part("weights/lora_adapters", perGpu(T, S[0], S[3]) * 4, R("adapter"), "lora"),
+        part("gradients", perGpu(T, S[1], S[4]) * 4, R("adapter_grads"), "lora"));
     } else {
-      if (ms && ms != pr) out.push(part("optimizer/master", sharded(c, H, S[2], S[5]) * bytes(ms), `${bytes(ms)} B/param (${ms} master copy)`, "mixed"));
-      out.push(part("gradients", sharded(c, H, S[1], S[4]) * bytes(gr), `${bytes(gr)} B/param (${gr})`, "mixed"));
+      if (ms && ms != pr) out.push(part("optimizer/master", sharded(c, H, S[2], S[5]) * bytes(ms), R("master", bytes(ms), ms), "mixed"));
+      out.push(part("gradients", sharded(c, H, S[1], S[4]) * bytes(gr), R("param", bytes(gr), gr), "mixed"));
     }
     // Optimizer states (calculator.OPTIMIZER_STATES); Adafactor keeps rows + columns per matrix.
     const cnt = sharded(c, T, S[2], S[5]), per = bytes(state);
     const ada = ((h + a * d) * 2 + (h + k * d) * 2 + M * (h + (A.f || A.F)) * max(1, A.E) + 2 * h * (A.ln ? 2 : 1)) * A.L + (A.V + h) * (A.tie ? 1 : 2);
     for (const [name, spec, rule, src] of D.optimizers[c.opt]) {
       const each = spec == "s" ? per : spec == "af" ? ada / params(A) * per : spec;
-      out.push(part("optimizer/" + name, spec == "af" ? cnt * ada * per / params(A) : cnt * each, rule.replace("{b}", spec == "af" ? fx(each, 4) : per).replace("{s}", state), src));
+      out.push(part("optimizer/" + name, spec == "af" ? cnt * ada * per / params(A) : cnt * each, fill(rule, spec == "af" ? fx(each, 4) : per, state), src));
     }
     return out;
   };
@@ -144,7 +144,7 @@ WIDGETS.calculator = (root, D) => {
     if (c.kor) {
       // Korthikanti et al. 2022 Table 2, per layer: sbh x (c + c_t / t + k x 5as/(ht)) (activations.KORTHIKANTI_TABLE).
       const [rule, k0, kt, att] = D.kor[rec + (t == 1 ? 1 : sp ? "s" : "t")];
-      return [part("activations/layers", s * b * A.h * (k0 + kt / t + att * 5 * A.a * s / (A.h * t)) * L * fl, rule + " per layer", "kor")];
+      return [part("activations/layers", s * b * A.h * (k0 + kt / t + att * 5 * A.a * s / (A.h * t)) * L * fl, R("per_layer", rule), "kor")];
     }
     const sym = { T, Tr: sp ? T / t : T, b, s, S: c.s, h: A.h, a: flo(A.a / t), k: max(1, flo(A.k / t)), d: A.d, f: flo((A.E ? A.F : A.f) / t), V: ceil(A.V / t), E: A.E, K: A.K, r: c.r };
     const held = [c.eager ? "eager" : "fused", c.eager && A.k != A.a && !c.meg ? "gqa_repeat" : "no_gqa_repeat", c.drop ? "dropout" : "no_dropout",
@@ -161,20 +161,20 @@ WIDGETS.calculator = (root, D) => {
     if (rec == "full") out.push(part("activations/recompute_working_layer", total(layer), perTok(total(layer), T), "chen"));
     for (const [g, x] of byGroup([...(emb ? ev(D.first) : []), ...(head ? ev(D.last[A.ln || c.meg ? 0 : 1]) : [])]))
       out.push(part("activations/" + g, x * fl, perTok(x * fl, T), src));
-    if (head) out.push(part("activations/logits", T * sym.V * ab, `${ab} B per token per vocabulary entry`, "hf"));
+    if (head) out.push(part("activations/logits", T * sym.V * ab, R("logits", ab), "hf"));
     return out;
   };
   // estimator.autocast_copy_parts: the weight copies linear layers save for backward under torch.autocast.
   const ampParts = (c, st) => { const { A, pol, rec, tp } = c, [, , head, fl] = st; return !pol[5] ? [] : [part("activations/autocast_weight_copies",
-    ((rec == "full" ? 0 : holding({ ...c, A: { ...A, qb: 0, ob: 0, mb: 0 } }, st).li) + (head ? ceil(A.V / tp) * A.h : 0)) * bytes(pol[4]) * fl, `${bytes(pol[4])} B/linear param (${pol[4]})`, "amp")]; };
+    ((rec == "full" ? 0 : holding({ ...c, A: { ...A, qb: 0, ob: 0, mb: 0 } }, st).li) + (head ? ceil(A.V / tp) * A.h : 0)) * bytes(pol[4]) * fl, R("linear", bytes(pol[4]), pol[4]), "amp")]; };
   const serveParts = ({ A, tp: t, pol, kv, batch, ctx }, [L]) => {
     const kd = kv || (bytes(pol[0]) < 2 ? "bf16" : pol[0]), per = 2 * L * max(1, flo(A.k / t)) * A.d * bytes(kd);
-    return [part("kv_cache", per * batch * (A.win ? min(ctx, A.win) : ctx), `${per} B/token (${kd})`, "kv"),
-      part("activations/working_set", min(batch * ctx, 8192) * (2 * A.h + 3 * flo((A.f || A.F) / t)) * bytes(pol[4]) + batch * A.V * 4, "per prefill chunk", "work")];
+    return [part("kv_cache", per * batch * (A.win ? min(ctx, A.win) : ctx), R("kv", per, kd), "kv"),
+      part("activations/working_set", min(batch * ctx, 8192) * (2 * A.h + 3 * flo((A.f || A.F) / t)) * bytes(pol[4]) + batch * A.V * 4, R("prefill"), "work")];
   };
   const commParts = (c, H, S) => !c.train || (S[0] < 2 && S[1] < 2) ? [] : [
-    ...(S[0] > 1 ? [part("comm/gathered_params", (2 * H.un + H.ro) * bytes(c.pol[0]), "2 blocks + root unit", "fsdp")] : []),
-    part("comm/unsharded_grads", H.un * bytes(c.pol[2]), `1 block (${c.pol[2]})`, "fsdp")];
+    ...(S[0] > 1 ? [part("comm/gathered_params", (2 * H.un + H.ro) * bytes(c.pol[0]), R("gathered"), "fsdp")] : []),
+    part("comm/unsharded_grads", H.un * bytes(c.pol[2]), R("reduce", c.pol[2]), "fsdp")];
 
   // estimator.estimate: every pipeline stage worth evaluating, the fuller one reported.
   const estimate = (c) => {
@@ -185,7 +185,7 @@ WIDGETS.calculator = (root, D) => {
       let gpu = [...weightParts(c, H, S), ...(c.train ? [...stateParts(c, H, S, st[0]), ...activationParts(c, st), ...ampParts(c, st)] : serveParts(c, st)), ...commParts(c, H, S)];
       if (/[ob]/.test(c.off)) gpu = gpu.filter((p) => !(/^(opt|grad)/.test(p[0]) && host.push(p)));
       if (/[pb]/.test(c.off)) host.push(part("weights", perGpu(H, S[0], S[3]) * bytes(c.pol[0])));
-      if (c.ovh) gpu.push(part("overhead/framework", sum(gpu) * c.ovh / 100, c.ovh + "%", "over"));
+      if (c.ovh) gpu.push(part("overhead/framework", sum(gpu) * c.ovh / 100, R("percent", c.ovh), "over"));
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host];
     }
     return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * min(8, c.dp * c.tp * c.pp * c.cp) };
