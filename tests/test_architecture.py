@@ -2,11 +2,13 @@
 on huggingface.co; the totals quoted in ../shared/REFERENCES.md and the model cards)."""
 
 import json
+import math
 
 import pytest
 
 from builder.catalog import CatalogError, default_models, load_hf_config, load_models
-from builder.model.architecture import active_param_count, from_hf_config, param_count, param_groups
+from builder.model.architecture import (active_param_count, from_hf_config, param_count, param_groups,
+                                        parameter_tensors)
 
 MODELS = default_models()
 
@@ -105,3 +107,17 @@ def test_catalog_errors_name_file_and_line(tmp_path):
     path.write_text('[x]\nlayers = = 2\n')
     with pytest.raises(CatalogError, match=r"models\.toml:2: invalid TOML"):
         load_models(path)
+
+
+@pytest.mark.parametrize("model_id", [m for m in PUBLISHED if not MODELS[m].is_moe])
+def test_parameter_tensors_add_up_to_the_published_count(model_id):
+    """FSDP2 shards tensor by tensor (architecture.parameter_tensors): every parameter must be in one."""
+    arch = MODELS[model_id]
+    assert sum(count * math.prod(shape) for shape, count in parameter_tensors(arch)) == PUBLISHED[model_id]
+
+
+def test_parameter_tensors_include_mlp_biases_outside_gpt2():
+    """A Llama-family block with mlp_bias=True (transformers LlamaConfig.mlp_bias) has gate, up and down biases."""
+    arch = MODELS["llama-3.2-1b"].with_changes(mlp_bias=True)
+    assert param_count(arch) - param_count(MODELS["llama-3.2-1b"]) == arch.layers * (2 * arch.ffn + arch.hidden)
+    assert sum(count * math.prod(shape) for shape, count in parameter_tensors(arch)) == param_count(arch)

@@ -3,6 +3,8 @@ Config, texts, and the data the script evaluates (which must say what builder.mo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from builder.catalog import default_gpus, default_models
@@ -13,6 +15,7 @@ from builder.model.units import format_bytes
 from builder.widgets import calculator as calc
 from builder.widgets import to_json
 
+ROOT = Path(__file__).resolve().parent.parent
 MODELS = default_models()
 GPUS = calc.catalog_gpus(default_gpus())
 PRESET = {"model": "llama-3-8b", "precision": "bf16-mixed", "optimizer": "adamw", "seq_len": 4096,
@@ -49,19 +52,24 @@ def test_default_figure_is_the_models_estimate():
     assert [f["id"] for f in result["fits"]] == [g[0] for g in GPUS]
 
 
-def test_the_figure_states_the_peak_of_a_training_step():
-    """Training: one line with builder.model.peak's largest phase and its fit on the chosen GPU; serving: none.
-    Llama 3 8B, 4,096 tokens, FSDP on 8 GPUs: the loss gradients (2 x 4096 x 128256 x 4 B = 3.9 GiB) make
-    the start of backward the peak."""
+def test_the_calculator_page_shows_the_peak_of_its_starting_run():
+    """The widget's total is the sum of parts; the page's step-phases chart shows builder.model.peak's phases
+    for the widget's starting state, and its prose says the peak is the start of backward, above the sum:
+    Llama 3 8B, 4,096 tokens, FSDP on 8 GPUs, where the loss gradients (2 x 4096 x 128256 x 4 B = 3.9 GiB)
+    are live with every saved activation."""
+    from builder.content import read_page
     from builder.model.peak import peak
 
+    page, errors = read_page(ROOT / "content" / "calculator.md", "content/calculator.md")
+    assert not errors
+    chart = page.charts["step-phases"]
+    assert chart.phases and [bar.preset for bar in chart.bars] == ["llama-3-8b-fsdp"]
+    assert page.presets["llama-3-8b-fsdp"].settings == PRESET  # the widget's preset, which this file's tests use
     config = Config(model=MODELS["llama-3-8b"], seq_len=4096, recompute="selective", fsdp="FULL_SHARD", dp=8)
+    assert calc.config_from_state(state(), MODELS) == config
     top = peak(config)
-    assert top.name == "backward_start"
-    assert make_context()["result"]["peak"] == (f"Peak of a training step: {format_bytes(top.total)} at the start "
-                                                f"of backward (loss gradients); on H100 SXM 80GB it fits with "
-                                                f"{format_bytes(GPUS[[g[0] for g in GPUS].index('h100-80gb')][2] - top.total)} headroom.")
-    assert calc.results(state(mode="serve"), MODELS, GPUS, [])["peak"] == ""
+    assert top.name == "backward_start" and top.total > estimate(config).total
+    assert "peak comes at the start of the backward pass, above the sum of parts" in " ".join(page.body.split())
 
 
 def test_gpus_are_sorted_by_capacity_and_the_chart_draws_the_chosen_ones():
@@ -144,7 +152,12 @@ def test_data_is_compact_and_safe_to_embed():
     assert data["m"]["tp"] == MESSAGES["tp"] == "tp: {0} does not divide the {1} attention heads / {2} KV heads of {3}"
     assert data["kor"]["none1"] == ("sbh(34 + 5as/h)", 34, 0, 1) == KORTHIKANTI_TABLE["none1"]
     assert data["models"]["llama-3-8b"]["form"] == calc.arch_state(MODELS["llama-3-8b"])
-    assert data["phases"][0] == "end of forward (loss computed)"
+    from builder.model.estimator import RULES
+
+    assert data["rules"] is RULES and data["rules"]["master"] == "{0} B/param ({1} master copy)"
+    assert list(data["ints"]) == ["micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep",
+                                  "pp_virtual_stages", "batch", "context"]  # validate_config's order
+    assert data["ints"]["pp_virtual_stages"] == "vpp" and data["ints"]["micro_batch"] == "micro_batch"
     assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["k"] == 8
     assert data["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16", 0]
     assert data["policies"]["amp-bf16"][5] == 1  # torch.autocast: linear layers save weight copies

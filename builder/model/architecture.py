@@ -185,6 +185,8 @@ def parameter_tensors(arch: Architecture) -> list[tuple[tuple[int, ...], int]]:
         if arch.out_bias:
             layer.append(((h,), 1))
         layer += [((f, h), arch.mlp_matrices - 1), ((h, f), 1)] + norm * 2
+        if arch.mlp_bias:
+            layer += [((f,), arch.mlp_matrices - 1), ((h,), 1)]
     tensors += [(shape, count * L) for shape, count in layer]
     tensors += norm
     if not arch.tied_embeddings:

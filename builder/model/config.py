@@ -174,6 +174,11 @@ MESSAGES = {
 }
 
 
+# Whole-number options that must be at least 1, in the order validate_config checks them.
+POSITIVE = ("micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep", "pp_virtual_stages",
+            "gpus_per_node", "batch", "context")
+
+
 def validate_config(config: Config) -> None:
     """Raise ValueError naming the first option out of range."""
     def fail(option: str, message: str) -> None:
@@ -202,8 +207,7 @@ def validate_config(config: Config) -> None:
             fail(option, f"{value!r} is not a known dtype ({', '.join(DTYPE_BYTES)})")
     if config.master_dtype not in (None, "none") and config.master_dtype not in DTYPE_BYTES:
         fail("master_dtype", f"{config.master_dtype!r} is not a known dtype")
-    for option in ("micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep",
-                   "pp_virtual_stages", "gpus_per_node", "batch", "context"):
+    for option in POSITIVE:
         if getattr(config, option) < 1:
             refuse("at_least_1", option, getattr(config, option))
     if config.zero not in (0, 1, 2, 3):

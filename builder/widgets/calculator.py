@@ -29,9 +29,9 @@ from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI, KORTH
 from builder.model.architecture import MESSAGES as ARCH_MESSAGES
 from builder.model.architecture import Architecture
 from builder.model.breakdown import Breakdown
-from builder.model.config import ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, PRECISIONS, RECOMPUTE
+from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, POSITIVE, PRECISIONS,
+                                  RECOMPUTE)
 from builder.model.config import MESSAGES as CONFIG_MESSAGES
-from builder.model.peak import PHASE_TITLES, PHASES, peak
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
 from builder.model.units import DTYPE_BYTES, format_bytes
 
@@ -42,6 +42,8 @@ FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM",
             "korthikanti": "Korthikanti Table 2 formula"}
 SHARDING = {"0": "none (ZeRO-0)", "1": "ZeRO-1", "2": "ZeRO-2", "3": "ZeRO-3",
             **{name: f"FSDP {name}" for name in FSDP_STRATEGIES}}
+# Controls whose name is not the Config attribute they set (links keep the short name).
+INT_CONTROLS = {"pp_virtual_stages": "vpp"}
 SEARCH_LIMITS = {"micro_batch": 1 << 16, "seq_len": 1 << 22}
 # The texts the widget shows, as str.format templates: the functions below fill them for the
 # server-rendered figure, and the script fills the same templates (sent with its data).
@@ -54,7 +56,6 @@ TEXTS = {
     "qlora": " (QLoRA)",
     "serve": "serving {0} weights, {1} x {2} tokens",
     "verdict": "{0} ({1} usable): {2}",
-    "peak": "Peak of a training step: {0} at the {1}; on {2} it {3}.",
     "host": "Host memory per node for offloaded states: {0}",
     "total": "{0} = {1}",
     # The answers: [largest batch, longest sequence] for training and serving, and [none fits] for each.
@@ -219,7 +220,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
     train = state["mode"] == "train"
     shard = state["shard"] if train else "0"
     fsdp = shard if shard in FSDP_STRATEGIES else None
-    virtual = _int(state["vpp"])
+    virtual = _int(state[INT_CONTROLS["pp_virtual_stages"]])
     return Config(
         model=arch, mode=state["mode"], precision=state["precision"] if train else "bf16",
         param_dtype=None if train else state["weights"], optimizer=state["optimizer"],
@@ -271,14 +272,6 @@ def run_text(config: Config) -> str:
 def verdict_text(total: int, gpu: tuple[str, str, int]) -> str:
     """'H100 SXM 80GB (79.6 GiB usable): fits with 54.4 GiB headroom'."""
     return TEXTS["verdict"].format(gpu[1], format_bytes(gpu[2]), Fit(gpu[2], total).verdict("GiB"))
-
-
-def peak_text(config: Config, breakdown: Breakdown, gpu: tuple[str, str, int]) -> str:
-    """Training: the peak of a step (builder.model.peak) and whether it fits; '' when serving."""
-    if config.mode != "train":
-        return ""
-    top = peak(config, breakdown)
-    return TEXTS["peak"].format(format_bytes(top.total), top.title, gpu[1], Fit(gpu[2], top.total).verdict("GiB"))
 
 
 def summary_text(state: dict[str, str], config: Config, breakdown: Breakdown, gpu: tuple[str, str, int],
@@ -378,6 +371,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                      for p in PRECISIONS.values()},
         "optimizers": OPTIMIZER_STATES,
         "rules": est.RULES,
+        # The whole-number controls that must be at least 1, by Config attribute, in validate_config's order.
+        "ints": {option: INT_CONTROLS.get(option, option) for option in POSITIVE if option != "gpus_per_node"},
         "quantised": QUANTISED,
         "blocks": {name: op_rows(rows) for name, rows in oplists.BLOCKS.items()},
         "first": op_rows(oplists.FIRST_STAGE),
@@ -395,7 +390,6 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "t": TEXTS | VERDICTS,
         "m": CONFIG_MESSAGES | ARCH_MESSAGES,
         "kor": KORTHIKANTI_TABLE,
-        "phases": [PHASE_TITLES[name] for name in PHASES],
     }
 
 
@@ -421,7 +415,7 @@ def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[t
         "host": TEXTS["host"].format(format_bytes(breakdown.host_total)) if breakdown.host_parts else "",
         "fits": [{"id": g[0], "fits": total <= g[2], "text": verdict_text(total, g)} for g in gpus],
         "verdict": verdict_text(total, chosen), "fits_chosen": total <= chosen[2],
-        "max_batch": answers[0], "max_seq": answers[1], "peak": peak_text(config, breakdown, chosen),
+        "max_batch": answers[0], "max_seq": answers[1],
         "chart": chart_geometry(breakdown, [g for g in gpus if g[0] in shown or g[0] == chosen[0]], chosen),
     }
 

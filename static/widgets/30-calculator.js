@@ -29,20 +29,26 @@ WIDGETS.calculator = (root, D) => {
   const part = (name, x, rule, src) => [name, whole(x), rule, D.sources[src]], R = (k, ...v) => fill(D.rules[k], ...v);
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
-  // One block's parameter groups (architecture.layer_param_groups): q, kv, o, norms, then router/experts/shared or mlp.
-  const groups = (A) => {
-    const { h, a, k, d } = A, M = A.sw ? 3 : 2, mlp = (i) => M * h * i + (A.mb ? (M - 1) * i + h : 0);
-    const g = [["q", h * a * d + (A.qb ? a * d : 0)], ["kv", 2 * (h * k * d + (A.qb ? k * d : 0))], ["o", a * d * h + (A.ob ? h : 0)], ["n", 2 * h * (A.ln ? 2 : 1)]];
-    return A.E ? [...g, ["r", h * A.E], ["x", A.E * mlp(A.F)], ["s", A.se * mlp(A.F)]] : [...g, ["m", mlp(A.f)]];
+  // Every parameter tensor as [group, dim0, dim1, count, in a block], laid out as transformers does (GPT-2's Conv1D
+  // stores (in, out)): architecture.parameter_tensors, and by group architecture.layer_param_groups. Groups: embeddings
+  // and untied head "e", norms "n", then per block q, kv, o, norms, and router "r", experts "x", shared experts "s" or mlp "m".
+  const tensors = (A) => {
+    const { h, a, k, d, L } = A, q = a * d, v = k * d, up = A.sw ? 2 : 1, nm = ["n", h, 1, A.ln ? 2 : 1];
+    const mlp = (g, i, n) => A.g2 ? [[g, h, i, n], [g, i, 1, n], [g, i, h, n], [g, h, 1, n]]
+      : [[g, i, h, up * n], [g, h, i, n], [g, i, 1, A.mb * up * n], [g, h, 1, A.mb * n]];
+    const block = [...(A.g2 ? [["q", h, 3 * h, 1], ["q", 3 * h, 1, 1], ["o", h, h, 1]]
+      : [["q", q, h, 1], ["kv", v, h, 2], ["o", h, q, 1], ["q", q, 1, A.qb], ["kv", v, 1, 2 * A.qb]]), ["o", h, 1, A.ob], nm, nm,
+      ...(A.E ? [["r", A.E, h, 1], ...mlp("x", A.F, A.E), ...mlp("s", A.F, A.se)] : mlp("m", A.f, 1))];
+    return [["e", A.V, h, A.tie ? 1 : 2], ["e", A.P, h, 1], nm, ...block.map(([g, x, y, n]) => [g, x, y, n * L, 1])];
   };
-  const params = (A) => A.V * A.h * (A.tie ? 1 : 2) + A.P * A.h + A.L * groups(A).reduce((s, g) => s + g[1], 0) + A.h * (A.ln ? 2 : 1);
+  const params = (A) => tensors(A).reduce((s, [, x, y, n]) => s + x * y * n, 0);
 
   // The form state -> a config (calculator.config_from_state), checked as Architecture and validate_config do.
   const cfg = (st) => {
     const n = (k) => (/^-?\d+$/.test(st[k]) ? +st[k] : 0), train = st.mode == "train", sh = train ? st.shard : "0", fsdp = D.fsdp[sh] != null;
     let A = D.models[st.model];
     if (!A) {
-      A = { name: "custom", F: n("ffn"), se: 0, P: 0, win: 0, sw: st.mlp == "swiglu", ln: st.norm == "layernorm", tie: st.tied == "1", gp: 1 };
+      A = { name: "custom", F: n("ffn"), se: 0, P: 0, win: 0, qb: 0, ob: 0, mb: 0, sw: st.mlp == "swiglu", ln: st.norm == "layernorm", tie: st.tied == "1", gp: 1 };
       for (const k in D.arch) if (D.arch[k]) A[D.arch[k]] = n(k);
       for (const k of ["layers", "hidden", "heads", "vocab"]) if (n(k) <= 0) fail("positive", "custom", k, n(k));
       if (A.k <= 0 || A.a % A.k) fail("kv_heads", "custom", A.k, A.a);
@@ -51,42 +57,44 @@ WIDGETS.calculator = (root, D) => {
     } else A.name = st.model;
     const pol = [...D.policies[train ? st.precision : "bf16"]];
     if (!train) pol[0] = st.weights;
-    return { A, train, pol, opt: st.optimizer, b: n("micro_batch"), s: n("seq_len"), ga: n("grad_accum"), rec: st.recompute, eager: st.attention == "eager",
-      kor: st.formula == "korthikanti", meg: st.formula == "megatron", amp: pol[5] && st.formula != "megatron", drop: st.dropout == "1", dp: n("dp"), fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
-      tp: n("tp"), sp: st.sp == "1", pp: n("pp"), v: n("vpp"), cp: n("cp"), ep: n("ep"), off: train ? st.offload[0] : "n",
-      r: train ? n("lora_rank") : 0, ql: train && st.qlora == "1", batch: n("batch"), ctx: n("context"), kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
+    const c = { A, train, pol, opt: st.optimizer, rec: st.recompute, eager: st.attention == "eager",
+      kor: st.formula == "korthikanti", meg: st.formula == "megatron", amp: pol[5] && st.formula != "megatron", drop: st.dropout == "1", fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
+      sp: st.sp == "1", off: train ? st.offload[0] : "n",
+      r: train ? n("lora_rank") : 0, ql: train && st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
+    for (const k in D.ints) c[k] = n(D.ints[k]);
+    return c;
   };
   const validate = (c) => {
     const { A, dp, tp, pp, ep, cp } = c, f = c.ovh / 100, g = min(dp * cp, 8);
-    for (const [k, v] of Object.entries({ micro_batch: c.b, seq_len: c.s, grad_accum: c.ga, dp, tp, pp, cp, ep, pp_virtual_stages: c.v, batch: c.batch, context: c.ctx }))
-      if (v < 1) fail("at_least_1", k, v);
+    for (const k in D.ints) if (c[k] < 1) fail("at_least_1", k, c[k]);
     if (c.r < 0) fail("lora_rank", c.r);
     if (c.ql && !c.r) fail("qlora");
     if (f < 0 || f >= 10) fail("fraction", "overhead_fraction", f + (Number.isInteger(f) ? ".0" : ""));
     if (tp > 1 && (A.a % tp || (A.k % tp && tp % A.k))) fail("tp", tp, A.a, A.k, A.name);
     if (pp > A.L) fail("pp", pp, A.L, A.name);
-    if (c.v > 1 && A.L % (pp * c.v)) fail("pp_virtual_stages", A.L);
+    if (c.pp_virtual_stages > 1 && A.L % (pp * c.pp_virtual_stages)) fail("pp_virtual_stages", A.L);
     if (ep > 1 && (!A.E || A.E % ep)) fail("ep_experts", ep, A.name, A.E);
     if (ep > 1 && dp % ep) fail("ep_dp", ep, dp);
-    if (c.train && cp > 1 && c.s % cp) fail("cp", cp, c.s);
+    if (c.train && cp > 1 && c.seq_len % cp) fail("cp", cp, c.seq_len);
     if (c.off != "n" && c.stage < 1) fail("offload");
     if (/[pb]/.test(c.off) && c.stage < 3) fail("offload_params");
     if (c.fsdp == "HYBRID_SHARD" && (dp * cp) % g) fail("fsdp_shard_group", g, dp * cp);
   };
 
   // placement.stages: [layers, has embedding, has head, micro-batches in flight].
-  const stages = ({ A, pp: p, v, ga }) => {
+  const stages = ({ A, pp: p, pp_virtual_stages: v, grad_accum: ga }) => {
     const per = ceil(A.L / p);
     return p < 2 ? [[A.L, 1, 1, 1]] : [[per, 1, 0, min(p, ga) * (v > 1 ? (p * v + p - 1) / (p * v) : 1)], [flo(A.L / p), 0, 1, 1]];
   };
   // placement.holding: dense, expert and linear parameters, one block (an FSDP unit) and the root unit on one GPU.
   const holding = ({ A, tp: t, ep }, [L, emb, head]) => {
     const H = { dn: 0, ex: 0, li: 0, un: 0 }, rows = ceil(A.V / t) * A.h;
-    for (const [g, n] of groups(A)) {
-      const div = g == "n" || g == "r" ? 1 : g == "kv" && A.k < t ? A.k : g == "x" ? t * ep : t;
-      H.un += n / div;
-      H[g == "x" ? "ex" : "dn"] += n * L / div;
-      if (g != "n") H.li += n * L / div;
+    for (const [g, x, y, n, inBlock] of tensors(A)) if (inBlock) {
+      // One block's share on this GPU (placement._split_layer_group).
+      const m = x * y * n / A.L / (g == "n" || g == "r" ? 1 : g == "kv" && A.k < t ? A.k : g == "x" ? t * ep : t);
+      H.un += m;
+      H[g == "x" ? "ex" : "dn"] += m * L;
+      if (g != "n") H.li += m * L;
     }
     H.ro = (emb ? rows + A.P * A.h : 0) + (head ? A.h * (A.ln ? 2 : 1) + (!A.tie || !emb ? rows : 0) : 0);
     H.dn += H.ro;
@@ -99,14 +107,8 @@ WIDGETS.calculator = (root, D) => {
   };
   const perGpu = (H, dd, ed) => H.dn / dd + H.ex / ed;
   // FSDP2 splits each tensor along dim 0 in chunks of ceil(dim0 / n) (architecture.parameter_tensors).
-  const sharded = (c, H, dd, ed) => {
-    const { A } = c, { h, a, k, d, f, L, V } = A, nm = [h, 1, A.ln ? 2 : 1];
-    if (!c.fsdp || dd < 2 || A.E || c.tp * c.pp * c.ep > 1 || c.r) return perGpu(H, dd, ed);
-    const layer = A.g2 ? [[h, 3 * h, 1], [3 * h, 1, 1], [h, h, 1], [h, 1, 1], [h, f, 1], [f, 1, 1], [f, h, 1], [h, 1, 1], nm, nm]
-      : [[a * d, h, 1], [k * d, h, 2], [h, a * d, 1], ...(A.qb ? [[a * d, 1, 1], [k * d, 1, 2]] : []), ...(A.ob ? [[h, 1, 1]] : []), [f, h, A.sw ? 2 : 1], [h, f, 1], nm, nm];
-    return [[V, h, 1], ...(A.P ? [[A.P, h, 1]] : []), ...layer.map(([x, y, n]) => [x, y, n * L]), nm, ...(A.tie ? [] : [[V, h, 1]])]
-      .reduce((s, [x, y, n]) => s + n * ceil(x / dd) * y, 0);
-  };
+  const sharded = (c, H, dd, ed) => !c.fsdp || dd < 2 || c.A.E || c.tp * c.pp * c.ep > 1 || c.r ? perGpu(H, dd, ed)
+    : tensors(c.A).reduce((s, [, x, y, n]) => s + n * ceil(x / dd) * y, 0);
 
   const weightParts = (c, H, S) => {
     const [pr] = c.pol, cnt = sharded(c, H, S[0], S[3]), qz = D.quantised[c.ql ? "nf4" : c.train ? "" : pr];
@@ -140,13 +142,13 @@ WIDGETS.calculator = (root, D) => {
     return out;
   };
   const activationParts = (c, [L, emb, head, fl]) => {
-    const { A, tp: t, sp, b, rec } = c, ab = bytes(c.pol[4]), s = flo(c.s / c.cp), T = b * s, src = c.meg ? "kor" : "hf";
+    const { A, tp: t, sp, micro_batch: b, rec } = c, ab = bytes(c.pol[4]), s = flo(c.seq_len / c.cp), T = b * s, src = c.meg ? "kor" : "hf";
     if (c.kor) {
       // Korthikanti et al. 2022 Table 2, per layer: sbh x (c + c_t / t + k x 5as/(ht)) (activations.KORTHIKANTI_TABLE).
       const [rule, k0, kt, att] = D.kor[rec + (t == 1 ? 1 : sp ? "s" : "t")];
       return [part("activations/layers", s * b * A.h * (k0 + kt / t + att * 5 * A.a * s / (A.h * t)) * L * fl, R("per_layer", rule), "kor")];
     }
-    const sym = { T, Tr: sp ? T / t : T, b, s, S: c.s, h: A.h, a: flo(A.a / t), k: max(1, flo(A.k / t)), d: A.d, f: flo((A.E ? A.F : A.f) / t), V: ceil(A.V / t), E: A.E, K: A.K, r: c.r };
+    const sym = { T, Tr: sp ? T / t : T, b, s, S: c.seq_len, h: A.h, a: flo(A.a / t), k: max(1, flo(A.k / t)), d: A.d, f: flo((A.E ? A.F : A.f) / t), V: ceil(A.V / t), E: A.E, K: A.K, r: c.r };
     const held = [c.eager ? "eager" : "fused", c.eager && A.k != A.a && !c.meg ? "gqa_repeat" : "no_gqa_repeat", c.drop ? "dropout" : "no_dropout",
       c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" && "full_recompute", c.amp ? "autocast" : "no_autocast",
       ...(c.r ? ["q", "k", "v", "o"].flatMap((x) => ["lora_" + x, ...(/[qo]/.test(x) || c.pol[4] != "fp32" ? ["lora_in_" + x] : [])]) : D.full)];
@@ -167,7 +169,7 @@ WIDGETS.calculator = (root, D) => {
   // estimator.autocast_copy_parts: the weight copies linear layers save for backward under torch.autocast.
   const ampParts = (c, st) => { const { A, pol, rec, tp } = c, [, , head, fl] = st; return !pol[5] ? [] : [part("activations/autocast_weight_copies",
     ((rec == "full" ? 0 : holding({ ...c, A: { ...A, qb: 0, ob: 0, mb: 0 } }, st).li) + (head ? ceil(A.V / tp) * A.h : 0)) * bytes(pol[4]) * fl, R("linear", bytes(pol[4]), pol[4]), "amp")]; };
-  const serveParts = ({ A, tp: t, pol, kv, batch, ctx }, [L]) => {
+  const serveParts = ({ A, tp: t, pol, kv, batch, context: ctx }, [L]) => {
     const kd = kv || (bytes(pol[0]) < 2 ? "bf16" : pol[0]), per = 2 * L * max(1, flo(A.k / t)) * A.d * bytes(kd);
     return [part("kv_cache", per * batch * (A.win ? min(ctx, A.win) : ctx), R("kv", per, kd), "kv"),
       part("activations/working_set", min(batch * ctx, 8192) * (2 * A.h + 3 * flo((A.f || A.F) / t)) * bytes(pol[4]) + batch * A.V * 4, R("prefill"), "work")];
@@ -215,20 +217,8 @@ WIDGETS.calculator = (root, D) => {
   };
 
   // Texts and figure, as calculator.results and the partial's macros make them.
-  const fit = (total, g) => fill(T[total <= g[2] ? "fits" : "exceeds"], fmtBytes(Math.abs(g[2] - total)));
-  const verdict = (total, g) => fill(T.verdict, g[1], fmtBytes(g[2]), fit(total, g));
+  const verdict = (total, g) => fill(T.verdict, g[1], fmtBytes(g[2]), fill(T[total <= g[2] ? "fits" : "exceeds"], fmtBytes(Math.abs(g[2] - total))));
   const css = (name) => name.split("/")[0].replace("_", "-");
-  // peak.phases: bytes live at each moment of a training step, [bytes, phase number] of the largest.
-  const peakOf = (c, ps) => {
-    const m = {}, v = (k) => m[k] || 0, A = c.A;
-    for (const [k, x] of ps) m[k.split("/")[0] + "/"] = v(k.split("/")[0] + "/") + (m[k] = x);
-    const R = v("weights/") + v("optimizer/") + v("overhead/"), G = v("gradients/"), L = v("activations/logits"), W = v("activations/recompute_working_layer");
-    const gat = v("comm/gathered_params"), red = v("comm/unsharded_grads"), S = v("activations/") - L - W, acc = c.ga > 1 ? G : 0, F = L * 4 / bytes(c.pol[4]);
-    const tied = A.tie && L && v("activations/embedding") && !c.r ? 2 * ceil(A.V / c.tp) * A.h * bytes(c.pol[2]) : 0;
-    return [R + acc + gat + S + L + (L && c.pol[4] != "fp32" ? F : 0) + (L && c.pol[5] ? c.b * flo(c.s / c.cp) * A.h * 4 : 0),
-      R + acc + gat + red + S + 2 * F, R + G + gat + red + W + tied, R + G + (/^adamw?$/.test(c.opt) ? v("optimizer/adam_v") : 0)]
-      .reduce((m, x, i) => (x > m[0] ? [x, i] : m), [-1]);
-  };
   const chart = (parts, total, gpu) => {
     const lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), scale = max(total, ...lines.map((g) => g[2])) * 1.15;
     const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = 18 * lines.length + 6, end = (x) => (x / scale > 0.5 ? ["end", -4] : ["start", 4]);
@@ -248,14 +238,14 @@ WIDGETS.calculator = (root, D) => {
     try {
       const c = cfg(st), { parts, host } = estimate(c), total = sum(parts), { A, train } = c, ok = total <= gpu[2];
       const size = (k) => (n) => sum(estimate({ ...c, [k]: n }).parts);
-      const mb = largest(size(train ? "b" : "batch"), gpu[2], 1, D.limits.micro_batch, 1), ms = largest(size(train ? "s" : "ctx"), gpu[2], train ? c.cp : 1, D.limits.seq_len, train ? c.cp : 1);
+      const mb = largest(size(train ? "micro_batch" : "batch"), gpu[2], 1, D.limits.micro_batch, 1), ms = largest(size(train ? "seq_len" : "context"), gpu[2], train ? c.cp : 1, D.limits.seq_len, train ? c.cp : 1);
       const items = ["dp", "tp", "pp", "cp", "ep"].filter((k) => c[k] > 1).map((k) => k + " " + c[k]), gpus = c.dp * c.tp * c.pp * c.cp;
       if (train && st.shard != "0") items.push(form.elements.shard.selectedOptions[0].text);
-      const run = train ? fill(T.train, st.precision, c.opt, c.r ? fill(T.lora, c.r, c.ql ? T.qlora : "") : "", c.b, commas(c.s)) : fill(T.serve, st.weights, c.batch, commas(c.ctx));
-      const pk = train && peakOf(c, parts), answers = T[st.mode + "_answers"];
+      const run = train ? fill(T.train, st.precision, c.opt, c.r ? fill(T.lora, c.r, c.ql ? T.qlora : "") : "", c.micro_batch, commas(c.seq_len)) : fill(T.serve, st.weights, c.batch, commas(c.context));
+      const answers = T[st.mode + "_answers"];
       text = fill(T.summary, name, commas(params(A)), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(total), fmtBytes(total, "GB"), verdict(total, gpu));
       out("result").innerHTML = put("result", chart(parts, total, gpu), ok, ok ? "" : D.tpl.badge, verdict(total, gpu), total, fill(T.total, fmtBytes(total), fmtBytes(total, "GB")),
-        train ? put("peak", fill(T.peak, fmtBytes(pk[0]), D.phases[pk[1]], gpu[1], fit(pk[0], gpu))) : "", host ? put("host", fill(T.host, fmtBytes(host))) : "",
+        host ? put("host", fill(T.host, fmtBytes(host))) : "",
         parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1]), p[2], p[3])).join(""),
         D.gpus.map((g) => put("fit", g[0], total <= g[2], total <= g[2] ? "✓" : "✗", verdict(total, g))).join(""),
         fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]));

@@ -52,7 +52,7 @@ READ = """(selector) => {
     total_text: text('[data-total]'), verdict: text('.calc-verdict'), host: text('.calc-host'),
     fits: [...root.querySelectorAll('.calc-fits li')].map(li => [li.dataset.gpu, li.dataset.fits === 'true',
       li.textContent.slice(2)]),
-    max_batch: text('[data-out=max_batch]'), max_seq: text('[data-out=max_seq]'), peak: text('[data-out=peak]'),
+    max_batch: text('[data-out=max_batch]'), max_seq: text('[data-out=max_seq]'),
     state: Object.fromEntries([...root.querySelector('form').elements].filter(e => e.name && (e.type !== 'radio' || e.checked))
       .map(e => [e.name, e.type === 'checkbox' ? (e.checked ? '1' : '0') : e.value])),
   };
@@ -149,7 +149,6 @@ def compare(got: dict, want: dict, where: str) -> tuple[list[str], int]:
             problems.append(f"{where}: {w['name']} shows {g[2:]} != {[w['size'], w['rule'], w['source']]}")
     texts = {"summary": want["summary"], "live": want["summary"], "total_text": want["total_text"],
              "max_batch": want["max_batch"], "max_seq": want["max_seq"], "host": want["host"] or None,
-             "peak": want["peak"] or None,
              "verdict": ("DOESN'T FIT " if not want["fits_chosen"] else "") + want["verdict"]}
     problems += [f"{where}: {key} {got[key]!r} != {value!r}" for key, value in texts.items() if got[key] != value]
     fits = [[f["id"], f["fits"], f["text"]] for f in want["fits"]]
