@@ -32,7 +32,8 @@ WIDGETS.calculator = (root, D) => {
   // Every parameter tensor as [group, dim0, dim1, count, in a block], laid out as transformers does (GPT-2's Conv1D
   // stores (in, out)): architecture.parameter_tensors, and by group architecture.layer_param_groups. Groups: embeddings
   // and untied head "e", norms "n", then per block q, kv, o, norms, and router "r", experts "x", shared experts "s" or mlp "m".
-  const tensors = (A) => {
+  const known = new WeakMap(), tensors = (A) => known.get(A) || known.set(A, tensorList(A)).get(A);
+  const tensorList = (A) => {
     const { h, a, k, d, L } = A, q = a * d, v = k * d, up = A.sw ? 2 : 1, nm = ["n", h, 1, A.ln ? 2 : 1];
     const mlp = (g, i, n) => A.g2 ? [[g, h, i, n], [g, i, 1, n], [g, i, h, n], [g, h, 1, n]]
       : [[g, i, h, up * n], [g, h, i, n], [g, i, 1, A.mb * up * n], [g, h, 1, A.mb * n]];
