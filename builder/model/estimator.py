@@ -225,7 +225,8 @@ def optimizer_parts(arch: Architecture | None, config: Config, trainable: Holdin
         ratio = Fraction(factored, param_count(arch))
         return [Part("optimizer/adafactor_factors", whole_bytes(count * ratio * per),
                      "sum over matrices of (rows + columns) x bytes; vectors in full", ADAFACTOR,
-                     RULES["factored"].format(f"{float(ratio * per):.4f}"), "no first moment (beta1 = None, the default); "
+                     RULES["factored"].format(f"{float(ratio * per):.4f}"),
+                     "no first moment (beta1 = None, the default); "
                      "factors spread over GPUs in proportion to parameters", shard.optimizer)]
     return []  # plain SGD keeps no state
 
@@ -257,7 +258,8 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
         total = per_layer * stage.layers * stage.in_flight
         rule = act.korthikanti_row(config.tp, config.sequence_parallel, config.recompute)[0]
         return [Part("activations/layers", whole_bytes(total), f"L_stage x in_flight x {rule}", act.KORTHIKANTI,
-                     RULES["per_layer"].format(rule), "reference mode: Table 2 assumes a GPT block with 16-bit activations "
+                     RULES["per_layer"].format(rule),
+                     "reference mode: Table 2 assumes a GPT block with 16-bit activations "
                      "and dropout; embeddings, logits and loss are left out as in Table 2")]
     values = act.symbols(arch, config, s, b)
     source = act.KORTHIKANTI if config.implementation == "megatron" else act.HF_CODE
@@ -385,17 +387,22 @@ def comm_parts(arch: Architecture | None, config: Config, held: Holding, shard: 
     return parts
 
 
+def _percent(fraction: float) -> str:
+    """A fraction as RULES['percent'] writes it: 0.1 -> '10%' (as the calculator's whole-percent field does)."""
+    return RULES["percent"].format(f"{fraction * 100:.0f}")
+
+
 def overhead_parts(config: Config, allocated: int) -> list[Part]:
     """CUDA context, allocator reserve and a framework percentage, as named assumptions."""
     parts = []
     if config.allocator_reserve:
         parts.append(Part("overhead/allocator_reserve", whole_bytes(allocated * Fraction(str(config.allocator_reserve))),
                           f"{config.allocator_reserve:.0%} of allocated", "PyTorch caching allocator notes "
-                          "(reserved minus allocated)", f"{config.allocator_reserve:.0%}", "assumed fraction"))
+                          "(reserved minus allocated)", _percent(config.allocator_reserve), "assumed fraction"))
     if config.overhead_fraction:
         parts.append(Part("overhead/framework", whole_bytes(allocated * Fraction(str(config.overhead_fraction))),
                           f"{config.overhead_fraction:.0%} of the parts above", "seed 004 calculator: flat 10% "
-                          "for allocator, NCCL buffers and workspaces", RULES["percent"].format(f"{config.overhead_fraction * 100:.0f}"),
+                          "for allocator, NCCL buffers and workspaces", _percent(config.overhead_fraction),
                           "assumed percentage, not derived"))
     if config.overhead_bytes:
         parts.append(Part("overhead/fixed", config.overhead_bytes, "fixed amount given by the user",

@@ -339,7 +339,8 @@ _STATE_RULE = est.RULES["state"].format("{0}", "{1}", "{2}")
 OPTIMIZER_STATES = {
     "adam": [["adam_m", "s", _STATE_RULE.replace("{2}", "first moment"), "adam"],
              ["adam_v", "s", _STATE_RULE.replace("{2}", "second moment"), "adam"]],
-    "adam8bit": [[f"adam_{m}", 260 / 256, est.RULES["param"].format(est._fmt_b(Fraction(260, 256)), "uint8 + fp32 absmax per 256"), "bnb"]
+    "adam8bit": [[f"adam_{m}", 260 / 256,
+                  est.RULES["param"].format(est._fmt_b(Fraction(260, 256)), "uint8 + fp32 absmax per 256"), "bnb"]
                  for m in "mv"],
     "sgd-momentum": [["momentum", "s", _STATE_RULE.replace("{2}", "momentum"), "sgd"]],
     "lion": [["momentum", "s", _STATE_RULE.replace("{2}", "momentum"), "lion"]],
