@@ -180,8 +180,8 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
             state["shard"] = str(value)
         elif option == "fsdp":
             state["shard"] = value
-        elif option == "pp_virtual_stages":
-            state["vpp"] = str(value)
+        elif option in INT_CONTROLS:
+            state[INT_CONTROLS[option]] = str(value)
         elif option == "activation_formula":
             state["formula"] = "korthikanti" if value == "korthikanti" else state["formula"]
         elif option == "implementation":
@@ -335,15 +335,19 @@ SOURCES = {
 # Optimizer states (builder.model.estimator.optimizer_parts): part suffix, bytes per parameter
 # ('s': the state dtype, [n, d]: fixed, 'af': Adafactor's factored share), rule, source. Rules are
 # estimator.RULES templates, filled with the bytes per parameter ({0}) and the state dtype ({1}).
-_STATE_RULE = est.RULES["state"].format("{0}", "{1}", "{2}")
+def _state_rule(label: str) -> str:
+    """RULES['state'] with its third field (which state) filled in."""
+    return est.RULES["state"].replace("{2}", label)
+
+
 OPTIMIZER_STATES = {
-    "adam": [["adam_m", "s", _STATE_RULE.replace("{2}", "first moment"), "adam"],
-             ["adam_v", "s", _STATE_RULE.replace("{2}", "second moment"), "adam"]],
+    "adam": [["adam_m", "s", _state_rule("first moment"), "adam"],
+             ["adam_v", "s", _state_rule("second moment"), "adam"]],
     "adam8bit": [[f"adam_{m}", 260 / 256,
                   est.RULES["param"].format(est._fmt_b(Fraction(260, 256)), "uint8 + fp32 absmax per 256"), "bnb"]
                  for m in "mv"],
-    "sgd-momentum": [["momentum", "s", _STATE_RULE.replace("{2}", "momentum"), "sgd"]],
-    "lion": [["momentum", "s", _STATE_RULE.replace("{2}", "momentum"), "lion"]],
+    "sgd-momentum": [["momentum", "s", _state_rule("momentum"), "sgd"]],
+    "lion": [["momentum", "s", _state_rule("momentum"), "lion"]],
     "adafactor": [["adafactor_factors", "af", est.RULES["factored"], "ada"]],
     "sgd": [],
 }
@@ -372,8 +376,10 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                      for p in PRECISIONS.values()},
         "optimizers": OPTIMIZER_STATES,
         "rules": est.RULES,
-        # The whole-number controls that must be at least 1, by Config attribute, in validate_config's order.
-        "ints": {option: INT_CONTROLS.get(option, option) for option in POSITIVE if option != "gpus_per_node"},
+        # The whole-number controls that must be at least 1, by Config attribute, in validate_config's order
+        # (options the form has no control for, such as gpus_per_node, keep their defaults).
+        "ints": {option: INT_CONTROLS.get(option, option) for option in POSITIVE
+                 if INT_CONTROLS.get(option, option) in defaults},
         "quantised": QUANTISED,
         "blocks": {name: op_rows(rows) for name, rows in oplists.BLOCKS.items()},
         "first": op_rows(oplists.FIRST_STAGE),
