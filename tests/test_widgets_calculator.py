@@ -107,7 +107,11 @@ def test_invalid_state_reports_validate_config_message():
 def test_emitted_op_lists_are_the_models():
     data = make_context()["data"]
     for name, rows in oplists.BLOCKS.items():
-        assert data["blocks"][name] == [[r.group, r.coefficient, r.shape, r.dtype, r.condition, int(r.core)] for r in rows]
+        assert data["blocks"][name] == [[r.group, r.coefficient, r.shape.split(), r.dtype,
+                                         [c for c in r.condition.split("&") if c], int(r.core)] for r in rows]
+    # Pre-split, so the script's row walk is the model's: "T a d" -> symbols, "eager&no_dropout" -> both must hold.
+    row = next(r for r in data["blocks"]["hf-llama"] if len(r[4]) > 1)
+    assert all(isinstance(x, str) and x and "&" not in x for x in row[4]) and all(" " not in x for x in row[2])
     assert len(data["first"]) == len(oplists.FIRST_STAGE)
     assert len(data["last"][1]) == len(oplists.LAST_STAGE_RMSNORM)
 

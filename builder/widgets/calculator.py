@@ -316,8 +316,10 @@ def arch_data(arch: Architecture) -> dict[str, Any]:
 
 
 def op_rows(rows: tuple[oplists.Row, ...]) -> list[list[Any]]:
-    """Op-list rows without their descriptions: [group, coefficient, shape, dtype, condition, core]."""
-    return [[r.group, r.coefficient, r.shape, r.dtype, r.condition, int(r.core)] for r in rows]
+    """Op-list rows without their descriptions, split as the script reads them (once, here, not on every
+    estimate): [group, coefficient, shape symbols, dtype, conditions that must all hold, core]."""
+    return [[r.group, r.coefficient, r.shape.split(), r.dtype, [c for c in r.condition.split("&") if c], int(r.core)]
+            for r in rows]
 
 
 SOURCES = {

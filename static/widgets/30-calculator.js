@@ -154,8 +154,8 @@ WIDGETS.calculator = (root, D) => {
       c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" && "full_recompute", c.amp ? "autocast" : "no_autocast",
       ...(c.r ? ["q", "k", "v", "o"].flatMap((x) => ["lora_" + x, ...(/[qo]/.test(x) || c.pol[4] != "fp32" ? ["lora_in_" + x] : [])]) : D.full)];
     // activations.evaluate: the rows whose conditions all hold, as [group, bytes, core].
-    const ev = (rows) => rows.filter((r) => r[4].split("&").every((x) => !x || held.includes(x)))
-      .map(([g, k, shape, dt, , core]) => [g, shape.split(" ").reduce((e, x) => e * (sym[x] ?? 1), k) * (dt == "act" ? ab : dt == "int64" ? 8 : bytes(dt)), core]);
+    const ev = (rows) => rows.filter((r) => r[4].every((x) => held.includes(x)))
+      .map(([g, k, shape, dt, , core]) => [g, shape.reduce((e, x) => e * (sym[x] ?? 1), k) * (dt == "act" ? ab : dt == "int64" ? 8 : bytes(dt)), core]);
     const total = (rows) => rows.reduce((s, r) => s + r[1], 0);
     const byGroup = (rows) => [...new Set(rows.map((r) => r[0]))].map((g) => [g, total(rows.filter((r) => r[0] == g))]);
     const layer = ev(D.blocks[c.meg ? "megatron" : A.ln ? "hf-gpt2" : A.E ? "hf-mixtral" : "hf-llama"]);
