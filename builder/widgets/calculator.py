@@ -124,10 +124,10 @@ PARALLEL_CONTROLS = (
     Control("offload", "CPU offload", "select", _pairs(OFFLOAD), "train"),
     Control("dp", "Data parallel", "number", low=1, high=65536),
     Control("tp", "Tensor parallel", "number", low=1, high=1024),
-    Control("sp", "Sequence parallel (with TP)", "check"),
+    Control("sp", "Sequence parallel (with TP)", "check", show="train"),
     Control("pp", "Pipeline stages", "number", low=1, high=1024),
-    Control("vpp", "Virtual stages", "number", low=1, high=64, hint="above 1: interleaved"),
-    Control("cp", "Context parallel", "number", low=1, high=1024),
+    Control("vpp", "Virtual stages", "number", show="train", low=1, high=64, hint="above 1: interleaved"),
+    Control("cp", "Context parallel", "number", show="train", low=1, high=1024),
     Control("ep", "Expert parallel", "number", low=1, high=1024),
 )
 
@@ -158,16 +158,30 @@ def arch_state(arch: Architecture) -> dict[str, str]:
             "experts": str(arch.experts), "top_k": str(arch.top_k)}
 
 
+_PLAIN = Config()
+# The form's values for a plain run (Config's defaults), before a preset's settings apply.
+PLAIN_STATE = {"mode": _PLAIN.mode, "precision": _PLAIN.precision, "optimizer": _PLAIN.optimizer,
+               "micro_batch": str(_PLAIN.micro_batch), "seq_len": str(_PLAIN.seq_len),
+               "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute, "attention": _PLAIN.attention,
+               "formula": "hf", "dropout": "0", "lora_rank": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
+               "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
+               "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0"}
+# Controls that mean something in one mode only ('train' or 'serve'): in the other mode they are
+# hidden (CSS, by the form's own state) and the model reads their plain value instead (`effective_state`),
+# so nothing a reader set while training can change a served model's numbers, or the reverse.
+MODE_ONLY = {c.key: c.show for c in TRAIN_CONTROLS + SERVE_CONTROLS + PARALLEL_CONTROLS if c.show in ("train", "serve")}
+
+
+def effective_state(state: dict[str, str]) -> dict[str, str]:
+    """The state the model reads: every control of the other mode at its plain value."""
+    return {key: PLAIN_STATE[key] if MODE_ONLY.get(key, state["mode"]) != state["mode"] else value
+            for key, value in state.items()}
+
+
 def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu: str) -> dict[str, str]:
     """The form state for Config overrides (a preset's settings); unknown overrides are errors."""
-    config = Config()
     model_id = settings.get("model", "llama-3-8b")
-    state = {"model": model_id, **arch_state(models[model_id]), "mode": config.mode, "precision": config.precision,
-             "optimizer": config.optimizer, "micro_batch": str(config.micro_batch), "seq_len": str(config.seq_len),
-             "grad_accum": str(config.grad_accum), "recompute": config.recompute, "attention": config.attention,
-             "formula": "hf", "dropout": "0", "lora_rank": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
-             "batch": str(config.batch), "context": str(config.context), "shard": "0", "offload": "none",
-             "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0", "gpu": gpu}
+    state = {"model": model_id, **arch_state(models[model_id]), **PLAIN_STATE, "gpu": gpu}
     direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "attention",
               "lora_rank", "batch", "context", "offload", "dp", "tp", "pp", "cp", "ep"}
     flags = {"dropout": "dropout", "qlora": "qlora", "sequence_parallel": "sp"}
@@ -215,10 +229,11 @@ def custom_arch(state: dict[str, str]) -> Architecture:
 
 
 def config_from_state(state: dict[str, str], models: dict[str, Architecture]) -> Config:
-    """The Config a form state describes. Serving ignores the training-only controls."""
+    """The Config a form state describes; the other mode's controls do not count (`effective_state`)."""
+    state = effective_state(state)
     arch = custom_arch(state) if state["model"] == CUSTOM else models[state["model"]]
     train = state["mode"] == "train"
-    shard = state["shard"] if train else "0"
+    shard = state["shard"]
     fsdp = shard if shard in FSDP_STRATEGIES else None
     virtual = _int(state[INT_CONTROLS["pp_virtual_stages"]])
     return Config(
@@ -231,8 +246,8 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         dp=_int(state["dp"]), zero=0 if fsdp else _int(shard), fsdp=fsdp, tp=_int(state["tp"]),
         sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
         pp_schedule="interleaved" if virtual > 1 else "1f1b", pp_virtual_stages=virtual, cp=_int(state["cp"]),
-        ep=_int(state["ep"]), offload=state["offload"] if train else "none",
-        lora_rank=_int(state["lora_rank"]) if train else 0, qlora=train and state["qlora"] == "1",
+        ep=_int(state["ep"]), offload=state["offload"],
+        lora_rank=_int(state["lora_rank"]), qlora=state["qlora"] == "1",
         batch=_int(state["batch"]), context=_int(state["context"]),
         kv_dtype=None if state["kv_dtype"] == "auto" else state["kv_dtype"],
         overhead_fraction=_int(state["overhead"]) / 100)
@@ -392,6 +407,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "shown": shown,
         "defaults": defaults,
         "fsdp": FSDP_STAGE,
+        "modeOnly": MODE_ONLY,
+        "plain": {key: PLAIN_STATE[key] for key in MODE_ONLY},
         # The custom-architecture controls (kept in links only for a custom model), each with the
         # arch_data symbol its number sets ('' for the choices the script reads by name).
         "arch": {control.key: ARCH_SYMBOLS.get(control.key, "") for control in ARCH_CONTROLS},

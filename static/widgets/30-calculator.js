@@ -44,9 +44,11 @@ WIDGETS.calculator = (root, D) => {
   };
   const params = (A) => tensors(A).reduce((s, [, x, y, n]) => s + x * y * n, 0);
 
+  // The state the model reads (calculator.effective_state): a control of the other mode counts at its plain value.
+  const effective = (st) => Object.fromEntries(Object.entries(st).map(([k, v]) => [k, (D.modeOnly[k] || st.mode) == st.mode ? v : D.plain[k]]));
   // The form state -> a config (calculator.config_from_state), checked as Architecture and validate_config do.
-  const cfg = (st) => {
-    const n = (k) => (/^-?\d+$/.test(st[k]) ? +st[k] : 0), train = st.mode == "train", sh = train ? st.shard : "0", fsdp = D.fsdp[sh] != null;
+  const cfg = (form) => {
+    const st = effective(form), n = (k) => (/^-?\d+$/.test(st[k]) ? +st[k] : 0), train = st.mode == "train", sh = st.shard, fsdp = D.fsdp[sh] != null;
     let A = D.models[st.model];
     if (!A) {
       A = { name: "custom", F: n("ffn"), se: 0, P: 0, win: 0, qb: 0, ob: 0, mb: 0, sw: st.mlp == "swiglu", ln: st.norm == "layernorm", tie: st.tied == "1", gp: 1 };
@@ -60,8 +62,8 @@ WIDGETS.calculator = (root, D) => {
     if (!train) pol[0] = st.weights;
     const c = { A, train, pol, opt: st.optimizer, rec: st.recompute, eager: st.attention == "eager",
       kor: st.formula == "korthikanti", meg: st.formula == "megatron", amp: pol[5] && st.formula != "megatron", drop: st.dropout == "1", fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
-      sp: st.sp == "1", off: train ? st.offload[0] : "n",
-      r: train ? n("lora_rank") : 0, ql: train && st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
+      sp: st.sp == "1", off: st.offload[0],
+      r: n("lora_rank"), ql: st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
     for (const k in D.ints) c[k] = n(D.ints[k]);
     return c;
   };

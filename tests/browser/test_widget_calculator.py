@@ -368,3 +368,77 @@ def test_layout_and_screenshots(open_page, screenshot_dir, viewport):
                              if "calculator-1-chart" in p]
                 visit.page.locator(WIDGET).screenshot(path=str(screenshot_dir / f"calculator-{name}-{scheme}-{viewport[0]}.png"))
     assert problems == []
+
+
+# Mode switches (issue 19, section 1) ------------------------------------------------------
+
+def reader_sets(page, key: str, value: str) -> None:
+    """Change one control as a reader does: pick an option, type a number, tick a box, click a choice."""
+    field = page.locator(f"{WIDGET} [name={key}]")
+    kind = field.first.get_attribute("type") or "select"
+    if kind == "radio":
+        page.locator(f"{WIDGET} [name={key}][value={value}]").click()
+    elif kind == "checkbox":
+        field.set_checked(value == "1")
+    elif kind == "select":
+        field.select_option(value)
+    else:
+        field.fill(value)
+
+
+def other_values(page, key: str, current: str) -> list[str]:
+    """Every other choice of a select or radio group, the other state of a checkbox, or a few numbers."""
+    choices = page.evaluate("""([selector, key]) => {
+      const el = document.querySelector(selector).querySelector('form').elements[key];
+      if (el instanceof RadioNodeList) return [...el].map(r => r.value);
+      if (el.tagName === 'SELECT') return [...el.options].map(o => o.value);
+      if (el.type === 'checkbox') return ['0', '1'];
+      return null;
+    }""", [WIDGET, key])
+    numbers = {"lora_rank": ["16"], "micro_batch": ["8"], "seq_len": ["65536"], "grad_accum": ["4"], "vpp": ["2"],
+               "cp": ["2", "3"], "batch": ["64"], "context": ["131072"]}
+    return [v for v in (choices or numbers[key]) if v != current]
+
+
+def test_zero3_then_serving_holds_the_whole_model(calculator):
+    """Regression (issue 19): ZeRO-3 on 8 GPUs in training, then Serving. Each replica holds all of Llama 3 8B's
+    weights (16,060,522,496 B in bf16, 15.0 GiB), so a T4 16GB cannot hold it with a batch of 1 x 4,096 tokens."""
+    page, data, _ = calculator
+    set_state(page, data["defaults"] | {"model": "llama-3-8b", "mode": "train", "gpu": "t4"})
+    reader_sets(page, "shard", "3")
+    reader_sets(page, "dp", "8")
+    assert page.evaluate(READ, WIDGET)["parts"][0][1] == 8_030_261_248 * 2 // 8  # training: sharded over 8
+    reader_sets(page, "mode", "serve")
+    got = page.evaluate(READ, WIDGET)
+    weights = dict((p[0], p[1]) for p in got["parts"])["weights"]
+    assert weights == 8_030_261_248 * 2  # published: 8,030,261,248 parameters (Meta Llama 3 8B model card)
+    assert got["verdict"].startswith("DOESN'T FIT") and "exceeds by" in got["verdict"]
+    problems, _ = compare(got, expected(got["state"], data["shown"]), "zero3 then serve")
+    assert problems == []
+    # The hidden training controls cannot be reached in serving, and their values do not count.
+    assert not page.locator(f"{WIDGET} [name=shard]").is_visible()
+
+
+def test_training_controls_never_change_serving_numbers(calculator):
+    """Property (issue 19): from every training setting a reader can choose, a switch to Serving shows exactly
+    what serving shows from the plain state; and serving settings never change a training figure."""
+    page, data, _ = calculator
+    base = data["defaults"] | {"model": "mixtral-8x7b", "dp": "4", "gpu": "h100-80gb"}
+    for mode, other in (("train", "serve"), ("serve", "train")):
+        set_state(page, base | {"mode": other})
+        reference = page.evaluate(READ, WIDGET)
+        assert reference["error"] is None
+        keys = [k for k, shown in calc.MODE_ONLY.items() if shown == mode]
+        assert {"shard", "offload", "precision", "lora_rank", "sp", "cp", "vpp"} <= set(keys) if mode == "train" else keys
+        tried = 0
+        for key in keys:
+            for value in other_values(page, key, base[key]):
+                set_state(page, base | {"mode": mode})
+                reader_sets(page, key, value)
+                reader_sets(page, "mode", other)
+                got = page.evaluate(READ, WIDGET)
+                tried += 1
+                assert got["state"][key] == value
+                for field in ("summary", "parts", "total", "verdict", "fits", "max_batch", "max_seq", "error"):
+                    assert got[field] == reference[field], f"{mode} {key}={value} changed {other} {field}"
+        assert tried >= (30 if mode == "train" else 10)
