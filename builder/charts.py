@@ -36,6 +36,17 @@ class ChartBar:
 
     label: str  # e.g. '1 GPU' or 'ZeRO-3 / 8 GPUs'
     breakdown: Breakdown
+    need: int | None = None  # what the run needs (builder.model.peak.need); None: the sum of parts
+
+    @property
+    def needed(self) -> int:
+        """What overflow marks and DOESN'T FIT notes compare with capacity: the need, else the sum of parts."""
+        return self.breakdown.total if self.need is None else self.need
+
+    @property
+    def peak_differs(self) -> bool:
+        """True when the need is not the sum of parts (a training step peaks above or below it)."""
+        return self.need is not None and self.need != self.breakdown.total
 
 
 @dataclass(frozen=True)
@@ -432,7 +443,7 @@ class Frame:
 def plan_frame(spec: ChartSpec, texts: list[list[tuple[Words, ...]]]) -> Frame:
     """Choose the axis range and a plot tall enough for the most crowded column of notes."""
     unit_bytes = UNIT_BYTES[spec.unit]
-    amounts = [bar.breakdown.total for bar in spec.bars] + [gpu.usable_bytes for gpu in spec.gpus]
+    amounts = [max(bar.breakdown.total, bar.needed) for bar in spec.bars] + [gpu.usable_bytes for gpu in spec.gpus]
     axis_top, ticks = choose_ticks(max(amounts) / unit_bytes)
     crowded = [sum(len(lines) * LINE_HEIGHT + NOTE_GAP for lines in column) for column in texts]
     crowded.append(len(spec.gpus) * (2 * LINE_HEIGHT + NOTE_GAP))
@@ -449,13 +460,17 @@ def give_full_notes(spec: ChartSpec, index: int) -> bool:
 
 
 def write_notes(spec: ChartSpec, index: int, stack: list[Segment], overflow: list[Gpu]) -> list[tuple[Words, ...]]:
-    """The lines of each note beside bar `index`: one per segment, then the DOESN'T FIT note.
+    """The lines of each note beside bar `index`: one per segment, then the peak of a step where it is not the sum
+    of parts, then the DOESN'T FIT note (which compares the need, not the sum, with each GPU).
 
     Full notes read 'Weights 13.0 GiB · 2 B/param'; when that is too wide and the column has
     room, the rule moves to a second, smaller line (as in the reference diagram)."""
-    total = sum(segment.bytes for segment in stack)
+    bar = spec.bars[index]
+    need = bar.needed
+    peak = [(note_words(f"peak of a step {format_amount(need, spec.unit)}", "tm-text tm-note tm-peak-note", bold=True),)
+            ] if bar.peak_differs else []
     if not give_full_notes(spec, index):
-        notes = [(note_words(format_amount(s.bytes, spec.unit), "tm-text tm-note"),) for s in stack]
+        notes = [(note_words(format_amount(s.bytes, spec.unit), "tm-text tm-note"),) for s in stack] + peak
         if overflow:  # narrow: the marker on a line of its own, then the GPUs
             notes.append((note_words("DOESN'T FIT", "tm-warning tm-note", bold=True),)
                          + tuple(note_words(gpu.display, "tm-warning tm-note") for gpu in overflow))
@@ -463,8 +478,9 @@ def write_notes(spec: ChartSpec, index: int, stack: list[Segment], overflow: lis
     notes = [(note_words(describe_segment(s, spec.unit), "tm-text tm-note"),) for s in stack]
     two_lines = (2 * len(stack) + 2 * len(overflow)) * LINE_HEIGHT + (len(stack) + 1) * NOTE_GAP <= MIN_PLOT_HEIGHT
     if not (two_lines and max((width_of(n[0]) for n in notes), default=0) > ONE_LINE_WIDTH):
+        notes += peak
         if overflow:
-            notes.append(tuple(note_words(f"DOESN'T FIT {gpu.display} (+{format_amount(total - gpu.usable_bytes, spec.unit)})",
+            notes.append(tuple(note_words(f"DOESN'T FIT {gpu.display} (+{format_amount(need - gpu.usable_bytes, spec.unit)})",
                                           "tm-warning tm-note", bold=True) for gpu in overflow))
         return notes
     notes = []
@@ -472,8 +488,9 @@ def write_notes(spec: ChartSpec, index: int, stack: list[Segment], overflow: lis
         head = note_words(f"{segment.name} {format_amount(segment.bytes, spec.unit)}", "tm-text tm-note")
         rule = note_words(segment.rule, "tm-text-dim tm-note", size=SMALL_SIZE)
         notes.append((head, rule) if segment.rule else (head,))
+    notes += peak
     for gpu in overflow:
-        over = format_amount(total - gpu.usable_bytes, spec.unit)
+        over = format_amount(need - gpu.usable_bytes, spec.unit)
         notes.append((note_words(f"DOESN'T FIT {gpu.display}", "tm-warning tm-note", bold=True),
                       note_words(f"+{over} over its usable memory", "tm-warning tm-note", size=SMALL_SIZE)))
     return notes
@@ -481,7 +498,8 @@ def write_notes(spec: ChartSpec, index: int, stack: list[Segment], overflow: lis
 
 def plan_bar(index: int, bar: ChartBar, stack: list[Segment], texts: list[tuple[Words, ...]], overflow: list[Gpu],
              x: float, frame: Frame, spec: ChartSpec) -> tuple[list[Box | Strokes | Words], Column, float, float]:
-    """A bar's segments, overflow hatch, label and notes; returns them, where it ends and its label's bottom."""
+    """A bar's segments, the need's mark, overflow hatch, label and notes; returns them, where it ends and its
+    label's bottom. The hatch runs from the smallest exceeded capacity to the need (or the stack's top, if higher)."""
     items: list[Box | Strokes | Words] = []
     column = Column(leader_x=x + BAR_WIDTH)
     base = 0
@@ -492,18 +510,24 @@ def plan_bar(index: int, bar: ChartBar, stack: list[Segment], texts: list[tuple[
         items.append(Box(x, top_y, BAR_WIDTH, bottom_y - top_y, segment.css, "tm-segment", 0.5, gid, tooltip))
         column.notes.append(Note((top_y + bottom_y) / 2, lines, segment.css))
         base += segment.bytes
+    extra = texts[len(stack):]
+    if bar.peak_differs:
+        peak_y = frame.y_of(bar.needed)
+        items.append(Strokes((((x - 4, peak_y), (x + BAR_WIDTH + 4, peak_y)),), "tm-peak-line", 2.0))
+        column.notes.append(Note(peak_y, extra.pop(0)))
     if overflow:
-        line_y, top_y = frame.y_of(overflow[0].usable_bytes), frame.y_of(base)
+        line_y, top_y = frame.y_of(overflow[0].usable_bytes), frame.y_of(max(base, bar.needed))
         items.append(Strokes(make_hatch(x, top_y, x + BAR_WIDTH, line_y), "tm-overflow-hatch", 0.9))
         items.append(Box(x, top_y, BAR_WIDTH, line_y - top_y, "", "tm-overflow-outline", 1.2))
-        column.notes.append(Note((top_y + line_y) / 2, texts[-1]))
+        column.notes.append(Note((top_y + line_y) / 2, extra[-1]))
     note_width = max((width_of(w) for note in column.notes for w in note.lines), default=0)
     label_width = max(column.text_x + note_width - x, BAR_WIDTH + 40)
     y = frame.plot_bottom + 16
     for line in wrap_text(bar.label, label_width, FONT_SIZE, bold=True):
         items.append(Words(x, y, line, "tm-text tm-bar-label", bold=True))
         y += LINE_HEIGHT
-    items.append(Words(x, y, f"{format_amount(base, spec.unit)} total", "tm-text-dim tm-bar-total", size=SMALL_SIZE))
+    items.append(Words(x, y, f"{format_amount(base, spec.unit)} sum of parts", "tm-text-dim tm-bar-total",
+                       size=SMALL_SIZE))
     items.append(Strokes((((x - 6, frame.plot_bottom), (x + BAR_WIDTH + 6, frame.plot_bottom)),), "tm-axis", 0.8))
     right = max([column.text_x + note_width] + [x + width_of(w) for w in items if isinstance(w, Words)])
     return items, column, right, y
@@ -596,7 +620,7 @@ def plan_example(spec: ChartSpec, width: float, top: float) -> tuple[list[Box | 
 def plan_drawing(spec: ChartSpec) -> Drawing:
     """Lay out the whole chart in SVG units."""
     stacks = [collect_segments(bar, spec) for bar in spec.bars]
-    overflows = [find_overflow(bar.breakdown.total, spec.gpus) for bar in spec.bars]
+    overflows = [find_overflow(bar.needed, spec.gpus) for bar in spec.bars]
     texts = [write_notes(spec, index, stack, overflow) for index, (stack, overflow) in enumerate(zip(stacks, overflows))]
     frame = plan_frame(spec, texts)
 
@@ -863,9 +887,11 @@ def describe_chart(spec: ChartSpec) -> str:
     sentences = []
     for bar in spec.bars:
         pieces = ", ".join(describe_segment(s, spec.unit) for s in collect_segments(bar, spec))
-        sentences.append(f"{bar.label}: {pieces}; total {format_amount(bar.breakdown.total, spec.unit)}.")
-        for gpu in find_overflow(bar.breakdown.total, spec.gpus):
-            over = format_amount(bar.breakdown.total - gpu.usable_bytes, spec.unit)
+        sentences.append(f"{bar.label}: {pieces}; sum of parts {format_amount(bar.breakdown.total, spec.unit)}.")
+        if bar.peak_differs:
+            sentences.append(f"{bar.label}: peak of a step {format_amount(bar.needed, spec.unit)}.")
+        for gpu in find_overflow(bar.needed, spec.gpus):
+            over = format_amount(bar.needed - gpu.usable_bytes, spec.unit)
             sentences.append(f"{bar.label} DOESN'T FIT {gpu.display} ({over} over).")
     for gpu in spec.gpus:
         sentences.append(f"{gpu.display}: {format_amount(gpu.usable_bytes, spec.unit)} usable.")

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Sequence
 
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
-from builder.model.peak import largest, phases, unmodelled
+from builder.model.peak import Need, need, unmodelled
 from builder.model import Config, estimate
 from builder.model.architecture import active_param_count, param_count
 from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, MODES, OFFLOAD,
                                   OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
-from builder.model.questions import check_fit, max_micro_batch, max_seq_len, min_gpus
+from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, format_bytes, parse_size
 
 MAX_CHOICES = ("micro-batch", "seq-len", "gpus")
@@ -270,37 +270,32 @@ def run_estimate(args: argparse.Namespace) -> int:
         raise UsageError("argument --phases: phases of a step are for training (--mode train)")
     try:
         breakdown = estimate(config)
+        needed = need(config)
         answer = answer_max(args.max, config, gpus[args.gpu]) if args.max else None
     except ValueError as error:
         option, _, message = str(error).partition(": ")
         raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
-    steps = phases(config, breakdown) if config.mode == "train" else ()
-    top = largest(steps) if steps else None
     if args.json:
-        data = breakdown_json(breakdown, gpus, args.gpu, answer)
-        if top is not None:
-            data["peak_bytes"], data["peak_phase"] = top.total, top.name
+        data = breakdown_json(breakdown, needed, gpus, args.gpu, answer)
         if args.phases:
             data["phases"] = {phase.name: {"bytes": phase.total, "parts": {p.name: p.bytes for p in phase.parts}}
-                              for phase in steps}
+                              for phase in needed.steps}
         print(json.dumps(data, indent=2))
     else:
-        print(render_table(breakdown, config, gpus, args.gpu, args.unit, answer))
-        if top is not None and top.total > breakdown.total and not args.phases:
-            print(f"\n  note: the peak of a training step, at the {top.title}, is "
-                  f"{format_bytes(top.total, args.unit, 2)}, more than the sum of parts; see --phases")
+        print(render_table(breakdown, needed, config, gpus, args.gpu, args.unit, answer))
         if args.phases:
-            print(render_phases(steps, top, config, args.unit))
+            print(render_phases(needed, config, args.unit))
     return 0
 
 
-def render_phases(steps, top, config: Config, unit: str) -> str:
-    """The candidate peaks of a step, the largest (`top`) marked, with what changes between them."""
+def render_phases(needed: Need, config: Config, unit: str) -> str:
+    """The candidate peaks of a step, the one that sets the need marked, with what changes between them."""
     divisor = GiB if unit == "GiB" else GB
-    lines = ["", f"Peak by phase of a training step ({unit} per GPU; builder/model/peak.py):"]
-    for phase in steps:
+    stage = f", pipeline stage: {needed.stage}" if needed.stage != "only" else ""
+    lines = ["", f"Peak by phase of a training step ({unit} per GPU{stage}; builder/model/peak.py):"]
+    for phase in needed.steps:
         extra = ", ".join(f"{p.name} {p.bytes / divisor:.2f}" for p in phase.parts if p.transient)
-        mark = "  <- peak" if phase.name == top.name else ""
+        mark = "  <- peak" if phase.name == needed.peak.name else ""
         lines.append(f"  {phase.title:<38}  {phase.total / divisor:10.2f}{mark}")
         if extra:
             lines.append(f"    incl. transient: {extra}")
@@ -323,16 +318,19 @@ def answer_max(question: str, config: Config, gpu: Gpu) -> dict:
             "how": plan.how if plan else "no plan up to 4096 GPUs keeps this strategy within capacity"}
 
 
-def breakdown_json(breakdown, gpus: dict[str, Gpu], gpu_id: str | None, answer: dict | None) -> dict:
-    """The JSON contract: params, per_gpu_bytes (= sum of parts), parts, host_bytes, fits."""
+def breakdown_json(breakdown, needed: Need, gpus: dict[str, Gpu], gpu_id: str | None, answer: dict | None) -> dict:
+    """The JSON contract: params, per_gpu_bytes (= sum of parts), need_bytes (what `fits` compares), parts,
+    host_bytes, fits; for training also peak_bytes and peak_phase (the moment that sets need_bytes)."""
     chosen = [gpus[gpu_id]] if gpu_id else list(gpus.values())
     fits = {}
     for gpu in chosen:
-        fit = check_fit(breakdown, gpu.usable_bytes)
+        fit = Fit(gpu.usable_bytes, needed.bytes)
         fits[gpu.id] = {"capacity_bytes": gpu.usable_bytes, "headroom_bytes": fit.headroom, "fits": fit.fits}
     data = {
         "params": breakdown.params,
         "per_gpu_bytes": breakdown.total,
+        "need_bytes": needed.bytes,
+        "need_basis": needed.basis,
         "parts": breakdown.as_dict(),
         "host_bytes": breakdown.host_total,
         "host_parts": {p.name: p.bytes for p in breakdown.host_parts},
@@ -340,29 +338,37 @@ def breakdown_json(breakdown, gpus: dict[str, Gpu], gpu_id: str | None, answer: 
         "sources": {p.name: p.source for p in breakdown.parts},
         "notes": list(breakdown.notes) + [f"{p.name}: {p.simplification}" for p in breakdown.parts if p.simplification],
     }
+    if needed.peak is not None:
+        data["peak_bytes"], data["peak_phase"] = needed.bytes, needed.peak.name
+        if needed.stage != "only":
+            data["peak_stage"] = needed.stage
     if answer is not None:
         data["max"] = answer
     return data
 
 
-def render_table(breakdown, config: Config, gpus: dict[str, Gpu], gpu_id: str | None, unit: str,
+def render_table(breakdown, needed: Need, config: Config, gpus: dict[str, Gpu], gpu_id: str | None, unit: str,
                  answer: dict | None) -> str:
-    """A readable table of parts, the total, the verdict and notes."""
+    """A readable table of parts, their sum, what the run needs, the verdict and notes."""
     divisor = GiB if unit == "GiB" else GB
     arch = config.model
-    title = arch.extra.get("display", arch.name) if arch else f"{breakdown.params:,} parameters"
-    lines = [f"{title} · {config.mode} · {breakdown.params:,} parameters · sizes in {unit} "
+    title = f"{arch.extra.get('display', arch.name)} · {config.mode} · {breakdown.params:,} parameters" if arch \
+        else f"A raw count of {breakdown.params:,} parameters · {config.mode}"
+    lines = [f"{title} · sizes in {unit} "
              f"({'2**30' if unit == 'GiB' else '10**9'} bytes) per GPU"]
-    width = max([len(p.name) for p in breakdown.parts] + [5])
+    width = max([len(p.name) for p in breakdown.parts] + [12])
     for part in breakdown.parts:
         lines.append(f"  {part.name:<{width}}  {part.bytes / divisor:10.2f}  {part.per_unit}")
-    lines.append(f"  {'total':<{width}}  {breakdown.total / divisor:10.2f}")
+    lines.append(f"  {'sum of parts':<{width}}  {breakdown.total / divisor:10.2f}")
+    lines.append(f"  {'need':<{width}}  {needed.bytes / divisor:10.2f}  {needed.basis}")
     if breakdown.host_parts:
         lines.append(f"  host memory per node: {format_bytes(breakdown.host_total, unit, 2)}")
     targets = [gpus[gpu_id]] if gpu_id else list(gpus.values())
     lines.append("")
+    lines.append("  Verdicts compare the need with each GPU's usable capacity"
+                 + (" (see --phases)." if needed.peak else "."))
     for gpu in targets:
-        fit = check_fit(breakdown, gpu.usable_bytes)
+        fit = Fit(gpu.usable_bytes, needed.bytes)
         lines.append(f"  {gpu.display} ({format_bytes(gpu.usable_bytes, unit, 1)} usable): {fit.verdict(unit)}")
     if answer is not None:
         lines.append("")

@@ -18,7 +18,8 @@ from builder.charts import ChartBar, ChartSpec
 from builder.content import BarDefinition, ChartDefinition, ContentError, Page, Preset
 from builder.model import Breakdown, Config, validate_config
 from builder.model.architecture import Architecture
-from builder.model.peak import phases
+from builder.model.estimator import estimate as model_estimate
+from builder.model.peak import need, phases
 from builder.model.units import parse_size
 
 # Config field -> the kind of value an author writes for it.
@@ -201,7 +202,10 @@ def evaluate_chart(chart: ChartDefinition, page: Page, presets: dict[str, Preset
             errors.append(ContentError(page.path, bar.line, f"bar {bar.label!r}: the model rejects it: {error}"))
             continue
         configs.append(config)
-        bars.append(ChartBar(label=bar.label, breakdown=breakdown))
+        # The model's own estimate has step phases, so its bars carry their need; a stand-in estimate (the build
+        # tests') has none, and its bars are judged by their sum.
+        bars.append(ChartBar(label=bar.label, breakdown=breakdown,
+                             need=need(config).bytes if estimate is model_estimate else None))
     if chart.phases and bars:
         try:
             bars = phase_bars(configs[0], bars[0])
@@ -232,9 +236,10 @@ def format_amount(n_bytes: int, unit: str) -> str:
 
 
 def phase_bars(config: Config, bar: ChartBar) -> list[ChartBar]:
-    """The bar's sum of parts, then the bytes live at each phase of its training step (builder.model.peak)."""
+    """The bar's sum of parts (with its need), then the bytes live at each phase of its training step
+    (builder.model.peak); each moment is its own need."""
     whole = bar.breakdown
-    bars = [ChartBar(label=bar.label or "sum of all parts", breakdown=whole)]
+    bars = [ChartBar(label=bar.label or "sum of all parts", breakdown=whole, need=bar.need)]
     for phase in phases(config, whole):
         bars.append(ChartBar(label=phase.title, breakdown=Breakdown(params=whole.params, parts=phase.parts,
                                                                      trainable_params=whole.trainable_params)))
@@ -247,8 +252,9 @@ def describe_chart(chart: ChartDefinition, bars: list[ChartBar], gpus: tuple[Gpu
     for bar in bars:
         amounts = group_amounts(bar.breakdown, chart.group_by)
         listed = ", ".join(f"{name} {format_amount(amount, chart.unit)}" for name, amount in amounts.items())
-        sentences.append(f"{bar.label}: {format_amount(bar.breakdown.total, chart.unit)} {chart.unit} per GPU "
-                         f"({listed}).")
+        peak = f"; peak of a step {format_amount(bar.needed, chart.unit)} {chart.unit}" if bar.peak_differs else ""
+        sentences.append(f"{bar.label}: sum of parts {format_amount(bar.breakdown.total, chart.unit)} {chart.unit} "
+                         f"per GPU ({listed}){peak}.")
     for gpu in gpus:
         sentences.append(f"{gpu.display} holds {format_amount(gpu.usable_bytes, chart.unit)} {chart.unit}.")
     return " ".join(sentences)

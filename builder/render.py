@@ -362,8 +362,10 @@ def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg
         "bars": [bar.label for bar in spec.bars],
         "rows": table_rows(chart),
         "totals": [format_amount(bar.breakdown.total, spec.unit) for bar in spec.bars],
+        "needs": [format_amount(bar.needed, spec.unit) for bar in spec.bars]
+        if any(bar.peak_differs for bar in spec.bars) else None,
         "gpus": [{"display": gpu.display, "capacity": format_amount(gpu.usable_bytes, spec.unit),
-                  "verdicts": [fit_verdict(bar.breakdown.total, gpu.usable_bytes, spec.unit) for bar in spec.bars]}
+                  "verdicts": [fit_verdict(bar.needed, gpu.usable_bytes, spec.unit) for bar in spec.bars]}
                  for gpu in spec.gpus],
         "unit": spec.unit,
     }
@@ -372,7 +374,7 @@ def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg
 
 
 def fit_verdict(total: int, capacity: int, unit: str) -> str:
-    """'yes, 27.3 left' or 'no, 12.0 over' (in the table's unit)."""
+    """'yes, 27.3 left' or 'no, 12.0 over' (in the table's unit), for a bar's need."""
     if total <= capacity:
         return f"yes, {format_amount(capacity - total, unit)} left"
     return f"no, {format_amount(total - capacity, unit)} over"

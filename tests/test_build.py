@@ -125,9 +125,9 @@ def test_table_numbers_come_from_the_model(fixture_site):
     single = fake_estimate(Config(model=llama, micro_batch=1, seq_len=4096))
     sharded = fake_estimate(Config(model=llama, micro_batch=1, seq_len=4096, zero=3, dp=8))
     rows = table_cells((fixture_site / "index.html").read_text(), "table-states")
-    assert rows["Total (GiB)"] == [format_amount(single.total, "GiB"), format_amount(sharded.total, "GiB")]
+    assert rows["Sum of parts (GiB)"] == [format_amount(single.total, "GiB"), format_amount(sharded.total, "GiB")]
     # 8,030,261,248 params x 16 B = 119.66 GiB, + 2 x 4096 x 4096 x 32 B = 1 GiB of activations; ZeRO-3 / 8
-    assert rows["Total (GiB)"] == ["120.7", "16.0"]
+    assert rows["Sum of parts (GiB)"] == ["120.7", "16.0"]
     assert rows["optimizer"] == ["89.7", "11.2"]
     assert rows["Fits on A100 SXM 80GB (80.0 GiB)?"] == ["no, 40.7 over", "yes, 64.0 left"]
 
@@ -137,7 +137,7 @@ def test_grid_makes_one_bar_per_value_in_the_chosen_unit(fixture_site):
     gpt2 = load_models(FIXTURE / "content" / "models.toml")["gpt2"]
     expected = [format_amount(fake_estimate(Config(model=gpt2, micro_batch=b, seq_len=1024)).total, "GB") for b in (1, 4)]
     # 124,439,808 x 16 B = 1.99 GB, + 2 x b x 1024 x 768 x 12 B of activations
-    assert rows["Total (GB)"] == expected == ["2.0", "2.1"]
+    assert rows["Sum of parts (GB)"] == expected == ["2.0", "2.1"]
     assert "optimizer/adam" in rows  # group_by: part lists every part
     assert "GB = 10^9 bytes" in (fixture_site / "index.html").read_text()
 
@@ -259,7 +259,7 @@ def test_real_site_numbers_equal_the_memory_model(real_site):
     base = dict(model=llama, precision="bf16-mixed", optimizer="adamw", micro_batch=1, seq_len=4096)
     single, sharded = estimate(Config(**base)), estimate(Config(**base, zero=3, dp=8))
     rows = table_cells((real_site / "index.html").read_text(), "table-four-buckets")
-    assert rows["Total (GiB)"] == [format_amount(single.total, "GiB"), format_amount(sharded.total, "GiB")]
+    assert rows["Sum of parts (GiB)"] == [format_amount(single.total, "GiB"), format_amount(sharded.total, "GiB")]
     assert rows["weights"] == [format_amount(single.buckets()["weights"], "GiB"),
                                format_amount(sharded.buckets()["weights"], "GiB")]
     assert rows["weights"] == ["15.0", "1.9"]  # 8,030,261,248 x 2 B = 14.96 GiB; / 8 = 1.87 GiB

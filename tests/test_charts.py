@@ -139,7 +139,7 @@ def test_empty_description_is_written_from_the_numbers():
     root = parse(render_chart(make_spec()))
     desc = root[1].text
     assert f"1 GPU: Weights {gib(2 * PARAMS)} · 2 B/param" in desc
-    assert f"total {gib(make_training().total)}" in desc
+    assert f"sum of parts {gib(make_training().total)}" in desc
     assert "1 GPU DOESN'T FIT H100 SXM 80GB" in desc
 
 
@@ -315,8 +315,8 @@ def test_bar_labels_and_totals_under_the_bars():
     root = parse(render_chart(make_spec()))
     assert strings_of(root, "tm-bar-label") == ["1 GPU", "ZeRO-3 / 8 GPUs"]
     assert strings_of(root, "tm-bar-total") == [
-        f"{gib(make_training().total)} total",
-        f"{gib(make_training(shards=8).total)} total",
+        f"{gib(make_training().total)} sum of parts",
+        f"{gib(make_training(shards=8).total)} sum of parts",
     ]
 
 
@@ -583,3 +583,21 @@ def test_a_chart_renders_well_under_100_ms_after_import():
         render_chart(spec)
         timings.append(time.perf_counter() - start)
     assert statistics.median(timings) < 0.1, timings
+
+
+def test_overflow_follows_the_need_not_the_sum():
+    """Issue 13: a bar whose sum of parts fits an H100 but whose step peaks above it gets the peak's mark, the
+    DOESN'T FIT note and the hatch up to the peak; the same bar judged by its sum would fit."""
+    sharded = make_training(shards=8)
+    need = H100.usable_bytes + 3 * GiB
+    assert sharded.total < H100.usable_bytes < need
+    root = parse(render_chart(make_spec(bars=(ChartBar("ZeRO-3", sharded, need=need),), gpus=(H100,), notes="full")))
+    notes = strings_of(root, "tm-note")
+    assert f"peak of a step {gib(need)}" in notes
+    assert "DOESN'T FIT H100 SXM 80GB (+3.0 GiB)" in notes
+    assert strings_of(root, "tm-bar-total") == [f"{gib(sharded.total)} sum of parts"]
+    assert [e for e in root.iter() if "tm-peak-line" in (e.get("class") or "")]
+    assert "peak of a step" in root[1].text and "DOESN'T FIT H100 SXM 80GB (3.0 GiB over)" in root[1].text
+    # Judged by the sum (no need given), the same bar fits: the sum alone would have said "fits".
+    plain = parse(render_chart(make_spec(bars=(ChartBar("ZeRO-3", sharded),), gpus=(H100,), notes="full")))
+    assert not any("DOESN'T FIT" in n for n in strings_of(plain, "tm-note"))

@@ -27,9 +27,11 @@ def test_json_contract(capsys):
     data = json.loads(out)
     assert data["params"] == 8_030_261_248
     assert data["per_gpu_bytes"] == sum(data["parts"].values())
-    assert set(data) >= {"params", "per_gpu_bytes", "parts", "host_bytes", "fits"}
+    assert set(data) >= {"params", "per_gpu_bytes", "need_bytes", "parts", "host_bytes", "fits"}
+    # The verdict compares the need (the peak of a step), never the sum of parts alone (issue 13).
+    assert data["need_bytes"] == data["peak_bytes"] and data["need_basis"].startswith("peak of a step")
     assert data["fits"]["h100-80gb"] == {"capacity_bytes": 81559 * 2**20,
-                                         "headroom_bytes": 81559 * 2**20 - data["per_gpu_bytes"], "fits": False}
+                                         "headroom_bytes": 81559 * 2**20 - data["need_bytes"], "fits": False}
     assert data["parts"]["weights"] == 2 * 8_030_261_248
 
 
@@ -132,17 +134,20 @@ def test_phases_list_the_peak_of_a_step(capsys):
 
 
 def test_the_peak_is_reported_when_it_exceeds_the_sum(capsys):
-    """Without --phases: JSON always carries peak_bytes/peak_phase for training, and the table adds one
-    note when the peak of a step is more than the sum of parts (Llama 3 8B, 8,192 tokens, ZeRO-3)."""
+    """Without --phases: JSON always carries peak_bytes/peak_phase for training, and the table shows the sum of
+    parts and the need, named, when the peak of a step is more than the sum (Llama 3 8B, 8,192 tokens, ZeRO-3)."""
     args = ("estimate", "--model", "llama-3-8b", "--seq-len", "8192", "--zero", "3", "--dp", "8")
     code, out, _ = run(capsys, *args, "--json")
     data = json.loads(out)
     assert data["peak_phase"] == "backward_start" and data["peak_bytes"] > data["per_gpu_bytes"]
     assert "phases" not in data
     code, out, _ = run(capsys, *args)
-    assert "note: the peak of a training step, at the start of backward (loss gradients), is 77.29 GiB" in out
+    assert "sum of parts                 73.29" in out
+    assert "need                         77.29  peak of a step, at the start of backward (loss gradients)" in out
+    assert "Verdicts compare the need with each GPU's usable capacity" in out
     code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--mode", "serve", "--json")
-    assert "peak_bytes" not in json.loads(out)
+    data = json.loads(out)
+    assert "peak_bytes" not in data and data["need_bytes"] == data["per_gpu_bytes"]
 
 
 def test_phases_are_for_training(capsys):

@@ -6,7 +6,8 @@ import pytest
 
 from builder.catalog import default_models
 from builder.model import Config, estimate, param_count
-from builder.model.questions import check_fit, max_micro_batch, max_seq_len, min_gpus
+from builder.model.peak import need
+from builder.model.questions import Fit, fits, max_micro_batch, max_seq_len, min_gpus
 
 MODELS = default_models()
 N = 7_000_000_000
@@ -147,21 +148,20 @@ def test_overheads_are_named_parts():
 
 
 def test_questions_fit_batch_sequence_gpus():
+    """Every question compares the need (peak of a step) with capacity, exactly at the boundary (issue 13)."""
     arch = MODELS["llama-3-8b"]
-    h100 = 81559 * 2**20
+    h100 = 81559 * 2**20  # H100 SXM 80GB usable (content/gpus.toml)
     config = Config(model=arch, seq_len=4096, zero=3, dp=8, attention="flash")
-    assert check_fit(estimate(config), h100).fits
+    needed = lambda c: need(c).bytes  # noqa: E731
+    assert fits(config, h100) and Fit(h100, needed(config)).fits
     best = max_micro_batch(config, h100)
-    assert estimate(config.with_changes(micro_batch=best)).total <= h100 < \
-        estimate(config.with_changes(micro_batch=best + 1)).total
+    assert needed(config.with_changes(micro_batch=best)) <= h100 < needed(config.with_changes(micro_batch=best + 1))
     longest = max_seq_len(config, h100)
-    assert estimate(config.with_changes(seq_len=longest)).total <= h100 < \
-        estimate(config.with_changes(seq_len=longest + 1)).total
+    assert needed(config.with_changes(seq_len=longest)) <= h100 < needed(config.with_changes(seq_len=longest + 1))
     plan = min_gpus(Config(model=arch, seq_len=4096, zero=3, attention="flash"), h100)
     assert plan is not None and plan.gpus > 1
-    assert estimate(plan.config).total <= h100
-    assert estimate(plan.config.with_changes(dp=plan.gpus - 1)).total > h100
-    assert check_fit(estimate(Config(model=arch)), h100).verdict().startswith("exceeds by ")
+    assert needed(plan.config) <= h100 < needed(plan.config.with_changes(dp=plan.gpus - 1))
+    assert Fit(h100, needed(Config(model=arch))).verdict().startswith("exceeds by ")
 
 
 def test_uneven_pipeline_split_gives_every_stage_layers():

@@ -48,8 +48,15 @@ def test_default_figure_is_the_models_estimate():
     breakdown = estimate(config)
     assert [(p["name"], p["bytes"]) for p in result["parts"]] == list(breakdown.as_dict().items())
     assert result["total"] == breakdown.total
+    # Issue 13: the figure states what the run needs (the peak of a step) and judges every GPU by it.
+    from builder.model.peak import need
+
+    needed = need(config)
+    assert result["need"] == needed.bytes > breakdown.total and needed.peak.name == "backward_start"
     assert result["summary"].startswith("Llama 3 8B (8,030,261,248 parameters), training, bf16-mixed, adamw")
-    assert f"{format_bytes(breakdown.total)} ({format_bytes(breakdown.total, 'GB')}) per GPU" in result["summary"]
+    assert (f"needs {format_bytes(needed.bytes)} ({format_bytes(needed.bytes, 'GB')}) per GPU, the peak of a step, "
+            f"at the start of backward (loss gradients); sum of parts {format_bytes(breakdown.total)}") in result["summary"]
+    assert all(f["fits"] == (needed.bytes <= g[2]) for f, g in zip(result["fits"], GPUS))
     assert result["max_batch"].startswith("Largest micro-batch that fits on H100 SXM 80GB: ")
     assert [f["id"] for f in result["fits"]] == [g[0] for g in GPUS]
 

@@ -459,18 +459,22 @@ def estimate_stage(config: Config, stage: Stage) -> tuple[list[Part], list[Part]
     return gpu, host
 
 
+def stage_estimates(config: Config) -> list[tuple[Stage, list[Part], list[Part]]]:
+    """(stage, GPU parts, host parts per GPU) for every pipeline stage worth evaluating (config validated)."""
+    validate_config(config)
+    return [(stage, *estimate_stage(config, stage)) for stage in stages(config.model, config)]
+
+
 def estimate(config: Config) -> Breakdown:
     """Per-GPU memory of the fullest pipeline stage, as named parts that sum to the total."""
-    validate_config(config)
+    return breakdown_of(config, stage_estimates(config))
+
+
+def breakdown_of(config: Config, evaluated: list[tuple[Stage, list[Part], list[Part]]]) -> Breakdown:
+    """The Breakdown of the stage whose parts sum the highest (the first such) among `stage_estimates`."""
     arch = config.model
-    best: tuple[int, list[Part], list[Part], Stage] | None = None
-    for stage in stages(arch, config):
-        gpu, host = estimate_stage(config, stage)
-        total = sum(p.bytes for p in gpu)
-        if best is None or total > best[0]:
-            best = (total, gpu, host, stage)
-    assert best is not None
-    _, gpu, host, stage = best
+    fullest = max(range(len(evaluated)), key=lambda i: (sum(p.bytes for p in evaluated[i][1]), -i))
+    stage, gpu, host = evaluated[fullest]
     per_node = min(config.gpus_per_node, config.dp * config.tp * config.pp * config.cp)
     host_parts = tuple(Part(f"host/{p.name}", p.bytes * per_node, f"{per_node} GPUs per node x ({p.formula})",
                             p.source, p.per_unit, p.simplification) for p in host)

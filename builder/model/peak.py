@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from builder.model.breakdown import Breakdown, Part, whole_bytes
+from builder.model.breakdown import Breakdown, Part, join_parts, whole_bytes
 from builder.model.config import Config
 from builder.model.estimator import _per_token_rule as per_token_rule
-from builder.model.estimator import estimate
+from builder.model.estimator import estimate, overhead_parts, stage_estimates
 from builder.model.units import dtype_bytes
 
 LOSS = ("transformers 5.23 loss_utils.ForCausalLMLoss (logits.float()) and PyTorch 2.13 log_softmax / nll_loss "
@@ -42,8 +42,8 @@ ACCUMULATE = "PyTorch autograd AccumulateGrad: .grad persists across micro-batch
 PHASES = ("forward", "backward_start", "backward_end", "optimizer_step")
 PHASE_TITLES = {"forward": "end of forward (loss computed)", "backward_start": "start of backward (loss gradients)",
                 "backward_end": "end of backward (all gradients)", "optimizer_step": "optimizer step"}
-# Optimizers whose foreach step allocates a temporary the size of the named state part.
-STEP_TEMPORARIES = {"adam": "optimizer/adam_v", "adamw": "optimizer/adam_v"}
+# Optimizers whose foreach step allocates a temporary the size of a state part (TRANSIENTS' step_temporaries).
+STEP_TEMPORARIES = ("adam", "adamw")
 NO_TEMPORARIES = ("sgd", "sgd-momentum")  # foreach SGD updates in place (no weight decay)
 
 
@@ -65,73 +65,124 @@ class Phase:
         return PHASE_TITLES[self.name]
 
 
-def _transient(name: str, amount: Fraction | int, formula: str, source: str, note: str = "", per_unit: str = "") -> Part:
-    return Part(name, whole_bytes(amount), formula, source, per_unit, note, transient=True)
+# The estimate's parts that are live at the peak but not saved for backward (Part.transient): the
+# returned logits and the layer recomputed under full recomputation. 'saved' below leaves them out.
+NOT_SAVED = ("activations/logits", "activations/recompute_working_layer")
+
+# Which parts are live at each moment of the step, as selectors of the estimate's parts: a bucket
+# ('weights'), a part's name ('activations/logits'), 'saved' (the saved activations: the activations
+# bucket less its transient parts) or 'accumulating' (the gradients, when gradient accumulation
+# keeps them across micro-batches). Python (phases_of) and the calculator's script read this table.
+LIVE = {
+    "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved", "activations/logits"),
+    "backward_start": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
+                       "saved"),
+    "backward_end": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
+                     "activations/recompute_working_layer"),
+    "optimizer_step": ("weights", "optimizer", "gradients"),
+}
 
 
-def pick(by_name: dict[str, Part], name: str) -> list[Part]:
-    """[the part called `name`], or [] when the estimate has none."""
-    return [by_name[name]] if name in by_name else []
+@dataclass(frozen=True)
+class Transient:
+    """A tensor that lives for one moment of the step only, as a product of factors, when all conditions hold.
+
+    Factors are numbers, symbols of `transient_symbols` (T tokens on this GPU, V vocabulary rows on this
+    GPU, h hidden size, grad: bytes per gradient element) or the name of a part (its bytes). Conditions
+    are flags of `transient_flags`. The calculator's script evaluates the same rows."""
+
+    name: str
+    phase: str
+    factors: tuple[int | str, ...]
+    conditions: tuple[str, ...]
+    formula: str
+    source: str
+    note: str
+    per_token: bool = True  # annotate bytes per token (else `per_unit` below)
+    per_unit: str = ""
+
+
+TRANSIENTS = (
+    Transient("activations/logits_fp32", "forward", ("T", "V", 4), ("head", "low_precision"), "b x s x V x 4 B",
+              LOSS, "the loss upcasts the logits to fp32"),
+    Transient("activations/final_hidden_fp32", "forward", ("T", "h", 4), ("head", "autocast"), "b x s x h x 4 B",
+              LOSS, "the final norm's fp32 output, held by the model output until the loss is computed"),
+    Transient("activations/loss_grads", "backward_start", (2, "T", "V", 4), ("head",), "2 x b x s x V x 4 B",
+              LOSS, "gradient of the log-probabilities and of the fp32 logits"),
+    Transient("gradients/tied_embedding_temporaries", "backward_end", (2, "V", "h", "grad"),
+              ("head", "embedding", "tied", "full_tuning"), "2 x V/t x h x bytes(grad)", TIED,
+              "unsharded: the sum is formed before any reduce-scatter", False, "2 V x h gradients"),
+    Transient("optimizer/step_temporaries", "optimizer_step", ("optimizer/adam_v",), ("foreach_adam",),
+              "one second-moment-sized tensor", FOREACH, "torch.optim foreach; fused optimizers have none", False,
+              "as the second moment"),
+)
+
+
+def transient_symbols(config: Config) -> dict[str, Fraction]:
+    """The symbols TRANSIENTS multiply: T tokens on this GPU, V vocabulary rows on this GPU, h, grad bytes."""
+    arch = config.model
+    return {"T": Fraction(config.micro_batch * (config.seq_len // config.cp)),
+            "V": Fraction(-(-arch.vocab // config.tp)) if arch else Fraction(0),
+            "h": Fraction(arch.hidden) if arch else Fraction(0), "grad": dtype_bytes(config.policy.grad)}
+
+
+def transient_flags(config: Config, parts: tuple[Part, ...]) -> set[str]:
+    """The conditions of TRANSIENTS that hold for this configuration on a GPU holding `parts`."""
+    names, policy, arch = {p.name for p in parts}, config.policy, config.model
+    flags = {"head" if "activations/logits" in names else "", "embedding" if "activations/embedding" in names else "",
+             "low_precision" if policy.activation != "fp32" else "", "autocast" if policy.autocast else "",
+             "tied" if arch is not None and arch.tied_embeddings else "",
+             "full_tuning" if not config.lora_rank else "",
+             "foreach_adam" if config.optimizer in STEP_TEMPORARIES else ""}
+    return flags - {""}
+
+
+def _live(selector: str, config: Config, parts: tuple[Part, ...]) -> list[Part]:
+    """The parts a LIVE selector picks."""
+    if selector == "saved":
+        return [p for p in parts if p.bucket == "activations" and p.name not in NOT_SAVED]
+    if selector == "accumulating":
+        return [Part(p.name, p.bytes, p.formula, ACCUMULATE, p.per_unit, "held across micro-batches")
+                for p in parts if p.bucket == "gradients" and config.grad_accum > 1]
+    return [p for p in parts if p.name == selector or ("/" not in selector and p.bucket == selector)]
+
+
+def _transients(phase: str, config: Config, parts: tuple[Part, ...]) -> list[Part]:
+    """The TRANSIENTS of one moment whose conditions hold, worked out."""
+    flags, values = transient_flags(config, parts), transient_symbols(config)
+    by_name = {p.name: p.bytes for p in parts}
+    out = []
+    for row in TRANSIENTS:
+        if row.phase != phase or not set(row.conditions) <= flags:
+            continue
+        amount = Fraction(1)
+        for factor in row.factors:
+            amount *= factor if isinstance(factor, int) else values.get(factor, by_name.get(factor, 0))
+        rule = per_token_rule(amount, values["T"]) if row.per_token else row.per_unit
+        out.append(Part(row.name, whole_bytes(amount), row.formula, row.source, rule, row.note, transient=True))
+    return out
 
 
 def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, ...]:
     """The candidate peaks of one training step on the GPU `estimate` reports (training only)."""
     if config.mode != "train":
         raise ValueError("mode: phases of a step are for training; serving has one steady state")
-    breakdown = breakdown or estimate(config)
-    policy, arch = config.policy, config.model
-    parts = breakdown.parts
-    by_name = {p.name: p for p in parts}
-    resident = [p for p in parts if p.bucket in ("weights", "master", "optimizer", "overhead")]
-    grads = [p for p in parts if p.bucket == "gradients"]
-    gathered, reducing = pick(by_name, "comm/gathered_params"), pick(by_name, "comm/unsharded_grads")
-    saved = [p for p in parts if p.bucket == "activations" and not p.transient]
-    logits = pick(by_name, "activations/logits")
-    working = pick(by_name, "activations/recompute_working_layer")
-    accumulating = grads if config.grad_accum > 1 else []
-    accumulating = [Part(p.name, p.bytes, p.formula, ACCUMULATE, p.per_unit, "held across micro-batches")
-                    for p in accumulating]
+    return phases_of(config, (breakdown or estimate(config)).parts)
 
-    loss_forward: list[Part] = []
-    loss_backward: list[Part] = []
-    if logits:
-        act = dtype_bytes(policy.activation)
-        fp32_logits = Fraction(logits[0].bytes) * 4 / act  # b x s x V / t in fp32
-        tokens = config.micro_batch * (config.seq_len // config.cp)
-        if policy.activation != "fp32":
-            loss_forward.append(_transient("activations/logits_fp32", fp32_logits, "b x s x V x 4 B",
-                                           LOSS, "the loss upcasts the logits to fp32",
-                                           per_token_rule(fp32_logits, tokens)))
-        if policy.autocast and arch is not None:
-            # The model output keeps the final hidden state, fp32 under autocast; lm_head saved a cast copy.
-            hidden = tokens * arch.hidden * 4
-            loss_forward.append(_transient("activations/final_hidden_fp32", hidden, "b x s x h x 4 B", LOSS,
-                                           "the final norm's fp32 output, held by the model output until the "
-                                           "loss is computed", per_token_rule(Fraction(hidden), tokens)))
-        loss_backward.append(_transient("activations/loss_grads", 2 * fp32_logits, "2 x b x s x V x 4 B", LOSS,
-                                        "gradient of the log-probabilities and of the fp32 logits",
-                                        per_token_rule(2 * fp32_logits, tokens)))
 
-    tied: list[Part] = []
-    if arch is not None and arch.tied_embeddings and logits and "activations/embedding" in by_name:
-        if not config.lora_rank:
-            rows = -(-arch.vocab // config.tp)
-            tied.append(_transient("gradients/tied_embedding_temporaries", 2 * rows * arch.hidden *
-                                   dtype_bytes(policy.grad), "2 x V/t x h x bytes(grad)", TIED,
-                                   "unsharded: the sum is formed before any reduce-scatter", "2 V x h gradients"))
+def phases_of(config: Config, parts: tuple[Part, ...]) -> tuple[Phase, ...]:
+    """The candidate peaks of one training step on a GPU holding `parts` (one pipeline stage's): LIVE's
+    parts and the moment's TRANSIENTS.
 
-    temporaries: list[Part] = []
-    state = by_name.get(STEP_TEMPORARIES.get(config.optimizer, ""))  # absent when offloaded: the host steps
-    if state is not None:
-        temporaries.append(_transient("optimizer/step_temporaries", state.bytes, "one second-moment-sized tensor",
-                                      FOREACH, "torch.optim foreach; fused optimizers have none", state.per_unit))
-
-    return (
-        Phase("forward", tuple(resident + accumulating + gathered + saved + logits + loss_forward)),
-        Phase("backward_start", tuple(resident + accumulating + gathered + reducing + saved + loss_backward)),
-        Phase("backward_end", tuple(resident + grads + gathered + reducing + working + tied)),
-        Phase("optimizer_step", tuple(resident + grads + temporaries)),
-    )
+    The reserved parts (allocator reserve and framework percentage, which scale with what is
+    allocated, and the fixed amounts) are worked out again for each moment, on top of what is
+    live then: a 10% framework overhead is 10% of the peak, not of the sum of parts."""
+    steps = []
+    for name, selectors in LIVE.items():
+        tensors = [p for selector in selectors for p in _live(selector, config, parts)]
+        tensors += _transients(name, config, parts)
+        steps.append(Phase(name, join_parts(tensors, overhead_parts(config, sum(p.bytes for p in tensors)))))
+    return tuple(steps)
 
 
 def largest(steps: tuple[Phase, ...]) -> Phase:
@@ -142,6 +193,41 @@ def largest(steps: tuple[Phase, ...]) -> Phase:
 def peak(config: Config, breakdown: Breakdown | None = None) -> Phase:
     """The largest of `phases(config, breakdown)`."""
     return largest(phases(config, breakdown))
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a run needs on its fullest GPU: the number every verdict compares with capacity.
+
+    Training: the highest moment of a step (`largest` of `phases_of`) over every pipeline stage,
+    reserved parts included. Serving: the steady state, which is the sum of parts."""
+
+    bytes: int  # what "fits", "exceeds by", --max and the fits-on lists compare with capacity
+    sum_of_parts: int  # the estimate's total (the fullest stage's parts added up), shown beside it
+    peak: Phase | None  # training: the moment that sets the need; serving: None
+    steps: tuple[Phase, ...] = ()  # training: every moment of the stage that sets the need
+    stage: str = "only"  # the pipeline stage that sets the need
+
+    @property
+    def basis(self) -> str:
+        """What the need is, in words: 'peak of a step, at the start of backward' or 'sum of parts'."""
+        return f"peak of a step, at the {self.peak.title}" if self.peak else "sum of parts (serving steady state)"
+
+
+def need(config: Config) -> Need:
+    """What `config` needs per GPU (see Need)."""
+    evaluated = stage_estimates(config)
+    total = max(sum(p.bytes for p in gpu) for _, gpu, _ in evaluated)
+    if config.mode != "train":
+        return Need(total, total, None)
+    best: Need | None = None
+    for stage, gpu, _ in evaluated:
+        steps = phases_of(config, join_parts(gpu))
+        top = largest(steps)
+        if best is None or top.total > best.bytes:
+            best = Need(top.total, total, top, steps, stage.name)
+    assert best is not None
+    return best
 
 
 def unmodelled(config: Config) -> tuple[str, ...]:

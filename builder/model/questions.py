@@ -1,6 +1,8 @@
 """The questions users ask of an estimate: does it fit, how far can I push it, how many GPUs.
 
-All searches rely on monotonicity that tests/test_properties.py checks: memory never
+Every answer compares capacity with what the run needs (builder.model.peak.need): the peak of
+a training step, reserved parts included, or the serving steady state; never the sum of parts
+alone, which a step can exceed. All searches rely on monotonicity that tests/test_properties.py checks: memory never
 decreases with micro-batch, sequence length or parameters, and never increases with more
 data-parallel ranks under ZeRO/FSDP.
 """
@@ -10,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from builder.model.breakdown import Breakdown
 from builder.model.config import Config, _shard_stage
-from builder.model.estimator import estimate
+from builder.model.peak import need
 from builder.model.units import format_bytes
 
 # A fit in words (Fit.verdict); the calculator's script uses the same templates.
@@ -24,7 +25,7 @@ class Fit:
     """How a breakdown compares with one GPU's usable capacity."""
 
     capacity: int  # usable bytes of the GPU
-    needed: int  # per-GPU bytes of the estimate
+    needed: int  # per-GPU bytes the run needs (builder.model.peak.Need.bytes)
 
     @property
     def headroom(self) -> int:
@@ -43,9 +44,9 @@ class Fit:
         return VERDICTS["exceeds"].format(format_bytes(-self.headroom, unit))
 
 
-def check_fit(breakdown: Breakdown, capacity: int) -> Fit:
-    """Compare a breakdown's per-GPU total with a capacity in bytes."""
-    return Fit(capacity=capacity, needed=breakdown.total)
+def fits(config: Config, capacity: int) -> bool:
+    """True when what `config` needs per GPU is at most `capacity` bytes."""
+    return need(config).bytes <= capacity
 
 
 def _largest(fits: Callable[[int], bool], low: int, limit: int, step: int = 1) -> int | None:
@@ -74,15 +75,15 @@ def _largest(fits: Callable[[int], bool], low: int, limit: int, step: int = 1) -
 def max_micro_batch(config: Config, capacity: int, limit: int = 1 << 16) -> int | None:
     """Largest micro-batch (training) or batch (serving) that fits, or None if even 1 does not."""
     field = "micro_batch" if config.mode == "train" else "batch"
-    return _largest(lambda n: estimate(config.with_changes(**{field: n})).total <= capacity, 1, limit)
+    return _largest(lambda n: fits(config.with_changes(**{field: n}), capacity), 1, limit)
 
 
 def max_seq_len(config: Config, capacity: int, limit: int = 1 << 22) -> int | None:
     """Longest sequence (training, a multiple of cp) or context (serving) that fits, or None."""
     if config.mode == "serve":
-        return _largest(lambda n: estimate(config.with_changes(context=n)).total <= capacity, 1, limit)
+        return _largest(lambda n: fits(config.with_changes(context=n), capacity), 1, limit)
     step = config.cp
-    return _largest(lambda n: estimate(config.with_changes(seq_len=n)).total <= capacity, step, limit, step)
+    return _largest(lambda n: fits(config.with_changes(seq_len=n), capacity), step, limit, step)
 
 
 @dataclass(frozen=True)
@@ -99,24 +100,25 @@ def min_gpus(config: Config, capacity: int, limit: int = 4096) -> GpuPlan | None
     fixed = config.tp * config.pp * config.cp
     if config.mode == "train":
         if _shard_stage(config) == 0:
-            fits = estimate(config.with_changes(dp=max(1, config.ep))).total <= capacity
-            return GpuPlan(fixed * max(1, config.ep), config.with_changes(dp=max(1, config.ep)),
-                           "data parallelism without sharding does not lower per-GPU memory") if fits else None
+            trial = config.with_changes(dp=max(1, config.ep))
+            return GpuPlan(fixed * max(1, config.ep), trial,
+                           "data parallelism without sharding does not lower per-GPU memory") \
+                if fits(trial, capacity) else None
         for dp in range(max(1, config.ep), limit // fixed + 1):
             if dp % max(1, config.ep):
                 continue
             trial = config.with_changes(dp=dp)
-            if estimate(trial).total <= capacity:
+            if fits(trial, capacity):
                 return GpuPlan(dp * fixed, trial, f"data-parallel ranks = {dp}")
         return None
     arch = config.model
     if arch is None:
-        return GpuPlan(1, config, "one GPU") if estimate(config).total <= capacity else None
+        return GpuPlan(1, config, "one GPU") if fits(config, capacity) else None
     tensor_sizes = [t for t in range(1, min(arch.heads, 64) + 1)
                     if arch.heads % t == 0 and (arch.n_kv_heads % t == 0 or t % arch.n_kv_heads == 0)]
     plans = sorted((tp * pp, pp, tp) for tp in tensor_sizes for pp in range(1, arch.layers + 1) if tp * pp <= limit)
     for gpus, pp, tp in plans:
         trial = config.with_changes(tp=tp, pp=pp)
-        if estimate(trial).total <= capacity:
+        if fits(trial, capacity):
             return GpuPlan(gpus, trial, f"tensor parallel {tp} x pipeline {pp}")
     return None

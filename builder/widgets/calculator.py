@@ -32,6 +32,7 @@ from builder.model.breakdown import Breakdown
 from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, POSITIVE, PRECISIONS,
                                   RECOMPUTE)
 from builder.model.config import MESSAGES as CONFIG_MESSAGES
+from builder.model.peak import LIVE, NOT_SAVED, PHASE_TITLES, STEP_TEMPORARIES, TRANSIENTS, Need, need
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
 from builder.model.units import DTYPE_BYTES, format_bytes
 
@@ -48,7 +49,7 @@ SEARCH_LIMITS = {"micro_batch": 1 << 16, "seq_len": 1 << 22}
 # The texts the widget shows, as str.format templates: the functions below fill them for the
 # server-rendered figure, and the script fills the same templates (sent with its data).
 TEXTS = {
-    "summary": "{0} ({1} parameters), {2}, {3}: {4} ({5}) per GPU; {6}.",
+    "summary": "{0} ({1} parameters), {2}, {3}: needs {4} ({5}) per GPU, {6}; sum of parts {7}; {8}.",
     "invalid": "{0}: not a valid configuration: {1}",
     "custom": "Custom model",
     "train": "training, {0}, {1}{2}, micro-batch {3} x {4} tokens",
@@ -58,6 +59,10 @@ TEXTS = {
     "verdict": "{0} ({1} usable): {2}",
     "host": "Host memory per node for offloaded states: {0}",
     "total": "{0} = {1}",
+    # What the need is: the peak of a training step (at the named moment) or the serving steady state.
+    "basis_train": "the peak of a step, at the {0}",
+    "basis_serve": "its steady state (the sum of parts)",
+    "bar_label": "peak {0}",
     # The answers: [largest batch, longest sequence] for training and serving, and [none fits] for each.
     "train_answers": ["Largest micro-batch that fits on {0}: {1}", "Longest sequence that fits on {0}: {1}"],
     "serve_answers": ["Largest batch that fits on {0}: {1}", "Longest context that fits on {0}: {1}"],
@@ -289,17 +294,22 @@ def verdict_text(total: int, gpu: tuple[str, str, int]) -> str:
     return TEXTS["verdict"].format(gpu[1], format_bytes(gpu[2]), Fit(gpu[2], total).verdict("GiB"))
 
 
-def summary_text(state: dict[str, str], config: Config, breakdown: Breakdown, gpu: tuple[str, str, int],
-                 models: dict[str, Architecture]) -> str:
-    """The text summary the figure is labelled by: model, inputs, per-GPU total, verdict."""
-    total = breakdown.total
+def basis_text(needed: Need) -> str:
+    """What the need is, in words (TEXTS['basis_train'] or TEXTS['basis_serve'])."""
+    return TEXTS["basis_train"].format(needed.peak.title) if needed.peak else TEXTS["basis_serve"]
+
+
+def summary_text(state: dict[str, str], config: Config, breakdown: Breakdown, needed: Need,
+                 gpu: tuple[str, str, int], models: dict[str, Architecture]) -> str:
+    """The text summary the figure is labelled by: model, inputs, what the run needs per GPU, verdict."""
     return TEXTS["summary"].format(model_name(state, models), f"{breakdown.params:,}", run_text(config),
-                                   layout_text(state, config), format_bytes(total), format_bytes(total, "GB"),
-                                   verdict_text(total, gpu))
+                                   layout_text(state, config), format_bytes(needed.bytes),
+                                   format_bytes(needed.bytes, "GB"), basis_text(needed),
+                                   format_bytes(breakdown.total), verdict_text(needed.bytes, gpu))
 
 
 def answer_texts(config: Config, gpu: tuple[str, str, int]) -> tuple[str, str]:
-    """The largest micro-batch (batch) and sequence (context) that fit on the chosen GPU, in words."""
+    """The largest micro-batch (batch) and sequence (context) whose need fits on the chosen GPU, in words."""
     batch = max_micro_batch(config, gpu[2])
     seq = max_seq_len(config, gpu[2])
     largest, longest = TEXTS[config.mode + "_answers"]
@@ -416,6 +426,10 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "t": TEXTS | VERDICTS,
         "m": CONFIG_MESSAGES | ARCH_MESSAGES,
         "kor": KORTHIKANTI_TABLE,
+        # The peak of a step (builder.model.peak): what is live at each moment, and the moments' own tensors.
+        "live": list(LIVE.items()), "notSaved": NOT_SAVED, "stepOpt": STEP_TEMPORARIES, "phases": PHASE_TITLES,
+        "transients": [[t.name, t.phase, t.factors, t.conditions, t.per_token, t.per_unit, html.escape(t.source)]
+                       for t in TRANSIENTS],
     }
 
 
@@ -428,21 +442,24 @@ def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[t
     try:
         config = config_from_state(state, models)
         breakdown = estimate(config)
+        needed = need(config)
     except ValueError as error:
         return {"error": str(error), "summary": TEXTS["invalid"].format(model_name(state, models), error)}
-    total = breakdown.total
+    total, required = breakdown.total, needed.bytes
     answers = answer_texts(config, chosen)
     return {
         "error": "",
-        "summary": summary_text(state, config, breakdown, chosen, models),
+        "summary": summary_text(state, config, breakdown, needed, chosen, models),
         "parts": [{"name": p.name, "bytes": p.bytes, "size": format_bytes(p.bytes), "rule": p.per_unit,
                    "source": p.source, "bucket": p.bucket} for p in breakdown.parts],
         "total": total, "total_text": TEXTS["total"].format(format_bytes(total), format_bytes(total, "GB")),
+        "need": required, "need_text": TEXTS["total"].format(format_bytes(required), format_bytes(required, "GB")),
+        "basis": basis_text(needed),
         "host": TEXTS["host"].format(format_bytes(breakdown.host_total)) if breakdown.host_parts else "",
-        "fits": [{"id": g[0], "fits": total <= g[2], "text": verdict_text(total, g)} for g in gpus],
-        "verdict": verdict_text(total, chosen), "fits_chosen": total <= chosen[2],
+        "fits": [{"id": g[0], "fits": required <= g[2], "text": verdict_text(required, g)} for g in gpus],
+        "verdict": verdict_text(required, chosen), "fits_chosen": required <= chosen[2],
         "max_batch": answers[0], "max_seq": answers[1],
-        "chart": chart_geometry(breakdown, [g for g in gpus if g[0] in shown or g[0] == chosen[0]], chosen),
+        "chart": chart_geometry(breakdown, needed, [g for g in gpus if g[0] in shown or g[0] == chosen[0]], chosen),
     }
 
 
@@ -451,11 +468,12 @@ def pct(value: float) -> str:
     return f"{value:.2f}%"
 
 
-def chart_geometry(breakdown: Breakdown, lines: list[tuple[str, str, int]], chosen: tuple[str, str, int]
-                   ) -> dict[str, Any]:
-    """Bar segments, capacity lines and overflow, in percent of the chart width (the script does the same)."""
-    total = breakdown.total
-    scale = max([total] + [g[2] for g in lines]) * 1.15
+def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, str, int]],
+                   chosen: tuple[str, str, int]) -> dict[str, Any]:
+    """Bar segments (the parts), the need's mark, capacity lines and overflow past the chosen GPU (from its
+    capacity to the need), in percent of the chart width (the script does the same)."""
+    total, required = breakdown.total, needed.bytes
+    scale = max([total, required] + [g[2] for g in lines]) * 1.15
     segments, offset, shade = [], 0, {}
     for part in breakdown.parts:
         shade[part.bucket] = shade.get(part.bucket, -1) + 1
@@ -465,11 +483,12 @@ def chart_geometry(breakdown: Breakdown, lines: list[tuple[str, str, int]], chos
     rows = [{"x": pct(100 * g[2] / scale), "end": g[2] / scale > 0.5, "y": 14 + 18 * i,
              "text": f"{short_name(g[1])}: {format_bytes(g[2])}"} for i, g in enumerate(lines)]
     overflow = None
-    if total > chosen[2]:
-        overflow = {"x": pct(100 * chosen[2] / scale), "w": pct(100 * (total - chosen[2]) / scale)}
+    if required > chosen[2]:
+        overflow = {"x": pct(100 * chosen[2] / scale), "w": pct(100 * (max(total, required) - chosen[2]) / scale)}
+    label = format_bytes(total) if required == total else TEXTS["bar_label"].format(format_bytes(required))
     return {"segments": segments, "lines": rows, "bar_y": 18 * len(lines) + 6, "height": 18 * len(lines) + 56,
-            "overflow": overflow, "total_x": pct(100 * total / scale), "total_end": total / scale > 0.5,
-            "total_text": format_bytes(total)}
+            "overflow": overflow, "need_x": pct(100 * required / scale) if required != total else "",
+            "total_x": pct(100 * required / scale), "total_end": required / scale > 0.5, "total_text": label}
 
 
 def short_name(display: str) -> str:

@@ -181,19 +181,46 @@ WIDGETS.calculator = (root, D) => {
     ...(S[0] > 1 ? [part("comm/gathered_params", (2 * H.un + H.ro) * bytes(c.pol[0]), R("gathered"), "fsdp")] : []),
     part("comm/unsharded_grads", H.un * bytes(c.pol[2]), R("reduce", c.pol[2]), "fsdp")];
 
-  // estimator.estimate: every pipeline stage worth evaluating, the fuller one reported.
+  // estimator.overhead_parts as the calculator offers them: a framework percentage of what is allocated.
+  const reserved = (c, allocated) => (c.ovh ? [part("overhead/framework", allocated * c.ovh / 100, R("percent", c.ovh), "over")] : []);
+  // peak.phases_of: the parts live at each moment of a step (peak.LIVE's selectors) and the moment's own tensors
+  // (peak.TRANSIENTS whose conditions hold), the framework percentage worked out again on each; the largest, first on ties.
+  const peakOf = (c, parts) => {
+    const has = (n) => parts.some((p) => p[0] == n), bucket = (p) => p[0].split("/")[0], bytesOf = Object.fromEntries(parts);
+    const flags = [has("activations/logits") && "head", has("activations/embedding") && "embedding", c.pol[4] != "fp32" && "low_precision",
+      c.pol[5] && "autocast", c.A.tie && "tied", !c.r && "full_tuning", D.stepOpt.includes(c.opt) && "foreach_adam"];
+    const sym = { T: c.micro_batch * flo(c.seq_len / c.cp), V: ceil(c.A.V / c.tp), h: c.A.h, grad: bytes(c.pol[2]) };
+    const pick = (sel) => sel == "saved" ? parts.filter((p) => bucket(p) == "activations" && !D.notSaved.includes(p[0]))
+      : sel == "accumulating" ? (c.grad_accum > 1 ? parts.filter((p) => bucket(p) == "gradients") : [])
+      : parts.filter((p) => p[0] == sel || (!sel.includes("/") && bucket(p) == sel));
+    let top;
+    for (const [phase, selectors] of D.live) {
+      const live = selectors.flatMap(pick);
+      for (const [name, at, factors, conditions, perToken, unit, src] of D.transients) {
+        const x = at == phase && conditions.every((k) => flags.includes(k)) ? factors.reduce((m, f) => m * (typeof f == "number" ? f : sym[f] ?? bytesOf[f] ?? 0), 1) : 0;
+        if (x) live.push([name, whole(x), perToken ? perTok(x, sym.T) : unit, src]);
+      }
+      const total = sum(live) + sum(reserved(c, sum(live)));
+      if (!top || total > top[0]) top = [total, phase];
+    }
+    return top;
+  };
+  // estimator.estimate: every pipeline stage worth evaluating, the fuller one reported; peak.need: what the run
+  // needs, the highest moment of a step over the stages (training) or the sum of parts (serving).
   const estimate = (c) => {
     validate(c);
-    let best;
+    let best, need;
     for (const st of stages(c)) {
       const H = holding(c, st), S = sharding(c), host = [];
       let gpu = [...weightParts(c, H, S), ...(c.train ? [...stateParts(c, H, S, st[0]), ...activationParts(c, st), ...ampParts(c, st)] : serveParts(c, st)), ...commParts(c, H, S)];
       if (/[ob]/.test(c.off)) gpu = gpu.filter((p) => !(/^(opt|grad)/.test(p[0]) && host.push(p)));
       if (/[pb]/.test(c.off)) host.push(part("weights", perGpu(H, S[0], S[3]) * bytes(c.pol[0])));
-      if (c.ovh) gpu.push(part("overhead/framework", sum(gpu) * c.ovh / 100, R("percent", c.ovh), "over"));
+      gpu.push(...reserved(c, sum(gpu)));
+      const top = c.train ? peakOf(c, gpu.filter((p) => p[1])) : [sum(gpu)];
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host];
+      if (!need || top[0] > need[0]) need = top;
     }
-    return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * min(8, c.dp * c.tp * c.pp * c.cp) };
+    return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * min(8, c.dp * c.tp * c.pp * c.cp), need: need[0], phase: need[1] };
   };
   // questions._largest: limit if it fits, else the largest multiple of step in [low, limit) that
   // fits. Memory is monotone, so the answer is unique: this search starts from a linear guess
@@ -222,35 +249,37 @@ WIDGETS.calculator = (root, D) => {
   // Texts and figure, as calculator.results and the partial's macros make them.
   const verdict = (total, g) => fill(T.verdict, g[1], fmtBytes(g[2]), fill(T[total <= g[2] ? "fits" : "exceeds"], fmtBytes(Math.abs(g[2] - total))));
   const css = (name) => name.split("/")[0].replace("_", "-");
-  const chart = (parts, total, gpu) => {
-    const lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), scale = max(total, ...lines.map((g) => g[2])) * 1.15;
-    const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = 18 * lines.length + 6, end = (x) => (x / scale > 0.5 ? ["end", -4] : ["start", 4]);
+  // calculator.chart_geometry: the parts stacked, the need marked where it differs, overflow from the chosen GPU's capacity.
+  const chart = (parts, total, need, gpu) => {
+    const lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), end = max(total, need), scale = max(end, ...lines.map((g) => g[2])) * 1.15;
+    const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = 18 * lines.length + 6, side = (x) => (x / scale > 0.5 ? ["end", -4] : ["start", 4]);
     const shade = {};
     let x = 0;
-    return put("svg", y + 50, lines.map((g, i) => put("capacity", pc(g[2]), 18 * i + 4, y + 32, 18 * i + 14, ...end(g[2]), g[3] + ": " + fmtBytes(g[2]))).join("")
+    return put("svg", y + 50, lines.map((g, i) => put("capacity", pc(g[2]), 18 * i + 4, y + 32, 18 * i + 14, ...side(g[2]), g[3] + ": " + fmtBytes(g[2]))).join("")
       + parts.map(([name, n]) => {
         const b = css(name);
         shade[b] = (shade[b] ?? -1) + 1;
         x += n;
         return put("segment", b, shade[b] % 3, pc(x - n), y, pc(n), name + ": " + fmtBytes(n));
-      }).join("") + (total > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(total - gpu[2])) : "") + put("label", pc(total), y + 44, ...end(total), fmtBytes(total)));
+      }).join("") + (need > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(end - gpu[2])) : "") + (need != total ? put("peak", pc(need), y - 4, y + 32) : "")
+      + put("label", pc(need), y + 44, ...side(need), need == total ? fmtBytes(total) : fill(T.bar_label, fmtBytes(need))));
   };
   const render = (st) => {
     const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n;
     let text, error = "";
     try {
-      const c = cfg(st), { parts, host } = estimate(c), total = sum(parts), { A, train } = c, ok = total <= gpu[2];
-      const size = (k) => (n) => sum(estimate({ ...c, [k]: n }).parts);
+      const c = cfg(st), { parts, host, need, phase } = estimate(c), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
+      const size = (k) => (n) => estimate({ ...c, [k]: n }).need;
       const mb = largest(size(train ? "micro_batch" : "batch"), gpu[2], 1, D.limits.micro_batch, 1), ms = largest(size(train ? "seq_len" : "context"), gpu[2], train ? c.cp : 1, D.limits.seq_len, train ? c.cp : 1);
       const items = ["dp", "tp", "pp", "cp", "ep"].filter((k) => c[k] > 1).map((k) => k + " " + c[k]), gpus = c.dp * c.tp * c.pp * c.cp;
       if (train && st.shard != "0") items.push(form.elements.shard.selectedOptions[0].text);
       const run = train ? fill(T.train, st.precision, c.opt, c.r ? fill(T.lora, c.r, c.ql ? T.qlora : "") : "", c.micro_batch, commas(c.seq_len)) : fill(T.serve, st.weights, c.batch, commas(c.context));
-      const answers = T[st.mode + "_answers"];
-      text = fill(T.summary, name, commas(params(A)), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(total), fmtBytes(total, "GB"), verdict(total, gpu));
-      out("result").innerHTML = put("result", chart(parts, total, gpu), ok, ok ? "" : D.tpl.badge, verdict(total, gpu), total, fill(T.total, fmtBytes(total), fmtBytes(total, "GB")),
-        host ? put("host", fill(T.host, fmtBytes(host))) : "",
+      const answers = T[st.mode + "_answers"], basis = train ? fill(T.basis_train, D.phases[phase]) : T.basis_serve;
+      text = fill(T.summary, name, commas(params(A)), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need), fmtBytes(need, "GB"), basis, fmtBytes(total), verdict(need, gpu));
+      out("result").innerHTML = put("result", chart(parts, total, need, gpu), ok, ok ? "" : D.tpl.badge, verdict(need, gpu), need, fill(T.total, fmtBytes(need), fmtBytes(need, "GB")), basis,
+        total, fill(T.total, fmtBytes(total), fmtBytes(total, "GB")), host ? put("host", fill(T.host, fmtBytes(host))) : "",
         parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1]), p[2], p[3])).join(""),
-        D.gpus.map((g) => put("fit", g[0], total <= g[2], total <= g[2] ? "✓" : "✗", verdict(total, g))).join(""),
+        D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g))).join(""),
         fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]));
     } catch (e) {
       if (!e.msg) throw e;

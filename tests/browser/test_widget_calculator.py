@@ -50,6 +50,8 @@ READ = """(selector) => {
       ...[...tr.children].slice(1).map(td => td.textContent)]),
     total: root.querySelector('[data-total]') && Number(root.querySelector('[data-total]').dataset.total),
     total_text: text('[data-total]'), verdict: text('.calc-verdict'), host: text('.calc-host'),
+    need: root.querySelector('[data-need]') && Number(root.querySelector('[data-need]').dataset.need),
+    need_text: text('[data-need]'), basis: text('[data-out=basis]'),
     fits: [...root.querySelectorAll('.calc-fits li')].map(li => [li.dataset.gpu, li.dataset.fits === 'true',
       li.textContent.slice(2)]),
     max_batch: text('[data-out=max_batch]'), max_seq: text('[data-out=max_seq]'),
@@ -147,7 +149,10 @@ def compare(got: dict, want: dict, where: str) -> tuple[list[str], int]:
             problems.append(f"{where}: {w['name']} {g[1]} != {w['bytes']} bytes")
         if g[2:] != [w["size"], w["rule"], w["source"]]:
             problems.append(f"{where}: {w['name']} shows {g[2:]} != {[w['size'], w['rule'], w['source']]}")
+    if abs(got["need"] - want["need"]) > 1:
+        problems.append(f"{where}: need {got['need']} != {want['need']} bytes")
     texts = {"summary": want["summary"], "live": want["summary"], "total_text": want["total_text"],
+             "need_text": want["need_text"], "basis": want["basis"],
              "max_batch": want["max_batch"], "max_seq": want["max_seq"], "host": want["host"] or None,
              "verdict": ("DOESN'T FIT " if not want["fits_chosen"] else "") + want["verdict"]}
     problems += [f"{where}: {key} {got[key]!r} != {value!r}" for key, value in texts.items() if got[key] != value]
