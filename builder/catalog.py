@@ -98,14 +98,26 @@ def load_gpus(path: Path) -> dict[str, Gpu]:
     return gpus
 
 
+HF_CONFIG_LIMIT = 1 << 20  # bytes read of a config.json: real ones are a few KB; /dev/zero must not fill memory
+
+
 def load_hf_config(path: Path, name: str | None = None) -> Architecture:
-    """Read a Hugging Face config.json from a local file into an Architecture."""
+    """Read a Hugging Face config.json from a local file into an Architecture (at most HF_CONFIG_LIMIT bytes)."""
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as handle:
+            raw = handle.read(HF_CONFIG_LIMIT + 1)
+        if len(raw) > HF_CONFIG_LIMIT:
+            raise CatalogError(f"{path}: larger than {HF_CONFIG_LIMIT:,} bytes, which no config.json is; "
+                               "only that much is read")
+        config = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path}: not UTF-8 text") from None
     except OSError as error:
         raise CatalogError(f"{path}: cannot read ({error.strerror})") from None
     except json.JSONDecodeError as error:
         raise CatalogError(f"{path}:{error.lineno}: invalid JSON: {error.msg}") from None
+    if not isinstance(config, dict):
+        raise CatalogError(f"{path}: a config.json is a JSON object of fields, not {type(config).__name__}")
     try:
         return from_hf_config(config, name or path.stem)
     except ValueError as error:

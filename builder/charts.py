@@ -37,6 +37,7 @@ class ChartBar:
     label: str  # e.g. '1 GPU' or 'ZeRO-3 / 8 GPUs'
     breakdown: Breakdown
     need: int | None = None  # what the run needs (builder.model.peak.need); None: the sum of parts
+    total_words: str = "sum of parts"  # what the amount under the bar is ('live' for a moment of a step)
 
     @property
     def needed(self) -> int:
@@ -526,7 +527,7 @@ def plan_bar(index: int, bar: ChartBar, stack: list[Segment], texts: list[tuple[
     for line in wrap_text(bar.label, label_width, FONT_SIZE, bold=True):
         items.append(Words(x, y, line, "tm-text tm-bar-label", bold=True))
         y += LINE_HEIGHT
-    items.append(Words(x, y, f"{format_amount(base, spec.unit)} sum of parts", "tm-text-dim tm-bar-total",
+    items.append(Words(x, y, f"{format_amount(base, spec.unit)} {bar.total_words}", "tm-text-dim tm-bar-total",
                        size=SMALL_SIZE))
     items.append(Strokes((((x - 6, frame.plot_bottom), (x + BAR_WIDTH + 6, frame.plot_bottom)),), "tm-axis", 0.8))
     right = max([column.text_x + note_width] + [x + width_of(w) for w in items if isinstance(w, Words)])

@@ -18,7 +18,7 @@ from builder.model.architecture import active_param_count, param_count
 from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, MODES, OFFLOAD,
                                   OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
-from builder.model.units import DTYPE_BYTES, GB, GiB, format_bytes, parse_size
+from builder.model.units import DTYPE_BYTES, GB, GiB, format_bytes, parse_count, parse_size
 
 MAX_CHOICES = ("micro-batch", "seq-len", "gpus")
 
@@ -36,28 +36,16 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1 (accepts 1e9 and 7_000_000_000 style)."""
+    """argparse type: a whole number of at least 1 (units.parse_count: 1e9, 4K, 7_000_000_000)."""
     try:
-        value = int(float(text.replace("_", ""))) if any(c in text for c in "eE.") else int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+        return parse_count(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parameter_count(text: str) -> int:
-    """argparse type: a parameter count such as 7e9, 7B, 350M or 124439808."""
-    cleaned = text.strip().upper().replace("_", "").replace(",", "")
-    scale = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}.get(cleaned[-1:], 1)
-    number = cleaned[:-1] if scale != 1 else cleaned
-    try:
-        value = round(float(number) * scale)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a parameter count (write e.g. 7e9, 7B or 350M)") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+    """argparse type: a parameter count such as 7e9, 7B, 350M or 124439808 (units.parse_count)."""
+    return positive_int(text)
 
 
 def overhead_value(text: str) -> tuple[str, float]:
@@ -165,7 +153,7 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
                      help="also list the peak of each phase of a training step (forward, backward, optimizer step)")
     out.add_argument("--unit", choices=("GiB", "GB"), default="GiB")
     out.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=run_estimate)
+    p.set_defaults(handler=run_estimate, estimate_parser=p)
 
 
 def add_catalog_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -199,6 +187,21 @@ def make_parser() -> argparse.ArgumentParser:
 # estimate
 # ---------------------------------------------------------------------------------------
 
+# Flags whose effect needs an architecture: with --params alone the model counts model states only, so a value
+# given for one of them would change nothing. Given anyway, it is an error rather than silently ignored.
+SHAPE_FLAGS = ("micro_batch", "seq_len", "recompute", "attention", "activation_formula", "implementation",
+               "dropout", "batch", "context", "kv_dtype", "lora_rank")
+
+
+def refuse_shape_flags(args: argparse.Namespace) -> None:
+    """UsageError when --params comes with a flag that only an architecture gives a meaning."""
+    for dest in SHAPE_FLAGS:
+        if getattr(args, dest) != args.estimate_parser.get_default(dest):
+            flag = flag_for(dest)
+            raise UsageError(f"argument {flag}: changes nothing with --params alone, which counts model states only "
+                             "(activations, KV cache and adapters need --model or --config)")
+
+
 def config_from_args(args: argparse.Namespace) -> Config:
     """Turn parsed flags into a Config, raising UsageError naming the flag."""
     arch = None
@@ -212,6 +215,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
             arch = load_hf_config(args.config)
         except CatalogError as error:
             raise UsageError(f"argument --config: {error}") from None
+    if arch is None:
+        refuse_shape_flags(args)
     precision, param_dtype = resolve_precision(args)
     targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
     overhead_fraction = overhead_bytes = 0
@@ -258,12 +263,24 @@ def flag_for(option: str) -> str:
     return FLAG_OF_OPTION.get(option, "--" + option.replace("_", "-"))
 
 
+def plain_capacity(text: str) -> Gpu:
+    """--gpu given as a size ('80GiB', '24 GB'): a GPU with that much usable memory."""
+    try:
+        size = parse_size(text)
+    except ValueError:
+        raise UsageError(f"argument --gpu: {text!r} is neither a catalog GPU (see `python -m builder gpus`) "
+                         "nor a size such as 80GiB or 24GB") from None
+    if not 0 < size <= 2**50:
+        raise UsageError(f"argument --gpu: {text!r} must be a size between 1 byte and 1 PiB")
+    return Gpu(text, "The given capacity", size, text, source="given on the command line")
+
+
 def run_estimate(args: argparse.Namespace) -> int:
     """Print the breakdown (table or JSON), the verdict and any --max answer."""
     config = config_from_args(args)
     gpus = default_gpus()
     if args.gpu and args.gpu not in gpus:
-        raise UsageError(f"argument --gpu: unknown GPU {args.gpu!r} (see `python -m builder gpus`)")
+        gpus[args.gpu] = plain_capacity(args.gpu)
     if args.max and not args.gpu:
         raise UsageError("argument --max: needs --gpu to know the capacity")
     if args.phases and config.mode != "train":

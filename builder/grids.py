@@ -9,7 +9,6 @@ come back as ContentErrors naming the line of the offending option.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
@@ -20,7 +19,7 @@ from builder.model import Breakdown, Config, validate_config
 from builder.model.architecture import Architecture
 from builder.model.estimator import estimate as model_estimate
 from builder.model.peak import need, phases
-from builder.model.units import parse_size
+from builder.model.units import parse_count, parse_size
 
 # Config field -> the kind of value an author writes for it.
 FIELD_KINDS: dict[str, str] = {
@@ -29,7 +28,6 @@ FIELD_KINDS: dict[str, str] = {
              "tuple[str, ...]": "str_tuple"}.get(str(f.type), "unsupported")
     for f in fields(Config)
 }
-COUNT_SUFFIXES = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 # Architecture fields a bar may change with `arch: {kv_heads: 32}` (the model's shape, not its identity).
 ARCH_FIELDS: dict[str, str] = {
     f.name: {"int": "int", "int | None": "optional_int", "bool": "bool", "str": "str"}[str(f.type)]
@@ -53,21 +51,6 @@ class EvaluatedChart:
     definition: ChartDefinition
     spec: ChartSpec
     configs: tuple[Config, ...]
-
-
-def parse_count(value: Any) -> int:
-    """A parameter count from 8030261248, 7.0e9, '3.7e9' or '8B' (raises ValueError)."""
-    if isinstance(value, bool):
-        raise ValueError(f"must be a count, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*([KMBT]?)\s*", value)
-        if match:
-            return round(float(match.group(1)) * COUNT_SUFFIXES.get(match.group(2), 1))
-    raise ValueError(f"must be a count such as 7000000000, 7.0e9 or '7B', got {value!r}")
 
 
 def convert_setting(option: str, value: Any, models: dict[str, Architecture]) -> Any:
@@ -95,9 +78,7 @@ def convert_kind(kind: str, option: str, value: Any, models: dict[str, Architect
     if kind in ("int", "optional_int"):
         if isinstance(value, str) and option.endswith("_bytes"):
             return parse_size(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"must be an integer, got {value!r}")
-        return value
+        return parse_count(value, low=0)
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"must be a number, got {value!r}")
@@ -242,7 +223,8 @@ def phase_bars(config: Config, bar: ChartBar) -> list[ChartBar]:
     bars = [ChartBar(label=bar.label or "sum of all parts", breakdown=whole, need=bar.need)]
     for phase in phases(config, whole):
         bars.append(ChartBar(label=phase.title, breakdown=Breakdown(params=whole.params, parts=phase.parts,
-                                                                     trainable_params=whole.trainable_params)))
+                                                                     trainable_params=whole.trainable_params),
+                             total_words="live then"))
     return bars
 
 

@@ -82,7 +82,7 @@ CASES = {
     "value out of range": (replaced('{label: "ZeRO-3, 8 GPUs", zero: 3, dp: 8}', '{label: "ZeRO-3, 8 GPUs", zero: 5, dp: 8}'),
                            "zero: 5", "value out of range: zero: must be 0, 1, 2 or 3, got 5"),
     "bad option type": (replaced("{model: gpt2, seq_len: 1024}", "{model: gpt2, seq_len: long}"), "seq_len: long",
-                        "seq_len: must be an integer, got 'long'"),
+                        "seq_len: must be a whole number such as 4096, 4K, 7B, 7e9 or 7_000_000_000, got 'long'"),
     "unknown chart": (replaced("{{< table tokens >}}", "{{< table tokenz >}}"), "{{< table tokenz >}}",
                       "unknown chart 'tokenz'"),
     "bad latex": (replaced(r"Inline math $\Psi$", r"Inline math $\frac{a}{$"), r"Inline math $\frac", "cannot convert LaTeX"),

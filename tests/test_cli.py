@@ -153,3 +153,47 @@ def test_the_peak_is_reported_when_it_exceeds_the_sum(capsys):
 def test_phases_are_for_training(capsys):
     code, _, err = run(capsys, "estimate", "--model", "llama-3-8b", "--mode", "serve", "--phases")
     assert code == 2 and "argument --phases" in err and "Traceback" not in err
+
+
+HOSTILE = ["0", "-1", "nan", "inf", "1e400", "", "7.5", "12GiB", "x" * 1_000_000]
+
+
+@pytest.mark.parametrize("flag", ["--params", "--micro-batch", "--seq-len", "--dp", "--tp", "--batch", "--context"])
+@pytest.mark.parametrize("value", HOSTILE, ids=lambda v: v[:12] or "empty")
+def test_hostile_counts_get_one_line(capsys, flag, value):
+    """Issue 14: 0, -1, nan, inf, 1e400, an empty string, a fraction, a size and 1 MB of text each get one line
+    naming the flag, exit 2, no traceback."""
+    model = ["--params", "7b"] if flag != "--params" else []
+    if flag in ("--batch", "--context"):
+        model = ["--model", "gpt2", "--mode", "serve"]
+    elif flag != "--params":
+        model = ["--model", "gpt2"]
+    code, out, err = run(capsys, "estimate", *model, flag, value)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"argument {flag}" in err and "Traceback" not in err
+
+
+def test_meaningless_or_out_of_range_options_are_refused(capsys, tmp_path):
+    """Issue 14's reports: each was accepted (or hung, or crashed) and is now one line naming the option."""
+    cases = {
+        ("--params", "7b", "--micro-batch", "1e9"): "argument --micro-batch: changes nothing with --params alone",
+        ("--model", "llama-3-8b", "--lora-rank", "100000"): "argument --lora-rank: 100000 exceeds the hidden size 4096",
+        ("--model", "llama-3-8b", "--optimizer", "adam8bit", "--optimizer-state-dtype", "int4"):
+            "argument --optimizer-state-dtype: adam8bit has no state dtype to choose",
+        ("--config", "/dev/zero"): "larger than 1,048,576 bytes",
+        ("--model", "gpt2", "--gpu", "80 parsecs"): "argument --gpu: '80 parsecs' is neither a catalog GPU",
+    }
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    cases[("--config", str(listed))] = "a config.json is a JSON object of fields, not list"
+    for argv, message in cases.items():
+        code, _, err = run(capsys, "estimate", *argv)
+        assert code == 2 and message in err and err.count("\n") == 1, (argv, err)
+
+
+def test_gpu_may_be_a_plain_size(capsys):
+    """--gpu takes a size as well as a catalog id; GiB and GB are told apart."""
+    data = json.loads(run(capsys, "estimate", "--model", "gpt2", "--gpu", "24GB", "--json")[1])
+    assert data["fits"]["24GB"]["capacity_bytes"] == 24 * 10**9
+    data = json.loads(run(capsys, "estimate", "--model", "gpt2", "--gpu", "24GiB", "--json")[1])
+    assert data["fits"]["24GiB"]["capacity_bytes"] == 24 * 2**30

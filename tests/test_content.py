@@ -9,7 +9,8 @@ import pytest
 
 from builder.content import (WIDGETS, ContentError, read_page, read_references, split_front_matter, parse_options,
                              read_presets)
-from builder.grids import format_amount, make_config, parse_count
+from builder.grids import format_amount, make_config
+from builder.model.units import parse_count
 from builder.catalog import load_models
 from builder.model import GiB
 
@@ -111,15 +112,22 @@ def test_make_config_rejects_unknown_options_and_wrong_types():
     assert "unknown config option 'micro_bach'" in errors[1].message
 
 
-@pytest.mark.parametrize("text, expected", [(8030261248, 8030261248), (7.0e9, 7_000_000_000), ("3.7e9", 3_700_000_000),
-                                            ("8B", 8_000_000_000), ("350M", 350_000_000)])
+@pytest.mark.parametrize("text, expected", [
+    (8030261248, 8030261248), (7.0e9, 7_000_000_000), ("3.7e9", 3_700_000_000), ("8B", 8_000_000_000),
+    ("7b", 7_000_000_000), ("350M", 350_000_000), ("7_000_000_000", 7_000_000_000), ("124,439,808", 124_439_808),
+    (" 4K ", 4000), ("6.74B", 6_740_000_000)])
 def test_parse_count(text, expected):
+    """One reader of counts for the CLI, front matter and widget options (issue 14: '7b', '7B', '7e9' and
+    '7_000_000_000' all mean seven billion)."""
     assert parse_count(text) == expected
 
 
-def test_parse_count_rejects_nonsense():
-    with pytest.raises(ValueError, match="must be a count"):
-        parse_count("lots")
+@pytest.mark.parametrize("value", [0, -1, "0", "-1", "nan", "inf", float("nan"), float("inf"), "1e400", 1e300, "",
+                                   "lots", "7.5", 7.5, True, None, "x" * 10_000_000, "80GiB", "1e99999999"])
+def test_parse_count_rejects_nonsense(value):
+    """Zero, negatives, nan, inf, 1e400, empty, 10 MB of text, a size with a unit: one ValueError, fast."""
+    with pytest.raises(ValueError, match="must be"):
+        parse_count(value)
 
 
 def test_parse_options():

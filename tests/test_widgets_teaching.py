@@ -113,7 +113,7 @@ def test_overflow_hatching_starts_at_the_smallest_gpu_exceeded(catalogs):
     ({"precision": "fp32"}, "seed-000 table"),
     ({"zero": 4}, "zero must be 0-3"),
     ({"min_params": "10B", "max_params": "1B"}, "min_params must be below"),
-    ({"params": "seven"}, "cannot read parameter count"),
+    ({"params": "seven"}, "must be a whole number"),
 ])
 def test_bad_options_raise_value_errors(catalogs, options, message):
     """A bad option is a ValueError naming the problem (the build reports it at the placement's line)."""

@@ -160,6 +160,8 @@ OPTION_NAMES = tuple(f.name for f in fields(Config))
 MESSAGES = {
     "at_least_1": "{0}: must be at least 1, got {1}",
     "lora_rank": "lora_rank: must be 0 or more, got {0}",
+    "lora_rank_hidden": "lora_rank: {0} exceeds the hidden size {1} of {2}: a rank above a projection's smaller side "
+                        "adds parameters, not rank",
     "qlora": "qlora: QLoRA needs lora_rank > 0",
     "fraction": "{0}: must be a fraction between 0 and 10, got {1}",
     "tp": "tp: {0} does not divide the {1} attention heads / {2} KV heads of {3}",
@@ -219,6 +221,10 @@ def validate_config(config: Config) -> None:
             fail("lora_targets", f"{target!r} is not one of {', '.join(LORA_TARGETS)}")
     if config.qlora and config.lora_rank == 0:
         refuse("qlora")
+    if config.optimizer_state_dtype and config.optimizer in ("adam8bit", "sgd"):
+        fail("optimizer_state_dtype", f"{config.optimizer} has no state dtype to choose ("
+             + ("its blockwise 8-bit states are fixed" if config.optimizer == "adam8bit" else "plain SGD keeps no state")
+             + f"); drop --optimizer-state-dtype or pick another --optimizer")
     for option in ("allocator_reserve", "overhead_fraction"):
         if not 0 <= getattr(config, option) < 10:
             refuse("fraction", option, getattr(config, option))
@@ -227,6 +233,8 @@ def validate_config(config: Config) -> None:
             fail(option, "must not be negative")
     arch = config.model
     if arch is not None:
+        if config.lora_rank > arch.hidden:
+            refuse("lora_rank_hidden", config.lora_rank, arch.hidden, arch.name)
         if config.tp > 1 and (arch.heads % config.tp or (arch.n_kv_heads % config.tp and config.tp % arch.n_kv_heads)):
             refuse("tp", config.tp, arch.heads, arch.n_kv_heads, arch.name)
         if config.pp > arch.layers:

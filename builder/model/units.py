@@ -6,7 +6,10 @@ prints names which one it uses. Nothing here rounds: parts stay in exact bytes.
 
 from __future__ import annotations
 
+import math
+import re
 from fractions import Fraction
+from typing import Any
 
 KiB = 2**10
 MiB = 2**20
@@ -60,6 +63,34 @@ def format_bytes(n_bytes: float, unit: str = "GiB", digits: int = 1) -> str:
     if unit == "MiB":
         return f"{n_bytes / MiB:.{digits}f} MiB"
     raise ValueError(f"unknown unit {unit!r} (use GiB, GB or MiB)")
+
+
+COUNT_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+COUNT_LIMIT = 10**15  # no count the model takes (parameters, tokens, ranks) comes near a quadrillion
+_COUNT = re.compile(r"\s*([0-9][0-9_,]*(?:\.[0-9_]+)?(?:[eE][+-]?[0-9]{1,3})?)\s*([KkMmBbTt]?)\s*")
+
+
+def parse_count(value: Any, low: int = 1, high: int = COUNT_LIMIT) -> int:
+    """The one reader of counts (parameters, tokens, ranks, batch sizes), on every surface: an int, a float with
+    no fraction, or text such as '7B', '7b', '350M', '7e9', '7_000_000_000' or '124,439,808'. Raises ValueError
+    naming the accepted spellings and the range [low, high] for anything else (bool, inf, nan, 1e400, 7.5, '')."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"must be a whole number such as 4096, 4K, 7B, 7e9 or 7_000_000_000, got {value!r}")
+    if isinstance(value, str):
+        match = _COUNT.fullmatch(value) if len(value) < 64 else None
+        if not match:
+            shown = value if len(value) < 64 else value[:20] + "..."
+            raise ValueError(f"must be a whole number such as 4096, 4K, 7B, 7e9 or 7_000_000_000, got {shown!r}")
+        exact = Fraction(match.group(1).replace("_", "").replace(",", "")) * COUNT_SUFFIXES[match.group(2).upper()]
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must be a whole number between {low:,} and {high:,}, got {value!r}")
+    else:
+        exact = Fraction(value)
+    if exact.denominator != 1:
+        raise ValueError(f"must be a whole number, got {value!r}")
+    if not low <= exact <= high:
+        raise ValueError(f"must be between {low:,} and {high:,}, got {value!r}")
+    return int(exact)
 
 
 def parse_size(text: str) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 
 from builder.model.architecture import param_count
 from builder.model.teaching import ADAM_SEGMENTS, ZERO_STAGES, Segment, bytes_per_param
-from builder.model.units import format_bytes
+from builder.model.units import format_bytes, parse_count
 
 # Seed 000's chips: catalog models where the catalog has them, else the seed's round counts.
 DEFAULT_PRESETS = (("GPT-2", "gpt2", "124M"), ("7B", "llama-2-7b", "7B"), ("13B", "llama-2-13b", "13B"),
@@ -117,18 +117,6 @@ def figure_bytes(params: int, zero: int, gpu_count: int, segments: list[dict[str
 
 
 # Reading the author's options -------------------------------------------------------------
-
-def parse_count(text: str) -> int:
-    """'7B', '350M', '7e9', '124439808' -> a positive integer (raises ValueError)."""
-    match = re.fullmatch(r"\s*([0-9][0-9_.]*(?:e[0-9]+)?)\s*([KMBT]?)\s*", text, re.I)
-    if not match:
-        raise ValueError(f"cannot read parameter count {text!r} (write e.g. 7B, 350M or 7e9)")
-    scale = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}[match.group(2).upper()]
-    value = Fraction(match.group(1).replace("_", "")) * scale
-    if value.denominator != 1 or value < 1:
-        raise ValueError(f"parameter count {text!r} must be a positive whole number")
-    return int(value)
-
 
 def model_params(model_id: str, catalogs: dict[str, Any]) -> int:
     """A catalog model's parameter count."""

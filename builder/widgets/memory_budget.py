@@ -20,7 +20,7 @@ from typing import Any
 from builder.model.architecture import param_count
 from builder.model.teaching import BUDGET_PRECISIONS, budget_allocator
 from builder.model.units import GiB, format_bytes, parse_size
-from builder.widgets.bytes_per_param import parse_count
+from builder.model.units import parse_count
 
 HALF_BILLION = 500_000_000  # the model-size slider's step (seed 001: 0.5-175B)
 PARAM_STEPS = (1, 350)  # slider range in half-billions

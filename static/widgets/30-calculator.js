@@ -72,6 +72,7 @@ WIDGETS.calculator = (root, D) => {
     for (const k in D.ints) if (c[k] < 1) fail("at_least_1", k, c[k]);
     if (c.r < 0) fail("lora_rank", c.r);
     if (c.ql && !c.r) fail("qlora");
+    if (c.r > A.h) fail("lora_rank_hidden", c.r, A.h, A.name);
     if (f < 0 || f >= 10) fail("fraction", "overhead_fraction", f + (Number.isInteger(f) ? ".0" : ""));
     if (tp > 1 && (A.a % tp || (A.k % tp && tp % A.k))) fail("tp", tp, A.a, A.k, A.name);
     if (pp > A.L) fail("pp", pp, A.L, A.name);
