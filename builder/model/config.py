@@ -224,7 +224,7 @@ def validate_config(config: Config) -> None:
     if config.optimizer_state_dtype and config.optimizer in ("adam8bit", "sgd"):
         fail("optimizer_state_dtype", f"{config.optimizer} has no state dtype to choose ("
              + ("its blockwise 8-bit states are fixed" if config.optimizer == "adam8bit" else "plain SGD keeps no state")
-             + f"); drop --optimizer-state-dtype or pick another --optimizer")
+             + "); leave optimizer_state_dtype unset or choose another optimizer")
     for option in ("allocator_reserve", "overhead_fraction"):
         if not 0 <= getattr(config, option) < 10:
             refuse("fraction", option, getattr(config, option))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from builder.model import Config, estimate, param_count
+from builder.model import Config, estimate
 from builder.model import estimator as est
 from builder.model import oplists
 from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI, KORTHIKANTI_TABLE
