@@ -428,8 +428,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "kor": KORTHIKANTI_TABLE,
         # The peak of a step (builder.model.peak): what is live at each moment, and the moments' own tensors.
         "live": list(LIVE.items()), "notSaved": NOT_SAVED, "stepOpt": STEP_TEMPORARIES, "phases": PHASE_TITLES,
-        "transients": [[t.name, t.phase, t.factors, t.conditions, t.per_token, t.per_unit, html.escape(t.source)]
-                       for t in TRANSIENTS],
+        "transients": [[t.phase, t.factors, t.conditions] for t in TRANSIENTS],
     }
 
 

@@ -185,23 +185,27 @@ WIDGETS.calculator = (root, D) => {
   // estimator.overhead_parts as the calculator offers them: a framework percentage of what is allocated.
   const reserved = (c, allocated) => (c.ovh ? [part("overhead/framework", allocated * c.ovh / 100, R("percent", c.ovh), "over")] : []);
   // peak.phases_of: the parts live at each moment of a step (peak.LIVE's selectors) and the moment's own tensors
-  // (peak.TRANSIENTS whose conditions hold), the framework percentage worked out again on each; the largest, first on ties.
+  // (peak.TRANSIENTS whose conditions hold), the framework percentage worked out again on each; [bytes, phase] of the
+  // largest, the first on ties. One pass adds the parts up by every selector that can pick them (name, bucket,
+  // 'saved', 'accumulating'), so each moment is a handful of additions.
   const peakOf = (c, parts) => {
-    const has = (n) => parts.some((p) => p[0] == n), bucket = (p) => p[0].split("/")[0], bytesOf = Object.fromEntries(parts);
-    const flags = [has("activations/logits") && "head", has("activations/embedding") && "embedding", c.pol[4] != "fp32" && "low_precision",
+    const by = {}, add = (k, x) => (by[k] = (by[k] || 0) + x);
+    for (const [name, x] of parts) {
+      const b = name.split("/")[0];
+      add(name, x);
+      if (name != b) add(b, x);
+      if (b == "activations" && !D.notSaved.includes(name)) add("saved", x);
+      if (b == "gradients" && c.grad_accum > 1) add("accumulating", x);
+    }
+    const flags = [by["activations/logits"] && "head", by["activations/embedding"] && "embedding", c.pol[4] != "fp32" && "low_precision",
       c.pol[5] && "autocast", c.A.tie && "tied", !c.r && "full_tuning", D.stepOpt.includes(c.opt) && "foreach_adam"];
     const sym = { T: c.micro_batch * flo(c.seq_len / c.cp), V: ceil(c.A.V / c.tp), h: c.A.h, grad: bytes(c.pol[2]) };
-    const pick = (sel) => sel == "saved" ? parts.filter((p) => bucket(p) == "activations" && !D.notSaved.includes(p[0]))
-      : sel == "accumulating" ? (c.grad_accum > 1 ? parts.filter((p) => bucket(p) == "gradients") : [])
-      : parts.filter((p) => p[0] == sel || (!sel.includes("/") && bucket(p) == sel));
     let top;
     for (const [phase, selectors] of D.live) {
-      const live = selectors.flatMap(pick);
-      for (const [name, at, factors, conditions, perToken, unit, src] of D.transients) {
-        const x = at == phase && conditions.every((k) => flags.includes(k)) ? factors.reduce((m, f) => m * (typeof f == "number" ? f : sym[f] ?? bytesOf[f] ?? 0), 1) : 0;
-        if (x) live.push([name, whole(x), perToken ? perTok(x, sym.T) : unit, src]);
-      }
-      const total = sum(live) + sum(reserved(c, sum(live)));
+      let live = selectors.reduce((s, k) => s + (by[k] || 0), 0);
+      for (const [at, factors, conditions] of D.transients)
+        if (at == phase && conditions.every((k) => flags.includes(k))) live += whole(factors.reduce((m, f) => m * (typeof f == "number" ? f : sym[f] ?? by[f] ?? 0), 1));
+      const total = live + sum(reserved(c, live));
       if (!top || total > top[0]) top = [total, phase];
     }
     return top;
