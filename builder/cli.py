@@ -43,11 +43,6 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def parameter_count(text: str) -> int:
-    """argparse type: a parameter count such as 7e9, 7B, 350M or 124439808 (units.parse_count)."""
-    return positive_int(text)
-
-
 def overhead_value(text: str) -> tuple[str, float]:
     """argparse type: '10%' (a fraction of the rest) or a size like '1.5GiB'."""
     if text.strip().endswith("%"):
@@ -86,7 +81,7 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     what = p.add_argument_group("model (one of)").add_mutually_exclusive_group(required=True)
     what.add_argument("--model", metavar="NAME", help="catalog id (see `python -m builder models`)")
-    what.add_argument("--params", type=parameter_count, metavar="N", help="raw parameter count, e.g. 7e9 or 7B")
+    what.add_argument("--params", type=positive_int, metavar="N", help="raw parameter count, e.g. 7e9 or 7B")
     what.add_argument("--config", type=Path, metavar="PATH", help="a Hugging Face config.json on disk")
 
     run = p.add_argument_group("what runs")
