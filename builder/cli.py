@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
-from builder.model.peak import Need, need, unmodelled
-from builder.model import Config, estimate
+from builder.model.peak import Need, assess, unmodelled
+from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
 from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, MODES, OFFLOAD,
                                   OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
@@ -281,8 +281,7 @@ def run_estimate(args: argparse.Namespace) -> int:
     if args.phases and config.mode != "train":
         raise UsageError("argument --phases: phases of a step are for training (--mode train)")
     try:
-        breakdown = estimate(config)
-        needed = need(config)
+        breakdown, needed = assess(config)
         answer = answer_max(args.max, config, gpus[args.gpu]) if args.max else None
     except ValueError as error:
         option, _, message = str(error).partition(": ")

@@ -18,7 +18,7 @@ from builder.content import BarDefinition, ChartDefinition, ContentError, Page, 
 from builder.model import Breakdown, Config, validate_config
 from builder.model.architecture import Architecture
 from builder.model.estimator import estimate as model_estimate
-from builder.model.peak import need, phases
+from builder.model.peak import assess, phases
 from builder.model.units import parse_count, parse_size
 
 # Config field -> the kind of value an author writes for it.
@@ -178,15 +178,14 @@ def evaluate_chart(chart: ChartDefinition, page: Page, presets: dict[str, Preset
         if config is None:
             continue
         try:
-            breakdown = estimate(config)
+            # The model's own estimate has step phases, so its bars carry their need (both from one evaluation); a
+            # stand-in estimate (the build tests') has none, and its bars are judged by their sum.
+            breakdown, needed = assess(config) if estimate is model_estimate else (estimate(config), None)
         except ValueError as error:
             errors.append(ContentError(page.path, bar.line, f"bar {bar.label!r}: the model rejects it: {error}"))
             continue
         configs.append(config)
-        # The model's own estimate has step phases, so its bars carry their need; a stand-in estimate (the build
-        # tests') has none, and its bars are judged by their sum.
-        bars.append(ChartBar(label=bar.label, breakdown=breakdown,
-                             need=need(config).bytes if estimate is model_estimate else None))
+        bars.append(ChartBar(label=bar.label, breakdown=breakdown, need=needed.bytes if needed else None))
     if chart.phases and bars:
         try:
             bars = phase_bars(configs[0], bars[0])

@@ -35,7 +35,7 @@ from fractions import Fraction
 from builder.model.breakdown import Breakdown, Part, join_parts, whole_bytes
 from builder.model.config import Config
 from builder.model.estimator import _per_token_rule as per_token_rule
-from builder.model.estimator import estimate, overhead_parts, stage_estimates
+from builder.model.estimator import breakdown_of, estimate, overhead_parts, stage_estimates
 from builder.model.units import dtype_bytes
 
 LOSS = ("transformers 5.23 loss_utils.ForCausalLMLoss (logits.float()) and PyTorch 2.13 log_softmax / nll_loss "
@@ -220,9 +220,9 @@ class Need:
         return f"peak of a step, at the {self.peak.title}" if self.peak else "sum of parts (serving steady state)"
 
 
-def need(config: Config) -> Need:
-    """What `config` needs per GPU (see Need)."""
-    evaluated = stage_estimates(config)
+def need(config: Config, evaluated: list | None = None) -> Need:
+    """What `config` needs per GPU (see Need), from `stage_estimates(config)` when already at hand."""
+    evaluated = evaluated if evaluated is not None else stage_estimates(config)
     total = max(sum(p.bytes for p in gpu) for _, gpu, _ in evaluated)
     if config.mode != "train":
         return Need(total, total, None)
@@ -234,6 +234,12 @@ def need(config: Config) -> Need:
             best = Need(top.total, total, top, steps, stage.name)
     assert best is not None
     return best
+
+
+def assess(config: Config) -> tuple[Breakdown, Need]:
+    """The estimate and the need of `config`, from one evaluation of its pipeline stages."""
+    evaluated = stage_estimates(config)
+    return breakdown_of(config, evaluated), need(config, evaluated)
 
 
 def unmodelled(config: Config) -> tuple[str, ...]:

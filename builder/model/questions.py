@@ -2,8 +2,8 @@
 
 Every answer compares capacity with what the run needs (builder.model.peak.need): the peak of
 a training step, reserved parts included, or the serving steady state; never the sum of parts
-alone, which a step can exceed. All searches rely on monotonicity that tests/test_properties.py checks: memory never
-decreases with micro-batch, sequence length or parameters, and never increases with more
+alone, which a step can exceed. All searches rely on monotonicity that tests/test_properties.py
+checks: memory never decreases with micro-batch, sequence length or parameters, and never increases with more
 data-parallel ranks under ZeRO/FSDP.
 """
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from builder.model import Config, estimate
+from builder.model import Config
 from builder.model import estimator as est
 from builder.model import oplists
 from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI, KORTHIKANTI_TABLE
@@ -32,7 +32,7 @@ from builder.model.breakdown import Breakdown
 from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, POSITIVE, PRECISIONS,
                                   RECOMPUTE)
 from builder.model.config import MESSAGES as CONFIG_MESSAGES
-from builder.model.peak import LIVE, NOT_SAVED, PHASE_TITLES, STEP_TEMPORARIES, TRANSIENTS, Need, need
+from builder.model.peak import LIVE, NOT_SAVED, PHASE_TITLES, STEP_TEMPORARIES, TRANSIENTS, Need, assess
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
 from builder.model.units import DTYPE_BYTES, format_bytes
 
@@ -440,8 +440,7 @@ def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[t
     chosen = next(g for g in gpus if g[0] == state["gpu"])
     try:
         config = config_from_state(state, models)
-        breakdown = estimate(config)
-        needed = need(config)
+        breakdown, needed = assess(config)
     except ValueError as error:
         return {"error": str(error), "summary": TEXTS["invalid"].format(model_name(state, models), error)}
     total, required = breakdown.total, needed.bytes
@@ -487,7 +486,7 @@ def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, st
     label = format_bytes(total) if required == total else TEXTS["bar_label"].format(format_bytes(required))
     return {"segments": segments, "lines": rows, "bar_y": 18 * len(lines) + 6, "height": 18 * len(lines) + 56,
             "overflow": overflow, "need_x": pct(100 * required / scale) if required != total else "",
-            "total_x": pct(100 * required / scale), "total_end": required / scale > 0.5, "total_text": label}
+            "label_x": pct(100 * required / scale), "label_end": required / scale > 0.5, "label_text": label}
 
 
 def short_name(display: str) -> str:
