@@ -49,23 +49,23 @@ def fits(config: Config, capacity: int) -> bool:
     return need(config).bytes <= capacity
 
 
-def _largest(fits: Callable[[int], bool], low: int, limit: int, step: int = 1) -> int | None:
+def _largest(fits_at: Callable[[int], bool], low: int, limit: int, step: int = 1) -> int | None:
     """`limit` if it fits, else the largest multiple of `step` in [low, limit) that fits, or None.
 
-    `fits` must be monotone (true up to some point, false after), so the answer is unique and
+    `fits_at` must be monotone (true up to some point, false after), so the answer is unique and
     any correct search finds it; the calculator widget searches differently and must agree.
     """
-    if not fits(low):
+    if not fits_at(low):
         return None
-    if fits(limit):
+    if fits_at(limit):
         return limit
     good, bad = low, low + step
-    while bad < limit and fits(bad):  # gallop: double the distance until a value fails
+    while bad < limit and fits_at(bad):  # gallop: double the distance until a value fails
         good, bad = bad, low + 2 * (bad - low)
     bad = min(bad, limit)
     while good + step < bad:  # bisect on multiples of step; good fits, bad does not
         middle = good + step * max(1, (bad - good) // (2 * step))
-        if fits(middle):
+        if fits_at(middle):
             good = middle
         else:
             bad = middle
