@@ -265,6 +265,26 @@ def test_real_site_numbers_equal_the_memory_model(real_site):
     assert rows["weights"] == ["15.0", "1.9"]  # 8,030,261,248 x 2 B = 14.96 GiB; / 8 = 1.87 GiB
 
 
+def test_real_site_fits_on_table_judges_the_need(real_site):
+    """Issue 13: the calculator page's fits-on table shows the sum of parts and the need, and its verdicts use the
+    need. Llama 3 8B, FSDP on 8 GPUs, 8,192 tokens, full recomputation: the sum of parts is below the need."""
+    from builder.model.peak import assess
+    from builder.render import fit_verdict
+
+    llama = load_models(ROOT / "content" / "models.toml")["llama-3-8b"]
+    config = Config(model=llama, precision="bf16-mixed", optimizer="adamw", micro_batch=1, seq_len=8192,
+                    fsdp="FULL_SHARD", dp=8, recompute="full")
+    breakdown, needed = assess(config)
+    assert needed.bytes > breakdown.total
+    rows = table_cells((real_site / "calculator.html").read_text(), "table-fits-on")
+    assert rows["Sum of parts (GiB)"][1] == format_amount(breakdown.total, "GiB")
+    assert rows["Needs: peak of a step, or a served model's steady state (GiB)"][1] == format_amount(needed.bytes, "GiB")
+    rtx = 24564 * 2**20  # GeForce RTX 4090 24GB: 24,564 MiB usable (nvidia-smi, content/gpus.toml)
+    verdict = rows["Fits on GeForce RTX 4090 24GB (24.0 GiB)?"][1]
+    assert verdict == fit_verdict(needed.bytes, rtx, "GiB") == "no, 6.3 over"
+    assert fit_verdict(breakdown.total, rtx, "GiB") != verdict  # judged by the sum it would read otherwise
+
+
 def test_real_site_has_charts_with_title_and_desc(real_site):
     page = (real_site / "index.html").read_text()
     assert page.count("<figure") == 2
