@@ -33,6 +33,11 @@ def totals(config):
     return {phase.name: phase.total for phase in phases(config)}
 
 
+def moment(config, name):
+    """The phase called `name` of a step of `config`."""
+    return next(phase for phase in phases(config) if phase.name == name)
+
+
 def measured(name):
     cases = json.loads((VALIDATION_DIR / "peak.json").read_text())["cases"]
     return next(case["measured"] for case in cases if case["name"] == name)
@@ -51,7 +56,7 @@ def test_loss_gradients_are_two_fp32_token_by_vocabulary_tensors():
 
 def test_bf16_forward_holds_the_fp32_upcast_of_the_logits():
     """Below fp32 the loss upcasts: forward holds bf16 logits (2 B) and the fp32 copy (4 B) per entry."""
-    fp32, bf16 = phases(llama())[0], phases(llama(precision="bf16"))[0]
+    fp32, bf16 = moment(llama(), "forward"), moment(llama(precision="bf16"), "forward")
     assert {p.name for p in bf16.parts} - {p.name for p in fp32.parts} == {"activations/logits_fp32"}
     assert next(p.bytes for p in bf16.parts if p.name == "activations/logits_fp32") == 1024 * 8192 * 4
 
@@ -77,9 +82,9 @@ def test_tied_embeddings_add_two_gradient_sized_temporaries_at_the_end_of_backwa
               "tie_word_embeddings": True}
     tied = Config(model=from_hf_config(config, name="peak-gpt2"), mode="train", precision="fp32", micro_batch=1,
                   seq_len=16, attention="sdpa")
-    end = phases(tied)[2]
+    end = moment(tied, "backward_end")
     assert [p.bytes for p in end.parts if p.name == "gradients/tied_embedding_temporaries"] == [2 * 8192 * 256 * 4]
-    assert not [p for p in phases(llama(micro_batch=1, seq_len=16))[2].parts if "tied" in p.name]
+    assert not [p for p in moment(llama(micro_batch=1, seq_len=16), "backward_end").parts if "tied" in p.name]
 
 
 def test_gradient_accumulation_keeps_gradients_live_in_the_forward():
@@ -94,7 +99,7 @@ def test_sum_of_parts_misses_the_loss_peak_of_a_large_vocabulary():
     """Llama 3 8B (V = 128,256), 8,192 tokens, ZeRO-3 on 8 GPUs: the loss gradients alone are
     2 x 8192 x 128256 x 4 B = 7.83 GiB, so the backward peak exceeds the sum of all parts."""
     config = Config(model=MODELS["llama-3-8b"], mode="train", seq_len=8192, zero=3, dp=8)
-    start = phases(config)[1]
+    start = moment(config, "backward_start")
     assert [p.bytes for p in start.parts if p.name == "activations/loss_grads"] == [2 * 8192 * 128256 * 4]
     assert peak(config).total > estimate(config).total
 
@@ -107,14 +112,16 @@ def test_peak_is_the_largest_phase_and_serving_has_none():
 
 
 def test_a_phases_chart_draws_the_sum_then_each_phase():
-    """`phases: true` in a chart: the sum of parts, then the four moments, each bar's total = the phase's."""
+    """`phases: true` in a chart: the sum of parts, then each moment, each bar's total = the phase's. With SDPA
+    the layers' own moments are the MLP's backward (no eager softmax in the forward)."""
     from builder.charts import ChartBar
     from builder.grids import phase_bars
 
     config = llama(precision="bf16")
     bars = phase_bars(config, ChartBar(label="", breakdown=estimate(config)))
     assert [bar.label for bar in bars] == ["sum of all parts", "end of forward (loss computed)",
-                                           "start of backward (loss gradients)", "end of backward (all gradients)",
+                                           "start of backward (loss gradients)", "backward through the last layer",
+                                           "backward through the first layer", "end of backward (all gradients)",
                                            "optimizer step"]
     assert bars[0].breakdown.total == estimate(config).total
     assert [bar.breakdown.total for bar in bars[1:]] == [phase.total for phase in phases(config)]

@@ -98,8 +98,7 @@ def conditions(arch: Architecture, config: Config) -> set[str]:
     held.add("learned_positions" if arch.positions == "learned" else "rotary")
     if arch.norm == "layernorm" or config.implementation == "megatron":
         held.add("embedding_dropout")
-    if config.recompute == "full":
-        held.add("full_recompute")
+    held.add("full_recompute" if config.recompute == "full" else "no_full_recompute")
     held.add("autocast" if fp32_residual(config) else "no_autocast")
     if config.lora_rank:
         held.update(f"lora_{target}" for target in config.lora_targets)
@@ -185,6 +184,69 @@ def apply_recompute(saved: list[Saved], config: Config, values: dict[str, Fracti
 def saved_bytes(saved: list[Saved], activation_dtype: str) -> Fraction:
     """Total bytes of a list of saved tensors."""
     return sum((s.bytes(activation_dtype) for s in saved), Fraction(0))
+
+
+def tensor_bytes(tensor: Saved, config: Config) -> Fraction:
+    """Bytes of an evaluated row, where dtype 'grad' is the gradient dtype."""
+    if tensor.dtype == "grad":
+        return tensor.elements * dtype_bytes(config.policy.grad)
+    return tensor.bytes(config.policy.activation)
+
+
+def by_group(tensors: list[Saved], config: Config) -> dict[str, Fraction]:
+    """Bytes of evaluated rows, added up per group (in first-seen order)."""
+    groups: dict[str, Fraction] = {}
+    for tensor in tensors:
+        groups[tensor.group] = groups.get(tensor.group, Fraction(0)) + tensor_bytes(tensor, config)
+    return groups
+
+
+@dataclass(frozen=True)
+class LayerMoment:
+    """An oplists.Moment worked out for one configuration, per micro-batch on one GPU."""
+
+    phase: str  # 'layer_forward' or 'layer_backward'
+    op: str  # the instant, in words
+    live: dict[str, Fraction]  # per group: bytes of the layer's rows live then (up to the anchor)
+    kept: dict[str, Fraction]  # per group: bytes one layer keeps saved between forward and backward
+    temporaries: Fraction  # the moment's own tensors (activations; freed rows counted negative)
+    made: Fraction  # the layer's weight gradients made by then
+    layer_grads: Fraction  # every weight gradient of one layer
+    head_grads: Fraction  # the output layer's and final norm's weight gradients
+
+
+def _grad_bytes(rows: tuple[oplists.Row, ...], values: dict[str, Fraction], held: set[str], config: Config) -> Fraction:
+    return sum((tensor_bytes(t, config) for t in evaluate(rows, values, held)), Fraction(0))
+
+
+def layer_moments(arch: Architecture, config: Config) -> list[LayerMoment]:
+    """The oplists.MOMENTS of this block whose conditions hold (none for the Korthikanti reference mode)."""
+    if config.activation_formula != "ops":
+        return []
+    values = symbols(arch, config, config.seq_len, config.micro_batch)
+    held = conditions(arch, config)
+    name = block_name(arch, config)
+    block = oplists.BLOCKS[name]
+    kept = by_group([t for t in apply_recompute(evaluate(block, values, held), config, values)
+                     if t.group != "checkpoint"], config)
+    layer_grads = _grad_bytes(oplists.LAYER_GRADS[name], values, held, config)
+    head_grads = _grad_bytes(oplists.HEAD_GRADS, values, held, config)
+    out = []
+    for moment in oplists.MOMENTS[name]:
+        if moment.condition and not all(c in held for c in moment.condition.split("&")):
+            continue
+        at = next(i for i, row in enumerate(block) if row.op == moment.anchor)
+        extra = evaluate(moment.temporaries, values, held)
+        live = evaluate(block[:at + 1], values, held)
+        if config.recompute == "full" and moment.phase == "layer_forward":
+            # A checkpointed layer's forward runs without autograd: the norms' tensors kept only for backward
+            # are gone by the softmax (measured: content/validation/peak.json).
+            live = [t for t in live if t.group != "norms"]
+        out.append(LayerMoment(
+            moment.phase, moment.op, by_group(live, config), kept,
+            sum((tensor_bytes(t, config) for t in extra if t.dtype != "grad"), Fraction(0)),
+            sum((tensor_bytes(t, config) for t in extra if t.dtype == "grad"), Fraction(0)), layer_grads, head_grads))
+    return out
 
 
 # ---------------------------------------------------------------------------------------

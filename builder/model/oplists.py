@@ -51,6 +51,7 @@ CONDITIONS = {
     "rotary": "rotary position embeddings",
     "embedding_dropout": "a dropout layer after the embeddings (GPT-2's embd_pdrop; Llama-style models have none)",
     "full_recompute": "full activation recomputation (checkpointed layers)",
+    "no_full_recompute": "not full_recompute",
     # torch.autocast over fp32 weights (amp-bf16): the residual stream stays fp32, and each
     # linear layer casts its input itself, so projections sharing an input save a copy each.
     "autocast": "torch.autocast over fp32 weights (the residual stream, norms and rotary tables stay fp32)",
@@ -248,3 +249,151 @@ BLOCKS = {
     "hf-llama": HF_LLAMA_BLOCK,
     "hf-mixtral": HF_MIXTRAL_BLOCK,
 }
+
+
+# ---------------------------------------------------------------------------------------
+# Moments inside the last layer: what a layer's own forward and backward add for an instant
+# ---------------------------------------------------------------------------------------
+
+class Moment(NamedTuple):
+    """One instant inside the last layer's forward or backward, when the layer's own temporaries peak.
+
+    At that instant the layer's saved tensors up to and including the row `anchor` (an op of the
+    block's list) are live, and those after it are not: in the forward they are not made yet, in
+    the backward autograd has already freed them (a node's saved tensors go once it has run). The
+    `temporaries` are rows like the op lists' (dtype 'grad' is the gradient dtype): the tensors
+    that exist only at that instant, and in the backward the weight gradients the layer has made
+    by then."""
+
+    phase: str  # 'layer_forward' or 'layer_backward' (builder.model.peak.PHASES)
+    op: str  # the instant, in words
+    condition: str  # when the moment exists ('' always), as Row.condition
+    anchor: str  # the op of the last live row of the block
+    temporaries: tuple[Row, ...]
+
+
+def _residual_gradient() -> tuple[Row, Row]:
+    """The gradient of the residual stream, held while the layer's branch runs its backward."""
+    return _fp32_under_autocast("backward", "gradient of the residual stream (held across the branch)", 1, "Tr h")
+
+
+# PyTorch 2.13 autograd: SoftmaxBackward0 (aten::_softmax_backward_data) allocates the gradient of
+# the scores while the gradient of the softmax output (from scores x V's BmmBackward0) and of V are
+# still held. transformers' Llama takes the softmax in fp32 (softmax(..., dtype=float32)), so the
+# gradient of its bf16 copy is upcast first (ToCopyBackward0) and both gradients are fp32.
+def _softmax_backward(fp32_softmax: bool) -> Moment:
+    probs = (Row("backward", "gradient of the softmax output (fp32)", 1, "b a s S", "fp32"),
+             Row("backward", "gradient of the scores (softmax backward, fp32)", 1, "b a s S", "fp32")) \
+        if fp32_softmax else (
+        *_fp32_under_autocast("backward", "gradient of the softmax output", 1, "b a s S"),
+        *_fp32_under_autocast("backward", "gradient of the scores (softmax backward)", 1, "b a s S"))
+    anchor = "softmax output (fp32)" if fp32_softmax else \
+        "softmax output (fp32: the fp32 mask promotes the scores under autocast)"
+    return Moment("layer_backward", "eager attention's softmax backward", "eager", anchor,
+                  (*_residual_gradient(),
+                   Row("backward", "gradient of V, one per query head", 1, "T a d", "act"), *probs,
+                   # scores x V's node has run, so V as it saved it is gone (freed rows are negative).
+                   Row("backward", "less V as scores x V saved it (freed)", -1, "T a d", "act", "gqa_repeat"),
+                   Row("backward", "less V as scores x V saved it (freed)", -1, "T k d", "act", "no_gqa_repeat")))
+
+
+# The scores materialised for the softmax: scores x scale, then the causal mask (aten::mul, aten::add,
+# each a new tensor that frees the one before). transformers' Llama upcasts bf16 scores to fp32 inside
+# softmax(dtype=float32); under torch.autocast the fp32 mask has already promoted them. In transformers
+# the 4-D causal mask (made once in the weights' dtype, shared by every layer, freed when the model's
+# forward returns) and q, k, v as the projections and rotary made them are live too.
+def _attention_inputs() -> tuple[Row, ...]:
+    """transformers, inside eager attention's forward: the 4-D causal mask and q, k, v as made before the
+    attention op copies them (its copies of Q and K exist by the softmax; V's is made after it)."""
+    return (*_fp32_under_autocast("forward", "4-D causal mask (made in the weights' dtype)", 1, "b s S",
+                                  "no_full_recompute"),
+            Row("forward", "q, k and v as the projections (and rotary) made them", 1, "T a d", "act"),
+            Row("forward", "q, k and v as the projections (and rotary) made them", 2, "T k d", "act"),
+            Row("forward", "less V's copy for scores x V, not made yet", -1, "T k d", "act", "no_gqa_repeat"))
+
+
+def _softmax_forward(fp32_softmax: bool, transformers: bool) -> Moment:
+    rows = [*_fp32_under_autocast("forward", "attention scores after the causal mask", 1, "b a s S")]
+    if fp32_softmax:
+        rows += [Row("forward", "scores upcast to fp32 for the softmax", 1, "b a s S", "fp32", "low_precision&no_autocast"),
+                 # RMSNorm saves its fp32 cast; below fp32 (without autocast) the input itself is another tensor.
+                 Row("forward", "the layer's input, held for the residual add", 1, "Tr h", "act",
+                     "low_precision&no_autocast")]
+    anchor = "softmax output (fp32)" if fp32_softmax else \
+        "softmax output (fp32: the fp32 mask promotes the scores under autocast)"
+    return Moment("layer_forward", "eager attention's softmax", "eager", anchor,
+                  tuple(rows) + (_attention_inputs() if transformers else ()))
+
+
+# Under torch.autocast the scores come out of the matmul in bf16 and the fp32 mask promotes them: the add
+# (aten::add) holds the scaled bf16 scores, their fp32 upcast and the fp32 sum at once, before the softmax.
+_MASK_ADD_UNDER_AUTOCAST = Moment(
+    "layer_forward", "eager attention's causal-mask add under autocast", "eager&autocast",
+    "fused kernel: logsumexp per head and row (fp32)",  # the row before the softmax's: the softmax is not made yet
+    (Row("forward", "scaled scores (autocast dtype)", 1, "b a s S", "act"),
+     Row("forward", "scaled scores upcast to fp32 by the mask add", 1, "b a s S", "fp32"),
+     Row("forward", "attention scores after the causal mask (fp32)", 1, "b a s S", "fp32"), *_attention_inputs()))
+
+
+def _layer_grads(*rows: Row) -> tuple[Row, ...]:
+    """Weight gradients the layer's backward has made by the moment (gone under LoRA: frozen weights)."""
+    return tuple(Row("gradients", op, coefficient, shape, "grad", condition)
+                 for op, coefficient, shape, condition in ((r.op, r.coefficient, r.shape, r.condition) for r in rows))
+
+
+# Every dense block's weights, by the op lists' conditions (SwiGLU: gate and up; GeLU: one first linear).
+_BLOCK_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o"),
+                            Row("", "post-attention norm weight gradient", 1, "h", "grad", "grad_norm"),
+                            Row("", "gate and up weight gradients", 2, "h f", "grad", "grad_mlp_in&swiglu"),
+                            Row("", "first MLP weight gradient", 1, "h f", "grad", "grad_mlp_in&gelu_fused"),
+                            Row("", "first MLP weight gradient", 1, "h f", "grad", "grad_mlp_in&gelu_python"),
+                            Row("", "second MLP weight gradient", 1, "h f", "grad", "grad_mlp_out"))
+_MOE_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o"),
+                          Row("", "post-attention norm weight gradient", 1, "h", "grad", "grad_norm"),
+                          Row("", "router weight gradient", 1, "h E", "grad", "grad_mlp_in"),
+                          Row("", "expert weight gradients (gate, up, down)", 3, "E h f", "grad", "grad_mlp_in"))
+_QKV_GRADS = _layer_grads(Row("", "input norm weight gradient", 1, "h", "grad", "grad_norm"),
+                          Row("", "q, k and v weight gradients", 1, "h a d", "grad", "grad_qkv"),
+                          Row("", "q, k and v weight gradients", 2, "h k d", "grad", "grad_qkv"))
+_DOWN_GRAD = _layer_grads(Row("", "second MLP weight gradient", 1, "h f", "grad", "grad_mlp_out"))
+
+# The MLP's product backward (MulBackward0): the gradient of the product (from the second linear's
+# backward) and the gradients of both factors are live at once.
+_SWIGLU_BACKWARD = Moment("layer_backward", "the MLP product's backward", "swiglu",
+                          "up projection output (factor of the product)",
+                          (*_residual_gradient(),
+                           Row("backward", "gradient of the down projection input", 1, "T f", "act"),
+                           Row("backward", "gradients of the SiLU output and of the up projection output", 2, "T f",
+                               "act"), *_DOWN_GRAD))
+_GELU_PYTHON_BACKWARD = Moment("layer_backward", "the MLP GeLU's last product backward", "gelu_python",
+                               "GeLU: 1+tanh factor",
+                               (*_residual_gradient(),
+                                Row("backward", "gradient of the second MLP linear input", 1, "T f", "act"),
+                                Row("backward", "gradients of the 0.5*x and 1+tanh factors", 2, "T f", "act"),
+                                *_DOWN_GRAD))
+_GELU_FUSED_BACKWARD = Moment("layer_backward", "the MLP GeLU's backward", "gelu_fused", "GeLU input",
+                              (*_residual_gradient(),
+                               Row("backward", "gradient of the GeLU output", 1, "T f", "act"),
+                               Row("backward", "gradient of the GeLU input", 1, "T f", "act"), *_DOWN_GRAD))
+
+
+def _with_grads(moment: Moment, grads: tuple[Row, ...]) -> Moment:
+    """The moment with the layer's weight gradients made before it."""
+    return moment._replace(temporaries=moment.temporaries + grads)
+
+
+_DENSE_MOMENTS = (_SWIGLU_BACKWARD, _GELU_PYTHON_BACKWARD, _GELU_FUSED_BACKWARD)
+MOMENTS = {
+    "megatron": (_softmax_forward(False, False), _with_grads(_softmax_backward(False), _BLOCK_GRADS), *_DENSE_MOMENTS),
+    "hf-gpt2": (_softmax_forward(False, True), _MASK_ADD_UNDER_AUTOCAST, _with_grads(_softmax_backward(False), _BLOCK_GRADS), *_DENSE_MOMENTS),
+    "hf-llama": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _with_grads(_softmax_backward(True), _BLOCK_GRADS), *_DENSE_MOMENTS),
+    # Mixtral: the experts' own backward is not a moment here (builder.model.peak.unmodelled names it).
+    "hf-mixtral": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _with_grads(_softmax_backward(True), _MOE_GRADS)),
+}
+
+# Every weight gradient of one layer (what the first layer's moments have not made yet is the rest).
+LAYER_GRADS = {name: _QKV_GRADS + (_MOE_GRADS if name == "hf-mixtral" else _BLOCK_GRADS) for name in MOMENTS}
+
+# Made by the output layer's backward before any layer's: the weight gradients of the head and final norm.
+HEAD_GRADS = _layer_grads(Row("", "output layer weight gradient", 1, "V h", "grad", "grad_head"),
+                          Row("", "final norm weight gradient", 1, "h", "grad", "grad_norm"))

@@ -32,6 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from builder.model import oplists
+from builder.model.activations import LayerMoment, layer_moments
 from builder.model.breakdown import Breakdown, Part, join_parts, whole_bytes
 from builder.model.config import Config
 from builder.model.estimator import _per_token_rule as per_token_rule
@@ -45,9 +47,15 @@ FOREACH = ("PyTorch 2.13 torch/optim/adam.py _multi_tensor_adam: exp_avg_sq_sqrt
 TIED = ("PyTorch 2.13 autograd: the embedding's dense gradient and its sum with the head's gradient of the shared "
         "matrix; measured: content/validation/peak.json")
 ACCUMULATE = "PyTorch autograd AccumulateGrad: .grad persists across micro-batches until zero_grad"
-PHASES = ("forward", "backward_start", "backward_end", "optimizer_step")
-PHASE_TITLES = {"forward": "end of forward (loss computed)", "backward_start": "start of backward (loss gradients)",
-                "backward_end": "end of backward (all gradients)", "optimizer_step": "optimizer step"}
+AUTOGRAD = ("PyTorch 2.13 autograd (torch/csrc/autograd/engine.cpp: a node's saved tensors are freed once it has run; "
+            "derivatives from tools/autograd/derivatives.yaml); measured: content/validation/peak.json")
+PHASES = ("layer_forward", "forward", "backward_start", "layer_backward", "first_layer_backward", "backward_end",
+          "optimizer_step")
+PHASE_TITLES = {"layer_forward": "forward through the last layer", "forward": "end of forward (loss computed)",
+                "backward_start": "start of backward (loss gradients)",
+                "layer_backward": "backward through the last layer",
+                "first_layer_backward": "backward through the first layer", "backward_end": "end of backward (all gradients)",
+                "optimizer_step": "optimizer step"}
 # Optimizers whose foreach step allocates a temporary the size of a state part (TRANSIENTS' step_temporaries).
 STEP_TEMPORARIES = ("adam", "adamw")
 NO_TEMPORARIES = ("sgd", "sgd-momentum")  # foreach SGD updates in place (no weight decay)
@@ -59,6 +67,7 @@ class Phase:
 
     name: str  # one of PHASES
     parts: tuple[Part, ...]
+    detail: str = ""  # inside the last layer: the instant (an oplists.Moment's op)
 
     @property
     def total(self) -> int:
@@ -80,9 +89,16 @@ NOT_SAVED = ("activations/logits", "activations/recompute_working_layer")
 # bucket less its transient parts) or 'accumulating' (the gradients, when gradient accumulation
 # keeps them across micro-batches). Python (phases_of) and the calculator's script read this table.
 LIVE = {
+    "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved"),
     "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved", "activations/logits"),
     "backward_start": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
                        "saved"),
+    "layer_backward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
+                       "saved"),
+    # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
+    # saved tensors only the embedding's and the first layer's own (added per moment).
+    "first_layer_backward": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
+                             "activations/embedding"),
     "backward_end": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
                      "activations/recompute_working_layer"),
     "optimizer_step": ("weights", "optimizer", "gradients"),
@@ -178,17 +194,82 @@ def phases(config: Config, breakdown: Breakdown | None = None) -> tuple[Phase, .
 
 def phases_of(config: Config, parts: tuple[Part, ...]) -> tuple[Phase, ...]:
     """The candidate peaks of one training step on a GPU holding `parts` (one pipeline stage's): LIVE's
-    parts and the moment's TRANSIENTS.
+    parts and the moment's TRANSIENTS; inside a layer, the worst of its MOMENTS.
 
     The reserved parts (allocator reserve and framework percentage, which scale with what is
     allocated, and the fixed amounts) are worked out again for each moment, on top of what is
     live then: a 10% framework overhead is 10% of the peak, not of the sum of parts."""
     steps = []
+    names = {p.name for p in parts}
+    moments = layer_moments(config.model, config) \
+        if config.model is not None and any(p.bucket == "activations" for p in parts) else []
+    # Weight gradients are new tensors of this backward: not accumulated into, not an unsharded unit's.
+    fresh = config.grad_accum == 1 and "comm/unsharded_grads" not in names
+    head = "activations/logits" in names
     for name, selectors in LIVE.items():
         tensors = [p for selector in selectors for p in _live(selector, config, parts)]
         tensors += _transients(name, config, parts)
-        steps.append(Phase(name, join_parts(tensors, overhead_parts(config, sum(p.bytes for p in tensors)))))
+        detail = ""
+        if name in MOMENT_PHASES:
+            within = _first_layer if name == "first_layer_backward" else _last_layer
+            candidates = [within(m, tensors, fresh, head) for m in moments if m.phase == MOMENT_PHASES[name]]
+            if not candidates:
+                continue
+            detail, tensors = max(candidates, key=lambda c: sum(p.bytes for p in c[1]))
+        steps.append(Phase(name, join_parts(tensors, overhead_parts(config, sum(p.bytes for p in tensors))), detail))
     return tuple(steps)
+
+
+# The phases inside a layer, and the kind of oplists.Moment each one takes the worst of.
+MOMENT_PHASES = {"layer_forward": "layer_forward", "layer_backward": "layer_backward",
+                 "first_layer_backward": "layer_backward"}
+# The output layer's saved tensors: not made yet inside the last layer's forward, freed before its backward.
+HEAD_SAVED = tuple(dict.fromkeys(f"activations/{row.group}"
+                                 for row in oplists.LAST_STAGE_LAYERNORM + oplists.LAST_STAGE_RMSNORM))
+
+
+def _moment_part(name: str, amount: Fraction, formula: str, moment: LayerMoment) -> list[Part]:
+    """One part of a moment inside a layer (none when zero)."""
+    return [Part(name, whole_bytes(amount), formula, AUTOGRAD, "", f"at {moment.op}", transient=True)] if amount else []
+
+
+def _last_layer(moment: LayerMoment, tensors: list[Part], fresh: bool, head: bool) -> tuple[str, list[Part]]:
+    """The parts live at `moment` in the last layer: the output layer's saved tensors gone, the saved groups
+    changed by what is live of the last layer then (recomputed rows added), its temporaries and, in the
+    backward, the weight gradients made by then."""
+    out, change = [], {g: moment.live.get(g, 0) - moment.kept.get(g, 0) for g in {*moment.live, *moment.kept}}
+    for p in tensors:
+        if p.name in HEAD_SAVED:
+            continue
+        group = p.name.removeprefix("activations/")
+        if p.bucket == "activations" and group in change:
+            p = Part(p.name, whole_bytes(p.bytes + change.pop(group)), p.formula, p.source, p.per_unit,
+                     f"less what the last layer has not made or has freed at {moment.op}")
+        out.append(p)
+    made = moment.made + (moment.head_grads if head else 0) if fresh and moment.phase == "layer_backward" else 0
+    return moment.op, out + [
+        *_moment_part("activations/recomputed_in_last_layer", sum(change.values(), Fraction(0)),
+                      "the recomputed layer's tensors made up to this moment", moment),
+        *_moment_part("activations/layer_temporaries", moment.temporaries,
+                      "the op's inputs' and outputs' gradients, or the scores it materialises", moment),
+        *_moment_part("gradients/made_so_far", made,
+                      "weight gradients of the output layer and of the last layer's later weights", moment)]
+
+
+def _first_layer(moment: LayerMoment, tensors: list[Part], fresh: bool, head: bool) -> tuple[str, list[Part]]:
+    """The parts live at `moment` in the first layer: every gradient but the first layer's not made yet,
+    the embedding's saved tensors, the first layer's rows live then and its temporaries."""
+    out = list(tensors)
+    if fresh:
+        unmade = moment.layer_grads - moment.made
+        out = [Part(p.name, whole_bytes(p.bytes - unmade), p.formula, p.source, p.per_unit,
+                    f"less the first layer's weight gradients not made yet at {moment.op}")
+               if p.name == "gradients" else p for p in out]
+    return moment.op, out + [
+        *_moment_part("activations/first_layer", sum(moment.live.values(), Fraction(0)),
+                      "the first layer's saved tensors still live at this moment", moment),
+        *_moment_part("activations/layer_temporaries", moment.temporaries,
+                      "the op's inputs' and outputs' gradients", moment)]
 
 
 def largest(steps: tuple[Phase, ...]) -> Phase:

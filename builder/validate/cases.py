@@ -295,6 +295,10 @@ class PeakCase:
 PEAK_LLAMA = ActivationCase(family="llama", attention="sdpa", batch=4, seq_len=256, hidden=256, heads=8, kv_heads=4,
                             ffn=688, vocab=8192)
 PEAK_GPT2 = ActivationCase(family="gpt2", attention="sdpa", batch=4, seq_len=256, hidden=256, heads=8, vocab=8192)
+# A small vocabulary and long sequences or wide layers: the step peaks inside a layer (builder.model.peak's
+# layer_forward, layer_backward and first_layer_backward), not at the loss.
+INSIDE_LLAMA = PEAK_LLAMA.with_changes(attention="eager", batch=2, seq_len=512, vocab=512)
+INSIDE_GPT2 = PEAK_GPT2.with_changes(attention="eager", batch=2, seq_len=512, vocab=512)
 
 
 def peak_cases(small: bool = False) -> list[PeakCase]:
@@ -321,5 +325,16 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
             PeakCase(PEAK_LLAMA.with_changes(autocast=True)),
             PeakCase(PEAK_LLAMA, lora_rank=8), PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16"), lora_rank=8),
             PeakCase(PEAK_GPT2.with_changes(autocast=True)),
+            PeakCase(INSIDE_LLAMA, optimizer="sgd-momentum"),
+            PeakCase(INSIDE_LLAMA.with_changes(dtype="bfloat16"), optimizer="sgd-momentum"),
+            PeakCase(INSIDE_LLAMA.with_changes(kv_heads=8, dtype="bfloat16"), optimizer="sgd-momentum"),
+            PeakCase(INSIDE_LLAMA.with_changes(autocast=True), optimizer="sgd-momentum"),
+            PeakCase(INSIDE_LLAMA.with_changes(recompute="full"), optimizer="sgd-momentum"),
+            PeakCase(INSIDE_GPT2, optimizer="sgd-momentum"),
+            PeakCase(INSIDE_GPT2.with_changes(attention="sdpa", batch=4, seq_len=128), optimizer="sgd-momentum"),
+            PeakCase(INSIDE_GPT2.with_changes(attention="sdpa", dtype="bfloat16", batch=1, seq_len=256, hidden=768,
+                                              heads=12), optimizer="sgd-momentum"),
+            PeakCase(INSIDE_LLAMA.with_changes(attention="sdpa", batch=4, seq_len=128, ffn=4096),
+                     optimizer="sgd-momentum"),
         ]
     return sorted(cases, key=lambda c: c.name)

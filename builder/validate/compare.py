@@ -135,10 +135,14 @@ def compare_state_case(file: str, case: dict[str, Any], **parallel: Any) -> list
     return [judge(file, case["name"], quantity, value, predicted[quantity]) for quantity, value in values.items()]
 
 
+BACKWARD_PHASES = ("backward_start", "layer_backward", "first_layer_backward", "backward_end")
+
+
 def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str) -> dict[str, int]:
     """Bytes live at the peak of each measured phase, as builder.model.peak predicts them.
 
-    Backward's peak is the larger of its two ends (builder.model.peak: start and end)."""
+    Forward's peak is the larger of its end and the last layer's own moment; backward's is the largest of
+    its two ends and the last layer's moment (builder.model.peak.PHASES)."""
     from builder.model import Config
     from builder.model.peak import phases
 
@@ -147,8 +151,8 @@ def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str
                     seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
                     dropout=inputs["dropout"], grad_accum=inputs["grad_accum"])
     totals = {phase.name: phase.total for phase in phases(config)}
-    return {"peak_forward": totals["forward"],
-            "peak_backward": max(totals["backward_start"], totals["backward_end"]),
+    return {"peak_forward": max(totals["forward"], totals.get("layer_forward", 0)),
+            "peak_backward": max(totals[name] for name in BACKWARD_PHASES if name in totals),
             "peak_optimizer_step": totals["optimizer_step"]}
 
 
