@@ -308,6 +308,8 @@ def render_phases(needed: Need, config: Config, unit: str) -> str:
         extra = ", ".join(f"{p.name} {p.bytes / divisor:.2f}" for p in phase.parts if p.transient)
         mark = "  <- peak" if phase.name == needed.peak.name else ""
         lines.append(f"  {phase.title:<38}  {phase.total / divisor:10.2f}{mark}")
+        if phase.detail:
+            lines.append(f"    at {phase.detail}")
         if extra:
             lines.append(f"    incl. transient: {extra}")
     lines.extend(f"  not modelled: {note}" for note in unmodelled(config))

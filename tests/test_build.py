@@ -423,3 +423,16 @@ def test_site_builds_without_torch(tmp_path):
                             stdin=subprocess.DEVNULL, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "compared quantities are within their tolerance" in (tmp_path / "site" / "validation.html").read_text()
+
+
+def test_real_site_pages_name_no_module_of_ours(real_site):
+    """Public pages speak to readers: no module path or dotted name of this project's code appears in the
+    visible text of any page (a source is a paper, a document or an upstream file), and no "seed N", in the
+    text or in the data a widget shows."""
+    import re
+
+    for page in sorted(real_site.glob("*.html")):
+        html = page.read_text()
+        text = re.sub(r"<[^>]+>", " ", re.sub(r"<script.*?</script>", "", html, flags=re.S))
+        assert not re.findall(r"builder[./][a-z_]+", text), page.name
+        assert not re.findall(r"(?i)\bseed 0\d\d", html), page.name

@@ -215,6 +215,11 @@ class LayerMoment:
     head_grads: Fraction  # the output layer's and final norm's weight gradients
 
 
+# A checkpointed layer's forward runs without autograd: the norms' tensors, kept only for backward, are
+# gone by the softmax (measured: content/validation/peak.json, the '-full-' case with a 512-token vocabulary).
+NO_GRAD_GONE = ("norms",)
+
+
 def _grad_bytes(rows: tuple[oplists.Row, ...], values: dict[str, Fraction], held: set[str], config: Config) -> Fraction:
     return sum((tensor_bytes(t, config) for t in evaluate(rows, values, held)), Fraction(0))
 
@@ -239,9 +244,7 @@ def layer_moments(arch: Architecture, config: Config) -> list[LayerMoment]:
         extra = evaluate(moment.temporaries, values, held)
         live = evaluate(block[:at + 1], values, held)
         if config.recompute == "full" and moment.phase == "layer_forward":
-            # A checkpointed layer's forward runs without autograd: the norms' tensors kept only for backward
-            # are gone by the softmax (measured: content/validation/peak.json).
-            live = [t for t in live if t.group != "norms"]
+            live = [t for t in live if t.group not in NO_GRAD_GONE]
         out.append(LayerMoment(
             moment.phase, moment.op, by_group(live, config), kept,
             sum((tensor_bytes(t, config) for t in extra if t.dtype != "grad"), Fraction(0)),

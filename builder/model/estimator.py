@@ -293,7 +293,7 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
         parts.append(Part("activations/logits", whole_bytes(logits),
                           "b x s x V x bytes(activation dtype)", act.HF_CODE,
                           RULES["logits"].format(_fmt_b(dtype_bytes(policy.activation))),
-                          "the logits the forward returns (not a saved tensor); builder.model.peak frees them before "
+                          "the logits the forward returns (not a saved tensor); the peak of a step frees them before "
                           "backward, as a loop that keeps only the loss does",
                           transient=True))
     return parts
@@ -401,7 +401,7 @@ def overhead_parts(config: Config, allocated: int) -> list[Part]:
                           "(reserved minus allocated)", _percent(config.allocator_reserve), "assumed fraction"))
     if config.overhead_fraction:
         parts.append(Part("overhead/framework", whole_bytes(allocated * Fraction(str(config.overhead_fraction))),
-                          f"{config.overhead_fraction:.0%} of the parts above", "seed 004 calculator: flat 10% "
+                          f"{config.overhead_fraction:.0%} of the parts above", "a common calculator rule: a flat 10% "
                           "for allocator, NCCL buffers and workspaces", _percent(config.overhead_fraction),
                           "assumed percentage, not derived"))
     if config.overhead_bytes:

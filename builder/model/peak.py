@@ -17,14 +17,14 @@ forward that keeps only the loss (as transformers' Trainer does), `loss.backward
 `optimizer.step()`. With gradient accumulation the gradients stay allocated across
 micro-batches, so they are live in the forward too.
 
-Simplifications, named: within backward, live memory moves linearly from the start (all
-saved activations, no gradients) to the end (all gradients, no saved activations) because
-the layers are alike, so only the two ends are candidates; a layer's own backward
-temporaries are left out except the recomputed layer under full recomputation (measured on
-CPU: up to about 10% of the backward peak with eager attention over long sequences or a wide
-MLP and a small vocabulary; see `unmodelled`). The
-optimizer temporaries follow torch.optim's foreach implementation (the CUDA default);
-fused kernels (fused=True, Apex, DeepSpeed) have none.
+Inside a layer (oplists.MOMENTS): the instants when a layer's own forward or backward
+temporaries peak (eager attention's softmax and its backward, the causal-mask add under
+autocast, the MLP product's backward), in the last layer (all saved activations still live,
+few gradients) and, for the backward, in the first layer (all gradients but that layer's
+unmade ones, few activations left). Simplification, named: live memory moves evenly from
+the last layer to the first (the layers are alike), so only those two ends are candidates.
+The optimizer temporaries follow torch.optim's foreach implementation (the CUDA default);
+fused kernels (fused=True, Apex, DeepSpeed) have none. What is left out is in `unmodelled`.
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ def _first_layer(moment: LayerMoment, tensors: list[Part], fresh: bool, head: bo
     out = list(tensors)
     if fresh:
         unmade = moment.layer_grads - moment.made
-        out = [Part(p.name, whole_bytes(p.bytes - unmade), p.formula, p.source, p.per_unit,
+        out = [Part(p.name, whole_bytes(max(0, p.bytes - unmade)), p.formula, p.source, p.per_unit,
                     f"less the first layer's weight gradients not made yet at {moment.op}")
                if p.name == "gradients" else p for p in out]
     return moment.op, out + [
@@ -325,11 +325,18 @@ def assess(config: Config) -> tuple[Breakdown, Need]:
 
 def unmodelled(config: Config) -> tuple[str, ...]:
     """What the phases leave out for this configuration, in words."""
-    notes = ["a layer's own backward temporaries: eager attention's score gradients and the MLP's intermediate "
-             "gradients (measured on CPU: up to about 10% of the backward peak with eager attention at 512 tokens "
-             "or an MLP 16 times the hidden size, when the vocabulary is small)"]
+    notes = []
+    if config.model is not None and config.model.is_moe:
+        notes.append("the instants inside the expert MLPs' backward")
+    if config.dropout and config.attention == "eager":
+        notes.append("the attention dropout's own instant (the dropout mask and output exist; their instant is not "
+                     "measured on a GPU yet)")
+    if config.attention != "eager":
+        notes.append("the fused attention kernel's backward workspace")
     if config.optimizer not in STEP_TEMPORARIES and config.optimizer not in NO_TEMPORARIES:
         notes.append(f"the {config.optimizer} step's temporaries")
     if config.implementation == "megatron" or config.activation_formula == "korthikanti":
         notes.append("Megatron's fused vocab-parallel cross entropy (the loss gradients follow transformers)")
+    if config.activation_formula == "korthikanti":
+        notes.append("a layer's own instants (the reference formulas have no op list)")
     return tuple(notes)

@@ -39,7 +39,7 @@ ADAM_SEGMENTS: tuple[Segment, ...] = (
     Segment("momentum", "Momentum", Fraction(4), "stage1", "Adam first moment m, fp32 (Kingma & Ba 2014)"),
     Segment("variance", "Variance", Fraction(4), "stage1", "Adam second moment v, fp32 (Kingma & Ba 2014)"),
     Segment("gradients", "Gradients", Fraction(2), "stage2", "bf16 gradients: " + ZERO_SOURCE),
-    Segment("activations", "Activations", Fraction(2), "never", "seed 000 placeholder",
+    Segment("activations", "Activations", Fraction(2), "never", "a teaching placeholder (bytes per parameter view)",
             "placeholder: activations really scale with batch x sequence x layers, not with parameters"),
 )
 
@@ -61,9 +61,12 @@ def bytes_per_param(params: int, segments: tuple[Segment, ...] = ADAM_SEGMENTS, 
                           + (f" / {divisor}" if divisor > 1 else ""), segment.source,
                           f"{float(segment.bytes_per_param):g} B/param", segment.simplification, divisor))
     return Breakdown(params=params, parts=tuple(parts),
-                     notes=("teaching view: bytes per parameter, after seed 000",))
+                     notes=("teaching view: bytes per parameter",))
 
 
+# The four-bucket budget is a teaching simplification, not a published formula; the sources of the real terms
+# are named in each part's simplification.
+BUDGET_SOURCE = "simplified teaching model: weights, gradients = weights, optimizer = 2 x weights, activations = b s h L"
 BUDGET_PRECISIONS = {"fp32": Fraction(4), "bf16": Fraction(2), "fp16": Fraction(2), "fp8": Fraction(1)}
 
 
@@ -74,14 +77,14 @@ def budget_allocator(params: int, batch: int, seq_len: int, precision: str = "bf
         raise ValueError(f"precision: {precision!r} is not one of {', '.join(BUDGET_PRECISIONS)}")
     per = BUDGET_PRECISIONS[precision]
     weights = whole_bytes(params * per)
-    simplified = "simplified teaching model (seed 001): "
+    simplified = "simplified teaching model (four buckets): "
     parts = (
-        Part("weights", weights, "N x bytes", "seed 001", f"{float(per):g} B/param"),
-        Part("gradients", weights, "= weights", "seed 001", f"{float(per):g} B/param"),
-        Part("optimizer", 2 * weights, "2 x weights (Adam m and v)", "seed 001", f"{float(2 * per):g} B/param",
+        Part("weights", weights, "N x bytes", BUDGET_SOURCE, f"{float(per):g} B/param"),
+        Part("gradients", weights, "= weights", BUDGET_SOURCE, f"{float(per):g} B/param"),
+        Part("optimizer", 2 * weights, "2 x weights (Adam m and v)", BUDGET_SOURCE, f"{float(2 * per):g} B/param",
              simplified + "real Adam states are fp32 (8 B/param) plus an fp32 master copy"),
         Part("activations", whole_bytes(batch * seq_len * hidden * layers * per), "b x s x h x L x bytes",
-             "seed 001", f"h={hidden}, L={layers}",
+             BUDGET_SOURCE, f"h={hidden}, L={layers}",
              simplified + "one tensor per layer; real layers save ~17-30x more (Korthikanti et al. 2022)"),
     )
-    return Breakdown(params=params, parts=parts, notes=("simplified four-bucket model after seed 001",))
+    return Breakdown(params=params, parts=parts, notes=("simplified four-bucket teaching model",))

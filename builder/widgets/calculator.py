@@ -25,14 +25,15 @@ from typing import Any
 from builder.model import Config
 from builder.model import estimator as est
 from builder.model import oplists
-from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI, KORTHIKANTI_TABLE
+from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI, KORTHIKANTI_TABLE, NO_GRAD_GONE
 from builder.model.architecture import MESSAGES as ARCH_MESSAGES
 from builder.model.architecture import Architecture
 from builder.model.breakdown import Breakdown
 from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, POSITIVE, PRECISIONS,
                                   RECOMPUTE)
 from builder.model.config import MESSAGES as CONFIG_MESSAGES
-from builder.model.peak import LIVE, NOT_SAVED, PHASE_TITLES, STEP_TEMPORARIES, TRANSIENTS, Need, assess
+from builder.model.peak import (HEAD_SAVED, LIVE, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, STEP_TEMPORARIES, TRANSIENTS,
+                                Need, assess)
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
 from builder.model.units import DTYPE_BYTES, format_bytes
 
@@ -353,7 +354,7 @@ SOURCES = {
     "adam": "Kingma & Ba 2014 (Adam), arXiv:1412.6980, Algorithm 1; " + est.ZERO, "bnb": est.BNB,
     "sgd": "PyTorch torch.optim.SGD momentum_buffer; " + est.TM101, "lion": est.LION, "ada": est.ADAFACTOR,
     "work": "vLLM chunked prefill (max_num_batched_tokens 8192); transformers logits_to_keep",
-    "over": "seed 004 calculator: flat 10% for allocator, NCCL buffers and workspaces", "off": est.OFFLOAD,
+    "over": "a common calculator rule: a flat 10% for allocator, NCCL buffers and workspaces", "off": est.OFFLOAD,
     "fp8": "Micikevicius et al. 2022 (FP8 formats), arXiv:2209.05433",
     "int8": "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339", "nf4": est.QLORA,
     "gptq": "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128", "amp": est.AUTOCAST,
@@ -429,6 +430,13 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         # The peak of a step (builder.model.peak): what is live at each moment, and the moments' own tensors.
         "live": list(LIVE.items()), "notSaved": NOT_SAVED, "stepOpt": STEP_TEMPORARIES, "phases": PHASE_TITLES,
         "transients": [[t.phase, t.factors, t.conditions] for t in TRANSIENTS],
+        # Inside a layer (oplists.MOMENTS): per block [phase, conditions, index of the anchor row, temporaries].
+        "moments": {name: [[m.phase, [c for c in m.condition.split("&") if c],
+                            [r.op for r in oplists.BLOCKS[name]].index(m.anchor), op_rows(m.temporaries)]
+                           for m in moments] for name, moments in oplists.MOMENTS.items()},
+        "layerGrads": {name: op_rows(rows) for name, rows in oplists.LAYER_GRADS.items()},
+        "headGrads": op_rows(oplists.HEAD_GRADS), "headSaved": HEAD_SAVED, "momentPhases": MOMENT_PHASES,
+        "noGradGone": NO_GRAD_GONE,
     }
 
 

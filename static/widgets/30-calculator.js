@@ -145,6 +145,20 @@ WIDGETS.calculator = (root, D) => {
     }
     return out;
   };
+  // activations.symbols, activations.conditions and activations.evaluate: the rows whose conditions all hold, as
+  // [group, bytes, core, dtype] ('grad': the gradient dtype), and the block's op list (activations.block_name).
+  const opsOf = (c) => {
+    const { A, tp: t, sp, micro_batch: b, rec } = c, ab = bytes(c.pol[4]), s = flo(c.seq_len / c.cp), T = b * s;
+    const sym = { T, Tr: sp ? T / t : T, b, s, S: c.seq_len, h: A.h, a: flo(A.a / t), k: max(1, flo(A.k / t)), d: A.d, f: flo((A.E ? A.F : A.f) / t), V: ceil(A.V / t), E: A.E, K: A.K, r: c.r };
+    const held = [c.eager ? "eager" : "fused", c.eager && A.k != A.a && !c.meg ? "gqa_repeat" : "no_gqa_repeat", c.drop ? "dropout" : "no_dropout",
+      c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" ? "full_recompute" : "no_full_recompute", c.amp ? "autocast" : "no_autocast",
+      ...(c.r ? ["q", "k", "v", "o"].flatMap((x) => ["lora_" + x, ...(/[qo]/.test(x) || c.pol[4] != "fp32" ? ["lora_in_" + x] : [])]) : D.full)];
+    const ev = (rows) => rows.filter((r) => r[4].every((x) => held.includes(x)))
+      .map(([g, k, shape, dt, , core]) => [g, shape.reduce((e, x) => e * (sym[x] ?? 1), k) * (dt == "act" ? ab : dt == "int64" ? 8 : dt == "grad" ? bytes(c.pol[2]) : bytes(dt)), core, dt]);
+    return { T, sym, held, ev, block: c.meg ? "megatron" : A.ln ? "hf-gpt2" : A.E ? "hf-mixtral" : "hf-llama" };
+  };
+  const total = (rows) => rows.reduce((s, r) => s + r[1], 0);
+  const groups = (rows) => rows.reduce((o, [g, x]) => ((o[g] = (o[g] || 0) + x), o), {});
   const activationParts = (c, [L, emb, head, fl]) => {
     const { A, tp: t, sp, micro_batch: b, rec } = c, ab = bytes(c.pol[4]), s = flo(c.seq_len / c.cp), T = b * s, src = c.meg ? "kor" : "hf";
     if (c.kor) {
@@ -152,16 +166,9 @@ WIDGETS.calculator = (root, D) => {
       const [rule, k0, kt, att] = D.kor[rec + (t == 1 ? 1 : sp ? "s" : "t")];
       return [part("activations/layers", s * b * A.h * (k0 + kt / t + att * 5 * A.a * s / (A.h * t)) * L * fl, R("per_layer", rule), "kor")];
     }
-    const sym = { T, Tr: sp ? T / t : T, b, s, S: c.seq_len, h: A.h, a: flo(A.a / t), k: max(1, flo(A.k / t)), d: A.d, f: flo((A.E ? A.F : A.f) / t), V: ceil(A.V / t), E: A.E, K: A.K, r: c.r };
-    const held = [c.eager ? "eager" : "fused", c.eager && A.k != A.a && !c.meg ? "gqa_repeat" : "no_gqa_repeat", c.drop ? "dropout" : "no_dropout",
-      c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" && "full_recompute", c.amp ? "autocast" : "no_autocast",
-      ...(c.r ? ["q", "k", "v", "o"].flatMap((x) => ["lora_" + x, ...(/[qo]/.test(x) || c.pol[4] != "fp32" ? ["lora_in_" + x] : [])]) : D.full)];
-    // activations.evaluate: the rows whose conditions all hold, as [group, bytes, core].
-    const ev = (rows) => rows.filter((r) => r[4].every((x) => held.includes(x)))
-      .map(([g, k, shape, dt, , core]) => [g, shape.reduce((e, x) => e * (sym[x] ?? 1), k) * (dt == "act" ? ab : dt == "int64" ? 8 : bytes(dt)), core]);
-    const total = (rows) => rows.reduce((s, r) => s + r[1], 0);
+    const { sym, ev, block } = opsOf(c);
     const byGroup = (rows) => [...new Set(rows.map((r) => r[0]))].map((g) => [g, total(rows.filter((r) => r[0] == g))]);
-    const layer = ev(D.blocks[c.meg ? "megatron" : A.ln ? "hf-gpt2" : A.E ? "hf-mixtral" : "hf-llama"]);
+    const layer = ev(D.blocks[block]);
     const saved = rec == "selective" ? layer.filter((r) => !r[2]) : rec == "full" ? [["checkpoint", sym.Tr * A.h * (c.amp ? 4 : ab)]] : layer;
     const out = byGroup(saved).map(([g, x]) => part("activations/" + g, x * L * fl, perTok(x, T), src));
     if (rec == "full") out.push(part("activations/recompute_working_layer", total(layer), perTok(total(layer), T), "chen"));
@@ -169,6 +176,20 @@ WIDGETS.calculator = (root, D) => {
       out.push(part("activations/" + g, x * fl, perTok(x * fl, T), src));
     if (head) out.push(part("activations/logits", T * sym.V * ab, R("logits", ab), "hf"));
     return out;
+  };
+  // activations.layer_moments: the block's moments whose conditions hold, each with its layer rows live then and
+  // kept between forward and backward (per group), its temporaries, the layer's weight gradients made by then, all
+  // of one layer's and the output layer's.
+  const momentsOf = (c) => {
+    if (c.kor) return [];
+    const { ev, held, block } = opsOf(c), rows = D.blocks[block], all = ev(rows);
+    const kept = groups(c.rec == "selective" ? all.filter((r) => !r[2]) : c.rec == "full" ? [] : all);
+    const layer = total(ev(D.layerGrads[block])), head = total(ev(D.headGrads));
+    return D.moments[block].filter(([, cond]) => cond.every((x) => held.includes(x))).map(([phase, , at, temps]) => {
+      const live = ev(rows.slice(0, at + 1)).filter((r) => !(c.rec == "full" && phase == "layer_forward" && D.noGradGone.includes(r[0])));
+      const extra = ev(temps), grads = extra.filter((r) => r[3] == "grad");
+      return { phase, live: groups(live), kept, temps: total(extra) - total(grads), made: total(grads), layer, head };
+    });
   };
   // estimator.autocast_copy_parts: the weight copies linear layers save for backward under torch.autocast.
   const ampParts = (c, st) => { const { A, pol, rec, tp } = c, [, , head, fl] = st; return !pol[5] ? [] : [part("activations/autocast_weight_copies",
@@ -188,7 +209,7 @@ WIDGETS.calculator = (root, D) => {
   // (peak.TRANSIENTS whose conditions hold), the framework percentage worked out again on each; [bytes, phase] of the
   // largest, the first on ties. One pass adds the parts up by every selector that can pick them (name, bucket,
   // 'saved', 'accumulating'), so each moment is a handful of additions.
-  const peakOf = (c, parts) => {
+  const peakOf = (c, parts, moms) => {
     const by = {}, add = (k, x) => (by[k] = (by[k] || 0) + x);
     for (const [name, x] of parts) {
       const b = name.split("/")[0];
@@ -200,11 +221,30 @@ WIDGETS.calculator = (root, D) => {
     const flags = [by["activations/logits"] && "head", by["activations/embedding"] && "embedding", c.pol[4] != "fp32" && "low_precision",
       c.pol[5] && "autocast", c.A.tie && "tied", !c.r && "full_tuning", D.stepOpt.includes(c.opt) && "foreach_adam"];
     const sym = { T: c.micro_batch * flo(c.seq_len / c.cp), V: ceil(c.A.V / c.tp), h: c.A.h, grad: bytes(c.pol[2]) };
+    const fresh = c.grad_accum == 1 && !by["comm/unsharded_grads"], head = !!by["activations/logits"];
+    // peak._last_layer and peak._first_layer, as what each adds to the phase's selected parts.
+    const lastLayer = (m) => {
+      let add = -D.headSaved.reduce((s, k) => s + (by[k] || 0), 0), rest = 0;
+      for (const g of new Set([...Object.keys(m.live), ...Object.keys(m.kept)])) {
+        const ch = (m.live[g] || 0) - (m.kept[g] || 0), have = by["activations/" + g];
+        if (have) add += whole(have + ch) - have; else rest += ch;
+      }
+      const made = fresh && m.phase == "layer_backward" ? m.made + (head ? m.head : 0) : 0;
+      return add + whole(rest) + whole(m.temps) + whole(made);
+    };
+    const firstLayer = (m) => (fresh && by.gradients ? max(0, whole(by.gradients - (m.layer - m.made))) - by.gradients : 0)
+      + whole(Object.values(m.live).reduce((s, x) => s + x, 0)) + whole(m.temps);
     let top;
     for (const [phase, selectors] of D.live) {
       let live = selectors.reduce((s, k) => s + (by[k] || 0), 0);
       for (const [at, factors, conditions] of D.transients)
         if (at == phase && conditions.every((k) => flags.includes(k))) live += whole(factors.reduce((m, f) => m * (typeof f == "number" ? f : sym[f] ?? by[f] ?? 0), 1));
+      const kind = D.momentPhases[phase], within = phase == "first_layer_backward" ? firstLayer : lastLayer;
+      if (kind) {
+        const adds = moms.filter((m) => m.phase == kind).map(within);
+        if (!adds.length) continue;
+        live += max(...adds);
+      }
       const total = live + sum(reserved(c, live));
       if (!top || total > top[0]) top = [total, phase];
     }
@@ -221,7 +261,7 @@ WIDGETS.calculator = (root, D) => {
       if (/[ob]/.test(c.off)) gpu = gpu.filter((p) => !(/^(opt|grad)/.test(p[0]) && host.push(p)));
       if (/[pb]/.test(c.off)) host.push(part("weights", perGpu(H, S[0], S[3]) * bytes(c.pol[0])));
       gpu.push(...reserved(c, sum(gpu)));
-      const top = c.train ? peakOf(c, gpu.filter((p) => p[1])) : [sum(gpu)];
+      const top = c.train ? peakOf(c, gpu.filter((p) => p[1]), momentsOf(c)) : [sum(gpu)];
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host];
       if (!need || top[0] > need[0]) need = top;
     }

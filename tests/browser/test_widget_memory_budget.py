@@ -196,7 +196,7 @@ def test_figure_semantics_and_simplification_note(open_page):
         assert "does not fit, exceeds by" in summary.text_content()
         assert root.get_by_role("slider", name="Model size").get_attribute("aria-valuetext") == "7.0 billion parameters"
         note = root.locator(".wdg-note")
-        assert "simplified model (seed 001)" in note.inner_text()
+        assert "simplified teaching model" in note.inner_text()
         assert [a.get_attribute("href") for a in note.locator("a").all()] == [
             "model-states.html", "activations.html", "calculator.html"]
 
