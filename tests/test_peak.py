@@ -157,3 +157,72 @@ def test_lora_adapters_on_projections_sharing_an_input_save_it_once_in_fp32():
         name = f"llama-sdpa-{dtype}-b4-s256-h256-a8-kv4-f688-v8192-none-nodrop-L2-adamw-ga1-lora8"
         predicted = totals(llama(precision=precision, lora_rank=8, lora_targets=("q", "k", "v", "o")))["forward"]
         assert predicted == pytest.approx(measured(name)["peak_forward"], rel=0.005)
+
+
+def small_vocab(**changes):
+    """The measured shapes whose step peaks inside a layer: llama() with a 512-token vocabulary, SGD momentum."""
+    from dataclasses import replace
+
+    config = llama(optimizer="sgd-momentum", **changes)
+    return replace(config, model=replace(config.model, vocab=512))
+
+
+def test_eager_softmax_backward_holds_two_score_sized_fp32_gradients():
+    """Llama-style eager attention, fp32, b2 s512, 8 heads: the softmax backward holds the gradient of the softmax
+    output and of the scores, 2 x (2 x 8 x 512 x 512) x 4 B = 33,554,432 B, with the residual's gradient and V's
+    (1,048,576 B each) less V as scores x V saved it (1,048,576 B, freed). PyTorch 2.13 SoftmaxBackward0 /
+    BmmBackward0; measured backward peak 112,967,832 B (peak.json, llama-eager-fp32-b2-s512-...-v512-none-
+    nodrop-L2-sgd-momentum-ga1), which the end points of backward miss by 11%."""
+    config = small_vocab(attention="eager", micro_batch=2, seq_len=512)
+    inside = moment(config, "layer_backward")
+    assert inside.detail == "eager attention's softmax backward"
+    assert [p.bytes for p in inside.parts if p.name == "activations/layer_temporaries"] == [33554432 + 1048576]
+    assert peak(config).name == "layer_backward"
+    assert peak(config).total == pytest.approx(112967832, rel=0.005)
+    ends = max(moment(config, "backward_start").total, moment(config, "backward_end").total)
+    assert ends < 0.9 * 112967832
+
+
+def test_bf16_llama_softmax_forward_holds_the_fp32_upcast():
+    """bf16 Llama: softmax(dtype=float32) upcasts the masked bf16 scores, so the last layer's forward holds the bf16
+    scores (2 x 8 x 512 x 512 x 2 B) and the fp32 upcast (x 4 B) beside the saved fp32 softmax output. Measured
+    forward peak 92,796,048 B (peak.json, llama-eager-bf16-b2-s512-...-v512-...); the end of forward alone is 4.6%
+    under it."""
+    config = small_vocab(attention="eager", precision="bf16", micro_batch=2, seq_len=512)
+    inside = moment(config, "layer_forward")
+    assert inside.total > moment(config, "forward").total
+    assert inside.total == pytest.approx(92796048, rel=0.01)
+
+
+def test_under_autocast_the_mask_add_is_the_forward_instant():
+    """torch.autocast over fp32 weights: the fp32 mask promotes the bf16 scores, so the add holds the bf16 scores,
+    their fp32 upcast and the fp32 sum at once (aten::add). Measured forward peak 108,505,232 B (peak.json, the
+    '-amp-' case with a 512-token vocabulary)."""
+    config = small_vocab(attention="eager", precision="amp-bf16", micro_batch=2, seq_len=512)
+    inside = moment(config, "layer_forward")
+    assert inside.detail == "eager attention's causal-mask add under autocast"
+    assert inside.total == pytest.approx(108505232, rel=0.02)
+
+
+def test_wide_layers_peak_in_the_first_layers_backward():
+    """GPT-2 shape h768, 12 heads, 2 layers, SDPA, bf16, one 256-token sequence: by the first layer's MLP backward
+    nearly every weight gradient exists while its GeLU product backward holds three 256 x 3072 gradients. Measured
+    backward peak 93,321,248 B (peak.json, gpt2-sdpa-bf16-b1-s256-h768-a12-v512-...), 3.4% above the end of
+    backward."""
+    config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 768, "n_head": 12, "vocab_size": 512, "n_positions": 256,
+              "tie_word_embeddings": True}
+    gpt2 = Config(model=from_hf_config(config, name="peak-gpt2"), mode="train", precision="bf16", micro_batch=1,
+                  seq_len=256, attention="sdpa", optimizer="sgd-momentum")
+    assert peak(gpt2).name == "first_layer_backward"
+    assert moment(gpt2, "first_layer_backward").detail == "the MLP GeLU's last product backward"
+    assert peak(gpt2).total == pytest.approx(93321248, rel=0.01)
+    assert moment(gpt2, "backward_end").total < 0.975 * 93321248
+
+
+def test_the_need_is_the_highest_instant_inside_a_layer_too():
+    """Every verdict compares the need with capacity: where the step peaks inside a layer, the need is that."""
+    from builder.model.peak import need
+
+    config = small_vocab(attention="eager", micro_batch=2, seq_len=512)
+    assert need(config).bytes == moment(config, "layer_backward").total
+    assert need(config).peak.name == "layer_backward"
