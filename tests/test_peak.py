@@ -76,6 +76,18 @@ def test_foreach_adam_step_allocates_one_second_moment():
     assert peak(llama(**few)).name == "optimizer_step"
 
 
+def test_foreach_adafactor_step_expands_the_factored_moment_to_each_matrix():
+    """torch.optim.Adafactor's foreach step (torch/optim/_adafactor.py, 2.13): var_estimates = row_var @ col_var is
+    one tensor per matrix of its shape, in all as large as the gradients. Measured (peak.json, b1 s16): the step
+    peak is params + grads + factored states + that temporary = 2 x 22,582,272 B + states + 22,582,272 B."""
+    few = dict(micro_batch=1, seq_len=16, optimizer="adafactor")
+    step = moment(llama(**few), "optimizer_step")
+    grads = estimate(llama(**few)).get("gradients")
+    assert [p.bytes for p in step.parts if p.name == "optimizer/step_temporaries"] == [grads] == [22582272]
+    assert step.total == pytest.approx(measured(
+        "llama-sdpa-fp32-b1-s16-h256-a8-kv4-f688-v8192-none-nodrop-L2-adafactor-ga1")["peak_optimizer_step"], rel=1e-3)
+
+
 def test_tied_embeddings_add_two_gradient_sized_temporaries_at_the_end_of_backward():
     """GPT-2 (tied), b1 s16 fp32: backward peak = grads + 2 x V x h x 4 B; untied models show none."""
     config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 256, "n_head": 8, "vocab_size": 8192, "n_positions": 256,

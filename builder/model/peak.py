@@ -56,8 +56,12 @@ PHASE_TITLES = {"layer_forward": "forward through the last layer", "forward": "e
                 "layer_backward": "backward through the last layer",
                 "first_layer_backward": "backward through the first layer", "backward_end": "end of backward (all gradients)",
                 "optimizer_step": "optimizer step"}
-# Optimizers whose foreach step allocates a temporary the size of a state part (TRANSIENTS' step_temporaries).
-STEP_TEMPORARIES = ("adam", "adamw")
+ADAFACTOR_STEP = ("PyTorch 2.13 torch/optim/_adafactor.py _multi_tensor_adafactor: var_estimates = row_var @ col_var, "
+                  "one gradient-sized tensor per matrix (its docstring: foreach uses ~ sizeof(params) more peak "
+                  "memory); measured: content/validation/peak.json")
+# The TRANSIENTS condition each optimizer's foreach step meets (none: it updates in place).
+STEP_FLAGS = {"adam": "foreach_adam", "adamw": "foreach_adam", "adafactor": "foreach_adafactor"}
+STEP_TEMPORARIES = tuple(STEP_FLAGS)
 NO_TEMPORARIES = ("sgd", "sgd-momentum")  # foreach SGD updates in place (no weight decay)
 
 
@@ -137,6 +141,9 @@ TRANSIENTS = (
     Transient("optimizer/step_temporaries", "optimizer_step", ("optimizer/adam_v",), ("foreach_adam",),
               "one second-moment-sized tensor", FOREACH, "torch.optim foreach; fused optimizers have none", False,
               "as the second moment"),
+    Transient("optimizer/step_temporaries", "optimizer_step", ("gradients",), ("foreach_adafactor",),
+              "one gradient-sized tensor", ADAFACTOR_STEP, "the factored second moment expanded to each matrix's shape",
+              False, "as the gradients"),
 )
 
 
@@ -155,7 +162,7 @@ def transient_flags(config: Config, parts: tuple[Part, ...]) -> set[str]:
              "low_precision" if policy.activation != "fp32" else "", "autocast" if policy.autocast else "",
              "tied" if arch is not None and arch.tied_embeddings else "",
              "full_tuning" if not config.lora_rank else "",
-             "foreach_adam" if config.optimizer in STEP_TEMPORARIES else ""}
+             STEP_FLAGS.get(config.optimizer, "")}
     return flags - {""}
 
 

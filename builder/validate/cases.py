@@ -316,6 +316,8 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
             PeakCase(PEAK_LLAMA.with_changes(attention="eager")),
             PeakCase(PEAK_LLAMA.with_changes(**few)),
             PeakCase(PEAK_LLAMA.with_changes(**few), optimizer="adam"),
+            PeakCase(PEAK_LLAMA.with_changes(**few), optimizer="adafactor"),
+            PeakCase(PEAK_GPT2.with_changes(**few), optimizer="adafactor"),
             PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16", recompute="full")),
             PeakCase(PEAK_GPT2.with_changes(dtype="bfloat16")),
             PeakCase(PEAK_GPT2.with_changes(dtype="bfloat16", **few)),

@@ -25,7 +25,7 @@ def unique_storage_bytes(tensors: Iterable) -> int:
 
 
 def make_optimizer(name: str, parameters: list, foreach: bool | None = None):
-    """torch.optim.Adam / AdamW / SGD(momentum=0.9) over `parameters`.
+    """torch.optim.Adam / AdamW / SGD(momentum=0.9) / Adafactor over `parameters`.
 
     foreach=None keeps torch's default (foreach on CUDA, a per-tensor loop on CPU); True
     asks for the foreach implementation, which a GPU run gets by default."""
@@ -37,6 +37,8 @@ def make_optimizer(name: str, parameters: list, foreach: bool | None = None):
         return torch.optim.AdamW(parameters, lr=1e-3, foreach=foreach)
     if name == "sgd-momentum":
         return torch.optim.SGD(parameters, lr=1e-3, momentum=0.9, foreach=foreach)
+    if name == "adafactor":
+        return torch.optim.Adafactor(parameters, lr=1e-2, foreach=foreach)
     raise ValueError(f"unknown optimizer {name!r}")
 
 

@@ -32,7 +32,7 @@ from builder.model.breakdown import Breakdown
 from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, POSITIVE, PRECISIONS,
                                   RECOMPUTE)
 from builder.model.config import MESSAGES as CONFIG_MESSAGES
-from builder.model.peak import (HEAD_SAVED, LIVE, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, STEP_TEMPORARIES, TRANSIENTS,
+from builder.model.peak import (HEAD_SAVED, LIVE, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, STEP_FLAGS, TRANSIENTS,
                                 Need, assess)
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
 from builder.model.units import DTYPE_BYTES, format_bytes
@@ -428,7 +428,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "m": CONFIG_MESSAGES | ARCH_MESSAGES,
         "kor": KORTHIKANTI_TABLE,
         # The peak of a step (builder.model.peak): what is live at each moment, and the moments' own tensors.
-        "live": list(LIVE.items()), "notSaved": NOT_SAVED, "stepOpt": STEP_TEMPORARIES, "phases": PHASE_TITLES,
+        "live": list(LIVE.items()), "notSaved": NOT_SAVED, "stepFlags": STEP_FLAGS, "phases": PHASE_TITLES,
         "transients": [[t.phase, t.factors, t.conditions] for t in TRANSIENTS],
         # Inside a layer (oplists.MOMENTS): per block [phase, conditions, index of the anchor row, temporaries].
         "moments": {name: [[m.phase, [c for c in m.condition.split("&") if c],

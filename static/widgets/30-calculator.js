@@ -219,7 +219,7 @@ WIDGETS.calculator = (root, D) => {
       if (b == "gradients" && c.grad_accum > 1) add("accumulating", x);
     }
     const flags = [by["activations/logits"] && "head", by["activations/embedding"] && "embedding", c.pol[4] != "fp32" && "low_precision",
-      c.pol[5] && "autocast", c.A.tie && "tied", !c.r && "full_tuning", D.stepOpt.includes(c.opt) && "foreach_adam"];
+      c.pol[5] && "autocast", c.A.tie && "tied", !c.r && "full_tuning", D.stepFlags[c.opt]];
     const sym = { T: c.micro_batch * flo(c.seq_len / c.cp), V: ceil(c.A.V / c.tp), h: c.A.h, grad: bytes(c.pol[2]) };
     const fresh = c.grad_accum == 1 && !by["comm/unsharded_grads"], head = !!by["activations/logits"];
     // peak._last_layer and peak._first_layer, as what each adds to the phase's selected parts.
