@@ -255,13 +255,14 @@ WIDGETS.calculator = (root, D) => {
   const estimate = (c) => {
     validate(c);
     let best, need;
+    const moms = c.train ? momentsOf(c) : [];
     for (const st of stages(c)) {
       const H = holding(c, st), S = sharding(c), host = [];
       let gpu = [...weightParts(c, H, S), ...(c.train ? [...stateParts(c, H, S, st[0]), ...activationParts(c, st), ...ampParts(c, st)] : serveParts(c, st)), ...commParts(c, H, S)];
       if (/[ob]/.test(c.off)) gpu = gpu.filter((p) => !(/^(opt|grad)/.test(p[0]) && host.push(p)));
       if (/[pb]/.test(c.off)) host.push(part("weights", perGpu(H, S[0], S[3]) * bytes(c.pol[0])));
       gpu.push(...reserved(c, sum(gpu)));
-      const top = c.train ? peakOf(c, gpu.filter((p) => p[1]), momentsOf(c)) : [sum(gpu)];
+      const top = c.train ? peakOf(c, gpu.filter((p) => p[1]), moms) : [sum(gpu)];
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host];
       if (!need || top[0] > need[0]) need = top;
     }
