@@ -153,9 +153,10 @@ WIDGETS.calculator = (root, D) => {
     const held = [c.eager ? "eager" : "fused", c.eager && A.k != A.a && !c.meg ? "gqa_repeat" : "no_gqa_repeat", c.drop ? "dropout" : "no_dropout",
       c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" ? "full_recompute" : "no_full_recompute", c.amp ? "autocast" : "no_autocast",
       ...(c.r ? ["q", "k", "v", "o"].flatMap((x) => ["lora_" + x, ...(/[qo]/.test(x) || c.pol[4] != "fp32" ? ["lora_in_" + x] : [])]) : D.full)];
-    const ev = (rows) => rows.filter((r) => r[4].every((x) => held.includes(x)))
-      .map(([g, k, shape, dt, , core]) => [g, shape.reduce((e, x) => e * (sym[x] ?? 1), k) * (dt == "act" ? ab : dt == "int64" ? 8 : dt == "grad" ? bytes(c.pol[2]) : bytes(dt)), core, dt]);
-    return { T, sym, held, ev, block: c.meg ? "megatron" : A.ln ? "hf-gpt2" : A.E ? "hf-mixtral" : "hf-llama" };
+    const has = new Set(held), holds = (conditions) => conditions.every((x) => has.has(x));
+    const one = ([g, k, shape, dt, cond, core]) => holds(cond) ? [g, shape.reduce((e, x) => e * (sym[x] ?? 1), k) * (dt == "act" ? ab : dt == "int64" ? 8 : dt == "grad" ? bytes(c.pol[2]) : bytes(dt)), core, dt] : null;
+    const ev = (rows) => rows.map(one).filter(Boolean);
+    return { T, sym, holds, one, ev, block: c.meg ? "megatron" : A.ln ? "hf-gpt2" : A.E ? "hf-mixtral" : "hf-llama" };
   };
   const total = (rows) => rows.reduce((s, r) => s + r[1], 0);
   const groups = (rows) => rows.reduce((o, [g, x]) => ((o[g] = (o[g] || 0) + x), o), {});
@@ -177,18 +178,19 @@ WIDGETS.calculator = (root, D) => {
     if (head) out.push(part("activations/logits", T * sym.V * ab, R("logits", ab), "hf"));
     return out;
   };
-  // activations.layer_moments: the block's moments whose conditions hold, each with its layer rows live then and
-  // kept between forward and backward (per group), its temporaries, the layer's weight gradients made by then, all
-  // of one layer's and the output layer's.
+  // activations.layer_moments: the block's moments whose conditions hold, each with what is live of the layer then
+  // less what one layer keeps between forward and backward (per activations part), the layer's rows live then, its
+  // temporaries, the layer's weight gradients made by then, all of one layer's and the output layer's.
   const momentsOf = (c) => {
     if (c.kor) return [];
-    const { ev, held, block } = opsOf(c), rows = D.blocks[block], all = ev(rows);
+    const { one, ev, holds, block } = opsOf(c), each = D.blocks[block].map(one), all = each.filter(Boolean);
     const kept = groups(c.rec == "selective" ? all.filter((r) => !r[2]) : c.rec == "full" ? [] : all);
     const layer = total(ev(D.layerGrads[block])), head = total(ev(D.headGrads));
-    return D.moments[block].filter(([, cond]) => cond.every((x) => held.includes(x))).map(([phase, , at, temps]) => {
-      const live = ev(rows.slice(0, at + 1)).filter((r) => !(c.rec == "full" && phase == "layer_forward" && D.noGradGone.includes(r[0])));
-      const extra = ev(temps), grads = extra.filter((r) => r[3] == "grad");
-      return { phase, live: groups(live), kept, temps: total(extra) - total(grads), made: total(grads), layer, head };
+    return D.moments[block].filter(([, cond]) => holds(cond)).map(([phase, , at, temps]) => {
+      const live = each.slice(0, at + 1).filter((r) => r && !(c.rec == "full" && phase == "layer_forward" && D.noGradGone.includes(r[0])));
+      const extra = ev(temps), made = total(extra.filter((r) => r[3] == "grad"));
+      const got = groups(live), change = [...new Set([...Object.keys(got), ...Object.keys(kept)])].map((g) => ["activations/" + g, (got[g] || 0) - (kept[g] || 0)]);
+      return { phase, change, live: total(live), temps: total(extra) - made, made, layer, head };
     });
   };
   // estimator.autocast_copy_parts: the weight copies linear layers save for backward under torch.autocast.
@@ -225,15 +227,15 @@ WIDGETS.calculator = (root, D) => {
     // peak._last_layer and peak._first_layer, as what each adds to the phase's selected parts.
     const lastLayer = (m) => {
       let add = -D.headSaved.reduce((s, k) => s + (by[k] || 0), 0), rest = 0;
-      for (const g of new Set([...Object.keys(m.live), ...Object.keys(m.kept)])) {
-        const ch = (m.live[g] || 0) - (m.kept[g] || 0), have = by["activations/" + g];
+      for (const [name, ch] of m.change) {
+        const have = by[name];
         if (have) add += whole(have + ch) - have; else rest += ch;
       }
       const made = fresh && m.phase == "layer_backward" ? m.made + (head ? m.head : 0) : 0;
       return add + whole(rest) + whole(m.temps) + whole(made);
     };
     const firstLayer = (m) => (fresh && by.gradients ? max(0, whole(by.gradients - (m.layer - m.made))) - by.gradients : 0)
-      + whole(Object.values(m.live).reduce((s, x) => s + x, 0)) + whole(m.temps);
+      + whole(m.live) + whole(m.temps);
     let top;
     for (const [phase, selectors] of D.live) {
       let live = selectors.reduce((s, k) => s + (by[k] || 0), 0);
