@@ -21,8 +21,11 @@ Inside a layer (oplists.MOMENTS): the instants when a layer's own forward or bac
 temporaries peak (eager attention's softmax and its backward, the causal-mask add under
 autocast, the MLP product's backward), in the last layer (all saved activations still live,
 few gradients) and, for the backward, in the first layer (all gradients but that layer's
-unmade ones, few activations left). Simplification, named: live memory moves evenly from
-the last layer to the first (the layers are alike), so only those two ends are candidates.
+unmade ones, few activations left). Simplifications, named: live memory moves evenly from
+the last layer to the first (the layers are alike), so only those two ends are candidates;
+like the end of backward, the first layer's moment leaves out the saved activations of other
+micro-batches a pipeline stage still holds; a mixture-of-experts layer's expert gradients
+count every expert (expert parallelism holds E / ep of them).
 The optimizer temporaries follow torch.optim's foreach implementation (the CUDA default);
 fused kernels (fused=True, Apex, DeepSpeed) have none. What is left out is in `unmodelled`.
 """
@@ -71,7 +74,7 @@ class Phase:
 
     name: str  # one of PHASES
     parts: tuple[Part, ...]
-    detail: str = ""  # inside the last layer: the instant (an oplists.Moment's op)
+    detail: str = ""  # inside a layer: the instant (an oplists.Moment's op)
 
     @property
     def total(self) -> int:
