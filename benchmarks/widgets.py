@@ -23,7 +23,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = {"input_p95_ms": 4.0, "script_gzip_bytes": 6000}
+# Scripts have no byte cap of their own: a page's weight is judged whole (HTML + CSS + JS + images, gzipped),
+# in the build benchmark's page table; their sizes are reported here for that.
+TARGETS = {"input_p95_ms": 4.0}
 INPUTS = 300
 
 MEASURE = """([selector, control, summarySelector, values, inputs]) => {
@@ -160,5 +162,4 @@ def print_widgets(result: dict) -> None:
               f"  p95 {row['layout_p95_ms']:.3f} ms")
     for name, row in result["scripts"].items():
         size = row["gzip_bytes"]
-        flag = "  ok" if size <= TARGETS["script_gzip_bytes"] else f"  OVER target {TARGETS['script_gzip_bytes']} B"
-        print(f"  static/{name:<45} {row['bytes']:6d} B raw, {size:6d} B gzipped{flag}  ({', '.join(row['pages'])})")
+        print(f"  static/{name:<45} {row['bytes']:6d} B raw, {size:6d} B gzipped  ({', '.join(row['pages'])})")
