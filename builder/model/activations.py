@@ -140,11 +140,16 @@ def block_name(arch: Architecture, config: Config) -> str:
     return "hf-mixtral" if arch.is_moe else "hf-llama"
 
 
+def holds(condition: str, held: set[str]) -> bool:
+    """Whether an op-list condition ('' always, or names joined by '&') holds."""
+    return all(c in held for c in condition.split("&")) if condition else True
+
+
 def evaluate(rows: tuple[oplists.Row, ...], values: dict[str, Fraction], held: set[str]) -> list[Saved]:
     """Rows whose condition holds, with their element counts."""
     saved = []
     for row in rows:
-        if row.condition and not all(c in held for c in row.condition.split("&")):
+        if not holds(row.condition, held):
             continue
         elements = Fraction(row.coefficient)
         for symbol in row.shape.split():
@@ -220,8 +225,8 @@ class LayerMoment:
 NO_GRAD_GONE = ("norms",)
 
 
-def _grad_bytes(rows: tuple[oplists.Row, ...], values: dict[str, Fraction], held: set[str], config: Config) -> Fraction:
-    return sum((tensor_bytes(t, config) for t in evaluate(rows, values, held)), Fraction(0))
+def _total(tensors: list[Saved], config: Config) -> Fraction:
+    return sum((tensor_bytes(t, config) for t in tensors), Fraction(0))
 
 
 def layer_moments(arch: Architecture, config: Config) -> list[LayerMoment]:
@@ -232,23 +237,23 @@ def layer_moments(arch: Architecture, config: Config) -> list[LayerMoment]:
     held = conditions(arch, config)
     name = block_name(arch, config)
     block = oplists.BLOCKS[name]
-    kept = by_group([t for t in apply_recompute(evaluate(block, values, held), config, values)
+    each = [evaluate((row,), values, held) for row in block]  # the block once, row by row (anchors are rows)
+    kept = by_group([t for t in apply_recompute([t for ts in each for t in ts], config, values)
                      if t.group != "checkpoint"], config)
-    layer_grads = _grad_bytes(oplists.LAYER_GRADS[name], values, held, config)
-    head_grads = _grad_bytes(oplists.HEAD_GRADS, values, held, config)
+    layer_grads = _total(evaluate(oplists.LAYER_GRADS[name], values, held), config)
+    head_grads = _total(evaluate(oplists.HEAD_GRADS, values, held), config)
     out = []
     for moment in oplists.MOMENTS[name]:
-        if moment.condition and not all(c in held for c in moment.condition.split("&")):
+        if not holds(moment.condition, held):
             continue
         at = next(i for i, row in enumerate(block) if row.op == moment.anchor)
         extra = evaluate(moment.temporaries, values, held)
-        live = evaluate(block[:at + 1], values, held)
+        live = [t for ts in each[:at + 1] for t in ts]
         if config.recompute == "full" and moment.phase == "layer_forward":
             live = [t for t in live if t.group not in NO_GRAD_GONE]
-        out.append(LayerMoment(
-            moment.phase, moment.op, by_group(live, config), kept,
-            sum((tensor_bytes(t, config) for t in extra if t.dtype != "grad"), Fraction(0)),
-            sum((tensor_bytes(t, config) for t in extra if t.dtype == "grad"), Fraction(0)), layer_grads, head_grads))
+        made = _total([t for t in extra if t.dtype == "grad"], config)
+        out.append(LayerMoment(moment.phase, moment.op, by_group(live, config), kept, _total(extra, config) - made,
+                               made, layer_grads, head_grads))
     return out
 
 

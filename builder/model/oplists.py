@@ -315,7 +315,8 @@ def _attention_inputs() -> tuple[Row, ...]:
 def _softmax_forward(fp32_softmax: bool, transformers: bool) -> Moment:
     rows = [*_fp32_under_autocast("forward", "attention scores after the causal mask", 1, "b a s S")]
     if fp32_softmax:
-        rows += [Row("forward", "scores upcast to fp32 for the softmax", 1, "b a s S", "fp32", "low_precision&no_autocast"),
+        rows += [Row("forward", "scores upcast to fp32 for the softmax", 1, "b a s S", "fp32",
+                     "low_precision&no_autocast"),
                  # RMSNorm saves its fp32 cast; below fp32 (without autocast) the input itself is another tensor.
                  Row("forward", "the layer's input, held for the residual add", 1, "Tr h", "act",
                      "low_precision&no_autocast")]
@@ -336,9 +337,8 @@ _MASK_ADD_UNDER_AUTOCAST = Moment(
 
 
 def _layer_grads(*rows: Row) -> tuple[Row, ...]:
-    """Weight gradients the layer's backward has made by the moment (gone under LoRA: frozen weights)."""
-    return tuple(Row("gradients", op, coefficient, shape, "grad", condition)
-                 for op, coefficient, shape, condition in ((r.op, r.coefficient, r.shape, r.condition) for r in rows))
+    """Weight gradients (dtype 'grad'; gone under LoRA: frozen weights), in the group 'gradients'."""
+    return tuple(r._replace(group="gradients") for r in rows)
 
 
 # Every dense block's weights, by the op lists' conditions (SwiGLU: gate and up; GeLU: one first linear).
@@ -383,12 +383,15 @@ def _with_grads(moment: Moment, grads: tuple[Row, ...]) -> Moment:
 
 
 _DENSE_MOMENTS = (_SWIGLU_BACKWARD, _GELU_PYTHON_BACKWARD, _GELU_FUSED_BACKWARD)
+_SOFTMAX_BACKWARD = _with_grads(_softmax_backward(False), _BLOCK_GRADS)
+_FP32_SOFTMAX_BACKWARD = _with_grads(_softmax_backward(True), _BLOCK_GRADS)
 MOMENTS = {
-    "megatron": (_softmax_forward(False, False), _with_grads(_softmax_backward(False), _BLOCK_GRADS), *_DENSE_MOMENTS),
-    "hf-gpt2": (_softmax_forward(False, True), _MASK_ADD_UNDER_AUTOCAST, _with_grads(_softmax_backward(False), _BLOCK_GRADS), *_DENSE_MOMENTS),
-    "hf-llama": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _with_grads(_softmax_backward(True), _BLOCK_GRADS), *_DENSE_MOMENTS),
+    "megatron": (_softmax_forward(False, False), _SOFTMAX_BACKWARD, *_DENSE_MOMENTS),
+    "hf-gpt2": (_softmax_forward(False, True), _MASK_ADD_UNDER_AUTOCAST, _SOFTMAX_BACKWARD, *_DENSE_MOMENTS),
+    "hf-llama": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _FP32_SOFTMAX_BACKWARD, *_DENSE_MOMENTS),
     # Mixtral: the experts' own backward is not a moment here (builder.model.peak.unmodelled names it).
-    "hf-mixtral": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _with_grads(_softmax_backward(True), _MOE_GRADS)),
+    "hf-mixtral": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST,
+                   _with_grads(_softmax_backward(True), _MOE_GRADS)),
 }
 
 # Every weight gradient of one layer (what the first layer's moments have not made yet is the rest).

@@ -57,7 +57,8 @@ PHASES = ("layer_forward", "forward", "backward_start", "layer_backward", "first
 PHASE_TITLES = {"layer_forward": "forward through the last layer", "forward": "end of forward (loss computed)",
                 "backward_start": "start of backward (loss gradients)",
                 "layer_backward": "backward through the last layer",
-                "first_layer_backward": "backward through the first layer", "backward_end": "end of backward (all gradients)",
+                "first_layer_backward": "backward through the first layer",
+                "backward_end": "end of backward (all gradients)",
                 "optimizer_step": "optimizer step"}
 ADAFACTOR_STEP = ("PyTorch 2.13 torch/optim/_adafactor.py _multi_tensor_adafactor: var_estimates = row_var @ col_var, "
                   "one gradient-sized tensor per matrix (its docstring: foreach uses ~ sizeof(params) more peak "
