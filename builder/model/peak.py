@@ -96,13 +96,12 @@ NOT_SAVED = ("activations/logits", "activations/recompute_working_layer")
 # ('weights'), a part's name ('activations/logits'), 'saved' (the saved activations: the activations
 # bucket less its transient parts) or 'accumulating' (the gradients, when gradient accumulation
 # keeps them across micro-batches). Python (phases_of) and the calculator's script read this table.
+_IN_BACKWARD = ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads", "saved")
 LIVE = {
     "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved"),
     "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved", "activations/logits"),
-    "backward_start": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
-                       "saved"),
-    "layer_backward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
-                       "saved"),
+    "backward_start": _IN_BACKWARD,
+    "layer_backward": _IN_BACKWARD,
     # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
     # saved tensors only the embedding's and the first layer's own (added per moment).
     "first_layer_backward": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",

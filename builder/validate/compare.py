@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from builder.model.peak import PHASES
 from builder.validate.cases import DTYPES
 
 TOLERANCES = {"per_layer": 0.02, "rest": 0.05, "weights": 0.0, "gradients": 0.0, "optimizer": 0.0,
@@ -135,7 +136,8 @@ def compare_state_case(file: str, case: dict[str, Any], **parallel: Any) -> list
     return [judge(file, case["name"], quantity, value, predicted[quantity]) for quantity, value in values.items()]
 
 
-BACKWARD_PHASES = ("backward_start", "layer_backward", "first_layer_backward", "backward_end")
+# Every candidate moment of the backward pass, in step order (peak.PHASES from its start to its end).
+BACKWARD_PHASES = PHASES[PHASES.index("backward_start"):PHASES.index("backward_end") + 1]
 
 
 def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str) -> dict[str, int]:
