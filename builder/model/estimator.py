@@ -17,7 +17,9 @@ from builder.model import activations as act
 from builder.model.architecture import Architecture, param_count, parameter_tensors
 from builder.model.breakdown import Breakdown, Part, join_parts, whole_bytes
 from builder.model.config import Config, _shard_stage, validate_config
+from builder.model.inputs import rule_inputs
 from builder.model.placement import Holding, Stage, holding, lora_params, stages
+from builder.model.serving import SERVING
 from builder.model.units import dtype_bytes
 
 ZERO = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5 (Pos, Pos+g, Pos+g+p)"
@@ -29,7 +31,6 @@ ADAFACTOR = "Shazeer & Stern 2018 (Adafactor), arXiv:1804.04235, section 3: fact
 LION = "Chen et al. 2023 (Lion), arXiv:2302.06675, Algorithm 1: one momentum buffer"
 LORA = "Hu et al. 2021 (LoRA), arXiv:2106.09685, section 4.1"
 QLORA = "Dettmers et al. 2023 (QLoRA), arXiv:2305.14314, section 3: NF4 with block size 64, double quantisation"
-KV = "Kwon et al. 2023 (vLLM), arXiv:2309.06180, section 3: 2 x layers x kv_heads x head_dim x tokens x bytes"
 OFFLOAD = "Ren et al. 2021 (ZeRO-Offload), arXiv:2101.06840, section 4: fp32 states and gradients on the host"
 CONTEXT = "PyTorch CUDA notes (CUDA context and kernels, not counted by the caching allocator); REFERENCES.md: 0.3-2 GiB"
 
@@ -45,8 +46,6 @@ RULES = {
     "per_layer": "{0} per layer",
     "logits": "{0} B per token per vocabulary entry",
     "linear": "{0} B/linear param ({1})",
-    "kv": "{0} B/token ({1})",
-    "prefill": "per prefill chunk",
     "gathered": "2 blocks + root unit",
     "reduce": "1 block ({0})",
     "percent": "{0}%",
@@ -340,28 +339,10 @@ def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, tokens: int, dtype
 
 
 def serving_parts(arch: Architecture | None, config: Config, stage: Stage) -> list[Part]:
-    """KV cache (GQA- and sliding-window-aware) and a small activation working set."""
+    """KV cache (GQA- and sliding-window-aware) and a small activation working set (builder.model.serving)."""
     if arch is None:
         return []
-    kv_dtype = config.kv_dtype or ("bf16" if dtype_bytes(config.policy.param) < 2 else config.policy.param)
-    kv_heads = max(1, arch.n_kv_heads // config.tp)
-    window = min(config.context, arch.sliding_window) if arch.sliding_window else config.context
-    per_token = kv_cache_bytes(stage.layers, kv_heads, arch.d_head, 1, kv_dtype)
-    kv = kv_cache_bytes(stage.layers, kv_heads, arch.d_head, config.batch * window, kv_dtype)
-    note = f"sliding window: keeps the last {arch.sliding_window} tokens" if arch.sliding_window else ""
-    chunk = min(config.batch * config.context, 8192)
-    h, f = arch.hidden, (arch.ffn or arch.n_expert_ffn) // config.tp
-    act_bytes = dtype_bytes(config.policy.activation)
-    working = chunk * (2 * h + 3 * f) * act_bytes + config.batch * arch.vocab * 4
-    return [
-        Part("kv_cache", whole_bytes(kv), "2 x L x kv_heads x d x batch x tokens x bytes", KV,
-             RULES["kv"].format(_fmt_b(per_token), kv_dtype), note),
-        Part("activations/working_set", whole_bytes(working),
-             "prefill chunk x (2h + 3f) x bytes + batch x V x 4 (last-token logits)",
-             "vLLM chunked prefill (max_num_batched_tokens 8192); transformers logits_to_keep",
-             RULES["prefill"], "simplification: one layer's transient tensors for a prefill chunk of up "
-             "to 8192 tokens; engines size this buffer themselves"),
-    ]
+    return SERVING.evaluate(rule_inputs(arch, config, stage))
 
 
 # ---------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOA
 from builder.model.config import MESSAGES as CONFIG_MESSAGES
 from builder.model.peak import (HEAD_SAVED, LIVE, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, STEP_FLAGS, TRANSIENTS,
                                 Need, assess)
+from builder.model.serving import SERVING
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
 from builder.model.units import DTYPE_BYTES, format_bytes
 
@@ -349,11 +350,10 @@ def op_rows(rows: tuple[oplists.Row, ...]) -> list[list[Any]]:
 
 
 SOURCES = {
-    "mixed": est.MIXED, "tm101": est.TM101, "lora": est.LORA, "kv": est.KV, "fsdp": est.FSDP,
+    "mixed": est.MIXED, "tm101": est.TM101, "lora": est.LORA, "fsdp": est.FSDP,
     "hf": HF_CODE, "kor": KORTHIKANTI, "chen": "Chen et al. 2016, arXiv:1604.06174, section 3",
     "adam": "Kingma & Ba 2014 (Adam), arXiv:1412.6980, Algorithm 1; " + est.ZERO, "bnb": est.BNB,
     "sgd": "PyTorch torch.optim.SGD momentum_buffer; " + est.TM101, "lion": est.LION, "ada": est.ADAFACTOR,
-    "work": "vLLM chunked prefill (max_num_batched_tokens 8192); transformers logits_to_keep",
     "over": "a common calculator rule: a flat 10% for allocator, NCCL buffers and workspaces", "off": est.OFFLOAD,
     "fp8": "Micikevicius et al. 2022 (FP8 formats), arXiv:2209.05433",
     "int8": "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339", "nf4": est.QLORA,
@@ -404,6 +404,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                      for p in PRECISIONS.values()},
         "optimizers": OPTIMIZER_STATES,
         "rules": est.RULES,
+        "serving": SERVING.encode(),
         # The whole-number controls that must be at least 1, by Config attribute, in validate_config's order
         # (options the form has no control for, such as gpus_per_node, keep their defaults).
         "ints": {option: INT_CONTROLS.get(option, option) for option in POSITIVE

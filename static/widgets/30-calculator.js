@@ -7,21 +7,12 @@
 // Python sums exact Fractions; here doubles, with products of integers before divisions so
 // that most quantities are exact, and whole() rounds up to a whole byte as whole_bytes does.
 {
-const flo = Math.floor, ceil = Math.ceil, max = Math.max, min = Math.min;
-// A double within rounding noise of an integer is that integer; anything else rounds up.
-const whole = (x) => {
-  const r = Math.round(x);
-  return Math.abs(x - r) <= Math.abs(x) * 2 ** -44 ? r : ceil(x);
-};
-// f"{x:.{k}f}" as Python prints it (exact ties to even), by way of fmtBytes.
-const fx = (x, k) => fmtBytes(x * GiB, "GiB", k).slice(0, -4);
+const flo = Math.floor, ceil = Math.ceil, max = Math.max, min = Math.min, whole = wholeBytes, fx = fixedText, fill = fillText;
 const commas = (n) => n.toLocaleString("en-US");
 const perTok = (x, T) => {
   const p = x / max(1, T);
   return p >= 1024 ? fx(p / 1024, 1) + " KiB/token" : fx(p, 0) + " B/token";
 };
-// str.format's "{0} of {1}" filled with the values, for the templates Python sends.
-const fill = (t, ...v) => t.replace(/\{(\d+)\}/g, (_, i) => v[i]);
 
 WIDGETS.calculator = (root, D) => {
   const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), bytes = (t) => D.dtypes[t], T = D.t;
@@ -196,11 +187,12 @@ WIDGETS.calculator = (root, D) => {
   // estimator.autocast_copy_parts: the weight copies linear layers save for backward under torch.autocast.
   const ampParts = (c, st) => { const { A, pol, rec, tp } = c, [, , head, fl] = st; return !pol[5] ? [] : [part("activations/autocast_weight_copies",
     ((rec == "full" ? 0 : holding({ ...c, A: { ...A, qb: 0, ob: 0, mb: 0 } }, st).li) + (head ? ceil(A.V / tp) * A.h : 0)) * bytes(pol[4]) * fl, R("linear", bytes(pol[4]), pol[4]), "amp")]; };
-  const serveParts = ({ A, tp: t, pol, kv, batch, context: ctx }, [L]) => {
-    const kd = kv || (bytes(pol[0]) < 2 ? "bf16" : pol[0]), per = 2 * L * max(1, flo(A.k / t)) * A.d * bytes(kd);
-    return [part("kv_cache", per * batch * (A.win ? min(ctx, A.win) : ctx), R("kv", per, kd), "kv"),
-      part("activations/working_set", min(batch * ctx, 8192) * (2 * A.h + 3 * flo((A.f || A.F) / t)) * bytes(pol[4]) + batch * A.V * 4, R("prefill"), "work")];
-  };
+  // builder.model.serving, through builder.model.inputs.rule_inputs' names.
+  const serving = ruleSet(D.serving);
+  const serveParts = ({ A, tp, pol, kv, batch, context }, [stage_layers]) => serving({
+    layers: A.L, hidden: A.h, heads: A.a, kv_heads: A.k, head_dim: A.d, ffn: A.f, expert_ffn: A.F, vocab: A.V,
+    experts: A.E, top_k: A.K, sliding_window: A.win, mode: "serve", tp, batch, context, kv_dtype: kv, param_dtype: pol[0],
+    activation_dtype: pol[4], stage_layers, dtype_bytes: D.dtypes }).map(([name, x, unit, source]) => [name, x, unit, source]);
   const commParts = (c, H, S) => !c.train || (S[0] < 2 && S[1] < 2) ? [] : [
     ...(S[0] > 1 ? [part("comm/gathered_params", (2 * H.un + H.ro) * bytes(c.pol[0]), R("gathered"), "fsdp")] : []),
     part("comm/unsharded_grads", H.un * bytes(c.pol[2]), R("reduce", c.pol[2]), "fsdp")];

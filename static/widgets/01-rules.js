@@ -1,0 +1,85 @@
+// Shared: the model's rules, evaluated in the browser. Python writes every rule once, as an expression
+// (builder.model.expr), evaluates it exactly with fractions and sends its JSON here: a number is a constant,
+// a string a symbol, [op, ...operands] an operation, ["str", text] a text. This file knows the operators
+// and nothing of memory: no formula, no constant, no part name.
+// Doubles stand in for fractions; rulePart rounds a part up to a whole byte as whole_bytes does, with a
+// double within rounding noise of an integer taken as that integer.
+const wholeBytes = (x) => {
+  const r = Math.round(x);
+  return Math.abs(x - r) <= Math.abs(x) * 2 ** -44 ? r : Math.ceil(x);
+};
+// f"{x:.{k}f}" as Python prints it (exact ties to even), by way of fmtBytes.
+const fixedText = (x, k) => fmtBytes(x * GiB, "GiB", k).slice(0, -4);
+// str.format's "{0} of {1}" filled with the values.
+const fillText = (t, ...v) => t.replace(/\{(\d+)\}/g, (_, i) => v[i]);
+// expr.bytes_text: whole numbers as they are, others to 3 significant digits without trailing zeros.
+const perUnitText = (x) => {
+  if (Number.isInteger(x)) return String(x);
+  const text = fixedText(x, Math.max(0, 2 - Math.floor(Math.log10(Math.abs(x)))));
+  return text.includes(".") ? text.replace(/\.?0+$/, "") : text;
+};
+// fmt's operands: text as it is, whole numbers without a fraction (Python's expr._text).
+const ruleText = (v) => {
+  if (typeof v == "string") return v;
+  const r = Math.round(v);
+  if (Math.abs(v - r) > Math.abs(v) * 2 ** -44) throw Error(`fmt: ${v} is not whole`);
+  return String(r);
+};
+const RULE_OPS = {
+  "+": (f) => (e) => f.reduce((s, g) => s + g(e), 0),
+  "-": ([a, b]) => (e) => a(e) - b(e),
+  "*": (f) => (e) => f.reduce((s, g) => s * g(e), 1),
+  "/": ([a, b]) => (e) => a(e) / b(e),
+  neg: ([a]) => (e) => -a(e),
+  floor: ([a]) => (e) => Math.floor(a(e)),
+  ceil: ([a]) => (e) => Math.ceil(a(e)),
+  min: (f) => (e) => Math.min(...f.map((g) => g(e))),
+  max: (f) => (e) => Math.max(...f.map((g) => g(e))),
+  "==": ([a, b]) => (e) => +(a(e) === b(e)),
+  "!=": ([a, b]) => (e) => +(a(e) !== b(e)),
+  "<": ([a, b]) => (e) => +(a(e) < b(e)),
+  "<=": ([a, b]) => (e) => +(a(e) <= b(e)),
+  ">": ([a, b]) => (e) => +(a(e) > b(e)),
+  ">=": ([a, b]) => (e) => +(a(e) >= b(e)),
+  and: (f) => (e) => +f.every((g) => g(e)),
+  or: (f) => (e) => +f.some((g) => g(e)),
+  not: ([a]) => (e) => +!a(e),
+  if: ([c, a, b]) => (e) => (c(e) ? a(e) : b(e)),
+  in: ([x, ...f]) => (e) => { const v = x(e); return +f.some((g) => g(e) === v); },
+  at: ([t, k]) => (e) => {
+    const v = t(e)[k(e)];
+    if (v === undefined) throw Error(`no entry ${k(e)}`);
+    return v;
+  },
+  // A row's fields shadow the symbols around it (a prototype chain, not a copy).
+  sum: ([rows, body]) => (e) => rows(e).reduce((s, row) => s + body(Object.assign(Object.create(e), row)), 0),
+  fmt: ([t, ...f]) => (e) => fillText(t(e), ...f.map((g) => ruleText(g(e)))),
+  bytes: ([a]) => (e) => perUnitText(a(e)),
+  fixed: ([a, k]) => (e) => fixedText(a(e), k(e)),
+};
+// A rule's JSON -> a function of the symbols (compiled once, then called on every estimate).
+const compileRule = (rule) => {
+  if (typeof rule == "number") return () => rule;
+  if (typeof rule == "string") return (e) => {
+    const v = e[rule];
+    if (v === undefined) throw Error(`unknown symbol ${rule}`);
+    return v;
+  };
+  const [op, ...args] = rule;
+  if (op == "str") return () => args[0];
+  if (op == "/" && args.every((a) => typeof a == "number")) { const v = args[0] / args[1]; return () => v; }
+  return RULE_OPS[op](args.map(compileRule));
+};
+// partrules.RuleSet: derived symbols in order, then the parts whose condition holds, as
+// [name, whole bytes, per-unit words, source, note, transient].
+const ruleSet = ({ symbols, parts }) => {
+  const derived = symbols.map(([name, rule]) => [name, compileRule(rule)]);
+  const priced = parts.map(([name, when, bytes, unit, note, source, transient]) =>
+    [name, compileRule(when), compileRule(bytes), compileRule(unit), compileRule(note), source, transient]);
+  return (inputs) => {
+    const env = Object.create(inputs);
+    for (const [name, rule] of derived) env[name] = rule(env);
+    return priced.filter((p) => p[1](env)).map(([name, , bytes, unit, note, source, transient]) =>
+      [name, wholeBytes(bytes(env)), unit(env), source, note(env), transient]);
+  };
+};

@@ -1,0 +1,90 @@
+"""The browser's rule evaluator (static/widgets/01-rules.js) against Python's (builder.model.expr): random
+rules of the kind the model writes (integer inputs, sums, products, divisions, rounding, conditions, words)
+give the same whole bytes and the same text in both."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builder.model.breakdown import whole_bytes
+from builder.model.expr import Expr, encode, evaluate, fixed, fmt, per_unit, sym
+from builder.model.partrules import PartRule, RuleSet
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.browser
+
+SYMBOLS = {"layers": 32, "hidden": 4096, "heads": 32, "tp": 4, "vocab": 128256, "zero": 0, "mode": "train"}
+NUMBERS = ("layers", "hidden", "heads", "tp", "vocab", "zero")
+
+leaves = st.one_of(st.integers(0, 70000).map(lambda n: Expr("num", Fraction(n))), st.sampled_from(NUMBERS).map(sym))
+
+
+def _grow(children):
+    pair = st.tuples(children, children)
+    return st.one_of(
+        pair.map(lambda p: p[0] + p[1]),
+        pair.map(lambda p: p[0] * p[1]),
+        # Divisions by a positive whole amount, as the model's are (ranks, heads, block sizes).
+        st.tuples(children, st.integers(1, 4096)).map(lambda p: p[0] / p[1]),
+        st.tuples(children, st.sampled_from(("tp", "heads", "layers"))).map(lambda p: p[0] // sym(p[1])),
+        children.map(lambda c: Expr("ceil", c)),
+        st.tuples(children, children, children).map(lambda p: Expr("if", p[0] > p[1], p[1], p[2])),
+        pair.map(lambda p: Expr("min", *p)),
+        pair.map(lambda p: Expr("max", *p)),
+        children.map(lambda c: Expr("if", Expr("==", sym("mode"), "train"), c, 0)),
+    )
+
+
+rules = st.recursive(leaves, _grow, max_leaves=8)
+
+
+@pytest.fixture(scope="module")
+def rule_page(chromium):
+    """A blank page with the shared helpers and the rule evaluator loaded (their names are globals there)."""
+    context = chromium.new_context()
+    page = context.new_page()
+    page.set_content("<!doctype html><title>rules</title>")
+    for name in ("00-core.js", "01-rules.js"):
+        page.add_script_tag(content=(ROOT / "static" / "widgets" / name).read_text(encoding="utf-8"))
+    yield page
+    context.close()
+
+
+def js(page, rules: list, env: dict) -> list:
+    return page.evaluate("([rules, env]) => rules.map((r) => { const v = compileRule(r)(env);"
+                         " return typeof v == 'string' ? v : wholeBytes(v); })", [rules, env])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(rules, min_size=20, max_size=20))
+def test_random_rules_give_the_same_whole_bytes(rule_page, batch):
+    # 60 batches of 20 rules: 1,200 random rules, one browser round trip per batch.
+    expected = [whole_bytes(evaluate(rule, SYMBOLS)) for rule in batch]
+    assert js(rule_page, [encode(rule) for rule in batch], SYMBOLS) == expected
+
+
+# Amounts exact in binary (n / 2^k), as per-unit amounts are: both sides round the same double.
+binary = st.tuples(st.integers(1, 999 * 64), st.sampled_from((1, 2, 4, 8, 16, 32, 64, 256))).map(
+    lambda p: Fraction(p[0], p[1])).filter(lambda x: Fraction(1, 10000) <= x < Fraction(9995, 10))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(binary, st.integers(0, 4)), min_size=25, max_size=25))
+def test_words_are_the_same(rule_page, batch):
+    made = [fmt("{0} B/param, {1} ({2})", per_unit(x), fixed(x, k), sym("mode")) for x, k in batch]
+    assert js(rule_page, [encode(rule) for rule in made], SYMBOLS) == [evaluate(rule, SYMBOLS) for rule in made]
+
+
+def test_a_rule_set_gives_the_same_parts(rule_page):
+    rules = RuleSet(symbols={"per_gpu": sym("hidden") * sym("vocab") / sym("tp")},
+                    parts=(PartRule("weights", sym("per_gpu") * 2, "", "a & b", fmt("{0} B/param", per_unit(2))),
+                           PartRule("never", sym("per_gpu"), "", "", fmt(""), when=sym("zero"))))
+    got = rule_page.evaluate("([set, env]) => ruleSet(set)(env)", [json.loads(json.dumps(rules.encode())), SYMBOLS])
+    parts = rules.evaluate(SYMBOLS)
+    assert got == [[p.name, p.bytes, p.per_unit, "a &amp; b", p.simplification, 0] for p in parts]
+    assert [p.name for p in parts] == ["weights"] and parts[0].bytes == 4096 * 128256 // 4 * 2

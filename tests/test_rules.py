@@ -1,0 +1,118 @@
+"""The rule language (builder.model.expr) and rule sets (builder.model.partrules): exact evaluation,
+JSON round trips, clear errors, and the serving rules pinned to published KV-cache sizes."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from builder.catalog import default_models
+from builder.model import Config, estimate
+from builder.model.architecture import Architecture
+from builder.model.expr import (RuleError, ceil, decode, encode, eq, evaluate, fixed, fmt, isin, maximum, minimum,
+                                per_unit, sym, symbols_of, total, when)
+from builder.model.inputs import rule_inputs
+from builder.model.placement import stages
+from builder.model.serving import SERVING
+
+MODELS = default_models()
+# OPT-13B (Zhang et al. 2022, Table 1): 40 layers, hidden 5120, 40 heads.
+OPT_13B = Architecture(name="opt-13b", layers=40, hidden=5120, heads=40, vocab=50272, ffn=20480, mlp="gelu",
+                       norm="layernorm", positions="learned", max_positions=2048)
+
+
+def serving_env(arch: Architecture, **settings) -> dict:
+    """The serving rule set's symbols for a single-GPU run of `arch`."""
+    config = Config(model=arch, mode="serve", **settings)
+    return SERVING.environment(rule_inputs(arch, config, stages(arch, config)[0]))
+
+
+def test_kv_cache_per_token_is_the_vllm_papers_opt_13b_figure():
+    # Kwon et al. 2023 (vLLM), section 3: "the KV cache of a single token demands 800 KB of space,
+    # calculated as 2 (key and value vectors) x 5120 (hidden state size) x 40 (number of layers) x 2
+    # (bytes per FP16)" = 819,200 bytes.
+    assert serving_env(OPT_13B, param_dtype="fp16")["kv_per_token"] == 819_200
+
+
+def test_kv_cache_per_token_follows_grouped_query_attention():
+    # Llama 3 8B (config.json: 32 layers, 8 KV heads of 128): 2 x 32 x 8 x 128 x 2 B = 131,072 B = 128 KiB per
+    # token in bf16, a quarter of Llama 2 7B's 512 KiB (32 KV heads), as Meta's GQA ratio 32:8 says.
+    assert serving_env(MODELS["llama-3-8b"])["kv_per_token"] == 128 * 1024
+    assert serving_env(MODELS["llama-2-7b"])["kv_per_token"] == 512 * 1024
+    # Tensor parallelism 16 > 8 KV heads: each rank keeps one head (replicated), not half of one.
+    assert serving_env(MODELS["llama-3-8b"], tp=16)["kv_heads_per_gpu"] == 1
+
+
+def test_sliding_window_caps_the_cached_tokens():
+    # Mistral 7B v0.1 (Jiang et al. 2023, section 2): a 4096-token window, so a 32K context caches 4096 tokens.
+    env = serving_env(MODELS["mistral-7b"], context=32768)
+    assert env["kv_tokens"] == 4096
+    breakdown = estimate(Config(model=MODELS["mistral-7b"], mode="serve", context=32768))
+    assert breakdown.part("kv_cache").bytes == env["kv_per_token"] * 4096
+    assert breakdown.part("kv_cache").simplification == "sliding window: keeps the last 4096 tokens"
+
+
+def test_evaluation_is_exact():
+    # QLoRA's double-quantised constants (Dettmers et al. 2023, section 3): 8/64 + 32/(64 x 256) bits per
+    # parameter = 0.127 bits, exactly 1/64 + 4/16384 bytes.
+    constants = Fraction(1, 64) + Fraction(4, 64 * 256)
+    assert evaluate(sym("n") * (Fraction(1, 64) + Fraction(4, 64 * 256)), {"n": 16384}) == 16384 * constants
+    assert evaluate(ceil(sym("v") / sym("t")), {"v": 128256, "t": 3}) == 42752
+    assert evaluate(sym("v") // sym("t"), {"v": 7, "t": 2}) == 3
+    assert evaluate(minimum(3, sym("x"), 5), {"x": 4}) == 3 and evaluate(maximum(3, sym("x")), {"x": 4}) == 4
+
+
+def test_conditions_evaluate_only_the_branch_taken():
+    # The branch not taken may read a symbol that does not exist (a dense model has no expert width).
+    rule = when(sym("experts"), sym("expert_ffn"), sym("ffn"))
+    assert evaluate(rule, {"experts": 0, "ffn": 11008}) == 11008
+    assert evaluate(isin(sym("o"), "adam", "adamw"), {"o": "adamw"}) == 1
+    assert evaluate(eq(sym("o"), "sgd"), {"o": "adamw"}) == 0
+
+
+def test_tables_and_sums():
+    rows = [{"rows_": 4096, "cols": 4096}, {"rows_": 11008, "cols": 4096}]
+    assert evaluate(total(sym("tensors"), sym("rows_") + sym("cols")), {"tensors": rows}) == 8192 + 15104
+    assert symbols_of(total(sym("tensors"), sym("rows_"))) == {"tensors", "rows_"}
+
+
+def test_words():
+    assert evaluate(fmt("{0} B/token ({1})", per_unit(sym("x")), "bf16"), {"x": 131072}) == "131072 B/token (bf16)"
+    assert evaluate(per_unit(Fraction(260, 256)), {}) == "1.02"
+    assert evaluate(per_unit(Fraction(1, 2)), {}) == "0.5"
+    assert evaluate(fixed(Fraction(1, 64) + Fraction(4, 16384), 4), {}) == "0.0159"
+
+
+def test_json_round_trip():
+    rule = when(sym("a") >= 2, ceil(sym("b") / 3) * Fraction(1, 2), fmt("{0}", 7))
+    data = json.loads(json.dumps(encode(rule)))
+    assert data == ["if", [">=", "a", 2], ["*", ["ceil", ["/", "b", 3]], ["/", 1, 2]], ["fmt", ["str", "{0}"], 7]]
+    assert encode(decode(data)) == data
+
+
+def test_errors_name_what_is_wrong():
+    with pytest.raises(RuleError, match="unknown symbol 'hidden'"):
+        evaluate(sym("hidden") * 2, {})
+    with pytest.raises(RuleError, match="is not whole"):
+        evaluate(fmt("{0}", sym("x") / 3), {"x": 1})
+    with pytest.raises(RuleError, match="no entry 'fp7'"):
+        from builder.model.expr import at
+        evaluate(at(sym("t"), "fp7"), {"t": {"fp8": 1}})
+    with pytest.raises(RuleError, match="unknown operator 'pow'"):
+        decode(["pow", 2, 3])
+    with pytest.raises(TypeError, match="no truth value"):
+        bool(sym("x") > 1)
+
+
+def test_serving_rules_name_every_symbol_they_read():
+    # Every symbol a serving rule reads is an input of rule_inputs or a symbol the set derives before it.
+    arch = MODELS["llama-3-8b"]
+    config = Config(model=arch, mode="serve")
+    known = set(rule_inputs(arch, config, stages(arch, config)[0]))
+    for name, rule in SERVING.symbols.items():
+        assert symbols_of(rule) <= known, name
+        known.add(name)
+    for part in SERVING.parts:
+        assert symbols_of(part.bytes) | symbols_of(part.per_unit) | symbols_of(part.note) <= known, part.name
