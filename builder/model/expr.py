@@ -12,8 +12,8 @@ widget carry no formula of their own: there is one definition, evaluated twice.
 JSON form: a number is a constant, a string is a symbol, a list is [operator, operand, ...];
 ["str", text] is a string constant and ["/", n, d] an exact fraction. Operators:
 arithmetic + - * / neg floor ceil min max; comparison == != < <= > >=; logic and or not if in;
-tables at (a table's entry) and sum (a body summed over a table's rows, each row's fields bound as
-symbols); text fmt (str.format), bytes (a per-unit amount as '2', '0.5' or '1.02') and fixed
+tables at (a table's entry), has (a list's member) and sum (a body summed over a table's rows,
+each row's fields bound as symbols); text fmt (str.format), bytes (a per-unit amount as '2', '0.5' or '1.02') and fixed
 (f"{x:.kf}"). Logic returns 1 or 0 and, like Python, treats 0 and "" as false.
 """
 
@@ -154,6 +154,11 @@ def isin(x: Any, *choices: Any) -> Expr:
     return Expr("in", x, *choices)
 
 
+def has(table: Any, x: Any) -> Expr:
+    """Whether a list input holds `x` (e.g. whether the LoRA targets name a projection)."""
+    return Expr("has", table, x)
+
+
 def at(table: Any, key: Any) -> Expr:
     """The entry `key` of a table (a mapping input such as the bytes of each dtype)."""
     return Expr("at", table, key)
@@ -275,6 +280,7 @@ OPERATORS: dict[str, _Op] = {
     "not": lambda args, env: int(not _truth(evaluate(args[0], env))),
     "if": lambda args, env: evaluate(args[1] if _truth(evaluate(args[0], env)) else args[2], env),
     "in": lambda args, env: int(evaluate(args[0], env) in [evaluate(a, env) for a in args[1:]]),
+    "has": lambda args, env: int(evaluate(args[1], env) in evaluate(args[0], env)),
     "at": _lookup,
     "sum": _sum_rows,
     "fmt": lambda args, env: _text(evaluate(args[0], env)).format(*(_text(evaluate(a, env)) for a in args[1:])),

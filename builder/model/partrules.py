@@ -8,7 +8,7 @@ same rule set from `encode()` (static/widgets/01-rules.js) and gets the same byt
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from builder.model.breakdown import Part, whole_bytes
@@ -21,16 +21,22 @@ class PartRule:
 
     name: str
     bytes: Expr
-    formula: str  # in the symbols Breakdown.where defines
-    source: str  # paper + section, or code file + version
-    per_unit: Expr  # the words a chart annotates the part with, e.g. '2 B/param (bf16)'
-    note: Expr = field(default_factory=lambda: lift(""))  # the simplification, when the part is one
-    when: Expr = field(default_factory=lambda: lift(1))  # the part exists only where this holds
+    formula: Expr | str  # in the symbols Breakdown.where defines
+    source: Expr | str  # paper + section, or code file + version
+    per_unit: Expr | str  # the words a chart annotates the part with, e.g. '2 B/param (bf16)'
+    note: Expr | str = ""  # the simplification, when the part is one
+    when: Expr | int = 1  # the part exists only where this holds
+    sharded_by: Expr | int = 1  # how many ranks share the unsharded amount (1: replicated)
     transient: bool = False  # live at the peak but not saved for backward
 
+    def __post_init__(self) -> None:
+        for name in ("bytes", "formula", "source", "per_unit", "note", "when", "sharded_by"):
+            object.__setattr__(self, name, lift(getattr(self, name)))
+
     def part(self, env: Mapping[str, Value]) -> Part:
-        return Part(self.name, whole_bytes(evaluate(self.bytes, env)), self.formula, self.source,
-                    evaluate(self.per_unit, env), evaluate(self.note, env), transient=self.transient)
+        words = [evaluate(getattr(self, name), env) for name in ("formula", "source", "per_unit", "note")]
+        return Part(self.name, whole_bytes(evaluate(self.bytes, env)), *words, int(evaluate(self.sharded_by, env)),
+                    self.transient)
 
 
 @dataclass(frozen=True)
@@ -54,4 +60,13 @@ class RuleSet:
         [name, condition, bytes, per-unit words, note, source (HTML-escaped), transient]."""
         return {"symbols": [[name, encode(expr)] for name, expr in self.symbols.items()],
                 "parts": [[r.name, encode(r.when), encode(r.bytes), encode(r.per_unit), encode(r.note),
-                           html.escape(r.source), int(r.transient)] for r in self.parts]}
+                           encode(escaped(r.source)), int(r.transient)] for r in self.parts]}
+
+
+def escaped(expr: Expr) -> Expr:
+    """A text rule with its text constants HTML-escaped (sources go into markup)."""
+    if expr.op == "str":
+        return Expr("str", html.escape(expr.args[0]))
+    if expr.op in ("sym", "num"):
+        return expr
+    return Expr(expr.op, *(escaped(a) for a in expr.args))

@@ -22,20 +22,39 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from builder.model import Config
+from builder.model import Config, oplists
 from builder.model import estimator as est
-from builder.model import oplists
 from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI, KORTHIKANTI_TABLE, NO_GRAD_GONE
 from builder.model.architecture import MESSAGES as ARCH_MESSAGES
 from builder.model.architecture import Architecture
 from builder.model.breakdown import Breakdown
-from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, POSITIVE, PRECISIONS,
-                                  RECOMPUTE)
+from builder.model.config import (
+    ATTENTION,
+    FSDP_STAGE,
+    FSDP_STRATEGIES,
+    OFFLOAD,
+    OPTIMIZERS,
+    POSITIVE,
+    PRECISIONS,
+    RECOMPUTE,
+)
 from builder.model.config import MESSAGES as CONFIG_MESSAGES
-from builder.model.peak import (HEAD_SAVED, LIVE, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, STEP_FLAGS, TRANSIENTS,
-                                Need, assess)
-from builder.model.serving import SERVING
+from builder.model.inputs import config_inputs
+from builder.model.overheads import OVERHEADS
+from builder.model.peak import (
+    HEAD_SAVED,
+    LIVE,
+    MOMENT_PHASES,
+    NOT_SAVED,
+    PHASE_TITLES,
+    STEP_FLAGS,
+    TRANSIENTS,
+    Need,
+    assess,
+)
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
+from builder.model.serving import SERVING
+from builder.model.states import COMM, HOST, MODEL_STATES
 from builder.model.units import DTYPE_BYTES, format_bytes
 
 CUSTOM = "custom"
@@ -349,48 +368,22 @@ def op_rows(rows: tuple[oplists.Row, ...]) -> list[list[Any]]:
             for r in rows]
 
 
-SOURCES = {
-    "mixed": est.MIXED, "tm101": est.TM101, "lora": est.LORA, "fsdp": est.FSDP,
-    "hf": HF_CODE, "kor": KORTHIKANTI, "chen": "Chen et al. 2016, arXiv:1604.06174, section 3",
-    "adam": "Kingma & Ba 2014 (Adam), arXiv:1412.6980, Algorithm 1; " + est.ZERO, "bnb": est.BNB,
-    "sgd": "PyTorch torch.optim.SGD momentum_buffer; " + est.TM101, "lion": est.LION, "ada": est.ADAFACTOR,
-    "over": "a common calculator rule: a flat 10% for allocator, NCCL buffers and workspaces", "off": est.OFFLOAD,
-    "fp8": "Micikevicius et al. 2022 (FP8 formats), arXiv:2209.05433",
-    "int8": "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339", "nf4": est.QLORA,
-    "gptq": "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128", "amp": est.AUTOCAST,
-}
-
-# Optimizer states (builder.model.estimator.optimizer_parts): part suffix, bytes per parameter
-# ('s': the state dtype, [n, d]: fixed, 'af': Adafactor's factored share), rule, source. Rules are
-# estimator.RULES templates, filled with the bytes per parameter ({0}) and the state dtype ({1}).
-def _state_rule(label: str) -> str:
-    """RULES['state'] with its third field (which state) filled in."""
-    return est.RULES["state"].replace("{2}", label)
+SOURCES = {"hf": HF_CODE, "kor": KORTHIKANTI, "chen": "Chen et al. 2016, arXiv:1604.06174, section 3", "amp": est.AUTOCAST}
+# The rule sets the script evaluates (builder.model's states, serving, communication, host and overheads).
+RULE_SETS = {"states": MODEL_STATES, "serving": SERVING, "comm": COMM, "host": HOST, "overheads": OVERHEADS}
+# The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs).
+FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype", "reduce_dtype",
+                "lora_targets", "qlora_double_quant", "allocator_reserve", "overhead_bytes", "cuda_context_bytes",
+                "dtype_bytes")
 
 
-OPTIMIZER_STATES = {
-    "adam": [["adam_m", "s", _state_rule("first moment"), "adam"],
-             ["adam_v", "s", _state_rule("second moment"), "adam"]],
-    "adam8bit": [[f"adam_{m}", 260 / 256,
-                  est.RULES["param"].format(est._fmt_b(Fraction(260, 256)), "uint8 + fp32 absmax per 256"), "bnb"]
-                 for m in "mv"],
-    "sgd-momentum": [["momentum", "s", _state_rule("momentum"), "sgd"]],
-    "lion": [["momentum", "s", _state_rule("momentum"), "lion"]],
-    "adafactor": [["adafactor_factors", "af", est.RULES["factored"], "ada"]],
-    "sgd": [],
-}
-OPTIMIZER_STATES["adamw"] = OPTIMIZER_STATES["adam"]
-
-# Quantised weights (builder.model.estimator.weight_parts): bytes per linear weight, constant
-# bytes per linear weight (None: an fp32 scale per output row, 4 / hidden), what the constants
-# are, source. Sizes are exact in binary, so the script reads the same numbers as floats.
-QUANTISED = {
-    "fp8": [1, 0, "per-tensor scales", "fp8"],
-    "int8": [1, None, "fp32 scale per output row", "int8"],
-    "nf4": [0.5, 1 / 64 + 4 / (64 * 256), "NF4 constants (block 64, double quantised)", "nf4"],
-    "int4": [0.5, 4 / 128, "fp16 scale + zero per 128 weights", "gptq"],
-    "fp4": [0.5, 4 / 128, "fp16 scale + zero per 128 weights", "gptq"],
-}
+def json_value(value: Any) -> Any:
+    """An input as JSON: exact fractions as the nearest double, tables entry by entry."""
+    if isinstance(value, Fraction):
+        return float(value)
+    if isinstance(value, dict):
+        return {key: json_value(v) for key, v in value.items()}
+    return value
 
 
 def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]], shown: list[str],
@@ -402,14 +395,13 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()},
         "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation, int(p.autocast)]
                      for p in PRECISIONS.values()},
-        "optimizers": OPTIMIZER_STATES,
         "rules": est.RULES,
-        "serving": SERVING.encode(),
+        "ruleSets": {name: rules.encode() for name, rules in RULE_SETS.items()},
+        "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items() if key in FIXED_INPUTS},
         # The whole-number controls that must be at least 1, by Config attribute, in validate_config's order
         # (options the form has no control for, such as gpus_per_node, keep their defaults).
         "ints": {option: INT_CONTROLS.get(option, option) for option in POSITIVE
                  if INT_CONTROLS.get(option, option) in defaults},
-        "quantised": QUANTISED,
         "blocks": {name: op_rows(rows) for name, rows in oplists.BLOCKS.items()},
         "first": op_rows(oplists.FIRST_STAGE),
         "full": list(FULL_TRAINING),

@@ -46,6 +46,7 @@ const RULE_OPS = {
   not: ([a]) => (e) => +!a(e),
   if: ([c, a, b]) => (e) => (c(e) ? a(e) : b(e)),
   in: ([x, ...f]) => (e) => { const v = x(e); return +f.some((g) => g(e) === v); },
+  has: ([t, x]) => (e) => +t(e).includes(x(e)),
   at: ([t, k]) => (e) => {
     const v = t(e)[k(e)];
     if (v === undefined) throw Error(`no entry ${k(e)}`);
@@ -75,11 +76,11 @@ const compileRule = (rule) => {
 const ruleSet = ({ symbols, parts }) => {
   const derived = symbols.map(([name, rule]) => [name, compileRule(rule)]);
   const priced = parts.map(([name, when, bytes, unit, note, source, transient]) =>
-    [name, compileRule(when), compileRule(bytes), compileRule(unit), compileRule(note), source, transient]);
+    [name, compileRule(when), compileRule(bytes), compileRule(unit), compileRule(note), compileRule(source), transient]);
   return (inputs) => {
     const env = Object.create(inputs);
     for (const [name, rule] of derived) env[name] = rule(env);
     return priced.filter((p) => p[1](env)).map(([name, , bytes, unit, note, source, transient]) =>
-      [name, wholeBytes(bytes(env)), unit(env), source, note(env), transient]);
+      [name, wholeBytes(bytes(env)), unit(env), source(env), note(env), transient]);
   };
 };

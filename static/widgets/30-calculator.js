@@ -53,7 +53,7 @@ WIDGETS.calculator = (root, D) => {
     if (!train) pol[0] = st.weights;
     const c = { A, train, pol, opt: st.optimizer, rec: st.recompute, eager: st.attention == "eager",
       kor: st.formula == "korthikanti", meg: st.formula == "megatron", amp: pol[5] && st.formula != "megatron", drop: st.dropout == "1", fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
-      sp: st.sp == "1", off: st.offload[0],
+      sp: st.sp == "1", off: st.offload[0], offload: st.offload,
       r: n("lora_rank"), ql: st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
     for (const k in D.ints) c[k] = n(D.ints[k]);
     return c;
@@ -95,47 +95,21 @@ WIDGETS.calculator = (root, D) => {
     H.dn += H.ro;
     return H;
   };
-  // estimator.sharding: ranks sharing weights, gradients, optimizer states (dense, then expert).
-  const sharding = (c) => {
-    const g = c.fsdp == "HYBRID_SHARD" ? min(c.dp * c.cp, 8) : c.dp * c.cp, e = max(1, flo(g / c.ep));
-    return [3, 2, 1, 3, 2, 1].map((k, i) => (c.stage >= k ? (i < 3 ? g : e) : 1));
+  // builder.model.inputs.rule_inputs: the names every rule set reads, for one stage of the form's config.
+  const rows = new WeakMap(), tensorRows = (A) => rows.get(A) || rows.set(A, tensors(A).map(([, dim0, rest, count]) => ({ dim0, rest, count }))).get(A);
+  const inputsOf = (c, [stage_layers], H) => {
+    const { A, pol } = c;
+    return { ...D.fixedInputs, has_architecture: 1, layers: A.L, hidden: A.h, heads: A.a, kv_heads: A.k, head_dim: A.d, ffn: A.f,
+      expert_ffn: A.F, vocab: A.V, experts: A.E, top_k: A.K, sliding_window: A.win, mlp: A.sw ? "swiglu" : "gelu",
+      norm: A.ln ? "layernorm" : "rmsnorm", tied_embeddings: A.tie, tensors: tensorRows(A), mode: c.train ? "train" : "serve",
+      params: params(A), dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
+      offload: c.offload, optimizer: c.opt, param_dtype: pol[0], master_dtype: pol[1] || "", grad_dtype: pol[2],
+      optimizer_state_dtype: pol[3], activation_dtype: pol[4], kv_dtype: c.kv, lora_rank: c.r, qlora: +c.ql,
+      batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, stage_layers,
+      dense: H.dn, expert: H.ex, linear: H.li, layer_unit: H.un, root_unit: H.ro };
   };
-  const perGpu = (H, dd, ed) => H.dn / dd + H.ex / ed;
-  // FSDP2 splits each tensor along dim 0 in chunks of ceil(dim0 / n) (architecture.parameter_tensors).
-  const sharded = (c, H, dd, ed) => !c.fsdp || dd < 2 || c.A.E || c.tp * c.pp * c.ep > 1 || c.r ? perGpu(H, dd, ed)
-    : tensors(c.A).reduce((s, [, x, y, n]) => s + n * ceil(x / dd) * y, 0);
-
-  const weightParts = (c, H, S) => {
-    const [pr] = c.pol, cnt = sharded(c, H, S[0], S[3]), qz = D.quantised[c.ql ? "nf4" : c.train ? "" : pr];
-    if (/[pb]/.test(c.off)) return [];
-    if (!qz) return [part("weights", cnt * bytes(pr), R("param", bytes(pr), pr), c.pol[1] ? "mixed" : "tm101")];
-    const [nb, k, what, src] = qz, lin = cnt * H.li / (H.dn + H.ex), kc = k ?? 4 / c.A.h;
-    return [part("weights/quantised_linear", lin * nb, R("param", nb, c.ql ? "nf4" : pr), src),
-      part("weights/quantisation_constants", lin * kc, R("param", fx(kc, 4), what), src),
-      part("weights/unquantised", (cnt - lin) * 2, R("param", 2, c.ql ? "bf16" : "fp16"), src)];
-  };
-  const stateParts = (c, H, S, L) => {
-    const { A } = c, { h, a, k, d } = A, [pr, ms, gr, os] = c.pol, out = [], M = A.sw ? 3 : 2;
-    let T = H, state = os;
-    if (c.r) {
-      // LoRA on q, k, v, o: r x (in + out) per projection (placement.lora_params); adapters are fp32.
-      T = { dn: c.r * (2 * (h + a * d) + 2 * (h + k * d)) * L / c.tp, ex: 0 };
-      state = "fp32";
-      out.push(part("weights/lora_adapters", perGpu(T, S[0], S[3]) * 4, R("adapter"), "lora"),
-        part("gradients", perGpu(T, S[1], S[4]) * 4, R("adapter_grads"), "lora"));
-    } else {
-      if (ms && ms != pr) out.push(part("optimizer/master", sharded(c, H, S[2], S[5]) * bytes(ms), R("master", bytes(ms), ms), "mixed"));
-      out.push(part("gradients", sharded(c, H, S[1], S[4]) * bytes(gr), R("param", bytes(gr), gr), "mixed"));
-    }
-    // Optimizer states (calculator.OPTIMIZER_STATES); Adafactor keeps rows + columns per matrix.
-    const cnt = sharded(c, T, S[2], S[5]), per = bytes(state);
-    const ada = ((h + a * d) * 2 + (h + k * d) * 2 + M * (h + (A.f || A.F)) * max(1, A.E) + 2 * h * (A.ln ? 2 : 1)) * A.L + (A.V + h) * (A.tie ? 1 : 2);
-    for (const [name, spec, rule, src] of D.optimizers[c.opt]) {
-      const each = spec == "s" ? per : spec == "af" ? ada / params(A) * per : spec;
-      out.push(part("optimizer/" + name, spec == "af" ? cnt * ada * per / params(A) : cnt * each, fill(rule, spec == "af" ? fx(each, 4) : per, state), src));
-    }
-    return out;
-  };
+  // The rule sets of builder.model (states, serving, overheads), compiled once.
+  const [states, serving, comm, hostParts, overheads] = ["states", "serving", "comm", "host", "overheads"].map((k) => ruleSet(D.ruleSets[k]));
   // activations.symbols, activations.conditions and activations.evaluate: the rows whose conditions all hold, as
   // [group, bytes, core, dtype] ('grad': the gradient dtype), and the block's op list (activations.block_name).
   const opsOf = (c) => {
@@ -187,18 +161,13 @@ WIDGETS.calculator = (root, D) => {
   // estimator.autocast_copy_parts: the weight copies linear layers save for backward under torch.autocast.
   const ampParts = (c, st) => { const { A, pol, rec, tp } = c, [, , head, fl] = st; return !pol[5] ? [] : [part("activations/autocast_weight_copies",
     ((rec == "full" ? 0 : holding({ ...c, A: { ...A, qb: 0, ob: 0, mb: 0 } }, st).li) + (head ? ceil(A.V / tp) * A.h : 0)) * bytes(pol[4]) * fl, R("linear", bytes(pol[4]), pol[4]), "amp")]; };
-  // builder.model.serving, through builder.model.inputs.rule_inputs' names.
-  const serving = ruleSet(D.serving);
-  const serveParts = ({ A, tp, pol, kv, batch, context }, [stage_layers]) => serving({
-    layers: A.L, hidden: A.h, heads: A.a, kv_heads: A.k, head_dim: A.d, ffn: A.f, expert_ffn: A.F, vocab: A.V,
-    experts: A.E, top_k: A.K, sliding_window: A.win, mode: "serve", tp, batch, context, kv_dtype: kv, param_dtype: pol[0],
-    activation_dtype: pol[4], stage_layers, dtype_bytes: D.dtypes }).map(([name, x, unit, source]) => [name, x, unit, source]);
-  const commParts = (c, H, S) => !c.train || (S[0] < 2 && S[1] < 2) ? [] : [
-    ...(S[0] > 1 ? [part("comm/gathered_params", (2 * H.un + H.ro) * bytes(c.pol[0]), R("gathered"), "fsdp")] : []),
-    part("comm/unsharded_grads", H.un * bytes(c.pol[2]), R("reduce", c.pol[2]), "fsdp")];
-
   // estimator.overhead_parts as the calculator offers them: a framework percentage of what is allocated.
-  const reserved = (c, allocated) => (c.ovh ? [part("overhead/framework", allocated * c.ovh / 100, R("percent", c.ovh), "over")] : []);
+  const reserved = (c, allocated) => {
+    const env = Object.create(D.fixedInputs);
+    env.overhead_fraction = c.ovh / 100;
+    env.allocated = allocated;
+    return overheads(env);
+  };
   // peak.phases_of: the parts live at each moment of a step (peak.LIVE's selectors) and the moment's own tensors
   // (peak.TRANSIENTS whose conditions hold), the framework percentage worked out again on each; [bytes, phase] of the
   // largest, the first on ties. One pass adds the parts up by every selector that can pick them (name, bucket,
@@ -251,10 +220,9 @@ WIDGETS.calculator = (root, D) => {
     let best, need;
     const moms = c.train ? momentsOf(c) : [];
     for (const st of stages(c)) {
-      const H = holding(c, st), S = sharding(c), host = [];
-      let gpu = [...weightParts(c, H, S), ...(c.train ? [...stateParts(c, H, S, st[0]), ...activationParts(c, st), ...ampParts(c, st)] : serveParts(c, st)), ...commParts(c, H, S)];
+      const inputs = inputsOf(c, st, holding(c, st)), host = hostParts(inputs);
+      let gpu = [...states(inputs), ...(c.train ? [...activationParts(c, st), ...ampParts(c, st)] : serving(inputs)), ...comm(inputs)];
       if (/[ob]/.test(c.off)) gpu = gpu.filter((p) => !(/^(opt|grad)/.test(p[0]) && host.push(p)));
-      if (/[pb]/.test(c.off)) host.push(part("weights", perGpu(H, S[0], S[3]) * bytes(c.pol[0])));
       gpu.push(...reserved(c, sum(gpu)));
       const top = c.train ? peakOf(c, gpu.filter((p) => p[1]), moms) : [sum(gpu)];
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host];

@@ -1,0 +1,236 @@
+"""Model states as rules: weights (plain or quantised), the master copy, gradients, LoRA adapters,
+optimizer states, and the sharding that divides them (ZeRO stages, FSDP strategies), with the
+communication buffers sharding adds.
+
+Read by the estimator for every pipeline stage and, from the same rules, by the calculator's script.
+The parameters a stage holds (dense, expert, linear, one block, the root unit) come in as inputs from
+builder.model.placement.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from builder.model.expr import (Expr, at, both, ceil, either, eq, fixed, fmt, has, isin, maximum, minimum, ne, negate,
+                                per_unit, sym, total, when)
+from builder.model.partrules import PartRule, RuleSet
+
+ZERO = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5 (Pos, Pos+g, Pos+g+p)"
+FSDP = "Zhao et al. 2023 (PyTorch FSDP), arXiv:2304.11277, section 3"
+MIXED = "Micikevicius et al. 2017, arXiv:1710.03740, section 3 (fp32 master weights)"
+TM101 = "Anthony, Biderman, Schoelkopf 2023, Transformer Math 101 (EleutherAI)"
+ADAM = "Kingma & Ba 2014 (Adam), arXiv:1412.6980, Algorithm 1; " + ZERO
+BNB = ("Dettmers et al. 2021 (8-bit optimizers), arXiv:2110.02861; bitsandbytes optimizer.py: uint8 state + fp32 "
+       "absmax per 256-element block")
+ADAFACTOR = "Shazeer & Stern 2018 (Adafactor), arXiv:1804.04235, section 3: factored second moment (rows + columns)"
+LION = "Chen et al. 2023 (Lion), arXiv:2302.06675, Algorithm 1: one momentum buffer"
+SGD = "PyTorch torch.optim.SGD momentum_buffer; " + TM101
+LORA = "Hu et al. 2021 (LoRA), arXiv:2106.09685, section 4.1"
+QLORA = "Dettmers et al. 2023 (QLoRA), arXiv:2305.14314, section 3: NF4 with block size 64, double quantisation"
+FP8 = "Micikevicius et al. 2022 (FP8 formats), arXiv:2209.05433"
+INT8 = "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339"
+GPTQ = "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128"
+OFFLOAD = "Ren et al. 2021 (ZeRO-Offload), arXiv:2101.06840, section 4: fp32 states and gradients on the host"
+MAIN_GRAD = "Megatron-LM main_grad buffer (theoretical_memory_usage.py)"
+
+# Bytes per element of a dtype named by a rule.
+bytes_of = lambda dtype: at(sym("dtype_bytes"), dtype)  # noqa: E731
+# What a per-parameter state costs, in words: '2 B/param (bf16)'.
+per_param = lambda amount, what: fmt("{0} B/param ({1})", per_unit(amount), what)  # noqa: E731
+
+
+def sharded(dense: Expr, expert: Expr, dense_ranks: Expr, expert_ranks: Expr) -> Expr:
+    """Parameters of a state on this GPU after data-parallel sharding. FSDP (per-parameter sharding, FSDP2
+    fully_shard) splits each tensor along dim 0 in chunks of ceil(dim0 / n) (torch.chunk), so the first
+    ranks hold the rounded-up chunk: counted exactly where every tensor's shape is known."""
+    return when(both(sym("exact_shapes"), dense_ranks > 1),
+                total(sym("tensors"), sym("count") * ceil(sym("dim0") / dense_ranks) * sym("rest")),
+                dense / dense_ranks + expert / expert_ranks)
+
+
+# How many ranks share each state (1: replicated). Context-parallel ranks hold the same parameters, so
+# ZeRO/FSDP shard over dp x cp (Megatron-LM's distributed optimizer uses the data-parallel-with-context
+# group); HYBRID_SHARD shards within a group (default: one node) and replicates across groups.
+SHARDING = {
+    "shard_group": when(eq(sym("fsdp"), "HYBRID_SHARD"),
+                        when(sym("fsdp_shard_group"), sym("fsdp_shard_group"),
+                             minimum(sym("dp") * sym("cp"), sym("gpus_per_node"))),
+                        sym("dp") * sym("cp")),
+    "expert_shard_group": maximum(1, sym("shard_group") // sym("ep")),
+    **{f"{prefix}{state}_ranks": when(sym("shard_stage") >= stage, sym(group), 1)
+       for prefix, group in (("", "shard_group"), ("expert_", "expert_shard_group"))
+       for state, stage in (("param", 3), ("grad", 2), ("optimizer", 1))},
+    "shard_label": when(sym("fsdp"), fmt("FSDP {0}", sym("fsdp")), fmt("ZeRO-{0}", sym("shard_stage"))),
+    "exact_shapes": both(sym("has_architecture"), sym("fsdp"), negate(sym("experts")), eq(sym("tp"), 1),
+                         eq(sym("pp"), 1), eq(sym("ep"), 1), negate(sym("lora_rank"))),
+}
+
+# LoRA adapters (Hu et al. 2021, section 4.1): r x (in + out) per targeted projection, split over TP ranks.
+_PROJECTIONS = {
+    "q": sym("hidden") + sym("heads") * sym("head_dim"),
+    "k": sym("hidden") + sym("kv_heads") * sym("head_dim"),
+    "v": sym("hidden") + sym("kv_heads") * sym("head_dim"),
+    "o": sym("heads") * sym("head_dim") + sym("hidden"),
+    "gate": when(eq(sym("mlp"), "gelu"), 0, sym("hidden") + sym("mlp_width")),
+    "up": sym("hidden") + sym("mlp_width"),
+    "down": sym("mlp_width") + sym("hidden"),
+}
+ADAPTERS = {
+    "mlp_width": when(sym("ffn"), sym("ffn"), sym("expert_ffn")),
+    "adapters": sym("lora_rank") * sum((when(has(sym("lora_targets"), name), size, 0)
+                                        for name, size in _PROJECTIONS.items()), start=Fraction(0))
+    * sym("stage_layers") / sym("tp"),
+    "lora": both(sym("lora_rank"), sym("has_architecture")),
+}
+
+# Quantised weights: bytes per linear weight and the constants each format stores beside it.
+_QLORA_OR_NF4 = either(sym("qlora"), eq(sym("param_dtype"), "nf4"))
+QUANTISATION = {
+    "quantised": either(sym("qlora"), both(eq(sym("mode"), "serve"), bytes_of(sym("param_dtype")) < 2)),
+    "quantised_bytes": when(sym("qlora"), Fraction(1, 2), bytes_of(sym("param_dtype"))),
+    # fp8: one fp32 scale per tensor (negligible); int8: one fp32 scale per output row (LLM.int8, section 3),
+    # 4/h B/param; NF4: an fp32 absmax per 64 weights or, double quantised, an 8-bit absmax per 64 plus an fp32
+    # constant per 256 blocks (QLoRA section 3: 0.5 -> 0.127 bits per parameter); GPTQ/AWQ int4: an fp16 scale
+    # and zero per group of 128.
+    "constant_bytes": when(eq(sym("quantised_bytes"), 1),
+                           when(eq(sym("param_dtype"), "fp8"), 0,
+                                4 / when(sym("hidden"), sym("hidden"), 4096)),
+                           when(_QLORA_OR_NF4,
+                                when(sym("qlora_double_quant"), Fraction(1, 64) + Fraction(4, 64 * 256),
+                                     Fraction(4, 64)),
+                                Fraction(2 + 2, 128))),
+    "constants_are": when(eq(sym("quantised_bytes"), 1),
+                          when(eq(sym("param_dtype"), "fp8"), "per-tensor scales", "fp32 scale per output row"),
+                          when(_QLORA_OR_NF4,
+                               when(sym("qlora_double_quant"), "NF4 constants (block 64, double quantised)",
+                                    "NF4 constants (fp32 absmax per 64)"),
+                               "fp16 scale + zero per 128 weights")),
+    "quantisation_source": when(eq(sym("quantised_bytes"), 1),
+                                when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
+                                when(_QLORA_OR_NF4, QLORA, GPTQ)),
+    "weights_here": sharded(sym("dense"), sym("expert"), sym("param_ranks"), sym("expert_param_ranks")),
+    "linear_weights": sym("weights_here") * when(sym("dense") + sym("expert"),
+                                                 sym("linear") / (sym("dense") + sym("expert")), 1),
+}
+
+# Adafactor's factored second moment (Shazeer & Stern 2018, section 3): rows + columns per matrix, the
+# whole of each vector; as a share of all parameters, spread over GPUs in proportion to parameters.
+_LAYER_FACTORS = ((sym("hidden") + sym("heads") * sym("head_dim")) * 2
+                  + (sym("hidden") + sym("kv_heads") * sym("head_dim")) * 2
+                  + when(eq(sym("mlp"), "swiglu"), 3, 2) * (sym("hidden") + sym("mlp_width"))
+                  * maximum(1, sym("experts"))
+                  + 2 * sym("hidden") * when(eq(sym("norm"), "layernorm"), 2, 1))
+ADAFACTOR_SHARE = {
+    "adafactor_share": when(sym("params"), (_LAYER_FACTORS * sym("layers") + (sym("vocab") + sym("hidden"))
+                                            * when(sym("tied_embeddings"), 1, 2)) / sym("params"), 0),
+}
+
+TRAIN = eq(sym("mode"), "train")
+PLAIN_STATES = both(TRAIN, negate(sym("lora")))
+OPTIMIZER_STATE_DTYPE = {
+    # torch keeps optimizer states in the parameter's dtype: LoRA adapters are fp32.
+    "state_dtype": when(both(sym("lora"), negate(sym("chosen_state_dtype"))), "fp32", sym("optimizer_state_dtype")),
+    "trainable_dense": when(sym("lora"), sym("adapters"), sym("dense")),
+    "trainable_expert": when(sym("lora"), 0, sym("expert")),
+    "states_here": sharded(sym("trainable_dense"), sym("trainable_expert"), sym("optimizer_ranks"),
+                           sym("expert_optimizer_ranks")),
+    "grads_here": sharded(sym("trainable_dense"), sym("trainable_expert"), sym("grad_ranks"), sym("expert_grad_ranks")),
+}
+_ON_GPU = negate(isin(sym("offload"), "params", "both"))
+_ADAM_BLOCK = 1 + Fraction(4, 256)
+
+
+def _adam(moment: str, label: str) -> tuple[PartRule, PartRule]:
+    """Adam's moment `moment` in the state dtype, and as bitsandbytes' blockwise 8-bit state."""
+    return (PartRule(f"optimizer/adam_{moment}", sym("states_here") * bytes_of(sym("state_dtype")),
+                     "N x bytes(state dtype)", ADAM,
+                     fmt("{0} B/param ({1} {2})", per_unit(bytes_of(sym("state_dtype"))), sym("state_dtype"), label),
+                     when=both(TRAIN, isin(sym("optimizer"), "adam", "adamw")), sharded_by=sym("optimizer_ranks")),
+            PartRule(f"optimizer/adam_{moment}", sym("states_here") * _ADAM_BLOCK, "N x (1 B + 4 B / 256)", BNB,
+                     per_param(_ADAM_BLOCK, "uint8 + fp32 absmax per 256"),
+                     "bitsandbytes keeps tensors under 4096 elements in 32-bit; ignored here",
+                     when=both(TRAIN, eq(sym("optimizer"), "adam8bit")), sharded_by=sym("optimizer_ranks")))
+
+
+MODEL_STATES = RuleSet(
+    symbols={**SHARDING, **ADAPTERS, **QUANTISATION, **ADAFACTOR_SHARE, **OPTIMIZER_STATE_DTYPE},
+    parts=(
+        PartRule("weights", sym("weights_here") * bytes_of(sym("param_dtype")), "N_gpu x bytes(param dtype)",
+                 when(sym("master_dtype"), MIXED, TM101),
+                 per_param(bytes_of(sym("param_dtype")), sym("param_dtype")),
+                 when(sym("param_ranks") > 1, fmt("{0} shards weights over {1} ranks", sym("shard_label"),
+                                                  sym("param_ranks")), ""),
+                 when=both(_ON_GPU, negate(sym("quantised"))), sharded_by=sym("param_ranks")),
+        PartRule("weights/quantised_linear", sym("linear_weights") * sym("quantised_bytes"),
+                 fmt("N_linear x {0} B", per_unit(sym("quantised_bytes"))), sym("quantisation_source"),
+                 per_param(sym("quantised_bytes"), when(sym("qlora"), "nf4", sym("param_dtype"))),
+                 when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
+        PartRule("weights/quantisation_constants", sym("linear_weights") * sym("constant_bytes"),
+                 "N_linear x constant bytes", sym("quantisation_source"),
+                 fmt("{0} B/param ({1})", fixed(sym("constant_bytes"), 4), sym("constants_are")),
+                 when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
+        PartRule("weights/unquantised", (sym("weights_here") - sym("linear_weights")) * 2,
+                 "N_embeddings+norms x 2 B", sym("quantisation_source"),
+                 per_param(2, when(sym("qlora"), "bf16", "fp16")),
+                 "embeddings, norms and output layer are kept in 16-bit",
+                 when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
+        # PEFT keeps adapters in fp32 (autocast_adapter_dtype=True): fp32 weights, fp32 grads, no master.
+        PartRule("weights/lora_adapters", sym("adapters") / sym("param_ranks") * 4, "N_adapters x 4 B", LORA,
+                 "4 B/adapter param (fp32)", when=both(TRAIN, sym("lora")), sharded_by=sym("param_ranks")),
+        PartRule("gradients", sym("adapters") / sym("grad_ranks") * 4, "N_adapters x 4 B", LORA,
+                 "4 B/adapter param (fp32); frozen base weights get none", when=both(TRAIN, sym("lora")),
+                 sharded_by=sym("grad_ranks")),
+        PartRule("optimizer/master", sharded(sym("dense"), sym("expert"), sym("optimizer_ranks"),
+                                             sym("expert_optimizer_ranks")) * bytes_of(sym("master_dtype")),
+                 "N x bytes(master dtype)", MIXED,
+                 fmt("{0} B/param ({1} master copy)", per_unit(bytes_of(sym("master_dtype"))), sym("master_dtype")),
+                 "counted with optimizer states, as ZeRO's K does",
+                 when=both(PLAIN_STATES, sym("master_dtype"), ne(sym("master_dtype"), sym("param_dtype"))),
+                 sharded_by=sym("optimizer_ranks")),
+        PartRule("gradients", sym("grads_here") * bytes_of(sym("grad_dtype")), "N x bytes(grad dtype)", MIXED,
+                 per_param(bytes_of(sym("grad_dtype")), sym("grad_dtype")), when=PLAIN_STATES,
+                 sharded_by=sym("grad_ranks")),
+        PartRule("gradients/accumulation_buffer", sym("grads_here") * bytes_of(sym("grad_accum_dtype")),
+                 "N x bytes(accumulation dtype)", MAIN_GRAD,
+                 per_param(bytes_of(sym("grad_accum_dtype")), sym("grad_accum_dtype")),
+                 when=both(PLAIN_STATES, sym("grad_accum_dtype"), ne(sym("grad_accum_dtype"), sym("grad_dtype"))),
+                 sharded_by=sym("grad_ranks")),
+        *_adam("m", "first moment"), *_adam("v", "second moment"),
+        PartRule("optimizer/momentum", sym("states_here") * bytes_of(sym("state_dtype")), "N x bytes(state dtype)",
+                 when(eq(sym("optimizer"), "lion"), LION, SGD),
+                 fmt("{0} B/param ({1} momentum)", per_unit(bytes_of(sym("state_dtype"))), sym("state_dtype")),
+                 when=both(TRAIN, isin(sym("optimizer"), "sgd-momentum", "lion")), sharded_by=sym("optimizer_ranks")),
+        PartRule("optimizer/adafactor_factors",
+                 sym("states_here") * sym("adafactor_share") * bytes_of(sym("state_dtype")),
+                 "sum over matrices of (rows + columns) x bytes; vectors in full", ADAFACTOR,
+                 fmt("{0} B/param", fixed(sym("adafactor_share") * bytes_of(sym("state_dtype")), 4)),
+                 "no first moment (beta1 = None, the default); factors spread over GPUs in proportion to parameters",
+                 when=both(TRAIN, eq(sym("optimizer"), "adafactor")), sharded_by=sym("optimizer_ranks")),
+    ),
+)
+
+# ZeRO-3 / FSDP gather a unit's parameters for its forward and backward, and a unit's gradients are whole
+# until they are reduce-scattered.
+COMM = RuleSet(
+    symbols={**SHARDING, "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype"))},
+    parts=(
+        PartRule("comm/gathered_params", (2 * sym("layer_unit") + sym("root_unit")) * bytes_of(sym("param_dtype")),
+                 "(2 x one block + root unit) x bytes(param dtype)", FSDP, "2 blocks + root unit",
+                 "simplification: the block being computed and the prefetched one, plus the root unit (embeddings, "
+                 "head) that stays gathered",
+                 when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1)),
+        PartRule("comm/unsharded_grads", sym("layer_unit") * bytes_of(sym("gradient_reduce_dtype")),
+                 "one block's gradients x bytes(reduce dtype)", FSDP,
+                 fmt("1 block ({0})", sym("gradient_reduce_dtype")),
+                 "simplification: one unit's full gradients before its reduce-scatter",
+                 when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1))),
+    ),
+)
+
+# Offloaded weights (ZeRO-Infinity / FSDP CPU offload of parameters) live in host memory, one copy per GPU.
+HOST = RuleSet(
+    symbols=SHARDING,
+    parts=(PartRule("weights", (sym("dense") / sym("param_ranks") + sym("expert") / sym("expert_param_ranks"))
+                    * bytes_of(sym("param_dtype")), "N_gpu x bytes(param dtype)", OFFLOAD, "on the host",
+                    when=isin(sym("offload"), "params", "both")),),
+)
