@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from builder.model.breakdown import Part, whole_bytes
-from builder.model.expr import Expr, Value, derive, encode, evaluate, lift
+from builder.model.expr import Expr, Value, derive, encode, evaluate, lift, symbols_of
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,19 @@ class RuleSet:
         env = self.environment(inputs)
         return [rule.part(env) for rule in self.parts if evaluate(rule.when, env)]
 
+    def reads(self) -> list[str]:
+        """The inputs the set reads (every symbol its rules use that it does not derive), sorted; a table's row
+        fields count too, as inputs that are never given."""
+        used = set().union(*(symbols_of(expr) for expr in self.symbols.values()),
+                           *(symbols_of(getattr(rule, name)) for rule in self.parts
+                             for name in ("when", "bytes", "per_unit", "note", "source")))
+        return sorted(used - set(self.symbols))
+
     def encode(self) -> dict[str, Any]:
         """The JSON the browser evaluates: symbols as [name, rule], parts as
-        [name, condition, bytes, per-unit words, note, source (HTML-escaped), transient]."""
-        return {"symbols": [[name, encode(expr)] for name, expr in self.symbols.items()],
+        [name, condition, bytes, per-unit words, note, source (HTML-escaped), transient], and the inputs it
+        reads (the browser reuses a result while they stay the same)."""
+        return {"reads": self.reads(), "symbols": [[name, encode(expr)] for name, expr in self.symbols.items()],
                 "parts": [[r.name, encode(r.when), encode(r.bytes), encode(r.per_unit), encode(r.note),
                            encode(escaped(r.source)), int(r.transient)] for r in self.parts]}
 

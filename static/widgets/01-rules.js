@@ -72,15 +72,33 @@ const compileRule = (rule) => {
   return RULE_OPS[op](args.map(compileRule));
 };
 // partrules.RuleSet: derived symbols in order, then the parts whose condition holds, as
-// [name, whole bytes, per-unit words, source, note, transient].
-const ruleSet = ({ symbols, parts }) => {
+// [name, whole bytes, per-unit words, source, note, transient]. A result is reused while the inputs the set
+// reads are the same (a search for the largest batch changes only the batch, which most sets do not read);
+// a table input counts as the same while it is the same object.
+const ruleSet = ({ reads, symbols, parts }) => {
   const derived = symbols.map(([name, rule]) => [name, compileRule(rule)]);
   const priced = parts.map(([name, when, bytes, unit, note, source, transient]) =>
     [name, compileRule(when), compileRule(bytes), compileRule(unit), compileRule(note), compileRule(source), transient]);
-  return (inputs) => {
+  const tables = new WeakMap(), seen = new Map();
+  let count = 0;
+  const keyOf = (inputs) => reads.map((k) => {
+    const v = inputs[k];
+    if (v === null || typeof v != "object") return typeof v + v;
+    if (!tables.has(v)) tables.set(v, ++count);
+    return "#" + tables.get(v);
+  }).join("|");
+  const evaluate = (inputs) => {
     const env = Object.create(inputs);
     for (const [name, rule] of derived) env[name] = rule(env);
     return priced.filter((p) => p[1](env)).map(([name, , bytes, unit, note, source, transient]) =>
       [name, wholeBytes(bytes(env)), unit(env), source(env), note(env), transient]);
+  };
+  return (inputs) => {
+    const key = keyOf(inputs);
+    if (!seen.has(key)) {
+      if (seen.size > 64) seen.clear();
+      seen.set(key, evaluate(inputs));
+    }
+    return seen.get(key).slice();
   };
 };

@@ -84,7 +84,14 @@ def test_a_rule_set_gives_the_same_parts(rule_page):
     rules = RuleSet(symbols={"per_gpu": sym("hidden") * sym("vocab") / sym("tp")},
                     parts=(PartRule("weights", sym("per_gpu") * 2, "", "a & b", fmt("{0} B/param", per_unit(2))),
                            PartRule("never", sym("per_gpu"), "", "", fmt(""), when=sym("zero"))))
-    got = rule_page.evaluate("([set, env]) => ruleSet(set)(env)", [json.loads(json.dumps(rules.encode())), SYMBOLS])
-    parts = rules.evaluate(SYMBOLS)
-    assert got == [[p.name, p.bytes, p.per_unit, "a &amp; b", p.simplification, 0] for p in parts]
-    assert [p.name for p in parts] == ["weights"] and parts[0].bytes == 4096 * 128256 // 4 * 2
+    # The same compiled set, called with other inputs and then the first again (it reuses results by inputs).
+    envs = [SYMBOLS, {**SYMBOLS, "tp": 8, "zero": 1}, SYMBOLS]
+    got = rule_page.evaluate("([set, envs]) => { const priced = ruleSet(set); return envs.map((e) => priced(e)); }",
+                             [json.loads(json.dumps(rules.encode())), envs])
+    assert rules.encode()["reads"] == ["hidden", "tp", "vocab", "zero"]
+    for env, parts_js in zip(envs, got):
+        parts = rules.evaluate(env)
+        assert parts_js == [[p.name, p.bytes, p.per_unit, "a &amp; b" if p.name == "weights" else "",
+                             p.simplification, 0] for p in parts]
+    assert [p.name for p in rules.evaluate(SYMBOLS)] == ["weights"]
+    assert [p.bytes for p in rules.evaluate(envs[1])] == [4096 * 128256 // 8 * 2, 4096 * 128256 // 8]
