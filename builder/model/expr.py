@@ -26,6 +26,13 @@ from typing import Any, Callable, Mapping
 Value = Any  # Fraction | int | str | dict | list
 
 
+def _binary(op: str, reflected: bool = False):
+    """The method behind a binary operator: a node with the operands in order (swapped when reflected)."""
+    def method(self: Expr, other: Any) -> Expr:
+        return Expr(op, other, self) if reflected else Expr(op, self, other)
+    return method
+
+
 class Expr:
     """One node of a rule: an operator and its operands (other nodes). Build with sym(), the
     arithmetic operators (+ - * / // and unary -), comparisons (< <= > >=) and the functions below."""
@@ -36,29 +43,12 @@ class Expr:
         self.op = op
         self.args = args if op in _LEAVES else tuple(lift(a) for a in args)
 
-    def __add__(self, other: Any) -> Expr:
-        return Expr("+", self, other)
-
-    def __radd__(self, other: Any) -> Expr:
-        return Expr("+", other, self)
-
-    def __sub__(self, other: Any) -> Expr:
-        return Expr("-", self, other)
-
-    def __rsub__(self, other: Any) -> Expr:
-        return Expr("-", other, self)
-
-    def __mul__(self, other: Any) -> Expr:
-        return Expr("*", self, other)
-
-    def __rmul__(self, other: Any) -> Expr:
-        return Expr("*", other, self)
-
-    def __truediv__(self, other: Any) -> Expr:
-        return Expr("/", self, other)
-
-    def __rtruediv__(self, other: Any) -> Expr:
-        return Expr("/", other, self)
+    # a + b, b + a (reflected), ... build nodes; a // b is floor(a / b).
+    __add__, __radd__ = _binary("+"), _binary("+", reflected=True)
+    __sub__, __rsub__ = _binary("-"), _binary("-", reflected=True)
+    __mul__, __rmul__ = _binary("*"), _binary("*", reflected=True)
+    __truediv__, __rtruediv__ = _binary("/"), _binary("/", reflected=True)
+    __lt__, __le__, __gt__, __ge__ = _binary("<"), _binary("<="), _binary(">"), _binary(">=")
 
     def __floordiv__(self, other: Any) -> Expr:
         return Expr("floor", Expr("/", self, other))
@@ -68,18 +58,6 @@ class Expr:
 
     def __neg__(self) -> Expr:
         return Expr("neg", self)
-
-    def __lt__(self, other: Any) -> Expr:
-        return Expr("<", self, other)
-
-    def __le__(self, other: Any) -> Expr:
-        return Expr("<=", self, other)
-
-    def __gt__(self, other: Any) -> Expr:
-        return Expr(">", self, other)
-
-    def __ge__(self, other: Any) -> Expr:
-        return Expr(">=", self, other)
 
     def __bool__(self) -> bool:
         raise TypeError("a rule has no truth value until it is evaluated: use when(), both() or either()")
