@@ -116,3 +116,27 @@ def test_serving_rules_name_every_symbol_they_read():
         known.add(name)
     for part in SERVING.parts:
         assert symbols_of(part.bytes) | symbols_of(part.per_unit) | symbols_of(part.note) <= known, part.name
+
+
+@pytest.mark.parametrize("settings, message", [
+    # Llama 3 8B has 32 query heads and 8 KV heads (config.json): TP 3 divides neither.
+    ({"tp": 3}, "tp: 3 does not divide the 32 attention heads / 8 KV heads of llama-3-8b"),
+    # TP 16 > 8 KV heads is allowed (each rank keeps one KV head, replicated), as Megatron and vLLM do.
+    ({"tp": 16, "dp": 1}, None),
+    ({"pp": 33}, "pp: 33 stages exceed the 32 layers of llama-3-8b"),
+    ({"overhead_fraction": 12.5}, "overhead_fraction: must be a fraction between 0 and 10, got 12.5"),
+    ({"fsdp": "HYBRID_SHARD", "dp": 12}, "fsdp_shard_group: the shard group (8 ranks) must divide dp x cp = 12"),
+    ({"micro_batch": 0}, "micro_batch: must be at least 1, got 0"),
+])
+def test_configuration_checks_are_rules_with_one_line_reasons(settings, message):
+    from builder.model.checks import first_refusal
+    from builder.model.config import validate_config
+    from builder.model.inputs import architecture_inputs, config_inputs
+
+    config = Config(model=MODELS["llama-3-8b"], **settings)
+    assert first_refusal({**architecture_inputs(config.model), **config_inputs(config)}) == message
+    if message:
+        with pytest.raises(ValueError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
+            validate_config(config)
+    else:
+        validate_config(config)

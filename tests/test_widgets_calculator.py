@@ -3,6 +3,8 @@ Config, texts, and the data the script evaluates (which must say what builder.mo
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 from builder.catalog import default_gpus, default_models
 from builder.content import Preset
 from builder.model import Config, estimate, oplists
-from builder.model.config import OPTIMIZERS, PRECISIONS
+from builder.model.config import PRECISIONS
 from builder.model.units import format_bytes
 from builder.widgets import calculator as calc
 from builder.widgets import to_json
@@ -166,9 +168,9 @@ def test_data_is_compact_and_safe_to_embed():
     assert "<" not in text and len(text) < 64_000
     # The words come from the model's own tables, so the script cannot say anything else.
     from builder.model.activations import KORTHIKANTI_TABLE
-    from builder.model.config import MESSAGES
+    from builder.model.checks import encode_checks
 
-    assert data["m"]["tp"] == MESSAGES["tp"] == "tp: {0} does not divide the {1} attention heads / {2} KV heads of {3}"
+    assert data["checks"] == encode_checks() and "does not divide the" in json.dumps(data["checks"])
     assert data["kor"]["none1"] == ("sbh(34 + 5as/h)", 34, 0, 1) == KORTHIKANTI_TABLE["none1"]
     assert data["models"]["llama-3-8b"]["form"] == calc.arch_state(MODELS["llama-3-8b"])
     from builder.model.estimator import RULES

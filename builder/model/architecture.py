@@ -17,7 +17,7 @@ MLP_TYPES = ("gelu", "swiglu")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITION_TYPES = ("learned", "rotary")
 # The shape checks' words as str.format templates (architecture name first), shared with the
-# calculator's script, which checks a custom architecture in the browser (config.MESSAGES).
+# calculator's script, which checks a custom architecture in the browser (builder.model.checks).
 MESSAGES = {
     "positive": "{0}: {1} must be positive, got {2}",
     "kv_heads": "{0}: kv_heads ({1}) must divide heads ({2})",

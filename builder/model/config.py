@@ -6,10 +6,12 @@ A frozen dataclass, one option per line with what it means and its default's rea
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from builder.model.architecture import Architecture
+from builder.model.checks import first_refusal
 from builder.model.units import DTYPE_BYTES
 
 MODES = ("train", "serve")
@@ -157,37 +159,11 @@ OPTION_NAMES = tuple(f.name for f in fields(Config))
 # The words of validate_config's checks that depend on the architecture and the numbers, as
 # str.format templates: builder.widgets.calculator sends them to the calculator's script, which
 # makes the same checks in the browser, so both say the same thing from one text.
-MESSAGES = {
-    "at_least_1": "{0}: must be at least 1, got {1}",
-    "lora_rank": "lora_rank: must be 0 or more, got {0}",
-    "lora_rank_hidden": "lora_rank: {0} exceeds the hidden size {1} of {2}: a rank above a projection's smaller side "
-                        "adds parameters, not rank",
-    "qlora": "qlora: QLoRA needs lora_rank > 0",
-    "fraction": "{0}: must be a fraction between 0 and 10, got {1}",
-    "tp": "tp: {0} does not divide the {1} attention heads / {2} KV heads of {3}",
-    "pp": "pp: {0} stages exceed the {1} layers of {2}",
-    "pp_virtual_stages": "pp_virtual_stages: pp x virtual stages must divide {0} layers",
-    "ep_experts": "ep: {0} must divide the experts of an MoE model ({1} has {2})",
-    "ep_dp": "ep: expert parallelism is carved out of data parallelism: {0} must divide dp {1}",
-    "cp": "cp: {0} must divide seq_len {1}",
-    "offload": "offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards",
-    "offload_params": "offload: offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD",
-    "fsdp_shard_group": "fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}",
-}
-
-
-# Whole-number options that must be at least 1, in the order validate_config checks them.
-POSITIVE = ("micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep", "pp_virtual_stages",
-            "gpus_per_node", "batch", "context")
-
-
 def validate_config(config: Config) -> None:
-    """Raise ValueError naming the first option out of range."""
+    """Raise ValueError naming the first option out of range: each option's own type and range here, then the
+    checks that need the model's inputs (builder.model.checks, which the calculator runs too)."""
     def fail(option: str, message: str) -> None:
         raise ValueError(f"{option}: {message}")
-
-    def refuse(message: str, *values: Any) -> None:
-        raise ValueError(MESSAGES[message].format(*values))
 
     if config.model is None and (config.params is None or config.params <= 0):
         fail("params", "give a model architecture or a positive parameter count")
@@ -209,57 +185,31 @@ def validate_config(config: Config) -> None:
             fail(option, f"{value!r} is not a known dtype ({', '.join(DTYPE_BYTES)})")
     if config.master_dtype not in (None, "none") and config.master_dtype not in DTYPE_BYTES:
         fail("master_dtype", f"{config.master_dtype!r} is not a known dtype")
-    for option in POSITIVE:
-        if getattr(config, option) < 1:
-            refuse("at_least_1", option, getattr(config, option))
     if config.zero not in (0, 1, 2, 3):
         fail("zero", f"must be 0, 1, 2 or 3, got {config.zero}")
-    if config.lora_rank < 0:
-        refuse("lora_rank", config.lora_rank)
     for target in config.lora_targets:
         if target not in LORA_TARGETS:
             fail("lora_targets", f"{target!r} is not one of {', '.join(LORA_TARGETS)}")
-    if config.qlora and config.lora_rank == 0:
-        refuse("qlora")
     if config.optimizer_state_dtype and config.optimizer in ("adam8bit", "sgd"):
         fail("optimizer_state_dtype", f"{config.optimizer} has no state dtype to choose ("
              + ("its blockwise 8-bit states are fixed" if config.optimizer == "adam8bit" else "plain SGD keeps no state")
              + "); leave optimizer_state_dtype unset or choose another optimizer")
-    for option in ("allocator_reserve", "overhead_fraction"):
-        if not 0 <= getattr(config, option) < 10:
-            refuse("fraction", option, getattr(config, option))
     for option in ("cuda_context_bytes", "overhead_bytes"):
         if getattr(config, option) < 0:
             fail(option, "must not be negative")
-    arch = config.model
-    if arch is not None:
-        if config.lora_rank > arch.hidden:
-            refuse("lora_rank_hidden", config.lora_rank, arch.hidden, arch.name)
-        if config.tp > 1 and (arch.heads % config.tp or (arch.n_kv_heads % config.tp and config.tp % arch.n_kv_heads)):
-            refuse("tp", config.tp, arch.heads, arch.n_kv_heads, arch.name)
-        if config.pp > arch.layers:
-            refuse("pp", config.pp, arch.layers, arch.name)
-        if config.pp_schedule == "interleaved" and arch.layers % (config.pp * config.pp_virtual_stages):
-            refuse("pp_virtual_stages", arch.layers)
-        if config.ep > 1 and (not arch.is_moe or arch.experts % config.ep):
-            refuse("ep_experts", config.ep, arch.name, arch.experts)
-        if config.ep > 1 and config.dp % config.ep:
-            refuse("ep_dp", config.ep, config.dp)
-    elif config.ep > 1 or config.tp > 1 or config.pp > 1 or config.cp > 1:
+    for option in ("allocator_reserve", "overhead_fraction"):
+        if not math.isfinite(getattr(config, option)):
+            fail(option, f"must be a fraction between 0 and 10, got {getattr(config, option)}")
+    if config.model is None and (config.ep > 1 or config.tp > 1 or config.pp > 1 or config.cp > 1):
         fail("model", "tensor, pipeline, context and expert parallelism need an architecture, not a raw count")
-    if config.mode == "train" and config.cp > 1 and config.seq_len % config.cp:
-        refuse("cp", config.cp, config.seq_len)
-    if config.offload != "none" and _shard_stage(config) < 1:
-        refuse("offload")
-    if config.offload in ("params", "both") and _shard_stage(config) < 3:
-        refuse("offload_params")
     if config.mode == "serve" and (config.zero or config.fsdp):
         fail("zero", "ZeRO/FSDP sharding applies to training; use tp/pp to split a served model")
-    if config.fsdp == "HYBRID_SHARD":
-        ranks = config.dp * config.cp  # context-parallel ranks join the shard group (estimator.sharding)
-        group = config.fsdp_shard_group or min(ranks, config.gpus_per_node)
-        if ranks % group:
-            refuse("fsdp_shard_group", group, ranks)
+    # Imported here: builder.model.inputs reads a Config, so it imports this module.
+    from builder.model.inputs import architecture_inputs, config_inputs
+
+    refusal = first_refusal({**architecture_inputs(config.model), **config_inputs(config)})
+    if refusal:
+        raise ValueError(refusal)
 
 
 FSDP_STAGE = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0, "HYBRID_SHARD": 3}

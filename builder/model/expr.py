@@ -11,10 +11,11 @@ widget carry no formula of their own: there is one definition, evaluated twice.
 
 JSON form: a number is a constant, a string is a symbol, a list is [operator, operand, ...];
 ["str", text] is a string constant and ["/", n, d] an exact fraction. Operators:
-arithmetic + - * / neg floor ceil min max; comparison == != < <= > >=; logic and or not if in;
+arithmetic + - * / % neg floor ceil min max; comparison == != < <= > >=; logic and or not if in;
 tables at (a table's entry), has (a list's member) and sum (a body summed over a table's rows,
-each row's fields bound as symbols); text fmt (str.format), bytes (a per-unit amount as '2', '0.5' or '1.02') and fixed
-(f"{x:.kf}"). Logic returns 1 or 0 and, like Python, treats 0 and "" as false.
+each row's fields bound as symbols); text fmt (str.format), bytes (a per-unit amount as '2', '0.5'
+or '1.02'), real (a float as Python writes it) and fixed (f"{x:.kf}"). Logic returns 1 or 0 and,
+like Python, treats 0 and "" as false.
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ def sym(name: str) -> Expr:
     return Expr("sym", name)
 
 
+def mod(a: Any, b: Any) -> Expr:
+    """a % b for whole numbers (b > 0): nonzero when b does not divide a."""
+    return Expr("%", a, b)
+
+
 def floor(x: Any) -> Expr:
     return Expr("floor", x)
 
@@ -156,6 +162,11 @@ def per_unit(x: Any) -> Expr:
     """A bytes-per-unit amount as the tables print it: whole numbers as they are, others to 3 significant
     digits ('2', '0.5', '1.02'); for amounts from 0.0001 up to 999."""
     return Expr("bytes", x)
+
+
+def real(x: Any) -> Expr:
+    """A number as Python writes a float: '0.1', '10.0', '12.5' (for values written with few digits)."""
+    return Expr("real", x)
 
 
 def fixed(x: Any, digits: int) -> Expr:
@@ -243,6 +254,7 @@ OPERATORS: dict[str, _Op] = {
     "*": lambda args, env: math.prod(_numbers(args, env), start=Fraction(1)),
     "/": _divide,
     "neg": lambda args, env: -_number(evaluate(args[0], env)),
+    "%": lambda args, env: _number(evaluate(args[0], env)) % _number(evaluate(args[1], env)),
     "floor": lambda args, env: Fraction(math.floor(_number(evaluate(args[0], env)))),
     "ceil": lambda args, env: Fraction(math.ceil(_number(evaluate(args[0], env)))),
     "min": lambda args, env: min(_numbers(args, env)),
@@ -263,6 +275,7 @@ OPERATORS: dict[str, _Op] = {
     "sum": _sum_rows,
     "fmt": lambda args, env: _text(evaluate(args[0], env)).format(*(_text(evaluate(a, env)) for a in args[1:])),
     "bytes": lambda args, env: bytes_text(_number(evaluate(args[0], env))),
+    "real": lambda args, env: repr(float(_number(evaluate(args[0], env)))),
     "fixed": lambda args, env: f"{float(_number(evaluate(args[0], env))):.{int(evaluate(args[1], env))}f}",
 }
 

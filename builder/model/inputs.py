@@ -19,8 +19,8 @@ from builder.model.placement import Stage, holding
 from builder.model.units import DTYPE_BYTES
 
 # An absent architecture (a raw parameter count): every shape input is 0 and every choice "".
-NO_ARCHITECTURE = {"has_architecture": 0, "layers": 0, "hidden": 0, "heads": 0, "kv_heads": 0, "head_dim": 0,
-                   "ffn": 0, "expert_ffn": 0, "vocab": 0, "experts": 0, "top_k": 0, "sliding_window": 0,
+NO_ARCHITECTURE = {"has_architecture": 0, "model_name": "", "layers": 0, "hidden": 0, "heads": 0, "kv_heads": 0,
+                   "head_dim": 0, "ffn": 0, "expert_ffn": 0, "vocab": 0, "experts": 0, "top_k": 0, "sliding_window": 0,
                    "mlp": "", "norm": "", "tied_embeddings": 0, "tensors": []}
 
 
@@ -29,9 +29,9 @@ def architecture_inputs(arch: Architecture | None) -> dict[str, Any]:
     parameter tensors as rows of (dim0, the product of the other dims, count)."""
     if arch is None:
         return dict(NO_ARCHITECTURE)
-    return {"has_architecture": 1, "layers": arch.layers, "hidden": arch.hidden, "heads": arch.heads,
-            "kv_heads": arch.n_kv_heads, "head_dim": arch.d_head, "ffn": arch.ffn, "expert_ffn": arch.n_expert_ffn,
-            "vocab": arch.vocab, "experts": arch.experts, "top_k": arch.top_k,
+    return {"has_architecture": 1, "model_name": arch.name, "layers": arch.layers, "hidden": arch.hidden,
+            "heads": arch.heads, "kv_heads": arch.n_kv_heads, "head_dim": arch.d_head, "ffn": arch.ffn,
+            "expert_ffn": arch.n_expert_ffn, "vocab": arch.vocab, "experts": arch.experts, "top_k": arch.top_k,
             "sliding_window": arch.sliding_window or 0, "mlp": arch.mlp, "norm": arch.norm,
             "tied_embeddings": int(arch.tied_embeddings),
             # Per-tensor shapes are modelled for dense layers (the only ones FSDP's exact chunks are counted for).
@@ -42,7 +42,10 @@ def architecture_inputs(arch: Architecture | None) -> dict[str, Any]:
 def config_inputs(config: Config) -> dict[str, Any]:
     """The run's settings as the rules read them (the precision policy resolved to one dtype per state)."""
     policy = config.policy
-    return {"mode": config.mode, "params": param_count(config.model) if config.model else int(config.params or 0),
+    return {"mode": config.mode, "micro_batch": config.micro_batch, "seq_len": config.seq_len,
+            "grad_accum": config.grad_accum, "pp_schedule": config.pp_schedule,
+            "pp_virtual_stages": config.pp_virtual_stages,
+            "params": param_count(config.model) if config.model else int(config.params or 0),
             "dp": config.dp, "tp": config.tp, "pp": config.pp, "cp": config.cp, "ep": config.ep,
             "shard_stage": _shard_stage(config), "fsdp": config.fsdp or "",
             "fsdp_shard_group": config.fsdp_shard_group or 0, "gpus_per_node": config.gpus_per_node,

@@ -22,36 +22,19 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from builder.model import Config, oplists
+from builder.model import Config
 from builder.model import estimator as est
+from builder.model import oplists
 from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI, KORTHIKANTI_TABLE, NO_GRAD_GONE
 from builder.model.architecture import MESSAGES as ARCH_MESSAGES
 from builder.model.architecture import Architecture
 from builder.model.breakdown import Breakdown
-from builder.model.config import (
-    ATTENTION,
-    FSDP_STAGE,
-    FSDP_STRATEGIES,
-    OFFLOAD,
-    OPTIMIZERS,
-    POSITIVE,
-    PRECISIONS,
-    RECOMPUTE,
-)
-from builder.model.config import MESSAGES as CONFIG_MESSAGES
+from builder.model.checks import POSITIVE, encode_checks
+from builder.model.config import ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, PRECISIONS, RECOMPUTE
 from builder.model.inputs import config_inputs
 from builder.model.overheads import OVERHEADS
-from builder.model.peak import (
-    HEAD_SAVED,
-    LIVE,
-    MOMENT_PHASES,
-    NOT_SAVED,
-    PHASE_TITLES,
-    STEP_FLAGS,
-    TRANSIENTS,
-    Need,
-    assess,
-)
+from builder.model.peak import (HEAD_SAVED, LIVE, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, STEP_FLAGS, TRANSIENTS,
+                                Need, assess)
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
 from builder.model.serving import SERVING
 from builder.model.states import COMM, HOST, MODEL_STATES
@@ -368,7 +351,8 @@ def op_rows(rows: tuple[oplists.Row, ...]) -> list[list[Any]]:
             for r in rows]
 
 
-SOURCES = {"hf": HF_CODE, "kor": KORTHIKANTI, "chen": "Chen et al. 2016, arXiv:1604.06174, section 3", "amp": est.AUTOCAST}
+SOURCES = {"hf": HF_CODE, "kor": KORTHIKANTI, "chen": "Chen et al. 2016, arXiv:1604.06174, section 3",
+           "amp": est.AUTOCAST}
 # The rule sets the script evaluates (builder.model's states, serving, communication, host and overheads).
 RULE_SETS = {"states": MODEL_STATES, "serving": SERVING, "comm": COMM, "host": HOST, "overheads": OVERHEADS}
 # The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs).
@@ -397,7 +381,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                      for p in PRECISIONS.values()},
         "rules": est.RULES,
         "ruleSets": {name: rules.encode() for name, rules in RULE_SETS.items()},
-        "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items() if key in FIXED_INPUTS},
+        "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items()
+                        if key in FIXED_INPUTS},
         # The whole-number controls that must be at least 1, by Config attribute, in validate_config's order
         # (options the form has no control for, such as gpus_per_node, keep their defaults).
         "ints": {option: INT_CONTROLS.get(option, option) for option in POSITIVE
@@ -418,7 +403,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "arch": {control.key: ARCH_SYMBOLS.get(control.key, "") for control in ARCH_CONTROLS},
         "limits": SEARCH_LIMITS,
         "t": TEXTS | VERDICTS,
-        "m": CONFIG_MESSAGES | ARCH_MESSAGES,
+        "m": ARCH_MESSAGES,
+        "checks": encode_checks(),
         "kor": KORTHIKANTI_TABLE,
         # The peak of a step (builder.model.peak): what is live at each moment, and the moments' own tensors.
         "live": list(LIVE.items()), "notSaved": NOT_SAVED, "stepFlags": STEP_FLAGS, "phases": PHASE_TITLES,

@@ -30,6 +30,7 @@ const RULE_OPS = {
   "-": ([a, b]) => (e) => a(e) - b(e),
   "*": (f) => (e) => f.reduce((s, g) => s * g(e), 1),
   "/": ([a, b]) => (e) => a(e) / b(e),
+  "%": ([a, b]) => (e) => a(e) % b(e),
   neg: ([a]) => (e) => -a(e),
   floor: ([a]) => (e) => Math.floor(a(e)),
   ceil: ([a]) => (e) => Math.ceil(a(e)),
@@ -56,6 +57,7 @@ const RULE_OPS = {
   sum: ([rows, body]) => (e) => rows(e).reduce((s, row) => s + body(Object.assign(Object.create(e), row)), 0),
   fmt: ([t, ...f]) => (e) => fillText(t(e), ...f.map((g) => ruleText(g(e)))),
   bytes: ([a]) => (e) => perUnitText(a(e)),
+  real: ([a]) => (e) => { const v = a(e); return Number.isInteger(v) ? v.toFixed(1) : String(v); },
   fixed: ([a, k]) => (e) => fixedText(a(e), k(e)),
 };
 // A rule's JSON -> a function of the symbols (compiled once, then called on every estimate).

@@ -58,22 +58,10 @@ WIDGETS.calculator = (root, D) => {
     for (const k in D.ints) c[k] = n(D.ints[k]);
     return c;
   };
-  const validate = (c) => {
-    const { A, dp, tp, pp, ep, cp } = c, f = c.ovh / 100, g = min(dp * cp, 8);
-    for (const k in D.ints) if (c[k] < 1) fail("at_least_1", k, c[k]);
-    if (c.r < 0) fail("lora_rank", c.r);
-    if (c.ql && !c.r) fail("qlora");
-    if (c.r > A.h) fail("lora_rank_hidden", c.r, A.h, A.name);
-    if (f < 0 || f >= 10) fail("fraction", "overhead_fraction", f + (Number.isInteger(f) ? ".0" : ""));
-    if (tp > 1 && (A.a % tp || (A.k % tp && tp % A.k))) fail("tp", tp, A.a, A.k, A.name);
-    if (pp > A.L) fail("pp", pp, A.L, A.name);
-    if (c.pp_virtual_stages > 1 && A.L % (pp * c.pp_virtual_stages)) fail("pp_virtual_stages", A.L);
-    if (ep > 1 && (!A.E || A.E % ep)) fail("ep_experts", ep, A.name, A.E);
-    if (ep > 1 && dp % ep) fail("ep_dp", ep, dp);
-    if (c.train && cp > 1 && c.seq_len % cp) fail("cp", cp, c.seq_len);
-    if (c.off != "n" && c.stage < 1) fail("offload");
-    if (/[pb]/.test(c.off) && c.stage < 3) fail("offload_params");
-    if (c.fsdp == "HYBRID_SHARD" && (dp * cp) % g) fail("fsdp_shard_group", g, dp * cp);
+  // builder.model.checks: the configurations the model refuses, each with its one-line reason.
+  const checks = D.checks.map((check) => check.map(compileRule));
+  const validate = (inputs) => {
+    for (const [refused, message] of checks) if (refused(inputs)) throw { msg: message(inputs) };
   };
 
   // placement.stages: [layers, has embedding, has head, micro-batches in flight].
@@ -99,13 +87,15 @@ WIDGETS.calculator = (root, D) => {
   const rows = new WeakMap(), tensorRows = (A) => rows.get(A) || rows.set(A, tensors(A).map(([, dim0, rest, count]) => ({ dim0, rest, count }))).get(A);
   const inputsOf = (c, [stage_layers], H) => {
     const { A, pol } = c;
-    return { ...D.fixedInputs, has_architecture: 1, layers: A.L, hidden: A.h, heads: A.a, kv_heads: A.k, head_dim: A.d, ffn: A.f,
+    return { ...D.fixedInputs, has_architecture: 1, model_name: A.name, layers: A.L, hidden: A.h, heads: A.a, kv_heads: A.k, head_dim: A.d, ffn: A.f,
       expert_ffn: A.F, vocab: A.V, experts: A.E, top_k: A.K, sliding_window: A.win, mlp: A.sw ? "swiglu" : "gelu",
       norm: A.ln ? "layernorm" : "rmsnorm", tied_embeddings: A.tie, tensors: tensorRows(A), mode: c.train ? "train" : "serve",
       params: params(A), dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
       offload: c.offload, optimizer: c.opt, param_dtype: pol[0], master_dtype: pol[1] || "", grad_dtype: pol[2],
       optimizer_state_dtype: pol[3], activation_dtype: pol[4], kv_dtype: c.kv, lora_rank: c.r, qlora: +c.ql,
-      batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, stage_layers,
+      batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, stage_layers, micro_batch: c.micro_batch,
+      seq_len: c.seq_len, grad_accum: c.grad_accum, pp_virtual_stages: c.pp_virtual_stages,
+      pp_schedule: c.pp_virtual_stages > 1 ? "interleaved" : "1f1b",
       dense: H.dn, expert: H.ex, linear: H.li, layer_unit: H.un, root_unit: H.ro };
   };
   // The rule sets of builder.model (states, serving, overheads), compiled once.
@@ -216,7 +206,7 @@ WIDGETS.calculator = (root, D) => {
   // estimator.estimate: every pipeline stage worth evaluating, the fuller one reported; peak.need: what the run
   // needs, the highest moment of a step over the stages (training) or the sum of parts (serving).
   const estimate = (c) => {
-    validate(c);
+    validate(inputsOf(c, [c.A.L], {}));
     let best, need;
     const moms = c.train ? momentsOf(c) : [];
     for (const st of stages(c)) {

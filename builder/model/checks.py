@@ -1,0 +1,80 @@
+"""The configuration checks that need the model's inputs, as rules: each says when a configuration is
+refused and, in one line, why. validate_config runs them (after the checks of each option's own type and
+range); the calculator's script runs the same rules on a reader's form, with the same words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from builder.model.expr import (Expr, Value, both, either, encode, eq, evaluate, fmt, isin, minimum, mod, negate, real,
+                                sym, when)
+
+# Whole-number options that must be at least 1, in the order they are checked.
+POSITIVE = ("micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep", "pp_virtual_stages",
+            "gpus_per_node", "batch", "context")
+
+
+@dataclass(frozen=True)
+class Check:
+    """A configuration the model refuses (`refused` holds) and the one-line message that says why."""
+
+    refused: Expr
+    message: Expr
+
+
+ARCH = sym("has_architecture")
+SHARD_RANKS = sym("dp") * sym("cp")  # context-parallel ranks join the shard group (builder.model.states)
+HYBRID_GROUP = when(sym("fsdp_shard_group"), sym("fsdp_shard_group"), minimum(SHARD_RANKS, sym("gpus_per_node")))
+
+
+CHECKS: tuple[Check, ...] = (
+    *(Check(sym(option) < 1, fmt("{0}: must be at least 1, got {1}", option, sym(option))) for option in POSITIVE),
+    Check(sym("lora_rank") < 0, fmt("lora_rank: must be 0 or more, got {0}", sym("lora_rank"))),
+    Check(both(sym("qlora"), eq(sym("lora_rank"), 0)), fmt("qlora: QLoRA needs lora_rank > 0")),
+    *(Check(either(sym(option) < 0, sym(option) >= 10),
+            fmt("{0}: must be a fraction between 0 and 10, got {1}", option, real(sym(option))))
+      for option in ("allocator_reserve", "overhead_fraction")),
+    Check(both(ARCH, sym("lora_rank") > sym("hidden")),
+          fmt("lora_rank: {0} exceeds the hidden size {1} of {2}: a rank above a projection's smaller side adds "
+              "parameters, not rank", sym("lora_rank"), sym("hidden"), sym("model_name"))),
+    Check(both(ARCH, sym("tp") > 1, either(mod(sym("heads"), sym("tp")),
+                                            both(mod(sym("kv_heads"), sym("tp")),
+                                                 mod(sym("tp"), sym("kv_heads"))))),
+          fmt("tp: {0} does not divide the {1} attention heads / {2} KV heads of {3}", sym("tp"), sym("heads"),
+              sym("kv_heads"), sym("model_name"))),
+    Check(both(ARCH, sym("pp") > sym("layers")),
+          fmt("pp: {0} stages exceed the {1} layers of {2}", sym("pp"), sym("layers"), sym("model_name"))),
+    Check(both(ARCH, eq(sym("pp_schedule"), "interleaved"),
+               mod(sym("layers"), sym("pp") * sym("pp_virtual_stages"))),
+          fmt("pp_virtual_stages: pp x virtual stages must divide {0} layers", sym("layers"))),
+    Check(both(ARCH, sym("ep") > 1, either(negate(sym("experts")), mod(sym("experts"), sym("ep")))),
+          fmt("ep: {0} must divide the experts of an MoE model ({1} has {2})", sym("ep"), sym("model_name"),
+              sym("experts"))),
+    Check(both(ARCH, sym("ep") > 1, mod(sym("dp"), sym("ep"))),
+          fmt("ep: expert parallelism is carved out of data parallelism: {0} must divide dp {1}", sym("ep"),
+              sym("dp"))),
+    Check(both(eq(sym("mode"), "train"), sym("cp") > 1, mod(sym("seq_len"), sym("cp"))),
+          fmt("cp: {0} must divide seq_len {1}", sym("cp"), sym("seq_len"))),
+    Check(both(negate(eq(sym("offload"), "none")), sym("shard_stage") < 1),
+          fmt("offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards")),
+    Check(both(isin(sym("offload"), "params", "both"), sym("shard_stage") < 3),
+          fmt("offload: offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD")),
+    Check(both(eq(sym("fsdp"), "HYBRID_SHARD"), mod(SHARD_RANKS, HYBRID_GROUP)),
+          fmt("fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}", HYBRID_GROUP,
+              SHARD_RANKS)),
+)
+
+
+def first_refusal(inputs: Mapping[str, Value]) -> str | None:
+    """The message of the first check that refuses these inputs, or None."""
+    for check in CHECKS:
+        if evaluate(check.refused, inputs):
+            return evaluate(check.message, inputs)
+    return None
+
+
+def encode_checks() -> list[list[Any]]:
+    """The checks as the browser evaluates them: [refused, message] each."""
+    return [[encode(c.refused), encode(c.message)] for c in CHECKS]
