@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builder.model.breakdown import whole_bytes
-from builder.model.expr import Expr, encode, evaluate, fixed, fmt, per_unit, sym
+from builder.model.expr import Expr, encode, evaluate, fixed, fmt, per_unit, real, sym
 from builder.model.partrules import PartRule, RuleSet
 from tests.conftest import ROOT
 
@@ -32,6 +32,7 @@ def _grow(children):
         # Divisions by a positive whole amount, as the model's are (ranks, heads, block sizes).
         st.tuples(children, st.integers(1, 4096)).map(lambda p: p[0] / p[1]),
         st.tuples(children, st.sampled_from(("tp", "heads", "layers"))).map(lambda p: p[0] // sym(p[1])),
+        st.tuples(children, st.integers(1, 64)).map(lambda p: Expr("%", Expr("floor", p[0]), p[1])),
         children.map(lambda c: Expr("ceil", c)),
         st.tuples(children, children, children).map(lambda p: Expr("if", p[0] > p[1], p[1], p[2])),
         pair.map(lambda p: Expr("min", *p)),
@@ -76,7 +77,7 @@ binary = st.tuples(st.integers(1, 999 * 64), st.sampled_from((1, 2, 4, 8, 16, 32
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(binary, st.integers(0, 4)), min_size=25, max_size=25))
 def test_words_are_the_same(rule_page, batch):
-    made = [fmt("{0} B/param, {1} ({2})", per_unit(x), fixed(x, k), sym("mode")) for x, k in batch]
+    made = [fmt("{0} B/param, {1} ({2}), {3}", per_unit(x), fixed(x, k), sym("mode"), real(x)) for x, k in batch]
     assert js(rule_page, [encode(rule) for rule in made], SYMBOLS) == [evaluate(rule, SYMBOLS) for rule in made]
 
 
