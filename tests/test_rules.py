@@ -106,16 +106,26 @@ def test_errors_name_what_is_wrong():
         bool(sym("x") > 1)
 
 
-def test_serving_rules_name_every_symbol_they_read():
-    # Every symbol a serving rule reads is an input of rule_inputs or a symbol the set derives before it.
+def test_every_rule_reads_only_inputs_and_symbols_derived_before_it():
+    # A misspelt symbol in a branch that is rarely taken would only fail for a rare configuration: check every
+    # rule of every set against rule_inputs' names (with `allocated` for the overheads and the tensor rows'
+    # fields inside sums), and every check likewise.
+    from builder.model.checks import CHECKS
+    from builder.widgets.calculator import RULE_SETS
+
     arch = MODELS["llama-3-8b"]
-    config = Config(model=arch, mode="serve")
-    known = set(rule_inputs(arch, config, stages(arch, config)[0]))
-    for name, rule in SERVING.symbols.items():
-        assert symbols_of(rule) <= known, name
-        known.add(name)
-    for part in SERVING.parts:
-        assert symbols_of(part.bytes) | symbols_of(part.per_unit) | symbols_of(part.note) <= known, part.name
+    config = Config(model=arch)
+    inputs = set(rule_inputs(arch, config, stages(arch, config)[0])) | {"allocated", "dim0", "rest", "count"}
+    for set_name, rules in RULE_SETS.items():
+        known = set(inputs)
+        for name, rule in rules.symbols.items():
+            assert symbols_of(rule) <= known, (set_name, name, symbols_of(rule) - known)
+            known.add(name)
+        for part in rules.parts:
+            for field in ("when", "bytes", "formula", "source", "per_unit", "note", "sharded_by"):
+                assert symbols_of(getattr(part, field)) <= known, (set_name, part.name, field)
+    for check in CHECKS:
+        assert symbols_of(check.refused) | symbols_of(check.message) <= inputs
 
 
 @pytest.mark.parametrize("settings, message", [
