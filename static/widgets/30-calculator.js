@@ -1,11 +1,12 @@
-// The calculator (seeds 002 and 004): builder.model.estimator and builder.model.questions
-// evaluated in the browser. Every model-specific fact (architectures, op lists, dtype sizes,
-// precision policies, optimizer and quantisation rules, Korthikanti's table, sources, GPUs) and
-// every word (texts, the checks' messages, the figure's markup templates) comes from the JSON
-// builder/widgets/calculator.py and the partial emit; this file is only the arithmetic, in the
-// same order as estimator.py, so that tests/browser/test_widget_calculator.py finds the same bytes.
-// Python sums exact Fractions; here doubles, with products of integers before divisions so
-// that most quantities are exact, and whole() rounds up to a whole byte as whole_bytes does.
+// The calculator: builder.model.estimator and builder.model.questions evaluated in the browser.
+// The model's rule sets (model states, sharding, serving, communication, host, overheads) and its
+// configuration checks come as rules that 01-rules.js evaluates; the op lists, architectures, dtype
+// sizes, precision policies, Korthikanti's table, sources, GPUs and every word (texts, the figure's
+// markup templates) come as data from builder/widgets/calculator.py and the partial. What is still
+// arithmetic here (placement, activation assembly, the peak of a step, the searches) follows
+// estimator.py, activations.py and peak.py step by step, so that tests/browser/test_widget_calculator.py
+// finds the same bytes. Python sums exact Fractions; here doubles, with products of integers before
+// divisions so that most quantities are exact, and whole() rounds up to a whole byte as whole_bytes does.
 {
 const flo = Math.floor, ceil = Math.ceil, max = Math.max, min = Math.min, whole = wholeBytes, fx = fixedText, fill = fillText;
 const commas = (n) => n.toLocaleString("en-US");
