@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from builder.catalog import default_models
 from builder.model import Config, estimate, param_count
 from builder.model.architecture import parameter_tensors
-from builder.model.estimator import kv_cache_bytes
 
 MODELS = default_models()
 DENSE = [m for m in MODELS.values() if not m.is_moe and m.layers <= 80]
@@ -95,7 +94,7 @@ def test_sharded_parts_sum_back_to_the_unsharded_total(arch, shard, dp, prec):
 def test_gqa_kv_cache_is_kv_heads_over_heads_of_mha(arch, tokens, dtype):
     mha = arch.with_changes(kv_heads=arch.heads)
     def cache(a):
-        return kv_cache_bytes(a.layers, a.n_kv_heads, a.d_head, tokens, dtype)
+        return estimate(Config(model=a, mode="serve", batch=1, context=tokens, kv_dtype=dtype)).get("kv_cache")
 
     assert Fraction(cache(arch), cache(mha)) == Fraction(arch.n_kv_heads, arch.heads)
 

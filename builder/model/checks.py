@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from builder.model.expr import (Expr, Value, both, either, encode, eq, evaluate, fmt, isin, minimum, mod, negate, real,
-                                sym, when)
+from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, negate, real, sym
+from builder.model.states import HYBRID_GROUP, SHARD_RANKS
 
 # Whole-number options that must be at least 1, in the order they are checked.
 POSITIVE = ("micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep", "pp_virtual_stages",
@@ -25,8 +25,6 @@ class Check:
 
 
 ARCH = sym("has_architecture")
-SHARD_RANKS = sym("dp") * sym("cp")  # context-parallel ranks join the shard group (builder.model.states)
-HYBRID_GROUP = when(sym("fsdp_shard_group"), sym("fsdp_shard_group"), minimum(SHARD_RANKS, sym("gpus_per_node")))
 
 
 CHECKS: tuple[Check, ...] = (

@@ -17,12 +17,12 @@ from builder.model import activations as act
 from builder.model.architecture import Architecture, param_count
 from builder.model.breakdown import Breakdown, Part, join_parts, whole_bytes
 from builder.model.config import Config, validate_config
-from builder.model.expr import bytes_text
-from builder.model.inputs import config_inputs, rule_inputs
+from builder.model.expr import bytes_text, derive
+from builder.model.inputs import architecture_inputs, config_inputs, rule_inputs
 from builder.model.overheads import OVERHEADS
-from builder.model.placement import Stage, holding, lora_params, stages
+from builder.model.placement import Stage, holding, stages
 from builder.model.serving import SERVING
-from builder.model.states import COMM, HOST, MODEL_STATES
+from builder.model.states import ADAPTERS, COMM, HOST, MODEL_STATES
 from builder.model.units import dtype_bytes
 
 # Per-unit rules of the parts still written as code (activations), as str.format templates; the calculator's
@@ -32,11 +32,6 @@ RULES = {
     "logits": "{0} B per token per vocabulary entry",
     "linear": "{0} B/linear param ({1})",
 }
-
-
-def _fmt_b(value: Fraction) -> str:
-    """Bytes per element as a short string ('2', '0.5', '1.02'), as builder.model.expr's per_unit prints it."""
-    return bytes_text(Fraction(value))
 
 
 # ---------------------------------------------------------------------------------------
@@ -100,7 +95,7 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
         logits = values["T"] * values["V"] * dtype_bytes(policy.activation)
         parts.append(Part("activations/logits", whole_bytes(logits),
                           "b x s x V x bytes(activation dtype)", act.HF_CODE,
-                          RULES["logits"].format(_fmt_b(dtype_bytes(policy.activation))),
+                          RULES["logits"].format(bytes_text(dtype_bytes(policy.activation))),
                           "the logits the forward returns (not a saved tensor); the peak of a step frees them before "
                           "backward, as a loop that keeps only the loss does",
                           transient=True))
@@ -124,7 +119,7 @@ def autocast_copy_parts(arch: Architecture | None, config: Config, stage: Stage)
     amount = (layers + head) * dtype_bytes(policy.activation) * stage.in_flight
     return [Part("activations/autocast_weight_copies", whole_bytes(amount),
                  "in_flight x (linear weights of the stage's layers + head) x bytes(autocast dtype)", AUTOCAST,
-                 RULES["linear"].format(_fmt_b(dtype_bytes(policy.activation)), policy.activation),
+                 RULES["linear"].format(bytes_text(dtype_bytes(policy.activation)), policy.activation),
                  "simplification: the op lists follow autocast's device-independent effects (fp32 residual "
                  "stream, norms and rotary tables; one input copy per projection); CUDA autocast also runs pow, "
                  "exp and softmax in fp32, which changes GPT-2's Python GeLU (not modelled)")]
@@ -141,11 +136,6 @@ def _per_token_rule(amount: Fraction, tokens: Fraction) -> str:
 # ---------------------------------------------------------------------------------------
 # Serving
 # ---------------------------------------------------------------------------------------
-
-def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, tokens: int, dtype: str = "bf16") -> int:
-    """KV-cache bytes: 2 (K and V) x layers x kv_heads x head_dim x tokens x bytes (Kwon et al. 2023, section 3)."""
-    return whole_bytes(2 * layers * kv_heads * head_dim * tokens * dtype_bytes(dtype))
-
 
 def serving_parts(arch: Architecture | None, config: Config, stage: Stage, inputs: dict) -> list[Part]:
     """KV cache (GQA- and sliding-window-aware) and a small activation working set (builder.model.serving)."""
@@ -224,7 +214,10 @@ def breakdown_of(config: Config, evaluated: list[tuple[Stage, list[Part], list[P
     params = param_count(arch) if arch else int(config.params or 0)
     trainable = params
     if config.lora_rank and arch is not None:
-        trainable = int(lora_params(arch, config.with_changes(tp=1), arch.layers))
+        # The adapters rule (builder.model.states) for the whole model on one rank.
+        whole_model = {**architecture_inputs(arch), **config_inputs(config.with_changes(tp=1)),
+                       "stage_layers": arch.layers}
+        trainable = int(derive(ADAPTERS, whole_model)["adapters"])
     notes = []
     if stage.name != "only":
         notes.append(f"pipeline stage reported: {stage.name} of {config.pp} ({stage.layers} layers, "

@@ -207,10 +207,6 @@ def bytes_text(value: Fraction) -> str:
     return f"{float(value):.3g}"
 
 
-def _truth(value: Value) -> bool:
-    return bool(value)
-
-
 def _sum_rows(args: tuple[Expr, ...], env: Mapping[str, Value]) -> Fraction:
     rows, body = evaluate(args[0], env), args[1]
     return sum((_number(evaluate(body, {**env, **row})) for row in rows), Fraction(0))
@@ -265,10 +261,10 @@ OPERATORS: dict[str, _Op] = {
     "<=": lambda args, env: int(_number(evaluate(args[0], env)) <= _number(evaluate(args[1], env))),
     ">": lambda args, env: int(_number(evaluate(args[0], env)) > _number(evaluate(args[1], env))),
     ">=": lambda args, env: int(_number(evaluate(args[0], env)) >= _number(evaluate(args[1], env))),
-    "and": lambda args, env: int(all(_truth(evaluate(a, env)) for a in args)),
-    "or": lambda args, env: int(any(_truth(evaluate(a, env)) for a in args)),
-    "not": lambda args, env: int(not _truth(evaluate(args[0], env))),
-    "if": lambda args, env: evaluate(args[1] if _truth(evaluate(args[0], env)) else args[2], env),
+    "and": lambda args, env: int(all(bool(evaluate(a, env)) for a in args)),
+    "or": lambda args, env: int(any(bool(evaluate(a, env)) for a in args)),
+    "not": lambda args, env: int(not bool(evaluate(args[0], env))),
+    "if": lambda args, env: evaluate(args[1] if bool(evaluate(args[0], env)) else args[2], env),
     "in": lambda args, env: int(evaluate(args[0], env) in [evaluate(a, env) for a in args[1:]]),
     "has": lambda args, env: int(evaluate(args[1], env) in evaluate(args[0], env)),
     "at": _lookup,

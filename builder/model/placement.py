@@ -101,16 +101,3 @@ def holding(arch: Architecture | None, config: Config, stage: Stage) -> Holding:
         if not arch.tied_embeddings or not stage.has_embedding:
             root += vocab_rows  # untied head, or the tied copy Megatron keeps on the last stage
     return Holding(dense + root, expert, linear, unit, root)
-
-
-def lora_params(arch: Architecture, config: Config, layers: int) -> Fraction:
-    """LoRA adapter parameters on one GPU: r x (in + out) per targeted projection (Hu et al. 2021, section 4.1)."""
-    h, d, f, r = arch.hidden, arch.d_head, arch.ffn or arch.n_expert_ffn, config.lora_rank
-    shapes = {
-        "q": (h, arch.heads * d), "k": (h, arch.n_kv_heads * d), "v": (h, arch.n_kv_heads * d),
-        "o": (arch.heads * d, h), "gate": (h, f), "up": (h, f), "down": (f, h),
-    }
-    if arch.mlp == "gelu":
-        shapes.pop("gate")
-    per_layer = sum(r * (i + o) for name, (i, o) in shapes.items() if name in config.lora_targets)
-    return Fraction(per_layer * layers, config.tp)

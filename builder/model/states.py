@@ -51,11 +51,10 @@ def sharded(dense: Expr, expert: Expr, dense_ranks: Expr, expert_ranks: Expr) ->
 # How many ranks share each state (1: replicated). Context-parallel ranks hold the same parameters, so
 # ZeRO/FSDP shard over dp x cp (Megatron-LM's distributed optimizer uses the data-parallel-with-context
 # group); HYBRID_SHARD shards within a group (default: one node) and replicates across groups.
+SHARD_RANKS = sym("dp") * sym("cp")
+HYBRID_GROUP = when(sym("fsdp_shard_group"), sym("fsdp_shard_group"), minimum(SHARD_RANKS, sym("gpus_per_node")))
 SHARDING = {
-    "shard_group": when(eq(sym("fsdp"), "HYBRID_SHARD"),
-                        when(sym("fsdp_shard_group"), sym("fsdp_shard_group"),
-                             minimum(sym("dp") * sym("cp"), sym("gpus_per_node"))),
-                        sym("dp") * sym("cp")),
+    "shard_group": when(eq(sym("fsdp"), "HYBRID_SHARD"), HYBRID_GROUP, SHARD_RANKS),
     "expert_shard_group": maximum(1, sym("shard_group") // sym("ep")),
     **{f"{prefix}{state}_ranks": when(sym("shard_stage") >= stage, sym(group), 1)
        for prefix, group in (("", "shard_group"), ("expert_", "expert_shard_group"))

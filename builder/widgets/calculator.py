@@ -355,19 +355,15 @@ SOURCES = {"hf": HF_CODE, "kor": KORTHIKANTI, "chen": "Chen et al. 2016, arXiv:1
            "amp": est.AUTOCAST}
 # The rule sets the script evaluates (builder.model's states, serving, communication, host and overheads).
 RULE_SETS = {"states": MODEL_STATES, "serving": SERVING, "comm": COMM, "host": HOST, "overheads": OVERHEADS}
-# The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs).
+# The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs); the dtype
+# table travels once, as "dtypes".
 FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype", "reduce_dtype",
-                "lora_targets", "qlora_double_quant", "allocator_reserve", "overhead_bytes", "cuda_context_bytes",
-                "dtype_bytes")
+                "lora_targets", "qlora_double_quant", "allocator_reserve", "overhead_bytes", "cuda_context_bytes")
 
 
 def json_value(value: Any) -> Any:
-    """An input as JSON: exact fractions as the nearest double, tables entry by entry."""
-    if isinstance(value, Fraction):
-        return float(value)
-    if isinstance(value, dict):
-        return {key: json_value(v) for key, v in value.items()}
-    return value
+    """An input as JSON: an exact fraction as the nearest double."""
+    return float(value) if isinstance(value, Fraction) else value
 
 
 def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]], shown: list[str],

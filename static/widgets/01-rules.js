@@ -4,10 +4,11 @@
 // and nothing of memory: no formula, no constant, no part name.
 // Doubles stand in for fractions; rulePart rounds a part up to a whole byte as whole_bytes does, with a
 // double within rounding noise of an integer taken as that integer.
-const wholeBytes = (x) => {
+const nearInteger = (x) => {
   const r = Math.round(x);
-  return Math.abs(x - r) <= Math.abs(x) * 2 ** -44 ? r : Math.ceil(x);
+  return Math.abs(x - r) <= Math.abs(x) * 2 ** -44 ? r : null;
 };
+const wholeBytes = (x) => nearInteger(x) ?? Math.ceil(x);
 // f"{x:.{k}f}" as Python prints it (exact ties to even), by way of fmtBytes.
 const fixedText = (x, k) => fmtBytes(x * GiB, "GiB", k).slice(0, -4);
 // str.format's "{0} of {1}" filled with the values.
@@ -21,8 +22,8 @@ const perUnitText = (x) => {
 // fmt's operands: text as it is, whole numbers without a fraction (Python's expr._text).
 const ruleText = (v) => {
   if (typeof v == "string") return v;
-  const r = Math.round(v);
-  if (Math.abs(v - r) > Math.abs(v) * 2 ** -44) throw Error(`fmt: ${v} is not whole`);
+  const r = nearInteger(v);
+  if (r === null) throw Error(`fmt: ${v} is not whole`);
   return String(r);
 };
 const RULE_OPS = {

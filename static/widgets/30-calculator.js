@@ -97,7 +97,7 @@ WIDGETS.calculator = (root, D) => {
       batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, stage_layers, micro_batch: c.micro_batch,
       seq_len: c.seq_len, grad_accum: c.grad_accum, pp_virtual_stages: c.pp_virtual_stages,
       pp_schedule: c.pp_virtual_stages > 1 ? "interleaved" : "1f1b",
-      dense: H.dn, expert: H.ex, linear: H.li, layer_unit: H.un, root_unit: H.ro };
+      dense: H.dn, expert: H.ex, linear: H.li, layer_unit: H.un, root_unit: H.ro, dtype_bytes: D.dtypes };
   };
   // The rule sets of builder.model (states, serving, overheads), compiled once.
   const [states, serving, comm, hostParts, overheads] = ["states", "serving", "comm", "host", "overheads"].map((k) => ruleSet(D.ruleSets[k]));
