@@ -75,9 +75,11 @@ def lift(value: Any) -> Expr:
     if isinstance(value, Expr):
         return value
     if isinstance(value, bool):
-        return Expr("num", Fraction(int(value)))
-    if isinstance(value, (int, Fraction)):
-        return Expr("num", Fraction(value))
+        return Expr("num", int(value))
+    if isinstance(value, int):
+        return Expr("num", value)
+    if isinstance(value, Fraction):
+        return Expr("num", value.numerator if value.denominator == 1 else value)
     if isinstance(value, str):
         return Expr("str", value)
     raise TypeError(f"a rule takes ints, Fractions, strings and rules, not {value!r}")
@@ -180,11 +182,12 @@ class RuleError(ValueError):
     """A rule that cannot be evaluated: an unknown symbol or table entry, or text where a number goes."""
 
 
-def _number(value: Value) -> Fraction:
-    if isinstance(value, Fraction):
+def _number(value: Value) -> int | Fraction:
+    """A number as exact arithmetic wants it: whole numbers as ints (fast and exact), others as Fractions."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, Fraction)):
         return value
-    if isinstance(value, (int, bool)):
-        return Fraction(int(value))
     if isinstance(value, float):
         return Fraction(str(value))
     raise RuleError(f"{value!r} is not a number")
@@ -209,7 +212,7 @@ def bytes_text(value: Fraction) -> str:
 
 def _sum_rows(args: tuple[Expr, ...], env: Mapping[str, Value]) -> Fraction:
     rows, body = evaluate(args[0], env), args[1]
-    return sum((_number(evaluate(body, {**env, **row})) for row in rows), Fraction(0))
+    return sum(_number(evaluate(body, {**env, **row})) for row in rows)
 
 
 def _lookup(args: tuple[Expr, ...], env: Mapping[str, Value]) -> Value:
@@ -238,21 +241,21 @@ def _divide(args: tuple[Expr, ...], env: Mapping[str, Value]) -> Fraction:
     a, b = _numbers(args, env)
     if b == 0:
         raise RuleError(f"division by zero in {encode(Expr('/', *args))!r}")
-    return a / b
+    return Fraction(a) / b
 
 
 OPERATORS: dict[str, _Op] = {
     "sym": _symbol,
     "num": lambda args, env: args[0],
     "str": lambda args, env: args[0],
-    "+": lambda args, env: sum(_numbers(args, env), Fraction(0)),
+    "+": lambda args, env: sum(_numbers(args, env)),
     "-": lambda args, env: _number(evaluate(args[0], env)) - _number(evaluate(args[1], env)),
-    "*": lambda args, env: math.prod(_numbers(args, env), start=Fraction(1)),
+    "*": lambda args, env: math.prod(_numbers(args, env)),
     "/": _divide,
     "neg": lambda args, env: -_number(evaluate(args[0], env)),
     "%": lambda args, env: _number(evaluate(args[0], env)) % _number(evaluate(args[1], env)),
-    "floor": lambda args, env: Fraction(math.floor(_number(evaluate(args[0], env)))),
-    "ceil": lambda args, env: Fraction(math.ceil(_number(evaluate(args[0], env)))),
+    "floor": lambda args, env: math.floor(_number(evaluate(args[0], env))),
+    "ceil": lambda args, env: math.ceil(_number(evaluate(args[0], env))),
     "min": lambda args, env: min(_numbers(args, env)),
     "max": lambda args, env: max(_numbers(args, env)),
     "==": lambda args, env: int(evaluate(args[0], env) == evaluate(args[1], env)),
@@ -277,7 +280,7 @@ OPERATORS: dict[str, _Op] = {
 
 
 def evaluate(expr: Expr, env: Mapping[str, Value]) -> Value:
-    """The exact value of a rule with the symbols in `env` (numbers come back as Fractions)."""
+    """The exact value of a rule with the symbols in `env` (numbers come back as ints or Fractions)."""
     return OPERATORS[expr.op](expr.args, env)
 
 
@@ -296,7 +299,7 @@ def encode(expr: Expr) -> Any:
     if expr.op == "sym":
         return expr.args[0]
     if expr.op == "num":
-        value: Fraction = expr.args[0]
+        value = Fraction(expr.args[0])
         return value.numerator if value.denominator == 1 else ["/", value.numerator, value.denominator]
     if expr.op == "str":
         return ["str", expr.args[0]]
