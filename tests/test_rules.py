@@ -13,8 +13,7 @@ from builder.model import Config, estimate
 from builder.model.architecture import Architecture
 from builder.model.expr import (RuleError, ceil, decode, encode, eq, evaluate, fixed, fmt, isin, maximum, minimum,
                                 per_unit, sym, symbols_of, total, when)
-from builder.model.inputs import rule_inputs
-from builder.model.placement import stages
+from builder.model.inputs import rule_inputs, stages
 from builder.model.serving import SERVING
 
 MODELS = default_models()
@@ -115,7 +114,7 @@ def test_every_rule_reads_only_inputs_and_symbols_derived_before_it():
 
     arch = MODELS["llama-3-8b"]
     config = Config(model=arch)
-    inputs = set(rule_inputs(arch, config, stages(arch, config)[0])) | {"allocated", "dim0", "rest", "count"}
+    inputs = set(rule_inputs(arch, config, stages(arch, config)[0])) | {"allocated", "group", "dim0", "rest", "count", "in_block"}
     for set_name, rules in RULE_SETS.items():
         known = set(inputs)
         for name, rule in rules.symbols.items():

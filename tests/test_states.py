@@ -167,7 +167,7 @@ def test_questions_fit_batch_sequence_gpus():
 def test_uneven_pipeline_split_gives_every_stage_layers():
     # 10 layers on 7 stages: the first stage holds ceil(10/7) = 2 layers, the last floor(10/7) = 1;
     # no stage may get a negative or zero share (reported by the calculator's random-state test).
-    from builder.model.placement import stages
+    from builder.model.inputs import stages
 
     arch = MODELS["gpt2"].with_changes(layers=10)
     first, last = stages(arch, Config(model=arch, pp=7, grad_accum=7))

@@ -11,7 +11,10 @@ Totals are checked in tests against each model's published count.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
+
+from builder.model.tensors import SHAPES
 
 MLP_TYPES = ("gelu", "swiglu")
 NORM_TYPES = ("layernorm", "rmsnorm")
@@ -104,53 +107,52 @@ class Architecture:
         return replace(self, **changes)
 
 
-def _mlp_params(arch: Architecture, inner: int) -> int:
-    """One MLP of inner width `inner`: h*inner per matrix, plus biases when present."""
-    weights = arch.mlp_matrices * arch.hidden * inner
-    biases = ((arch.mlp_matrices - 1) * inner + arch.hidden) if arch.mlp_bias else 0
-    return weights + biases
+def shape_inputs(arch: Architecture) -> dict[str, Any]:
+    """The shape as rules read it (the custom-architecture controls' names, flags as 0 or 1)."""
+    return {"has_architecture": 1, "model_name": arch.name, "layers": arch.layers, "hidden": arch.hidden,
+            "heads": arch.heads, "kv_heads": arch.n_kv_heads, "head_dim": arch.d_head, "ffn": arch.ffn,
+            "expert_ffn": arch.n_expert_ffn, "vocab": arch.vocab, "experts": arch.experts, "top_k": arch.top_k,
+            "shared_experts": arch.shared_experts, "sliding_window": arch.sliding_window or 0, "mlp": arch.mlp,
+            "norm": arch.norm, "tied_embeddings": int(arch.tied_embeddings),
+            "position_embeddings": arch.max_positions if arch.positions == "learned" else 0,
+            "fused_qkv": int(arch.family == "gpt2"), "qkv_bias": int(arch.qkv_bias), "out_bias": int(arch.out_bias),
+            "mlp_bias": int(arch.mlp_bias)}
 
 
-def _norm_params(arch: Architecture) -> int:
-    """One norm: LayerNorm has weight and bias (2h), RMSNorm a weight only (h)."""
-    return 2 * arch.hidden if arch.norm == "layernorm" else arch.hidden
+@lru_cache(maxsize=256)
+def _shape(arch: Architecture) -> dict[str, Any]:
+    return SHAPES.environment(shape_inputs(arch))
+
+
+def shape_with_tensors(arch: Architecture) -> dict[str, Any]:
+    """shape_inputs with the parameter-tensor table and the parameter count (builder.model.tensors) added."""
+    return dict(_shape(arch))
+
+
+def _by_group(arch: Architecture, in_block: bool) -> dict[str, int]:
+    """Parameters by the tensor table's groups: one block's (in_block) or the rest's."""
+    groups: dict[str, int] = {}
+    for t in _shape(arch)["parameter_tensors"]:
+        if t["in_block"] == in_block:
+            groups[t["group"]] = groups.get(t["group"], 0) + t["dim0"] * t["rest"] * t["count"]
+    return groups
 
 
 def layer_param_groups(arch: Architecture) -> dict[str, int]:
     """Parameters of one transformer block, by group."""
-    h, a, kv, d = arch.hidden, arch.heads, arch.n_kv_heads, arch.d_head
-    groups = {
-        "attention/q": h * a * d + (a * d if arch.qkv_bias else 0),
-        "attention/kv": 2 * (h * kv * d + (kv * d if arch.qkv_bias else 0)),
-        "attention/out": a * d * h + (h if arch.out_bias else 0),
-        "norms": 2 * _norm_params(arch),
-    }
-    if arch.is_moe:
-        groups["mlp/router"] = h * arch.experts  # Mixtral's gate: Linear(h, E, bias=False)
-        groups["mlp/experts"] = arch.experts * _mlp_params(arch, arch.n_expert_ffn)
-        if arch.shared_experts:
-            groups["mlp/shared_experts"] = arch.shared_experts * _mlp_params(arch, arch.n_expert_ffn)
-    else:
-        groups["mlp"] = _mlp_params(arch, arch.ffn)
-    return groups
+    return _by_group(arch, True)
 
 
 def param_groups(arch: Architecture) -> dict[str, int]:
     """All parameters by path-like group; values sum to the model's total."""
-    groups = {"embedding/tokens": arch.vocab * arch.hidden}
-    if arch.positions == "learned":
-        groups["embedding/positions"] = arch.max_positions * arch.hidden
-    for name, count in layer_param_groups(arch).items():
-        groups[f"layers/{name}"] = count * arch.layers
-    groups["final_norm"] = _norm_params(arch)
-    if not arch.tied_embeddings:
-        groups["lm_head"] = arch.vocab * arch.hidden
-    return groups
+    outside = _by_group(arch, False)
+    head = {name: outside.pop(name) for name in ("final_norm", "lm_head") if name in outside}
+    return outside | {f"layers/{name}": count * arch.layers for name, count in layer_param_groups(arch).items()} | head
 
 
 def param_count(arch: Architecture) -> int:
     """Total parameters, counting a tied embedding once."""
-    return sum(param_groups(arch).values())
+    return int(_shape(arch)["parameters"])
 
 
 def active_param_count(arch: Architecture) -> int:
@@ -158,40 +160,15 @@ def active_param_count(arch: Architecture) -> int:
     total = param_count(arch)
     if not arch.is_moe:
         return total
-    per_expert = _mlp_params(arch, arch.n_expert_ffn)
+    per_expert = layer_param_groups(arch)["mlp/experts"] // arch.experts
     return total - arch.layers * (arch.experts - arch.top_k) * per_expert
 
 
 def parameter_tensors(arch: Architecture) -> list[tuple[tuple[int, ...], int]]:
-    """(shape, how many) of every parameter tensor, as transformers lays them out.
-
-    GPT-2's Conv1D stores weights as (in, out); nn.Linear as (out, in). Used where
-    sharding splits tensors along their first dimension (FSDP2). Dense models only.
-    """
-    if arch.is_moe:
-        raise ValueError(f"{arch.name}: per-tensor shapes are not modelled for MoE layers")
-    h, a, k, d, f, L = arch.hidden, arch.heads, arch.n_kv_heads, arch.d_head, arch.ffn, arch.layers
-    norm = [((h,), 2 if arch.norm == "layernorm" else 1)]
-    tensors: list[tuple[tuple[int, ...], int]] = [((arch.vocab, h), 1)]
-    if arch.positions == "learned":
-        tensors.append(((arch.max_positions, h), 1))
-    if arch.family == "gpt2":
-        layer = [((h, 3 * h), 1), ((3 * h,), 1), ((h, h), 1), ((h,), 1), ((h, f), 1), ((f,), 1), ((f, h), 1),
-                 ((h,), 1)] + norm * 2
-    else:
-        layer = [((a * d, h), 1), ((k * d, h), 2), ((h, a * d), 1)]
-        if arch.qkv_bias:
-            layer += [((a * d,), 1), ((k * d,), 2)]
-        if arch.out_bias:
-            layer.append(((h,), 1))
-        layer += [((f, h), arch.mlp_matrices - 1), ((h, f), 1)] + norm * 2
-        if arch.mlp_bias:
-            layer += [((f,), arch.mlp_matrices - 1), ((h,), 1)]
-    tensors += [(shape, count * L) for shape, count in layer]
-    tensors += norm
-    if not arch.tied_embeddings:
-        tensors.append(((arch.vocab, h), 1))
-    return tensors
+    """(shape, how many) of every parameter tensor, as transformers lays them out (builder.model.tensors):
+    a shape is (dim0,) or (dim0, the product of the other dimensions). FSDP2 shards along dim0."""
+    return [((t["dim0"],) if t["rest"] == 1 else (t["dim0"], t["rest"]),
+             t["count"] * (arch.layers if t["in_block"] else 1)) for t in _shape(arch)["parameter_tensors"] if t["count"]]
 
 
 # Hugging Face config.json -> Architecture -------------------------------------------------

@@ -9,8 +9,6 @@ fuller stage is reported.
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
 from fractions import Fraction
 
 from builder.model import activations as act
@@ -18,9 +16,10 @@ from builder.model.architecture import Architecture, param_count
 from builder.model.breakdown import Breakdown, Part, join_parts, whole_bytes
 from builder.model.config import Config, validate_config
 from builder.model.expr import bytes_text, derive
-from builder.model.inputs import architecture_inputs, config_inputs, rule_inputs
+from builder.model.inputs import architecture_inputs, config_inputs, rule_inputs, stages
 from builder.model.overheads import OVERHEADS
-from builder.model.placement import Stage, holding, stages
+from builder.model.autocast import AUTOCAST_COPIES
+from builder.model.placement import Stage
 from builder.model.serving import SERVING
 from builder.model.states import ADAPTERS, COMM, HOST, MODEL_STATES
 from builder.model.units import dtype_bytes
@@ -30,7 +29,6 @@ from builder.model.units import dtype_bytes
 RULES = {
     "per_layer": "{0} per layer",
     "logits": "{0} B per token per vocabulary entry",
-    "linear": "{0} B/linear param ({1})",
 }
 
 
@@ -102,29 +100,6 @@ def activation_parts(arch: Architecture | None, config: Config, stage: Stage) ->
     return parts
 
 
-AUTOCAST = ("PyTorch 2.13 autocast (aten/src/ATen/autocast_mode.cpp cached_cast): a linear layer under "
-            "torch.autocast casts its fp32 weight to the autocast dtype and autograd saves that copy for backward")
-
-
-def autocast_copy_parts(arch: Architecture | None, config: Config, stage: Stage) -> list[Part]:
-    """torch.autocast over fp32 weights: the low-precision weight copies linear layers save for backward."""
-    policy = config.policy
-    if arch is None or not policy.autocast:
-        return []
-    # Weights only: a linear layer casts its bias too but does not save it.
-    held = holding(replace(arch, qkv_bias=False, out_bias=False, mlp_bias=False), config, stage)
-    # Under full recomputation a layer saves nothing; its copies are made again in its backward.
-    layers = Fraction(0) if config.recompute == "full" else held.linear
-    head = Fraction(math.ceil(arch.vocab / config.tp) * arch.hidden) if stage.has_head else Fraction(0)
-    amount = (layers + head) * dtype_bytes(policy.activation) * stage.in_flight
-    return [Part("activations/autocast_weight_copies", whole_bytes(amount),
-                 "in_flight x (linear weights of the stage's layers + head) x bytes(autocast dtype)", AUTOCAST,
-                 RULES["linear"].format(bytes_text(dtype_bytes(policy.activation)), policy.activation),
-                 "simplification: the op lists follow autocast's device-independent effects (fp32 residual "
-                 "stream, norms and rotary tables; one input copy per projection); CUDA autocast also runs pow, "
-                 "exp and softmax in fp32, which changes GPT-2's Python GeLU (not modelled)")]
-
-
 def _per_token_rule(amount: Fraction, tokens: Fraction) -> str:
     """Bytes per token as an annotation, e.g. '69.0 KiB/token'."""
     per_token = amount / max(1, tokens)
@@ -181,7 +156,7 @@ def estimate_stage(config: Config, stage: Stage) -> tuple[list[Part], list[Part]
     parts = model_state_parts(inputs, config)
     if config.mode == "train":
         parts += activation_parts(arch, config, stage)
-        parts += autocast_copy_parts(arch, config, stage)
+        parts += AUTOCAST_COPIES.evaluate(inputs)
     else:
         parts += serving_parts(arch, config, stage, inputs)
     parts += COMM.evaluate(inputs)

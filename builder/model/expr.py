@@ -12,8 +12,9 @@ widget carry no formula of their own: there is one definition, evaluated twice.
 JSON form: a number is a constant, a string is a symbol, a list is [operator, operand, ...];
 ["str", text] is a string constant and ["/", n, d] an exact fraction. Operators:
 arithmetic + - * / % neg floor ceil min max; comparison == != < <= > >=; logic and or not if in;
-tables at (a table's entry), has (a list's member) and sum (a body summed over a table's rows,
-each row's fields bound as symbols); text fmt (str.format), bytes (a per-unit amount as '2', '0.5'
+tables at (a table's entry), has (a list's member), sum (a body summed over a table's rows,
+each row's fields bound as symbols) and table (the rows ["row", condition, name, value, ...] whose
+condition holds, as mappings); text fmt (str.format), bytes (a per-unit amount as '2', '0.5'
 or '1.02'), real (a float as Python writes it) and fixed (f"{x:.kf}"). Logic returns 1 or 0 and,
 like Python, treats 0 and "" as false.
 """
@@ -155,6 +156,16 @@ def total(rows: Any, body: Any) -> Expr:
     return Expr("sum", rows, body)
 
 
+def row(condition: Any, **fields: Any) -> Expr:
+    """One row of a table: its fields (rules) where `condition` holds; a table leaves it out elsewhere."""
+    return Expr("row", condition, *(item for name, value in fields.items() for item in (name, value)))
+
+
+def table(*rows: Expr) -> Expr:
+    """A table (a list of rows, each a mapping of field names to values) from rows made by row()."""
+    return Expr("table", *rows)
+
+
 def fmt(template: str, *args: Any) -> Expr:
     """str.format(template, *args): args are text or whole numbers (format others with per_unit or fixed)."""
     return Expr("fmt", template, *args)
@@ -210,9 +221,32 @@ def bytes_text(value: Fraction) -> str:
     return f"{float(value):.3g}"
 
 
+class _RowScope:
+    """A row's fields over the symbols around it (looked up, not copied: a sum runs once per row)."""
+
+    __slots__ = ("row", "env")
+
+    def __init__(self, row: Mapping[str, Value], env: Mapping[str, Value]):
+        self.row, self.env = row, env
+
+    def __getitem__(self, name: str) -> Value:
+        row = self.row
+        return row[name] if name in row else self.env[name]
+
+
 def _sum_rows(args: tuple[Expr, ...], env: Mapping[str, Value]) -> Fraction:
     rows, body = evaluate(args[0], env), args[1]
-    return sum(_number(evaluate(body, {**env, **row})) for row in rows)
+    return sum(_number(evaluate(body, _RowScope(row, env))) for row in rows)
+
+
+def _row(args: tuple[Expr, ...], env: Mapping[str, Value]) -> dict[str, Value] | None:
+    if not evaluate(args[0], env):
+        return None
+    return {evaluate(args[i], env): evaluate(args[i + 1], env) for i in range(1, len(args), 2)}
+
+
+def _table(args: tuple[Expr, ...], env: Mapping[str, Value]) -> list[dict[str, Value]]:
+    return [r for r in (evaluate(a, env) for a in args) if r is not None]
 
 
 def _lookup(args: tuple[Expr, ...], env: Mapping[str, Value]) -> Value:
@@ -241,6 +275,8 @@ def _divide(args: tuple[Expr, ...], env: Mapping[str, Value]) -> Fraction:
     a, b = _numbers(args, env)
     if b == 0:
         raise RuleError(f"division by zero in {encode(Expr('/', *args))!r}")
+    if type(a) is int and type(b) is int and a % b == 0:
+        return a // b  # a whole quotient stays an int (exact, and fast)
     return Fraction(a) / b
 
 
@@ -272,6 +308,8 @@ OPERATORS: dict[str, _Op] = {
     "has": lambda args, env: int(evaluate(args[1], env) in evaluate(args[0], env)),
     "at": _lookup,
     "sum": _sum_rows,
+    "row": _row,
+    "table": _table,
     "fmt": lambda args, env: _text(evaluate(args[0], env)).format(*(_text(evaluate(a, env)) for a in args[1:])),
     "bytes": lambda args, env: bytes_text(_number(evaluate(args[0], env))),
     "real": lambda args, env: repr(float(_number(evaluate(args[0], env)))),

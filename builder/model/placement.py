@@ -1,21 +1,75 @@
-"""Where parameters live: how many of each group one GPU holds under TP, PP and EP.
+"""Where parameters live, as rules: the pipeline stages worth evaluating, and how many parameters of each
+kind one GPU of a stage holds under TP, PP and EP.
 
 Megatron-LM layout (Shoeybi et al. 2019, arXiv:1909.08053, section 3; Narayanan et al.
 2021, arXiv:2104.04473): attention and MLP matrices split over t tensor-parallel ranks,
 norms and the MoE router replicated, the vocabulary split over t (vocab-parallel
 embedding and output layer); pipeline stage 1 holds the embeddings, the last stage the
 final norm and output layer (and a copy of tied embeddings); experts split over e
-expert-parallel ranks. Data-parallel sharding (ZeRO/FSDP) is applied afterwards.
+expert-parallel ranks. Data-parallel sharding (ZeRO/FSDP) is applied afterwards
+(builder.model.states). The rules read the parameter-tensor table of builder.model.tensors.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any, Mapping
 
-from builder.model.architecture import Architecture, layer_param_groups
-from builder.model.config import Config
+from builder.model.expr import (both, ceil, either, eq, evaluate, isin, minimum, ne, negate, row, sym, table, total,
+                                when)
+from builder.model.partrules import RuleSet
+from builder.model.tensors import NORM_TENSORS
+
+INTERLEAVED = "Korthikanti et al. 2022, arXiv:2205.05198, section 4.2.3: interleaving stores L(1 + (p-1)/(pm)) layers"
+p, v = sym("pp"), sym("pp_virtual_stages")
+# The stages worth evaluating: the only one, or the first (most micro-batches in flight) and the last (the head).
+# Layers spread as evenly as possible: the first stage gets ceil(L/p), the last floor(L/p). A pipeline
+# holds min(p, grad_accum) micro-batches in flight on its first stage, more when interleaved.
+PIPELINED = both(sym("has_architecture"), p > 1)
+STAGES = table(
+    row(negate(PIPELINED), name="only", layers=sym("layers"), has_embedding=1, has_head=1, in_flight=1),
+    row(PIPELINED, name="first", layers=ceil(sym("layers") / p), has_embedding=1, has_head=0,
+        in_flight=minimum(p, sym("grad_accum"))
+        * when(both(eq(sym("pp_schedule"), "interleaved"), v > 1), 1 + (p - 1) / (p * v), 1)),
+    row(PIPELINED, name="last", layers=sym("layers") // p, has_embedding=0, has_head=1, in_flight=1),
+)
+
+# How many tensor-parallel ranks share a tensor of a group: norms and the router are replicated; with fewer
+# KV heads than ranks each rank keeps one KV head (replicated, as Megatron-LM and vLLM do); experts split
+# over tp x ep; everything else over tp.
+TP_SHARE = when(isin(sym("group"), "norms", "mlp/router"), 1,
+                when(both(eq(sym("group"), "attention/kv"), sym("kv_heads") < sym("tp")), sym("kv_heads"),
+                     when(eq(sym("group"), "mlp/experts"), sym("tp") * sym("ep"), sym("tp"))))
+
+
+def _in_one_block(condition: Any) -> Any:
+    """One block's parameters on this GPU among the tensor rows where `condition` holds."""
+    return total(sym("parameter_tensors"), when(both(sym("in_block"), condition),
+                                                sym("dim0") * sym("rest") * sym("count") / TP_SHARE, 0))
+
+
+HOLDING = RuleSet(symbols={
+    # One block's parameters on this GPU (an FSDP unit), its experts', its linear layers' (not norms: what 4-bit
+    # quantisation touches) and of those its weight matrices alone (biases left out).
+    "layer_unit": _in_one_block(1),
+    "layer_expert": _in_one_block(eq(sym("group"), "mlp/experts")),
+    "layer_linear": _in_one_block(ne(sym("group"), "norms")),
+    "layer_matrices": _in_one_block(both(ne(sym("group"), "norms"), sym("rest") > 1)),
+    "vocab_rows": ceil(sym("vocab") / sym("tp")) * sym("hidden"),
+    # The embeddings on the first stage; the final norm and the output layer on the last (an untied head, or
+    # the tied copy Megatron-LM keeps on the last stage): the FSDP root unit.
+    "root_unit": when(sym("stage_has_embedding"),
+                      sym("vocab_rows") + sym("position_embeddings") * sym("hidden"), 0)
+    + when(sym("stage_has_head"), sym("hidden") * NORM_TENSORS
+           + when(either(negate(sym("tied_embeddings")), negate(sym("stage_has_embedding"))), sym("vocab_rows"), 0), 0),
+    # Without an architecture (a raw parameter count) every parameter is dense and linear.
+    "dense": when(sym("has_architecture"),
+                  (sym("layer_unit") - sym("layer_expert")) * sym("stage_layers") + sym("root_unit"), sym("params")),
+    "expert": sym("layer_expert") * sym("stage_layers"),
+    "linear": when(sym("has_architecture"), sym("layer_linear") * sym("stage_layers"), sym("params")),
+    "linear_matrices": sym("layer_matrices") * sym("stage_layers"),
+}, parts=())
 
 
 @dataclass(frozen=True)
@@ -28,76 +82,13 @@ class Stage:
     has_head: bool  # final norm + output layer (logits, loss)
     in_flight: Fraction  # micro-batches whose activations are held at the peak
 
-
-@dataclass(frozen=True)
-class Holding:
-    """Parameters one GPU holds, split by how data parallelism may shard them."""
-
-    dense: Fraction  # non-expert parameters (sharded over the data-parallel group)
-    expert: Fraction  # expert parameters (sharded over dp / ep)
-    linear: Fraction  # of dense + expert: weights of linear layers (what 4-bit quantisation touches)
-    layer_unit: Fraction  # one block's parameters on this GPU (an FSDP unit)
-    root_unit: Fraction  # embeddings + final norm + head on this GPU (the FSDP root unit)
-
-    @property
-    def total(self) -> Fraction:
-        """All parameters on this GPU."""
-        return self.dense + self.expert
+    def inputs(self) -> dict[str, Any]:
+        """The stage as the rules read it."""
+        return {"stage_layers": self.layers, "stage_has_embedding": int(self.has_embedding),
+                "stage_has_head": int(self.has_head), "stage_in_flight": self.in_flight}
 
 
-def stages(arch: Architecture | None, config: Config) -> list[Stage]:
-    """The pipeline stages worth evaluating: the first (most in flight) and the last (the head)."""
-    if arch is None or config.pp == 1:
-        layers = arch.layers if arch else 0
-        return [Stage("only", layers, True, True, Fraction(1))]
-    p, v = config.pp, config.pp_virtual_stages
-    per_stage = math.ceil(arch.layers / p)
-    in_flight = Fraction(min(p, config.grad_accum))
-    if config.pp_schedule == "interleaved" and v > 1:
-        # Korthikanti et al. 2022 section 4.2.3: interleaving stores L(1 + (p-1)/(pm)) layers' worth.
-        in_flight *= 1 + Fraction(p - 1, p * v)
-    # Layers spread as evenly as possible: the first stage gets ceil(L/p), the last floor(L/p).
-    return [
-        Stage("first", per_stage, True, False, in_flight),
-        Stage("last", arch.layers // p, False, True, Fraction(1)),
-    ]
-
-
-def _split_layer_group(arch: Architecture, config: Config, group: str, count: int) -> tuple[Fraction, bool, bool]:
-    """(count on this GPU, is expert, is a linear weight) for one block's parameter group."""
-    t, e = config.tp, config.ep
-    if group == "norms" or group == "mlp/router":
-        return Fraction(count), False, group == "mlp/router"
-    if group == "attention/kv" and arch.n_kv_heads < t:
-        # Fewer KV heads than TP ranks: each rank keeps one KV head (replicated).
-        return Fraction(count, arch.n_kv_heads), False, True
-    if group == "mlp/experts":
-        return Fraction(count, t * e), True, True
-    return Fraction(count, t), False, True
-
-
-def holding(arch: Architecture | None, config: Config, stage: Stage) -> Holding:
-    """Parameters on one GPU running `stage`."""
-    if arch is None:
-        params = Fraction(config.params or 0)
-        return Holding(params, Fraction(0), params, Fraction(0), Fraction(0))
-    dense = expert = linear = unit = Fraction(0)
-    for group, count in layer_param_groups(arch).items():
-        here, is_expert, is_linear = _split_layer_group(arch, config, group, count)
-        unit += here
-        if is_expert:
-            expert += here * stage.layers
-        else:
-            dense += here * stage.layers
-        if is_linear:
-            linear += here * stage.layers
-    t = config.tp
-    vocab_rows = Fraction(math.ceil(arch.vocab / t) * arch.hidden)
-    root = Fraction(0)
-    if stage.has_embedding:
-        root += vocab_rows + (arch.max_positions * arch.hidden if arch.positions == "learned" else 0)
-    if stage.has_head:
-        root += arch.hidden * (2 if arch.norm == "layernorm" else 1)
-        if not arch.tied_embeddings or not stage.has_embedding:
-            root += vocab_rows  # untied head, or the tied copy Megatron keeps on the last stage
-    return Holding(dense + root, expert, linear, unit, root)
+def stages_of(inputs: Mapping[str, Any]) -> list[Stage]:
+    """The stages the STAGES table gives for a run's inputs (architecture_inputs and config_inputs)."""
+    return [Stage(r["name"], int(r["layers"]), bool(r["has_embedding"]), bool(r["has_head"]), Fraction(r["in_flight"]))
+            for r in evaluate(STAGES, inputs)]

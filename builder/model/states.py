@@ -44,7 +44,8 @@ def sharded(dense: Expr, expert: Expr, dense_ranks: Expr, expert_ranks: Expr) ->
     fully_shard) splits each tensor along dim 0 in chunks of ceil(dim0 / n) (torch.chunk), so the first
     ranks hold the rounded-up chunk: counted exactly where every tensor's shape is known."""
     return when(both(sym("exact_shapes"), dense_ranks > 1),
-                total(sym("tensors"), sym("count") * ceil(sym("dim0") / dense_ranks) * sym("rest")),
+                total(sym("parameter_tensors"), sym("count") * when(sym("in_block"), sym("layers"), 1)
+                      * ceil(sym("dim0") / dense_ranks) * sym("rest")),
                 dense / dense_ranks + expert / expert_ranks)
 
 

@@ -29,15 +29,19 @@ from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI, KORTH
 from builder.model.architecture import MESSAGES as ARCH_MESSAGES
 from builder.model.architecture import Architecture
 from builder.model.breakdown import Breakdown
+from builder.model.autocast import AUTOCAST_COPIES
 from builder.model.checks import POSITIVE, encode_checks
 from builder.model.config import ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, PRECISIONS, RECOMPUTE
 from builder.model.inputs import config_inputs
+from builder.model.expr import encode
 from builder.model.overheads import OVERHEADS
 from builder.model.peak import (HEAD_SAVED, LIVE, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, STEP_FLAGS, TRANSIENTS,
                                 Need, assess)
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
+from builder.model.placement import HOLDING, STAGES
 from builder.model.serving import SERVING
 from builder.model.states import COMM, HOST, MODEL_STATES
+from builder.model.tensors import SHAPES
 from builder.model.units import DTYPE_BYTES, format_bytes
 
 CUSTOM = "custom"
@@ -351,10 +355,11 @@ def op_rows(rows: tuple[oplists.Row, ...]) -> list[list[Any]]:
             for r in rows]
 
 
-SOURCES = {"hf": HF_CODE, "kor": KORTHIKANTI, "chen": "Chen et al. 2016, arXiv:1604.06174, section 3",
-           "amp": est.AUTOCAST}
-# The rule sets the script evaluates (builder.model's states, serving, communication, host and overheads).
-RULE_SETS = {"states": MODEL_STATES, "serving": SERVING, "comm": COMM, "host": HOST, "overheads": OVERHEADS}
+SOURCES = {"hf": HF_CODE, "kor": KORTHIKANTI, "chen": "Chen et al. 2016, arXiv:1604.06174, section 3"}
+# The rule sets the script evaluates (builder.model's parameter tensors, placement, states, autocast copies,
+# serving, communication, host and overheads).
+RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "autocast": AUTOCAST_COPIES,
+             "serving": SERVING, "comm": COMM, "host": HOST, "overheads": OVERHEADS}
 # The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs); the dtype
 # table travels once, as "dtypes".
 FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype", "reduce_dtype",
@@ -377,6 +382,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                      for p in PRECISIONS.values()},
         "rules": est.RULES,
         "ruleSets": {name: rules.encode() for name, rules in RULE_SETS.items()},
+        "stages": encode(STAGES),
         "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items()
                         if key in FIXED_INPUTS},
         # The whole-number controls that must be at least 1, by Config attribute, in validate_config's order

@@ -56,6 +56,14 @@ const RULE_OPS = {
   },
   // A row's fields shadow the symbols around it (a prototype chain, not a copy).
   sum: ([rows, body]) => (e) => rows(e).reduce((s, row) => s + body(Object.assign(Object.create(e), row)), 0),
+  // A row's fields where its condition holds (a table leaves the others out), and a table of rows.
+  row: ([c, ...f]) => (e) => {
+    if (!c(e)) return null;
+    const out = {};
+    for (let i = 0; i < f.length; i += 2) out[f[i](e)] = f[i + 1](e);
+    return out;
+  },
+  table: (f) => (e) => f.map((g) => g(e)).filter((r) => r !== null),
   fmt: ([t, ...f]) => (e) => fillText(t(e), ...f.map((g) => ruleText(g(e)))),
   bytes: ([a]) => (e) => perUnitText(a(e)),
   real: ([a]) => (e) => { const v = a(e); return Number.isInteger(v) ? v.toFixed(1) : String(v); },
@@ -73,6 +81,15 @@ const compileRule = (rule) => {
   if (op == "str") return () => args[0];
   if (op == "/" && args.every((a) => typeof a == "number")) { const v = args[0] / args[1]; return () => v; }
   return RULE_OPS[op](args.map(compileRule));
+};
+// partrules.RuleSet.environment: the inputs with each derived symbol added, in order (a set of symbols only).
+const ruleSymbols = ({ symbols }) => {
+  const derived = symbols.map(([name, rule]) => [name, compileRule(rule)]);
+  return (inputs) => {
+    const env = { ...inputs };
+    for (const [name, rule] of derived) env[name] = rule(env);
+    return env;
+  };
 };
 // partrules.RuleSet: derived symbols in order, then the parts whose condition holds, as
 // [name, whole bytes, per-unit words, source, note, transient]. A result is reused while the inputs the set

@@ -1,12 +1,13 @@
 // The calculator: builder.model.estimator and builder.model.questions evaluated in the browser.
-// The model's rule sets (model states, sharding, serving, communication, host, overheads) and its
-// configuration checks come as rules that 01-rules.js evaluates; the op lists, architectures, dtype
-// sizes, precision policies, Korthikanti's table, sources, GPUs and every word (texts, the figure's
-// markup templates) come as data from builder/widgets/calculator.py and the partial. What is still
-// arithmetic here (placement, activation assembly, the peak of a step, the searches) follows
-// estimator.py, activations.py and peak.py step by step, so that tests/browser/test_widget_calculator.py
-// finds the same bytes. Python sums exact Fractions; here doubles, with products of integers before
-// divisions so that most quantities are exact, and whole() rounds up to a whole byte as whole_bytes does.
+// The model's parameter-tensor table, the pipeline stages, what a GPU holds, the rule sets (model states,
+// sharding, autocast copies, serving, communication, host, overheads) and the configuration checks come as
+// rules that 01-rules.js evaluates; the op lists, architectures, dtype sizes, precision policies, Korthikanti's
+// table, sources, GPUs and every word (texts, the figure's markup templates) come as data from
+// builder/widgets/calculator.py and the partial. What is still arithmetic here (activation assembly, the peak
+// of a step, the searches) follows activations.py, peak.py and questions.py step by step, so that
+// tests/browser/test_widget_calculator.py finds the same bytes. Python sums exact Fractions; here doubles, with
+// products of integers before divisions so that most quantities are exact, and whole() rounds up to a whole
+// byte as whole_bytes does.
 {
 const flo = Math.floor, ceil = Math.ceil, max = Math.max, min = Math.min, whole = wholeBytes, fx = fixedText, fill = fillText;
 const commas = (n) => n.toLocaleString("en-US");
@@ -21,20 +22,13 @@ WIDGETS.calculator = (root, D) => {
   const part = (name, x, rule, src) => [name, whole(x), rule, D.sources[src]], R = (k, ...v) => fill(D.rules[k], ...v);
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
-  // Every parameter tensor as [group, dim0, dim1, count, in a block], laid out as transformers does (GPT-2's Conv1D
-  // stores (in, out)): architecture.parameter_tensors, and by group architecture.layer_param_groups. Groups: embeddings
-  // and untied head "e", norms "n", then per block q, kv, o, norms, and router "r", experts "x", shared experts "s" or mlp "m".
-  const known = new WeakMap(), tensors = (A) => known.get(A) || known.set(A, tensorList(A)).get(A);
-  const tensorList = (A) => {
-    const { h, a, k, d, L } = A, q = a * d, v = k * d, up = A.sw ? 2 : 1, nm = ["n", h, 1, A.ln ? 2 : 1];
-    const mlp = (g, i, n) => A.g2 ? [[g, h, i, n], [g, i, 1, n], [g, i, h, n], [g, h, 1, n]]
-      : [[g, i, h, up * n], [g, h, i, n], [g, i, 1, A.mb * up * n], [g, h, 1, A.mb * n]];
-    const block = [...(A.g2 ? [["q", h, 3 * h, 1], ["q", 3 * h, 1, 1], ["o", h, h, 1]]
-      : [["q", q, h, 1], ["kv", v, h, 2], ["o", h, q, 1], ["q", q, 1, A.qb], ["kv", v, 1, 2 * A.qb]]), ["o", h, 1, A.ob], nm, nm,
-      ...(A.E ? [["r", A.E, h, 1], ...mlp("x", A.F, A.E), ...mlp("s", A.F, A.se)] : mlp("m", A.f, 1))];
-    return [["e", A.V, h, A.tie ? 1 : 2], ["e", A.P, h, 1], nm, ...block.map(([g, x, y, n]) => [g, x, y, n * L, 1])];
-  };
-  const params = (A) => tensors(A).reduce((s, [, x, y, n]) => s + x * y * n, 0);
+  // builder.model.tensors and placement, as rules: the architecture's parameter-tensor table and count (once per
+  // architecture), the pipeline stages worth evaluating, and what one GPU of a stage holds.
+  const [shapes, held] = [D.ruleSets.shapes, D.ruleSets.holding].map(ruleSymbols), stagesOf = compileRule(D.stages);
+  const known = new WeakMap(), shapeOf = (A) => known.get(A) || known.set(A, shapes({ has_architecture: 1, model_name: A.name,
+    layers: A.L, hidden: A.h, heads: A.a, kv_heads: A.k, head_dim: A.d, ffn: A.f, expert_ffn: A.F, vocab: A.V, experts: A.E,
+    top_k: A.K, shared_experts: A.se, sliding_window: A.win, mlp: A.sw ? "swiglu" : "gelu", norm: A.ln ? "layernorm" : "rmsnorm",
+    tied_embeddings: A.tie, position_embeddings: A.P, fused_qkv: A.g2 || 0, qkv_bias: A.qb, out_bias: A.ob, mlp_bias: A.mb })).get(A);
 
   // The state the model reads (calculator.effective_state): a control of the other mode counts at its plain value.
   const effective = (st) => Object.fromEntries(Object.entries(st).map(([k, v]) => [k, (D.modeOnly[k] || st.mode) == st.mode ? v : D.plain[k]]));
@@ -65,42 +59,22 @@ WIDGETS.calculator = (root, D) => {
     for (const [refused, message] of checks) if (refused(inputs)) throw { msg: message(inputs) };
   };
 
-  // placement.stages: [layers, has embedding, has head, micro-batches in flight].
-  const stages = ({ A, pp: p, pp_virtual_stages: v, grad_accum: ga }) => {
-    const per = ceil(A.L / p);
-    return p < 2 ? [[A.L, 1, 1, 1]] : [[per, 1, 0, min(p, ga) * (v > 1 ? (p * v + p - 1) / (p * v) : 1)], [flo(A.L / p), 0, 1, 1]];
-  };
-  // placement.holding: dense, expert and linear parameters, one block (an FSDP unit) and the root unit on one GPU.
-  const holding = ({ A, tp: t, ep }, [L, emb, head]) => {
-    const H = { dn: 0, ex: 0, li: 0, un: 0 }, rows = ceil(A.V / t) * A.h;
-    for (const [g, x, y, n, inBlock] of tensors(A)) if (inBlock) {
-      // One block's share on this GPU (placement._split_layer_group).
-      const m = x * y * n / A.L / (g == "n" || g == "r" ? 1 : g == "kv" && A.k < t ? A.k : g == "x" ? t * ep : t);
-      H.un += m;
-      H[g == "x" ? "ex" : "dn"] += m * L;
-      if (g != "n") H.li += m * L;
-    }
-    H.ro = (emb ? rows + A.P * A.h : 0) + (head ? A.h * (A.ln ? 2 : 1) + (!A.tie || !emb ? rows : 0) : 0);
-    H.dn += H.ro;
-    return H;
-  };
-  // builder.model.inputs.rule_inputs: the names every rule set reads, for one stage of the form's config.
-  const rows = new WeakMap(), tensorRows = (A) => rows.get(A) || rows.set(A, tensors(A).map(([, dim0, rest, count]) => ({ dim0, rest, count }))).get(A);
-  const inputsOf = (c, [stage_layers], H) => {
+  // builder.model.inputs.run_inputs and rule_inputs: the names every rule set reads, for the form's config and, with
+  // a stage, what one GPU of it holds.
+  const runInputs = (c) => {
     const { A, pol } = c;
-    return { ...D.fixedInputs, has_architecture: 1, model_name: A.name, layers: A.L, hidden: A.h, heads: A.a, kv_heads: A.k, head_dim: A.d, ffn: A.f,
-      expert_ffn: A.F, vocab: A.V, experts: A.E, top_k: A.K, sliding_window: A.win, mlp: A.sw ? "swiglu" : "gelu",
-      norm: A.ln ? "layernorm" : "rmsnorm", tied_embeddings: A.tie, tensors: tensorRows(A), mode: c.train ? "train" : "serve",
-      params: params(A), dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
+    return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
+      dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
       offload: c.offload, optimizer: c.opt, param_dtype: pol[0], master_dtype: pol[1] || "", grad_dtype: pol[2],
-      optimizer_state_dtype: pol[3], activation_dtype: pol[4], kv_dtype: c.kv, lora_rank: c.r, qlora: +c.ql,
-      batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, stage_layers, micro_batch: c.micro_batch,
+      optimizer_state_dtype: pol[3], activation_dtype: pol[4], autocast: pol[5], recompute: c.rec, kv_dtype: c.kv,
+      lora_rank: c.r, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
       seq_len: c.seq_len, grad_accum: c.grad_accum, pp_virtual_stages: c.pp_virtual_stages,
-      pp_schedule: c.pp_virtual_stages > 1 ? "interleaved" : "1f1b",
-      dense: H.dn, expert: H.ex, linear: H.li, layer_unit: H.un, root_unit: H.ro, dtype_bytes: D.dtypes };
+      pp_schedule: c.pp_virtual_stages > 1 ? "interleaved" : "1f1b", dtype_bytes: D.dtypes };
   };
+  const inputsOf = (run, stage) => held({ ...run, stage_layers: stage.layers, stage_has_embedding: stage.has_embedding,
+    stage_has_head: stage.has_head, stage_in_flight: stage.in_flight });
   // The rule sets of builder.model (states, serving, overheads), compiled once.
-  const [states, serving, comm, hostParts, overheads] = ["states", "serving", "comm", "host", "overheads"].map((k) => ruleSet(D.ruleSets[k]));
+  const [states, autocast, serving, comm, hostParts, overheads] = ["states", "autocast", "serving", "comm", "host", "overheads"].map((k) => ruleSet(D.ruleSets[k]));
   // activations.symbols, activations.conditions and activations.evaluate: the rows whose conditions all hold, as
   // [group, bytes, core, dtype] ('grad': the gradient dtype), and the block's op list (activations.block_name).
   const opsOf = (c) => {
@@ -116,7 +90,7 @@ WIDGETS.calculator = (root, D) => {
   };
   const total = (rows) => rows.reduce((s, r) => s + r[1], 0);
   const groups = (rows) => rows.reduce((o, [g, x]) => ((o[g] = (o[g] || 0) + x), o), {});
-  const activationParts = (c, [L, emb, head, fl]) => {
+  const activationParts = (c, { layers: L, has_embedding: emb, has_head: head, in_flight: fl }) => {
     const { A, tp: t, sp, micro_batch: b, rec } = c, ab = bytes(c.pol[4]), s = flo(c.seq_len / c.cp), T = b * s, src = c.meg ? "kor" : "hf";
     if (c.kor) {
       // Korthikanti et al. 2022 Table 2, per layer: sbh x (c + c_t / t + k x 5as/(ht)) (activations.KORTHIKANTI_TABLE).
@@ -149,9 +123,6 @@ WIDGETS.calculator = (root, D) => {
       return { phase, change, live: total(live), temps: total(extra) - made, made, layer, head };
     });
   };
-  // estimator.autocast_copy_parts: the weight copies linear layers save for backward under torch.autocast.
-  const ampParts = (c, st) => { const { A, pol, rec, tp } = c, [, , head, fl] = st; return !pol[5] ? [] : [part("activations/autocast_weight_copies",
-    ((rec == "full" ? 0 : holding({ ...c, A: { ...A, qb: 0, ob: 0, mb: 0 } }, st).li) + (head ? ceil(A.V / tp) * A.h : 0)) * bytes(pol[4]) * fl, R("linear", bytes(pol[4]), pol[4]), "amp")]; };
   // estimator.overhead_parts as the calculator offers them: a framework percentage of what is allocated.
   const reserved = (c, allocated) => {
     const env = Object.create(D.fixedInputs);
@@ -207,19 +178,20 @@ WIDGETS.calculator = (root, D) => {
   // estimator.estimate: every pipeline stage worth evaluating, the fuller one reported; peak.need: what the run
   // needs, the highest moment of a step over the stages (training) or the sum of parts (serving).
   const estimate = (c) => {
-    validate(inputsOf(c, [c.A.L], {}));
+    const run = runInputs(c);
+    validate(run);
     let best, need;
     const moms = c.train ? momentsOf(c) : [];
-    for (const st of stages(c)) {
-      const inputs = inputsOf(c, st, holding(c, st)), host = hostParts(inputs);
-      let gpu = [...states(inputs), ...(c.train ? [...activationParts(c, st), ...ampParts(c, st)] : serving(inputs)), ...comm(inputs)];
+    for (const st of stagesOf(run)) {
+      const inputs = inputsOf(run, st), host = hostParts(inputs);
+      let gpu = [...states(inputs), ...(c.train ? [...activationParts(c, st), ...autocast(inputs)] : serving(inputs)), ...comm(inputs)];
       if (/[ob]/.test(c.off)) gpu = gpu.filter((p) => !(/^(opt|grad)/.test(p[0]) && host.push(p)));
       gpu.push(...reserved(c, sum(gpu)));
       const top = c.train ? peakOf(c, gpu.filter((p) => p[1]), moms) : [sum(gpu)];
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host];
       if (!need || top[0] > need[0]) need = top;
     }
-    return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * min(8, c.dp * c.tp * c.pp * c.cp), need: need[0], phase: need[1] };
+    return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * min(D.fixedInputs.gpus_per_node, c.dp * c.tp * c.pp * c.cp), need: need[0], phase: need[1] };
   };
   // questions._largest: limit if it fits, else the largest multiple of step in [low, limit) that
   // fits. Memory is monotone, so the answer is unique: this search starts from a linear guess
@@ -274,7 +246,7 @@ WIDGETS.calculator = (root, D) => {
       if (train && st.shard != "0") items.push(form.elements.shard.selectedOptions[0].text);
       const run = train ? fill(T.train, st.precision, c.opt, c.r ? fill(T.lora, c.r, c.ql ? T.qlora : "") : "", c.micro_batch, commas(c.seq_len)) : fill(T.serve, st.weights, c.batch, commas(c.context));
       const answers = T[st.mode + "_answers"], basis = train ? fill(T.basis_train, D.phases[phase]) : T.basis_serve;
-      text = fill(T.summary, name, commas(params(A)), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need), fmtBytes(need, "GB"), basis, fmtBytes(total), verdict(need, gpu));
+      text = fill(T.summary, name, commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need), fmtBytes(need, "GB"), basis, fmtBytes(total), verdict(need, gpu));
       out("result").innerHTML = put("result", chart(parts, total, need, gpu), ok, ok ? "" : D.tpl.badge, verdict(need, gpu), need, fill(T.total, fmtBytes(need), fmtBytes(need, "GB")), basis,
         total, fill(T.total, fmtBytes(total), fmtBytes(total, "GB")), host ? put("host", fill(T.host, fmtBytes(host))) : "",
         parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1]), p[2], p[3])).join(""),

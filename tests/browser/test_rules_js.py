@@ -1,5 +1,6 @@
 """The browser's rule evaluator (static/widgets/01-rules.js) against Python's (builder.model.expr): random
-rules of the kind the model writes (integer inputs, sums, products, divisions, rounding, conditions, words)
+rules of the kind the model writes (integer inputs, sums, products, divisions, rounding, conditions, tables
+and sums over their rows, words)
 give the same whole bytes and the same text in both."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builder.model.breakdown import whole_bytes
-from builder.model.expr import Expr, encode, evaluate, fixed, fmt, per_unit, real, sym
+from builder.model.expr import Expr, encode, evaluate, fixed, fmt, per_unit, real, row, sym, table, total
 from builder.model.partrules import PartRule, RuleSet
 from tests.conftest import ROOT
 
@@ -38,6 +39,10 @@ def _grow(children):
         pair.map(lambda p: Expr("min", *p)),
         pair.map(lambda p: Expr("max", *p)),
         children.map(lambda c: Expr("if", Expr("==", sym("mode"), "train"), c, 0)),
+        # A sum over a table whose first row is there only where its condition holds (the parameter-tensor
+        # table's and the pipeline stages' form), a row field shadowing nothing and read beside a symbol.
+        st.tuples(children, children, children, children).map(lambda p: total(
+            table(row(p[0] > p[1], width=p[2]), row(1, width=p[3])), sym("width") * sym("tp") // sym("heads"))),
     )
 
 

@@ -1,0 +1,69 @@
+"""Every parameter tensor of an architecture, as a table rule: counted here and by the browser alike.
+
+The layout follows Hugging Face transformers, whose modules the counts are checked against
+(tests/test_architecture.py pins each catalog model's published total):
+- modeling_gpt2.py: Conv1D stores weights as (in, out), q/k/v fused into one c_attn (h, 3h), biases on
+  every projection, LayerNorm (weight and bias), learned positions, the head tied to the embedding;
+- modeling_llama.py, modeling_mistral.py, modeling_qwen2.py: nn.Linear as (out, in), separate q/k/v/o
+  (Qwen2 with q/k/v biases), RMSNorm (a weight), SwiGLU's gate, up and down;
+- modeling_mixtral.py: a router Linear(h, experts) and per expert w1, w3 (ffn, h) and w2 (h, ffn);
+  shared experts (DeepSeek-style) as another set of MLPs every token passes through.
+
+Each row is one tensor shape: its group (where tensor parallelism splits it, builder.model.placement),
+dim0 (the first dimension, along which FSDP2 shards), rest (the product of the other dimensions), count
+(how many, per block for rows in a block) and in_block (1 for the L transformer blocks, 0 for the
+embeddings, the final norm and the head).
+"""
+
+from __future__ import annotations
+
+from builder.model.expr import both, eq, negate, row, sym, table, total, when
+from builder.model.partrules import RuleSet
+
+h, heads, kv, d = sym("hidden"), sym("heads"), sym("kv_heads"), sym("head_dim")
+NORM_TENSORS = when(eq(sym("norm"), "layernorm"), 2, 1)  # LayerNorm: weight and bias; RMSNorm: weight
+UP_MATRICES = when(eq(sym("mlp"), "swiglu"), 2, 1)  # SwiGLU's gate and up; GeLU's up only
+SEPARATE = negate(sym("fused_qkv"))
+DENSE = negate(sym("experts"))
+
+
+def _mlp(group: str, width, copies, condition) -> tuple:
+    """The rows of `copies` MLPs of inner width `width`: up (and gate) (width, h), down (h, width), biases."""
+    biased = both(condition, sym("mlp_bias"))
+    return (row(condition, group=group, dim0=width, rest=h, count=UP_MATRICES * copies, in_block=1),
+            row(condition, group=group, dim0=h, rest=width, count=copies, in_block=1),
+            row(biased, group=group, dim0=width, rest=1, count=UP_MATRICES * copies, in_block=1),
+            row(biased, group=group, dim0=h, rest=1, count=copies, in_block=1))
+
+
+PARAMETER_TENSORS = table(
+    row(1, group="embedding/tokens", dim0=sym("vocab"), rest=h, count=1, in_block=0),
+    row(sym("position_embeddings"), group="embedding/positions", dim0=sym("position_embeddings"), rest=h, count=1,
+        in_block=0),
+    # GPT-2: c_attn (h, 3h) and its bias, c_proj (h, h) and its bias (Conv1D: (in, out)).
+    row(sym("fused_qkv"), group="attention/qkv", dim0=h, rest=3 * h, count=1, in_block=1),
+    row(sym("fused_qkv"), group="attention/qkv", dim0=3 * h, rest=1, count=1, in_block=1),
+    row(sym("fused_qkv"), group="attention/out", dim0=h, rest=h, count=1, in_block=1),
+    row(sym("fused_qkv"), group="attention/out", dim0=h, rest=1, count=1, in_block=1),
+    # Separate projections: q (a*d, h), k and v (kv*d, h), o (h, a*d), with their biases where the model has them.
+    row(SEPARATE, group="attention/q", dim0=heads * d, rest=h, count=1, in_block=1),
+    row(SEPARATE, group="attention/kv", dim0=kv * d, rest=h, count=2, in_block=1),
+    row(SEPARATE, group="attention/out", dim0=h, rest=heads * d, count=1, in_block=1),
+    row(both(SEPARATE, sym("qkv_bias")), group="attention/q", dim0=heads * d, rest=1, count=1, in_block=1),
+    row(both(SEPARATE, sym("qkv_bias")), group="attention/kv", dim0=kv * d, rest=1, count=2, in_block=1),
+    row(both(SEPARATE, sym("out_bias")), group="attention/out", dim0=h, rest=1, count=1, in_block=1),
+    # The two norms of a block (before attention and before the MLP).
+    row(1, group="norms", dim0=h, rest=1, count=2 * NORM_TENSORS, in_block=1),
+    *_mlp("mlp", sym("ffn"), 1, DENSE),
+    row(sym("experts"), group="mlp/router", dim0=sym("experts"), rest=h, count=1, in_block=1),
+    *_mlp("mlp/experts", sym("expert_ffn"), sym("experts"), sym("experts")),
+    *_mlp("mlp/shared_experts", sym("expert_ffn"), sym("shared_experts"), sym("shared_experts")),
+    row(1, group="final_norm", dim0=h, rest=1, count=NORM_TENSORS, in_block=0),
+    row(negate(sym("tied_embeddings")), group="lm_head", dim0=sym("vocab"), rest=h, count=1, in_block=0),
+)
+
+# All parameters: a block's rows once per layer, the rest once (a tied head is the embedding, counted once).
+PARAMETERS = total(sym("parameter_tensors"), sym("dim0") * sym("rest") * sym("count")
+                   * when(sym("in_block"), sym("layers"), 1))
+# The table and the count, derived from an architecture's shape (builder.model.architecture.shape_inputs).
+SHAPES = RuleSet(symbols={"parameter_tensors": PARAMETER_TENSORS, "parameters": PARAMETERS}, parts=())
