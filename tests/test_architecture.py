@@ -30,6 +30,11 @@ PUBLISHED = {
     "qwen2.5-0.5b": 494_032_768,
     "qwen2.5-7b": 7_615_616_512,
     "qwen2.5-72b": 72_706_203_648,
+    # Qwen3 (safetensors index totals of the Hugging Face repositories); q_norm and k_norm included.
+    "qwen3-4b": 4_022_468_096,
+    "qwen3-8b": 8_190_735_360,
+    "qwen3-14b": 14_768_307_200,
+    "qwen3-30b-a3b": 30_532_122_624,
 }
 
 
@@ -69,6 +74,14 @@ def test_hf_config_files_give_the_same_counts(tmp_path):
         "mixtral-8x7b": {"model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096,
                          "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
                          "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2},
+        "qwen3-8b": {"model_type": "qwen3", "num_hidden_layers": 36, "hidden_size": 4096, "num_attention_heads": 32,
+                     "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288, "vocab_size": 151936,
+                     "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": None},
+        "qwen3-30b-a3b": {"model_type": "qwen3_moe", "num_hidden_layers": 48, "hidden_size": 2048,
+                          "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                          "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
+                          "num_experts_per_tok": 8, "vocab_size": 151936, "tie_word_embeddings": False,
+                          "decoder_sparse_step": 1, "mlp_only_layers": []},
         "mistral-7b": {"model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096,
                        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
                        "vocab_size": 32000, "sliding_window": 4096},

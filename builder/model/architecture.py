@@ -45,6 +45,7 @@ class Architecture:
     qkv_bias: bool = False  # biases on the q/k/v projections (GPT-2, Qwen2)
     out_bias: bool = False  # bias on the attention output projection (GPT-2)
     mlp_bias: bool = False  # biases on MLP matrices (GPT-2)
+    qk_norm: bool = False  # an RMSNorm over each query and key head (Qwen3: q_norm, k_norm of head_dim)
     tied_embeddings: bool = False  # lm_head shares the token embedding matrix
     positions: str = "rotary"  # 'learned' adds a max_positions x h table; 'rotary' has no parameters
     max_positions: int = 0  # rows of the learned position table
@@ -116,7 +117,7 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "norm": arch.norm, "tied_embeddings": int(arch.tied_embeddings),
             "position_embeddings": arch.max_positions if arch.positions == "learned" else 0,
             "fused_qkv": int(arch.family == "gpt2"), "qkv_bias": int(arch.qkv_bias), "out_bias": int(arch.out_bias),
-            "mlp_bias": int(arch.mlp_bias)}
+            "mlp_bias": int(arch.mlp_bias), "qk_norm": int(arch.qk_norm)}
 
 
 @lru_cache(maxsize=256)
@@ -179,13 +180,18 @@ _HF_FAMILIES = {
     "mistral": "mistral",
     "mixtral": "mixtral",
     "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3",
 }
+
+
+_QWEN = ("qwen2", "qwen3", "qwen3_moe")  # sliding_window is set but off unless use_sliding_window
 
 
 def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture:
     """Build an Architecture from a Hugging Face `config.json` dictionary.
 
-    Supports model_type gpt2, llama, mistral, mixtral and qwen2 (the families whose
+    Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen3 and qwen3_moe (the families whose
     modeling code this module's counts follow). Raises ValueError naming the missing key.
     """
     model_type = config.get("model_type")
@@ -211,7 +217,7 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     hidden = need("hidden_size")
     heads = need("num_attention_heads")
     arch = dict(
-        name=name, family=model_type, layers=need("num_hidden_layers"), hidden=hidden, heads=heads,
+        name=name, family=_HF_FAMILIES[model_type], layers=need("num_hidden_layers"), hidden=hidden, heads=heads,
         kv_heads=config.get("num_key_value_heads") or heads,
         head_dim=config.get("head_dim") or hidden // heads,
         vocab=need("vocab_size"), ffn=need("intermediate_size"), mlp="swiglu", norm="rmsnorm",
@@ -219,14 +225,21 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         out_bias=bool(config.get("attention_bias", False)),
         mlp_bias=bool(config.get("mlp_bias", False)),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)), positions="rotary",
-        activation="silu",
+        activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe"),
     )
     window = config.get("sliding_window")
-    if window and (model_type == "mistral" or config.get("use_sliding_window", model_type != "qwen2")):
+    if window and (model_type == "mistral" or config.get("use_sliding_window", model_type not in _QWEN)):
         arch["sliding_window"] = int(window)
     if model_type == "mixtral":
         arch.update(experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
                     expert_ffn=need("intermediate_size"))
+    if model_type == "qwen3_moe":
+        # Every layer is an MoE layer (decoder_sparse_step 1, no mlp_only_layers) in the released Qwen3 MoE models.
+        if config.get("mlp_only_layers") or config.get("decoder_sparse_step", 1) != 1:
+            raise ValueError("config.json (qwen3_moe): dense layers among MoE layers (mlp_only_layers, "
+                             "decoder_sparse_step) are not modelled")
+        arch.update(ffn=0, experts=need("num_experts"), top_k=need("num_experts_per_tok"),
+                    expert_ffn=need("moe_intermediate_size"))
     return Architecture(**arch)
 
 

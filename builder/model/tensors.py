@@ -4,9 +4,10 @@ The layout follows Hugging Face transformers, whose modules the counts are check
 (tests/test_architecture.py pins each catalog model's published total):
 - modeling_gpt2.py: Conv1D stores weights as (in, out), q/k/v fused into one c_attn (h, 3h), biases on
   every projection, LayerNorm (weight and bias), learned positions, the head tied to the embedding;
-- modeling_llama.py, modeling_mistral.py, modeling_qwen2.py: nn.Linear as (out, in), separate q/k/v/o
-  (Qwen2 with q/k/v biases), RMSNorm (a weight), SwiGLU's gate, up and down;
-- modeling_mixtral.py: a router Linear(h, experts) and per expert w1, w3 (ffn, h) and w2 (h, ffn);
+- modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py: nn.Linear as (out, in),
+  separate q/k/v/o (Qwen2 with q/k/v biases; Qwen3 with an RMSNorm of head_dim over each query and key
+  head), RMSNorm (a weight), SwiGLU's gate, up and down;
+- modeling_mixtral.py, modeling_qwen3_moe.py: a router Linear(h, experts) and per expert w1, w3 (ffn, h) and w2 (h, ffn);
   shared experts (DeepSeek-style) as another set of MLPs every token passes through.
 
 Each row is one tensor shape: its group (where tensor parallelism splits it, builder.model.placement),
@@ -52,8 +53,9 @@ PARAMETER_TENSORS = table(
     row(both(SEPARATE, sym("qkv_bias")), group="attention/q", dim0=heads * d, rest=1, count=1, in_block=1),
     row(both(SEPARATE, sym("qkv_bias")), group="attention/kv", dim0=kv * d, rest=1, count=2, in_block=1),
     row(both(SEPARATE, sym("out_bias")), group="attention/out", dim0=h, rest=1, count=1, in_block=1),
-    # The two norms of a block (before attention and before the MLP).
+    # The two norms of a block (before attention and before the MLP), and Qwen3's per-head q and k RMSNorms.
     row(1, group="norms", dim0=h, rest=1, count=2 * NORM_TENSORS, in_block=1),
+    row(sym("qk_norm"), group="norms", dim0=d, rest=1, count=2, in_block=1),
     *_mlp("mlp", sym("ffn"), 1, DENSE),
     row(sym("experts"), group="mlp/router", dim0=sym("experts"), rest=h, count=1, in_block=1),
     *_mlp("mlp/experts", sym("expert_ffn"), sym("experts"), sym("experts")),
