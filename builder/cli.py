@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
+from builder.cli_engine import add_engine_arguments, engine_flags_given, run_engine
 from builder.model.peak import Need, assess, unmodelled
 from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
@@ -140,6 +141,8 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
                       help="CUDA context size to add, e.g. 500MiB (default: none)")
     over.add_argument("--allocator-reserve", type=float, default=0.0, metavar="FRACTION",
                       help="caching-allocator reserve as a fraction of allocated (e.g. 0.05)")
+
+    add_engine_arguments(p, positive_int, size_value)
 
     out = p.add_argument_group("output")
     out.add_argument("--gpu", metavar="ID", help="GPU to check against (see `python -m builder gpus`)")
@@ -280,6 +283,10 @@ def run_estimate(args: argparse.Namespace) -> int:
         raise UsageError("argument --max: needs --gpu to know the capacity")
     if args.phases and config.mode != "train":
         raise UsageError("argument --phases: phases of a step are for training (--mode train)")
+    if args.engine:
+        return print_engine(args, config, gpus)
+    if engine_flags_given(args):
+        raise UsageError(f"argument {engine_flags_given(args)[0]}: an engine option; choose the engine with --engine")
     try:
         breakdown, needed = assess(config)
         answer = answer_max(args.max, config, gpus[args.gpu]) if args.max else None
@@ -296,6 +303,27 @@ def run_estimate(args: argparse.Namespace) -> int:
         print(render_table(breakdown, needed, config, gpus, args.gpu, args.unit, answer))
         if args.phases:
             print(render_phases(needed, config, args.unit))
+    return 0
+
+
+def print_engine(args: argparse.Namespace, config: Config, gpus: dict[str, Gpu]) -> int:
+    """--engine: the engine's startup accounting; a run the engine would refuse is a usage error (exit 2) in
+    the engine's own words."""
+    if config.mode != "serve":
+        raise UsageError("argument --engine: an inference engine serves; add --mode serve")
+    if not args.gpu:
+        raise UsageError("argument --engine: needs --gpu (the engine takes a share of one GPU's memory)")
+    if args.max:
+        raise UsageError("argument --max: not yet answered under an engine's accounting")
+    try:
+        report, text = run_engine(args, config, gpus[args.gpu])
+    except ValueError as error:
+        option, _, message = str(error).partition(": ")
+        raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
+    if not report.fits:
+        flag = "--kv-cache-memory" if args.kv_cache_memory else "--gpu-memory-utilization"
+        raise UsageError(f"argument {flag}: the engine would refuse this run: {report.values['error']}")
+    print(text)
     return 0
 
 

@@ -46,6 +46,9 @@ class RuleSet:
     symbols: dict[str, Expr]
     parts: tuple[PartRule, ...]
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "symbols", {name: lift(expr) for name, expr in self.symbols.items()})
+
     def environment(self, inputs: Mapping[str, Value]) -> dict[str, Value]:
         """The inputs with every derived symbol added."""
         return derive(self.symbols, inputs)

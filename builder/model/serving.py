@@ -14,17 +14,22 @@ PREFILL_CHUNK = 8192  # tokens per prefill step: vLLM's max_num_batched_tokens d
 
 bytes_of = lambda dtype: at(sym("dtype_bytes"), dtype)  # noqa: E731
 
+# The KV cache per token of this stage, shared with the engines' accounting (builder.model.engines).
+KV_SYMBOLS = {
+    # Sub-byte weights keep a 16-bit KV cache; otherwise the cache is in the weights' dtype ("auto").
+    "kv_cache_dtype": when(sym("kv_dtype"), sym("kv_dtype"),
+                           when(bytes_of(sym("param_dtype")) < 2, "bf16", sym("param_dtype"))),
+    # Tensor parallelism splits KV heads; a rank keeps at least one (replicated when tp > kv_heads).
+    "kv_heads_per_gpu": maximum(1, sym("kv_heads") // sym("tp")),
+    "kv_per_token": 2 * sym("stage_layers") * sym("kv_heads_per_gpu") * sym("head_dim")
+    * bytes_of(sym("kv_cache_dtype")),
+}
+
 SERVING = RuleSet(
     symbols={
-        # Sub-byte weights keep a 16-bit KV cache; otherwise the cache is in the weights' dtype ("auto").
-        "kv_cache_dtype": when(sym("kv_dtype"), sym("kv_dtype"),
-                               when(bytes_of(sym("param_dtype")) < 2, "bf16", sym("param_dtype"))),
-        # Tensor parallelism splits KV heads; a rank keeps at least one (replicated when tp > kv_heads).
-        "kv_heads_per_gpu": maximum(1, sym("kv_heads") // sym("tp")),
+        **KV_SYMBOLS,
         # A sliding-window layer keeps only the last `sliding_window` tokens.
         "kv_tokens": when(sym("sliding_window"), minimum(sym("context"), sym("sliding_window")), sym("context")),
-        "kv_per_token": 2 * sym("stage_layers") * sym("kv_heads_per_gpu") * sym("head_dim")
-        * bytes_of(sym("kv_cache_dtype")),
         "prefill_tokens": minimum(sym("batch") * sym("context"), PREFILL_CHUNK),
         "ffn_per_gpu": when(sym("ffn"), sym("ffn"), sym("expert_ffn")) // sym("tp"),
     },

@@ -1,0 +1,232 @@
+"""Serving as an inference engine allocates it: vLLM's startup accounting, as rules.
+
+vLLM (V1 engine; source read at upstream main 6adad08, 2026-08-14, just after v0.27.1) takes a share of the
+GPU and gives what is left after the weights, the profile run's peak, non-torch memory and CUDA graphs to a
+paged KV cache:
+
+- requested = ceil(total x gpu_memory_utilization)       vllm/v1/worker/utils.py request_memory
+  (total is cudaMemGetInfo's; default utilization 0.92 since v0.21, 0.9 before: vllm/config/cache.py)
+- available = requested - weights - non-torch - profile peak - CUDA graphs
+                                                          vllm/v1/worker/gpu_worker.py determine_available_memory
+  or exactly --kv-cache-memory when given (profiling is then skipped for the budget)
+- profile run: max_num_batched_tokens tokens split over min(tokens, max_num_seqs) requests, eager, with
+  attention skipped, then one logits row per request through the sampler
+                                                          vllm/v1/worker/gpu_model_runner.py profile_run, _dummy_run
+- blocks: num_blocks = floor(floor(available / page) / layers), page = block_size x kv_heads_per_rank x
+  (head_dim + head_dim) x dtype bytes; the minimum over workers  vllm/v1/core/kv_cache_utils.py get_num_blocks,
+  vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes, get_kv_cache_configs
+- the log: max concurrency = num_blocks / blocks per request (ceil(max_model_len / block_size) for full
+  attention), KV cache size = int(concurrency x max_model_len) tokens
+                                                          kv_cache_utils.py get_max_concurrency_for_kv_cache_config,
+                                                          get_kv_cache_capacity, update_kv_cache_capacity
+- too little for one request of max_model_len: kv_cache_utils.py _check_enough_kv_cache_memory's error.
+
+Three terms are assumptions, named as such: non-torch memory, the CUDA-graph estimate and the profile peak
+(an op-level estimate of the profile run, not a measurement).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from builder.model.expr import both, ceil, floor, fmt, maximum, minimum, negate, real, sym, when
+from builder.model.partrules import PartRule, RuleSet
+from builder.model.serving import KV_SYMBOLS, bytes_of
+
+GIB = 2**30
+ENGINES = ("vllm",)
+VLLM_VERSION = "vLLM 0.27 (upstream main 6adad08, 2026-08-14)"
+REQUEST = "vllm/v1/worker/utils.py request_memory: ceil(total x gpu_memory_utilization); " + VLLM_VERSION
+AVAILABLE = "vllm/v1/worker/gpu_worker.py determine_available_memory; " + VLLM_VERSION
+PROFILE = ("vllm/v1/worker/gpu_model_runner.py profile_run and _dummy_run (attention skipped, one logits row per "
+           "request into the sampler); " + VLLM_VERSION)
+BLOCKS = ("vllm/v1/core/kv_cache_utils.py get_num_blocks: floor(floor(available / page) / layers); "
+          "vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes; " + VLLM_VERSION)
+CONCURRENCY = ("vllm/v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config and get_kv_cache_capacity; "
+               "SlidingWindowSpec.max_admission_blocks_per_request; " + VLLM_VERSION)
+# Named assumptions, each from a published vLLM startup log.
+NON_TORCH = GIB // 4
+NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.2, one H100) to 0.31 GiB (Sep 2026, "
+                    "one 48 GB GPU) of non-torch memory (cuBLAS and attention workspaces, NCCL and all-reduce buffers)")
+CUDA_GRAPHS = Fraction(42, 100) * GIB
+CUDA_GRAPHS_SOURCE = ("assumed 0.42 GiB: vLLM's own estimate in a published log (vllm PR #57047, Sep 2026: 'CUDA graph "
+                      "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager")
+
+# vLLM's own defaults (vllm/config/cache.py, vllm/engine/arg_utils.py get_batch_defaults for `vllm serve`).
+DEFAULT_UTILIZATION = Fraction(92, 100)
+DEFAULT_BLOCK_SIZE = 16
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The engine's own options, under the engine's own names (None: the engine's default)."""
+
+    engine: str = "vllm"
+    gpu_memory_utilization: float | None = None  # share of the GPU's total the engine requests (default 0.92)
+    max_model_len: int | None = None  # tokens per request (default: the config's context)
+    max_num_seqs: int | None = None  # requests per step (default: 1024 on H100/H200-class GPUs, else 256)
+    max_num_batched_tokens: int | None = None  # tokens per step (default: 8192 on H100/H200-class GPUs, else 2048)
+    block_size: int = DEFAULT_BLOCK_SIZE  # tokens per KV-cache block
+    enforce_eager: bool = False  # no CUDA graphs
+    kv_cache_memory: int | None = None  # bytes for the KV cache, given instead of measured (--kv-cache-memory)
+
+
+def batch_defaults(gpu_total: int, gpu_id: str) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) `vllm serve` picks for a GPU: vllm/engine/arg_utils.py
+    get_batch_defaults (OPENAI_API_SERVER): 1024 and 16384 from 160 GiB up, 1024 and 8192 from 70 GiB up
+    except A100s, 256 and 2048 below."""
+    if gpu_total >= 160 * GIB:
+        return 1024, 16384
+    if gpu_total >= 70 * GIB and "a100" not in gpu_id.lower():
+        return 1024, 8192
+    return 256, 2048
+
+
+def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, context: int) -> dict[str, Any]:
+    """The engine's settings as the rules read them, its defaults filled in."""
+    seqs, tokens = batch_defaults(gpu_total, gpu_id)
+    utilization = settings.gpu_memory_utilization
+    return {"engine": settings.engine, "gpu_total": gpu_total,
+            "gpu_memory_utilization": DEFAULT_UTILIZATION if utilization is None else Fraction(str(utilization)),
+            "max_model_len": settings.max_model_len or context,
+            "max_num_seqs": settings.max_num_seqs or seqs,
+            "max_num_batched_tokens": settings.max_num_batched_tokens or tokens,
+            "block_size": settings.block_size, "enforce_eager": int(settings.enforce_eager),
+            "kv_cache_memory": settings.kv_cache_memory or 0}
+
+
+def gib_text(x: Any) -> Any:
+    """vllm/utils/mem_utils.py format_gib: str(round(bytes / 2**30, 2)), e.g. '62.0', '6.51'."""
+    return real(floor(x * 100 / GIB + Fraction(1, 2)) / 100)
+
+
+T, R = sym("max_num_batched_tokens"), sym("profile_requests")
+VLLM = RuleSet(
+    symbols={
+        **KV_SYMBOLS,
+        "requested": ceil(sym("gpu_total") * sym("gpu_memory_utilization")),
+        "profile_requests": minimum(T, sym("max_num_seqs")),
+        # The profile forward, eager and without attention: the residual stream, the MLP's input, its
+        # gate-and-up output, the activation and the output at the MLP's down projection, per rank (an MoE
+        # layer's fused kernel keeps top_k rows of each token: vllm fused_moe intermediate caches).
+        "profile_forward": T * bytes_of(sym("activation_dtype"))
+        * (3 * sym("hidden") + when(sym("experts"),
+                                    sym("top_k") * (3 * sym("expert_ffn") // sym("tp") + sym("hidden")),
+                                    3 * sym("ffn") // sym("tp"))),
+        # The sampler: one fp32 logits row per request (a published log's 0.15 GiB peak for Qwen3-4B, 256
+        # requests, leaves room for no more than about 4 bytes per logit: vllm PR #57047).
+        "profile_sampler": R * sym("vocab") * 4,
+        "profile_peak": maximum(sym("profile_forward"), sym("profile_sampler")),
+        "non_torch": NON_TORCH,
+        "cuda_graphs": when(sym("enforce_eager"), 0, CUDA_GRAPHS),
+        "measured": negate(sym("kv_cache_memory")),
+        "available": when(sym("kv_cache_memory"), sym("kv_cache_memory"),
+                          sym("requested") - sym("weights_bytes") - sym("non_torch") - sym("profile_peak")
+                          - sym("cuda_graphs")),
+        # One block of one layer: block_size tokens of K and V for this rank's KV heads.
+        "page": sym("block_size") * sym("kv_per_token") / sym("stage_layers"),
+        "num_blocks": maximum(0, floor(floor(sym("available") / sym("page")) / sym("stage_layers"))),
+        # Blocks one request can take: all of max_model_len, or for sliding-window layers the window plus a
+        # step's tokens, and one more block.
+        "windowed": both(sym("sliding_window"), sym("sliding_window") - 1 + T < sym("max_model_len")),
+        "blocks_per_request": when(sym("windowed"),
+                                   ceil((sym("sliding_window") - 1 + T) / sym("block_size")) + 1,
+                                   ceil(sym("max_model_len") / sym("block_size"))),
+        "max_concurrency": sym("num_blocks") / sym("blocks_per_request"),
+        "kv_cache_tokens": floor(sym("max_concurrency") * sym("max_model_len")),
+        "needed": sym("stage_layers") * sym("page") * sym("blocks_per_request"),
+        "fits": both(sym("available") > 0, sym("needed") <= sym("available")),
+        # The largest max_model_len whose blocks fit (full attention): vLLM's binary search lands on it.
+        "estimated_max_model_len": minimum(sym("max_model_len"), maximum(0, sym("block_size") * floor(
+            sym("available") / (sym("stage_layers") * sym("page"))))),
+        "error": when(sym("fits"), "", when(
+            sym("available") > 0,
+            fmt("To serve at least one request with the model's max seq len ({0}), ({1} GiB KV cache is needed, "
+                "which is larger than the available KV cache memory ({2} GiB). {3}Try increasing "
+                "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
+                "`max_model_len` when initializing the engine.", sym("max_model_len"), gib_text(sym("needed")),
+                gib_text(sym("available")),
+                when(sym("estimated_max_model_len") > 0,
+                     fmt("Based on the available memory, the estimated maximum model length is {0}. ",
+                         sym("estimated_max_model_len")), "")),
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+            "the engine.")),
+    },
+    parts=(
+        PartRule("weights", sym("weights_bytes"), "the weights as loaded (torch-allocated)", AVAILABLE,
+                 "as loaded"),
+        PartRule("activations/profile_peak", sym("profile_peak"),
+                 "max(tokens x (3h + 3f/t) x bytes, requests x V x 4)", PROFILE,
+                 fmt("{0} tokens, {1} logits rows", sym("max_num_batched_tokens"), sym("profile_requests")),
+                 "estimate: the profile run's peak from its tensors (attention skipped, as vLLM's profile run "
+                 "does); vLLM measures it"),
+        PartRule("overhead/non_torch", sym("non_torch"), "fixed", NON_TORCH_SOURCE, "fixed", "assumed"),
+        PartRule("overhead/cuda_graphs", sym("cuda_graphs"), "fixed", CUDA_GRAPHS_SOURCE, "fixed", "assumed",
+                 when=sym("cuda_graphs")),
+        PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request", BLOCKS,
+                 fmt("{0} blocks of {1} tokens", sym("num_blocks"), sym("block_size"))),
+        PartRule("unrequested", maximum(0, sym("gpu_total") - sym("weights_bytes") - sym("profile_peak")
+                                        - sym("non_torch") - sym("cuda_graphs") - maximum(0, sym("available"))),
+                 "total - the parts above", REQUEST, "not requested",
+                 "outside the engine's budget: the CUDA context and NCCL set-up come out of it"),
+    ),
+)
+RULE_SETS = {"vllm": VLLM}
+# vLLM's startup log line (kv_cache_utils.py update_kv_cache_capacity, one line since #50462, 2026-08-04).
+LOG_LINE = "GPU KV cache size: {0:,} tokens, Maximum concurrency for {1:,} tokens per request: {2:.2f}x"
+AVAILABLE_LINE = "Available KV cache memory: {0} GiB"  # gpu_worker.py determine_available_memory
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    """What the engine reports at startup for the worker with the fewest blocks (its minimum is the engine's)."""
+
+    engine: str
+    stage: str
+    parts: tuple
+    values: dict[str, Any]
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.values["fits"])
+
+
+def _checked(settings: EngineSettings, config: Any) -> None:
+    """ValueError naming the option, as validate_config does."""
+    if settings.engine not in ENGINES:
+        raise ValueError(f"engine: {settings.engine!r} is not one of {', '.join(ENGINES)}")
+    if config.mode != "serve":
+        raise ValueError("engine: an inference engine serves (--mode serve)")
+    if config.model is None:
+        raise ValueError("engine: needs an architecture (--model or --config), not a raw parameter count")
+    utilization = settings.gpu_memory_utilization
+    if utilization is not None and not 0 < utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization: must be in (0, 1], got {utilization}")
+    for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+        value = getattr(settings, name)
+        if value is not None and value < 1:
+            raise ValueError(f"{name}: must be at least 1, got {value}")
+
+
+def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id: str) -> EngineReport:
+    """The engine's startup numbers for `config` on a GPU of `gpu_total` bytes (config validated)."""
+    from builder.model.config import validate_config
+    from builder.model.inputs import rule_inputs, stages
+    from builder.model.states import MODEL_STATES
+
+    _checked(settings, config)
+    validate_config(config)
+    arch, worst = config.model, None
+    engine = engine_inputs(settings, gpu_total, gpu_id, config.context)
+    rules = RULE_SETS[settings.engine]
+    for stage in stages(arch, config):
+        inputs = rule_inputs(arch, config, stage)
+        inputs.update(engine, weights_bytes=sum(p.bytes for p in MODEL_STATES.evaluate(inputs)))
+        values = rules.environment(inputs)
+        if worst is None or values["num_blocks"] < worst[1]["num_blocks"]:
+            worst = (stage.name, values, rules.evaluate(inputs))
+    stage, values, parts = worst
+    return EngineReport(settings.engine, stage, tuple(parts), values)
+

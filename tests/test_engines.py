@@ -1,0 +1,174 @@
+"""vLLM's startup accounting (builder.model.engines) pinned to published vLLM logs.
+
+A log prints "Available KV cache memory: X GiB" rounded to 0.01 GiB; given that memory (vLLM's own
+--kv-cache-memory), the block count must land inside the range the rounding allows, and the logged token count
+and concurrency must follow from it exactly as vllm/v1/core/kv_cache_utils.py computes them. Error texts are
+vLLM's own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import pytest
+
+from builder.catalog import default_gpus, default_models
+from builder.cli import main
+from builder.model import Config
+from builder.model.architecture import Architecture
+from builder.model.engines import LOG_LINE, EngineSettings, engine_report
+
+MODELS = default_models()
+GIB = 2**30
+H100 = default_gpus()["h100-80gb"]
+
+
+def report(arch, gpu_total=H100.usable_bytes, gpu_id="h100-80gb", *, kv_dtype=None, tp=1, pp=1, **settings):
+    config = Config(model=arch, mode="serve", kv_dtype=kv_dtype, tp=tp, pp=pp)
+    return engine_report(config, EngineSettings(**settings), gpu_total, gpu_id)
+
+
+def given_memory(arch, printed_gib: str, max_model_len: int, **kwargs):
+    """The report for the log's KV memory, and the block counts its 0.01 GiB rounding allows."""
+    r = report(arch, kv_cache_memory=int(Fraction(printed_gib) * GIB), max_model_len=max_model_len, **kwargs)
+    page_all_layers = r.values["page"] * r.values["stage_layers"]
+    low, high = ((Fraction(printed_gib) + d) * GIB // page_all_layers for d in (Fraction(-5, 1000), Fraction(5, 1000)))
+    return r, low, high
+
+
+@pytest.mark.parametrize("model_id, printed, max_len, kv_dtype, tokens, concurrency", [
+    # LMCache issue #1739 (vLLM ~0.10.2, Qwen3-14B, one GPU): "Available KV cache memory: 6.51 GiB",
+    # "GPU KV cache size: 42,656 tokens", "Maximum concurrency for 32,768 tokens per request: 1.30x".
+    ("qwen3-14b", "6.51", 32768, None, 42_656, "1.30"),
+    # vllm PR #57047 (Sep 2026, AWQ Qwen3-4B, 48 GB GPU): "Current kv cache memory in use is 36.88 GiB",
+    # "GPU KV cache size: 268,560 tokens, Maximum concurrency for 2,048 tokens per request: 131.13x".
+    ("qwen3-4b", "36.88", 2048, None, 268_560, "131.13"),
+    # vllm issue #25350 (fp8 KV cache, a Qwen3-30B-A3B shape: 48 layers x 4 KV heads x 128, 1 byte, no scales):
+    # "Available KV cache memory: 10.55 GiB", "GPU KV cache size: 230,528 tokens",
+    # "Maximum concurrency for 100,000 tokens per request: 2.31x".
+    ("qwen3-30b-a3b", "10.55", 100_000, "fp8", 230_528, "2.31"),
+])
+def test_blocks_tokens_and_concurrency_follow_the_logged_kv_memory(model_id, printed, max_len, kv_dtype, tokens,
+                                                                   concurrency):
+    r, low, high = given_memory(MODELS[model_id], printed, max_len, kv_dtype=kv_dtype)
+    blocks = r.values["num_blocks"]
+    assert low <= blocks <= high
+    # The log's own numbers come from the log's block count (tokens / 16) exactly as vLLM derives them.
+    logged_blocks = math.ceil(tokens / 16)
+    assert low <= logged_blocks <= high
+    assert r.values["blocks_per_request"] == math.ceil(max_len / 16)
+    assert f"{logged_blocks / r.values['blocks_per_request']:.2f}" == concurrency
+    # kv_cache_utils.py get_kv_cache_capacity: tokens = int(blocks / blocks per request x max_model_len).
+    assert int(Fraction(logged_blocks, r.values["blocks_per_request"]) * max_len) == tokens
+
+
+def test_qwen3_14b_block_count_is_the_logged_one():
+    # LMCache #1739: 6.51 GiB / (16 tokens x 40 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes) = 2,666 blocks.
+    r, _, _ = given_memory(MODELS["qwen3-14b"], "6.51", 32768)
+    assert r.values["num_blocks"] == 2666 and r.values["kv_cache_tokens"] == 42_656
+    assert LOG_LINE.format(42_656, 32768, float(r.values["max_concurrency"])) == \
+        "GPU KV cache size: 42,656 tokens, Maximum concurrency for 32,768 tokens per request: 1.30x"
+
+
+# Qwen3-Coder-480B-A35B (config.json): 62 layers, 96 query heads, 8 KV heads of 128, hidden 6144.
+QWEN3_CODER_480B = Architecture(name="qwen3-coder-480b-a35b", layers=62, hidden=6144, heads=96, kv_heads=8,
+                                head_dim=128, vocab=151936, ffn=0, experts=160, top_k=8, expert_ffn=2560,
+                                qk_norm=True, family="qwen3")
+
+
+@pytest.mark.parametrize("available, estimated", [("48.66", 205_728), ("55.65", 235_296)])
+def test_a_request_that_does_not_fit_gets_vllms_own_error(available, estimated):
+    # vllm-project/recipes PR #12 (8 x H20, DP 8): "To serve at least one request with the models's max seq len
+    # (262144), (62.00 GiB KV cache is needed, which is larger than the available KV cache memory (48.66 GiB).
+    # Based on the available memory, the estimated maximum model length is 205728." (55.65 GiB: 235296).
+    # vLLM since 2026-01 prints GiB with format_gib (62.0) and since 2026-05 says "model's".
+    def at(gib: Fraction):
+        return report(QWEN3_CODER_480B, kv_cache_memory=int(gib * GIB), max_model_len=262_144)
+
+    r = at(Fraction(available))
+    assert not r.fits
+    assert r.values["needed"] == 62 * GIB  # 253,952 B/token x 262,144 tokens
+    # The log's estimate lies within what the printed memory's 0.01 GiB rounding allows.
+    low, high = (at(Fraction(available) + d).values["estimated_max_model_len"] for d in (Fraction(-5, 1000),
+                                                                                        Fraction(5, 1000)))
+    assert low <= estimated <= high and high - low <= 64
+    assert r.values["error"].startswith(
+        f"To serve at least one request with the model's max seq len (262144), (62.0 GiB KV cache is needed, which "
+        f"is larger than the available KV cache memory ({available} GiB). Based on the available memory, the "
+        f"estimated maximum model length is ")
+
+
+def test_needed_memory_prints_as_vllm_prints_it():
+    # vllm issue #34076 (Qwen3-Coder-30B-A3B, the Qwen3-30B-A3B attention: 48 layers x 4 KV heads x 128, bf16):
+    # "(24.0 GiB KV cache is needed, ..." at max seq len 262144: 98,304 B/token x 262,144 = 24 GiB exactly.
+    r = report(MODELS["qwen3-30b-a3b"], kv_cache_memory=int(Fraction("3.18") * GIB), max_model_len=262_144)
+    assert r.values["needed"] == 24 * GIB
+    assert "(24.0 GiB KV cache is needed, which is larger than the available KV cache memory (3.18 GiB)" \
+        in r.values["error"]
+
+
+def test_the_request_is_a_share_of_the_gpus_total_and_the_rest_goes_to_blocks():
+    # vllm/v1/worker/utils.py request_memory: ceil(total x utilization); vllm/config/cache.py default 0.92.
+    r = report(MODELS["qwen3-14b"], max_model_len=32768)
+    v = r.values
+    assert v["requested"] == math.ceil(H100.usable_bytes * Fraction(92, 100))
+    parts = {p.name: p.bytes for p in r.parts}
+    assert parts["weights"] == 14_768_307_200 * 2  # bf16 weights as loaded
+    # Everything the engine requested is accounted for, and the rest of the GPU is outside its budget.
+    assert sum(parts.values()) - parts["unrequested"] == pytest.approx(v["requested"], abs=8)
+    assert sum(parts.values()) == pytest.approx(H100.usable_bytes, abs=8)
+    # `vllm serve` on an H100 profiles 8192 tokens over 1024 requests (vllm/engine/arg_utils.py get_batch_defaults).
+    assert (v["max_num_batched_tokens"], v["profile_requests"]) == (8192, 1024)
+    # --enforce-eager drops the CUDA-graph estimate and gives it to the KV cache.
+    eager = report(MODELS["qwen3-14b"], max_model_len=32768, enforce_eager=True)
+    assert eager.values["available"] - v["available"] == v["cuda_graphs"] > 0
+
+
+def test_end_to_end_kv_memory_is_within_three_percent_of_a_published_log():
+    # vllm PR #57047 (AWQ 4-bit Qwen3-4B on a 48 GB GPU whose cudaMemGetInfo total is 47.37 GiB, utilization 0.85,
+    # max_model_len 2048): "Current kv cache memory in use is 36.88 GiB".
+    r = engine_report(Config(model=MODELS["qwen3-4b"], mode="serve", param_dtype="int4"),
+                      EngineSettings(gpu_memory_utilization=0.85, max_model_len=2048), int(Fraction("47.37") * GIB),
+                      "rtx-6000-ada")
+    assert float(r.values["available"]) / GIB == pytest.approx(36.88, rel=0.03)
+
+
+def test_tensor_parallel_ranks_hold_their_kv_heads_and_pipeline_stages_their_layers():
+    # TP 16 > 8 KV heads: each rank keeps one KV head (vllm llama.py: num_kv_heads = max(1, total // tp)).
+    arch = MODELS["llama-3-70b"]
+    one = report(arch, tp=8, kv_cache_memory=GIB, max_model_len=4096).values
+    assert one["page"] == 16 * 2 * 1 * 128 * 2
+    # Two pipeline stages of 40 layers each: each worker's blocks of one layer are the same size; the engine takes
+    # the worker with the fewest blocks (kv_cache_utils.py get_kv_cache_configs).
+    staged = report(arch, tp=4, pp=2, kv_cache_memory=4 * GIB, max_model_len=4096)
+    assert staged.values["stage_layers"] == 40
+    assert staged.values["num_blocks"] == 4 * GIB // (16 * 2 * 2 * 128 * 2) // 40
+
+
+def test_cli_speaks_vllms_flags_and_words(capsys):
+    assert main(["estimate", "--model", "qwen3-14b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
+                 "--max-model-len", "32768", "--kv-cache-memory", "6.51GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "Available KV cache memory: 6.51 GiB" in out
+    assert "GPU KV cache size: 42,656 tokens, Maximum concurrency for 32,768 tokens per request: 1.30x" in out
+    assert main(["estimate", "--model", "qwen3-14b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
+                 "--max-model-len", "32768", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kv_cache_tokens"] == data["num_blocks"] * 16 and data["fits"]
+    assert set(data["parts"]) >= {"weights", "activations/profile_peak", "overhead/non_torch", "kv_cache"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gpu-memory-utilization", "1.5"], "argument --gpu-memory-utilization: must be in (0, 1], got 1.5"),
+    (["--tp", "3"], "argument --tp: 3 does not divide the 40 attention heads"),
+    (["--kv-cache-memory", "1GiB"], "argument --kv-cache-memory: the engine would refuse this run: To serve at "
+                                    "least one request with the model's max seq len (32768), (5.0 GiB KV cache"),
+])
+def test_bad_engine_input_gets_one_line_naming_the_flag(capsys, argv, message):
+    base = ["estimate", "--model", "qwen3-14b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
+            "--max-model-len", "32768"]
+    assert main(base + argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
