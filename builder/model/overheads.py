@@ -9,8 +9,8 @@ from __future__ import annotations
 from builder.model.expr import fixed, fmt, sym
 from builder.model.partrules import PartRule, RuleSet
 
-CONTEXT = ("PyTorch CUDA notes (CUDA context and kernels, not counted by the caching allocator); "
-           "REFERENCES.md: 0.3-2 GiB")
+CONTEXT = ("PyTorch CUDA semantics notes, memory management (the CUDA context and loaded kernels are not counted by "
+           "the caching allocator; typically 0.3-2 GiB, depending on the CUDA version and lazy module loading)")
 ALLOCATOR = "PyTorch caching allocator notes (reserved minus allocated)"
 FLAT = "a common calculator rule: a flat 10% for allocator, NCCL buffers and workspaces"
 

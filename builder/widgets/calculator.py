@@ -343,7 +343,8 @@ def arch_data(arch: Architecture) -> dict[str, Any]:
         "V": arch.vocab, "f": arch.ffn, "F": arch.n_expert_ffn, "E": arch.experts, "K": arch.top_k,
         "se": arch.shared_experts, "P": arch.max_positions if arch.positions == "learned" else 0,
         "win": arch.sliding_window or 0, "sw": int(arch.mlp == "swiglu"), "ln": int(arch.norm == "layernorm"),
-        "qb": int(arch.qkv_bias), "ob": int(arch.out_bias), "mb": int(arch.mlp_bias), "tie": int(arch.tied_embeddings),
+        "qb": int(arch.qkv_bias), "ob": int(arch.out_bias), "mb": int(arch.mlp_bias), "qn": int(arch.qk_norm),
+        "tie": int(arch.tied_embeddings),
         "gp": int(arch.activation == "gelu_tanh_python"), "g2": int(arch.family == "gpt2"),
     }
 

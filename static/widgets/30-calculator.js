@@ -28,7 +28,7 @@ WIDGETS.calculator = (root, D) => {
   const known = new WeakMap(), shapeOf = (A) => known.get(A) || known.set(A, shapes({ has_architecture: 1, model_name: A.name,
     layers: A.L, hidden: A.h, heads: A.a, kv_heads: A.k, head_dim: A.d, ffn: A.f, expert_ffn: A.F, vocab: A.V, experts: A.E,
     top_k: A.K, shared_experts: A.se, sliding_window: A.win, mlp: A.sw ? "swiglu" : "gelu", norm: A.ln ? "layernorm" : "rmsnorm",
-    tied_embeddings: A.tie, position_embeddings: A.P, fused_qkv: A.g2 || 0, qkv_bias: A.qb, out_bias: A.ob, mlp_bias: A.mb })).get(A);
+    tied_embeddings: A.tie, position_embeddings: A.P, fused_qkv: A.g2 || 0, qkv_bias: A.qb, out_bias: A.ob, mlp_bias: A.mb, qk_norm: A.qn || 0 })).get(A);
 
   // The state the model reads (calculator.effective_state): a control of the other mode counts at its plain value.
   const effective = (st) => Object.fromEntries(Object.entries(st).map(([k, v]) => [k, (D.modeOnly[k] || st.mode) == st.mode ? v : D.plain[k]]));
