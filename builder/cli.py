@@ -285,8 +285,9 @@ def run_estimate(args: argparse.Namespace) -> int:
         raise UsageError("argument --phases: phases of a step are for training (--mode train)")
     if args.engine:
         return print_engine(args, config, gpus)
-    if engine_flags_given(args):
-        raise UsageError(f"argument {engine_flags_given(args)[0]}: an engine option; choose the engine with --engine")
+    stray = engine_flags_given(args)
+    if stray:
+        raise UsageError(f"argument {stray[0]}: an engine option; choose the engine with --engine")
     try:
         breakdown, needed = assess(config)
         answer = answer_max(args.max, config, gpus[args.gpu]) if args.max else None
@@ -308,9 +309,7 @@ def run_estimate(args: argparse.Namespace) -> int:
 
 def print_engine(args: argparse.Namespace, config: Config, gpus: dict[str, Gpu]) -> int:
     """--engine: the engine's startup accounting; a run the engine would refuse is a usage error (exit 2) in
-    the engine's own words."""
-    if config.mode != "serve":
-        raise UsageError("argument --engine: an inference engine serves; add --mode serve")
+    the engine's own words (its other checks are engines.engine_report's)."""
     if not args.gpu:
         raise UsageError("argument --engine: needs --gpu (the engine takes a share of one GPU's memory)")
     if args.max:

@@ -77,10 +77,11 @@ def render_report(report: EngineReport, config: Config, gpu: Gpu, unit: str) -> 
     for p in report.parts:
         note = f"  ({p.simplification})" if p.simplification else ""
         lines.append(f"  {p.name:<{width}}  {format_bytes(p.bytes, unit, 2):>12}  {p.per_unit}{note}")
-    lines.append(AVAILABLE_LINE.format(f"{round(float(v['available']) / 2**30, 2)}"))
+    lines.append(AVAILABLE_LINE.format(v["available_gib"]))
     lines.append(LOG_LINE.format(int(v["kv_cache_tokens"]), v["max_model_len"], float(v["max_concurrency"])))
     if report.stage != "only":
-        lines.append(f"(the {report.stage} pipeline stage has the fewest blocks; the engine uses every worker's minimum)")
+        lines.append(f"(the {report.stage} pipeline stage has the fewest blocks; the engine uses every worker's "
+                     "minimum)")
     return "\n".join(lines)
 
 

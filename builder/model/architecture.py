@@ -168,8 +168,11 @@ def active_param_count(arch: Architecture) -> int:
 def parameter_tensors(arch: Architecture) -> list[tuple[tuple[int, ...], int]]:
     """(shape, how many) of every parameter tensor, as transformers lays them out (builder.model.tensors):
     a shape is (dim0,) or (dim0, the product of the other dimensions). FSDP2 shards along dim0."""
-    return [((t["dim0"],) if t["rest"] == 1 else (t["dim0"], t["rest"]),
-             t["count"] * (arch.layers if t["in_block"] else 1)) for t in _shape(arch)["parameter_tensors"] if t["count"]]
+    def shape(t: dict) -> tuple[int, ...]:
+        return (t["dim0"],) if t["rest"] == 1 else (t["dim0"], t["rest"])
+
+    return [(shape(t), t["count"] * (arch.layers if t["in_block"] else 1))
+            for t in _shape(arch)["parameter_tensors"] if t["count"]]
 
 
 # Hugging Face config.json -> Architecture -------------------------------------------------

@@ -8,15 +8,15 @@ copies are made again in its backward.
 
 from __future__ import annotations
 
-from builder.model.expr import at, both, eq, fmt, per_unit, sym, when
-from builder.model.partrules import PartRule, RuleSet
+from builder.model.expr import both, eq, fmt, per_unit, sym, when
+from builder.model.partrules import PartRule, RuleSet, bytes_of
 
 AUTOCAST = ("PyTorch 2.13 autocast (aten/src/ATen/autocast_mode.cpp cached_cast): a linear layer under "
             "torch.autocast casts its fp32 weight to the autocast dtype and autograd saves that copy for backward")
 NOT_MODELLED = ("simplification: the op lists follow autocast's device-independent effects (fp32 residual "
                 "stream, norms and rotary tables; one input copy per projection); CUDA autocast also runs pow, "
                 "exp and softmax in fp32, which changes GPT-2's Python GeLU (not modelled)")
-copy_bytes = at(sym("dtype_bytes"), sym("activation_dtype"))
+copy_bytes = bytes_of(sym("activation_dtype"))
 
 AUTOCAST_COPIES = RuleSet(symbols={}, parts=(
     PartRule("activations/autocast_weight_copies",

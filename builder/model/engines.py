@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from builder.model.expr import both, ceil, floor, fmt, maximum, minimum, negate, real, sym, when
-from builder.model.partrules import PartRule, RuleSet
-from builder.model.serving import KV_SYMBOLS, bytes_of
+from builder.model.expr import both, ceil, floor, fmt, maximum, minimum, real, sym, when
+from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.serving import KV_SYMBOLS
 
 GIB = 2**30
 ENGINES = ("vllm",)
@@ -44,8 +44,6 @@ PROFILE = ("vllm/v1/worker/gpu_model_runner.py profile_run and _dummy_run (atten
            "request into the sampler); " + VLLM_VERSION)
 BLOCKS = ("vllm/v1/core/kv_cache_utils.py get_num_blocks: floor(floor(available / page) / layers); "
           "vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes; " + VLLM_VERSION)
-CONCURRENCY = ("vllm/v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config and get_kv_cache_capacity; "
-               "SlidingWindowSpec.max_admission_blocks_per_request; " + VLLM_VERSION)
 # Named assumptions, each from a published vLLM startup log.
 NON_TORCH = GIB // 4
 NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.2, one H100) to 0.31 GiB (Sep 2026, "
@@ -88,7 +86,7 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, context
     """The engine's settings as the rules read them, its defaults filled in."""
     seqs, tokens = batch_defaults(gpu_total, gpu_id)
     utilization = settings.gpu_memory_utilization
-    return {"engine": settings.engine, "gpu_total": gpu_total,
+    return {"gpu_total": gpu_total,
             "gpu_memory_utilization": DEFAULT_UTILIZATION if utilization is None else Fraction(str(utilization)),
             "max_model_len": settings.max_model_len or context,
             "max_num_seqs": settings.max_num_seqs or seqs,
@@ -121,7 +119,6 @@ VLLM = RuleSet(
         "profile_peak": maximum(sym("profile_forward"), sym("profile_sampler")),
         "non_torch": NON_TORCH,
         "cuda_graphs": when(sym("enforce_eager"), 0, CUDA_GRAPHS),
-        "measured": negate(sym("kv_cache_memory")),
         "available": when(sym("kv_cache_memory"), sym("kv_cache_memory"),
                           sym("requested") - sym("weights_bytes") - sym("non_torch") - sym("profile_peak")
                           - sym("cuda_graphs")),
@@ -136,6 +133,7 @@ VLLM = RuleSet(
                                    ceil(sym("max_model_len") / sym("block_size"))),
         "max_concurrency": sym("num_blocks") / sym("blocks_per_request"),
         "kv_cache_tokens": floor(sym("max_concurrency") * sym("max_model_len")),
+        "available_gib": gib_text(sym("available")),  # as the "Available KV cache memory" line prints it
         "needed": sym("stage_layers") * sym("page") * sym("blocks_per_request"),
         "fits": both(sym("available") > 0, sym("needed") <= sym("available")),
         # The largest max_model_len whose blocks fit (full attention): vLLM's binary search lands on it.
@@ -147,7 +145,7 @@ VLLM = RuleSet(
                 "which is larger than the available KV cache memory ({2} GiB). {3}Try increasing "
                 "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
                 "`max_model_len` when initializing the engine.", sym("max_model_len"), gib_text(sym("needed")),
-                gib_text(sym("available")),
+                sym("available_gib"),
                 when(sym("estimated_max_model_len") > 0,
                      fmt("Based on the available memory, the estimated maximum model length is {0}. ",
                          sym("estimated_max_model_len")), "")),
@@ -226,7 +224,7 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
         inputs.update(engine, weights_bytes=sum(p.bytes for p in MODEL_STATES.evaluate(inputs)))
         values = rules.environment(inputs)
         if worst is None or values["num_blocks"] < worst[1]["num_blocks"]:
-            worst = (stage.name, values, rules.evaluate(inputs))
+            worst = (stage.name, values, rules.parts_of(values))
     stage, values, parts = worst
     return EngineReport(settings.engine, stage, tuple(parts), values)
 

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from builder.model.breakdown import Part, whole_bytes
-from builder.model.expr import Expr, Value, derive, encode, evaluate, lift, symbols_of
+from builder.model.expr import Expr, Value, at, derive, encode, evaluate, lift, sym, symbols_of
+
+
+def bytes_of(dtype: Any) -> Expr:
+    """Bytes per element of a dtype (a name or a rule naming one), from the `dtype_bytes` table input."""
+    return at(sym("dtype_bytes"), dtype)
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,10 @@ class RuleSet:
 
     def evaluate(self, inputs: Mapping[str, Value]) -> list[Part]:
         """The parts whose condition holds, in order."""
-        env = self.environment(inputs)
+        return self.parts_of(self.environment(inputs))
+
+    def parts_of(self, env: Mapping[str, Value]) -> list[Part]:
+        """The parts whose condition holds in an environment already derived (`environment`)."""
         return [rule.part(env) for rule in self.parts if evaluate(rule.when, env)]
 
     def reads(self) -> list[str]:

@@ -5,14 +5,13 @@ Evaluated by the estimator for `mode = serve` and, from the same rules, by the c
 
 from __future__ import annotations
 
-from builder.model.expr import at, fmt, maximum, minimum, per_unit, sym, when
-from builder.model.partrules import PartRule, RuleSet
+from builder.model.expr import fmt, maximum, minimum, per_unit, sym, when
+from builder.model.partrules import PartRule, RuleSet, bytes_of
 
 KV = "Kwon et al. 2023 (vLLM), arXiv:2309.06180, section 3: 2 x layers x kv_heads x head_dim x tokens x bytes"
 WORKING = "vLLM chunked prefill (max_num_batched_tokens 8192); transformers logits_to_keep"
 PREFILL_CHUNK = 8192  # tokens per prefill step: vLLM's max_num_batched_tokens default with chunked prefill
 
-bytes_of = lambda dtype: at(sym("dtype_bytes"), dtype)  # noqa: E731
 
 # The KV cache per token of this stage, shared with the engines' accounting (builder.model.engines).
 KV_SYMBOLS = {

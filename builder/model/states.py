@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from builder.model.expr import (Expr, at, both, ceil, either, eq, fixed, fmt, has, isin, maximum, minimum, ne, negate,
+from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, isin, maximum, minimum, ne, negate,
                                 per_unit, sym, total, when)
-from builder.model.partrules import PartRule, RuleSet
+from builder.model.partrules import PartRule, RuleSet, bytes_of
 
 ZERO = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5 (Pos, Pos+g, Pos+g+p)"
 FSDP = "Zhao et al. 2023 (PyTorch FSDP), arXiv:2304.11277, section 3"
@@ -34,7 +34,6 @@ OFFLOAD = "Ren et al. 2021 (ZeRO-Offload), arXiv:2101.06840, section 4: fp32 sta
 MAIN_GRAD = "Megatron-LM main_grad buffer (theoretical_memory_usage.py)"
 
 # Bytes per element of a dtype named by a rule.
-bytes_of = lambda dtype: at(sym("dtype_bytes"), dtype)  # noqa: E731
 # What a per-parameter state costs, in words: '2 B/param (bf16)'.
 per_param = lambda amount, what: fmt("{0} B/param ({1})", per_unit(amount), what)  # noqa: E731
 

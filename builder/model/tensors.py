@@ -7,7 +7,8 @@ The layout follows Hugging Face transformers, whose modules the counts are check
 - modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py: nn.Linear as (out, in),
   separate q/k/v/o (Qwen2 with q/k/v biases; Qwen3 with an RMSNorm of head_dim over each query and key
   head), RMSNorm (a weight), SwiGLU's gate, up and down;
-- modeling_mixtral.py, modeling_qwen3_moe.py: a router Linear(h, experts) and per expert w1, w3 (ffn, h) and w2 (h, ffn);
+- modeling_mixtral.py, modeling_qwen3_moe.py: a router Linear(h, experts) and per expert w1, w3 (ffn, h) and
+  w2 (h, ffn);
   shared experts (DeepSeek-style) as another set of MLPs every token passes through.
 
 Each row is one tensor shape: its group (where tensor parallelism splits it, builder.model.placement),
