@@ -82,23 +82,10 @@ const compileRule = (rule) => {
   if (op == "/" && args.every((a) => typeof a == "number")) { const v = args[0] / args[1]; return () => v; }
   return RULE_OPS[op](args.map(compileRule));
 };
-// partrules.RuleSet.environment: the inputs with each derived symbol added, in order (a set of symbols only).
-const ruleSymbols = ({ symbols }) => {
-  const derived = symbols.map(([name, rule]) => [name, compileRule(rule)]);
-  return (inputs) => {
-    const env = { ...inputs };
-    for (const [name, rule] of derived) env[name] = rule(env);
-    return env;
-  };
-};
-// partrules.RuleSet: derived symbols in order, then the parts whose condition holds, as
-// [name, whole bytes, per-unit words, source, note, transient]. A result is reused while the inputs the set
-// reads are the same (a search for the largest batch changes only the batch, which most sets do not read);
-// a table input counts as the same while it is the same object.
-const ruleSet = ({ reads, symbols, parts }) => {
-  const derived = symbols.map(([name, rule]) => [name, compileRule(rule)]);
-  const priced = parts.map(([name, when, bytes, unit, note, source, transient]) =>
-    [name, compileRule(when), compileRule(bytes), compileRule(unit), compileRule(note), compileRule(source), transient]);
+// A function of the inputs that reuses its result while the inputs a rule set reads are the same (a search for
+// the largest batch changes only the batch, which most sets do not read); a table input counts as the same
+// while it is the same object.
+const memoised = (reads, compute) => {
   const tables = new WeakMap(), seen = new Map();
   let count = 0;
   const keyOf = (inputs) => reads.map((k) => {
@@ -107,18 +94,39 @@ const ruleSet = ({ reads, symbols, parts }) => {
     if (!tables.has(v)) tables.set(v, ++count);
     return "#" + tables.get(v);
   }).join("|");
-  const evaluate = (inputs) => {
-    const env = Object.create(inputs);
-    for (const [name, rule] of derived) env[name] = rule(env);
-    return priced.filter((p) => p[1](env)).map(([name, , bytes, unit, note, source, transient]) =>
-      [name, wholeBytes(bytes(env)), unit(env), source(env), note(env), transient]);
-  };
   return (inputs) => {
     const key = keyOf(inputs);
     if (!seen.has(key)) {
       if (seen.size > 64) seen.clear();
-      seen.set(key, evaluate(inputs));
+      seen.set(key, compute(inputs));
     }
-    return seen.get(key).slice();
+    return seen.get(key);
   };
+};
+// Each derived symbol in order, on top of the inputs (a prototype chain, not a copy).
+const deriver = (symbols) => {
+  const derived = symbols.map(([name, rule]) => [name, compileRule(rule)]);
+  return (inputs) => {
+    const env = Object.create(inputs);
+    for (const [name, rule] of derived) env[name] = rule(env);
+    return env;
+  };
+};
+// partrules.RuleSet.environment: the inputs with each derived symbol added (a set of symbols only).
+const ruleSymbols = ({ reads, symbols }) => {
+  const derive = deriver(symbols), values = memoised(reads, (inputs) => ({ ...derive(inputs) }));
+  return (inputs) => ({ ...inputs, ...values(inputs) });
+};
+// partrules.RuleSet: derived symbols in order, then the parts whose condition holds, as
+// [name, whole bytes, per-unit words, source, note, transient], reused while the inputs it reads are the same.
+const ruleSet = ({ reads, symbols, parts }) => {
+  const derive = deriver(symbols);
+  const priced = parts.map(([name, when, bytes, unit, note, source, transient]) =>
+    [name, compileRule(when), compileRule(bytes), compileRule(unit), compileRule(note), compileRule(source), transient]);
+  const evaluate = memoised(reads, (inputs) => {
+    const env = derive(inputs);
+    return priced.filter((p) => p[1](env)).map(([name, , bytes, unit, note, source, transient]) =>
+      [name, wholeBytes(bytes(env)), unit(env), source(env), note(env), transient]);
+  });
+  return (inputs) => evaluate(inputs).slice();
 };
