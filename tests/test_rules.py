@@ -107,16 +107,20 @@ def test_errors_name_what_is_wrong():
 
 def test_every_rule_reads_only_inputs_and_symbols_derived_before_it():
     # A misspelt symbol in a branch that is rarely taken would only fail for a rare configuration: check every
-    # rule of every set against rule_inputs' names (with `allocated` for the overheads and the tensor rows'
+    # rule of every set against rule_inputs' names (with `allocated` for the overheads and the table rows'
     # fields inside sums), and every check likewise.
     from builder.model.checks import CHECKS
     from builder.widgets.calculator import RULE_SETS
 
     arch = MODELS["llama-3-8b"]
     config = Config(model=arch)
-    inputs = set(rule_inputs(arch, config, stages(arch, config)[0])) | {"allocated", "group", "dim0", "rest", "count", "in_block"}
+    fields = {"group", "dim0", "rest", "count", "in_block", "bytes", "core", "grad", "position"}
+    inputs = set(rule_inputs(arch, config, stages(arch, config)[0])) | {"allocated"} | fields
     for set_name, rules in RULE_SETS.items():
-        known = set(inputs)
+        # Saved activations are worked out on top of the op lists' conditions, the instants inside a layer on top of
+        # both.
+        known = inputs | (set(RULE_SETS["conditions"].symbols) if set_name in ("activations", "moments") else set()) \
+            | (set(RULE_SETS["activations"].symbols) if set_name == "moments" else set())
         for name, rule in rules.symbols.items():
             assert symbols_of(rule) <= known, (set_name, name, symbols_of(rule) - known)
             known.add(name)

@@ -115,16 +115,19 @@ def test_invalid_state_reports_validate_config_message():
     assert result["error"] == "tp: 3 does not divide the 32 attention heads / 8 KV heads of llama-3-8b"
 
 
-def test_emitted_op_lists_are_the_models():
+def test_the_op_lists_reach_the_script_as_the_models_rules():
+    # The op lists travel as builder.model.activations' rule sets, compiled once from oplists: every row of every
+    # block is a table row (so the script has no op list, condition or symbol of its own).
+    from builder.model.activations import ACTIVATIONS, MOMENTS
+
     data = make_context()["data"]
-    for name, rows in oplists.BLOCKS.items():
-        assert data["blocks"][name] == [[r.group, r.coefficient, r.shape.split(), r.dtype,
-                                         [c for c in r.condition.split("&") if c], int(r.core)] for r in rows]
-    # Pre-split, so the script's row walk is the model's: "T a d" -> symbols, "eager&no_dropout" -> both must hold.
-    row = next(r for r in data["blocks"]["hf-llama"] if len(r[4]) > 1)
-    assert all(isinstance(x, str) and x and "&" not in x for x in row[4]) and all(" " not in x for x in row[2])
-    assert len(data["first"]) == len(oplists.FIRST_STAGE)
-    assert len(data["last"][1]) == len(oplists.LAST_STAGE_RMSNORM)
+    assert data["ruleSets"]["activations"] == ACTIVATIONS.encode()
+    assert data["ruleSets"]["moments"] == MOMENTS.encode()
+    layer_rows = dict(ACTIVATIONS.encode()["symbols"])["layer_rows"]
+    assert sum(json.dumps(layer_rows).count('["row"') for _ in (1,)) == sum(map(len, oplists.BLOCKS.values()))
+    # Shapes travel as the rules read them: full input names, no one-letter keys.
+    assert data["models"]["llama-3-8b"]["kv_heads"] == 8 and "k" not in data["models"]["llama-3-8b"]
+    assert data["custom"]["activation_function"] == "gelu_tanh_python" and "layers" not in data["custom"]
 
 
 def test_the_script_evaluates_the_models_own_rules():
@@ -162,25 +165,21 @@ def test_quantised_weights_state_their_format(dtype, linear, constants):
 def test_data_is_compact_and_safe_to_embed():
     data = make_context()["data"]
     text = to_json(data)
-    # Op lists, catalog shapes with each model's custom-form fields, the rule sets, texts and check messages: about
-    # 65 KB (13 KB gzipped).
+    # Catalog shapes with each model's custom-form fields, the rule sets (the op lists compiled into table rules are
+    # the largest: about 60 KB of the 106 KB), texts and check messages: about 13 KB gzipped.
     # Page weight is judged whole by `make bench`; this bound only catches an accidental blow-up (a catalog
     # embedded twice, say).
-    assert "<" not in text and len(text) < 96_000
+    assert "<" not in text and len(text) < 128_000
     # The words come from the model's own tables, so the script cannot say anything else.
-    from builder.model.activations import KORTHIKANTI_TABLE
     from builder.model.checks import encode_checks
 
     assert data["checks"] == encode_checks() and "does not divide the" in json.dumps(data["checks"])
-    assert data["kor"]["none1"] == ("sbh(34 + 5as/h)", 34, 0, 1) == KORTHIKANTI_TABLE["none1"]
+    assert "sbh(34 + 5as/h)" in json.dumps(data["ruleSets"]["activations"])
     assert data["models"]["llama-3-8b"]["form"] == calc.arch_state(MODELS["llama-3-8b"])
-    from builder.model.estimator import RULES
-
-    assert data["rules"] is RULES and data["rules"]["logits"] == "{0} B per token per vocabulary entry"
     assert list(data["ints"]) == ["micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep",
                                   "pp_virtual_stages", "batch", "context"]  # validate_config's order
     assert data["ints"]["pp_virtual_stages"] == "vpp" and data["ints"]["micro_batch"] == "micro_batch"
-    assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["k"] == 8
+    assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["kv_heads"] == 8
     assert data["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16", 0]
     assert data["policies"]["amp-bf16"][5] == 1  # torch.autocast: linear layers save weight copies
 

@@ -1,10 +1,10 @@
-"""Activation memory: what each operation saves for backward, op by op.
+"""Activation memory as rules: what each operation of a block saves for backward, op by op.
 
-Two ways to count, chosen by Config.activation_formula:
+Two ways to count, chosen by the `activation_formula` input:
 
-* 'ops' (default): a list of the tensors each operation of one transformer block saves
-  for its backward pass, with shape and dtype, summed. The list follows a named
-  implementation (Config.implementation):
+* 'ops' (default): the tensors each operation of one transformer block saves for its backward
+  pass (builder.model.oplists: shape, dtype and the conditions under which each row applies),
+  summed. The list follows a named implementation (the `implementation` input):
   - 'megatron': the GPT block as analysed by Korthikanti et al. 2022 (arXiv:2205.05198),
     section 4.1 (16-bit activations, 1-byte dropout masks, LayerNorm statistics
     neglected as the paper does). With a GeLU 4h MLP and dropout its sum is exactly
@@ -14,201 +14,274 @@ Two ways to count, chosen by Config.activation_formula:
 * 'korthikanti': the closed-form Table 2 formulas themselves, as a reference mode
   (layers only: the paper's Table 2 leaves out embeddings, logits and loss).
 
-Symbols: s sequence length, b micro-batch size, h hidden size, a attention heads,
-k key/value heads, d head dim, f MLP inner size, V vocabulary, t tensor-parallel size,
-L layers. "Elements" are per micro-batch on one GPU, before dtype.
+The op lists are data; this module compiles them once into rules of builder.model.expr: the op-list
+symbols (s b T Tr S h a k d f V E K r, per GPU and micro-batch) and conditions become symbols derived
+from the run's inputs (builder.model.inputs), every row a table row whose bytes are its coefficient x
+shape x dtype size. ACTIVATIONS prices a stage's parts from them, and MOMENTS works out the instants
+inside a layer that builder.model.peak weighs. The estimator and the calculator's script evaluate the
+same rules, so nothing here is written twice.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
+from typing import Any
 
 from builder.model import oplists
 from builder.model.architecture import Architecture
-from builder.model.config import Config
-from builder.model.units import dtype_bytes
+from builder.model.config import LORA_TARGETS, Config
+from builder.model.expr import (Expr, at, both, by, ceil, derive, either, eq, evaluate, fixed, fmt, get, has, isin,
+                                lift, maximum, ne, negate, per_unit, row, sym, table, total, when)
+from builder.model.inputs import run_inputs, stages
+from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.units import DTYPE_BYTES
 
 KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198, Table 2"
 FLASH = "Dao et al. 2022 (FlashAttention), arXiv:2205.14135, Algorithm 2: saves output and logsumexp"
 HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: content/validation/)"
-
-
-@dataclass(frozen=True)
-class Saved:
-    """One tensor an operation saves for backward, evaluated for a configuration."""
-
-    group: str  # part of the layer: 'norms', 'attention', 'attention_scores', 'mlp', 'dropout', 'router'
-    op: str  # which operation saves it, in words
-    elements: Fraction  # number of elements on this GPU for one micro-batch
-    dtype: str  # 'act' (the activation dtype) or a concrete dtype ('fp32', 'bool', 'int64')
-    core: bool = False  # inside core attention: dropped by selective recompute
-
-    def bytes(self, activation_dtype: str) -> Fraction:
-        """Bytes of this tensor given the activation dtype."""
-        dtype = activation_dtype if self.dtype == "act" else self.dtype
-        size = Fraction(8) if dtype == "int64" else dtype_bytes(dtype)
-        return self.elements * size
-
+CHEN = "Chen et al. 2016, arXiv:1604.06174, section 3"
 
 # Conditions that hold when every weight trains (full fine-tuning or pre-training); under LoRA
 # none of them holds and the adapters' lora_<target> conditions do instead.
 FULL_TRAINING = ("grad_qkv", "grad_o", "grad_mlp_in", "grad_mlp_out", "grad_norm", "grad_head")
+# Projections that read the same tensor (q, k, v read the norm output; gate and up too).
+LORA_SHARED_INPUTS = (("q", "k", "v"), ("gate", "up"))
+# A checkpointed layer's forward runs without autograd: the norms' tensors, kept only for backward, are
+# gone by the softmax (measured: content/validation/peak.json, the '-full-' case with a 512-token vocabulary).
+NO_GRAD_GONE = ("norms",)
+
+# The op lists' symbols on one GPU for one micro-batch (oplists' docstring), as rules named op_<symbol>.
+t = sym("tp")
+OP_SYMBOLS = {
+    "op_s": sym("seq_len") // sym("cp"),
+    "op_b": sym("micro_batch"),
+    "op_T": sym("micro_batch") * sym("op_s"),
+    "op_Tr": when(sym("sequence_parallel"), sym("op_T") / t, sym("op_T")),
+    "op_S": sym("seq_len"),
+    "op_h": sym("hidden"),
+    "op_a": sym("heads") // t,
+    "op_k": maximum(1, sym("kv_heads") // t),
+    "op_d": sym("head_dim"),
+    "op_f": when(sym("experts") > 0, sym("expert_ffn"), sym("ffn")) // t,
+    "op_V": ceil(sym("vocab") / t),
+    "op_E": sym("experts"),
+    "op_K": sym("top_k"),
+    "op_r": sym("lora_rank"),
+}
 
 
-def symbols(arch: Architecture, config: Config, seq_len: int, micro_batch: int) -> dict[str, Fraction]:
-    """Values of the op-list symbols on one GPU for one micro-batch (see builder.model.oplists)."""
-    t = config.tp
-    s = seq_len // config.cp
-    tokens = micro_batch * s
-    inner = arch.n_expert_ffn if arch.is_moe else arch.ffn
+def _conditions() -> dict[str, Expr]:
+    """The op lists' conditions (oplists.CONDITIONS) as rules of the run's inputs."""
+    hf = eq(sym("implementation"), "hf")
+    eager = eq(sym("attention"), "eager")
+    swiglu = eq(sym("mlp"), "swiglu")
+    low_precision = ne(sym("activation_dtype"), "fp32")
+    gelu_python = both(negate(swiglu), eq(sym("activation_function"), "gelu_tanh_python"), hf)
+    gqa_repeat = both(eager, ne(sym("kv_heads"), sym("heads")), hf)
+    full = eq(sym("recompute"), "full")
+    # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
+    # input) stays fp32; the op lists' 'autocast' rows apply.
+    autocast = both(sym("autocast"), hf)
+    learned = sym("position_embeddings") > 0
+    lora = {target: both(sym("lora_rank") > 0, has(sym("lora_targets"), target)) for target in LORA_TARGETS}
+
+    def own_input(target: str) -> Expr:
+        # Each adapter casts its input to fp32 for lora_A; below fp32 each cast is a new tensor, but in an fp32
+        # model the cast is the input itself, so adapters on projections that share an input save it once.
+        group = next((g for g in LORA_SHARED_INPUTS if target in g), (target,))
+        earlier = [has(sym("lora_targets"), other) for other in group[:group.index(target)]]
+        return both(lora[target], either(low_precision, negate(either(*earlier)))) if earlier else lora[target]
+
     return {
-        "T": Fraction(tokens),
-        "Tr": Fraction(tokens, t if config.sequence_parallel else 1),
-        "b": Fraction(micro_batch),
-        "s": Fraction(s),
-        "S": Fraction(seq_len),
-        "h": Fraction(arch.hidden),
-        "a": Fraction(arch.heads // t),
-        "k": Fraction(max(1, arch.n_kv_heads // t)),
-        "d": Fraction(arch.d_head),
-        "f": Fraction(inner // t),
-        "V": Fraction(-(-arch.vocab // t)),
-        "E": Fraction(arch.experts),
-        "K": Fraction(arch.top_k),
-        "r": Fraction(config.lora_rank),
+        "eager": eager, "fused": negate(eager), "gqa_repeat": gqa_repeat, "no_gqa_repeat": negate(gqa_repeat),
+        "dropout": sym("dropout"), "no_dropout": negate(sym("dropout")), "low_precision": low_precision,
+        "gelu_python": gelu_python, "gelu_fused": both(negate(swiglu), negate(gelu_python)), "swiglu": swiglu,
+        "learned_positions": learned, "rotary": negate(learned),
+        "embedding_dropout": either(eq(sym("norm"), "layernorm"), negate(hf)),
+        "full_recompute": full, "no_full_recompute": negate(full),
+        "autocast": autocast, "no_autocast": negate(autocast),
+        **{name: eq(sym("lora_rank"), 0) for name in FULL_TRAINING},
+        **{f"lora_{target}": rule for target, rule in lora.items()},
+        **{f"lora_in_{target}": own_input(target) for target in LORA_TARGETS},
     }
 
 
-def conditions(arch: Architecture, config: Config) -> set[str]:
-    """The op-list conditions that hold for this architecture and configuration."""
-    eager = config.attention == "eager"
-    held = {"eager" if eager else "fused"}
-    repeat = eager and arch.n_kv_heads != arch.heads and config.implementation == "hf"
-    held.add("gqa_repeat" if repeat else "no_gqa_repeat")
-    held.add("dropout" if config.dropout else "no_dropout")
-    if config.policy.activation != "fp32":
-        held.add("low_precision")
-    if arch.mlp == "swiglu":
-        held.add("swiglu")
-    elif arch.activation == "gelu_tanh_python" and config.implementation == "hf":
-        held.add("gelu_python")
-    else:
-        held.add("gelu_fused")
-    held.add("learned_positions" if arch.positions == "learned" else "rotary")
-    if arch.norm == "layernorm" or config.implementation == "megatron":
-        held.add("embedding_dropout")
-    held.add("full_recompute" if config.recompute == "full" else "no_full_recompute")
-    held.add("autocast" if fp32_residual(config) else "no_autocast")
-    if config.lora_rank:
-        held.update(f"lora_{target}" for target in config.lora_targets)
-        held.update(lora_inputs(config.lora_targets, config.policy.activation != "fp32"))
-    else:
-        held.update(FULL_TRAINING)
-    return held
+CONDITION_RULES = _conditions()
+assert set(CONDITION_RULES) == set(oplists.CONDITIONS), set(CONDITION_RULES) ^ set(oplists.CONDITIONS)
+
+# Which op list describes one block.
+BLOCK = when(eq(sym("implementation"), "megatron"), "megatron",
+             when(eq(sym("norm"), "layernorm"), "hf-gpt2", when(sym("experts") > 0, "hf-mixtral", "hf-llama")))
 
 
-# Projections that read the same tensor (q, k, v read the norm output; gate and up too).
-LORA_SHARED_INPUTS = (("q", "k", "v"), ("gate", "up"))
+def _holds(condition: str) -> Any:
+    """An op-list row's condition ('' always, or names joined by '&') as a rule."""
+    names = [sym(f"holds_{name}") for name in condition.split("&") if name]
+    return both(*names) if len(names) > 1 else names[0] if names else 1
 
 
-def lora_inputs(targets: tuple[str, ...], low_precision: bool) -> set[str]:
-    """Which adapters save an input of their own ('lora_in_<target>'). Each adapter casts its input to
-    fp32 for lora_A; below fp32 each cast is a new tensor, but in an fp32 model the cast is the input
-    itself, so adapters on projections that share an input save it once."""
-    held = set()
-    for target in targets:
-        group = next((g for g in LORA_SHARED_INPUTS if target in g), (target,))
-        first = next(t for t in group if t in targets)
-        if low_precision or target == first:
-            held.add(f"lora_in_{target}")
-    return held
+def _bytes(r: oplists.Row) -> Expr:
+    """A row's bytes: coefficient x its shape's symbols x the size of its dtype ('act': the activation dtype,
+    'grad': the gradient dtype)."""
+    sizes = {"act": sym("act_bytes"), "grad": sym("grad_bytes"), "int64": lift(8)}
+    size = sizes[r.dtype] if r.dtype in sizes else DTYPE_BYTES[r.dtype]
+    return Expr("*", r.coefficient, *(sym(f"op_{x}") for x in r.shape.split()), size)
 
 
-def fp32_residual(config: Config) -> bool:
-    """transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
-    input) stays fp32; the op lists' 'autocast' rows apply."""
-    return config.policy.autocast and config.implementation == "hf"
+def rows_rule(rows: tuple[oplists.Row, ...], *fields: str) -> Expr:
+    """A table rule of op-list rows: each row's group and bytes, and the `fields` asked for: 'core' (core
+    attention, dropped by selective recompute), 'grad' (a weight gradient) or 'position' (its place in the list)."""
+    def extra(i: int, r: oplists.Row) -> dict[str, Any]:
+        values = {"core": int(r.core), "grad": int(r.dtype == "grad"), "position": i}
+        return {name: values[name] for name in fields}
+
+    return table(*(row(_holds(r.condition), group=r.group, bytes=_bytes(r), **extra(i, r)) for i, r in enumerate(rows)))
 
 
-def block_name(arch: Architecture, config: Config) -> str:
-    """Which op list describes one block: 'megatron', 'hf-gpt2', 'hf-llama' or 'hf-mixtral'."""
-    if config.implementation == "megatron":
-        return "megatron"
-    if arch.norm == "layernorm":
-        return "hf-gpt2"
-    return "hf-mixtral" if arch.is_moe else "hf-llama"
+def rows_total(rows: tuple[oplists.Row, ...]) -> Any:
+    """The bytes of the rows whose conditions hold, added up (a sum, without a table)."""
+    terms = [when(_holds(r.condition), _bytes(r), 0) if r.condition else _bytes(r) for r in rows]
+    return Expr("+", *terms) if terms else 0
 
 
-def holds(condition: str, held: set[str]) -> bool:
-    """Whether an op-list condition ('' always, or names joined by '&') holds."""
-    return all(c in held for c in condition.split("&")) if condition else True
+def _by_block(rules: dict[str, Any]) -> Any:
+    """The rule of the block the run uses (`BLOCK`), from one rule per op list."""
+    (name, first), *rest = rules.items()
+    return when(eq(sym("block"), name), first, _by_block(dict(rest))) if rest else first
 
 
-def evaluate(rows: tuple[oplists.Row, ...], values: dict[str, Fraction], held: set[str]) -> list[Saved]:
-    """Rows whose condition holds, with their element counts."""
-    saved = []
-    for row in rows:
-        if not holds(row.condition, held):
-            continue
-        elements = Fraction(row.coefficient)
-        for symbol in row.shape.split():
-            elements *= values[symbol]
-        saved.append(Saved(row.group, row.op, elements, row.dtype, row.core))
-    return saved
+# Korthikanti et al. 2022, Table 2, per layer: bytes = sbh x (c + c_t / t + k x 5as/(ht)), as (notation, c, c_t, k)
+# per recompute setting and layout ('1': no tensor parallelism, 't': tensor parallel, 's': tensor + sequence
+# parallel). Full recomputation keeps only the layer input, 2sbh (split over t under SP).
+KORTHIKANTI_TABLE = {
+    "none1": ("sbh(34 + 5as/h)", 34, 0, 1), "nonet": ("sbh(10 + 24/t + 5as/(ht))", 10, 24, 1),
+    "nones": ("sbh(34/t + 5as/(ht))", 0, 34, 1),
+    "selective1": ("34sbh", 34, 0, 0), "selectivet": ("sbh(10 + 24/t)", 10, 24, 0),
+    "selectives": ("34sbh/t", 0, 34, 0),
+    "full1": ("2sbh", 2, 0, 0), "fullt": ("2sbh", 2, 0, 0), "fulls": ("2sbh/t", 0, 2, 0),
+}
+_LAYOUT = when(eq(t, 1), "1", when(sym("sequence_parallel"), "s", "t"))
+KORTHIKANTI_ROW = at(table(*(row(both(eq(sym("recompute"), key[:-1]), eq(_LAYOUT, key[-1])), notation=notation,
+                                 constant=c, per_t=c_t, attention=k)
+                             for key, (notation, c, c_t, k) in KORTHIKANTI_TABLE.items())), 0)
+KORTHIKANTI_LAYER = sym("op_s") * sym("micro_batch") * sym("hidden") * (
+    at(sym("korthikanti"), "constant") + at(sym("korthikanti"), "per_t") / t
+    + at(sym("korthikanti"), "attention") * 5 * sym("heads") * sym("op_s") / (sym("hidden") * t))
+
+SELECTIVE = eq(sym("recompute"), "selective")
+NOTHING = by(table(), "group", 0)  # an empty mapping
+FULL = eq(sym("recompute"), "full")
+OPS = eq(sym("activation_formula"), "ops")
+LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), eq(sym("implementation"), "hf")),
+                 rows_rule(oplists.LAST_STAGE_RMSNORM), rows_rule(oplists.LAST_STAGE_LAYERNORM))
+
+# The conditions (holds_<name>), the block and the dtype sizes: what a run's shape and settings decide, not its
+# sizes, so a search over batch or sequence length derives them once.
+OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in CONDITION_RULES.items()}, "block": BLOCK,
+                                 "act_bytes": bytes_of(sym("activation_dtype")),
+                                 "grad_bytes": bytes_of(sym("grad_dtype"))}, parts=())
+# The symbols every activation rule reads (on top of OP_CONDITIONS'): the op-list symbols, the block's rows (with
+# their places, for the moments), what one layer keeps saved per group (selective recompute drops core attention,
+# full recompute everything: its checkpoint is a part of its own) and the embedding's and head's rows.
+SYMBOLS: dict[str, Any] = {
+    **OP_SYMBOLS,
+    "layer_rows": _by_block({name: rows_rule(rows, "core", "position") for name, rows in oplists.BLOCKS.items()}),
+    "layer_kept": when(FULL, NOTHING,
+                       when(SELECTIVE, by(sym("layer_rows"), "group", when(sym("core"), 0, sym("bytes"))),
+                            by(sym("layer_rows"), "group", sym("bytes")))),
+    "first_saved": by(when(sym("stage_has_embedding"), rows_rule(oplists.FIRST_STAGE), table()), "group",
+                      sym("bytes")),
+    "last_saved": by(when(sym("stage_has_head"), LAST_ROWS, table()), "group", sym("bytes")),
+    "stage_copies": sym("stage_layers") * sym("stage_in_flight"),
+    "korthikanti": KORTHIKANTI_ROW,
+}
 
 
-def layer_saved(arch: Architecture, config: Config, values: dict[str, Fraction]) -> list[Saved]:
-    """The evaluated op list of one block."""
-    return evaluate(oplists.BLOCKS[block_name(arch, config)], values, conditions(arch, config))
+def per_token(amount: Any) -> Expr:
+    """Bytes per token on this GPU as a chart annotates them: '69.0 KiB/token' or '512 B/token'."""
+    each = amount / maximum(1, sym("op_T"))
+    return when(each >= 1024, fmt("{0} KiB/token", fixed(each / 1024, 1)), fmt("{0} B/token", fixed(each, 0)))
 
 
-def first_stage_saved(arch: Architecture, config: Config, values: dict[str, Fraction]) -> list[Saved]:
-    """Embedding-side saved tensors (first pipeline stage)."""
-    return evaluate(oplists.FIRST_STAGE, values, conditions(arch, config))
+def per_token_text(amount: Fraction, tokens: Fraction) -> str:
+    """`per_token` of an amount already worked out."""
+    return evaluate(per_token(sym("amount")), {"amount": amount, "op_T": tokens})
 
 
-def last_stage_saved(arch: Architecture, config: Config, values: dict[str, Fraction]) -> list[Saved]:
-    """Final norm, output-layer input and loss (last pipeline stage)."""
-    rows = oplists.LAST_STAGE_RMSNORM if arch.norm == "rmsnorm" and config.implementation == "hf" \
-        else oplists.LAST_STAGE_LAYERNORM
-    return evaluate(rows, values, conditions(arch, config))
+def _groups(*lists: tuple[oplists.Row, ...]) -> tuple[str, ...]:
+    """The groups of op lists, in the order they first appear."""
+    return tuple(dict.fromkeys(r.group for rows in lists for r in rows))
 
 
-def apply_recompute(saved: list[Saved], config: Config, values: dict[str, Fraction]) -> list[Saved]:
-    """Selective recompute drops core attention; full recompute keeps only the layer input."""
-    if config.recompute == "selective":
-        return [s for s in saved if not s.core]
-    if config.recompute == "full":
-        # Checkpointing keeps the block's input (Chen et al. 2016; Korthikanti et al. 2022 section 4.1: 2sbh).
-        dtype = "fp32" if fp32_residual(config) else "act"
-        return [Saved("checkpoint", "layer input kept by activation checkpointing", values["Tr"] * values["h"], dtype)]
-    return saved
+LAYER_GROUPS = _groups(*oplists.BLOCKS.values())
+FIRST_GROUPS = _groups(oplists.FIRST_STAGE)
+LAST_GROUPS = _groups(oplists.LAST_STAGE_LAYERNORM, oplists.LAST_STAGE_RMSNORM)
+SOURCE = when(eq(sym("implementation"), "megatron"), KORTHIKANTI, HF_CODE)
+CHECKPOINT = sym("op_Tr") * sym("hidden") * when(sym("holds_autocast"), DTYPE_BYTES["fp32"], sym("act_bytes"))
+LAYER = total(sym("layer_rows"), sym("bytes"))
+
+ACTIVATIONS = RuleSet(symbols=SYMBOLS, parts=(
+    PartRule("activations/layers", KORTHIKANTI_LAYER * sym("stage_copies"),
+             fmt("L_stage x in_flight x {0}", at(sym("korthikanti"), "notation")), KORTHIKANTI,
+             fmt("{0} per layer", at(sym("korthikanti"), "notation")),
+             "reference mode: Table 2 assumes a GPT block with 16-bit activations and dropout; embeddings, logits "
+             "and loss are left out as in Table 2", when=negate(OPS)),
+    *(PartRule(f"activations/{group}", at_group * sym("stage_copies"),
+               "L_stage x in_flight x sum of tensors saved by each op", SOURCE, per_token(at_group), when=OPS)
+      for group in LAYER_GROUPS for at_group in [get(sym("layer_kept"), group, 0)]),
+    # Checkpointing keeps the block's input (Chen et al. 2016; Korthikanti et al. 2022 section 4.1: 2sbh).
+    PartRule("activations/checkpoint", CHECKPOINT * sym("stage_copies"),
+             "L_stage x in_flight x sum of tensors saved by each op", SOURCE, per_token(CHECKPOINT),
+             when=both(OPS, FULL)),
+    PartRule("activations/recompute_working_layer", LAYER, "one layer's saved tensors, recomputed during its backward",
+             CHEN, per_token(LAYER), "peak during backward, not saved across layers", when=both(OPS, FULL),
+             transient=True),
+    *(PartRule(f"activations/{group}", amount, "sum of saved tensors", SOURCE, per_token(amount),
+               when=both(OPS, sym(stage)))
+      for groups, saved, stage in ((FIRST_GROUPS, "first_saved", "stage_has_embedding"),
+                                   (LAST_GROUPS, "last_saved", "stage_has_head"))
+      for group in groups for amount in [get(sym(saved), group, 0) * sym("stage_in_flight")]),
+    PartRule("activations/logits", sym("op_T") * sym("op_V") * sym("act_bytes"), "b x s x V x bytes(activation dtype)",
+             HF_CODE, fmt("{0} B per token per vocabulary entry", per_unit(sym("act_bytes"))),
+             "the logits the forward returns (not a saved tensor); the peak of a step frees them before backward, "
+             "as a loop that keeps only the loss does", when=both(OPS, sym("stage_has_head")), transient=True),
+))
+assert not set(FIRST_GROUPS) & set(LAST_GROUPS) and not set(LAYER_GROUPS) & set(FIRST_GROUPS + LAST_GROUPS)
 
 
-def saved_bytes(saved: list[Saved], activation_dtype: str) -> Fraction:
-    """Total bytes of a list of saved tensors."""
-    return sum((s.bytes(activation_dtype) for s in saved), Fraction(0))
+# Inside a layer -------------------------------------------------------------------------------
+
+def _moment(block: str, moment: oplists.Moment) -> Expr:
+    """One oplists.Moment as a row of its block's MOMENTS table: where it holds (its condition), its phase
+    and instant, what is live of the layer then per group (the rows up to its anchor; a checkpointed layer's
+    forward has dropped the norms' tensors), its temporaries (activations; freed rows negative) and the weight
+    gradients the layer has made by then."""
+    anchor = [r.op for r in oplists.BLOCKS[block]].index(moment.anchor)
+    live = sym("position") <= anchor
+    if moment.phase == "layer_forward":
+        live = both(live, negate(both(FULL, isin(sym("group"), *NO_GRAD_GONE))))
+    return row(_holds(moment.condition), phase=moment.phase, op=moment.op,
+               live=by(sym("layer_rows"), "group", when(live, sym("bytes"), 0)),
+               temporaries=rows_total(tuple(r for r in moment.temporaries if r.dtype != "grad")),
+               made=rows_total(tuple(r for r in moment.temporaries if r.dtype == "grad")))
 
 
-def tensor_bytes(tensor: Saved, config: Config) -> Fraction:
-    """Bytes of an evaluated row, where dtype 'grad' is the gradient dtype."""
-    if tensor.dtype == "grad":
-        return tensor.elements * dtype_bytes(config.policy.grad)
-    return tensor.bytes(config.policy.activation)
-
-
-def by_group(tensors: list[Saved], config: Config) -> dict[str, Fraction]:
-    """Bytes of evaluated rows, added up per group (in first-seen order)."""
-    groups: dict[str, Fraction] = {}
-    for tensor in tensors:
-        groups[tensor.group] = groups.get(tensor.group, Fraction(0)) + tensor_bytes(tensor, config)
-    return groups
+# The instants inside a layer whose conditions hold for the run (none for the Korthikanti reference mode), with
+# every weight gradient of one layer and the output layer's (made before any layer's in the backward).
+MOMENT_SYMBOLS = {
+    "layer_moments": when(OPS, _by_block({block: table(*(_moment(block, m) for m in moments))
+                                          for block, moments in oplists.MOMENTS.items()}), table()),
+    "layer_grads": _by_block({name: rows_total(rows) for name, rows in oplists.LAYER_GRADS.items()}),
+    "head_grads": rows_total(oplists.HEAD_GRADS),
+}
+MOMENTS = RuleSet(symbols=MOMENT_SYMBOLS, parts=())
 
 
 @dataclass(frozen=True)
 class LayerMoment:
-    """An oplists.Moment worked out for one configuration, per micro-batch on one GPU."""
+    """An oplists.Moment worked out for one configuration, per micro-batch on one GPU (a MOMENTS row)."""
 
     phase: str  # 'layer_forward' or 'layer_backward'
     op: str  # the instant, in words
@@ -220,72 +293,36 @@ class LayerMoment:
     head_grads: Fraction  # the output layer's and final norm's weight gradients
 
 
-# A checkpointed layer's forward runs without autograd: the norms' tensors, kept only for backward, are
-# gone by the softmax (measured: content/validation/peak.json, the '-full-' case with a 512-token vocabulary).
-NO_GRAD_GONE = ("norms",)
+def environment(arch: Architecture, config: Config) -> dict[str, Any]:
+    """The activation symbols of a run (on its first pipeline stage; what one GPU holds is not read here)."""
+    return ACTIVATIONS.environment(OP_CONDITIONS.environment({**run_inputs(arch, config),
+                                                              **stages(arch, config)[0].inputs()}))
 
 
-def _total(tensors: list[Saved], config: Config) -> Fraction:
-    return sum((tensor_bytes(t, config) for t in tensors), Fraction(0))
+@lru_cache(maxsize=64)
+def layer_moments(arch: Architecture, config: Config) -> tuple[LayerMoment, ...]:
+    """The oplists.MOMENTS of this block whose conditions hold (none for the Korthikanti reference mode); the same
+    for every pipeline stage, so worked out once per run."""
+    env = MOMENTS.environment(environment(arch, config))
+    return tuple(LayerMoment(m["phase"], m["op"], m["live"], env["layer_kept"], m["temporaries"], m["made"],
+                             env["layer_grads"], env["head_grads"]) for m in env["layer_moments"])
 
 
-def layer_moments(arch: Architecture, config: Config) -> list[LayerMoment]:
-    """The oplists.MOMENTS of this block whose conditions hold (none for the Korthikanti reference mode)."""
-    if config.activation_formula != "ops":
-        return []
-    values = symbols(arch, config, config.seq_len, config.micro_batch)
-    held = conditions(arch, config)
-    name = block_name(arch, config)
-    block = oplists.BLOCKS[name]
-    each = [evaluate((row,), values, held) for row in block]  # the block once, row by row (anchors are rows)
-    kept = by_group([t for t in apply_recompute([t for ts in each for t in ts], config, values)
-                     if t.group != "checkpoint"], config)
-    layer_grads = _total(evaluate(oplists.LAYER_GRADS[name], values, held), config)
-    head_grads = _total(evaluate(oplists.HEAD_GRADS, values, held), config)
-    out = []
-    for moment in oplists.MOMENTS[name]:
-        if not holds(moment.condition, held):
-            continue
-        at = next(i for i, row in enumerate(block) if row.op == moment.anchor)
-        extra = evaluate(moment.temporaries, values, held)
-        live = [t for ts in each[:at + 1] for t in ts]
-        if config.recompute == "full" and moment.phase == "layer_forward":
-            live = [t for t in live if t.group not in NO_GRAD_GONE]
-        made = _total([t for t in extra if t.dtype == "grad"], config)
-        out.append(LayerMoment(moment.phase, moment.op, by_group(live, config), kept, _total(extra, config) - made,
-                               made, layer_grads, head_grads))
-    return out
-
-
-# ---------------------------------------------------------------------------------------
-# Korthikanti et al. 2022, Table 2: the reference formulas (bytes per layer)
-# ---------------------------------------------------------------------------------------
-
-# Table 2 of Korthikanti et al. 2022 as data. Key: recompute, then the layout ('1': no tensor
-# parallelism, 't': tensor parallel, 's': tensor + sequence parallel). Row: the paper's notation,
-# then bytes per layer = sbh x (c + c_t / t + k x 5as/(ht)) as (c, c_t, k). Full recomputation
-# keeps only the layer input, 2sbh (split over t under SP). The calculator's script reads the same rows.
-KORTHIKANTI_TABLE = {
-    "none1": ("sbh(34 + 5as/h)", 34, 0, 1), "nonet": ("sbh(10 + 24/t + 5as/(ht))", 10, 24, 1),
-    "nones": ("sbh(34/t + 5as/(ht))", 0, 34, 1),
-    "selective1": ("34sbh", 34, 0, 0), "selectivet": ("sbh(10 + 24/t)", 10, 24, 0),
-    "selectives": ("34sbh/t", 0, 34, 0),
-    "full1": ("2sbh", 2, 0, 0), "fullt": ("2sbh", 2, 0, 0), "fulls": ("2sbh/t", 0, 2, 0),
-}
-
-
-def korthikanti_row(t: int, sequence_parallel: bool, recompute: str) -> tuple[str, int, int, int]:
-    """The KORTHIKANTI_TABLE row for a tensor-parallel degree, SP and recompute setting."""
-    return KORTHIKANTI_TABLE[recompute + ("1" if t == 1 else "s" if sequence_parallel else "t")]
+def conditions(arch: Architecture, config: Config) -> set[str]:
+    """The op-list conditions that hold for this architecture and configuration."""
+    env = environment(arch, config)
+    return {name for name in CONDITION_RULES if env[f"holds_{name}"]}
 
 
 def korthikanti_per_layer(s: int, b: int, h: int, a: int, t: int = 1, sequence_parallel: bool = False,
                           recompute: str = "none") -> Fraction:
-    """Activation bytes per transformer layer, Table 2 of Korthikanti et al. 2022 (KORTHIKANTI_TABLE).
+    """Activation bytes per transformer layer, Table 2 of Korthikanti et al. 2022 (the rule KORTHIKANTI_LAYER).
 
     no parallelism: sbh(34 + 5as/h); tensor parallel: sbh(10 + 24/t + 5as/(ht));
     tensor + sequence parallel: sbh(34/t + 5as/(ht)); selective recompute drops the
     5as/h term; full recompute keeps 2sbh (the layer input; /t under SP).
     """
-    _, constant, per_t, attention = korthikanti_row(t, sequence_parallel, recompute)
-    return s * b * h * (constant + Fraction(per_t, t) + attention * Fraction(5 * a * s, h * t))
+    env = derive({"op_s": OP_SYMBOLS["op_s"], "korthikanti": KORTHIKANTI_ROW},
+                 {"seq_len": s, "cp": 1, "micro_batch": b, "hidden": h, "heads": a, "tp": t,
+                  "sequence_parallel": int(sequence_parallel), "recompute": recompute})
+    return Fraction(evaluate(KORTHIKANTI_LAYER, env))

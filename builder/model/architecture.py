@@ -117,7 +117,7 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "norm": arch.norm, "tied_embeddings": int(arch.tied_embeddings),
             "position_embeddings": arch.max_positions if arch.positions == "learned" else 0,
             "fused_qkv": int(arch.family == "gpt2"), "qkv_bias": int(arch.qkv_bias), "out_bias": int(arch.out_bias),
-            "mlp_bias": int(arch.mlp_bias), "qk_norm": int(arch.qk_norm)}
+            "mlp_bias": int(arch.mlp_bias), "qk_norm": int(arch.qk_norm), "activation_function": arch.activation}
 
 
 @lru_cache(maxsize=256)

@@ -9,28 +9,17 @@ fuller stage is reported.
 
 from __future__ import annotations
 
-from fractions import Fraction
-
-from builder.model import activations as act
+from builder.model.activations import ACTIVATIONS, OP_CONDITIONS
 from builder.model.architecture import Architecture, param_count
-from builder.model.breakdown import Breakdown, Part, join_parts, whole_bytes
+from builder.model.breakdown import Breakdown, Part, join_parts
 from builder.model.config import Config, validate_config
-from builder.model.expr import bytes_text, derive
+from builder.model.expr import derive
 from builder.model.inputs import architecture_inputs, config_inputs, rule_inputs, stages
 from builder.model.overheads import OVERHEADS
 from builder.model.autocast import AUTOCAST_COPIES
 from builder.model.placement import Stage
 from builder.model.serving import SERVING
 from builder.model.states import ADAPTERS, COMM, HOST, MODEL_STATES
-from builder.model.units import dtype_bytes
-
-# Per-unit rules of the parts still written as code (activations), as str.format templates; the calculator's
-# script fills the same templates (builder/widgets/calculator.py sends them).
-RULES = {
-    "per_layer": "{0} per layer",
-    "logits": "{0} B per token per vocabulary entry",
-}
-
 
 # ---------------------------------------------------------------------------------------
 # Model states (builder.model.states)
@@ -47,65 +36,9 @@ def model_state_parts(inputs: dict, config: Config) -> list[Part]:
 # Activations
 # ---------------------------------------------------------------------------------------
 
-def activation_parts(arch: Architecture | None, config: Config, stage: Stage) -> list[Part]:
-    """Saved activations for the micro-batches in flight on this stage."""
-    if arch is None:
-        return []
-    policy = config.policy
-    b, s = config.micro_batch, config.seq_len
-    if config.activation_formula == "korthikanti":
-        per_layer = act.korthikanti_per_layer(s // config.cp, b, arch.hidden, arch.heads, config.tp,
-                                              config.sequence_parallel, config.recompute)
-        total = per_layer * stage.layers * stage.in_flight
-        rule = act.korthikanti_row(config.tp, config.sequence_parallel, config.recompute)[0]
-        return [Part("activations/layers", whole_bytes(total), f"L_stage x in_flight x {rule}", act.KORTHIKANTI,
-                     RULES["per_layer"].format(rule),
-                     "reference mode: Table 2 assumes a GPT block with 16-bit activations "
-                     "and dropout; embeddings, logits and loss are left out as in Table 2")]
-    values = act.symbols(arch, config, s, b)
-    source = act.KORTHIKANTI if config.implementation == "megatron" else act.HF_CODE
-    saved = act.apply_recompute(act.layer_saved(arch, config, values), config, values)
-    groups: dict[str, Fraction] = {}
-    for tensor in saved:
-        groups[tensor.group] = groups.get(tensor.group, Fraction(0)) + tensor.bytes(policy.activation)
-    scale = stage.layers * stage.in_flight
-    tokens = values["T"]
-    parts = [Part(f"activations/{group}", whole_bytes(amount * scale),
-                  "L_stage x in_flight x sum of tensors saved by each op",
-                  source, _per_token_rule(amount, tokens), "")
-             for group, amount in groups.items()]
-    if config.recompute == "full":
-        working = act.saved_bytes(act.layer_saved(arch, config, values), policy.activation)
-        parts.append(Part("activations/recompute_working_layer", whole_bytes(working),
-                          "one layer's saved tensors, recomputed during its backward",
-                          "Chen et al. 2016, arXiv:1604.06174, section 3", _per_token_rule(working, tokens),
-                          "peak during backward, not saved across layers", transient=True))
-    extra: list[act.Saved] = []
-    if stage.has_embedding:
-        extra += act.first_stage_saved(arch, config, values)
-    if stage.has_head:
-        extra += act.last_stage_saved(arch, config, values)
-    for group in dict.fromkeys(s.group for s in extra):
-        amount = act.saved_bytes([s for s in extra if s.group == group], policy.activation) * stage.in_flight
-        parts.append(Part(f"activations/{group}", whole_bytes(amount), "sum of saved tensors", source,
-                          _per_token_rule(amount, tokens), ""))
-    if stage.has_head:
-        logits = values["T"] * values["V"] * dtype_bytes(policy.activation)
-        parts.append(Part("activations/logits", whole_bytes(logits),
-                          "b x s x V x bytes(activation dtype)", act.HF_CODE,
-                          RULES["logits"].format(bytes_text(dtype_bytes(policy.activation))),
-                          "the logits the forward returns (not a saved tensor); the peak of a step frees them before "
-                          "backward, as a loop that keeps only the loss does",
-                          transient=True))
-    return parts
-
-
-def _per_token_rule(amount: Fraction, tokens: Fraction) -> str:
-    """Bytes per token as an annotation, e.g. '69.0 KiB/token'."""
-    per_token = amount / max(1, tokens)
-    if per_token >= 1024:
-        return f"{float(per_token) / 1024:.1f} KiB/token"
-    return f"{float(per_token):.0f} B/token"
+def activation_parts(arch: Architecture | None, inputs: dict) -> list[Part]:
+    """Saved activations for the micro-batches in flight on this stage (builder.model.activations' rules)."""
+    return ACTIVATIONS.evaluate(OP_CONDITIONS.environment(inputs)) if arch is not None else []
 
 
 # ---------------------------------------------------------------------------------------
@@ -155,7 +88,7 @@ def estimate_stage(config: Config, stage: Stage) -> tuple[list[Part], list[Part]
     inputs = rule_inputs(arch, config, stage)
     parts = model_state_parts(inputs, config)
     if config.mode == "train":
-        parts += activation_parts(arch, config, stage)
+        parts += activation_parts(arch, inputs)
         parts += AUTOCAST_COPIES.evaluate(inputs)
     else:
         parts += serving_parts(arch, config, stage, inputs)

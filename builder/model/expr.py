@@ -12,11 +12,12 @@ widget carry no formula of their own: there is one definition, evaluated twice.
 JSON form: a number is a constant, a string is a symbol, a list is [operator, operand, ...];
 ["str", text] is a string constant and ["/", n, d] an exact fraction. Operators:
 arithmetic + - * / % neg floor ceil min max; comparison == != < <= > >=; logic and or not if in;
-tables at (a table's entry), has (a list's member), sum (a body summed over a table's rows,
-each row's fields bound as symbols) and table (the rows ["row", condition, name, value, ...] whose
-condition holds, as mappings); text fmt (str.format), bytes (a per-unit amount as '2', '0.5'
-or '1.02'), real (a float as Python writes it) and fixed (f"{x:.kf}"). Logic returns 1 or 0 and,
-like Python, treats 0 and "" as false.
+tables at (a table's entry), get (an entry, or a default where there is none), has (a list's member),
+sum (a body summed over a table's rows, each row's fields bound as symbols), by (the same sums kept apart
+by a field's value, as a mapping in first-seen order) and table (the rows ["row", condition, name, value,
+...] whose condition holds, as mappings; a row's field names are plain strings, not symbols); text fmt
+(str.format), bytes (a per-unit amount as '2', '0.5' or '1.02'), real (a float as Python writes it) and
+fixed (f"{x:.kf}"). Logic returns 1 or 0 and, like Python, treats 0 and "" as false.
 """
 
 from __future__ import annotations
@@ -39,11 +40,12 @@ class Expr:
     """One node of a rule: an operator and its operands (other nodes). Build with sym(), the
     arithmetic operators (+ - * / // and unary -), comparisons (< <= > >=) and the functions below."""
 
-    __slots__ = ("op", "args")
+    __slots__ = ("op", "args", "_fn")
 
     def __init__(self, op: str, *args: Any):
         self.op = op
         self.args = args if op in _LEAVES else tuple(lift(a) for a in args)
+        self._fn: Callable | None = None  # the compiled rule, made on first evaluation
 
     # a + b, b + a (reflected), ... build nodes; a // b is floor(a / b).
     __add__, __radd__ = _binary("+"), _binary("+", reflected=True)
@@ -151,9 +153,20 @@ def at(table: Any, key: Any) -> Expr:
     return Expr("at", table, key)
 
 
+def get(table: Any, key: Any, default: Any) -> Expr:
+    """The entry `key` of a mapping, or `default` where it has none."""
+    return Expr("get", table, key, default)
+
+
 def total(rows: Any, body: Any) -> Expr:
     """The sum of `body` over a table's rows, with each row's fields bound as symbols."""
     return Expr("sum", rows, body)
+
+
+def by(rows: Any, field: str, body: Any) -> Expr:
+    """`total` kept apart by the value of a row's `field`: a mapping from each value (in the order the rows
+    first show it) to the sum of `body` over the rows that have it."""
+    return Expr("by", rows, field, body)
 
 
 def row(condition: Any, **fields: Any) -> Expr:
@@ -234,92 +247,200 @@ class _RowScope:
         return row[name] if name in row else self.env[name]
 
 
-def _sum_rows(args: tuple[Expr, ...], env: Mapping[str, Value]) -> Fraction:
-    rows, body = evaluate(args[0], env), args[1]
-    return sum(_number(evaluate(body, _RowScope(row, env))) for row in rows)
+# Compilation: each rule becomes a Python function of the symbols once (kept on the node), as the browser's
+# compileRule does, so that evaluating it again walks no tree and looks up no operator.
+
+_Fn = Callable[[Mapping[str, Value]], Value]
 
 
-def _row(args: tuple[Expr, ...], env: Mapping[str, Value]) -> dict[str, Value] | None:
-    if not evaluate(args[0], env):
-        return None
-    return {evaluate(args[i], env): evaluate(args[i + 1], env) for i in range(1, len(args), 2)}
+def _symbol(args: tuple[Any, ...], fs: list[_Fn]) -> _Fn:
+    name = args[0]
+
+    def value(env: Mapping[str, Value]) -> Value:
+        try:
+            return env[name]
+        except KeyError:
+            raise RuleError(f"unknown symbol {name!r}") from None
+    return value
 
 
-def _table(args: tuple[Expr, ...], env: Mapping[str, Value]) -> list[dict[str, Value]]:
-    return [r for r in (evaluate(a, env) for a in args) if r is not None]
+def _constant(args: tuple[Any, ...], fs: list[_Fn]) -> _Fn:
+    value = args[0]
+    return lambda env: value
 
 
-def _lookup(args: tuple[Expr, ...], env: Mapping[str, Value]) -> Value:
-    table, key = evaluate(args[0], env), evaluate(args[1], env)
-    try:
-        return table[key]
-    except (KeyError, IndexError, TypeError):
-        raise RuleError(f"no entry {key!r} in {encode(args[0])!r}") from None
+def _add(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    if len(fs) == 2:
+        a, b = fs
+        return lambda env: _number(a(env)) + _number(b(env))
+    return lambda env: sum(_number(f(env)) for f in fs)
 
 
-def _symbol(args: tuple[Any, ...], env: Mapping[str, Value]) -> Value:
-    try:
-        return env[args[0]]
-    except KeyError:
-        raise RuleError(f"unknown symbol {args[0]!r}") from None
+def _multiply(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    if len(fs) == 2:
+        a, b = fs
+        return lambda env: _number(a(env)) * _number(b(env))
+    return lambda env: math.prod([_number(f(env)) for f in fs])
 
 
-_Op = Callable[[tuple, Mapping[str, Value]], Value]
+def _divide(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    a, b = fs
+
+    def quotient(env: Mapping[str, Value]) -> Value:
+        x, y = _number(a(env)), _number(b(env))
+        if y == 0:
+            raise RuleError(f"division by zero in {encode(Expr('/', *args))!r}")
+        if type(x) is int and type(y) is int and x % y == 0:
+            return x // y  # a whole quotient stays an int (exact, and fast)
+        return Fraction(x) / y
+    return quotient
 
 
-def _numbers(args: tuple[Expr, ...], env: Mapping[str, Value]) -> list[Fraction]:
-    return [_number(evaluate(a, env)) for a in args]
+def _unary(function: Callable[[Any], Value]) -> Callable[[tuple, list[_Fn]], _Fn]:
+    """An operator of one number."""
+    def make(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+        a = fs[0]
+        return lambda env: function(_number(a(env)))
+    return make
 
 
-def _divide(args: tuple[Expr, ...], env: Mapping[str, Value]) -> Fraction:
-    a, b = _numbers(args, env)
-    if b == 0:
-        raise RuleError(f"division by zero in {encode(Expr('/', *args))!r}")
-    if type(a) is int and type(b) is int and a % b == 0:
-        return a // b  # a whole quotient stays an int (exact, and fast)
-    return Fraction(a) / b
+def _binary_numbers(function: Callable[[Any, Any], Value]) -> Callable[[tuple, list[_Fn]], _Fn]:
+    """An operator of two numbers."""
+    def make(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+        a, b = fs
+        return lambda env: function(_number(a(env)), _number(b(env)))
+    return make
 
 
-OPERATORS: dict[str, _Op] = {
+def _binary_values(function: Callable[[Any, Any], Value]) -> Callable[[tuple, list[_Fn]], _Fn]:
+    """An operator of two values of any kind (== and !=)."""
+    def make(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+        a, b = fs
+        return lambda env: function(a(env), b(env))
+    return make
+
+
+def _if(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    c, a, b = fs
+    return lambda env: a(env) if c(env) else b(env)
+
+
+def _lookup(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    t, k = fs
+
+    def entry(env: Mapping[str, Value]) -> Value:
+        table, key = t(env), k(env)
+        try:
+            return table[key]
+        except (KeyError, IndexError, TypeError):
+            raise RuleError(f"no entry {key!r} in {encode(args[0])!r}") from None
+    return entry
+
+
+def _get(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    t, k, d = fs
+
+    def entry(env: Mapping[str, Value]) -> Value:
+        table, key = t(env), k(env)
+        return table[key] if key in table else d(env)
+    return entry
+
+
+def _sum_rows(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    rows, body = fs
+    return lambda env: sum(_number(body(_RowScope(row, env))) for row in rows(env))
+
+
+def _by_rows(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    rows, field, body = fs
+
+    def sums(env: Mapping[str, Value]) -> dict[Value, Value]:
+        out: dict[Value, Value] = {}
+        key_name = field(env)
+        for row in rows(env):
+            key = row[key_name]
+            out[key] = out.get(key, 0) + _number(body(_RowScope(row, env)))
+        return out
+    return sums
+
+
+def _row(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    condition, names, values = fs[0], [a.args[0] for a in args[1::2]], fs[2::2]
+    pairs = list(zip(names, values))
+
+    def fields(env: Mapping[str, Value]) -> dict[str, Value] | None:
+        if not condition(env):
+            return None
+        return {name: value(env) for name, value in pairs}
+    return fields
+
+
+def _table(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    return lambda env: [r for r in (f(env) for f in fs) if r is not None]
+
+
+def _fmt(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    template, rest = fs[0], fs[1:]
+    return lambda env: _text(template(env)).format(*(_text(f(env)) for f in rest))
+
+
+def _fixed(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    a, k = fs
+    return lambda env: f"{float(_number(a(env))):.{int(k(env))}f}"
+
+
+_Compiler = Callable[[tuple, list[_Fn]], _Fn]
+OPERATORS: dict[str, _Compiler] = {
     "sym": _symbol,
-    "num": lambda args, env: args[0],
-    "str": lambda args, env: args[0],
-    "+": lambda args, env: sum(_numbers(args, env)),
-    "-": lambda args, env: _number(evaluate(args[0], env)) - _number(evaluate(args[1], env)),
-    "*": lambda args, env: math.prod(_numbers(args, env)),
+    "num": _constant,
+    "str": _constant,
+    "+": _add,
+    "-": _binary_numbers(lambda x, y: x - y),
+    "*": _multiply,
     "/": _divide,
-    "neg": lambda args, env: -_number(evaluate(args[0], env)),
-    "%": lambda args, env: _number(evaluate(args[0], env)) % _number(evaluate(args[1], env)),
-    "floor": lambda args, env: math.floor(_number(evaluate(args[0], env))),
-    "ceil": lambda args, env: math.ceil(_number(evaluate(args[0], env))),
-    "min": lambda args, env: min(_numbers(args, env)),
-    "max": lambda args, env: max(_numbers(args, env)),
-    "==": lambda args, env: int(evaluate(args[0], env) == evaluate(args[1], env)),
-    "!=": lambda args, env: int(evaluate(args[0], env) != evaluate(args[1], env)),
-    "<": lambda args, env: int(_number(evaluate(args[0], env)) < _number(evaluate(args[1], env))),
-    "<=": lambda args, env: int(_number(evaluate(args[0], env)) <= _number(evaluate(args[1], env))),
-    ">": lambda args, env: int(_number(evaluate(args[0], env)) > _number(evaluate(args[1], env))),
-    ">=": lambda args, env: int(_number(evaluate(args[0], env)) >= _number(evaluate(args[1], env))),
-    "and": lambda args, env: int(all(bool(evaluate(a, env)) for a in args)),
-    "or": lambda args, env: int(any(bool(evaluate(a, env)) for a in args)),
-    "not": lambda args, env: int(not bool(evaluate(args[0], env))),
-    "if": lambda args, env: evaluate(args[1] if bool(evaluate(args[0], env)) else args[2], env),
-    "in": lambda args, env: int(evaluate(args[0], env) in [evaluate(a, env) for a in args[1:]]),
-    "has": lambda args, env: int(evaluate(args[1], env) in evaluate(args[0], env)),
+    "neg": _unary(lambda x: -x),
+    "%": _binary_numbers(lambda x, y: x % y),
+    "floor": _unary(math.floor),
+    "ceil": _unary(math.ceil),
+    "min": lambda args, fs: lambda env: min(_number(f(env)) for f in fs),
+    "max": lambda args, fs: lambda env: max(_number(f(env)) for f in fs),
+    "==": _binary_values(lambda x, y: int(x == y)),
+    "!=": _binary_values(lambda x, y: int(x != y)),
+    "<": _binary_numbers(lambda x, y: int(x < y)),
+    "<=": _binary_numbers(lambda x, y: int(x <= y)),
+    ">": _binary_numbers(lambda x, y: int(x > y)),
+    ">=": _binary_numbers(lambda x, y: int(x >= y)),
+    "and": lambda args, fs: lambda env: int(all(bool(f(env)) for f in fs)),
+    "or": lambda args, fs: lambda env: int(any(bool(f(env)) for f in fs)),
+    "not": lambda args, fs: (lambda a: lambda env: int(not bool(a(env))))(fs[0]),
+    "if": _if,
+    "in": lambda args, fs: (lambda x, rest: lambda env: int(x(env) in [f(env) for f in rest]))(fs[0], fs[1:]),
+    "has": _binary_values(lambda table, x: int(x in table)),
     "at": _lookup,
+    "get": _get,
     "sum": _sum_rows,
+    "by": _by_rows,
     "row": _row,
     "table": _table,
-    "fmt": lambda args, env: _text(evaluate(args[0], env)).format(*(_text(evaluate(a, env)) for a in args[1:])),
-    "bytes": lambda args, env: bytes_text(_number(evaluate(args[0], env))),
-    "real": lambda args, env: repr(float(_number(evaluate(args[0], env)))),
-    "fixed": lambda args, env: f"{float(_number(evaluate(args[0], env))):.{int(evaluate(args[1], env))}f}",
+    "fmt": _fmt,
+    "bytes": _unary(bytes_text),
+    "real": _unary(lambda x: repr(float(x))),
+    "fixed": _fixed,
 }
+
+
+def compiled(expr: Expr) -> _Fn:
+    """The function a rule compiles to (made once, then kept on the node)."""
+    fn = expr._fn
+    if fn is None:
+        fs = [] if expr.op in _LEAVES else [compiled(a) for a in expr.args]
+        fn = expr._fn = OPERATORS[expr.op](expr.args, fs)
+    return fn
 
 
 def evaluate(expr: Expr, env: Mapping[str, Value]) -> Value:
     """The exact value of a rule with the symbols in `env` (numbers come back as ints or Fractions)."""
-    return OPERATORS[expr.op](expr.args, env)
+    return compiled(expr)(env)
 
 
 def derive(symbols: Mapping[str, Expr], env: Mapping[str, Value]) -> dict[str, Value]:
@@ -341,6 +462,8 @@ def encode(expr: Expr) -> Any:
         return value.numerator if value.denominator == 1 else ["/", value.numerator, value.denominator]
     if expr.op == "str":
         return ["str", expr.args[0]]
+    if expr.op == "row":  # field names are plain strings: ["row", condition, name, value, ...]
+        return ["row", *(a.args[0] if i % 2 else encode(a) for i, a in enumerate(expr.args))]
     return [expr.op, *(encode(a) for a in expr.args)]
 
 
@@ -355,6 +478,8 @@ def decode(data: Any) -> Expr:
     op, *args = data
     if op == "str":
         return Expr("str", args[0])
+    if op == "row":
+        return Expr("row", *(Expr("str", a) if i % 2 else decode(a) for i, a in enumerate(args)))
     if op not in OPERATORS or op in _LEAVES:
         raise RuleError(f"unknown operator {op!r}")
     return Expr(op, *(decode(a) for a in args))

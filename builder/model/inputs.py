@@ -21,7 +21,8 @@ from builder.model.units import DTYPE_BYTES
 NO_ARCHITECTURE = {"has_architecture": 0, "model_name": "", "layers": 0, "hidden": 0, "heads": 0, "kv_heads": 0,
                    "head_dim": 0, "ffn": 0, "expert_ffn": 0, "vocab": 0, "experts": 0, "top_k": 0, "shared_experts": 0,
                    "sliding_window": 0, "mlp": "", "norm": "", "tied_embeddings": 0, "position_embeddings": 0,
-                   "fused_qkv": 0, "qkv_bias": 0, "out_bias": 0, "mlp_bias": 0, "qk_norm": 0, "parameter_tensors": [],
+                   "fused_qkv": 0, "qkv_bias": 0, "out_bias": 0, "mlp_bias": 0, "qk_norm": 0, "activation_function": "",
+                   "parameter_tensors": [],
                    "parameters": 0}
 
 
@@ -45,6 +46,8 @@ def config_inputs(config: Config) -> dict[str, Any]:
             "param_dtype": policy.param, "master_dtype": policy.master or "", "grad_dtype": policy.grad,
             "optimizer_state_dtype": policy.optimizer_state, "chosen_state_dtype": config.optimizer_state_dtype or "",
             "activation_dtype": policy.activation, "autocast": int(policy.autocast), "recompute": config.recompute,
+            "attention": config.attention, "dropout": int(config.dropout), "implementation": config.implementation,
+            "activation_formula": config.activation_formula, "sequence_parallel": int(config.sequence_parallel),
             "grad_accum_dtype": config.grad_accum_dtype or "",
             "reduce_dtype": config.reduce_dtype or "", "kv_dtype": config.kv_dtype or "",
             "lora_rank": config.lora_rank, "lora_targets": list(config.lora_targets), "qlora": int(config.qlora),

@@ -36,10 +36,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from builder.model import oplists
-from builder.model.activations import LayerMoment, layer_moments
+from builder.model.activations import LayerMoment, layer_moments, per_token_text
 from builder.model.breakdown import Breakdown, Part, join_parts, whole_bytes
 from builder.model.config import Config
-from builder.model.estimator import _per_token_rule as per_token_rule
 from builder.model.estimator import breakdown_of, estimate, overhead_parts, stage_estimates
 from builder.model.units import dtype_bytes
 
@@ -190,7 +189,7 @@ def _transients(phase: str, config: Config, parts: tuple[Part, ...]) -> list[Par
         amount = Fraction(1)
         for factor in row.factors:
             amount *= factor if isinstance(factor, int) else values.get(factor, by_name.get(factor, 0))
-        rule = per_token_rule(amount, values["T"]) if row.per_token else row.per_unit
+        rule = per_token_text(amount, values["T"]) if row.per_token else row.per_unit
         out.append(Part(row.name, whole_bytes(amount), row.formula, row.source, rule, row.note, transient=True))
     return out
 

@@ -10,6 +10,7 @@ data-parallel ranks under ZeRO/FSDP.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable
 
 from builder.model.config import Config, _shard_stage
@@ -49,41 +50,51 @@ def fits(config: Config, capacity: int) -> bool:
     return need(config).bytes <= capacity
 
 
-def _largest(fits_at: Callable[[int], bool], low: int, limit: int, step: int = 1) -> int | None:
-    """`limit` if it fits, else the largest multiple of `step` in [low, limit) that fits, or None.
+def _largest(need_at: Callable[[int], int], capacity: int, low: int, limit: int, step: int = 1) -> int | None:
+    """`limit` if its need fits `capacity`, else the largest multiple of `step` above `low` (`low` included) below
+    `limit` whose need fits, or None if even `low` does not.
 
-    `fits_at` must be monotone (true up to some point, false after), so the answer is unique and
-    any correct search finds it; the calculator widget searches differently and must agree.
+    `need_at` must be monotone (fitting up to some point, not after), so the answer is unique and any correct
+    search finds it. Memory is close to affine in batch and sequence, so each guess lies on the straight line
+    between what the bracket's ends need (regula falsi, with the Illinois rule: an end kept twice counts half as
+    far from capacity) and lands at or next to the answer; every third guess halves the bracket, so the worst
+    case stays logarithmic. The calculator's script searches the same way.
     """
-    if not fits_at(low):
+    good_need = need_at(low)
+    if good_need > capacity:
         return None
-    if fits_at(limit):
+    bad_need = need_at(limit)
+    if bad_need <= capacity:
         return limit
-    good, bad = low, low + step
-    while bad < limit and fits_at(bad):  # gallop: double the distance until a value fails
-        good, bad = bad, low + 2 * (bad - low)
-    bad = min(bad, limit)
-    while good + step < bad:  # bisect on multiples of step; good fits, bad does not
-        middle = good + step * max(1, (bad - good) // (2 * step))
-        if fits_at(middle):
-            good = middle
+    good, bad, side, guess = low, limit, 0, 0
+    while (most := -(-(bad - good) // step) - 1) >= 1:  # candidates good + k x step below bad, k = 1..most
+        k = most // 2 + 1 if guess % 3 == 2 else (capacity - good_need) * (most + 1) // (bad_need - good_need)
+        middle = good + step * min(max(k, 1), most)
+        need = need_at(middle)
+        guess += 1
+        if need <= capacity:
+            if side > 0:
+                bad_need = capacity + Fraction(bad_need - capacity, 2)
+            good, good_need, side = middle, need, 1
         else:
-            bad = middle
+            if side < 0:
+                good_need = capacity - Fraction(capacity - good_need, 2)
+            bad, bad_need, side = middle, need, -1
     return good
 
 
 def max_micro_batch(config: Config, capacity: int, limit: int = 1 << 16) -> int | None:
     """Largest micro-batch (training) or batch (serving) that fits, or None if even 1 does not."""
     field = "micro_batch" if config.mode == "train" else "batch"
-    return _largest(lambda n: fits(config.with_changes(**{field: n}), capacity), 1, limit)
+    return _largest(lambda n: need(config.with_changes(**{field: n})).bytes, capacity, 1, limit)
 
 
 def max_seq_len(config: Config, capacity: int, limit: int = 1 << 22) -> int | None:
     """Longest sequence (training, a multiple of cp) or context (serving) that fits, or None."""
     if config.mode == "serve":
-        return _largest(lambda n: fits(config.with_changes(context=n), capacity), 1, limit)
+        return _largest(lambda n: need(config.with_changes(context=n)).bytes, capacity, 1, limit)
     step = config.cp
-    return _largest(lambda n: fits(config.with_changes(seq_len=n), capacity), step, limit, step)
+    return _largest(lambda n: need(config.with_changes(seq_len=n)).bytes, capacity, step, limit, step)
 
 
 @dataclass(frozen=True)

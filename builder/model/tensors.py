@@ -69,4 +69,6 @@ PARAMETER_TENSORS = table(
 PARAMETERS = total(sym("parameter_tensors"), sym("dim0") * sym("rest") * sym("count")
                    * when(sym("in_block"), sym("layers"), 1))
 # The table and the count, derived from an architecture's shape (builder.model.architecture.shape_inputs).
-SHAPES = RuleSet(symbols={"parameter_tensors": PARAMETER_TENSORS, "parameters": PARAMETERS}, parts=())
+# A head width of 0 (a custom architecture's empty field) is hidden // heads, as Architecture.d_head has it.
+SHAPES = RuleSet(symbols={"head_dim": when(sym("head_dim") > 0, sym("head_dim"), sym("hidden") // sym("heads")),
+                          "parameter_tensors": PARAMETER_TENSORS, "parameters": PARAMETERS}, parts=())

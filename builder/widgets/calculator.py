@@ -2,11 +2,13 @@
 
 Python computes the default state with builder.model, so the widget is a complete figure
 before any script runs (form, chart, parts table, fits-on list, largest batch and sequence).
-It also emits, as data, everything model-specific the browser needs to evaluate any other
-state: the architectures, the op lists of builder.model.oplists, dtype sizes, precision
-policies, optimizer-state and quantisation rules, part sources and the GPU catalog.
-static/widgets/30-calculator.js holds only the arithmetic, mirroring builder.model.estimator
-and builder.model.questions; tests/browser/test_widget_calculator.py compares the two.
+It also emits, as data, everything the browser needs to evaluate any other state: the model's
+rule sets (parameter tensors, placement, states, saved activations and the instants inside a
+layer, serving, overheads) and checks, the architectures as the rules read them, dtype sizes,
+precision policies, the peak's phase tables and the GPU catalog. static/widgets/30-calculator.js
+evaluates them (static/widgets/01-rules.js) and still holds the peak's assembly and the searches,
+mirroring builder.model.peak and builder.model.questions; tests/browser/test_widget_calculator.py
+compares the two.
 
 The form state is a flat dict of strings (the form's control names, also the URL keys);
 `config_from_state` turns it into the Config the model reads. The texts the widget shows
@@ -23,11 +25,9 @@ from fractions import Fraction
 from typing import Any
 
 from builder.model import Config
-from builder.model import estimator as est
-from builder.model import oplists
-from builder.model.activations import FULL_TRAINING, HF_CODE, KORTHIKANTI, KORTHIKANTI_TABLE, NO_GRAD_GONE
+from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
 from builder.model.architecture import MESSAGES as ARCH_MESSAGES
-from builder.model.architecture import Architecture
+from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
 from builder.model.autocast import AUTOCAST_COPIES
 from builder.model.checks import POSITIVE, encode_checks
@@ -332,35 +332,25 @@ def fraction_pair(value: Fraction) -> list[int]:
     return [value.numerator, value.denominator]
 
 
-ARCH_SYMBOLS = {"layers": "L", "hidden": "h", "heads": "a", "kv_heads": "k", "head_dim": "d", "ffn": "f",
-                "vocab": "V", "experts": "E", "top_k": "K"}
+# The inputs each custom-architecture control sets (its own name unless listed): one FFN width serves a dense
+# MLP and each expert, as Architecture's expert_ffn defaults to ffn.
+ARCH_INPUTS = {"ffn": ("ffn", "expert_ffn"), "tied": ("tied_embeddings",)}
 
 
-def arch_data(arch: Architecture) -> dict[str, Any]:
-    """An architecture with the op-list symbols as keys (sizes resolved) and flags as 0/1."""
-    return {
-        "L": arch.layers, "h": arch.hidden, "a": arch.heads, "k": arch.n_kv_heads, "d": arch.d_head,
-        "V": arch.vocab, "f": arch.ffn, "F": arch.n_expert_ffn, "E": arch.experts, "K": arch.top_k,
-        "se": arch.shared_experts, "P": arch.max_positions if arch.positions == "learned" else 0,
-        "win": arch.sliding_window or 0, "sw": int(arch.mlp == "swiglu"), "ln": int(arch.norm == "layernorm"),
-        "qb": int(arch.qkv_bias), "ob": int(arch.out_bias), "mb": int(arch.mlp_bias), "qn": int(arch.qk_norm),
-        "tie": int(arch.tied_embeddings),
-        "gp": int(arch.activation == "gelu_tanh_python"), "g2": int(arch.family == "gpt2"),
-    }
+def custom_base() -> dict[str, Any]:
+    """The shape inputs of a custom architecture that no control sets (Architecture's defaults)."""
+    base = shape_inputs(Architecture(name=CUSTOM, layers=1, hidden=1, heads=1, vocab=1, ffn=0))
+    for control in ARCH_CONTROLS:
+        for name in ARCH_INPUTS.get(control.key, (control.key,)):
+            del base[name]
+    return base
 
 
-def op_rows(rows: tuple[oplists.Row, ...]) -> list[list[Any]]:
-    """Op-list rows without their descriptions, split as the script reads them (once, here, not on every
-    estimate): [group, coefficient, shape symbols, dtype, conditions that must all hold, core]."""
-    return [[r.group, r.coefficient, r.shape.split(), r.dtype, [c for c in r.condition.split("&") if c], int(r.core)]
-            for r in rows]
-
-
-SOURCES = {"hf": HF_CODE, "kor": KORTHIKANTI, "chen": "Chen et al. 2016, arXiv:1604.06174, section 3"}
-# The rule sets the script evaluates (builder.model's parameter tensors, placement, states, autocast copies,
-# serving, communication, host and overheads).
-RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "autocast": AUTOCAST_COPIES,
-             "serving": SERVING, "comm": COMM, "host": HOST, "overheads": OVERHEADS}
+# The rule sets the script evaluates (builder.model's parameter tensors, placement, states, activations and the
+# instants inside a layer, autocast copies, serving, communication, host and overheads).
+RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "conditions": OP_CONDITIONS,
+             "activations": ACTIVATIONS, "moments": MOMENTS, "autocast": AUTOCAST_COPIES, "serving": SERVING,
+             "comm": COMM, "host": HOST, "overheads": OVERHEADS}
 # The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs); the dtype
 # table travels once, as "dtypes".
 FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype", "reduce_dtype",
@@ -376,12 +366,11 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                 defaults: dict[str, str]) -> dict[str, Any]:
     """Everything model-specific the script needs, as compact JSON-ready data."""
     return {
-        "models": {key: arch_data(arch) | {"n": html.escape(arch.extra.get("display", key)), "form": arch_state(arch)}
-                   for key, arch in models.items()},
+        "models": {key: shape_inputs(arch) | {"n": html.escape(arch.extra.get("display", key)),
+                                              "form": arch_state(arch)} for key, arch in models.items()},
         "dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()},
         "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation, int(p.autocast)]
                      for p in PRECISIONS.values()},
-        "rules": est.RULES,
         "ruleSets": {name: rules.encode() for name, rules in RULE_SETS.items()},
         "stages": encode(STAGES),
         "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items()
@@ -390,35 +379,25 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         # (options the form has no control for, such as gpus_per_node, keep their defaults).
         "ints": {option: INT_CONTROLS.get(option, option) for option in POSITIVE
                  if INT_CONTROLS.get(option, option) in defaults},
-        "blocks": {name: op_rows(rows) for name, rows in oplists.BLOCKS.items()},
-        "first": op_rows(oplists.FIRST_STAGE),
-        "full": list(FULL_TRAINING),
-        "last": [op_rows(oplists.LAST_STAGE_LAYERNORM), op_rows(oplists.LAST_STAGE_RMSNORM)],
-        "sources": {key: html.escape(text) for key, text in SOURCES.items()},
         "gpus": [[key, html.escape(display), size, html.escape(short_name(display))] for key, display, size in gpus],
         "shown": shown,
         "defaults": defaults,
         "fsdp": FSDP_STAGE,
         "modeOnly": MODE_ONLY,
         "plain": {key: PLAIN_STATE[key] for key in MODE_ONLY},
-        # The custom-architecture controls (kept in links only for a custom model), each with the
-        # arch_data symbol its number sets ('' for the choices the script reads by name).
-        "arch": {control.key: ARCH_SYMBOLS.get(control.key, "") for control in ARCH_CONTROLS},
+        # The custom-architecture controls (kept in links only for a custom model), each with the inputs it sets
+        # and whether its value is a name (else a whole number), and the inputs no control sets.
+        "arch": {control.key: [ARCH_INPUTS.get(control.key, (control.key,)), int(control.kind == "select")]
+                 for control in ARCH_CONTROLS},
+        "custom": custom_base(),
         "limits": SEARCH_LIMITS,
         "t": TEXTS | VERDICTS,
         "m": ARCH_MESSAGES,
         "checks": encode_checks(),
-        "kor": KORTHIKANTI_TABLE,
         # The peak of a step (builder.model.peak): what is live at each moment, and the moments' own tensors.
         "live": list(LIVE.items()), "notSaved": NOT_SAVED, "stepFlags": STEP_FLAGS, "phases": PHASE_TITLES,
         "transients": [[t.phase, t.factors, t.conditions] for t in TRANSIENTS],
-        # Inside a layer (oplists.MOMENTS): per block [phase, conditions, index of the anchor row, temporaries].
-        "moments": {name: [[m.phase, [c for c in m.condition.split("&") if c],
-                            [r.op for r in oplists.BLOCKS[name]].index(m.anchor), op_rows(m.temporaries)]
-                           for m in moments] for name, moments in oplists.MOMENTS.items()},
-        "layerGrads": {name: op_rows(rows) for name, rows in oplists.LAYER_GRADS.items()},
-        "headGrads": op_rows(oplists.HEAD_GRADS), "headSaved": HEAD_SAVED, "momentPhases": MOMENT_PHASES,
-        "noGradGone": NO_GRAD_GONE,
+        "headSaved": HEAD_SAVED, "momentPhases": MOMENT_PHASES,
     }
 
 

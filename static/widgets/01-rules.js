@@ -54,13 +54,29 @@ const RULE_OPS = {
     if (v === undefined) throw Error(`no entry ${k(e)}`);
     return v;
   },
-  // A row's fields shadow the symbols around it (a prototype chain, not a copy).
-  sum: ([rows, body]) => (e) => rows(e).reduce((s, row) => s + body(Object.assign(Object.create(e), row)), 0),
+  get: ([t, k, d]) => (e) => {
+    const v = t(e)[k(e)];
+    return v === undefined ? d(e) : v;
+  },
+  // A row's fields shadow the symbols around it: one scope over the symbols (a prototype chain, not a copy) takes
+  // each row's fields in turn (a table's rows all have the same fields).
+  sum: ([rows, body]) => (e) => {
+    let s = 0;
+    const scope = Object.create(e);
+    for (const row of rows(e)) s += body(Object.assign(scope, row));
+    return s;
+  },
+  // The same sums kept apart by a field's value (first-seen order, as an object keeps string keys).
+  by: ([rows, field, body]) => (e) => {
+    const out = {}, key = field(e), scope = Object.create(e);
+    for (const row of rows(e)) out[row[key]] = (out[row[key]] || 0) + body(Object.assign(scope, row));
+    return out;
+  },
   // A row's fields where its condition holds (a table leaves the others out), and a table of rows.
   row: ([c, ...f]) => (e) => {
     if (!c(e)) return null;
     const out = {};
-    for (let i = 0; i < f.length; i += 2) out[f[i](e)] = f[i + 1](e);
+    for (let i = 0; i < f.length; i += 2) out[f[i]] = f[i + 1](e);
     return out;
   },
   table: (f) => (e) => f.map((g) => g(e)).filter((r) => r !== null),
@@ -79,28 +95,24 @@ const compileRule = (rule) => {
   };
   const [op, ...args] = rule;
   if (op == "str") return () => args[0];
+  // A row's field names are plain strings (not symbols): only its condition and values are rules.
+  if (op == "row") return RULE_OPS.row(args.map((a, i) => (i % 2 ? a : compileRule(a))));
   if (op == "/" && args.every((a) => typeof a == "number")) { const v = args[0] / args[1]; return () => v; }
   return RULE_OPS[op](args.map(compileRule));
 };
 // A function of the inputs that reuses its result while the inputs a rule set reads are the same (a search for
 // the largest batch changes only the batch, which most sets do not read); a table input counts as the same
-// while it is the same object.
+// while it is the same object. The last few results are kept (pipeline stages alternate), newest first.
 const memoised = (reads, compute) => {
-  const tables = new WeakMap(), seen = new Map();
-  let count = 0;
-  const keyOf = (inputs) => reads.map((k) => {
-    const v = inputs[k];
-    if (v === null || typeof v != "object") return typeof v + v;
-    if (!tables.has(v)) tables.set(v, ++count);
-    return "#" + tables.get(v);
-  }).join("|");
+  const kept = [];
   return (inputs) => {
-    const key = keyOf(inputs);
-    if (!seen.has(key)) {
-      if (seen.size > 64) seen.clear();
-      seen.set(key, compute(inputs));
+    const values = reads.map((k) => inputs[k]);
+    let hit = kept.find((entry) => entry[0].every((v, i) => v === values[i]));
+    if (!hit) {
+      hit = [values, compute(inputs)];
+      if (kept.unshift(hit) > 8) kept.pop();
     }
-    return seen.get(key);
+    return hit[1];
   };
 };
 // Each derived symbol in order, on top of the inputs (a prototype chain, not a copy).
@@ -119,14 +131,20 @@ const ruleSymbols = ({ reads, symbols }) => {
 };
 // partrules.RuleSet: derived symbols in order, then the parts whose condition holds, as
 // [name, whole bytes, per-unit words, source, note, transient], reused while the inputs it reads are the same.
+// Without `words` (a search wants bytes only), [name, whole bytes]: the words are worked out when first asked for.
 const ruleSet = ({ reads, symbols, parts }) => {
   const derive = deriver(symbols);
   const priced = parts.map(([name, when, bytes, unit, note, source, transient]) =>
     [name, compileRule(when), compileRule(bytes), compileRule(unit), compileRule(note), compileRule(source), transient]);
   const evaluate = memoised(reads, (inputs) => {
-    const env = derive(inputs);
-    return priced.filter((p) => p[1](env)).map(([name, , bytes, unit, note, source, transient]) =>
-      [name, wholeBytes(bytes(env)), unit(env), source(env), note(env), transient]);
+    const env = derive(inputs), held = priced.filter((p) => p[1](env));
+    return { env, held, bytes: held.map(([name, , bytes]) => [name, wholeBytes(bytes(env))]) };
   });
-  return (inputs) => evaluate(inputs).slice();
+  return (inputs, words = true) => {
+    const result = evaluate(inputs);
+    if (!words) return result.bytes.slice();
+    result.words ||= result.held.map(([name, , , unit, note, source, transient], i) =>
+      [name, result.bytes[i][1], unit(result.env), source(result.env), note(result.env), transient]);
+    return result.words.slice();
+  };
 };

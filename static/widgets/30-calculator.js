@@ -1,34 +1,25 @@
 // The calculator: builder.model.estimator and builder.model.questions evaluated in the browser.
 // The model's parameter-tensor table, the pipeline stages, what a GPU holds, the rule sets (model states,
-// sharding, autocast copies, serving, communication, host, overheads) and the configuration checks come as
-// rules that 01-rules.js evaluates; the op lists, architectures, dtype sizes, precision policies, Korthikanti's
-// table, sources, GPUs and every word (texts, the figure's markup templates) come as data from
-// builder/widgets/calculator.py and the partial. What is still arithmetic here (activation assembly, the peak
-// of a step, the searches) follows activations.py, peak.py and questions.py step by step, so that
-// tests/browser/test_widget_calculator.py finds the same bytes. Python sums exact Fractions; here doubles, with
-// products of integers before divisions so that most quantities are exact, and whole() rounds up to a whole
-// byte as whole_bytes does.
+// sharding, saved activations and the instants inside a layer, autocast copies, serving, communication, host,
+// overheads) and the configuration checks come as rules that 01-rules.js evaluates; the architectures, dtype
+// sizes, precision policies, sources, GPUs and every word (texts, the figure's markup templates) come as data
+// from builder/widgets/calculator.py and the partial. What is still arithmetic here (the peak of a step, the
+// searches) follows peak.py and questions.py step by step, so that tests/browser/test_widget_calculator.py
+// finds the same bytes. Python sums exact Fractions; here doubles, with products of integers before divisions
+// so that most quantities are exact, and whole() rounds up to a whole byte as whole_bytes does.
 {
-const flo = Math.floor, ceil = Math.ceil, max = Math.max, min = Math.min, whole = wholeBytes, fx = fixedText, fill = fillText;
+const flo = Math.floor, ceil = Math.ceil, max = Math.max, min = Math.min, whole = wholeBytes, fill = fillText;
 const commas = (n) => n.toLocaleString("en-US");
-const perTok = (x, T) => {
-  const p = x / max(1, T);
-  return p >= 1024 ? fx(p / 1024, 1) + " KiB/token" : fx(p, 0) + " B/token";
-};
 
 WIDGETS.calculator = (root, D) => {
   const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), bytes = (t) => D.dtypes[t], T = D.t;
   const fail = (k, ...v) => { throw { msg: fill(D.m[k], ...v) }; }, put = (k, ...v) => fill(D.tpl[k], ...v);
-  const part = (name, x, rule, src) => [name, whole(x), rule, D.sources[src]], R = (k, ...v) => fill(D.rules[k], ...v);
-  const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
+  const sum = (ps) => ps.reduce((s, p) => s + p[1], 0), total = (map) => Object.values(map).reduce((s, x) => s + x, 0);
 
-  // builder.model.tensors and placement, as rules: the architecture's parameter-tensor table and count (once per
-  // architecture), the pipeline stages worth evaluating, and what one GPU of a stage holds.
+  // builder.model.tensors and placement, as rules: the architecture's shape with its parameter-tensor table and
+  // count (once per architecture), the pipeline stages worth evaluating, and what one GPU of a stage holds.
   const [shapes, held] = [D.ruleSets.shapes, D.ruleSets.holding].map(ruleSymbols), stagesOf = compileRule(D.stages);
-  const known = new WeakMap(), shapeOf = (A) => known.get(A) || known.set(A, shapes({ has_architecture: 1, model_name: A.name,
-    layers: A.L, hidden: A.h, heads: A.a, kv_heads: A.k, head_dim: A.d, ffn: A.f, expert_ffn: A.F, vocab: A.V, experts: A.E,
-    top_k: A.K, shared_experts: A.se, sliding_window: A.win, mlp: A.sw ? "swiglu" : "gelu", norm: A.ln ? "layernorm" : "rmsnorm",
-    tied_embeddings: A.tie, position_embeddings: A.P, fused_qkv: A.g2 || 0, qkv_bias: A.qb, out_bias: A.ob, mlp_bias: A.mb, qk_norm: A.qn || 0 })).get(A);
+  const known = new WeakMap(), shapeOf = (A) => known.get(A) || known.set(A, shapes(A)).get(A);
 
   // The state the model reads (calculator.effective_state): a control of the other mode counts at its plain value.
   const effective = (st) => Object.fromEntries(Object.entries(st).map(([k, v]) => [k, (D.modeOnly[k] || st.mode) == st.mode ? v : D.plain[k]]));
@@ -37,17 +28,17 @@ WIDGETS.calculator = (root, D) => {
     const st = effective(form), n = (k) => (/^-?\d+$/.test(st[k]) ? +st[k] : 0), train = st.mode == "train", sh = st.shard, fsdp = D.fsdp[sh] != null;
     let A = D.models[st.model];
     if (!A) {
-      A = { name: "custom", F: n("ffn"), se: 0, P: 0, win: 0, qb: 0, ob: 0, mb: 0, sw: st.mlp == "swiglu", ln: st.norm == "layernorm", tie: st.tied == "1", gp: 1 };
-      for (const k in D.arch) if (D.arch[k]) A[D.arch[k]] = n(k);
-      for (const k of ["layers", "hidden", "heads", "vocab"]) if (n(k) <= 0) fail("positive", "custom", k, n(k));
-      if (A.k <= 0 || A.a % A.k) fail("kv_heads", "custom", A.k, A.a);
-      if (A.E && !(A.K > 0 && A.K <= A.E)) fail("top_k", "custom", A.E, A.K);
-      A.d = A.d || flo(A.h / A.a);
-    } else A.name = st.model;
+      // The custom architecture the controls describe (calculator.custom_arch), checked as Architecture does.
+      A = { ...D.custom };
+      for (const [k, [names, text]] of Object.entries(D.arch)) for (const name of names) A[name] = text ? st[k] : n(k);
+      for (const k of ["layers", "hidden", "heads", "vocab"]) if (A[k] <= 0) fail("positive", "custom", k, A[k]);
+      if (A.kv_heads <= 0 || A.heads % A.kv_heads) fail("kv_heads", "custom", A.kv_heads, A.heads);
+      if (A.experts && !(A.top_k > 0 && A.top_k <= A.experts)) fail("top_k", "custom", A.experts, A.top_k);
+    }
     const pol = [...D.policies[train ? st.precision : "bf16"]];
     if (!train) pol[0] = st.weights;
-    const c = { A, train, pol, opt: st.optimizer, rec: st.recompute, eager: st.attention == "eager",
-      kor: st.formula == "korthikanti", meg: st.formula == "megatron", amp: pol[5] && st.formula != "megatron", drop: st.dropout == "1", fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
+    const c = { A, train, pol, opt: st.optimizer, rec: st.recompute, attention: st.attention,
+      formula: st.formula, drop: st.dropout == "1", fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
       sp: st.sp == "1", off: st.offload[0], offload: st.offload,
       r: n("lora_rank"), ql: st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
     for (const k in D.ints) c[k] = n(D.ints[k]);
@@ -67,6 +58,8 @@ WIDGETS.calculator = (root, D) => {
       dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
       offload: c.offload, optimizer: c.opt, param_dtype: pol[0], master_dtype: pol[1] || "", grad_dtype: pol[2],
       optimizer_state_dtype: pol[3], activation_dtype: pol[4], autocast: pol[5], recompute: c.rec, kv_dtype: c.kv,
+      attention: c.attention, dropout: +c.drop, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
+      activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
       lora_rank: c.r, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
       seq_len: c.seq_len, grad_accum: c.grad_accum, pp_virtual_stages: c.pp_virtual_stages,
       pp_schedule: c.pp_virtual_stages > 1 ? "interleaved" : "1f1b", dtype_bytes: D.dtypes };
@@ -74,61 +67,23 @@ WIDGETS.calculator = (root, D) => {
   const inputsOf = (run, stage) => held({ ...run, stage_layers: stage.layers, stage_has_embedding: stage.has_embedding,
     stage_has_head: stage.has_head, stage_in_flight: stage.in_flight });
   // The rule sets of builder.model (states, serving, overheads), compiled once.
-  const [states, autocast, serving, comm, hostParts, overheads] = ["states", "autocast", "serving", "comm", "host", "overheads"].map((k) => ruleSet(D.ruleSets[k]));
-  // activations.symbols, activations.conditions and activations.evaluate: the rows whose conditions all hold, as
-  // [group, bytes, core, dtype] ('grad': the gradient dtype), and the block's op list (activations.block_name).
-  const opsOf = (c) => {
-    const { A, tp: t, sp, micro_batch: b, rec } = c, ab = bytes(c.pol[4]), s = flo(c.seq_len / c.cp), T = b * s;
-    const sym = { T, Tr: sp ? T / t : T, b, s, S: c.seq_len, h: A.h, a: flo(A.a / t), k: max(1, flo(A.k / t)), d: A.d, f: flo((A.E ? A.F : A.f) / t), V: ceil(A.V / t), E: A.E, K: A.K, r: c.r };
-    const held = [c.eager ? "eager" : "fused", c.eager && A.k != A.a && !c.meg ? "gqa_repeat" : "no_gqa_repeat", c.drop ? "dropout" : "no_dropout",
-      c.pol[4] != "fp32" && "low_precision", A.sw ? "swiglu" : A.gp && !c.meg ? "gelu_python" : "gelu_fused", A.P ? "learned_positions" : "rotary", (A.ln || c.meg) && "embedding_dropout", rec == "full" ? "full_recompute" : "no_full_recompute", c.amp ? "autocast" : "no_autocast",
-      ...(c.r ? ["q", "k", "v", "o"].flatMap((x) => ["lora_" + x, ...(/[qo]/.test(x) || c.pol[4] != "fp32" ? ["lora_in_" + x] : [])]) : D.full)];
-    const has = new Set(held), holds = (conditions) => conditions.every((x) => has.has(x));
-    const one = ([g, k, shape, dt, cond, core]) => holds(cond) ? [g, shape.reduce((e, x) => e * (sym[x] ?? 1), k) * (dt == "act" ? ab : dt == "int64" ? 8 : dt == "grad" ? bytes(c.pol[2]) : bytes(dt)), core, dt] : null;
-    const ev = (rows) => rows.map(one).filter(Boolean);
-    return { T, sym, holds, one, ev, block: c.meg ? "megatron" : A.ln ? "hf-gpt2" : A.E ? "hf-mixtral" : "hf-llama" };
-  };
-  const total = (rows) => rows.reduce((s, r) => s + r[1], 0);
-  const groups = (rows) => rows.reduce((o, [g, x]) => ((o[g] = (o[g] || 0) + x), o), {});
-  const activationParts = (c, { layers: L, has_embedding: emb, has_head: head, in_flight: fl }) => {
-    const { A, tp: t, sp, micro_batch: b, rec } = c, ab = bytes(c.pol[4]), s = flo(c.seq_len / c.cp), T = b * s, src = c.meg ? "kor" : "hf";
-    if (c.kor) {
-      // Korthikanti et al. 2022 Table 2, per layer: sbh x (c + c_t / t + k x 5as/(ht)) (activations.KORTHIKANTI_TABLE).
-      const [rule, k0, kt, att] = D.kor[rec + (t == 1 ? 1 : sp ? "s" : "t")];
-      return [part("activations/layers", s * b * A.h * (k0 + kt / t + att * 5 * A.a * s / (A.h * t)) * L * fl, R("per_layer", rule), "kor")];
-    }
-    const { sym, ev, block } = opsOf(c);
-    const byGroup = (rows) => [...new Set(rows.map((r) => r[0]))].map((g) => [g, total(rows.filter((r) => r[0] == g))]);
-    const layer = ev(D.blocks[block]);
-    const saved = rec == "selective" ? layer.filter((r) => !r[2]) : rec == "full" ? [["checkpoint", sym.Tr * A.h * (c.amp ? 4 : ab)]] : layer;
-    const out = byGroup(saved).map(([g, x]) => part("activations/" + g, x * L * fl, perTok(x, T), src));
-    if (rec == "full") out.push(part("activations/recompute_working_layer", total(layer), perTok(total(layer), T), "chen"));
-    for (const [g, x] of byGroup([...(emb ? ev(D.first) : []), ...(head ? ev(D.last[A.ln || c.meg ? 0 : 1]) : [])]))
-      out.push(part("activations/" + g, x * fl, perTok(x * fl, T), src));
-    if (head) out.push(part("activations/logits", T * sym.V * ab, R("logits", ab), "hf"));
-    return out;
-  };
-  // activations.layer_moments: the block's moments whose conditions hold, each with what is live of the layer then
-  // less what one layer keeps between forward and backward (per activations part), the layer's rows live then, its
-  // temporaries, the layer's weight gradients made by then, all of one layer's and the output layer's.
-  const momentsOf = (c) => {
-    if (c.kor) return [];
-    const { one, ev, holds, block } = opsOf(c), each = D.blocks[block].map(one), all = each.filter(Boolean);
-    const kept = groups(c.rec == "selective" ? all.filter((r) => !r[2]) : c.rec == "full" ? [] : all);
-    const layer = total(ev(D.layerGrads[block])), head = total(ev(D.headGrads));
-    return D.moments[block].filter(([, cond]) => holds(cond)).map(([phase, , at, temps]) => {
-      const live = each.slice(0, at + 1).filter((r) => r && !(c.rec == "full" && phase == "layer_forward" && D.noGradGone.includes(r[0])));
-      const extra = ev(temps), made = total(extra.filter((r) => r[3] == "grad"));
-      const got = groups(live), change = [...new Set([...Object.keys(got), ...Object.keys(kept)])].map((g) => ["activations/" + g, (got[g] || 0) - (kept[g] || 0)]);
-      return { phase, change, live: total(live), temps: total(extra) - made, made, layer, head };
-    });
+  const [states, activations, autocast, serving, comm, hostParts, overheads] = ["states", "activations", "autocast", "serving", "comm", "host", "overheads"].map((k) => ruleSet(D.ruleSets[k]));
+  const [opConditions, activationSymbols, momentSymbols] = ["conditions", "activations", "moments"].map((k) => ruleSymbols(D.ruleSets[k]));
+  // activations.layer_moments: the instants inside a layer whose conditions hold (the MOMENTS rules), each with
+  // what is live of the layer then less what one layer keeps saved (per activations part), the layer's rows live
+  // then, its temporaries, the layer's weight gradients made by then, all of one layer's and the output layer's.
+  const momentsOf = (inputs) => {
+    const env = momentSymbols(activationSymbols(opConditions(inputs))), kept = env.layer_kept;
+    return env.layer_moments.map(({ phase, live, temporaries, made }) => ({ phase, made, temps: temporaries,
+      change: [...new Set([...Object.keys(live), ...Object.keys(kept)])].map((g) => ["activations/" + g, (live[g] || 0) - (kept[g] || 0)]),
+      live: total(live), layer: env.layer_grads, head: env.head_grads }));
   };
   // estimator.overhead_parts as the calculator offers them: a framework percentage of what is allocated.
-  const reserved = (c, allocated) => {
+  const reserved = (c, allocated, words = false) => {
     const env = Object.create(D.fixedInputs);
     env.overhead_fraction = c.ovh / 100;
     env.allocated = allocated;
-    return overheads(env);
+    return overheads(env, words);
   };
   // peak.phases_of: the parts live at each moment of a step (peak.LIVE's selectors) and the moment's own tensors
   // (peak.TRANSIENTS whose conditions hold), the framework percentage worked out again on each; [bytes, phase] of the
@@ -144,8 +99,8 @@ WIDGETS.calculator = (root, D) => {
       if (b == "gradients" && c.grad_accum > 1) add("accumulating", x);
     }
     const flags = [by["activations/logits"] && "head", by["activations/embedding"] && "embedding", c.pol[4] != "fp32" && "low_precision",
-      c.pol[5] && "autocast", c.A.tie && "tied", !c.r && "full_tuning", D.stepFlags[c.opt]];
-    const sym = { T: c.micro_batch * flo(c.seq_len / c.cp), V: ceil(c.A.V / c.tp), h: c.A.h, grad: bytes(c.pol[2]) };
+      c.pol[5] && "autocast", c.A.tied_embeddings && "tied", !c.r && "full_tuning", D.stepFlags[c.opt]];
+    const sym = { T: c.micro_batch * flo(c.seq_len / c.cp), V: ceil(c.A.vocab / c.tp), h: c.A.hidden, grad: bytes(c.pol[2]) };
     const fresh = c.grad_accum == 1 && !by["comm/unsharded_grads"], head = !!by["activations/logits"];
     // peak._last_layer and peak._first_layer, as what each adds to the phase's selected parts.
     const lastLayer = (m) => {
@@ -177,42 +132,40 @@ WIDGETS.calculator = (root, D) => {
   };
   // estimator.estimate: every pipeline stage worth evaluating, the fuller one reported; peak.need: what the run
   // needs, the highest moment of a step over the stages (training) or the sum of parts (serving).
-  const estimate = (c) => {
+  const estimate = (c, words) => {
     const run = runInputs(c);
     validate(run);
     let best, need;
-    const moms = c.train ? momentsOf(c) : [];
-    for (const st of stagesOf(run)) {
-      const inputs = inputsOf(run, st), host = hostParts(inputs);
-      let gpu = [...states(inputs), ...(c.train ? [...activationParts(c, st), ...autocast(inputs)] : serving(inputs)), ...comm(inputs)];
+    const stages = stagesOf(run), moms = c.train ? momentsOf(inputsOf(run, stages[0])) : [];
+    for (const st of stages) {
+      const inputs = inputsOf(run, st), host = hostParts(inputs, words);
+      let gpu = [...states(inputs, words), ...(c.train ? [...activations(opConditions(inputs), words), ...autocast(inputs, words)] : serving(inputs, words)), ...comm(inputs, words)];
       if (/[ob]/.test(c.off)) gpu = gpu.filter((p) => !(/^(opt|grad)/.test(p[0]) && host.push(p)));
-      gpu.push(...reserved(c, sum(gpu)));
+      gpu.push(...reserved(c, sum(gpu), words));
       const top = c.train ? peakOf(c, gpu.filter((p) => p[1]), moms) : [sum(gpu)];
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host];
       if (!need || top[0] > need[0]) need = top;
     }
     return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * min(D.fixedInputs.gpus_per_node, c.dp * c.tp * c.pp * c.cp), need: need[0], phase: need[1] };
   };
-  // questions._largest: limit if it fits, else the largest multiple of step in [low, limit) that
-  // fits. Memory is monotone, so the answer is unique: this search starts from a linear guess
-  // (memory is close to affine in batch and sequence) and gallops away from it, doubling the
-  // distance each time, then halves the bracket: a handful of estimates, logarithmic at worst.
+  // questions._largest: limit if it fits, else the largest multiple of step above low (low included) below limit
+  // that fits, 0 if none. Memory is monotone and close to affine in batch and sequence: each guess lies on the
+  // straight line between what the bracket's ends need (regula falsi, Illinois rule: an end kept twice counts half
+  // as far from capacity); every third guess halves the bracket, so the worst case stays logarithmic.
   const largest = (size, cap, low, limit, step) => {
-    const fits = (n) => size(n) <= cap, f0 = size(low);
-    if (f0 > cap) return 0;
-    if (fits(limit)) return limit;
-    const f1 = size(low + step);
-    let guess = min(max(f1 > f0 ? low + flo((cap - f0) / (f1 - f0)) * step : low, low), limit - 1), good, bad;
-    guess = low + flo((guess - low) / step) * step;
-    if (fits(guess)) {
-      for (good = guess, bad = guess + step; bad < limit && fits(bad);) [good, bad] = [bad, 3 * bad - 2 * good];
-      bad = min(bad, limit);
-    } else {
-      for (bad = guess, good = guess - step; good > low && !fits(good);) [bad, good] = [good, max(low, 3 * good - 2 * bad)];
-    }
-    while (good + step < bad) {
-      const mid = good + step * max(1, flo((bad - good) / (2 * step)));
-      if (fits(mid)) good = mid; else bad = mid;
+    let good = low, bad = limit, fg = size(low), fb, side = 0, most;
+    if (fg > cap) return 0;
+    if ((fb = size(limit)) <= cap) return limit;
+    for (let guess = 0; (most = ceil((bad - good) / step) - 1) >= 1; guess++) {
+      const k = guess % 3 == 2 ? flo(most / 2) + 1 : flo((cap - fg) * (most + 1) / (fb - fg));
+      const x = good + step * min(max(k, 1), most), fx = size(x);
+      if (fx <= cap) {
+        if (side > 0) fb = cap + (fb - cap) / 2;
+        [good, fg, side] = [x, fx, 1];
+      } else {
+        if (side < 0) fg = cap - (cap - fg) / 2;
+        [bad, fb, side] = [x, fx, -1];
+      }
     }
     return good;
   };
@@ -239,8 +192,8 @@ WIDGETS.calculator = (root, D) => {
     const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n;
     let text, error = "";
     try {
-      const c = cfg(st), { parts, host, need, phase } = estimate(c), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
-      const size = (k) => (n) => estimate({ ...c, [k]: n }).need;
+      const c = cfg(st), { parts, host, need, phase } = estimate(c, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
+      const size = (k) => (n) => estimate({ ...c, [k]: n }, false).need;
       const mb = largest(size(train ? "micro_batch" : "batch"), gpu[2], 1, D.limits.micro_batch, 1), ms = largest(size(train ? "seq_len" : "context"), gpu[2], train ? c.cp : 1, D.limits.seq_len, train ? c.cp : 1);
       const items = ["dp", "tp", "pp", "cp", "ep"].filter((k) => c[k] > 1).map((k) => k + " " + c[k]), gpus = c.dp * c.tp * c.pp * c.cp;
       if (train && st.shard != "0") items.push(form.elements.shard.selectedOptions[0].text);

@@ -1,6 +1,6 @@
 """The browser's rule evaluator (static/widgets/01-rules.js) against Python's (builder.model.expr): random
-rules of the kind the model writes (integer inputs, sums, products, divisions, rounding, conditions, tables
-and sums over their rows, words)
+rules of the kind the model writes (integer inputs, sums, products, divisions, rounding, conditions, tables,
+sums over their rows and sums by group, words)
 give the same whole bytes and the same text in both."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builder.model.breakdown import whole_bytes
-from builder.model.expr import Expr, encode, evaluate, fixed, fmt, per_unit, real, row, sym, table, total
+from builder.model.expr import Expr, by, encode, evaluate, fixed, fmt, get, per_unit, real, row, sym, table, total
 from builder.model.partrules import PartRule, RuleSet
 from tests.conftest import ROOT
 
@@ -43,6 +43,11 @@ def _grow(children):
         # table's and the pipeline stages' form), a row field shadowing nothing and read beside a symbol.
         st.tuples(children, children, children, children).map(lambda p: total(
             table(row(p[0] > p[1], width=p[2]), row(1, width=p[3])), sym("width") * sym("tp") // sym("heads"))),
+        # Sums kept apart by a field (the op lists' groups), one group read back, another with a default.
+        st.tuples(children, children, children, children).map(lambda p: get(
+            by(table(row(p[0] > p[1], group="mlp", width=p[2]), row(1, group="norms", width=p[3]),
+                     row(p[1] > p[2], group="mlp", width=p[0])), "group", sym("width") * sym("tp")),
+            "mlp", p[3]) + get(by(table(row(1, group="norms", width=p[0])), "group", sym("width")), "loss", 7)),
     )
 
 

@@ -209,6 +209,23 @@ def test_random_states_match_python(calculator):
     assert visit.problems() == []
 
 
+def test_every_catalog_model_matches_python_in_both_modes(calculator):
+    """Each catalog model as a reader picks it, trained and served at the defaults, and a custom model whose head
+    width is left empty (hidden / heads), shows what Python shows: a model whose shape reaches a rule the
+    script cannot evaluate would fail here, whatever the random states happen to pick."""
+    page, data, visit = calculator
+    problems = []
+    states = [data["defaults"] | {"model": model, "mode": mode} for model in MODELS for mode in ("train", "serve")]
+    states.append(data["defaults"] | {"model": "custom", "head_dim": "", "hidden": "1000", "heads": "8"})
+    for state in states:
+        got = set_state(page, state)
+        want = expected(state, data["shown"])
+        assert not want["error"], (state["model"], want["error"])
+        problems += compare(got, want, f"{state['model']} {state['mode']}")[0]
+    assert problems == [], "\n".join(problems[:20])
+    assert visit.problems() == []
+
+
 INVALID = [
     {"model": "llama-3-8b", "tp": "3"},
     {"model": "gpt2", "pp": "13"},
