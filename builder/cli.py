@@ -314,13 +314,17 @@ def print_engine(args: argparse.Namespace, config: Config, gpus: dict[str, Gpu])
         raise UsageError("argument --engine: needs --gpu (the engine takes a share of one GPU's memory)")
     if args.max:
         raise UsageError("argument --max: not yet answered under an engine's accounting")
+    other = engine_flags_given(args, args.engine)
+    if other:
+        raise UsageError(f"argument {other[0]}: not an option of --engine {args.engine}")
     try:
         report, text = run_engine(args, config, gpus[args.gpu])
     except ValueError as error:
         option, _, message = str(error).partition(": ")
         raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
     if not report.fits:
-        flag = "--kv-cache-memory" if args.kv_cache_memory else "--gpu-memory-utilization"
+        flag = "--mem-fraction-static" if args.engine == "sglang" else \
+            "--kv-cache-memory" if args.kv_cache_memory else "--gpu-memory-utilization"
         raise UsageError(f"argument {flag}: the engine would refuse this run: {report.values['error']}")
     print(text)
     return 0

@@ -1,8 +1,10 @@
-"""`estimate --mode serve --engine vllm`: the engine's startup accounting, in the engine's own flags and words.
+"""`estimate --mode serve --engine vllm|sglang`: the engine's startup accounting, in the engine's own flags and words.
 
-Flags carry vLLM's names (`vllm serve --help`): --gpu-memory-utilization, --max-model-len, --max-num-seqs,
---max-num-batched-tokens, --block-size, --enforce-eager, --kv-cache-memory. The model is
-builder.model.engines; this module only parses, checks and prints.
+Flags carry each engine's names. vLLM (`vllm serve --help`): --gpu-memory-utilization, --max-model-len,
+--max-num-seqs, --max-num-batched-tokens, --block-size, --enforce-eager, --kv-cache-memory. SGLang
+(`python -m sglang.launch_server --help`): --mem-fraction-static, --page-size, --chunked-prefill-size,
+--cuda-graph-max-bs, --max-running-requests, --context-length. The model is builder.model.engines (and
+engine_sglang); this module only parses, checks and prints.
 """
 
 from __future__ import annotations
@@ -13,18 +15,16 @@ from typing import Any, Callable
 
 from builder.catalog import Gpu
 from builder.model.config import Config
-from builder.model.engines import (AVAILABLE_LINE, ENGINES, LOG_LINE, VLLM_VERSION, EngineReport, EngineSettings,
-                                   engine_report)
+from builder.model.engines import ENGINES, EngineReport, EngineSettings, engine_report
 from builder.model.units import format_bytes
 
-ENGINE_FLAGS = ("gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
-                "enforce_eager", "kv_cache_memory")
+ENGINE_FLAGS = tuple(flag for engine in ENGINES.values() for flag in engine.flags)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, whole: Callable, size: Callable) -> None:
     """The engine group of `estimate` (whole: a count type, size: a byte-size type)."""
     engine = parser.add_argument_group("inference engine (with --mode serve; vLLM's own flag names)")
-    engine.add_argument("--engine", choices=ENGINES, default=None,
+    engine.add_argument("--engine", choices=tuple(ENGINES), default=None,
                         help="size the KV cache as the engine does at startup (needs --gpu)")
     engine.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
                         help="share of the GPU's memory the engine requests, in (0, 1] (vLLM default 0.92)")
@@ -38,47 +38,51 @@ def add_engine_arguments(parser: argparse.ArgumentParser, whole: Callable, size:
     engine.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     engine.add_argument("--kv-cache-memory", type=size, default=None, metavar="SIZE",
                         help="bytes for the KV cache, given instead of profiled (e.g. 6.51GiB)")
+    sglang = parser.add_argument_group("SGLang (with --engine sglang; SGLang's own flag names)")
+    sglang.add_argument("--mem-fraction-static", type=float, default=None, metavar="F",
+                        help="share of the free memory for weights and KV cache, in (0, 1) (SGLang default: by GPU)")
+    sglang.add_argument("--page-size", type=whole, default=None, metavar="TOKENS",
+                        help="tokens per KV page (SGLang default 1; 64 on Blackwell)")
+    sglang.add_argument("--chunked-prefill-size", type=whole, default=None, metavar="TOKENS",
+                        help="tokens per prefill chunk (SGLang default: 2048 to 16384 by GPU memory)")
+    sglang.add_argument("--cuda-graph-max-bs", type=whole, default=None, metavar="N",
+                        help="largest decode batch captured in a CUDA graph (SGLang default: by GPU and TP)")
+    sglang.add_argument("--max-running-requests", type=whole, default=None, metavar="N",
+                        help="requests at once (SGLang default: from the pool, 2048 to 4096)")
+    sglang.add_argument("--context-length", type=whole, default=None, metavar="TOKENS",
+                        help="tokens per request (default: --context)")
 
 
-def engine_flags_given(args: argparse.Namespace) -> list[str]:
-    """The engine flags set away from their defaults (they mean nothing without --engine)."""
-    parser = args.estimate_parser
-    return ["--" + dest.replace("_", "-") for dest in ENGINE_FLAGS if getattr(args, dest) != parser.get_default(dest)]
+def engine_flags_given(args: argparse.Namespace, engine: str | None = None) -> list[str]:
+    """The engine flags set away from their defaults that `engine` does not take (all of them without one)."""
+    parser, own = args.estimate_parser, ENGINES[engine].flags if engine else ()
+    return ["--" + dest.replace("_", "-") for dest in ENGINE_FLAGS
+            if dest not in own and getattr(args, dest) != parser.get_default(dest)]
 
 
 def settings_from_args(args: argparse.Namespace) -> EngineSettings:
-    return EngineSettings(engine=args.engine, gpu_memory_utilization=args.gpu_memory_utilization,
-                          max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-                          max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
-                          enforce_eager=args.enforce_eager, kv_cache_memory=args.kv_cache_memory)
+    return EngineSettings(engine=args.engine, **{flag: getattr(args, flag) for flag in ENGINE_FLAGS})
 
 
 def report_json(report: EngineReport, gpu: Gpu) -> dict[str, Any]:
     """The engine's numbers as --json gives them."""
-    v = report.values
-    return {"engine": report.engine, "engine_version": VLLM_VERSION, "gpu": gpu.id, "gpu_total_bytes": v["gpu_total"],
-            "gpu_memory_utilization": float(v["gpu_memory_utilization"]), "requested_bytes": int(v["requested"]),
-            "max_model_len": v["max_model_len"], "max_num_seqs": v["max_num_seqs"],
-            "max_num_batched_tokens": v["max_num_batched_tokens"], "block_size": v["block_size"],
-            "stage": report.stage, "kv_cache_bytes": max(0, int(v["available"])), "num_blocks": int(v["num_blocks"]),
-            "kv_cache_tokens": int(v["kv_cache_tokens"]), "max_concurrency": round(float(v["max_concurrency"]), 4),
-            "needed_bytes": int(v["needed"]), "fits": report.fits, "error": v["error"],
+    v, engine = report.values, ENGINES[report.engine]
+    return {"engine": report.engine, "engine_version": engine.version, "gpu": gpu.id, "gpu_total_bytes": v["gpu_total"],
+            "stage": report.stage, **engine.summary(v), "fits": report.fits, "error": v["error"],
             "parts": {p.name: p.bytes for p in report.parts},
             "sources": {p.name: p.source for p in report.parts}}
 
 
 def render_report(report: EngineReport, config: Config, gpu: Gpu, unit: str) -> str:
     """The engine's startup breakdown and its own log lines."""
-    v = report.values
+    v, engine = report.values, ENGINES[report.engine]
     name = config.model.extra.get("display", config.model.name) if config.model else "model"
-    lines = [f"{name} served by {VLLM_VERSION} on {gpu.display} ({format_bytes(v['gpu_total'], unit, 2)} total): "
-             f"requests ceil(total x {float(v['gpu_memory_utilization']):g}) = {format_bytes(v['requested'], unit, 2)}"]
+    lines = [f"{name} served by {engine.version} on {gpu.display} ({format_bytes(v['gpu_total'], unit, 2)} total):"]
     width = max(len(p.name) for p in report.parts)
     for p in report.parts:
         note = f"  ({p.simplification})" if p.simplification else ""
         lines.append(f"  {p.name:<{width}}  {format_bytes(p.bytes, unit, 2):>12}  {p.per_unit}{note}")
-    lines.append(AVAILABLE_LINE.format(v["available_gib"]))
-    lines.append(LOG_LINE.format(int(v["kv_cache_tokens"]), v["max_model_len"], float(v["max_concurrency"])))
+    lines += engine.lines(v)
     if report.stage != "only":
         lines.append(f"(the {report.stage} pipeline stage has the fewest blocks; the engine uses every worker's "
                      "minimum)")

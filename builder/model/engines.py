@@ -1,4 +1,5 @@
-"""Serving as an inference engine allocates it: vLLM's startup accounting, as rules.
+"""Serving as an inference engine allocates it: vLLM's startup accounting, as rules (SGLang's is in
+builder.model.engine_sglang; both are registered in ENGINES below).
 
 vLLM (V1 engine; source read at upstream main 6adad08, 2026-08-14, just after v0.27.1) takes a share of the
 GPU and gives what is left after the weights, the profile run's peak, non-torch memory and CUDA graphs to a
@@ -29,14 +30,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable
 
+from builder.model import engine_sglang as sglang
 from builder.model.expr import both, ceil, floor, fmt, maximum, minimum, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import KV_SYMBOLS
 
 GIB = 2**30
-ENGINES = ("vllm",)
 VLLM_VERSION = "vLLM 0.27 (upstream main 6adad08, 2026-08-14)"
 REQUEST = "vllm/v1/worker/utils.py request_memory: ceil(total x gpu_memory_utilization); " + VLLM_VERSION
 AVAILABLE = "vllm/v1/worker/gpu_worker.py determine_available_memory; " + VLLM_VERSION
@@ -69,6 +70,13 @@ class EngineSettings:
     block_size: int = DEFAULT_BLOCK_SIZE  # tokens per KV-cache block
     enforce_eager: bool = False  # no CUDA graphs
     kv_cache_memory: int | None = None  # bytes for the KV cache, given instead of measured (--kv-cache-memory)
+    # SGLang's (`python -m sglang.launch_server --help`):
+    mem_fraction_static: float | None = None  # share of the free memory for weights + KV cache (default by GPU)
+    page_size: int | None = None  # tokens per KV page (default 1; 64 on Blackwell, whose default backend needs it)
+    chunked_prefill_size: int | None = None  # tokens per prefill chunk (default by GPU: 2048 to 16384)
+    cuda_graph_max_bs: int | None = None  # largest decode batch captured in a CUDA graph (default by GPU and TP)
+    max_running_requests: int | None = None  # requests at once (default from the pool, 2048 to 4096)
+    context_length: int | None = None  # tokens per request (default: the run's context)
 
 
 def batch_defaults(gpu_total: int, gpu_id: str) -> tuple[int, int]:
@@ -85,8 +93,16 @@ def batch_defaults(gpu_total: int, gpu_id: str) -> tuple[int, int]:
 def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, context: int) -> dict[str, Any]:
     """The engine's settings as the rules read them, its defaults filled in."""
     seqs, tokens = batch_defaults(gpu_total, gpu_id)
-    utilization = settings.gpu_memory_utilization
+    utilization, fraction = settings.gpu_memory_utilization, settings.mem_fraction_static
+    blackwell = gpu_id.lower().startswith(("b100", "b200", "b300", "gb200", "gb300"))
     return {"gpu_total": gpu_total,
+            # SGLang's; 0 where the engine picks (server_args.py; trtllm_mha, Blackwell's default, needs 64).
+            "mem_fraction_static": Fraction(str(fraction)) if fraction is not None else 0,
+            "page": settings.page_size or (64 if blackwell else 1),
+            "chunked_prefill_size": settings.chunked_prefill_size or 0,
+            "cuda_graph_max_bs": settings.cuda_graph_max_bs or 0,
+            "running_requests": settings.max_running_requests or 0,
+            "context_len": settings.context_length or context,
             "gpu_memory_utilization": DEFAULT_UTILIZATION if utilization is None else Fraction(str(utilization)),
             "max_model_len": settings.max_model_len or context,
             "max_num_seqs": settings.max_num_seqs or seqs,
@@ -171,10 +187,61 @@ VLLM = RuleSet(
                  "outside the engine's budget: the CUDA context and NCCL set-up come out of it"),
     ),
 )
-RULE_SETS = {"vllm": VLLM}
 # vLLM's startup log line (kv_cache_utils.py update_kv_cache_capacity, one line since #50462, 2026-08-04).
 LOG_LINE = "GPU KV cache size: {0:,} tokens, Maximum concurrency for {1:,} tokens per request: {2:.2f}x"
 AVAILABLE_LINE = "Available KV cache memory: {0} GiB"  # gpu_worker.py determine_available_memory
+
+
+def vllm_lines(values: dict[str, Any]) -> list[str]:
+    """vLLM's own startup lines."""
+    return [AVAILABLE_LINE.format(values["available_gib"]),
+            LOG_LINE.format(int(values["kv_cache_tokens"]), values["max_model_len"], float(values["max_concurrency"]))]
+
+
+def vllm_summary(values: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's numbers as --json gives them."""
+    return {"gpu_memory_utilization": float(values["gpu_memory_utilization"]),
+            "requested_bytes": int(values["requested"]), "max_model_len": values["max_model_len"],
+            "max_num_seqs": values["max_num_seqs"], "max_num_batched_tokens": values["max_num_batched_tokens"],
+            "block_size": values["block_size"], "kv_cache_bytes": max(0, int(values["available"])),
+            "num_blocks": int(values["num_blocks"]), "kv_cache_tokens": int(values["kv_cache_tokens"]),
+            "max_concurrency": round(float(values["max_concurrency"]), 4), "needed_bytes": int(values["needed"])}
+
+
+def sglang_summary(values: dict[str, Any]) -> dict[str, Any]:
+    """SGLang's numbers as --json gives them."""
+    return {"mem_fraction_static": float(values["fraction"]), "pre_load_free_bytes": int(values["pre"]),
+            "page_size": values["page"], "chunked_prefill_size": values["chunked_prefill"],
+            "cuda_graph_max_bs": values["decode_graph_batch"], "context_len": values["context_len"],
+            "kv_cache_bytes": max(0, int(values["rest"])), "kv_cache_tokens": int(values["max_total_num_tokens"]),
+            "max_total_num_tokens": int(values["max_total_num_tokens"]),
+            "max_running_requests": int(values["max_running_requests"])}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An inference engine: its rules, the symbol its pipeline stages are compared by (the engine takes every
+    worker's minimum), its own flags, log lines and JSON fields."""
+
+    name: str
+    version: str
+    rules: RuleSet
+    fewest: str
+    flags: tuple[str, ...]  # EngineSettings fields that are this engine's options
+    lines: Callable[[dict[str, Any]], list[str]]
+    summary: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _engines() -> dict[str, Engine]:
+    return {"vllm": Engine("vllm", VLLM_VERSION, VLLM, "num_blocks",
+                           ("gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+                            "block_size", "enforce_eager", "kv_cache_memory"), vllm_lines, vllm_summary),
+            "sglang": Engine("sglang", sglang.SGLANG_VERSION, sglang.SGLANG, "max_total_num_tokens",
+                             ("mem_fraction_static", "page_size", "chunked_prefill_size", "cuda_graph_max_bs",
+                              "max_running_requests", "context_length"), sglang.log_lines, sglang_summary)}
+
+
+ENGINES = _engines()
 
 
 @dataclass(frozen=True)
@@ -195,6 +262,9 @@ def _checked(settings: EngineSettings, config: Any) -> None:
     """ValueError naming the option, as validate_config does."""
     if settings.engine not in ENGINES:
         raise ValueError(f"engine: {settings.engine!r} is not one of {', '.join(ENGINES)}")
+    fraction = settings.mem_fraction_static
+    if fraction is not None and not 0 < fraction < 1:
+        raise ValueError(f"mem_fraction_static: must be in (0, 1), got {fraction}")
     if config.mode != "serve":
         raise ValueError("engine: an inference engine serves (--mode serve)")
     if config.model is None:
@@ -202,7 +272,8 @@ def _checked(settings: EngineSettings, config: Any) -> None:
     utilization = settings.gpu_memory_utilization
     if utilization is not None and not 0 < utilization <= 1:
         raise ValueError(f"gpu_memory_utilization: must be in (0, 1], got {utilization}")
-    for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+    for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size", "page_size",
+                 "chunked_prefill_size", "cuda_graph_max_bs", "max_running_requests", "context_length"):
         value = getattr(settings, name)
         if value is not None and value < 1:
             raise ValueError(f"{name}: must be at least 1, got {value}")
@@ -218,13 +289,13 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
     validate_config(config)
     arch, worst = config.model, None
     engine = engine_inputs(settings, gpu_total, gpu_id, config.context)
-    rules = RULE_SETS[settings.engine]
+    chosen = ENGINES[settings.engine]
     for stage in stages(arch, config):
         inputs = rule_inputs(arch, config, stage)
         inputs.update(engine, weights_bytes=sum(p.bytes for p in MODEL_STATES.evaluate(inputs)))
-        values = rules.environment(inputs)
-        if worst is None or values["num_blocks"] < worst[1]["num_blocks"]:
-            worst = (stage.name, values, rules.parts_of(values))
+        values = chosen.rules.environment(inputs)
+        if worst is None or values[chosen.fewest] < worst[1][chosen.fewest]:
+            worst = (stage.name, values, chosen.rules.parts_of(values))
     stage, values, parts = worst
     return EngineReport(settings.engine, stage, tuple(parts), values)
 

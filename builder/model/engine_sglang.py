@@ -1,0 +1,145 @@
+"""Serving as SGLang allocates it: the KV-cache pool under `--mem-fraction-static`, as rules.
+
+Source read at SGLang upstream main d315eb7 (2026-08-22, just after v0.5.18; every line below is the same in the
+v0.5.18 tag). Paths are under python/sglang/srt/.
+
+- pre = free memory once torch.distributed is up, before the weights (cudaMemGetInfo, minimum over ranks)
+                                              distributed/bootstrap.py init_torch_distributed
+- rest = free after the weights - pre x (1 - mem_fraction_static)
+                                              mem_cache/kv_cache_configurator.py _profile_available_bytes
+  (equivalently mem_fraction_static x pre - the weights); rest <= 0 is SGLang's own ValueError
+- cell = KV heads on this rank (max(1, kv_heads // tp)) x (head_dim + v_head_dim) x the stage's layers x bytes
+                                              model_executor/pool_configurator.py _compute_cell_size
+- max_total_num_tokens = floor(rest / cell) rounded down to a page; the minimum over pipeline stages
+                                              pool_configurator.py calculate_pool_sizes, _apply_token_constraints
+- the default mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3), gpu_mem nvidia-smi's MiB, reserved
+  = 512 + 1.5 x max(chunked_prefill_size, 2048) + tp x pp / 8 x 1024 + 2 x decode CUDA-graph batch + 8 per
+  prefill CUDA-graph size, at least 10 GiB on GPUs above 60 GiB        server_args.py _handle_gpu_memory_settings,
+                                                                       reserve_for_graph_mb
+- max_running_requests: int(tokens / context_len x 512) within [2048, 4096], at most tokens // 2
+                                              mem_cache/kv_cache_configurator.py resolve_max_num_reqs
+- the log: "KV Cache is allocated. dtype: ..., #tokens: N, K size: X GB, V size: X GB" with buffers one page
+  longer than N (mem_cache/memory_pool.py _kv_buffer_shapes); SGLang's "GB" are GiB (memory_pool.py: GB = 1024**3).
+
+One term is an assumption, named as such: the memory gone before the weights (CUDA's total below nvidia-smi's,
+the CUDA context, torch.distributed and NCCL), 1.5 GiB and 0.22 GiB per further rank, from two published logs;
+`--cuda-context` replaces it with a measured amount. Left out, and named: loader temporaries still referenced
+when the free memory is measured, speculative decoding, sliding-window pools (every layer is counted full),
+MLA, multimodal and Mamba pools.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, real, sym, when
+from builder.model.partrules import PartRule, RuleSet
+from builder.model.serving import KV_SYMBOLS
+
+GIB, MIB = 2**30, 2**20
+SGLANG_VERSION = "SGLang 0.5.18 (upstream main d315eb7, 2026-08-22)"
+BUDGET = "python/sglang/srt/mem_cache/kv_cache_configurator.py _profile_available_bytes; " + SGLANG_VERSION
+CELL = ("python/sglang/srt/model_executor/pool_configurator.py _compute_cell_size and calculate_pool_sizes; "
+        + SGLANG_VERSION)
+RESERVE = "python/sglang/srt/server_args.py _handle_gpu_memory_settings and reserve_for_graph_mb; " + SGLANG_VERSION
+# The memory gone before the weights load: published logs show 1.49 GiB on one B200 (nvidia-smi's 179.06 GiB total,
+# 'Load weight begin. avail mem=177.57 GB', sglang PR #23669) and 3.06 GiB per rank at TP 8 on H200s (140.40 GiB
+# total, 'avail mem=137.34 GB' after 'Init torch distributed ends. mem usage=1.96 GB', sglang PR #11716).
+BEFORE_WEIGHTS = Fraction(3, 2) * GIB
+BEFORE_WEIGHTS_PER_RANK = Fraction(22, 100) * GIB
+BEFORE_WEIGHTS_SOURCE = ("assumed 1.5 GiB + 0.22 GiB per further rank (CUDA's total below nvidia-smi's, the CUDA "
+                         "context, torch.distributed and NCCL): published SGLang logs show 1.49 GiB on one B200 "
+                         "(sglang PR #23669) and 3.06 GiB at TP 8 (sglang PR #11716)")
+# The prefill CUDA-graph token sizes (server_args.py _generate_prefill_cuda_graph_batch_sizes): (start, stop, step)
+# ranges, each up to the graph's largest size (chunked_prefill_size for a model without MLA).
+PREFILL_GRAPH_RANGES = ((4, 33, 4), (48, 257, 16), (288, 513, 32), (576, 1025, 64), (1280, 4097, 256))
+LAST_PREFILL_RANGE = (4608, 512)  # 4608, 5120, ... up to the largest size
+KV_TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
+                   "fp8": "torch.float8_e4m3fn", "int8": "torch.int8"}
+
+
+def _by_capacity(*steps: tuple[int, Any], otherwise: Any) -> Any:
+    """A value chosen by nvidia-smi's capacity in MiB: the first (below GiB, value) that holds, else `otherwise`."""
+    (limit, value), *rest = steps
+    return when(sym("gpu_mib") < limit * 1024, value, _by_capacity(*rest, otherwise=otherwise) if rest else otherwise)
+
+
+def _count(start: int, stop: int, step: int, largest: Any) -> Any:
+    """How many of range(start, stop, step) are at most `largest`."""
+    return when(largest >= start, (minimum(stop - 1, largest) - start) // step + 1, 0)
+
+
+def _torch_dtype(names: dict[str, str]) -> Any:
+    """The KV cache's dtype as torch names it in the log ('torch.bfloat16')."""
+    (ours, torch), *rest = names.items()
+    return when(eq(sym("kv_cache_dtype"), ours), torch, _torch_dtype(dict(rest)) if rest else sym("kv_cache_dtype"))
+
+
+tp_small = sym("tp") < 4
+CHUNK = sym("chunked_prefill")
+SGLANG = RuleSet(
+    symbols={
+        **KV_SYMBOLS,
+        "gpu_mib": sym("gpu_total") / MIB,
+        # Defaults by capacity (server_args.py _handle_gpu_memory_settings, step 1).
+        "chunked_prefill": when(sym("chunked_prefill_size"), sym("chunked_prefill_size"),
+                                _by_capacity((20, 2048), (35, 2048), (60, 4096), (160, 8192), otherwise=16384)),
+        "decode_graph_batch": when(sym("cuda_graph_max_bs"), sym("cuda_graph_max_bs"),
+                                   _by_capacity((20, 8), (35, when(tp_small, 24, 80)), (60, when(tp_small, 32, 160)),
+                                                (160, when(tp_small, 256, 512)), otherwise=512)),
+        "prefill_graphs": sum((_count(a, b, s, CHUNK) for a, b, s in PREFILL_GRAPH_RANGES), start=0)
+        + when(CHUNK >= LAST_PREFILL_RANGE[0], (CHUNK - LAST_PREFILL_RANGE[0]) // LAST_PREFILL_RANGE[1] + 1, 0),
+        "reserved_mib": 512 + maximum(CHUNK, 2048) * Fraction(3, 2) + sym("tp") * sym("pp") * 128
+        + 2 * sym("decode_graph_batch") + 8 * sym("prefill_graphs"),
+        "reserve_mib": when(sym("gpu_mib") > 60 * 1024, maximum(sym("reserved_mib"), 10 * 1024), sym("reserved_mib")),
+        "default_fraction": floor((sym("gpu_mib") - sym("reserve_mib")) * 1000 / sym("gpu_mib") + Fraction(1, 2))
+        / 1000,
+        "fraction": when(sym("mem_fraction_static"), sym("mem_fraction_static"), sym("default_fraction")),
+        "before_weights": when(sym("cuda_context_bytes"), sym("cuda_context_bytes"),
+                               BEFORE_WEIGHTS + BEFORE_WEIGHTS_PER_RANK * (sym("tp") * sym("pp") - 1)),
+        "pre": sym("gpu_total") - sym("before_weights"),
+        "after_weights": sym("pre") - sym("weights_bytes"),
+        "slack": sym("pre") * (1 - sym("fraction")),
+        "rest": floor(sym("after_weights") - sym("slack")),
+        "cell": sym("kv_per_token"),
+        "max_total_num_tokens": maximum(0, floor(floor(sym("rest") / sym("cell")) / sym("page")) * sym("page")),
+        "estimated_requests": minimum(maximum(floor(sym("max_total_num_tokens") * 512 / sym("context_len")), 2048),
+                                      4096),
+        "max_running_requests": minimum(when(sym("running_requests"), sym("running_requests"),
+                                             sym("estimated_requests")), sym("max_total_num_tokens") // 2),
+        "k_size": (sym("max_total_num_tokens") + sym("page")) * sym("cell") / 2,
+        "kv_dtype_name": _torch_dtype(KV_TORCH_DTYPES),
+        "minimum_fraction": 1 - sym("after_weights") / sym("pre"),
+        "fits": both(sym("rest") > 0, sym("max_total_num_tokens") > 0),
+        "error": when(sym("rest") <= 0, fmt(
+            "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={0}. Raise "
+            "--mem-fraction-static above {1} (minimum viable = 1 - available/pre = {2}). If using speculative "
+            "decoding, draft weights are now counted.", real(sym("fraction")),
+            fixed(ceil(sym("minimum_fraction") * 1000) / 1000, 3), fixed(sym("minimum_fraction"), 4)),
+            when(sym("max_total_num_tokens") <= 0, fmt(
+                "Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+                "mem_fraction_static={0}", real(sym("fraction"))), "")),
+    },
+    parts=(
+        PartRule("weights", sym("weights_bytes"), "the weights as loaded", BUDGET, "as loaded"),
+        PartRule("kv_cache", maximum(0, sym("rest")), "free after the weights - pre x (1 - mem_fraction_static)",
+                 BUDGET, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"), sym("cell"))),
+        PartRule("overhead/runtime_slack", sym("slack"), "pre x (1 - mem_fraction_static)", RESERVE,
+                 fmt("{0} of pre", fixed(1 - sym("fraction"), 3)),
+                 "kept free for activations, CUDA graphs and the request-to-token table"),
+        PartRule("overhead/before_weights", sym("before_weights"), "total - pre", BEFORE_WEIGHTS_SOURCE, "fixed",
+                 "assumed unless --cuda-context gives it"),
+    ),
+)
+# SGLang's own log lines (memory_pool.py KVCache._finalize_allocation_log; managers/scheduler.py), "GB" being GiB.
+KV_LINE = "KV Cache is allocated. dtype: {0}, #tokens: {1}, K size: {2:.2f} GB, V size: {2:.2f} GB"
+SUMMARY_LINE = ("max_total_num_tokens={0}, chunked_prefill_size={1}, max_prefill_tokens=16384, "
+                "max_running_requests={2}, context_len={3}")
+
+
+def log_lines(values: dict[str, Any]) -> list[str]:
+    """The engine's own startup lines for the worker with the fewest tokens."""
+    return [KV_LINE.format(values["kv_dtype_name"], int(values["max_total_num_tokens"]), float(values["k_size"]) / GIB),
+            SUMMARY_LINE.format(int(values["max_total_num_tokens"]), values["chunked_prefill"],
+                                int(values["max_running_requests"]), values["context_len"])]

@@ -1,0 +1,127 @@
+"""SGLang's startup accounting (builder.model.engine_sglang) pinned to published SGLang logs.
+
+SGLang gives the KV pool what is left of `--mem-fraction-static` x the free memory before the weights once the
+weights are in (mem_cache/kv_cache_configurator.py _profile_available_bytes), in tokens of one page
+(pool_configurator.py). The logs' "GB" are GiB (mem_cache/memory_pool.py: GB = 1024 * 1024 * 1024).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from builder.catalog import default_gpus, default_models
+from builder.cli import main
+from builder.model import Config
+from builder.model.engines import EngineSettings, engine_report
+
+MODELS = default_models()
+GPUS = default_gpus()
+GIB = 2**30
+
+
+def report(model_id, gpu_id, *, tp=1, pp=1, **settings):
+    config = Config(model=MODELS[model_id], mode="serve", tp=tp, pp=pp)
+    gpu = GPUS[gpu_id]
+    return engine_report(config, EngineSettings(engine="sglang", **settings), gpu.usable_bytes, gpu.id)
+
+
+@pytest.mark.parametrize("gpu_id, tp, fraction", [
+    # server_args.py _handle_gpu_memory_settings (SGLang 0.5.18), no MLA, no speculative decoding:
+    # H100 (nvidia-smi 81559 MiB): 512 + 8192 x 1.5 + 128 + 256 x 2 + 58 prefill graphs x 8 = 13,904 MiB reserved.
+    ("h100-80gb", 1, 0.830),
+    # H200 (143771 MiB): the same 13,904 MiB.
+    ("h200", 1, 0.903),
+    # B200 (183359 MiB): 512 + 16384 x 1.5 + 128 + 512 x 2 + 74 x 8 = 26,832 MiB.
+    ("b200", 1, 0.854),
+    # H200 at TP 8: 512 + 12,288 + 1,024 + 512 x 2 + 464 = 15,312 MiB -> 128,459 / 143,771.
+    ("h200", 8, 0.893),
+])
+def test_default_mem_fraction_static_follows_sglangs_reserve(gpu_id, tp, fraction):
+    model = "llama-3-70b" if tp > 1 else "qwen3-8b"
+    assert float(report(model, gpu_id, tp=tp).values["fraction"]) == fraction
+
+
+def test_qwen3_8b_on_one_b200_reproduces_the_published_pool():
+    """sglang PR #23669 (upstream main, 2026-04-27), Qwen/Qwen3-8B, default settings, one B200:
+    'Load weight begin. avail mem=177.57 GB', 'Load weight end. ... mem usage=15.28 GB.',
+    'KV Cache is allocated. #tokens: 992896, K size: 68.18 GB, V size: 68.18 GB',
+    'max_total_num_tokens=992896, chunked_prefill_size=16384, ...'. Blackwell's default attention backend
+    (trtllm_mha) sets a 64-token page."""
+    r = report("qwen3-8b", "b200")
+    v = r.values
+    assert v["page"] == 64 and v["chunked_prefill"] == 16384
+    assert v["cell"] == 2 * 8 * 128 * 36 * 2  # 147,456 B per token
+    assert abs(v["pre"] / GIB - 177.57) < 0.01  # the assumed memory gone before the weights, against the log
+    tokens = v["max_total_num_tokens"]
+    assert tokens % 64 == 0 and abs(tokens - 992_896) <= 0.0005 * 992_896  # within 0.05% (3 pages)
+    assert abs(v["k_size"] / GIB - 68.18) < 0.015
+    assert v["max_running_requests"] == 4096
+
+
+def test_llama_3_3_70b_at_tp8_on_h200s_reproduces_the_published_pool():
+    """sglang PR #11716 (2025-10-16), meta-llama/Llama-3.3-70B-Instruct (Llama 3 70B's shape), --tp 8 on H200s,
+    the default fraction of that release (0.897, the v0.5.3 rule: no prefill-graph term), page 1:
+    'KV Cache is allocated. #tokens: 2795207, K size: 53.31 GB, V size: 53.31 GB'; 'Load weight begin.
+    avail mem=137.34 GB'."""
+    v = report("llama-3-70b", "h200", tp=8, mem_fraction_static=0.897).values
+    assert v["kv_heads_per_gpu"] == 1 and v["cell"] == 2 * 128 * 80 * 2
+    assert abs(v["pre"] / GIB - 137.34) < 0.03
+    assert abs(v["max_total_num_tokens"] - 2_795_207) <= 0.002 * 2_795_207  # within 0.2%
+    assert abs(v["k_size"] / GIB - 53.31) < 0.1
+
+
+def test_weights_that_leave_nothing_raise_sglangs_own_error():
+    # Llama 3 70B's 131 GiB of bf16 weights on one H100: nothing is left, and SGLang names the fraction to ask for.
+    r = report("llama-3-70b", "h100-80gb")
+    assert not r.fits
+    minimum = 1 - r.values["after_weights"] / r.values["pre"]
+    assert r.values["error"] == (
+        "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.83. Raise "
+        f"--mem-fraction-static above {-(-float(minimum) * 1000 // 1) / 1000:.3f} (minimum viable = 1 - "
+        f"available/pre = {float(minimum):.4f}). If using speculative decoding, draft weights are now counted.")
+
+
+def test_pipeline_stages_take_the_fewest_tokens_and_tp_replicates_kv_heads():
+    # Llama 3 8B over 3 stages: 11, 11 and 10 layers; the first holds the embedding, the last the head. The pool is
+    # the minimum over workers (pool_configurator.py _apply_token_constraints).
+    r = report("llama-3-8b", "h100-80gb", pp=3)
+    assert r.stage in ("first", "last")
+    # TP 16 with 8 KV heads: one head per rank, as get_num_kv_heads' max(1, 8 // 16) keeps.
+    assert report("llama-3-8b", "h100-80gb", tp=16).values["kv_heads_per_gpu"] == 1
+
+
+def test_cli_speaks_sglangs_flags(capsys):
+    code = main(["estimate", "--model", "qwen3-8b", "--mode", "serve", "--engine", "sglang", "--gpu", "b200",
+                 "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["engine"] == "sglang" and data["mem_fraction_static"] == 0.854
+    assert data["max_total_num_tokens"] == data["kv_cache_tokens"] and data["page_size"] == 64
+    assert main(["estimate", "--model", "qwen3-8b", "--mode", "serve", "--engine", "sglang", "--gpu", "b200"]) == 0
+    text = capsys.readouterr().out
+    assert "KV Cache is allocated. dtype: torch.bfloat16, #tokens: " in text and "max_total_num_tokens=" in text
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--block-size", "32"], "argument --block-size: not an option of --engine sglang"),
+    (["--mem-fraction-static", "1.2"], "argument --mem-fraction-static: must be in (0, 1), got 1.2"),
+    (["--page-size", "0"], "argument --page-size"),
+])
+def test_cli_refuses_what_sglang_would_not_take(capsys, flags, message):
+    args = ["estimate", "--model", "qwen3-8b", "--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb", *flags]
+    assert exit_code(args) == 2 and message in capsys.readouterr().err
+
+
+def test_vllm_refuses_sglangs_flags(capsys):
+    assert exit_code(["estimate", "--model", "qwen3-8b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
+                      "--mem-fraction-static", "0.8"]) == 2
+    assert "argument --mem-fraction-static: not an option of --engine vllm" in capsys.readouterr().err
+
+
+def exit_code(args: list[str]) -> int:
+    """The command line's exit status, whether it returns it or argparse exits."""
+    try:
+        return main(args)
+    except SystemExit as stop:
+        return stop.code
