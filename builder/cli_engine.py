@@ -84,7 +84,7 @@ def render_report(report: EngineReport, config: Config, gpu: Gpu, unit: str) -> 
         lines.append(f"  {p.name:<{width}}  {format_bytes(p.bytes, unit, 2):>12}  {p.per_unit}{note}")
     lines += engine.lines(v)
     if report.stage != "only":
-        lines.append(f"(the {report.stage} pipeline stage has the fewest blocks; the engine uses every worker's "
+        lines.append(f"(the {report.stage} pipeline stage has the smallest KV cache; the engine uses every worker's "
                      "minimum)")
     return "\n".join(lines)
 

@@ -53,19 +53,19 @@ LORA_SHARED_INPUTS = (("q", "k", "v"), ("gate", "up"))
 NO_GRAD_GONE = ("norms",)
 
 # The op lists' symbols on one GPU for one micro-batch (oplists' docstring), as rules named op_<symbol>.
-t = sym("tp")
+TP = sym("tp")
 OP_SYMBOLS = {
     "op_s": sym("seq_len") // sym("cp"),
     "op_b": sym("micro_batch"),
     "op_T": sym("micro_batch") * sym("op_s"),
-    "op_Tr": when(sym("sequence_parallel"), sym("op_T") / t, sym("op_T")),
+    "op_Tr": when(sym("sequence_parallel"), sym("op_T") / TP, sym("op_T")),
     "op_S": sym("seq_len"),
     "op_h": sym("hidden"),
-    "op_a": sym("heads") // t,
-    "op_k": maximum(1, sym("kv_heads") // t),
+    "op_a": sym("heads") // TP,
+    "op_k": maximum(1, sym("kv_heads") // TP),
     "op_d": sym("head_dim"),
-    "op_f": when(sym("experts") > 0, sym("expert_ffn"), sym("ffn")) // t,
-    "op_V": ceil(sym("vocab") / t),
+    "op_f": when(sym("experts") > 0, sym("expert_ffn"), sym("ffn")) // TP,
+    "op_V": ceil(sym("vocab") / TP),
     "op_E": sym("experts"),
     "op_K": sym("top_k"),
     "op_r": sym("lora_rank"),
@@ -162,13 +162,13 @@ KORTHIKANTI_TABLE = {
     "selectives": ("34sbh/t", 0, 34, 0),
     "full1": ("2sbh", 2, 0, 0), "fullt": ("2sbh", 2, 0, 0), "fulls": ("2sbh/t", 0, 2, 0),
 }
-_LAYOUT = when(eq(t, 1), "1", when(sym("sequence_parallel"), "s", "t"))
+_LAYOUT = when(eq(TP, 1), "1", when(sym("sequence_parallel"), "s", "t"))
 KORTHIKANTI_ROW = at(table(*(row(both(eq(sym("recompute"), key[:-1]), eq(_LAYOUT, key[-1])), notation=notation,
                                  constant=c, per_t=c_t, attention=k)
                              for key, (notation, c, c_t, k) in KORTHIKANTI_TABLE.items())), 0)
 KORTHIKANTI_LAYER = sym("op_s") * sym("micro_batch") * sym("hidden") * (
-    at(sym("korthikanti"), "constant") + at(sym("korthikanti"), "per_t") / t
-    + at(sym("korthikanti"), "attention") * 5 * sym("heads") * sym("op_s") / (sym("hidden") * t))
+    at(sym("korthikanti"), "constant") + at(sym("korthikanti"), "per_t") / TP
+    + at(sym("korthikanti"), "attention") * 5 * sym("heads") * sym("op_s") / (sym("hidden") * TP))
 
 SELECTIVE = eq(sym("recompute"), "selective")
 NOTHING = by(table(), "group", 0)  # an empty mapping

@@ -143,3 +143,13 @@ def log_lines(values: dict[str, Any]) -> list[str]:
     return [KV_LINE.format(values["kv_dtype_name"], int(values["max_total_num_tokens"]), float(values["k_size"]) / GIB),
             SUMMARY_LINE.format(int(values["max_total_num_tokens"]), values["chunked_prefill"],
                                 int(values["max_running_requests"]), values["context_len"])]
+
+
+def summary(values: dict[str, Any]) -> dict[str, Any]:
+    """SGLang's numbers as --json gives them."""
+    return {"mem_fraction_static": float(values["fraction"]), "pre_load_free_bytes": int(values["pre"]),
+            "page_size": values["page"], "chunked_prefill_size": values["chunked_prefill"],
+            "cuda_graph_max_bs": values["decode_graph_batch"], "context_len": values["context_len"],
+            "kv_cache_bytes": max(0, int(values["rest"])), "kv_cache_tokens": int(values["max_total_num_tokens"]),
+            "max_total_num_tokens": int(values["max_total_num_tokens"]),
+            "max_running_requests": int(values["max_running_requests"])}

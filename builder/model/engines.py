@@ -208,16 +208,6 @@ def vllm_summary(values: dict[str, Any]) -> dict[str, Any]:
             "max_concurrency": round(float(values["max_concurrency"]), 4), "needed_bytes": int(values["needed"])}
 
 
-def sglang_summary(values: dict[str, Any]) -> dict[str, Any]:
-    """SGLang's numbers as --json gives them."""
-    return {"mem_fraction_static": float(values["fraction"]), "pre_load_free_bytes": int(values["pre"]),
-            "page_size": values["page"], "chunked_prefill_size": values["chunked_prefill"],
-            "cuda_graph_max_bs": values["decode_graph_batch"], "context_len": values["context_len"],
-            "kv_cache_bytes": max(0, int(values["rest"])), "kv_cache_tokens": int(values["max_total_num_tokens"]),
-            "max_total_num_tokens": int(values["max_total_num_tokens"]),
-            "max_running_requests": int(values["max_running_requests"])}
-
-
 @dataclass(frozen=True)
 class Engine:
     """An inference engine: its rules, the symbol its pipeline stages are compared by (the engine takes every
@@ -238,7 +228,7 @@ def _engines() -> dict[str, Engine]:
                             "block_size", "enforce_eager", "kv_cache_memory"), vllm_lines, vllm_summary),
             "sglang": Engine("sglang", sglang.SGLANG_VERSION, sglang.SGLANG, "max_total_num_tokens",
                              ("mem_fraction_static", "page_size", "chunked_prefill_size", "cuda_graph_max_bs",
-                              "max_running_requests", "context_length"), sglang.log_lines, sglang_summary)}
+                              "max_running_requests", "context_length"), sglang.log_lines, sglang.summary)}
 
 
 ENGINES = _engines()
