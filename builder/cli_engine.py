@@ -10,6 +10,7 @@ engine_sglang); this module only parses, checks and prints.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any, Callable
 
@@ -18,44 +19,31 @@ from builder.model.config import Config
 from builder.model.engines import ENGINES, EngineReport, EngineSettings, engine_report
 from builder.model.units import format_bytes
 
-ENGINE_FLAGS = tuple(flag for engine in ENGINES.values() for flag in engine.flags)
+ENGINE_FLAGS = tuple(option for engine in ENGINES.values() for option in engine.options)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, whole: Callable, size: Callable) -> None:
-    """The engine group of `estimate` (whole: a count type, size: a byte-size type)."""
-    engine = parser.add_argument_group("inference engine (with --mode serve; vLLM's own flag names)")
+    """--engine, then one group per engine of its own flags, built from the engine's table (whole: a count type,
+    size: a byte-size type); a flag's default is EngineSettings' default."""
+    engine = parser.add_argument_group("inference engine (with --mode serve)")
     engine.add_argument("--engine", choices=tuple(ENGINES), default=None,
                         help="size the KV cache as the engine does at startup (needs --gpu)")
-    engine.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
-                        help="share of the GPU's memory the engine requests, in (0, 1] (vLLM default 0.92)")
-    engine.add_argument("--max-model-len", type=whole, default=None, metavar="TOKENS",
-                        help="tokens per request (default: --context)")
-    engine.add_argument("--max-num-seqs", type=whole, default=None, metavar="N",
-                        help="requests per step (vLLM default: 1024 on H100/H200-class GPUs, else 256)")
-    engine.add_argument("--max-num-batched-tokens", type=whole, default=None, metavar="N",
-                        help="tokens per step (vLLM default: 8192 on H100/H200-class GPUs, else 2048)")
-    engine.add_argument("--block-size", type=whole, default=16, metavar="TOKENS", help="tokens per KV-cache block")
-    engine.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
-    engine.add_argument("--kv-cache-memory", type=size, default=None, metavar="SIZE",
-                        help="bytes for the KV cache, given instead of profiled (e.g. 6.51GiB)")
-    sglang = parser.add_argument_group("SGLang (with --engine sglang; SGLang's own flag names)")
-    sglang.add_argument("--mem-fraction-static", type=float, default=None, metavar="F",
-                        help="share of the free memory for weights and KV cache, in (0, 1) (SGLang default: by GPU)")
-    sglang.add_argument("--page-size", type=whole, default=None, metavar="TOKENS",
-                        help="tokens per KV page (SGLang default 1; 64 on Blackwell)")
-    sglang.add_argument("--chunked-prefill-size", type=whole, default=None, metavar="TOKENS",
-                        help="tokens per prefill chunk (SGLang default: 2048 to 16384 by GPU memory)")
-    sglang.add_argument("--cuda-graph-max-bs", type=whole, default=None, metavar="N",
-                        help="largest decode batch captured in a CUDA graph (SGLang default: by GPU and TP)")
-    sglang.add_argument("--max-running-requests", type=whole, default=None, metavar="N",
-                        help="requests at once (SGLang default: from the pool, 2048 to 4096)")
-    sglang.add_argument("--context-length", type=whole, default=None, metavar="TOKENS",
-                        help="tokens per request (default: --context)")
+    types = {"float": float, "whole": whole, "size": size}
+    defaults = {field.name: field.default for field in dataclasses.fields(EngineSettings)}
+    for chosen in ENGINES.values():
+        group = parser.add_argument_group(f"{chosen.title} (with --engine {chosen.name}; {chosen.title}'s own flag "
+                                          "names)")
+        for option, kind, metavar, text in chosen.flags:
+            flag = "--" + option.replace("_", "-")
+            if kind == "switch":
+                group.add_argument(flag, action="store_true", help=text)
+            else:
+                group.add_argument(flag, type=types[kind], default=defaults[option], metavar=metavar, help=text)
 
 
 def engine_flags_given(args: argparse.Namespace, engine: str | None = None) -> list[str]:
     """The engine flags set away from their defaults that `engine` does not take (all of them without one)."""
-    parser, own = args.estimate_parser, ENGINES[engine].flags if engine else ()
+    parser, own = args.estimate_parser, ENGINES[engine].options if engine else ()
     return ["--" + dest.replace("_", "-") for dest in ENGINE_FLAGS
             if dest not in own and getattr(args, dest) != parser.get_default(dest)]
 

@@ -36,8 +36,9 @@ from typing import Any
 from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, real, sym, when
 from builder.model.partrules import PartRule, RuleSet
 from builder.model.serving import KV_SYMBOLS
+from builder.model.units import GiB as GIB
+from builder.model.units import MiB as MIB
 
-GIB, MIB = 2**30, 2**20
 SGLANG_VERSION = "SGLang 0.5.18 (upstream main d315eb7, 2026-08-22)"
 BUDGET = "python/sglang/srt/mem_cache/kv_cache_configurator.py _profile_available_bytes; " + SGLANG_VERSION
 CELL = ("python/sglang/srt/model_executor/pool_configurator.py _compute_cell_size and calculate_pool_sizes; "
@@ -55,6 +56,19 @@ BEFORE_WEIGHTS_SOURCE = ("assumed 1.5 GiB + 0.22 GiB per further rank (CUDA's to
 # ranges, each up to the graph's largest size (chunked_prefill_size for a model without MLA).
 PREFILL_GRAPH_RANGES = ((4, 33, 4), (48, 257, 16), (288, 513, 32), (576, 1025, 64), (1280, 4097, 256))
 LAST_PREFILL_RANGE = (4608, 512)  # 4608, 5120, ... up to the largest size
+# SGLang's options (`python -m sglang.launch_server --help`) as the command line offers them, in the form of
+# builder.model.engines' VLLM_FLAGS.
+FLAGS = (
+    ("mem_fraction_static", "float", "F",
+     "share of the free memory for weights and KV cache, in (0, 1) (SGLang default: by GPU)"),
+    ("page_size", "whole", "TOKENS", "tokens per KV page (SGLang default 1; 64 on Blackwell)"),
+    ("chunked_prefill_size", "whole", "TOKENS",
+     "tokens per prefill chunk (SGLang default: 2048 to 16384 by GPU memory)"),
+    ("cuda_graph_max_bs", "whole", "N",
+     "largest decode batch captured in a CUDA graph (SGLang default: by GPU and TP)"),
+    ("max_running_requests", "whole", "N", "requests at once (SGLang default: from the pool, 2048 to 4096)"),
+    ("context_length", "whole", "TOKENS", "tokens per request (default: --context)"),
+)
 KV_TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
                    "fp8": "torch.float8_e4m3fn", "int8": "torch.int8"}
 
@@ -124,7 +138,7 @@ SGLANG = RuleSet(
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded", BUDGET, "as loaded"),
         PartRule("kv_cache", maximum(0, sym("rest")), "free after the weights - pre x (1 - mem_fraction_static)",
-                 BUDGET, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"), sym("cell"))),
+                 BUDGET + "; tokens: " + CELL, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"), sym("cell"))),
         PartRule("overhead/runtime_slack", sym("slack"), "pre x (1 - mem_fraction_static)", RESERVE,
                  fmt("{0} of pre", fixed(1 - sym("fraction"), 3)),
                  "kept free for activations, CUDA graphs and the request-to-token table"),

@@ -36,8 +36,8 @@ from builder.model import engine_sglang as sglang
 from builder.model.expr import both, ceil, floor, fmt, maximum, minimum, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import KV_SYMBOLS
+from builder.model.units import GiB as GIB
 
-GIB = 2**30
 VLLM_VERSION = "vLLM 0.27 (upstream main 6adad08, 2026-08-14)"
 REQUEST = "vllm/v1/worker/utils.py request_memory: ceil(total x gpu_memory_utilization); " + VLLM_VERSION
 AVAILABLE = "vllm/v1/worker/gpu_worker.py determine_available_memory; " + VLLM_VERSION
@@ -208,27 +208,45 @@ def vllm_summary(values: dict[str, Any]) -> dict[str, Any]:
             "max_concurrency": round(float(values["max_concurrency"]), 4), "needed_bytes": int(values["needed"])}
 
 
+# vLLM's options (`vllm serve --help`) as the command line offers them: (EngineSettings field, kind: 'float',
+# 'whole', 'size' or 'switch', metavar, help); the flag is the field with dashes.
+VLLM_FLAGS = (
+    ("gpu_memory_utilization", "float", "F",
+     "share of the GPU's memory the engine requests, in (0, 1] (vLLM default 0.92)"),
+    ("max_model_len", "whole", "TOKENS", "tokens per request (default: --context)"),
+    ("max_num_seqs", "whole", "N", "requests per step (vLLM default: 1024 on H100/H200-class GPUs, else 256)"),
+    ("max_num_batched_tokens", "whole", "N",
+     "tokens per step (vLLM default: 8192 on H100/H200-class GPUs, else 2048)"),
+    ("block_size", "whole", "TOKENS", "tokens per KV-cache block"),
+    ("enforce_eager", "switch", "", "no CUDA graphs"),
+    ("kv_cache_memory", "size", "SIZE", "bytes for the KV cache, given instead of profiled (e.g. 6.51GiB)"),
+)
+
+
 @dataclass(frozen=True)
 class Engine:
     """An inference engine: its rules, the symbol its pipeline stages are compared by (the engine takes every
     worker's minimum), its own flags, log lines and JSON fields."""
 
     name: str
+    title: str  # the engine as the command line's help names it
     version: str
     rules: RuleSet
     fewest: str
-    flags: tuple[str, ...]  # EngineSettings fields that are this engine's options
+    flags: tuple[tuple[str, str, str, str], ...]  # its options: (EngineSettings field, kind, metavar, help)
     lines: Callable[[dict[str, Any]], list[str]]
     summary: Callable[[dict[str, Any]], dict[str, Any]]
 
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The EngineSettings fields that are this engine's options."""
+        return tuple(flag[0] for flag in self.flags)
+
 
 def _engines() -> dict[str, Engine]:
-    return {"vllm": Engine("vllm", VLLM_VERSION, VLLM, "num_blocks",
-                           ("gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-                            "block_size", "enforce_eager", "kv_cache_memory"), vllm_lines, vllm_summary),
-            "sglang": Engine("sglang", sglang.SGLANG_VERSION, sglang.SGLANG, "max_total_num_tokens",
-                             ("mem_fraction_static", "page_size", "chunked_prefill_size", "cuda_graph_max_bs",
-                              "max_running_requests", "context_length"), sglang.log_lines, sglang.summary)}
+    return {"vllm": Engine("vllm", "vLLM", VLLM_VERSION, VLLM, "num_blocks", VLLM_FLAGS, vllm_lines, vllm_summary),
+            "sglang": Engine("sglang", "SGLang", sglang.SGLANG_VERSION, sglang.SGLANG, "max_total_num_tokens",
+                             sglang.FLAGS, sglang.log_lines, sglang.summary)}
 
 
 ENGINES = _engines()
