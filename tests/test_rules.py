@@ -11,8 +11,8 @@ import pytest
 from builder.catalog import default_models
 from builder.model import Config, estimate
 from builder.model.architecture import Architecture
-from builder.model.expr import (RuleError, ceil, decode, encode, eq, evaluate, fixed, fmt, isin, maximum, minimum,
-                                per_unit, sym, symbols_of, total, when)
+from builder.model.expr import (RuleError, best, by, ceil, concat, decode, each, encode, eq, evaluate, fixed, fmt, isin,
+                                maximum, minimum, per_unit, row, sym, symbols_of, table, top, total, when, within)
 from builder.model.inputs import rule_inputs, stages
 from builder.model.serving import SERVING
 
@@ -77,6 +77,21 @@ def test_tables_and_sums():
     assert symbols_of(total(sym("tensors"), sym("rows_"))) == {"tensors", "rows_"}
 
 
+def test_rows_made_from_rows_and_the_largest():
+    """each/concat (a step's live parts), best/within (its worst moment inside a layer) and top (its peak)."""
+    parts = [{"name": "weights", "bytes": 10}, {"name": "gradients", "bytes": 30}, {"name": "optimizer", "bytes": 30}]
+    doubled = each(sym("parts"), row(sym("bytes") > 10, name=sym("name"), bytes=sym("bytes") * 2))
+    assert evaluate(doubled, {"parts": parts}) == [{"name": "gradients", "bytes": 60},
+                                                   {"name": "optimizer", "bytes": 60}]
+    assert evaluate(total(concat(doubled, table(row(1, bytes=5))), sym("bytes")), {"parts": parts}) == 125
+    first = best(sym("parts"), sym("bytes"))
+    assert evaluate(within(first, sym("name")), {"parts": parts}) == "gradients"  # the first of two largest
+    assert evaluate(best(table(), 1), {}) is None
+    assert evaluate(top(by(sym("parts"), "name", sym("bytes"))), {"parts": parts}) == "gradients"
+    with pytest.raises(RuleError, match="top: .* is empty"):
+        evaluate(top(by(table(), "name", 0)), {})
+
+
 def test_words():
     assert evaluate(fmt("{0} B/token ({1})", per_unit(sym("x")), "bf16"), {"x": 131072}) == "131072 B/token (bf16)"
     assert evaluate(per_unit(Fraction(260, 256)), {}) == "1.02"
@@ -114,17 +129,25 @@ def test_every_rule_reads_only_inputs_and_symbols_derived_before_it():
 
     arch = MODELS["llama-3-8b"]
     config = Config(model=arch)
-    fields = {"group", "dim0", "rest", "count", "in_block", "bytes", "core", "grad", "position"}
+    from builder.model.step import TRANSIENTS
+
+    fields = {"group", "dim0", "rest", "count", "in_block", "bytes", "core", "grad", "position",
+              # the step's rows: a GPU's parts, a moment inside a layer, a group's change, a moment of the step
+              "name", "bucket", "phase", "op", "live", "temporaries", "made", "part", "delta", "allocated"}
     inputs = set(rule_inputs(arch, config, stages(arch, config)[0])) | {"allocated"} | fields
+    # Saved activations are worked out on top of the op lists' conditions, the instants inside a layer on top of
+    # both, the moments of a step on top of all three with the GPU's parts.
+    on_top = {"activations": ("conditions",), "moments": ("conditions", "activations"),
+              "step": ("conditions", "activations", "moments")}
     for set_name, rules in RULE_SETS.items():
-        # Saved activations are worked out on top of the op lists' conditions, the instants inside a layer on top of
-        # both.
-        known = inputs | (set(RULE_SETS["conditions"].symbols) if set_name in ("activations", "moments") else set()) \
-            | (set(RULE_SETS["activations"].symbols) if set_name == "moments" else set())
+        known = inputs | ({"parts"} if set_name == "step" else set())
+        for below in on_top.get(set_name, ()):
+            known |= set(RULE_SETS[below].symbols)
         for name, rule in rules.symbols.items():
             assert symbols_of(rule) <= known, (set_name, name, symbols_of(rule) - known)
             known.add(name)
-        for part in rules.parts:
+        extra = [part for rules in TRANSIENTS.values() for part in rules] if set_name == "step" else []
+        for part in [*rules.parts, *extra]:
             for field in ("when", "bytes", "formula", "source", "per_unit", "note", "sharded_by"):
                 assert symbols_of(getattr(part, field)) <= known, (set_name, part.name, field)
     for check in CHECKS:

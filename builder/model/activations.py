@@ -24,7 +24,6 @@ same rules, so nothing here is written twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from fractions import Fraction
 from typing import Any
@@ -268,44 +267,31 @@ def _moment(block: str, moment: oplists.Moment) -> Expr:
                made=rows_total(tuple(r for r in moment.temporaries if r.dtype == "grad")))
 
 
-# The instants inside a layer whose conditions hold for the run (none for the Korthikanti reference mode), with
-# every weight gradient of one layer and the output layer's (made before any layer's in the backward).
+# The instants inside a layer whose conditions hold for the run (none for the Korthikanti reference mode), one
+# table per kind (forward, backward) in the op list's order, with every weight gradient of one layer and the
+# output layer's (made before any layer's in the backward). builder.model.step weighs them.
+MOMENT_KINDS = ("layer_forward", "layer_backward")
 MOMENT_SYMBOLS = {
-    "layer_moments": when(OPS, _by_block({block: table(*(_moment(block, m) for m in moments))
-                                          for block, moments in oplists.MOMENTS.items()}), table()),
+    **{f"moments_{kind}": when(OPS, _by_block({block: table(*(_moment(block, m) for m in moments if m.phase == kind))
+                                               for block, moments in oplists.MOMENTS.items()}), table())
+       for kind in MOMENT_KINDS},
     "layer_grads": _by_block({name: rows_total(rows) for name, rows in oplists.LAYER_GRADS.items()}),
     "head_grads": rows_total(oplists.HEAD_GRADS),
 }
 MOMENTS = RuleSet(symbols=MOMENT_SYMBOLS, parts=())
 
 
-@dataclass(frozen=True)
-class LayerMoment:
-    """An oplists.Moment worked out for one configuration, per micro-batch on one GPU (a MOMENTS row)."""
-
-    phase: str  # 'layer_forward' or 'layer_backward'
-    op: str  # the instant, in words
-    live: dict[str, Fraction]  # per group: bytes of the layer's rows live then (up to the anchor)
-    kept: dict[str, Fraction]  # per group: bytes one layer keeps saved between forward and backward
-    temporaries: Fraction  # the moment's own tensors (activations; freed rows counted negative)
-    made: Fraction  # the layer's weight gradients made by then
-    layer_grads: Fraction  # every weight gradient of one layer
-    head_grads: Fraction  # the output layer's and final norm's weight gradients
-
-
-def environment(arch: Architecture, config: Config) -> dict[str, Any]:
+def environment(arch: Architecture | None, config: Config) -> dict[str, Any]:
     """The activation symbols of a run (on its first pipeline stage; what one GPU holds is not read here)."""
     return ACTIVATIONS.environment(OP_CONDITIONS.environment({**run_inputs(arch, config),
                                                               **stages(arch, config)[0].inputs()}))
 
 
 @lru_cache(maxsize=64)
-def layer_moments(arch: Architecture, config: Config) -> tuple[LayerMoment, ...]:
-    """The oplists.MOMENTS of this block whose conditions hold (none for the Korthikanti reference mode); the same
-    for every pipeline stage, so worked out once per run."""
-    env = MOMENTS.environment(environment(arch, config))
-    return tuple(LayerMoment(m["phase"], m["op"], m["live"], env["layer_kept"], m["temporaries"], m["made"],
-                             env["layer_grads"], env["head_grads"]) for m in env["layer_moments"])
+def moment_environment(arch: Architecture | None, config: Config) -> dict[str, Any]:
+    """The activation and moment symbols of a run: the same for every pipeline stage, so worked out once per run
+    (do not change the mapping returned)."""
+    return MOMENTS.environment(environment(arch, config))
 
 
 def conditions(arch: Architecture, config: Config) -> set[str]:

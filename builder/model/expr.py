@@ -14,8 +14,11 @@ JSON form: a number is a constant, a string is a symbol, a list is [operator, op
 arithmetic + - * / % neg floor ceil min max; comparison == != < <= > >=; logic and or not if in;
 tables at (a table's entry), get (an entry, or a default where there is none), has (a list's member),
 sum (a body summed over a table's rows, each row's fields bound as symbols), by (the same sums kept apart
-by a field's value, as a mapping in first-seen order) and table (the rows ["row", condition, name, value,
-...] whose condition holds, as mappings; a row's field names are plain strings, not symbols); text fmt
+by a field's value, as a mapping in first-seen order), table (the rows ["row", condition, name, value,
+...] whose condition holds, as mappings; a row's field names are plain strings, not symbols), each (a row
+made from every row of a table, in its scope, where the row's condition holds), concat (tables one after
+another), best (the first row of a table whose body is largest; none for an empty table), within (a body
+in one row's scope) and top (the first key of a mapping whose value is largest); text fmt
 (str.format), bytes (a per-unit amount as '2', '0.5' or '1.02'), real (a float as Python writes it) and
 fixed (f"{x:.kf}"). Logic returns 1 or 0 and, like Python, treats 0 and "" as false.
 """
@@ -167,6 +170,33 @@ def by(rows: Any, field: str, body: Any) -> Expr:
     """`total` kept apart by the value of a row's `field`: a mapping from each value (in the order the rows
     first show it) to the sum of `body` over the rows that have it."""
     return Expr("by", rows, field, body)
+
+
+def each(rows: Any, made: Expr) -> Expr:
+    """The table of `made` (a row()) worked out in the scope of every row of `rows` where its condition holds."""
+    if made.op != "row":
+        raise TypeError("each() makes a row() from every row")
+    return Expr("each", rows, made)
+
+
+def concat(*tables: Any) -> Expr:
+    """The rows of the tables, one table after another."""
+    return Expr("concat", *tables)
+
+
+def best(rows: Any, body: Any) -> Expr:
+    """The first row of a table whose `body` (in the row's scope) is largest; none (false) for an empty table."""
+    return Expr("best", rows, body)
+
+
+def within(one_row: Any, body: Any) -> Expr:
+    """`body` in the scope of one row (a row's fields over the symbols around it)."""
+    return Expr("within", one_row, body)
+
+
+def top(mapping: Any) -> Expr:
+    """The first key of a mapping whose value is largest."""
+    return Expr("top", mapping)
 
 
 def row(condition: Any, **fields: Any) -> Expr:
@@ -364,6 +394,57 @@ def _by_rows(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     return sums
 
 
+def _each(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    rows, made = fs
+
+    def table_of(env: Mapping[str, Value]) -> list[Value]:
+        out = []
+        for r in rows(env):
+            fields = made(_RowScope(r, env))
+            if fields is not None:
+                out.append(fields)
+        return out
+    return table_of
+
+
+def _best(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    rows, body = fs
+
+    def first_largest(env: Mapping[str, Value]) -> Value:
+        chosen, most = None, None
+        for r in rows(env):
+            value = _number(body(_RowScope(r, env)))
+            if most is None or value > most:
+                chosen, most = r, value
+        return chosen
+    return first_largest
+
+
+def _within(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    one, body = fs
+
+    def value(env: Mapping[str, Value]) -> Value:
+        r = one(env)
+        if not isinstance(r, Mapping):
+            raise RuleError(f"within: {r!r} is not a row")
+        return body(_RowScope(r, env))
+    return value
+
+
+def _top(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    mapping = fs[0]
+
+    def key(env: Mapping[str, Value]) -> Value:
+        chosen, most = None, None
+        for k, v in mapping(env).items():
+            if most is None or _number(v) > most:
+                chosen, most = k, _number(v)
+        if most is None:
+            raise RuleError(f"top: {encode(args[0])!r} is empty")
+        return chosen
+    return key
+
+
 def _row(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     condition, names, values = fs[0], [a.args[0] for a in args[1::2]], fs[2::2]
     pairs = list(zip(names, values))
@@ -422,6 +503,11 @@ OPERATORS: dict[str, _Compiler] = {
     "by": _by_rows,
     "row": _row,
     "table": _table,
+    "each": _each,
+    "concat": lambda args, fs: lambda env: [r for f in fs for r in f(env)],
+    "best": _best,
+    "within": _within,
+    "top": _top,
     "fmt": _fmt,
     "bytes": _unary(bytes_text),
     "real": _unary(lambda x: repr(float(x))),

@@ -38,6 +38,10 @@ class PartRule:
         for name in ("bytes", "formula", "source", "per_unit", "note", "when", "sharded_by"):
             object.__setattr__(self, name, lift(getattr(self, name)))
 
+    def when_holds(self, env: Mapping[str, Value]) -> bool:
+        """Whether the part exists in an environment already derived."""
+        return bool(evaluate(self.when, env))
+
     def part(self, env: Mapping[str, Value]) -> Part:
         words = [evaluate(getattr(self, name), env) for name in ("formula", "source", "per_unit", "note")]
         return Part(self.name, whole_bytes(evaluate(self.bytes, env)), *words, int(evaluate(self.sharded_by, env)),
@@ -64,7 +68,7 @@ class RuleSet:
 
     def parts_of(self, env: Mapping[str, Value]) -> list[Part]:
         """The parts whose condition holds in an environment already derived (`environment`)."""
-        return [rule.part(env) for rule in self.parts if evaluate(rule.when, env)]
+        return [rule.part(env) for rule in self.parts if rule.when_holds(env)]
 
     def reads(self) -> list[str]:
         """The inputs the set reads (every symbol its rules use that it does not derive), sorted; a table's row

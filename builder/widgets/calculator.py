@@ -35,12 +35,12 @@ from builder.model.config import ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD
 from builder.model.inputs import config_inputs
 from builder.model.expr import encode
 from builder.model.overheads import OVERHEADS
-from builder.model.peak import (HEAD_SAVED, LIVE, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, STEP_FLAGS, TRANSIENTS,
-                                Need, assess)
+from builder.model.peak import Need, assess
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
 from builder.model.placement import HOLDING, STAGES
 from builder.model.serving import SERVING
 from builder.model.states import COMM, HOST, MODEL_STATES
+from builder.model.step import PHASE_TITLES, STEP
 from builder.model.tensors import SHAPES
 from builder.model.units import DTYPE_BYTES, format_bytes
 
@@ -347,10 +347,10 @@ def custom_base() -> dict[str, Any]:
 
 
 # The rule sets the script evaluates (builder.model's parameter tensors, placement, states, activations and the
-# instants inside a layer, autocast copies, serving, communication, host and overheads).
+# instants inside a layer, autocast copies, serving, communication, host, overheads and the moments of a step).
 RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "conditions": OP_CONDITIONS,
              "activations": ACTIVATIONS, "moments": MOMENTS, "autocast": AUTOCAST_COPIES, "serving": SERVING,
-             "comm": COMM, "host": HOST, "overheads": OVERHEADS}
+             "comm": COMM, "host": HOST, "overheads": OVERHEADS, "step": STEP}
 # The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs); the dtype
 # table travels once, as "dtypes".
 FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype", "reduce_dtype",
@@ -394,10 +394,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "t": TEXTS | VERDICTS,
         "m": ARCH_MESSAGES,
         "checks": encode_checks(),
-        # The peak of a step (builder.model.peak): what is live at each moment, and the moments' own tensors.
-        "live": list(LIVE.items()), "notSaved": NOT_SAVED, "stepFlags": STEP_FLAGS, "phases": PHASE_TITLES,
-        "transients": [[t.phase, t.factors, t.conditions] for t in TRANSIENTS],
-        "headSaved": HEAD_SAVED, "momentPhases": MOMENT_PHASES,
+        # The moments of a step in words (builder.model.step's rules name the one that sets the need).
+        "phases": PHASE_TITLES,
     }
 
 

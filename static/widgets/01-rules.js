@@ -33,8 +33,9 @@ const RULE_OPS = {
   "/": ([a, b]) => (e) => a(e) / b(e),
   "%": ([a, b]) => (e) => a(e) % b(e),
   neg: ([a]) => (e) => -a(e),
-  floor: ([a]) => (e) => Math.floor(a(e)),
-  ceil: ([a]) => (e) => Math.ceil(a(e)),
+  // A double within rounding noise of an integer is that integer, as the exact fraction would be.
+  floor: ([a]) => (e) => { const x = a(e); return nearInteger(x) ?? Math.floor(x); },
+  ceil: ([a]) => (e) => wholeBytes(a(e)),
   min: (f) => (e) => Math.min(...f.map((g) => g(e))),
   max: (f) => (e) => Math.max(...f.map((g) => g(e))),
   "==": ([a, b]) => (e) => +(a(e) === b(e)),
@@ -80,6 +81,34 @@ const RULE_OPS = {
     return out;
   },
   table: (f) => (e) => f.map((g) => g(e)).filter((r) => r !== null),
+  // A row made in the scope of every row of a table (where the made row's condition holds), tables one after
+  // another, the first row whose body is largest (null for none), a body in one row's scope, and the first key
+  // of a mapping whose value is largest.
+  each: ([rows, made]) => (e) => {
+    const out = [], scope = Object.create(e);
+    for (const row of rows(e)) {
+      const r = made(Object.assign(scope, row));
+      if (r !== null) out.push(r);
+    }
+    return out;
+  },
+  concat: (f) => (e) => [].concat(...f.map((g) => g(e))),
+  best: ([rows, body]) => (e) => {
+    let chosen = null, most = -Infinity;
+    const scope = Object.create(e);
+    for (const row of rows(e)) {
+      const v = body(Object.assign(scope, row));
+      if (chosen === null || v > most) [chosen, most] = [row, v];
+    }
+    return chosen;
+  },
+  within: ([r, body]) => (e) => body(Object.assign(Object.create(e), r(e))),
+  top: ([m]) => (e) => {
+    let chosen = null, most = -Infinity;
+    for (const [k, v] of Object.entries(m(e))) if (chosen === null || v > most) [chosen, most] = [k, v];
+    if (chosen === null) throw Error("top: empty");
+    return chosen;
+  },
   fmt: ([t, ...f]) => (e) => fillText(t(e), ...f.map((g) => ruleText(g(e)))),
   bytes: ([a]) => (e) => perUnitText(a(e)),
   real: ([a]) => (e) => { const v = a(e); return Number.isInteger(v) ? v.toFixed(1) : String(v); },

@@ -3,8 +3,8 @@
 // sharding, saved activations and the instants inside a layer, autocast copies, serving, communication, host,
 // overheads) and the configuration checks come as rules that 01-rules.js evaluates; the architectures, dtype
 // sizes, precision policies, sources, GPUs and every word (texts, the figure's markup templates) come as data
-// from builder/widgets/calculator.py and the partial. What is still arithmetic here (the peak of a step, the
-// searches) follows peak.py and questions.py step by step, so that tests/browser/test_widget_calculator.py
+// from builder/widgets/calculator.py and the partial; the peak of a step is builder.model.step's rules. What is
+// still arithmetic here (the searches) follows questions.py step by step, so that tests/browser/test_widget_calculator.py
 // finds the same bytes. Python sums exact Fractions; here doubles, with products of integers before divisions
 // so that most quantities are exact, and whole() rounds up to a whole byte as whole_bytes does.
 {
@@ -14,7 +14,7 @@ const commas = (n) => n.toLocaleString("en-US");
 WIDGETS.calculator = (root, D) => {
   const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), bytes = (t) => D.dtypes[t], T = D.t;
   const fail = (k, ...v) => { throw { msg: fill(D.m[k], ...v) }; }, put = (k, ...v) => fill(D.tpl[k], ...v);
-  const sum = (ps) => ps.reduce((s, p) => s + p[1], 0), total = (map) => Object.values(map).reduce((s, x) => s + x, 0);
+  const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
   // builder.model.tensors and placement, as rules: the architecture's shape with its parameter-tensor table and
   // count (once per architecture), the pipeline stages worth evaluating, and what one GPU of a stage holds.
@@ -69,14 +69,14 @@ WIDGETS.calculator = (root, D) => {
   // The rule sets of builder.model (states, serving, overheads), compiled once.
   const [states, activations, autocast, serving, comm, hostParts, overheads] = ["states", "activations", "autocast", "serving", "comm", "host", "overheads"].map((k) => ruleSet(D.ruleSets[k]));
   const [opConditions, activationSymbols, momentSymbols] = ["conditions", "activations", "moments"].map((k) => ruleSymbols(D.ruleSets[k]));
-  // activations.layer_moments: the instants inside a layer whose conditions hold (the MOMENTS rules), each with
-  // what is live of the layer then less what one layer keeps saved (per activations part), the layer's rows live
-  // then, its temporaries, the layer's weight gradients made by then, all of one layer's and the output layer's.
-  const momentsOf = (inputs) => {
-    const env = momentSymbols(activationSymbols(opConditions(inputs))), kept = env.layer_kept;
-    return env.layer_moments.map(({ phase, live, temporaries, made }) => ({ phase, made, temps: temporaries,
-      change: [...new Set([...Object.keys(live), ...Object.keys(kept)])].map((g) => ["activations/" + g, (live[g] || 0) - (kept[g] || 0)]),
-      live: total(live), layer: env.layer_grads, head: env.head_grads }));
+  // step.STEP: the moments of a training step on a GPU holding these parts (rows of name, bucket: the name's first
+  // path segment, bytes), what is live at each with the reserved parts on top; [bytes, phase] of the highest.
+  const stepOf = deriver(D.ruleSets.step.symbols);
+  const peakOf = (inputs, parts) => {
+    const env = momentSymbols(activationSymbols(opConditions(inputs)));
+    env.parts = parts.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes }));
+    const step = stepOf(env);
+    return [step.step_need, step.peak_phase];
   };
   // estimator.overhead_parts as the calculator offers them: a framework percentage of what is allocated.
   const reserved = (c, allocated, words = false) => {
@@ -85,64 +85,19 @@ WIDGETS.calculator = (root, D) => {
     env.allocated = allocated;
     return overheads(env, words);
   };
-  // peak.phases_of: the parts live at each moment of a step (peak.LIVE's selectors) and the moment's own tensors
-  // (peak.TRANSIENTS whose conditions hold), the framework percentage worked out again on each; [bytes, phase] of the
-  // largest, the first on ties. One pass adds the parts up by every selector that can pick them (name, bucket,
-  // 'saved', 'accumulating'), so each moment is a handful of additions.
-  const peakOf = (c, parts, moms) => {
-    const by = {}, add = (k, x) => (by[k] = (by[k] || 0) + x);
-    for (const [name, x] of parts) {
-      const b = name.split("/")[0];
-      add(name, x);
-      if (name != b) add(b, x);
-      if (b == "activations" && !D.notSaved.includes(name)) add("saved", x);
-      if (b == "gradients" && c.grad_accum > 1) add("accumulating", x);
-    }
-    const flags = [by["activations/logits"] && "head", by["activations/embedding"] && "embedding", c.pol[4] != "fp32" && "low_precision",
-      c.pol[5] && "autocast", c.A.tied_embeddings && "tied", !c.r && "full_tuning", D.stepFlags[c.opt]];
-    const sym = { T: c.micro_batch * flo(c.seq_len / c.cp), V: ceil(c.A.vocab / c.tp), h: c.A.hidden, grad: bytes(c.pol[2]) };
-    const fresh = c.grad_accum == 1 && !by["comm/unsharded_grads"], head = !!by["activations/logits"];
-    // peak._last_layer and peak._first_layer, as what each adds to the phase's selected parts.
-    const lastLayer = (m) => {
-      let add = -D.headSaved.reduce((s, k) => s + (by[k] || 0), 0), rest = 0;
-      for (const [name, ch] of m.change) {
-        const have = by[name];
-        if (have) add += whole(have + ch) - have; else rest += ch;
-      }
-      const made = fresh && m.phase == "layer_backward" ? m.made + (head ? m.head : 0) : 0;
-      return add + whole(rest) + whole(m.temps) + whole(made);
-    };
-    const firstLayer = (m) => (fresh && by.gradients ? max(0, whole(by.gradients - (m.layer - m.made))) - by.gradients : 0)
-      + whole(m.live) + whole(m.temps);
-    let top;
-    for (const [phase, selectors] of D.live) {
-      let live = selectors.reduce((s, k) => s + (by[k] || 0), 0);
-      for (const [at, factors, conditions] of D.transients)
-        if (at == phase && conditions.every((k) => flags.includes(k))) live += whole(factors.reduce((m, f) => m * (typeof f == "number" ? f : sym[f] ?? by[f] ?? 0), 1));
-      const kind = D.momentPhases[phase], within = phase == "first_layer_backward" ? firstLayer : lastLayer;
-      if (kind) {
-        const adds = moms.filter((m) => m.phase == kind).map(within);
-        if (!adds.length) continue;
-        live += max(...adds);
-      }
-      const total = live + sum(reserved(c, live));
-      if (!top || total > top[0]) top = [total, phase];
-    }
-    return top;
-  };
   // estimator.estimate: every pipeline stage worth evaluating, the fuller one reported; peak.need: what the run
   // needs, the highest moment of a step over the stages (training) or the sum of parts (serving).
   const estimate = (c, words) => {
     const run = runInputs(c);
     validate(run);
     let best, need;
-    const stages = stagesOf(run), moms = c.train ? momentsOf(inputsOf(run, stages[0])) : [];
+    const stages = stagesOf(run);
     for (const st of stages) {
       const inputs = inputsOf(run, st), host = hostParts(inputs, words);
       let gpu = [...states(inputs, words), ...(c.train ? [...activations(opConditions(inputs), words), ...autocast(inputs, words)] : serving(inputs, words)), ...comm(inputs, words)];
       if (/[ob]/.test(c.off)) gpu = gpu.filter((p) => !(/^(opt|grad)/.test(p[0]) && host.push(p)));
       gpu.push(...reserved(c, sum(gpu), words));
-      const top = c.train ? peakOf(c, gpu.filter((p) => p[1]), moms) : [sum(gpu)];
+      const top = c.train ? peakOf(inputs, gpu.filter((p) => p[1])) : [sum(gpu)];
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host];
       if (!need || top[0] > need[0]) need = top;
     }

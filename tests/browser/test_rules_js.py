@@ -1,6 +1,6 @@
 """The browser's rule evaluator (static/widgets/01-rules.js) against Python's (builder.model.expr): random
 rules of the kind the model writes (integer inputs, sums, products, divisions, rounding, conditions, tables,
-sums over their rows and sums by group, words)
+sums over their rows and sums by group, rows made from rows, the largest row and key, words)
 give the same whole bytes and the same text in both."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builder.model.breakdown import whole_bytes
-from builder.model.expr import Expr, by, encode, evaluate, fixed, fmt, get, per_unit, real, row, sym, table, total
+from builder.model.expr import (Expr, best, by, ceil, concat, each, encode, eq, evaluate, fixed, fmt, get, per_unit,
+                                real, row, sym, table, top, total, when, within)
 from builder.model.partrules import PartRule, RuleSet
 from tests.conftest import ROOT
 
@@ -48,6 +49,22 @@ def _grow(children):
             by(table(row(p[0] > p[1], group="mlp", width=p[2]), row(1, group="norms", width=p[3]),
                      row(p[1] > p[2], group="mlp", width=p[0])), "group", sym("width") * sym("tp")),
             "mlp", p[3]) + get(by(table(row(1, group="norms", width=p[0])), "group", sym("width")), "loss", 7)),
+        # A row made from every row of a table, and tables one after another, summed (a step's live parts).
+        st.tuples(children, children, children, children).map(lambda p: total(concat(
+            each(table(row(p[0] > p[1], width=p[2]), row(1, width=p[3])),
+                 row(sym("width") > p[0], value=sym("width") * sym("tp"))),
+            table(row(1, value=p[1]))), sym("value"))),
+        # The first row whose (whole) body is largest, read in its scope (a step's worst moment), or none; rows
+        # often tie (the same leaf twice), and which one is first shows.
+        st.tuples(children, children, children, children).map(lambda p: (lambda chosen: when(
+            chosen, within(chosen, sym("tag") * 100000 + p[0]), p[3]))(
+            best(table(row(p[0] > p[1], width=ceil(p[1]), tag=1), row(p[2] > 5, width=ceil(p[2]), tag=2),
+                       row(1, width=ceil(p[3]), tag=3), row(1, width=ceil(p[1]), tag=4)),
+                 sym("width") * sym("heads")))),
+        # The first key of a mapping whose value is largest (the moment that sets a step's peak).
+        st.tuples(children, children, children, children).map(lambda p: when(eq(top(by(
+            table(row(1, group="mlp", width=ceil(p[0])), row(1, group="norms", width=ceil(p[1]))), "group",
+            sym("width"))), "norms"), p[2], p[3])),
     )
 
 

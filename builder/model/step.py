@@ -1,0 +1,243 @@
+"""The peak of a training step as rules: what is live at each moment, and which moment is highest.
+
+`estimate` sums every part (weights, gradients, optimizer states, all saved activations, the logits). No
+moment of a real step holds exactly that: saved activations are freed during backward while gradients
+appear, and some tensors live only for an instant (the fp32 upcast of the logits, the loss gradients, the
+optimizer's temporaries). The rule set STEP works out, for one pipeline stage's GPU, the parts live at
+each candidate moment (a table of rows: name, bytes), the reserved parts on top of each (builder.model.
+overheads, of what is live then), and the highest moment (`peak_phase`, `step_need`). builder.model.peak
+turns the same rows into the named, cited parts `--phases` prints; the calculator's script evaluates the
+same rules, so the verdict the page shows is the command line's.
+
+The training loop assumed is the usual one: `optimizer.zero_grad(set_to_none=True)`, a forward that keeps
+only the loss (as transformers' Trainer does), `loss.backward()`, `optimizer.step()`. With gradient
+accumulation the gradients stay allocated across micro-batches, so they are live in the forward too.
+
+Inside a layer (oplists.MOMENTS, worked out by builder.model.activations' MOMENTS rules): the instants
+when a layer's own forward or backward temporaries peak, in the last layer (all saved activations still
+live, few gradients) and, for the backward, in the first layer (all gradients but that layer's unmade
+ones, few activations left). Simplifications, named: live memory moves evenly from the last layer to the
+first (the layers are alike), so only those two ends are candidates; like the end of backward, the first
+layer's moment leaves out the saved activations of other micro-batches a pipeline stage still holds; a
+mixture-of-experts layer's expert gradients count every expert (expert parallelism holds E / ep of them).
+The optimizer temporaries follow torch.optim's foreach implementation (the CUDA default); fused kernels
+(fused=True, Apex, DeepSpeed) have none.
+
+Inputs: a stage's rule inputs with the activation and moment symbols (builder.model.activations), and
+`parts`, the GPU's parts as rows {name, bucket, bytes} (the bucket is the name's first path segment).
+"""
+
+from __future__ import annotations
+
+from builder.model import oplists
+from builder.model.activations import LAYER_GROUPS, per_token
+from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, get, isin, maximum, negate,
+                                ne, row, sym, table, top, total, when, within)
+from builder.model.overheads import OVERHEADS
+from builder.model.partrules import PartRule, RuleSet
+
+LOSS = ("transformers 5.23 loss_utils.ForCausalLMLoss (logits.float()) and PyTorch 2.13 log_softmax / nll_loss "
+        "backward; measured: content/validation/peak.json")
+FOREACH = ("PyTorch 2.13 torch/optim/adam.py _multi_tensor_adam: exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), "
+           "one state-sized temporary; measured: content/validation/peak.json")
+TIED = ("PyTorch 2.13 autograd: the embedding's dense gradient and its sum with the head's gradient of the shared "
+        "matrix; measured: content/validation/peak.json")
+ACCUMULATE = "PyTorch autograd AccumulateGrad: .grad persists across micro-batches until zero_grad"
+AUTOGRAD = ("PyTorch 2.13 autograd (torch/csrc/autograd/engine.cpp: a node's saved tensors are freed once it has run; "
+            "derivatives from tools/autograd/derivatives.yaml); measured: content/validation/peak.json")
+ADAFACTOR_STEP = ("PyTorch 2.13 torch/optim/_adafactor.py _multi_tensor_adafactor: var_estimates = row_var @ col_var, "
+                  "one gradient-sized tensor per matrix (its docstring: foreach uses ~ sizeof(params) more peak "
+                  "memory); measured: content/validation/peak.json")
+
+PHASES = ("layer_forward", "forward", "backward_start", "layer_backward", "first_layer_backward", "backward_end",
+          "optimizer_step")
+PHASE_TITLES = {"layer_forward": "forward through the last layer", "forward": "end of forward (loss computed)",
+                "backward_start": "start of backward (loss gradients)",
+                "layer_backward": "backward through the last layer",
+                "first_layer_backward": "backward through the first layer",
+                "backward_end": "end of backward (all gradients)",
+                "optimizer_step": "optimizer step"}
+
+# The estimate's parts that are live at the peak but not saved for backward (Part.transient): the
+# returned logits and the layer recomputed under full recomputation. 'saved' below leaves them out.
+NOT_SAVED = ("activations/logits", "activations/recompute_working_layer")
+
+# Which parts are live at each moment of the step, as selectors of the estimate's parts: a bucket
+# ('weights'), a part's name ('activations/logits'), 'saved' (the saved activations: the activations
+# bucket less its transient parts) or 'accumulating' (the gradients, when gradient accumulation
+# keeps them across micro-batches).
+_IN_BACKWARD = ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads", "saved")
+LIVE = {
+    "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved"),
+    "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved", "activations/logits"),
+    "backward_start": _IN_BACKWARD,
+    "layer_backward": _IN_BACKWARD,
+    # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
+    # saved tensors only the embedding's and the first layer's own (added per moment).
+    "first_layer_backward": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
+                             "activations/embedding"),
+    "backward_end": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
+                     "activations/recompute_working_layer"),
+    "optimizer_step": ("weights", "optimizer", "gradients"),
+}
+# The phases inside a layer, and the kind of oplists.Moment each one takes the worst of.
+MOMENT_PHASES = {"layer_forward": "layer_forward", "layer_backward": "layer_backward",
+                 "first_layer_backward": "layer_backward"}
+# The output layer's saved tensors: not made yet inside the last layer's forward, freed before its backward.
+HEAD_SAVED = tuple(dict.fromkeys(f"activations/{r.group}"
+                                 for r in oplists.LAST_STAGE_LAYERNORM + oplists.LAST_STAGE_RMSNORM))
+
+
+def _part(name: str) -> Expr:
+    """The bytes of the GPU's part called `name` (0 where it has none)."""
+    return get(sym("part_bytes"), name, 0)
+
+
+HEAD = _part("activations/logits") > 0
+EMBEDDING = _part("activations/embedding") > 0
+FULL_TUNING = eq(sym("lora_rank"), 0)
+# Weight gradients are new tensors of this backward: not accumulated into, not an unsharded unit's.
+FRESH = both(eq(sym("grad_accum"), 1), eq(_part("comm/unsharded_grads"), 0))
+
+# The tensors that live for one moment of the step only (PartRule.transient), by moment. The symbols are the
+# op lists' (builder.model.activations): op_T tokens and op_V vocabulary rows on this GPU.
+TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
+    "forward": (
+        PartRule("activations/logits_fp32", sym("op_T") * sym("op_V") * 4, "b x s x V x 4 B", LOSS,
+                 per_token(sym("op_T") * sym("op_V") * 4), "the loss upcasts the logits to fp32",
+                 when=both(HEAD, ne(sym("activation_dtype"), "fp32")), transient=True),
+        PartRule("activations/final_hidden_fp32", sym("op_T") * sym("hidden") * 4, "b x s x h x 4 B", LOSS,
+                 per_token(sym("op_T") * sym("hidden") * 4),
+                 "the final norm's fp32 output, held by the model output until the loss is computed",
+                 when=both(HEAD, sym("autocast")), transient=True),
+    ),
+    "backward_start": (
+        PartRule("activations/loss_grads", 2 * sym("op_T") * sym("op_V") * 4, "2 x b x s x V x 4 B", LOSS,
+                 per_token(2 * sym("op_T") * sym("op_V") * 4),
+                 "gradient of the log-probabilities and of the fp32 logits", when=HEAD, transient=True),
+    ),
+    "backward_end": (
+        PartRule("gradients/tied_embedding_temporaries", 2 * sym("op_V") * sym("hidden") * sym("grad_bytes"),
+                 "2 x V/t x h x bytes(grad)", TIED, "2 V x h gradients",
+                 "unsharded: the sum is formed before any reduce-scatter",
+                 when=both(HEAD, EMBEDDING, sym("tied_embeddings"), FULL_TUNING), transient=True),
+    ),
+    "optimizer_step": (
+        PartRule("optimizer/step_temporaries", _part("optimizer/adam_v"), "one second-moment-sized tensor", FOREACH,
+                 "as the second moment", "torch.optim foreach; fused optimizers have none",
+                 when=isin(sym("optimizer"), "adam", "adamw"), transient=True),
+        PartRule("optimizer/step_temporaries", _part("gradients"), "one gradient-sized tensor", ADAFACTOR_STEP,
+                 "as the gradients", "the factored second moment expanded to each matrix's shape",
+                 when=eq(sym("optimizer"), "adafactor"), transient=True),
+    ),
+}
+# The optimizers whose step the rules give temporaries, and those that update in place (foreach SGD, no decay).
+STEP_TEMPORARIES = ("adam", "adamw", "adafactor")
+NO_TEMPORARIES = ("sgd", "sgd-momentum")
+
+# What a moment inside a layer adds, in words: part name -> formula (source AUTOGRAD, at the moment's op).
+MOMENT_PARTS = {
+    "activations/recomputed_in_last_layer": "the recomputed layer's tensors made up to this moment",
+    "activations/layer_temporaries": "the op's inputs' and outputs' gradients, or the scores it materialises",
+    "gradients/made_so_far": "weight gradients of the output layer and of the last layer's later weights",
+    "activations/first_layer": "the first layer's saved tensors still live at this moment",
+}
+
+
+def _selects(selector: str) -> Expr:
+    """Whether a LIVE selector picks the part in scope (a row of `parts`)."""
+    if selector == "saved":
+        return both(eq(sym("bucket"), "activations"), negate(isin(sym("name"), *NOT_SAVED)))
+    if selector == "accumulating":
+        return both(eq(sym("bucket"), "gradients"), sym("grad_accum") > 1)
+    return eq(sym("name"), selector) if "/" in selector else eq(sym("bucket"), selector)
+
+
+def _group_delta(group: str) -> Expr:
+    """In a moment's scope (a MOMENTS row): what is live of `group` in the layer then, less what one layer keeps."""
+    return get(sym("live"), group, 0) - get(sym("layer_kept"), group, 0)
+
+
+def _have(group: str) -> Expr:
+    return _part(f"activations/{group}")
+
+
+# In a moment's scope, inside the last layer: the change of the saved groups the GPU holds (each rounded as a
+# part), the rows of groups it holds no part of (recomputed under full recomputation), the temporaries and,
+# in the backward, the weight gradients made so far. The output layer's saved tensors (gone then) are the same
+# for every moment, so they are left out of the choice and out of the rows instead.
+RECOMPUTED = sum((when(_have(g), 0, _group_delta(g)) for g in LAYER_GROUPS), Expr("num", 0))
+MADE = when(both(FRESH, eq(sym("phase"), "layer_backward")),
+            sym("made") + when(HEAD, sym("head_grads"), 0), 0)
+LAST_LAYER = (sum((when(_have(g), ceil(_have(g) + _group_delta(g)) - _have(g), 0) for g in LAYER_GROUPS),
+                  Expr("num", 0)) + ceil(RECOMPUTED) + ceil(sym("temporaries")) + ceil(MADE))
+# Inside the first layer's backward: every gradient but the layer's own not made yet, the layer's rows live then
+# and the temporaries.
+UNMADE = sym("layer_grads") - sym("made")
+FIRST_GRADIENTS = _part("gradients")
+FIRST_LAYER = (when(both(FRESH, FIRST_GRADIENTS), maximum(0, ceil(FIRST_GRADIENTS - UNMADE)) - FIRST_GRADIENTS, 0)
+               + ceil(sum((get(sym("live"), g, 0) for g in LAYER_GROUPS), Expr("num", 0))) + ceil(sym("temporaries")))
+
+
+def _rows(phase: str) -> Expr:
+    """The parts live at `phase`, as rows {name, bytes, accumulated}: the parts LIVE selects (inside a layer,
+    changed by the worst moment), the moment's own tensors (TRANSIENTS) and, inside a layer, its tensors."""
+    selected = either(*(_selects(s) for s in LIVE[phase]))
+    accumulated = both(_selects("accumulating"), "accumulating" in LIVE[phase])
+    moment = sym(f"moment_{phase}")
+    kind = MOMENT_PHASES.get(phase)
+    if kind is None:
+        held = each(sym("parts"), row(selected, name=sym("name"), bytes=sym("bytes"), accumulated=accumulated))
+        extra = table()
+    elif phase == "first_layer_backward":
+        held = each(sym("parts"), row(selected, name=sym("name"), accumulated=accumulated, bytes=when(
+            both(FRESH, eq(sym("name"), "gradients")),
+            maximum(0, ceil(sym("bytes") - within(moment, UNMADE))), sym("bytes"))))
+        extra = table(row(1, name="activations/first_layer",
+                          bytes=ceil(within(moment, sum((get(sym("live"), g, 0) for g in LAYER_GROUPS),
+                                                        Expr("num", 0))))),
+                      row(1, name="activations/layer_temporaries", bytes=ceil(at(moment, "temporaries"))))
+    else:
+        change = sym(f"change_{phase}")
+        held = each(sym("parts"), row(both(selected, negate(isin(sym("name"), *HEAD_SAVED))), name=sym("name"),
+                                      accumulated=accumulated,
+                                      bytes=when(eq(sym("bucket"), "activations"),
+                                                 ceil(sym("bytes") + get(change, sym("name"), 0)), sym("bytes"))))
+        extra = table(row(1, name="activations/recomputed_in_last_layer", bytes=ceil(within(moment, RECOMPUTED))),
+                      row(1, name="activations/layer_temporaries", bytes=ceil(at(moment, "temporaries"))),
+                      row(1, name="gradients/made_so_far", bytes=ceil(within(moment, MADE))))
+    transients = table(*(row(rule.when, name=rule.name, bytes=ceil(rule.bytes), accumulated=0)
+                         for rule in TRANSIENTS.get(phase, ())))
+    return when(moment, concat(held, transients, extra), table()) if kind else concat(held, transients, extra)
+
+
+def _moment_symbols(phase: str) -> dict[str, Expr]:
+    """The worst moment of a phase inside a layer (a MOMENTS row, or none), and for the last layer what it changes
+    of each saved group (part name -> bytes)."""
+    kind = MOMENT_PHASES[phase]
+    body = FIRST_LAYER if phase == "first_layer_backward" else LAST_LAYER
+    out = {f"moment_{phase}": when(sym("has_activations"), best(sym(f"moments_{kind}"), body), 0)}
+    if phase != "first_layer_backward":
+        out[f"change_{phase}"] = when(sym(f"moment_{phase}"), by(table(*(
+            row(1, part=f"activations/{g}", delta=within(sym(f"moment_{phase}"), _group_delta(g)))
+            for g in LAYER_GROUPS)), "part", sym("delta")), by(table(), "part", 0))
+    return out
+
+
+# The reserved parts on top of what is live (`allocated`, a row field where this is summed): each rounded up.
+RESERVED = sum((when(rule.when, ceil(rule.bytes), 0) for rule in OVERHEADS.parts), Expr("num", 0))
+
+STEP = RuleSet(symbols={
+    "part_bytes": by(sym("parts"), "name", sym("bytes")),
+    "bucket_bytes": by(sym("parts"), "bucket", sym("bytes")),
+    "has_activations": get(sym("bucket_bytes"), "activations", 0) > 0,
+    **{name: rule for phase in MOMENT_PHASES for name, rule in _moment_symbols(phase).items()},
+    **{f"step_{phase}": _rows(phase) for phase in PHASES},
+    # The moments of the step there are (a phase inside a layer only where one of its moments holds), with
+    # what is live then; the bytes of each with the reserved parts on top; the highest, the first on ties.
+    "step_live": table(*(row(sym(f"moment_{phase}") if phase in MOMENT_PHASES else 1, phase=phase,
+                             allocated=total(sym(f"step_{phase}"), sym("bytes"))) for phase in PHASES)),
+    "step_totals": by(sym("step_live"), "phase", sym("allocated") + RESERVED),
+    "peak_phase": top(sym("step_totals")),
+    "step_need": at(sym("step_totals"), sym("peak_phase")),
+}, parts=())
