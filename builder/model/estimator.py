@@ -62,20 +62,11 @@ def overhead_parts(config: Config, allocated: int) -> list[Part]:
     return OVERHEADS.evaluate({**config_inputs(config), "allocated": allocated})
 
 
-def offload_parts(parts: list[Part], config: Config) -> tuple[list[Part], list[Part]]:
-    """Move offloaded states to the host: (GPU parts, host parts per GPU)."""
-    if config.offload == "none":
-        return parts, []
-    moved_buckets = set()
-    if config.offload in ("optimizer", "both"):
-        moved_buckets |= {"optimizer", "gradients"}
-    gpu, host = [], []
-    for part in parts:
-        if part.bucket in moved_buckets:
-            host.append(part)
-        else:
-            gpu.append(part)
-    return gpu, host
+def offload_parts(parts: list[Part], inputs: dict) -> tuple[list[Part], list[Part]]:
+    """Move offloaded states to the host (the buckets of placement.HOLDING's `offloaded`): (GPU parts, host parts
+    per GPU)."""
+    moved = {r["bucket"] for r in inputs["offloaded"]}
+    return [p for p in parts if p.bucket not in moved], [p for p in parts if p.bucket in moved]
 
 
 # ---------------------------------------------------------------------------------------
@@ -93,7 +84,7 @@ def estimate_stage(config: Config, stage: Stage) -> tuple[list[Part], list[Part]
     else:
         parts += serving_parts(arch, config, stage, inputs)
     parts += COMM.evaluate(inputs)
-    gpu, host = offload_parts(parts, config)
+    gpu, host = offload_parts(parts, inputs)
     host += HOST.evaluate(inputs)
     allocated = sum(p.bytes for p in gpu)
     gpu += overhead_parts(config, allocated)
@@ -116,7 +107,7 @@ def breakdown_of(config: Config, evaluated: list[tuple[Stage, list[Part], list[P
     arch = config.model
     fullest = max(range(len(evaluated)), key=lambda i: (sum(p.bytes for p in evaluated[i][1]), -i))
     stage, gpu, host = evaluated[fullest]
-    per_node = min(config.gpus_per_node, config.dp * config.tp * config.pp * config.cp)
+    per_node = int(rule_inputs(arch, config, stage)["host_copies"])
     host_parts = tuple(Part(f"host/{p.name}", p.bytes * per_node, f"{per_node} GPUs per node x ({p.formula})",
                             p.source, p.per_unit, p.simplification) for p in host)
     params = param_count(arch) if arch else int(config.params or 0)

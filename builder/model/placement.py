@@ -69,6 +69,11 @@ HOLDING = RuleSet(symbols={
     "expert": sym("layer_expert") * sym("stage_layers"),
     "linear": when(sym("has_architecture"), sym("layer_linear") * sym("stage_layers"), sym("params")),
     "linear_matrices": sym("layer_matrices") * sym("stage_layers"),
+    # Offloading the optimizer (ZeRO-Offload, FSDP CPU offload) moves its states and the gradients to host memory;
+    # each GPU of a node keeps its own copy there (Ren et al. 2021, arXiv:2101.06840, section 4).
+    "offloaded": table(*(row(isin(sym("offload"), "optimizer", "both"), bucket=bucket)
+                         for bucket in ("optimizer", "gradients"))),
+    "host_copies": minimum(sym("gpus_per_node"), sym("dp") * sym("tp") * sym("pp") * sym("cp")),
 }, parts=())
 
 

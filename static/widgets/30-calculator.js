@@ -39,7 +39,7 @@ WIDGETS.calculator = (root, D) => {
     if (!train) pol[0] = st.weights;
     const c = { A, train, pol, opt: st.optimizer, rec: st.recompute, attention: st.attention,
       formula: st.formula, drop: st.dropout == "1", fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
-      sp: st.sp == "1", off: st.offload[0], offload: st.offload,
+      sp: st.sp == "1", offload: st.offload,
       r: n("lora_rank"), ql: st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
     for (const k in D.ints) c[k] = n(D.ints[k]);
     return c;
@@ -78,10 +78,9 @@ WIDGETS.calculator = (root, D) => {
     const step = stepOf(env);
     return [step.step_need, step.peak_phase];
   };
-  // estimator.overhead_parts as the calculator offers them: a framework percentage of what is allocated.
-  const reserved = (c, allocated, words = false) => {
-    const env = Object.create(D.fixedInputs);
-    env.overhead_fraction = c.ovh / 100;
+  // estimator.overhead_parts: the reserved parts of what is allocated.
+  const reserved = (inputs, allocated, words) => {
+    const env = Object.create(inputs);
     env.allocated = allocated;
     return overheads(env, words);
   };
@@ -95,13 +94,15 @@ WIDGETS.calculator = (root, D) => {
     for (const st of stages) {
       const inputs = inputsOf(run, st), host = hostParts(inputs, words);
       let gpu = [...states(inputs, words), ...(c.train ? [...activations(opConditions(inputs), words), ...autocast(inputs, words)] : serving(inputs, words)), ...comm(inputs, words)];
-      if (/[ob]/.test(c.off)) gpu = gpu.filter((p) => !(/^(opt|grad)/.test(p[0]) && host.push(p)));
-      gpu.push(...reserved(c, sum(gpu), words));
+      // placement.HOLDING's `offloaded`: the buckets that live in host memory instead.
+      const moved = inputs.offloaded.map((r) => r.bucket);
+      gpu = gpu.filter((p) => !(moved.includes(p[0].split("/")[0]) && host.push(p)));
+      gpu.push(...reserved(inputs, sum(gpu), words));
       const top = c.train ? peakOf(inputs, gpu.filter((p) => p[1])) : [sum(gpu)];
-      if (!best || sum(gpu) > sum(best[0])) best = [gpu, host];
+      if (!best || sum(gpu) > sum(best[0])) best = [gpu, host, inputs.host_copies];
       if (!need || top[0] > need[0]) need = top;
     }
-    return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * min(D.fixedInputs.gpus_per_node, c.dp * c.tp * c.pp * c.cp), need: need[0], phase: need[1] };
+    return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * best[2], need: need[0], phase: need[1] };
   };
   // questions._largest: limit if it fits, else the largest multiple of step above low (low included) below limit
   // that fits, 0 if none. Memory is monotone and close to affine in batch and sequence: each guess lies on the
