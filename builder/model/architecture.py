@@ -14,20 +14,12 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from builder.model.checks import SHAPE_CHECKS, first_refusal
 from builder.model.tensors import SHAPES
 
 MLP_TYPES = ("gelu", "swiglu")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITION_TYPES = ("learned", "rotary")
-# The shape checks' words as str.format templates (architecture name first), shared with the
-# calculator's script, which checks a custom architecture in the browser (builder.model.checks).
-MESSAGES = {
-    "positive": "{0}: {1} must be positive, got {2}",
-    "kv_heads": "{0}: kv_heads ({1}) must divide heads ({2})",
-    "top_k": "{0}: top_k must be in 1..experts ({1}), got {2}",
-}
-
-
 @dataclass(frozen=True)
 class Architecture:
     """Shape of a decoder-only transformer. Symbols used in formulas are given per field."""
@@ -61,19 +53,18 @@ class Architecture:
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        for name in ("layers", "hidden", "heads", "vocab"):
-            if getattr(self, name) <= 0:
-                raise ValueError(MESSAGES["positive"].format(self.name, name, getattr(self, name)))
+        # The shape's checks are rules (builder.model.checks.SHAPE_CHECKS), which the calculator's script runs too.
+        refused = first_refusal({"model_name": self.name, "layers": self.layers, "hidden": self.hidden,
+                                 "heads": self.heads, "vocab": self.vocab, "kv_heads": self.kv_heads or self.heads,
+                                 "experts": self.experts, "top_k": self.top_k}, SHAPE_CHECKS)
+        if refused:
+            raise ValueError(refused)
         if self.mlp not in MLP_TYPES:
             raise ValueError(f"{self.name}: mlp must be one of {MLP_TYPES}, got {self.mlp!r}")
         if self.norm not in NORM_TYPES:
             raise ValueError(f"{self.name}: norm must be one of {NORM_TYPES}, got {self.norm!r}")
         if self.positions not in POSITION_TYPES:
             raise ValueError(f"{self.name}: positions must be one of {POSITION_TYPES}, got {self.positions!r}")
-        if self.kv_heads is not None and (self.kv_heads <= 0 or self.heads % self.kv_heads):
-            raise ValueError(MESSAGES["kv_heads"].format(self.name, self.kv_heads, self.heads))
-        if self.experts and not (0 < self.top_k <= self.experts):
-            raise ValueError(MESSAGES["top_k"].format(self.name, self.experts, self.top_k))
         if self.positions == "learned" and self.max_positions <= 0:
             raise ValueError(f"{self.name}: learned positions need max_positions > 0")
 

@@ -1,6 +1,7 @@
-"""The configuration checks that need the model's inputs, as rules: each says when a configuration is
-refused and, in one line, why. validate_config runs them (after the checks of each option's own type and
-range); the calculator's script runs the same rules on a reader's form, with the same words.
+"""The checks that need the model's inputs, as rules: each says when an architecture's shape (SHAPE_CHECKS) or a
+configuration (CHECKS) is refused and, in one line, why. Architecture and validate_config run them (after the
+checks of each option's own type and range); the calculator's script runs the same rules on a reader's form
+(a custom architecture, the run), with the same words.
 """
 
 from __future__ import annotations
@@ -25,6 +26,16 @@ class Check:
 
 
 ARCH = sym("has_architecture")
+
+# An architecture's shape (its shape inputs, builder.model.tensors; kv_heads as many as the heads where not given).
+SHAPE_CHECKS: tuple[Check, ...] = (
+    *(Check(sym(size) <= 0, fmt("{0}: {1} must be positive, got {2}", sym("model_name"), size, sym(size)))
+      for size in ("layers", "hidden", "heads", "vocab")),
+    Check(either(sym("kv_heads") <= 0, mod(sym("heads"), sym("kv_heads"))),
+          fmt("{0}: kv_heads ({1}) must divide heads ({2})", sym("model_name"), sym("kv_heads"), sym("heads"))),
+    Check(both(sym("experts"), either(sym("top_k") <= 0, sym("top_k") > sym("experts"))),
+          fmt("{0}: top_k must be in 1..experts ({1}), got {2}", sym("model_name"), sym("experts"), sym("top_k"))),
+)
 
 
 CHECKS: tuple[Check, ...] = (
@@ -65,14 +76,14 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def first_refusal(inputs: Mapping[str, Value]) -> str | None:
-    """The message of the first check that refuses these inputs, or None."""
-    for check in CHECKS:
+def first_refusal(inputs: Mapping[str, Value], checks: tuple[Check, ...] = CHECKS) -> str | None:
+    """The message of the first of `checks` that refuses these inputs, or None."""
+    for check in checks:
         if evaluate(check.refused, inputs):
             return evaluate(check.message, inputs)
     return None
 
 
-def encode_checks() -> list[list[Any]]:
+def encode_checks(checks: tuple[Check, ...] = CHECKS) -> list[list[Any]]:
     """The checks as the browser evaluates them: [refused, message] each."""
-    return [[encode(c.refused), encode(c.message)] for c in CHECKS]
+    return [[encode(c.refused), encode(c.message)] for c in checks]

@@ -26,11 +26,10 @@ from typing import Any
 
 from builder.model import Config
 from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
-from builder.model.architecture import MESSAGES as ARCH_MESSAGES
 from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
 from builder.model.autocast import AUTOCAST_COPIES
-from builder.model.checks import POSITIVE, encode_checks
+from builder.model.checks import POSITIVE, SHAPE_CHECKS, encode_checks
 from builder.model.config import ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, PRECISIONS, RECOMPUTE
 from builder.model.inputs import config_inputs
 from builder.model.expr import encode
@@ -392,8 +391,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "custom": custom_base(),
         "limits": SEARCH_LIMITS,
         "t": TEXTS | VERDICTS,
-        "m": ARCH_MESSAGES,
         "checks": encode_checks(),
+        "shapeChecks": encode_checks(SHAPE_CHECKS),
         # The moments of a step in words (builder.model.step's rules name the one that sets the need).
         "phases": PHASE_TITLES,
     }

@@ -13,7 +13,7 @@ const commas = (n) => n.toLocaleString("en-US");
 
 WIDGETS.calculator = (root, D) => {
   const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), bytes = (t) => D.dtypes[t], T = D.t;
-  const fail = (k, ...v) => { throw { msg: fill(D.m[k], ...v) }; }, put = (k, ...v) => fill(D.tpl[k], ...v);
+  const put = (k, ...v) => fill(D.tpl[k], ...v);
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
   // builder.model.tensors and placement, as rules: the architecture's shape with its parameter-tensor table and
@@ -31,9 +31,7 @@ WIDGETS.calculator = (root, D) => {
       // The custom architecture the controls describe (calculator.custom_arch), checked as Architecture does.
       A = { ...D.custom };
       for (const [k, [names, text]] of Object.entries(D.arch)) for (const name of names) A[name] = text ? st[k] : n(k);
-      for (const k of ["layers", "hidden", "heads", "vocab"]) if (A[k] <= 0) fail("positive", "custom", k, A[k]);
-      if (A.kv_heads <= 0 || A.heads % A.kv_heads) fail("kv_heads", "custom", A.kv_heads, A.heads);
-      if (A.experts && !(A.top_k > 0 && A.top_k <= A.experts)) fail("top_k", "custom", A.experts, A.top_k);
+      refuse(shapeChecks, A);
     }
     const pol = [...D.policies[train ? st.precision : "bf16"]];
     if (!train) pol[0] = st.weights;
@@ -44,10 +42,10 @@ WIDGETS.calculator = (root, D) => {
     for (const k in D.ints) c[k] = n(D.ints[k]);
     return c;
   };
-  // builder.model.checks: the configurations the model refuses, each with its one-line reason.
-  const checks = D.checks.map((check) => check.map(compileRule));
-  const validate = (inputs) => {
-    for (const [refused, message] of checks) if (refused(inputs)) throw { msg: message(inputs) };
+  // builder.model.checks: the shapes and configurations the model refuses, each with its one-line reason.
+  const [checks, shapeChecks] = [D.checks, D.shapeChecks].map((list) => list.map((check) => check.map(compileRule)));
+  const refuse = (list, inputs) => {
+    for (const [refused, message] of list) if (refused(inputs)) throw { msg: message(inputs) };
   };
 
   // builder.model.inputs.run_inputs and rule_inputs: the names every rule set reads, for the form's config and, with
@@ -88,7 +86,7 @@ WIDGETS.calculator = (root, D) => {
   // needs, the highest moment of a step over the stages (training) or the sum of parts (serving).
   const estimate = (c, words) => {
     const run = runInputs(c);
-    validate(run);
+    refuse(checks, run);
     let best, need;
     const stages = stagesOf(run);
     for (const st of stages) {
