@@ -17,7 +17,7 @@ from builder.model.peak import Need, assess, unmodelled
 from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
 from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, MODES, OFFLOAD,
-                                  OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
+                                  OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, format_bytes, parse_count, parse_size
 
@@ -91,6 +91,11 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
                      help=f"training: {', '.join(PRECISIONS)} (default bf16-mixed); "
                           f"serving: a weight dtype ({', '.join(DTYPE_BYTES)}), default bf16")
     run.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    run.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default=None,
+                     help="how the step runs (torch.optim's words): for-loop, foreach, fused, or in-backward (stepped "
+                          "from each gradient's hook, gradients freed at once); default: the optimizer's own (foreach "
+                          "for torch.optim's Adam, AdamW and SGD on CUDA, for-loop for Adafactor and Lion, fused for "
+                          "8-bit AdamW)")
     run.add_argument("--micro-batch", type=positive_int, default=1, metavar="B")
     run.add_argument("--seq-len", type=positive_int, default=2048, metavar="S")
     run.add_argument("--grad-accum", type=positive_int, default=1, metavar="M",
@@ -226,7 +231,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         param_dtype=args.param_dtype or param_dtype, master_dtype=args.master_dtype, grad_dtype=args.grad_dtype,
         grad_accum_dtype=args.grad_accum_dtype, reduce_dtype=args.reduce_dtype,
         optimizer_state_dtype=args.optimizer_state_dtype, activation_dtype=args.activation_dtype,
-        optimizer=args.optimizer, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
+        optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
         recompute=args.recompute, attention=args.attention, activation_formula=args.activation_formula,
         implementation=args.implementation, dropout=args.dropout, dp=args.dp, zero=args.zero, fsdp=args.fsdp,
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from builder.catalog import default_gpus, default_models
 from builder.cli import main
+from builder.model.config import validate_config
 from builder.model import Config, estimate
 from builder.model.peak import need, peak, phases
 from builder.model.questions import Fit, fits, max_micro_batch, max_seq_len, min_gpus
@@ -97,14 +98,23 @@ configs = st.builds(
     overhead=st.sampled_from([0.0, 0.1]),
     lora=st.sampled_from([0, 0, 16]),
     gpu=st.sampled_from(["t4", "rtx-4090", "a100-40gb", "h100-80gb"]),
+    optimizer_impl=st.sampled_from([None, "for-loop", "foreach", "fused", "in-backward"]),
 )
 
 
 def make(c: dict) -> Config:
+    """The config `c` describes; an optimizer implementation the rest refuses falls back to the default."""
     key, value = c["shard"]
-    return Config(model=c["arch"], attention=c["attention"], recompute=c["recompute"], precision=c["precision"],
-                  optimizer=c["optimizer"], **{key: value}, dp=c["dp"], grad_accum=c["grad_accum"],
-                  overhead_fraction=c["overhead"], lora_rank=c["lora"], seq_len=1024)
+    config = Config(model=c["arch"], attention=c["attention"], recompute=c["recompute"], precision=c["precision"],
+                    optimizer=c["optimizer"], **{key: value}, dp=c["dp"], grad_accum=c["grad_accum"],
+                    overhead_fraction=c["overhead"], lora_rank=c["lora"], seq_len=1024,
+                    optimizer_impl=c["optimizer_impl"])
+    try:
+        validate_config(config)
+    except ValueError as error:
+        assert str(error).startswith("optimizer_impl: ")
+        return config.with_changes(optimizer_impl=None)
+    return config
 
 
 @settings(max_examples=60, deadline=None)

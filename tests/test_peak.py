@@ -6,6 +6,7 @@ differences between phases shows up byte for byte. The comparison of every commi
 is in tests/test_validation_report.py."""
 
 import json
+import re
 
 import pytest
 
@@ -80,12 +81,73 @@ def test_foreach_adafactor_step_expands_the_factored_moment_to_each_matrix():
     """torch.optim.Adafactor's foreach step (torch/optim/_adafactor.py, 2.13): var_estimates = row_var @ col_var is
     one tensor per matrix of its shape, in all as large as the gradients. Measured (peak.json, b1 s16): the step
     peak is params + grads + factored states + that temporary = 2 x 22,582,272 B + states + 22,582,272 B."""
-    few = dict(micro_batch=1, seq_len=16, optimizer="adafactor")
+    few = dict(micro_batch=1, seq_len=16, optimizer="adafactor", optimizer_impl="foreach")
     step = moment(llama(**few), "optimizer_step")
     grads = estimate(llama(**few)).get("gradients")
     assert [p.bytes for p in step.parts if p.name == "optimizer/step_temporaries"] == [grads] == [22582272]
     assert step.total == pytest.approx(measured(
         "llama-sdpa-fp32-b1-s16-h256-a8-kv4-f688-v8192-none-nodrop-L2-adafactor-ga1")["peak_optimizer_step"], rel=1e-3)
+
+
+CASE = "llama-sdpa-fp32-b1-s16-h256-a8-kv4-f688-v8192-none-nodrop-L2"
+# The model's largest tensor: the 8192 x 256 embedding (and the untied head), fp32.
+LARGEST = 8192 * 256 * 4
+
+
+def test_for_loop_steps_hold_temporaries_of_one_tensor():
+    """torch.optim's for-loop (foreach=False): AdamW's denom = (exp_avg_sq.sqrt() / c).add_(eps) holds two tensors
+    of one parameter's size (torch/optim/adam.py 2.13 _single_tensor_adam); Adafactor's, its default, one
+    (row_var @ col_var, _adafactor.py). Measured (peak.json): AdamW step 107,107,680 B = 4 x 22,582,272 + 2 x
+    8,388,608 (+ 1,376 B of step counters); Adafactor 53,927,396 B, predicted 0.5% under (its row and column
+    reductions, not modelled)."""
+    few = dict(micro_batch=1, seq_len=16)
+    adamw = moment(llama(optimizer_impl="for-loop", **few), "optimizer_step")
+    assert [p.bytes for p in adamw.parts if p.name == "optimizer/step_temporaries"] == [2 * LARGEST]
+    assert adamw.total == 4 * 22582272 + 2 * LARGEST
+    assert measured(f"{CASE}-adamw-ga1-for-loop")["peak_optimizer_step"] == pytest.approx(adamw.total, abs=2048)
+    adafactor = llama(optimizer="adafactor", **few)  # the for-loop is Adafactor's default (foreach=None)
+    step = moment(adafactor, "optimizer_step")
+    assert [p.bytes for p in step.parts if p.name == "optimizer/step_temporaries"] == [LARGEST]
+    assert step.total == pytest.approx(measured(f"{CASE}-adafactor-ga1-for-loop")["peak_optimizer_step"], rel=0.01)
+
+
+def test_a_fused_step_allocates_nothing():
+    """fused=True updates parameters and states in one kernel (torch/optim/adam.py _fused_adam): the step peaks at
+    params + grads + m + v. Measured (peak.json): 90,329,440 B = 4 x 22,582,272 B (+ 352 B)."""
+    step = moment(llama(optimizer_impl="fused", micro_batch=1, seq_len=16), "optimizer_step")
+    assert not [p for p in step.parts if p.name == "optimizer/step_temporaries"]
+    assert step.total == 4 * 22582272
+    assert measured(f"{CASE}-adamw-ga1-fused")["peak_optimizer_step"] == pytest.approx(step.total, abs=1024)
+
+
+def test_a_step_inside_backward_frees_every_gradient_and_has_no_step_phase():
+    """The PyTorch tutorial's step in backward (register_post_accumulate_grad_hook, a for-loop AdamW per parameter):
+    one gradient at a time, no step phase, and the largest tensor's step temporaries inside backward. Measured
+    (peak.json): after backward the weights and states are live, 67,747,156 B = 3 x 22,582,272 (+ 410 B); the
+    backward peak is 93,614,760 B, predicted 93,669,760 (+0.06%)."""
+    config = llama(optimizer_impl="in-backward", micro_batch=1, seq_len=16)
+    assert "optimizer_step" not in totals(config)
+    assert estimate(config).get("gradients") == LARGEST
+    backward = max(phases(config), key=lambda phase: phase.total)
+    assert backward.name == "layer_backward"
+    assert [p.bytes for p in backward.parts if p.name == "optimizer/step_temporaries"] == [2 * LARGEST]
+    m = measured(f"{CASE}-adamw-ga1-in-backward")
+    assert m["peak_backward"] == pytest.approx(backward.total, rel=0.003)
+    assert m["peak_optimizer_step"] == pytest.approx(3 * 22582272, abs=1024)
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(optimizer="adafactor", optimizer_impl="fused"), "Adafactor has no fused implementation"),
+    (dict(optimizer="adam8bit", optimizer_impl="foreach"), "has no foreach implementation"),
+    (dict(optimizer_impl="in-backward", grad_accum=2), "cannot accumulate over micro-batches (grad_accum 2)"),
+    (dict(optimizer_impl="in-backward", zero=2, dp=8), "DeepSpeed's ZeRO runs its own optimizer step"),
+    (dict(optimizer_impl="in-backward", lora_rank=8), "with LoRA adapters is not modelled"),
+    (dict(optimizer_impl="in-backward", pp=2), "pipeline or expert parallelism"),
+])
+def test_an_implementation_the_optimizer_or_setup_lacks_is_refused(changes, words):
+    """No option silently ignored (issue 13): each refusal names optimizer_impl and says why."""
+    with pytest.raises(ValueError, match=r"^optimizer_impl: .*" + re.escape(words)):
+        estimate(llama(**changes))
 
 
 def test_tied_embeddings_add_two_gradient_sized_temporaries_at_the_end_of_backward():

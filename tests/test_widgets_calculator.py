@@ -184,7 +184,8 @@ def test_data_is_compact_and_safe_to_embed():
     assert data["policies"]["amp-bf16"][5] == 1  # torch.autocast: linear layers save weight copies
 
 
-MODE_VALUES = {"precision": list(PRECISIONS), "optimizer": ["adamw", "sgd", "adafactor"], "micro_batch": ["0", "7"],
+MODE_VALUES = {"precision": list(PRECISIONS), "optimizer": ["adamw", "sgd", "adafactor"],
+               "optimizer_impl": ["default", "fused", "in-backward"], "micro_batch": ["0", "7"],
                "seq_len": ["0", "65536"], "grad_accum": ["0", "4"], "recompute": ["none", "full"],
                "attention": ["eager", "flash"], "formula": ["hf", "megatron", "korthikanti"], "dropout": ["0", "1"],
                "lora_rank": ["0", "-3", "64"], "qlora": ["0", "1"], "shard": ["0", "3", "FULL_SHARD", "HYBRID_SHARD"],

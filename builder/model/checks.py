@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, negate, real, sym
+from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym
 from builder.model.states import HYBRID_GROUP, SHARD_RANKS
 
 # Whole-number options that must be at least 1, in the order they are checked.
@@ -70,6 +70,30 @@ CHECKS: tuple[Check, ...] = (
           fmt("offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards")),
     Check(both(isin(sym("offload"), "params", "both"), sym("shard_stage") < 3),
           fmt("offload: offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD")),
+    # How the optimizer's step runs (builder.model.optimizers): what each optimizer offers, and what a step inside
+    # backward cannot do.
+    Check(both(eq(sym("optimizer_impl"), "fused"), eq(sym("optimizer"), "adafactor")),
+          fmt("optimizer_impl: torch.optim.Adafactor has no fused implementation (PyTorch 2.13); choose for-loop, "
+              "foreach or in-backward")),
+    Check(both(isin(sym("optimizer_impl"), "for-loop", "foreach"), eq(sym("optimizer"), "adam8bit")),
+          fmt("optimizer_impl: bitsandbytes' 8-bit AdamW runs one fused kernel per parameter and has no {0} "
+              "implementation; choose fused or in-backward", sym("optimizer_impl"))),
+    *(Check(both(eq(sym("optimizer_impl"), "in-backward"), refused), fmt("optimizer_impl: " + why, *values))
+      for refused, why, values in (
+          (negate(ARCH), "in-backward needs an architecture (one parameter's gradient at a time), not a raw count",
+           ()),
+          (sym("grad_accum") > 1, "in-backward steps each parameter as its gradient is made, so gradients cannot "
+           "accumulate over micro-batches (grad_accum {0})", (sym("grad_accum"),)),
+          (sym("grad_accum_dtype"), "in-backward frees each gradient at once; a separate accumulation buffer "
+           "(grad_accum_dtype) is not modelled with it", ()),
+          (sym("lora_rank") > 0, "in-backward with LoRA adapters is not modelled", ()),
+          (both(sym("shard_stage") > 0, negate(sym("fsdp"))), "DeepSpeed's ZeRO runs its own optimizer step after "
+           "backward; in-backward is modelled with FSDP or without sharding", ()),
+          (ne(sym("offload"), "none"), "the optimizer steps on the host under CPU offload, not inside backward",
+           ()),
+          (either(sym("pp") > 1, sym("ep") > 1), "torchtitan refuses the step in backward with pipeline or expert "
+           "parallelism", ()),
+      )),
     Check(both(eq(sym("fsdp"), "HYBRID_SHARD"), mod(SHARD_RANKS, HYBRID_GROUP)),
           fmt("fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}", HYBRID_GROUP,
               SHARD_RANKS)),

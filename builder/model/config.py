@@ -16,6 +16,12 @@ from builder.model.units import DTYPE_BYTES
 
 MODES = ("train", "serve")
 OPTIMIZERS = ("adamw", "adam", "adam8bit", "sgd", "sgd-momentum", "adafactor", "lion")
+# How the optimizer's step runs (None: the optimizer's own default, builder.model.optimizers). torch.optim:
+# 'for-loop' (foreach=False), 'foreach' (the default on CUDA for Adam, AdamW and SGD,
+# torch/optim/optimizer.py _default_to_fused_or_foreach), 'fused' (fused=True, one kernel per group) or
+# 'in-backward' (a per-parameter optimizer stepped from register_post_accumulate_grad_hook, each gradient freed
+# at once: the PyTorch tutorial "How to save memory by fusing the optimizer step into the backward pass").
+OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused", "in-backward")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "sdpa", "flash")
 ACTIVATION_FORMULAS = ("ops", "korthikanti")
@@ -90,6 +96,7 @@ class Config:
 
     # Optimizer ---------------------------------------------------------------------
     optimizer: str = "adamw"
+    optimizer_impl: str | None = None  # 'for-loop', 'foreach', 'fused', 'in-backward' (None: the optimizer's own)
 
     # Workload ----------------------------------------------------------------------
     micro_batch: int = 1  # b: sequences per GPU per forward pass
@@ -176,6 +183,8 @@ def validate_config(config: Config) -> None:
     for option, allowed in choices.items():
         if getattr(config, option) not in allowed:
             fail(option, f"{getattr(config, option)!r} is not one of {', '.join(allowed)}")
+    if config.optimizer_impl is not None and config.optimizer_impl not in OPTIMIZER_IMPLS:
+        fail("optimizer_impl", f"{config.optimizer_impl!r} is not one of {', '.join(OPTIMIZER_IMPLS)}")
     if config.fsdp is not None and config.fsdp not in FSDP_STRATEGIES:
         fail("fsdp", f"{config.fsdp!r} is not one of {', '.join(FSDP_STRATEGIES)}")
     for option in ("param_dtype", "grad_dtype", "grad_accum_dtype", "reduce_dtype",

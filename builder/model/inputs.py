@@ -42,7 +42,7 @@ def config_inputs(config: Config) -> dict[str, Any]:
             "dp": config.dp, "tp": config.tp, "pp": config.pp, "cp": config.cp, "ep": config.ep,
             "shard_stage": _shard_stage(config), "fsdp": config.fsdp or "",
             "fsdp_shard_group": config.fsdp_shard_group or 0, "gpus_per_node": config.gpus_per_node,
-            "offload": config.offload, "optimizer": config.optimizer,
+            "offload": config.offload, "optimizer": config.optimizer, "optimizer_impl": config.optimizer_impl or "",
             "param_dtype": policy.param, "master_dtype": policy.master or "", "grad_dtype": policy.grad,
             "optimizer_state_dtype": policy.optimizer_state, "chosen_state_dtype": config.optimizer_state_dtype or "",
             "activation_dtype": policy.activation, "autocast": int(policy.autocast), "recompute": config.recompute,

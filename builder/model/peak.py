@@ -15,8 +15,8 @@ from builder.model.activations import moment_environment
 from builder.model.breakdown import Breakdown, Part, join_parts
 from builder.model.config import Config
 from builder.model.estimator import breakdown_of, estimate, overhead_parts, stage_estimates
-from builder.model.step import (ACCUMULATE, AUTOGRAD, MOMENT_PARTS, MOMENT_PHASES, NO_TEMPORARIES, NOT_SAVED,
-                                PHASE_TITLES, PHASES, STEP, STEP_TEMPORARIES, TRANSIENTS)
+from builder.model.step import (ACCUMULATE, AUTOGRAD, MOMENT_PARTS, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, PHASES,
+                                STEP, TRANSIENTS)
 
 __all__ = ["NOT_SAVED", "PHASES", "Phase", "Need", "phases", "phases_of", "peak", "need", "assess", "unmodelled"]
 
@@ -149,8 +149,6 @@ def unmodelled(config: Config) -> tuple[str, ...]:
                      "measured on a GPU yet)")
     if config.attention != "eager":
         notes.append("the fused attention kernel's backward workspace")
-    if config.optimizer not in STEP_TEMPORARIES and config.optimizer not in NO_TEMPORARIES:
-        notes.append(f"the {config.optimizer} step's temporaries")
     if config.implementation == "megatron" or config.activation_formula == "korthikanti":
         notes.append("Megatron's fused vocab-parallel cross entropy (the loss gradients follow transformers)")
     if config.activation_formula == "korthikanti":

@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, isin, maximum, minimum, ne, negate,
                                 per_unit, sym, total, when)
+from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 
 ZERO = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5 (Pos, Pos+g, Pos+g+p)"
@@ -128,7 +129,7 @@ TRAIN = eq(sym("mode"), "train")
 PLAIN_STATES = both(TRAIN, negate(sym("lora")))
 OPTIMIZER_STATE_DTYPE = {
     # torch keeps optimizer states in the parameter's dtype: LoRA adapters are fp32.
-    "state_dtype": when(both(sym("lora"), negate(sym("chosen_state_dtype"))), "fp32", sym("optimizer_state_dtype")),
+    "state_dtype": STATE_DTYPE,
     "trainable_dense": when(sym("lora"), sym("adapters"), sym("dense")),
     "trainable_expert": when(sym("lora"), 0, sym("expert")),
     "states_here": sharded(sym("trainable_dense"), sym("trainable_expert"), sym("optimizer_ranks"),
@@ -152,7 +153,7 @@ def _adam(moment: str, label: str) -> tuple[PartRule, PartRule]:
 
 
 MODEL_STATES = RuleSet(
-    symbols={**SHARDING, **ADAPTERS, **QUANTISATION, **ADAFACTOR_SHARE, **OPTIMIZER_STATE_DTYPE},
+    symbols={**SHARDING, **ADAPTERS, **QUANTISATION, **ADAFACTOR_SHARE, **OPTIMIZER_STATE_DTYPE, **OPTIMIZER_STEP},
     parts=(
         PartRule("weights", sym("weights_here") * bytes_of(sym("param_dtype")), "N_gpu x bytes(param dtype)",
                  when(sym("master_dtype"), MIXED, TM101),
@@ -187,8 +188,15 @@ MODEL_STATES = RuleSet(
                  when=both(PLAIN_STATES, sym("master_dtype"), ne(sym("master_dtype"), sym("param_dtype"))),
                  sharded_by=sym("optimizer_ranks")),
         PartRule("gradients", sym("grads_here") * bytes_of(sym("grad_dtype")), "N x bytes(grad dtype)", MIXED,
-                 per_param(bytes_of(sym("grad_dtype")), sym("grad_dtype")), when=PLAIN_STATES,
-                 sharded_by=sym("grad_ranks")),
+                 per_param(bytes_of(sym("grad_dtype")), sym("grad_dtype")),
+                 when=both(PLAIN_STATES, negate(sym("in_backward"))), sharded_by=sym("grad_ranks")),
+        # With the step inside backward each gradient is freed once its parameter is updated: one at a time.
+        PartRule("gradients", sym("largest_tensor") / sym("grad_ranks") * bytes_of(sym("grad_dtype")),
+                 "largest tensor x bytes(grad dtype)", IN_BACKWARD,
+                 fmt("one tensor's ({0})", sym("grad_dtype")),
+                 "simplification: the largest parameter's gradient, the one in flight at a time when the optimizer "
+                 "steps inside backward",
+                 when=both(PLAIN_STATES, sym("in_backward")), sharded_by=sym("grad_ranks")),
         PartRule("gradients/accumulation_buffer", sym("grads_here") * bytes_of(sym("grad_accum_dtype")),
                  "N x bytes(accumulation dtype)", MAIN_GRAD,
                  per_param(bytes_of(sym("grad_accum_dtype")), sym("grad_accum_dtype")),

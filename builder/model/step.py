@@ -31,24 +31,21 @@ from __future__ import annotations
 
 from builder.model import oplists
 from builder.model.activations import LAYER_GROUPS, per_token
-from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, get, isin, maximum, negate,
-                                ne, row, sym, table, top, total, when, within)
+from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, fmt, get, isin, maximum,
+                                negate, ne, row, sym, table, top, total, when, within)
+from builder.model.optimizers import (FOREACH_ADAFACTOR, FOREACH_ADAM, FOREACH_LION, IN_BACKWARD, LOOP_SOURCE,
+                                      OPTIMIZER_STEP)
 from builder.model.overheads import OVERHEADS
 from builder.model.partrules import PartRule, RuleSet
+from builder.model.states import SHARDING
 
 LOSS = ("transformers 5.23 loss_utils.ForCausalLMLoss (logits.float()) and PyTorch 2.13 log_softmax / nll_loss "
         "backward; measured: content/validation/peak.json")
-FOREACH = ("PyTorch 2.13 torch/optim/adam.py _multi_tensor_adam: exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), "
-           "one state-sized temporary; measured: content/validation/peak.json")
 TIED = ("PyTorch 2.13 autograd: the embedding's dense gradient and its sum with the head's gradient of the shared "
         "matrix; measured: content/validation/peak.json")
 ACCUMULATE = "PyTorch autograd AccumulateGrad: .grad persists across micro-batches until zero_grad"
 AUTOGRAD = ("PyTorch 2.13 autograd (torch/csrc/autograd/engine.cpp: a node's saved tensors are freed once it has run; "
             "derivatives from tools/autograd/derivatives.yaml); measured: content/validation/peak.json")
-ADAFACTOR_STEP = ("PyTorch 2.13 torch/optim/_adafactor.py _multi_tensor_adafactor: var_estimates = row_var @ col_var, "
-                  "one gradient-sized tensor per matrix (its docstring: foreach uses ~ sizeof(params) more peak "
-                  "memory); measured: content/validation/peak.json")
-
 PHASES = ("layer_forward", "forward", "backward_start", "layer_backward", "first_layer_backward", "backward_end",
           "optimizer_step")
 PHASE_TITLES = {"layer_forward": "forward through the last layer", "forward": "end of forward (loss computed)",
@@ -71,7 +68,8 @@ LIVE = {
     "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved"),
     "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved", "activations/logits"),
     "backward_start": _IN_BACKWARD,
-    "layer_backward": _IN_BACKWARD,
+    # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
+    "layer_backward": (*_IN_BACKWARD, "stepping"),
     # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
     # saved tensors only the embedding's and the first layer's own (added per moment).
     "first_layer_backward": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
@@ -96,8 +94,20 @@ def _part(name: str) -> Expr:
 HEAD = _part("activations/logits") > 0
 EMBEDDING = _part("activations/embedding") > 0
 FULL_TUNING = eq(sym("lora_rank"), 0)
-# Weight gradients are new tensors of this backward: not accumulated into, not an unsharded unit's.
-FRESH = both(eq(sym("grad_accum"), 1), eq(_part("comm/unsharded_grads"), 0))
+# Weight gradients are new tensors of this backward: not accumulated into, not an unsharded unit's, not stepped
+# and freed as they are made.
+FRESH = both(eq(sym("grad_accum"), 1), eq(_part("comm/unsharded_grads"), 0), negate(sym("in_backward")))
+STEP_IMPL = sym("step_impl")
+
+
+def _stepping_in_backward() -> PartRule:
+    """The temporaries of one parameter's step, run inside backward (a moment of backward's own)."""
+    return PartRule("optimizer/step_temporaries", sym("loop_temporaries"), "k x largest tensor x bytes(state dtype)",
+                    fmt("{0}; {1}", IN_BACKWARD, LOOP_SOURCE), "one parameter's step at a time",
+                    "the optimizer steps each parameter inside backward", when=both(sym("in_backward"),
+                                                                                     sym("loop_temporaries") > 0),
+                    transient=True)
+
 
 # The tensors that live for one moment of the step only (PartRule.transient), by moment. The symbols are the
 # op lists' (builder.model.activations): op_T tokens and op_V vocabulary rows on this GPU.
@@ -116,24 +126,31 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  per_token(2 * sym("op_T") * sym("op_V") * 4),
                  "gradient of the log-probabilities and of the fp32 logits", when=HEAD, transient=True),
     ),
+    "layer_backward": (_stepping_in_backward(),),
+    "first_layer_backward": (_stepping_in_backward(),),
     "backward_end": (
         PartRule("gradients/tied_embedding_temporaries", 2 * sym("op_V") * sym("hidden") * sym("grad_bytes"),
                  "2 x V/t x h x bytes(grad)", TIED, "2 V x h gradients",
                  "unsharded: the sum is formed before any reduce-scatter",
                  when=both(HEAD, EMBEDDING, sym("tied_embeddings"), FULL_TUNING), transient=True),
+        _stepping_in_backward(),
     ),
+    # builder.model.optimizers: what each optimizer's step allocates, by implementation (fused: nothing).
     "optimizer_step": (
-        PartRule("optimizer/step_temporaries", _part("optimizer/adam_v"), "one second-moment-sized tensor", FOREACH,
-                 "as the second moment", "torch.optim foreach; fused optimizers have none",
-                 when=isin(sym("optimizer"), "adam", "adamw"), transient=True),
-        PartRule("optimizer/step_temporaries", _part("gradients"), "one gradient-sized tensor", ADAFACTOR_STEP,
+        PartRule("optimizer/step_temporaries", _part("optimizer/adam_v"), "one second-moment-sized tensor",
+                 FOREACH_ADAM, "as the second moment", "torch.optim foreach; fused optimizers have none",
+                 when=both(eq(STEP_IMPL, "foreach"), isin(sym("optimizer"), "adam", "adamw")), transient=True),
+        PartRule("optimizer/step_temporaries", _part("gradients"), "one gradient-sized tensor", FOREACH_ADAFACTOR,
                  "as the gradients", "the factored second moment expanded to each matrix's shape",
-                 when=eq(sym("optimizer"), "adafactor"), transient=True),
+                 when=both(eq(STEP_IMPL, "foreach"), eq(sym("optimizer"), "adafactor")), transient=True),
+        PartRule("optimizer/step_temporaries", _part("optimizer/momentum"), "one momentum-sized tensor", FOREACH_LION,
+                 "as the momentum", "the interpolated update of every tensor at once",
+                 when=both(eq(STEP_IMPL, "foreach"), eq(sym("optimizer"), "lion")), transient=True),
+        PartRule("optimizer/step_temporaries", sym("loop_temporaries"), "k x largest tensor x bytes(state dtype)",
+                 LOOP_SOURCE, "one parameter's step at a time", "the for-loop steps one tensor at a time",
+                 when=both(eq(STEP_IMPL, "for-loop"), sym("loop_temporaries") > 0), transient=True),
     ),
 }
-# The optimizers whose step the rules give temporaries, and those that update in place (foreach SGD, no decay).
-STEP_TEMPORARIES = ("adam", "adamw", "adafactor")
-NO_TEMPORARIES = ("sgd", "sgd-momentum")
 
 # What a moment inside a layer adds, in words: part name -> formula (source AUTOGRAD, at the moment's op).
 MOMENT_PARTS = {
@@ -150,6 +167,8 @@ def _selects(selector: str) -> Expr:
         return both(eq(sym("bucket"), "activations"), negate(isin(sym("name"), *NOT_SAVED)))
     if selector == "accumulating":
         return both(eq(sym("bucket"), "gradients"), sym("grad_accum") > 1)
+    if selector == "stepping":
+        return both(eq(sym("bucket"), "gradients"), sym("in_backward"))
     return eq(sym("name"), selector) if "/" in selector else eq(sym("bucket"), selector)
 
 
@@ -228,6 +247,7 @@ def _moment_symbols(phase: str) -> dict[str, Expr]:
 RESERVED = sum((when(rule.when, ceil(rule.bytes), 0) for rule in OVERHEADS.parts), Expr("num", 0))
 
 STEP = RuleSet(symbols={
+    **SHARDING, **OPTIMIZER_STEP,
     "part_bytes": by(sym("parts"), "name", sym("bytes")),
     "bucket_bytes": by(sym("parts"), "bucket", sym("bytes")),
     "has_activations": get(sym("bucket_bytes"), "activations", 0) > 0,
@@ -235,7 +255,9 @@ STEP = RuleSet(symbols={
     **{f"step_{phase}": _rows(phase) for phase in PHASES},
     # The moments of the step there are (a phase inside a layer only where one of its moments holds), with
     # what is live then; the bytes of each with the reserved parts on top; the highest, the first on ties.
-    "step_live": table(*(row(sym(f"moment_{phase}") if phase in MOMENT_PHASES else 1, phase=phase,
+    # The optimizer's step runs inside backward when in_backward holds: no step phase follows.
+    "step_live": table(*(row(sym(f"moment_{phase}") if phase in MOMENT_PHASES else
+                             negate(sym("in_backward")) if phase == "optimizer_step" else 1, phase=phase,
                              allocated=total(sym(f"step_{phase}"), sym("bytes"))) for phase in PHASES)),
     "step_totals": by(sym("step_live"), "phase", sym("allocated") + RESERVED),
     "peak_phase": top(sym("step_totals")),

@@ -275,12 +275,15 @@ class PeakCase:
     optimizer: str = "adamw"
     grad_accum: int = 1
     lora_rank: int = 0  # > 0: every base weight frozen, LoRA adapters on q, k, v, o (as StateCase)
+    # How the step runs (builder.model.config.OPTIMIZER_IMPLS): foreach, the CUDA default, unless named.
+    optimizer_impl: str = "foreach"
 
     @property
     def name(self) -> str:
-        """Deterministic id: the forward's id, then layers, optimizer, accumulation (and LoRA rank)."""
+        """Deterministic id: the forward's id, then layers, optimizer, accumulation (LoRA rank, implementation)."""
         name = f"{self.forward.name}-L{self.layers}-{self.optimizer}-ga{self.grad_accum}"
-        return name + (f"-lora{self.lora_rank}" if self.lora_rank else "")
+        name += f"-lora{self.lora_rank}" if self.lora_rank else ""
+        return name + (f"-{self.optimizer_impl}" if self.optimizer_impl != "foreach" else "")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready inputs (the forward's fields, flat)."""
@@ -288,6 +291,8 @@ class PeakCase:
                 "grad_accum": self.grad_accum}
         if self.lora_rank:
             data.update(lora_rank=self.lora_rank, lora_targets=["q", "k", "v", "o"])
+        if self.optimizer_impl != "foreach":
+            data["optimizer_impl"] = self.optimizer_impl
         return data
 
 
@@ -318,6 +323,10 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
             PeakCase(PEAK_LLAMA.with_changes(**few), optimizer="adam"),
             PeakCase(PEAK_LLAMA.with_changes(**few), optimizer="adafactor"),
             PeakCase(PEAK_GPT2.with_changes(**few), optimizer="adafactor"),
+            # How the step runs: the for-loop (Adafactor's default), fused, and the step inside backward.
+            *(PeakCase(PEAK_LLAMA.with_changes(**few), optimizer=optimizer, optimizer_impl=impl)
+              for optimizer, impl in (("adamw", "for-loop"), ("adamw", "fused"), ("adafactor", "for-loop"),
+                                      ("adamw", "in-backward"), ("sgd-momentum", "in-backward"))),
             PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16", recompute="full")),
             PeakCase(PEAK_GPT2.with_changes(dtype="bfloat16")),
             PeakCase(PEAK_GPT2.with_changes(dtype="bfloat16", **few)),

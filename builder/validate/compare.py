@@ -145,17 +145,21 @@ def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str
 
     Forward's peak is the larger of its end and the last layer's own moment; backward's is the largest of
     its two ends and the last layer's moment (builder.model.peak.PHASES)."""
-    from builder.model import Config
+    from builder.model import Config, estimate
     from builder.model.peak import phases
 
     config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train", **lora_of(inputs),
                     precision=precision_of(inputs), optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
                     seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
-                    dropout=inputs["dropout"], grad_accum=inputs["grad_accum"])
-    totals = {phase.name: phase.total for phase in phases(config)}
+                    dropout=inputs["dropout"], grad_accum=inputs["grad_accum"],
+                    optimizer_impl=inputs.get("optimizer_impl", "foreach"))
+    breakdown = estimate(config)
+    totals = {phase.name: phase.total for phase in phases(config, breakdown)}
+    # With the step inside backward, optimizer.step() has nothing left to do: the weights and states are live.
+    after = breakdown.get("weights") + breakdown.get("optimizer")
     return {"peak_forward": max(totals["forward"], totals.get("layer_forward", 0)),
             "peak_backward": max(totals[name] for name in BACKWARD_PHASES if name in totals),
-            "peak_optimizer_step": totals["optimizer_step"]}
+            "peak_optimizer_step": totals.get("optimizer_step", after)}
 
 
 def compare_peak_case(file: str, case: dict[str, Any]) -> list[Row]:

@@ -18,7 +18,10 @@ Meters:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import gc
+import itertools
 from typing import Any, Iterator
 
 from builder.validate.cases import PeakCase, hf_config
@@ -64,13 +67,14 @@ class CpuMeter:
         windows = sorted((e.start_ns(), e.start_ns() + e.duration_ns(), e.name()[len(TAG):])
                          for e in events if e.name().startswith(TAG))
         changes = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+        times = [time for time, _ in changes]
+        live = list(itertools.accumulate(amount for _, amount in changes))
         peaks: dict[str, int] = {}
-        live = 0
-        for time, amount in changes:
-            live += amount
-            for start, end, name in windows:
-                if start <= time <= end:
-                    peaks[name] = max(peaks.get(name, live), live)
+        for start, end, name in windows:
+            # What is live as the phase starts, and after each change inside it (a phase that allocates nothing,
+            # such as a step already run inside backward, peaks at what it starts with).
+            first, last = bisect.bisect_left(times, start), bisect.bisect_right(times, end)
+            peaks[name] = max([peaks.get(name, 0), live[first - 1] if first else 0, *live[first:last]])
         return peaks
 
 
@@ -128,6 +132,44 @@ def training_step(model, optimizer, token_ids, grad_accum: int, meter, measured:
         optimizer.step()
 
 
+class InBackward:
+    """One for-loop optimizer per parameter, stepped from its post-accumulate-grad hook, which then frees the
+    gradient (the PyTorch tutorial "How to save memory by fusing the optimizer step into the backward pass").
+    step() and zero_grad() have nothing left to do; `state` gathers the per-parameter optimizers' states."""
+
+    def __init__(self, name: str, parameters: list) -> None:
+        from builder.validate.states import make_optimizer
+
+        self.optimizers = {p: make_optimizer(name, [p], foreach=False) for p in parameters}
+        for p in parameters:
+            p.register_post_accumulate_grad_hook(self._step)
+
+    def _step(self, parameter) -> None:
+        self.optimizers[parameter].step()
+        self.optimizers[parameter].zero_grad(set_to_none=True)
+
+    @property
+    def state(self) -> dict:
+        return {p: s for o in self.optimizers.values() for p, s in o.state.items()}
+
+    def step(self) -> None:
+        """The steps ran inside backward."""
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """The hooks freed every gradient."""
+
+
+def step_optimizer(case: PeakCase, trainable: list):
+    """The optimizer of `case` as its implementation runs it (foreach, for-loop, fused or inside backward)."""
+    from builder.validate.states import make_optimizer
+
+    if case.optimizer_impl == "in-backward":
+        return InBackward(case.optimizer, trainable)
+    if case.optimizer_impl == "fused":
+        return make_optimizer(case.optimizer, trainable, fused=True)
+    return make_optimizer(case.optimizer, trainable, foreach=case.optimizer_impl == "foreach")
+
+
 def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
     """Peak live bytes per phase of the second of two training steps of `case`."""
     from builder.validate.hf_models import build_model, make_token_ids
@@ -135,6 +177,9 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
     from builder.validate.states import add_lora, count_model_states, make_optimizer
 
     config = hf_config(case.forward, case.layers)
+    # The previous case's tensors (a model in a reference cycle) are freed now, not inside this case's profile,
+    # where their release would count against this case's live bytes.
+    gc.collect()
     meter = CudaMeter() if device == "cuda" else CpuMeter()
     with meter:
         model = build_model(config, case.forward.dtype)
@@ -144,7 +189,7 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
         if case.forward.recompute == "full":
             enable_checkpointing(model)
         trainable = [p for p in model.parameters() if p.requires_grad]
-        optimizer = make_optimizer(case.optimizer, trainable, foreach=True)
+        optimizer = step_optimizer(case, trainable)
         token_ids = make_token_ids(case.forward.batch, case.forward.seq_len, case.forward.vocab).to(device)
         for step in range(2):
             training_step(model, optimizer, token_ids, case.grad_accum, meter, measured=step == 1,

@@ -30,7 +30,8 @@ from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
 from builder.model.autocast import AUTOCAST_COPIES
 from builder.model.checks import POSITIVE, SHAPE_CHECKS, encode_checks
-from builder.model.config import ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZERS, PRECISIONS, RECOMPUTE
+from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZER_IMPLS, OPTIMIZERS,
+                                  PRECISIONS, RECOMPUTE)
 from builder.model.inputs import config_inputs
 from builder.model.expr import encode
 from builder.model.overheads import OVERHEADS
@@ -114,6 +115,8 @@ ARCH_CONTROLS = (
 TRAIN_CONTROLS = (
     Control("precision", "Precision policy", "select", _pairs(tuple(PRECISIONS)), "train"),
     Control("optimizer", "Optimizer", "select", _pairs(OPTIMIZERS), "train"),
+    Control("optimizer_impl", "Optimizer step", "select",
+            (("default", "the optimizer's own"), *_pairs(OPTIMIZER_IMPLS)), "train"),
     Control("micro_batch", "Micro-batch", "number", show="train", low=1, high=65536),
     Control("seq_len", "Sequence length", "number", show="train", low=1, high=4194304, hint="tokens"),
     Control("grad_accum", "Gradient accumulation", "number", show="train", low=1, high=4096,
@@ -173,6 +176,7 @@ def arch_state(arch: Architecture) -> dict[str, str]:
 _PLAIN = Config()
 # The form's values for a plain run (Config's defaults), before a preset's settings apply.
 PLAIN_STATE = {"mode": _PLAIN.mode, "precision": _PLAIN.precision, "optimizer": _PLAIN.optimizer,
+               "optimizer_impl": _PLAIN.optimizer_impl or "default",
                "micro_batch": str(_PLAIN.micro_batch), "seq_len": str(_PLAIN.seq_len),
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute, "attention": _PLAIN.attention,
                "formula": "hf", "dropout": "0", "lora_rank": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
@@ -216,6 +220,8 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
             state["overhead"] = str(round(float(value) * 100))
         elif option == "param_dtype":
             state["weights"] = value
+        elif option == "optimizer_impl":
+            state["optimizer_impl"] = value or "default"
         elif option == "kv_dtype":
             state["kv_dtype"] = value
         elif option not in ("model", "pp_schedule"):
@@ -251,6 +257,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
     return Config(
         model=arch, mode=state["mode"], precision=state["precision"] if train else "bf16",
         param_dtype=None if train else state["weights"], optimizer=state["optimizer"],
+        optimizer_impl=None if state["optimizer_impl"] == "default" else state["optimizer_impl"],
         micro_batch=_int(state["micro_batch"]), seq_len=_int(state["seq_len"]), grad_accum=_int(state["grad_accum"]),
         recompute=state["recompute"], attention=state["attention"],
         activation_formula="korthikanti" if state["formula"] == "korthikanti" else "ops",

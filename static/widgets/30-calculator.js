@@ -35,7 +35,7 @@ WIDGETS.calculator = (root, D) => {
     }
     const pol = [...D.policies[train ? st.precision : "bf16"]];
     if (!train) pol[0] = st.weights;
-    const c = { A, train, pol, opt: st.optimizer, rec: st.recompute, attention: st.attention,
+    const c = { A, train, pol, opt: st.optimizer, impl: st.optimizer_impl == "default" ? "" : st.optimizer_impl, rec: st.recompute, attention: st.attention,
       formula: st.formula, drop: st.dropout == "1", fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
       sp: st.sp == "1", offload: st.offload,
       r: n("lora_rank"), ql: st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
@@ -54,7 +54,7 @@ WIDGETS.calculator = (root, D) => {
     const { A, pol } = c;
     return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
       dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
-      offload: c.offload, optimizer: c.opt, param_dtype: pol[0], master_dtype: pol[1] || "", grad_dtype: pol[2],
+      offload: c.offload, optimizer: c.opt, optimizer_impl: c.impl, param_dtype: pol[0], master_dtype: pol[1] || "", grad_dtype: pol[2],
       optimizer_state_dtype: pol[3], activation_dtype: pol[4], autocast: pol[5], recompute: c.rec, kv_dtype: c.kv,
       attention: c.attention, dropout: +c.drop, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
       activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",

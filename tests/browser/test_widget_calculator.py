@@ -16,7 +16,7 @@ import random
 import pytest
 
 from builder.catalog import default_gpus, default_models
-from builder.model.config import OPTIMIZERS, PRECISIONS
+from builder.model.config import OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, validate_config
 from builder.widgets import calculator as calc
 from tests.browser import checks
 
@@ -119,6 +119,12 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                  recompute=rng.choice(["none", "selective", "full"]), attention=rng.choice(["eager", "sdpa", "flash"]),
                  formula=rng.choice(["hf", "hf", "megatron", "korthikanti"]), dropout=rng.choice("01"), shard=shard,
                  offload=offload, lora_rank=str(lora), qlora=rng.choice("01") if lora else "0")
+        s["optimizer_impl"] = rng.choice(["default", "default", *OPTIMIZER_IMPLS])
+        try:
+            validate_config(calc.config_from_state(s, MODELS))
+        except ValueError as error:
+            if str(error).startswith("optimizer_impl: "):  # one the optimizer or the setup lacks: its own
+                s["optimizer_impl"] = "default"
     else:
         s.update(weights=rng.choice(calc.SERVE_WEIGHTS), kv_dtype=rng.choice(calc.KV_DTYPES),
                  batch=str(rng.choice([1, 4, 16, 64])), context=str(rng.choice([512, 4096, 32768])))

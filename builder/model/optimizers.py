@@ -1,0 +1,86 @@
+"""How an optimizer's step runs, and the temporaries it allocates beyond its persistent states, as rules.
+
+torch.optim offers three implementations of a step (its documentation's words), and a fourth way to run it:
+- 'for-loop' (foreach=False): one parameter at a time, so a temporary lives for one tensor only;
+- 'foreach' (the default on CUDA for Adam, AdamW and SGD: torch/optim/optimizer.py
+  _default_to_fused_or_foreach, torch 2.13): each out-of-place _foreach op allocates its result for every
+  tensor of a (device, dtype) group at once;
+- 'fused' (fused=True): one kernel updates parameters and states in place, no temporaries;
+- 'in-backward': a per-parameter optimizer stepped from register_post_accumulate_grad_hook, each gradient
+  freed as soon as its parameter is updated (PyTorch tutorial "How to save memory by fusing the optimizer
+  step into the backward pass"; torchtitan's --optimizer.early_step_in_backward). The tutorial's optimizers
+  are for-loop ones, so its temporaries are the for-loop's, for one tensor, and no step phase follows.
+
+The temporaries per optimizer (L: the largest parameter tensor on the GPU, in the state dtype):
+- Adam/AdamW: foreach, torch._foreach_sqrt(exp_avg_sqs), one second-moment-sized tensor list; for-loop,
+  denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps), 2 x L for a moment (torch/optim/adam.py 2.13);
+- SGD (with or without momentum, no weight decay): none in any implementation (torch/optim/sgd.py 2.13);
+- Adafactor: for-loop (its default: torch/optim/_adafactor.py 2.13 defaults to it 'as Adafactor is commonly used
+  when memory is prohibitive'), var_estimate = row_var @ col_var, 1 x L; foreach, one per matrix, as large as
+  the gradients; no fused implementation;
+- Lion: the reference implementation lion-pytorch 0.2 (lion_pytorch.py update_fn,
+  exp_avg.clone().mul_(beta1).add(grad, alpha=1 - beta1)), for-loop, 2 x L; timm 1.0 optim/lion.py foreach,
+  one momentum-sized list; bitsandbytes' Lion and lion-pytorch's Triton kernel are fused, none;
+- bitsandbytes 8-bit AdamW: one fused CUDA kernel per parameter (bitsandbytes functional.py
+  optimizer_update_8bit_blockwise, in place): none; it has no for-loop or foreach implementation.
+Simplification, named: 'L' is one tensor as the model holds it (an FSDP2 shard of it under FSDP); DeepSpeed's
+ZeRO hands its optimizer one flat partition per group, which a for-loop step treats as one tensor (not modelled).
+"""
+
+from __future__ import annotations
+
+from builder.model.expr import best, both, eq, isin, maximum, negate, sym, when, within
+from builder.model.partrules import bytes_of
+from builder.model.placement import TP_SHARE
+
+FOREACH_ADAM = ("PyTorch 2.13 torch/optim/adam.py _multi_tensor_adam: exp_avg_sq_sqrt = "
+                "torch._foreach_sqrt(exp_avg_sqs), one state-sized temporary; measured: content/validation/peak.json")
+LOOP_ADAM = ("PyTorch 2.13 torch/optim/adam.py _single_tensor_adam: denom = (exp_avg_sq.sqrt() / "
+             "bias_correction2_sqrt).add_(eps), two tensors of one parameter's size at once")
+FOREACH_ADAFACTOR = ("PyTorch 2.13 torch/optim/_adafactor.py _multi_tensor_adafactor: var_estimates = row_var @ "
+                     "col_var, one gradient-sized tensor per matrix (its docstring: foreach uses ~ sizeof(params) "
+                     "more peak memory); measured: content/validation/peak.json")
+LOOP_ADAFACTOR = ("PyTorch 2.13 torch/optim/_adafactor.py _single_tensor_adafactor (the default): var_estimate = "
+                  "row_var @ col_var, one tensor of one parameter's size")
+LOOP_LION = ("lion-pytorch 0.2 lion_pytorch/lion_pytorch.py update_fn: exp_avg.clone().mul_(beta1).add(grad, "
+             "alpha=1 - beta1), the clone and the sum of one parameter's size at once")
+FOREACH_LION = "timm 1.0 timm/optim/lion.py _multi_tensor_lion: torch._foreach_mul(exp_avgs, beta1), one momentum-sized list"
+IN_BACKWARD = ("PyTorch tutorial 'How to save memory by fusing the optimizer step into the backward pass' "
+               "(register_post_accumulate_grad_hook, one foreach=False optimizer per parameter); torchtitan "
+               "--optimizer.early_step_in_backward")
+
+# The optimizer's own default implementation: torch.optim's foreach on CUDA, Adafactor's for-loop, lion-pytorch's
+# for-loop, bitsandbytes' fused kernel.
+DEFAULT_IMPL = when(eq(sym("optimizer"), "adam8bit"), "fused",
+                    when(isin(sym("optimizer"), "adafactor", "lion"), "for-loop", "foreach"))
+# How many tensors of one parameter's size a for-loop step holds at once (in the state dtype).
+LOOP_TENSORS = when(isin(sym("optimizer"), "adam", "adamw", "lion"), 2,
+                    when(eq(sym("optimizer"), "adafactor"), 1, 0))
+LOOP_SOURCE = when(eq(sym("optimizer"), "adafactor"), LOOP_ADAFACTOR,
+                   when(eq(sym("optimizer"), "lion"), LOOP_LION, LOOP_ADAM))
+# The state dtype the step computes in: torch keeps states in the parameter's dtype, so LoRA adapters' are fp32
+# (builder.model.states reads the same expression).
+STATE_DTYPE = when(both(sym("lora_rank"), sym("has_architecture"), negate(sym("chosen_state_dtype"))), "fp32",
+                   sym("optimizer_state_dtype"))
+# One parameter tensor of a row (builder.model.tensors) on a GPU: split over the tensor-parallel ranks that share
+# it (builder.model.placement; an expert's matrices over tp, as expert parallelism places whole experts).
+_TENSOR = sym("dim0") * sym("rest") / when(eq(sym("group"), "mlp/experts"), sym("tp"), TP_SHARE)
+# The largest parameter tensor on a GPU, in elements (0 without an architecture). Simplification, named: taken
+# over the whole model, not one pipeline stage; the stages evaluated (the first with the embedding, the last with
+# the head or its tied copy) both hold a vocabulary-sized matrix, the largest of a decoder.
+LARGEST_TENSOR = when(sym("has_architecture"), within(best(sym("parameter_tensors"), _TENSOR), _TENSOR), 0)
+# The largest trainable tensor on this GPU: that one, or under LoRA an adapter matrix, r x the wider side of the
+# projections it adapts (hidden or the MLP's width).
+_ADAPTER = sym("lora_rank") * maximum(sym("hidden"), sym("heads") * sym("head_dim"), sym("ffn"), sym("expert_ffn"))
+LARGEST_TRAINABLE = when(both(sym("lora_rank"), sym("has_architecture")), _ADAPTER / sym("tp"), sym("largest_tensor"))
+
+
+# The symbols the model states and the step's rules both read (optimizer_ranks: builder.model.states' sharding).
+OPTIMIZER_STEP = {
+    "largest_tensor": LARGEST_TENSOR,
+    "step_impl": when(sym("optimizer_impl"), sym("optimizer_impl"), DEFAULT_IMPL),
+    "in_backward": eq(sym("step_impl"), "in-backward"),
+    # A for-loop step's (and the step inside backward's) temporaries: k tensors of the largest trainable tensor,
+    # split as the optimizer states are.
+    "loop_temporaries": LOOP_TENSORS * LARGEST_TRAINABLE / sym("optimizer_ranks") * bytes_of(STATE_DTYPE),
+}
