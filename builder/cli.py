@@ -16,7 +16,7 @@ from builder.cli_engine import add_engine_arguments, engine_flags_given, run_eng
 from builder.model.peak import Need, assess, unmodelled
 from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
-from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, MODES, OFFLOAD,
+from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, LOSSES, MODES, OFFLOAD,
                                   OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, format_bytes, parse_count, parse_size
@@ -102,6 +102,9 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
                      help="micro-batches per optimizer step (pipeline: micro-batches in flight)")
     run.add_argument("--recompute", choices=RECOMPUTE, default="none")
     run.add_argument("--attention", choices=ATTENTION, default="sdpa")
+    run.add_argument("--loss", choices=LOSSES, default="eager",
+                     help="how the loss is computed: eager (transformers), compiled (torch.compile), chunked "
+                          "(torchtune, 8 chunks) or fused-linear (Liger Kernel: no logits)")
     run.add_argument("--activation-formula", choices=("ops", "korthikanti"), default="ops",
                      help="'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 (reference)")
     run.add_argument("--implementation", choices=IMPLEMENTATIONS, default="hf",
@@ -192,7 +195,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 # Flags whose effect needs an architecture: with --params alone the model counts model states only, so a value
 # given for one of them would change nothing. Given anyway, it is an error rather than silently ignored.
-SHAPE_FLAGS = ("micro_batch", "seq_len", "recompute", "attention", "activation_formula", "implementation",
+SHAPE_FLAGS = ("micro_batch", "seq_len", "recompute", "attention", "loss", "activation_formula", "implementation",
                "dropout", "batch", "context", "kv_dtype", "lora_rank")
 
 
@@ -232,7 +235,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         grad_accum_dtype=args.grad_accum_dtype, reduce_dtype=args.reduce_dtype,
         optimizer_state_dtype=args.optimizer_state_dtype, activation_dtype=args.activation_dtype,
         optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
-        recompute=args.recompute, attention=args.attention, activation_formula=args.activation_formula,
+        recompute=args.recompute, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
         implementation=args.implementation, dropout=args.dropout, dp=args.dp, zero=args.zero, fsdp=args.fsdp,
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
         pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,

@@ -101,6 +101,8 @@ def _conditions() -> dict[str, Expr]:
         "embedding_dropout": either(eq(sym("norm"), "layernorm"), negate(hf)),
         "full_recompute": full, "no_full_recompute": negate(full),
         "autocast": autocast, "no_autocast": negate(autocast),
+        "loss_logprobs": isin(sym("loss"), "eager", "chunked"), "loss_compiled": eq(sym("loss"), "compiled"),
+        "loss_fused_linear": eq(sym("loss"), "fused-linear"), "no_loss_fused_linear": ne(sym("loss"), "fused-linear"),
         **{name: eq(sym("lora_rank"), 0) for name in FULL_TRAINING},
         **{f"lora_{target}": rule for target, rule in lora.items()},
         **{f"lora_in_{target}": own_input(target) for target in LORA_TARGETS},
@@ -245,7 +247,9 @@ ACTIVATIONS = RuleSet(symbols=SYMBOLS, parts=(
     PartRule("activations/logits", sym("op_T") * sym("op_V") * sym("act_bytes"), "b x s x V x bytes(activation dtype)",
              HF_CODE, fmt("{0} B per token per vocabulary entry", per_unit(sym("act_bytes"))),
              "the logits the forward returns (not a saved tensor); the peak of a step frees them before backward, "
-             "as a loop that keeps only the loss does", when=both(OPS, sym("stage_has_head")), transient=True),
+             "as a loop that keeps only the loss does (a compiled loss keeps them as a saved tensor; a fused linear "
+             "cross-entropy makes none)",
+             when=both(OPS, sym("stage_has_head"), isin(sym("loss"), "eager", "chunked")), transient=True),
 ))
 assert not set(FIRST_GROUPS) & set(LAST_GROUPS) and not set(LAYER_GROUPS) & set(FIRST_GROUPS + LAST_GROUPS)
 

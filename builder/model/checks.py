@@ -70,6 +70,9 @@ CHECKS: tuple[Check, ...] = (
           fmt("offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards")),
     Check(both(isin(sym("offload"), "params", "both"), sym("shard_stage") < 3),
           fmt("offload: offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD")),
+    Check(both(ne(sym("loss"), "eager"), eq(sym("activation_formula"), "korthikanti")),
+          fmt("loss: the Table 2 reference formula leaves out the logits and the loss, so loss {0} would change "
+              "nothing; count activations op by op (activation_formula ops)", sym("loss"))),
     # How the optimizer's step runs (builder.model.optimizers): what each optimizer offers, and what a step inside
     # backward cannot do.
     Check(both(eq(sym("optimizer_impl"), "fused"), eq(sym("optimizer"), "adafactor")),

@@ -22,6 +22,11 @@ OPTIMIZERS = ("adamw", "adam", "adam8bit", "sgd", "sgd-momentum", "adafactor", "
 # 'in-backward' (a per-parameter optimizer stepped from register_post_accumulate_grad_hook, each gradient freed
 # at once: the PyTorch tutorial "How to save memory by fusing the optimizer step into the backward pass").
 OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused", "in-backward")
+# How the language-model loss is computed (builder.model.oplists' loss rows, builder.model.step's transients):
+# 'eager' (transformers ForCausalLMLoss: logits.float() then cross_entropy), 'compiled' (the same under
+# torch.compile, which fuses the upcast and log-softmax), 'chunked' (torchtune CEWithChunkedOutputLoss, 8 chunks)
+# or 'fused-linear' (Liger Kernel's fused linear cross-entropy: no logits at all).
+LOSSES = ("eager", "compiled", "chunked", "fused-linear")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "sdpa", "flash")
 ACTIVATION_FORMULAS = ("ops", "korthikanti")
@@ -104,6 +109,7 @@ class Config:
     grad_accum: int = 1  # micro-batches accumulated before a step (memory-neutral unless a buffer is kept)
     recompute: str = "none"  # 'none', 'selective' (attention core) or 'full' (only layer inputs kept)
     attention: str = "sdpa"  # 'eager' saves s x s scores; 'sdpa'/'flash' save none
+    loss: str = "eager"  # 'eager', 'compiled', 'chunked' or 'fused-linear' (LOSSES)
     activation_formula: str = "ops"  # 'ops' (op by op) or 'korthikanti' (Table 2 reference formula)
     implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers) or 'megatron' (Korthikanti 4.1)
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
@@ -176,7 +182,7 @@ def validate_config(config: Config) -> None:
         fail("params", "give a model architecture or a positive parameter count")
     choices = {
         "mode": MODES, "precision": tuple(PRECISIONS), "optimizer": OPTIMIZERS,
-        "recompute": RECOMPUTE, "attention": ATTENTION, "activation_formula": ACTIVATION_FORMULAS,
+        "recompute": RECOMPUTE, "attention": ATTENTION, "loss": LOSSES, "activation_formula": ACTIVATION_FORMULAS,
         "implementation": IMPLEMENTATIONS,
         "pp_schedule": PIPELINE_SCHEDULES, "offload": OFFLOAD,
     }

@@ -63,6 +63,11 @@ CONDITIONS = {
     "grad_mlp_out": "the last MLP weights (c_proj or down) train",
     "grad_norm": "the norm weights train",
     "grad_head": "the output layer (lm_head) trains",
+    # How the loss is computed (builder.model.config.LOSSES).
+    "loss_logprobs": "an eager loss (whole or chunked) saves the fp32 log-probabilities for its backward",
+    "loss_compiled": "a compiled loss saves the logits and a per-token logsumexp instead",
+    "loss_fused_linear": "a fused linear cross-entropy computes the gradients in the forward and keeps no logits",
+    "no_loss_fused_linear": "not loss_fused_linear",
     # LoRA adapters (PEFT): each adapted projection casts its input to the fp32 adapter
     # dtype (saved by lora_A) and keeps lora_A's output (saved by lora_B).
     "lora_q": "a LoRA adapter on q", "lora_k": "a LoRA adapter on k", "lora_v": "a LoRA adapter on v",
@@ -217,7 +222,12 @@ HF_LLAMA_BLOCK = (
 HF_MIXTRAL_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith("swiglu")) + _MOE
 
 # Non-layer parts. Embedding backward needs the token ids; the loss keeps the fp32
-# log-softmax (transformers ForCausalLMLoss upcasts logits.float()) and int64 labels.
+# log-softmax (transformers ForCausalLMLoss upcasts logits.float()) and int64 labels. A compiled loss
+# (torch.compile fuses the upcast and the log-softmax) keeps the logits themselves and a per-token logsumexp
+# (measured: Cut Cross-Entropy's README, torch.compile row); torchtune's chunked loss keeps every chunk's
+# log-probabilities, as many in all; Liger Kernel's fused linear cross-entropy
+# (liger_kernel/ops/fused_linear_cross_entropy.py) computes the lm_head input's and weight's gradients chunk by
+# chunk in the forward and keeps them for backward, never the logits.
 FIRST_STAGE = (
     Row("embedding", "token ids for the embedding backward (int64)", 1, "T", "int64"),
     Row("embedding", "position ids (int64)", 1, "s", "int64", "learned_positions"),
@@ -231,8 +241,12 @@ FIRST_STAGE = (
     Row("embedding", "position ids kept as a checkpoint input (int64)", 1, "s", "int64", "rotary&full_recompute"),
 )
 _HEAD_AND_LOSS = (
-    Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act", "grad_head"),
-    Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32"),
+    Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act", "grad_head&no_loss_fused_linear"),
+    Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32", "loss_logprobs"),
+    Row("loss", "logits kept for the compiled loss's backward", 1, "T V", "act", "loss_compiled"),
+    Row("loss", "per-token logsumexp (fp32)", 1, "T", "fp32", "loss_compiled"),
+    Row("loss", "gradient of the lm_head input, made in the forward", 1, "T h", "act", "loss_fused_linear"),
+    Row("loss", "lm_head weight gradient, made in the forward", 1, "V h", "grad", "loss_fused_linear&grad_head"),
     Row("loss", "shifted labels (int64)", 1, "T", "int64"),
     Row("loss", "NLL loss total weight (fp32 scalar)", 1, "", "fp32"),
 )

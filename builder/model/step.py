@@ -29,6 +29,8 @@ Inputs: a stage's rule inputs with the activation and moment symbols (builder.mo
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from builder.model import oplists
 from builder.model.activations import LAYER_GROUPS, per_token
 from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, fmt, get, isin, maximum,
@@ -43,6 +45,16 @@ LOSS = ("transformers 5.23 loss_utils.ForCausalLMLoss (logits.float()) and PyTor
         "backward; measured: content/validation/peak.json")
 TIED = ("PyTorch 2.13 autograd: the embedding's dense gradient and its sum with the head's gradient of the shared "
         "matrix; measured: content/validation/peak.json")
+COMPILED_LOSS = ("Wijmans et al. 2024 (Cut Cross-Entropy), arXiv:2411.09009, and its README's benchmark (Gemma 2 "
+                 "2B, 8,192 tokens, 256,000 vocabulary, PyTorch 2.4.1): torch.compile's loss 4,000 MB (the bf16 "
+                 "logits), gradient 12,000 MB (fp32 and bf16 gradients of the logits)")
+CHUNKED_LOSS = ("torchtune 0.6 torchtune/modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss "
+                "(num_output_chunks=8): each chunk upcast and cross-entropied on its own")
+FUSED_LINEAR = ("Liger Kernel 0.5 src/liger_kernel/ops/fused_linear_cross_entropy.py: chunk_size = "
+                "next_power_of_2(cdiv(BT, cdiv(V, H))), one chunk's logits at a time, overwritten by their gradient")
+# The share of the whole T x V loss tensors one moment holds: the whole for an eager loss, one chunk of eight for
+# torchtune's chunked loss.
+LOSS_SHARE = when(eq(sym("loss"), "chunked"), Fraction(1, 8), when(eq(sym("loss"), "eager"), 1, 0))
 ACCUMULATE = "PyTorch autograd AccumulateGrad: .grad persists across micro-batches until zero_grad"
 AUTOGRAD = ("PyTorch 2.13 autograd (torch/csrc/autograd/engine.cpp: a node's saved tensors are freed once it has run; "
             "derivatives from tools/autograd/derivatives.yaml); measured: content/validation/peak.json")
@@ -91,7 +103,8 @@ def _part(name: str) -> Expr:
     return get(sym("part_bytes"), name, 0)
 
 
-HEAD = _part("activations/logits") > 0
+# The stage with the output layer: the one whose loss keeps its labels (every loss does).
+HEAD = _part("activations/loss") > 0
 EMBEDDING = _part("activations/embedding") > 0
 FULL_TUNING = eq(sym("lora_rank"), 0)
 # Weight gradients are new tensors of this backward: not accumulated into, not an unsharded unit's, not stepped
@@ -113,18 +126,34 @@ def _stepping_in_backward() -> PartRule:
 # op lists' (builder.model.activations): op_T tokens and op_V vocabulary rows on this GPU.
 TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
     "forward": (
-        PartRule("activations/logits_fp32", sym("op_T") * sym("op_V") * 4, "b x s x V x 4 B", LOSS,
-                 per_token(sym("op_T") * sym("op_V") * 4), "the loss upcasts the logits to fp32",
-                 when=both(HEAD, ne(sym("activation_dtype"), "fp32")), transient=True),
+        PartRule("activations/logits_fp32", sym("op_T") * sym("op_V") * 4 * LOSS_SHARE, "b x s x V x 4 B",
+                 when(eq(sym("loss"), "chunked"), CHUNKED_LOSS, LOSS),
+                 per_token(sym("op_T") * sym("op_V") * 4 * LOSS_SHARE),
+                 when(eq(sym("loss"), "chunked"), "one chunk of eight upcast to fp32 at a time",
+                      "the loss upcasts the logits to fp32"),
+                 when=both(HEAD, ne(sym("activation_dtype"), "fp32"), LOSS_SHARE > 0), transient=True),
+        PartRule("activations/loss_chunk", ceil(sym("op_T") / ceil(sym("op_V") / sym("hidden"))) * sym("op_V")
+                 * sym("act_bytes"), "ceil(b x s / ceil(V / h)) x V x bytes(activation dtype)", FUSED_LINEAR,
+                 "one chunk's logits", "simplification: Liger rounds the chunk up to a power of two, up to twice this",
+                 when=both(HEAD, eq(sym("loss"), "fused-linear")), transient=True),
         PartRule("activations/final_hidden_fp32", sym("op_T") * sym("hidden") * 4, "b x s x h x 4 B", LOSS,
                  per_token(sym("op_T") * sym("hidden") * 4),
                  "the final norm's fp32 output, held by the model output until the loss is computed",
                  when=both(HEAD, sym("autocast")), transient=True),
     ),
     "backward_start": (
-        PartRule("activations/loss_grads", 2 * sym("op_T") * sym("op_V") * 4, "2 x b x s x V x 4 B", LOSS,
-                 per_token(2 * sym("op_T") * sym("op_V") * 4),
-                 "gradient of the log-probabilities and of the fp32 logits", when=HEAD, transient=True),
+        PartRule("activations/loss_grads", 2 * sym("op_T") * sym("op_V") * 4 * LOSS_SHARE, "2 x b x s x V x 4 B",
+                 when(eq(sym("loss"), "chunked"), CHUNKED_LOSS, LOSS),
+                 per_token(2 * sym("op_T") * sym("op_V") * 4 * LOSS_SHARE),
+                 when(eq(sym("loss"), "chunked"), "one chunk's gradients of the log-probabilities and fp32 logits",
+                      "gradient of the log-probabilities and of the fp32 logits"),
+                 when=both(HEAD, LOSS_SHARE > 0), transient=True),
+        PartRule("activations/loss_grads", sym("op_T") * sym("op_V") * (4 + sym("act_bytes")),
+                 "b x s x V x (4 B + bytes(activation dtype))", COMPILED_LOSS,
+                 per_token(sym("op_T") * sym("op_V") * (4 + sym("act_bytes"))),
+                 "the fused backward's fp32 gradient of the logits and its cast", when=both(HEAD, eq(sym("loss"),
+                                                                                               "compiled")),
+                 transient=True),
     ),
     "layer_backward": (_stepping_in_backward(),),
     "first_layer_backward": (_stepping_in_backward(),),

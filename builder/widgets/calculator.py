@@ -30,8 +30,8 @@ from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
 from builder.model.autocast import AUTOCAST_COPIES
 from builder.model.checks import POSITIVE, SHAPE_CHECKS, encode_checks
-from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, OFFLOAD, OPTIMIZER_IMPLS, OPTIMIZERS,
-                                  PRECISIONS, RECOMPUTE)
+from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, LOSSES, OFFLOAD, OPTIMIZER_IMPLS,
+                                  OPTIMIZERS, PRECISIONS, RECOMPUTE)
 from builder.model.inputs import config_inputs
 from builder.model.expr import encode
 from builder.model.overheads import OVERHEADS
@@ -123,6 +123,7 @@ TRAIN_CONTROLS = (
             hint="micro-batches per step"),
     Control("recompute", "Recompute", "radio", _pairs(RECOMPUTE), "train"),
     Control("attention", "Attention", "select", _pairs(ATTENTION), "train"),
+    Control("loss", "Loss", "select", _pairs(LOSSES), "train"),
     Control("formula", "Activations counted", "select", tuple(FORMULAS.items()), "train"),
     Control("dropout", "Dropout on", "check", show="train"),
     Control("lora_rank", "LoRA rank", "number", show="train", low=0, high=4096, hint="0 = full fine-tuning"),
@@ -179,6 +180,7 @@ PLAIN_STATE = {"mode": _PLAIN.mode, "precision": _PLAIN.precision, "optimizer": 
                "optimizer_impl": _PLAIN.optimizer_impl or "default",
                "micro_batch": str(_PLAIN.micro_batch), "seq_len": str(_PLAIN.seq_len),
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute, "attention": _PLAIN.attention,
+               "loss": _PLAIN.loss,
                "formula": "hf", "dropout": "0", "lora_rank": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
                "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
                "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0"}
@@ -199,7 +201,7 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
     model_id = settings.get("model", "llama-3-8b")
     state = {"model": model_id, **arch_state(models[model_id]), **PLAIN_STATE, "gpu": gpu}
     direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "attention",
-              "lora_rank", "batch", "context", "offload", "dp", "tp", "pp", "cp", "ep"}
+              "loss", "lora_rank", "batch", "context", "offload", "dp", "tp", "pp", "cp", "ep"}
     flags = {"dropout": "dropout", "qlora": "qlora", "sequence_parallel": "sp"}
     for option, value in settings.items():
         if option in direct:
@@ -259,7 +261,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         param_dtype=None if train else state["weights"], optimizer=state["optimizer"],
         optimizer_impl=None if state["optimizer_impl"] == "default" else state["optimizer_impl"],
         micro_batch=_int(state["micro_batch"]), seq_len=_int(state["seq_len"]), grad_accum=_int(state["grad_accum"]),
-        recompute=state["recompute"], attention=state["attention"],
+        recompute=state["recompute"], attention=state["attention"], loss=state["loss"],
         activation_formula="korthikanti" if state["formula"] == "korthikanti" else "ops",
         implementation="megatron" if state["formula"] == "megatron" else "hf", dropout=state["dropout"] == "1",
         dp=_int(state["dp"]), zero=0 if fsdp else _int(shard), fsdp=fsdp, tp=_int(state["tp"]),

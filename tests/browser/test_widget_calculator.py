@@ -16,7 +16,7 @@ import random
 import pytest
 
 from builder.catalog import default_gpus, default_models
-from builder.model.config import OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, validate_config
+from builder.model.config import LOSSES, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, validate_config
 from builder.widgets import calculator as calc
 from tests.browser import checks
 
@@ -120,6 +120,7 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                  formula=rng.choice(["hf", "hf", "megatron", "korthikanti"]), dropout=rng.choice("01"), shard=shard,
                  offload=offload, lora_rank=str(lora), qlora=rng.choice("01") if lora else "0")
         s["optimizer_impl"] = rng.choice(["default", "default", *OPTIMIZER_IMPLS])
+        s["loss"] = rng.choice(["eager", *LOSSES]) if s["formula"] != "korthikanti" else "eager"
         try:
             validate_config(calc.config_from_state(s, MODELS))
         except ValueError as error:

@@ -1,0 +1,86 @@
+"""How the loss is computed (--loss eager|compiled|chunked|fused-linear): the logits' and the loss's tensors at the
+moments of a step, pinned to the benchmark in Cut Cross-Entropy's README (Wijmans et al. 2024, arXiv:2411.09009):
+Gemma 2 2B, 8,192 tokens, a 256,000-entry vocabulary, bf16, PyTorch 2.4.1, memory in MiB (T x V x 2 B is exactly
+4,000 MiB there)."""
+
+import pytest
+
+from builder.model import Config, estimate
+from builder.model.architecture import Architecture
+from builder.model.peak import phases
+
+MiB = 2**20
+# Gemma 2 2B's shape (config.json: 26 layers, hidden 2304, 8 heads of 256, 4 KV heads, intermediate 9216,
+# vocabulary 256,000, tied embeddings); its logit soft-capping is not modelled.
+GEMMA2_2B = Architecture(name="gemma-2-2b-shape", layers=26, hidden=2304, heads=8, kv_heads=4, head_dim=256,
+                         ffn=9216, vocab=256000, tied_embeddings=True)
+TOKENS = 8192
+
+
+def parts_at(loss: str, phase: str) -> dict[str, int]:
+    """The parts live at `phase` of a bf16 step over 8,192 tokens with loss `loss`."""
+    config = Config(model=GEMMA2_2B, precision="bf16", micro_batch=1, seq_len=TOKENS, loss=loss)
+    moment = next(p for p in phases(config) if p.name == phase)
+    return {p.name: p.bytes for p in moment.parts}
+
+
+def test_the_logits_are_4000_mib_in_bf16():
+    """T x V x 2 B = 8,192 x 256,000 x 2 = 4,000 MiB: the README's torch.compile 'Loss' column (4,000.1 MB), what a
+    compiled loss keeps for its backward."""
+    saved = estimate(Config(model=GEMMA2_2B, precision="bf16", seq_len=TOKENS, loss="compiled")).get("activations/loss")
+    # The logits, a logsumexp, the labels and the NLL loss's fp32 total weight.
+    assert saved == TOKENS * 256000 * 2 + TOKENS * 4 + TOKENS * 8 + 4
+    assert TOKENS * 256000 * 2 == 4000 * MiB
+
+
+def test_eager_loss_gradients_are_16000_mib():
+    """The README's baseline 'Gradient' column, 16,000 MB: the gradients of the fp32 log-probabilities and of the
+    fp32 logits, 2 x T x V x 4 B, at the start of backward."""
+    assert parts_at("eager", "backward_start")["activations/loss_grads"] == 16000 * MiB
+
+
+def test_a_compiled_loss_keeps_the_logits_and_its_gradients_take_12000_mib():
+    """torch.compile fuses the upcast and the log-softmax: no fp32 copy in the forward, the logits (2 B per entry)
+    kept instead of fp32 log-probabilities (4 B), and its backward's gradients 12,000 MB (the README's torch.compile
+    'Gradient' column: an fp32 gradient of the logits and its bf16 cast, 6 B per entry)."""
+    forward = parts_at("compiled", "forward")
+    assert "activations/logits_fp32" not in forward and "activations/logits" not in forward
+    assert parts_at("compiled", "backward_start")["activations/loss_grads"] == 12000 * MiB
+    eager = estimate(Config(model=GEMMA2_2B, precision="bf16", seq_len=TOKENS)).get("activations/loss")
+    compiled = estimate(Config(model=GEMMA2_2B, precision="bf16", seq_len=TOKENS, loss="compiled")).get(
+        "activations/loss")
+    assert eager - compiled == 4000 * MiB - TOKENS * 4  # fp32 log-probs (8,000 MiB) against logits + logsumexp
+
+
+def test_a_chunked_loss_upcasts_one_chunk_of_eight_at_a_time():
+    """torchtune's CEWithChunkedOutputLoss (8 chunks): the logits exist whole, each chunk is upcast and its
+    log-probabilities saved (as many as eager in all), and backward's loss gradients are one chunk's."""
+    eager, chunked = parts_at("eager", "forward"), parts_at("chunked", "forward")
+    assert chunked["activations/logits_fp32"] * 8 == eager["activations/logits_fp32"] == 8000 * MiB
+    assert chunked["activations/loss"] == eager["activations/loss"]
+    assert parts_at("chunked", "backward_start")["activations/loss_grads"] == 16000 * MiB // 8
+
+
+def test_a_fused_linear_cross_entropy_makes_no_logits():
+    """Liger Kernel's fused linear cross-entropy: one chunk of ceil(T / ceil(V / h)) = 74 rows of logits at a time;
+    the lm_head input's gradient (T x h) and the weight's (V x h) are made in the forward and kept."""
+    forward = parts_at("fused-linear", "forward")
+    assert "activations/logits" not in forward and "activations/logits_fp32" not in forward
+    assert forward["activations/loss_chunk"] == 74 * 256000 * 2
+    assert "activations/loss_grads" not in parts_at("fused-linear", "backward_start")
+    saved = estimate(Config(model=GEMMA2_2B, precision="bf16", seq_len=TOKENS, loss="fused-linear"))
+    assert saved.get("activations/loss") == TOKENS * 2304 * 2 + 256000 * 2304 * 2 + TOKENS * 8 + 4
+
+
+def test_the_loss_decides_the_need_of_a_large_vocabulary():
+    """With a 256K vocabulary and 8K tokens the eager loss sets the need; a fused one removes most of it."""
+    def need(loss):
+        config = Config(model=GEMMA2_2B, precision="bf16", seq_len=TOKENS, loss=loss)
+        return max(p.total for p in phases(config))
+    assert need("eager") > need("compiled") > need("fused-linear")
+    assert need("eager") - need("fused-linear") > 10000 * MiB
+
+
+def test_the_reference_formula_refuses_a_loss_it_cannot_show():
+    with pytest.raises(ValueError, match="^loss: the Table 2 reference formula leaves out"):
+        estimate(Config(model=GEMMA2_2B, loss="compiled", activation_formula="korthikanti"))
