@@ -152,7 +152,7 @@ def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str
                     precision=precision_of(inputs), optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
                     seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
                     dropout=inputs["dropout"], grad_accum=inputs["grad_accum"],
-                    optimizer_impl=inputs.get("optimizer_impl", "foreach"))
+                    optimizer_impl=inputs.get("optimizer_impl", "foreach"), loss=inputs.get("loss", "eager"))
     breakdown = estimate(config)
     totals = {phase.name: phase.total for phase in phases(config, breakdown)}
     # With the step inside backward, optimizer.step() has nothing left to do: the weights and states are live.

@@ -115,7 +115,25 @@ class CudaMeter:
         self.reserved[name] = max(self.reserved.get(name, 0), int(torch.cuda.max_memory_reserved()))
 
 
-def training_step(model, optimizer, token_ids, grad_accum: int, meter, measured: bool, autocast: bool = False) -> None:
+CHUNKS = 8  # torchtune CEWithChunkedOutputLoss's num_output_chunks
+
+
+def chunked_loss(model, token_ids):
+    """torchtune's chunked loss (torchtune/modules/loss/ce_chunked_output_loss.py, 0.6): the output layer makes the
+    logits in 8 chunks along the sequence (all of them, as its model returns them), then each chunk is upcast and
+    cross-entropied on its own, summed and divided by the tokens counted."""
+    import torch.nn.functional as F
+
+    hidden = model.model(input_ids=token_ids).last_hidden_state
+    labels = F.pad(token_ids, (0, 1), value=-100)[..., 1:]
+    logits = [model.lm_head(chunk) for chunk in hidden.chunk(CHUNKS, dim=1)]
+    total = sum(F.cross_entropy(chunk.float().flatten(0, 1), target.flatten(), reduction="sum", ignore_index=-100)
+                for chunk, target in zip(logits, labels.chunk(CHUNKS, dim=1)))
+    return total / (labels != -100).sum()
+
+
+def training_step(model, optimizer, token_ids, grad_accum: int, meter, measured: bool, autocast: bool = False,
+                  loss_of=None) -> None:
     """One step: zero_grad(set_to_none), forward (under torch.autocast(bfloat16) when `autocast`) + backward
     per micro-batch, optimizer step."""
     import torch
@@ -124,7 +142,7 @@ def training_step(model, optimizer, token_ids, grad_accum: int, meter, measured:
     for _ in range(grad_accum):
         amp = torch.autocast(token_ids.device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
         with meter.phase("forward", measured), amp:
-            loss = model(input_ids=token_ids, labels=token_ids).loss
+            loss = loss_of(model, token_ids) if loss_of else model(input_ids=token_ids, labels=token_ids).loss
         with meter.phase("backward", measured):
             loss.backward()
         del loss
@@ -193,6 +211,7 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
         token_ids = make_token_ids(case.forward.batch, case.forward.seq_len, case.forward.vocab).to(device)
         for step in range(2):
             training_step(model, optimizer, token_ids, case.grad_accum, meter, measured=step == 1,
+                          loss_of=chunked_loss if case.loss == "chunked" else None,
                           autocast=case.forward.autocast)
         states = count_model_states(model, optimizer)
     measured = {f"peak_{name}": meter.peaks[name] for name in MEASURED_PHASES}
