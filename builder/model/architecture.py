@@ -20,6 +20,8 @@ from builder.model.tensors import SHAPES
 MLP_TYPES = ("gelu", "swiglu")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITION_TYPES = ("learned", "rotary")
+
+
 @dataclass(frozen=True)
 class Architecture:
     """Shape of a decoder-only transformer. Symbols used in formulas are given per field."""
