@@ -20,8 +20,10 @@ ones, few activations left). Simplifications, named: live memory moves evenly fr
 first (the layers are alike), so only those two ends are candidates; like the end of backward, the first
 layer's moment leaves out the saved activations of other micro-batches a pipeline stage still holds; a
 mixture-of-experts layer's expert gradients count every expert (expert parallelism holds E / ep of them).
-The optimizer temporaries follow torch.optim's foreach implementation (the CUDA default); fused kernels
-(fused=True, Apex, DeepSpeed) have none.
+The optimizer's temporaries follow how its step runs (builder.model.optimizers: for-loop, foreach, fused, or
+inside backward, where each gradient is freed as its parameter steps and no step phase follows); the loss's
+follow how it is computed (the `loss` input: transformers' eager loss, torch.compile, torchtune's chunks or
+Liger's fused linear cross-entropy).
 
 Inputs: a stage's rule inputs with the activation and moment symbols (builder.model.activations), and
 `parts`, the GPU's parts as rows {name, bucket, bytes} (the bucket is the name's first path segment).
