@@ -24,7 +24,9 @@ The temporaries per optimizer (L: the largest parameter tensor on the GPU, in th
 - bitsandbytes 8-bit AdamW: one fused CUDA kernel per parameter (bitsandbytes functional.py
   optimizer_update_8bit_blockwise, in place): none; it has no for-loop or foreach implementation.
 Simplification, named: 'L' is one tensor as the model holds it (an FSDP2 shard of it under FSDP); DeepSpeed's
-ZeRO hands its optimizer one flat partition per group, which a for-loop step treats as one tensor (not modelled).
+ZeRO hands its optimizer one flat partition per group, which a for-loop step treats as one tensor (not modelled);
+with the step inside backward, the largest tensor's step temporaries are counted at every moment of backward,
+not only at the instant that tensor steps.
 """
 
 from __future__ import annotations
