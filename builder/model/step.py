@@ -54,9 +54,12 @@ CHUNKED_LOSS = ("torchtune 0.6 torchtune/modules/loss/ce_chunked_output_loss.py 
                 "(num_output_chunks=8): each chunk upcast and cross-entropied on its own")
 FUSED_LINEAR = ("Liger Kernel 0.5 src/liger_kernel/ops/fused_linear_cross_entropy.py: chunk_size = "
                 "next_power_of_2(cdiv(BT, cdiv(V, H))), one chunk's logits at a time, overwritten by their gradient")
-# The share of the whole T x V loss tensors one moment holds: the whole for an eager loss, one chunk of eight for
-# torchtune's chunked loss.
-LOSS_SHARE = when(eq(sym("loss"), "chunked"), Fraction(1, 8), when(eq(sym("loss"), "eager"), 1, 0))
+LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss's num_output_chunks
+# The share of the whole T x V loss tensors one moment holds: the whole for an eager loss, one chunk for
+# torchtune's chunked loss; and the source of the eager and chunked losses' tensors.
+LOSS_SHARE = when(eq(sym("loss"), "chunked"), Fraction(1, LOSS_CHUNKS),
+                  when(eq(sym("loss"), "eager"), 1, 0))
+EAGER_OR_CHUNKED = when(eq(sym("loss"), "chunked"), CHUNKED_LOSS, LOSS)
 ACCUMULATE = "PyTorch autograd AccumulateGrad: .grad persists across micro-batches until zero_grad"
 AUTOGRAD = ("PyTorch 2.13 autograd (torch/csrc/autograd/engine.cpp: a node's saved tensors are freed once it has run; "
             "derivatives from tools/autograd/derivatives.yaml); measured: content/validation/peak.json")
@@ -129,7 +132,7 @@ def _stepping_in_backward() -> PartRule:
 TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
     "forward": (
         PartRule("activations/logits_fp32", sym("op_T") * sym("op_V") * 4 * LOSS_SHARE, "b x s x V x 4 B",
-                 when(eq(sym("loss"), "chunked"), CHUNKED_LOSS, LOSS),
+                 EAGER_OR_CHUNKED,
                  per_token(sym("op_T") * sym("op_V") * 4 * LOSS_SHARE),
                  when(eq(sym("loss"), "chunked"), "one chunk of eight upcast to fp32 at a time",
                       "the loss upcasts the logits to fp32"),
@@ -145,7 +148,7 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
     ),
     "backward_start": (
         PartRule("activations/loss_grads", 2 * sym("op_T") * sym("op_V") * 4 * LOSS_SHARE, "2 x b x s x V x 4 B",
-                 when(eq(sym("loss"), "chunked"), CHUNKED_LOSS, LOSS),
+                 EAGER_OR_CHUNKED,
                  per_token(2 * sym("op_T") * sym("op_V") * 4 * LOSS_SHARE),
                  when(eq(sym("loss"), "chunked"), "one chunk's gradients of the log-probabilities and fp32 logits",
                       "gradient of the log-probabilities and of the fp32 logits"),

@@ -115,20 +115,20 @@ class CudaMeter:
         self.reserved[name] = max(self.reserved.get(name, 0), int(torch.cuda.max_memory_reserved()))
 
 
-CHUNKS = 8  # torchtune CEWithChunkedOutputLoss's num_output_chunks
-
-
 def chunked_loss(model, token_ids):
-    """torchtune's chunked loss (torchtune/modules/loss/ce_chunked_output_loss.py, 0.6): the output layer makes the
-    logits in 8 chunks along the sequence (all of them, as its model returns them), then each chunk is upcast and
-    cross-entropied on its own, summed and divided by the tokens counted."""
+    """torchtune's chunked loss (torchtune/modules/loss/ce_chunked_output_loss.py, 0.6) for a Llama-family model
+    (its decoder is `model.model`): the output layer makes the logits in LOSS_CHUNKS chunks along the sequence
+    (all of them, as its model returns them), then each chunk is upcast and cross-entropied on its own, summed
+    and divided by the tokens counted."""
     import torch.nn.functional as F
+
+    from builder.model.step import LOSS_CHUNKS
 
     hidden = model.model(input_ids=token_ids).last_hidden_state
     labels = F.pad(token_ids, (0, 1), value=-100)[..., 1:]
-    logits = [model.lm_head(chunk) for chunk in hidden.chunk(CHUNKS, dim=1)]
+    logits = [model.lm_head(chunk) for chunk in hidden.chunk(LOSS_CHUNKS, dim=1)]
     total = sum(F.cross_entropy(chunk.float().flatten(0, 1), target.flatten(), reduction="sum", ignore_index=-100)
-                for chunk, target in zip(logits, labels.chunk(CHUNKS, dim=1)))
+                for chunk, target in zip(logits, labels.chunk(LOSS_CHUNKS, dim=1)))
     return total / (labels != -100).sum()
 
 
@@ -192,7 +192,7 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
     """Peak live bytes per phase of the second of two training steps of `case`."""
     from builder.validate.hf_models import build_model, make_token_ids
     from builder.validate.measure import enable_checkpointing
-    from builder.validate.states import add_lora, count_model_states, make_optimizer
+    from builder.validate.states import add_lora, count_model_states
 
     config = hf_config(case.forward, case.layers)
     # The previous case's tensors (a model in a reference cycle) are freed now, not inside this case's profile,
