@@ -17,6 +17,7 @@ from builder.model import Config, estimate, oplists
 from builder.model.config import PRECISIONS
 from builder.model.units import format_bytes
 from builder.widgets import calculator as calc
+from builder.widgets.model_data import RULE_SETS
 from builder.widgets import to_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,8 +122,8 @@ def test_the_op_lists_reach_the_script_as_the_models_rules():
     from builder.model.activations import ACTIVATIONS, MOMENTS
 
     data = make_context()["data"]
-    assert data["ruleSets"]["activations"] == ACTIVATIONS.encode()
-    assert data["ruleSets"]["moments"] == MOMENTS.encode()
+    assert data["model"]["ruleSets"]["activations"] == ACTIVATIONS.encode()
+    assert data["model"]["ruleSets"]["moments"] == MOMENTS.encode()
     layer_rows = dict(ACTIVATIONS.encode()["symbols"])["layer_rows"]
     assert sum(json.dumps(layer_rows).count('["row"') for _ in (1,)) == sum(map(len, oplists.BLOCKS.values()))
     # Shapes travel as the rules read them: full input names, no one-letter keys.
@@ -137,8 +138,8 @@ def test_the_script_evaluates_the_models_own_rules():
     from builder.model.states import MODEL_STATES
 
     data = make_context()["data"]
-    assert data["ruleSets"]["states"] == MODEL_STATES.encode()
-    assert set(data["ruleSets"]) == set(calc.RULE_SETS)
+    assert data["model"]["ruleSets"]["states"] == MODEL_STATES.encode()
+    assert set(data["model"]["ruleSets"]) == set(RULE_SETS)
     defaults = config_inputs(Config())
     assert data["fixedInputs"]["gpus_per_node"] == defaults["gpus_per_node"] == 8
     assert data["fixedInputs"]["lora_targets"] == ["q", "k", "v", "o"]
@@ -173,14 +174,14 @@ def test_data_is_compact_and_safe_to_embed():
     # The words come from the model's own tables, so the script cannot say anything else.
     from builder.model.checks import encode_checks
 
-    assert data["checks"] == encode_checks() and "does not divide the" in json.dumps(data["checks"])
-    assert "sbh(34 + 5as/h)" in json.dumps(data["ruleSets"]["activations"])
+    assert data["model"]["checks"] == encode_checks() and "does not divide the" in json.dumps(data["model"]["checks"])
+    assert "sbh(34 + 5as/h)" in json.dumps(data["model"]["ruleSets"]["activations"])
     assert data["models"]["llama-3-8b"]["form"] == calc.arch_state(MODELS["llama-3-8b"])
     assert list(data["ints"]) == ["micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep",
                                   "pp_virtual_stages", "batch", "context"]  # validate_config's order
     assert data["ints"]["pp_virtual_stages"] == "vpp" and data["ints"]["micro_batch"] == "micro_batch"
     assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["kv_heads"] == 8
-    assert data["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16", 0]
+    assert data["model"]["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16", 0]
     assert data["policies"]["amp-bf16"][5] == 1  # torch.autocast: linear layers save weight copies
 
 

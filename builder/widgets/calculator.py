@@ -25,24 +25,16 @@ from fractions import Fraction
 from typing import Any
 
 from builder.model import Config
-from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
 from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
-from builder.model.autocast import AUTOCAST_COPIES
-from builder.model.checks import POSITIVE, SHAPE_CHECKS, encode_checks
+from builder.model.checks import POSITIVE
 from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, LOSSES, OFFLOAD, OPTIMIZER_IMPLS,
                                   OPTIMIZERS, PRECISIONS, RECOMPUTE)
 from builder.model.inputs import config_inputs
-from builder.model.expr import encode
-from builder.model.overheads import OVERHEADS
 from builder.model.peak import Need, assess
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
-from builder.model.placement import HOLDING, STAGES
-from builder.model.serving import SERVING
-from builder.model.states import COMM, HOST, MODEL_STATES
-from builder.model.step import PHASE_TITLES, STEP
-from builder.model.tensors import SHAPES
-from builder.model.units import DTYPE_BYTES, format_bytes
+from builder.model.units import format_bytes
+from builder.widgets.model_data import model_data
 
 CUSTOM = "custom"
 SERVE_WEIGHTS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
@@ -354,11 +346,6 @@ def custom_base() -> dict[str, Any]:
     return base
 
 
-# The rule sets the script evaluates (builder.model's parameter tensors, placement, states, activations and the
-# instants inside a layer, autocast copies, serving, communication, host, overheads and the moments of a step).
-RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "conditions": OP_CONDITIONS,
-             "activations": ACTIVATIONS, "moments": MOMENTS, "autocast": AUTOCAST_COPIES, "serving": SERVING,
-             "comm": COMM, "host": HOST, "overheads": OVERHEADS, "step": STEP}
 # The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs); the dtype
 # table travels once, as "dtypes".
 FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype", "reduce_dtype",
@@ -376,11 +363,9 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
     return {
         "models": {key: shape_inputs(arch) | {"n": html.escape(arch.extra.get("display", key)),
                                               "form": arch_state(arch)} for key, arch in models.items()},
-        "dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()},
+        "model": model_data(),
         "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation, int(p.autocast)]
                      for p in PRECISIONS.values()},
-        "ruleSets": {name: rules.encode() for name, rules in RULE_SETS.items()},
-        "stages": encode(STAGES),
         "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items()
                         if key in FIXED_INPUTS},
         # The whole-number controls that must be at least 1, by Config attribute, in validate_config's order
@@ -400,10 +385,6 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "custom": custom_base(),
         "limits": SEARCH_LIMITS,
         "t": TEXTS | VERDICTS,
-        "checks": encode_checks(),
-        "shapeChecks": encode_checks(SHAPE_CHECKS),
-        # The moments of a step in words (builder.model.step's rules name the one that sets the need).
-        "phases": PHASE_TITLES,
     }
 
 

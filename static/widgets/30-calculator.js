@@ -1,25 +1,20 @@
-// The calculator: builder.model.estimator and builder.model.questions evaluated in the browser.
-// The model's parameter-tensor table, the pipeline stages, what a GPU holds, the rule sets (model states,
-// sharding, saved activations and the instants inside a layer, autocast copies, serving, communication, host,
-// overheads) and the configuration checks come as rules that 01-rules.js evaluates; the architectures, dtype
-// sizes, precision policies, sources, GPUs and every word (texts, the figure's markup templates) come as data
-// from builder/widgets/calculator.py and the partial; the peak of a step is builder.model.step's rules. What is
-// still arithmetic here (the searches) follows questions.py step by step, so that tests/browser/test_widget_calculator.py
-// finds the same bytes. Python sums exact Fractions; here doubles, with products of integers before divisions
-// so that most quantities are exact, and whole() rounds up to a whole byte as whole_bytes does.
+// The calculator: every knob of the memory model in one form. The model itself (its estimate, checks and the
+// searches for the largest batch and sequence) is 02-model.js, evaluating the rules Python emits; the architectures,
+// precision policies, GPUs and every word (texts, the figure's markup templates) come as data from
+// builder/widgets/calculator.py and the partial. What is here: the form state to the run's inputs
+// (calculator.config_from_state and inputs.run_inputs), the texts and the figure. tests/browser/test_widget_calculator.py
+// compares its bytes and words with Python's.
 {
-const flo = Math.floor, ceil = Math.ceil, max = Math.max, min = Math.min, whole = wholeBytes, fill = fillText;
+const max = Math.max, fill = fillText;
 const commas = (n) => n.toLocaleString("en-US");
 
 WIDGETS.calculator = (root, D) => {
-  const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), bytes = (t) => D.dtypes[t], T = D.t;
+  const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), T = D.t;
   const put = (k, ...v) => fill(D.tpl[k], ...v);
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
-  // builder.model.tensors and placement, as rules: the architecture's shape with its parameter-tensor table and
-  // count (once per architecture), the pipeline stages worth evaluating, and what one GPU of a stage holds.
-  const [shapes, held] = [D.ruleSets.shapes, D.ruleSets.holding].map(ruleSymbols), stagesOf = compileRule(D.stages);
-  const known = new WeakMap(), shapeOf = (A) => known.get(A) || known.set(A, shapes(A)).get(A);
+  // The full model (02-model.js): its estimate, checks and searches, from the rules in D.model.
+  const { shapeOf, refuse, shapeChecks, estimate: priced, largest } = browserModel(D.model);
 
   // The state the model reads (calculator.effective_state): a control of the other mode counts at its plain value.
   const effective = (st) => Object.fromEntries(Object.entries(st).map(([k, v]) => [k, (D.modeOnly[k] || st.mode) == st.mode ? v : D.plain[k]]));
@@ -42,14 +37,7 @@ WIDGETS.calculator = (root, D) => {
     for (const k in D.ints) c[k] = n(D.ints[k]);
     return c;
   };
-  // builder.model.checks: the shapes and configurations the model refuses, each with its one-line reason.
-  const [checks, shapeChecks] = [D.checks, D.shapeChecks].map((list) => list.map((check) => check.map(compileRule)));
-  const refuse = (list, inputs) => {
-    for (const [refused, message] of list) if (refused(inputs)) throw { msg: message(inputs) };
-  };
-
-  // builder.model.inputs.run_inputs and rule_inputs: the names every rule set reads, for the form's config and, with
-  // a stage, what one GPU of it holds.
+  // builder.model.inputs.run_inputs: the names every rule set reads, for the form's config.
   const runInputs = (c) => {
     const { A, pol } = c;
     return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
@@ -60,69 +48,9 @@ WIDGETS.calculator = (root, D) => {
       activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
       lora_rank: c.r, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
       seq_len: c.seq_len, grad_accum: c.grad_accum, pp_virtual_stages: c.pp_virtual_stages,
-      pp_schedule: c.pp_virtual_stages > 1 ? "interleaved" : "1f1b", dtype_bytes: D.dtypes };
+      pp_schedule: c.pp_virtual_stages > 1 ? "interleaved" : "1f1b", dtype_bytes: D.model.dtypes };
   };
-  const inputsOf = (run, stage) => held({ ...run, stage_layers: stage.layers, stage_has_embedding: stage.has_embedding,
-    stage_has_head: stage.has_head, stage_in_flight: stage.in_flight });
-  // The rule sets of builder.model (states, serving, overheads), compiled once.
-  const [states, activations, autocast, serving, comm, hostParts, overheads] = ["states", "activations", "autocast", "serving", "comm", "host", "overheads"].map((k) => ruleSet(D.ruleSets[k]));
-  const [opConditions, activationSymbols, momentSymbols] = ["conditions", "activations", "moments"].map((k) => ruleSymbols(D.ruleSets[k]));
-  // step.STEP: the moments of a training step on a GPU holding these parts (rows of name, bucket: the name's first
-  // path segment, bytes), what is live at each with the reserved parts on top; [bytes, phase] of the highest.
-  const stepOf = deriver(D.ruleSets.step.symbols);
-  const peakOf = (inputs, parts) => {
-    const env = momentSymbols(activationSymbols(opConditions(inputs)));
-    env.parts = parts.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes }));
-    const step = stepOf(env);
-    return [step.step_need, step.peak_phase];
-  };
-  // estimator.overhead_parts: the reserved parts of what is allocated.
-  const reserved = (inputs, allocated, words) => {
-    const env = Object.create(inputs);
-    env.allocated = allocated;
-    return overheads(env, words);
-  };
-  // estimator.estimate: every pipeline stage worth evaluating, the fuller one reported; peak.need: what the run
-  // needs, the highest moment of a step over the stages (training) or the sum of parts (serving).
-  const estimate = (c, words) => {
-    const run = runInputs(c);
-    refuse(checks, run);
-    let best, need;
-    const stages = stagesOf(run);
-    for (const st of stages) {
-      const inputs = inputsOf(run, st), host = hostParts(inputs, words);
-      let gpu = [...states(inputs, words), ...(c.train ? [...activations(opConditions(inputs), words), ...autocast(inputs, words)] : serving(inputs, words)), ...comm(inputs, words)];
-      // placement.HOLDING's `offloaded`: the buckets that live in host memory instead.
-      const moved = inputs.offloaded.map((r) => r.bucket);
-      gpu = gpu.filter((p) => !(moved.includes(p[0].split("/")[0]) && host.push(p)));
-      gpu.push(...reserved(inputs, sum(gpu), words));
-      const top = c.train ? peakOf(inputs, gpu.filter((p) => p[1])) : [sum(gpu)];
-      if (!best || sum(gpu) > sum(best[0])) best = [gpu, host, inputs.host_copies];
-      if (!need || top[0] > need[0]) need = top;
-    }
-    return { parts: best[0].filter((p) => p[1]), host: sum(best[1]) * best[2], need: need[0], phase: need[1] };
-  };
-  // questions._largest: limit if it fits, else the largest multiple of step above low (low included) below limit
-  // that fits, 0 if none. Memory is monotone and close to affine in batch and sequence: each guess lies on the
-  // straight line between what the bracket's ends need (regula falsi, Illinois rule: an end kept twice counts half
-  // as far from capacity); every third guess halves the bracket, so the worst case stays logarithmic.
-  const largest = (size, cap, low, limit, step) => {
-    let good = low, bad = limit, fg = size(low), fb, side = 0, most;
-    if (fg > cap) return 0;
-    if ((fb = size(limit)) <= cap) return limit;
-    for (let guess = 0; (most = ceil((bad - good) / step) - 1) >= 1; guess++) {
-      const k = guess % 3 == 2 ? flo(most / 2) + 1 : flo((cap - fg) * (most + 1) / (fb - fg));
-      const x = good + step * min(max(k, 1), most), fx = size(x);
-      if (fx <= cap) {
-        if (side > 0) fb = cap + (fb - cap) / 2;
-        [good, fg, side] = [x, fx, 1];
-      } else {
-        if (side < 0) fg = cap - (cap - fg) / 2;
-        [bad, fb, side] = [x, fx, -1];
-      }
-    }
-    return good;
-  };
+  const estimate = (c, words) => priced(runInputs(c), words);
 
   // Texts and figure, as calculator.results and the partial's macros make them.
   const verdict = (total, g) => fill(T.verdict, g[1], fmtBytes(g[2]), fill(T[total <= g[2] ? "fits" : "exceeds"], fmtBytes(Math.abs(g[2] - total))));
@@ -152,7 +80,7 @@ WIDGETS.calculator = (root, D) => {
       const items = ["dp", "tp", "pp", "cp", "ep"].filter((k) => c[k] > 1).map((k) => k + " " + c[k]), gpus = c.dp * c.tp * c.pp * c.cp;
       if (train && st.shard != "0") items.push(form.elements.shard.selectedOptions[0].text);
       const run = train ? fill(T.train, st.precision, c.opt, c.r ? fill(T.lora, c.r, c.ql ? T.qlora : "") : "", c.micro_batch, commas(c.seq_len)) : fill(T.serve, st.weights, c.batch, commas(c.context));
-      const answers = T[st.mode + "_answers"], basis = train ? fill(T.basis_train, D.phases[phase]) : T.basis_serve;
+      const answers = T[st.mode + "_answers"], basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve;
       text = fill(T.summary, name, commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need), fmtBytes(need, "GB"), basis, fmtBytes(total), verdict(need, gpu));
       out("result").innerHTML = put("result", chart(parts, total, need, gpu), ok, ok ? "" : D.tpl.badge, verdict(need, gpu), need, fill(T.total, fmtBytes(need), fmtBytes(need, "GB")), basis,
         total, fill(T.total, fmtBytes(total), fmtBytes(total, "GB")), host ? put("host", fill(T.host, fmtBytes(host))) : "",

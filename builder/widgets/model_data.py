@@ -1,0 +1,45 @@
+"""The memory model as data for the browser: what static/widgets/02-model.js evaluates.
+
+One function, `model_data()`, emits builder.model's rule sets (parameter tensors, placement, model states,
+saved activations and the instants inside a layer, autocast copies, serving, communication, host memory,
+overheads and the moments of a step), the pipeline stages, the configuration checks and the dtype sizes.
+Every widget that shows the full model's number (the calculator, the teaching widgets' "the full model
+says" line) sends this and lets the shared script evaluate it, so no script holds a formula of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
+from builder.model.autocast import AUTOCAST_COPIES
+from builder.model.checks import SHAPE_CHECKS, encode_checks
+from builder.model.expr import encode, eq, sym
+from builder.model.overheads import OVERHEADS
+from builder.model.placement import HOLDING, STAGES
+from builder.model.serving import SERVING
+from builder.model.states import COMM, HOST, MODEL_STATES
+from builder.model.step import PHASE_TITLES, STEP
+from builder.model.tensors import SHAPES
+from builder.model.units import DTYPE_BYTES
+
+# The rule sets the script evaluates, by the name it reads them under.
+RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "conditions": OP_CONDITIONS,
+             "activations": ACTIVATIONS, "moments": MOMENTS, "autocast": AUTOCAST_COPIES, "serving": SERVING,
+             "comm": COMM, "host": HOST, "overheads": OVERHEADS, "step": STEP}
+# A run is priced as training (saved activations, the moments of a step) or as serving (the KV cache).
+TRAINING = eq(sym("mode"), "train")
+
+
+def model_data() -> dict[str, Any]:
+    """The rule sets, stages, checks, dtype sizes and phase titles, as JSON-ready data."""
+    return {
+        "ruleSets": {name: rules.encode() for name, rules in RULE_SETS.items()},
+        "stages": encode(STAGES),
+        "training": encode(TRAINING),
+        "checks": encode_checks(),
+        "shapeChecks": encode_checks(SHAPE_CHECKS),
+        "dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()},
+        # The moments of a step in words (builder.model.step's rules name the one that sets the need).
+        "phases": PHASE_TITLES,
+    }

@@ -1,0 +1,79 @@
+// The full memory model in the browser: builder.model.estimator.estimate, peak.need and questions' search,
+// evaluated from the rules Python emits (builder/widgets/model_data.py, sent as a widget's `model` data).
+// Every widget that shows the model's own number uses this one copy; it knows no formula, constant or part
+// name: rule sets, stages, checks and dtype sizes all come as data, and 01-rules.js evaluates them.
+function browserModel(M) {
+  const sum = (ps) => ps.reduce((s, p) => s + p[1], 0), training = compileRule(M.training);
+  // builder.model.tensors and placement, as rules: the architecture's shape with its parameter-tensor table and
+  // count (once per architecture), the pipeline stages worth evaluating, and what one GPU of a stage holds.
+  const [shapes, held] = [M.ruleSets.shapes, M.ruleSets.holding].map(ruleSymbols), stagesOf = compileRule(M.stages);
+  const known = new WeakMap(), shapeOf = (A) => known.get(A) || known.set(A, shapes(A)).get(A);
+  // builder.model.checks: the shapes and configurations the model refuses, each with its one-line reason.
+  const [checks, shapeChecks] = [M.checks, M.shapeChecks].map((list) => list.map((check) => check.map(compileRule)));
+  const refuse = (list, inputs) => {
+    for (const [refused, message] of list) if (refused(inputs)) throw { msg: message(inputs) };
+  };
+  const inputsOf = (run, stage) => held({ ...run, stage_layers: stage.layers, stage_has_embedding: stage.has_embedding,
+    stage_has_head: stage.has_head, stage_in_flight: stage.in_flight });
+  // The rule sets of builder.model (states, serving, overheads), compiled once.
+  const [states, activations, autocast, serving, comm, hostParts, overheads] = ["states", "activations", "autocast", "serving", "comm", "host", "overheads"].map((k) => ruleSet(M.ruleSets[k]));
+  const [opConditions, activationSymbols, momentSymbols] = ["conditions", "activations", "moments"].map((k) => ruleSymbols(M.ruleSets[k]));
+  // step.STEP: the moments of a training step on a GPU holding these parts (rows of name, bucket: the name's first
+  // path segment, bytes), what is live at each with the reserved parts on top; [bytes, phase] of the highest.
+  const stepOf = deriver(M.ruleSets.step.symbols);
+  const peakOf = (inputs, parts) => {
+    const env = momentSymbols(activationSymbols(opConditions(inputs)));
+    env.parts = parts.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes }));
+    const step = stepOf(env);
+    return [step.step_need, step.peak_phase];
+  };
+  // estimator.overhead_parts: the reserved parts of what is allocated.
+  const reserved = (inputs, allocated, words) => {
+    const env = Object.create(inputs);
+    env.allocated = allocated;
+    return overheads(env, words);
+  };
+  // estimator.estimate for a run's inputs (inputs.run_inputs): every pipeline stage worth evaluating, the fuller
+  // one reported; peak.need: what the run needs, the highest moment of a step over the stages (training) or the
+  // sum of parts (serving). Parts are [name, bytes, per-unit words, source, note] (words: false gives [name, bytes]).
+  const estimate = (run, words = true) => {
+    refuse(checks, run);
+    const train = training(run);
+    let best, need;
+    for (const st of stagesOf(run)) {
+      const inputs = inputsOf(run, st), host = hostParts(inputs, words);
+      let gpu = [...states(inputs, words), ...(train ? [...activations(opConditions(inputs), words), ...autocast(inputs, words)] : serving(inputs, words)), ...comm(inputs, words)];
+      // placement.HOLDING's `offloaded`: the buckets that live in host memory instead.
+      const moved = inputs.offloaded.map((r) => r.bucket);
+      gpu = gpu.filter((p) => !(moved.includes(p[0].split("/")[0]) && host.push(p)));
+      gpu.push(...reserved(inputs, sum(gpu), words));
+      const top = train ? peakOf(inputs, gpu.filter((p) => p[1])) : [sum(gpu)];
+      if (!best || sum(gpu) > sum(best[0])) best = [gpu, host, inputs.host_copies];
+      if (!need || top[0] > need[0]) need = top;
+    }
+    return { parts: best[0].filter((p) => p[1]), total: sum(best[0]), host: sum(best[1]) * best[2], need: need[0], phase: need[1] };
+  };
+  // questions._largest: limit if it fits, else the largest multiple of step above low (low included) below limit
+  // that fits, 0 if none. Memory is monotone and close to affine in batch and sequence: each guess lies on the
+  // straight line between what the bracket's ends need (regula falsi, Illinois rule: an end kept twice counts half
+  // as far from capacity); every third guess halves the bracket, so the worst case stays logarithmic.
+  const largest = (size, cap, low, limit, step) => {
+    const flo = Math.floor, min = Math.min, max = Math.max;
+    let good = low, bad = limit, fg = size(low), fb, side = 0, most;
+    if (fg > cap) return 0;
+    if ((fb = size(limit)) <= cap) return limit;
+    for (let guess = 0; (most = Math.ceil((bad - good) / step) - 1) >= 1; guess++) {
+      const k = guess % 3 == 2 ? flo(most / 2) + 1 : flo((cap - fg) * (most + 1) / (fb - fg));
+      const x = good + step * min(max(k, 1), most), fx = size(x);
+      if (fx <= cap) {
+        if (side > 0) fb = cap + (fb - cap) / 2;
+        [good, fg, side] = [x, fx, 1];
+      } else {
+        if (side < 0) fg = cap - (cap - fg) / 2;
+        [bad, fb, side] = [x, fx, -1];
+      }
+    }
+    return good;
+  };
+  return { shapeOf, refuse, shapeChecks, estimate, largest };
+}
