@@ -125,7 +125,7 @@ def test_every_rule_reads_only_inputs_and_symbols_derived_before_it():
     # rule of every set against rule_inputs' names (with `allocated` for the overheads and the table rows'
     # fields inside sums), and every check likewise.
     from builder.model.checks import CHECKS
-    from builder.widgets.calculator import RULE_SETS
+    from builder.widgets.model_data import RULE_SETS
 
     arch = MODELS["llama-3-8b"]
     config = Config(model=arch)

@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 
 from builder.catalog import load_gpus, load_models
+from builder.model import Config
+from builder.model.peak import assess
 from builder.model.teaching import ADAM_SEGMENTS, bytes_per_param, budget_allocator
 from builder.model.units import GiB
 from builder.widgets import bytes_per_param as bpp
+from builder.widgets import full_model
 from builder.widgets import memory_budget as mb
 
 CONTENT = Path(__file__).resolve().parent.parent / "content"
@@ -94,16 +97,44 @@ def test_activations_placeholder_is_stated(catalogs):
     assert [n["id"] for n in notes] == ["activations"] and "batch x sequence" in notes[0]["note"]
 
 
-def test_overflow_hatching_starts_at_the_smallest_gpu_exceeded(catalogs):
-    """Bar geometry: scale max(total, largest GPU) x 1.15; hatching from the smallest capacity exceeded."""
-    state = bpp.context({"params": "8B", "gpus": ["rtx-4090", "h200"]}, catalogs)  # 134 GiB: over 24 GiB, under 140
-    row = state["bars"]["rows"][0]
+def test_overflow_hatching_starts_at_the_smallest_gpu_the_need_exceeds(catalogs):
+    """Issue 13 section 1: the verdicts, the badge and the hatching follow the full model's need (the peak of a
+    step for the nearest catalog model, Llama 3 8B for 8B), not the 18 B/param sum; the sum stays on show.
+    Scale: max(sum, need, largest GPU) x 1.15; hatching from the smallest capacity the need exceeds."""
+    state = bpp.context({"params": "8B", "gpus": ["rtx-4090", "h200"]}, catalogs)
+    need = assess(Config(model=catalogs["model"]["llama-3-8b"]))[1].bytes
     total = 8 * 10**9 * 18
-    scale = Fraction(catalogs["gpu"]["h200"].usable_bytes) * Fraction(115, 100)
+    assert total < catalogs["gpu"]["h200"].usable_bytes < need  # the sum fits an H200; the run does not
+    row = state["bars"]["rows"][0]
+    scale = Fraction(need) * Fraction(115, 100)
     assert row["over"]["x"] == f"{float(100 * catalogs['gpu']['rtx-4090'].usable_bytes / scale):.3f}"
+    assert row["need"] == f"{float(100 * need / scale):.3f}"
     assert row["rects"][-1]["x"] == f"{float(100 * (total - 16 * 10**9) / scale):.3f}"
     assert not row["fits"]
-    assert state["texts"]["verdict"].startswith("Exceeds GeForce RTX 4090 24GB by ")
+    assert state["texts"]["verdict"] == (f"The full model needs {need / GiB:.1f} GiB per GPU: exceeds GeForce RTX 4090 "
+                                         f"24GB by {(need - catalogs['gpu']['rtx-4090'].usable_bytes) / GiB:.1f} GiB; "
+                                         f"exceeds H200 SXM 141GB by "
+                                         f"{(need - catalogs['gpu']['h200'].usable_bytes) / GiB:.1f} GiB.")
+    assert state["texts"]["tot"] == "134.1 GiB"  # the sum, 8e9 x 18 B, still shown
+
+
+def test_zero_3_need_per_gpu_is_the_models(catalogs):
+    """Per GPU under ZeRO-3 on 8 GPUs the verdict is the full model's need for that run, sharded as the model
+    shards it (Rajbhandari et al. 2019: 16 B/param of model states / 8), with its activations and peak."""
+    state = bpp.context({"model": "llama-3-8b", "zero": 3, "dp": 8, "gpus": ["a100-80gb"]}, catalogs)
+    _, needed = assess(Config(model=catalogs["model"]["llama-3-8b"], zero=3, dp=8))
+    assert state["texts"]["needn"] == f"{needed.bytes / GiB:.1f} GiB"
+    assert state["texts"]["w0"] == f"yes, {(catalogs['gpu']['a100-80gb'].usable_bytes - needed.bytes) / GiB:.1f} GiB left"
+    assert state["bars"]["rows"][1]["fits"] and not state["bars"]["rows"][0]["fits"]
+
+
+@pytest.mark.parametrize("params, model", [(7 * 10**9, "mistral-7b"), (8 * 10**9, "llama-3-8b"),
+                                           (124 * 10**6, "gpt2"), (500 * 10**6, "qwen2.5-0.5b"),
+                                           (175 * 10**9, "llama-3.1-405b")])
+def test_nearest_catalog_model_by_ratio(catalogs, params, model):
+    """The full model prices the catalog model nearest in size by ratio: 7B is 3.5% below Mistral 7B's 7.24B
+    and 3.9% above Llama 2 7B's 6.74B; 175B is 2.3x below 405B and 2.4x above Qwen2.5 72B."""
+    assert full_model.nearest_model(catalogs["model"], params) == model
 
 
 @pytest.mark.parametrize("options, message", [
@@ -127,8 +158,13 @@ def test_memory_budget_reproduces_seed_001(catalogs):
     texts = state["texts"]
     assert (texts["k0"], texts["k1"], texts["k2"], texts["k3"]) == ("13.0 GiB", "13.0 GiB", "26.1 GiB", "0.5 GiB")
     assert texts["tot"] == "52.7 GiB" and texts["verdict"] == "27.3 GiB headroom"
-    assert texts["sum"] == ("Training memory budget. 7.0B parameters, batch 1, sequence 2K, BF16. "
-                            "Total 52.7 GiB of 80.0 GiB: fits, 27.3 GiB headroom.")
+    # The verdict is the full model's: Mistral 7B (nearest to 7.0B) in bf16 mixed precision with AdamW.
+    _, needed = assess(Config(model=catalogs["model"]["mistral-7b"], micro_batch=1, seq_len=2048))
+    assert texts["need"] == f"{needed.bytes / GiB:.1f} GiB" and needed.bytes > 80 * GiB
+    assert texts["sum"] == ("Training memory budget. 7.0B parameters, batch 1, sequence 2K, BF16. Four-bucket sum "
+                            "52.7 GiB of 80.0 GiB: 27.3 GiB headroom. The full model (Mistral 7B (v0.1)) needs "
+                            f"{texts['need']}: exceeds 80.0 GiB budget by {(needed.bytes - 80 * GiB) / GiB:.1f} GiB.")
+    assert not state["bar"]["fits"]
     assert state["bytes"] == ",".join(str(p.bytes) for p in budget_allocator(7 * 10**9, 1, 2048, "bf16").parts)
 
 
@@ -139,7 +175,11 @@ def test_memory_budget_overflow_words_and_options(catalogs):
     total = sum(p.bytes for p in budget_allocator(30 * 10**9, 2, 4096, "bf16").parts)
     capacity = catalogs["gpu"]["h100-80gb"].usable_bytes
     assert state["texts"]["verdict"] == f"exceeds by {(total - capacity) / GiB:.1f} GiB"
-    assert len(state["bar"]["rects"]) == 1 and state["bar"]["line"] == f"{100 * capacity / total:.3f}"
+    _, needed = assess(Config(model=catalogs["model"]["qwen3-30b-a3b"], micro_batch=2, seq_len=4096))
+    assert state["texts"]["mname"] == "Qwen3 30B-A3B" and state["need"] == needed.bytes  # nearest to 30B by ratio
+    scale = max(total, needed.bytes)
+    assert len(state["bar"]["rects"]) == 1 and state["bar"]["line"] == f"{100 * capacity / scale:.3f}"
+    assert state["bar"]["fits"] == (needed.bytes <= capacity)
     assert state["capacity_name"] == "H100 SXM 80GB"
 
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from builder.model.breakdown import Breakdown, Part, whole_bytes
+from builder.model.breakdown import Breakdown, Part
+from builder.model.expr import ceil, each, fmt, per_unit, row, sym, when
+from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.units import DTYPE_BYTES
 
 ZERO_STAGES = ("none", "stage1", "stage2", "stage3")
 ZERO_SOURCE = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5.1"
@@ -44,6 +47,20 @@ ADAM_SEGMENTS: tuple[Segment, ...] = (
 )
 
 
+# The seed-000 view as a rule: each segment's bytes on one GPU, params x bytes per parameter, divided by the
+# GPUs that share it once the ZeRO stage reaches the segment's stage (its `shard`: 1-3, or 4 for never).
+# Rows of `segments` carry num/den (exact bytes per parameter) and shard; the browser evaluates the same rule.
+SEGMENT_SHARERS = when(sym("zero_stage") >= sym("shard"), sym("gpus"), 1)
+SEGMENTS = RuleSet(symbols={"segment_bytes": each(sym("segments"), row(
+    1, bytes=ceil(sym("params") * sym("num") / (sym("den") * SEGMENT_SHARERS)), sharers=SEGMENT_SHARERS))}, parts=())
+
+
+def segment_rows(segments: tuple[Segment, ...]) -> list[dict[str, int]]:
+    """The segments as the rule reads them: exact bytes per parameter as num/den, shard stage 1-4."""
+    return [{"num": s.bytes_per_param.numerator, "den": s.bytes_per_param.denominator,
+             "shard": ZERO_STAGES.index(s.shard_from) if s.shard_from != "never" else 4} for s in segments]
+
+
 def bytes_per_param(params: int, segments: tuple[Segment, ...] = ADAM_SEGMENTS, zero: str = "none",
                     gpus: int = 1) -> Breakdown:
     """Per-GPU memory of the seed-000 view: params x bytes per segment, sharded by ZeRO stage."""
@@ -51,13 +68,12 @@ def bytes_per_param(params: int, segments: tuple[Segment, ...] = ADAM_SEGMENTS, 
         raise ValueError(f"zero: {zero!r} is not one of {', '.join(ZERO_STAGES)}")
     if params <= 0 or gpus < 1:
         raise ValueError("params must be positive and gpus at least 1")
-    stage = ZERO_STAGES.index(zero)
+    rows = SEGMENTS.environment({"params": params, "zero_stage": ZERO_STAGES.index(zero), "gpus": gpus,
+                                 "segments": segment_rows(segments)})["segment_bytes"]
     parts = []
-    for segment in segments:
-        sharded = segment.shard_from != "never" and stage >= ZERO_STAGES.index(segment.shard_from)
-        divisor = gpus if sharded else 1
-        amount = params * segment.bytes_per_param / divisor
-        parts.append(Part(segment.id, whole_bytes(amount), f"N x {float(segment.bytes_per_param):g} B"
+    for segment, priced in zip(segments, rows):
+        divisor = int(priced["sharers"])
+        parts.append(Part(segment.id, int(priced["bytes"]), f"N x {float(segment.bytes_per_param):g} B"
                           + (f" / {divisor}" if divisor > 1 else ""), segment.source,
                           f"{float(segment.bytes_per_param):g} B/param", segment.simplification, divisor))
     return Breakdown(params=params, parts=tuple(parts),
@@ -70,21 +86,28 @@ BUDGET_SOURCE = "simplified teaching model: weights, gradients = weights, optimi
 BUDGET_PRECISIONS = {"fp32": Fraction(4), "bf16": Fraction(2), "fp16": Fraction(2), "fp8": Fraction(1)}
 
 
+SIMPLIFIED = "simplified teaching model (four buckets): "
+BUDGET_BYTES = bytes_of(sym("precision"))
+BUDGET_WEIGHTS = ceil(sym("params") * BUDGET_BYTES)
+# Seed 001's four buckets as rules (the memory-budget widget's script evaluates the same set). Inputs: params,
+# micro_batch, seq_len, precision (a key of BUDGET_PRECISIONS), hidden, layers and the dtype_bytes table.
+BUDGET = RuleSet(symbols={}, parts=(
+    PartRule("weights", BUDGET_WEIGHTS, "N x bytes", BUDGET_SOURCE, fmt("{0} B/param", per_unit(BUDGET_BYTES))),
+    PartRule("gradients", BUDGET_WEIGHTS, "= weights", BUDGET_SOURCE, fmt("{0} B/param", per_unit(BUDGET_BYTES))),
+    PartRule("optimizer", 2 * BUDGET_WEIGHTS, "2 x weights (Adam m and v)", BUDGET_SOURCE,
+             fmt("{0} B/param", per_unit(2 * BUDGET_BYTES)),
+             SIMPLIFIED + "real Adam states are fp32 (8 B/param) plus an fp32 master copy"),
+    PartRule("activations", sym("micro_batch") * sym("seq_len") * sym("hidden") * sym("layers") * BUDGET_BYTES,
+             "b x s x h x L x bytes", BUDGET_SOURCE, fmt("h={0}, L={1}", sym("hidden"), sym("layers")),
+             SIMPLIFIED + "one tensor per layer; real layers save ~17-30x more (Korthikanti et al. 2022)"),
+))
+
+
 def budget_allocator(params: int, batch: int, seq_len: int, precision: str = "bf16",
                      hidden: int = 4096, layers: int = 32) -> Breakdown:
     """Seed 001's four buckets: weights, gradients = weights, optimizer = 2 x weights, activations = b s h L bytes."""
     if precision not in BUDGET_PRECISIONS:
         raise ValueError(f"precision: {precision!r} is not one of {', '.join(BUDGET_PRECISIONS)}")
-    per = BUDGET_PRECISIONS[precision]
-    weights = whole_bytes(params * per)
-    simplified = "simplified teaching model (four buckets): "
-    parts = (
-        Part("weights", weights, "N x bytes", BUDGET_SOURCE, f"{float(per):g} B/param"),
-        Part("gradients", weights, "= weights", BUDGET_SOURCE, f"{float(per):g} B/param"),
-        Part("optimizer", 2 * weights, "2 x weights (Adam m and v)", BUDGET_SOURCE, f"{float(2 * per):g} B/param",
-             simplified + "real Adam states are fp32 (8 B/param) plus an fp32 master copy"),
-        Part("activations", whole_bytes(batch * seq_len * hidden * layers * per), "b x s x h x L x bytes",
-             BUDGET_SOURCE, f"h={hidden}, L={layers}",
-             simplified + "one tensor per layer; real layers save ~17-30x more (Korthikanti et al. 2022)"),
-    )
-    return Breakdown(params=params, parts=parts, notes=("simplified four-bucket teaching model",))
+    parts = BUDGET.evaluate({"params": params, "micro_batch": batch, "seq_len": seq_len, "precision": precision,
+                             "hidden": hidden, "layers": layers, "dtype_bytes": DTYPE_BYTES})
+    return Breakdown(params=params, parts=tuple(parts), notes=("simplified four-bucket teaching model",))

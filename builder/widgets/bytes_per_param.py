@@ -1,8 +1,11 @@
 """Bytes-per-parameter widget (seed 000): parameters x a table of bytes per parameter, ZeRO-sharded.
 
 `context(options, catalogs)` computes the default figure with builder.model.teaching.bytes_per_param
-and every text the page shows; static/widgets/10-bytes-per-param.js recomputes the same texts
-with the same rules (exact integer bytes, the same formatting) from `data`.
+(the SEGMENTS rule) and every text the page shows; static/widgets/10-bytes-per-param.js evaluates the
+same rule and fills the same texts from `data`. The segments' sums stay on show, named as sums (seed
+000's 62 GiB at 3.7B is reproducible); the verdicts ("fits on", the table's fit rows, the badges and the
+hatching) compare the full model's need for the same run with each GPU (builder.widgets.full_model: the
+peak of a step for the catalog model nearest in size), and the widget says why the two differ.
 
 Author options (registered in builder/content.py, WIDGETS):
     model=llama-3-8b       start from a catalog model's parameter count
@@ -22,9 +25,11 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from builder.model import Config
 from builder.model.architecture import param_count
-from builder.model.teaching import ADAM_SEGMENTS, ZERO_STAGES, Segment, bytes_per_param
+from builder.model.teaching import ADAM_SEGMENTS, SEGMENTS, ZERO_STAGES, Segment, bytes_per_param
 from builder.model.units import format_bytes, parse_count
+from builder.widgets import full_model
 
 # Seed 000's chips: catalog models where the catalog has them, else the seed's round counts.
 DEFAULT_PRESETS = (("GPT-2", "gpt2", "124M"), ("7B", "llama-2-7b", "7B"), ("13B", "llama-2-13b", "13B"),
@@ -41,6 +46,17 @@ COLOURS = {"weights": "weights", "master": "master", "momentum": "optimizer", "v
            "gradients": "gradients", "activations": "activations", "kv": "kv-cache"}
 CYCLE = ("weights", "kv-cache", "gradients", "optimizer", "activations", "comm", "overhead", "other")
 UNITS = ((10**9, "B", "billion"), (10**6, "M", "million"), (10**3, "K", "thousand"), (1, "", ""))
+# The run the full model prices (Config's defaults otherwise: micro-batch 1 x 2,048 tokens, SDPA attention).
+TEXTS = {
+    "run": "{0}, {1}, micro-batch {2} × {3} tokens, {4}",
+    "one": "one GPU",
+    "sharded": "ZeRO stage {0} on {1} GPUs",
+    "verdict": "The full model needs {0} per GPU: {1}.",
+    "fits": "fits on {0} ({1} headroom)",
+    "exceeds": "exceeds {0} by {1}",
+    "yes": "yes, {0} left",
+    "no": "no, {0} over",
+}
 
 
 # Texts shared with the script (same rules in static/widgets/10-bytes-per-param.js) -----------
@@ -63,25 +79,39 @@ def params_words(params: int) -> str:
     return (short[:-1] + " " + word if word else short) + " parameters"
 
 
-def fit_text(total: int, gpus: list[dict[str, Any]]) -> str:
+def fit_text(need: int, gpus: list[dict[str, Any]]) -> str:
     """'fits on A100 SXM 80GB (17.9 GiB headroom); exceeds RTX 4090 24GB by 38.0 GiB'."""
-    return "; ".join(f"fits on {g['name']} ({format_bytes(g['bytes'] - total)} headroom)" if total <= g["bytes"]
-                     else f"exceeds {g['name']} by {format_bytes(total - g['bytes'])}" for g in gpus)
+    return "; ".join(TEXTS["fits"].format(g["name"], format_bytes(g["bytes"] - need)) if need <= g["bytes"]
+                     else TEXTS["exceeds"].format(g["name"], format_bytes(need - g["bytes"])) for g in gpus)
 
 
-def texts(params: int, zero: int, gpu_count: int, data: dict[str, Any]) -> dict[str, str]:
+def full_config(data: dict[str, Any], zero: int, gpu_count: int) -> Config:
+    """The run the full model prices: the widget's precision and optimizer, ZeRO stage `zero` on `gpu_count` GPUs."""
+    return Config(precision=data["precision"], optimizer=data["optimizer"], zero=zero, dp=gpu_count)
+
+
+def run_words(config: Config) -> str:
+    """TEXTS['run'] for a run: 'bf16-mixed, adamw, micro-batch 1 × 2,048 tokens, ZeRO stage 2 on 8 GPUs'."""
+    where = TEXTS["sharded"].format(config.zero, config.dp) if config.zero else TEXTS["one"]
+    return TEXTS["run"].format(config.precision, config.optimizer, config.micro_batch, f"{config.seq_len:,}", where)
+
+
+def texts(params: int, zero: int, gpu_count: int, data: dict[str, Any], models: dict[str, Any]) -> dict[str, str]:
     """Every text of the figure for one state, keyed as the partial's data-t attributes."""
     segments = data["segments"]
     full = figure_bytes(params, 0, 1, segments)
     per = figure_bytes(params, zero, gpu_count, segments)
     short = format_params(params)
     stage = STAGE_NAMES[zero]
-    verdict = fit_text(sum(per if zero else full), data["gpus"])
+    alone, shared = (full_model.compare(models, params, config, run_words(config))
+                     for config in (full_config(data, 0, 1), full_config(data, zero, gpu_count)))
+    shown = shared if zero else alone
     out = {"p": short, "tot": format_bytes(sum(full)), "per": format_bytes(sum(per)),
            "ftot": f"Total = {short} × {data['sum']} B = {format_bytes(sum(full))}",
            "fper": f"Per GPU with ZeRO {stage} on {gpu_count} GPUs = {format_bytes(sum(per))}",
            "hper": f"Per GPU (ZeRO {stage}, {gpu_count} GPUs)",
-           "verdict": verdict[:1].upper() + verdict[1:] + "." if verdict else ""}
+           "verdict": TEXTS["verdict"].format(format_bytes(shown["need"]), fit_text(shown["need"], data["gpus"])),
+           "model": shown["line"], "need1": format_bytes(alone["need"]), "needn": format_bytes(shared["need"])}
     for index, segment in enumerate(segments):
         divisor = gpu_count if sharded(segment, zero) else 1
         out[f"s{index}"] = format_bytes(full[index])
@@ -90,18 +120,18 @@ def texts(params: int, zero: int, gpu_count: int, data: dict[str, Any]) -> dict[
                             + (f" / {divisor}" if divisor > 1 else "") + f" = {format_bytes(per[index])}")
         out[f"c{index}"] = segment["label"] + (f" / {gpu_count} (sharded)" if divisor > 1 else " (full)")
     for index, gpu in enumerate(data["gpus"]):
-        out[f"v{index}"] = fit_cell(sum(full), gpu["bytes"])
-        out[f"w{index}"] = fit_cell(sum(per), gpu["bytes"])
-    out["sum"] = (f"Bytes per parameter: {short} parameters, ZeRO {stage}, {gpu_count} GPUs. Total "
+        out[f"v{index}"] = fit_cell(alone["need"], gpu["bytes"])
+        out[f"w{index}"] = fit_cell(shared["need"], gpu["bytes"])
+    out["sum"] = (f"Bytes per parameter: {short} parameters, ZeRO {stage}, {gpu_count} GPUs. Sum of segments "
                   f"{out['tot']}" + (f", {out['per']} per GPU" if zero else "") + ". " + out["verdict"])
     return out
 
 
-def fit_cell(total: int, capacity: int) -> str:
+def fit_cell(need: int, capacity: int) -> str:
     """A table cell: 'yes, 17.9 GiB left' or 'no, 3.2 GiB over'."""
-    if total <= capacity:
-        return f"yes, {format_bytes(capacity - total)} left"
-    return f"no, {format_bytes(total - capacity)} over"
+    if need <= capacity:
+        return TEXTS["yes"].format(format_bytes(capacity - need))
+    return TEXTS["no"].format(format_bytes(need - capacity))
 
 
 def sharded(segment: dict[str, Any], zero: int) -> bool:
@@ -110,7 +140,7 @@ def sharded(segment: dict[str, Any], zero: int) -> bool:
 
 
 def figure_bytes(params: int, zero: int, gpu_count: int, segments: list[dict[str, Any]]) -> list[int]:
-    """Per-segment bytes from the teaching model (the figure's only source of numbers)."""
+    """Per-segment bytes from the teaching model's SEGMENTS rule (the figure's only source of sums)."""
     table = tuple(Segment(s["id"], s["label"], Fraction(s["num"], s["den"]),
                           ZERO_STAGES[s["shard"]] if s["shard"] < 4 else "never") for s in segments)
     return [part.bytes for part in bytes_per_param(params, table, ZERO_STAGES[zero], gpu_count).parts]
@@ -207,16 +237,21 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             for g in options.get("gpus", DEFAULT_GPUS)]
     segments = read_segments(options.get("segments"))
     total_bpp = sum((Fraction(s["num"], s["den"]) for s in segments), Fraction(0))
+    models = catalogs["model"]
     data = {"segments": segments, "gpus": gpus, "min": min(low, params), "max": max(high, params),
             "steps": SLIDER_STEPS, "sum": f"{float(total_bpp):g}",
-            "presets": read_presets(options.get("presets") or default_presets(catalogs), catalogs)}
+            "presets": read_presets(options.get("presets") or default_presets(catalogs), catalogs),
+            "precision": options.get("precision", "bf16-mixed"), "optimizer": options.get("optimizer", "adamw"),
+            "rules": SEGMENTS.encode(), "t": TEXTS, "full": full_model.comparison_data(models)}
     data["start"] = {"p": params, "z": zero, "n": gpu_count}
+    data["base"] = full_model.run_base(full_config(data, 0, 1))
+    needs = [full_model.compare(models, params, full_config(data, z, n), "")["need"] for z, n in ((0, 1), (zero, gpu_count))]
     return {"data": data, "params": params, "zero": zero, "gpu_count": gpu_count,
             "step": slider_step(params, data), "words": params_words(params),
             "bytes": ",".join(map(str, figure_bytes(params, 0, 1, segments))) + ";"
                      + ",".join(map(str, figure_bytes(params, zero, gpu_count, segments))),
-            "texts": texts(params, zero, gpu_count, data), "bars": bars(params, zero, gpu_count, data),
-            "notes": [s for s in segments if s["note"]], "stages": STAGE_NAMES}
+            "texts": texts(params, zero, gpu_count, data, models), "bars": bars(params, zero, gpu_count, data, needs),
+            "needs": ",".join(map(str, needs)), "notes": [s for s in segments if s["note"]], "stages": STAGE_NAMES}
 
 
 def slider_step(params: int, data: dict[str, Any]) -> int:
@@ -225,22 +260,25 @@ def slider_step(params: int, data: dict[str, Any]) -> int:
     return round(data["steps"] * (math.log10(params) - low) / (high - low))
 
 
-def bars(params: int, zero: int, gpu_count: int, data: dict[str, Any]) -> dict[str, Any]:
-    """Geometry in percent of the bar width: segments of both bars, overflow hatching, capacity lines."""
+def bars(params: int, zero: int, gpu_count: int, data: dict[str, Any], needs: list[int]) -> dict[str, Any]:
+    """Geometry in percent of the bar width: segments of both bars, the full model's need marked on each, the
+    hatching past the smallest GPU the need exceeds, capacity lines."""
     full = figure_bytes(params, 0, 1, data["segments"])
     per = figure_bytes(params, zero, gpu_count, data["segments"])
-    scale = max([sum(full)] + [g["bytes"] for g in data["gpus"]]) * SCALE_MARGIN
+    scale = max([sum(full), needs[0]] + [g["bytes"] for g in data["gpus"]]) * SCALE_MARGIN
     percent = lambda amount: f"{float(100 * amount / scale):.3f}"  # noqa: E731 - one formula
     lines = [{"x": percent(g["bytes"]), "end": 100 * g["bytes"] / scale > 50, "name": g["name"],
               "capacity": format_bytes(g["bytes"])} for g in data["gpus"]]
-    return {"lines": lines, "rows": [bar_row(amounts, data["gpus"], percent) for amounts in (full, per)]}
+    return {"lines": lines, "rows": [bar_row(amounts, need, data["gpus"], percent)
+                                     for amounts, need in zip((full, per), needs)]}
 
 
-def bar_row(amounts: list[int], gpus: list[dict[str, Any]], percent) -> dict[str, Any]:
-    """One bar: stacked segment rectangles and the hatched part past the smallest GPU it exceeds."""
+def bar_row(amounts: list[int], need: int, gpus: list[dict[str, Any]], percent) -> dict[str, Any]:
+    """One bar: stacked segment rectangles, the need's mark, and hatching from the smallest GPU the need exceeds
+    to the end of the bar or the need, whichever is further."""
     starts = [sum(amounts[:i]) for i in range(len(amounts))]
-    total = sum(amounts)
-    exceeded = [g["bytes"] for g in gpus if g["bytes"] < total]
-    over = min(exceeded) if exceeded else total
-    return {"rects": [{"x": percent(s), "w": percent(a)} for s, a in zip(starts, amounts)],
-            "over": {"x": percent(over), "w": percent(total - over)}, "fits": not exceeded}
+    end = max(sum(amounts), need)
+    exceeded = [g["bytes"] for g in gpus if g["bytes"] < need]
+    over = min(exceeded) if exceeded else end
+    return {"rects": [{"x": percent(s), "w": percent(a)} for s, a in zip(starts, amounts)], "need": percent(need),
+            "over": {"x": percent(over), "w": percent(end - over)}, "fits": not exceeded}

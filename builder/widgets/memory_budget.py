@@ -1,9 +1,11 @@
-"""Memory budget allocator widget (seed 001): four buckets against one capacity.
+"""Memory budget allocator widget (seed 001): four buckets against one capacity, and the full model beside them.
 
-The numbers come from builder.model.teaching.budget_allocator, seed 001's deliberately
-simplified model (optimizer = 2 x weights, activations = b x s x 4096 x 32 x bytes); the
-widget says so and links to the full model's pages. static/widgets/20-memory-budget.js
-recomputes `texts` with the same rules from `data`.
+The buckets come from builder.model.teaching.BUDGET, seed 001's deliberately simplified rules (optimizer = 2 x
+weights, activations = b x s x 4096 x 32 x bytes), evaluated here and, from the same rules, by
+static/widgets/20-memory-budget.js. Their sum stays on show, named as a sum, so seed 001's worked example
+(52.7 GiB of 80.0 GiB, 27.3 GiB headroom) is reproducible. The verdict, the badge and the hatching follow the
+full model's need for the same run (builder.widgets.full_model: the peak of a step for the nearest catalog
+model), and the widget says in one line why the two numbers differ.
 
 Author options (registered in builder/content.py, WIDGETS):
     params=7B | model=llama-3-8b | preset=name   starting model size (snapped to the slider's 0.5B steps)
@@ -17,10 +19,11 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from builder.model import Config
 from builder.model.architecture import param_count
-from builder.model.teaching import BUDGET_PRECISIONS, budget_allocator
-from builder.model.units import GiB, format_bytes, parse_size
-from builder.model.units import parse_count
+from builder.model.teaching import BUDGET, BUDGET_PRECISIONS, budget_allocator
+from builder.model.units import GiB, format_bytes, parse_count, parse_size
+from builder.widgets import full_model
 
 HALF_BILLION = 500_000_000  # the model-size slider's step (seed 001: 0.5-175B)
 PARAM_STEPS = (1, 350)  # slider range in half-billions
@@ -31,34 +34,59 @@ HIDDEN, LAYERS = 4096, 32  # seed 001's 7B-shaped activation reference
 PRECISION_ALIASES = {"bf16-mixed": "bf16", "fp16-mixed": "fp16"}
 BUCKETS = (("weights", "Weights", "weights"), ("gradients", "Gradients", "gradients"),
            ("optimizer", "Optimizer (Adam m, v)", "optimizer"), ("activations", "Activations", "activations"))
+# The full model's precision policy for each of the widget's precisions, and the words naming it. bf16 and fp16
+# training run in mixed precision (Micikevicius et al. 2017: fp32 master weights and optimizer states); the full
+# model has no fp8 training recipe yet, so fp8 is compared with bf16 mixed precision and says so.
+FULL_POLICY = {"fp32": ("fp32", "fp32"), "bf16": ("bf16-mixed", "bf16 mixed precision"),
+               "fp16": ("fp16-mixed", "fp16 mixed precision"),
+               "fp8": ("bf16-mixed", "bf16 mixed precision (the full model has no fp8 training recipe yet)")}
+# The texts of the figure as str.format templates, filled here and by the script.
+TEXTS = {
+    "head": "{0} params · b={1} · s={2} · {3}",
+    "headroom": "{0} headroom",  # seed 001's words, for the four-bucket sum
+    "over": "exceeds by {0}",
+    "run": "{0}, AdamW, micro-batch {1} × {2} tokens on one GPU",
+    "summary": "Training memory budget. {0} parameters, batch {1}, sequence {2}, {3}. Four-bucket sum {4} of {5}: "
+               "{6}. The full model ({7}) needs {8}: {9}.",
+}
 
 
-# Texts shared with the script (same rules in static/widgets/20-memory-budget.js) -------------
+# Texts (the script fills the same templates) ----------------------------------------------
 
 def seq_text(seq_len: int) -> str:
     """'512', '2K', '32K'."""
     return f"{seq_len // 1024}K" if seq_len >= 1024 else str(seq_len)
 
 
-def budget_verdict(total: int, capacity: int) -> str:
-    """'27.3 GiB headroom' or 'exceeds by 12.1 GiB' (seed 001's words)."""
+def sum_verdict(total: int, capacity: int) -> str:
+    """'27.3 GiB headroom' or 'exceeds by 12.1 GiB': seed 001's words for the four-bucket sum."""
     if total <= capacity:
-        return f"{format_bytes(capacity - total)} headroom"
-    return f"exceeds by {format_bytes(total - capacity)}"
+        return TEXTS["headroom"].format(format_bytes(capacity - total))
+    return TEXTS["over"].format(format_bytes(total - capacity))
 
 
-def texts(halves: int, batch: int, seq_len: int, precision: str, capacity: int) -> dict[str, str]:
-    """Every text of the figure for one state, keyed as the partial's data-t attributes."""
+def full_config(batch: int, seq_len: int, precision: str) -> Config:
+    """The run the full model prices for a state: the policy for the precision, AdamW, one GPU."""
+    return Config(precision=FULL_POLICY[precision][0], micro_batch=batch, seq_len=seq_len)
+
+
+def texts(halves: int, batch: int, seq_len: int, precision: str, capacity: int, capacity_text: str,
+          models: dict[str, Any]) -> dict[str, Any]:
+    """Every text of the figure for one state, keyed as the partial's data-t attributes, and the need."""
     amounts = bucket_bytes(halves, batch, seq_len, precision)
     total, size, label = sum(amounts), f"{halves / 2:.1f}B", precision.upper()
+    run = TEXTS["run"].format(FULL_POLICY[precision][1], batch, f"{seq_len:,}")
+    full = full_model.compare(models, halves * HALF_BILLION, full_config(batch, seq_len, precision), run)
+    need_verdict = full_model.verdict(full["need"], capacity, capacity_text)
     out = {"p": size, "b": str(batch), "s": seq_text(seq_len), "q": label, "tot": format_bytes(total),
-           "verdict": budget_verdict(total, capacity), "head": f"{size} params · b={batch} · s={seq_text(seq_len)} · {label}"}
+           "verdict": sum_verdict(total, capacity), "head": TEXTS["head"].format(size, batch, seq_text(seq_len), label),
+           "need": format_bytes(full["need"]), "mverdict": need_verdict, "model": full["line"]}
     for index, amount in enumerate(amounts):
         out[f"k{index}"] = format_bytes(amount)
-    out["sum"] = (f"Training memory budget. {size} parameters, batch {batch}, sequence {seq_text(seq_len)}, {label}. "
-                  f"Total {out['tot']} of {format_bytes(capacity)}: "
-                  + ("fits, " if total <= capacity else "does not fit, ") + out["verdict"] + ".")
-    return out
+    name = out["mname"] = models[full["id"]].extra.get("display", full["id"])
+    out["sum"] = TEXTS["summary"].format(size, batch, seq_text(seq_len), label, out["tot"], format_bytes(capacity),
+                                         out["verdict"], name, out["need"], need_verdict)
+    return {"texts": out, "need": full["need"], "total": total, "amounts": amounts}
 
 
 def bucket_bytes(halves: int, batch: int, seq_len: int, precision: str) -> list[int]:
@@ -109,31 +137,39 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     """The server-rendered default state and the script's data (raises ValueError on bad options)."""
     start = start_state(options, catalogs)
     capacity, capacity_name = read_capacity(options, catalogs)
+    capacity_text = f"{format_bytes(capacity)} {capacity_name}"
     seq_len = 2 ** start["s"]
-    amounts = bucket_bytes(start["h"], start["b"], seq_len, start["q"])
+    models = catalogs["model"]
+    shown = texts(start["h"], start["b"], seq_len, start["q"], capacity, capacity_text, models)
     breakdown = options.get("breakdown", True)
-    data = {"start": start, "capacity": capacity, "hidden": HIDDEN, "layers": LAYERS,
-            "precisions": [{"id": key, "num": value.numerator, "den": value.denominator}
-                           for key, value in BUDGET_PRECISIONS.items()]}
+    data = {"start": start, "capacity": capacity, "capacityText": capacity_text, "hidden": HIDDEN, "layers": LAYERS,
+            "unit": HALF_BILLION, "rules": BUDGET.encode(), "t": TEXTS | {"words": {k: v[1] for k, v in FULL_POLICY.items()}},
+            "full": full_model.comparison_data(models),
+            "base": full_model.run_base(Config()),
+            "policies": {key: full_model.policy_inputs(policy) for key, (policy, _) in FULL_POLICY.items()},
+            "precisions": list(BUDGET_PRECISIONS)}
     example = budget_allocator(start["h"] * HALF_BILLION, start["b"], seq_len, start["q"], HIDDEN, LAYERS)
     return {"data": data, "start": start, "seq_len": seq_len, "capacity_name": capacity_name,
             "capacity_text": format_bytes(capacity), "breakdown": breakdown,
             "buckets": [{"id": b[0], "label": b[1], "colour": "tm-bucket-" + b[2], "formula": part.formula,
                          "note": part.simplification} for b, part in zip(BUCKETS, example.parts)],
-            "texts": texts(start["h"], start["b"], seq_len, start["q"], capacity),
-            "bar": bar(amounts, capacity, breakdown), "bytes": ",".join(map(str, amounts)),
+            "texts": shown["texts"],
+            "bar": bar(shown["amounts"], shown["need"], capacity, breakdown), "bytes": ",".join(map(str, shown["amounts"])),
+            "need": shown["need"],
             "valuetext": {"p": f"{start['h'] / 2:.1f} billion parameters", "b": f"batch of {start['b']}",
                           "s": f"{seq_len} tokens"}}
 
 
-def bar(amounts: list[int], capacity: int, breakdown: bool) -> dict[str, Any]:
-    """Geometry in percent: the stack (or one total), the capacity line and the hatched overflow."""
+def bar(amounts: list[int], need: int, capacity: int, breakdown: bool) -> dict[str, Any]:
+    """Geometry in percent: the stack (or one total), the capacity line, the full model's need marked on the same
+    scale, and the hatched overflow from the capacity to the need when the need does not fit."""
     total = sum(amounts)
-    scale = max(capacity, total)  # seed 001: the capacity line stays at the right edge until the total passes it
+    scale = max(capacity, total, need)  # seed 001: the capacity line stays at the right edge until a bar passes it
     percent = lambda amount: f"{float(100 * Fraction(amount, scale)):.3f}"  # noqa: E731 - one formula
     parts = amounts if breakdown else [total]
     starts = [sum(parts[:i]) for i in range(len(parts))]
-    over = min(capacity, total)
+    end = max(total, need)
     return {"rects": [{"x": percent(s), "w": percent(a)} for s, a in zip(starts, parts)],
-            "line": percent(capacity), "end": 2 * capacity > scale, "over": {"x": percent(over), "w": percent(total - over)},
-            "fits": total <= capacity}
+            "line": percent(capacity), "end": 2 * capacity > scale, "need": percent(need), "need_end": 2 * need > scale,
+            "over": {"x": percent(capacity), "w": percent(end - capacity if need > capacity else 0)},
+            "fits": need <= capacity}

@@ -1,11 +1,7 @@
-// Bytes-per-parameter viz (seed 000). The server renders the default figure; this recomputes
-// the same texts as builder/widgets/bytes_per_param.py (texts, format_params, fit_text) with
-// exact integer bytes: ceil(params x num / (den x GPUs sharing it)), as teaching.bytes_per_param.
+// Bytes-per-parameter viz (seed 000). The server renders the default figure; this fills the same texts as
+// builder/widgets/bytes_per_param.py (texts, format_params, fit_text): the segments' bytes are the teaching
+// model's SEGMENTS rule, the verdicts the full model's need (02-model.js, for the catalog model nearest in size).
 const UNITS = [[1e9, "B", "billion"], [1e6, "M", "million"], [1e3, "K", "thousand"], [1, "", ""]];
-const sum = (list) => list.reduce((a, b) => a + b, 0);
-const setAttrs = (el, attrs) => { for (const k in attrs) el.setAttribute(k, attrs[k]); };
-const isInt = (v, lo, hi) => Number.isSafeInteger(+v) && +v >= lo && +v <= hi;
-const left = (t, c) => (t <= c ? `yes, ${fmtBytes(c - t)} left` : `no, ${fmtBytes(t - c)} over`);
 
 // '124M', '3.7B', '6.74B', '70.0B': three significant digits, half up, integer arithmetic.
 function fmtParams(p) {
@@ -14,30 +10,31 @@ function fmtParams(p) {
   return (d ? t.slice(0, -d) + "." + (t.slice(-d).replace(/0+$/, "") || "0") : t) + s;
 }
 
-// Every [data-t] element gets texts[key] (summary, live region and table share keys); the URL
-// follows the state 300 ms after the last change (browsers throttle history updates).
-function painter(root, st) {
-  const els = $$(root, "[data-t]"), save = stateWriter(root.id);
-  return (T, quiet) => {
-    els.forEach((e) => { if (e.textContent !== T[e.dataset.t]) e.textContent = T[e.dataset.t]; });
-    if (!quiet) save(st);
-  };
-}
-
 WIDGETS["bytes-per-param"] = (root, d) => {
   const { segments: segs, gpus, steps, presets } = d, st = { ...d.start }, caps = gpus.map((g) => g.bytes);
   const lo = Math.log10(d.min), span = Math.log10(d.max) - lo, paint = painter(root, st);
   const slider = $(root, "[type=range]"), count = $(root, "[type=number]"), bars = $$(root, ".wdg-bar");
   const chips = $$(root, "[aria-pressed]"), group = $(root, "[role=radiogroup]"), fper = $(root, "[data-t=fper]");
   const rects = bars.map((b) => $$(b, ".tm-segment")), lines = $$(root, ".tm-capacity"), labels = $$(root, "text");
-  const bytes = (z, n) => segs.map((s) => ceilDiv(BigInt(st.p) * BigInt(s.num), s.den * (z >= s.shard ? n : 1)));
+  const T0 = d.t, F = d.full, fill = fillText, commas = (n) => n.toLocaleString("en-US");
+  const segmentBytes = ruleSymbols(d.rules), model = browserModel(F.model), nearest = compileRule(F.nearest);
+  const bytes = (z, n) => segmentBytes({ params: st.p, zero_stage: z, gpus: n, segments: segs }).segment_bytes.map((r) => r.bytes);
+  const left = (t, c) => (t <= c ? fill(T0.yes, fmtBytes(c - t)) : fill(T0.no, fmtBytes(t - c)));
+  // full_model.compare: the nearest catalog model, run with the widget's precision and optimizer, ZeRO stage z on n GPUs.
+  const priced = (z, n) => {
+    const pick = nearest({ catalog: F.catalog, asked: st.p });
+    const run = { ...d.base, ...model.shapeOf(F.shapes[pick.id]), params: pick.parameters, shard_stage: z, dp: n };
+    const full = model.estimate(run, false), where = z ? fill(T0.sharded, z, n) : T0.one;
+    const words = fill(T0.run, d.precision, d.optimizer, run.micro_batch, commas(run.seq_len), where);
+    return [full.need, fill(F.t.line, pick.name, commas(pick.parameters), words, fmtBytes(full.need), F.model.phases[full.phase], fmtBytes(full.total))];
+  };
   function draw(from) {
-    const { p, z, n } = st, full = bytes(0, 1), per = bytes(z, n), tot = sum(full), gpu = sum(per);
-    const P = fmtParams(p), zs = `ZeRO ${z ? "stage " + z : "none"}`, shown = z ? gpu : tot;
-    const T = { p: P, tot: fmtBytes(tot), per: fmtBytes(gpu), hper: `Per GPU (${zs}, ${n} GPUs)` };
-    const verdict = gpus.map((g) => (shown <= g.bytes ? `fits on ${g.name} (${fmtBytes(g.bytes - shown)} headroom)`
-      : `exceeds ${g.name} by ${fmtBytes(shown - g.bytes)}`)).join("; ");
-    T.verdict = verdict && verdict[0].toUpperCase() + verdict.slice(1) + ".";
+    const { p, z, n } = st, full = bytes(0, 1), per = bytes(z, n), tot = addUp(full), gpu = addUp(per);
+    const P = fmtParams(p), zs = `ZeRO ${z ? "stage " + z : "none"}`, needs = [priced(0, 1), priced(z, n)], shown = needs[z ? 1 : 0][0];
+    const T = { p: P, tot: fmtBytes(tot), per: fmtBytes(gpu), hper: `Per GPU (${zs}, ${n} GPUs)`, model: needs[z ? 1 : 0][1],
+      need1: fmtBytes(needs[0][0]), needn: fmtBytes(needs[1][0]) };
+    T.verdict = fill(T0.verdict, fmtBytes(shown), gpus.map((g) => (shown <= g.bytes ? fill(T0.fits, g.name, fmtBytes(g.bytes - shown))
+      : fill(T0.exceeds, g.name, fmtBytes(shown - g.bytes)))).join("; "));
     T.ftot = `Total = ${P} × ${d.sum} B = ${T.tot}`;
     T.fper = `Per GPU with ${zs} on ${n} GPUs = ${T.per}`;
     segs.forEach((s, i) => {
@@ -47,23 +44,27 @@ WIDGETS["bytes-per-param"] = (root, d) => {
       T["f" + i] = `${s.label} = ${P} × ${s.text} B${k > 1 ? " / " + k : ""} = ${T["g" + i]}`;
       T["c" + i] = s.label + (k > 1 ? ` / ${n} (sharded)` : " (full)");
     });
-    caps.forEach((c, i) => { T["v" + i] = left(tot, c); T["w" + i] = left(gpu, c); });
-    T.sum = `Bytes per parameter: ${P} parameters, ${zs}, ${n} GPUs. Total ${T.tot}${z ? `, ${T.per} per GPU` : ""}. ${T.verdict}`;
+    caps.forEach((c, i) => { T["v" + i] = left(needs[0][0], c); T["w" + i] = left(needs[1][0], c); });
+    T.sum = `Bytes per parameter: ${P} parameters, ${zs}, ${n} GPUs. Sum of segments ${T.tot}${z ? `, ${T.per} per GPU` : ""}. ${T.verdict}`;
     paint(T, from === "start");
-    // Bars on one scale, max(total, largest GPU) x 1.15 (seed 000); hatching past the smallest GPU exceeded.
-    const scale = Math.max(tot, ...caps) * 1.15, pc = (v) => (100 * v / scale).toFixed(3) + "%";
+    // bytes_per_param.bars: one scale, max(total, the one-GPU need, largest GPU) x 1.15 (seed 000); each bar's need
+    // marked, hatching from the smallest GPU the need exceeds to the bar's end or the need, whichever is further.
+    const scale = Math.max(tot, needs[0][0], ...caps) * 1.15, pc = (v) => (100 * v / scale).toFixed(3) + "%";
     [full, per].forEach((parts, b) => {
-      const total = sum(parts), over = Math.min(total, ...caps.filter((c) => c < total));
+      const need = needs[b][0], end = Math.max(addUp(parts), need), exceeded = caps.filter((c) => c < need);
+      const over = exceeded.length ? Math.min(...exceeded) : end;
       let x = 0;
       rects[b].forEach((r, i) => { setAttrs(r, { x: pc(x), width: pc(parts[i]) }); x += parts[i]; });
-      setAttrs($(bars[b], ".wdg-over"), { x: pc(over), width: pc(total - over) });
-      $(bars[b], ".wdg-badge").hidden = over === total;
+      setAttrs($(bars[b], ".wdg-over"), { x: pc(over), width: pc(end - over) });
+      setAttrs($(bars[b], ".wdg-peak"), { x1: pc(need), x2: pc(need) });
+      $(bars[b], ".wdg-badge").hidden = !exceeded.length;
     });
     lines.forEach((l, i) => { const x = pc(caps[i % caps.length]); setAttrs(l, { x1: x, x2: x }); });
     labels.forEach((t, i) => {
       const end = caps[i] / scale > 0.5;
       setAttrs(t, { x: pc(caps[i]), dx: end ? -4 : 4, "text-anchor": end ? "end" : "start" });
     });
+    root.dataset.needs = needs.map((x) => x[0]);
     bars[1].hidden = fper.hidden = !z;
     root.dataset.params = p;
     root.dataset.bytes = full + ";" + per;

@@ -1,29 +1,39 @@
-// Memory budget allocator (seed 001), the same rules as builder/widgets/memory_budget.py (texts):
-// teaching.budget_allocator's buckets in exact integer bytes, seed 001's words for the verdict.
+// Memory budget allocator (seed 001). The four buckets are builder.model.teaching.BUDGET's rules, the full
+// model's need is 02-model.js for the catalog model nearest in size (builder.widgets.full_model's NEAREST rule),
+// and every text is a template from builder/widgets/memory_budget.py: this script holds controls and drawing.
 WIDGETS["memory-budget"] = (root, d) => {
-  const st = { ...d.start }, cap = d.capacity, paint = painter(root, st);
-  const sliders = $$(root, "[type=range]"), rects = $$(root, ".tm-segment");
+  const st = { ...d.start }, cap = d.capacity, T = d.t, F = d.full, paint = painter(root, st), fill = fillText;
+  const sliders = $$(root, "[type=range]"), rects = $$(root, ".tm-segment"), texts = $$(root, "text");
+  const buckets = ruleSet(d.rules), model = browserModel(F.model), nearest = compileRule(F.nearest);
+  const commas = (n) => n.toLocaleString("en-US");
+  const verdict = (need) => (need <= cap ? fill(F.t.fits, d.capacityText, fmtBytes(cap - need)) : fill(F.t.exceeds, d.capacityText, fmtBytes(need - cap)));
   function draw(quiet) {
-    const { h, b, q } = st, pr = d.precisions.find((x) => x.id === q), s = 2 ** st.s, S = s < 1024 ? s : s / 1024 + "K";
-    const w = ceilDiv(BigInt(h) * 500000000n * BigInt(pr.num), pr.den);
-    const parts = [w, w, 2 * w, ceilDiv(BigInt(b * s * d.hidden * d.layers * pr.num), pr.den)];
-    const tot = sum(parts), P = (h / 2).toFixed(1) + "B", Q = q.toUpperCase(), fits = tot <= cap;
-    const T = { p: P, b, s: S, q: Q, tot: fmtBytes(tot), head: `${P} params · b=${b} · s=${S} · ${Q}` };
-    T.verdict = fits ? fmtBytes(cap - tot) + " headroom" : "exceeds by " + fmtBytes(tot - cap);
-    parts.forEach((v, i) => { T["k" + i] = fmtBytes(v); });
-    T.sum = `Training memory budget. ${P} parameters, batch ${b}, sequence ${S}, ${Q}. Total ${T.tot} of ` +
-      `${fmtBytes(cap)}: ${fits ? "fits" : "does not fit"}, ${T.verdict}.`;
-    paint(T, quiet);
-    // The capacity line stays at the right edge until the total passes it (seed 001).
-    const scale = Math.max(cap, tot), pc = (v) => (100 * v / scale).toFixed(3) + "%", over = Math.min(cap, tot);
+    const { h, b, q } = st, s = 2 ** st.s, S = s < 1024 ? s : s / 1024 + "K", params = h * d.unit;
+    const parts = buckets({ params, micro_batch: b, seq_len: s, precision: q, hidden: d.hidden, layers: d.layers, dtype_bytes: F.model.dtypes }, false).map((p) => p[1]);
+    const tot = addUp(parts), P = (h / 2).toFixed(1) + "B", Q = q.toUpperCase();
+    // The full model: the nearest catalog model, run with the precision's policy at this batch and sequence.
+    const pick = nearest({ catalog: F.catalog, asked: params }), A = F.shapes[pick.id];
+    const run = { ...d.base, ...model.shapeOf(A), params: pick.parameters, micro_batch: b, seq_len: s, ...d.policies[q] };
+    const full = model.estimate(run, false), need = full.need, fits = need <= cap;
+    const T2 = { p: P, b, s: S, q: Q, tot: fmtBytes(tot), head: fill(T.head, P, b, S, Q), need: fmtBytes(need), mname: pick.name };
+    T2.verdict = tot <= cap ? fill(T.headroom, fmtBytes(cap - tot)) : fill(T.over, fmtBytes(tot - cap));
+    T2.mverdict = verdict(need);
+    T2.model = fill(F.t.line, pick.name, commas(pick.parameters), fill(T.run, T.words[q], b, commas(s)), T2.need, F.model.phases[full.phase], fmtBytes(full.total));
+    parts.forEach((v, i) => { T2["k" + i] = fmtBytes(v); });
+    T2.sum = fill(T.summary, P, b, S, Q, T2.tot, fmtBytes(cap), T2.verdict, pick.name, T2.need, T2.mverdict);
+    paint(T2, quiet);
+    // memory_budget.bar: one scale for the buckets, the capacity and the need; hatching from the capacity to the
+    // need when the need does not fit. The capacity line stays at the right edge until a bar passes it (seed 001).
+    const scale = Math.max(cap, tot, need), pc = (v) => (100 * v / scale).toFixed(3) + "%", end = Math.max(tot, need);
     let x = 0;
     (rects[1] ? parts : [tot]).forEach((v, i) => { setAttrs(rects[i], { x: pc(x), width: pc(v) }); x += v; });
-    setAttrs($(root, ".wdg-over"), { x: pc(over), width: pc(tot - over) });
+    setAttrs($(root, ".wdg-over"), { x: pc(cap), width: pc(need > cap ? end - cap : 0) });
     setAttrs($(root, ".tm-capacity"), { x1: pc(cap), x2: pc(cap) });
-    const end = 2 * cap > scale;
-    setAttrs($(root, "text"), { x: pc(cap), dx: end ? -2 : 2, "text-anchor": end ? "end" : "start" });
+    setAttrs($(root, ".wdg-peak"), { x1: pc(need), x2: pc(need) });
+    [cap, need].forEach((v, i) => { const right = 2 * v > scale; setAttrs(texts[i], { x: pc(v), dx: right ? -2 : 2, "text-anchor": right ? "end" : "start" }); });
     $(root, ".wdg-badge").hidden = fits;
     root.dataset.bytes = parts;
+    root.dataset.need = need;
     const words = { h: `${P.slice(0, -1)} billion parameters`, b: `batch of ${b}`, s: `${s} tokens` };
     sliders.forEach((r) => { r.value = st[r.dataset.k]; r.setAttribute("aria-valuetext", words[r.dataset.k]); });
   }
@@ -34,7 +44,7 @@ WIDGETS["memory-budget"] = (root, d) => {
     if (isInt(saved[k], +r.min, +r.max)) st[k] = +saved[k];
     r.addEventListener("input", () => { st[k] = +r.value; draw(); });
   });
-  if (d.precisions.some((x) => x.id === saved.q)) setQ(st.q = saved.q);
+  if (d.precisions.includes(saved.q)) setQ(st.q = saved.q);
   copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"));
   $(root, ".wdg-controls").hidden = false;
   draw(true);

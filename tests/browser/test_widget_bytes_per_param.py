@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.widgets.bytes_per_param import figure_bytes, format_params, params_words, texts
+from builder.catalog import default_models
+from builder.widgets import full_model
+from builder.widgets.bytes_per_param import figure_bytes, format_params, full_config, params_words, texts
 from tests.browser import checks
 from tests.browser.helpers import SiteBrowser, serve_directory
 from tests.conftest import ROOT
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.browser
 WIDGET = "[data-widget=bytes-per-param]"
 RANDOM_STATES = 200
 NARROW, WIDE = (360, 740), (1280, 800)
+MODELS = default_models()
 
 # One evaluate per state: drive the controls like a user would (input events, clicks), read back
 # every displayed text ([data-t] key -> texts), the exact bytes and the ARIA state.
@@ -45,7 +48,7 @@ READ = """(root) => ({
   valuetext: root.querySelector('[type=range]').getAttribute('aria-valuetext'),
   step: Number(root.querySelector('[type=range]').value),
   pressed: [...root.querySelectorAll('[aria-pressed]')].map(e => e.getAttribute('aria-pressed')),
-  badges: [...root.querySelectorAll('.wdg-badge')].map(e => !e.hidden),
+  badges: [...root.querySelectorAll('.wdg-badge')].map(e => !e.hidden), needs: root.dataset.needs,
   perGpuShown: !root.querySelectorAll('.wdg-bar')[1].hidden,
   widths: [...root.querySelectorAll('.wdg-bar')].map(b => [...b.querySelectorAll('rect')].map(r => r.getAttribute('width'))),
 })"""
@@ -68,12 +71,14 @@ def drive(page, action: dict, selector: str = WIDGET) -> dict:
 
 
 def expected(data: dict, params: int, zero: int, gpus: int) -> dict:
-    """What Python shows for this state: texts, bytes, value text, badges."""
+    """What Python shows for this state: texts, bytes, value text, the full model's needs, badges."""
     full, per = figure_bytes(params, 0, 1, data["segments"]), figure_bytes(params, zero, gpus, data["segments"])
     caps = [g["bytes"] for g in data["gpus"]]
-    return {"texts": texts(params, zero, gpus, data), "valuetext": params_words(params),
-            "bytes": ",".join(map(str, full)) + ";" + ",".join(map(str, per)),
-            "badges": [any(c < sum(full) for c in caps), any(c < sum(per) for c in caps)]}
+    needs = [full_model.compare(MODELS, params, full_config(data, z, n), "")["need"] for z, n in ((0, 1), (zero, gpus))]
+    return {"texts": texts(params, zero, gpus, data, MODELS), "valuetext": params_words(params),
+            "bytes": ",".join(map(str, full)) + ";" + ",".join(map(str, per)), "needs": ",".join(map(str, needs)),
+            # Issue 13: a bar's badge follows the full model's need, not the segments' sum.
+            "badges": [any(c < need for c in caps) for need in needs]}
 
 
 def assert_matches_python(shown: dict, data: dict) -> None:
@@ -85,7 +90,7 @@ def assert_matches_python(shown: dict, data: dict) -> None:
     assert {key for key, _ in shown["texts"]} == set(want["texts"]), state
     assert shown["bytes"] == want["bytes"], state
     assert shown["valuetext"] == want["valuetext"], state
-    assert shown["badges"] == want["badges"], state
+    assert shown["needs"] == want["needs"] and shown["badges"] == want["badges"], state
     assert shown["perGpuShown"] == (shown["zero"] > 0), state
     assert shown["pressed"] == [str(p["params"] == shown["params"]).lower() for p in data["presets"]], state
 
@@ -294,7 +299,8 @@ def test_figure_semantics(open_page):
         assert root.get_attribute("role") == "figure"
         assert page.get_by_role("figure", name=summary.inner_text()).count() == 1
         text = summary.inner_text()
-        assert "8.03B parameters" in text and "Total 134.6 GiB" in text and "Exceeds" in text
+        assert "8.03B parameters" in text and "Sum of segments 134.6 GiB" in text and "needs 149.6 GiB" in text
+        assert "exceeds A100 SXM 80GB by 69.6 GiB" in text
         live = root.locator("[aria-live=polite]")
         drive(page, {"zero": 3})
         assert live.text_content() == summary.text_content() and "per GPU" in live.text_content()

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from builder.catalog import default_models
 from builder.widgets.memory_budget import bucket_bytes, texts
 from tests.browser import checks
 from tests.browser.test_widget_bytes_per_param import (  # noqa: F401 - fixtures
@@ -17,6 +18,7 @@ pytestmark = pytest.mark.browser
 WIDGET = "[data-widget=memory-budget]"
 RANDOM_STATES = 200
 KEYS = ("h", "b", "s")
+MODELS = default_models()
 
 DRIVE = """([selector, action]) => {
   const root = document.querySelector(selector);
@@ -33,7 +35,7 @@ READ = """(root) => {
     h: value('h'), b: value('b'), s: value('s'), bytes: root.dataset.bytes,
     q: root.querySelector('[role=radio][aria-checked=true]').dataset.value,
     valuetexts: [...root.querySelectorAll('[type=range]')].map(r => r.getAttribute('aria-valuetext')),
-    badge: !root.querySelector('.wdg-badge').hidden,
+    badge: !root.querySelector('.wdg-badge').hidden, need: Number(root.dataset.need),
     widths: [...root.querySelectorAll('rect')].map(r => r.getAttribute('width')),
   };
 }"""
@@ -52,7 +54,8 @@ def drive(page, action: dict, selector: str = WIDGET) -> dict:
 def assert_matches_python(shown: dict, data: dict) -> None:
     """Every displayed text and byte count equals Python's for the displayed state."""
     seq_len = 2 ** shown["s"]
-    want = texts(shown["h"], shown["b"], seq_len, shown["q"], data["capacity"])
+    priced = texts(shown["h"], shown["b"], seq_len, shown["q"], data["capacity"], data["capacityText"], MODELS)
+    want = priced["texts"]
     amounts = bucket_bytes(shown["h"], shown["b"], seq_len, shown["q"])
     state = (shown["h"], shown["b"], seq_len, shown["q"])
     for key, text in shown["texts"]:
@@ -60,7 +63,8 @@ def assert_matches_python(shown: dict, data: dict) -> None:
     assert shown["bytes"] == ",".join(map(str, amounts)), state
     assert shown["valuetexts"] == [f"{shown['h'] / 2:.1f} billion parameters", f"batch of {shown['b']}",
                                    f"{seq_len} tokens"], state
-    assert shown["badge"] == (sum(amounts) > data["capacity"]), state
+    # The verdict is about the full model's need (issue 13): the badge shows exactly when the need exceeds capacity.
+    assert shown["need"] == priced["need"] and shown["badge"] == (priced["need"] > data["capacity"]), state
 
 
 def random_action(rng: random.Random) -> dict:
@@ -190,13 +194,16 @@ def test_figure_semantics_and_simplification_note(open_page):
     with open_page("index.html") as visit:
         page, root = visit.page, visit.page.locator(WIDGET)
         summary = page.locator("#" + root.get_attribute("aria-labelledby"))
-        assert root.get_attribute("role") == "figure" and "Total 52.7 GiB of 80.0 GiB: fits" in summary.inner_text()
-        drive(page, {"b": 64})
+        assert root.get_attribute("role") == "figure"
+        assert "Four-bucket sum 52.7 GiB of 80.0 GiB: 27.3 GiB headroom" in summary.inner_text()
+        drive(page, {"h": 1, "b": 1})
+        assert "needs" in summary.text_content() and ": fits in 80.0 GiB budget with" in summary.text_content()
+        drive(page, {"h": 14, "b": 64})
         assert root.locator("[aria-live=polite]").text_content() == summary.text_content()
-        assert "does not fit, exceeds by" in summary.text_content()
+        assert ": exceeds 80.0 GiB budget by" in summary.text_content()
         assert root.get_by_role("slider", name="Model size").get_attribute("aria-valuetext") == "7.0 billion parameters"
-        note = root.locator(".wdg-note")
-        assert "simplified teaching model" in note.inner_text()
+        note = root.locator(".wdg-note").last
+        assert "simplified teaching model" in note.inner_text() and "Why the two numbers differ" in note.inner_text()
         assert [a.get_attribute("href") for a in note.locator("a").all()] == [
             "model-states.html", "activations.html", "calculator.html"]
 

@@ -1,0 +1,15 @@
+// Shared by the two teaching widgets (bytes per parameter, memory budget): small helpers and the painter that
+// writes a state's texts into the figure.
+const addUp = (list) => list.reduce((a, b) => a + b, 0);
+const setAttrs = (el, attrs) => { for (const k in attrs) el.setAttribute(k, attrs[k]); };
+const isInt = (v, lo, hi) => Number.isSafeInteger(+v) && +v >= lo && +v <= hi;
+
+// Every [data-t] element gets texts[key] (summary, live region and table share keys); the URL
+// follows the state 300 ms after the last change (browsers throttle history updates).
+function painter(root, st) {
+  const els = $$(root, "[data-t]"), save = stateWriter(root.id);
+  return (T, quiet) => {
+    els.forEach((e) => { if (e.textContent !== T[e.dataset.t]) e.textContent = T[e.dataset.t]; });
+    if (!quiet) save(st);
+  };
+}
