@@ -72,7 +72,9 @@ def test_data_carries_exact_fractions_and_shard_stages(catalogs):
     data = bpp.context({}, catalogs)["data"]
     assert [(s["num"], s["den"], s["shard"]) for s in data["segments"]] == [
         (2, 1, 3), (4, 1, 1), (4, 1, 1), (4, 1, 1), (2, 1, 2), (2, 1, 4)]
-    assert [p["label"] for p in data["presets"]] == ["GPT-2", "7B", "13B", "70B"]
+    # Issue 19: a chip names the real model and its count (Touvron et al. 2023, Table 1 sizes; GPT-2 small 124M).
+    assert [p["label"] for p in data["presets"]] == ["GPT-2 · 124M", "Llama 2 7B · 6.74B", "Llama 2 13B · 13.0B",
+                                                     "Llama 2 70B · 69.0B"]
     assert data["presets"][0]["params"] == 124_439_808  # from the model catalog
 
 
@@ -84,7 +86,7 @@ def test_custom_segments_presets_bounds_and_gpus(catalogs):
     data = state["data"]
     assert [(s["label"], s["num"], s["den"], s["shard"]) for s in data["segments"]] == [
         ("INT4 weights", 1, 2, 3), ("FP16 KV cache", 3, 2, 3)]
-    assert data["sum"] == "2" and (data["min"], data["max"]) == (10**9, 10**11)
+    assert data["sum"] == "2" and (data["ticks"][0]["value"], data["ticks"][-1]["value"]) == (10**9, 10**11)
     assert state["texts"]["f0"] == "INT4 weights = 7.0B × 0.5 B / 8 = 0.4 GiB"
     assert state["bytes"] == "3500000000,10500000000;437500000,1312500000"
     assert data["presets"][1]["params"] == catalogs["model"]["llama-3-70b"].published_params
@@ -213,3 +215,34 @@ def test_a_bad_widget_option_is_a_content_error_with_its_line(tmp_path):
     with pytest.raises(BuildFailed) as failure:
         build_site(SitePaths(content, root / "templates", root / "static", tmp_path / "site"), quiet=True)
     assert any(e.line == 9 and "label:bytes per param:stage" in e.message for e in failure.value.errors)
+
+
+def test_memory_budget_slider_bounds_are_author_options(catalogs):
+    """Seed 001's modelSizeBnMin/Max and batchSizeMin/Max props (issue 19): bounds come from the placement."""
+    state = mb.context({"min_params": "1B", "max_params": "70B", "max_batch": 16, "min_seq_len": 256,
+                        "max_seq_len": 8192, "params": "200B"}, catalogs)
+    assert state["bounds"] == {"h": (2, 140), "b": (1, 16), "s": (8, 13)}
+    assert state["start"]["h"] == 140  # a start outside the bounds snaps to the nearest end
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"min_params": "0.7B"}, "multiples of 0.5B"),
+    ({"min_params": "70B", "max_params": "7B"}, "min below max"),
+    ({"max_batch": 1}, "max_batch must be 2-65536"),
+    ({"max_seq_len": 3000}, "powers of two"),
+    ({"max_batch": 8, "micro_batch": 9}, "micro_batch must be 1-8"),
+])
+def test_memory_budget_bad_bounds_are_errors(catalogs, options, message):
+    """A bad bound is a ValueError naming the option (the build reports it at the placement's line)."""
+    with pytest.raises(ValueError, match=message):
+        mb.context(options, catalogs)
+
+
+def test_slider_positions_are_round_counts(catalogs):
+    """Issue 19: the parameter slider reaches round values (1, 1.2, 1.5, 2, 2.5, 3, 4, ... 9 per decade), and a
+    catalog model starts at the nearest position by ratio (Llama 3 8B's 8.03B -> 8B)."""
+    state = bpp.context({"model": "llama-3-8b"}, catalogs)
+    values = [t["value"] for t in state["data"]["ticks"]]
+    assert values[:8] == [10**8, 12 * 10**7, 15 * 10**7, 2 * 10**8, 25 * 10**7, 3 * 10**8, 4 * 10**8, 5 * 10**8]
+    assert values[-1] == 70 * 10**9 and 7 * 10**9 in values and len(values) == 34
+    assert values[state["step"]] == 8 * 10**9

@@ -20,13 +20,13 @@ Author options (registered in builder/content.py, WIDGETS):
 
 from __future__ import annotations
 
-import math
 import re
 from fractions import Fraction
 from typing import Any
 
 from builder.model import Config
 from builder.model.architecture import param_count
+from builder.model.expr import encode, evaluate
 from builder.model.teaching import ADAM_SEGMENTS, SEGMENTS, ZERO_STAGES, Segment, bytes_per_param
 from builder.model.units import format_bytes, parse_count
 from builder.widgets import full_model
@@ -38,7 +38,10 @@ DEFAULT_GPUS = ("rtx-4090", "a100-80gb", "h100-80gb")
 DEFAULT_PARAMS = 7 * 10**9
 DEFAULT_BOUNDS = (100 * 10**6, 70 * 10**9)
 DEFAULT_GPU_COUNT = 8
-SLIDER_STEPS = 400  # log-scale positions of the parameter slider
+# The parameter slider's positions: round counts, each decade's 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9
+# (seed 000's slider lands on round values; 7B and 70B are positions, not 6.98B and 70.5B).
+ROUND_STEPS = (10, 12, 15, 20, 25, 30, 40, 50, 60, 70, 80, 90)
+NEAREST_TICK = full_model.nearest_row("ticks", "value")
 SCALE_MARGIN = Fraction(115, 100)  # the bar spans max(total, largest GPU) x 1.15 (seed 000)
 SUPPORTED = {"precision": ("bf16-mixed", "fp16-mixed"), "optimizer": ("adam", "adamw")}
 STAGE_NAMES = ("none", "stage 1", "stage 2", "stage 3")
@@ -154,13 +157,17 @@ def model_params(model_id: str, catalogs: dict[str, Any]) -> int:
 
 
 def read_presets(text: str, catalogs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Preset chips from 'label:model-id' / 'label:7B' / 'model-id' items, keyed 1..n."""
+    """Preset chips from 'label:model-id' / 'label:7B' / 'model-id' items, keyed 1..n. A catalog model's chip
+    names the model and its exact count ('Llama 2 7B · 6.74B'), so a chip never lands on a count it did not say."""
     presets = []
     for index, item in enumerate(i.strip() for i in text.split(",") if i.strip()):
         label, _, value = item.rpartition(":")
         if value in catalogs["model"]:
             params = model_params(value, catalogs)
-            label = label or catalogs["model"][value].extra.get("display", value)
+            count = format_params(params)
+            name = label or catalogs["model"][value].extra.get("display", value)
+            name = name.removesuffix(f" ({count})")
+            label = name if name.endswith(count) else f"{name} · {count}"
         else:
             params = parse_count(value)
             label = label or format_params(params)
@@ -171,8 +178,8 @@ def read_presets(text: str, catalogs: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def default_presets(catalogs: dict[str, Any]) -> str:
-    """The default chips as a presets= value, from the catalog when it has the model."""
-    return ",".join(f"{label}:{model if model in catalogs['model'] else count}"
+    """The default chips as a presets= value: catalog models by id (named by the catalog), else round counts."""
+    return ",".join(model if model in catalogs["model"] else f"{label}:{count}"
                     for label, model, count in DEFAULT_PRESETS)
 
 
@@ -238,8 +245,8 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     segments = read_segments(options.get("segments"))
     total_bpp = sum((Fraction(s["num"], s["den"]) for s in segments), Fraction(0))
     models = catalogs["model"]
-    data = {"segments": segments, "gpus": gpus, "min": min(low, params), "max": max(high, params),
-            "steps": SLIDER_STEPS, "sum": f"{float(total_bpp):g}",
+    data = {"segments": segments, "gpus": gpus, "ticks": slider_ticks(min(low, params), max(high, params)),
+            "nearestTick": encode(NEAREST_TICK), "sum": f"{float(total_bpp):g}",
             "presets": read_presets(options.get("presets") or default_presets(catalogs), catalogs),
             "precision": options.get("precision", "bf16-mixed"), "optimizer": options.get("optimizer", "adamw"),
             "rules": SEGMENTS.encode(), "t": TEXTS, "full": full_model.comparison_data(models)}
@@ -254,10 +261,16 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             "needs": ",".join(map(str, needs)), "notes": [s for s in segments if s["note"]], "stages": STAGE_NAMES}
 
 
+def slider_ticks(low: int, high: int) -> list[dict[str, int]]:
+    """The slider's positions from low to high: the round counts between them, and the bounds themselves."""
+    rounds = (step * 10**power for power in range(17) for step in ROUND_STEPS)  # 1.0 to 9.0e17, x10 per decade
+    values = sorted({low, high} | {value // 10 for value in rounds if low < value // 10 < high})
+    return [{"value": value, "index": index} for index, value in enumerate(values)]
+
+
 def slider_step(params: int, data: dict[str, Any]) -> int:
-    """The log-scale slider position nearest to `params`."""
-    low, high = math.log10(data["min"]), math.log10(data["max"])
-    return round(data["steps"] * (math.log10(params) - low) / (high - low))
+    """The slider position nearest to `params` (NEAREST_TICK, as the script finds it)."""
+    return evaluate(NEAREST_TICK, {"ticks": data["ticks"], "asked": params})["index"]
 
 
 def bars(params: int, zero: int, gpu_count: int, data: dict[str, Any], needs: list[int]) -> dict[str, Any]:

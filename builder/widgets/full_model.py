@@ -17,15 +17,22 @@ from typing import Any
 from builder.model import Config
 from builder.model.architecture import Architecture, param_count, shape_inputs
 from builder.model.breakdown import Breakdown
-from builder.model.expr import best, encode, evaluate, maximum, sym
+from builder.model.expr import Expr, best, encode, evaluate, maximum, sym
 from builder.model.inputs import config_inputs
 from builder.model.peak import Need, assess
 from builder.model.units import format_bytes
 from builder.widgets.model_data import model_data
 
-# The catalog row whose parameter count is nearest to the asked count, by ratio (a 7B question is nearer
-# 6.74B than 8.03B): the row with the smallest max(p / asked, asked / p), first in catalog order on a tie.
-NEAREST = best(sym("catalog"), -(maximum(sym("parameters") / sym("asked"), sym("asked") / sym("parameters"))))
+
+
+def nearest_row(rows: str, field: str) -> Expr:
+    """The row of table `rows` whose `field` is nearest to the `asked` input by ratio: the smallest
+    max(value / asked, asked / value), the first such row on a tie."""
+    return best(sym(rows), -(maximum(sym(field) / sym("asked"), sym("asked") / sym(field))))
+
+
+# The catalog model nearest in parameter count (a 7B question is nearer 6.74B than 8.03B).
+NEAREST = nearest_row("catalog", "parameters")
 # The inputs a precision policy sets (builder.model.inputs.config_inputs), so a widget can switch policy.
 POLICY_INPUTS = ("param_dtype", "master_dtype", "grad_dtype", "optimizer_state_dtype", "activation_dtype", "autocast")
 # The line both the server and the script fill: model, its count, the run, the need, the moment, the sum.

@@ -12,6 +12,8 @@ Author options (registered in builder/content.py, WIDGETS):
     micro_batch=1 seq_len=2048 precision=bf16   starting batch, sequence (a power of two, 512-32768), precision
     budget=80GiB | gpu=h100-80gb                 the capacity (default 80 GiB, seed 001's A100)
     breakdown=false                              single-total mode: one bar, no per-bucket legend
+    min_params=0.5B max_params=175B              the model-size slider's bounds (multiples of 0.5B; seed 001's
+    max_batch=64 min_seq_len=512 max_seq_len=32768   modelSizeBnMin/Max, batchSizeMax; sequences are powers of two)
 """
 
 from __future__ import annotations
@@ -97,7 +99,24 @@ def bucket_bytes(halves: int, batch: int, seq_len: int, precision: str) -> list[
 
 # Reading the author's options -------------------------------------------------------------
 
-def start_state(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]:
+def read_bounds(options: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """The sliders' bounds: model size in half-billions, batch, and sequence as powers of two."""
+    low = parse_count(str(options.get("min_params", PARAM_STEPS[0] * HALF_BILLION)))
+    high = parse_count(str(options.get("max_params", PARAM_STEPS[1] * HALF_BILLION)))
+    if low % HALF_BILLION or high % HALF_BILLION or not 0 < low < high:
+        raise ValueError(f"min_params and max_params must be multiples of 0.5B with min below max, got {low:,} and {high:,}")
+    batch_high = options.get("max_batch", BATCH_RANGE[1])
+    if not BATCH_RANGE[0] < batch_high <= 65536:
+        raise ValueError(f"max_batch must be 2-65536, got {batch_high}")
+    seq = [options.get("min_seq_len", 2 ** SEQ_POWERS[0]), options.get("max_seq_len", 2 ** SEQ_POWERS[1])]
+    if any(n < 2 or n & (n - 1) for n in seq) or not seq[0] < seq[1] or seq[1] > 2**22:
+        raise ValueError(f"min_seq_len and max_seq_len must be powers of two with min below max (at most 4194304), got "
+                         f"{seq[0]} and {seq[1]}")
+    return {"h": (low // HALF_BILLION, high // HALF_BILLION), "b": (BATCH_RANGE[0], batch_high),
+            "s": (seq[0].bit_length() - 1, seq[1].bit_length() - 1)}
+
+
+def start_state(options: dict[str, Any], catalogs: dict[str, Any], bounds: dict[str, tuple[int, int]]) -> dict[str, Any]:
     """The starting model size, batch, sequence and precision (preset, then model/params, then options)."""
     settings = dict(catalogs["preset"][options["preset"]].settings) if "preset" in options else {}
     if "model" in options or "params" in options:  # the placement's own size wins over the preset's
@@ -108,13 +127,14 @@ def start_state(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, 
         params = param_count(catalogs["model"][settings["model"]])
     else:
         params = parse_count(str(settings.get("params", "7B")))
-    halves = min(max(round(Fraction(params, HALF_BILLION)), PARAM_STEPS[0]), PARAM_STEPS[1])
+    halves = min(max(round(Fraction(params, HALF_BILLION)), bounds["h"][0]), bounds["h"][1])
     batch, seq_len = settings.get("micro_batch", 1), settings.get("seq_len", 2048)
     precision = PRECISION_ALIASES.get(settings.get("precision", "bf16"), settings.get("precision", "bf16"))
-    if not BATCH_RANGE[0] <= batch <= BATCH_RANGE[1]:
-        raise ValueError(f"micro_batch must be {BATCH_RANGE[0]}-{BATCH_RANGE[1]}, got {batch}")
-    if seq_len not in [2**k for k in range(SEQ_POWERS[0], SEQ_POWERS[1] + 1)]:
-        raise ValueError(f"seq_len must be a power of two from 512 to 32768, got {seq_len}")
+    if not bounds["b"][0] <= batch <= bounds["b"][1]:
+        raise ValueError(f"micro_batch must be {bounds['b'][0]}-{bounds['b'][1]}, got {batch}")
+    low, high = (2**k for k in bounds["s"])
+    if seq_len not in [2**k for k in range(bounds["s"][0], bounds["s"][1] + 1)]:
+        raise ValueError(f"seq_len must be a power of two from {low} to {high}, got {seq_len}")
     if precision not in BUDGET_PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(BUDGET_PRECISIONS)} (seed 001), got {precision!r}")
     return {"h": halves, "b": batch, "s": seq_len.bit_length() - 1, "q": precision}
@@ -135,7 +155,8 @@ def read_capacity(options: dict[str, Any], catalogs: dict[str, Any]) -> tuple[in
 
 def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]:
     """The server-rendered default state and the script's data (raises ValueError on bad options)."""
-    start = start_state(options, catalogs)
+    bounds = read_bounds(options)
+    start = start_state(options, catalogs, bounds)
     capacity, capacity_name = read_capacity(options, catalogs)
     capacity_text = f"{format_bytes(capacity)} {capacity_name}"
     seq_len = 2 ** start["s"]
@@ -149,7 +170,7 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             "policies": {key: full_model.policy_inputs(policy) for key, (policy, _) in FULL_POLICY.items()},
             "precisions": list(BUDGET_PRECISIONS)}
     example = budget_allocator(start["h"] * HALF_BILLION, start["b"], seq_len, start["q"], HIDDEN, LAYERS)
-    return {"data": data, "start": start, "seq_len": seq_len, "capacity_name": capacity_name,
+    return {"data": data, "start": start, "bounds": bounds, "seq_len": seq_len, "capacity_name": capacity_name,
             "capacity_text": format_bytes(capacity), "breakdown": breakdown,
             "buckets": [{"id": b[0], "label": b[1], "colour": "tm-bucket-" + b[2], "formula": part.formula,
                          "note": part.simplification} for b, part in zip(BUCKETS, example.parts)],

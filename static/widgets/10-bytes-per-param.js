@@ -11,8 +11,8 @@ function fmtParams(p) {
 }
 
 WIDGETS["bytes-per-param"] = (root, d) => {
-  const { segments: segs, gpus, steps, presets } = d, st = { ...d.start }, caps = gpus.map((g) => g.bytes);
-  const lo = Math.log10(d.min), span = Math.log10(d.max) - lo, paint = painter(root, st);
+  const { segments: segs, gpus, presets, ticks } = d, st = { ...d.start }, caps = gpus.map((g) => g.bytes);
+  const paint = painter(root, st), nearestTick = compileRule(d.nearestTick);
   const slider = $(root, "[type=range]"), count = $(root, "[type=number]"), bars = $$(root, ".wdg-bar");
   const chips = $$(root, "[aria-pressed]"), group = $(root, "[role=radiogroup]"), fper = $(root, "[data-t=fper]");
   const rects = bars.map((b) => $$(b, ".tm-segment")), lines = $$(root, ".tm-capacity"), labels = $$(root, "text");
@@ -70,7 +70,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     root.dataset.bytes = full + ";" + per;
     const u = UNITS.find((x) => x[1] && P.endsWith(x[1]));
     slider.setAttribute("aria-valuetext", (u ? P.slice(0, -1) + " " + u[2] : P) + " parameters");
-    if (from !== "slider") slider.value = Math.round(steps * (Math.log10(p) - lo) / span);
+    if (from !== "slider") slider.value = nearestTick({ ticks, asked: p }).index;
     chips.forEach((c, i) => c.setAttribute("aria-pressed", presets[i].params === p));
   }
   const setZero = radioGroup(group, (v) => { st.z = +v; draw(); });
@@ -79,10 +79,9 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   if (isInt(saved.z, 0, 3)) st.z = +saved.z;
   if (isInt(saved.n, 1, 4096)) st.n = count.value = +saved.n;
   setZero(st.z);
-  // The log-scale slider: a position maps to 10^x, rounded to three significant digits.
+  // The slider's positions are round counts (bytes_per_param.slider_ticks).
   slider.addEventListener("input", () => {
-    const x = 10 ** (lo + span * slider.value / steps), e = 10 ** Math.max(0, Math.floor(Math.log10(x)) - 2);
-    st.p = Math.round(x / e) * e;
+    st.p = ticks[slider.value].value;
     draw("slider");
   });
   count.addEventListener("input", () => { if (isInt(count.value, 1, 4096)) { st.n = +count.value; draw(); } });

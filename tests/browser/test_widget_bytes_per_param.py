@@ -138,7 +138,7 @@ def random_actions(data: dict, rng: random.Random, count: int) -> list[dict]:
         if rng.random() < 0.15:
             action["preset"] = rng.randrange(len(data["presets"]))
         else:
-            action["step"] = rng.randint(0, data["steps"])
+            action["step"] = rng.randrange(len(data["ticks"]))
         actions.append(action)
     return actions
 
@@ -163,8 +163,10 @@ def test_numbers_equal_python_at_random_states(open_page):
         for action in random_actions(data, rng, RANDOM_STATES):
             shown = drive(visit.page, action)
             assert_matches_python(shown, data)
-            if "step" in action:  # the log-scale slider rounds to three significant digits
-                assert shown["step"] == action["step"] and len(str(shown["params"]).rstrip("0")) <= 3
+            if "step" in action:  # the slider lands on round counts (issue 19): 1, 1.2, 1.5, 2, 2.5, 3, ... 9 a decade
+                assert shown["step"] == action["step"] and shown["params"] == data["ticks"][action["step"]]["value"]
+                assert len(str(shown["params"]).rstrip("0")) <= 2 or shown["step"] in (0, len(data["ticks"]) - 1)
+        assert {7 * 10**9, 70 * 10**9, 10**9, 2 * 10**9, 5 * 10**9} <= {t["value"] for t in data["ticks"]}
         assert visit.problems() == []
 
 
@@ -178,7 +180,7 @@ def test_custom_segments_equal_python_at_random_states(open_fixture):
         for action in random_actions(data, rng, RANDOM_STATES):
             assert_matches_python(drive(visit.page, action), data)
         low = drive(visit.page, {"step": 0})
-        high = drive(visit.page, {"step": data["steps"]})
+        high = drive(visit.page, {"step": len(data["ticks"]) - 1})
         assert (low["params"], high["params"]) == (10**9, 500 * 10**9)
         assert visit.problems() == []
 
@@ -198,9 +200,9 @@ def test_every_control_by_keyboard(open_page):
         page.keyboard.press("ArrowRight")
         assert read(page)["params"] > before
         page.keyboard.press("Home")
-        assert read(page)["params"] == data["min"]
+        assert read(page)["params"] == data["ticks"][0]["value"]
         page.keyboard.press("End")
-        assert read(page)["params"] == data["max"]
+        assert read(page)["params"] == data["ticks"][-1]["value"]
         for index, preset in enumerate(data["presets"]):
             page.keyboard.press(str(index + 1))
             assert read(page)["params"] == preset["params"]
@@ -236,7 +238,7 @@ def test_every_control_by_pointer(open_page):
         page.mouse.click(box["x"] + 4, box["y"] + box["height"] / 2)
         low = read(page)["params"]
         page.mouse.click(box["x"] + box["width"] - 4, box["y"] + box["height"] / 2)
-        assert low < 2 * data["min"] and read(page)["params"] > data["max"] / 2
+        assert low < 2 * data["ticks"][0]["value"] and read(page)["params"] > data["ticks"][-1]["value"] / 2
         root.locator("[aria-pressed]").nth(1).click()
         assert read(page)["params"] == data["presets"][1]["params"]
         root.locator("[role=radio]").nth(2).click()

@@ -67,9 +67,9 @@ def assert_matches_python(shown: dict, data: dict) -> None:
     assert shown["need"] == priced["need"] and shown["badge"] == (priced["need"] > data["capacity"]), state
 
 
-def random_action(rng: random.Random) -> dict:
-    """A random state: any subset of the four controls changes."""
-    action = {"h": rng.randint(1, 350), "b": rng.randint(1, 64), "s": rng.randint(9, 15),
+def random_action(rng: random.Random, bounds: tuple = ((1, 350), (1, 64), (9, 15))) -> dict:
+    """A random state within the sliders' bounds: any subset of the four controls changes."""
+    action = {"h": rng.randint(*bounds[0]), "b": rng.randint(*bounds[1]), "s": rng.randint(*bounds[2]),
               "q": rng.choice(["fp32", "bf16", "fp16", "fp8"])}
     return {k: v for k, v in action.items() if rng.random() < 0.8}
 
@@ -108,9 +108,12 @@ def test_single_total_mode_equals_python(open_fixture):
         data = widget_data(visit.page, WIDGET)
         assert root.locator("rect.tm-segment").count() == 1 and root.locator(".wdg-legend").count() == 0
         assert "GeForce RTX 4090 24GB" in root.inner_text()
+        # Seed 001's slider bounds as author options (issue 19): 1-70B, batch up to 16, sequence 256-8192.
+        bounds = [(r.get_attribute("min"), r.get_attribute("max")) for r in root.locator("[type=range]").all()]
+        assert bounds == [("2", "140"), ("1", "16"), ("8", "13")]
         assert_matches_python(read(visit.page), data)
         for _ in range(RANDOM_STATES):
-            assert_matches_python(drive(visit.page, random_action(rng)), data)
+            assert_matches_python(drive(visit.page, random_action(rng, ((2, 140), (1, 16), (8, 13)))), data)
         assert visit.problems() == []
 
 
