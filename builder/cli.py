@@ -110,6 +110,9 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--implementation", choices=IMPLEMENTATIONS, default="hf",
                      help="whose op list 'ops' follows (transformers or Megatron)")
     run.add_argument("--dropout", action="store_true", help="dropout layers active (1-byte masks saved)")
+    run.add_argument("--offload-activations", action="store_true",
+                     help="saved activations go to pinned host memory in the forward and come back in the backward "
+                          "(torchtune's enable_activation_offloading): one layer's stay on the GPU at a time")
 
     dtypes = p.add_argument_group("dtype overrides")
     for flag in ("param-dtype", "master-dtype", "grad-dtype", "grad-accum-dtype", "reduce-dtype",
@@ -196,7 +199,7 @@ def make_parser() -> argparse.ArgumentParser:
 # Flags whose effect needs an architecture: with --params alone the model counts model states only, so a value
 # given for one of them would change nothing. Given anyway, it is an error rather than silently ignored.
 SHAPE_FLAGS = ("micro_batch", "seq_len", "recompute", "attention", "loss", "activation_formula", "implementation",
-               "dropout", "batch", "context", "kv_dtype", "lora_rank")
+               "dropout", "offload_activations", "batch", "context", "kv_dtype", "lora_rank")
 
 
 def refuse_shape_flags(args: argparse.Namespace) -> None:
@@ -236,7 +239,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         optimizer_state_dtype=args.optimizer_state_dtype, activation_dtype=args.activation_dtype,
         optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
         recompute=args.recompute, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
-        implementation=args.implementation, dropout=args.dropout, dp=args.dp, zero=args.zero, fsdp=args.fsdp,
+        implementation=args.implementation, dropout=args.dropout,
+        offload_activations=args.offload_activations, dp=args.dp, zero=args.zero, fsdp=args.fsdp,
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
         pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,
         offload=args.offload, gpus_per_node=args.gpus_per_node, lora_rank=args.lora_rank, lora_targets=targets,

@@ -41,6 +41,10 @@ KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198, Table 2"
 FLASH = "Dao et al. 2022 (FlashAttention), arXiv:2205.14135, Algorithm 2: saves output and logsumexp"
 HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: content/validation/)"
 CHEN = "Chen et al. 2016, arXiv:1604.06174, section 3"
+OFFLOAD = ("torchtune 0.6 torchtune/training/_activation_offloading.py: OffloadActivations (saved tensors of 1,024 "
+           "bytes or more copied to pinned host memory in the forward and brought back node by node in the backward, "
+           "the 5 latest kept until their copies finish) and get_act_offloading_ctx_manager (the output layer's "
+           "tensors stay on the GPU)")
 
 # Conditions that hold when every weight trains (full fine-tuning or pre-training); under LoRA
 # none of them holds and the adapters' lora_<target> conditions do instead.
@@ -196,6 +200,8 @@ SYMBOLS: dict[str, Any] = {
                       sym("bytes")),
     "last_saved": by(when(sym("stage_has_head"), LAST_ROWS, table()), "group", sym("bytes")),
     "stage_copies": sym("stage_layers") * sym("stage_in_flight"),
+    # Offloaded activations (torchtune): the GPU holds one layer's saved tensors at a time, the host all of them.
+    "gpu_copies": when(sym("offload_activations"), 1, sym("stage_copies")),
     "korthikanti": KORTHIKANTI_ROW,
 }
 
@@ -222,6 +228,15 @@ LAST_GROUPS = _groups(oplists.LAST_STAGE_LAYERNORM, oplists.LAST_STAGE_RMSNORM)
 SOURCE = when(eq(sym("implementation"), "megatron"), KORTHIKANTI, HF_CODE)
 CHECKPOINT = sym("op_Tr") * sym("hidden") * when(sym("holds_autocast"), DTYPE_BYTES["fp32"], sym("act_bytes"))
 LAYER = total(sym("layer_rows"), sym("bytes"))
+# What one layer keeps saved across the step (its groups, or its checkpoint under full recomputation).
+LAYER_KEPT = sum((get(sym("layer_kept"), group, 0) for group in LAYER_GROUPS), Expr("num", 0)) + when(FULL, CHECKPOINT, 0)
+OFFLOADED = sym("offload_activations")
+IN_LAYERS = when(OFFLOADED, "one layer of the sum of tensors saved by each op (the other layers' on the host)",
+                 "L_stage x in_flight x sum of tensors saved by each op")
+ON_GPU_NOTE = when(OFFLOADED, "simplification: one whole layer on the GPU at a time, an upper bound (the backward "
+                              "brings a layer back node by node, freeing each node's tensors when the next starts; "
+                              "the forward keeps only the 5 latest); tensors under 1,024 bytes, which stay, are not "
+                              "counted", "")
 
 ACTIVATIONS = RuleSet(symbols=SYMBOLS, parts=(
     PartRule("activations/layers", KORTHIKANTI_LAYER * sym("stage_copies"),
@@ -229,13 +244,17 @@ ACTIVATIONS = RuleSet(symbols=SYMBOLS, parts=(
              fmt("{0} per layer", at(sym("korthikanti"), "notation")),
              "reference mode: Table 2 assumes a GPT block with 16-bit activations and dropout; embeddings, logits "
              "and loss are left out as in Table 2", when=negate(OPS)),
-    *(PartRule(f"activations/{group}", at_group * sym("stage_copies"),
-               "L_stage x in_flight x sum of tensors saved by each op", SOURCE, per_token(at_group), when=OPS)
+    *(PartRule(f"activations/{group}", at_group * sym("gpu_copies"), IN_LAYERS, SOURCE, per_token(at_group),
+               ON_GPU_NOTE, when=OPS)
       for group in LAYER_GROUPS for at_group in [get(sym("layer_kept"), group, 0)]),
     # Checkpointing keeps the block's input (Chen et al. 2016; Korthikanti et al. 2022 section 4.1: 2sbh).
-    PartRule("activations/checkpoint", CHECKPOINT * sym("stage_copies"),
-             "L_stage x in_flight x sum of tensors saved by each op", SOURCE, per_token(CHECKPOINT),
-             when=both(OPS, FULL)),
+    PartRule("activations/checkpoint", CHECKPOINT * sym("gpu_copies"), IN_LAYERS, SOURCE, per_token(CHECKPOINT),
+             ON_GPU_NOTE, when=both(OPS, FULL)),
+    # Offloaded: every layer's saved tensors in pinned host memory (builder.model.placement moves this part there).
+    PartRule("activations/offloaded", LAYER_KEPT * sym("stage_copies"),
+             "L_stage x in_flight x one layer's saved tensors, in host memory", OFFLOAD, per_token(LAYER_KEPT),
+             "the embedding's and final norm's saved tensors are counted on the GPU (torchtune offloads them too; "
+             "only the output layer's stay)", when=both(OPS, OFFLOADED)),
     PartRule("activations/recompute_working_layer", LAYER, "one layer's saved tensors, recomputed during its backward",
              CHEN, per_token(LAYER), "peak during backward, not saved across layers", when=both(OPS, FULL),
              transient=True),

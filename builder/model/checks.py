@@ -70,6 +70,13 @@ CHECKS: tuple[Check, ...] = (
           fmt("offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards")),
     Check(both(isin(sym("offload"), "params", "both"), sym("shard_stage") < 3),
           fmt("offload: offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD")),
+    Check(both(sym("offload_activations"), ne(sym("mode"), "train")),
+          fmt("offload_activations: offloading saved activations applies to training; a served model saves none")),
+    Check(both(sym("offload_activations"), eq(sym("activation_formula"), "korthikanti")),
+          fmt("offload_activations: the Table 2 reference formula counts layers as one sum; count activations op by "
+              "op (activation_formula ops) to offload them")),
+    Check(both(sym("offload_activations"), negate(ARCH)),
+          fmt("offload_activations: saved activations need an architecture, not a raw count")),
     Check(both(ne(sym("loss"), "eager"), eq(sym("activation_formula"), "korthikanti")),
           fmt("loss: the Table 2 reference formula leaves out the logits and the loss, so loss {0} would change "
               "nothing; count activations op by op (activation_formula ops)", sym("loss"))),

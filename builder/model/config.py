@@ -113,6 +113,7 @@ class Config:
     activation_formula: str = "ops"  # 'ops' (op by op) or 'korthikanti' (Table 2 reference formula)
     implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers) or 'megatron' (Korthikanti 4.1)
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
+    offload_activations: bool = False  # saved activations go to host memory (torchtune's OffloadActivations)
 
     # Parallelism -------------------------------------------------------------------
     dp: int = 1  # data-parallel ranks

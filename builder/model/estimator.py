@@ -63,10 +63,11 @@ def overhead_parts(config: Config, allocated: int) -> list[Part]:
 
 
 def offload_parts(parts: list[Part], inputs: dict) -> tuple[list[Part], list[Part]]:
-    """Move offloaded states to the host (the buckets of placement.HOLDING's `offloaded`): (GPU parts, host parts
-    per GPU)."""
+    """Move offloaded states to the host (the buckets, or parts by full name, of placement.HOLDING's `offloaded`):
+    (GPU parts, host parts per GPU)."""
     moved = {r["bucket"] for r in inputs["offloaded"]}
-    return [p for p in parts if p.bucket not in moved], [p for p in parts if p.bucket in moved]
+    stays = [p.bucket not in moved and p.name not in moved for p in parts]
+    return [p for p, kept in zip(parts, stays) if kept], [p for p, kept in zip(parts, stays) if not kept]
 
 
 # ---------------------------------------------------------------------------------------

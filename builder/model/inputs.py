@@ -47,6 +47,7 @@ def config_inputs(config: Config) -> dict[str, Any]:
             "optimizer_state_dtype": policy.optimizer_state, "chosen_state_dtype": config.optimizer_state_dtype or "",
             "activation_dtype": policy.activation, "autocast": int(policy.autocast), "recompute": config.recompute,
             "attention": config.attention, "loss": config.loss, "dropout": int(config.dropout),
+            "offload_activations": int(config.offload_activations),
             "implementation": config.implementation,
             "activation_formula": config.activation_formula, "sequence_parallel": int(config.sequence_parallel),
             "grad_accum_dtype": config.grad_accum_dtype or "",

@@ -71,8 +71,11 @@ HOLDING = RuleSet(symbols={
     "linear_matrices": sym("layer_matrices") * sym("stage_layers"),
     # Offloading the optimizer (ZeRO-Offload, FSDP CPU offload) moves its states and the gradients to host memory;
     # each GPU of a node keeps its own copy there (Ren et al. 2021, arXiv:2101.06840, section 4).
+    # Offloaded activations (torchtune's OffloadActivations): every layer's saved tensors, one part, go there too.
+    # A row's `bucket` names a bucket, or one part by its full name.
     "offloaded": table(*(row(isin(sym("offload"), "optimizer", "both"), bucket=bucket)
-                         for bucket in ("optimizer", "gradients"))),
+                         for bucket in ("optimizer", "gradients")),
+                       row(sym("offload_activations"), bucket="activations/offloaded")),
     "host_copies": minimum(sym("gpus_per_node"), sym("dp") * sym("tp") * sym("pp") * sym("cp")),
 }, parts=())
 

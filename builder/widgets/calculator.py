@@ -118,6 +118,8 @@ TRAIN_CONTROLS = (
     Control("loss", "Loss", "select", _pairs(LOSSES), "train"),
     Control("formula", "Activations counted", "select", tuple(FORMULAS.items()), "train"),
     Control("dropout", "Dropout on", "check", show="train"),
+    Control("offload_activations", "Offload activations", "check", show="train",
+            hint="to host memory, torchtune's way"),
     Control("lora_rank", "LoRA rank", "number", show="train", low=0, high=4096, hint="0 = full fine-tuning"),
     Control("qlora", "QLoRA (4-bit base)", "check", show="train"),
 )
@@ -173,7 +175,7 @@ PLAIN_STATE = {"mode": _PLAIN.mode, "precision": _PLAIN.precision, "optimizer": 
                "micro_batch": str(_PLAIN.micro_batch), "seq_len": str(_PLAIN.seq_len),
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute, "attention": _PLAIN.attention,
                "loss": _PLAIN.loss,
-               "formula": "hf", "dropout": "0", "lora_rank": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
+               "formula": "hf", "dropout": "0", "offload_activations": "0", "lora_rank": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
                "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
                "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0"}
 # Controls that mean something in one mode only ('train' or 'serve'): in the other mode they are
@@ -194,7 +196,8 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
     state = {"model": model_id, **arch_state(models[model_id]), **PLAIN_STATE, "gpu": gpu}
     direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "attention",
               "loss", "lora_rank", "batch", "context", "offload", "dp", "tp", "pp", "cp", "ep"}
-    flags = {"dropout": "dropout", "qlora": "qlora", "sequence_parallel": "sp"}
+    flags = {"dropout": "dropout", "offload_activations": "offload_activations", "qlora": "qlora",
+             "sequence_parallel": "sp"}
     for option, value in settings.items():
         if option in direct:
             state[option] = str(value)
@@ -256,6 +259,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         recompute=state["recompute"], attention=state["attention"], loss=state["loss"],
         activation_formula="korthikanti" if state["formula"] == "korthikanti" else "ops",
         implementation="megatron" if state["formula"] == "megatron" else "hf", dropout=state["dropout"] == "1",
+        offload_activations=state["offload_activations"] == "1",
         dp=_int(state["dp"]), zero=0 if fsdp else _int(shard), fsdp=fsdp, tp=_int(state["tp"]),
         sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
         pp_schedule="interleaved" if virtual > 1 else "1f1b", pp_virtual_stages=virtual, cp=_int(state["cp"]),

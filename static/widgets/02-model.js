@@ -43,9 +43,9 @@ function browserModel(M) {
     for (const st of stagesOf(run)) {
       const inputs = inputsOf(run, st), host = hostParts(inputs, words);
       let gpu = [...states(inputs, words), ...(train ? [...activations(opConditions(inputs), words), ...autocast(inputs, words)] : serving(inputs, words)), ...comm(inputs, words)];
-      // placement.HOLDING's `offloaded`: the buckets that live in host memory instead.
+      // placement.HOLDING's `offloaded`: the buckets (or parts, by full name) that live in host memory instead.
       const moved = inputs.offloaded.map((r) => r.bucket);
-      gpu = gpu.filter((p) => !(moved.includes(p[0].split("/")[0]) && host.push(p)));
+      gpu = gpu.filter((p) => !((moved.includes(p[0].split("/")[0]) || moved.includes(p[0])) && host.push(p)));
       gpu.push(...reserved(inputs, sum(gpu), words));
       const top = train ? peakOf(inputs, gpu.filter((p) => p[1])) : [sum(gpu)];
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host, inputs.host_copies];

@@ -121,6 +121,7 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                  offload=offload, lora_rank=str(lora), qlora=rng.choice("01") if lora else "0")
         s["optimizer_impl"] = rng.choice(["default", "default", *OPTIMIZER_IMPLS])
         s["loss"] = rng.choice(["eager", *LOSSES]) if s["formula"] != "korthikanti" else "eager"
+        s["offload_activations"] = rng.choice("001") if s["formula"] != "korthikanti" else "0"
         try:
             validate_config(calc.config_from_state(s, MODELS))
         except ValueError as error:
