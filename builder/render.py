@@ -213,9 +213,10 @@ def walk_tokens(tokens: list[Token], first_line: int) -> Iterator[tuple[Token, i
                 child_line += 1
 
 
-def check_tokens(tokens: list[Token], context: PageContext) -> None:
-    """Check citations, placements, math and headings; convert math to MathML."""
-    for token, line in walk_tokens(tokens, context.page.body_line):
+def check_tokens(tokens: list[Token], context: PageContext, first_line: int | None = None) -> None:
+    """Check citations, placements, math and headings (lines counted from `first_line`, default the body's);
+    convert math to MathML."""
+    for token, line in walk_tokens(tokens, context.page.body_line if first_line is None else first_line):
         if token.type == "citation":
             check_citation(token, line, context)
         elif token.type == "placement":
@@ -355,12 +356,7 @@ def render_inline(md: MarkdownIt, context: PageContext, text: str, line: int) ->
     """One line of Markdown (citations and math allowed) checked as part of the page at `line`."""
     env = {"context": context}
     tokens = md.parseInline(text, env)
-    page_line = context.page.body_line
-    context.page.body_line = line  # walk_tokens counts from the body's first line
-    try:
-        check_tokens(tokens, context)
-    finally:
-        context.page.body_line = page_line
+    check_tokens(tokens, context, line)
     return "" if context.errors else md.renderer.render(tokens, md.options, env)
 
 
@@ -376,7 +372,9 @@ def question_html(context: PageContext, exercise_id: str) -> Markup:
 
 def render_questions(md: MarkdownIt, context: PageContext) -> None:
     """Render every exercise's question (Markdown, citations and math allowed) before the body is rendered."""
-    context.questions = {exercise_id: Markup(render_inline(md, context, exercise.question, exercise.line))
+    defined = context.page.exercises
+    context.questions = {exercise_id: Markup(render_inline(md, context, exercise.question,
+                                                           defined[exercise_id].lines.get("question", exercise.line)))
                          for exercise_id, exercise in context.exercises.items()}
 
 

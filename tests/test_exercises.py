@@ -215,6 +215,8 @@ def bad_site(tmp_path: Path, exercise: str) -> Path:
     ("  adam-zero1:\n    question: Q?\n    ask: max-micro-batch\n    config: {model: llama-3-8b}\n", 2,
      "exercise adam-zero1: ask: max-micro-batch needs a gpu"),
     ("  adam-zero1:\n    question: Q?\n    asked: optimizer\n", 2, "exercise adam-zero1: unknown key 'asked'"),
+    ("  adam-zero1:\n    ask: optimizer\n    question: See [@nobody2031].\n    config: {params: 1e9}\n", 2,
+     "unknown citation key 'nobody2031'"),
 ])
 def test_a_bad_exercise_is_a_file_line_error_and_the_site_survives(tmp_path, capsys, exercise, line_offset, message):
     content = bad_site(tmp_path, exercise)
@@ -264,3 +266,16 @@ def test_notation_page_lists_every_symbol_and_formulas_link_to_it(editions):
                 assert line, (name, mathml[:200])
         for target in re.findall(r'href="notation\.html#([a-z0-9-]+)"', text, re.I):
             assert f'id="{target}"' in pages["notation.html"], (name, target)
+
+
+def test_a_bad_takeaway_names_its_line(tmp_path, capsys):
+    content = tmp_path / "content"
+    shutil.copytree(CONTENT, content)
+    page = content / "model-states.md"
+    lines = page.read_text(encoding="utf-8").splitlines(keepends=True)
+    first = lines.index("takeaways:\n") + 2  # the first item's line
+    lines[first - 1] = '  - "Cited wrongly [@nobody2031]."\n'
+    page.write_text("".join(lines), encoding="utf-8")
+    status = cli_site.main(["build", "--content", str(content), "--out", str(tmp_path / "site"), "--quiet"])
+    assert status == 2
+    assert f"model-states.md:{first}: unknown citation key 'nobody2031'" in capsys.readouterr().err
