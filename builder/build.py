@@ -33,8 +33,10 @@ import minify
 from builder.catalog import CatalogError, load_gpus, load_models
 from builder.content import (WIDGETS, BuildFailed, ContentError, Page, display_name, read_pages, read_presets,
                              read_references, read_site_config)
+from builder.exercises import evaluate_page_exercises
 from builder.grids import EvaluatedChart, evaluate_chart
-from builder.render import PageContext, make_markdown, make_templates, render_body, render_page
+from builder.render import (PageContext, make_markdown, make_templates, render_body, render_page, render_questions,
+                            render_takeaways)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STYLESHEET = "static/site.css"
@@ -100,9 +102,9 @@ def list_files(folder: Path) -> list[Path]:
         key=lambda p: p.relative_to(folder).as_posix())
 
 
-def fingerprint_inputs(paths: SitePaths) -> str:
-    """sha256 over every input file (content, templates, static, builder code)."""
-    digest = hashlib.sha256()
+def fingerprint_inputs(paths: SitePaths, answers: bool = True) -> str:
+    """sha256 over every input file (content, templates, static, builder code) and the edition built."""
+    digest = hashlib.sha256(b"answers\0" if answers else b"student edition\0")
     for label, folder in (("content", paths.content), ("templates", paths.templates), ("static", paths.static),
                           ("builder", PACKAGE_DIR)):
         for path in list_files(folder):
@@ -257,11 +259,15 @@ def draw_charts(page: Page, charts: dict[str, EvaluatedChart], pending: dict[str
 # 4. Render --------------------------------------------------------------------------------
 
 def check_charts_placed(page: Page, context: PageContext, body_text: str) -> None:
-    """Every chart defined in front matter must be placed in the body."""
+    """Every chart and exercise defined in front matter must be placed in the body."""
     for chart_id, chart in sorted(page.charts.items()):
         if not re.search(r"\{\{<\s*(chart|table)\s+" + re.escape(chart_id) + r"\s*>\}\}", body_text):
             context.error(chart.line, f"chart {chart_id} is defined but never placed "
                                       f"(add a line {{{{< chart {chart_id} >}}}})")
+    for exercise_id, exercise in sorted(page.exercises.items()):
+        if not re.search(r"\{\{<\s*exercise\s+" + re.escape(exercise_id) + r"\s*>\}\}", body_text):
+            context.error(exercise.line, f"exercise {exercise_id} is defined but never placed "
+                                         f"(add a line {{{{< exercise {exercise_id} >}}}})")
 
 
 @dataclass
@@ -277,26 +283,35 @@ class RenderSetup:
     report: BuildReport
     log: Callable[[str], None]
     scripts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # script path -> the widgets it holds
+    answers: bool = True  # False: the student edition (no answers in the HTML)
+    notation_url: str = ""  # the Notation page's URL, when the site has one
+
+
+def collects_exercises(page: Page) -> bool:
+    """True for a page that lists every page's exercises (it is rendered after them)."""
+    return re.search(r"\{\{<\s*widget\s+exercises\b", page.body) is not None
 
 
 def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue: ChartQueue,
-                 report: BuildReport, log: Callable[[str], None], skip: set[str] = frozenset()
-                 ) -> tuple[dict[str, bytes], list[ContentError]]:
+                 report: BuildReport, log: Callable[[str], None], skip: set[str] = frozenset(),
+                 answers: bool = True) -> tuple[dict[str, bytes], list[ContentError]]:
     """Every page's HTML, keyed by output path; all errors collected. Pages in `skip` are not rendered."""
+    notation = next((p for p in gathered.pages if p.slug == "notation"), None)
     setup = RenderSetup(
         gathered=gathered, templates=make_templates(paths.templates), md=make_markdown(),
         catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets,
-                  "validation_dir": paths.content / "validation"},
+                  "validation_dir": paths.content / "validation", "exercises": [], "answers": answers},
         has_references_page=any(p.slug == "references" for p in gathered.pages),
         has_widget_script=("sources" if widget_sources(paths.static) else
                            "prebuilt" if (paths.static / "widgets.js").is_file() else ""),
-        report=report, log=log)
+        report=report, log=log, answers=answers, notation_url=notation.url if notation else "")
     pages = [page for page in gathered.pages if page.path not in skip]
     outputs, errors = {}, []
-    # Evaluate every page's charts and start drawing them, then render the pages.
+    # Evaluate every page's charts and start drawing them, then render the pages (a page that collects the
+    # exercises after the others).
     evaluated = {page.path: evaluate_page_charts(page, gathered, estimate) for page in pages}
     pending = {path: request_charts(charts, queue) for path, (charts, _) in evaluated.items()}
-    for page in pages:
+    for page in sorted(pages, key=collects_exercises):
         html, page_errors = render_one_page(page, evaluated[page.path], pending[page.path], setup)
         errors += page_errors
         if html is not None:
@@ -313,11 +328,15 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
     gathered = setup.gathered
     charts, chart_errors = evaluated
     svgs, draw_errors = draw_charts(page, charts, pending, setup.report)
+    presets = gathered.presets | page.presets
+    exercises, exercise_errors = evaluate_page_exercises(page, presets, gathered.models, gathered.gpus)
     context = PageContext(page=page, charts=charts, references=gathered.references,
-                          catalogs=setup.catalogs | {"preset": gathered.presets | page.presets},
-                          templates=setup.templates, svgs=svgs)
-    context.errors += chart_errors + draw_errors  # the body is still checked, but not rendered
+                          catalogs=setup.catalogs | {"preset": presets}, templates=setup.templates, svgs=svgs,
+                          exercises=exercises, answers=setup.answers, notation_url=setup.notation_url)
+    context.errors += chart_errors + draw_errors + exercise_errors  # the body is still checked, but not rendered
     check_charts_placed(page, context, page.body)
+    render_questions(setup.md, context)
+    takeaways = render_takeaways(setup.md, context)
     body = render_body(setup.md, context)
     if context.cited and not setup.has_references_page:
         context.error(page.body_line, "citations need a references page (a page with slug: references)")
@@ -329,7 +348,10 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
         script = script_path(scripted) if setup.has_widget_script == "sources" else PREBUILT_SCRIPT
         setup.scripts[script] = tuple(scripted)
         scripts.append(script)
-    extra = {"stylesheet": STYLESHEET, "scripts": scripts,
+    if exercises:
+        setup.catalogs["exercises"].append({"page": page, "exercises": [
+            (exercises[exercise_id], context.questions[exercise_id]) for exercise_id in page.exercises]})
+    extra = {"stylesheet": STYLESHEET, "scripts": scripts, "takeaways": takeaways,
              "references": sorted(gathered.references.values(), key=lambda r: r.number)}
     html = render_page(setup.templates, page, gathered.pages, gathered.site, body, extra).encode("utf-8")
     setup.log(f"  {page.url:<22} {len(html) / 1024:7.1f} KiB  {time.perf_counter() - started:6.3f} s")
@@ -484,15 +506,17 @@ def swap_folder(staging: Path, out: Path) -> None:
 # The orchestrator -------------------------------------------------------------------------
 
 def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, stream: TextIO | None = None,
-               estimate: Callable | None = None, render_chart: Callable | None = None) -> BuildReport:
-    """Build the site into paths.out; raises BuildFailed (all errors) and leaves the old output alone."""
+               estimate: Callable | None = None, render_chart: Callable | None = None,
+               answers: bool = True) -> BuildReport:
+    """Build the site into paths.out; raises BuildFailed (all errors) and leaves the old output alone.
+    answers=False builds the student edition: exercises without their answers."""
     stream = stream or sys.stderr
     started = time.perf_counter()
     report = BuildReport()
     log = (lambda message: None) if quiet else (lambda message: print(message, file=stream))
 
     # 1. Unchanged inputs and intact output: nothing to do.
-    fingerprint = fingerprint_inputs(paths)
+    fingerprint = fingerprint_inputs(paths, answers)
     if estimate is None and render_chart is None and not force and is_up_to_date(paths, fingerprint):
         report.unchanged = True
         report.seconds = time.perf_counter() - started
@@ -511,7 +535,7 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
         log(f"building {len(gathered.pages)} pages into {display_name(paths.out)}")
         failed = {error.path for error in errors}
         outputs, render_errors = render_pages(gathered, paths, estimate or load_estimate(), queue, report, log,
-                                              skip=failed)
+                                              skip=failed, answers=answers)
     finally:
         queue.close()
     if errors or render_errors:

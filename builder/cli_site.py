@@ -24,6 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                   description="Build the static site. Errors: one 'path:line: message' per line, exit 2.")
     add_path_options(build)
     build.add_argument("--force", action="store_true", help="rebuild even when no input changed")
+    build.add_argument("--no-answers", dest="answers", action="store_false",
+                       help="the student edition: exercises without their answers (left out of the HTML)")
     build.set_defaults(handler=run_build)
     serve = subparsers.add_parser("serve", help="preview the site on 127.0.0.1 and rebuild on change",
                                   description="Serve the site locally; rebuild when content, templates, static or builder change.")
@@ -56,7 +58,8 @@ def run_build(args: argparse.Namespace) -> int:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         return EXIT_CONTENT_ERROR
     try:
-        build_site(site_paths(args), quiet=args.quiet, force=getattr(args, "force", False))
+        build_site(site_paths(args), quiet=args.quiet, force=getattr(args, "force", False),
+                   answers=getattr(args, "answers", True))
     except BuildFailed as failure:
         print_errors(failure)
         return EXIT_CONTENT_ERROR

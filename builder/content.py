@@ -13,6 +13,8 @@ Front matter schema (documented for authors in README.md, "Authoring guide"):
     template: str        optional, 'page' (default) or 'references'
     presets: mapping     optional, page-local presets: name -> config overrides
     charts: mapping      optional, chart id -> chart definition (see CHART_KEYS)
+    exercises: mapping   optional, exercise id -> exercise (see EXERCISE_KEYS; builder/exercises.py answers it)
+    takeaways: list      optional, the "Key takeaways" box: 3-5 short Markdown lines in the author's words
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import yaml
 
 SLUG_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 PAGE_KEYS = {"title": str, "slug": str, "order": int, "summary": str, "template": str,
-             "nav_title": str, "presets": dict, "charts": dict}
+             "nav_title": str, "presets": dict, "charts": dict, "exercises": dict, "takeaways": list}
 REQUIRED_PAGE_KEYS = ("title", "slug", "order", "summary")
 TEMPLATES = ("page", "references")
 CHART_KEYS = {"title": str, "description": str, "unit": str, "gpus": list, "group_by": str,
@@ -37,6 +39,10 @@ UNITS = ("GiB", "GB")
 GROUP_BY = ("bucket", "part")
 GRID_KEYS = {"vary": str, "values": list, "label": str}
 BAR_META_KEYS = ("label", "preset")
+# An exercise: the question (Markdown), what it asks for (builder.exercises.ASKS or a part/bucket name), the
+# configuration it is about (a preset and/or config overrides, as a chart's), the GPU a fit question needs, the unit.
+EXERCISE_KEYS = {"question": str, "ask": str, "preset": str, "config": dict, "gpu": str, "unit": str}
+REQUIRED_EXERCISE_KEYS = ("question", "ask")
 REFERENCE_KEYS = {"authors": list, "year": int, "title": str, "venue": str, "url": str,
                   "arxiv": str, "note": str}
 REQUIRED_REFERENCE_KEYS = ("authors", "year", "title", "url")
@@ -68,6 +74,8 @@ WIDGETS: dict[str, WidgetSpec] = {
                     "min_params": "str", "max_params": "str", "max_batch": "int", "min_seq_len": "int",
                     "max_seq_len": "int"}),
         WidgetSpec("validation", "Validation report", {}, scripted=False),
+        WidgetSpec("exercises", "Every page's exercises", {}, scripted=False),
+        WidgetSpec("notation", "Notation", {}, scripted=False),
         WidgetSpec("calculator", "Memory calculator", {"preset": "preset", "model": "model", "gpus": "gpus",
                                                         "gpu": "gpu"}),
     )
@@ -141,6 +149,20 @@ class ChartDefinition:
 
 
 @dataclass(frozen=True)
+class ExerciseDefinition:
+    """An exercise as the author wrote it in front matter: validated, not yet answered."""
+
+    exercise_id: str
+    question: str
+    ask: str
+    unit: str
+    gpu: str | None
+    bar: BarDefinition  # the configuration, read exactly as a chart's bar (preset + config overrides)
+    line: int
+    lines: dict[str, int] = field(default_factory=dict)  # key ('ask', 'gpu', 'question') -> source line
+
+
+@dataclass(frozen=True)
 class Preset:
     """A named configuration: Config field overrides shared by charts and widgets."""
 
@@ -186,6 +208,8 @@ class Page:
     charts: dict[str, ChartDefinition]
     presets: dict[str, Preset]
     nav_title: str = ""  # short name for the site navigation (default: the title)
+    exercises: dict[str, ExerciseDefinition] = field(default_factory=dict)
+    takeaways: tuple[tuple[str, int], ...] = ()  # (Markdown line, source line), the "Key takeaways" box
 
     @property
     def url(self) -> str:
@@ -306,11 +330,13 @@ def read_page(path: Path, display_path: str) -> tuple[Page | None, list[ContentE
     errors += check_page_fields(meta, located, display_path)
     presets, preset_errors = read_presets_mapping(located.children.get("presets"), display_path)
     charts, chart_errors = read_charts(located.children.get("charts"), display_path)
-    errors += preset_errors + chart_errors
+    exercises, exercise_errors = read_exercises(located.children.get("exercises"), display_path)
+    takeaways, takeaway_errors = read_takeaways(located.children.get("takeaways"), display_path)
+    errors += preset_errors + chart_errors + exercise_errors + takeaway_errors
     page = Page(path=display_path, slug=meta["slug"], title=meta["title"].strip(), order=meta["order"],
                 summary=meta["summary"].strip(), template=meta.get("template", "page"), body=body,
                 body_line=body_line, charts=charts, presets=presets,
-                nav_title=str(meta.get("nav_title", "")).strip())
+                nav_title=str(meta.get("nav_title", "")).strip(), exercises=exercises, takeaways=takeaways)
     return page, errors
 
 
@@ -471,6 +497,52 @@ def read_grid(node: Located, base: BarDefinition, what: str, path: str) -> tuple
                                   settings=base.settings | {vary: value}, lines=lines,
                                   line=grid.children["values"].line_of(index)))
     return bars, errors
+
+
+# Exercises and takeaways --------------------------------------------------------------
+
+def read_exercises(located: Located | None, path: str) -> tuple[dict[str, ExerciseDefinition], list[ContentError]]:
+    """Validate the `exercises:` mapping of a page (the answers are worked out by builder/exercises.py)."""
+    if located is None:
+        return {}, []
+    if not isinstance(located.value, dict):
+        return {}, [ContentError(path, located.line, "exercises must be a mapping of exercise id -> exercise")]
+    exercises, errors = {}, []
+    for exercise_id, node in located.children.items():
+        if not isinstance(exercise_id, str) or not SLUG_PATTERN.match(exercise_id):
+            errors.append(ContentError(path, node.line,
+                                       f"exercise id {exercise_id!r} must be lowercase words joined by '-'"))
+            continue
+        what = f"exercise {exercise_id}"
+        node_errors = check_keys(node, EXERCISE_KEYS, REQUIRED_EXERCISE_KEYS, what, path)
+        if not node_errors:
+            spec = node.value
+            unit = spec.get("unit", "GiB")
+            if unit not in UNITS:
+                node_errors.append(ContentError(path, node.line_of("unit"),
+                                                f"{what}: unit must be GiB or GB, got {unit!r}"))
+            for key in ("question", "ask"):
+                if not spec[key].strip():
+                    node_errors.append(ContentError(path, node.line_of(key), f"{what}: {key} must not be empty"))
+        errors += node_errors
+        if not node_errors:
+            exercises[exercise_id] = ExerciseDefinition(
+                exercise_id=exercise_id, question=spec["question"].strip(), ask=spec["ask"].strip(), unit=unit,
+                gpu=spec.get("gpu"), bar=base_bar(node, path), line=node.line,
+                lines={key: node.line_of(key) for key in spec})
+    return exercises, errors
+
+
+def read_takeaways(located: Located | None, path: str) -> tuple[tuple[tuple[str, int], ...], list[ContentError]]:
+    """The `takeaways:` list: non-empty Markdown lines, each with its source line."""
+    if located is None:
+        return (), []
+    items = [(node.value, node.line) for node in located.children.values()]
+    errors = [ContentError(path, line, f"takeaways: each item must be non-empty text, got {value!r}")
+              for value, line in items if not isinstance(value, str) or not value.strip()]
+    if not items:
+        errors.append(ContentError(path, located.line, "takeaways must not be empty"))
+    return (() if errors else tuple((value.strip(), line) for value, line in items)), errors
 
 
 # Presets ------------------------------------------------------------------------------

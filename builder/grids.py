@@ -132,9 +132,11 @@ def resolve_settings(bar: BarDefinition, presets: dict[str, Preset], path: str
     return settings, origins, []
 
 
-def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str, Architecture], path: str
-                ) -> tuple[Config | None, list[ContentError]]:
-    """The validated Config of one bar, or the errors that stop it (every bad option reported)."""
+def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str, Architecture], path: str,
+                what: str = "") -> tuple[Config | None, list[ContentError]]:
+    """The validated Config of one bar, or the errors that stop it (every bad option reported); `what` names
+    the bar in them (default "bar 'label'")."""
+    what = what or f"bar {bar.label!r}"
     settings, origins, errors = resolve_settings(bar, presets, path)
     if errors:
         return None, errors
@@ -145,13 +147,13 @@ def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str
             values[option] = convert_setting(option, raw, models)
         except SettingError as error:
             where = origins.get(option, (path, bar.line))
-            errors.append(ContentError(where[0], where[1], f"bar {bar.label!r}: {error}"))
+            errors.append(ContentError(where[0], where[1], f"{what}: {error}"))
     if arch_changes is not None and not errors:
         where = origins.get("arch", (path, bar.line))
         try:
             values["model"] = change_architecture(values.get("model"), arch_changes)
         except ValueError as error:
-            errors.append(ContentError(where[0], where[1], f"bar {bar.label!r}: arch: {error}"))
+            errors.append(ContentError(where[0], where[1], f"{what}: arch: {error}"))
     if errors:
         return None, errors
     config = Config(**values)
@@ -160,7 +162,7 @@ def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str
     except ValueError as error:
         option = str(error).split(":", 1)[0]
         where = origins.get(option, (path, bar.line))
-        return None, [ContentError(where[0], where[1], f"bar {bar.label!r}: value out of range: {error}")]
+        return None, [ContentError(where[0], where[1], f"{what}: value out of range: {error}")]
     return config, []
 
 

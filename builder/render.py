@@ -5,6 +5,10 @@ Placement syntax (a line of its own, with blank lines around it):
     {{< chart four-buckets >}}                 chart + data table + formulas and sources
     {{< table four-buckets >}}                 data table + formulas only
     {{< widget bytes-per-param model=llama-3-8b gpus=a100-80gb,h100-80gb >}}
+    {{< exercise adam-zero1 >}}                an exercise of this page's front matter, answered by the model
+
+A page's `takeaways:` become its "Key takeaways" box (render_takeaways). A display formula is followed by
+its symbols, each linking to the Notation page when the site has one (builder/symbols.py).
 
 Citations: `[@key]`, `[@key1; @key2]` or with locators `[@key, section 3]`, keys from content/references.toml.
 Math: `$...$` inline and `$$...$$` display, LaTeX converted to MathML at build time.
@@ -34,10 +38,12 @@ from mdit_py_plugins.footnote import footnote_plugin
 
 from builder.widgets import to_json, widget_context
 from builder.content import WIDGETS, ContentError, Page, Reference, convert_widget_option, parse_options
+from builder.exercises import Exercise
+from builder.symbols import symbols_line
 from builder.grids import EvaluatedChart, format_amount, group_amounts
 
 PLACEMENT_LINE = re.compile(r"^\{\{<\s*(?P<kind>[a-z]+)\s+(?P<name>[a-z0-9-]+)(?P<options>[^>]*?)\s*>\}\}$")
-PLACEMENT_KINDS = ("chart", "table", "widget")
+PLACEMENT_KINDS = ("chart", "table", "widget", "exercise")
 # '[@key]', '[@a; @b]', and with locators: '[@key, section 3; @b, eq. 2]'.
 CITE_ITEM = r"@[A-Za-z0-9_.:-]+(?:\s*,\s*[^;\]\[]+)?"
 CITATION = re.compile(rf"\[({CITE_ITEM}(?:\s*;\s*{CITE_ITEM})*)\]")
@@ -59,6 +65,11 @@ class PageContext:
     widgets: list[str] = field(default_factory=list)
     widget_count: int = 0  # widgets rendered so far on this page (for unique element ids)
     svgs: dict[str, str] = field(default_factory=dict)  # chart id -> SVG markup
+    exercises: dict[str, Exercise] = field(default_factory=dict)  # this page's exercises, answered
+    answers: bool = True  # False: the student edition, answers left out of the HTML
+    notation_url: str = ""  # the Notation page, when the site has one
+    exercise_count: int = 0  # exercises rendered so far on this page (their numbers)
+    questions: dict[str, Markup] = field(default_factory=dict)  # exercise id -> its question as HTML
 
     def error(self, line: int, message: str) -> None:
         """Record a content error on this page."""
@@ -156,7 +167,9 @@ def render_math(self: Any, tokens: list[Token], index: int, options: Any, env: d
     token = tokens[index]
     mathml = token.meta.get("mathml", "")
     if token.type.startswith("math_block"):
-        return f'<div class="math-display">{mathml}</div>\n'
+        context: PageContext | None = env.get("context")
+        symbols = symbols_line(token.content, context.notation_url) if context and context.notation_url else ""
+        return f'<div class="math-display">{mathml}</div>\n{symbols}'
     return mathml
 
 
@@ -175,6 +188,10 @@ def render_placement(self: Any, tokens: list[Token], index: int, options: Any, e
     meta = tokens[index].meta
     if meta["kind"] == "widget":
         return render_widget(context, meta["name"], meta["values"], meta.get("state"))
+    if meta["kind"] == "exercise":
+        context.exercise_count += 1
+        return render_exercise(context.templates, context.exercises[meta["name"]], context.exercise_count,
+                               context.answers, f"exercise-{meta['name']}", question_html(context, meta["name"]))
     chart = context.charts[meta["name"]]
     return render_chart_block(context.templates, chart, context.svgs.get(meta["name"]) if meta["kind"] == "chart"
                               else None)
@@ -196,9 +213,10 @@ def walk_tokens(tokens: list[Token], first_line: int) -> Iterator[tuple[Token, i
                 child_line += 1
 
 
-def check_tokens(tokens: list[Token], context: PageContext) -> None:
-    """Check citations, placements, math and headings; convert math to MathML."""
-    for token, line in walk_tokens(tokens, context.page.body_line):
+def check_tokens(tokens: list[Token], context: PageContext, first_line: int | None = None) -> None:
+    """Check citations, placements, math and headings (lines counted from `first_line`, default the body's);
+    convert math to MathML."""
+    for token, line in walk_tokens(tokens, context.page.body_line if first_line is None else first_line):
         if token.type == "citation":
             check_citation(token, line, context)
         elif token.type == "placement":
@@ -230,9 +248,15 @@ def check_placement(token: Token, line: int, context: PageContext) -> None:
         context.error(line, f"malformed placement {meta['malformed']!r} (write {{{{< chart id >}}}}, "
                             f"{{{{< table id >}}}} or {{{{< widget name key=value >}}}})")
     elif meta["kind"] not in PLACEMENT_KINDS:
-        context.error(line, f"unknown placement kind {meta['kind']!r} (use chart, table or widget)")
+        context.error(line, f"unknown placement kind {meta['kind']!r} (use chart, table, widget or exercise)")
     elif meta["kind"] == "widget":
         check_widget(meta, line, context)
+    elif meta["kind"] == "exercise":
+        if meta["name"] not in context.page.exercises:
+            known = ", ".join(sorted(context.page.exercises)) or "none defined"
+            context.error(line, f"unknown exercise {meta['name']!r} (exercises in this page's front matter: {known})")
+        elif meta["options"].strip():
+            context.error(line, f"exercise placements take no options, got {meta['options'].strip()!r}")
     elif meta["name"] not in context.page.charts:
         known = ", ".join(sorted(context.page.charts)) or "none defined"
         context.error(line, f"unknown chart {meta['name']!r} (charts in this page's front matter: {known})")
@@ -326,6 +350,39 @@ def render_body(md: MarkdownIt, context: PageContext) -> str:
     if context.errors:
         return ""
     return md.renderer.render(tokens, md.options, env)
+
+
+def render_inline(md: MarkdownIt, context: PageContext, text: str, line: int) -> str:
+    """One line of Markdown (citations and math allowed) checked as part of the page at `line`."""
+    env = {"context": context}
+    tokens = md.parseInline(text, env)
+    check_tokens(tokens, context, line)
+    return "" if context.errors else md.renderer.render(tokens, md.options, env)
+
+
+def render_takeaways(md: MarkdownIt, context: PageContext) -> list[Markup]:
+    """The page's "Key takeaways", each line rendered as Markdown."""
+    return [Markup(render_inline(md, context, text, line)) for text, line in context.page.takeaways]
+
+
+def question_html(context: PageContext, exercise_id: str) -> Markup:
+    """An exercise's question, rendered when the page was checked (render_questions)."""
+    return context.questions[exercise_id]
+
+
+def render_questions(md: MarkdownIt, context: PageContext) -> None:
+    """Render every exercise's question (Markdown, citations and math allowed) before the body is rendered."""
+    defined = context.page.exercises
+    context.questions = {exercise_id: Markup(render_inline(md, context, exercise.question,
+                                                           defined[exercise_id].lines.get("question", exercise.line)))
+                         for exercise_id, exercise in context.exercises.items()}
+
+
+def render_exercise(templates: jinja2.Environment, exercise: Exercise, number: int, answers: bool, anchor: str,
+                    question: Markup, origin: dict[str, str] | None = None) -> str:
+    """An exercise: its question, its configuration and (unless `answers` is False) its worked answer."""
+    return templates.get_template("partials/exercise.html").render(
+        exercise=exercise, number=number, answers=answers, anchor=anchor, question=question, origin=origin)
 
 
 # Charts, tables and widgets --------------------------------------------------------------

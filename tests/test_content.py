@@ -50,7 +50,8 @@ def test_fixture_page_is_read_with_charts_and_grid():
 def test_unknown_keys_and_missing_keys_are_reported_together(tmp_path):
     page, errors = write_page(tmp_path, "---\ntitle: T\nslug: s\nsumary: typo\n---\n")
     assert [str(e) for e in errors] == [
-        "page.md:4: front matter: unknown key 'sumary' (known: title, slug, order, summary, template, nav_title, presets, charts)",
+        "page.md:4: front matter: unknown key 'sumary' (known: title, slug, order, summary, template, nav_title, presets, charts, "
+        "exercises, takeaways)",
         "page.md:2: front matter: missing required key 'order'",
         "page.md:2: front matter: missing required key 'summary'",
     ]

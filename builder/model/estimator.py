@@ -15,6 +15,7 @@ from builder.model.breakdown import Breakdown, Part, join_parts
 from builder.model.config import Config, validate_config
 from builder.model.expr import derive
 from builder.model.inputs import architecture_inputs, config_inputs, rule_inputs, stages
+from builder.model.notation import SYMBOLS
 from builder.model.overheads import OVERHEADS
 from builder.model.autocast import AUTOCAST_COPIES
 from builder.model.placement import Stage
@@ -131,13 +132,11 @@ def breakdown_of(config: Config, evaluated: list[tuple[Stage, list[Part], list[P
 
 
 def _symbols(config: Config) -> dict[str, str]:
-    """Symbols used in part formulas, with their values."""
+    """Symbols used in part formulas, with their meanings (builder.model.notation) and values."""
     arch = config.model
-    where = {"N": "parameters on this GPU", "b": f"micro-batch = {config.micro_batch}",
-             "s": f"sequence length = {config.seq_len}"}
+    values: dict[str, object] = {"N": None, "N_gpu": None, "b": config.micro_batch, "s": config.seq_len}
     if arch is not None:
-        where.update({"L": f"layers = {arch.layers}", "h": f"hidden = {arch.hidden}",
-                      "a": f"heads = {arch.heads}", "V": f"vocabulary = {arch.vocab}"})
+        values.update({"L": arch.layers, "h": arch.hidden, "a": arch.heads, "V": arch.vocab})
     if config.tp > 1:
-        where["t"] = f"tensor-parallel size = {config.tp}"
-    return where
+        values["t"] = config.tp
+    return {name: SYMBOLS[name].meaning + ("" if value is None else f" = {value}") for name, value in values.items()}

@@ -17,6 +17,8 @@ MODULES = {
     "memory-budget": "builder.widgets.memory_budget",
     "calculator": "builder.widgets.calculator",
     "validation": "builder.widgets.validation",
+    "exercises": "builder.widgets.exercises",
+    "notation": "builder.widgets.notation",
 }
 
 
