@@ -18,10 +18,12 @@ function fmtParams(p) {
 // follows the state 300 ms after the last change (browsers throttle history updates).
 function painter(root, st) {
   const els = $$(root, "[data-t]"), save = stateWriter(root.id);
-  return (T, quiet) => {
+  const paint = (T, quiet) => {
     els.forEach((e) => { if (e.textContent !== T[e.dataset.t]) e.textContent = T[e.dataset.t]; });
     if (!quiet) save(st);
   };
+  paint.url = save.url;  // the link to what is on screen, for Copy link
+  return paint;
 }
 
 WIDGETS["bytes-per-param"] = (root, d) => {
@@ -93,7 +95,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     if (chip) chip.click();
     else { st.z = (st.z + 1) % 4; setZero(st.z); draw(); }
   });
-  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"));
+  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url);
   $(root, ".wdg-controls").hidden = false;
   draw("start");
 };
