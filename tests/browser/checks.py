@@ -75,12 +75,14 @@ FIGURE_INVENTORY = """() => {
     const style = getComputedStyle(el);
     return r.width > 0 && r.height > 0 && style.visibility !== 'hidden' && style.display !== 'none';
   };
-  const charts = [...document.querySelectorAll('figure svg')].filter(s => !s.parentElement.closest('svg'));
+  // A chart is a figure's SVGs: a page chart has a wide and a narrow layout, one shown at any width.
+  const charts = [...document.querySelectorAll('figure')].filter(f => f.querySelector('svg'));
   const tables = [...document.querySelectorAll('table')];
   const describe = el => (el.id ? '#' + el.id : '') + (el.querySelector('title, caption')
       ? ' "' + el.querySelector('title, caption').textContent.trim().slice(0, 60) + '"' : '');
   return {
-    charts: charts.map(el => ({name: describe(el), shown: shown(el)})),
+    charts: charts.map(el => ({name: describe(el.querySelector('svg')),
+                               shown: [...el.querySelectorAll('svg')].some(s => !s.parentElement.closest('svg') && shown(s))})),
     tables: tables.map(el => ({name: describe(el), shown: shown(el)})),
   };
 }"""
