@@ -1,13 +1,15 @@
 # Training Memory, Explained. `make site` builds the site; `make test` installs what the
-# tests need (Python packages, Chromium) and runs them all.
+# tests need (Python packages, torch CPU, Chromium) and runs them all; `make test-site` runs the
+# page, widget and model tests without torch.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed-full
+TEST_STAMP := $(VENV)/.installed-test
 SITE_STAMP := $(VENV)/.installed-site
 
-.PHONY: help install install-site browser test test-fast site serve bench validate validate-cpu clean
+.PHONY: help install install-site install-test browser test test-site test-fast site serve bench validate validate-cpu clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -18,19 +20,28 @@ $(SITE_STAMP): pyproject.toml
 	$(BIN)/pip install -q -e .
 	touch $(SITE_STAMP)
 
-$(STAMP): $(SITE_STAMP)
+$(TEST_STAMP): $(SITE_STAMP)
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(TEST_STAMP)
+
+$(STAMP): $(TEST_STAMP)
 	$(BIN)/pip install -q -e '.[test,validate]'
 	touch $(STAMP)
 
 install-site: $(SITE_STAMP)  ## Create .venv with what building the site needs (no torch)
 
+install-test: $(TEST_STAMP)  ## Also install the test extra (pytest, hypothesis, Playwright; no torch)
+
 install: $(STAMP)  ## Also install the test and validate extras (pytest, Playwright, torch CPU, transformers)
 
-browser: $(STAMP)  ## Make sure Chromium is available for Playwright (Debian package, else Playwright's download)
+browser: $(TEST_STAMP)  ## Make sure Chromium is available for Playwright (Debian package, else Playwright's download)
 	@$(PY) -m tests.browser_setup
 
 test: install browser  ## Install everything the tests need and run the whole suite
-	$(PY) -m pytest
+	TM_REQUIRE_TORCH=1 $(PY) -m pytest
+
+test-site: install-test browser  ## The page, widget, chart and model tests, without torch (skips only the validation suite)
+	$(PY) -m pytest -m "not validate"
 
 test-fast: install  ## Run the tests that need no browser
 	$(PY) -m pytest -m "not browser"

@@ -87,8 +87,8 @@ def load_estimate() -> Callable:
 
 
 def load_chart_renderer() -> Callable:
-    """builder.charts.render_chart (matplotlib is imported only when charts are drawn)."""
-    return importlib.import_module("builder.charts").render_chart
+    """builder.charts.render_figure (matplotlib is imported only when charts are drawn)."""
+    return importlib.import_module("builder.charts").render_figure
 
 
 # 1. Fingerprint ---------------------------------------------------------------------------

@@ -28,6 +28,13 @@ class Gpu:
     source: str = ""  # where usable_bytes comes from
 
 
+def short_gpu_name(display: str) -> str:
+    """A GPU's name short enough for a capacity label on a 320 px screen, where the label sits beside the amount
+    it stands for: 'RTX 4090', 'H100', 'H100 NVL', 'A100' (the form factor and the size in the name dropped)."""
+    words = display.replace("GeForce ", "").replace(" SXM", "").split()
+    return " ".join(words[:-1]) if len(words) > 1 and re.fullmatch(r"\d+GB", words[-1]) else " ".join(words)
+
+
 _ARCH_FIELDS = {f.name for f in fields(Architecture)} - {"name", "extra"}
 _MODEL_META = {"display", "published_active_params"}
 _GPU_FIELDS = {f.name for f in fields(Gpu)} - {"id"}

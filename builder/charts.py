@@ -22,7 +22,7 @@ import io
 import math
 import re
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from builder.catalog import Gpu
@@ -85,9 +85,9 @@ BUCKET_NAMES = {
 }
 
 # Layout, in SVG units (1 unit = 1 pt = 1 px at 100 % zoom).
-FONT_SIZE = 11  # notes, bar labels, example text
-SMALL_SIZE = 10  # ticks, axis title, capacity labels, bar totals
-LINE_HEIGHT = 14  # one note line
+FONT_SIZE = 12  # notes, bar labels, example text: 12 px is the smallest text a chart shows
+SMALL_SIZE = 12  # ticks, axis title, capacity labels, bar totals (same floor; dimmer colour instead)
+LINE_HEIGHT = 16  # one note line
 NOTE_GAP = 2  # vertical space between two notes
 MARGIN = 8  # around the whole chart
 PLOT_TOP = 14  # y of the top of the value axis
@@ -101,7 +101,7 @@ SWATCH_GAP = 4
 COLUMN_GAP = 18  # between one bar's notes and the next bar
 HATCH_SPACING = 6
 EXAMPLE_PADDING = 8
-EXAMPLE_LINE = 15
+EXAMPLE_LINE = 16
 MIN_WIDTH = 420
 
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
@@ -661,6 +661,141 @@ def plan_drawing(spec: ChartSpec) -> Drawing:
     return Drawing(width, math.ceil(bottom + MARGIN), tuple(items))
 
 
+# --- Rows: one bar per row, for a column narrower than the column layout --------------------
+
+# Widths a chart is laid out for, in SVG units (= CSS px at natural size). WIDE fits the text column from a
+# 768 px viewport up (static/site.css: 48rem, less 2 x 2rem padding); NARROW fits a 320 px phone (1rem padding)
+# and is scaled up, never down, on wider phones, so its 12-unit text never renders below 12 px.
+WIDE_WIDTH = 700
+NARROW_WIDTH = 288
+ROW_BAR_HEIGHT = 22
+CHIP_GAP = 14  # between two notes on one line under a bar
+ROW_GAP = 14  # between one bar's notes and the next bar's label
+
+
+@dataclass(frozen=True)
+class Chip:
+    """A note under a bar in the rows layout: an optional colour square, then text."""
+
+    text: str
+    css: str
+    swatch: str = ""
+    bold: bool = False
+
+
+def row_chips(spec: ChartSpec, index: int, stack: list[Segment], overflow: list[Gpu]) -> list[list[Chip]]:
+    """What is written under bar `index`, as runs of chips: each run starts on a new line. The segments (name
+    and amount; the rule too where the column layout gives full notes), the sum or the peak, then what does not fit."""
+    bar = spec.bars[index]
+    full = give_full_notes(spec, index)
+    segments = [Chip(describe_segment(s, spec.unit) if full else f"{s.name} {format_amount(s.bytes, spec.unit)}",
+                     "tm-text tm-note", s.css) for s in stack]
+    runs = [segments]
+    if bar.peak_differs:
+        runs.append([Chip(f"peak of a step {format_amount(bar.needed, spec.unit)}", "tm-text tm-note tm-peak-note",
+                          bold=True)])
+    runs += [[Chip(f"DOESN'T FIT {gpu.display}", "tm-warning tm-note", bold=True),
+              Chip(f"+{format_amount(bar.needed - gpu.usable_bytes, spec.unit)} over", "tm-warning tm-note")]
+             for gpu in overflow]
+    return runs
+
+
+def flow_chips(runs: list[list[Chip]], left: float, right: float, top: float) -> tuple[list[Box | Words], float]:
+    """Lay chips out in lines from `top` between `left` and `right`; returns the items and the bottom."""
+    items: list[Box | Words] = []
+    y = top
+    for run in runs:
+        x = left
+        for chip in run:
+            lead = SWATCH + SWATCH_GAP if chip.swatch else 0
+            lines = wrap_text(chip.text, right - left - lead, FONT_SIZE, chip.bold)
+            width = lead + max(measure_text(line, FONT_SIZE, chip.bold) for line in lines)
+            if x > left and (len(lines) > 1 or x + width > right):
+                x, y = left, y + LINE_HEIGHT
+            baseline = round(y + LINE_HEIGHT / 2 + 0.35 * FONT_SIZE, 2)
+            if chip.swatch:
+                items.append(Box(x, round(y + (LINE_HEIGHT - SWATCH) / 2, 2), SWATCH, SWATCH, chip.swatch))
+            for number, line in enumerate(lines):
+                items.append(Words(round(x + lead, 2), round(baseline + number * LINE_HEIGHT, 2), line, chip.css,
+                                   FONT_SIZE, chip.bold))
+            y += LINE_HEIGHT * (len(lines) - 1)
+            x += width + CHIP_GAP
+        y += LINE_HEIGHT
+    return items, y
+
+
+def plan_rows(spec: ChartSpec, width: float) -> Drawing:
+    """Lay the chart out `width` units wide: capacity labels on top, then for each bar its label, a horizontal
+    stacked bar and its notes under it, then the value axis; capacity lines run down through every bar."""
+    stacks = [collect_segments(bar, spec) for bar in spec.bars]
+    overflows = [find_overflow(bar.needed, spec.gpus) for bar in spec.bars]
+    unit_bytes = UNIT_BYTES[spec.unit]
+    amounts = [max(bar.breakdown.total, bar.needed) for bar in spec.bars] + [gpu.usable_bytes for gpu in spec.gpus]
+    axis_top, ticks = choose_ticks(max(amounts) / unit_bytes)
+    left, right = MARGIN + 2, width - MARGIN - measure_text(f"{ticks[-1]:g}", SMALL_SIZE) / 2
+    scale = (right - left) / (axis_top * unit_bytes)
+
+    def x_of(n_bytes: float) -> float:
+        return round(left + n_bytes * scale, 2)
+
+    shapes: list[Box | Strokes | Words] = []
+    texts: list[Box | Strokes | Words] = []
+    y = float(MARGIN)
+    gpus = sorted(spec.gpus, key=lambda g: (g.usable_bytes, g.display))
+    label_bottoms = []
+    for gpu in gpus:  # one line each, written beside where its line starts
+        x = x_of(gpu.usable_bytes)
+        text = f"{gpu.display}: {format_amount(gpu.usable_bytes, spec.unit)} usable"
+        text_width = measure_text(text, SMALL_SIZE)
+        start = x + 4 if x + 4 + text_width <= width - MARGIN else max(MARGIN, x - 4 - text_width)
+        texts.append(Words(round(start, 2), round(y + 12, 2), text, "tm-text tm-capacity-label", SMALL_SIZE))
+        y += LINE_HEIGHT
+        label_bottoms.append(y)
+    y += 6 if gpus else 0
+    for index, (bar, stack, overflow) in enumerate(zip(spec.bars, stacks, overflows)):
+        for line in wrap_text(bar.label, width - 2 * MARGIN, FONT_SIZE, bold=True):
+            texts.append(Words(MARGIN, round(y + 12, 2), line, "tm-text tm-bar-label", bold=True))
+            y += LINE_HEIGHT
+        total = f"{format_amount(sum(s.bytes for s in stack), spec.unit)} {bar.total_words}"
+        texts.append(Words(MARGIN, round(y + 12, 2), total, "tm-text-dim tm-bar-total", SMALL_SIZE))
+        y += LINE_HEIGHT + 4
+        base = 0
+        for segment in stack:
+            x0, x1 = x_of(base), x_of(base + segment.bytes)
+            tooltip = "\n".join((f"{bar.label}: {describe_segment(segment, spec.unit)}",) + segment.detail)
+            shapes.append(Box(x0, y, round(x1 - x0, 2), ROW_BAR_HEIGHT, segment.css, "tm-segment", 0.5,
+                              f"bar{index}-{segment.key.replace('/', '-')}", tooltip))
+            base += segment.bytes
+        if overflow:
+            x0, x1 = x_of(overflow[0].usable_bytes), x_of(max(base, bar.needed))
+            shapes.append(Strokes(make_hatch(x0, y, x1, y + ROW_BAR_HEIGHT), "tm-overflow-hatch", 1.2))
+            shapes.append(Box(x0, y, round(x1 - x0, 2), ROW_BAR_HEIGHT, "", "tm-overflow-outline", 1.5))
+        if bar.peak_differs:
+            x = x_of(bar.needed)
+            shapes.append(Strokes((((x, y - 4), (x, y + ROW_BAR_HEIGHT + 4)),), "tm-peak-line", 2.0))
+        y += ROW_BAR_HEIGHT + 4
+        chips, y = flow_chips(row_chips(spec, index, stack, overflow), MARGIN, width - MARGIN, y)
+        texts.extend(chips)
+        y += ROW_GAP
+    axis_y = y - ROW_GAP + 6
+    for gpu, label_bottom in zip(gpus, label_bottoms):
+        x = x_of(gpu.usable_bytes)
+        shapes.append(Strokes((((x, label_bottom - 2), (x, axis_y)),), "tm-capacity", 1.5, dashed=True))
+    tick_marks = tuple(((x_of(t * unit_bytes), axis_y), (x_of(t * unit_bytes), axis_y + 4)) for t in ticks)
+    shapes.append(Strokes((((left, axis_y), (right, axis_y)),) + tick_marks, "tm-axis", 0.8))
+    for tick in ticks:
+        texts.append(Words(x_of(tick * unit_bytes), round(axis_y + 18, 2), f"{tick:g}", "tm-text tm-tick", SMALL_SIZE,
+                           anchor="middle" if tick else "start"))
+    title = f"Memory per GPU ({UNIT_MEANING[spec.unit]})"
+    texts.append(Words(MARGIN, round(axis_y + 18 + LINE_HEIGHT + 2, 2), title, "tm-text tm-axis-title", SMALL_SIZE))
+    bottom = axis_y + 18 + LINE_HEIGHT + 6
+    items = shapes + texts
+    if spec.example:
+        example, bottom = plan_example(spec, width, bottom + 8)
+        items.extend(example)
+    return Drawing(width, math.ceil(bottom + MARGIN), tuple(items))
+
+
 def wrap_text(text: str, width: float, size: float, bold: bool = False) -> list[str]:
     """Split `text` into lines no wider than `width` (explicit newlines are kept)."""
     lines: list[str] = []
@@ -899,9 +1034,27 @@ def describe_chart(spec: ChartSpec) -> str:
     return " ".join(sentences)
 
 
-def render_chart(spec: ChartSpec) -> str:
-    """SVG markup (no XML declaration) for `spec`; byte-identical for equal specs."""
+def render_chart(spec: ChartSpec, layout: str = "columns", width: float = WIDE_WIDTH) -> str:
+    """SVG markup (no XML declaration) for `spec`; byte-identical for equal specs. `layout` 'columns': bars side
+    by side with notes beside them, at their natural width; 'rows': one bar per row, `width` units wide."""
     check_spec(spec)
-    drawing = plan_drawing(spec)
+    drawing = plan_drawing(spec) if layout == "columns" else plan_rows(spec, width)
     palette = Palette()
     return finish_svg(draw_svg(drawing, palette), spec, drawing, palette)
+
+
+def render_figure(spec: ChartSpec) -> str:
+    """What a page shows: the chart for a wide column (the columns layout when it fits WIDE_WIDTH, else rows at
+    WIDE_WIDTH) and for a narrow one (rows at NARROW_WIDTH), switched by static/site.css at 48rem with no script.
+    The narrow one's ids are prefixed '<chart_id>-narrow'."""
+    wide = render_chart(spec)
+    if float(parse_width(wide)) > WIDE_WIDTH:
+        wide = render_chart(spec, "rows", WIDE_WIDTH)
+    narrow = render_chart(replace(spec, chart_id=f"{spec.chart_id}-narrow"), "rows", NARROW_WIDTH)
+    return (wide.replace('class="tm-chart"', 'class="tm-chart tm-chart-wide"', 1) + "\n"
+            + narrow.replace('class="tm-chart"', 'class="tm-chart tm-chart-narrow"', 1))
+
+
+def parse_width(svg: str) -> str:
+    """The width attribute of a chart's root element."""
+    return re.search(r'<svg[^>]* width="([0-9.]+)"', svg).group(1)

@@ -90,6 +90,17 @@ def render_table_close(self, tokens, index, options, env) -> str:
     return "</table>\n</div>\n"
 
 
+NUMBER_CELL = re.compile(r"[~≈<>+−-]?\d[\d,.]*(?:\s?(?:%|[kMGT]i?B|B|×|x))?(?:\s\(.*\))?")
+
+
+def mark_number_cells(state: StateCore) -> None:
+    """Give body cells that hold a number (optionally with a unit and a note in brackets) class="num", so that
+    static/site.css aligns them right and text cells left."""
+    for index, token in enumerate(state.tokens):
+        if token.type == "td_open" and NUMBER_CELL.fullmatch(state.tokens[index + 1].content.strip()):
+            token.attrJoin("class", "num")
+
+
 def make_markdown() -> MarkdownIt:
     """CommonMark + tables, footnotes, $math$, heading anchors, citations and placements."""
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
@@ -98,6 +109,7 @@ def make_markdown() -> MarkdownIt:
     md.use(footnote_plugin).use(dollarmath_plugin, allow_digits=False, double_inline=True)
     md.use(anchors_plugin, min_level=2, max_level=3)
     md.core.ruler.push("permalinks", add_permalinks)
+    md.core.ruler.push("number_cells", mark_number_cells)
     md.block.ruler.before("paragraph", "placement", parse_placement)
     md.inline.ruler.before("link", "citation", parse_citation)
     for name in ("math_inline", "math_inline_double", "math_block", "math_block_label"):
@@ -169,7 +181,9 @@ def render_math(self: Any, tokens: list[Token], index: int, options: Any, env: d
     if token.type.startswith("math_block"):
         context: PageContext | None = env.get("context")
         symbols = symbols_line(token.content, context.notation_url) if context and context.notation_url else ""
-        return f'<div class="math-display">{mathml}</div>\n{symbols}'
+        env["equations"] = env.get("equations", 0) + 1
+        return (f'<div class="math-display" tabindex="0" role="region" aria-label="Equation {env["equations"]} '
+                f'(scrolls sideways on narrow screens)">{mathml}</div>\n{symbols}')
     return mathml
 
 

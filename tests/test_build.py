@@ -161,7 +161,9 @@ def test_citations_are_numbered_links_to_the_references_page(fixture_site):
 def test_math_is_mathml_without_math_javascript(fixture_site):
     page = (fixture_site / "index.html").read_text()
     assert page.count("<math ") == 2
-    assert '<div class="math-display"><math xmlns="http://www.w3.org/1998/Math/MathML" display="block">' in page
+    # A display equation scrolls sideways inside its own focusable, labelled region (issue 18).
+    assert ('<div class="math-display" tabindex="0" role="region" aria-label="Equation 1 (scrolls sideways on narrow '
+            'screens)"><math xmlns="http://www.w3.org/1998/Math/MathML" display="block">') in page
     assert "<mi>&#x003A8;</mi>" in page
     assert not re.search(r"mathjax|katex", page, re.I)
 

@@ -266,7 +266,7 @@ def test_wide_notes_put_the_rule_on_a_second_line_when_the_column_has_room():
         f"Weights {gib(2 * PARAMS)}", "2 B/param (bf16, one copy per…",  # cut to 40 characters at a word
     ]
     rules = [t for t in texts_of(root, "tm-note") if t.text.startswith("2 B/param")]
-    assert all(t.get("class") == "tm-text-dim tm-note" and t.get("font-size") == "10" for t in rules)
+    assert all(t.get("class") == "tm-text-dim tm-note" and t.get("font-size") == "12" for t in rules)  # dimmer, never smaller than 12
     assert overlapping(all_text_boxes(root)) == []
 
 
@@ -601,3 +601,55 @@ def test_overflow_follows_the_need_not_the_sum():
     # Judged by the sum (no need given), the same bar fits: the sum alone would have said "fits".
     plain = parse(render_chart(make_spec(bars=(ChartBar("ZeRO-3", sharded),), gpus=(H100,), notes="full")))
     assert not any("DOESN'T FIT" in n for n in strings_of(plain, "tm-note"))
+
+
+# --- Rows layout and the page's two layouts (issue 18) -------------------------------------------
+
+
+def test_a_page_figure_holds_a_wide_and_a_narrow_layout_that_fit_their_columns():
+    from builder.charts import NARROW_WIDTH, WIDE_WIDTH, render_figure
+
+    svg = render_figure(make_spec(group_by="part"))
+    wide, narrow = (parse(part) for part in svg.split("\n<svg")[0:1] + ["<svg" + svg.split("\n<svg", 1)[1]])
+    assert wide.get("class") == "tm-chart tm-chart-wide" and narrow.get("class") == "tm-chart tm-chart-narrow"
+    assert float(wide.get("width")) <= WIDE_WIDTH and float(narrow.get("width")) == NARROW_WIDTH == 288
+    ids = [e.get("id") for root in (wide, narrow) for e in root.iter() if e.get("id")]
+    assert len(ids) == len(set(ids)) and all(i.startswith("train-7b-narrow-") for e in narrow.iter() if (i := e.get("id")))
+    # 12 px is the floor: the narrow layout is never scaled down, the wide one is shown at its natural size.
+    assert {t.get("font-size") for root in (wide, narrow) for t in texts_of(root)} == {"12"}
+
+
+@pytest.mark.parametrize("width", [288, 700])
+def test_rows_layout_keeps_every_text_inside_and_apart(width):
+    root = parse(render_chart(make_spec(group_by="part"), "rows", width))
+    assert root.get("viewBox").split()[2] == str(width)
+    boxes = all_text_boxes(root)
+    assert len(boxes) == len(texts_of(root))  # nothing is rotated in the rows layout
+    for x0, top, x1, bottom in boxes:
+        assert 0 <= x0 and x1 <= width and 0 <= top and bottom <= float(root.get("viewBox").split()[3])
+    assert overlapping(boxes) == []
+
+
+def test_rows_layout_names_amounts_and_what_does_not_fit():
+    spec = make_spec()
+    root = parse(render_chart(spec, "rows", 288))
+    notes = strings_of(root, "tm-note")
+    training, sharded = make_training(), make_training(shards=8)
+    assert notes == [
+        f"Weights {gib(2 * PARAMS)} · 2 B/param", f"Master weights {gib(4 * PARAMS)} · 4 B/param",
+        f"Gradients {gib(2 * PARAMS)} · 2 B/param", f"Optimizer {gib(8 * PARAMS)} · 8 B/param",
+        f"Activations {gib(8 * GiB)} · 5 B/token/layer", "Overhead 0.59 GiB · fixed",
+        "DOESN'T FIT A100 SXM 40GB", f"+{gib(training.total - A100_40.usable_bytes)} over",
+        "DOESN'T FIT H100 SXM 80GB", f"+{gib(training.total - H100.usable_bytes)} over",
+        f"Weights {gib(2 * PARAMS)} · 2 B/param", f"Master weights {gib(4 * PARAMS // 8)} · 4 B/param",
+        f"Gradients {gib(2 * PARAMS // 8)} · 2 B/param", f"Optimizer {gib(8 * PARAMS // 8)} · 8 B/param",
+        f"Activations {gib(8 * GiB)} · 5 B/token/layer", "Overhead 0.59 GiB · fixed",
+    ]
+    assert sharded.total < A100_40.usable_bytes  # so the second bar has no DOESN'T FIT
+    labels = strings_of(root, "tm-capacity-label")
+    assert labels == [f"A100 SXM 40GB: {gib(A100_40.usable_bytes)} usable", f"H100 SXM 80GB: {gib(H100.usable_bytes)} usable"]
+    # Segments of one bar are to scale: weights (2 B/param) are half the master copy (4 B/param).
+    segments = segments_of(root, "train-7b", 0)
+    weights, master = segments["weights"], segments["master"]
+    assert (master[2] - master[0]) == pytest.approx(2 * (weights[2] - weights[0]), abs=0.05)
+    assert weights[2] == pytest.approx(master[0], abs=0.01)  # stacked left to right without gaps

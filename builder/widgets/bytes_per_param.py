@@ -24,6 +24,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from builder.catalog import short_gpu_name
 from builder.model import Config
 from builder.model.architecture import param_count
 from builder.model.expr import encode, evaluate
@@ -280,7 +281,7 @@ def bars(params: int, zero: int, gpu_count: int, data: dict[str, Any], needs: li
     per = figure_bytes(params, zero, gpu_count, data["segments"])
     scale = max([sum(full), needs[0]] + [g["bytes"] for g in data["gpus"]]) * SCALE_MARGIN
     percent = lambda amount: f"{float(100 * amount / scale):.3f}"  # noqa: E731 - one formula
-    lines = [{"x": percent(g["bytes"]), "end": 100 * g["bytes"] / scale > 50, "name": g["name"],
+    lines = [{"x": percent(g["bytes"]), "end": 100 * g["bytes"] / scale > 50, "name": short_gpu_name(g["name"]),
               "capacity": format_bytes(g["bytes"])} for g in data["gpus"]]
     return {"lines": lines, "rows": [bar_row(amounts, need, data["gpus"], percent)
                                      for amounts, need in zip((full, per), needs)]}

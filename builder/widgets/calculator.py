@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from builder.catalog import short_gpu_name
 from builder.model import Config
 from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
@@ -376,7 +377,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         # (options the form has no control for, such as gpus_per_node, keep their defaults).
         "ints": {option: INT_CONTROLS.get(option, option) for option in POSITIVE
                  if INT_CONTROLS.get(option, option) in defaults},
-        "gpus": [[key, html.escape(display), size, html.escape(short_name(display))] for key, display, size in gpus],
+        "gpus": [[key, html.escape(display), size, html.escape(short_gpu_name(display))] for key, display, size in gpus],
         "shown": shown,
         "defaults": defaults,
         "fsdp": FSDP_STAGE,
@@ -439,7 +440,7 @@ def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, st
                          "shade": shade[part.bucket] % 3, "title": f"{part.name}: {format_bytes(part.bytes)}"})
         offset += part.bytes
     rows = [{"x": pct(100 * g[2] / scale), "end": g[2] / scale > 0.5, "y": 14 + 18 * i,
-             "text": f"{short_name(g[1])}: {format_bytes(g[2])}"} for i, g in enumerate(lines)]
+             "text": f"{short_gpu_name(g[1])}: {format_bytes(g[2])}"} for i, g in enumerate(lines)]
     overflow = None
     if required > chosen[2]:
         overflow = {"x": pct(100 * chosen[2] / scale), "w": pct(100 * (max(total, required) - chosen[2]) / scale)}
@@ -447,11 +448,6 @@ def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, st
     return {"segments": segments, "lines": rows, "bar_y": 18 * len(lines) + 6, "height": 18 * len(lines) + 56,
             "overflow": overflow, "need_x": pct(100 * required / scale) if required != total else "",
             "label_x": pct(100 * required / scale), "label_end": required / scale > 0.5, "label_text": label}
-
-
-def short_name(display: str) -> str:
-    """A GPU's name short enough for a capacity label on a narrow screen ('RTX 4090 24GB', 'H100 80GB')."""
-    return display.replace("GeForce ", "").replace(" SXM", "")
 
 
 def catalog_gpus(catalog: dict[str, Any]) -> list[tuple[str, str, int]]:

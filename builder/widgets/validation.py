@@ -98,55 +98,71 @@ def table_row(row: Row) -> dict[str, Any]:
 
 # --- the chart: plain SVG, deterministic, colours from static/charts.css classes -------------
 
-WIDTH, HEIGHT, LEFT, BOTTOM, TOP, RIGHT = 660, 420, 64, 52, 16, 196
+# (width, height, left, bottom, top, right, legend below the plot): the wide chart keeps its legend beside the
+# plot; the narrow one (a 320 px phone's column, scaled up, never down) puts it under. static/site.css shows one.
+LAYOUTS = {"wide": (660, 420, 72, 52, 16, 236, False), "narrow": (288, 470, 72, 52, 16, 12, True)}
+TEXT_SIZE = 12  # chart text is never smaller
 
 
 def draw_scatter(rows: list[Row]) -> str:
+    """The wide and the narrow chart, one after the other (ids differ)."""
+    return "\n".join(draw_one_scatter(rows, name) for name in LAYOUTS) if any(r.predicted for r in rows) else ""
+
+
+def draw_one_scatter(rows: list[Row], layout: str) -> str:
     """Predicted against measured bytes on log-log axes, one marker shape per quantity."""
+    width, height, left, bottom, top, right, below = LAYOUTS[layout]
     points = [r for r in rows if r.predicted]
-    if not points:
-        return ""
     values = [v for r in points for v in (r.measured, r.predicted) if v > 0]
     low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    plot_w = width - left - right
+    plot_h = plot_w if below else height - top - bottom
+    legend_top = top + plot_h + bottom if below else top + 10
+    if below:
+        height = legend_top + 18 * (len(LEGEND) + 2) + 8
 
     def x_of(value: float) -> float:
-        return LEFT + (math.log10(value) - low) / (high - low) * plot_w
+        return left + (math.log10(value) - low) / (high - low) * plot_w
 
     def y_of(value: float) -> float:
-        return TOP + plot_h - (math.log10(value) - low) / (high - low) * plot_h
+        return top + plot_h - (math.log10(value) - low) / (high - low) * plot_h
 
     within = sum(r.status == "ok" for r in rows)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" '
-             f'aria-labelledby="validation-title validation-desc" class="tm-chart">',
-             '<title id="validation-title">Predicted against measured bytes</title>',
-             f'<desc id="validation-desc">{len(rows)} compared quantities on log-log axes; {within} lie within '
+    prefix = "validation" if layout == "wide" else f"validation-{layout}"
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+             f'role="img" aria-labelledby="{prefix}-title {prefix}-desc" class="tm-chart tm-chart-{layout}">',
+             f'<title id="{prefix}-title">Predicted against measured bytes</title>',
+             f'<desc id="{prefix}-desc">{len(rows)} compared quantities on log-log axes; {within} lie within '
              f'tolerance. Points on the diagonal are exact predictions.</desc>']
+    step = max(1, math.ceil(52 * (high - low) / plot_w))  # a label every `step` decades, so that none overlap
     for power in range(low, high + 1):
         x, y = x_of(10 ** power), y_of(10 ** power)
-        parts.append(f'<path class="tm-axis" d="M{x:.1f} {TOP}V{TOP + plot_h}M{LEFT} {y:.1f}H{LEFT + plot_w}" '
+        parts.append(f'<path class="tm-axis" d="M{x:.1f} {top}V{top + plot_h}M{left} {y:.1f}H{left + plot_w}" '
                      f'stroke-width="0.4" fill="none"/>')
-        parts.append(f'<text class="tm-text-dim" x="{x:.1f}" y="{TOP + plot_h + 16}" font-size="10" '
+        if (power - low) % step:
+            continue
+        parts.append(f'<text class="tm-text-dim" x="{x:.1f}" y="{top + plot_h + 16}" font-size="{TEXT_SIZE}" '
                      f'text-anchor="middle">{format_power(power)}</text>')
-        parts.append(f'<text class="tm-text-dim" x="{LEFT - 6}" y="{y + 3:.1f}" font-size="10" '
+        parts.append(f'<text class="tm-text-dim" x="{left - 6}" y="{y + 4:.1f}" font-size="{TEXT_SIZE}" '
                      f'text-anchor="end">{format_power(power)}</text>')
-    parts.append(f'<path class="tm-capacity" d="M{LEFT} {TOP + plot_h}L{LEFT + plot_w} {TOP}" stroke-width="1" '
+    parts.append(f'<path class="tm-capacity" d="M{left} {top + plot_h}L{left + plot_w} {top}" stroke-width="1.2" '
                  f'stroke-dasharray="4 3" fill="none"/>')
-    parts.append(f'<text class="tm-text" x="{LEFT + plot_w / 2}" y="{HEIGHT - 12}" font-size="11" '
+    parts.append(f'<text class="tm-text" x="{left + plot_w / 2}" y="{top + plot_h + 40}" font-size="{TEXT_SIZE}" '
                  f'text-anchor="middle">measured bytes (log scale)</text>')
-    parts.append(f'<text class="tm-text" x="14" y="{TOP + plot_h / 2}" font-size="11" text-anchor="middle" '
-                 f'transform="rotate(-90 14 {TOP + plot_h / 2})">predicted bytes (log scale)</text>')
+    parts.append(f'<text class="tm-text" x="14" y="{top + plot_h / 2}" font-size="{TEXT_SIZE}" text-anchor="middle" '
+                 f'transform="rotate(-90 14 {top + plot_h / 2})">predicted bytes (log scale)</text>')
     for row in points:
         parts.append(marker(row.quantity, x_of(row.measured), y_of(row.predicted), row.status != "ok"))
-    legend_y = TOP + 10
+    legend_x = 18 if below else left + plot_w + 18
+    legend_y = legend_top
     for quantity, label in LEGEND.items():
-        parts.append(marker(quantity, LEFT + plot_w + 18, legend_y, False))
-        parts.append(f'<text class="tm-text" x="{LEFT + plot_w + 28}" y="{legend_y + 4}" font-size="10">{label}</text>')
+        parts.append(marker(quantity, legend_x, legend_y, False))
+        parts.append(f'<text class="tm-text" x="{legend_x + 10}" y="{legend_y + 4}" font-size="{TEXT_SIZE}">{label}</text>')
         legend_y += 18
-    parts.append(marker("per_layer", LEFT + plot_w + 18, legend_y, True))
-    parts.append(f'<text class="tm-text" x="{LEFT + plot_w + 28}" y="{legend_y + 4}" font-size="10">'
+    parts.append(marker("per_layer", legend_x, legend_y, True))
+    parts.append(f'<text class="tm-text" x="{legend_x + 10}" y="{legend_y + 4}" font-size="{TEXT_SIZE}">'
                  f'outside tolerance</text>')
-    parts.append(f'<text class="tm-text-dim" x="{LEFT + plot_w + 10}" y="{legend_y + 26}" font-size="10">'
+    parts.append(f'<text class="tm-text-dim" x="{legend_x - 8}" y="{legend_y + 24}" font-size="{TEXT_SIZE}">'
                  f'dashed: predicted = measured</text>')
     parts.append("</svg>")
     return "\n".join(parts)

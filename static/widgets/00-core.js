@@ -32,28 +32,37 @@ function readState(id) {
 }
 
 // A widget's writer of its state into the URL, 300 ms after the last change: browsers throttle
-// history updates, and the URL need not follow every slider step.
+// history updates, and the URL need not follow every slider step. The writer's .url() is the link
+// to the state it was last given, at once, whether or not the URL has been written yet.
 function stateWriter(id) {
-  let timer;
-  return (state) => {
+  let timer, latest = null;
+  const url = () => {
+    if (latest === null) return location.href;
+    const params = new URLSearchParams(location.search);
+    for (const key of [...params.keys()]) if (key.startsWith(id + ".")) params.delete(key);
+    for (const [key, value] of Object.entries(latest)) params.set(id + "." + key, value);
+    return new URL("?" + params + location.hash, location.href).href;
+  };
+  const write = (state) => {
+    latest = state;
     clearTimeout(timer);
     timer = setTimeout(() => {
-      const params = new URLSearchParams(location.search);
-      for (const key of [...params.keys()]) if (key.startsWith(id + ".")) params.delete(key);
-      for (const [key, value] of Object.entries(state)) params.set(id + "." + key, value);
       try {
-        history.replaceState(null, "", "?" + params + location.hash);
+        history.replaceState(null, "", url());
       } catch (error) {
-        // Some file:// documents refuse URL changes; the widget still works, only the link is stale.
+        // Some file:// documents refuse URL changes; the widget still works, and Copy link still has the link.
       }
     }, 300);
   };
+  write.url = url;
+  return write;
 }
 
-// A "copy link" button: clipboard when allowed, else show the link to copy by hand.
-function copyLink(button, status) {
+// A "copy link" button: clipboard when allowed, else show the link to copy by hand. `link` gives the URL of
+// what is on screen when the button is pressed (a stateWriter's .url), else the page's own URL.
+function copyLink(button, status, link = () => location.href) {
   button.addEventListener("click", () => {
-    const url = location.href;
+    const url = link();
     const shown = () => { status.textContent = "Copy this link: " + url; };
     if (navigator.clipboard) {
       navigator.clipboard.writeText(url).then(() => { status.textContent = "Link copied."; }, shown);

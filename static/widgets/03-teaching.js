@@ -8,8 +8,10 @@ const isInt = (v, lo, hi) => Number.isSafeInteger(+v) && +v >= lo && +v <= hi;
 // follows the state 300 ms after the last change (browsers throttle history updates).
 function painter(root, st) {
   const els = $$(root, "[data-t]"), save = stateWriter(root.id);
-  return (T, quiet) => {
+  const paint = (T, quiet) => {
     els.forEach((e) => { if (e.textContent !== T[e.dataset.t]) e.textContent = T[e.dataset.t]; });
     if (!quiet) save(st);
   };
+  paint.url = save.url;  // the link to what is on screen, for Copy link
+  return paint;
 }

@@ -93,7 +93,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     if (chip) chip.click();
     else { st.z = (st.z + 1) % 4; setZero(st.z); draw(); }
   });
-  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"));
+  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url);
   $(root, ".wdg-controls").hidden = false;
   draw("start");
 };

@@ -45,7 +45,7 @@ WIDGETS["memory-budget"] = (root, d) => {
     r.addEventListener("input", () => { st[k] = +r.value; draw(); });
   });
   if (d.precisions.includes(saved.q)) setQ(st.q = saved.q);
-  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"));
+  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url);
   $(root, ".wdg-controls").hidden = false;
   draw(true);
 };

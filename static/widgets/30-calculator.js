@@ -120,7 +120,7 @@ WIDGETS.calculator = (root, D) => {
   form.addEventListener("submit", (event) => event.preventDefault());
   $(root, "fieldset").disabled = false;
   $(root, "[data-nojs]").hidden = true;
-  copyLink($(root, "[data-copy]"), out("copied"));
+  copyLink($(root, "[data-copy]"), out("copied"), save.url);
   update();
 };
 }

@@ -16,7 +16,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 LINK_ATTRIBUTES = {"href", "src", "xlink:href", "poster", "action", "data"}
 SITE_ORIGIN = "http://site.invalid"
 OVERLAP_MIN_FRACTION = 0.2  # of the smaller line height: adjacent lines' line boxes touch, labels on top of each other do not
-MIN_CHART_TEXT_PX = 9.0  # effective font size on screen below which a chart label is not legible
+MIN_CHART_TEXT_PX = 12.0  # effective font size on screen below which a chart label is not legible (issue 18)
 EDGE_TOLERANCE_PX = 1.0
 # The checker's schema needs a deep stack (it overflows now and then with the default); C1 only starts faster.
 VNU_JAVA_OPTIONS = ["-Xss8m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
@@ -75,12 +75,14 @@ FIGURE_INVENTORY = """() => {
     const style = getComputedStyle(el);
     return r.width > 0 && r.height > 0 && style.visibility !== 'hidden' && style.display !== 'none';
   };
-  const charts = [...document.querySelectorAll('figure svg')].filter(s => !s.parentElement.closest('svg'));
+  // A chart is a figure's SVGs: a page chart has a wide and a narrow layout, one shown at any width.
+  const charts = [...document.querySelectorAll('figure')].filter(f => f.querySelector('svg'));
   const tables = [...document.querySelectorAll('table')];
   const describe = el => (el.id ? '#' + el.id : '') + (el.querySelector('title, caption')
       ? ' "' + el.querySelector('title, caption').textContent.trim().slice(0, 60) + '"' : '');
   return {
-    charts: charts.map(el => ({name: describe(el), shown: shown(el)})),
+    charts: charts.map(el => ({name: describe(el.querySelector('svg')),
+                               shown: [...el.querySelectorAll('svg')].some(s => !s.parentElement.closest('svg') && shown(s))})),
     tables: tables.map(el => ({name: describe(el), shown: shown(el)})),
   };
 }"""
@@ -319,6 +321,52 @@ def boxes_overlap(a: dict, b: dict) -> bool:
     down = min(a["bottom"], b["bottom"]) - max(a["top"], b["top"])
     slack = OVERLAP_MIN_FRACTION * min(a["height"], b["height"])
     return across > slack and down > slack
+
+
+FIT_PROBLEMS = """() => {
+  const edge = window.innerWidth + 0.5;
+  const main = document.querySelector('main');
+  const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+    (el.classList.length ? '.' + [...el.classList].join('.') : '');
+  const scrolls = el => /(auto|scroll)/.test(getComputedStyle(el).overflowX);
+  const region = el => el.tabIndex >= 0 && el.getAttribute('role') === 'region' &&
+    !!(el.getAttribute('aria-label') || el.getAttribute('aria-labelledby'));
+  const problems = [];
+  // A scroll container that does scroll must be a focusable, labelled region.
+  for (const el of main.querySelectorAll('*')) {
+    if (scrolls(el) && el.scrollWidth > el.clientWidth + 1 && !region(el))
+      problems.push(`${name(el)} scrolls sideways but is not a focusable labelled region`);
+  }
+  // Nothing wider than the viewport, unless it is inside a scroll region.
+  const inRegion = el => {
+    for (let a = el.parentElement; a && a !== main; a = a.parentElement) if (scrolls(a) && region(a)) return true;
+    return false;
+  };
+  const out = [...main.querySelectorAll('*')].filter(el => {
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && (r.right > edge || r.left < -0.5) && !inRegion(el);
+  });
+  for (const el of out.filter(el => !out.includes(el.parentElement)).slice(0, 5))
+    problems.push(`${name(el)} in ${name(el.parentElement)} spans ${Math.round(el.getBoundingClientRect().left)}..` +
+                  `${Math.round(el.getBoundingClientRect().right)} px of ${window.innerWidth}`);
+  // Charts never scroll: no shown chart has a scroll container around it.
+  const charts = [...main.querySelectorAll('svg')].filter(s => !s.parentElement.closest('svg'))
+    .filter(s => s.getBoundingClientRect().width > 0 && getComputedStyle(s).display !== 'none');
+  for (const svg of charts) {
+    for (let a = svg.parentElement; a && a !== main; a = a.parentElement) {
+      if (scrolls(a)) { problems.push(`chart ${name(svg)} sits in ${name(a)}, which scrolls`); break; }
+    }
+  }
+  if (document.scrollingElement.scrollWidth > window.innerWidth)
+    problems.push(`document scrollWidth ${document.scrollingElement.scrollWidth} px > viewport ${window.innerWidth} px`);
+  return problems;
+}"""
+
+
+def find_fit_problems(page) -> list[str]:
+    """Report what does not fit the viewport: anything inside main wider than the viewport outside a focusable
+    labelled scroll region, a scroll container that scrolls without being one, a chart inside a scroll container."""
+    return page.evaluate(FIT_PROBLEMS)
 
 
 def figure_inventory(page) -> dict:

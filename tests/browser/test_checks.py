@@ -60,7 +60,7 @@ def test_chart_text_problems_are_reported(fixture_browser):
     assert "chart 'Crowded chart': text 'Overlapping one' overlaps 'Overlapping two'" in found
     assert "chart 'Crowded chart': text 'Clipped label' is clipped by the chart's edge" in found
     assert "chart 'Tiny chart' is cut off by a container with overflow hidden" in found
-    assert "chart 'Tiny chart': 1 of 1 labels render below 9.0 px (smallest 4.0 px: 'Tiny label')" in found
+    assert "chart 'Tiny chart': 1 of 1 labels render below 12.0 px (smallest 4.0 px: 'Tiny label')" in found
     assert len(found) == 4, found
 
 

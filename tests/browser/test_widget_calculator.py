@@ -472,3 +472,25 @@ def test_training_controls_never_change_serving_numbers(calculator):
                 for field in ("summary", "parts", "total", "verdict", "fits", "max_batch", "max_seq", "error"):
                     assert got[field] == reference[field], f"{mode} {key}={value} changed {other} {field}"
         assert tried >= (30 if mode == "train" else 10)
+
+
+COPY_RIGHT_AFTER_A_CHANGE = """(widget) => {
+  Object.defineProperty(navigator, 'clipboard', {configurable: true,
+    value: {writeText: (text) => { window.copied = text; return Promise.resolve(); }}});
+  const root = document.querySelector(widget);
+  root.querySelector('[name=mode][value=serve]').click();  // a change, and in the same task:
+  root.querySelector('[data-copy]').click();
+  return [window.copied, location.search];
+}"""
+
+
+def test_copy_link_right_after_a_change_copies_that_change(calculator, open_page, site_browser):
+    """Copy link pressed in the same moment as a change (before the URL is written, 300 ms later) copies a link
+    that reopens the changed state."""
+    page, _, _ = calculator
+    copied, search = page.evaluate(COPY_RIGHT_AFTER_A_CHANGE, WIDGET)
+    assert "calculator-1.mode=serve" not in search  # the address bar has not caught up yet
+    assert copied.startswith(site_browser.base_url + PAGE) and "calculator-1.mode=serve" in copied
+    with open_page(copied.removeprefix(site_browser.base_url)) as visit:
+        assert visit.page.locator(f"{WIDGET} [name=mode][value=serve]").is_checked()
+        assert visit.problems() == []
