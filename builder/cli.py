@@ -100,7 +100,13 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--seq-len", type=positive_int, default=2048, metavar="S")
     run.add_argument("--grad-accum", type=positive_int, default=1, metavar="M",
                      help="micro-batches per optimizer step (pipeline: micro-batches in flight)")
-    run.add_argument("--recompute", choices=RECOMPUTE, default="none")
+    run.add_argument("--recompute", choices=RECOMPUTE, default="none",
+                     help="selective: Megatron-LM's (the attention core); full: every layer keeps only its input "
+                          "(Megatron-LM full, Hugging Face gradient_checkpointing, DeepSpeed activation checkpointing, "
+                          "torchtitan full AC)")
+    run.add_argument("--recompute-num-layers", type=int, default=0, metavar="K", dest="recompute_layers",
+                     help="with --recompute full: only the first K layers of each pipeline stage (Megatron-LM "
+                          "--recompute-method block --recompute-num-layers K); 0 = every layer")
     run.add_argument("--attention", choices=ATTENTION, default="sdpa")
     run.add_argument("--loss", choices=LOSSES, default="eager",
                      help="how the loss is computed: eager (transformers), compiled (torch.compile), chunked "
@@ -199,7 +205,7 @@ def make_parser() -> argparse.ArgumentParser:
 # Flags whose effect needs an architecture: with --params alone the model counts model states only, so a value
 # given for one of them would change nothing. Given anyway, it is an error rather than silently ignored.
 SHAPE_FLAGS = ("micro_batch", "seq_len", "recompute", "attention", "loss", "activation_formula", "implementation",
-               "dropout", "offload_activations", "batch", "context", "kv_dtype", "lora_rank")
+               "dropout", "offload_activations", "recompute_layers", "batch", "context", "kv_dtype", "lora_rank")
 
 
 def refuse_shape_flags(args: argparse.Namespace) -> None:
@@ -238,7 +244,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         grad_accum_dtype=args.grad_accum_dtype, reduce_dtype=args.reduce_dtype,
         optimizer_state_dtype=args.optimizer_state_dtype, activation_dtype=args.activation_dtype,
         optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
-        recompute=args.recompute, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
+        recompute=args.recompute, recompute_layers=args.recompute_layers, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
         implementation=args.implementation, dropout=args.dropout,
         offload_activations=args.offload_activations, dp=args.dp, zero=args.zero, fsdp=args.fsdp,
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
@@ -265,7 +271,7 @@ def resolve_precision(args: argparse.Namespace) -> tuple[str, str | None]:
 
 FLAG_OF_OPTION = {"overhead_fraction": "--overhead", "overhead_bytes": "--overhead",
                   "cuda_context_bytes": "--cuda-context", "pp_virtual_stages": "--virtual-stages",
-                  "model": "--model", "params": "--params"}
+                  "model": "--model", "params": "--params", "recompute_layers": "--recompute-num-layers"}
 
 
 def flag_for(option: str) -> str:

@@ -189,6 +189,7 @@ def test_data_is_compact_and_safe_to_embed():
 MODE_VALUES = {"precision": list(PRECISIONS), "optimizer": ["adamw", "sgd", "adafactor"],
                "optimizer_impl": ["default", "fused", "in-backward"], "micro_batch": ["0", "7"],
                "seq_len": ["0", "65536"], "grad_accum": ["0", "4"], "recompute": ["none", "full"],
+               "recompute_layers": ["0", "3", "-1"],
                "attention": ["eager", "flash"], "loss": ["compiled", "fused-linear"], "formula": ["hf", "megatron", "korthikanti"], "dropout": ["0", "1"], "offload_activations": ["0", "1"],
                "lora_rank": ["0", "-3", "64"], "qlora": ["0", "1"], "shard": ["0", "3", "FULL_SHARD", "HYBRID_SHARD"],
                "offload": ["none", "both"], "sp": ["0", "1"], "vpp": ["1", "5"], "cp": ["1", "3"],

@@ -32,7 +32,7 @@ from builder.model import oplists
 from builder.model.architecture import Architecture
 from builder.model.config import LORA_TARGETS, Config
 from builder.model.expr import (Expr, at, both, by, ceil, derive, either, eq, evaluate, fixed, fmt, get, has, isin,
-                                lift, maximum, ne, negate, per_unit, row, sym, table, total, when)
+                                lift, maximum, minimum, ne, negate, per_unit, row, sym, table, total, when)
 from builder.model.inputs import run_inputs, stages
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.units import DTYPE_BYTES
@@ -41,6 +41,8 @@ KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198, Table 2"
 FLASH = "Dao et al. 2022 (FlashAttention), arXiv:2205.14135, Algorithm 2: saves output and logsumexp"
 HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: content/validation/)"
 CHEN = "Chen et al. 2016, arXiv:1604.06174, section 3"
+MEGATRON_BLOCK = ("Megatron-LM megatron/core/transformer/transformer_block.py (commit 767a8a8) _checkpointed_forward "
+                  "(recompute_method 'block': the first recompute_num_layers layers of each pipeline stage)")
 OFFLOAD = ("torchtune 0.6 torchtune/training/_activation_offloading.py: OffloadActivations (saved tensors of 1,024 "
            "bytes or more copied to pinned host memory in the forward and brought back node by node in the backward, "
            "the 5 latest kept until their copies finish) and get_act_offloading_ctx_manager (the output layer's "
@@ -178,6 +180,9 @@ KORTHIKANTI_LAYER = sym("op_s") * sym("micro_batch") * sym("hidden") * (
 SELECTIVE = eq(sym("recompute"), "selective")
 NOTHING = by(table(), "group", 0)  # an empty mapping
 FULL = eq(sym("recompute"), "full")
+# Full recomputation of every layer of a stage, or of its first `recompute_layers` only (Megatron-LM's block
+# method); the checks keep that count below every stage's layers, so a stage's last layer is then never checkpointed.
+ALL_RECOMPUTED = both(FULL, eq(sym("recompute_layers"), 0))
 OPS = eq(sym("activation_formula"), "ops")
 LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), eq(sym("implementation"), "hf")),
                  rows_rule(oplists.LAST_STAGE_RMSNORM), rows_rule(oplists.LAST_STAGE_LAYERNORM))
@@ -193,15 +198,23 @@ OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in COND
 SYMBOLS: dict[str, Any] = {
     **OP_SYMBOLS,
     "layer_rows": _by_block({name: rows_rule(rows, "core", "position") for name, rows in oplists.BLOCKS.items()}),
-    "layer_kept": when(FULL, NOTHING,
-                       when(SELECTIVE, by(sym("layer_rows"), "group", when(sym("core"), 0, sym("bytes"))),
-                            by(sym("layer_rows"), "group", sym("bytes")))),
+    # What a layer that is not checkpointed keeps, per group, and what the stage's last layer keeps.
+    "layer_saved": when(SELECTIVE, by(sym("layer_rows"), "group", when(sym("core"), 0, sym("bytes"))),
+                        by(sym("layer_rows"), "group", sym("bytes"))),
+    "layer_kept": when(ALL_RECOMPUTED, NOTHING, sym("layer_saved")),
     "first_saved": by(when(sym("stage_has_embedding"), rows_rule(oplists.FIRST_STAGE), table()), "group",
                       sym("bytes")),
     "last_saved": by(when(sym("stage_has_head"), LAST_ROWS, table()), "group", sym("bytes")),
     "stage_copies": sym("stage_layers") * sym("stage_in_flight"),
-    # Offloaded activations (torchtune): the GPU holds one layer's saved tensors at a time, the host all of them.
-    "gpu_copies": when(sym("offload_activations"), 1, sym("stage_copies")),
+    # The stage's checkpointed layers (all of them under full recomputation, or the first recompute_layers) and the
+    # others, each per micro-batch in flight.
+    "checkpointed": when(FULL, when(sym("recompute_layers"), sym("recompute_layers"), sym("stage_layers")), 0)
+                    * sym("stage_in_flight"),
+    "plain_layers": sym("stage_copies") - sym("checkpointed"),
+    # Offloaded activations (torchtune): the GPU holds one layer's saved tensors (or checkpoint) at a time, the host
+    # all of them.
+    "gpu_plain": when(sym("offload_activations"), minimum(1, sym("plain_layers")), sym("plain_layers")),
+    "gpu_checkpoints": when(sym("offload_activations"), minimum(1, sym("checkpointed")), sym("checkpointed")),
     "korthikanti": KORTHIKANTI_ROW,
 }
 
@@ -228,11 +241,17 @@ LAST_GROUPS = _groups(oplists.LAST_STAGE_LAYERNORM, oplists.LAST_STAGE_RMSNORM)
 SOURCE = when(eq(sym("implementation"), "megatron"), KORTHIKANTI, HF_CODE)
 CHECKPOINT = sym("op_Tr") * sym("hidden") * when(sym("holds_autocast"), DTYPE_BYTES["fp32"], sym("act_bytes"))
 LAYER = total(sym("layer_rows"), sym("bytes"))
-# What one layer keeps saved across the step (its groups, or its checkpoint under full recomputation).
-LAYER_KEPT = sum((get(sym("layer_kept"), group, 0) for group in LAYER_GROUPS), Expr("num", 0)) + when(FULL, CHECKPOINT, 0)
+# What a stage's layers keep saved across the step: the layers that are not checkpointed their groups, the others
+# their checkpoint.
+STAGE_KEPT = (sum((get(sym("layer_saved"), group, 0) for group in LAYER_GROUPS), Expr("num", 0)) * sym("plain_layers")
+              + CHECKPOINT * sym("checkpointed"))
 OFFLOADED = sym("offload_activations")
+SOME_RECOMPUTED = both(FULL, sym("recompute_layers") > 0)
 IN_LAYERS = when(OFFLOADED, "one layer of the sum of tensors saved by each op (the other layers' on the host)",
-                 "L_stage x in_flight x sum of tensors saved by each op")
+                 when(SOME_RECOMPUTED, "(L_stage - K) x in_flight x sum of tensors saved by each op",
+                      "L_stage x in_flight x sum of tensors saved by each op"))
+IN_CHECKPOINTS = when(OFFLOADED, "one layer input (the other checkpoints on the host)",
+                      when(SOME_RECOMPUTED, "K x in_flight x one layer input", "L_stage x in_flight x one layer input"))
 ON_GPU_NOTE = when(OFFLOADED, "simplification: one whole layer on the GPU at a time, an upper bound (the backward "
                               "brings a layer back node by node, freeing each node's tensors when the next starts; "
                               "the forward keeps only the 5 latest); tensors under 1,024 bytes, which stay, are not "
@@ -244,15 +263,17 @@ ACTIVATIONS = RuleSet(symbols=SYMBOLS, parts=(
              fmt("{0} per layer", at(sym("korthikanti"), "notation")),
              "reference mode: Table 2 assumes a GPT block with 16-bit activations and dropout; embeddings, logits "
              "and loss are left out as in Table 2", when=negate(OPS)),
-    *(PartRule(f"activations/{group}", at_group * sym("gpu_copies"), IN_LAYERS, SOURCE, per_token(at_group),
+    *(PartRule(f"activations/{group}", at_group * sym("gpu_plain"), IN_LAYERS, SOURCE, per_token(at_group),
                ON_GPU_NOTE, when=OPS)
-      for group in LAYER_GROUPS for at_group in [get(sym("layer_kept"), group, 0)]),
+      for group in LAYER_GROUPS for at_group in [get(sym("layer_saved"), group, 0)]),
     # Checkpointing keeps the block's input (Chen et al. 2016; Korthikanti et al. 2022 section 4.1: 2sbh).
-    PartRule("activations/checkpoint", CHECKPOINT * sym("gpu_copies"), IN_LAYERS, SOURCE, per_token(CHECKPOINT),
+    PartRule("activations/checkpoint", CHECKPOINT * sym("gpu_checkpoints"), IN_CHECKPOINTS,
+             when(SOME_RECOMPUTED, fmt("{0}; {1}", SOURCE, MEGATRON_BLOCK), SOURCE), per_token(CHECKPOINT),
              ON_GPU_NOTE, when=both(OPS, FULL)),
     # Offloaded: every layer's saved tensors in pinned host memory (builder.model.placement moves this part there).
-    PartRule("activations/offloaded", LAYER_KEPT * sym("stage_copies"),
-             "L_stage x in_flight x one layer's saved tensors, in host memory", OFFLOAD, per_token(LAYER_KEPT),
+    PartRule("activations/offloaded", STAGE_KEPT,
+             "L_stage x in_flight x one layer's saved tensors, in host memory", OFFLOAD,
+             per_token(STAGE_KEPT / maximum(1, sym("stage_copies"))),
              "the embedding's and final norm's saved tensors are counted on the GPU (torchtune offloads them too; "
              "only the output layer's stay)", when=both(OPS, OFFLOADED)),
     PartRule("activations/recompute_working_layer", LAYER, "one layer's saved tensors, recomputed during its backward",
@@ -283,7 +304,7 @@ def _moment(block: str, moment: oplists.Moment) -> Expr:
     anchor = [r.op for r in oplists.BLOCKS[block]].index(moment.anchor)
     live = sym("position") <= anchor
     if moment.phase == "layer_forward":
-        live = both(live, negate(both(FULL, isin(sym("group"), *NO_GRAD_GONE))))
+        live = both(live, negate(both(ALL_RECOMPUTED, isin(sym("group"), *NO_GRAD_GONE))))
     return row(_holds(moment.condition), phase=moment.phase, op=moment.op,
                live=by(sym("layer_rows"), "group", when(live, sym("bytes"), 0)),
                temporaries=rows_total(tuple(r for r in moment.temporaries if r.dtype != "grad")),

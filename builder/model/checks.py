@@ -70,6 +70,16 @@ CHECKS: tuple[Check, ...] = (
           fmt("offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards")),
     Check(both(isin(sym("offload"), "params", "both"), sym("shard_stage") < 3),
           fmt("offload: offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD")),
+    Check(sym("recompute_layers") < 0, fmt("recompute_layers: must be 0 (every layer) or more, got {0}",
+                                           sym("recompute_layers"))),
+    Check(both(sym("recompute_layers") > 0, ne(sym("recompute"), "full")),
+          fmt("recompute_layers: counts the fully recomputed layers of each stage; it needs recompute full")),
+    Check(both(sym("recompute_layers") > 0, eq(sym("activation_formula"), "korthikanti")),
+          fmt("recompute_layers: the Table 2 reference formula has no partial recomputation; count activations op by "
+              "op (activation_formula ops)")),
+    Check(both(ARCH, sym("recompute_layers") > 0, sym("recompute_layers") >= sym("layers") // sym("pp")),
+          fmt("recompute_layers: {0} would checkpoint every layer of a stage ({1} layers over {2} stages); leave it "
+              "at 0 to recompute every layer", sym("recompute_layers"), sym("layers"), sym("pp"))),
     Check(both(sym("offload_activations"), ne(sym("mode"), "train")),
           fmt("offload_activations: offloading saved activations applies to training; a served model saves none")),
     Check(both(sym("offload_activations"), eq(sym("activation_formula"), "korthikanti")),

@@ -108,6 +108,7 @@ class Config:
     seq_len: int = 2048  # s: tokens per sequence
     grad_accum: int = 1  # micro-batches accumulated before a step (memory-neutral unless a buffer is kept)
     recompute: str = "none"  # 'none', 'selective' (attention core) or 'full' (only layer inputs kept)
+    recompute_layers: int = 0  # with 'full': 0 = every layer; K = the first K layers of each pipeline stage
     attention: str = "sdpa"  # 'eager' saves s x s scores; 'sdpa'/'flash' save none
     loss: str = "eager"  # 'eager', 'compiled', 'chunked' or 'fused-linear' (LOSSES)
     activation_formula: str = "ops"  # 'ops' (op by op) or 'korthikanti' (Table 2 reference formula)

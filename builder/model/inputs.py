@@ -46,6 +46,7 @@ def config_inputs(config: Config) -> dict[str, Any]:
             "param_dtype": policy.param, "master_dtype": policy.master or "", "grad_dtype": policy.grad,
             "optimizer_state_dtype": policy.optimizer_state, "chosen_state_dtype": config.optimizer_state_dtype or "",
             "activation_dtype": policy.activation, "autocast": int(policy.autocast), "recompute": config.recompute,
+            "recompute_layers": config.recompute_layers,
             "attention": config.attention, "loss": config.loss, "dropout": int(config.dropout),
             "offload_activations": int(config.offload_activations),
             "implementation": config.implementation,

@@ -115,6 +115,8 @@ TRAIN_CONTROLS = (
     Control("grad_accum", "Gradient accumulation", "number", show="train", low=1, high=4096,
             hint="micro-batches per step"),
     Control("recompute", "Recompute", "radio", _pairs(RECOMPUTE), "train"),
+    Control("recompute_layers", "Recomputed layers per stage", "number", show="train", low=0, high=1024,
+            hint="with full: 0 = every layer"),
     Control("attention", "Attention", "select", _pairs(ATTENTION), "train"),
     Control("loss", "Loss", "select", _pairs(LOSSES), "train"),
     Control("formula", "Activations counted", "select", tuple(FORMULAS.items()), "train"),
@@ -174,7 +176,8 @@ _PLAIN = Config()
 PLAIN_STATE = {"mode": _PLAIN.mode, "precision": _PLAIN.precision, "optimizer": _PLAIN.optimizer,
                "optimizer_impl": _PLAIN.optimizer_impl or "default",
                "micro_batch": str(_PLAIN.micro_batch), "seq_len": str(_PLAIN.seq_len),
-               "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute, "attention": _PLAIN.attention,
+               "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute,
+               "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention,
                "loss": _PLAIN.loss,
                "formula": "hf", "dropout": "0", "offload_activations": "0", "lora_rank": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
                "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
@@ -195,7 +198,8 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
     """The form state for Config overrides (a preset's settings); unknown overrides are errors."""
     model_id = settings.get("model", "llama-3-8b")
     state = {"model": model_id, **arch_state(models[model_id]), **PLAIN_STATE, "gpu": gpu}
-    direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "attention",
+    direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "recompute_layers",
+              "attention",
               "loss", "lora_rank", "batch", "context", "offload", "dp", "tp", "pp", "cp", "ep"}
     flags = {"dropout": "dropout", "offload_activations": "offload_activations", "qlora": "qlora",
              "sequence_parallel": "sp"}
@@ -257,7 +261,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         param_dtype=None if train else state["weights"], optimizer=state["optimizer"],
         optimizer_impl=None if state["optimizer_impl"] == "default" else state["optimizer_impl"],
         micro_batch=_int(state["micro_batch"]), seq_len=_int(state["seq_len"]), grad_accum=_int(state["grad_accum"]),
-        recompute=state["recompute"], attention=state["attention"], loss=state["loss"],
+        recompute=state["recompute"], recompute_layers=_int(state["recompute_layers"]), attention=state["attention"], loss=state["loss"],
         activation_formula="korthikanti" if state["formula"] == "korthikanti" else "ops",
         implementation="megatron" if state["formula"] == "megatron" else "hf", dropout=state["dropout"] == "1",
         offload_activations=state["offload_activations"] == "1",

@@ -342,9 +342,11 @@ FIT_PROBLEMS = """() => {
     for (let a = el.parentElement; a && a !== main; a = a.parentElement) if (scrolls(a) && region(a)) return true;
     return false;
   };
+  // The content of a closed <details> is not laid out: Chromium keeps its last geometry, which is stale.
+  const folded = el => { const d = el.closest('details'); return !!d && !d.open && !el.closest('summary'); };
   const out = [...main.querySelectorAll('*')].filter(el => {
     const r = el.getBoundingClientRect();
-    return r.width > 0 && (r.right > edge || r.left < -0.5) && !inRegion(el);
+    return r.width > 0 && (r.right > edge || r.left < -0.5) && !inRegion(el) && !folded(el);
   });
   for (const el of out.filter(el => !out.includes(el.parentElement)).slice(0, 5))
     problems.push(`${name(el)} in ${name(el.parentElement)} spans ${Math.round(el.getBoundingClientRect().left)}..` +
