@@ -230,6 +230,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
             arch = load_hf_config(args.config)
         except CatalogError as error:
             raise UsageError(f"argument --config: {error}") from None
+        # The config's dropout probabilities decide whether training runs dropout (architecture.dropout_of).
+        if args.dropout and not arch.extra["dropout"]:
+            raise UsageError(f"argument --dropout: {args.config} sets every dropout probability to 0, so "
+                             "transformers runs no dropout; leave --dropout out")
+        args.dropout = arch.extra["dropout"]
     if arch is None:
         refuse_shape_flags(args)
     precision, param_dtype = resolve_precision(args)

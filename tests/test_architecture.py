@@ -134,3 +134,35 @@ def test_parameter_tensors_include_mlp_biases_outside_gpt2():
     arch = MODELS["llama-3.2-1b"].with_changes(mlp_bias=True)
     assert param_count(arch) - param_count(MODELS["llama-3.2-1b"]) == arch.layers * (2 * arch.ffn + arch.hidden)
     assert sum(count * math.prod(shape) for shape, count in parameter_tensors(arch)) == param_count(arch)
+
+
+LLAMA_CONFIG = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"quantization_config": {"quant_method": "awq", "bits": 4}}, "'quantization_config'"),
+    ({"hidden_act": "gelu_pytorch_tanh"}, "'hidden_act'"),
+    ({"layer_types": ["sliding_attention", "full_attention"] * 16, "sliding_window": 4096}, "'layer_types' mixes"),
+])
+def test_config_fields_that_change_memory_are_refused_by_name(fields, named):
+    """Issue 13: a config.json field that changes memory but is not modelled is an error naming it."""
+    with pytest.raises(ValueError, match=named):
+        from_hf_config({**LLAMA_CONFIG, **fields})
+
+
+def test_config_fields_the_model_follows():
+    # transformers' Qwen2: with use_sliding_window, layers from max_window_layers on slide; all or none is modelled.
+    qwen = {**LLAMA_CONFIG, "model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": True}
+    assert from_hf_config({**qwen, "max_window_layers": 0}).sliding_window == 4096
+    assert from_hf_config({**qwen, "max_window_layers": 32}).sliding_window is None
+    with pytest.raises(ValueError, match="'max_window_layers' = 8"):
+        from_hf_config({**qwen, "max_window_layers": 8})
+    assert from_hf_config({**LLAMA_CONFIG, "layer_types": ["full_attention"] * 32}).sliding_window is None
+    # Dropout runs in training when the family's probabilities are above 0 (GPT-2's config.json: 0.1 each).
+    gpt2 = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257, "n_positions": 1024}
+    assert from_hf_config({**gpt2, "attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}).extra["dropout"]
+    assert not from_hf_config({**gpt2, "attn_pdrop": 0, "resid_pdrop": 0, "embd_pdrop": 0}).extra["dropout"]
+    with pytest.raises(ValueError, match="some dropouts and not others"):
+        from_hf_config({**gpt2, "attn_pdrop": 0.0, "resid_pdrop": 0.1, "embd_pdrop": 0.1})
+    assert not from_hf_config(LLAMA_CONFIG).extra["dropout"]  # attention_dropout defaults to 0.0

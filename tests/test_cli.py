@@ -197,3 +197,19 @@ def test_gpu_may_be_a_plain_size(capsys):
     assert data["fits"]["24GB"]["capacity_bytes"] == 24 * 10**9
     data = json.loads(run(capsys, "estimate", "--model", "gpt2", "--gpu", "24GiB", "--json")[1])
     assert data["fits"]["24GiB"]["capacity_bytes"] == 24 * 2**30
+
+
+def test_config_dropout_follows_the_file(capsys, tmp_path):
+    # GPT-2's released config.json: attn_pdrop, resid_pdrop, embd_pdrop 0.1, so training saves dropout masks.
+    gpt2 = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257, "n_positions": 1024,
+            "attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(gpt2))
+    code, out, _ = run(capsys, "estimate", "--config", str(path), "--json")
+    assert code == 0 and json.loads(out)["parts"]["activations/dropout"] > 0
+    path.write_text(json.dumps({**gpt2, "attn_pdrop": 0, "resid_pdrop": 0, "embd_pdrop": 0}))
+    code, _, err = run(capsys, "estimate", "--config", str(path), "--dropout")
+    assert code == 2 and "argument --dropout" in err and "runs no dropout" in err
+    path.write_text(json.dumps({**gpt2, "reorder_and_upcast_attn": True}))
+    code, _, err = run(capsys, "estimate", "--config", str(path))
+    assert code == 2 and "argument --config" in err and "'reorder_and_upcast_attn'" in err

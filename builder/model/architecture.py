@@ -182,6 +182,77 @@ _HF_FAMILIES = {
 
 
 _QWEN = ("qwen2", "qwen3", "qwen3_moe")  # sliding_window is set but off unless use_sliding_window
+_ROTARY = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe")
+
+
+def _truthy(value: Any, config: dict[str, Any]) -> bool:
+    return bool(value)
+
+
+# config.json fields that change memory in ways the model does not follow: refused by name, never silently
+# ignored. (model types or None for all, field, refused when (value, whole config), what the field would change).
+UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
+    (None, "quantization_config", lambda v, c: v is not None,
+     "pre-quantised weights (give the weight dtype with --precision when serving, or --qlora for 4-bit training)"),
+    (_ROTARY, "hidden_act", lambda v, c: v not in ("silu", "swish"),
+     "an MLP activation other than SiLU (the gated MLP is modelled with SiLU, as transformers' Llama code has it)"),
+    (("gpt2",), "reorder_and_upcast_attn", _truthy, "attention scores upcast to fp32 before the softmax"),
+    (("gpt2",), "add_cross_attention", _truthy, "cross-attention layers"),
+    (("gpt2",), "scale_attn_by_inverse_layer_idx", _truthy, "attention scores scaled per layer (one more s x s tensor)"),
+    (("mixtral", "qwen3_moe"), "output_router_logits", _truthy,
+     "the router logits every layer keeps for the auxiliary load-balancing loss"),
+)
+# The dropout probabilities transformers' code reads, by model type: a dropout runs in training when its p > 0.
+DROPOUT_FIELDS = {"gpt2": ("attn_pdrop", "resid_pdrop", "embd_pdrop")}
+DROPOUT_DEFAULT = ("attention_dropout",)
+
+
+def check_fields(config: dict[str, Any], model_type: str) -> None:
+    """Raise ValueError naming the first config.json field that changes memory in a way not modelled."""
+    for types, key, refused, what in UNMODELLED_FIELDS:
+        if (types is None or model_type in types) and key in config and refused(config[key], config):
+            raise ValueError(f"config.json ({model_type}) field {key!r} = {config[key]!r} changes memory in a way "
+                             f"this model does not follow: {what}")
+
+
+def dropout_of(config: dict[str, Any], model_type: str) -> bool:
+    """Whether training runs dropout: every dropout probability the family reads above 0 (transformers' defaults:
+    GPT-2 0.1, the others 0.0); some on and some off is not modelled (one dropout flag)."""
+    keys = DROPOUT_FIELDS.get(model_type, DROPOUT_DEFAULT)
+    defaults = 0.1 if model_type == "gpt2" else 0.0
+    values = {key: float(config.get(key, defaults) or 0) for key in keys}
+    if len({value > 0 for value in values.values()}) > 1:
+        raise ValueError(f"config.json ({model_type}) sets some dropouts and not others "
+                         f"({', '.join(f'{k} {v:g}' for k, v in values.items())}); one dropout setting is modelled")
+    return any(value > 0 for value in values.values())
+
+
+def sliding_window_of(config: dict[str, Any], model_type: str) -> int | None:
+    """The attention window every layer uses, or None (full attention); a mix of kinds is refused by name.
+    transformers: `layer_types` where given; else Mistral slides when sliding_window is set, and Qwen models
+    when use_sliding_window holds, in the layers from max_window_layers on."""
+    window = config.get("sliding_window")
+    kinds = set(config.get("layer_types") or ())
+    if kinds:
+        if kinds == {"full_attention"}:
+            return None
+        if kinds == {"sliding_attention"} and window:
+            return int(window)
+        raise ValueError(f"config.json ({model_type}) field 'layer_types' mixes {', '.join(sorted(kinds))}: "
+                         "layers of more than one attention kind are not modelled")
+    if not window:
+        return None
+    if model_type in _QWEN:
+        if not config.get("use_sliding_window", False):
+            return None
+        first = int(config.get("max_window_layers", 28))
+        layers = int(config["num_hidden_layers"])
+        if first >= layers:
+            return None
+        if first > 0:
+            raise ValueError(f"config.json ({model_type}) field 'max_window_layers' = {first}: a sliding window in "
+                             f"layers {first} to {layers - 1} only is not modelled")
+    return int(window) if model_type != "gpt2" else None
 
 
 def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture:
@@ -200,6 +271,9 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
             raise ValueError(f"config.json ({model_type}) is missing {key!r}")
         return config[key]
 
+    check_fields(config, model_type)
+    extra = {"dropout": dropout_of(config, model_type)}
+
     if model_type == "gpt2":
         hidden = need("n_embd")
         return Architecture(
@@ -208,7 +282,7 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
             norm="layernorm", qkv_bias=True, out_bias=True, mlp_bias=True,
             tied_embeddings=config.get("tie_word_embeddings", True), positions="learned",
             max_positions=need("n_positions"),
-            activation=_gelu_kind(config.get("activation_function", "gelu_new")),
+            activation=_gelu_kind(config.get("activation_function", "gelu_new")), extra=extra,
         )
     hidden = need("hidden_size")
     heads = need("num_attention_heads")
@@ -221,11 +295,11 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         out_bias=bool(config.get("attention_bias", False)),
         mlp_bias=bool(config.get("mlp_bias", False)),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)), positions="rotary",
-        activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe"),
+        activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe"), extra=extra,
     )
-    window = config.get("sliding_window")
-    if window and (model_type == "mistral" or config.get("use_sliding_window", model_type not in _QWEN)):
-        arch["sliding_window"] = int(window)
+    window = sliding_window_of(config, model_type)
+    if window:
+        arch["sliding_window"] = window
     if model_type == "mixtral":
         arch.update(experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
                     expert_ffn=need("intermediate_size"))
