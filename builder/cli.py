@@ -235,6 +235,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
             raise UsageError(f"argument --dropout: {args.config} sets every dropout probability to 0, so "
                              "transformers runs no dropout; leave --dropout out")
         args.dropout = arch.extra["dropout"]
+        if arch.extra["attention_dropout_differs"] and args.attention == "eager":
+            raise UsageError(f"argument --attention: {args.config} sets the attention dropout (attn_pdrop) apart from "
+                             "the other dropouts; under eager attention its s x s mask is not modelled on its own "
+                             "(SDPA and flash keep only a random seed)")
     if arch is None:
         refuse_shape_flags(args)
     precision, param_dtype = resolve_precision(args)

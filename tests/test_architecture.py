@@ -164,5 +164,8 @@ def test_config_fields_the_model_follows():
     assert from_hf_config({**gpt2, "attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}).extra["dropout"]
     assert not from_hf_config({**gpt2, "attn_pdrop": 0, "resid_pdrop": 0, "embd_pdrop": 0}).extra["dropout"]
     with pytest.raises(ValueError, match="some dropouts and not others"):
-        from_hf_config({**gpt2, "attn_pdrop": 0.0, "resid_pdrop": 0.1, "embd_pdrop": 0.1})
+        from_hf_config({**gpt2, "attn_pdrop": 0.1, "resid_pdrop": 0.0, "embd_pdrop": 0.1})
+    # Attention dropout apart from the others: fused attention keeps a seed only, so only eager attention minds.
+    assert from_hf_config({**gpt2, "attn_pdrop": 0.0, "resid_pdrop": 0.1, "embd_pdrop": 0.1}).extra == {
+        "dropout": True, "attention_dropout_differs": True}
     assert not from_hf_config(LLAMA_CONFIG).extra["dropout"]  # attention_dropout defaults to 0.0

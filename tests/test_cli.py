@@ -213,3 +213,13 @@ def test_config_dropout_follows_the_file(capsys, tmp_path):
     path.write_text(json.dumps({**gpt2, "reorder_and_upcast_attn": True}))
     code, _, err = run(capsys, "estimate", "--config", str(path))
     assert code == 2 and "argument --config" in err and "'reorder_and_upcast_attn'" in err
+
+
+def test_config_attention_dropout_apart_is_refused_under_eager(capsys, tmp_path):
+    gpt2 = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257, "n_positions": 1024,
+            "attn_pdrop": 0.0, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(gpt2))
+    assert run(capsys, "estimate", "--config", str(path), "--attention", "sdpa")[0] == 0
+    code, _, err = run(capsys, "estimate", "--config", str(path), "--attention", "eager")
+    assert code == 2 and "argument --attention" in err and "attn_pdrop" in err

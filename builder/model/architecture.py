@@ -202,9 +202,11 @@ UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
     (("mixtral", "qwen3_moe"), "output_router_logits", _truthy,
      "the router logits every layer keeps for the auxiliary load-balancing loss"),
 )
-# The dropout probabilities transformers' code reads, by model type: a dropout runs in training when its p > 0.
-DROPOUT_FIELDS = {"gpt2": ("attn_pdrop", "resid_pdrop", "embd_pdrop")}
-DROPOUT_DEFAULT = ("attention_dropout",)
+# The dropout probabilities transformers' code reads, by model type: the hidden-state dropouts (one setting is
+# modelled, so they must agree) and the attention dropout, which saves an s x s mask under eager attention only
+# (fused kernels keep a random seed): `attention_dropout_differs` lets the command line refuse eager attention then.
+HIDDEN_DROPOUTS = {"gpt2": ("resid_pdrop", "embd_pdrop")}
+ATTENTION_DROPOUT = {"gpt2": "attn_pdrop"}
 
 
 def check_fields(config: dict[str, Any], model_type: str) -> None:
@@ -215,16 +217,19 @@ def check_fields(config: dict[str, Any], model_type: str) -> None:
                              f"this model does not follow: {what}")
 
 
-def dropout_of(config: dict[str, Any], model_type: str) -> bool:
-    """Whether training runs dropout: every dropout probability the family reads above 0 (transformers' defaults:
-    GPT-2 0.1, the others 0.0); some on and some off is not modelled (one dropout flag)."""
-    keys = DROPOUT_FIELDS.get(model_type, DROPOUT_DEFAULT)
-    defaults = 0.1 if model_type == "gpt2" else 0.0
-    values = {key: float(config.get(key, defaults) or 0) for key in keys}
-    if len({value > 0 for value in values.values()}) > 1:
+def dropout_of(config: dict[str, Any], model_type: str) -> dict[str, bool]:
+    """Whether training runs dropout, from the probabilities above 0 (transformers' defaults: GPT-2 0.1 each, the
+    others' attention_dropout 0.0): {'dropout': ..., 'attention_dropout_differs': ...}. GPT-2's hidden dropouts
+    must agree (one dropout setting is modelled)."""
+    default = 0.1 if model_type == "gpt2" else 0.0
+    prob = lambda key: float(config.get(key, default) or 0)  # noqa: E731 - one lookup
+    hidden = {key: prob(key) for key in HIDDEN_DROPOUTS.get(model_type, ())}
+    if len({value > 0 for value in hidden.values()}) > 1:
         raise ValueError(f"config.json ({model_type}) sets some dropouts and not others "
-                         f"({', '.join(f'{k} {v:g}' for k, v in values.items())}); one dropout setting is modelled")
-    return any(value > 0 for value in values.values())
+                         f"({', '.join(f'{k} {v:g}' for k, v in hidden.items())}); one dropout setting is modelled")
+    attention = prob(ATTENTION_DROPOUT.get(model_type, "attention_dropout")) > 0
+    on = any(value > 0 for value in hidden.values()) if hidden else attention
+    return {"dropout": on, "attention_dropout_differs": attention != on}
 
 
 def sliding_window_of(config: dict[str, Any], model_type: str) -> int | None:
@@ -272,7 +277,7 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         return config[key]
 
     check_fields(config, model_type)
-    extra = {"dropout": dropout_of(config, model_type)}
+    extra = dropout_of(config, model_type)
 
     if model_type == "gpt2":
         hidden = need("n_embd")
