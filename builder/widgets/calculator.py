@@ -38,6 +38,8 @@ from builder.model.units import format_bytes
 from builder.widgets.model_data import model_data
 
 CUSTOM = "custom"
+# Recomputation named by its framework (the Activations page's table): Megatron-LM's selective recomputation.
+RECOMPUTE_WORDS = {"selective": "selective (Megatron)"}
 SERVE_WEIGHTS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
 KV_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
 FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM",
@@ -114,7 +116,8 @@ TRAIN_CONTROLS = (
     Control("seq_len", "Sequence length", "number", show="train", low=1, high=4194304, hint="tokens"),
     Control("grad_accum", "Gradient accumulation", "number", show="train", low=1, high=4096,
             hint="micro-batches per step"),
-    Control("recompute", "Recompute", "radio", _pairs(RECOMPUTE), "train"),
+    Control("recompute", "Recompute", "radio",
+            tuple((value, RECOMPUTE_WORDS.get(value, value)) for value in RECOMPUTE), "train"),
     Control("recompute_layers", "Recomputed layers per stage", "number", show="train", low=0, high=1024,
             hint="with full: 0 = every layer"),
     Control("attention", "Attention", "select", _pairs(ATTENTION), "train"),

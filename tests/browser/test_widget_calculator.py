@@ -427,7 +427,7 @@ def other_values(page, key: str, current: str) -> list[str]:
       if (el.type === 'checkbox') return ['0', '1'];
       return null;
     }""", [WIDGET, key])
-    numbers = {"lora_rank": ["16"], "micro_batch": ["8"], "seq_len": ["65536"], "grad_accum": ["4"], "vpp": ["2"],
+    numbers = {"lora_rank": ["16"], "recompute_layers": ["3"], "micro_batch": ["8"], "seq_len": ["65536"], "grad_accum": ["4"], "vpp": ["2"],
                "cp": ["2", "3"], "batch": ["64"], "context": ["131072"]}
     return [v for v in (choices or numbers[key]) if v != current]
 
