@@ -465,10 +465,33 @@ def write_site(outputs: dict[str, bytes], out: Path) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def exchange_folders(first: Path, second: Path) -> bool:
+    """Swap two folders' names in one step (Linux renameat2 RENAME_EXCHANGE): at no instant is either
+    name missing, so a server reading `out` during a rebuild sees the old site or the new one. False
+    where the system or the file system cannot (the caller then falls back to two renames)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    result = renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange)
+    return result == 0
+
+
 def swap_folder(staging: Path, out: Path) -> None:
-    """Replace `out` by `staging` with two renames; the old tree is removed afterwards."""
+    """Replace `out` by `staging` in one atomic exchange where the system allows it, else two renames;
+    the old tree is removed afterwards."""
     if not out.exists():
         staging.rename(out)
+        return
+    if exchange_folders(staging, out):
+        shutil.rmtree(staging, ignore_errors=True)  # `staging` now holds the old site
         return
     retired = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
     retired.rmdir()
