@@ -94,6 +94,7 @@
   onEvent("hello", (data) => {
     if (server !== null && data.server !== server) { reload(); return; }
     server = data.server;
+    document.documentElement.dataset.preview = "live";
     if (data.errors.length) showErrors(data.errors); else hideErrors();
   });
   onEvent("built", (data) => {
