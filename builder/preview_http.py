@@ -220,6 +220,15 @@ class PreviewHandler(http.server.BaseHTTPRequestHandler):
         if send_body:
             self.wfile.write(data)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals (a malformed request line, an unknown method): plain
+        text with the same headers as every other response."""
+        self.close_connection = True
+        reason = message or self.responses.get(code, ("Error",))[0]
+        self.log_error("code %d, message %s", code, reason)
+        self.send_body(code, f"{code} {reason}\n".encode(), "text/plain; charset=utf-8",
+                       getattr(self, "command", None) != "HEAD")
+
     def query(self) -> str:
         """The request's query string with its '?', or ''."""
         query = urlsplit(self.path).query

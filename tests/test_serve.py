@@ -109,6 +109,24 @@ def test_a_raw_nul_byte_gets_400_and_the_server_stays_up(served, capsys):
     assert get(port, BASE + "index.html")[0] == 200
 
 
+@pytest.mark.parametrize("request_line, status", [
+    (b"GET /a b c HTTP/1.1", b"400"), (b"POST " + BASE.encode() + b" HTTP/1.1", b"501"),
+])
+def test_malformed_requests_are_refused_with_the_usual_headers(served, capsys, request_line, status):
+    port, _, _ = served
+    response = raw_request(port, request_line)
+    head = response.split(b"\r\n\r\n")[0].lower()
+    assert response.startswith(b"HTTP/1.0 " + status) and b"cache-control: no-store" in head
+    assert b"content-type: text/plain; charset=utf-8" in head
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_one_word_request_gets_400_without_a_traceback(served, capsys):
+    port, _, _ = served
+    assert raw_request(port, b"GARBAGE") == b"400 Bad request syntax ('GARBAGE')\n"  # HTTP/0.9: no headers
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_a_link_inside_the_site_to_a_file_outside_is_not_served(served):
     port, _, paths = served
     (paths.out / "leak.txt").symlink_to(paths.out.parent / "secret.txt")
