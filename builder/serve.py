@@ -8,14 +8,16 @@ requests. The built site is never changed by serving: the reload script is added
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import Callable
 
 from builder.build import PACKAGE_DIR, SitePaths, build_site, hash_tree
-from builder.content import BuildFailed
+from builder.content import BuildFailed, display_name
 from builder.preview_events import BuildEvents
 from builder.preview_http import PreviewServer, make_handler
 from builder.watch import watch_folders
@@ -43,12 +45,29 @@ def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
 
 
-class Preview:
-    """Builds into paths.out and publishes each outcome to `events`; one build at a time."""
+def syntax_errors(files: list[Path]) -> list[str]:
+    """'path:line: message' for each Python file that does not compile."""
+    errors = []
+    for path in files:
+        try:
+            compile(path.read_bytes(), str(path), "exec")
+        except SyntaxError as error:
+            errors.append(f"{display_name(path)}:{error.lineno or 0}: {error.msg}")
+        except OSError:
+            continue  # removed: the restarted process will say so if it matters
+    return errors
 
-    def __init__(self, paths: SitePaths, quiet: bool = False, events: BuildEvents | None = None) -> None:
+
+class Preview:
+    """Builds into paths.out and publishes each outcome to `events`; one build at a time.
+    A change to the builder's own code calls `on_code_change` (serve restarts) instead of building
+    with the code already imported."""
+
+    def __init__(self, paths: SitePaths, quiet: bool = False, events: BuildEvents | None = None,
+                 on_code_change: Callable[[list[Path]], None] | None = None) -> None:
         self.paths, self.quiet = paths, quiet
         self.events = events or BuildEvents()
+        self.on_code_change = on_code_change
         self.lock = threading.Lock()
         self.builds = 0
 
@@ -60,11 +79,7 @@ class Preview:
             try:
                 build_site(self.paths, quiet=self.quiet)
             except BuildFailed as failure:
-                lines = [str(error) for error in failure.errors]
-                for line in lines:
-                    print(line, file=sys.stderr)
-                print(f"build failed: {len(lines)} error(s); still serving the previous site", file=sys.stderr)
-                self.events.publish(errors=lines)
+                self.fail([str(error) for error in failure.errors])
                 return False
             except Exception as error:  # a bug in the builder: keep serving, say so in the page too
                 traceback.print_exc()
@@ -73,10 +88,23 @@ class Preview:
             self.events.publish(changed=changed_files(before, hash_tree(self.paths.out)))
             return True
 
+    def fail(self, lines: list[str]) -> None:
+        """Print errors where the author runs serve, and show them in the open pages."""
+        for line in lines:
+            print(line, file=sys.stderr)
+        print(f"build failed: {len(lines)} error(s); still serving the previous site", file=sys.stderr)
+        self.events.publish(errors=lines)
+
     def on_change(self, changed: set[str]) -> None:
-        """A burst of input changes: rebuild once."""
-        if any(Path(path).is_relative_to(PACKAGE_DIR) for path in changed):
-            print("note: the builder's own code changed; restart `serve` to build with it", file=sys.stderr)
+        """A burst of input changes: rebuild once (or restart, for the builder's code)."""
+        code = sorted(Path(path) for path in changed if path.endswith(".py") and Path(path).is_relative_to(PACKAGE_DIR))
+        if code and self.on_code_change is not None:
+            problems = syntax_errors(code)
+            if problems:
+                self.fail(problems)
+            else:
+                self.on_code_change(code)
+            return
         if not self.quiet:
             names = sorted(Path(path).name for path in changed if Path(path).exists()) or ["(files removed)"]
             print(f"changed: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}; rebuilding", file=sys.stderr)
@@ -85,6 +113,11 @@ class Preview:
     def watched(self) -> list[Path]:
         """The folders whose changes trigger a rebuild."""
         return [self.paths.content, self.paths.templates, self.paths.static, PACKAGE_DIR]
+
+
+def restart_command(port: int) -> list[str]:
+    """This process's command line, listening on the same port (the one picked for --port 0)."""
+    return [*sys.orig_argv, "--port", str(port)]
 
 
 def is_loopback(host: str) -> bool:
@@ -99,13 +132,22 @@ def is_loopback(host: str) -> bool:
 
 def serve_site(paths: SitePaths, port: int = 8000, base: str = "/", quiet: bool = False, host: str = LOOPBACK,
                poll: bool = False, live: bool = True) -> int:
-    """Serve, build, then rebuild on change (and reload open pages) until Ctrl-C."""
+    """Serve, build, then rebuild on change (and reload open pages) until Ctrl-C. A change to the
+    builder's code restarts the process (open pages reconnect and reload)."""
+    restart = threading.Event()
     preview = Preview(paths, quiet)
     try:
         server = make_server(paths.out, port, base, host, preview.events if live else None)
     except OSError as error:
         print(f"error: --host {host} --port {port}: cannot listen ({error.strerror or error})", file=sys.stderr)
         return 2
+
+    def on_code_change(files: list[Path]) -> None:
+        print(f"the builder's code changed ({', '.join(f.name for f in files)}): restarting", file=sys.stderr)
+        restart.set()
+        server.shutdown()
+
+    preview.on_code_change = on_code_change
     preview.build()
     stop = threading.Event()
     watcher = threading.Thread(target=watch_folders, args=(preview.watched(), preview.on_change, stop, poll),
@@ -125,4 +167,7 @@ def serve_site(paths: SitePaths, port: int = 8000, base: str = "/", quiet: bool 
         preview.events.close()
         server.server_close()
         watcher.join(timeout=2)
+    if restart.is_set():
+        sys.stderr.flush()
+        os.execv(sys.executable, restart_command(server.server_address[1]))
     return 0

@@ -436,3 +436,35 @@ def test_the_swap_never_leaves_the_site_folder_missing(tmp_path, fakes, monkeypa
     monkeypatch.setattr(Path, "rename", watched_rename)
     build_site(paths, quiet=True, force=True)
     assert missing == [] and (paths.out / "index.html").is_file()
+
+
+def test_a_change_to_the_builders_code_restarts_instead_of_building(site, monkeypatch):
+    from builder.build import PACKAGE_DIR
+
+    restarts = []
+    preview = Preview(site, quiet=True, on_code_change=restarts.append)
+    monkeypatch.setattr(preview, "build", lambda: pytest.fail("built with the code already imported"))
+    preview.on_change({str(PACKAGE_DIR / "render.py"), str(site.content / "index.md")})
+    assert restarts == [[PACKAGE_DIR / "render.py"]]
+
+
+def test_a_syntax_error_in_the_builders_code_is_shown_not_restarted(site, tmp_path, monkeypatch, capsys):
+    import builder.serve as serve_module
+
+    code = tmp_path / "builder"
+    code.mkdir()
+    (code / "render.py").write_text("def f():\n    return (\n")
+    monkeypatch.setattr(serve_module, "PACKAGE_DIR", code)
+    restarts = []
+    preview = Preview(site, quiet=True, on_code_change=restarts.append)
+    preview.on_change({str(code / "render.py")})
+    assert restarts == [] and len(preview.events.latest.errors) == 1
+    assert preview.events.latest.errors[0].endswith("render.py:2: '(' was never closed")
+    assert preview.events.latest.errors[0] in capsys.readouterr().err
+
+
+def test_restart_keeps_the_command_line_and_the_port(monkeypatch):
+    import builder.serve as serve_module
+
+    monkeypatch.setattr(serve_module.sys, "orig_argv", ["python", "-m", "builder", "serve", "--port", "0"])
+    assert serve_module.restart_command(41234) == ["python", "-m", "builder", "serve", "--port", "0", "--port", "41234"]
