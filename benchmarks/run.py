@@ -109,7 +109,14 @@ def bench_widgets() -> dict:
     return run()
 
 
-BENCHMARKS: dict[str, Callable[[], dict]] = {"build": bench_build, "widgets": bench_widgets}
+def bench_reload() -> dict:
+    """Saving a content file to the open page showing it, through `serve` (benchmarks/reload.py)."""
+    from benchmarks.reload import bench_reload as run
+
+    return run()
+
+
+BENCHMARKS: dict[str, Callable[[], dict]] = {"build": bench_build, "widgets": bench_widgets, "reload": bench_reload}
 
 
 def print_build(result: dict) -> None:
@@ -134,7 +141,14 @@ def print_widgets(result: dict) -> None:
     show(result)
 
 
-PRINTERS: dict[str, Callable[[dict], None]] = {"build": print_build, "widgets": print_widgets}
+def print_reload(result: dict) -> None:
+    """Table of the reload benchmark."""
+    from benchmarks.reload import print_reload as show
+
+    show(result)
+
+
+PRINTERS: dict[str, Callable[[dict], None]] = {"build": print_build, "widgets": print_widgets, "reload": print_reload}
 
 
 def main(argv: list[str] | None = None) -> int:

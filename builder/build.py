@@ -197,18 +197,32 @@ class ChartQueue:
     def __init__(self, render_chart: Callable, cache: Path | None) -> None:
         self.render_chart, self.cache, self.pool = render_chart, cache, None
         real = getattr(render_chart, "__module__", "") == "builder.charts"
-        if real and (os.cpu_count() or 1) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        self.use_pool = real and (os.cpu_count() or 1) > 1 and "fork" in multiprocessing.get_all_start_methods()
+        if self.use_pool and not self.has_cached_charts():
+            # A cold build draws every chart: import matplotlib now, while the parent gathers and
+            # evaluates the content. A warm one starts the worker only when a chart is not cached.
+            self.start_pool()
+
+    def has_cached_charts(self) -> bool:
+        """True when the cache holds drawn charts (a warm build: most charts will come from it)."""
+        folder = self.cache / "charts" if self.cache is not None else None
+        return folder is not None and folder.is_dir() and any(folder.glob("*.svg"))
+
+    def start_pool(self) -> ProcessPoolExecutor:
+        """The worker that draws charts, importing matplotlib first (started once)."""
+        if self.pool is None:
             self.pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
-            # Import matplotlib now, while the parent gathers and evaluates the content.
             self.pool.submit(importlib.import_module("builder.charts").load_matplotlib)
+        return self.pool
 
     def request(self, chart: EvaluatedChart) -> Callable[[], str]:
-        """Start drawing `chart` (or read it from the cache); call the result for the SVG."""
+        """Start drawing `chart` (or read it from the cache); call the result for the SVG. A cached
+        chart needs neither the worker nor matplotlib."""
         path = self.cache_path(chart)
         if path is not None and path.is_file():
             return lambda: path.read_text(encoding="utf-8")
-        if self.pool is not None:
-            future = self.pool.submit(self.render_chart, chart.spec)
+        if self.use_pool:
+            future = self.start_pool().submit(self.render_chart, chart.spec)
             return lambda: self.store(path, future.result())
         return lambda: self.store(path, self.render_chart(chart.spec))
 
@@ -487,10 +501,33 @@ def write_site(outputs: dict[str, bytes], out: Path) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def exchange_folders(first: Path, second: Path) -> bool:
+    """Swap two folders' names in one step (Linux renameat2 RENAME_EXCHANGE): at no instant is either
+    name missing, so a server reading `out` during a rebuild sees the old site or the new one. False
+    where the system or the file system cannot (the caller then falls back to two renames)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    result = renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange)
+    return result == 0
+
+
 def swap_folder(staging: Path, out: Path) -> None:
-    """Replace `out` by `staging` with two renames; the old tree is removed afterwards."""
+    """Replace `out` by `staging` in one atomic exchange where the system allows it, else two renames;
+    the old tree is removed afterwards."""
     if not out.exists():
         staging.rename(out)
+        return
+    if exchange_folders(staging, out):
+        shutil.rmtree(staging, ignore_errors=True)  # `staging` now holds the old site
         return
     retired = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
     retired.rmdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -27,12 +28,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--no-answers", dest="answers", action="store_false",
                        help="the student edition: exercises without their answers (left out of the HTML)")
     build.set_defaults(handler=run_build)
-    serve = subparsers.add_parser("serve", help="preview the site on 127.0.0.1 and rebuild on change",
-                                  description="Serve the site locally; rebuild when content, templates, static or builder change.")
+    serve = subparsers.add_parser("serve", help="preview the site on 127.0.0.1, rebuild on change, reload open pages",
+                                  description="Serve the site locally; rebuild when content, templates or static "
+                                              "files change; open pages reload themselves after a build that "
+                                              "changed them, and show build errors over the page.")
     add_path_options(serve)
-    serve.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default: 8000)")
-    serve.add_argument("--base", default="/", help="URL sub-path to serve under, e.g. /training-memory/ (default: /)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: 127.0.0.1, this machine only)")
+    serve.add_argument("--port", type=port_number, default=8000, help="port to listen on, 0 for any free one (default: 8000)")
+    serve.add_argument("--base", type=base_path, default="/",
+                       help="URL sub-path to serve under, e.g. /training-memory/ (default: /)")
+    serve.add_argument("--poll", action="store_true", help="poll for changes instead of file events (network drives)")
+    serve.add_argument("--no-reload", dest="live", action="store_false",
+                       help="serve the pages exactly as built: no live reload, no error overlay")
     serve.set_defaults(handler=run_serve)
+
+
+BASE_SEGMENT = re.compile(r"[A-Za-z0-9._~-]+")
+
+
+def base_path(text: str) -> str:
+    """argparse type: a URL sub-path of plain segments ('/training-memory/', 'docs/v1')."""
+    segments = [segment for segment in text.strip("/").split("/")] if text.strip("/") else []
+    if any(not BASE_SEGMENT.fullmatch(s) or s in (".", "..") for s in segments):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a URL sub-path: use segments of letters, digits, "
+                                         "'-', '_', '.' and '~', e.g. /training-memory/")
+    return "/" + "".join(f"{segment}/" for segment in segments)
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 0 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535)")
+    return port
 
 
 def site_paths(args: argparse.Namespace):
@@ -81,7 +113,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         return EXIT_CONTENT_ERROR
-    return serve_site(site_paths(args), port=args.port, base=args.base, quiet=args.quiet)
+    return serve_site(site_paths(args), port=args.port, base=args.base, quiet=args.quiet, host=args.host,
+                      poll=args.poll, live=args.live)
 
 
 def make_parser() -> argparse.ArgumentParser:

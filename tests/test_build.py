@@ -427,6 +427,29 @@ def test_site_builds_without_torch(tmp_path):
     assert "compared quantities are within their tolerance" in (tmp_path / "site" / "validation.html").read_text()
 
 
+def test_a_warm_build_takes_every_chart_from_the_cache_without_matplotlib(tmp_path):
+    # The preview rebuilds on every save: charts whose inputs did not change come from the cache,
+    # with no worker process and no matplotlib import.
+    paths = copy_fixture(tmp_path)
+    argv = ["build", "--content", str(paths.content), "--templates", str(TEMPLATES), "--static", str(paths.static),
+            "--out", str(paths.out), "--quiet"]
+    cold = subprocess.run([sys.executable, "-m", "builder", *argv], cwd=ROOT, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=300)
+    assert cold.returncode == 0, cold.stderr
+    drawn = hash_tree(paths.out)
+    assert any(name.endswith(".svg") for name in (p.name for p in (paths.cache / "charts").iterdir()))
+    code = ("import sys\nimport builder.build as build\n"
+            "def refuse(*args, **kwargs):\n    raise AssertionError('a chart worker was started')\n"
+            "build.ProcessPoolExecutor = refuse\n"
+            "from builder.cli import main\n"
+            "code = main(sys.argv[1:])\n"
+            "print(code, 'matplotlib' in sys.modules)\n")
+    warm = subprocess.run([sys.executable, "-c", code, *argv, "--force"], cwd=ROOT, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=300)
+    assert warm.stdout.split() == ["0", "False"], warm.stderr
+    assert hash_tree(paths.out) == drawn
+
+
 def test_real_site_pages_name_no_module_of_ours(real_site):
     """Public pages speak to readers: no module path or dotted name of this project's code appears in the
     visible text of any page (a source is a paper, a document or an upstream file), and no "seed N", in the
