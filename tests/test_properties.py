@@ -18,7 +18,7 @@ models = st.sampled_from(DENSE)
 attention = st.sampled_from(["eager", "sdpa", "flash"])
 recompute = st.sampled_from(["none", "selective", "full"])
 precision = st.sampled_from(["bf16-mixed", "fp32", "bf16", "megatron-bf16"])
-optimizer = st.sampled_from(["adamw", "adam8bit", "sgd-momentum", "sgd", "lion", "adafactor"])
+optimizer = st.sampled_from(["adamw", "adam8bit", "adamw4bit", "adamwfp8", "sgd-momentum", "sgd", "lion", "adafactor"])
 sharding = st.sampled_from([("zero", 0), ("zero", 1), ("zero", 2), ("zero", 3), ("fsdp", "FULL_SHARD"),
                             ("fsdp", "SHARD_GRAD_OP"), ("fsdp", "NO_SHARD"), ("fsdp", "HYBRID_SHARD")])
 

@@ -95,6 +95,10 @@ CHECKS: tuple[Check, ...] = (
     Check(both(eq(sym("optimizer_impl"), "fused"), eq(sym("optimizer"), "adafactor")),
           fmt("optimizer_impl: torch.optim.Adafactor has no fused implementation (PyTorch 2.13); choose for-loop, "
               "foreach or in-backward")),
+    Check(both(isin(sym("optimizer_impl"), "foreach", "fused"), isin(sym("optimizer"), "adamw8bit-torchao", "adamw4bit",
+                                                                      "adamwfp8")),
+          fmt("optimizer_impl: torchao's {0} steps one parameter at a time (a compiled for-loop) and has no {1} "
+              "implementation; choose for-loop or in-backward", sym("optimizer"), sym("optimizer_impl"))),
     Check(both(isin(sym("optimizer_impl"), "for-loop", "foreach"), eq(sym("optimizer"), "adam8bit")),
           fmt("optimizer_impl: bitsandbytes' 8-bit AdamW runs one fused kernel per parameter and has no {0} "
               "implementation; choose fused or in-backward", sym("optimizer_impl"))),

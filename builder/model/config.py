@@ -15,7 +15,11 @@ from builder.model.checks import first_refusal
 from builder.model.units import DTYPE_BYTES
 
 MODES = ("train", "serve")
-OPTIMIZERS = ("adamw", "adam", "adam8bit", "sgd", "sgd-momentum", "adafactor", "lion")
+OPTIMIZERS = ("adamw", "adam", "adam8bit", "adamw8bit-torchao", "adamw4bit", "adamwfp8", "sgd", "sgd-momentum",
+              "adafactor", "lion")
+# Optimizers whose blockwise low-bit states fix their own dtype (bitsandbytes; torchao's AdamW8bit, AdamW4bit,
+# AdamWFp8).
+LOW_BIT_OPTIMIZERS = ("adam8bit", "adamw8bit-torchao", "adamw4bit", "adamwfp8")
 # How the optimizer's step runs (None: the optimizer's own default, builder.model.optimizers). torch.optim:
 # 'for-loop' (foreach=False), 'foreach' (the default on CUDA for Adam, AdamW and SGD,
 # torch/optim/optimizer.py _default_to_fused_or_foreach), 'fused' (fused=True, one kernel per group) or
@@ -207,9 +211,9 @@ def validate_config(config: Config) -> None:
     for target in config.lora_targets:
         if target not in LORA_TARGETS:
             fail("lora_targets", f"{target!r} is not one of {', '.join(LORA_TARGETS)}")
-    if config.optimizer_state_dtype and config.optimizer in ("adam8bit", "sgd"):
+    if config.optimizer_state_dtype and config.optimizer in (*LOW_BIT_OPTIMIZERS, "sgd"):
         fail("optimizer_state_dtype", f"{config.optimizer} has no state dtype to choose ("
-             + ("its blockwise 8-bit states are fixed" if config.optimizer == "adam8bit" else "plain SGD keeps no state")
+             + ("its blockwise low-bit states are fixed" if config.optimizer != "sgd" else "plain SGD keeps no state")
              + "); leave optimizer_state_dtype unset or choose another optimizer")
     for option in ("cuda_context_bytes", "overhead_bytes"):
         if getattr(config, option) < 0:

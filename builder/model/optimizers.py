@@ -22,7 +22,12 @@ The temporaries per optimizer (L: the largest parameter tensor on the GPU, in th
   exp_avg.clone().mul_(beta1).add(grad, alpha=1 - beta1)), for-loop, 2 x L; timm 1.0 optim/lion.py foreach,
   one momentum-sized list; bitsandbytes' Lion and lion-pytorch's Triton kernel are fused, none;
 - bitsandbytes 8-bit AdamW: one fused CUDA kernel per parameter (bitsandbytes functional.py
-  optimizer_update_8bit_blockwise, in place): none; it has no for-loop or foreach implementation.
+  optimizer_update_8bit_blockwise, in place): none; it has no for-loop or foreach implementation;
+- torchao's AdamW8bit, AdamW4bit and AdamWFp8 (torchao 0.19 torchao/optim/adam.py): one torch.compile'd step per
+  parameter, so a for-loop; it dequantises both moments to fp32 and requantises them. Inductor's generated code
+  (checked on CPU with torch 2.13, not on CUDA: derived, not measured) keeps two fp32 parameter-sized buffers for
+  AdamW8bit (8 B x L), about 25 B x L for AdamW4bit (two fp32, two int64 and two packed 4-bit buffers), and none of
+  a parameter's size for AdamWFp8.
 Simplification, named: 'L' is one tensor as the model holds it (an FSDP2 shard of it under FSDP); DeepSpeed's
 ZeRO hands its optimizer one flat partition per group, which a for-loop step treats as one tensor (not modelled);
 with the step inside backward, the largest tensor's step temporaries are counted at every moment of backward,
@@ -51,15 +56,19 @@ IN_BACKWARD = ("PyTorch tutorial 'How to save memory by fusing the optimizer ste
                "(register_post_accumulate_grad_hook, one foreach=False optimizer per parameter); torchtitan "
                "--optimizer.early_step_in_backward")
 
+LOOP_TORCHAO = ("torchao 0.19 torchao/optim/adam.py single_param_adam under torch.compile (one parameter at a time); "
+                "the buffers inductor keeps, read from its generated code on CPU with torch 2.13 (not verified on CUDA)")
+TORCHAO_OPTIMIZERS = ("adamw8bit-torchao", "adamw4bit", "adamwfp8")
 # The optimizer's own default implementation: torch.optim's foreach on CUDA, Adafactor's for-loop, lion-pytorch's
-# for-loop, bitsandbytes' fused kernel.
+# for-loop, torchao's per-parameter compiled step, bitsandbytes' fused kernel.
 DEFAULT_IMPL = when(eq(sym("optimizer"), "adam8bit"), "fused",
-                    when(isin(sym("optimizer"), "adafactor", "lion"), "for-loop", "foreach"))
+                    when(isin(sym("optimizer"), "adafactor", "lion", *TORCHAO_OPTIMIZERS), "for-loop", "foreach"))
 # How many tensors of one parameter's size a for-loop step holds at once (in the state dtype).
 LOOP_TENSORS = when(isin(sym("optimizer"), "adam", "adamw", "lion"), 2,
                     when(eq(sym("optimizer"), "adafactor"), 1, 0))
 LOOP_SOURCE = when(eq(sym("optimizer"), "adafactor"), LOOP_ADAFACTOR,
-                   when(eq(sym("optimizer"), "lion"), LOOP_LION, LOOP_ADAM))
+                   when(eq(sym("optimizer"), "lion"), LOOP_LION,
+                        when(isin(sym("optimizer"), *TORCHAO_OPTIMIZERS), LOOP_TORCHAO, LOOP_ADAM)))
 # The state dtype the step computes in: torch keeps states in the parameter's dtype, so LoRA adapters' are fp32
 # (builder.model.states reads the same expression).
 STATE_DTYPE = when(both(sym("lora_rank"), sym("has_architecture"), negate(sym("chosen_state_dtype"))), "fp32",
@@ -84,5 +93,7 @@ OPTIMIZER_STEP = {
     "in_backward": eq(sym("step_impl"), "in-backward"),
     # A for-loop step's (and the step inside backward's) temporaries: k tensors of the largest trainable tensor,
     # split as the optimizer states are.
-    "loop_temporaries": LOOP_TENSORS * LARGEST_TRAINABLE / sym("optimizer_ranks") * bytes_of(STATE_DTYPE),
+    "loop_temporaries": LARGEST_TRAINABLE / sym("optimizer_ranks") * when(
+        eq(sym("optimizer"), "adamw8bit-torchao"), 8, when(eq(sym("optimizer"), "adamw4bit"), 25,
+                                                           LOOP_TENSORS * bytes_of(STATE_DTYPE))),
 }

@@ -23,6 +23,14 @@ TM101 = "Anthony, Biderman, Schoelkopf 2023, Transformer Math 101 (EleutherAI)"
 ADAM = "Kingma & Ba 2014 (Adam), arXiv:1412.6980, Algorithm 1; " + ZERO
 BNB = ("Dettmers et al. 2021 (8-bit optimizers), arXiv:2110.02861; bitsandbytes optimizer.py: uint8 state + fp32 "
        "absmax per 256-element block")
+TORCHAO = ("torchao 0.19 torchao/optim/subclass_8bit.py, subclass_4bit.py and subclass_fp8.py (_AdamBase._new_buffer): "
+           "blockwise codes and an fp32 scale per block for both moments")
+# torchao's low-bit AdamW states per element per moment: codes plus one fp32 scale per block (AdamW8bit: uint8
+# codes, blocks of 256; AdamW4bit: two 4-bit codes per byte, blocks of 128, its default; AdamWFp8: float8_e4m3fn,
+# blocks of 256).
+TORCHAO_STATES = {"adamw8bit-torchao": (1 + Fraction(4, 256), "uint8 + fp32 scale per 256"),
+                  "adamw4bit": (Fraction(1, 2) + Fraction(4, 128), "4-bit + fp32 scale per 128"),
+                  "adamwfp8": (1 + Fraction(4, 256), "fp8 e4m3 + fp32 scale per 256")}
 ADAFACTOR = "Shazeer & Stern 2018 (Adafactor), arXiv:1804.04235, section 3: factored second moment (rows + columns)"
 LION = "Chen et al. 2023 (Lion), arXiv:2302.06675, Algorithm 1: one momentum buffer"
 SGD = "PyTorch torch.optim.SGD momentum_buffer; " + TM101
@@ -140,7 +148,7 @@ _ON_GPU = negate(isin(sym("offload"), "params", "both"))
 _ADAM_BLOCK = 1 + Fraction(4, 256)
 
 
-def _adam(moment: str, label: str) -> tuple[PartRule, PartRule]:
+def _adam(moment: str, label: str) -> tuple[PartRule, ...]:
     """Adam's moment `moment` in the state dtype, and as bitsandbytes' blockwise 8-bit state."""
     return (PartRule(f"optimizer/adam_{moment}", sym("states_here") * bytes_of(sym("state_dtype")),
                      "N x bytes(state dtype)", ADAM,
@@ -149,7 +157,13 @@ def _adam(moment: str, label: str) -> tuple[PartRule, PartRule]:
             PartRule(f"optimizer/adam_{moment}", sym("states_here") * _ADAM_BLOCK, "N x (1 B + 4 B / 256)", BNB,
                      per_param(_ADAM_BLOCK, "uint8 + fp32 absmax per 256"),
                      "bitsandbytes keeps tensors under 4096 elements in 32-bit; ignored here",
-                     when=both(TRAIN, eq(sym("optimizer"), "adam8bit")), sharded_by=sym("optimizer_ranks")))
+                     when=both(TRAIN, eq(sym("optimizer"), "adam8bit")), sharded_by=sym("optimizer_ranks")),
+            *(PartRule(f"optimizer/adam_{moment}", sym("states_here") * size, f"N x {size} B", TORCHAO,
+                       per_param(size, words),
+                       "torchao keeps tensors under 4096 elements (or not a whole number of blocks) in the parameter's "
+                       "dtype, and a 1 KiB code table per 8-bit state; ignored here",
+                       when=both(TRAIN, eq(sym("optimizer"), name)), sharded_by=sym("optimizer_ranks"))
+              for name, (size, words) in TORCHAO_STATES.items()))
 
 
 MODEL_STATES = RuleSet(
