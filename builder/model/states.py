@@ -230,20 +230,38 @@ MODEL_STATES = RuleSet(
     ),
 )
 
+PIPELINED_FSDP = ("PyTorch 2.9 torch/distributed/pipelining/stage.py _PipelineStageBase.backward_maybe_with_nosync (an "
+                  "FSDP stage: set_reshard_after_backward(False) and set_requires_gradient_sync(False) until its last "
+                  "backward); torchtitan torchtitan/models/llama3/infra/parallelize.py (reshard_after_forward = not "
+                  "pp_enabled, the default policy)")
+# FSDP under pipeline parallelism (torchtitan): a stage neither reshards its parameters after the forward nor after
+# a backward until the schedule's last, and accumulates its unsharded gradients until then, so the whole stage's
+# parameters and gradients are unsharded through the schedule.
+WHOLE_STAGE = both(sym("pp") > 1, sym("fsdp"))
 # ZeRO-3 / FSDP gather a unit's parameters for its forward and backward, and a unit's gradients are whole
 # until they are reduce-scattered.
 COMM = RuleSet(
-    symbols={**SHARDING, "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype"))},
+    symbols={**SHARDING, "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype")),
+             "stage_unsharded": sym("dense") + sym("expert")},
     parts=(
-        PartRule("comm/gathered_params", (2 * sym("layer_unit") + sym("root_unit")) * bytes_of(sym("param_dtype")),
-                 "(2 x one block + root unit) x bytes(param dtype)", FSDP, "2 blocks + root unit",
-                 "simplification: the block being computed and the prefetched one, plus the root unit (embeddings, "
-                 "head) that stays gathered",
+        PartRule("comm/gathered_params", when(WHOLE_STAGE, sym("stage_unsharded"),
+                                              2 * sym("layer_unit") + sym("root_unit")) * bytes_of(sym("param_dtype")),
+                 when(WHOLE_STAGE, "the stage's parameters x bytes(param dtype)",
+                      "(2 x one block + root unit) x bytes(param dtype)"),
+                 when(WHOLE_STAGE, PIPELINED_FSDP, FSDP), when(WHOLE_STAGE, "the whole stage", "2 blocks + root unit"),
+                 when(WHOLE_STAGE, "pipeline parallelism keeps the stage's parameters unsharded through the schedule",
+                      "simplification: the block being computed and the prefetched one, plus the root unit "
+                      "(embeddings, head) that stays gathered"),
                  when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1)),
-        PartRule("comm/unsharded_grads", sym("layer_unit") * bytes_of(sym("gradient_reduce_dtype")),
-                 "one block's gradients x bytes(reduce dtype)", FSDP,
-                 fmt("1 block ({0})", sym("gradient_reduce_dtype")),
-                 "simplification: one unit's full gradients before its reduce-scatter",
+        PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("stage_unsharded"), sym("layer_unit"))
+                 * bytes_of(sym("gradient_reduce_dtype")),
+                 when(WHOLE_STAGE, "the stage's gradients x bytes(reduce dtype)",
+                      "one block's gradients x bytes(reduce dtype)"),
+                 when(WHOLE_STAGE, PIPELINED_FSDP, FSDP),
+                 when(WHOLE_STAGE, fmt("the whole stage ({0})", sym("gradient_reduce_dtype")),
+                      fmt("1 block ({0})", sym("gradient_reduce_dtype"))),
+                 when(WHOLE_STAGE, "pipeline parallelism accumulates the stage's unsharded gradients until the last "
+                                   "backward", "simplification: one unit's full gradients before its reduce-scatter"),
                  when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1))),
     ),
 )

@@ -1,0 +1,37 @@
+"""FSDP under pipeline parallelism: PyTorch's pipelining stage (torch/distributed/pipelining/stage.py,
+backward_maybe_with_nosync) calls set_reshard_after_backward(False) and set_requires_gradient_sync(False) on an FSDP
+stage until its last backward, and torchtitan shards with reshard_after_forward = not pp_enabled. So a stage's
+parameters stay unsharded through the schedule and its unsharded gradients accumulate until the last backward."""
+
+from __future__ import annotations
+
+from builder.catalog import default_models
+from builder.model import Config
+from builder.model.architecture import param_count
+from builder.model.peak import assess
+
+LLAMA = default_models()["llama-3-70b"]
+
+
+def parts_of(config: Config) -> dict[str, int]:
+    return {p.name: p.bytes for p in assess(config)[0].parts}
+
+
+def test_a_pipeline_stage_keeps_its_parameters_and_gradients_unsharded():
+    # Llama 3 70B: 80 layers on 4 stages; the first stage holds 20 layers and the embedding, bf16.
+    config = Config(model=LLAMA, fsdp="FULL_SHARD", dp=8, pp=4, grad_accum=8, recompute="full", seq_len=4096)
+    parts = parts_of(config)
+    layer = (param_count(LLAMA) - 2 * 128_256 * 8192 - 8192) // 80  # one decoder layer's parameters
+    stage = 20 * layer + 128_256 * 8192  # the first stage's layers and its embedding
+    assert parts["comm/gathered_params"] == 2 * stage
+    assert parts["comm/unsharded_grads"] == 2 * stage
+    # The same run without pipeline parallelism gathers two blocks and the root unit at a time.
+    flat = parts_of(config.with_changes(pp=1))
+    assert flat["comm/gathered_params"] == 2 * (2 * layer + 2 * 128_256 * 8192 + 8192)
+
+
+def test_zero_3_without_pipeline_is_unchanged_by_the_rule():
+    # DeepSpeed ZeRO-3 (no FSDP strategy) keeps the unit-by-unit gathering even if pp were set.
+    config = Config(model=LLAMA, zero=3, dp=8, seq_len=4096)
+    assert parts_of(config)["comm/gathered_params"] == parts_of(config.with_changes(fsdp="FULL_SHARD", zero=0))[
+        "comm/gathered_params"]
