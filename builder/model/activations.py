@@ -39,7 +39,7 @@ from builder.model.units import DTYPE_BYTES
 
 KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198, Table 2"
 FLASH = "Dao et al. 2022 (FlashAttention), arXiv:2205.14135, Algorithm 2: saves output and logsumexp"
-HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: content/validation/)"
+HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: see the Validation page)"
 CHEN = "Chen et al. 2016, arXiv:1604.06174, section 3"
 OFFLOAD = ("torchtune 0.6 torchtune/training/_activation_offloading.py: OffloadActivations (saved tensors of 1,024 "
            "bytes or more copied to pinned host memory in the forward and brought back node by node in the backward, "

@@ -32,6 +32,7 @@ from builder.model.checks import POSITIVE
 from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, LOSSES, OFFLOAD, OPTIMIZER_IMPLS,
                                   OPTIMIZERS, PRECISIONS, RECOMPUTE)
 from builder.model.inputs import config_inputs
+from builder.model.partnames import PART_NAMES, reader_name
 from builder.model.peak import Need, assess
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
 from builder.model.units import format_bytes
@@ -390,6 +391,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "custom": custom_base(),
         "limits": SEARCH_LIMITS,
         "t": TEXTS | VERDICTS,
+        # Every part's reader-facing name (builder.model.partnames): the script shows these, never the keys.
+        "names": PART_NAMES,
     }
 
 
@@ -409,7 +412,7 @@ def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[t
     return {
         "error": "",
         "summary": summary_text(state, config, breakdown, needed, chosen, models),
-        "parts": [{"name": p.name, "bytes": p.bytes, "size": format_bytes(p.bytes), "rule": p.per_unit,
+        "parts": [{"name": p.name, "label": reader_name(p.name), "bytes": p.bytes, "size": format_bytes(p.bytes), "rule": p.per_unit,
                    "source": p.source, "bucket": p.bucket} for p in breakdown.parts],
         "total": total, "total_text": TEXTS["total"].format(format_bytes(total), format_bytes(total, "GB")),
         "need": required, "need_text": TEXTS["total"].format(format_bytes(required), format_bytes(required, "GB")),
@@ -437,7 +440,7 @@ def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, st
     for part in breakdown.parts:
         shade[part.bucket] = shade.get(part.bucket, -1) + 1
         segments.append({"x": pct(100 * offset / scale), "w": pct(100 * part.bytes / scale), "bucket": part.bucket,
-                         "shade": shade[part.bucket] % 3, "title": f"{part.name}: {format_bytes(part.bytes)}"})
+                         "shade": shade[part.bucket] % 3, "title": f"{reader_name(part.name)}: {format_bytes(part.bytes)}"})
         offset += part.bytes
     rows = [{"x": pct(100 * g[2] / scale), "end": g[2] / scale > 0.5, "y": 14 + 18 * i,
              "text": f"{short_gpu_name(g[1])}: {format_bytes(g[2])}"} for i, g in enumerate(lines)]

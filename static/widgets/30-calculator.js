@@ -66,7 +66,7 @@ WIDGETS.calculator = (root, D) => {
         const b = css(name);
         shade[b] = (shade[b] ?? -1) + 1;
         x += n;
-        return put("segment", b, shade[b] % 3, pc(x - n), y, pc(n), name + ": " + fmtBytes(n));
+        return put("segment", b, shade[b] % 3, pc(x - n), y, pc(n), D.names[name] + ": " + fmtBytes(n));
       }).join("") + (need > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(end - gpu[2])) : "") + (need != total ? put("peak", pc(need), y - 4, y + 32) : "")
       + put("label", pc(need), y + 44, ...side(need), need == total ? fmtBytes(total) : fill(T.bar_label, fmtBytes(need))));
   };
@@ -84,7 +84,7 @@ WIDGETS.calculator = (root, D) => {
       text = fill(T.summary, name, commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need), fmtBytes(need, "GB"), basis, fmtBytes(total), verdict(need, gpu));
       out("result").innerHTML = put("result", chart(parts, total, need, gpu), ok, ok ? "" : D.tpl.badge, verdict(need, gpu), need, fill(T.total, fmtBytes(need), fmtBytes(need, "GB")), basis,
         total, fill(T.total, fmtBytes(total), fmtBytes(total, "GB")), host ? put("host", fill(T.host, fmtBytes(host))) : "",
-        parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1]), p[2], p[3])).join(""),
+        parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1]), p[2], p[3], D.names[p[0]])).join(""),
         D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g))).join(""),
         fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]));
     } catch (e) {
