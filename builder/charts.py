@@ -27,6 +27,7 @@ from functools import lru_cache
 
 from builder.catalog import Gpu
 from builder.model.breakdown import BUCKETS, Breakdown, Part
+from builder.model.partnames import reader_name
 from builder.model.units import GB, GiB, MiB, format_bytes
 
 
@@ -73,16 +74,6 @@ UNIT_BYTES = {"GiB": GiB, "GB": GB, "MiB": MiB}
 UNIT_MEANING = {"GiB": "GiB = 2³⁰ bytes", "GB": "GB = 10⁹ bytes", "MiB": "MiB = 2²⁰ bytes"}
 
 # What a reader sees for each bucket (first path segment of a part name).
-BUCKET_NAMES = {
-    "weights": "Weights",
-    "master": "Master weights",
-    "gradients": "Gradients",
-    "optimizer": "Optimizer",
-    "activations": "Activations",
-    "kv_cache": "KV cache",
-    "comm": "Comm buffers",
-    "overhead": "Overhead",
-}
 
 # Layout, in SVG units (1 unit = 1 pt = 1 px at 100 % zoom).
 FONT_SIZE = 12  # notes, bar labels, example text: 12 px is the smallest text a chart shows
@@ -268,19 +259,17 @@ def shorten_rule(rule: str) -> str:
 
 
 def name_bucket(bucket: str, spec: ChartSpec) -> str:
-    """Reader-facing name of a bucket."""
+    """Reader-facing name of a bucket (or of any part key): the chart's override, else builder.model.partnames'."""
     overrides = dict(spec.display_names)
-    return overrides.get(bucket, BUCKET_NAMES.get(bucket, bucket.replace("_", " ").capitalize()))
+    return overrides[bucket] if bucket in overrides else reader_name(bucket)
 
 
 def name_part(part: Part, spec: ChartSpec) -> str:
-    """Reader-facing name of a part: 'Optimizer: adam m' for 'optimizer/adam_m'."""
+    """Reader-facing name of a part, from builder.model.partnames: 'Adam first moment' for 'optimizer/adam_m'."""
     overrides = dict(spec.display_names)
     if part.name in overrides:
         return overrides[part.name]
-    head, _, rest = part.name.partition("/")
-    bucket = name_bucket(head, spec)
-    return f"{bucket}: {rest.replace('_', ' ').replace('/', ' / ')}" if rest else bucket
+    return reader_name(part.name)
 
 
 def class_bucket(bucket: str) -> str:
@@ -305,13 +294,13 @@ def collect_segments(bar: ChartBar, spec: ChartSpec) -> list[Segment]:
             index = shade.get(part.bucket, 0)
             shade[part.bucket] = index + 1
             css = f"{class_bucket(part.bucket)} tm-shade-{index % 3}"
-            detail = (f"{part.name}: {part.per_unit}",) if len(part.per_unit) > MAX_RULE else ()
+            detail = (f"{name_part(part, spec)}: {part.per_unit}",) if len(part.per_unit) > MAX_RULE else ()
             segments.append(Segment(part.name, name_part(part, spec), part.bytes, shorten_rule(part.per_unit), css, detail))
         return segments
     segments = []
     for bucket in dict.fromkeys(p.bucket for p in parts):
         members = [p for p in parts if p.bucket == bucket]
-        detail = tuple(f"{p.name}: {format_amount(p.bytes, spec.unit)}" + (f" · {p.per_unit}" if p.per_unit else "")
+        detail = tuple(f"{name_part(p, spec)}: {format_amount(p.bytes, spec.unit)}" + (f" · {p.per_unit}" if p.per_unit else "")
                        for p in members) if len(members) > 1 else ()
         amount = sum(p.bytes for p in members)
         rule = combine_rules([p.per_unit for p in members])

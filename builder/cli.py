@@ -427,6 +427,7 @@ def render_table(breakdown, needed: Need, config: Config, gpus: dict[str, Gpu], 
         else f"A raw count of {breakdown.params:,} parameters · {config.mode}"
     lines = [f"{title} · sizes in {unit} "
              f"({'2**30' if unit == 'GiB' else '10**9'} bytes) per GPU"]
+    # The CLI table keeps the part keys (the model's stable API, as in --json); pages show partnames' names.
     width = max([len(p.name) for p in breakdown.parts] + [12])
     for part in breakdown.parts:
         lines.append(f"  {part.name:<{width}}  {part.bytes / divisor:10.2f}  {part.per_unit}")

@@ -26,6 +26,7 @@ from builder.grids import make_config
 from builder.model import Breakdown, Config, GB, GiB
 from builder.model.architecture import Architecture
 from builder.model.breakdown import Part
+from builder.model.partnames import reader_name
 from builder.model.peak import assess, need
 from builder.model.questions import Fit, max_micro_batch, max_seq_len
 
@@ -100,7 +101,7 @@ def part_step(part: Part, unit: str) -> Step:
     """A part's own formula, per-unit rule and sharding, with its bytes."""
     shared = f", split over {part.sharded_by} GPUs" if part.sharded_by > 1 else ""
     per_unit = f" at {part.per_unit}" if part.per_unit else ""
-    return Step(f"{part.name}: {part.formula}{per_unit}{shared} = {short(part.bytes, unit)}", part.source)
+    return Step(f"{reader_name(part.name)}: {part.formula}{per_unit}{shared} = {short(part.bytes, unit)}", part.source)
 
 
 def where_step(breakdown: Breakdown, parts: list[Part]) -> Step:
@@ -145,7 +146,7 @@ def answer(ask: str, config: Config, gpu: Gpu | None, unit: str) -> tuple[int | 
         known = ", ".join(sorted({p.name for p in breakdown.parts} | {p.bucket for p in breakdown.parts}))
         raise ValueError(f"this configuration has no memory under {ask!r} (it has: {known}; or ask for "
                          f"{', '.join(ASKS)})")
-    return parts_answer(parts, breakdown, unit, f"Together ({ask})")
+    return parts_answer(parts, breakdown, unit, f"Together ({reader_name(ask)})")
 
 
 def fit_answer(ask: str, config: Config, gpu: Gpu | None, unit: str) -> tuple[int | None, str, list[Step]]:

@@ -18,6 +18,7 @@ from builder.content import BarDefinition, ChartDefinition, ContentError, Page, 
 from builder.model import Breakdown, Config, validate_config
 from builder.model.architecture import Architecture
 from builder.model.estimator import estimate as model_estimate
+from builder.model.partnames import reader_name
 from builder.model.peak import assess, phases
 from builder.model.units import parse_count, parse_size
 
@@ -234,7 +235,7 @@ def describe_chart(chart: ChartDefinition, bars: list[ChartBar], gpus: tuple[Gpu
     sentences = [chart.description] if chart.description else []
     for bar in bars:
         amounts = group_amounts(bar.breakdown, chart.group_by)
-        listed = ", ".join(f"{name} {format_amount(amount, chart.unit)}" for name, amount in amounts.items())
+        listed = ", ".join(f"{reader_name(name)} {format_amount(amount, chart.unit)}" for name, amount in amounts.items())
         peak = f"; peak of a step {format_amount(bar.needed, chart.unit)} {chart.unit}" if bar.peak_differs else ""
         sentences.append(f"{bar.label}: sum of parts {format_amount(bar.breakdown.total, chart.unit)} {chart.unit} "
                          f"per GPU ({listed}){peak}.")

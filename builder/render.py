@@ -40,6 +40,7 @@ from builder.widgets import to_json, widget_context
 from builder.content import WIDGETS, ContentError, Page, Reference, convert_widget_option, parse_options
 from builder.exercises import Exercise
 from builder.symbols import symbols_line
+from builder.charts import name_bucket, name_part
 from builder.grids import EvaluatedChart, format_amount, group_amounts
 
 PLACEMENT_LINE = re.compile(r"^\{\{<\s*(?P<kind>[a-z]+)\s+(?P<name>[a-z0-9-]+)(?P<options>[^>]*?)\s*>\}\}$")
@@ -408,7 +409,7 @@ def table_rows(chart: EvaluatedChart) -> list[dict[str, Any]]:
     names: list[str] = []
     for amounts in per_bar:
         names += [name for name in amounts if name not in names]
-    return [{"name": name, "values": [format_amount(amounts.get(name, 0), unit) for amounts in per_bar]}
+    return [{"name": name_bucket(name, chart.spec), "values": [format_amount(amounts.get(name, 0), unit) for amounts in per_bar]}
             for name in names]
 
 
@@ -418,7 +419,7 @@ def formula_notes(chart: EvaluatedChart) -> list[dict[str, str]]:
     for bar in chart.spec.bars:
         for part in bar.breakdown.parts:
             if part.name not in seen:
-                seen[part.name] = {"name": part.name, "formula": part.formula, "per_unit": part.per_unit,
+                seen[part.name] = {"name": name_part(part, chart.spec), "formula": part.formula, "per_unit": part.per_unit,
                                    "source": part.source, "simplification": part.simplification}
     return list(seen.values())
 

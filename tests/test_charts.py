@@ -26,6 +26,7 @@ from builder.charts import (
     spread_notes,
 )
 from builder.model.breakdown import Breakdown, Part
+from builder.model.partnames import PART_NAMES
 from builder.model.units import GB, GiB, MiB
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -282,8 +283,8 @@ def test_group_by_part_gives_every_part_a_segment_and_a_note():
     spec = make_spec(group_by="part", bars=(ChartBar("1 GPU", make_training()),), gpus=())
     root = parse(render_chart(spec))
     notes = strings_of(root, "tm-note")
-    assert f"Optimizer: adam m {gib(4 * PARAMS)} · 4 B/param" in notes
-    assert f"Activations: mlp {gib(4 * GiB)}" in notes  # no rule given: none printed
+    assert f"Adam first moment {gib(4 * PARAMS)} · 4 B/param" in notes  # reader-facing names (partnames)
+    assert f"MLP activations {gib(4 * GiB)}" in notes  # no rule given: none printed
     assert set(segments_of(root, "train-7b", 0)) == {
         "weights", "master", "gradients", "optimizer-adam_m", "optimizer-adam_v",
         "activations-attention", "activations-mlp", "overhead-cuda_context",
@@ -324,7 +325,7 @@ def test_segment_titles_give_name_and_amount_on_hover():
     group = next(g for g in root.iter(f"{SVG}g") if g.get("id") == "train-7b-bar0-optimizer")
     title = group.find(f"{SVG}title").text
     assert title.startswith(f"1 GPU: Optimizer {gib(8 * PARAMS)} · 8 B/param")
-    assert f"optimizer/adam_m: {gib(4 * PARAMS)}" in title
+    assert f"Adam first moment: {gib(4 * PARAMS)}" in title
 
 
 def test_gb_charts_divide_by_ten_to_the_nine_and_say_so():
@@ -467,8 +468,10 @@ def overlapping(boxes: list[tuple[float, float, float, float]]) -> list[tuple]:
 
 def make_many_tiny_parts(count: int) -> Breakdown:
     """One big part and `count` parts of a few MiB each, all under one bar."""
+    keys = [key for key in PART_NAMES if key.startswith("activations/")]  # real parts: charts name them
+    assert count <= len(keys)
     tiny = tuple(
-        Part(f"activations/op_{i:02d}", (i + 1) * MiB, "x", "test", per_unit=f"{i + 1} B/token")
+        Part(keys[i], (i + 1) * MiB, "x", "test", per_unit=f"{i + 1} B/token")
         for i in range(count)
     )
     return Breakdown(params=1, parts=(Part("weights", 60 * GiB, "x", "test", per_unit="2 B/param"),) + tiny)
@@ -550,11 +553,11 @@ def test_combine_rules_adds_like_rules_and_marks_the_rest():
 
 def test_long_rules_are_shortened_in_notes_and_given_whole_in_tooltips():
     rule = "2 blocks + root unit + 1 block, each 2 B/param of the largest layer (bf16)"
-    breakdown = Breakdown(params=1, parts=(Part("comm/prefetch", 3 * GiB, "x", "test", per_unit=rule),))
+    breakdown = Breakdown(params=1, parts=(Part("comm/gathered_params", 3 * GiB, "x", "test", per_unit=rule),))
     spec = make_spec(bars=(ChartBar("1 GPU", breakdown),), gpus=(), group_by="part")
     root = parse(render_chart(spec))
     # too wide for one line, so the rule takes a second line of its own
-    assert strings_of(root, "tm-note") == ["Comm buffers: prefetch 3.0 GiB", "2 blocks + root unit + 1 block, each 2…"]
+    assert strings_of(root, "tm-note") == ["Gathered parameters 3.0 GiB", "2 blocks + root unit + 1 block, each 2…"]
     assert rule in next(g for g in root.iter(f"{SVG}g") if g.get("id")).find(f"{SVG}title").text
 
 

@@ -212,3 +212,68 @@ def test_controls_of_the_other_mode_never_count(data):
                        data.draw(st.lists(st.sampled_from(others), min_size=1, unique=True))}
     assert calc.config_from_state(changed, models) == calc.config_from_state(plain, models)
     assert calc.results(changed, models, GPUS, ["h100-80gb"]) == calc.results(plain, models, GPUS, ["h100-80gb"])
+
+
+# Issue 18: when a run does not fit, the nearest changes that make it fit, each a link --------------------------
+
+def need_of(form: dict[str, str]) -> int:
+    from builder.model.peak import need
+
+    return need(calc.config_from_state(form, MODELS)).bytes
+
+
+def test_a_run_that_fits_suggests_nothing():
+    result = calc.results(state(), MODELS, GPUS, [])
+    assert result["fits_chosen"] and result["fixes"] == []
+
+
+def test_the_nearest_changes_that_fit_are_named_in_the_defined_order():
+    h100 = next(g for g in GPUS if g[0] == "h100-80gb")
+    form = state(micro_batch="4", seq_len="8192")
+    assert need_of(form) > h100[2]
+    found = calc.fixes(form, MODELS, h100[2])
+    assert [text for text, _ in found] == ["fits with micro-batch 1", "fits with full recomputation",
+                                          "fits on 8 GPUs with ZeRO-3 and full recomputation",
+                                          "fits with sequences of 2,128 tokens"]
+    for _, changed in found:
+        assert need_of(changed) <= h100[2]
+    # "Nearest": the largest micro-batch and sequence that fit, one step more does not (questions' search).
+    assert need_of(form | {"micro_batch": "2"}) > h100[2]
+    assert need_of(form | {"seq_len": "2129"}) > h100[2]
+    # The order is FIXES' order, and each suggestion changes only what it names.
+    assert found[1][1] == form | {"recompute": "full"}
+    assert found[2][1] == form | {"recompute": "full", "shard": "3", "dp": "8"}
+    assert found[0][1] == form | {"micro_batch": "1"}
+
+
+def test_gpu_suggestions_double_until_it_fits_and_serving_has_its_own():
+    h100 = next(g for g in GPUS if g[0] == "h100-80gb")
+    seventy = state(model="llama-3-70b")
+    found = dict(calc.fixes(seventy, MODELS, h100[2]))
+    assert list(found) == ["fits on 32 GPUs with ZeRO-3 and full recomputation"]
+    assert need_of(seventy | {"shard": "3", "recompute": "full", "dp": "16"}) > h100[2]  # half as many do not fit
+    served = calc.fixes(state(model="llama-3-70b", mode="serve"), MODELS, h100[2])
+    assert [text for text, _ in served] == ["fits with int8 weights", "fits on 16 GPUs with tensor parallel 2"]
+
+
+def test_suggestions_are_links_that_carry_their_state():
+    result = calc.results(state(model="llama-3-70b", mode="serve"), MODELS, GPUS, [], state())
+    assert not result["fits_chosen"]
+    assert result["fixes"][0] == {"text": "fits with int8 weights",
+                                  "link": [("mode", "serve"), ("model", "llama-3-70b"), ("weights", "int8")]}
+    assert result["fixes_head"] == "What would fit on H100 SXM 80GB:"
+    # The data the script evaluates is the same list, in the same order.
+    data = make_context()["data"]
+    assert data["fixes"] == calc.FIXES and data["maxFixes"] == calc.MAX_FIXES
+
+
+def test_the_server_renders_the_suggestions_as_links(tmp_path):
+    """A calculator placed with a run that does not fit shows, without JavaScript, the links to what would."""
+    from builder.render import make_templates
+
+    context = make_context(model="llama-3-70b")
+    assert not context["result"]["fits_chosen"]
+    html = make_templates(Path("templates")).get_template("partials/widget-calculator.html").render(
+        state=context, widget_id="calc", widget=None)
+    assert ('<a href="?calc.dp=32&amp;calc.recompute=full&amp;calc.shard=3" data-fix>'
+            "fits on 32 GPUs with ZeRO-3 and full recomputation</a>") in html

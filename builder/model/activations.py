@@ -39,7 +39,7 @@ from builder.model.units import DTYPE_BYTES
 
 KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198, Table 2"
 FLASH = "Dao et al. 2022 (FlashAttention), arXiv:2205.14135, Algorithm 2: saves output and logsumexp"
-HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: content/validation/)"
+HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: see the Validation page)"
 CHEN = "Chen et al. 2016, arXiv:1604.06174, section 3"
 MEGATRON_BLOCK = ("Megatron-LM megatron/core/transformer/transformer_block.py (commit 767a8a8) _checkpointed_forward "
                   "(recompute_method 'block': the first recompute_num_layers layers of each pipeline stage)")

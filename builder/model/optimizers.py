@@ -41,12 +41,12 @@ from builder.model.partrules import bytes_of
 from builder.model.placement import TP_SHARE
 
 FOREACH_ADAM = ("PyTorch 2.13 torch/optim/adam.py _multi_tensor_adam: exp_avg_sq_sqrt = "
-                "torch._foreach_sqrt(exp_avg_sqs), one state-sized temporary; measured: content/validation/peak.json")
+                "torch._foreach_sqrt(exp_avg_sqs), one state-sized temporary; measured: see the Validation page")
 LOOP_ADAM = ("PyTorch 2.13 torch/optim/adam.py _single_tensor_adam: denom = (exp_avg_sq.sqrt() / "
              "bias_correction2_sqrt).add_(eps), two tensors of one parameter's size at once")
 FOREACH_ADAFACTOR = ("PyTorch 2.13 torch/optim/_adafactor.py _multi_tensor_adafactor: var_estimates = row_var @ "
                      "col_var, one gradient-sized tensor per matrix (its docstring: foreach uses ~ sizeof(params) "
-                     "more peak memory); measured: content/validation/peak.json")
+                     "more peak memory); measured: see the Validation page")
 LOOP_ADAFACTOR = ("PyTorch 2.13 torch/optim/_adafactor.py _single_tensor_adafactor (the default): var_estimate = "
                   "row_var @ col_var, one tensor of one parameter's size")
 LOOP_LION = ("lion-pytorch 0.2 lion_pytorch/lion_pytorch.py update_fn: exp_avg.clone().mul_(beta1).add(grad, "

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from builder.model.breakdown import Part, whole_bytes
 from builder.model.expr import Expr, Value, at, derive, encode, evaluate, lift, sym, symbols_of
+from builder.model.partnames import is_registered
 
 
 def bytes_of(dtype: Any) -> Expr:
@@ -35,6 +36,8 @@ class PartRule:
     transient: bool = False  # live at the peak but not saved for backward
 
     def __post_init__(self) -> None:
+        if not is_registered(self.name):
+            raise ValueError(f"part {self.name!r} has no reader-facing name in builder.model.partnames.PART_NAMES")
         for name in ("bytes", "formula", "source", "per_unit", "note", "when", "sharded_by"):
             object.__setattr__(self, name, lift(getattr(self, name)))
 

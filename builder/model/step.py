@@ -44,9 +44,9 @@ from builder.model.partrules import PartRule, RuleSet
 from builder.model.states import SHARDING
 
 LOSS = ("transformers 5.23 loss_utils.ForCausalLMLoss (logits.float()) and PyTorch 2.13 log_softmax / nll_loss "
-        "backward; measured: content/validation/peak.json")
+        "backward; measured: see the Validation page")
 TIED = ("PyTorch 2.13 autograd: the embedding's dense gradient and its sum with the head's gradient of the shared "
-        "matrix; measured: content/validation/peak.json")
+        "matrix; measured: see the Validation page")
 COMPILED_LOSS = ("Wijmans et al. 2024 (Cut Cross-Entropy), arXiv:2411.09009, and its README's benchmark (Gemma 2 "
                  "2B, 8,192 tokens, 256,000 vocabulary, PyTorch 2.4.1): torch.compile's loss 4,000 MB (the bf16 "
                  "logits), gradient 12,000 MB (fp32 and bf16 gradients of the logits)")
@@ -62,7 +62,7 @@ LOSS_SHARE = when(eq(sym("loss"), "chunked"), Fraction(1, LOSS_CHUNKS),
 EAGER_OR_CHUNKED = when(eq(sym("loss"), "chunked"), CHUNKED_LOSS, LOSS)
 ACCUMULATE = "PyTorch autograd AccumulateGrad: .grad persists across micro-batches until zero_grad"
 AUTOGRAD = ("PyTorch 2.13 autograd (torch/csrc/autograd/engine.cpp: a node's saved tensors are freed once it has run; "
-            "derivatives from tools/autograd/derivatives.yaml); measured: content/validation/peak.json")
+            "derivatives from tools/autograd/derivatives.yaml); measured: see the Validation page")
 PHASES = ("layer_forward", "forward", "backward_start", "layer_backward", "first_layer_backward", "backward_end",
           "optimizer_step")
 PHASE_TITLES = {"layer_forward": "forward through the last layer", "forward": "end of forward (loss computed)",

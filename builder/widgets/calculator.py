@@ -32,8 +32,9 @@ from builder.model.checks import POSITIVE
 from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, LOSSES, OFFLOAD, OPTIMIZER_IMPLS,
                                   OPTIMIZERS, PRECISIONS, RECOMPUTE)
 from builder.model.inputs import config_inputs
-from builder.model.peak import Need, assess
-from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
+from builder.model.partnames import PART_NAMES, reader_name
+from builder.model.peak import Need, assess, need
+from builder.model.questions import VERDICTS, Fit, _largest, max_micro_batch, max_seq_len
 from builder.model.units import format_bytes
 from builder.widgets.model_data import model_data
 
@@ -71,7 +72,42 @@ TEXTS = {
     "serve_answers": ["Largest batch that fits on {0}: {1}", "Longest context that fits on {0}: {1}"],
     "none": ["none, even 1 does not fit", "none fits"],
     "tokens": "{0} tokens",
+    # The nearest changes that make a run fit (FIXES), as links; the line when none of them does.
+    "fixes": "What would fit on {0}:",
+    "fixes_none": "None of the usual changes (a smaller batch, recomputation, more GPUs, a shorter sequence) makes "
+                  "it fit on {0} on its own.",
 }
+
+# When a run does not fit the chosen GPU, the result names the nearest changes that make it fit, as the CLI's
+# --max answers do, each a link to that state. The candidates and their order are defined here, once, per mode:
+# Python evaluates them for the server-rendered state (`fixes`) and the script (30-calculator.js) evaluates the
+# same data with the browser's model (browserModel's estimate and largest). A candidate is
+# [kind, key, settings, text]: `settings` (form values) apply first, then by kind
+#   "set"     nothing more: the run with those settings;
+#   "lower"   the largest value of `key` below the current one that fits (a multiple of cp for seq_len), as
+#             questions.max_micro_batch and max_seq_len search;
+#   "double"  the current value of `key`, then twice, four times, ... up to the limit: the first that fits.
+# A candidate is shown when it changes the state and its run is valid and fits; at most MAX_FIXES of them. The
+# text is filled with the value found ({0}) and the GPUs the changed run uses ({1}).
+FIXES = {
+    "train": [
+        ["lower", "micro_batch", {}, "fits with micro-batch {0}"],
+        ["set", "", {"recompute": "selective"}, "fits with selective recomputation"],
+        ["set", "", {"recompute": "full"}, "fits with full recomputation"],
+        ["double", "dp", {"shard": "3"}, "fits on {1} GPUs with ZeRO-3"],
+        ["double", "dp", {"shard": "3", "recompute": "full"}, "fits on {1} GPUs with ZeRO-3 and full recomputation"],
+        ["lower", "seq_len", {}, "fits with sequences of {0} tokens"],
+    ],
+    "serve": [
+        ["lower", "batch", {}, "fits with {0} concurrent sequences"],
+        ["set", "", {"kv_dtype": "fp8"}, "fits with an fp8 KV cache"],
+        ["set", "", {"weights": "int8"}, "fits with int8 weights"],
+        ["double", "tp", {}, "fits on {1} GPUs with tensor parallel {0}"],
+        ["lower", "context", {}, "fits with a context of {0} tokens"],
+    ],
+}
+FIX_LIMITS = {"dp": 4096, "tp": 64}
+MAX_FIXES = 4
 
 
 @dataclass(frozen=True)
@@ -129,6 +165,7 @@ TRAIN_CONTROLS = (
     Control("lora_rank", "LoRA rank", "number", show="train", low=0, high=4096, hint="0 = full fine-tuning"),
     Control("qlora", "QLoRA (4-bit base)", "check", show="train"),
 )
+ARCH_KEYS = {c.key for c in ARCH_CONTROLS}
 SERVE_CONTROLS = (
     Control("weights", "Weight dtype", "select", _pairs(SERVE_WEIGHTS), "serve"),
     Control("kv_dtype", "KV-cache dtype", "select", _pairs(KV_DTYPES), "serve"),
@@ -337,6 +374,59 @@ def answer_texts(config: Config, gpu: tuple[str, str, int]) -> tuple[str, str]:
             longest.format(gpu[1], TEXTS["tokens"].format(f"{seq:,}") if seq else TEXTS["none"][1]))
 
 
+def link_state(state: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:
+    """What a link to `state` carries (the script's `linked`): the values that differ from the widget's defaults,
+    the custom-architecture fields only for a custom model, by key in sorted order."""
+    return {key: value for key, value in sorted(state.items())
+            if value != defaults.get(key) and (state["model"] == CUSTOM or key not in ARCH_KEYS)}
+
+
+def _need_bytes(state: dict[str, str], models: dict[str, Architecture]) -> int | None:
+    """What the run of `state` needs per GPU, or None when the model refuses it."""
+    try:
+        return need(config_from_state(state, models)).bytes
+    except ValueError:
+        return None
+
+
+def fixes(state: dict[str, str], models: dict[str, Architecture], capacity: int) -> list[tuple[str, dict[str, str]]]:
+    """The nearest changes that make the run of `state` fit `capacity` (FIXES, in order, at most MAX_FIXES): each
+    as its text and the state it leads to."""
+    found = []
+
+    def fits_at(trial: dict[str, str]) -> bool:
+        needed = _need_bytes(trial, models)
+        return needed is not None and needed <= capacity
+
+    for kind, key, settings, text in FIXES[state["mode"]]:
+        base = {**state, **settings}
+        value = None
+        if kind == "set":
+            if base != state and fits_at(base):
+                value = ""
+        elif kind == "lower":
+            step = _int(state["cp"]) if key == "seq_len" else 1
+            limit = _int(state[key]) - step
+            if limit >= step:
+                value = _largest(lambda n: _need_bytes({**base, key: str(n)}, models) or capacity + 1, capacity,
+                                 step, limit, step)
+        else:
+            n = max(1, _int(state[key]))
+            while n <= FIX_LIMITS[key] and value is None:
+                trial = {**base, key: str(n)}
+                if trial != state and fits_at(trial):
+                    value = n
+                n *= 2
+        if value is None:
+            continue
+        changed = {**base, key: str(value)} if key and value != "" else base
+        found.append((text.format(f"{value:,}" if value != "" else "", gpu_count(config_from_state(changed, models))),
+                      changed))
+        if len(found) == MAX_FIXES:
+            break
+    return found
+
+
 # Data for the script ----------------------------------------------------------------------
 
 def fraction_pair(value: Fraction) -> list[int]:
@@ -397,14 +487,18 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "custom": custom_base(),
         "limits": SEARCH_LIMITS,
         "t": TEXTS | VERDICTS,
+        # Every part's reader-facing name (builder.model.partnames): the script shows these, never the keys.
+        "names": PART_NAMES,
+        "fixes": FIXES, "fixLimits": FIX_LIMITS, "maxFixes": MAX_FIXES,
     }
 
 
 # The figure the server renders ------------------------------------------------------------
 
 def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[tuple[str, str, int]],
-            shown: list[str], widget_id: str = "") -> dict[str, Any]:
-    """Everything the figure shows for one state: parts, texts, chart geometry (or the error)."""
+            shown: list[str], defaults: dict[str, str] | None = None) -> dict[str, Any]:
+    """Everything the figure shows for one state: parts, texts, chart geometry, the changes that would make it fit,
+    each with what its link carries (link_state against the widget's `defaults`, else `state`), or the error."""
     chosen = next(g for g in gpus if g[0] == state["gpu"])
     try:
         config = config_from_state(state, models)
@@ -416,7 +510,7 @@ def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[t
     return {
         "error": "",
         "summary": summary_text(state, config, breakdown, needed, chosen, models),
-        "parts": [{"name": p.name, "bytes": p.bytes, "size": format_bytes(p.bytes), "rule": p.per_unit,
+        "parts": [{"name": p.name, "label": reader_name(p.name), "bytes": p.bytes, "size": format_bytes(p.bytes), "rule": p.per_unit,
                    "source": p.source, "bucket": p.bucket} for p in breakdown.parts],
         "total": total, "total_text": TEXTS["total"].format(format_bytes(total), format_bytes(total, "GB")),
         "need": required, "need_text": TEXTS["total"].format(format_bytes(required), format_bytes(required, "GB")),
@@ -424,6 +518,9 @@ def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[t
         "host": TEXTS["host"].format(format_bytes(breakdown.host_total)) if breakdown.host_parts else "",
         "fits": [{"id": g[0], "fits": required <= g[2], "text": verdict_text(required, g)} for g in gpus],
         "verdict": verdict_text(required, chosen), "fits_chosen": required <= chosen[2],
+        "fixes": [{"text": text, "link": list(link_state(changed, defaults or state).items())}
+                  for text, changed in ([] if required <= chosen[2] else fixes(state, models, chosen[2]))],
+        "fixes_head": TEXTS["fixes"].format(chosen[1]), "fixes_none": TEXTS["fixes_none"].format(chosen[1]),
         "max_batch": answers[0], "max_seq": answers[1],
         "chart": chart_geometry(breakdown, needed, [g for g in gpus if g[0] in shown or g[0] == chosen[0]], chosen),
     }
@@ -444,7 +541,7 @@ def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, st
     for part in breakdown.parts:
         shade[part.bucket] = shade.get(part.bucket, -1) + 1
         segments.append({"x": pct(100 * offset / scale), "w": pct(100 * part.bytes / scale), "bucket": part.bucket,
-                         "shade": shade[part.bucket] % 3, "title": f"{part.name}: {format_bytes(part.bytes)}"})
+                         "shade": shade[part.bucket] % 3, "title": f"{reader_name(part.name)}: {format_bytes(part.bytes)}"})
         offset += part.bytes
     rows = [{"x": pct(100 * g[2] / scale), "end": g[2] / scale > 0.5, "y": 14 + 18 * i,
              "text": f"{short_gpu_name(g[1])}: {format_bytes(g[2])}"} for i, g in enumerate(lines)]

@@ -66,10 +66,45 @@ WIDGETS.calculator = (root, D) => {
         const b = css(name);
         shade[b] = (shade[b] ?? -1) + 1;
         x += n;
-        return put("segment", b, shade[b] % 3, pc(x - n), y, pc(n), name + ": " + fmtBytes(n));
+        return put("segment", b, shade[b] % 3, pc(x - n), y, pc(n), D.names[name] + ": " + fmtBytes(n));
       }).join("") + (need > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(end - gpu[2])) : "") + (need != total ? put("peak", pc(need), y - 4, y + 32) : "")
       + put("label", pc(need), y + 44, ...side(need), need == total ? fmtBytes(total) : fill(T.bar_label, fmtBytes(need))));
   };
+  // calculator.fixes: the nearest changes that make a run fit (D.fixes, defined once in Python, in its order), each as
+  // its text and the state it leads to. A form state's need, or null when the model refuses the run.
+  const needOf = (st) => {
+    try {
+      return estimate(cfg(st), false).need;
+    } catch (e) {
+      if (!e.msg) throw e;
+      return null;
+    }
+  };
+  const fixes = (st, cap) => {
+    const found = [], fitsAt = (trial) => { const n = needOf(trial); return n !== null && n <= cap; };
+    const same = (a, b) => Object.keys(a).every((k) => a[k] == b[k]);
+    for (const [kind, key, settings, text] of D.fixes[st.mode]) {
+      const base = { ...st, ...settings };
+      let value = null;
+      if (kind == "set") {
+        if (!same(base, st) && fitsAt(base)) value = "";
+      } else if (kind == "lower") {
+        const step = key == "seq_len" ? +st.cp : 1, limit = +st[key] - step;
+        if (limit >= step) value = largest((n) => needOf({ ...base, [key]: String(n) }) ?? cap + 1, cap, step, limit, step) || null;
+      } else {
+        for (let n = max(1, +st[key] || 0); n <= D.fixLimits[key] && value === null; n *= 2) {
+          const trial = { ...base, [key]: String(n) };
+          if (!same(trial, st) && fitsAt(trial)) value = n;
+        }
+      }
+      if (value === null) continue;
+      const to = key && value !== "" ? { ...base, [key]: String(value) } : base, c = cfg(to);
+      found.push([fill(text, value === "" ? "" : commas(value), c.dp * c.tp * c.pp * c.cp), to]);
+      if (found.length == D.maxFixes) break;
+    }
+    return found;
+  };
+  let shownFixes = [];
   const render = (st) => {
     const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n;
     let text, error = "";
@@ -82,11 +117,14 @@ WIDGETS.calculator = (root, D) => {
       const run = train ? fill(T.train, st.precision, c.opt, c.r ? fill(T.lora, c.r, c.ql ? T.qlora : "") : "", c.micro_batch, commas(c.seq_len)) : fill(T.serve, st.weights, c.batch, commas(c.context));
       const answers = T[st.mode + "_answers"], basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve;
       text = fill(T.summary, name, commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need), fmtBytes(need, "GB"), basis, fmtBytes(total), verdict(need, gpu));
+      shownFixes = ok ? [] : fixes(st, gpu[2]);
+      const fixList = ok ? "" : shownFixes.length ? put("fixes", fill(T.fixes, gpu[1]), shownFixes.map(([text, to]) => put("fix", href(to), text)).join(""))
+        : put("nofix", fill(T.fixes_none, gpu[1]));
       out("result").innerHTML = put("result", chart(parts, total, need, gpu), ok, ok ? "" : D.tpl.badge, verdict(need, gpu), need, fill(T.total, fmtBytes(need), fmtBytes(need, "GB")), basis,
         total, fill(T.total, fmtBytes(total), fmtBytes(total, "GB")), host ? put("host", fill(T.host, fmtBytes(host))) : "",
-        parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1]), p[2], p[3])).join(""),
+        parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1]), p[2], p[3], D.names[p[0]])).join(""),
         D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g))).join(""),
-        fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]));
+        fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]), fixList);
     } catch (e) {
       if (!e.msg) throw e;
       error = e.msg;
@@ -101,13 +139,17 @@ WIDGETS.calculator = (root, D) => {
   // The form: read, keep the URL in step, redraw (CSS shows what applies). Run and Recompute are native radio buttons.
   const read = () => Object.fromEntries([...form.elements].filter((e) => e.name && (e.type != "radio" || e.checked)).map((e) => [e.name, e.type == "checkbox" ? (e.checked ? "1" : "0") : e.value]));
   const save = stateWriter(root.id);
+  // calculator.link_state: what a link carries (the values that differ from the defaults; the custom architecture's
+  // fields only for a custom model, by key in sorted order), and a suggestion's link (00-core.js readState reads it).
+  const linked = (st) => Object.fromEntries(Object.entries(st).sort(([a], [b]) => (a < b ? -1 : a > b)).filter(([k, v]) => v != D.defaults[k] && (st.model == "custom" || !(k in D.arch))));
+  const href = (st) => "?" + new URLSearchParams(Object.entries(linked(st)).map(([k, v]) => [root.id + "." + k, v]));
   const set = (k, v) => { const e = form.elements[k]; if (e.type == "checkbox") e.checked = v == "1"; else e.value = v; };
   const update = (event) => {
     // Picking a catalog model fills the custom fields with its shape (calculator.arch_state): a custom model starts from it.
     const A = event && event.target.name == "model" && D.models[event.target.value];
     if (A) for (const k in A.form) set(k, A.form[k]);
     const st = read();
-    save(Object.fromEntries(Object.entries(st).filter(([k, v]) => v != D.defaults[k] && (st.model == "custom" || !(k in D.arch)))));
+    save(linked(st));
     render(st);
   };
   for (const [k, v] of Object.entries(readState(root.id))) {
@@ -118,6 +160,16 @@ WIDGETS.calculator = (root, D) => {
   form.addEventListener("input", update);
   form.addEventListener("change", update);
   form.addEventListener("submit", (event) => event.preventDefault());
+  // A suggestion applies its change here (its link still opens it in a new tab or without this script).
+  out("result").addEventListener("click", (event) => {
+    const link = event.target.closest("[data-fix]");
+    if (!link) return;
+    event.preventDefault();
+    const to = shownFixes[$$(out("result"), "[data-fix]").indexOf(link)][1];
+    for (const [k, v] of Object.entries(to)) set(k, v);
+    update();
+    $(root, ".calc-verdict").focus();
+  });
   $(root, "fieldset").disabled = false;
   $(root, "[data-nojs]").hidden = true;
   copyLink($(root, "[data-copy]"), out("copied"), save.url);

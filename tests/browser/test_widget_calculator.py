@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import random
+from urllib.parse import urlencode
 
 import pytest
 
 from builder.catalog import default_gpus, default_models
+from builder.model.partnames import reader_name
 from builder.model.config import LOSSES, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, validate_config
 from builder.widgets import calculator as calc
 from tests.browser import checks
@@ -55,6 +57,9 @@ READ = """(selector) => {
     fits: [...root.querySelectorAll('.calc-fits li')].map(li => [li.dataset.gpu, li.dataset.fits === 'true',
       li.textContent.slice(2)]),
     max_batch: text('[data-out=max_batch]'), max_seq: text('[data-out=max_seq]'),
+    id: root.id, labels: [...root.querySelectorAll('[data-part] th')].map(th => th.textContent),
+    fixes: [...root.querySelectorAll('[data-fix]')].map(a => [a.textContent, a.getAttribute('href')]),
+    fixes_text: text('.calc-fixes'),
     state: Object.fromEntries([...root.querySelector('form').elements].filter(e => e.name && (e.type !== 'radio' || e.checked))
       .map(e => [e.name, e.type === 'checkbox' ? (e.checked ? '1' : '0') : e.value])),
   };
@@ -135,9 +140,10 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
     return s
 
 
-def expected(state: dict[str, str], shown: list[str]) -> dict:
-    """What the widget must show for this state, from builder.model through calculator.results."""
-    return calc.results(state, MODELS, GPUS, shown)
+def expected(state: dict[str, str], shown: list[str], defaults: dict[str, str] | None = None) -> dict:
+    """What the widget must show for this state, from builder.model through calculator.results (suggestions'
+    links against the widget's defaults)."""
+    return calc.results(state, MODELS, GPUS, shown, defaults or DEFAULTS[0])
 
 
 def compare(got: dict, want: dict, where: str) -> tuple[list[str], int]:
@@ -169,14 +175,27 @@ def compare(got: dict, want: dict, where: str) -> tuple[list[str], int]:
     fits = [[f["id"], f["fits"], f["text"]] for f in want["fits"]]
     if got["fits"] != fits:
         problems.append(f"{where}: fits-on list {got['fits']} != {fits}")
+    labels = [reader_name(p["name"]) for p in want["parts"]]
+    if got["labels"] != labels:
+        problems.append(f"{where}: part names {got['labels']} != {labels}")
+    fixes = [[f["text"], "?" + urlencode([(f"{got['id']}.{k}", v) for k, v in f["link"]])] for f in want["fixes"]]
+    if got["fixes"] != fixes:
+        problems.append(f"{where}: suggestions {got['fixes']} != {fixes}")
+    if not want["fits_chosen"] and not want["fixes"] and got["fixes_text"] != want["fixes_none"]:
+        problems.append(f"{where}: no suggestion, but {got['fixes_text']!r} != {want['fixes_none']!r}")
     return problems, worst
+
+
+DEFAULTS: list[dict[str, str]] = [{}]  # the page's calculator defaults, once a test has opened it
 
 
 @pytest.fixture
 def calculator(open_page):
     """The calculator page with JavaScript, and the widget's embedded data."""
     with open_page(PAGE) as visit:
-        yield visit.page, widget_data(visit.page), visit
+        data = widget_data(visit.page)
+        DEFAULTS[0] = data["defaults"]
+        yield visit.page, data, visit
 
 
 def test_default_state_equals_server_render(calculator):
@@ -496,3 +515,53 @@ def test_copy_link_right_after_a_change_copies_that_change(calculator, open_page
     with open_page(copied.removeprefix(site_browser.base_url)) as visit:
         assert visit.page.locator(f"{WIDGET} [name=mode][value=serve]").is_checked()
         assert visit.problems() == []
+
+
+# Issue 18: a run that does not fit names the nearest changes that would, each a link that applies it ------------
+
+NOT_FITTING = [{"micro_batch": "4", "seq_len": "8192"}, {"model": "llama-3-70b"},
+               {"mode": "serve", "model": "llama-3-70b"}, {"mode": "serve", "batch": "512", "context": "32768"},
+               {"micro_batch": "16", "shard": "0", "dp": "1", "recompute": "none"}]
+
+
+def test_a_run_that_does_not_fit_names_what_would_as_python_does(calculator):
+    page, data, visit = calculator
+    shown = []
+    for changes in NOT_FITTING:
+        state = data["defaults"] | changes
+        want = expected(state, data["shown"], data["defaults"])
+        assert not want["fits_chosen"], changes
+        got = set_state(page, state)
+        problems, _ = compare(got, want, str(changes))
+        assert problems == []
+        shown.append([text for text, _ in got["fixes"]])
+    assert shown[0] == ["fits with micro-batch 1", "fits with full recomputation",
+                        "fits on 8 GPUs with ZeRO-3 and full recomputation", "fits with sequences of 2,128 tokens"]
+    assert shown[2] == ["fits with int8 weights", "fits on 16 GPUs with tensor parallel 2"]
+    assert shown[4] == []  # no single change fits: the result says so (compare checked the words)
+    assert page.locator(f"{WIDGET} .calc-fixes").text_content().startswith("None of the usual changes")
+    assert visit.problems() == []
+
+
+@pytest.mark.parametrize("index", [1, 3])
+def test_clicking_a_suggestion_applies_it_and_the_run_then_fits(calculator, index):
+    page, data, visit = calculator
+    state = data["defaults"] | {"micro_batch": "4", "seq_len": "8192"}
+    set_state(page, state)
+    target = calc.fixes(state, MODELS, next(g[2] for g in GPUS if g[0] == state["gpu"]))[index]
+    link = page.locator(f"{WIDGET} [data-fix]").nth(index)
+    assert link.text_content() == target[0]
+    link.click()
+    got = page.evaluate(READ, WIDGET)
+    assert got["state"] == target[1] and got["verdict"].startswith("H100 SXM 80GB (79.6 GiB usable): fits with")
+    problems, _ = compare(got, expected(target[1], data["shown"], data["defaults"]), "after the click")
+    assert problems == [] and got["fixes"] == []
+    assert page.evaluate("document.activeElement.classList.contains('calc-verdict')")
+    # The link is the state's URL too: opened afresh, it shows the same run.
+    page.wait_for_timeout(400)
+    reopened = page.context.new_page()
+    reopened.goto(page.url)
+    again = reopened.evaluate(READ, WIDGET)
+    assert again["state"] == target[1] and again["need"] == got["need"]
+    reopened.close()
+    assert visit.problems() == []
