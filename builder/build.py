@@ -216,7 +216,10 @@ class ChartQueue:
         """Where the chart is memoised: a hash of the spec, the charts code and the renderer."""
         if self.cache is None:
             return None
-        charts_code = (PACKAGE_DIR / "charts.py").read_bytes() if (PACKAGE_DIR / "charts.py").exists() else b""
+        # The charts code and the palette it writes into every SVG (static/charts.css, through builder/palette.py).
+        from builder.palette import CHARTS_CSS
+        charts_code = b"".join(path.read_bytes() for path in (PACKAGE_DIR / "charts.py", PACKAGE_DIR / "palette.py",
+                                                              CHARTS_CSS) if path.exists())
         renderer = f"{self.render_chart.__module__}.{self.render_chart.__qualname__}".encode()
         key = hashlib.sha256(repr(chart.spec).encode() + charts_code + renderer).hexdigest()
         return self.cache / "charts" / f"{key}.svg"
