@@ -35,8 +35,9 @@ from builder.content import (WIDGETS, BuildFailed, ContentError, Page, display_n
                              read_references, read_site_config)
 from builder.exercises import evaluate_page_exercises
 from builder.grids import EvaluatedChart, evaluate_chart
-from builder.render import (PageContext, make_markdown, make_templates, render_body, render_page, render_questions,
-                            render_takeaways)
+from builder.figures import FOLDER as FIGURES, figure_files, figure_name
+from builder.render import (PageContext, make_markdown, make_templates, render_body, render_figure_page, render_page,
+                            render_questions, render_takeaways)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STYLESHEET = "static/site.css"
@@ -230,7 +231,10 @@ class ChartQueue:
         """Where the chart is memoised: a hash of the spec, the charts code and the renderer."""
         if self.cache is None:
             return None
-        charts_code = (PACKAGE_DIR / "charts.py").read_bytes() if (PACKAGE_DIR / "charts.py").exists() else b""
+        # The charts code and the palette it writes into every SVG (static/charts.css, through builder/palette.py).
+        from builder.palette import CHARTS_CSS
+        charts_code = b"".join(path.read_bytes() for path in (PACKAGE_DIR / "charts.py", PACKAGE_DIR / "palette.py",
+                                                              CHARTS_CSS) if path.exists())
         renderer = f"{self.render_chart.__module__}.{self.render_chart.__qualname__}".encode()
         key = hashlib.sha256(repr(chart.spec).encode() + charts_code + renderer).hexdigest()
         return self.cache / "charts" / f"{key}.svg"
@@ -299,6 +303,7 @@ class RenderSetup:
     scripts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # script path -> the widgets it holds
     answers: bool = True  # False: the student edition (no answers in the HTML)
     notation_url: str = ""  # the Notation page's URL, when the site has one
+    figures: dict[str, bytes] = field(default_factory=dict)  # figures/...: each chart's downloads and embed view
 
 
 def collects_exercises(page: Page) -> bool:
@@ -331,7 +336,7 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
         if html is not None:
             outputs[page.url] = html
     scripts, script_errors = bundle_scripts(paths.static, setup.scripts)
-    outputs |= scripts
+    outputs |= scripts | setup.figures
     return outputs, errors + script_errors
 
 
@@ -368,6 +373,10 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
     extra = {"stylesheet": STYLESHEET, "scripts": scripts, "takeaways": takeaways,
              "references": sorted(gathered.references.values(), key=lambda r: r.number)}
     html = render_page(setup.templates, page, gathered.pages, gathered.site, body, extra).encode("utf-8")
+    for chart_id, svg in sorted(svgs.items()):
+        setup.figures |= figure_files(page.slug, chart_id, svg)
+        embed = render_figure_page(setup.templates, charts[chart_id], svg, page, gathered.site, STYLESHEET)
+        setup.figures[f"{FIGURES}/{figure_name(page.slug, chart_id)}.html"] = embed.encode("utf-8")
     setup.log(f"  {page.url:<22} {len(html) / 1024:7.1f} KiB  {time.perf_counter() - started:6.3f} s")
     return html, []
 

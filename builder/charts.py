@@ -13,7 +13,10 @@ How a chart is made, in the manner of m.css (plugins/m/plots.py):
 3. finish_svg rewrites matplotlib's SVG: placeholder colours become classes (see
    static/charts.css), inline styles become presentation attributes (no style="" and no
    <style>, so a strict Content-Security-Policy holds), ids are dropped or prefixed with
-   spec.chart_id, and <title>/<desc> plus a <title> per bar segment are added.
+   spec.chart_id, and <title>/<desc> plus a <title> per bar segment are added. Each class's
+   light-theme colours are then written in as presentation attributes too (paint_svg, from
+   static/charts.css through builder/palette.py), so the SVG carries its own colours and font;
+   standalone_svg makes the light and dark files a reader downloads.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from builder.catalog import Gpu
 from builder.model.breakdown import BUCKETS, Breakdown, Part
 from builder.model.partnames import reader_name
 from builder.model.units import GB, GiB, MiB, format_bytes
+from builder.palette import THEMES, load_stylesheet
 
 
 @dataclass(frozen=True)
@@ -399,6 +403,15 @@ def make_hatch(x0: float, y0: float, x1: float, y1: float) -> tuple[tuple[tuple[
     return tuple(lines)
 
 
+HALO = 2.4  # how much wider than its line the background band under a hatch or capacity line is
+
+
+def with_halo(strokes: Strokes) -> list[Strokes]:
+    """`strokes` on a solid band of background colour (class tm-halo), so the line keeps its contrast with the
+    background whatever part lies behind it (WCAG non-text contrast, tests/test_palette.py)."""
+    return [Strokes(strokes.lines, "tm-halo", round(strokes.line_width + HALO, 2)), strokes]
+
+
 def note_words(text: str, css: str, bold: bool = False, size: float = FONT_SIZE) -> Words:
     """A line of note text; its position is filled in when the note is placed."""
     return Words(0.0, 0.0, text, css, size=size, bold=bold)
@@ -507,7 +520,7 @@ def plan_bar(index: int, bar: ChartBar, stack: list[Segment], texts: list[tuple[
         column.notes.append(Note(peak_y, extra.pop(0)))
     if overflow:
         line_y, top_y = frame.y_of(overflow[0].usable_bytes), frame.y_of(max(base, bar.needed))
-        items.append(Strokes(make_hatch(x, top_y, x + BAR_WIDTH, line_y), "tm-overflow-hatch", 0.9))
+        items.extend(with_halo(Strokes(make_hatch(x, top_y, x + BAR_WIDTH, line_y), "tm-overflow-hatch", 0.9)))
         items.append(Box(x, top_y, BAR_WIDTH, line_y - top_y, "", "tm-overflow-outline", 1.2))
         column.notes.append(Note((top_y + line_y) / 2, extra[-1]))
     note_width = max((width_of(w) for note in column.notes for w in note.lines), default=0)
@@ -589,7 +602,7 @@ def plan_capacity_lines(spec: ChartSpec, frame: Frame, line_end: float,
             start = max(start, gap_end)
         if start < line_end:
             pieces.append(((round(start, 2), y), (line_end, y)))
-        items.append(Strokes(tuple(pieces), "tm-capacity", 1.2, dashed=True))
+        items.extend(with_halo(Strokes(tuple(pieces), "tm-capacity", 1.2, dashed=True)))
     return items
 
 
@@ -757,7 +770,7 @@ def plan_rows(spec: ChartSpec, width: float) -> Drawing:
             base += segment.bytes
         if overflow:
             x0, x1 = x_of(overflow[0].usable_bytes), x_of(max(base, bar.needed))
-            shapes.append(Strokes(make_hatch(x0, y, x1, y + ROW_BAR_HEIGHT), "tm-overflow-hatch", 1.2))
+            shapes.extend(with_halo(Strokes(make_hatch(x0, y, x1, y + ROW_BAR_HEIGHT), "tm-overflow-hatch", 1.2)))
             shapes.append(Box(x0, y, round(x1 - x0, 2), ROW_BAR_HEIGHT, "", "tm-overflow-outline", 1.5))
         if bar.peak_differs:
             x = x_of(bar.needed)
@@ -769,7 +782,7 @@ def plan_rows(spec: ChartSpec, width: float) -> Drawing:
     axis_y = y - ROW_GAP + 6
     for gpu, label_bottom in zip(gpus, label_bottoms):
         x = x_of(gpu.usable_bytes)
-        shapes.append(Strokes((((x, label_bottom - 2), (x, axis_y)),), "tm-capacity", 1.5, dashed=True))
+        shapes.extend(with_halo(Strokes((((x, label_bottom - 2), (x, axis_y)),), "tm-capacity", 1.5, dashed=True)))
     tick_marks = tuple(((x_of(t * unit_bytes), axis_y), (x_of(t * unit_bytes), axis_y + 4)) for t in ticks)
     shapes.append(Strokes((((left, axis_y), (right, axis_y)),) + tick_marks, "tm-axis", 0.8))
     for tick in ticks:
@@ -984,11 +997,37 @@ def finish_svg(raw: str, spec: ChartSpec, drawing: Drawing, palette: Palette) ->
     title.text = spec.title
     desc = ElementTree.Element(f"{ns}desc", id=f"{spec.chart_id}-desc")
     desc.text = spec.description or describe_chart(spec)
-    root[:] = [title, desc] + body
+    background = ElementTree.Element(f"{ns}rect", {"class": "tm-background", "width": f"{drawing.width:g}",
+                                                   "height": f"{drawing.height:g}"})
+    root[:] = [title, desc, background] + body
+    paint_svg(root, "light")
     for child in root:
         child.tail = "\n"
     root.text = "\n"
     return ElementTree.tostring(root, encoding="unicode")
+
+
+def paint_svg(root: ElementTree.Element, theme: str) -> None:
+    """Write the colours and font static/charts.css gives each element in `theme` as presentation attributes
+    (builder/palette.py), so the SVG keeps them away from the page; on the page, the stylesheet wins over them."""
+    sheet = load_stylesheet()
+    root.set("font-family", sheet.font_family())
+    for element in root.iter():
+        classes = element.get("class", "").split()
+        if classes and element is not root:
+            for prop, value in sheet.resolve(classes, theme).items():
+                element.set(prop, value)
+
+
+def standalone_svg(svg: str, theme: str = "light") -> str:
+    """A chart's markup as a file of its own: an XML declaration, and every colour that of `theme` ('light' or
+    'dark'). Byte-identical for equal input."""
+    if theme not in THEMES:
+        raise ValueError(f"theme {theme!r} (use {' or '.join(THEMES)})")
+    ElementTree.register_namespace("", SVG_NAMESPACE)
+    root = ElementTree.fromstring(svg)
+    paint_svg(root, theme)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
 
 
 def place_texts(root: ElementTree.Element, words: list[Words]) -> None:

@@ -39,6 +39,7 @@ from mdit_py_plugins.footnote import footnote_plugin
 from builder.widgets import to_json, widget_context
 from builder.content import WIDGETS, ContentError, Page, Reference, convert_widget_option, parse_options
 from builder.exercises import Exercise
+from builder.figures import figure_links, load_cairosvg
 from builder.symbols import symbols_line
 from builder.charts import name_bucket, name_part
 from builder.grids import EvaluatedChart, format_amount, group_amounts
@@ -208,8 +209,9 @@ def render_placement(self: Any, tokens: list[Token], index: int, options: Any, e
         return render_exercise(context.templates, context.exercises[meta["name"]], context.exercise_count,
                                context.answers, f"exercise-{meta['name']}", question_html(context, meta["name"]))
     chart = context.charts[meta["name"]]
-    return render_chart_block(context.templates, chart, context.svgs.get(meta["name"]) if meta["kind"] == "chart"
-                              else None)
+    svg = context.svgs.get(meta["name"]) if meta["kind"] == "chart" else None
+    links = figure_links(context.page.slug, meta["name"], load_cairosvg() is not None) if svg is not None else None
+    return render_chart_block(context.templates, chart, svg, links)
 
 
 # Checking the token stream --------------------------------------------------------------
@@ -424,8 +426,27 @@ def formula_notes(chart: EvaluatedChart) -> list[dict[str, str]]:
     return list(seen.values())
 
 
-def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg: str | None) -> str:
-    """Figure (if an SVG is given), data table and formula notes for one chart."""
+def chart_sources(chart: EvaluatedChart) -> list[str]:
+    """The sources of a chart's formulas, each once, in the order its notes give them."""
+    return list(dict.fromkeys(note["source"] for note in formula_notes(chart) if note["source"]))
+
+
+def render_figure_page(templates: jinja2.Environment, chart: EvaluatedChart, svg: str, page: Page,
+                       site: dict[str, str], stylesheet: str) -> str:
+    """The embed view of one chart (figures/<slug>-<chart-id>.html): the figure, its caption and its downloads,
+    with the page's stylesheet and a CSP of its own; every URL relative to figures/."""
+    links = figure_links(page.slug, chart.spec.chart_id, load_cairosvg() is not None)
+    html = templates.get_template("figure.html").render(
+        chart=chart.spec, svg=Markup(svg), page=page, site=site, stylesheet=f"../{stylesheet}", csp="__CSP__",
+        configuration=chart.definition.description,
+        sources=chart_sources(chart), links={key: url.split("/", 1)[1] for key, url in links.items() if key != "embed"})
+    return html.replace("__CSP__", make_csp(html), 1)
+
+
+def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg: str | None,
+                       links: dict[str, str] | None = None) -> str:
+    """Figure (if an SVG is given) with its downloads and embed view (`links`), data table and formula notes for
+    one chart."""
     spec = chart.spec
     table = {
         "id": f"table-{spec.chart_id}",
@@ -442,7 +463,8 @@ def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg
         "unit": spec.unit,
     }
     return templates.get_template("partials/chart.html").render(
-        chart=spec, svg=Markup(svg) if svg is not None else None, table=table, notes=formula_notes(chart))
+        chart=spec, svg=Markup(svg) if svg is not None else None, table=table, notes=formula_notes(chart),
+        links=links, sources=chart_sources(chart), configuration=chart.definition.description)
 
 
 def fit_verdict(total: int, capacity: int, unit: str) -> str:

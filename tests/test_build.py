@@ -112,7 +112,10 @@ def real_site(real_inputs) -> Path:
 # Fixture site -------------------------------------------------------------------------
 
 def test_fixture_site_has_every_page_and_static_file(fixture_site):
-    assert sorted(hash_tree(fixture_site)) == ["index.html", "references.html", "static/site.css", "static/widgets.js"]
+    figures = [f"figures/index-{chart}{suffix}" for chart in ("states", "tokens")
+               for suffix in ("-dark.svg", ".html", ".png", ".svg")]
+    assert sorted(hash_tree(fixture_site)) == figures + ["index.html", "references.html", "static/site.css",
+                                                         "static/widgets.js"]
 
 
 def test_stylesheets_are_concatenated_site_css_first(fixture_site):
@@ -380,7 +383,7 @@ def test_cli_build_prints_progress_and_exits_zero(tmp_path, monkeypatch, capsys)
             "--out", str(paths.out)]
     assert cli_site.main(argv) == 0
     err = capsys.readouterr().err
-    assert re.search(r"index\.html +[\d.]+ KiB", err) and re.search(r"built 2 pages, 4 files in [\d.]+ s", err)
+    assert re.search(r"index\.html +[\d.]+ KiB", err) and re.search(r"built 2 pages, 12 files in [\d.]+ s", err)
     assert cli_site.main(argv + ["--quiet", "--force"]) == 0
     assert capsys.readouterr().err == ""
 

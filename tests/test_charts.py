@@ -159,6 +159,7 @@ def test_svg_has_its_natural_size_is_self_contained_and_free_of_inline_styles():
     _, _, width, height = root.get("viewBox").split()
     assert (root.get("width"), root.get("height")) == (width, height)
     assert "style=" not in svg and "<style" not in svg  # strict CSP: no inline styles
+    assert re.search(r'<rect class="tm-background" width="(\d+)" height="(\d+)"', svg).groups() == (width, height)
     assert "href" not in svg and "url(" not in svg and "@import" not in svg and "<image" not in svg
     assert not svg.startswith("<?xml")
     assert len(svg.encode()) < 25_000
@@ -166,21 +167,42 @@ def test_svg_has_its_natural_size_is_self_contained_and_free_of_inline_styles():
 
 def test_text_stays_text_with_no_font_embedded():
     svg = render_chart(make_spec())
-    assert "font-family" not in svg  # the stylesheet sets the font
-    assert "<text" in svg and "glyph" not in svg and "<use" not in svg
+    # The font stack of static/charts.css is named on the root (the page's stylesheet wins on the page); no
+    # font file or glyph outlines are embedded.
+    root = parse(svg)
+    css = CSS_PATH.read_text(encoding="utf-8")
+    stack = re.search(r"svg\.tm-chart \{[^}]*font-family: ([^;]+);", css).group(1)
+    assert root.get("font-family") == stack.replace('"', "'")
+    assert svg.count("font-family") == 1
+    assert "<text" in svg and "glyph" not in svg and "<use" not in svg and "@font-face" not in svg
 
 
 # --- Colours are classes ------------------------------------------------------------------------
 
 
-def test_no_colour_literals_only_classes():
+def test_colours_are_classes_with_their_light_theme_colour_written_in():
+    """Every colour is named by a class (the page's stylesheet paints it, per theme); the light-theme colour
+    static/charts.css gives that class is also written in as a presentation attribute, so a chart copied
+    from the page keeps its colours."""
     svg = render_chart(make_spec(group_by="part"))
-    assert not re.search(r"#[0-9a-fA-F]{3,8}\b", svg)
     assert not re.search(r"\b(rgb|hsl)a?\(", svg)
+    css = CSS_PATH.read_text(encoding="utf-8")
+    light, _ = read_theme_colours(css)
     root = parse(svg)
+    coloured = 0
     for element in root.iter():
         for attribute in ("fill", "stroke"):
-            assert element.get(attribute) in (None, "none"), (element.tag, element.attrib)
+            value = element.get(attribute)
+            if value not in (None, "none"):
+                coloured += 1
+                assert element.get("class"), (element.tag, element.attrib)
+                assert value in light.values() or re.search(rf"--tm-[a-z-]+-[12]:\s*{value};", css), value
+    assert coloured > 50
+    weights = next(p for p in root.iter(f"{SVG}path") if "tm-bucket-weights" in p.get("class", "").split())
+    assert (weights.get("fill"), weights.get("stroke")) == (light["--tm-weights"], light["--tm-bg"])
+    note = next(t for t in root.iter(f"{SVG}text") if "tm-note" in t.get("class", "").split())
+    assert (note.get("fill"), note.get("stroke"), note.get("paint-order")) == (light["--tm-text"], light["--tm-bg"],
+                                                                             "stroke")
     segment_classes = [g.find(f"{SVG}path").get("class") for g in root.iter(f"{SVG}g")]
     assert "tm-bucket-weights tm-shade-0 tm-segment" in segment_classes
     assert "tm-bucket-optimizer tm-shade-1 tm-segment" in segment_classes
