@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,11 +20,11 @@ class CatalogError(ValueError):
 class Gpu:
     """One accelerator: the capacity a program can actually allocate, and its marketing name."""
 
-    id: str
+    id: str  # the table's name in content/gpus.toml, what pages write in gpus:, gpu: and widget options
     display: str  # e.g. 'H100 SXM 80GB'
     usable_bytes: int  # total memory the driver reports (what torch.cuda.mem_get_info calls total)
     marketing: str  # the size in the product name, e.g. '80 GB' (decimal, as vendors write it)
-    vendor: str = ""
+    vendor: str = ""  # e.g. 'NVIDIA', 'AMD'
     source: str = ""  # where usable_bytes comes from
 
 
@@ -36,8 +36,12 @@ def short_gpu_name(display: str) -> str:
 
 
 _ARCH_FIELDS = {f.name for f in fields(Architecture)} - {"name", "extra"}
-_MODEL_META = {"display", "published_active_params"}
+# Fields of a models.toml table that are not Architecture fields: they go to Architecture.extra.
+MODEL_META = {"display": "the name readers see, e.g. 'Llama 3 8B'",
+              "published_active_params": "MoE: the published count of parameters active per token, checked in tests"}
+_MODEL_META = set(MODEL_META)
 _GPU_FIELDS = {f.name for f in fields(Gpu)} - {"id"}
+GPU_REQUIRED = tuple(f.name for f in fields(Gpu) if f.name != "id" and f.default is MISSING)
 
 
 def _line_of(text: str, key: str) -> int:
@@ -94,7 +98,7 @@ def load_gpus(path: Path) -> dict[str, Gpu]:
     gpus: dict[str, Gpu] = {}
     for gpu_id, entry, line in _tables(path):
         unknown = set(entry) - _GPU_FIELDS
-        missing = {"display", "usable_bytes", "marketing"} - set(entry)
+        missing = set(GPU_REQUIRED) - set(entry)
         if unknown or missing:
             problem = f"unknown field(s): {', '.join(sorted(unknown))}" if unknown else \
                 f"missing field(s): {', '.join(sorted(missing))}"

@@ -189,7 +189,7 @@ def make_parser() -> argparse.ArgumentParser:
                                        parser_class=OneLineParser)
     add_estimate_parser(subparsers)
     add_catalog_parsers(subparsers)
-    for module in ("builder.cli_site", "builder.validate.cli"):
+    for module in ("builder.cli_site", "builder.cli_authoring", "builder.validate.cli"):
         try:
             register = __import__(module, fromlist=["register"]).register
         except (ImportError, AttributeError):

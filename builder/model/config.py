@@ -94,7 +94,7 @@ class Config:
     mode: str = "train"  # 'train' or 'serve'
 
     # Precision policy (a named policy; any field can be overridden below) ---------
-    precision: str = "bf16-mixed"
+    precision: str = "bf16-mixed"  # training: a named policy (PRECISIONS); serving: the weights' dtype
     param_dtype: str | None = None  # overrides the policy's weight dtype
     master_dtype: str | None = None  # overrides the master copy dtype ('none' removes it)
     grad_dtype: str | None = None  # overrides the gradient dtype
@@ -104,7 +104,7 @@ class Config:
     activation_dtype: str | None = None  # overrides the dtype of saved activations
 
     # Optimizer ---------------------------------------------------------------------
-    optimizer: str = "adamw"
+    optimizer: str = "adamw"  # which optimizer's states are kept (OPTIMIZERS)
     optimizer_impl: str | None = None  # 'for-loop', 'foreach', 'fused', 'in-backward' (None: the optimizer's own)
 
     # Workload ----------------------------------------------------------------------

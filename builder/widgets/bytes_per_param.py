@@ -242,7 +242,7 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     if zero not in range(4) or not 1 <= gpu_count <= 4096:
         raise ValueError("zero must be 0-3 and dp 1-4096")
     gpus = [{"name": catalogs["gpu"][g].display, "bytes": catalogs["gpu"][g].usable_bytes}
-            for g in options.get("gpus", DEFAULT_GPUS)]
+            for g in options.get("gpus", [g for g in DEFAULT_GPUS if g in catalogs["gpu"]])]
     segments = read_segments(options.get("segments"))
     total_bpp = sum((Fraction(s["num"], s["den"]) for s in segments), Fraction(0))
     models = catalogs["model"]
