@@ -726,6 +726,26 @@ def flow_chips(runs: list[list[Chip]], left: float, right: float, top: float) ->
     return items, y
 
 
+def vertical_pieces(x: float, top: float, bottom: float,
+                    words: list[Words]) -> tuple[tuple[tuple[float, float], ...], ...]:
+    """A vertical line at `x` from `top` to `bottom`, broken where a line of text sits across it (seed 003: a dashed
+    capacity line never crosses a note)."""
+    gaps = []
+    for w in words:
+        width = width_of(w)
+        left = w.x - (width / 2 if w.anchor == "middle" else width if w.anchor == "end" else 0)
+        if not w.vertical and left - 3 <= x <= left + width + 3:
+            gaps.append((w.y - w.size - 1, w.y + 4))
+    pieces, start = [], top
+    for gap_top, gap_bottom in sorted(gaps):
+        if gap_top > start:
+            pieces.append(((x, round(start, 2)), (x, round(gap_top, 2))))
+        start = max(start, gap_bottom)
+    if start < bottom:
+        pieces.append(((x, round(start, 2)), (x, round(bottom, 2))))
+    return tuple(pieces)
+
+
 def plan_rows(spec: ChartSpec, width: float) -> Drawing:
     """Lay the chart out `width` units wide: capacity labels on top, then for each bar its label, a horizontal
     stacked bar and its notes under it, then the value axis; capacity lines run down through every bar."""
@@ -782,7 +802,8 @@ def plan_rows(spec: ChartSpec, width: float) -> Drawing:
     axis_y = y - ROW_GAP + 6
     for gpu, label_bottom in zip(gpus, label_bottoms):
         x = x_of(gpu.usable_bytes)
-        shapes.extend(with_halo(Strokes((((x, label_bottom - 2), (x, axis_y)),), "tm-capacity", 1.5, dashed=True)))
+        pieces = vertical_pieces(x, label_bottom - 2, axis_y, [w for w in texts if isinstance(w, Words)])
+        shapes.extend(with_halo(Strokes(pieces, "tm-capacity", 1.5, dashed=True)))
     tick_marks = tuple(((x_of(t * unit_bytes), axis_y), (x_of(t * unit_bytes), axis_y + 4)) for t in ticks)
     shapes.append(Strokes((((left, axis_y), (right, axis_y)),) + tick_marks, "tm-axis", 0.8))
     for tick in ticks:

@@ -633,6 +633,21 @@ def test_a_page_figure_holds_a_wide_and_a_narrow_layout_that_fit_their_columns()
 
 
 @pytest.mark.parametrize("width", [288, 700])
+def test_rows_layout_capacity_lines_never_cross_a_text(width):
+    """Issue 19 (the reference diagram's rule): a dashed capacity line is broken where a label or note sits across
+    it, so it never runs through words."""
+    root = parse(render_chart(make_spec(group_by="part"), "rows", width))
+    boxes = all_text_boxes(root)
+    crossed = []
+    for line in (e for e in root.iter() if e.tag.endswith("path") and "tm-capacity" in (e.get("class") or "")):
+        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", line.get("d"))]
+        for x0, y0, x1, y1 in zip(numbers[0::4], numbers[1::4], numbers[2::4], numbers[3::4]):
+            crossed += [box for box in boxes if x0 == x1 and box[0] < x0 < box[2] and box[1] < max(y0, y1)
+                        and min(y0, y1) < box[3]]
+    assert crossed == []
+
+
+@pytest.mark.parametrize("width", [288, 700])
 def test_rows_layout_keeps_every_text_inside_and_apart(width):
     root = parse(render_chart(make_spec(group_by="part"), "rows", width))
     assert root.get("viewBox").split()[2] == str(width)
