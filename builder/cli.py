@@ -18,8 +18,9 @@ from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
 from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, LOSSES, MODES, OFFLOAD,
                                   OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
+from builder.model.ranges import RANGE_OF
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
-from builder.model.units import DTYPE_BYTES, GB, GiB, format_bytes, parse_count, parse_size
+from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 
 MAX_CHOICES = ("micro-batch", "seq-len", "gpus")
 
@@ -33,7 +34,7 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # noqa: D401 - argparse API
         """Print 'prog: error: message' and exit 2."""
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {clip(message)}\n")
 
 
 def positive_int(text: str) -> int:
@@ -42,6 +43,20 @@ def positive_int(text: str) -> int:
         return parse_count(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def count_of(option: str):
+    """argparse type for a Config option's count: units.parse_count's spellings within the option's range
+    (builder.model.ranges), so the error names the same limit as every other surface."""
+    bounds = RANGE_OF[option]
+
+    def count(text: str) -> int:
+        try:
+            return parse_count(text, low=bounds.low, high=int(bounds.high))
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    count.__name__ = option  # argparse names the type in some messages
+    return count
 
 
 def overhead_value(text: str) -> tuple[str, float]:
@@ -82,7 +97,7 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     what = p.add_argument_group("model (one of)").add_mutually_exclusive_group(required=True)
     what.add_argument("--model", metavar="NAME", help="catalog id (see `python -m builder models`)")
-    what.add_argument("--params", type=positive_int, metavar="N", help="raw parameter count, e.g. 7e9 or 7B")
+    what.add_argument("--params", type=count_of("params"), metavar="N", help="raw parameter count, e.g. 7e9 or 7B")
     what.add_argument("--config", type=Path, metavar="PATH", help="a Hugging Face config.json on disk")
 
     run = p.add_argument_group("what runs")
@@ -96,15 +111,15 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
                           "from each gradient's hook, gradients freed at once); default: the optimizer's own (foreach "
                           "for torch.optim's Adam, AdamW and SGD on CUDA, for-loop for Adafactor and Lion, fused for "
                           "8-bit AdamW)")
-    run.add_argument("--micro-batch", type=positive_int, default=1, metavar="B")
-    run.add_argument("--seq-len", type=positive_int, default=2048, metavar="S")
-    run.add_argument("--grad-accum", type=positive_int, default=1, metavar="M",
+    run.add_argument("--micro-batch", type=count_of("micro_batch"), default=1, metavar="B")
+    run.add_argument("--seq-len", type=count_of("seq_len"), default=2048, metavar="S")
+    run.add_argument("--grad-accum", type=count_of("grad_accum"), default=1, metavar="M",
                      help="micro-batches per optimizer step (pipeline: micro-batches in flight)")
     run.add_argument("--recompute", choices=RECOMPUTE, default="none",
                      help="selective: Megatron-LM's (the attention core); full: every layer keeps only its input "
                           "(Megatron-LM full, Hugging Face gradient_checkpointing, DeepSpeed activation checkpointing, "
                           "torchtitan full AC)")
-    run.add_argument("--recompute-num-layers", type=int, default=0, metavar="K", dest="recompute_layers",
+    run.add_argument("--recompute-num-layers", type=count_of("recompute_layers"), default=0, metavar="K", dest="recompute_layers",
                      help="with --recompute full: only the first K layers of each pipeline stage (Megatron-LM "
                           "--recompute-method block --recompute-num-layers K); 0 = every layer")
     run.add_argument("--attention", choices=ATTENTION, default="sdpa")
@@ -127,28 +142,28 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
         dtypes.add_argument(f"--{flag}", choices=choices, default=None)
 
     par = p.add_argument_group("parallelism and sharding")
-    par.add_argument("--dp", type=positive_int, default=1, help="data-parallel ranks")
+    par.add_argument("--dp", type=count_of("dp"), default=1, help="data-parallel ranks")
     par.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage")
     par.add_argument("--fsdp", choices=FSDP_STRATEGIES, default=None, help="FSDP strategy (instead of --zero)")
-    par.add_argument("--fsdp-shard-group", type=positive_int, default=None, help="HYBRID_SHARD group size")
-    par.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel ranks")
+    par.add_argument("--fsdp-shard-group", type=count_of("fsdp_shard_group"), default=None, help="HYBRID_SHARD group size")
+    par.add_argument("--tp", type=count_of("tp"), default=1, help="tensor-parallel ranks")
     par.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism (with --tp)")
-    par.add_argument("--pp", type=positive_int, default=1, help="pipeline stages")
+    par.add_argument("--pp", type=count_of("pp"), default=1, help="pipeline stages")
     par.add_argument("--pp-schedule", choices=PIPELINE_SCHEDULES, default="1f1b")
-    par.add_argument("--virtual-stages", type=positive_int, default=1, help="interleaved: chunks per stage")
-    par.add_argument("--cp", type=positive_int, default=1, help="context-parallel ranks")
-    par.add_argument("--ep", type=positive_int, default=1, help="expert-parallel ranks (MoE)")
+    par.add_argument("--virtual-stages", type=count_of("pp_virtual_stages"), default=1, help="interleaved: chunks per stage")
+    par.add_argument("--cp", type=count_of("cp"), default=1, help="context-parallel ranks")
+    par.add_argument("--ep", type=count_of("ep"), default=1, help="expert-parallel ranks (MoE)")
     par.add_argument("--offload", choices=OFFLOAD, default="none", help="CPU offload")
-    par.add_argument("--gpus-per-node", type=positive_int, default=8)
+    par.add_argument("--gpus-per-node", type=count_of("gpus_per_node"), default=8)
 
     tune = p.add_argument_group("fine-tuning")
-    tune.add_argument("--lora-rank", type=int, default=0, metavar="R")
+    tune.add_argument("--lora-rank", type=count_of("lora_rank"), default=0, metavar="R")
     tune.add_argument("--lora-targets", default="q,k,v,o", help=f"comma list of {', '.join(LORA_TARGETS)}")
     tune.add_argument("--qlora", action="store_true", help="4-bit NF4 base weights (needs --lora-rank)")
 
     serve = p.add_argument_group("serving")
-    serve.add_argument("--batch", type=positive_int, default=1, help="concurrent sequences")
-    serve.add_argument("--context", type=positive_int, default=4096, help="tokens per sequence in the KV cache")
+    serve.add_argument("--batch", type=count_of("batch"), default=1, help="concurrent sequences")
+    serve.add_argument("--context", type=count_of("context"), default=4096, help="tokens per sequence in the KV cache")
     serve.add_argument("--kv-dtype", choices=tuple(DTYPE_BYTES), default=None)
 
     over = p.add_argument_group("overheads (named assumptions)")
@@ -220,7 +235,7 @@ def refuse_shape_flags(args: argparse.Namespace) -> None:
 def config_from_args(args: argparse.Namespace) -> Config:
     """Turn parsed flags into a Config, raising UsageError naming the flag."""
     arch = None
-    if args.model:
+    if args.model is not None:
         models = default_models()
         if args.model not in models:
             raise UsageError(f"argument --model: unknown model {args.model!r} (see `python -m builder models`)")
@@ -243,6 +258,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
         refuse_shape_flags(args)
     precision, param_dtype = resolve_precision(args)
     targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+    if not targets:
+        raise UsageError(f"argument --lora-targets: give a comma list of {', '.join(LORA_TARGETS)}, got "
+                         f"{args.lora_targets!r}")
     overhead_fraction = overhead_bytes = 0
     if args.overhead:
         kind, value = args.overhead
@@ -304,7 +322,7 @@ def run_estimate(args: argparse.Namespace) -> int:
     """Print the breakdown (table or JSON), the verdict and any --max answer."""
     config = config_from_args(args)
     gpus = default_gpus()
-    if args.gpu and args.gpu not in gpus:
+    if args.gpu is not None and args.gpu not in gpus:
         gpus[args.gpu] = plain_capacity(args.gpu)
     if args.max and not args.gpu:
         raise UsageError("argument --max: needs --gpu to know the capacity")
@@ -503,9 +521,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except UsageError as error:
-        print(f"python -m builder {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except CatalogError as error:
-        print(f"python -m builder {args.command}: error: {error}", file=sys.stderr)
+    except (UsageError, CatalogError) as error:
+        print(f"python -m builder {args.command}: error: {clip(str(error))}", file=sys.stderr)
         return 2

@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from builder.model.units import clip
+
 SLUG_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 PAGE_KEYS = {"title": str, "slug": str, "order": int, "summary": str, "template": str,
              "nav_title": str, "presets": dict, "charts": dict, "exercises": dict, "takeaways": list}
@@ -142,7 +144,7 @@ class ContentError:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}"
+        return f"{self.path}:{self.line}: {clip(self.message)}"
 
 
 class BuildFailed(Exception):

@@ -20,6 +20,7 @@ from builder.model.architecture import Architecture
 from builder.model.estimator import estimate as model_estimate
 from builder.model.partnames import reader_name
 from builder.model.peak import assess, phases
+from builder.model.ranges import RANGE_OF
 from builder.model.units import parse_count, parse_size
 
 # Config field -> the kind of value an author writes for it.
@@ -74,12 +75,11 @@ def convert_kind(kind: str, option: str, value: Any, models: dict[str, Architect
         return models[value]
     if value is None and kind.startswith("optional_"):
         return None
-    if option == "params":
-        return parse_count(value)
-    if kind in ("int", "optional_int"):
+    if kind in ("int", "optional_int") or option == "params":
         if isinstance(value, str) and option.endswith("_bytes"):
             return parse_size(value)
-        return parse_count(value, low=0)
+        bounds = RANGE_OF.get(option)  # builder.model.ranges: the option's range, on every surface
+        return parse_count(value, low=0) if bounds is None else parse_count(value, bounds.low, int(bounds.high))
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"must be a number, got {value!r}")

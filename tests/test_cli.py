@@ -176,7 +176,9 @@ def test_hostile_counts_get_one_line(capsys, flag, value):
 def test_meaningless_or_out_of_range_options_are_refused(capsys, tmp_path):
     """Issue 14's reports: each was accepted (or hung, or crashed) and is now one line naming the option."""
     cases = {
-        ("--params", "7b", "--micro-batch", "1e9"): "argument --micro-batch: changes nothing with --params alone",
+        ("--params", "7b", "--micro-batch", "8"): "argument --micro-batch: changes nothing with --params alone",
+        ("--params", "7b", "--micro-batch", "1e9"): "argument --micro-batch: must be between 1 and 1,048,576",
+        ("--model", "llama-3-8b", "--seq-len", "1e8"): "argument --seq-len: must be between 1 and 16,777,216",
         ("--model", "llama-3-8b", "--lora-rank", "100000"): "argument --lora-rank: 100000 exceeds the hidden size 4096",
         ("--model", "llama-3-8b", "--optimizer", "adam8bit", "--optimizer-state-dtype", "int4"):
             "argument --optimizer-state-dtype: adam8bit has no state dtype to choose",

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym
+from builder.model.ranges import RANGES, Range
 from builder.model.states import HYBRID_GROUP, SHARD_RANKS
 
-# Whole-number options that must be at least 1, in the order they are checked.
-POSITIVE = ("micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep", "pp_virtual_stages",
-            "gpus_per_node", "batch", "context")
+# Whole-number options that must be at least 1 and are always given, in the order they are checked.
+POSITIVE = tuple(r.option for r in RANGES if r.whole and r.low == 1 and r.unset is None)
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,23 @@ SHAPE_CHECKS: tuple[Check, ...] = (
 )
 
 
+def range_checks(bounds: Range) -> tuple[Check, ...]:
+    """The checks of one row of builder.model.ranges.RANGES: below its low end, above its high end, each in one
+    line naming the option and the limit."""
+    value = sym(bounds.option)
+    if not bounds.whole:
+        return (Check(either(value < bounds.low, value > bounds.high),
+                      fmt("{0}: must be a fraction between {1} and {2}, got {3}", bounds.option,
+                          bounds.text(bounds.low), bounds.text(bounds.high), real(value))),)
+    below = value < bounds.low if bounds.unset is None else both(value < bounds.low, ne(value, bounds.unset))
+    return (Check(below, fmt("{0}: must be at least {1}, got {2}", bounds.option, bounds.text(bounds.low), value)),
+            Check(value > bounds.high,
+                  fmt("{0}: must be at most {1}, got {2}", bounds.option, bounds.text(bounds.high), value)))
+
+
 CHECKS: tuple[Check, ...] = (
-    *(Check(sym(option) < 1, fmt("{0}: must be at least 1, got {1}", option, sym(option))) for option in POSITIVE),
-    Check(sym("lora_rank") < 0, fmt("lora_rank: must be 0 or more, got {0}", sym("lora_rank"))),
+    *(check for bounds in RANGES for check in range_checks(bounds)),
     Check(both(sym("qlora"), eq(sym("lora_rank"), 0)), fmt("qlora: QLoRA needs lora_rank > 0")),
-    *(Check(either(sym(option) < 0, sym(option) >= 10),
-            fmt("{0}: must be a fraction between 0 and 10, got {1}", option, real(sym(option))))
-      for option in ("allocator_reserve", "overhead_fraction")),
     Check(both(ARCH, sym("lora_rank") > sym("hidden")),
           fmt("lora_rank: {0} exceeds the hidden size {1} of {2}: a rank above a projection's smaller side adds "
               "parameters, not rank", sym("lora_rank"), sym("hidden"), sym("model_name"))),
@@ -70,8 +80,6 @@ CHECKS: tuple[Check, ...] = (
           fmt("offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards")),
     Check(both(isin(sym("offload"), "params", "both"), sym("shard_stage") < 3),
           fmt("offload: offloading parameters needs ZeRO-3 or FSDP FULL_SHARD/HYBRID_SHARD")),
-    Check(sym("recompute_layers") < 0, fmt("recompute_layers: must be 0 (every layer) or more, got {0}",
-                                           sym("recompute_layers"))),
     Check(both(sym("recompute_layers") > 0, ne(sym("recompute"), "full")),
           fmt("recompute_layers: counts the fully recomputed layers of each stage; it needs recompute full")),
     Check(both(sym("recompute_layers") > 0, eq(sym("activation_formula"), "korthikanti")),

@@ -179,8 +179,9 @@ OPTION_NAMES = tuple(f.name for f in fields(Config))
 # str.format templates: builder.widgets.calculator sends them to the calculator's script, which
 # makes the same checks in the browser, so both say the same thing from one text.
 def validate_config(config: Config) -> None:
-    """Raise ValueError naming the first option out of range: each option's own type and range here, then the
-    checks that need the model's inputs (builder.model.checks, which the calculator runs too)."""
+    """Raise ValueError naming the first option out of range: each option's own type here, then its range
+    (builder.model.ranges, one table) and the checks that need the model's inputs (builder.model.checks, which
+    the calculator runs too)."""
     def fail(option: str, message: str) -> None:
         raise ValueError(f"{option}: {message}")
 
@@ -215,9 +216,8 @@ def validate_config(config: Config) -> None:
         fail("optimizer_state_dtype", f"{config.optimizer} has no state dtype to choose ("
              + ("its blockwise low-bit states are fixed" if config.optimizer != "sgd" else "plain SGD keeps no state")
              + "); leave optimizer_state_dtype unset or choose another optimizer")
-    for option in ("cuda_context_bytes", "overhead_bytes"):
-        if getattr(config, option) < 0:
-            fail(option, "must not be negative")
+    if config.fsdp_shard_group is not None and config.fsdp_shard_group < 1:
+        fail("fsdp_shard_group", f"must be at least 1 (or unset: gpus_per_node), got {config.fsdp_shard_group}")
     for option in ("allocator_reserve", "overhead_fraction"):
         if not math.isfinite(getattr(config, option)):
             fail(option, f"must be a fraction between 0 and 10, got {getattr(config, option)}")

@@ -67,7 +67,7 @@ def format_bytes(n_bytes: float, unit: str = "GiB", digits: int = 1) -> str:
 
 COUNT_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 COUNT_LIMIT = 10**15  # no count the model takes (parameters, tokens, ranks) comes near a quadrillion
-_COUNT = re.compile(r"\s*([0-9][0-9_,]*(?:\.[0-9_]+)?(?:[eE][+-]?[0-9]{1,3})?)\s*([KkMmBbTt]?)\s*")
+_COUNT = re.compile(r"\s*(-?[0-9][0-9_,]*(?:\.[0-9_]+)?(?:[eE][+-]?[0-9]{1,3})?)\s*([KkMmBbTt]?)\s*")
 
 
 def parse_count(value: Any, low: int = 1, high: int = COUNT_LIMIT) -> int:
@@ -93,9 +93,22 @@ def parse_count(value: Any, low: int = 1, high: int = COUNT_LIMIT) -> int:
     return int(exact)
 
 
+_LONG_WORD = re.compile(r"[^\s,]{65,}")
+
+
+def clip(message: str) -> str:
+    """A one-line message with any word over 64 characters (a pasted value, 10 MB of text) shown by its start."""
+    return _LONG_WORD.sub(lambda m: m.group(0)[:20] + "...", message)
+
+
+SIZE_LIMIT = 2**50  # 1 PiB: no size the model takes (a GPU, an overhead) comes near it
+
+
 def parse_size(text: str) -> int:
     """Parse '1.5GiB', '300 MiB', '2GB' or a plain byte count into bytes."""
     units = {"GIB": GiB, "MIB": MiB, "KIB": KiB, "GB": GB, "MB": MB, "KB": KB, "B": 1, "": 1}
+    if len(text) > 64:
+        raise ValueError(f"cannot read size {text[:20] + '...'!r} (write e.g. 1.5GiB, 300MiB or 2GB)")
     cleaned = text.strip().replace(" ", "")
     number = cleaned.rstrip("GgMmKkIiBb")
     suffix = cleaned[len(number):].upper()
@@ -105,6 +118,6 @@ def parse_size(text: str) -> int:
         value = float(number)
     except ValueError:
         raise ValueError(f"cannot read size {text!r} (write e.g. 1.5GiB, 300MiB or 2GB)") from None
-    if value < 0:
-        raise ValueError(f"size {text!r} is negative")
+    if not math.isfinite(value) or not 0 <= value * units[suffix] <= SIZE_LIMIT:
+        raise ValueError(f"size {text!r} must be between 0 bytes and 1 PiB")
     return round(value * units[suffix])

@@ -1,0 +1,144 @@
+"""Issue 14's hostile-input test: for every option of `estimate` (enumerated from its parser) and every Config option
+a chart bar may set in front matter, the values 0, -1, nan, inf, 1e400, an empty string, a long text and a wrong unit
+each give one line naming the option (CLI: exit 2 on stderr; build: `path:line: message`, exit 2, the previous site
+left as it was), never a traceback or a hang. 0 may be a valid value (a LoRA rank of 0, ZeRO stage 0), so there the
+run may also succeed. The CLI gets 100 KB of text (an argument list has a limit), front matter 10 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import pytest
+
+from builder import build as build_module
+from builder import cli_site
+from builder.build import hash_tree
+from builder.cli import main, make_parser
+from builder.grids import FIELD_KINDS
+from tests.test_build import FIXTURE, TEMPLATES, fake_chart
+
+LONG = "x" * 100_000
+VALUES = ["0", "-1", "nan", "inf", "1e400", "", LONG, "7 parsecs"]
+MAX_LINE = 500  # a message shows a long value by its start only
+
+
+def estimate_flags() -> list[str]:
+    """Every option of `estimate` that takes a value."""
+    parser = make_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    estimate = sub.choices["estimate"]
+    return sorted(a.option_strings[-1] for a in estimate._actions
+                  if a.option_strings and a.nargs is None and not isinstance(a, (argparse._StoreConstAction,
+                                                                                  argparse._HelpAction)))
+
+
+def run(capsys, argv: list[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_parser_enumeration_covers_the_model_options():
+    flags = estimate_flags()
+    assert {"--params", "--micro-batch", "--seq-len", "--lora-rank", "--zero", "--allocator-reserve", "--overhead",
+            "--precision", "--kv-dtype", "--gpu"} <= set(flags), flags
+
+
+@pytest.mark.parametrize("flag", estimate_flags())
+def test_every_cli_option_refuses_hostile_values_in_one_line(capsys, flag):
+    base = [] if flag in ("--model", "--params", "--config") else ["--model", "gpt2"]
+    for value in VALUES:
+        code, out, err = run(capsys, ["estimate", *base, f"{flag}={value}"])
+        shown = value[:12] or "empty"
+        assert "Traceback" not in err, (flag, shown, err[-2000:])
+        if value == "0" and code == 0:  # a value 0 may be valid (--lora-rank, --zero, --cuda-context)
+            continue
+        assert code == 2, (flag, shown, code, out[:300])
+        assert err.count("\n") == 1 and len(err) < MAX_LINE, (flag, shown, err[:MAX_LINE])
+        assert flag in err, (flag, shown, err)
+
+
+# Front matter ----------------------------------------------------------------------------------------------------
+
+YAML_VALUES = {"0": "0", "-1": "-1", "nan": ".nan", "inf": ".inf", "1e400": "1.0e+400", "empty": '""',
+               "long": "x" * 100_000, "wrong unit": "7 parsecs"}
+OPTIONS = sorted(option for option, kind in FIELD_KINDS.items() if kind != "unsupported")
+
+
+def page(bars: list[tuple[str, str, str]]) -> tuple[str, dict[str, int]]:
+    """An index.md whose chart has one bar per (label, option, YAML value); each bar's option line."""
+    lines = ["---", "title: Hostile", "slug: index", "order: 1", "summary: s.", "charts:", "  hostile:",
+             "    title: Hostile", "    unit: GiB", "    gpus: [a100-80gb]", "    bars:"]
+    where = {}
+    for label, option, value in bars:
+        lines.append(f"      - label: {label}")
+        if option not in ("model", "params"):
+            lines.append("        model: gpt2")
+        lines.append(f"        {option}: {value}")
+        where[label] = len(lines)
+    lines += ["---", "{{< chart hostile >}}", ""]
+    return "\n".join(lines), where
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """The fixture content and a built site; returns (content dir, build argv)."""
+    monkeypatch.setattr(build_module, "load_chart_renderer", lambda: fake_chart)
+    content = tmp_path / "content"
+    shutil.copytree(FIXTURE / "content", content)
+    for extra in content.glob("*.md"):
+        if extra.name != "index.md":
+            extra.unlink()
+    argv = ["build", "--content", str(content), "--templates", str(TEMPLATES), "--static", str(FIXTURE / "static"),
+            "--out", str(tmp_path / "site"), "--quiet"]
+    (content / "index.md").write_text(page([("good", "seq_len", "1024")])[0], encoding="utf-8")
+    assert cli_site.main(argv) == 0
+    return content, argv
+
+
+def build_errors(content: Path, argv: list[str], text: str, capsys) -> list[str]:
+    """Build `text` as index.md; require exit 2, no traceback and the old site kept; the error lines."""
+    out = Path(argv[argv.index("--out") + 1])
+    before = hash_tree(out)
+    capsys.readouterr()
+    (content / "index.md").write_text(text, encoding="utf-8")
+    assert cli_site.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert hash_tree(out) == before
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("build failed: ")
+    return lines[:-1]
+
+
+@pytest.mark.parametrize("name", sorted(YAML_VALUES))
+def test_every_front_matter_option_refuses_hostile_values_by_line(site, capsys, name):
+    content, argv = site
+    text, where = page([(option, option, YAML_VALUES[name]) for option in OPTIONS])
+    errors = build_errors(content, argv, text, capsys)
+    path = content / "index.md"
+    for option in OPTIONS:
+        mine = [e for e in errors if e.startswith(f"{path}:{where[option]}: ")]
+        if name == "0" and not mine:
+            continue  # 0 is a valid value of this option
+        assert len(mine) == 1, (option, name, [e[:MAX_LINE] for e in errors])
+        assert f"bar '{option}'" in mine[0] and option in mine[0].split(f"bar '{option}'", 1)[1], mine[0][:MAX_LINE]
+        assert len(mine[0]) < MAX_LINE + len(str(path)), mine[0][:MAX_LINE]
+    assert len(errors) <= len(OPTIONS)
+
+
+def test_ten_megabytes_in_front_matter_is_one_line(site, capsys):
+    content, argv = site
+    text, where = page([("huge", "seq_len", "x" * 10_000_000), ("huge2", "precision", "y" * 10_000_000)])
+    errors = build_errors(content, argv, text, capsys)
+    path = content / "index.md"
+    assert len(errors) == 2, [e[:MAX_LINE] for e in errors]
+    for label, option in (("huge", "seq_len"), ("huge2", "precision")):
+        (mine,) = [e for e in errors if e.startswith(f"{path}:{where[label]}: ")]
+        assert option in mine and len(mine) < MAX_LINE + len(str(path)), mine[:MAX_LINE]
