@@ -70,9 +70,10 @@ class WidgetSpec:
 # widget given an id still reads a link written with its positional prefix and rewrites it to the new one.
 COMMON_WIDGET_OPTIONS = {"id": "str"}
 COMMON_WIDGET_HELP = {"id": "the widget's name in links (`?calc.model=gpt2`) and element ids: a short slug "
-                            "(lowercase words joined by '-', at most 24 characters), unique on the page. Without it "
-                            "the name is positional (`calculator-1`), and a widget placed above changes it; a widget "
-                            "given an id still opens links written with its positional name"}
+                            "(lowercase words joined by '-', at most 24 characters), unique on the page among widget "
+                            "ids, heading anchors and chart anchors. Without it the name is positional "
+                            "(`calculator-1`), and a widget placed above changes it; a widget given an id still opens "
+                            "links written with its positional name"}
 WIDGET_ID_MAX = 24
 PARAMS_HELP = "a raw parameter count to start from (7B, 350M, 7e9, 124439808)"
 WIDGETS: dict[str, WidgetSpec] = {

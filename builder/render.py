@@ -68,6 +68,7 @@ class PageContext:
     widgets: list[str] = field(default_factory=list)
     widget_count: int = 0  # widgets rendered so far on this page (their positional ids, '<name>-<n>')
     widget_ids: dict[str, int] = field(default_factory=dict)  # author-given widget id -> its placement's line
+    heading_ids: dict[str, int] = field(default_factory=dict)  # heading anchor -> its line (a widget id must differ)
     svgs: dict[str, str] = field(default_factory=dict)  # chart id -> SVG markup
     exercises: dict[str, Exercise] = field(default_factory=dict)  # this page's exercises, answered
     answers: bool = True  # False: the student edition, answers left out of the HTML
@@ -244,6 +245,12 @@ def check_tokens(tokens: list[Token], context: PageContext, first_line: int | No
             convert_math(token, line, context)
         elif token.type == "heading_open" and token.tag == "h1":
             context.error(line, "the page title is the only h1: start sections at '##'")
+        elif token.type == "heading_open" and token.attrGet("id"):
+            heading_id = str(token.attrGet("id"))
+            context.heading_ids.setdefault(heading_id, line)
+            if heading_id in context.widget_ids:
+                context.error(line, f"heading anchor {heading_id!r} is the id of the widget at line "
+                                    f"{context.widget_ids[heading_id]}: rename one")
         elif token.type in ("text", "html_inline") and "{{<" in token.content:
             context.error(line, "a placement '{{< ... >}}' must be a line of its own with blank lines around it")
 
@@ -326,6 +333,12 @@ def check_widget_id(name: str, widget_id: str, line: int, context: PageContext) 
     elif re.fullmatch("(" + "|".join(map(re.escape, WIDGETS)) + r")-\d+", widget_id):
         context.error(line, f"widget {name}: id {widget_id!r} looks like a positional id (<widget>-<n>); "
                             "choose a name")
+    elif widget_id in context.heading_ids:
+        context.error(line, f"widget {name}: id {widget_id!r} is the anchor of the heading at line "
+                            f"{context.heading_ids[widget_id]}: rename one")
+    elif widget_id.startswith("chart-") and widget_id.removeprefix("chart-") in context.page.charts:
+        context.error(line, f"widget {name}: id {widget_id!r} is the anchor of chart "
+                            f"{widget_id.removeprefix('chart-')}: rename one")
     elif widget_id in context.widget_ids:
         context.error(line, f"widget {name}: id {widget_id!r} is already used on this page "
                             f"(line {context.widget_ids[widget_id]})")

@@ -13,13 +13,13 @@ CONTENT = ROOT / "content"
 HEAD = "---\ntitle: T\nslug: index\norder: 1\nsummary: S\n---\nText.\n\n"  # the body starts at line 7
 
 
-def build(tmp_path: Path, body: str) -> Path:
+def build(tmp_path: Path, body: str, head: str = HEAD) -> Path:
     content = tmp_path / "content"
     content.mkdir(parents=True)
     for name in ("site.toml", "models.toml", "gpus.toml", "presets.toml"):
         if (CONTENT / name).exists():
             (content / name).write_text((CONTENT / name).read_text(encoding="utf-8"), encoding="utf-8")
-    (content / "index.md").write_text(HEAD + body, encoding="utf-8")
+    (content / "index.md").write_text(head + body, encoding="utf-8")
     out = tmp_path / "site"
     build_site(SitePaths(content, ROOT / "templates", ROOT / "static", out), quiet=True)
     return out
@@ -61,12 +61,27 @@ def test_adding_a_widget_above_keeps_an_author_id(tmp_path):
      "id 'x' is already used on this page (line 9)"),
     ("{{< widget memory-budget id=x id=y >}}\n", 9, "option 'id' given twice"),
     ("{{< widget validation id=-x >}}\n", 9, "widget validation: id '-x'"),
+    ("## Budget\n\n{{< widget memory-budget id=budget >}}\n", 11,
+     "id 'budget' is the anchor of the heading at line 9: rename one"),
+    ("{{< widget memory-budget id=budget >}}\n\n## Budget\n", 11,
+     "heading anchor 'budget' is the id of the widget at line 9: rename one"),
 ])
 def test_a_bad_widget_id_is_a_content_error_with_its_line(tmp_path, body, line, message):
     with pytest.raises(BuildFailed) as failure:
         build(tmp_path, body)
     assert any(e.line == line and message in e.message and e.path.endswith("index.md")
                for e in failure.value.errors), failure.value.errors
+
+
+def test_a_widget_id_may_not_take_a_charts_anchor(tmp_path):
+    head = ("---\ntitle: T\nslug: index\norder: 1\nsummary: S\ncharts:\n  parts:\n    title: P\n    unit: GiB\n"
+            "    config: {model: gpt2}\n    bars:\n      - label: one\n---\n")
+    body = "{{< chart parts >}}\n\n{{< widget memory-budget id=chart-parts >}}\n"
+    with pytest.raises(BuildFailed) as failure:
+        build(tmp_path, body, head)
+    assert [e.message for e in failure.value.errors] == [
+        "widget memory-budget: id 'chart-parts' is the anchor of chart parts: rename one"]
+    build(tmp_path / "ok", body.replace("id=chart-parts", "id=parts"), head)  # the chart's own id is not its anchor
 
 
 def test_every_scripted_widget_on_the_site_has_an_author_id():
