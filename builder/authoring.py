@@ -287,7 +287,11 @@ def arch_block() -> str:
 
 def widgets_block() -> str:
     """Every widget: what it shows, a minimal placement, and each option with its value and words."""
-    parts = []
+    check_words("common widget options", schema.COMMON_WIDGET_OPTIONS, schema.COMMON_WIDGET_HELP)
+    parts = ["Every widget also takes these options:\n\n" +
+             table(("option", "value", "what it sets"),
+                   [(code(option), OPTION_KIND_WORDS[kind], schema.COMMON_WIDGET_HELP[option])
+                    for option, kind in schema.COMMON_WIDGET_OPTIONS.items()])]
     for spec in schema.WIDGETS.values():
         check_words(f"widget {spec.name} options", spec.options, spec.help)
         if not spec.summary:

@@ -66,6 +66,17 @@ class WidgetSpec:
 # The one registry of widgets (issue 4 implements them; a placement renders the partial
 # templates/partials/widget-<name>.html). Add a widget here and give it a partial; every option needs its
 # `help` line (`python -m builder authoring-guide` refuses an option without one).
+# Options every widget takes, beside its own (builder/render.py check_widget reads them; docs/AUTHORING.md lists them).
+# `id` names the widget in the page's URL (`?calc.model=gpt2`) and its element ids: a stable name, so a widget placed
+# above it never changes a link. Without it the id is positional, '<name>-<n>' (n counts the page's widgets); a
+# widget given an id still reads a link written with its positional prefix and rewrites it to the new one.
+COMMON_WIDGET_OPTIONS = {"id": "str"}
+COMMON_WIDGET_HELP = {"id": "the widget's name in links (`?calc.model=gpt2`) and element ids: a short slug "
+                            "(lowercase words joined by '-', at most 24 characters), unique on the page among widget "
+                            "ids, heading anchors and chart anchors. Without it the name is positional "
+                            "(`calculator-1`), and a widget placed above changes it; a widget given an id still opens "
+                            "links written with its positional name"}
+WIDGET_ID_MAX = 24
 PARAMS_HELP = "a raw parameter count to start from (7B, 350M, 7e9, 124439808)"
 WIDGETS: dict[str, WidgetSpec] = {
     spec.name: spec

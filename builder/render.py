@@ -37,7 +37,8 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 from mdit_py_plugins.footnote import footnote_plugin
 
 from builder.widgets import to_json, widget_context
-from builder.content import WIDGETS, ContentError, Page, Reference, convert_widget_option, parse_options
+from builder.content import (COMMON_WIDGET_OPTIONS, SLUG_PATTERN, WIDGET_ID_MAX, WIDGETS, ContentError, Page,
+                             Reference, convert_widget_option, parse_options)
 from builder.exercises import Exercise
 from builder.figures import figure_links, load_cairosvg
 from builder.symbols import symbols_line
@@ -65,7 +66,9 @@ class PageContext:
     errors: list[ContentError] = field(default_factory=list)
     cited: list[str] = field(default_factory=list)
     widgets: list[str] = field(default_factory=list)
-    widget_count: int = 0  # widgets rendered so far on this page (for unique element ids)
+    widget_count: int = 0  # widgets rendered so far on this page (their positional ids, '<name>-<n>')
+    widget_ids: dict[str, int] = field(default_factory=dict)  # author-given widget id -> its placement's line
+    heading_ids: dict[str, int] = field(default_factory=dict)  # heading anchor -> its line (a widget id must differ)
     svgs: dict[str, str] = field(default_factory=dict)  # chart id -> SVG markup
     exercises: dict[str, Exercise] = field(default_factory=dict)  # this page's exercises, answered
     answers: bool = True  # False: the student edition, answers left out of the HTML
@@ -203,7 +206,7 @@ def render_placement(self: Any, tokens: list[Token], index: int, options: Any, e
     context: PageContext = env["context"]
     meta = tokens[index].meta
     if meta["kind"] == "widget":
-        return render_widget(context, meta["name"], meta["values"], meta.get("state"))
+        return render_widget(context, meta["name"], meta["values"], meta.get("state"), meta.get("widget_id", ""))
     if meta["kind"] == "exercise":
         context.exercise_count += 1
         return render_exercise(context.templates, context.exercises[meta["name"]], context.exercise_count,
@@ -242,6 +245,12 @@ def check_tokens(tokens: list[Token], context: PageContext, first_line: int | No
             convert_math(token, line, context)
         elif token.type == "heading_open" and token.tag == "h1":
             context.error(line, "the page title is the only h1: start sections at '##'")
+        elif token.type == "heading_open" and token.attrGet("id"):
+            heading_id = str(token.attrGet("id"))
+            context.heading_ids.setdefault(heading_id, line)
+            if heading_id in context.widget_ids:
+                context.error(line, f"heading anchor {heading_id!r} is the id of the widget at line "
+                                    f"{context.widget_ids[heading_id]}: rename one")
         elif token.type in ("text", "html_inline") and "{{<" in token.content:
             context.error(line, "a placement '{{< ... >}}' must be a line of its own with blank lines around it")
 
@@ -295,9 +304,13 @@ def check_widget(meta: dict[str, Any], line: int, context: PageContext) -> None:
         context.error(line, f"widget {name}: {error}")
         return
     values = {}
+    if "id" in options:
+        meta["widget_id"] = options.pop("id")
+        check_widget_id(name, meta["widget_id"], line, context)
     for key, text in options.items():
         if key not in spec.options:
-            context.error(line, f"widget {name}: unknown option {key!r} (known: {', '.join(spec.options)})")
+            known = ", ".join([*spec.options, *COMMON_WIDGET_OPTIONS])
+            context.error(line, f"widget {name}: unknown option {key!r} (known: {known})")
             continue
         try:
             values[key] = convert_widget_option(spec.options[key], text, context.catalogs)
@@ -310,6 +323,27 @@ def check_widget(meta: dict[str, Any], line: int, context: PageContext) -> None:
         context.error(line, f"widget {name}: {error}")
     if name not in context.widgets:
         context.widgets.append(name)
+
+
+def check_widget_id(name: str, widget_id: str, line: int, context: PageContext) -> None:
+    """An author's widget id: a short slug, unique on the page, not shaped like a positional id."""
+    if not SLUG_PATTERN.match(widget_id) or len(widget_id) > WIDGET_ID_MAX:
+        context.error(line, f"widget {name}: id {widget_id!r} must be lowercase words joined by '-', "
+                            f"at most {WIDGET_ID_MAX} characters")
+    elif re.fullmatch("(" + "|".join(map(re.escape, WIDGETS)) + r")-\d+", widget_id):
+        context.error(line, f"widget {name}: id {widget_id!r} looks like a positional id (<widget>-<n>); "
+                            "choose a name")
+    elif widget_id in context.heading_ids:
+        context.error(line, f"widget {name}: id {widget_id!r} is the anchor of the heading at line "
+                            f"{context.heading_ids[widget_id]}: rename one")
+    elif widget_id.startswith("chart-") and widget_id.removeprefix("chart-") in context.page.charts:
+        context.error(line, f"widget {name}: id {widget_id!r} is the anchor of chart "
+                            f"{widget_id.removeprefix('chart-')}: rename one")
+    elif widget_id in context.widget_ids:
+        context.error(line, f"widget {name}: id {widget_id!r} is already used on this page "
+                            f"(line {context.widget_ids[widget_id]})")
+    else:
+        context.widget_ids[widget_id] = line
 
 
 def convert_math(token: Token, line: int, context: PageContext) -> None:
@@ -474,14 +508,17 @@ def fit_verdict(total: int, capacity: int, unit: str) -> str:
     return f"no, {format_amount(total - capacity, unit)} over"
 
 
-def render_widget(context: PageContext, name: str, values: dict[str, Any], state: dict[str, Any] | None = None) -> str:
+def render_widget(context: PageContext, name: str, values: dict[str, Any], state: dict[str, Any] | None = None,
+                  widget_id: str = "") -> str:
     """A widget's server-side partial, given its options and its state from builder.widgets."""
     state = widget_context(name, values, context.catalogs) if state is None else state
     context.widget_count += 1
+    positional = f"{name}-{context.widget_count}"  # the id links were written with before ids were named
+    widget_id = widget_id or positional
     return context.templates.get_template(f"partials/widget-{name}.html").render(
         widget=WIDGETS[name], options=values, options_json=json.dumps(values, sort_keys=True),
         state=state, state_json=to_json(state.get("data", {})),
-        widget_id=f"{name}-{context.widget_count}")
+        widget_id=widget_id, legacy_id="" if widget_id == positional else positional)
 
 
 # Templates and pages ----------------------------------------------------------------------

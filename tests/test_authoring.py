@@ -59,7 +59,7 @@ def test_guide_covers_every_key_option_widget_and_ask():
     expected = (set(content.PAGE_KEYS) | set(content.CHART_KEYS) | set(content.GRID_KEYS) | set(content.EXERCISE_KEYS)
                 | set(content.REFERENCE_KEYS) | set(content.SITE_KEYS) | set(ASKS) | set(PLACEMENT_KINDS)
                 | {name for name, kind in FIELD_KINDS.items() if kind != "unsupported"} | set(ARCH_FIELDS)
-                | {option for spec in WIDGETS.values() for option in spec.options}
+                | {option for spec in WIDGETS.values() for option in spec.options} | set(content.COMMON_WIDGET_OPTIONS)
                 | {"display", "usable_bytes", "marketing", "vendor", "published_params", "published_active_params"})
     assert expected - rows == set()
     for spec in WIDGETS.values():

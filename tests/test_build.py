@@ -258,6 +258,29 @@ def test_each_page_loads_one_script_with_only_its_widgets(real_site):
     assert ".calculator=" in calculator and '["bytes-per-param"]=' not in calculator
 
 
+LICENCE_LINK = '<a href="https://creativecommons.org/licenses/by/4.0/" rel="license">CC BY 4.0</a>'
+
+
+def test_every_page_and_figure_states_the_content_licence(real_site):
+    """Issue 16 item 7: an instructor sees on every page, and on every embeddable figure, that they may reuse it."""
+    pages = sorted(real_site.rglob("*.html"))
+    assert len(pages) > 10
+    assert [str(p.relative_to(real_site)) for p in pages if LICENCE_LINK not in p.read_text(encoding="utf-8")] == []
+    index = (real_site / "index.html").read_text(encoding="utf-8")
+    footer = index[index.index('<footer class="site-footer">'):]
+    assert "Text and figures: " + LICENCE_LINK in footer and "Code: MIT licence." in footer
+
+
+def test_the_code_licence_is_the_mit_licence_pyproject_names():
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    assert tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["license"] == "MIT"
+    text = (root / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n\nCopyright (c) 2026 Training Memory, Explained contributors\n")
+    assert "CC BY 4.0" in (root / "README.md").read_text(encoding="utf-8")
+
+
 def test_real_site_numbers_equal_the_memory_model(real_site):
     from builder.model.estimator import estimate
 

@@ -81,5 +81,7 @@ def test_embed_view_is_the_figure_alone_with_its_anchor_caption_and_a_way_back(s
     assert "Configuration: Activations only matter here" in html and "Sources: " in html
     assert '<nav' not in html and "<script" not in html
     assert "default-src 'none'" in html
-    for url in re.findall(r'(?:href|src)="([^"]+)"', html):
-        assert not re.match(r"[a-z]+:", url) or url == "data:,", url
+    assert '<a href="https://creativecommons.org/licenses/by/4.0/" rel="license">CC BY 4.0</a>' in html
+    for attribute, url in re.findall(r'(href|src)="([^"]+)"', html):  # one plain link to the licence, nothing loaded
+        licence = attribute == "href" and url == "https://creativecommons.org/licenses/by/4.0/"
+        assert not re.match(r"[a-z]+:", url) or url == "data:," or licence, url

@@ -274,6 +274,6 @@ def test_the_server_renders_the_suggestions_as_links(tmp_path):
     context = make_context(model="llama-3-70b")
     assert not context["result"]["fits_chosen"]
     html = make_templates(Path("templates")).get_template("partials/widget-calculator.html").render(
-        state=context, widget_id="calc", widget=None)
+        state=context, widget_id="calc", legacy_id="", widget=None)
     assert ('<a href="?calc.dp=32&amp;calc.recompute=full&amp;calc.shard=3" data-fix>'
             "fits on 32 GPUs with ZeRO-3 and full recomputation</a>") in html

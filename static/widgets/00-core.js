@@ -22,13 +22,29 @@ function fmtBytes(bytes, unit = "GiB", digits = 1) {
   return text + " " + unit;
 }
 
-// Deep links: a widget's state lives in the query string as <widget id>.<key>=<value>.
+// Deep links: a widget's state lives in the query string as <widget id>.<key>=<value>. A widget whose
+// author named it (id=calc) carries its old positional id (calculator-1) in data-legacy-id: a link
+// written before it was named is read with that prefix when the new one is absent, and the URL is
+// rewritten to the new prefix.
 function readState(id) {
-  const state = {};
-  for (const [key, value] of new URLSearchParams(location.search)) {
-    if (key.startsWith(id + ".")) state[key.slice(id.length + 1)] = value;
+  const pick = (params, prefix) => {
+    const state = {};
+    for (const [key, value] of params) if (key.startsWith(prefix + ".")) state[key.slice(prefix.length + 1)] = value;
+    return state;
+  };
+  const params = new URLSearchParams(location.search), state = pick(params, id);
+  const legacy = (document.getElementById(id) || { dataset: {} }).dataset.legacyId;
+  if (!legacy || Object.keys(state).length) return state;
+  const old = pick(params, legacy);
+  if (!Object.keys(old).length) return state;
+  for (const key of [...params.keys()]) if (key.startsWith(legacy + ".")) params.delete(key);
+  for (const [key, value] of Object.entries(old)) params.set(id + "." + key, value);
+  try {
+    history.replaceState(null, "", new URL("?" + params + location.hash, location.href).href);
+  } catch (error) {
+    // Some file:// documents refuse URL changes; the state is still read.
   }
-  return state;
+  return old;
 }
 
 // A widget's writer of its state into the URL, 300 ms after the last change: browsers throttle

@@ -349,9 +349,9 @@ def test_url_round_trip(calculator, open_page):
     page, data, _ = calculator
     state = data["defaults"] | {"model": "custom", "layers": "6", "mode": "serve", "kv_dtype": "fp8", "tp": "2", "gpu": "l4"}
     shown = set_state(page, state)
-    page.wait_for_function("() => location.search.includes('calculator-1.mode=serve')")  # written 300 ms later
+    page.wait_for_function("() => location.search.includes('calc.mode=serve')")  # written 300 ms later
     query = page.evaluate("location.search")
-    assert "calculator-1.mode=serve" in query and "calculator-1.precision" not in query
+    assert "calc.mode=serve" in query and "calc.precision" not in query
     with open_page(PAGE + query) as visit:
         restored = visit.page.evaluate(READ, WIDGET)
         assert restored["state"] == state and restored["summary"] == shown["summary"]
@@ -416,7 +416,7 @@ def test_layout_and_screenshots(open_page, screenshot_dir, viewport):
                 set_state(visit.page, data["defaults"] | STATES[name])
                 problems += [f"{scheme} {name}: {p}" for p in visit.page.evaluate(WIDGET_OVERFLOW, WIDGET)]
                 problems += [f"{scheme} {name}: {p}" for p in checks.find_chart_text_problems(visit.page)
-                             if "calculator-1-chart" in p]
+                             if "calc-chart" in p]
                 visit.page.locator(WIDGET).screenshot(path=str(screenshot_dir / f"calculator-{name}-{scheme}-{viewport[0]}.png"))
     assert problems == []
 
@@ -510,8 +510,8 @@ def test_copy_link_right_after_a_change_copies_that_change(calculator, open_page
     that reopens the changed state."""
     page, _, _ = calculator
     copied, search = page.evaluate(COPY_RIGHT_AFTER_A_CHANGE, WIDGET)
-    assert "calculator-1.mode=serve" not in search  # the address bar has not caught up yet
-    assert copied.startswith(site_browser.base_url + PAGE) and "calculator-1.mode=serve" in copied
+    assert "calc.mode=serve" not in search  # the address bar has not caught up yet
+    assert copied.startswith(site_browser.base_url + PAGE) and "calc.mode=serve" in copied
     with open_page(copied.removeprefix(site_browser.base_url)) as visit:
         assert visit.page.locator(f"{WIDGET} [name=mode][value=serve]").is_checked()
         assert visit.problems() == []
