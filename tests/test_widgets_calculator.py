@@ -186,7 +186,8 @@ def test_data_is_compact_and_safe_to_embed():
     assert data["policies"]["amp-bf16"][5] == 1  # torch.autocast: linear layers save weight copies
 
 
-MODE_VALUES = {"precision": list(PRECISIONS), "optimizer": ["adamw", "sgd", "adafactor"],
+MODE_VALUES = {"precision": list(PRECISIONS), "param_dtype": ["policy", "fp32", "fp16"],
+               "reduce_dtype": ["policy", "fp32", "bf16"], "optimizer": ["adamw", "sgd", "adafactor"],
                "optimizer_impl": ["default", "fused", "in-backward"], "micro_batch": ["0", "7"],
                "seq_len": ["0", "65536"], "grad_accum": ["0", "4"], "recompute": ["none", "full"],
                "recompute_layers": ["0", "3", "-1"],
@@ -277,3 +278,68 @@ def test_the_server_renders_the_suggestions_as_links(tmp_path):
         state=context, widget_id="calc", legacy_id="", widget=None)
     assert ('<a href="?calc.dp=32&amp;calc.recompute=full&amp;calc.shard=3" data-fix>'
             "fits on 32 GPUs with ZeRO-3 and full recomputation</a>") in html
+
+
+# Issue 19 section 2 (seeds 002 and 004): starting points, the unit switch, readouts, parameter and reduce dtypes ---
+
+def test_the_classic_start_is_seed_004s_161_4_gb():
+    """Seed 004's worked example as a named starting point: its form state is the Config of tests/test_seeds.py,
+    and the figure's sum of parts reads 161.4 GB, in GB as the seed has it."""
+    form = calc.start_state("classic-8b", MODELS, "h100-80gb")
+    config = calc.config_from_state(form, MODELS)
+    assert config == Config(model=MODELS["llama-3-8b"], precision="bf16-mixed", optimizer="adam", micro_batch=1,
+                            seq_len=4096, recompute="selective", activation_formula="korthikanti",
+                            overhead_fraction=0.1)
+    result = calc.results(form, MODELS, GPUS, [])
+    assert form["unit"] == "GB" and result["total_text"].startswith("161.4 GB = ")
+    assert [p["size"] for p in result["parts"] if p["name"] == "weights"] == ["16.1 GB"]
+    assert all(p["size"].endswith(" GB") for p in result["parts"])
+    assert calc.start_state("classic-8b", MODELS, "h100-80gb")["start"] == "classic-8b"
+
+
+def test_every_start_is_a_valid_run_and_in_the_form():
+    choices = [value for value, _ in calc.form_groups(GPUS, MODELS)[0][2][0].choices]
+    assert choices == ["", *(key for key, *_ in calc.STARTS)]
+    for key, *_ in calc.STARTS:
+        assert not calc.results(calc.start_state(key, MODELS, "h100-80gb"), MODELS, GPUS, [])["error"], key
+
+
+def test_the_unit_switch_shows_every_size_in_the_chosen_unit():
+    for unit, other in (("GiB", "GB"), ("GB", "GiB")):
+        result = calc.results(state(unit=unit), MODELS, GPUS, ["h100-80gb"])
+        assert result["unit"] == unit
+        assert all(p["size"].endswith(" " + unit) for p in result["parts"])
+        assert result["need_text"] == f"{format_bytes(result['need'], unit)} = {format_bytes(result['need'], other)}"
+        assert result["total_text"].startswith(format_bytes(result["total"], unit))
+        assert all(f["text"].endswith(" " + unit + (" headroom" if f["fits"] else "")) for f in result["fits"])
+        assert all(line["text"].endswith(" " + unit) for line in result["chart"]["lines"])
+        assert f"needs {format_bytes(result['need'], unit)} ({format_bytes(result['need'], other)})" in result["summary"]
+
+
+def test_readouts_name_the_architecture_and_the_shard_factor():
+    from builder.model.architecture import active_param_count, param_count
+
+    dense = calc.results(state(), MODELS, GPUS, [])
+    assert dense["arch"] == "8,030,261,248 parameters; 32 layers, hidden 4096, 32 heads, 8 KV heads"
+    assert dense["shards"] == ("Shard factor (FSDP FULL_SHARD): weights split over 8 GPUs, gradients over 8, "
+                               "optimizer states over 8")
+    moe = calc.results(state(model="mixtral-8x7b", shard="1", dp="4"), MODELS, GPUS, [])
+    mixtral = MODELS["mixtral-8x7b"]
+    assert f"{param_count(mixtral):,} parameters ({active_param_count(mixtral):,} active per token)" in moe["arch"]
+    assert moe["shards"].startswith("Shard factor (ZeRO-1): weights split over 1 GPU, gradients over 1, "
+                                    "optimizer states over 4")
+    # Serving replicas hold the whole model: no sharding, whatever training chose.
+    served = calc.results(state(mode="serve"), MODELS, GPUS, [])
+    assert "weights split over 1 GPU," in served["shards"]
+
+
+def test_parameter_and_reduce_dtypes_reach_the_config():
+    config = calc.config_from_state(state(param_dtype="fp32", reduce_dtype="fp32"), MODELS)
+    assert config.param_dtype == "fp32" and config.reduce_dtype == "fp32" and config.policy.param == "fp32"
+    plain = calc.config_from_state(state(), MODELS)
+    assert plain.param_dtype is None and plain.reduce_dtype is None
+    # A preset's param_dtype is the training control in training and the weights' dtype in serving.
+    assert calc.default_state({"param_dtype": "fp32"}, MODELS, "h100-80gb")["param_dtype"] == "fp32"
+    assert calc.default_state({"mode": "serve", "param_dtype": "int8"}, MODELS, "h100-80gb")["weights"] == "int8"
+    assert calc.default_state({"reduce_dtype": "fp32"}, MODELS, "h100-80gb")["reduce_dtype"] == "fp32"
+    assert calc.results(state(param_dtype="fp32"), MODELS, GPUS, [])["total"] > calc.results(state(), MODELS, GPUS, [])["total"]

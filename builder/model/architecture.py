@@ -151,11 +151,7 @@ def param_count(arch: Architecture) -> int:
 
 def active_param_count(arch: Architecture) -> int:
     """Parameters one token passes through: an MoE layer counts top_k of its experts."""
-    total = param_count(arch)
-    if not arch.is_moe:
-        return total
-    per_expert = layer_param_groups(arch)["mlp/experts"] // arch.experts
-    return total - arch.layers * (arch.experts - arch.top_k) * per_expert
+    return int(_shape(arch)["active_parameters"])  # builder.model.tensors.ACTIVE_PARAMETERS
 
 
 def parameter_tensors(arch: Architecture) -> list[tuple[tuple[int, ...], int]]:

@@ -19,7 +19,7 @@ embeddings, the final norm and the head).
 
 from __future__ import annotations
 
-from builder.model.expr import both, eq, negate, row, sym, table, total, when
+from builder.model.expr import both, eq, maximum, negate, row, sym, table, total, when
 from builder.model.partrules import RuleSet
 
 h, heads, kv, d = sym("hidden"), sym("heads"), sym("kv_heads"), sym("head_dim")
@@ -70,5 +70,12 @@ PARAMETERS = total(sym("parameter_tensors"), sym("dim0") * sym("rest") * sym("co
                    * when(sym("in_block"), sym("layers"), 1))
 # The table and the count, derived from an architecture's shape (builder.model.architecture.shape_inputs).
 # A head width of 0 (a custom architecture's empty field) is hidden // heads, as Architecture.d_head has it.
+# Parameters one token passes through: an MoE layer counts top_k of its routed experts (one expert's share of a
+# layer's routed-expert rows, times the experts a token skips, taken off every layer).
+ROUTED_EXPERT_PARAMETERS = total(sym("parameter_tensors"), when(eq(sym("group"), "mlp/experts"),
+                                                                sym("dim0") * sym("rest") * sym("count"), 0))
+ACTIVE_PARAMETERS = sym("parameters") - when(sym("experts"), sym("layers") * (sym("experts") - sym("top_k"))
+                                             * (ROUTED_EXPERT_PARAMETERS // maximum(sym("experts"), 1)), 0)
 SHAPES = RuleSet(symbols={"head_dim": when(sym("head_dim") > 0, sym("head_dim"), sym("hidden") // sym("heads")),
-                          "parameter_tensors": PARAMETER_TENSORS, "parameters": PARAMETERS}, parts=())
+                          "parameter_tensors": PARAMETER_TENSORS, "parameters": PARAMETERS,
+                          "active_parameters": ACTIVE_PARAMETERS}, parts=())

@@ -29,11 +29,14 @@ from builder.model import Config
 from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
 from builder.model.checks import POSITIVE
+from builder.model.architecture import active_param_count, param_count
 from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, LOSSES, OFFLOAD, OPTIMIZER_IMPLS,
                                   OPTIMIZERS, PRECISIONS, RECOMPUTE)
-from builder.model.inputs import config_inputs
+from builder.model.inputs import config_inputs, run_inputs
+from builder.model.partrules import RuleSet
 from builder.model.partnames import PART_NAMES, reader_name
 from builder.model.peak import Need, assess, need
+from builder.model.states import SHARDING as STATE_SHARDING
 from builder.model.questions import VERDICTS, Fit, _largest, max_micro_batch, max_seq_len
 from builder.model.units import format_bytes
 from builder.widgets.model_data import model_data
@@ -41,6 +44,32 @@ from builder.widgets.model_data import model_data
 CUSTOM = "custom"
 # Recomputation named by its framework (the Activations page's table): Megatron-LM's selective recomputation.
 RECOMPUTE_WORDS = {"selective": "selective (Megatron)"}
+# Training's parameter dtype (Config.param_dtype, overriding the policy's) and the dtype gradients are reduced in
+# (Config.reduce_dtype, FSDP MixedPrecision.reduce_dtype); "policy": the precision policy's own.
+PARAM_DTYPES = ("fp32", "bf16", "fp16")
+REDUCE_DTYPES = ("fp32", "bf16", "fp16")
+# The units sizes show in: GiB (2^30 bytes) or GB (10^9), each with the other beside it in totals.
+UNITS = (("GiB", "GiB (2^30 bytes)"), ("GB", "GB (10^9 bytes)"))
+OTHER_UNIT = {"GiB": "GB", "GB": "GiB"}
+# Named starting points: [key, label, Config settings, form settings (the unit)]. Choosing one sets the form.
+# "classic-8b" is seed 004's worked example: Llama 3 8B on one GPU, bf16 with Adam, one sequence of 4,096
+# tokens, selective recomputation counted by Korthikanti's 34sbh, plus a flat 10 % framework overhead: 161.4 GB
+# (content/calculator.md, "Overheads are assumptions").
+STARTS = (
+    ("classic-8b", "Llama 3 8B, one GPU, the classic recipe (161.4 GB)",
+     {"model": "llama-3-8b", "precision": "bf16-mixed", "optimizer": "adam", "micro_batch": 1, "seq_len": 4096,
+      "recompute": "selective", "activation_formula": "korthikanti", "overhead_fraction": 0.1}, {"unit": "GB"}),
+    ("fsdp-8b", "Llama 3 8B, FSDP on 8 GPUs",
+     {"model": "llama-3-8b", "precision": "bf16-mixed", "optimizer": "adamw", "seq_len": 4096, "micro_batch": 1,
+      "recompute": "selective", "fsdp": "FULL_SHARD", "dp": 8}, {}),
+    ("qlora-8b", "Llama 3 8B, QLoRA on one GPU",
+     {"model": "llama-3-8b", "seq_len": 4096, "lora_rank": 16, "qlora": True, "recompute": "full"}, {}),
+    ("3d-70b", "Llama 3 70B, 3D parallel on 128 GPUs",
+     {"model": "llama-3-70b", "seq_len": 4096, "tp": 8, "sequence_parallel": True, "pp": 4, "grad_accum": 16,
+      "dp": 4, "zero": 1, "implementation": "megatron", "attention": "flash", "recompute": "selective"}, {}),
+    ("serve-70b", "Llama 3 70B, served on 8 GPUs",
+     {"model": "llama-3-70b", "mode": "serve", "tp": 8, "batch": 32, "context": 8192}, {}),
+)
 SERVE_WEIGHTS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
 KV_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
 FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM",
@@ -72,6 +101,10 @@ TEXTS = {
     "serve_answers": ["Largest batch that fits on {0}: {1}", "Longest context that fits on {0}: {1}"],
     "none": ["none, even 1 does not fit", "none fits"],
     "tokens": "{0} tokens",
+    # The readouts: the architecture as the model counts it, and how many GPUs share each model state.
+    "arch": "{0} parameters{1}; {2} layers, hidden {3}, {4} heads, {5} KV heads",
+    "active": " ({0} active per token)",
+    "shards": "Shard factor ({0}): weights split over {1} GPU{4}, gradients over {2}, optimizer states over {3}",
     # The nearest changes that make a run fit (FIXES), as links; the line when none of them does.
     "fixes": "What would fit on {0}:",
     "fixes_none": "None of the usual changes (a smaller batch, recomputation, more GPUs, a shorter sequence) makes "
@@ -145,6 +178,10 @@ ARCH_CONTROLS = (
 )
 TRAIN_CONTROLS = (
     Control("precision", "Precision policy", "select", _pairs(tuple(PRECISIONS)), "train"),
+    Control("param_dtype", "Parameter dtype", "select", (("policy", "the policy's own"), *_pairs(PARAM_DTYPES)),
+            "train"),
+    Control("reduce_dtype", "Reduce dtype", "select", (("policy", "the gradients' own"), *_pairs(REDUCE_DTYPES)),
+            "train"),
     Control("optimizer", "Optimizer", "select", _pairs(OPTIMIZERS), "train"),
     Control("optimizer_impl", "Optimizer step", "select",
             (("default", "the optimizer's own"), *_pairs(OPTIMIZER_IMPLS)), "train"),
@@ -189,7 +226,9 @@ def form_groups(gpus: list[tuple[str, str, int]], models: dict[str, Architecture
     """The form as (legend, show, controls) groups, in page order."""
     model_choices = tuple((key, arch.extra.get("display", key)) for key, arch in models.items())
     return [
-        ("Model", "", (Control("model", "Model", "select", model_choices + ((CUSTOM, "Custom architecture"),)),
+        ("Model", "", (Control("start", "Starting point", "select",
+                               (("", "your own settings"), *((key, label) for key, label, _, _ in starts(models)))),
+                       Control("model", "Model", "select", model_choices + ((CUSTOM, "Custom architecture"),)),
                        Control("mode", "Run", "radio", (("train", "Training"), ("serve", "Serving"))))),
         ("Custom architecture", CUSTOM, ARCH_CONTROLS),
         ("Training", "train", TRAIN_CONTROLS),
@@ -197,6 +236,7 @@ def form_groups(gpus: list[tuple[str, str, int]], models: dict[str, Architecture
         ("Parallelism and sharding", "", PARALLEL_CONTROLS),
         ("Overheads and GPU", "", (
             Control("overhead", "Framework overhead", "number", low=0, high=999, hint="% of the rest"),
+            Control("unit", "Sizes in", "select", UNITS),
             Control("gpu", "GPU for the questions", "select", tuple((g[0], g[1]) for g in gpus)))),
     ]
 
@@ -213,7 +253,8 @@ def arch_state(arch: Architecture) -> dict[str, str]:
 
 _PLAIN = Config()
 # The form's values for a plain run (Config's defaults), before a preset's settings apply.
-PLAIN_STATE = {"mode": _PLAIN.mode, "precision": _PLAIN.precision, "optimizer": _PLAIN.optimizer,
+PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PLAIN.precision,
+               "param_dtype": "policy", "reduce_dtype": "policy", "optimizer": _PLAIN.optimizer,
                "optimizer_impl": _PLAIN.optimizer_impl or "default",
                "micro_batch": str(_PLAIN.micro_batch), "seq_len": str(_PLAIN.seq_len),
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute,
@@ -261,7 +302,9 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
         elif option == "overhead_fraction":
             state["overhead"] = str(round(float(value) * 100))
         elif option == "param_dtype":
-            state["weights"] = value
+            state["weights" if settings.get("mode", "train") == "serve" else "param_dtype"] = value
+        elif option == "reduce_dtype":
+            state["reduce_dtype"] = value
         elif option == "optimizer_impl":
             state["optimizer_impl"] = value or "default"
         elif option == "kv_dtype":
@@ -269,6 +312,17 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
         elif option not in ("model", "pp_schedule"):
             raise ValueError(f"calculator: option {option!r} has no control in the calculator")
     return state
+
+
+def starts(models: dict[str, Architecture]) -> list[tuple]:
+    """The starting points whose model the widget's catalog has."""
+    return [start for start in STARTS if start[2].get("model", "llama-3-8b") in models]
+
+
+def start_state(key: str, models: dict[str, Architecture], gpu: str) -> dict[str, str]:
+    """The form state a named starting point (STARTS) sets."""
+    _, _, settings, form = next(start for start in STARTS if start[0] == key)
+    return default_state(settings, models, gpu) | form | {"start": key}
 
 
 def _int(text: str) -> int:
@@ -298,7 +352,8 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
     virtual = _int(state[INT_CONTROLS["pp_virtual_stages"]])
     return Config(
         model=arch, mode=state["mode"], precision=state["precision"] if train else "bf16",
-        param_dtype=None if train else state["weights"], optimizer=state["optimizer"],
+        param_dtype=(None if state["param_dtype"] == "policy" else state["param_dtype"]) if train else state["weights"],
+        reduce_dtype=None if state["reduce_dtype"] == "policy" else state["reduce_dtype"], optimizer=state["optimizer"],
         optimizer_impl=None if state["optimizer_impl"] == "default" else state["optimizer_impl"],
         micro_batch=_int(state["micro_batch"]), seq_len=_int(state["seq_len"]), grad_accum=_int(state["grad_accum"]),
         recompute=state["recompute"], recompute_layers=_int(state["recompute_layers"]), attention=state["attention"], loss=state["loss"],
@@ -346,9 +401,34 @@ def run_text(config: Config) -> str:
     return TEXTS["serve"].format(config.param_dtype, config.batch, f"{config.context:,}")
 
 
-def verdict_text(total: int, gpu: tuple[str, str, int]) -> str:
-    """'H100 SXM 80GB (79.6 GiB usable): fits with 54.4 GiB headroom'."""
-    return TEXTS["verdict"].format(gpu[1], format_bytes(gpu[2]), Fit(gpu[2], total).verdict("GiB"))
+def verdict_text(total: int, gpu: tuple[str, str, int], unit: str = "GiB") -> str:
+    """'H100 SXM 80GB (79.6 GiB usable): fits with 54.4 GiB headroom', in `unit`."""
+    return TEXTS["verdict"].format(gpu[1], format_bytes(gpu[2], unit), Fit(gpu[2], total).verdict(unit))
+
+
+def both_units(n_bytes: int, unit: str) -> str:
+    """'15.0 GiB = 16.1 GB': the chosen unit first, the other beside it (TEXTS['total'])."""
+    return TEXTS["total"].format(format_bytes(n_bytes, unit), format_bytes(n_bytes, OTHER_UNIT[unit]))
+
+
+def arch_text(config: Config) -> str:
+    """The active architecture (TEXTS['arch']): parameters (and active ones for MoE), layers, hidden, heads."""
+    arch = config.model
+    total, active = param_count(arch), active_param_count(arch)
+    return TEXTS["arch"].format(f"{total:,}", TEXTS["active"].format(f"{active:,}") if active != total else "",
+                                arch.layers, arch.hidden, arch.heads, arch.n_kv_heads)
+
+
+# How many GPUs share the weights, gradients and optimizer states (builder.model.states.SHARDING), the script
+# evaluates the same rules.
+SHARD_RULES = RuleSet(symbols={key: rule for key, rule in STATE_SHARDING.items() if key != "exact_shapes"}, parts=())
+
+
+def shards_text(config: Config) -> str:
+    """The shard factor (TEXTS['shards']): the GPUs each model state is split over."""
+    env = SHARD_RULES.environment(run_inputs(config.model, config))
+    ranks = [int(env[f"{state}_ranks"]) for state in ("param", "grad", "optimizer")]
+    return TEXTS["shards"].format(env["shard_label"], *ranks, "s" if ranks[0] > 1 else "")
 
 
 def basis_text(needed: Need) -> str:
@@ -359,10 +439,11 @@ def basis_text(needed: Need) -> str:
 def summary_text(state: dict[str, str], config: Config, breakdown: Breakdown, needed: Need,
                  gpu: tuple[str, str, int], models: dict[str, Architecture]) -> str:
     """The text summary the figure is labelled by: model, inputs, what the run needs per GPU, verdict."""
+    unit = state["unit"]
     return TEXTS["summary"].format(model_name(state, models), f"{breakdown.params:,}", run_text(config),
-                                   layout_text(state, config), format_bytes(needed.bytes),
-                                   format_bytes(needed.bytes, "GB"), basis_text(needed),
-                                   format_bytes(breakdown.total), verdict_text(needed.bytes, gpu))
+                                   layout_text(state, config), format_bytes(needed.bytes, unit),
+                                   format_bytes(needed.bytes, OTHER_UNIT[unit]), basis_text(needed),
+                                   format_bytes(breakdown.total, unit), verdict_text(needed.bytes, gpu, unit))
 
 
 def answer_texts(config: Config, gpu: tuple[str, str, int]) -> tuple[str, str]:
@@ -450,7 +531,7 @@ def custom_base() -> dict[str, Any]:
 
 # The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs); the dtype
 # table travels once, as "dtypes".
-FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype", "reduce_dtype",
+FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype",
                 "lora_targets", "qlora_double_quant", "allocator_reserve", "overhead_bytes", "cuda_context_bytes")
 
 
@@ -490,6 +571,12 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         # Every part's reader-facing name (builder.model.partnames): the script shows these, never the keys.
         "names": PART_NAMES,
         "fixes": FIXES, "fixLimits": FIX_LIMITS, "maxFixes": MAX_FIXES,
+        # The shard factor's rules (builder.model.states.SHARDING) and the other unit for each.
+        "sharding": SHARD_RULES.encode(), "otherUnit": OTHER_UNIT,
+        # The named starting points: the form state each sets (every control but the GPU), as its differences
+        # from the defaults.
+        "starts": {key: {k: v for k, v in start_state(key, models, defaults["gpu"]).items()
+                         if k != "gpu" and v != defaults[k]} for key, *_ in starts(models)},
     }
 
 
@@ -505,24 +592,25 @@ def results(state: dict[str, str], models: dict[str, Architecture], gpus: list[t
         breakdown, needed = assess(config)
     except ValueError as error:
         return {"error": str(error), "summary": TEXTS["invalid"].format(model_name(state, models), error)}
-    total, required = breakdown.total, needed.bytes
+    total, required, unit = breakdown.total, needed.bytes, state["unit"]
     answers = answer_texts(config, chosen)
     return {
         "error": "",
         "summary": summary_text(state, config, breakdown, needed, chosen, models),
-        "parts": [{"name": p.name, "label": reader_name(p.name), "bytes": p.bytes, "size": format_bytes(p.bytes), "rule": p.per_unit,
-                   "source": p.source, "bucket": p.bucket} for p in breakdown.parts],
-        "total": total, "total_text": TEXTS["total"].format(format_bytes(total), format_bytes(total, "GB")),
-        "need": required, "need_text": TEXTS["total"].format(format_bytes(required), format_bytes(required, "GB")),
+        "parts": [{"name": p.name, "label": reader_name(p.name), "bytes": p.bytes, "size": format_bytes(p.bytes, unit),
+                   "rule": p.per_unit, "source": p.source, "bucket": p.bucket} for p in breakdown.parts],
+        "unit": unit, "arch": arch_text(config), "shards": shards_text(config),
+        "total": total, "total_text": both_units(total, unit),
+        "need": required, "need_text": both_units(required, unit),
         "basis": basis_text(needed),
-        "host": TEXTS["host"].format(format_bytes(breakdown.host_total)) if breakdown.host_parts else "",
-        "fits": [{"id": g[0], "fits": required <= g[2], "text": verdict_text(required, g)} for g in gpus],
-        "verdict": verdict_text(required, chosen), "fits_chosen": required <= chosen[2],
+        "host": TEXTS["host"].format(format_bytes(breakdown.host_total, unit)) if breakdown.host_parts else "",
+        "fits": [{"id": g[0], "fits": required <= g[2], "text": verdict_text(required, g, unit)} for g in gpus],
+        "verdict": verdict_text(required, chosen, unit), "fits_chosen": required <= chosen[2],
         "fixes": [{"text": text, "link": list(link_state(changed, defaults or state).items())}
                   for text, changed in ([] if required <= chosen[2] else fixes(state, models, chosen[2]))],
         "fixes_head": TEXTS["fixes"].format(chosen[1]), "fixes_none": TEXTS["fixes_none"].format(chosen[1]),
         "max_batch": answers[0], "max_seq": answers[1],
-        "chart": chart_geometry(breakdown, needed, [g for g in gpus if g[0] in shown or g[0] == chosen[0]], chosen),
+        "chart": chart_geometry(breakdown, needed, [g for g in gpus if g[0] in shown or g[0] == chosen[0]], chosen, unit),
     }
 
 
@@ -532,7 +620,7 @@ def pct(value: float) -> str:
 
 
 def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, str, int]],
-                   chosen: tuple[str, str, int]) -> dict[str, Any]:
+                   chosen: tuple[str, str, int], unit: str = "GiB") -> dict[str, Any]:
     """Bar segments (the parts), the need's mark, capacity lines and overflow past the chosen GPU (from its
     capacity to the need), in percent of the chart width (the script does the same)."""
     total, required = breakdown.total, needed.bytes
@@ -541,14 +629,15 @@ def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, st
     for part in breakdown.parts:
         shade[part.bucket] = shade.get(part.bucket, -1) + 1
         segments.append({"x": pct(100 * offset / scale), "w": pct(100 * part.bytes / scale), "bucket": part.bucket,
-                         "shade": shade[part.bucket] % 3, "title": f"{reader_name(part.name)}: {format_bytes(part.bytes)}"})
+                         "shade": shade[part.bucket] % 3, "title": f"{reader_name(part.name)}: {format_bytes(part.bytes, unit)}"})
         offset += part.bytes
     rows = [{"x": pct(100 * g[2] / scale), "end": g[2] / scale > 0.5, "y": 14 + 18 * i,
-             "text": f"{short_gpu_name(g[1])}: {format_bytes(g[2])}"} for i, g in enumerate(lines)]
+             "text": f"{short_gpu_name(g[1])}: {format_bytes(g[2], unit)}"} for i, g in enumerate(lines)]
     overflow = None
     if required > chosen[2]:
         overflow = {"x": pct(100 * chosen[2] / scale), "w": pct(100 * (max(total, required) - chosen[2]) / scale)}
-    label = format_bytes(total) if required == total else TEXTS["bar_label"].format(format_bytes(required))
+    label = (format_bytes(total, unit) if required == total
+             else TEXTS["bar_label"].format(format_bytes(required, unit)))
     return {"segments": segments, "lines": rows, "bar_y": 18 * len(lines) + 6, "height": 18 * len(lines) + 56,
             "overflow": overflow, "need_x": pct(100 * required / scale) if required != total else "",
             "label_x": pct(100 * required / scale), "label_end": required / scale > 0.5, "label_text": label}

@@ -30,9 +30,10 @@ WIDGETS.calculator = (root, D) => {
     }
     const pol = [...D.policies[train ? st.precision : "bf16"]];
     if (!train) pol[0] = st.weights;
+    else if (st.param_dtype != "policy") pol[0] = st.param_dtype;
     const c = { A, train, pol, opt: st.optimizer, impl: st.optimizer_impl == "default" ? "" : st.optimizer_impl, rec: st.recompute, recLayers: n("recompute_layers"), attention: st.attention, loss: st.loss,
       formula: st.formula, drop: st.dropout == "1", oa: +(st.offload_activations == "1"), fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
-      sp: st.sp == "1", offload: st.offload,
+      sp: st.sp == "1", offload: st.offload, reduce: st.reduce_dtype == "policy" ? "" : st.reduce_dtype,
       r: n("lora_rank"), ql: st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
     for (const k in D.ints) c[k] = n(D.ints[k]);
     return c;
@@ -43,7 +44,7 @@ WIDGETS.calculator = (root, D) => {
     return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
       dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
       offload: c.offload, optimizer: c.opt, optimizer_impl: c.impl, param_dtype: pol[0], master_dtype: pol[1] || "", grad_dtype: pol[2],
-      optimizer_state_dtype: pol[3], activation_dtype: pol[4], autocast: pol[5], recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv,
+      optimizer_state_dtype: pol[3], activation_dtype: pol[4], autocast: pol[5], recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
       attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
       activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
       lora_rank: c.r, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
@@ -53,22 +54,36 @@ WIDGETS.calculator = (root, D) => {
   const estimate = (c, words) => priced(runInputs(c), words);
 
   // Texts and figure, as calculator.results and the partial's macros make them.
-  const verdict = (total, g) => fill(T.verdict, g[1], fmtBytes(g[2]), fill(T[total <= g[2] ? "fits" : "exceeds"], fmtBytes(Math.abs(g[2] - total))));
+  const verdict = (total, g, U) => fill(T.verdict, g[1], fmtBytes(g[2], U), fill(T[total <= g[2] ? "fits" : "exceeds"], fmtBytes(Math.abs(g[2] - total), U)));
+  // calculator.both_units: the chosen unit, the other beside it.
+  const both = (n, U) => fill(T.total, fmtBytes(n, U), fmtBytes(n, D.otherUnit[U]));
+  // calculator.arch_text and shards_text: the architecture as the model counts it (builder.model.tensors' shape
+  // rules) and the GPUs each model state is split over (builder.model.states.SHARDING, sent as D.sharding).
+  const shardsOf = ruleSymbols(D.sharding);
+  const archText = (A) => {
+    const s = shapeOf(A);
+    return fill(T.arch, commas(s.parameters), s.active_parameters != s.parameters ? fill(T.active, commas(s.active_parameters)) : "",
+      A.layers, A.hidden, A.heads, A.kv_heads || A.heads);
+  };
+  const shardsText = (run) => {
+    const e = shardsOf(run), r = [e.param_ranks, e.grad_ranks, e.optimizer_ranks];
+    return fill(T.shards, e.shard_label, ...r, r[0] > 1 ? "s" : "");
+  };
   const css = (name) => name.split("/")[0].replace("_", "-");
   // calculator.chart_geometry: the parts stacked, the need marked where it differs, overflow from the chosen GPU's capacity.
-  const chart = (parts, total, need, gpu) => {
+  const chart = (parts, total, need, gpu, U) => {
     const lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), end = max(total, need), scale = max(end, ...lines.map((g) => g[2])) * 1.15;
     const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = 18 * lines.length + 6, side = (x) => (x / scale > 0.5 ? ["end", -4] : ["start", 4]);
     const shade = {};
     let x = 0;
-    return put("svg", y + 50, lines.map((g, i) => put("capacity", pc(g[2]), 18 * i + 4, y + 32, 18 * i + 14, ...side(g[2]), g[3] + ": " + fmtBytes(g[2]))).join("")
+    return put("svg", y + 50, lines.map((g, i) => put("capacity", pc(g[2]), 18 * i + 4, y + 32, 18 * i + 14, ...side(g[2]), g[3] + ": " + fmtBytes(g[2], U))).join("")
       + parts.map(([name, n]) => {
         const b = css(name);
         shade[b] = (shade[b] ?? -1) + 1;
         x += n;
-        return put("segment", b, shade[b] % 3, pc(x - n), y, pc(n), D.names[name] + ": " + fmtBytes(n));
+        return put("segment", b, shade[b] % 3, pc(x - n), y, pc(n), D.names[name] + ": " + fmtBytes(n, U));
       }).join("") + (need > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(end - gpu[2])) : "") + (need != total ? put("peak", pc(need), y - 4, y + 32) : "")
-      + put("label", pc(need), y + 44, ...side(need), need == total ? fmtBytes(total) : fill(T.bar_label, fmtBytes(need))));
+      + put("label", pc(need), y + 44, ...side(need), need == total ? fmtBytes(total, U) : fill(T.bar_label, fmtBytes(need, U))));
   };
   // calculator.fixes: the nearest changes that make a run fit (D.fixes, defined once in Python, in its order), each as
   // its text and the state it leads to. A form state's need, or null when the model refuses the run.
@@ -106,7 +121,7 @@ WIDGETS.calculator = (root, D) => {
   };
   let shownFixes = [];
   const render = (st) => {
-    const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n;
+    const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n, U = st.unit;
     let text, error = "";
     try {
       const c = cfg(st), { parts, host, need, phase } = estimate(c, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
@@ -116,15 +131,16 @@ WIDGETS.calculator = (root, D) => {
       if (train && st.shard != "0") items.push(form.elements.shard.selectedOptions[0].text);
       const run = train ? fill(T.train, st.precision, c.opt, c.r ? fill(T.lora, c.r, c.ql ? T.qlora : "") : "", c.micro_batch, commas(c.seq_len)) : fill(T.serve, st.weights, c.batch, commas(c.context));
       const answers = T[st.mode + "_answers"], basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve;
-      text = fill(T.summary, name, commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need), fmtBytes(need, "GB"), basis, fmtBytes(total), verdict(need, gpu));
+      text = fill(T.summary, name, commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need, U), fmtBytes(need, D.otherUnit[U]), basis, fmtBytes(total, U), verdict(need, gpu, U));
       shownFixes = ok ? [] : fixes(st, gpu[2]);
       const fixList = ok ? "" : shownFixes.length ? put("fixes", fill(T.fixes, gpu[1]), shownFixes.map(([text, to]) => put("fix", href(to), text)).join(""))
         : put("nofix", fill(T.fixes_none, gpu[1]));
-      out("result").innerHTML = put("result", chart(parts, total, need, gpu), ok, ok ? "" : D.tpl.badge, verdict(need, gpu), need, fill(T.total, fmtBytes(need), fmtBytes(need, "GB")), basis,
-        total, fill(T.total, fmtBytes(total), fmtBytes(total, "GB")), host ? put("host", fill(T.host, fmtBytes(host))) : "",
-        parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1]), p[2], p[3], D.names[p[0]])).join(""),
-        D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g))).join(""),
-        fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]), fixList);
+      out("result").innerHTML = put("result", chart(parts, total, need, gpu, U), ok, ok ? "" : D.tpl.badge, verdict(need, gpu, U), need, both(need, U), basis,
+        total, both(total, U), host ? put("host", fill(T.host, fmtBytes(host, U))) : "",
+        parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1], U), p[2], p[3], D.names[p[0]])).join(""),
+        D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U))).join(""),
+        fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]), fixList,
+        U, archText(A), shardsText(runInputs(c)));
     } catch (e) {
       if (!e.msg) throw e;
       error = e.msg;
@@ -148,6 +164,11 @@ WIDGETS.calculator = (root, D) => {
     // Picking a catalog model fills the custom fields with its shape (calculator.arch_state): a custom model starts from it.
     const A = event && event.target.name == "model" && D.models[event.target.value];
     if (A) for (const k in A.form) set(k, A.form[k]);
+    // A named starting point (calculator.STARTS) sets the form; changing any other setting leaves it.
+    const start = event && event.target.name == "start" && D.starts[event.target.value];
+    if (start) {
+      for (const [k, v] of Object.entries({ ...D.defaults, ...start })) if (k != "gpu") set(k, v);
+    } else if (event && event.target.name && event.target.name != "start") set("start", "");
     const st = read();
     save(linked(st));
     render(st);

@@ -57,6 +57,8 @@ READ = """(selector) => {
     fits: [...root.querySelectorAll('.calc-fits li')].map(li => [li.dataset.gpu, li.dataset.fits === 'true',
       li.textContent.slice(2)]),
     max_batch: text('[data-out=max_batch]'), max_seq: text('[data-out=max_seq]'),
+    arch: text('[data-out=arch]'), shards: text('[data-out=shards]'),
+    unit: root.querySelector('.calc-table thead th:nth-child(2)') && root.querySelector('.calc-table thead th:nth-child(2)').textContent,
     id: root.id, labels: [...root.querySelectorAll('[data-part] th')].map(th => th.textContent),
     fixes: [...root.querySelectorAll('[data-fix]')].map(a => [a.textContent, a.getAttribute('href')]),
     fixes_text: text('.calc-fixes'),
@@ -110,7 +112,7 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
     seq = rng.choice([128, 512, 1000, 2048, 4096, 8192])
     cp = rng.choice([c for c in (1, 1, 2, 4) if seq % c == 0])
     s.update(tp=str(tp), pp=str(pp), vpp=str(vpp), dp=str(dp), ep=str(ep), cp=str(cp), sp=rng.choice("01"),
-             gpu=rng.choice(GPUS)[0], overhead=str(rng.choice([0, 0, 5, 10, 17])))
+             gpu=rng.choice(GPUS)[0], overhead=str(rng.choice([0, 0, 5, 10, 17])), unit=rng.choice(["GiB", "GB"]))
     if train:
         shard = rng.choice(["0", "1", "2", "3", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"])
         if shard == "HYBRID_SHARD" and dp % min(dp, 8):
@@ -120,6 +122,8 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
         offload = rng.choice(["none", "none"] + (["optimizer"] if stage >= 1 else []) + (["params", "both"] if stage >= 3 else []))
         lora = rng.choice([0, 0, 0, 8, 64])
         s.update(precision=rng.choice(list(PRECISIONS)), optimizer=rng.choice(OPTIMIZERS),
+                 param_dtype=rng.choice(["policy", "policy", *calc.PARAM_DTYPES]),
+                 reduce_dtype=rng.choice(["policy", "policy", *calc.REDUCE_DTYPES]),
                  micro_batch=str(rng.choice([1, 2, 3, 8])), seq_len=str(seq), grad_accum=str(rng.choice([1, 2, 8])),
                  recompute=rng.choice(["none", "selective", "full"]), attention=rng.choice(["eager", "sdpa", "flash"]),
                  formula=rng.choice(["hf", "hf", "megatron", "korthikanti"]), dropout=rng.choice("01"), shard=shard,
@@ -170,6 +174,7 @@ def compare(got: dict, want: dict, where: str) -> tuple[list[str], int]:
     texts = {"summary": want["summary"], "live": want["summary"], "total_text": want["total_text"],
              "need_text": want["need_text"], "basis": want["basis"],
              "max_batch": want["max_batch"], "max_seq": want["max_seq"], "host": want["host"] or None,
+             "arch": want["arch"], "shards": want["shards"], "unit": want["unit"],
              "verdict": ("DOESN'T FIT " if not want["fits_chosen"] else "") + want["verdict"]}
     problems += [f"{where}: {key} {got[key]!r} != {value!r}" for key, value in texts.items() if got[key] != value]
     fits = [[f["id"], f["fits"], f["text"]] for f in want["fits"]]
@@ -565,3 +570,50 @@ def test_clicking_a_suggestion_applies_it_and_the_run_then_fits(calculator, inde
     assert again["state"] == target[1] and again["need"] == got["need"]
     reopened.close()
     assert visit.problems() == []
+
+
+# Issue 19 section 2: named starting points, the unit switch, the readouts, parameter and reduce dtypes ----------
+
+def test_choosing_the_classic_start_shows_161_4_gb(calculator):
+    """Seed 004's worked example, chosen from the starting points as a reader picks it: the form takes its
+    settings and the sum of parts reads 161.4 GB, as Python computes it; changing another setting leaves it."""
+    page, data, visit = calculator
+    page.locator(f"{WIDGET} [name=start]").select_option("classic-8b")
+    got = page.evaluate(READ, WIDGET)
+    want_state = calc.start_state("classic-8b", MODELS, data["defaults"]["gpu"])
+    assert got["state"] == want_state
+    assert got["state"]["unit"] == "GB" and got["state"]["formula"] == "korthikanti" and got["state"]["overhead"] == "10"
+    assert got["total_text"].startswith("161.4 GB = ") and got["unit"] == "GB"
+    problems, worst = compare(got, expected(want_state, data["shown"]), "classic-8b")
+    assert problems == [] and worst == 0
+    page.locator(f"{WIDGET} [name=micro_batch]").fill("2")
+    assert page.evaluate(READ, WIDGET)["state"]["start"] == ""
+    assert visit.problems() == []
+
+
+@pytest.mark.parametrize("start", [key for key, *_ in calc.STARTS])
+def test_every_start_matches_python(calculator, start):
+    page, data, _ = calculator
+    page.locator(f"{WIDGET} [name=start]").select_option(start)
+    got = page.evaluate(READ, WIDGET)
+    want_state = calc.start_state(start, MODELS, data["defaults"]["gpu"])
+    assert got["state"] == want_state
+    assert compare(got, expected(want_state, data["shown"]), start)[0] == []
+
+
+def test_unit_dtypes_and_start_live_in_the_url_and_old_links_still_open(calculator, open_page):
+    page, data, _ = calculator
+    state = data["defaults"] | {"unit": "GB", "param_dtype": "fp32", "reduce_dtype": "fp32", "model": "mixtral-8x7b"}
+    shown = set_state(page, state)
+    assert shown["unit"] == "GB" and "active per token" in shown["arch"]
+    page.wait_for_function("() => location.search.includes('calculator-1.reduce_dtype=fp32')")
+    query = page.evaluate("location.search")
+    assert "calculator-1.unit=GB" in query and "calculator-1.param_dtype=fp32" in query
+    with open_page(PAGE + query) as visit:
+        restored = visit.page.evaluate(READ, WIDGET)
+        assert restored["state"] == state and restored["summary"] == shown["summary"]
+    # A link from before these controls: they take their defaults (GiB, the policy's dtypes).
+    with open_page(PAGE + "?calculator-1.mode=serve&calculator-1.tp=2") as visit:
+        restored = visit.page.evaluate(READ, WIDGET)
+        assert restored["state"] == data["defaults"] | {"mode": "serve", "tp": "2"}
+        assert restored["unit"] == "GiB" and visit.problems() == []
