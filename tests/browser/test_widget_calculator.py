@@ -606,9 +606,9 @@ def test_unit_dtypes_and_start_live_in_the_url_and_old_links_still_open(calculat
     state = data["defaults"] | {"unit": "GB", "param_dtype": "fp32", "reduce_dtype": "fp32", "model": "mixtral-8x7b"}
     shown = set_state(page, state)
     assert shown["unit"] == "GB" and "active per token" in shown["arch"]
-    page.wait_for_function("() => location.search.includes('calculator-1.reduce_dtype=fp32')")
+    page.wait_for_function("() => location.search.includes('calc.reduce_dtype=fp32')")
     query = page.evaluate("location.search")
-    assert "calculator-1.unit=GB" in query and "calculator-1.param_dtype=fp32" in query
+    assert "calc.unit=GB" in query and "calc.param_dtype=fp32" in query
     with open_page(PAGE + query) as visit:
         restored = visit.page.evaluate(READ, WIDGET)
         assert restored["state"] == state and restored["summary"] == shown["summary"]
