@@ -594,16 +594,22 @@ def plan_capacity_lines(spec: ChartSpec, frame: Frame, line_end: float,
     items: list[Box | Strokes | Words] = []
     for gpu in sorted(spec.gpus, key=lambda g: (g.usable_bytes, g.display)):
         y = frame.y_of(gpu.usable_bytes)
-        gaps = sorted((x0 - 3, x1 + 3) for x0, top, x1, bottom in boxes if top - 1 <= y <= bottom + 1)
-        pieces, start = [], frame.axis_x
-        for gap_start, gap_end in gaps:
-            if gap_start > start:
-                pieces.append(((round(start, 2), y), (round(gap_start, 2), y)))
-            start = max(start, gap_end)
-        if start < line_end:
-            pieces.append(((round(start, 2), y), (line_end, y)))
-        items.extend(with_halo(Strokes(tuple(pieces), "tm-capacity", 1.2, dashed=True)))
+        gaps = [(x0 - 3, x1 + 3) for x0, top, x1, bottom in boxes if top - 1 <= y <= bottom + 1]
+        pieces = tuple(((start, y), (end, y)) for start, end in open_spans(frame.axis_x, line_end, gaps))
+        items.extend(with_halo(Strokes(pieces, "tm-capacity", 1.2, dashed=True)))
     return items
+
+
+def open_spans(start: float, end: float, gaps: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The stretches of [start, end] that no gap covers (a dashed line broken where notes sit on it), rounded."""
+    spans = []
+    for gap_start, gap_end in sorted(gaps):
+        if gap_start > start:
+            spans.append((round(start, 2), round(gap_start, 2)))
+        start = max(start, gap_end)
+    if start < end:
+        spans.append((round(start, 2), round(end, 2)))
+    return spans
 
 
 def plan_example(spec: ChartSpec, width: float, top: float) -> tuple[list[Box | Strokes | Words], float]:
@@ -736,14 +742,7 @@ def vertical_pieces(x: float, top: float, bottom: float,
         left = w.x - (width / 2 if w.anchor == "middle" else width if w.anchor == "end" else 0)
         if not w.vertical and left - 3 <= x <= left + width + 3:
             gaps.append((w.y - w.size - 1, w.y + 4))
-    pieces, start = [], top
-    for gap_top, gap_bottom in sorted(gaps):
-        if gap_top > start:
-            pieces.append(((x, round(start, 2)), (x, round(gap_top, 2))))
-        start = max(start, gap_bottom)
-    if start < bottom:
-        pieces.append(((x, round(start, 2)), (x, round(bottom, 2))))
-    return tuple(pieces)
+    return tuple(((x, y0), (x, y1)) for y0, y1 in open_spans(top, bottom, gaps))
 
 
 def plan_rows(spec: ChartSpec, width: float) -> Drawing:

@@ -100,15 +100,24 @@ def run_words(config: Config) -> str:
     return TEXTS["run"].format(config.precision, config.optimizer, config.micro_batch, f"{config.seq_len:,}", where)
 
 
-def texts(params: int, zero: int, gpu_count: int, data: dict[str, Any], models: dict[str, Any]) -> dict[str, str]:
-    """Every text of the figure for one state, keyed as the partial's data-t attributes."""
+def comparisons(params: int, zero: int, gpu_count: int, data: dict[str, Any],
+                models: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The full model's need on one GPU, and per GPU under ZeRO stage `zero` on `gpu_count` GPUs."""
+    alone, shared = (full_model.compare(models, params, config, run_words(config))
+                     for config in (full_config(data, 0, 1), full_config(data, zero, gpu_count)))
+    return alone, shared
+
+
+def texts(params: int, zero: int, gpu_count: int, data: dict[str, Any], models: dict[str, Any],
+          compared: tuple[dict[str, Any], dict[str, Any]] | None = None) -> dict[str, str]:
+    """Every text of the figure for one state, keyed as the partial's data-t attributes (`compared`: the
+    state's `comparisons`, when already worked out)."""
     segments = data["segments"]
     full = figure_bytes(params, 0, 1, segments)
     per = figure_bytes(params, zero, gpu_count, segments)
     short = format_params(params)
     stage = STAGE_NAMES[zero]
-    alone, shared = (full_model.compare(models, params, config, run_words(config))
-                     for config in (full_config(data, 0, 1), full_config(data, zero, gpu_count)))
+    alone, shared = compared or comparisons(params, zero, gpu_count, data, models)
     shown = shared if zero else alone
     out = {"p": short, "tot": format_bytes(sum(full)), "per": format_bytes(sum(per)),
            "ftot": f"Total = {short} × {data['sum']} B = {format_bytes(sum(full))}",
@@ -253,12 +262,13 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             "rules": SEGMENTS.encode(), "t": TEXTS, "full": full_model.comparison_data(models)}
     data["start"] = {"p": params, "z": zero, "n": gpu_count}
     data["base"] = full_model.run_base(full_config(data, 0, 1))
-    needs = [full_model.compare(models, params, full_config(data, z, n), "")["need"] for z, n in ((0, 1), (zero, gpu_count))]
+    compared = comparisons(params, zero, gpu_count, data, models)
+    needs = [c["need"] for c in compared]
     return {"data": data, "params": params, "zero": zero, "gpu_count": gpu_count,
             "step": slider_step(params, data), "words": params_words(params),
             "bytes": ",".join(map(str, figure_bytes(params, 0, 1, segments))) + ";"
                      + ",".join(map(str, figure_bytes(params, zero, gpu_count, segments))),
-            "texts": texts(params, zero, gpu_count, data, models), "bars": bars(params, zero, gpu_count, data, needs),
+            "texts": texts(params, zero, gpu_count, data, models, compared), "bars": bars(params, zero, gpu_count, data, needs),
             "needs": ",".join(map(str, needs)), "notes": [s for s in segments if s["note"]], "stages": STAGE_NAMES}
 
 

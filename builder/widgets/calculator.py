@@ -39,7 +39,7 @@ from builder.model.peak import Need, assess, need
 from builder.model.states import SHARDING as STATE_SHARDING
 from builder.model.questions import VERDICTS, Fit, _largest, max_micro_batch, max_seq_len
 from builder.model.units import format_bytes
-from builder.widgets.model_data import model_data
+from builder.widgets.model_data import json_value, model_data
 
 CUSTOM = "custom"
 # Recomputation named by its framework (the Activations page's table): Megatron-LM's selective recomputation.
@@ -533,11 +533,6 @@ def custom_base() -> dict[str, Any]:
 # table travels once, as "dtypes".
 FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype",
                 "lora_targets", "qlora_double_quant", "allocator_reserve", "overhead_bytes", "cuda_context_bytes")
-
-
-def json_value(value: Any) -> Any:
-    """An input as JSON: an exact fraction as the nearest double."""
-    return float(value) if isinstance(value, Fraction) else value
 
 
 def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]], shown: list[str],

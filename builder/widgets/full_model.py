@@ -11,7 +11,6 @@ sum stays on show, named as a sum. The browser evaluates the same rules (static/
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any
 
 from builder.model import Config
@@ -21,7 +20,7 @@ from builder.model.expr import Expr, best, encode, evaluate, maximum, sym
 from builder.model.inputs import config_inputs
 from builder.model.peak import Need, assess
 from builder.model.units import format_bytes
-from builder.widgets.model_data import model_data
+from builder.widgets.model_data import json_value, model_data
 
 
 
@@ -53,11 +52,6 @@ def catalog_rows(models: dict[str, Architecture]) -> list[dict[str, Any]]:
 def nearest_model(models: dict[str, Architecture], params: int) -> str:
     """The id of the catalog model nearest to `params` parameters (NEAREST)."""
     return evaluate(NEAREST, {"catalog": catalog_rows(models), "asked": params})["id"]
-
-
-def json_value(value: Any) -> Any:
-    """An input as JSON: an exact fraction as the nearest double."""
-    return float(value) if isinstance(value, Fraction) else value
 
 
 def run_base(config: Config) -> dict[str, Any]:

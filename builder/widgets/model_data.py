@@ -9,6 +9,7 @@ says" line) sends this and lets the shared script evaluate it, so no script hold
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
@@ -29,6 +30,11 @@ RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "cond
              "comm": COMM, "host": HOST, "overheads": OVERHEADS, "step": STEP}
 # A run is priced as training (saved activations, the moments of a step) or as serving (the KV cache).
 TRAINING = eq(sym("mode"), "train")
+
+
+def json_value(value: Any) -> Any:
+    """An input as JSON: an exact fraction as the nearest double."""
+    return float(value) if isinstance(value, Fraction) else value
 
 
 def model_data() -> dict[str, Any]:

@@ -22,6 +22,9 @@ function fmtBytes(bytes, unit = "GiB", digits = 1) {
   return text + " " + unit;
 }
 
+// A whole number with thousands separators, as Python's f"{n:,}": '8,030,261,248'.
+const commas = (n) => n.toLocaleString("en-US");
+
 // Deep links: a widget's state lives in the query string as <widget id>.<key>=<value>. A widget whose
 // author named it (id=calc) carries its old positional id (calculator-1) in data-legacy-id: a link
 // written before it was named is read with that prefix when the new one is absent, and the URL is

@@ -4,6 +4,19 @@ const addUp = (list) => list.reduce((a, b) => a + b, 0);
 const setAttrs = (el, attrs) => { for (const k in attrs) el.setAttribute(k, attrs[k]); };
 const isInt = (v, lo, hi) => Number.isSafeInteger(+v) && +v >= lo && +v <= hi;
 
+// builder.widgets.full_model.compare: the full model (02-model.js) for the catalog model nearest `params` (the NEAREST
+// rule), run with `base`'s settings and `changes`; `line(words)` is TEXTS['line'] for it.
+function nearestModel(F, base) {
+  const model = browserModel(F.model), nearest = compileRule(F.nearest);
+  return (params, changes) => {
+    const pick = nearest({ catalog: F.catalog, asked: params });
+    const full = model.estimate({ ...base, ...model.shapeOf(F.shapes[pick.id]), params: pick.parameters, ...changes }, false);
+    const line = (words) => fillText(F.t.line, pick.name, commas(pick.parameters), words, fmtBytes(full.need),
+      F.model.phases[full.phase], fmtBytes(full.total));
+    return { pick, need: full.need, line };
+  };
+}
+
 // Every [data-t] element gets texts[key] (summary, live region and table share keys); the URL
 // follows the state 300 ms after the last change (browsers throttle history updates).
 function painter(root, st) {

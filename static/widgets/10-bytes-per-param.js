@@ -16,17 +16,13 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   const slider = $(root, "[type=range]"), count = $(root, "[type=number]"), bars = $$(root, ".wdg-bar");
   const chips = $$(root, "[aria-pressed]"), group = $(root, "[role=radiogroup]"), fper = $(root, "[data-t=fper]");
   const rects = bars.map((b) => $$(b, ".tm-segment")), lines = $$(root, ".tm-capacity"), labels = $$(root, "text");
-  const T0 = d.t, F = d.full, fill = fillText, commas = (n) => n.toLocaleString("en-US");
-  const segmentBytes = ruleSymbols(d.rules), model = browserModel(F.model), nearest = compileRule(F.nearest);
+  const T0 = d.t, fill = fillText, segmentBytes = ruleSymbols(d.rules), compare = nearestModel(d.full, d.base);
   const bytes = (z, n) => segmentBytes({ params: st.p, zero_stage: z, gpus: n, segments: segs }).segment_bytes.map((r) => r.bytes);
   const left = (t, c) => (t <= c ? fill(T0.yes, fmtBytes(c - t)) : fill(T0.no, fmtBytes(t - c)));
   // full_model.compare: the nearest catalog model, run with the widget's precision and optimizer, ZeRO stage z on n GPUs.
   const priced = (z, n) => {
-    const pick = nearest({ catalog: F.catalog, asked: st.p });
-    const run = { ...d.base, ...model.shapeOf(F.shapes[pick.id]), params: pick.parameters, shard_stage: z, dp: n };
-    const full = model.estimate(run, false), where = z ? fill(T0.sharded, z, n) : T0.one;
-    const words = fill(T0.run, d.precision, d.optimizer, run.micro_batch, commas(run.seq_len), where);
-    return [full.need, fill(F.t.line, pick.name, commas(pick.parameters), words, fmtBytes(full.need), F.model.phases[full.phase], fmtBytes(full.total))];
+    const { need, line } = compare(st.p, { shard_stage: z, dp: n }), where = z ? fill(T0.sharded, z, n) : T0.one;
+    return [need, line(fill(T0.run, d.precision, d.optimizer, d.base.micro_batch, commas(d.base.seq_len), where))];
   };
   function draw(from) {
     const { p, z, n } = st, full = bytes(0, 1), per = bytes(z, n), tot = addUp(full), gpu = addUp(per);

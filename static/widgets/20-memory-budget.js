@@ -4,21 +4,18 @@
 WIDGETS["memory-budget"] = (root, d) => {
   const st = { ...d.start }, cap = d.capacity, T = d.t, F = d.full, paint = painter(root, st), fill = fillText;
   const sliders = $$(root, "[type=range]"), rects = $$(root, ".tm-segment"), texts = $$(root, "text");
-  const buckets = ruleSet(d.rules), model = browserModel(F.model), nearest = compileRule(F.nearest);
-  const commas = (n) => n.toLocaleString("en-US");
+  const buckets = ruleSet(d.rules), compare = nearestModel(F, d.base);
   const verdict = (need) => (need <= cap ? fill(F.t.fits, d.capacityText, fmtBytes(cap - need)) : fill(F.t.exceeds, d.capacityText, fmtBytes(need - cap)));
   function draw(quiet) {
     const { h, b, q } = st, s = 2 ** st.s, S = s < 1024 ? s : s / 1024 + "K", params = h * d.unit;
     const parts = buckets({ params, micro_batch: b, seq_len: s, precision: q, hidden: d.hidden, layers: d.layers, dtype_bytes: F.model.dtypes }, false).map((p) => p[1]);
     const tot = addUp(parts), P = (h / 2).toFixed(1) + "B", Q = q.toUpperCase();
     // The full model: the nearest catalog model, run with the precision's policy at this batch and sequence.
-    const pick = nearest({ catalog: F.catalog, asked: params }), A = F.shapes[pick.id];
-    const run = { ...d.base, ...model.shapeOf(A), params: pick.parameters, micro_batch: b, seq_len: s, ...d.policies[q] };
-    const full = model.estimate(run, false), need = full.need, fits = need <= cap;
+    const { pick, need, line } = compare(params, { micro_batch: b, seq_len: s, ...d.policies[q] }), fits = need <= cap;
     const T2 = { p: P, b, s: S, q: Q, tot: fmtBytes(tot), head: fill(T.head, P, b, S, Q), need: fmtBytes(need), mname: pick.name };
     T2.verdict = tot <= cap ? fill(T.headroom, fmtBytes(cap - tot)) : fill(T.over, fmtBytes(tot - cap));
     T2.mverdict = verdict(need);
-    T2.model = fill(F.t.line, pick.name, commas(pick.parameters), fill(T.run, T.words[q], b, commas(s)), T2.need, F.model.phases[full.phase], fmtBytes(full.total));
+    T2.model = line(fill(T.run, T.words[q], b, commas(s)));
     parts.forEach((v, i) => { T2["k" + i] = fmtBytes(v); });
     T2.sum = fill(T.summary, P, b, S, Q, T2.tot, fmtBytes(cap), T2.verdict, pick.name, T2.need, T2.mverdict);
     paint(T2, quiet);

@@ -6,7 +6,6 @@
 // compares its bytes and words with Python's.
 {
 const max = Math.max, fill = fillText;
-const commas = (n) => n.toLocaleString("en-US");
 
 WIDGETS.calculator = (root, D) => {
   const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), T = D.t;

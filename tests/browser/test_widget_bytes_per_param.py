@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from builder.catalog import default_models
-from builder.widgets import full_model
-from builder.widgets.bytes_per_param import figure_bytes, format_params, full_config, params_words, texts
+from builder.widgets.bytes_per_param import comparisons, figure_bytes, format_params, params_words, texts
 from tests.browser import checks
 from tests.browser.helpers import SiteBrowser, serve_directory
 from tests.conftest import ROOT
@@ -74,8 +73,9 @@ def expected(data: dict, params: int, zero: int, gpus: int) -> dict:
     """What Python shows for this state: texts, bytes, value text, the full model's needs, badges."""
     full, per = figure_bytes(params, 0, 1, data["segments"]), figure_bytes(params, zero, gpus, data["segments"])
     caps = [g["bytes"] for g in data["gpus"]]
-    needs = [full_model.compare(MODELS, params, full_config(data, z, n), "")["need"] for z, n in ((0, 1), (zero, gpus))]
-    return {"texts": texts(params, zero, gpus, data, MODELS), "valuetext": params_words(params),
+    compared = comparisons(params, zero, gpus, data, MODELS)
+    needs = [c["need"] for c in compared]
+    return {"texts": texts(params, zero, gpus, data, MODELS, compared), "valuetext": params_words(params),
             "bytes": ",".join(map(str, full)) + ";" + ",".join(map(str, per)), "needs": ",".join(map(str, needs)),
             # Issue 13: a bar's badge follows the full model's need, not the segments' sum.
             "badges": [any(c < need for c in caps) for need in needs]}
