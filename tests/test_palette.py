@@ -193,12 +193,17 @@ def test_the_three_shades_of_a_bucket_differ_by_at_least_10(theme, vision):
 
 
 @pytest.fixture(scope="module")
-def chart_svgs(tmp_path_factory) -> list[str]:
-    """Every chart SVG of the real site, both layouts (not the widgets' own SVGs)."""
+def site_html(tmp_path_factory) -> list[str]:
+    """The HTML of every page of the real site."""
     out = tmp_path_factory.mktemp("palette") / "site"
     build_site(SitePaths(ROOT / "content", ROOT / "templates", ROOT / "static", out), quiet=True, force=True)
-    found = [svg for page in sorted(out.glob("*.html"))
-             for svg in re.findall(r"<svg [^>]*class=\"tm-chart.*?</svg>", page.read_text(encoding="utf-8"), re.S)]
+    return [page.read_text(encoding="utf-8") for page in sorted(out.glob("*.html"))]
+
+
+@pytest.fixture(scope="module")
+def chart_svgs(site_html) -> list[str]:
+    """Every chart SVG of the real site, both layouts (not the widgets' own SVGs)."""
+    found = [svg for page in site_html for svg in re.findall(r"<svg [^>]*class=\"tm-chart.*?</svg>", page, re.S)]
     svgs = [svg for svg in found if 'class="tm-background"' in svg]  # builder/charts.py's, not a widget's
     assert len(svgs) > 30
     return svgs
@@ -263,3 +268,21 @@ def test_hatch_and_capacity_lines_keep_3_to_1_with_what_is_behind_them(chart_svg
                 assert before.get("class") == "tm-halo" and before.get("d") == path.get("d"), svg[:80]
                 assert float(before.get("stroke-width")) >= float(path.get("stroke-width")) + 2
     assert seen["tm-overflow-hatch"] >= 5 and seen["tm-capacity"] >= 20
+
+
+def test_widget_capacity_lines_lie_on_a_background_band(site_html, theme="light"):
+    """The widgets' dashed capacity lines (bytes per parameter, memory budget, calculator; the page charts draw theirs
+    as paths, above) each lie on a tm-halo line drawn just before them at the same place, at least 2 px wider
+    (issue #18: the capacity line keeps 3:1 with what is behind it)."""
+    default_width = float(SHEET.resolve(["tm-capacity"], theme).get("stroke-width", "1").rstrip("px"))
+    place = re.compile(r'(x1|x2|y1|y2)="([^"]*)"')
+    width = lambda tag, default: float((re.search(r'stroke-width="([^"]*)"', tag) or [None, default])[1])
+    seen = 0
+    for page in site_html:
+        lines = re.findall(r"<line [^>]*>", page)
+        for before, line in zip(lines, lines[1:]):
+            if 'class="tm-capacity"' in line:
+                seen += 1
+                assert 'class="tm-halo' in before and place.findall(before) == place.findall(line), line
+                assert width(before, 0) >= width(line, default_width) + 2, before
+    assert seen >= 8

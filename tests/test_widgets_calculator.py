@@ -328,7 +328,18 @@ def test_readouts_name_the_architecture_and_the_shard_factor():
     assert f"{param_count(mixtral):,} parameters ({active_param_count(mixtral):,} active per token)" in moe["arch"]
     assert moe["shards"].startswith("Shard factor (ZeRO-1): weights split over 1 GPU, gradients over 1, "
                                     "optimizer states over 4")
+    assert moe["shards"].endswith("; the experts' weights over 1 GPU (1-way expert parallel), gradients over 1, "
+                                  "optimizer states over 4, each expert's data-parallel group being 4 GPUs")
+    # Expert parallelism is carved out of data parallelism: each expert's data-parallel group is dp / ep ranks
+    # (Megatron-LM core/parallel_state.py, expert_data_parallel_size = dp // ep; DeepSpeed MoE the same). ZeRO-3
+    # over dp = 8 with ep = 4: an expert's weights shard over 2 GPUs, all experts over 4 x 2 = 8.
+    sharded = calc.results(state(model="mixtral-8x7b", shard="3", dp="8", ep="4"), MODELS, GPUS, [])
+    assert sharded["shards"] == ("Shard factor (ZeRO-3): weights split over 8 GPUs, gradients over 8, optimizer "
+                                 "states over 8; the experts' weights over 8 GPUs (4-way expert parallel), gradients "
+                                 "over 8, optimizer states over 8, each expert's data-parallel group being 2 GPUs")
     # Serving replicas hold the whole model: no sharding, whatever training chose.
+    served = calc.results(state(model="mixtral-8x7b", mode="serve"), MODELS, GPUS, [])
+    assert "experts' weights over 1 GPU (1-way expert parallel)" in served["shards"]
     served = calc.results(state(mode="serve"), MODELS, GPUS, [])
     assert "weights split over 1 GPU," in served["shards"]
 
@@ -343,3 +354,45 @@ def test_parameter_and_reduce_dtypes_reach_the_config():
     assert calc.default_state({"mode": "serve", "param_dtype": "int8"}, MODELS, "h100-80gb")["weights"] == "int8"
     assert calc.default_state({"reduce_dtype": "fp32"}, MODELS, "h100-80gb")["reduce_dtype"] == "fp32"
     assert calc.results(state(param_dtype="fp32"), MODELS, GPUS, [])["total"] > calc.results(state(), MODELS, GPUS, [])["total"]
+
+
+def _tag_boxes(placed, width_px):
+    """(leader, left, right, row) of each placed label, in percent of the chart, by the layout's own text width."""
+    return [(leader, left, left + 100 * len(text) * calc.TAGS["char_px"] / width_px, row)
+            for leader, left, row, text in placed]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=10**11), min_size=1, max_size=9), st.sampled_from([248, 640]))
+def test_direct_labels_never_overlap_a_label_or_a_leader(sizes, width_px):
+    """The calculator's direct labels (issue #18: a labelled bar): in each layout no two labels in a row overlap,
+    no leader line crosses a label on its way to a lower row, every label stays inside the chart, and each text
+    appears once."""
+    names = ["Weights", "Optimizer", "Gradients", "Optimizer", "Activations", "Comm buffers", "KV cache",
+             "Overhead", "Activations"]
+    groups, at = [], 0
+    for name, size in zip(names, sizes):
+        groups.append((name, at, size))
+        at += size
+    scale = max(at, 1) * 1.15
+    placed = calc.tag_layout(groups, scale, width_px)
+    boxes = _tag_boxes(placed, width_px)
+    assert len({text for *_, text in placed}) == len(placed)
+    assert all(0 <= left and right <= 100 + 1e-9 and row < calc.TAGS["rows"] for _, left, right, row in boxes)
+    for i, (leader, left, right, row) in enumerate(boxes):
+        for j, (other_leader, other_left, other_right, other_row) in enumerate(boxes):
+            if i != j and row == other_row:
+                assert right <= other_left or other_right <= left
+            if other_row < row:
+                assert not other_left < leader < other_right
+    # Every group that holds bytes and whose name is not yet shown gets a label when there is room: one group alone.
+    assert calc.tag_layout([("Weights", 0, 10)], 11.5, width_px) == [(100 * 6 / width_px, 100 * 6 / width_px, 0,
+                                                                      "Weights")]
+
+
+def test_the_default_bar_labels_its_groups():
+    """The calculator's starting run (Llama 3 8B, FSDP over 8 GPUs) names its weights, gradients, optimizer states,
+    activations and comm buffers directly under the bar in the wide layout."""
+    result = calc.results(state(), MODELS, GPUS, ["rtx-4090", "a100-80gb", "h200"])
+    wide = {tag["text"] for tag in result["chart"]["tags"] if tag["layout"] == "wide"}
+    assert wide == {"Weights", "Gradients", "Optimizer", "Activations", "Comm buffers"}

@@ -105,6 +105,9 @@ TEXTS = {
     "arch": "{0} parameters{1}; {2} layers, hidden {3}, {4} heads, {5} KV heads",
     "active": " ({0} active per token)",
     "shards": "Shard factor ({0}): weights split over {1} GPU{4}, gradients over {2}, optimizer states over {3}",
+    # Mixture-of-experts: each expert lives on one expert-parallel rank, then shards within its group.
+    "shards_experts": "; the experts' weights over {0} GPU{5} ({4}-way expert parallel), gradients over {1}, optimizer "
+                      "states over {2}, each expert's data-parallel group being {3} GPU{6}",
     # The nearest changes that make a run fit (FIXES), as links; the line when none of them does.
     "fixes": "What would fit on {0}:",
     "fixes_none": "None of the usual changes (a smaller batch, recomputation, more GPUs, a shorter sequence) makes "
@@ -428,7 +431,13 @@ def shards_text(config: Config) -> str:
     """The shard factor (TEXTS['shards']): the GPUs each model state is split over."""
     env = SHARD_RULES.environment(run_inputs(config.model, config))
     ranks = [int(env[f"{state}_ranks"]) for state in ("param", "grad", "optimizer")]
-    return TEXTS["shards"].format(env["shard_label"], *ranks, "s" if ranks[0] > 1 else "")
+    text = TEXTS["shards"].format(env["shard_label"], *ranks, "s" if ranks[0] > 1 else "")
+    if not env["experts"]:
+        return text
+    ep, group = int(env["ep"]), int(env["expert_shard_group"])
+    experts = [ep * int(env[f"expert_{state}_ranks"]) for state in ("param", "grad", "optimizer")]
+    return text + TEXTS["shards_experts"].format(*experts, group, ep, "s" if experts[0] > 1 else "",
+                                                 "s" if group > 1 else "")
 
 
 def basis_text(needed: Need) -> str:
@@ -570,6 +579,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "sharding": SHARD_RULES.encode(), "otherUnit": OTHER_UNIT,
         # The named starting points: the form state each sets (every control but the GPU), as its differences
         # from the defaults.
+        "tags": TAGS,
         "starts": {key: {k: v for k, v in start_state(key, models, defaults["gpu"]).items()
                          if k != "gpu" and v != defaults[k]} for key, *_ in starts(models)},
     }
@@ -614,6 +624,61 @@ def pct(value: float) -> str:
     return f"{value:.2f}%"
 
 
+# Direct labels under the bar: one per bucket (a run of parts of one kind), on a leader line from the middle of its
+# segments, in as many rows as it takes for no label to overlap another or a leader line, up to TAGS["rows"]; a
+# bucket that finds no room is named in the parts table only. The bar's width in pixels is unknown at build time, so
+# the labels are laid out twice, for the narrowest column of each of the page's two layouts (static/widgets.css
+# shows one below 48 rem, the other above), with a text width estimated per character of the 12 px chart text.
+TAGS = {"layouts": [["wide", 640], ["narrow", 248]], "char_px": 7.5, "gap_px": 8, "clear_px": 3, "inset_px": 6,
+        "rows": 4, "row_px": 16}
+
+
+def tag_layout(groups: list[tuple[str, int, int]], scale: float, width_px: int) -> list[tuple[float, float, int, str]]:
+    """(leader x, label x, row, text) in percent of the chart width for each (text, start, bytes) group that finds
+    room. A leader drops from near the left end of its group (TAGS["inset_px"] in, or the middle of a narrower one);
+    labels start at their leader (or end at the chart's edge) and are placed from the right, each in the
+    highest row where it overlaps no label and no leader line on its way lower, so the leaders of the groups on the
+    left run past the labels of those on their right like a staircase; a text already placed is not repeated (the
+    script's tagLayout does the same)."""
+    gap, clear = 100 * TAGS["gap_px"] / width_px, 100 * TAGS["clear_px"] / width_px
+    placed: list[tuple[float, float, int, str]] = []
+
+    def free(left: float, width: float, middle: float, row: int) -> bool:
+        for leader, x, r, text in placed:
+            right = x + 100 * len(text) * TAGS["char_px"] / width_px
+            if r == row and not (right + gap <= left or left + width + gap <= x):
+                return False  # overlaps a label in its row
+            if r < row and x - clear <= middle <= right + clear:
+                return False  # its leader would cross a label above
+            if r > row and left - clear <= leader <= left + width + clear:
+                return False  # it would sit on a leader going lower
+        return True
+
+    inset = 100 * TAGS["inset_px"] / width_px
+    middles = [(100 * start / scale + min(50 * size / scale, inset), text) for text, start, size in groups if size > 0]
+    for middle, text in sorted(middles, reverse=True):
+        width = 100 * len(text) * TAGS["char_px"] / width_px
+        left = min(middle, 100 - width)
+        row = next((r for r in range(TAGS["rows"]) if free(left, width, middle, r)), None)
+        if row is not None and all(text != other for *_, other in placed):
+            placed.append((middle, left, row, text))
+    return placed
+
+
+def bucket_runs(parts: list[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    """(bucket, start, bytes) for each run of consecutive parts of one bucket, in stacking order."""
+    runs: list[list] = []
+    offset = 0
+    for name, size in parts:
+        bucket = name.split("/")[0]
+        if runs and runs[-1][0] == bucket:
+            runs[-1][2] += size
+        else:
+            runs.append([bucket, offset, size])
+        offset += size
+    return [tuple(run) for run in runs]
+
+
 def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, str, int]],
                    chosen: tuple[str, str, int], unit: str = "GiB") -> dict[str, Any]:
     """Bar segments (the parts), the need's mark, capacity lines and overflow past the chosen GPU (from its
@@ -633,7 +698,18 @@ def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, st
         overflow = {"x": pct(100 * chosen[2] / scale), "w": pct(100 * (max(total, required) - chosen[2]) / scale)}
     label = (format_bytes(total, unit) if required == total
              else TEXTS["bar_label"].format(format_bytes(required, unit)))
-    return {"segments": segments, "lines": rows, "bar_y": 18 * len(lines) + 6, "height": 18 * len(lines) + 56,
+    bar_y = 18 * len(lines) + 6
+    runs = [(reader_name(bucket), start, size)
+            for bucket, start, size in bucket_runs([(part.name, part.bytes) for part in breakdown.parts])]
+    tags, depth = [], 0
+    for layout, width_px in TAGS["layouts"]:
+        for middle, left, row, text in tag_layout(runs, scale, width_px):
+            depth = max(depth, row + 1)
+            tags.append({"layout": layout, "cx": pct(middle), "x": pct(left), "y": bar_y + 43 + TAGS["row_px"] * row,
+                         "text": text})
+    below = TAGS["row_px"] * depth
+    return {"segments": segments, "lines": rows, "bar_y": bar_y, "height": bar_y + 50 + below, "tags": tags,
+            "tag_top": bar_y + 28, "below": below,
             "overflow": overflow, "need_x": pct(100 * required / scale) if required != total else "",
             "label_x": pct(100 * required / scale), "label_end": required / scale > 0.5, "label_text": label}
 

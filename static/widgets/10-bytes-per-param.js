@@ -15,7 +15,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   const paint = painter(root, st), nearestTick = compileRule(d.nearestTick);
   const slider = $(root, "[type=range]"), count = $(root, "[type=number]"), bars = $$(root, ".wdg-bar");
   const chips = $$(root, "[aria-pressed]"), group = $(root, "[role=radiogroup]"), fper = $(root, "[data-t=fper]");
-  const rects = bars.map((b) => $$(b, ".tm-segment")), lines = $$(root, ".tm-capacity"), labels = $$(root, "text");
+  const rects = bars.map((b) => $$(b, ".tm-segment")), lines = $$(root, ".tm-capacity"), halos = $$(root, ".wdg-halo"), labels = $$(root, "text");
   const T0 = d.t, fill = fillText, segmentBytes = ruleSymbols(d.rules), compare = nearestModel(d.full, d.base);
   const bytes = (z, n) => segmentBytes({ params: st.p, zero_stage: z, gpus: n, segments: segs }).segment_bytes.map((r) => r.bytes);
   const left = (t, c) => (t <= c ? fill(T0.yes, fmtBytes(c - t)) : fill(T0.no, fmtBytes(t - c)));
@@ -55,7 +55,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
       setAttrs($(bars[b], ".wdg-peak"), { x1: pc(need), x2: pc(need) });
       $(bars[b], ".wdg-badge").hidden = !exceeded.length;
     });
-    lines.forEach((l, i) => { const x = pc(caps[i % caps.length]); setAttrs(l, { x1: x, x2: x }); });
+    lines.forEach((l, i) => { const x = pc(caps[i % caps.length]); setAttrs(l, { x1: x, x2: x }); setAttrs(halos[i], { x1: x, x2: x }); });
     labels.forEach((t, i) => {
       const end = caps[i] / scale > 0.5;
       setAttrs(t, { x: pc(caps[i]), dx: end ? -4 : 4, "text-anchor": end ? "end" : "start" });

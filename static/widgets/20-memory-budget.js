@@ -25,7 +25,7 @@ WIDGETS["memory-budget"] = (root, d) => {
     let x = 0;
     (rects[1] ? parts : [tot]).forEach((v, i) => { setAttrs(rects[i], { x: pc(x), width: pc(v) }); x += v; });
     setAttrs($(root, ".wdg-over"), { x: pc(cap), width: pc(need > cap ? end - cap : 0) });
-    setAttrs($(root, ".tm-capacity"), { x1: pc(cap), x2: pc(cap) });
+    for (const line of $$(root, ".tm-capacity, .wdg-halo")) setAttrs(line, { x1: pc(cap), x2: pc(cap) });
     setAttrs($(root, ".wdg-peak"), { x1: pc(need), x2: pc(need) });
     [cap, need].forEach((v, i) => { const right = 2 * v > scale; setAttrs(texts[i], { x: pc(v), dx: right ? -2 : 2, "text-anchor": right ? "end" : "start" }); });
     $(root, ".wdg-badge").hidden = fits;

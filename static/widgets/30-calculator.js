@@ -5,7 +5,7 @@
 // (calculator.config_from_state and inputs.run_inputs), the texts and the figure. tests/browser/test_widget_calculator.py
 // compares its bytes and words with Python's.
 {
-const max = Math.max, fill = fillText;
+const max = Math.max, min = Math.min, fill = fillText;
 
 WIDGETS.calculator = (root, D) => {
   const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), T = D.t;
@@ -65,24 +65,62 @@ WIDGETS.calculator = (root, D) => {
       A.layers, A.hidden, A.heads, A.kv_heads || A.heads);
   };
   const shardsText = (run) => {
-    const e = shardsOf(run), r = [e.param_ranks, e.grad_ranks, e.optimizer_ranks];
-    return fill(T.shards, e.shard_label, ...r, r[0] > 1 ? "s" : "");
+    const e = shardsOf(run), r = [e.param_ranks, e.grad_ranks, e.optimizer_ranks], text = fill(T.shards, e.shard_label, ...r, r[0] > 1 ? "s" : "");
+    if (!e.experts) return text;
+    const x = [e.expert_param_ranks, e.expert_grad_ranks, e.expert_optimizer_ranks].map((k) => e.ep * k), g = e.expert_shard_group;
+    return text + fill(T.shards_experts, ...x, g, e.ep, x[0] > 1 ? "s" : "", g > 1 ? "s" : "");
   };
   const css = (name) => name.split("/")[0].replace("_", "-");
+  // calculator.tag_layout and bucket_runs: direct labels in rows under the bar, laid out for each page layout (D.tags).
+  const tagLayout = (groups, scale, width) => {
+    const gap = 100 * D.tags.gap_px / width, clear = 100 * D.tags.clear_px / width, inset = 100 * D.tags.inset_px / width, wide = (text) => 100 * text.length * D.tags.char_px / width, placed = [];
+    const free = (left, w, mid, row) => placed.every(([leader, x, r, text]) => {
+      const right = x + wide(text);
+      return !(r == row && !(right + gap <= left || left + w + gap <= x)) && !(r < row && x - clear <= mid && mid <= right + clear)
+        && !(r > row && left - clear <= leader && leader <= left + w + clear);
+    });
+    const middles = groups.filter((g) => g[2] > 0).map(([text, start, size]) => [100 * start / scale + min(50 * size / scale, inset), text]);
+    for (const [mid, text] of middles.sort((a, b) => b[0] - a[0] || (a[1] < b[1] ? 1 : a[1] > b[1] ? -1 : 0))) {
+      const w = wide(text), left = min(mid, 100 - w);
+      let row = 0;
+      while (row < D.tags.rows && !free(left, w, mid, row)) row++;
+      if (row < D.tags.rows && !placed.some((p) => p[3] == text)) placed.push([mid, left, row, text]);
+    }
+    return placed;
+  };
+  const bucketRuns = (parts) => {
+    const runs = [];
+    let at = 0;
+    for (const [name, n] of parts) {
+      const b = name.split("/")[0], last = runs[runs.length - 1];
+      if (last && last[0] == b) last[2] += n;
+      else runs.push([b, at, n]);
+      at += n;
+    }
+    return runs;
+  };
   // calculator.chart_geometry: the parts stacked, the need marked where it differs, overflow from the chosen GPU's capacity.
   const chart = (parts, total, need, gpu, U) => {
     const lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), end = max(total, need), scale = max(end, ...lines.map((g) => g[2])) * 1.15;
     const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = 18 * lines.length + 6, side = (x) => (x / scale > 0.5 ? ["end", -4] : ["start", 4]);
-    const shade = {};
-    let x = 0;
-    return put("svg", y + 50, lines.map((g, i) => put("capacity", pc(g[2]), 18 * i + 4, y + 32, 18 * i + 14, ...side(g[2]), g[3] + ": " + fmtBytes(g[2], U))).join("")
+    const shade = {}, runs = bucketRuns(parts).map(([b, at, n]) => [D.names[b], at, n]);
+    let x = 0, depth = 0, tags = "";
+    for (const [layout, width] of D.tags.layouts) {
+      for (const [mid, left, row, text] of tagLayout(runs, scale, width)) {
+        const ty = y + 43 + D.tags.row_px * row;
+        depth = max(depth, row + 1);
+        tags += put("tag", layout, mid.toFixed(2) + "%", y + 28, ty - 11, left.toFixed(2) + "%", ty, text);
+      }
+    }
+    const below = D.tags.row_px * depth;
+    return put("svg", y + 50 + below, lines.map((g, i) => put("capacity", pc(g[2]), 18 * i + 4, y + 32, 18 * i + 14, ...side(g[2]), g[3] + ": " + fmtBytes(g[2], U))).join("")
       + parts.map(([name, n]) => {
         const b = css(name);
         shade[b] = (shade[b] ?? -1) + 1;
         x += n;
         return put("segment", b, shade[b] % 3, pc(x - n), y, pc(n), D.names[name] + ": " + fmtBytes(n, U));
       }).join("") + (need > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(end - gpu[2])) : "") + (need != total ? put("peak", pc(need), y - 4, y + 32) : "")
-      + put("label", pc(need), y + 44, ...side(need), need == total ? fmtBytes(total, U) : fill(T.bar_label, fmtBytes(need, U))));
+      + tags + put("label", pc(need), y + 44 + below, ...side(need), need == total ? fmtBytes(total, U) : fill(T.bar_label, fmtBytes(need, U))));
   };
   // calculator.fixes: the nearest changes that make a run fit (D.fixes, defined once in Python, in its order), each as
   // its text and the state it leads to. A form state's need, or null when the model refuses the run.

@@ -33,7 +33,9 @@ CHART_TEXT_BOXES = """() => {
   const box = r => ({left: r.left, top: r.top, right: r.right, bottom: r.bottom, width: r.width, height: r.height});
   const scrolls = el => /(auto|scroll)/.test(getComputedStyle(el).overflowX);
   const clips = el => /(hidden|clip)/.test(getComputedStyle(el).overflowX);
-  const shownText = t => getComputedStyle(t).visibility !== 'hidden' && getComputedStyle(t).display !== 'none';
+  // Shown: not hidden itself, and no ancestor is display: none (a chart's other layout, a calculator label row).
+  // (checkVisibility alone says true for SVG text under a display: none group; its empty box says otherwise.)
+  const shownText = t => t.checkVisibility({visibilityProperty: true}) && t.getBoundingClientRect().width > 0;
   const screenPx = t => {
     const m = t.getScreenCTM();
     const scale = m ? Math.sqrt(Math.abs(m.a * m.d - m.b * m.c)) : 1;
