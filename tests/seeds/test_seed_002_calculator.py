@@ -155,3 +155,16 @@ def test_peak_of_a_step_instead_of_an_upper_bound_without_intermediates(form):
     body = form.locator("main").inner_text()
     assert ("So the calculator, the command line and every chart on this site judge a run by what it needs: the "
             "highest moment of a step") in " ".join(body.split())
+
+
+def test_pipeline_schedule_keeps_activation_memory_constant(form):
+    # Seed 002: "Pipeline parallelism maintains consistent activation memory due to schedule". Ours models 1F1B: the
+    # first stage holds L/p layers for p micro-batches in flight, L layers' worth whatever p is.
+    layer_parts = ("activations/attention", "activations/mlp")
+    seen = []
+    for stages in ("1", "2", "4"):
+        shown = set_form(form, {"pp": stages, "grad_accum": "8"})
+        state = DEFAULTS | {"pp": stages, "grad_accum": "8"}
+        assert [(p[0], p[1]) for p in shown["parts"]] == [(p["name"], p["bytes"]) for p in expected(state)["parts"]]
+        seen.append([dict((p[0], p[1]) for p in shown["parts"])[name] for name in layer_parts])
+    assert seen[0] == seen[1] == seen[2]

@@ -237,3 +237,11 @@ def test_inference_activations_are_a_small_working_set(form):
     assert rows(shown)["activations/working_set"] == want_rows(state)["activations/working_set"]
     assert rows(shown)["activations/working_set"][1] == "per prefill chunk"
     assert "activations/layers" not in rows(shown)
+
+
+def test_attention_implementation_changes_activation_memory(form):
+    # Seed 004 leaves FlashAttention's saving unmodelled; ours has the attention choice (eager keeps s x s matrices).
+    eager = rows(set_form(form, {"attention": "eager"}))
+    flash = rows(set_form(form, {"attention": "flash"}))
+    assert eager == want_rows(DEFAULTS | {"attention": "eager"}) and flash == want_rows(DEFAULTS | {"attention": "flash"})
+    assert eager["activations/attention"] != flash["activations/attention"]
