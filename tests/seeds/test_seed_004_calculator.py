@@ -169,8 +169,9 @@ def test_optimizer_state_bytes_per_parameter(form, optimizer, per_param):
     assert states / params == pytest.approx(per_param, rel=0.02)
 
 
-@pytest.mark.parametrize("recompute, per_layer", [("none", "34 + 5as/h"), ("selective", "34"), ("full", "2")])
-def test_activation_recompute_korthikanti(form, recompute, per_layer):
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"],
+                         ids=["none_34_plus_5as_over_h", "selective_34", "full_2"])
+def test_activation_recompute_korthikanti(form, recompute):
     # s·b·h·(34 + 5·a·s/h) per layer without recompute; selective drops 5as/h; full keeps ~2sbh (Korthikanti 2022).
     set_form(form, {"formula": "korthikanti", "recompute": recompute, "shard": "0", "dp": "1"})
     shown = read(form)
