@@ -18,13 +18,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SUB_PATH = "training-memory"
 BROWSER_TESTS_DIR = Path(__file__).resolve().parent / "browser"
+# The seed-parity tests (issue 19): one browser test per feature of the earlier tools, tests/seeds/.
+SEED_TESTS_DIR = Path(__file__).resolve().parent / "seeds"
+BROWSER_DIRS = (BROWSER_TESTS_DIR, SEED_TESTS_DIR)
 BUILD_TIMEOUT_S = 300
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Mark every test under tests/browser with the `browser` marker."""
+    """Mark every test under tests/browser and tests/seeds with the `browser` marker."""
     for item in items:
-        if BROWSER_TESTS_DIR in Path(str(item.fspath)).resolve().parents:
+        parents = Path(str(item.fspath)).resolve().parents
+        if any(folder in parents for folder in BROWSER_DIRS):
             item.add_marker(pytest.mark.browser)
 
 
