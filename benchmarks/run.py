@@ -116,7 +116,15 @@ def bench_reload() -> dict:
     return run()
 
 
-BENCHMARKS: dict[str, Callable[[], dict]] = {"build": bench_build, "widgets": bench_widgets, "reload": bench_reload}
+def bench_lighthouse() -> dict:
+    """Lighthouse mobile scores for every page, served gzipped (benchmarks/lighthouse.py)."""
+    from benchmarks.lighthouse import bench_lighthouse as run
+
+    return run()
+
+
+BENCHMARKS: dict[str, Callable[[], dict]] = {"build": bench_build, "widgets": bench_widgets, "reload": bench_reload,
+                                             "lighthouse": bench_lighthouse}
 
 
 def print_build(result: dict) -> None:
@@ -148,7 +156,15 @@ def print_reload(result: dict) -> None:
     show(result)
 
 
-PRINTERS: dict[str, Callable[[dict], None]] = {"build": print_build, "widgets": print_widgets, "reload": print_reload}
+def print_lighthouse(result: dict) -> None:
+    """Table of the Lighthouse benchmark."""
+    from benchmarks.lighthouse import print_lighthouse as show
+
+    show(result)
+
+
+PRINTERS: dict[str, Callable[[dict], None]] = {"build": print_build, "widgets": print_widgets, "reload": print_reload,
+                                               "lighthouse": print_lighthouse}
 
 
 def main(argv: list[str] | None = None) -> int:
