@@ -79,6 +79,10 @@ def test_sequence_length_slider_spans_512_to_32k_tokens(show):
     page.keyboard.press("End")
     assert text(page, "s") == "32K" and text(page, "k3") == format_bytes(want(14, 1, 32768)["amounts"][3])
     assert "32K tokens" in page.locator(f"{W} .wdg-field").nth(2).inner_text()
+    # Ours steps in powers of two where the seed's slider took every value; the page says why.
+    page.keyboard.press("ArrowLeft")
+    assert text(page, "s") == "16K"
+    assert "sequence slider steps in powers of two" in page.locator("main").inner_text()
 
 
 def test_sliders_are_native_ranges_with_labels_and_aria_valuetext(show):
