@@ -891,7 +891,7 @@ def vertical_pieces(x: float, top: float, bottom: float,
         left = w.x - (width / 2 if w.anchor == "middle" else width if w.anchor == "end" else 0)
         if not w.vertical and left - 3 <= x <= left + width + 3:
             gaps.append((w.y - w.size - 1, w.y + 4))
-    return tuple(((x, y0), (x, y1)) for y0, y1 in open_spans(top, bottom, gaps))
+    return tuple(((x, y0), (x, y1)) for y0, y1 in open_spans(top, bottom, gaps) if y1 - y0 >= 4)  # no specks
 
 
 def plan_rows(spec: ChartSpec, width: float) -> Drawing:
