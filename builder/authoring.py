@@ -70,7 +70,13 @@ CHART_WORDS = {
     "gpus": ("capacity lines: GPU ids from `content/gpus.toml`", "gpus: [a100-80gb, h100-80gb]"),
     "group_by": (f"one of {', '.join(f'`{g}`' for g in schema.GROUP_BY)} (default `bucket`: weights, gradients, "
                  "...; `part`: every part)", "group_by: part"),
-    "example": ("a worked-example box under the chart", "example: \"8.03B parameters x 16 bytes\""),
+    "example": ("a worked-example box under the chart; `{sum}` is replaced by the first bar's sum of parts as the "
+                "model works it out (`{sum:GiB}`, `{sum:GB}` in that unit)",
+                "example: \"8.03B parameters x 16 bytes = {sum}\""),
+    "also_unit": ("the other of `GiB` and `GB`: every amount is also given in it, e.g. `112.0 GB (104.3 GiB)`",
+                  "also_unit: GiB"),
+    "aside": ("a part the chart does not quantify (activations of a bare parameter count): an empty dashed box, "
+              "of no size, on each bar, with this note", "aside: \"Activations: not counted here.\""),
     "preset": ("a preset every bar starts from", "preset: llama-3-8b-single"),
     "config": ("Config options every bar shares (see [Config options](#config-options))",
                "config: {model: llama-3-8b, seq_len: 4096}"),

@@ -72,6 +72,10 @@ class ChartSpec:
     # do, the others give the amount (same stacking order, names in tooltips); 'auto': 'full'
     # for one or two bars, 'last' for more, so wide charts stay readable.
     notes: str = "auto"
+    also_unit: str = ""  # 'GiB' or 'GB': every amount is also given in this unit, e.g. '112.0 GB (104.3 GiB)'
+    # A part the chart does not quantify (seed 003's activations, 'varies with batch size'): an empty dashed box
+    # of no particular size on top of each bar, with this text on a leader line. '' for none.
+    aside: str = ""
 
 
 UNIT_BYTES = {"GiB": GiB, "GB": GB, "MiB": MiB}
@@ -98,12 +102,22 @@ HATCH_SPACING = 6
 EXAMPLE_PADDING = 8
 EXAMPLE_LINE = 16
 MIN_WIDTH = 420
+# A chart of one bar draws it wide and tall, as seed 003's reference diagram does, so its labels fit inside.
+SINGLE_BAR_WIDTH = 150
+SINGLE_PLOT_HEIGHT = 320
+INSIDE_PAD = 2  # least space between a segment's edge and the tag behind a label inside it
+TAG_PAD = 4  # between a tag's side and its text
+ASIDE_SIZE = 26  # the dashed box of a part the chart does not quantify (ChartSpec.aside), along the bar
+ASIDE_WIDTH = 210  # its note wraps at this width in the columns layout
 
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
 HASH_SALT = "training-memory-explained"
 
 
 # --- Plan: pure geometry -------------------------------------------------------------------
+
+
+Rect = tuple[float, float, float, float]  # x0, top, x1, bottom
 
 
 @dataclass(frozen=True)
@@ -207,6 +221,8 @@ def check_spec(spec: ChartSpec) -> None:
         raise ValueError(f"chart {spec.chart_id}: notes {spec.notes!r} (use 'auto', 'full' or 'last')")
     if not spec.bars:
         raise ValueError(f"chart {spec.chart_id}: bars is empty")
+    if spec.also_unit and spec.also_unit not in UNIT_BYTES:
+        raise ValueError(f"chart {spec.chart_id}: also_unit {spec.also_unit!r} (use GiB, GB or MiB)")
 
 
 def format_amount(n_bytes: float, unit: str) -> str:
@@ -219,6 +235,12 @@ def format_amount(n_bytes: float, unit: str) -> str:
     while digits < 4 and value and round(abs(value), digits) == 0:
         digits += 1
     return format_bytes(n_bytes, unit, digits)
+
+
+def format_both(n_bytes: float, unit: str, also: str = "") -> str:
+    """An amount in `unit`, then in `also` in brackets when that is another unit: '112.0 GB (104.3 GiB)'."""
+    text = format_amount(n_bytes, unit)
+    return f"{text} ({format_amount(n_bytes, also)})" if also and also != unit else text
 
 
 RULE = re.compile(r"(\d+(?:\.\d+)?) ?(B|KiB|MiB|GiB)/(\w+)(?: ?\(.*\))?")  # '4 B/param (fp32 master copy)'
@@ -417,9 +439,9 @@ def note_words(text: str, css: str, bold: bool = False, size: float = FONT_SIZE)
     return Words(0.0, 0.0, text, css, size=size, bold=bold)
 
 
-def describe_segment(segment: Segment, unit: str) -> str:
-    """The note beside a segment: 'Weights 13.0 GiB · 2 B/param'."""
-    text = f"{segment.name} {format_amount(segment.bytes, unit)}"
+def describe_segment(segment: Segment, unit: str, also: str = "") -> str:
+    """The note beside a segment: 'Weights 13.0 GiB · 2 B/param' (with `also`: 'Weights 28.0 GB (26.1 GiB) · ...')."""
+    text = f"{segment.name} {format_both(segment.bytes, unit, also)}"
     return f"{text} · {segment.rule}" if segment.rule else text
 
 
@@ -450,7 +472,7 @@ def plan_frame(spec: ChartSpec, texts: list[list[tuple[Words, ...]]]) -> Frame:
     axis_top, ticks = choose_ticks(max(amounts) / unit_bytes)
     crowded = [sum(len(lines) * LINE_HEIGHT + NOTE_GAP for lines in column) for column in texts]
     crowded.append(len(spec.gpus) * (2 * LINE_HEIGHT + NOTE_GAP))
-    plot_height = max(MIN_PLOT_HEIGHT, math.ceil(max(crowded)))
+    plot_height = max(MIN_PLOT_HEIGHT if len(spec.bars) > 1 else SINGLE_PLOT_HEIGHT, math.ceil(max(crowded)))
     tick_width = max(measure_text(f"{tick:g}", SMALL_SIZE) for tick in ticks)
     axis_x = round(MARGIN + SMALL_SIZE + 8 + tick_width + 6, 1)
     return Frame(unit_bytes, tuple(ticks), axis_x, PLOT_TOP + plot_height, plot_height / (axis_top * unit_bytes))
@@ -470,15 +492,15 @@ def write_notes(spec: ChartSpec, index: int, stack: list[Segment], overflow: lis
     room, the rule moves to a second, smaller line (as in the reference diagram)."""
     bar = spec.bars[index]
     need = bar.needed
-    peak = [(note_words(f"peak of a step {format_amount(need, spec.unit)}", "tm-text tm-note tm-peak-note", bold=True),)
+    peak = [(note_words(f"peak of a step {format_both(need, spec.unit, spec.also_unit)}", "tm-text tm-note tm-peak-note", bold=True),)
             ] if bar.peak_differs else []
     if not give_full_notes(spec, index):
-        notes = [(note_words(format_amount(s.bytes, spec.unit), "tm-text tm-note"),) for s in stack] + peak
+        notes = [(note_words(format_both(s.bytes, spec.unit, spec.also_unit), "tm-text tm-note"),) for s in stack] + peak
         if overflow:  # narrow: the marker on a line of its own, then the GPUs
             notes.append((note_words("DOESN'T FIT", "tm-warning tm-note", bold=True),)
                          + tuple(note_words(gpu.display, "tm-warning tm-note") for gpu in overflow))
         return notes
-    notes = [(note_words(describe_segment(s, spec.unit), "tm-text tm-note"),) for s in stack]
+    notes = [(note_words(describe_segment(s, spec.unit, spec.also_unit), "tm-text tm-note"),) for s in stack]
     two_lines = (2 * len(stack) + 2 * len(overflow)) * LINE_HEIGHT + (len(stack) + 1) * NOTE_GAP <= MIN_PLOT_HEIGHT
     if not (two_lines and max((width_of(n[0]) for n in notes), default=0) > ONE_LINE_WIDTH):
         notes += peak
@@ -488,7 +510,7 @@ def write_notes(spec: ChartSpec, index: int, stack: list[Segment], overflow: lis
         return notes
     notes = []
     for segment in stack:
-        head = note_words(f"{segment.name} {format_amount(segment.bytes, spec.unit)}", "tm-text tm-note")
+        head = note_words(f"{segment.name} {format_both(segment.bytes, spec.unit, spec.also_unit)}", "tm-text tm-note")
         rule = note_words(segment.rule, "tm-text-dim tm-note", size=SMALL_SIZE)
         notes.append((head, rule) if segment.rule else (head,))
     notes += peak
@@ -499,41 +521,113 @@ def write_notes(spec: ChartSpec, index: int, stack: list[Segment], overflow: lis
     return notes
 
 
+# --- Label placement: inside a segment where the label fits, else on a leader line ------------------------------
+
+
+def bar_width_of(spec: ChartSpec) -> float:
+    """Width of a bar in the columns layout: wide for a chart of one bar, so that its labels can sit inside it."""
+    return SINGLE_BAR_WIDTH if len(spec.bars) == 1 else BAR_WIDTH
+
+
+def inside_lines(spec: ChartSpec, index: int, segment: Segment, layout: str) -> tuple[str, ...]:
+    """What a label inside a segment says: everything its note would say, stacked as name / amount / rule in the
+    columns layout, on one line in the rows layout (a bar there is one line tall)."""
+    amount = format_both(segment.bytes, spec.unit, spec.also_unit)
+    if not give_full_notes(spec, index):
+        return (amount,) if layout == "columns" else (f"{segment.name} {amount}",)
+    if layout == "rows":
+        return (describe_segment(segment, spec.unit, spec.also_unit),)
+    return (segment.name, amount) + ((segment.rule,) if segment.rule else ())
+
+
+def fits_inside(lines: tuple[str, ...], width: float, height: float, size: float = FONT_SIZE) -> bool:
+    """Whether `lines`, on their tag, fit inside a segment `width` x `height` units: the label-placement rule. The
+    text is measured (measure_text), not guessed from its length."""
+    if not lines:
+        return False
+    widest = max(measure_text(line, size) for line in lines)
+    return (widest + 2 * (TAG_PAD + INSIDE_PAD) <= width
+            and len(lines) * LINE_HEIGHT + 2 * INSIDE_PAD <= height)
+
+
+def inside_label(lines: tuple[str, ...], box: Rect) -> tuple[list[Box | Strokes | Words], Rect]:
+    """A label centred in the segment `box` (x0, top, x1, bottom): a tag of background colour, so the text keeps
+    its contrast whatever the segment's colour, and the lines on it. Returns the items and the tag's box."""
+    x0, top, x1, bottom = box
+    widest = max(measure_text(line, FONT_SIZE) for line in lines)
+    middle_x, middle_y = (x0 + x1) / 2, (top + bottom) / 2
+    height = len(lines) * LINE_HEIGHT
+    tag = (round(middle_x - widest / 2 - TAG_PAD, 2), round(middle_y - height / 2, 2),
+           round(middle_x + widest / 2 + TAG_PAD, 2), round(middle_y + height / 2, 2))
+    items: list[Box | Strokes | Words] = [Box(tag[0], tag[1], round(tag[2] - tag[0], 2), height, "tm-label-tag",
+                                              rounded=True)]
+    for number, line in enumerate(lines):
+        baseline = round(tag[1] + number * LINE_HEIGHT + LINE_HEIGHT / 2 + 0.35 * FONT_SIZE, 2)
+        items.append(Words(round(middle_x, 2), baseline, line, "tm-text tm-inside", anchor="middle"))
+    return items, tag
+
+
+def dashed_box(x0: float, top: float, x1: float, bottom: float) -> Strokes:
+    """The outline of a part the chart does not quantify (ChartSpec.aside): dashed, open to nothing."""
+    corners = ((x0, top), (x1, top), (x1, bottom), (x0, bottom), (x0, top))
+    return Strokes((tuple((round(x, 2), round(y, 2)) for x, y in corners),), "tm-aside", 1.0, dashed=True)
+
+
 def plan_bar(index: int, bar: ChartBar, stack: list[Segment], texts: list[tuple[Words, ...]], overflow: list[Gpu],
-             x: float, frame: Frame, spec: ChartSpec) -> tuple[list[Box | Strokes | Words], Column, float, float]:
-    """A bar's segments, the need's mark, overflow hatch, label and notes; returns them, where it ends and its
-    label's bottom. The hatch runs from the smallest exceeded capacity to the need (or the stack's top, if higher)."""
+             x: float, frame: Frame, spec: ChartSpec) -> tuple[list[Box | Strokes | Words], list[Box | Strokes | Words],
+                                                               list[Rect], Column, float, float]:
+    """A bar's segments, the need's mark, overflow hatch, label and notes; returns them, the labels inside its
+    segments and their tags' boxes, its column of leader-line notes, where it ends and its label's bottom. A segment
+    whose label fits inside it (fits_inside) is labelled there; the others get a note on a leader line. The hatch
+    runs from the smallest exceeded capacity to the need (or the stack's top, if higher)."""
     items: list[Box | Strokes | Words] = []
-    column = Column(leader_x=x + BAR_WIDTH)
+    labels: list[Box | Strokes | Words] = []
+    tags: list[Rect] = []
+    width = bar_width_of(spec)
+    column = Column(leader_x=x + width)
     base = 0
     for segment, lines in zip(stack, texts):
         top_y, bottom_y = frame.y_of(base + segment.bytes), frame.y_of(base)
-        tooltip = "\n".join((f"{bar.label}: {describe_segment(segment, spec.unit)}",) + segment.detail)
+        tooltip = "\n".join((f"{bar.label}: {describe_segment(segment, spec.unit, spec.also_unit)}",) + segment.detail)
         gid = f"bar{index}-{segment.key.replace('/', '-')}"
-        items.append(Box(x, top_y, BAR_WIDTH, bottom_y - top_y, segment.css, "tm-segment", 0.5, gid, tooltip))
-        column.notes.append(Note((top_y + bottom_y) / 2, lines, segment.css))
+        items.append(Box(x, top_y, width, bottom_y - top_y, segment.css, "tm-segment", 0.5, gid, tooltip))
+        inside = inside_lines(spec, index, segment, "columns")
+        if fits_inside(inside, width, bottom_y - top_y):
+            label, tag = inside_label(inside, (x, top_y, x + width, bottom_y))
+            labels.extend(label)
+            tags.append(tag)
+        else:
+            column.notes.append(Note((top_y + bottom_y) / 2, lines, segment.css))
         base += segment.bytes
+    if spec.aside:
+        bottom_y = frame.y_of(base)
+        top_y = max(PLOT_TOP - 6, bottom_y - ASIDE_SIZE)
+        items.append(dashed_box(x, top_y, x + width, bottom_y))
+        if give_full_notes(spec, index):
+            lines = tuple(note_words(line, "tm-text-dim tm-note") for line in wrap_text(spec.aside, ASIDE_WIDTH, FONT_SIZE))
+            column.notes.append(Note((top_y + bottom_y) / 2, lines))
     extra = texts[len(stack):]
     if bar.peak_differs:
         peak_y = frame.y_of(bar.needed)
-        items.append(Strokes((((x - 4, peak_y), (x + BAR_WIDTH + 4, peak_y)),), "tm-peak-line", 2.0))
+        items.append(Strokes((((x - 4, peak_y), (x + width + 4, peak_y)),), "tm-peak-line", 2.0))
         column.notes.append(Note(peak_y, extra.pop(0)))
     if overflow:
         line_y, top_y = frame.y_of(overflow[0].usable_bytes), frame.y_of(max(base, bar.needed))
-        items.extend(with_halo(Strokes(make_hatch(x, top_y, x + BAR_WIDTH, line_y), "tm-overflow-hatch", 0.9)))
-        items.append(Box(x, top_y, BAR_WIDTH, line_y - top_y, "", "tm-overflow-outline", 1.2))
+        items.extend(with_halo(Strokes(make_hatch(x, top_y, x + width, line_y), "tm-overflow-hatch", 0.9)))
+        items.append(Box(x, top_y, width, line_y - top_y, "", "tm-overflow-outline", 1.2))
         column.notes.append(Note((top_y + line_y) / 2, extra[-1]))
     note_width = max((width_of(w) for note in column.notes for w in note.lines), default=0)
-    label_width = max(column.text_x + note_width - x, BAR_WIDTH + 40)
+    label_width = max(column.text_x + note_width - x, width + 40)
     y = frame.plot_bottom + 16
     for line in wrap_text(bar.label, label_width, FONT_SIZE, bold=True):
         items.append(Words(x, y, line, "tm-text tm-bar-label", bold=True))
         y += LINE_HEIGHT
-    items.append(Words(x, y, f"{format_amount(base, spec.unit)} {bar.total_words}", "tm-text-dim tm-bar-total",
-                       size=SMALL_SIZE))
-    items.append(Strokes((((x - 6, frame.plot_bottom), (x + BAR_WIDTH + 6, frame.plot_bottom)),), "tm-axis", 0.8))
-    right = max([column.text_x + note_width] + [x + width_of(w) for w in items if isinstance(w, Words)])
-    return items, column, right, y
+    items.append(Words(x, y, f"{format_both(base, spec.unit, spec.also_unit)} {bar.total_words}",
+                       "tm-text-dim tm-bar-total", size=SMALL_SIZE))
+    items.append(Strokes((((x - 6, frame.plot_bottom), (x + width + 6, frame.plot_bottom)),), "tm-axis", 0.8))
+    right = max([column.text_x + note_width if column.notes else x + width]
+                + [x + width_of(w) for w in items if isinstance(w, Words)])
+    return items, labels, tags, column, right, y
 
 
 def plan_capacity_notes(spec: ChartSpec, frame: Frame, line_end: float) -> Column:
@@ -565,11 +659,10 @@ def plan_axis(spec: ChartSpec, frame: Frame) -> list[Box | Strokes | Words]:
     return items
 
 
-Rect = tuple[float, float, float, float]  # x0, top, x1, bottom
-
-
 def place_column(column: Column, frame: Frame) -> tuple[list[Box | Strokes | Words], list[Rect]]:
     """Spread a column's notes, draw leaders to their anchors; returns items and note boxes."""
+    if not column.notes:
+        return [], []
     placed = spread_notes(column.notes, PLOT_TOP - 6, frame.plot_bottom + 6)
     x = column.leader_x
     leaders = tuple(((x + 1, note.anchor), (x + 7, note.anchor), (x + LEADER_RUN - 6, note.center),
@@ -635,13 +728,18 @@ def plan_drawing(spec: ChartSpec) -> Drawing:
 
     # Bars left to right, each followed by its column of notes; then the capacity labels.
     shapes: list[Box | Strokes | Words] = []
+    inside: list[Box | Strokes | Words] = []
+    tags: list[Rect] = []
     columns: list[Column] = []
     x = frame.axis_x + BAR_GAP
     labels_bottom = frame.plot_bottom
     for index, (bar, stack, overflow) in enumerate(zip(spec.bars, stacks, overflows)):
-        items, column, right, label_bottom = plan_bar(index, bar, stack, texts[index], overflow, x, frame, spec)
+        items, labels, bar_tags, column, right, label_bottom = plan_bar(index, bar, stack, texts[index], overflow, x,
+                                                                        frame, spec)
         labels_bottom = max(labels_bottom, label_bottom)
         shapes.extend(items)
+        inside.extend(labels)
+        tags.extend(bar_tags)
         columns.append(column)
         x = round(right + COLUMN_GAP, 1)
     line_end = x - COLUMN_GAP + 10
@@ -659,9 +757,9 @@ def plan_drawing(spec: ChartSpec) -> Drawing:
         items, column_boxes = place_column(column, frame)
         notes.extend(items)
         boxes.extend(column_boxes)
-    lines = plan_capacity_lines(spec, frame, line_end, boxes)
+    lines = plan_capacity_lines(spec, frame, line_end, boxes + tags)
 
-    items = shapes + lines + plan_axis(spec, frame) + notes
+    items = shapes + lines + plan_axis(spec, frame) + inside + notes
     bottom = labels_bottom
     if spec.example:
         example, bottom = plan_example(spec, width, labels_bottom + 14)
@@ -691,21 +789,72 @@ class Chip:
     bold: bool = False
 
 
-def row_chips(spec: ChartSpec, index: int, stack: list[Segment], overflow: list[Gpu]) -> list[list[Chip]]:
-    """What is written under bar `index`, as runs of chips: each run starts on a new line. The segments (name
-    and amount; the rule too where the column layout gives full notes), the sum or the peak, then what does not fit."""
+def row_chips(spec: ChartSpec, index: int, overflow: list[Gpu]) -> list[list[Chip]]:
+    """What is written under bar `index` after its segments' labels, as runs of chips: each run starts on a new
+    line. The peak of a step where it is not the sum of parts, then what does not fit."""
     bar = spec.bars[index]
-    full = give_full_notes(spec, index)
-    segments = [Chip(describe_segment(s, spec.unit) if full else f"{s.name} {format_amount(s.bytes, spec.unit)}",
-                     "tm-text tm-note", s.css) for s in stack]
-    runs = [segments]
+    runs = []
     if bar.peak_differs:
-        runs.append([Chip(f"peak of a step {format_amount(bar.needed, spec.unit)}", "tm-text tm-note tm-peak-note",
-                          bold=True)])
+        runs.append([Chip(f"peak of a step {format_both(bar.needed, spec.unit, spec.also_unit)}",
+                          "tm-text tm-note tm-peak-note", bold=True)])
     runs += [[Chip(f"DOESN'T FIT {gpu.display}", "tm-warning tm-note", bold=True),
               Chip(f"+{format_amount(bar.needed - gpu.usable_bytes, spec.unit)} over", "tm-warning tm-note")]
              for gpu in overflow]
     return runs
+
+
+@dataclass(frozen=True)
+class Callout:
+    """A note under a horizontal bar, on a leader line from the point `anchor` (an x) of the bar it labels."""
+
+    anchor: float
+    text: str
+    css: str
+    swatch: str = ""  # fill classes of the colour square, '' for none
+
+
+LANE = 4  # between two callouts' leader lines where they run down the left edge
+CHANNEL = 4  # between two callouts' leader lines where they run along under the bar
+
+
+def wrap_note(text: str, width: float) -> list[str]:
+    """A note's text in lines no wider than `width`: whole if it fits, else broken first where ' · ' separates
+    its pieces (name and amount, then the rule), so that '8 B/param' is never split."""
+    if measure_text(text, FONT_SIZE) <= width:
+        return [text]
+    return [line for piece in text.split(" · ") for line in wrap_text(piece, width, FONT_SIZE)]
+
+
+def stack_callouts(callouts: list[Callout], left: float, right: float, bar_bottom: float,
+                   top: float) -> tuple[list[Box | Strokes | Words], float]:
+    """Callouts under a horizontal bar, one under another from `top`, between `left` and `right`, each on a leader
+    line from its anchor on the bar's bottom edge (`bar_bottom`): down into a channel of its own under the bar, left
+    to a lane of its own at the left edge, down to its callout and into it. The callout of the rightmost anchor goes
+    on top, with the deepest channel and the innermost lane; so no leader crosses another, none passes a callout
+    but its own, and every callout may use the whole width. Returns the items and the bottom."""
+    ordered = sorted(callouts, key=lambda c: -c.anchor)
+    count = len(ordered)
+    text_left = left + (count - 1) * LANE + 6
+    y = max(top, bar_bottom + 2 + count * CHANNEL + 2)
+    items: list[Box | Strokes | Words] = []
+    leaders = []
+    for number, callout in enumerate(ordered):
+        lead = SWATCH + SWATCH_GAP if callout.swatch else 0
+        lines = wrap_note(callout.text, right - text_left - lead)
+        middle = round(y + LINE_HEIGHT / 2, 2)
+        lane = left + (count - 1 - number) * LANE
+        channel = round(bar_bottom + 2 + (count - number) * CHANNEL, 2)
+        anchor = round(callout.anchor, 2)
+        leaders.append(((anchor, round(bar_bottom + 1, 2)), (anchor, channel), (lane, channel), (lane, middle),
+                        (round(text_left - 2, 2), middle)))
+        if callout.swatch:
+            items.append(Box(round(text_left, 2), round(middle - SWATCH / 2, 2), SWATCH, SWATCH, callout.swatch))
+        for index, line in enumerate(lines):
+            baseline = round(y + index * LINE_HEIGHT + LINE_HEIGHT / 2 + 0.35 * FONT_SIZE, 2)
+            items.append(Words(round(text_left + lead, 2), baseline, line, callout.css))
+        y += LINE_HEIGHT * len(lines) + NOTE_GAP
+    items.insert(0, Strokes(tuple(leaders), "tm-leader", 0.8))
+    return items, y - NOTE_GAP
 
 
 def flow_chips(runs: list[list[Chip]], left: float, right: float, top: float) -> tuple[list[Box | Words], float]:
@@ -742,7 +891,7 @@ def vertical_pieces(x: float, top: float, bottom: float,
         left = w.x - (width / 2 if w.anchor == "middle" else width if w.anchor == "end" else 0)
         if not w.vertical and left - 3 <= x <= left + width + 3:
             gaps.append((w.y - w.size - 1, w.y + 4))
-    return tuple(((x, y0), (x, y1)) for y0, y1 in open_spans(top, bottom, gaps))
+    return tuple(((x, y0), (x, y1)) for y0, y1 in open_spans(top, bottom, gaps) if y1 - y0 >= 4)  # no specks
 
 
 def plan_rows(spec: ChartSpec, width: float) -> Drawing:
@@ -777,16 +926,28 @@ def plan_rows(spec: ChartSpec, width: float) -> Drawing:
         for line in wrap_text(bar.label, width - 2 * MARGIN, FONT_SIZE, bold=True):
             texts.append(Words(MARGIN, round(y + 12, 2), line, "tm-text tm-bar-label", bold=True))
             y += LINE_HEIGHT
-        total = f"{format_amount(sum(s.bytes for s in stack), spec.unit)} {bar.total_words}"
+        total = f"{format_both(sum(s.bytes for s in stack), spec.unit, spec.also_unit)} {bar.total_words}"
         texts.append(Words(MARGIN, round(y + 12, 2), total, "tm-text-dim tm-bar-total", SMALL_SIZE))
         y += LINE_HEIGHT + 4
         base = 0
+        callouts = []
         for segment in stack:
             x0, x1 = x_of(base), x_of(base + segment.bytes)
-            tooltip = "\n".join((f"{bar.label}: {describe_segment(segment, spec.unit)}",) + segment.detail)
+            tooltip = "\n".join((f"{bar.label}: {describe_segment(segment, spec.unit, spec.also_unit)}",) + segment.detail)
             shapes.append(Box(x0, y, round(x1 - x0, 2), ROW_BAR_HEIGHT, segment.css, "tm-segment", 0.5,
                               f"bar{index}-{segment.key.replace('/', '-')}", tooltip))
+            inside = inside_lines(spec, index, segment, "rows")
+            if fits_inside(inside, x1 - x0, ROW_BAR_HEIGHT):
+                texts.extend(inside_label(inside, (x0, y, x1, y + ROW_BAR_HEIGHT))[0])
+            else:
+                callouts.append(Callout((x0 + x1) / 2, inside[0], "tm-text tm-note", segment.css))
             base += segment.bytes
+        if spec.aside:
+            x0 = x_of(base)
+            x1 = min(x0 + ASIDE_SIZE, width - MARGIN)
+            shapes.append(dashed_box(x0, y, x1, y + ROW_BAR_HEIGHT))
+            if give_full_notes(spec, index):
+                callouts.append(Callout((x0 + x1) / 2, spec.aside, "tm-text-dim tm-note"))
         if overflow:
             x0, x1 = x_of(overflow[0].usable_bytes), x_of(max(base, bar.needed))
             shapes.extend(with_halo(Strokes(make_hatch(x0, y, x1, y + ROW_BAR_HEIGHT), "tm-overflow-hatch", 1.2)))
@@ -794,8 +955,12 @@ def plan_rows(spec: ChartSpec, width: float) -> Drawing:
         if bar.peak_differs:
             x = x_of(bar.needed)
             shapes.append(Strokes((((x, y - 4), (x, y + ROW_BAR_HEIGHT + 4)),), "tm-peak-line", 2.0))
-        y += ROW_BAR_HEIGHT + 4
-        chips, y = flow_chips(row_chips(spec, index, stack, overflow), MARGIN, width - MARGIN, y)
+        y += ROW_BAR_HEIGHT
+        if callouts:
+            notes, y = stack_callouts(callouts, MARGIN, width - MARGIN, y, y + 6)
+            texts.extend(notes)
+        y += 4
+        chips, y = flow_chips(row_chips(spec, index, overflow), MARGIN, width - MARGIN, y)
         texts.extend(chips)
         y += ROW_GAP
     axis_y = y - ROW_GAP + 6
@@ -1070,8 +1235,8 @@ def describe_chart(spec: ChartSpec) -> str:
     """A text summary of every bar's segments, used when the spec gives no description."""
     sentences = []
     for bar in spec.bars:
-        pieces = ", ".join(describe_segment(s, spec.unit) for s in collect_segments(bar, spec))
-        sentences.append(f"{bar.label}: {pieces}; sum of parts {format_amount(bar.breakdown.total, spec.unit)}.")
+        pieces = ", ".join(describe_segment(s, spec.unit, spec.also_unit) for s in collect_segments(bar, spec))
+        sentences.append(f"{bar.label}: {pieces}; sum of parts {format_both(bar.breakdown.total, spec.unit, spec.also_unit)}.")
         if bar.peak_differs:
             sentences.append(f"{bar.label}: peak of a step {format_amount(bar.needed, spec.unit)}.")
         for gpu in find_overflow(bar.needed, spec.gpus):

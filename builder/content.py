@@ -35,7 +35,8 @@ PAGE_KEYS = {"title": str, "slug": str, "order": int, "summary": str, "template"
 REQUIRED_PAGE_KEYS = ("title", "slug", "order", "summary")
 TEMPLATES = ("page", "references")
 CHART_KEYS = {"title": str, "description": str, "unit": str, "gpus": list, "group_by": str,
-              "example": str, "preset": str, "config": dict, "bars": list, "grid": dict, "phases": bool}
+              "example": str, "preset": str, "config": dict, "bars": list, "grid": dict, "phases": bool,
+              "also_unit": str, "aside": str}
 REQUIRED_CHART_KEYS = ("title",)
 UNITS = ("GiB", "GB")
 GROUP_BY = ("bucket", "part")
@@ -210,6 +211,8 @@ class ChartDefinition:
     line: int
     gpu_lines: tuple[int, ...] = ()
     phases: bool = False  # one training bar, drawn as its sum of parts and the peak of each phase
+    also_unit: str = ""  # every amount also in this unit ('GiB' or 'GB')
+    aside: str = ""  # a part the chart does not quantify: its note, beside an empty dashed box
 
 
 @dataclass(frozen=True)
@@ -492,6 +495,10 @@ def read_chart(chart_id: str, node: Located, path: str) -> tuple[ChartDefinition
     if group_by not in GROUP_BY:
         errors.append(ContentError(path, node.line_of("group_by"),
                                    f"{what}: group_by must be bucket or part, got {group_by!r}"))
+    also_unit = spec.get("also_unit", "")
+    if also_unit and (also_unit not in UNITS or also_unit == unit):
+        errors.append(ContentError(path, node.line_of("also_unit"),
+                                   f"{what}: also_unit must be the other of GiB and GB, got {also_unit!r}"))
     gpus = spec.get("gpus", [])
     if not all(isinstance(g, str) for g in gpus):
         errors.append(ContentError(path, node.line_of("gpus"), f"{what}: gpus must be a list of GPU ids"))
@@ -510,7 +517,8 @@ def read_chart(chart_id: str, node: Located, path: str) -> tuple[ChartDefinition
     gpu_lines = tuple(node.children["gpus"].children[i].line for i in range(len(gpus))) if gpus else ()
     return ChartDefinition(chart_id=chart_id, title=spec["title"].strip(), description=spec.get("description", "").strip(),
                            unit=unit, gpus=tuple(gpus), group_by=group_by, example=spec.get("example", "").strip(),
-                           bars=tuple(bars), line=node.line, gpu_lines=gpu_lines, phases=phases), errors
+                           bars=tuple(bars), line=node.line, gpu_lines=gpu_lines, phases=phases,
+                           also_unit=also_unit, aside=spec.get("aside", "").strip()), errors
 
 
 def base_bar(node: Located, path: str) -> BarDefinition:

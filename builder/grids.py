@@ -9,11 +9,13 @@ come back as ContentErrors naming the line of the offending option.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from builder.catalog import Gpu
 from builder.charts import ChartBar, ChartSpec
+from builder.charts import format_amount as format_chart_amount
 from builder.content import BarDefinition, ChartDefinition, ContentError, Page, Preset
 from builder.model import Breakdown, Config, validate_config
 from builder.model.architecture import Architecture
@@ -199,8 +201,21 @@ def evaluate_chart(chart: ChartDefinition, page: Page, presets: dict[str, Preset
     chart_gpus = tuple(gpus[g] for g in chart.gpus)
     spec = ChartSpec(chart_id=chart.chart_id, title=chart.title,
                      description=describe_chart(chart, bars, chart_gpus), bars=tuple(bars), gpus=chart_gpus,
-                     unit=chart.unit, example=chart.example, group_by=chart.group_by)
+                     unit=chart.unit, example=fill_example(chart.example, bars, chart.unit), group_by=chart.group_by,
+                     also_unit=chart.also_unit, aside=chart.aside)
     return EvaluatedChart(definition=chart, spec=spec, configs=tuple(configs)), []
+
+
+EXAMPLE_SUM = re.compile(r"\{sum(?::(GiB|GB))?\}")
+
+
+def fill_example(example: str, bars: list[ChartBar], unit: str) -> str:
+    """The worked example with `{sum}` (the first bar's sum of parts in the chart's unit) and `{sum:GiB}` or
+    `{sum:GB}` (in that unit) replaced by the amounts the model worked out, so the box is never typed by hand."""
+    if not bars:
+        return example
+    total = bars[0].breakdown.total
+    return EXAMPLE_SUM.sub(lambda m: format_chart_amount(total, m.group(1) or unit), example)
 
 
 def group_amounts(breakdown: Breakdown, group_by: str) -> dict[str, int]:
@@ -237,8 +252,12 @@ def describe_chart(chart: ChartDefinition, bars: list[ChartBar], gpus: tuple[Gpu
         amounts = group_amounts(bar.breakdown, chart.group_by)
         listed = ", ".join(f"{reader_name(name)} {format_amount(amount, chart.unit)}" for name, amount in amounts.items())
         peak = f"; peak of a step {format_amount(bar.needed, chart.unit)} {chart.unit}" if bar.peak_differs else ""
-        sentences.append(f"{bar.label}: sum of parts {format_amount(bar.breakdown.total, chart.unit)} {chart.unit} "
+        also = (f" ({format_amount(bar.breakdown.total, chart.also_unit)} {chart.also_unit})"
+                if chart.also_unit else "")
+        sentences.append(f"{bar.label}: sum of parts {format_amount(bar.breakdown.total, chart.unit)} {chart.unit}{also} "
                          f"per GPU ({listed}){peak}.")
+    if chart.aside:
+        sentences.append(chart.aside)
     for gpu in gpus:
         sentences.append(f"{gpu.display} holds {format_amount(gpu.usable_bytes, chart.unit)} {chart.unit}.")
     return " ".join(sentences)

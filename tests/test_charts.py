@@ -284,9 +284,10 @@ def test_wide_notes_put_the_rule_on_a_second_line_when_the_column_has_room():
     notes = strings_of(root, "tm-note")
     assert notes == [
         "DOESN'T FIT Small 20GB", f"+{gib(4 * PARAMS - 20 * GiB)} over its usable memory",
-        f"Gradients {gib(2 * PARAMS)}", "2 B/param (bf16)",
         f"Weights {gib(2 * PARAMS)}", "2 B/param (bf16, one copy per…",  # cut to 40 characters at a word
     ]
+    # A chart of one bar draws it wide (seed 003): the gradients' label fits inside its segment, the weights' does not.
+    assert strings_of(root, "tm-inside") == ["Gradients", gib(2 * PARAMS), "2 B/param (bf16)"]
     rules = [t for t in texts_of(root, "tm-note") if t.text.startswith("2 B/param")]
     assert all(t.get("class") == "tm-text-dim tm-note" and t.get("font-size") == "12" for t in rules)  # dimmer, never smaller than 12
     assert overlapping(all_text_boxes(root)) == []
@@ -305,7 +306,9 @@ def test_group_by_part_gives_every_part_a_segment_and_a_note():
     spec = make_spec(group_by="part", bars=(ChartBar("1 GPU", make_training()),), gpus=())
     root = parse(render_chart(spec))
     notes = strings_of(root, "tm-note")
-    assert f"Adam first moment {gib(4 * PARAMS)} · 4 B/param" in notes  # reader-facing names (partnames)
+    inside = strings_of(root, "tm-inside")  # the one bar is wide: big parts are labelled inside their segment
+    assert inside[3:6] == ["Adam first moment", gib(4 * PARAMS), "4 B/param"]  # reader-facing names (partnames)
+    assert f"Gradients {gib(2 * PARAMS)} · 2 B/param" in notes  # too short a segment for three lines: a note
     assert f"MLP activations {gib(4 * GiB)}" in notes  # no rule given: none printed
     assert set(segments_of(root, "train-7b", 0)) == {
         "weights", "master", "gradients", "optimizer-adam_m", "optimizer-adam_v",
@@ -528,7 +531,8 @@ def test_leader_lines_start_at_segment_midpoints():
     boxes = segments_of(root, spec.chart_id, 0)
     leaders = next(p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-leader").get("d")
     starts = [float(y) for y in re.findall(r"M-?[\d.]+ (-?[\d.]+)", leaders)]
-    midpoints = sorted((box[1] + box[3]) / 2 for box in boxes.values())
+    assert strings_of(root, "tm-inside")[0] == "Weights"  # the big part is labelled inside, with no leader
+    midpoints = sorted((box[1] + box[3]) / 2 for key, box in boxes.items() if key != "weights")
     assert sorted(starts) == pytest.approx(midpoints, abs=0.02)
 
 
@@ -663,15 +667,17 @@ def test_rows_layout_names_amounts_and_what_does_not_fit():
     root = parse(render_chart(spec, "rows", 288))
     notes = strings_of(root, "tm-note")
     training, sharded = make_training(), make_training(shards=8)
+    # No label fits inside a segment at 288 units, so each is a note on a leader line, the rightmost segment's on top.
+    assert strings_of(root, "tm-inside") == []
     assert notes == [
-        f"Weights {gib(2 * PARAMS)} · 2 B/param", f"Master weights {gib(4 * PARAMS)} · 4 B/param",
-        f"Gradients {gib(2 * PARAMS)} · 2 B/param", f"Optimizer {gib(8 * PARAMS)} · 8 B/param",
-        f"Activations {gib(8 * GiB)} · 5 B/token/layer", "Overhead 0.59 GiB · fixed",
+        "Overhead 0.59 GiB · fixed", f"Activations {gib(8 * GiB)} · 5 B/token/layer",
+        f"Optimizer {gib(8 * PARAMS)} · 8 B/param", f"Gradients {gib(2 * PARAMS)} · 2 B/param",
+        f"Master weights {gib(4 * PARAMS)} · 4 B/param", f"Weights {gib(2 * PARAMS)} · 2 B/param",
         "DOESN'T FIT A100 SXM 40GB", f"+{gib(training.total - A100_40.usable_bytes)} over",
         "DOESN'T FIT H100 SXM 80GB", f"+{gib(training.total - H100.usable_bytes)} over",
-        f"Weights {gib(2 * PARAMS)} · 2 B/param", f"Master weights {gib(4 * PARAMS // 8)} · 4 B/param",
-        f"Gradients {gib(2 * PARAMS // 8)} · 2 B/param", f"Optimizer {gib(8 * PARAMS // 8)} · 8 B/param",
-        f"Activations {gib(8 * GiB)} · 5 B/token/layer", "Overhead 0.59 GiB · fixed",
+        "Overhead 0.59 GiB · fixed", f"Activations {gib(8 * GiB)} · 5 B/token/layer",
+        f"Optimizer {gib(8 * PARAMS // 8)} · 8 B/param", f"Gradients {gib(2 * PARAMS // 8)} · 2 B/param",
+        f"Master weights {gib(4 * PARAMS // 8)} · 4 B/param", f"Weights {gib(2 * PARAMS)} · 2 B/param",
     ]
     assert sharded.total < A100_40.usable_bytes  # so the second bar has no DOESN'T FIT
     labels = strings_of(root, "tm-capacity-label")
