@@ -61,32 +61,34 @@ class Recipe:
     # saved output) instead of a quantised copy: every recipe but delayed scaling (attention.py, commit d98e8a6).
     projection_saves_original: bool
     source: str  # the tensor layout's file
+    left_out: str  # what the sizes leave out for this recipe
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("te-fp8", "fp8 with per-tensor scaling (TE DelayedScaling, Megatron-LM's default --fp8-recipe delayed)",
            Fraction(2), "fp8 data + fp8 transpose", Fraction(1), "fp8 transpose",
            False, f"{TE} transformer_engine/pytorch/tensor/float8_tensor.py (_data and, without non-TN fp8 GEMMs, "
-                  f"_transpose: 1 B each; one fp32 _scale_inv per tensor)"),
+                  f"_transpose: 1 B each; one fp32 _scale_inv per tensor)",
+           "counted as on Hopper (data + transpose): on Blackwell, whose fp8 GEMMs take either layout, one 1 B buffer "
+           "serves both usages; the per-tensor scales and amax histories (a few bytes per layer) are left out"),
     Recipe("te-mxfp8", "MXFP8 (TE MXFP8BlockScaling, Megatron-LM --fp8-recipe mxfp8)",
            2 * (1 + Fraction(1, 32)), "row-wise + column-wise fp8, an E8M0 scale per 32 each",
            1 + Fraction(1, 32), "column-wise fp8 + E8M0 scale per 32",
            True, f"{TE} transformer_engine/pytorch/tensor/mxfp8_tensor.py (row-wise and column-wise data, 1 B each, "
-                 f"with a 1 B scale per 32 elements each)"),
+                 f"with a 1 B scale per 32 elements each)",
+           "the scale tensors' padding (to multiples of 128 x 4) is left out"),
     Recipe("te-nvfp4", "NVFP4 (TE NVFP4BlockScaling, Megatron-LM --fp4-format e2m1 --fp4-recipe nvfp4)",
            2 * (Fraction(1, 2) + Fraction(1, 16)), "row-wise + column-wise fp4, an E4M3 scale per 16 each",
            Fraction(1, 2) + Fraction(1, 16), "column-wise fp4 + E4M3 scale per 16",
            True, f"{TE} transformer_engine/pytorch/tensor/nvfp4_tensor.py (row-wise and column-wise E2M1 data, two "
-                 f"values per byte, with a 1 B E4M3 scale per 16 elements each and an fp32 amax per tensor)"),
+                 f"values per byte, with a 1 B E4M3 scale per 16 elements each and an fp32 amax per tensor)",
+           "the per-tensor fp32 amax and the scale tensors' padding are left out; the NVFP4 recipe's optional 16-bit "
+           "first and last layers (Megatron-LM --first-last-layers-bf16, off by default) are not modelled"),
 )}
 
-# What the recipes leave at higher precision, and what the rules leave out: the words the parts carry.
+# What the recipes leave at higher precision: the words the parts carry beside each recipe's left_out.
 KEPT_HIGH = ("only the transformer blocks' linear-layer weights get a quantised copy: embeddings, norms, biases, "
-             "the MoE router and the output layer stay 16-bit (Megatron-LM's defaults: --first-last-layers-bf16 "
-             "off, fp8_output_proj off)")
-LEFT_OUT = ("per-tensor scales and amax histories (a few bytes per layer) and the scale tensors' padding are left "
-            "out; per-tensor fp8 is counted as on Hopper (data + transpose), where Blackwell needs 1 B, one buffer "
-            "for both usages")
+             "the MoE router and the output layer stay 16-bit (Megatron-LM's defaults: fp8_output_proj off)")
 
 
 def by_recipe(field: str, otherwise: Any = 0) -> Expr:

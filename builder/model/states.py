@@ -15,7 +15,7 @@ from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, i
                                 per_unit, sym, total, when)
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.partrules import PartRule, RuleSet, bytes_of
-from builder.model.recipes import KEPT_HIGH, LEFT_OUT, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
+from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
 
 ZERO = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5 (Pos, Pos+g, Pos+g+p)"
 FSDP = "Zhao et al. 2023 (PyTorch FSDP), arXiv:2304.11277, section 3"
@@ -144,7 +144,7 @@ RECIPE_STATES = {
     "recipe_words": fmt("{0} B/linear param ({1})", per_unit(sym("recipe_weight_bytes")), by_recipe("weight_words", "")),
     "recipe_source": by_recipe("source", ""),
 }
-RECIPE_NOTE = f"{KEPT_HIGH}; {LEFT_OUT}"
+RECIPE_NOTE = fmt("{0}; {1}", KEPT_HIGH, by_recipe("left_out", ""))
 
 TRAIN = eq(sym("mode"), "train")
 PLAIN_STATES = both(TRAIN, negate(sym("lora")))
