@@ -623,7 +623,7 @@ def test_unit_dtypes_and_start_live_in_the_url_and_old_links_still_open(calculat
 
 @pytest.mark.parametrize("precision, copy, words", [
     ("te-fp8", "2 B/linear param (fp8 data + fp8 transpose)", "float8_tensor.py"),
-    ("te-nvfp4", "1.13 B/linear param (row-wise + column-wise fp4, an E4M3 scale per 16 each)", "nvfp4_tensor.py"),
+    ("te-nvfp4", "1.12 B/linear param (row-wise + column-wise fp4, an E4M3 scale per 16 each)", "nvfp4_tensor.py"),
 ])
 def test_choosing_fp8_or_fp4_shows_the_recipes_copies_as_python_does(calculator, precision, copy, words):
     """A reader picks an fp8 or fp4 recipe from the Precision control: the calculator prices what Python prices
