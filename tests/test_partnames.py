@@ -48,6 +48,10 @@ def training_configs():
     yield Config(model=dense, allocator_reserve=0.05, cuda_context_bytes=2**29, seq_len=256)
     yield Config(model=dense, grad_accum=4, grad_accum_dtype="fp32", precision="bf16", seq_len=256)
     yield Config(params=7_000_000_000)
+    # The low-precision recipes: a quantised copy beside the weights, or the weights stored quantised.
+    for precision in ("te-fp8", "te-fp8-params", "te-mxfp8", "te-nvfp4"):
+        yield Config(model=dense, precision=precision, seq_len=256)
+        yield Config(model=moe, precision=precision, fsdp="FULL_SHARD", dp=8, seq_len=256)
 
 
 def emitted_parts():

@@ -182,7 +182,7 @@ def test_data_is_compact_and_safe_to_embed():
                                   "pp_virtual_stages", "batch", "context"]  # validate_config's order
     assert data["ints"]["pp_virtual_stages"] == "vpp" and data["ints"]["micro_batch"] == "micro_batch"
     assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["kv_heads"] == 8
-    assert data["model"]["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16", 0]
+    assert data["model"]["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16", 0, "", 0]
     assert data["policies"]["amp-bf16"][5] == 1  # torch.autocast: linear layers save weight copies
 
 

@@ -35,6 +35,7 @@ from builder.model.expr import (Expr, at, both, by, ceil, derive, either, eq, ev
                                 lift, maximum, minimum, ne, negate, per_unit, row, sym, table, total, when)
 from builder.model.inputs import run_inputs, stages
 from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.recipes import by_recipe, recipe_on
 from builder.model.units import DTYPE_BYTES
 
 KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198, Table 2"
@@ -89,6 +90,12 @@ def _conditions() -> dict[str, Expr]:
     # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
     # input) stays fp32; the op lists' 'autocast' rows apply.
     autocast = both(sym("autocast"), hf)
+    # A low-precision recipe (builder.model.recipes): every linear layer saves a quantised copy of its input.
+    # Megatron-LM has the attention output projection keep its original input instead (save_original_input) for
+    # every recipe but delayed scaling; a fused attention kernel saves that input as its own output regardless.
+    recipe = recipe_on()
+    separate = either(autocast, both(recipe, hf))
+    projection_original = both(eq(sym("implementation"), "megatron"), by_recipe("projection_saves_original"))
     learned = sym("position_embeddings") > 0
     lora = {target: both(sym("lora_rank") > 0, has(sym("lora_targets"), target)) for target in LORA_TARGETS}
 
@@ -107,6 +114,9 @@ def _conditions() -> dict[str, Expr]:
         "embedding_dropout": either(eq(sym("norm"), "layernorm"), negate(hf)),
         "full_recompute": full, "no_full_recompute": negate(full),
         "autocast": autocast, "no_autocast": negate(autocast),
+        "separate_inputs": separate, "shared_input": negate(separate),
+        "o_input_kept": either(negate(recipe), negate(eager), projection_original),
+        "o_input_quantised": both(recipe, negate(projection_original)),
         "loss_logprobs": isin(sym("loss"), "eager", "chunked"), "loss_compiled": eq(sym("loss"), "compiled"),
         "loss_fused_linear": eq(sym("loss"), "fused-linear"), "no_loss_fused_linear": ne(sym("loss"), "fused-linear"),
         **{name: eq(sym("lora_rank"), 0) for name in FULL_TRAINING},
@@ -131,8 +141,8 @@ def _holds(condition: str) -> Any:
 
 def _bytes(r: oplists.Row) -> Expr:
     """A row's bytes: coefficient x its shape's symbols x the size of its dtype ('act': the activation dtype,
-    'grad': the gradient dtype)."""
-    sizes = {"act": sym("act_bytes"), "grad": sym("grad_bytes"), "int64": lift(8)}
+    'lin': a linear layer's input as it saves it, 'grad': the gradient dtype)."""
+    sizes = {"act": sym("act_bytes"), "lin": sym("lin_bytes"), "grad": sym("grad_bytes"), "int64": lift(8)}
     size = sizes[r.dtype] if r.dtype in sizes else DTYPE_BYTES[r.dtype]
     return Expr("*", r.coefficient, *(sym(f"op_{x}") for x in r.shape.split()), size)
 
@@ -191,7 +201,10 @@ LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), eq(sym("implementation"), "hf"
 # sizes, so a search over batch or sequence length derives them once.
 OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in CONDITION_RULES.items()}, "block": BLOCK,
                                  "act_bytes": bytes_of(sym("activation_dtype")),
-                                 "grad_bytes": bytes_of(sym("grad_dtype"))}, parts=())
+                                 "grad_bytes": bytes_of(sym("grad_dtype")),
+                                 # A linear layer's saved input: the activation dtype, or a recipe's quantised copy.
+                                 "lin_bytes": when(recipe_on(), by_recipe("saved_input"),
+                                                   bytes_of(sym("activation_dtype")))}, parts=())
 # The symbols every activation rule reads (on top of OP_CONDITIONS'): the op-list symbols, the block's rows (with
 # their places, for the moments), what one layer keeps saved per group (selective recompute drops core attention,
 # full recompute everything: its checkpoint is a part of its own) and the embedding's and head's rows.

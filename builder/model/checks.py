@@ -55,6 +55,9 @@ def range_checks(bounds: Range) -> tuple[Check, ...]:
 CHECKS: tuple[Check, ...] = (
     *(check for bounds in RANGES for check in range_checks(bounds)),
     Check(both(sym("qlora"), eq(sym("lora_rank"), 0)), fmt("qlora: QLoRA needs lora_rank > 0")),
+    Check(both(eq(sym("mode"), "train"), ne(sym("recipe"), ""), sym("qlora")),
+          fmt("qlora: QLoRA's NF4 base weights do not combine with the Transformer Engine recipe {0} (it quantises "
+              "16-bit linear weights); choose a precision such as bf16-mixed", sym("recipe"))),
     Check(both(ARCH, sym("lora_rank") > sym("hidden")),
           fmt("lora_rank: {0} exceeds the hidden size {1} of {2}: a rank above a projection's smaller side adds "
               "parameters, not rank", sym("lora_rank"), sym("hidden"), sym("model_name"))),

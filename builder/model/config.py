@@ -54,6 +54,8 @@ class PrecisionPolicy:
     description: str = ""
     source: str = ""
     autocast: bool = False  # torch.autocast: each linear layer casts its weight and saves the copy for backward
+    recipe: str = ""  # a low-precision training recipe (builder.model.recipes.RECIPES), "" for none
+    quantised_params: bool = False  # the recipe's linear weights are stored only quantised (TE quantized_model_init)
 
 
 # Named policies. Sources: Micikevicius et al. 2017 (arXiv:1710.03740) section 3;
@@ -72,6 +74,24 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
         PrecisionPolicy("megatron-bf16", "bf16", "fp32", "fp32", "fp32", "bf16",
                         "bf16 weights, fp32 gradient buffer (main_grad), fp32 master and states",
                         "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without distributed optimizer"),
+        # Transformer Engine's low-precision recipes as Megatron-LM runs them (builder.model.recipes): Megatron's
+        # bf16 weights, fp32 main_grad, fp32 master and states, plus the quantised copies the recipe keeps.
+        *(PrecisionPolicy(name, "bf16", "fp32", "fp32", "fp32", "bf16", description, source, recipe=recipe,
+                          quantised_params=params)
+          for name, recipe, params, description, source in (
+              ("te-fp8", "te-fp8", False,
+               "Megatron bf16 states plus Transformer Engine fp8 copies of the linear weights (delayed scaling)",
+               "TransformerEngine 2.20 linear.py (quantised weight workspace); Megatron-LM --fp8-format"),
+              ("te-fp8-params", "te-fp8", True,
+               "fp8 linear weights only (no bf16 copy), fp32 master, fp32 main_grad and states",
+               "TransformerEngine 2.20 quantized_model_init; Megatron-LM --fp8-param-gather"),
+              ("te-mxfp8", "te-mxfp8", False,
+               "Megatron bf16 states plus Transformer Engine MXFP8 copies of the linear weights (Blackwell)",
+               "TransformerEngine 2.20 MXFP8BlockScaling, mxfp8_tensor.py; Megatron-LM --fp8-recipe mxfp8"),
+              ("te-nvfp4", "te-nvfp4", False,
+               "Megatron bf16 states plus Transformer Engine NVFP4 copies of the linear weights (Blackwell)",
+               "TransformerEngine 2.20 NVFP4BlockScaling, nvfp4_tensor.py; Megatron-LM --fp4-format e2m1"),
+          )),
         PrecisionPolicy("amp-bf16", "fp32", None, "fp32", "fp32", "bf16",
                         "fp32 weights and gradients, bf16 autocast activations, no separate master",
                         "PyTorch torch.autocast with fp32 parameters", autocast=True),

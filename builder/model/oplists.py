@@ -4,7 +4,9 @@ Each row is (group, op, coefficient, shape, dtype, condition, core):
   group      part of the breakdown the bytes go to ('norms', 'attention', ...)
   op         the operation and what it saves, in words
   shape      a product of symbols (below); elements = coefficient x product
-  dtype      'act' (the activation dtype), 'fp32', 'bool' (1 byte) or 'int64'
+  dtype      'act' (the activation dtype), 'lin' (a linear layer's input as the layer saves it: the activation
+             dtype, or the quantised copy a low-precision recipe keeps, builder.model.recipes), 'fp32', 'bool'
+             (1 byte) or 'int64'
   condition  when the row applies: '' always, or names joined by '&' (see CONDITIONS)
   core       inside core attention: selective recompute drops it
 
@@ -56,6 +58,18 @@ CONDITIONS = {
     # linear layer casts its input itself, so projections sharing an input save a copy each.
     "autocast": "torch.autocast over fp32 weights (the residual stream, norms and rotary tables stay fp32)",
     "no_autocast": "not autocast",
+    # Projections that read one tensor (q, k, v; gate, up) as separate layers: under torch.autocast or a
+    # Transformer Engine recipe each layer casts or quantises the input itself and saves its own copy.
+    "separate_inputs": "projections sharing an input save a copy each (autocast casts, or a low-precision recipe "
+                       "quantises, the input in every layer; transformers code, separate projections)",
+    "shared_input": "not separate_inputs",
+    # The attention output projection's input under a low-precision recipe (builder.model.recipes): the fused
+    # attention kernel saves it as its output anyway, and Megatron-LM has the projection save that original
+    # (save_original_input) for every recipe but delayed scaling; otherwise the projection saves a quantised copy.
+    "o_input_kept": "the output projection's 16-bit input is saved (no recipe, a fused attention kernel's own output, "
+                    "or Megatron-LM's save_original_input)",
+    "o_input_quantised": "the output projection saves a quantised copy of its input (a recipe, unless Megatron-LM's "
+                         "save_original_input applies)",
     # Saved only for a weight gradient: gone when that weight is frozen (LoRA, QLoRA).
     "grad_qkv": "the q/k/v (or c_attn) weights train",
     "grad_o": "the attention output weights train",
@@ -128,7 +142,7 @@ MLP_INNER = (
     Row("mlp", "SiLU input (gate projection output)", 1, "T f", "act", "swiglu"),
     Row("mlp", "SiLU output (factor of the product)", 1, "T f", "act", "swiglu"),
     Row("mlp", "up projection output (factor of the product)", 1, "T f", "act", "swiglu"),
-    Row("mlp", "down projection input (the product)", 1, "T f", "act", "swiglu&grad_mlp_out"),
+    Row("mlp", "down projection input (the product)", 1, "T f", "lin", "swiglu&grad_mlp_out"),
     # GeLU as one op (Megatron fused bias-GeLU, torch.nn.GELU).
     Row("mlp", "GeLU input", 1, "T f", "act", "gelu_fused"),
     # transformers NewGELUActivation: 0.5*x*(1+tanh(c*(x+0.044715*x**3))) in Python ops:
@@ -137,23 +151,24 @@ MLP_INNER = (
     Row("mlp", "GeLU: tanh output", 1, "T f", "act", "gelu_python"),
     Row("mlp", "GeLU: 0.5*x factor", 1, "T f", "act", "gelu_python"),
     Row("mlp", "GeLU: 1+tanh factor", 1, "T f", "act", "gelu_python"),
-    Row("mlp", "second MLP linear input", 1, "T f", "act", "gelu_fused&grad_mlp_out"),
-    Row("mlp", "second MLP linear input", 1, "T f", "act", "gelu_python&grad_mlp_out"),
+    Row("mlp", "second MLP linear input", 1, "T f", "lin", "gelu_fused&grad_mlp_out"),
+    Row("mlp", "second MLP linear input", 1, "T f", "lin", "gelu_python&grad_mlp_out"),
 )
 
 # Megatron GPT block, Korthikanti et al. 2022 section 4.1 (LayerNorm statistics neglected
 # as in the paper). With a GeLU 4h MLP and dropout this sums to sbh(34 + 5as/h).
 MEGATRON_BLOCK = (
     Row("norms", "LayerNorm 1 input", 1, "Tr h", "act"),
-    Row("attention", "QKV projection input", 1, "Tr h", "act", "grad_qkv"),
+    Row("attention", "QKV projection input", 1, "Tr h", "lin", "grad_qkv"),
     Row("attention", "Q for QK^T", 1, "T a d", "act"),
     Row("attention", "K for QK^T", 1, "T k d", "act"),
     Row("attention", "V for scores x V", 1, "T k d", "act"),
     *CORE_16BIT_SOFTMAX,
-    Row("attention", "output projection input", 1, "T a d", "act", "grad_o"),
+    Row("attention", "output projection input", 1, "T a d", "act", "grad_o&o_input_kept"),
+    Row("attention", "output projection input, quantised copy", 1, "T a d", "lin", "grad_o&o_input_quantised"),
     Row("dropout", "attention output dropout mask", 1, "Tr h", "bool", "dropout"),
     Row("norms", "LayerNorm 2 input", 1, "Tr h", "act"),
-    Row("mlp", "first MLP linear input", 1, "Tr h", "act", "grad_mlp_in"),
+    Row("mlp", "first MLP linear input", 1, "Tr h", "lin", "grad_mlp_in"),
     *MLP_INNER,
     Row("dropout", "MLP output dropout mask", 1, "Tr h", "bool", "dropout"),
     *LORA,
@@ -169,14 +184,15 @@ _QKV_AS_SAVED = (
 HF_GPT2_BLOCK = (
     *_fp32_under_autocast("norms", "ln_1 input (the residual stream)", 1, "Tr h"),
     Row("norms", "ln_1 mean and rstd (fp32)", 2, "Tr", "fp32"),
-    Row("attention", "c_attn input (ln_1 output)", 1, "Tr h", "act", "grad_qkv"),
+    Row("attention", "c_attn input (ln_1 output)", 1, "Tr h", "lin", "grad_qkv"),
     *_QKV_AS_SAVED,
     *CORE_16BIT_SOFTMAX,
-    Row("attention", "c_proj input (merged heads)", 1, "T a d", "act", "grad_o"),
+    Row("attention", "c_proj input (merged heads)", 1, "T a d", "act", "grad_o&o_input_kept"),
+    Row("attention", "c_proj input, quantised copy", 1, "T a d", "lin", "grad_o&o_input_quantised"),
     Row("dropout", "residual dropout mask after attention", 1, "Tr h", "bool", "dropout"),
     *_fp32_under_autocast("norms", "ln_2 input (the residual stream)", 1, "Tr h"),
     Row("norms", "ln_2 mean and rstd (fp32)", 2, "Tr", "fp32"),
-    Row("mlp", "c_fc input (ln_2 output)", 1, "Tr h", "act", "grad_mlp_in"),
+    Row("mlp", "c_fc input (ln_2 output)", 1, "Tr h", "lin", "grad_mlp_in"),
     *MLP_INNER,
     Row("dropout", "residual dropout mask after the MLP", 1, "Tr h", "bool", "dropout"),
     *LORA,
@@ -197,25 +213,28 @@ _MOE = (
     Row("router", "router softmax output (fp32)", 1, "T E", "fp32"),
     Row("router", "top-k routing weights (fp32)", 1, "T K", "fp32"),
     Row("router", "top-k expert indices (int64)", 1, "T K", "int64"),
-    Row("mlp", "expert inputs gathered per routed token", 1, "T K h", "act"),
+    Row("mlp", "expert inputs gathered per routed token", 1, "T K h", "lin"),
     Row("mlp", "SiLU input (gate projection output)", 1, "T K f", "act"),
     Row("mlp", "SiLU output (factor of the product)", 1, "T K f", "act"),
     Row("mlp", "up projection output (factor of the product)", 1, "T K f", "act"),
-    Row("mlp", "down projection input (the product)", 1, "T K f", "act"),
+    Row("mlp", "down projection input (the product)", 1, "T K f", "lin"),
     Row("mlp", "expert outputs before routing-weight scaling", 1, "T K h", "act"),
 )
 
 # transformers Llama / Mistral / Qwen2 decoder layer (RMSNorm, SwiGLU, rotary, GQA).
 HF_LLAMA_BLOCK = (
     *_rmsnorm("input_layernorm"),
-    Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "act", "grad_qkv&no_autocast"),
-    Row("attention", "q, k and v projection inputs, each cast by autocast", 3, "Tr h", "act", "grad_qkv&autocast"),
+    Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "lin", "grad_qkv&shared_input"),
+    Row("attention", "q, k and v projection inputs, each cast by autocast or quantised by a recipe", 3, "Tr h", "lin",
+        "grad_qkv&separate_inputs"),
     *_QKV_AS_SAVED,
     *CORE_FP32_SOFTMAX,
-    Row("attention", "o_proj input (merged heads)", 1, "T a d", "act", "grad_o"),
+    Row("attention", "o_proj input (merged heads)", 1, "T a d", "act", "grad_o&o_input_kept"),
+    Row("attention", "o_proj input, quantised copy", 1, "T a d", "lin", "grad_o&o_input_quantised"),
     *_rmsnorm("post_attention_layernorm"),
-    Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "act", "grad_mlp_in&no_autocast"),
-    Row("mlp", "gate and up projection inputs, each cast by autocast", 2, "Tr h", "act", "grad_mlp_in&autocast"),
+    Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "lin", "grad_mlp_in&shared_input"),
+    Row("mlp", "gate and up projection inputs, each cast by autocast or quantised by a recipe", 2, "Tr h", "lin",
+        "grad_mlp_in&separate_inputs"),
     *MLP_INNER,
     *LORA,
 )

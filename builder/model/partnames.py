@@ -26,6 +26,7 @@ PART_NAMES: dict[str, str] = {
     # Weights (builder.model.states)
     "weights/quantised_linear": "Quantised linear weights",
     "weights/quantisation_constants": "Quantisation constants",
+    "weights/low_precision_copies": "Low-precision weight copies",
     "weights/unquantised": "Unquantised weights",
     "weights/lora_adapters": "LoRA adapters",
     # Gradients (states, step, peak's moments)

@@ -56,6 +56,11 @@ HOLDING = RuleSet(symbols={
     "layer_expert": _in_one_block(eq(sym("group"), "mlp/experts")),
     "layer_linear": _in_one_block(ne(sym("group"), "norms")),
     "layer_matrices": _in_one_block(both(ne(sym("group"), "norms"), sym("rest") > 1)),
+    # The weight matrices of a block's GEMMs that a low-precision recipe quantises (builder.model.recipes): the
+    # linear layers' weights, not the norms, the biases or the MoE router (a plain 16-bit layer in Megatron-LM),
+    # and of those the routed experts'.
+    "layer_gemms": _in_one_block(both(negate(isin(sym("group"), "norms", "mlp/router")), sym("rest") > 1)),
+    "layer_expert_gemms": _in_one_block(both(eq(sym("group"), "mlp/experts"), sym("rest") > 1)),
     "vocab_rows": ceil(sym("vocab") / sym("tp")) * sym("hidden"),
     # The embeddings on the first stage; the final norm and the output layer on the last (an untied head, or
     # the tied copy Megatron-LM keeps on the last stage): the FSDP root unit.
@@ -69,6 +74,8 @@ HOLDING = RuleSet(symbols={
     "expert": sym("layer_expert") * sym("stage_layers"),
     "linear": when(sym("has_architecture"), sym("layer_linear") * sym("stage_layers"), sym("params")),
     "linear_matrices": sym("layer_matrices") * sym("stage_layers"),
+    "gemms": when(sym("has_architecture"), sym("layer_gemms") * sym("stage_layers"), sym("params")),
+    "expert_gemms": sym("layer_expert_gemms") * sym("stage_layers"),
     # Offloading the optimizer (ZeRO-Offload, FSDP CPU offload) moves its states and the gradients to host memory;
     # each GPU of a node keeps its own copy there (Ren et al. 2021, arXiv:2101.06840, section 4).
     # Offloaded activations (torchtune's OffloadActivations): every layer's saved tensors, one part, go there too.

@@ -15,6 +15,7 @@ from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, i
                                 per_unit, sym, total, when)
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
 
 ZERO = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5 (Pos, Pos+g, Pos+g+p)"
 FSDP = "Zhao et al. 2023 (PyTorch FSDP), arXiv:2304.11277, section 3"
@@ -133,6 +134,18 @@ ADAFACTOR_SHARE = {
                                             * when(sym("tied_embeddings"), 1, 2)) / sym("params"), 0),
 }
 
+# Low-precision recipes (builder.model.recipes): the linear weights on this GPU, what their quantised copy costs.
+RECIPE_STATES = {
+    "recipe_on": recipe_on(),
+    "quantised_gemms": both(sym("recipe_on"), sym("quantised_params")),
+    "gemms_here": (sym("gemms") - sym("expert_gemms")) / sym("param_ranks")
+    + sym("expert_gemms") / sym("expert_param_ranks"),
+    "recipe_weight_bytes": by_recipe("weight"),
+    "recipe_words": fmt("{0} B/linear param ({1})", per_unit(sym("recipe_weight_bytes")), by_recipe("weight_words", "")),
+    "recipe_source": by_recipe("source", ""),
+}
+RECIPE_NOTE = fmt("{0}; {1}", KEPT_HIGH, by_recipe("left_out", ""))
+
 TRAIN = eq(sym("mode"), "train")
 PLAIN_STATES = both(TRAIN, negate(sym("lora")))
 OPTIMIZER_STATE_DTYPE = {
@@ -167,14 +180,37 @@ def _adam(moment: str, label: str) -> tuple[PartRule, ...]:
 
 
 MODEL_STATES = RuleSet(
-    symbols={**SHARDING, **ADAPTERS, **QUANTISATION, **ADAFACTOR_SHARE, **OPTIMIZER_STATE_DTYPE, **OPTIMIZER_STEP},
+    symbols={**SHARDING, **ADAPTERS, **QUANTISATION, **ADAFACTOR_SHARE, **OPTIMIZER_STATE_DTYPE, **OPTIMIZER_STEP,
+             **RECIPE_STATES},
     parts=(
-        PartRule("weights", sym("weights_here") * bytes_of(sym("param_dtype")), "N_gpu x bytes(param dtype)",
+        PartRule("weights", (sym("weights_here") - when(sym("quantised_gemms"), sym("gemms_here"), 0))
+                 * bytes_of(sym("param_dtype")),
+                 when(sym("quantised_gemms"), "(N_gpu - N_linear) x bytes(param dtype)", "N_gpu x bytes(param dtype)"),
                  when(sym("master_dtype"), MIXED, TM101),
                  per_param(bytes_of(sym("param_dtype")), sym("param_dtype")),
                  when(sym("param_ranks") > 1, fmt("{0} shards weights over {1} ranks", sym("shard_label"),
-                                                  sym("param_ranks")), ""),
+                                                  sym("param_ranks")),
+                      when(sym("quantised_gemms"), "the weights the recipe does not quantise (embeddings, norms, "
+                                                   "biases, router, output layer)", "")),
                  when=both(_ON_GPU, negate(sym("quantised"))), sharded_by=sym("param_ranks")),
+        # A recipe with quantised parameters (TE quantized_model_init, Megatron-LM --fp8-param-gather): the linear
+        # weights exist only quantised, row-wise and column-wise.
+        PartRule("weights/quantised_linear", sym("gemms_here") * sym("recipe_weight_bytes"),
+                 fmt("N_linear x {0} B", per_unit(sym("recipe_weight_bytes"))),
+                 fmt("{0}; {1}", TE_PARAMS, sym("recipe_source")), sym("recipe_words"), RECIPE_NOTE,
+                 when=both(_ON_GPU, sym("quantised_gemms")), sharded_by=sym("param_ranks")),
+        # A recipe over 16-bit parameters: the quantised copy of every linear weight beside it, cached between
+        # micro-batches and steps. Sharded parameters are not cached (TE makes no workspace cache under FSDP2):
+        # each gathered block is quantised for its own forward and backward.
+        PartRule("weights/low_precision_copies",
+                 when(sym("param_ranks") > 1, sym("layer_gemms"), sym("gemms_here")) * sym("recipe_weight_bytes"),
+                 when(sym("param_ranks") > 1, fmt("one block's linear weights x {0} B", per_unit(sym("recipe_weight_bytes"))),
+                      fmt("N_linear x {0} B", per_unit(sym("recipe_weight_bytes")))),
+                 fmt("{0}; {1}", TE_LINEAR, sym("recipe_source")), sym("recipe_words"),
+                 when(sym("param_ranks") > 1,
+                      "simplification: with sharded parameters TE caches no copy (FSDP2) and quantises each gathered "
+                      "block for its forward and backward; one block's copy is counted", RECIPE_NOTE),
+                 when=both(sym("recipe_on"), negate(sym("quantised_params")))),
         PartRule("weights/quantised_linear", sym("linear_weights") * sym("quantised_bytes"),
                  fmt("N_linear x {0} B", per_unit(sym("quantised_bytes"))), sym("quantisation_source"),
                  per_param(sym("quantised_bytes"), when(sym("qlora"), "nf4", sym("param_dtype"))),

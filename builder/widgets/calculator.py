@@ -551,7 +551,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "models": {key: shape_inputs(arch) | {"n": html.escape(arch.extra.get("display", key)),
                                               "form": arch_state(arch)} for key, arch in models.items()},
         "model": model_data(),
-        "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation, int(p.autocast)]
+        "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation, int(p.autocast), p.recipe,
+                              int(p.quantised_params)]
                      for p in PRECISIONS.values()},
         "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items()
                         if key in FIXED_INPUTS},

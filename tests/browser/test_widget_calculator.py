@@ -617,3 +617,33 @@ def test_unit_dtypes_and_start_live_in_the_url_and_old_links_still_open(calculat
         restored = visit.page.evaluate(READ, WIDGET)
         assert restored["state"] == data["defaults"] | {"mode": "serve", "tp": "2"}
         assert restored["unit"] == "GiB" and visit.problems() == []
+
+
+# Issue 19 section 2: fp8 and fp4 training as Transformer Engine holds them --------------------------------------
+
+@pytest.mark.parametrize("precision, copy, words", [
+    ("te-fp8", "2 B/linear param (fp8 data + fp8 transpose)", "float8_tensor.py"),
+    ("te-nvfp4", "1.12 B/linear param (row-wise + column-wise fp4, an E4M3 scale per 16 each)", "nvfp4_tensor.py"),
+])
+def test_choosing_fp8_or_fp4_shows_the_recipes_copies_as_python_does(calculator, precision, copy, words):
+    """A reader picks an fp8 or fp4 recipe from the Precision control: the calculator prices what Python prices
+    (TransformerEngine 2.20.0.dev0: bf16 weights stay, a quantised copy of each linear weight is added, the saved
+    linear inputs shrink), names the copy's bytes and cites TE's tensor file, and the page explains why."""
+    page, data, visit = calculator
+    assert precision in [o for o in page.locator(f"{WIDGET} [name=precision] option").evaluate_all(
+        "os => os.map(o => o.value)")]
+    state = data["defaults"] | {"model": "llama-3-8b", "precision": precision, "seq_len": "4096"}
+    got = set_state(page, state)
+    problems, worst = compare(got, expected(state, data["shown"]), precision)
+    assert problems == [] and worst == 0
+    rows = {p[0]: p for p in got["parts"]}
+    assert rows["weights"][3] == "2 B/param (bf16)"  # the bf16 weights are still there
+    copies = rows["weights/low_precision_copies"]
+    assert copies[3] == copy and "TransformerEngine 2.20.0.dev0" in copies[4] and words in copies[4]
+    assert "Low-precision weight copies" in got["labels"]
+    # Against Megatron's bf16 policy (the same states without the recipe): more memory in weights, less saved.
+    base = set_state(page, state | {"precision": "megatron-bf16"})
+    act = lambda shown: sum(p[1] for p in shown["parts"] if p[0].startswith("activations/"))  # noqa: E731
+    assert act(got) < act(base) and got["total"] > base["total"] - act(base) + act(got)
+    assert "1 byte per parameter" in page.locator("main").text_content()
+    assert visit.problems() == []
