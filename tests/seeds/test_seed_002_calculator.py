@@ -128,6 +128,7 @@ def test_sequence_parallel_with_tensor_parallel(form):
     shown = read(form)
     assert_like_python(shown, DEFAULTS | {"tp": "2", "sp": "1"})
     assert rows(shown)["activations/norms"] != without["activations/norms"]
+    assert "Sequence parallelism is its own checkbox" in form.locator("main").inner_text()
 
 
 # The breakdown ------------------------------------------------------------------------------------------------------
@@ -146,6 +147,7 @@ def test_results_update_without_a_calculate_button(form):
     assert form.locator(W).get_by_role("button", name="Calculate").count() == 0
     form.locator(W).get_by_label("Micro-batch", exact=True).fill("2")
     assert read(form)["summary"] == expected(DEFAULTS | {"micro_batch": "2"})["summary"]
+    assert "No Calculate button. Every change recomputes at once" in form.locator("main").inner_text()
 
 
 def test_peak_of_a_step_instead_of_an_upper_bound_without_intermediates(form):

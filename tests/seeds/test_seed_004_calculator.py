@@ -257,3 +257,17 @@ def test_attention_implementation_changes_activation_memory(form):
     flash = rows(set_form(form, {"attention": "flash"}))
     assert eager == want_rows(DEFAULTS | {"attention": "eager"}) and flash == want_rows(DEFAULTS | {"attention": "flash"})
     assert eager["activations/attention"] != flash["activations/attention"]
+
+
+@pytest.mark.parametrize("policy", ["te-fp8", "te-nvfp4"])
+def test_precision_fp8_and_fp4_as_the_recipes_hold_them(form, policy):
+    """Seed 004's Precision offers fp8 (1 B/param) and fp4 (0.5 B/param). Ours offers Transformer Engine's recipes as
+    Megatron-LM runs them: bf16 weights stay, and each linear weight gets a cached quantised copy in both layouts,
+    2 B (fp8 data + transpose) or 2 x (0.5 + 1/16) B (NVFP4 data + E4M3 scale per 16) per weight (TE 2.20
+    tensor/float8_tensor.py, nvfp4_tensor.py); the page says why it is not 1 byte per parameter."""
+    form.locator(W).get_by_label("Precision policy").select_option(policy)
+    shown, want = read(form), want_rows(DEFAULTS | {"precision": policy})
+    assert rows(shown) == want
+    assert rows(shown)["weights"][1] == "2 B/param (bf16)"
+    assert "weights/low_precision_copies" in rows(shown)
+    assert 'not "1 byte per parameter"' in form.locator("main").inner_text()
