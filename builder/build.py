@@ -110,12 +110,13 @@ def list_files(folder: Path) -> list[Path]:
         key=lambda p: p.relative_to(folder).as_posix())
 
 
-def fingerprint_inputs(paths: SitePaths, answers: bool = True, url: str | None = None) -> str:
+def fingerprint_inputs(paths: SitePaths, answers: bool = True, url: str | None = None,
+                       version: str | None = None) -> str:
     """sha256 over every input file (content, templates, static, builder code), the edition built, the
     project version and the site address given to the build."""
     digest = hashlib.sha256(b"answers\0" if answers else b"student edition\0")
     try:
-        version = project_version()
+        version = version or project_version()
     except VersionError as error:
         version = str(error)
     digest.update(f"version {version}\0url {url or ''}\0".encode())
@@ -172,12 +173,14 @@ def load_catalog(loader: Callable[[Path], dict], path: Path) -> tuple[dict, list
         return {}, [split_catalog_error(error)]
 
 
-def gather_content(paths: SitePaths, url: str | None = None) -> tuple[Gathered, list[ContentError]]:
-    """Read and validate every content file; collect all errors. `url`: the site's address (over site.toml's)."""
+def gather_content(paths: SitePaths, url: str | None = None, version: str | None = None
+                   ) -> tuple[Gathered, list[ContentError]]:
+    """Read and validate every content file; collect all errors. `url`: the site's address (over site.toml's);
+    `version`: the release's version (default: pyproject.toml's)."""
     content = paths.content
     site, errors = read_site_config(content / "site.toml", display_name(content / "site.toml"))
     try:
-        version = project_version()
+        version = version or project_version()
     except VersionError as error:
         version = "0"
         errors.append(split_catalog_error(CatalogError(str(error))))
@@ -420,6 +423,7 @@ def release_context(page: Page, release: Release, setup: RenderSetup, snapshot: 
     return {"version": release.version, "date": release.date, "snapshot": snapshot,
             "pinned": "" if snapshot else release.pinned_path(page.url),
             "latest": up + page.url if snapshot else "",
+            "here": page.url if snapshot else release.pinned_path(page.url),  # the pinned twin, from this page
             "what_changed": (up if snapshot else "") + setup.what_changed_url if setup.what_changed_url else "",
             "bibtex": bibtex(release, page.slug, page.url, page.title),
             "citation": plain_citation(release, page.url, page.title)}
@@ -599,17 +603,18 @@ def swap_folder(staging: Path, out: Path) -> None:
 
 def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, stream: TextIO | None = None,
                estimate: Callable | None = None, render_chart: Callable | None = None,
-               answers: bool = True, url: str | None = None) -> BuildReport:
+               answers: bool = True, url: str | None = None, version: str | None = None) -> BuildReport:
     """Build the site into paths.out; raises BuildFailed (all errors) and leaves the old output alone.
     answers=False builds the student edition: exercises without their answers. `url`: the site's public
-    address for citations (over site.toml's `url`)."""
+    address for citations (over site.toml's `url`); `version`: the release built (default: pyproject.toml's
+    [project] version)."""
     stream = stream or sys.stderr
     started = time.perf_counter()
     report = BuildReport()
     log = (lambda message: None) if quiet else (lambda message: print(message, file=stream))
 
     # 1. Unchanged inputs and intact output: nothing to do.
-    fingerprint = fingerprint_inputs(paths, answers, url)
+    fingerprint = fingerprint_inputs(paths, answers, url, version)
     if estimate is None and render_chart is None and not force and is_up_to_date(paths, fingerprint):
         report.unchanged = True
         report.seconds = time.perf_counter() - started
@@ -620,7 +625,7 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
     #    (The chart queue starts first: its worker warms up while this runs.)
     queue = ChartQueue(render_chart or load_chart_renderer(), paths.cache)
     try:
-        gathered, errors = gather_content(paths, url)
+        gathered, errors = gather_content(paths, url, version)
         if any(not error.path.endswith(".md") for error in errors):
             raise BuildFailed(errors)
 
@@ -636,6 +641,7 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
 
     # 5-6. Static files and the pinned snapshot, then one swap (earlier snapshots carried over).
     outputs |= bundle_static(paths.static)
+    latest = len(outputs)
     outputs |= snapshot_outputs(outputs, snapshots, gathered.release)
     write_site(outputs, paths.out, keep=earlier_snapshots(paths.out, gathered.release))
     if estimate is None and render_chart is None:
@@ -644,5 +650,6 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
     report.seconds = time.perf_counter() - started
     for warning in report.warnings:
         print(f"warning: {warning}", file=stream)
-    log(f"built {len(gathered.pages)} pages, {len(outputs)} files in {report.seconds:.2f} s")
+    log(f"built {len(gathered.pages)} pages, {latest} files (and their pinned copy in {gathered.release.folder}/) "
+        f"in {report.seconds:.2f} s")
     return report

@@ -43,6 +43,5 @@ def plain_citation(release: Release, url: str, title: str) -> str:
     """The page's citation as one line of text: author (year). "Title". Site, version of date. Address."""
     year = f" ({release.year})" if release.year else ""
     address = release.pinned_address(url)
-    where = f" {address}" if address else ""
-    return (f"{release.credit}{year}. “{title}”. {release.title}, {release.describe()}.{where} "
-            f"(accessed YYYY-MM-DD).")
+    where = f". {address}" if address else ""
+    return f"{release.credit}{year}. “{title}”. {release.title}, {release.describe()}{where} (accessed YYYY-MM-DD)."
