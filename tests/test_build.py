@@ -561,3 +561,22 @@ def test_real_site_pages_show_no_internal_wording(real_site):
     assert not {page: hits for page, hits in found.items() if hits}
     for page in pages:
         assert not re.findall(r"(?i)\bseed 0\d\d", page.read_text()), page.name
+
+
+def test_real_site_pages_link_to_their_pinned_twins(real_site):
+    """Issue 16 item 4: every latest page's footer links to its twin under v/<version>/, which is there, carries
+    the banner and points back; the What changed page lists every key configuration."""
+    version = project_version()
+    pages = sorted(path.name for path in real_site.glob("*.html"))
+    assert len(pages) >= 13 and "what-changed.html" in pages
+    for name in pages:
+        latest = (real_site / name).read_text(encoding="utf-8")
+        assert f'<a href="v/{version}/{name}">This page at version {version}</a>' in latest, name
+        twin = (real_site / "v" / version / name).read_text(encoding="utf-8")
+        assert f'<link rel="canonical" href="../../{name}">' in twin, name
+        assert f'<a href="../../{name}">The latest version is here</a>' in twin, name
+    changes = (real_site / "what-changed.html").read_text(encoding="utf-8")
+    for label in ("Calculator start: Llama 3 8B, one GPU, the classic recipe (161.4 GB)",
+                  "Calculator start: Llama 3 70B, served on 8 GPUs", "Calculator page preset: model Llama 3 8B"):
+        assert changes.count(f'<th scope="row">{label}') == 2, label  # since 0.1.0, and 0.1.0's own table
+    assert "No number moved: all 6 key configurations are as version 0.1.0 published them." in changes

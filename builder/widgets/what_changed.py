@@ -7,6 +7,7 @@ model change shows up here before it is released.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from builder.model.units import GiB
@@ -30,6 +31,11 @@ def change(before: int | None, after: int | None) -> str:
     percent = f" ({delta / before * 100:+.1f} %)" if before else ""
     sign = "+" if delta > 0 else "−"
     return f"{sign}{abs(delta) / GiB:,.2f} GiB{percent}"
+
+
+def anchor(version: str) -> str:
+    """A release's section id: 'v0-1-0' (no dots, so that it is also a plain CSS identifier)."""
+    return "v" + re.sub(r"[^A-Za-z0-9]+", "-", version)
 
 
 def table_rows(rows: list[Row]) -> list[dict[str, Any]]:
@@ -73,10 +79,11 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
         if previous is None:
             continue
         sections.append(section(f"Version {previous.version} to {record.version} ({record.date})",
-                                f"v{record.version}", record.note, previous.numbers, record.numbers,
+                                anchor(record.version), record.note, previous.numbers, record.numbers,
                                 (f"Version {previous.version}", f"Version {record.version}")))
     first = records[0] if records else None
     return {"sections": sections,
-            "first": {"version": first.version, "date": first.date, "note": first.note,
+            "first": {"version": first.version, "slug": anchor(first.version), "date": first.date,
+                      "note": first.note,
                       "rows": [{"label": n.label, "per_gpu": gib(n.per_gpu_bytes), "need": gib(n.need_bytes)}
                                for n in first.numbers.values()]} if first else None}
