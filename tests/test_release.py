@@ -365,3 +365,19 @@ def test_release_command_records_and_refuses_to_overwrite(tmp_path, capsys):
     assert main(["release", "--content", str(content)]) == 0
     out = capsys.readouterr().out
     assert "against version 0.1.0:" in out and out.count("sum unchanged, need unchanged") == 6
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[project]\nname = "x"\nversion = "one"\n', "pyproject.toml:3: [project] version: must be a version such as "
+                                                 "\"0.1.0\", got 'one'"),
+    ('[project]\nname = "x"\n', "pyproject.toml:1: [project] version: must be a version such as \"0.1.0\", got None"),
+    ('[project\n', "pyproject.toml:1: cannot read it: "),
+])
+def test_bad_project_version_names_pyproject_and_the_field(tmp_path, text, message):
+    from builder.release import VersionError
+
+    path = tmp_path / "pyproject.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(VersionError) as error:
+        project_version(path)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
