@@ -348,8 +348,7 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
         gathered=gathered, templates=make_templates(paths.templates), md=make_markdown(),
         catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets,
                   "validation_dir": paths.content / "validation", "exercises": [], "answers": answers,
-                  "releases": gathered.releases, "release": gathered.release, "pages": gathered.pages,
-                  "site_presets": gathered.presets},
+                  "releases": gathered.releases, "pages": gathered.pages, "site_presets": gathered.presets},
         has_references_page=any(p.slug == "references" for p in gathered.pages),
         has_widget_script=("sources" if widget_sources(paths.static) else
                            "prebuilt" if (paths.static / "widgets.js").is_file() else ""),
@@ -403,11 +402,11 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
             (exercises[exercise_id], context.questions[exercise_id]) for exercise_id in page.exercises]})
     extra = {"stylesheet": STYLESHEET, "scripts": scripts, "takeaways": takeaways,
              "references": sorted(gathered.references.values(), key=lambda r: r.number)}
-    html = render_page(setup.templates, page, gathered.pages, gathered.site, body,
-                       extra | {"release": release_context(page, gathered.release, setup, snapshot=False)})
-    setup.snapshots[page.url] = render_page(setup.templates, page, gathered.pages, gathered.site, body, extra | {
-        "release": release_context(page, gathered.release, setup, snapshot=True)}).encode("utf-8")
-    html = html.encode("utf-8")
+    # The page twice: the latest (linking to its pinned twin) and its snapshot for v/<version>/ (bannered).
+    html, setup.snapshots[page.url] = (
+        render_page(setup.templates, page, gathered.pages, gathered.site, body,
+                    extra | {"release": release_context(page, gathered.release, setup, snapshot)}).encode("utf-8")
+        for snapshot in (False, True))
     for chart_id, svg in sorted(svgs.items()):
         setup.figures |= figure_files(page.slug, chart_id, svg)
         embed = render_figure_page(setup.templates, charts[chart_id], svg, page, gathered.site, STYLESHEET)
@@ -632,8 +631,8 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
         # 3-4. Evaluate, draw and render every page (pages whose front matter failed are skipped).
         log(f"building {len(gathered.pages)} pages into {display_name(paths.out)}")
         failed = {error.path for error in errors}
-        outputs, snapshots, render_errors = render_pages(gathered, paths, estimate or load_estimate(), queue, report, log,
-                                              skip=failed, answers=answers)
+        outputs, snapshots, render_errors = render_pages(gathered, paths, estimate or load_estimate(), queue, report,
+                                                         log, skip=failed, answers=answers)
     finally:
         queue.close()
     if errors or render_errors:

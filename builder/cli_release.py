@@ -68,8 +68,9 @@ def run_release(args: argparse.Namespace) -> int:
     for row in compare(latest.numbers if latest else {}, numbers):
         after = row.after
         sums = f"sum {gib(after.per_gpu_bytes):>12}  need {gib(after.need_bytes):>12}" if after else "removed"
+        value = lambda numbers, field: getattr(numbers, field) if numbers else None  # noqa: E731
         moved = "" if latest is None else "  " + ", ".join(
-            f"{name} {change(getattr(row.before, field) if row.before else None, getattr(after, field) if after else None)}"
+            f"{name} {change(value(row.before, field), value(after, field))}"
             for name, field in (("sum", "per_gpu_bytes"), ("need", "need_bytes")))
         print(f"  {row.key:<36} {sums}{moved}")
     if not args.write:

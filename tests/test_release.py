@@ -329,8 +329,8 @@ def test_a_model_change_shows_as_moved_numbers_since_the_latest_release(real_gat
     assert [row["moved"] for label, row in rows.items() if label != moved["label"]] == [False] * 5
     # Between the two releases the same number moved the other way, with the release's reason.
     assert pair["title"] == "Version 0.1.0 to 0.2.0 (2026-12-01)" and pair["note"] == "Counted the loss buffers."
-    assert [row["need_bytes"]["change"] for row in pair["rows"] if row["moved"]] == [f"−1.00 GiB "
-                                                                                     f"({-GiB / qlora.need_bytes * 100:.1f} %)"]
+    back = f"−1.00 GiB ({-GiB / qlora.need_bytes * 100:.1f} %)"
+    assert [row["need_bytes"]["change"] for row in pair["rows"] if row["moved"]] == [back]
     assert state["first"]["version"] == "0.1.0" and len(state["first"]["rows"]) == 6
 
 
