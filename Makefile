@@ -46,8 +46,8 @@ test-site: install-test browser  ## The page, widget, chart and model tests, wit
 test-fast: install  ## Run the tests that need no browser
 	$(PY) -m pytest -m "not browser"
 
-site: install-site  ## Build the default site into site/
-	$(PY) -m builder build
+site: install-site  ## Build the default site into site/ (SITE_URL=https://.../ sets the address citations pin to)
+	$(PY) -m builder build $(if $(SITE_URL),--url "$(SITE_URL)")
 	@echo "Open site/index.html in a browser, or run 'make serve'."
 
 serve: install-site  ## Preview on http://127.0.0.1:8000 with rebuild on change

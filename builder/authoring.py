@@ -116,6 +116,12 @@ SITE_WORDS = {
     "repository": ("a link to the source repository in the footer", "repository = \"https://example.org/repo\""),
     "language": ("the pages' `lang`", "language = \"en\""),
     "footer": ("a line of Markdown in every page's footer", "footer = \"Course staff, 2025.\""),
+    "author": ("who citations credit (default: the site's title)",
+               "author = \"Training Memory, Explained contributors\""),
+    "url": ("the site's public address, ending in `/`: citations pin to `<url>v/<version>/<page>.html` (`build "
+            "--url` wins over it; empty: citations give no address)", "url = \"https://example.org/training-memory/\""),
+    "released": ("this version's release date, YYYY-MM-DD (the version is pyproject.toml's): in citations, the "
+                 "footer and the snapshot banner", "released = \"2026-11-24\""),
 }
 PLACEMENT_WORDS = {
     "chart": ("a chart of this page's front matter: the SVG, its data table (same numbers, unit stated) and "

@@ -5,8 +5,9 @@ One readable pass (makesite/mkdocs style):
   2. gather: site config, catalogs, presets, references, pages;
   3. evaluate every chart's bars with the memory model and render its SVG;
   4. render every page (Markdown, citations, placements, templates);
-  5. bundle static files;
-  6. write the whole site into a temporary folder beside the output and swap it in.
+  5. bundle static files, and copy the whole site as the pinned snapshot v/<version>/;
+  6. write the whole site into a temporary folder beside the output and swap it in (earlier
+     snapshots, v/<other version>/, carried over as they are).
 Any content error is collected (all of them, as 'path:line: message'); if there is one,
 BuildFailed is raised before anything is written, so the previous site/ survives.
 """
@@ -33,11 +34,15 @@ import minify
 from builder.catalog import CatalogError, load_gpus, load_models
 from builder.content import (WIDGETS, BuildFailed, ContentError, Page, display_name, read_pages, read_presets,
                              read_references, read_site_config)
+from builder.citation import bibtex, plain_citation
 from builder.exercises import evaluate_page_exercises
 from builder.grids import EvaluatedChart, evaluate_chart
 from builder.figures import FOLDER as FIGURES, figure_files, figure_name
+from builder.release import Release, VersionError, make_release, project_version
+from builder.releases import ReleaseRecord, read_records
 from builder.render import (PageContext, make_markdown, make_templates, render_body, render_figure_page, render_page,
                             render_questions, render_takeaways)
+from builder.snapshot import carry_over, earlier_snapshots, snapshot_outputs
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STYLESHEET = "static/site.css"
@@ -80,6 +85,8 @@ class Gathered:
     presets: dict[str, Any]
     references: dict[str, Any]
     pages: list[Page]
+    release: Release
+    releases: list[ReleaseRecord]  # content/releases/*.toml, oldest first
 
 
 def load_estimate() -> Callable:
@@ -103,9 +110,16 @@ def list_files(folder: Path) -> list[Path]:
         key=lambda p: p.relative_to(folder).as_posix())
 
 
-def fingerprint_inputs(paths: SitePaths, answers: bool = True) -> str:
-    """sha256 over every input file (content, templates, static, builder code) and the edition built."""
+def fingerprint_inputs(paths: SitePaths, answers: bool = True, url: str | None = None,
+                       version: str | None = None) -> str:
+    """sha256 over every input file (content, templates, static, builder code), the edition built, the
+    project version and the site address given to the build."""
     digest = hashlib.sha256(b"answers\0" if answers else b"student edition\0")
+    try:
+        version = version or project_version()
+    except VersionError as error:
+        version = str(error)
+    digest.update(f"version {version}\0url {url or ''}\0".encode())
     for label, folder in (("content", paths.content), ("templates", paths.templates), ("static", paths.static),
                           ("builder", PACKAGE_DIR)):
         for path in list_files(folder):
@@ -159,10 +173,20 @@ def load_catalog(loader: Callable[[Path], dict], path: Path) -> tuple[dict, list
         return {}, [split_catalog_error(error)]
 
 
-def gather_content(paths: SitePaths) -> tuple[Gathered, list[ContentError]]:
-    """Read and validate every content file; collect all errors."""
+def gather_content(paths: SitePaths, url: str | None = None, version: str | None = None
+                   ) -> tuple[Gathered, list[ContentError]]:
+    """Read and validate every content file; collect all errors. `url`: the site's address (over site.toml's);
+    `version`: the release's version (default: pyproject.toml's)."""
     content = paths.content
     site, errors = read_site_config(content / "site.toml", display_name(content / "site.toml"))
+    try:
+        version = version or project_version()
+    except VersionError as error:
+        version = "0"
+        errors.append(split_catalog_error(CatalogError(str(error))))
+    release = make_release(site, version, url)
+    releases, release_errors = read_records(content / "releases", release)
+    errors += release_errors
     models, model_errors = load_catalog(load_models, content / "models.toml")
     gpus, gpu_errors = load_catalog(load_gpus, content / "gpus.toml")
     presets, preset_errors = read_presets(content / "presets.toml", display_name(content / "presets.toml"))
@@ -172,7 +196,7 @@ def gather_content(paths: SitePaths) -> tuple[Gathered, list[ContentError]]:
     errors += model_errors + gpu_errors + preset_errors + reference_errors + page_errors
     if not pages and not page_errors:
         errors.append(ContentError(display_name(content), 1, "no pages: add at least one content/*.md"))
-    return Gathered(site, models, gpus, presets, references, pages), errors
+    return Gathered(site, models, gpus, presets, references, pages, release, releases), errors
 
 
 # 3. Evaluate and draw ---------------------------------------------------------------------
@@ -304,6 +328,8 @@ class RenderSetup:
     answers: bool = True  # False: the student edition (no answers in the HTML)
     notation_url: str = ""  # the Notation page's URL, when the site has one
     figures: dict[str, bytes] = field(default_factory=dict)  # figures/...: each chart's downloads and embed view
+    snapshots: dict[str, bytes] = field(default_factory=dict)  # page URL -> its rendering for v/<version>/
+    what_changed_url: str = ""  # the What changed page's URL, when the site has one
 
 
 def collects_exercises(page: Page) -> bool:
@@ -313,17 +339,21 @@ def collects_exercises(page: Page) -> bool:
 
 def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue: ChartQueue,
                  report: BuildReport, log: Callable[[str], None], skip: set[str] = frozenset(),
-                 answers: bool = True) -> tuple[dict[str, bytes], list[ContentError]]:
-    """Every page's HTML, keyed by output path; all errors collected. Pages in `skip` are not rendered."""
+                 answers: bool = True) -> tuple[dict[str, bytes], dict[str, bytes], list[ContentError]]:
+    """Every page's HTML, keyed by output path, each page's snapshot rendering (for v/<version>/) and all
+    errors collected. Pages in `skip` are not rendered."""
     notation = next((p for p in gathered.pages if p.slug == "notation"), None)
+    what_changed = next((p for p in gathered.pages if p.slug == "what-changed"), None)
     setup = RenderSetup(
         gathered=gathered, templates=make_templates(paths.templates), md=make_markdown(),
         catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets,
-                  "validation_dir": paths.content / "validation", "exercises": [], "answers": answers},
+                  "validation_dir": paths.content / "validation", "exercises": [], "answers": answers,
+                  "releases": gathered.releases, "pages": gathered.pages, "site_presets": gathered.presets},
         has_references_page=any(p.slug == "references" for p in gathered.pages),
         has_widget_script=("sources" if widget_sources(paths.static) else
                            "prebuilt" if (paths.static / "widgets.js").is_file() else ""),
-        report=report, log=log, answers=answers, notation_url=notation.url if notation else "")
+        report=report, log=log, answers=answers, notation_url=notation.url if notation else "",
+        what_changed_url=what_changed.url if what_changed else "")
     pages = [page for page in gathered.pages if page.path not in skip]
     outputs, errors = {}, []
     # Evaluate every page's charts and start drawing them, then render the pages (a page that collects the
@@ -337,7 +367,7 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
             outputs[page.url] = html
     scripts, script_errors = bundle_scripts(paths.static, setup.scripts)
     outputs |= scripts | setup.figures
-    return outputs, errors + script_errors
+    return outputs, setup.snapshots, errors + script_errors
 
 
 def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list[ContentError]],
@@ -372,13 +402,30 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
             (exercises[exercise_id], context.questions[exercise_id]) for exercise_id in page.exercises]})
     extra = {"stylesheet": STYLESHEET, "scripts": scripts, "takeaways": takeaways,
              "references": sorted(gathered.references.values(), key=lambda r: r.number)}
-    html = render_page(setup.templates, page, gathered.pages, gathered.site, body, extra).encode("utf-8")
+    # The page twice: the latest (linking to its pinned twin) and its snapshot for v/<version>/ (bannered).
+    html, setup.snapshots[page.url] = (
+        render_page(setup.templates, page, gathered.pages, gathered.site, body,
+                    extra | {"release": release_context(page, gathered.release, setup, snapshot)}).encode("utf-8")
+        for snapshot in (False, True))
     for chart_id, svg in sorted(svgs.items()):
         setup.figures |= figure_files(page.slug, chart_id, svg)
         embed = render_figure_page(setup.templates, charts[chart_id], svg, page, gathered.site, STYLESHEET)
         setup.figures[f"{FIGURES}/{figure_name(page.slug, chart_id)}.html"] = embed.encode("utf-8")
     setup.log(f"  {page.url:<22} {len(html) / 1024:7.1f} KiB  {time.perf_counter() - started:6.3f} s")
     return html, []
+
+
+def release_context(page: Page, release: Release, setup: RenderSetup, snapshot: bool) -> dict[str, Any]:
+    """What the templates say about the release: the version line, the pinned twin (latest pages) or the
+    banner and canonical link back (snapshot pages), and the page's citations."""
+    up = "../" * release.folder.count("/") + "../"  # from v/<version>/ back to the site root
+    return {"version": release.version, "date": release.date, "snapshot": snapshot,
+            "pinned": "" if snapshot else release.pinned_path(page.url),
+            "latest": up + page.url if snapshot else "",
+            "here": page.url if snapshot else release.pinned_path(page.url),  # the pinned twin, from this page
+            "what_changed": (up if snapshot else "") + setup.what_changed_url if setup.what_changed_url else "",
+            "bibtex": bibtex(release, page.slug, page.url, page.title),
+            "citation": plain_citation(release, page.url, page.title)}
 
 
 # 5. Static files --------------------------------------------------------------------------
@@ -493,12 +540,14 @@ def bundle_static(static_dir: Path) -> dict[str, bytes]:
 
 # 6. Write ---------------------------------------------------------------------------------
 
-def write_site(outputs: dict[str, bytes], out: Path) -> None:
-    """Write every file into a temporary folder beside `out`, then swap it in for `out`."""
+def write_site(outputs: dict[str, bytes], out: Path, keep: list[str] = ()) -> None:
+    """Write every file into a temporary folder beside `out`, then swap it in for `out`; the folders in `keep`
+    (relative paths, e.g. earlier snapshots) are copied over from the current `out` as they are."""
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-new-", dir=out.parent))
     try:
+        carry_over(out, staging, list(keep))
         for relative, data in sorted(outputs.items()):
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -553,16 +602,18 @@ def swap_folder(staging: Path, out: Path) -> None:
 
 def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, stream: TextIO | None = None,
                estimate: Callable | None = None, render_chart: Callable | None = None,
-               answers: bool = True) -> BuildReport:
+               answers: bool = True, url: str | None = None, version: str | None = None) -> BuildReport:
     """Build the site into paths.out; raises BuildFailed (all errors) and leaves the old output alone.
-    answers=False builds the student edition: exercises without their answers."""
+    answers=False builds the student edition: exercises without their answers. `url`: the site's public
+    address for citations (over site.toml's `url`); `version`: the release built (default: pyproject.toml's
+    [project] version)."""
     stream = stream or sys.stderr
     started = time.perf_counter()
     report = BuildReport()
     log = (lambda message: None) if quiet else (lambda message: print(message, file=stream))
 
     # 1. Unchanged inputs and intact output: nothing to do.
-    fingerprint = fingerprint_inputs(paths, answers)
+    fingerprint = fingerprint_inputs(paths, answers, url, version)
     if estimate is None and render_chart is None and not force and is_up_to_date(paths, fingerprint):
         report.unchanged = True
         report.seconds = time.perf_counter() - started
@@ -573,28 +624,31 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
     #    (The chart queue starts first: its worker warms up while this runs.)
     queue = ChartQueue(render_chart or load_chart_renderer(), paths.cache)
     try:
-        gathered, errors = gather_content(paths)
+        gathered, errors = gather_content(paths, url, version)
         if any(not error.path.endswith(".md") for error in errors):
             raise BuildFailed(errors)
 
         # 3-4. Evaluate, draw and render every page (pages whose front matter failed are skipped).
         log(f"building {len(gathered.pages)} pages into {display_name(paths.out)}")
         failed = {error.path for error in errors}
-        outputs, render_errors = render_pages(gathered, paths, estimate or load_estimate(), queue, report, log,
-                                              skip=failed, answers=answers)
+        outputs, snapshots, render_errors = render_pages(gathered, paths, estimate or load_estimate(), queue, report,
+                                                         log, skip=failed, answers=answers)
     finally:
         queue.close()
     if errors or render_errors:
         raise BuildFailed(errors + render_errors)
 
-    # 5-6. Static files, then one swap.
+    # 5-6. Static files and the pinned snapshot, then one swap (earlier snapshots carried over).
     outputs |= bundle_static(paths.static)
-    write_site(outputs, paths.out)
+    latest = len(outputs)
+    outputs |= snapshot_outputs(outputs, snapshots, gathered.release)
+    write_site(outputs, paths.out, keep=earlier_snapshots(paths.out, gathered.release))
     if estimate is None and render_chart is None:
         write_stamp(paths, fingerprint)
     report.files = {name: len(data) for name, data in sorted(outputs.items())}
     report.seconds = time.perf_counter() - started
     for warning in report.warnings:
         print(f"warning: {warning}", file=stream)
-    log(f"built {len(gathered.pages)} pages, {len(outputs)} files in {report.seconds:.2f} s")
+    log(f"built {len(gathered.pages)} pages, {latest} files (and their pinned copy in {gathered.release.folder}/) "
+        f"in {report.seconds:.2f} s")
     return report

@@ -27,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--force", action="store_true", help="rebuild even when no input changed")
     build.add_argument("--no-answers", dest="answers", action="store_false",
                        help="the student edition: exercises without their answers (left out of the HTML)")
+    build.add_argument("--url", type=site_url, default=None,
+                       help="the site's public address, e.g. https://example.org/training-memory/: citations pin "
+                            "to <url>v/<version>/<page>.html (default: site.toml's `url`)")
     build.set_defaults(handler=run_build)
     serve = subparsers.add_parser("serve", help="preview the site on 127.0.0.1, rebuild on change, reload open pages",
                                   description="Serve the site locally; rebuild when content, templates or static "
@@ -54,6 +57,18 @@ def base_path(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a URL sub-path: use segments of letters, digits, "
                                          "'-', '_', '.' and '~', e.g. /training-memory/")
     return "/" + "".join(f"{segment}/" for segment in segments)
+
+
+def site_url(text: str) -> str:
+    """argparse type: the site's public http(s) address, ending in '/' (added when missing)."""
+    from builder.content import check_site_url
+
+    address = text if text.endswith("/") else text + "/"
+    problem = check_site_url(address)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) address such as "
+                                         "https://example.org/training-memory/")
+    return address
 
 
 def port_number(text: str) -> int:
@@ -91,7 +106,7 @@ def run_build(args: argparse.Namespace) -> int:
         return EXIT_CONTENT_ERROR
     try:
         build_site(site_paths(args), quiet=args.quiet, force=getattr(args, "force", False),
-                   answers=getattr(args, "answers", True))
+                   answers=getattr(args, "answers", True), url=getattr(args, "url", None))
     except BuildFailed as failure:
         print_errors(failure)
         return EXIT_CONTENT_ERROR

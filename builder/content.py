@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,10 @@ WIDGETS: dict[str, WidgetSpec] = {
                            "Validation page)."),
         WidgetSpec("exercises", "Every page's exercises", {}, scripted=False,
                    summary="Every page's exercises by topic, each linking back to its page (the Exercises page)."),
+        WidgetSpec("what-changed", "What changed", {}, scripted=False,
+                   summary="Version to version, the key configurations' published numbers (content/releases/), "
+                           "which moved, by how much and why, and what the current model moves since the latest "
+                           "release (the What changed page)."),
         WidgetSpec("notation", "Notation", {}, scripted=False,
                    summary="The one symbol table, builder/model/notation.py (the Notation page)."),
         WidgetSpec("calculator", "Memory calculator", {"preset": "preset", "model": "model", "gpus": "gpus",
@@ -711,9 +716,10 @@ def read_references(path: Path, display: str) -> tuple[dict[str, Reference], lis
 
 # Site configuration -------------------------------------------------------------------
 
-SITE_KEYS = {"title": str, "description": str, "repository": str, "language": str, "footer": str}
+SITE_KEYS = {"title": str, "description": str, "repository": str, "language": str, "footer": str, "author": str,
+             "url": str, "released": str}
 SITE_DEFAULTS = {"title": "Training Memory, Explained", "description": "", "repository": "", "language": "en",
-                 "footer": ""}
+                 "footer": "", "author": "", "url": "", "released": ""}
 
 
 def read_site_config(path: Path, display: str) -> tuple[dict[str, str], list[ContentError]]:
@@ -725,7 +731,31 @@ def read_site_config(path: Path, display: str) -> tuple[dict[str, str], list[Con
         return dict(SITE_DEFAULTS), errors
     located = Located(data, 1, {k: Located(v, toml_line_of_key(text, k)) for k, v in data.items()})
     errors += check_keys(located, SITE_KEYS, (), "site config", display)
-    return SITE_DEFAULTS | {k: v for k, v in data.items() if k in SITE_KEYS}, errors
+    site = SITE_DEFAULTS | {k: v for k, v in data.items() if k in SITE_KEYS and isinstance(v, str)}
+    for key, check in (("released", check_release_date), ("url", check_site_url)):
+        problem = check(site[key]) if site[key] else ""
+        if problem:
+            errors.append(ContentError(display, located.line_of(key), f"site config: {key}: {problem}"))
+    return site, errors
+
+
+def check_release_date(text: str) -> str:
+    """'' when `text` is a calendar date written YYYY-MM-DD, else what is wrong with it."""
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            date.fromisoformat(text)
+            return ""
+    except ValueError:
+        pass
+    return f"must be a date written YYYY-MM-DD, e.g. \"2026-11-24\", got {text!r}"
+
+
+def check_site_url(text: str) -> str:
+    """'' when `text` is an http(s) address ending in '/' (the site's root), else what is wrong with it."""
+    if re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?/", text):
+        return ""
+    return f"must be the site's public address, http(s)://... ending in '/', e.g. \"https://example.org/site/\", " \
+           f"got {text!r}"
 
 
 def toml_line_of_key(text: str, key: str) -> int:

@@ -22,6 +22,7 @@ from builder.build import SitePaths, build_site, bundle_static, hash_tree
 from builder.catalog import load_models
 from builder.grids import format_amount
 from builder.model import Breakdown, Config, Part, param_count
+from builder.release import project_version
 from builder.serve import make_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,9 +63,13 @@ def fixture_paths(out: Path, content: Path = FIXTURE / "content") -> SitePaths:
     return SitePaths(content=content, templates=TEMPLATES, static=FIXTURE / "static", out=out)
 
 
+FIXTURE_VERSION = "1.0.0"  # the fixture's release, fixed so that raising the project's version leaves it alone
+
+
 def build_fixture(out: Path, content: Path = FIXTURE / "content") -> dict[str, int]:
     """Build the fixture site with the fakes; returns the files written."""
-    return build_site(fixture_paths(out, content), quiet=True, estimate=fake_estimate, render_chart=fake_chart).files
+    return build_site(fixture_paths(out, content), quiet=True, estimate=fake_estimate, render_chart=fake_chart,
+                      version=FIXTURE_VERSION).files
 
 
 def table_cells(page: str, table_id: str) -> dict[str, list[str]]:
@@ -114,8 +119,9 @@ def real_site(real_inputs) -> Path:
 def test_fixture_site_has_every_page_and_static_file(fixture_site):
     figures = [f"figures/index-{chart}{suffix}" for chart in ("states", "tokens")
                for suffix in ("-dark.svg", ".html", ".png", ".svg")]
-    assert sorted(hash_tree(fixture_site)) == figures + ["index.html", "references.html", "static/site.css",
-                                                         "static/widgets.js"]
+    latest = figures + ["index.html", "references.html", "static/site.css", "static/widgets.js"]
+    # The pinned snapshot repeats every file under v/<version>/ (tests/test_release.py checks its pages).
+    assert sorted(hash_tree(fixture_site)) == latest + [f"v/{FIXTURE_VERSION}/{name}" for name in latest]
 
 
 def test_stylesheets_are_concatenated_site_css_first(fixture_site):
@@ -406,7 +412,9 @@ def test_cli_build_prints_progress_and_exits_zero(tmp_path, monkeypatch, capsys)
             "--out", str(paths.out)]
     assert cli_site.main(argv) == 0
     err = capsys.readouterr().err
-    assert re.search(r"index\.html +[\d.]+ KiB", err) and re.search(r"built 2 pages, 12 files in [\d.]+ s", err)
+    version = re.escape(project_version())
+    assert re.search(r"index\.html +[\d.]+ KiB", err)
+    assert re.search(rf"built 2 pages, 12 files \(and their pinned copy in v/{version}/\) in [\d.]+ s", err)
     assert cli_site.main(argv + ["--quiet", "--force"]) == 0
     assert capsys.readouterr().err == ""
 
@@ -553,3 +561,22 @@ def test_real_site_pages_show_no_internal_wording(real_site):
     assert not {page: hits for page, hits in found.items() if hits}
     for page in pages:
         assert not re.findall(r"(?i)\bseed 0\d\d", page.read_text()), page.name
+
+
+def test_real_site_pages_link_to_their_pinned_twins(real_site):
+    """Issue 16 item 4: every latest page's footer links to its twin under v/<version>/, which is there, carries
+    the banner and points back; the What changed page lists every key configuration."""
+    version = project_version()
+    pages = sorted(path.name for path in real_site.glob("*.html"))
+    assert len(pages) >= 13 and "what-changed.html" in pages
+    for name in pages:
+        latest = (real_site / name).read_text(encoding="utf-8")
+        assert f'<a href="v/{version}/{name}">This page at version {version}</a>' in latest, name
+        twin = (real_site / "v" / version / name).read_text(encoding="utf-8")
+        assert f'<link rel="canonical" href="../../{name}">' in twin, name
+        assert f'<a href="../../{name}">The latest version is here</a>' in twin, name
+    changes = (real_site / "what-changed.html").read_text(encoding="utf-8")
+    for label in ("Calculator start: Llama 3 8B, one GPU, the classic recipe (161.4 GB)",
+                  "Calculator start: Llama 3 70B, served on 8 GPUs", "Calculator page preset: model Llama 3 8B"):
+        assert changes.count(f'<th scope="row">{label}') == 2, label  # since 0.1.0, and 0.1.0's own table
+    assert "No number moved: all 6 key configurations are as version 0.1.0 published them." in changes

@@ -23,7 +23,7 @@ from tests.test_build import fake_chart
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT = ROOT / "content"
 # Pages that are not topics: no takeaways or exercises asked of them.
-NOT_TOPICS = {"index", "calculator", "validation", "references", "exercises", "notation"}
+NOT_TOPICS = {"index", "calculator", "validation", "references", "exercises", "notation", "what-changed"}
 MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+)\$", re.S)
 
 

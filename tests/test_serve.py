@@ -18,6 +18,7 @@ from builder import cli_site
 from builder.build import build_site, hash_tree
 from builder.preview_events import EVERYTHING, HISTORY, BuildEvents
 from builder.preview_http import parse_target, BadPath
+from builder.release import project_version
 from builder.serve import Preview, changed_files, make_server
 from tests.test_build import copy_fixture, fake_chart, fake_estimate
 
@@ -259,7 +260,7 @@ def test_a_good_build_sends_the_changed_pages_and_a_bad_one_every_error(served):
         good = page.read_text()
         page.write_text(good.replace("Intro paragraph", "Edited paragraph"))
         assert preview.build()
-        assert read_events(stream, 1) == [("built", {"changed": ["index.html"]})]
+        assert read_events(stream, 1) == [("built", {"changed": ["index.html", f"v/{project_version()}/index.html"]})]
         page.write_text(good.replace("{{< widget bytes-per-param", "{{< widget sparkles")
                         .replace("[@korthikanti2022;", "[@nobody2020;"))
         assert not preview.build()

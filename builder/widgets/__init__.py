@@ -19,6 +19,7 @@ MODULES = {
     "validation": "builder.widgets.validation",
     "exercises": "builder.widgets.exercises",
     "notation": "builder.widgets.notation",
+    "what-changed": "builder.widgets.what_changed",
 }
 
 

@@ -1,0 +1,1 @@
+// fixture widget script
