@@ -58,6 +58,7 @@ class PrecisionPolicy:
     quantised_params: bool = False  # the recipe's linear weights are stored only quantised (TE quantized_model_init)
     exp_avg: str | None = None  # Adam's first moment (torch's exp_avg), when not optimizer_state
     exp_avg_sq: str | None = None  # Adam's second moment (torch's exp_avg_sq), when not optimizer_state
+    master_grads: bool = False  # the optimizer steps on an fp32 copy of the gradients, made at the step (Megatron fp16)
     msamp: bool = False  # MS-AMP's own optimizer (LBAdam/LBAdamW) steps: Adam or AdamW only, one parameter at a time
 
 
@@ -95,6 +96,15 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
                "Megatron bf16 states plus Transformer Engine NVFP4 copies of the linear weights (Blackwell)",
                "TransformerEngine 2.20 NVFP4BlockScaling, nvfp4_tensor.py; Megatron-LM --fp4-format e2m1"),
           )),
+        # Megatron-LM --fp16 (without --accumulate-allreduce-grads-in-fp32): the main_grad buffer is fp16, and the
+        # optimizer steps on an fp32 copy of it (distrib_optimizer.py _copy_model_grads_to_main_grads:
+        # shard_main_param.grad = shard_model_grad.float()): 20 bytes/param, 4 + 16/d with the distributed optimizer
+        # (Megatron-LM docs/user-guide/features/dist_optimizer.md).
+        PrecisionPolicy("megatron-fp16", "fp16", "fp32", "fp16", "fp32", "fp16",
+                        "fp16 weights and main_grad buffer, fp32 master, fp32 copy of the gradients at the step, "
+                        "fp32 states",
+                        "Megatron-LM (commit d98e8a6) docs/user-guide/features/dist_optimizer.md: 20 bytes/param, "
+                        "4 + 16/d distributed", master_grads=True),
         # MS-AMP O2 (Peng et al. 2023, FP8-LM, arXiv:2310.18313, section 2.2; MS-AMP msamp/__init__.py initialize,
         # opt_level 'O2'): fp16 weights (msamp.nn.LinearReplacer, ScalingTensor with a per-tensor scale) with no
         # separate master copy, fp8 weight gradients, LBAdamW's first moment fp8 (exp_avg_dtype=torch.uint8) and

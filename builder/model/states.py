@@ -42,6 +42,10 @@ INT8 = "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339"
 GPTQ = "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128"
 OFFLOAD = "Ren et al. 2021 (ZeRO-Offload), arXiv:2101.06840, section 4: fp32 states and gradients on the host"
 MAIN_GRAD = "Megatron-LM main_grad buffer (theoretical_memory_usage.py)"
+DIST_OPTIMIZER = ("Megatron-LM (commit d98e8a6) megatron/core/optimizer/distrib_optimizer.py "
+                  "_copy_model_grads_to_main_grads (shard_main_param.grad = shard_model_grad.float()); "
+                  "docs/user-guide/features/dist_optimizer.md: fp16 parameters and gradients, 20 bytes/param, "
+                  "4 + 16/d distributed")
 MSAMP = ("Peng et al. 2023 (FP8-LM), arXiv:2310.18313, section 2.2 (FP8 optimizer); MS-AMP (commit 9746ea8) "
          "msamp/optim/adamw_base.py LBAdamWBase: exp_avg_dtype=torch.uint8 (fp8 e4m3), exp_avg_sq_dtype=torch.float16")
 MSAMP_NOTE = ("simplification: each moment is a ScalingTensor with a few fp32 scaling values per tensor (ScalingMeta: "
@@ -245,6 +249,13 @@ MODEL_STATES = RuleSet(
                  fmt("{0} B/param ({1} master copy)", per_unit(bytes_of(sym("master_dtype"))), sym("master_dtype")),
                  "counted with optimizer states, as ZeRO's K does",
                  when=both(PLAIN_STATES, sym("master_dtype"), ne(sym("master_dtype"), sym("param_dtype"))),
+                 sharded_by=sym("optimizer_ranks")),
+        # Megatron-LM with fp16 gradients: the optimizer steps on an fp32 copy of its shard of them, made at the step
+        # and freed by the next zero_grad (builder.model.step counts it at the optimizer step only).
+        PartRule("optimizer/master_grads", sym("states_here") * 4, "N x 4 B", DIST_OPTIMIZER,
+                 "4 B/param (fp32 copy of the gradients)",
+                 "live from the optimizer step to the next zero_grad; sharded with the optimizer states",
+                 when=both(PLAIN_STATES, sym("master_grads"), ne(sym("grad_dtype"), "fp32")),
                  sharded_by=sym("optimizer_ranks")),
         PartRule("gradients", sym("grads_here") * bytes_of(sym("grad_dtype")), "N x bytes(grad dtype)", MIXED,
                  per_param(bytes_of(sym("grad_dtype")), sym("grad_dtype")),
