@@ -71,6 +71,14 @@ CHECKS: tuple[Check, ...] = (
     Check(both(ARCH, eq(sym("pp_schedule"), "interleaved"),
                mod(sym("layers"), sym("pp") * sym("pp_virtual_stages"))),
           fmt("pp_virtual_stages: pp x virtual stages must divide {0} layers", sym("layers"))),
+    # Megatron-LM's interleaved schedule runs micro-batches in groups of microbatch_group_size_per_vp_stage (default
+    # pp) and refuses fewer micro-batches than a group (schedules.py forward_backward_pipelining_with_interleaving,
+    # commit d98e8a6).
+    Check(both(ARCH, eq(sym("mode"), "train"), eq(sym("pp_schedule"), "interleaved"), sym("pp_virtual_stages") > 1,
+               sym("pp") > 1, sym("grad_accum") < sym("pp")),
+          fmt("grad_accum: Megatron-LM's interleaved schedule (pp_virtual_stages {0}) runs micro-batches in groups "
+              "of pp = {1} and needs grad_accum of at least {1}, got {2}", sym("pp_virtual_stages"), sym("pp"),
+              sym("grad_accum"))),
     Check(both(ARCH, sym("ep") > 1, either(negate(sym("experts")), mod(sym("experts"), sym("ep")))),
           fmt("ep: {0} must divide the experts of an MoE model ({1} has {2})", sym("ep"), sym("model_name"),
               sym("experts"))),
