@@ -137,7 +137,7 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
 
     dtypes = p.add_argument_group("dtype overrides")
     for flag in ("param-dtype", "master-dtype", "grad-dtype", "grad-accum-dtype", "reduce-dtype",
-                 "optimizer-state-dtype", "activation-dtype"):
+                 "optimizer-state-dtype", "exp-avg-dtype", "exp-avg-sq-dtype", "activation-dtype"):
         choices = tuple(DTYPE_BYTES) + (("none",) if flag == "master-dtype" else ())
         dtypes.add_argument(f"--{flag}", choices=choices, default=None)
 
@@ -269,7 +269,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         model=arch, params=args.params, mode=args.mode, precision=precision,
         param_dtype=args.param_dtype or param_dtype, master_dtype=args.master_dtype, grad_dtype=args.grad_dtype,
         grad_accum_dtype=args.grad_accum_dtype, reduce_dtype=args.reduce_dtype,
-        optimizer_state_dtype=args.optimizer_state_dtype, activation_dtype=args.activation_dtype,
+        optimizer_state_dtype=args.optimizer_state_dtype, exp_avg_dtype=args.exp_avg_dtype,
+        exp_avg_sq_dtype=args.exp_avg_sq_dtype, activation_dtype=args.activation_dtype,
         optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
         recompute=args.recompute, recompute_layers=args.recompute_layers, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
         implementation=args.implementation, dropout=args.dropout,

@@ -32,6 +32,16 @@ def test_pipeline_stages_split_the_layers_and_hold_micro_batches_in_flight():
     # p = 4, m = 2 gives 4 x (1 + 3/8) = 5.5 micro-batches' worth.
     interleaved = Config(model=arch, pp=4, grad_accum=8, pp_schedule="interleaved", pp_virtual_stages=2)
     assert stages(arch, interleaved)[0].in_flight == Fraction(11, 2)
+    # Megatron-LM (commit d98e8a6) schedules.py get_pp_rank_microbatches: interleaved warm-up of
+    # (p - rank - 1) x 2 + (v - 1) x p chunks, capped at m x v, plus the steady state's next forward; a chunk is 1/v
+    # of the stage. p = 4, v = 2, m = 8: rank 0 holds 6 + 4 + 1 = 11 chunks (5.5 stages' worth), rank 3 holds
+    # 0 + 4 + 1 = 5 chunks (2.5), where 1F1B's last stage holds 1.
+    first, last = stages(arch, interleaved)
+    assert (first.in_flight, last.in_flight) == (Fraction(11, 2), Fraction(5, 2))
+    # p = 4, v = 4, m = 4: rank 0's warm-up 6 + 12 = 18 is capped at m x v = 16 chunks, all of them: 4 stages' worth.
+    capped = Config(model=arch, pp=4, grad_accum=4, pp_schedule="interleaved", pp_virtual_stages=4, seq_len=256)
+    first, last = stages(arch, capped)
+    assert (first.in_flight, last.in_flight) == (4, Fraction(13, 4))
     assert [s.name for s in stages(arch, Config(model=arch))] == ["only"]
 
 
@@ -73,3 +83,13 @@ def test_one_gpu_without_parallelism_holds_every_parameter(model_id):
     assert inputs["dense"] + inputs["expert"] == inputs["params"] == inputs["parameters"]
     # Of those, the weight matrices are everything but norms, biases, the embeddings and the head.
     assert inputs["linear_matrices"] <= inputs["linear"] < inputs["params"]
+
+
+def test_interleaving_needs_a_group_of_pp_micro_batches():
+    """Megatron-LM (commit d98e8a6) schedules.py: microbatch_group_size_per_vp_stage (default pp) > num_microbatches
+    raises ValueError."""
+    from builder.model.config import validate_config
+
+    arch = MODELS["llama-3-8b"]
+    with pytest.raises(ValueError, match="grad_accum: Megatron-LM's interleaved schedule"):
+        validate_config(Config(model=arch, pp=4, grad_accum=2, pp_schedule="interleaved", pp_virtual_stages=2))

@@ -182,8 +182,9 @@ def test_data_is_compact_and_safe_to_embed():
                                   "pp_virtual_stages", "batch", "context"]  # validate_config's order
     assert data["ints"]["pp_virtual_stages"] == "vpp" and data["ints"]["micro_batch"] == "micro_batch"
     assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["kv_heads"] == 8
-    assert data["model"]["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16", 0, "", 0]
+    assert data["model"]["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16", 0, "", 0, "", "", 0, 0]
     assert data["policies"]["amp-bf16"][5] == 1  # torch.autocast: linear layers save weight copies
+    assert data["policies"]["msamp-o2"][8:] == ["fp8", "fp16", 1, 0]  # MS-AMP O2: exp_avg fp8, exp_avg_sq fp16
 
 
 MODE_VALUES = {"precision": list(PRECISIONS), "param_dtype": ["policy", "fp32", "fp16"],

@@ -71,6 +71,14 @@ CHECKS: tuple[Check, ...] = (
     Check(both(ARCH, eq(sym("pp_schedule"), "interleaved"),
                mod(sym("layers"), sym("pp") * sym("pp_virtual_stages"))),
           fmt("pp_virtual_stages: pp x virtual stages must divide {0} layers", sym("layers"))),
+    # Megatron-LM's interleaved schedule runs micro-batches in groups of microbatch_group_size_per_vp_stage (default
+    # pp) and refuses fewer micro-batches than a group (schedules.py forward_backward_pipelining_with_interleaving,
+    # commit d98e8a6).
+    Check(both(ARCH, eq(sym("mode"), "train"), eq(sym("pp_schedule"), "interleaved"), sym("pp_virtual_stages") > 1,
+               sym("pp") > 1, sym("grad_accum") < sym("pp")),
+          fmt("grad_accum: Megatron-LM's interleaved schedule (pp_virtual_stages {0}) runs micro-batches in groups "
+              "of pp = {1} and needs grad_accum of at least {1}, got {2}", sym("pp_virtual_stages"), sym("pp"),
+              sym("grad_accum"))),
     Check(both(ARCH, sym("ep") > 1, either(negate(sym("experts")), mod(sym("experts"), sym("ep")))),
           fmt("ep: {0} must divide the experts of an MoE model ({1} has {2})", sym("ep"), sym("model_name"),
               sym("experts"))),
@@ -129,6 +137,19 @@ CHECKS: tuple[Check, ...] = (
           (either(sym("pp") > 1, sym("ep") > 1), "torchtitan refuses the step in backward with pipeline or expert "
            "parallelism", ()),
       )),
+    # MS-AMP O2 (precision msamp-o2): msamp.initialize takes torch.optim.Adam, AdamW or apex FusedAdam only, and
+    # LBAdamW has one implementation, a loop over the parameters (MS-AMP commit 9746ea8 msamp/__init__.py,
+    # msamp/optim/adamw.py); its ZeRO support is level O3 through its own DeepSpeed integration, not modelled.
+    *(Check(both(eq(sym("mode"), "train"), sym("msamp"), refused), fmt(why, *values)) for refused, why, values in (
+        (negate(isin(sym("optimizer"), "adam", "adamw")), "optimizer: precision msamp-o2 runs MS-AMP's LBAdam or "
+         "LBAdamW, so it takes optimizer adam or adamw, not {0}", (sym("optimizer"),)),
+        (isin(sym("optimizer_impl"), "foreach", "fused", "in-backward"), "optimizer_impl: precision msamp-o2 steps "
+         "with MS-AMP's LBAdamW, one parameter at a time; it has no {0} implementation (choose for-loop or leave "
+         "optimizer_impl unset)", (sym("optimizer_impl"),)),
+        (sym("shard_stage") > 0, "zero: precision msamp-o2 with ZeRO or FSDP is MS-AMP's O3 level (its own DeepSpeed "
+         "integration), not modelled; leave zero and fsdp unset", ()),
+        (sym("lora_rank") > 0, "lora_rank: precision msamp-o2 with LoRA adapters is not modelled", ()),
+    )),
     Check(both(eq(sym("fsdp"), "HYBRID_SHARD"), mod(SHARD_RANKS, HYBRID_GROUP)),
           fmt("fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}", HYBRID_GROUP,
               SHARD_RANKS)),

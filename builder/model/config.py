@@ -56,6 +56,10 @@ class PrecisionPolicy:
     autocast: bool = False  # torch.autocast: each linear layer casts its weight and saves the copy for backward
     recipe: str = ""  # a low-precision training recipe (builder.model.recipes.RECIPES), "" for none
     quantised_params: bool = False  # the recipe's linear weights are stored only quantised (TE quantized_model_init)
+    exp_avg: str | None = None  # Adam's first moment (torch's exp_avg), when not optimizer_state
+    exp_avg_sq: str | None = None  # Adam's second moment (torch's exp_avg_sq), when not optimizer_state
+    master_grads: bool = False  # the optimizer steps on an fp32 copy of the gradients, made at the step (Megatron fp16)
+    msamp: bool = False  # MS-AMP's own optimizer (LBAdam/LBAdamW) steps: Adam or AdamW only, one parameter at a time
 
 
 # Named policies. Sources: Micikevicius et al. 2017 (arXiv:1710.03740) section 3;
@@ -92,6 +96,23 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
                "Megatron bf16 states plus Transformer Engine NVFP4 copies of the linear weights (Blackwell)",
                "TransformerEngine 2.20 NVFP4BlockScaling, nvfp4_tensor.py; Megatron-LM --fp4-format e2m1"),
           )),
+        # Megatron-LM --fp16 (without --accumulate-allreduce-grads-in-fp32): the main_grad buffer is fp16, and the
+        # optimizer steps on an fp32 copy of it (distrib_optimizer.py _copy_model_grads_to_main_grads:
+        # shard_main_param.grad = shard_model_grad.float()): 20 bytes/param, 4 + 16/d with the distributed optimizer
+        # (Megatron-LM docs/user-guide/features/dist_optimizer.md).
+        PrecisionPolicy("megatron-fp16", "fp16", "fp32", "fp16", "fp32", "fp16",
+                        "fp16 weights and main_grad buffer, fp32 master, fp32 copy of the gradients at the step, "
+                        "fp32 states",
+                        "Megatron-LM (commit d98e8a6) docs/user-guide/features/dist_optimizer.md: 20 bytes/param, "
+                        "4 + 16/d distributed", master_grads=True),
+        # MS-AMP O2 (Peng et al. 2023, FP8-LM, arXiv:2310.18313, section 2.2; MS-AMP msamp/__init__.py initialize,
+        # opt_level 'O2'): fp16 weights (msamp.nn.LinearReplacer, ScalingTensor with a per-tensor scale) with no
+        # separate master copy, fp8 weight gradients, LBAdamW's first moment fp8 (exp_avg_dtype=torch.uint8) and
+        # second moment fp16 (exp_avg_sq_dtype=torch.float16): 2 + 1 + 1 + 2 = 6 bytes/param.
+        PrecisionPolicy("msamp-o2", "fp16", None, "fp8", "fp32", "fp16",
+                        "MS-AMP O2: fp16 weights, fp8 gradients, fp8 first moment and fp16 second moment",
+                        "Peng et al. 2023 (FP8-LM), arXiv:2310.18313, section 2.2; MS-AMP (commit 9746ea8) "
+                        "msamp/__init__.py, msamp/optim/adamw_base.py", exp_avg="fp8", exp_avg_sq="fp16", msamp=True),
         PrecisionPolicy("amp-bf16", "fp32", None, "fp32", "fp32", "bf16",
                         "fp32 weights and gradients, bf16 autocast activations, no separate master",
                         "PyTorch torch.autocast with fp32 parameters", autocast=True),
@@ -121,6 +142,8 @@ class Config:
     grad_accum_dtype: str | None = None  # separate accumulation buffer across micro-batches (e.g. fp32)
     reduce_dtype: str | None = None  # dtype gradients are reduced in (FSDP MixedPrecision.reduce_dtype)
     optimizer_state_dtype: str | None = None  # overrides m/v/momentum dtype
+    exp_avg_dtype: str | None = None  # Adam's first moment alone (torch's exp_avg; MS-AMP LBAdamW's exp_avg_dtype)
+    exp_avg_sq_dtype: str | None = None  # Adam's second moment alone (exp_avg_sq; MS-AMP's exp_avg_sq_dtype)
     activation_dtype: str | None = None  # overrides the dtype of saved activations
 
     # Optimizer ---------------------------------------------------------------------
@@ -189,6 +212,8 @@ class Config:
             master=None if master == "none" else master,
             grad=self.grad_dtype or base.grad,
             optimizer_state=self.optimizer_state_dtype or base.optimizer_state,
+            exp_avg=self.exp_avg_dtype or base.exp_avg,
+            exp_avg_sq=self.exp_avg_sq_dtype or base.exp_avg_sq,
             activation=self.activation_dtype or base.activation,
         )
 
@@ -221,7 +246,7 @@ def validate_config(config: Config) -> None:
     if config.fsdp is not None and config.fsdp not in FSDP_STRATEGIES:
         fail("fsdp", f"{config.fsdp!r} is not one of {', '.join(FSDP_STRATEGIES)}")
     for option in ("param_dtype", "grad_dtype", "grad_accum_dtype", "reduce_dtype",
-                   "optimizer_state_dtype", "activation_dtype", "kv_dtype"):
+                   "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "activation_dtype", "kv_dtype"):
         value = getattr(config, option)
         if value is not None and value not in DTYPE_BYTES:
             fail(option, f"{value!r} is not a known dtype ({', '.join(DTYPE_BYTES)})")
@@ -236,6 +261,10 @@ def validate_config(config: Config) -> None:
         fail("optimizer_state_dtype", f"{config.optimizer} has no state dtype to choose ("
              + ("its blockwise low-bit states are fixed" if config.optimizer != "sgd" else "plain SGD keeps no state")
              + "); leave optimizer_state_dtype unset or choose another optimizer")
+    for option in ("exp_avg_dtype", "exp_avg_sq_dtype"):
+        if getattr(config, option) and config.optimizer not in ("adam", "adamw"):
+            fail(option, f"only Adam and AdamW keep {option[:-6]}; optimizer {config.optimizer} has none (leave "
+                         f"{option} unset or choose optimizer adam or adamw)")
     if config.fsdp_shard_group is not None and config.fsdp_shard_group < 1:
         fail("fsdp_shard_group", f"must be at least 1 (or unset: gpus_per_node), got {config.fsdp_shard_group}")
     for option in ("allocator_reserve", "overhead_fraction"):

@@ -61,18 +61,25 @@ LOOP_TORCHAO = ("torchao 0.19 torchao/optim/adam.py single_param_adam under torc
 TORCHAO_OPTIMIZERS = ("adamw8bit-torchao", "adamw4bit", "adamwfp8")
 # The optimizer's own default implementation: torch.optim's foreach on CUDA, Adafactor's for-loop, lion-pytorch's
 # for-loop, torchao's per-parameter compiled step, bitsandbytes' fused kernel.
-DEFAULT_IMPL = when(eq(sym("optimizer"), "adam8bit"), "fused",
-                    when(isin(sym("optimizer"), "adafactor", "lion", *TORCHAO_OPTIMIZERS), "for-loop", "foreach"))
+# MS-AMP's LBAdam/LBAdamW (precision msamp-o2) steps one parameter at a time (msamp/optim/adamw.py adamw_fn: a
+# Python loop over the parameters, param.float() and grads[i].float() each, then two CUDA kernels): a for-loop whose
+# two fp32 copies of one tensor are the for-loop's 2 x L in fp32.
+DEFAULT_IMPL = when(sym("msamp"), "for-loop", when(eq(sym("optimizer"), "adam8bit"), "fused",
+                    when(isin(sym("optimizer"), "adafactor", "lion", *TORCHAO_OPTIMIZERS), "for-loop", "foreach")))
 # How many tensors of one parameter's size a for-loop step holds at once (in the state dtype).
 LOOP_TENSORS = when(isin(sym("optimizer"), "adam", "adamw", "lion"), 2,
                     when(eq(sym("optimizer"), "adafactor"), 1, 0))
-LOOP_SOURCE = when(eq(sym("optimizer"), "adafactor"), LOOP_ADAFACTOR,
+LOOP_MSAMP = ("MS-AMP (commit 9746ea8) msamp/optim/adamw.py LBAdamW.adamw_fn: for each parameter, param.float() and "
+              "grads[i].float(), two fp32 tensors of one parameter's size")
+LOOP_SOURCE = when(sym("msamp"), LOOP_MSAMP, when(eq(sym("optimizer"), "adafactor"), LOOP_ADAFACTOR,
                    when(eq(sym("optimizer"), "lion"), LOOP_LION,
-                        when(isin(sym("optimizer"), *TORCHAO_OPTIMIZERS), LOOP_TORCHAO, LOOP_ADAM)))
+                        when(isin(sym("optimizer"), *TORCHAO_OPTIMIZERS), LOOP_TORCHAO, LOOP_ADAM))))
 # The state dtype the step computes in: torch keeps states in the parameter's dtype, so LoRA adapters' are fp32
 # (builder.model.states reads the same expression).
 STATE_DTYPE = when(both(sym("lora_rank"), sym("has_architecture"), negate(sym("chosen_state_dtype"))), "fp32",
                    sym("optimizer_state_dtype"))
+# MS-AMP's step computes in fp32 whatever its states' dtypes (msamp/optim/adamw.py: param.float(), grad.float()).
+STEP_DTYPE = when(sym("msamp"), "fp32", STATE_DTYPE)
 # One parameter tensor of a row (builder.model.tensors) on a GPU: split over the tensor-parallel ranks that share
 # it (builder.model.placement; an expert's matrices over tp, as expert parallelism places whole experts).
 _TENSOR = sym("dim0") * sym("rest") / when(eq(sym("group"), "mlp/experts"), sym("tp"), TP_SHARE)
@@ -95,5 +102,5 @@ OPTIMIZER_STEP = {
     # split as the optimizer states are.
     "loop_temporaries": LARGEST_TRAINABLE / sym("optimizer_ranks") * when(
         eq(sym("optimizer"), "adamw8bit-torchao"), 8, when(eq(sym("optimizer"), "adamw4bit"), 25,
-                                                           LOOP_TENSORS * bytes_of(STATE_DTYPE))),
+                                                           LOOP_TENSORS * bytes_of(STEP_DTYPE))),
 }

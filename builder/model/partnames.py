@@ -35,6 +35,7 @@ PART_NAMES: dict[str, str] = {
     "gradients/made_so_far": "Weight gradients made so far",
     # Optimizer (states, step)
     "optimizer/master": "Master weights",
+    "optimizer/master_grads": "Gradients copied to fp32 for the step",
     "optimizer/adam_m": "Adam first moment",
     "optimizer/adam_v": "Adam second moment",
     "optimizer/momentum": "Momentum",

@@ -22,17 +22,33 @@ from builder.model.partrules import RuleSet
 from builder.model.tensors import NORM_TENSORS
 
 INTERLEAVED = "Korthikanti et al. 2022, arXiv:2205.05198, section 4.2.3: interleaving stores L(1 + (p-1)/(pm)) layers"
+SCHEDULES = ("Narayanan et al. 2021, arXiv:2104.04473, section 2.2; Megatron-LM (commit d98e8a6) "
+             "megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches")
 p, v = sym("pp"), sym("pp_virtual_stages")
+m = sym("grad_accum")
+
+
+def in_flight(rank: object) -> object:
+    """Micro-batches whose activations pipeline rank `rank` holds at its peak, in units of the whole stage.
+
+    Megatron-LM's get_pp_rank_microbatches (schedules.py, commit d98e8a6): 1F1B warms up with p - rank - 1
+    forwards, interleaved 1F1B with (p - rank - 1) x 2 + (v - 1) x p model-chunk forwards (its default
+    microbatch_group_size_per_vp_stage is p), both capped at the m x v chunks there are; the steady state's next
+    forward makes one more before a backward frees any. A chunk holds 1/v of the stage's layers, so the interleaved
+    count is divided by v: rank 0 holds (p v + p - 1)/v = p (1 + (p-1)/(p v)) stages' worth, Korthikanti's factor."""
+    interleaved = both(eq(sym("pp_schedule"), "interleaved"), v > 1)
+    return when(interleaved, minimum((p - rank - 1) * 2 + (v - 1) * p + 1, m * v) / v, minimum(p - rank, m))
+
+
 # The stages worth evaluating: the only one, or the first (most micro-batches in flight) and the last (the head).
-# Layers spread as evenly as possible: the first stage gets ceil(L/p), the last floor(L/p). A pipeline
-# holds min(p, grad_accum) micro-batches in flight on its first stage, more when interleaved.
+# Layers spread as evenly as possible: the first stage gets ceil(L/p), the last floor(L/p). Each holds the
+# micro-batches its own rank has in flight (in_flight): stages in between hold fewer than the first, the same
+# layers or fewer, and neither the embedding nor the head, so their peak is never the highest.
 PIPELINED = both(sym("has_architecture"), p > 1)
 STAGES = table(
     row(negate(PIPELINED), name="only", layers=sym("layers"), has_embedding=1, has_head=1, in_flight=1),
-    row(PIPELINED, name="first", layers=ceil(sym("layers") / p), has_embedding=1, has_head=0,
-        in_flight=minimum(p, sym("grad_accum"))
-        * when(both(eq(sym("pp_schedule"), "interleaved"), v > 1), 1 + (p - 1) / (p * v), 1)),
-    row(PIPELINED, name="last", layers=sym("layers") // p, has_embedding=0, has_head=1, in_flight=1),
+    row(PIPELINED, name="first", layers=ceil(sym("layers") / p), has_embedding=1, has_head=0, in_flight=in_flight(0)),
+    row(PIPELINED, name="last", layers=sym("layers") // p, has_embedding=0, has_head=1, in_flight=in_flight(p - 1)),
 )
 
 # How many tensor-parallel ranks share a tensor of a group: norms and the router are replicated; with fewer

@@ -42,6 +42,14 @@ INT8 = "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339"
 GPTQ = "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128"
 OFFLOAD = "Ren et al. 2021 (ZeRO-Offload), arXiv:2101.06840, section 4: fp32 states and gradients on the host"
 MAIN_GRAD = "Megatron-LM main_grad buffer (theoretical_memory_usage.py)"
+DIST_OPTIMIZER = ("Megatron-LM (commit d98e8a6) megatron/core/optimizer/distrib_optimizer.py "
+                  "_copy_model_grads_to_main_grads (shard_main_param.grad = shard_model_grad.float()); "
+                  "docs/user-guide/features/dist_optimizer.md: fp16 parameters and gradients, 20 bytes/param, "
+                  "4 + 16/d distributed")
+MSAMP = ("Peng et al. 2023 (FP8-LM), arXiv:2310.18313, section 2.2 (FP8 optimizer); MS-AMP (commit 9746ea8) "
+         "msamp/optim/adamw_base.py LBAdamWBase: exp_avg_dtype=torch.uint8 (fp8 e4m3), exp_avg_sq_dtype=torch.float16")
+MSAMP_NOTE = ("simplification: each moment is a ScalingTensor with a few fp32 scaling values per tensor (ScalingMeta: "
+              "scale, scale_inv, amax), left out")
 
 # Bytes per element of a dtype named by a rule.
 # What a per-parameter state costs, in words: '2 B/param (bf16)'.
@@ -151,6 +159,10 @@ PLAIN_STATES = both(TRAIN, negate(sym("lora")))
 OPTIMIZER_STATE_DTYPE = {
     # torch keeps optimizer states in the parameter's dtype: LoRA adapters are fp32.
     "state_dtype": STATE_DTYPE,
+    # Adam's moments one by one where a policy or an option sets them apart (torch's exp_avg and exp_avg_sq; MS-AMP
+    # LBAdamW's exp_avg_dtype and exp_avg_sq_dtype), else the state dtype.
+    "exp_avg_state_dtype": when(sym("exp_avg_dtype"), sym("exp_avg_dtype"), sym("state_dtype")),
+    "exp_avg_sq_state_dtype": when(sym("exp_avg_sq_dtype"), sym("exp_avg_sq_dtype"), sym("state_dtype")),
     "trainable_dense": when(sym("lora"), sym("adapters"), sym("dense")),
     "trainable_expert": when(sym("lora"), 0, sym("expert")),
     "states_here": sharded(sym("trainable_dense"), sym("trainable_expert"), sym("optimizer_ranks"),
@@ -161,11 +173,12 @@ _ON_GPU = negate(isin(sym("offload"), "params", "both"))
 _ADAM_BLOCK = 1 + Fraction(4, 256)
 
 
-def _adam(moment: str, label: str) -> tuple[PartRule, ...]:
-    """Adam's moment `moment` in the state dtype, and as bitsandbytes' blockwise 8-bit state."""
-    return (PartRule(f"optimizer/adam_{moment}", sym("states_here") * bytes_of(sym("state_dtype")),
-                     "N x bytes(state dtype)", ADAM,
-                     fmt("{0} B/param ({1} {2})", per_unit(bytes_of(sym("state_dtype"))), sym("state_dtype"), label),
+def _adam(moment: str, label: str, dtype: str) -> tuple[PartRule, ...]:
+    """Adam's moment `moment` in its dtype (the symbol `dtype`), and as bitsandbytes' blockwise 8-bit state."""
+    return (PartRule(f"optimizer/adam_{moment}", sym("states_here") * bytes_of(sym(dtype)),
+                     "N x bytes(state dtype)", when(sym("msamp"), MSAMP, ADAM),
+                     fmt("{0} B/param ({1} {2})", per_unit(bytes_of(sym(dtype))), sym(dtype), label),
+                     when(sym("msamp"), MSAMP_NOTE, ""),
                      when=both(TRAIN, isin(sym("optimizer"), "adam", "adamw")), sharded_by=sym("optimizer_ranks")),
             PartRule(f"optimizer/adam_{moment}", sym("states_here") * _ADAM_BLOCK, "N x (1 B + 4 B / 256)", BNB,
                      per_param(_ADAM_BLOCK, "uint8 + fp32 absmax per 256"),
@@ -237,6 +250,13 @@ MODEL_STATES = RuleSet(
                  "counted with optimizer states, as ZeRO's K does",
                  when=both(PLAIN_STATES, sym("master_dtype"), ne(sym("master_dtype"), sym("param_dtype"))),
                  sharded_by=sym("optimizer_ranks")),
+        # Megatron-LM with fp16 gradients: the optimizer steps on an fp32 copy of its shard of them, made at the step
+        # and freed by the next zero_grad (builder.model.step counts it at the optimizer step only).
+        PartRule("optimizer/master_grads", sym("states_here") * 4, "N x 4 B", DIST_OPTIMIZER,
+                 "4 B/param (fp32 copy of the gradients)",
+                 "live from the optimizer step to the next zero_grad; sharded with the optimizer states",
+                 when=both(PLAIN_STATES, sym("master_grads"), ne(sym("grad_dtype"), "fp32")),
+                 sharded_by=sym("optimizer_ranks")),
         PartRule("gradients", sym("grads_here") * bytes_of(sym("grad_dtype")), "N x bytes(grad dtype)", MIXED,
                  per_param(bytes_of(sym("grad_dtype")), sym("grad_dtype")),
                  when=both(PLAIN_STATES, negate(sym("in_backward"))), sharded_by=sym("grad_ranks")),
@@ -252,7 +272,7 @@ MODEL_STATES = RuleSet(
                  per_param(bytes_of(sym("grad_accum_dtype")), sym("grad_accum_dtype")),
                  when=both(PLAIN_STATES, sym("grad_accum_dtype"), ne(sym("grad_accum_dtype"), sym("grad_dtype"))),
                  sharded_by=sym("grad_ranks")),
-        *_adam("m", "first moment"), *_adam("v", "second moment"),
+        *_adam("m", "first moment", "exp_avg_state_dtype"), *_adam("v", "second moment", "exp_avg_sq_state_dtype"),
         PartRule("optimizer/momentum", sym("states_here") * bytes_of(sym("state_dtype")), "N x bytes(state dtype)",
                  when(eq(sym("optimizer"), "lion"), LION, SGD),
                  fmt("{0} B/param ({1} momentum)", per_unit(bytes_of(sym("state_dtype"))), sym("state_dtype")),

@@ -95,6 +95,9 @@ LIVE = {
                      "activations/recompute_working_layer"),
     "optimizer_step": ("weights", "optimizer", "gradients"),
 }
+# Parts the estimate counts that exist only at the optimizer step: Megatron-LM's fp32 copy of fp16 gradients, made
+# by the step and freed by the next zero_grad (distrib_optimizer.py _copy_model_grads_to_main_grads).
+STEP_ONLY = ("optimizer/master_grads",)
 # The phases inside a layer, and the kind of oplists.Moment each one takes the worst of.
 MOMENT_PHASES = {"layer_forward": "layer_forward", "layer_backward": "layer_backward",
                  "first_layer_backward": "layer_backward"}
@@ -236,6 +239,8 @@ def _rows(phase: str) -> Expr:
     """The parts live at `phase`, as rows {name, bytes, accumulated}: the parts LIVE selects (inside a layer,
     changed by the worst moment), the moment's own tensors (TRANSIENTS) and, inside a layer, its tensors."""
     selected = either(*(_selects(s) for s in LIVE[phase]))
+    if phase != "optimizer_step":
+        selected = both(selected, negate(isin(sym("name"), *STEP_ONLY)))
     accumulated = both(_selects("accumulating"), "accumulating" in LIVE[phase])
     moment = sym(f"moment_{phase}")
     kind = MOMENT_PHASES.get(phase)

@@ -552,7 +552,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                                               "form": arch_state(arch)} for key, arch in models.items()},
         "model": model_data(),
         "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation, int(p.autocast), p.recipe,
-                              int(p.quantised_params)]
+                              int(p.quantised_params), p.exp_avg or "", p.exp_avg_sq or "", int(p.msamp), int(p.master_grads)]
                      for p in PRECISIONS.values()},
         "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items()
                         if key in FIXED_INPUTS},

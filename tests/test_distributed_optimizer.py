@@ -1,0 +1,55 @@
+"""Megatron-LM's distributed optimizer and DeepSpeed's bf16 optimizer with fp32 gradient accumulation, pinned to
+their sources.
+
+Megatron-LM (commit d98e8a6) docs/user-guide/features/dist_optimizer.md, bytes per parameter (d: data-parallel
+size): fp16 parameters and fp16 gradients 20, distributed 4 + 16/d; bf16 parameters and fp32 gradients 18,
+6 + 12/d; fp32 parameters and gradients 16, 8 + 8/d. The distributed optimizer shards the fp32 main parameters, the
+optimizer states and, for fp16 gradients, the fp32 copy the step makes of them
+(megatron/core/optimizer/distrib_optimizer.py _copy_model_grads_to_main_grads); the grad buffer stays whole.
+DeepSpeed (commit edaa722) deepspeed/runtime/engine.py _do_optimizer_sanity_check: bf16 with grad_accum_dtype fp32
+under ZeRO stage 1 runs BF16_Optimizer, whose fp32 gradient buffer is the whole flat group
+(bf16_optimizer.py: torch.zeros_like(self.bf16_groups_flat[i], dtype=self.grad_acc_dtype)), beside the bf16
+gradients, with the fp32 master partition and the states sharded.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from builder.catalog import default_models
+from builder.model import Config
+from builder.model.peak import assess
+
+N = 1_000_000_000
+LLAMA = default_models()["llama-3-8b"]
+
+
+def per_param(config: Config) -> Fraction:
+    breakdown, _ = assess(config)
+    return Fraction(sum(p.bytes for p in breakdown.parts
+                        if p.name.split("/")[0] in ("weights", "gradients", "optimizer")), N)
+
+
+@pytest.mark.parametrize("precision, alone, constant, sharded", [
+    ("megatron-fp16", 20, 4, 16), ("megatron-bf16", 18, 6, 12), ("fp32", 16, 8, 8),
+])
+@pytest.mark.parametrize("d", [2, 8, 64])
+def test_megatron_distributed_optimizer_table(precision, alone, constant, sharded, d):
+    assert per_param(Config(params=N, precision=precision, dp=d)) == alone
+    assert per_param(Config(params=N, precision=precision, dp=d, zero=1)) == constant + Fraction(sharded, d)
+
+
+def test_megatron_fp16_copies_gradients_to_fp32_only_at_the_step():
+    _, needed = assess(Config(model=LLAMA, precision="megatron-fp16", dp=8, zero=1))
+    for phase in needed.steps:
+        names = {p.name for p in phase.parts}
+        assert ("optimizer/master_grads" in names) == (phase.name == "optimizer_step"), phase.name
+
+
+@pytest.mark.parametrize("d", [2, 8])
+def test_deepspeed_bf16_optimizer_keeps_a_whole_fp32_gradient_buffer(d):
+    """2 (bf16 weights) + 2 (bf16 gradients) + 4 (fp32 accumulation buffer, whole) + 12/d (master and moments)."""
+    config = Config(params=N, precision="bf16-mixed", grad_accum_dtype="fp32", zero=1, dp=d)
+    assert per_param(config) == 8 + Fraction(12, d)
