@@ -370,7 +370,7 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
     if exercises:
         setup.catalogs["exercises"].append({"page": page, "exercises": [
             (exercises[exercise_id], context.questions[exercise_id]) for exercise_id in page.exercises]})
-    extra = {"stylesheet": STYLESHEET, "scripts": scripts, "takeaways": takeaways,
+    extra = {"stylesheet": STYLESHEET, "scripts": scripts, "takeaways": takeaways, "answered": context.answered,
              "references": sorted(gathered.references.values(), key=lambda r: r.number)}
     html = render_page(setup.templates, page, gathered.pages, gathered.site, body, extra).encode("utf-8")
     for chart_id, svg in sorted(svgs.items()):

@@ -1,0 +1,138 @@
+"""Print the course pack (builder/handout.py) to one PDF with headless Chromium, through Playwright.
+
+Every chapter starts on a new sheet, so the sheets a chapter takes do not depend on what comes before
+it: each chapter is printed once on its own to count them, which gives the contents its page numbers;
+then the whole pack is printed once, with page numbers in the footer. The PDF's dates are set to the
+pack's date, so the same site gives the same file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from builder.handout import Pack, chapter_documents, front_matter, whole_document
+
+PAPERS = {"A4": "A4", "Letter": "Letter"}
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", "--no-first-run"]
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+FOOTER = ('<div style="font-size:8pt;width:100%;text-align:center;color:#444;font-family:sans-serif">'
+          '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
+HEADER = ('<div style="font-size:7pt;width:100%;text-align:right;color:#666;font-family:sans-serif;'
+          'padding-right:15mm">{title}</div>')
+PAGE_OBJECT = re.compile(rb"/Type\s*/Page\b(?!s)")
+PDF_DATE = re.compile(rb"/(CreationDate|ModDate) \(D:(\d{14})([^)]*)\)")
+NODE_ID = re.compile(rb"\(node(\d{8})\)")  # a tagged PDF's structure element ids: the DOM nodes' ids
+
+
+class HandoutError(Exception):
+    """Printing failed for a reason the reader can act on (one line)."""
+
+
+def find_chromium(given: str | None) -> str | None:
+    """The Chromium to print with: `given`, else one on PATH; None lets Playwright use its own."""
+    if given:
+        return given
+    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
+
+
+def count_pages(pdf: bytes) -> int:
+    """The number of pages in a PDF Chromium wrote (its page objects are not compressed)."""
+    return len(PAGE_OBJECT.findall(pdf))
+
+
+def reproducible(pdf: bytes, date: str) -> bytes:
+    """The same PDF for the same pack: its creation and modification dates set to `date` (YYYY-MM-DD,
+    midnight UTC) and its structure elements' ids (which Chromium takes from the DOM nodes' ids, different
+    on every run) numbered 1, 2, ... in their own order; every string keeps its length, so the
+    cross-reference offsets stay right."""
+    ids = sorted(set(NODE_ID.findall(pdf)), key=int)
+    renumbered = {old: b"%08d" % number for number, old in enumerate(ids, start=1)}
+    pdf = NODE_ID.sub(lambda match: b"(node" + renumbered[match.group(1)] + b")", pdf)
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
+        date = "2000-01-01"
+    stamp = date.replace("-", "").encode() + b"000000"
+
+    def replace(match: re.Match) -> bytes:
+        tail = match.group(3)
+        fixed = b"+00'00'"[:len(tail)] if tail else b""
+        return b"/" + match.group(1) + b" (D:" + stamp + fixed.ljust(len(tail), b" ") + b")"
+    return PDF_DATE.sub(replace, pdf)
+
+
+def print_pack(pack: Pack, out: Path, paper: str, chromium: str | None, timeout_ms: int = 120_000) -> int:
+    """Print `pack` to `out` (replaced only when printing succeeded); returns the number of pages."""
+    try:
+        from playwright.sync_api import Error as PlaywrightError
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise HandoutError("needs Playwright (pip install playwright) and Chromium") from None
+    executable = find_chromium(chromium)
+    if chromium and not Path(chromium).is_file():
+        raise HandoutError(f"argument --chromium: no such file: {chromium}")
+    with tempfile.TemporaryDirectory(prefix="handout-") as folder:
+        work = Path(folder)
+        try:
+            with sync_playwright() as playwright:
+                try:
+                    browser = playwright.chromium.launch(executable_path=executable, args=LAUNCH_ARGS, headless=True)
+                except PlaywrightError as error:
+                    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                    raise HandoutError(f"cannot start Chromium ({executable or 'Playwright’s own'}): {first}") from None
+                try:
+                    page = browser.new_page()
+                    page.set_default_timeout(timeout_ms)
+                    page.emulate_media(media="print")
+
+                    def render(name: str, markup: str, numbered: bool = False) -> bytes:
+                        path = work / f"{name}.html"
+                        path.write_text(markup, encoding="utf-8")
+                        page.goto(path.as_uri(), wait_until="load")
+                        options = {"format": PAPERS[paper], "print_background": True, "outline": numbered,
+                                   "tagged": numbered, "prefer_css_page_size": True}
+                        if numbered:
+                            options |= {"display_header_footer": True, "footer_template": FOOTER,
+                                        "header_template": HEADER.format(title=escape(pack.title))}
+                        return page.pdf(**options)
+
+                    sizes = {anchor: count_pages(render(anchor, markup))
+                             for anchor, markup in chapter_documents(pack).items()}
+                    front = count_pages(render("front", front_matter(pack, {a: 0 for a in sizes})))
+                    numbers, next_page = {}, front + 1
+                    for anchor, size in sizes.items():
+                        numbers[anchor], next_page = next_page, next_page + size
+                    pdf = render("pack", whole_document(pack, numbers), numbered=True)
+                finally:
+                    browser.close()
+        except PlaywrightError as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise HandoutError(f"Chromium failed while printing: {first}") from None
+    pdf = reproducible(pdf, pack.date)
+    write_atomically(out, pdf)
+    return count_pages(pdf)
+
+
+def escape(text: str) -> str:
+    """Text for the header template's HTML."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def write_atomically(out: Path, data: bytes) -> None:
+    """Write `data` to `out` through a temporary file beside it, so a failure leaves the old file."""
+    written = None
+    try:
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}-", delete=False) as handle:
+            written = Path(handle.name)
+            handle.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        written.chmod(0o666 & ~umask)  # as an ordinary new file (a temporary file is private)
+        written.replace(out)
+    except OSError as error:
+        if written is not None:
+            written.unlink(missing_ok=True)
+        raise HandoutError(f"argument --out: cannot write {out}: {error.strerror or error}") from None
