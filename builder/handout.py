@@ -170,7 +170,6 @@ def read_site(site: Path, url: str = "") -> tuple[str, str, list[Chapter]]:
 
 
 HANDOUT_CSS = """
-@page { margin: 18mm 15mm; }
 .handout-title-page { min-height: 240mm; display: flex; flex-direction: column; justify-content: center; }
 .handout-title-page h1 { font-size: 30pt; margin: 0 0 1rem; }
 .handout-title-page .handout-edition { font-size: 13pt; margin: 2rem 0 0; }

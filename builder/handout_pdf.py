@@ -16,7 +16,16 @@ from pathlib import Path
 
 from builder.handout import Pack, chapter_documents, front_matter, whole_document
 
-PAPERS = {"A4": "A4", "Letter": "Letter"}
+PAPERS = {"A4": (210.0, 297.0), "Letter": (215.9, 279.4)}  # width, height in mm
+MARGIN_MM = 15  # static/site.css's @page margin
+PX_PER_MM = 96 / 25.4
+# What does not fit on one sheet may break after all (else Chromium moves it to a new sheet first,
+# leaving the rest of the sheet before it blank).
+UNSPLIT = "figure, .table-scroll, .data-table, .math-display, .exercise, .print-answer"
+LET_LONG_ONES_BREAK = """(limit) => {
+  for (const element of document.querySelectorAll(%r))
+    if (element.getBoundingClientRect().height > limit) element.style.breakInside = "auto";
+}""" % UNSPLIT
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                "--disable-sync", "--no-first-run"]
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -84,7 +93,8 @@ def print_pack(pack: Pack, out: Path, paper: str, chromium: str | None, timeout_
                     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                     raise HandoutError(f"cannot start Chromium ({executable or 'Playwright’s own'}): {first}") from None
                 try:
-                    page = browser.new_page()
+                    width, height = (PX_PER_MM * (size - 2 * MARGIN_MM) for size in PAPERS[paper])
+                    page = browser.new_page(viewport={"width": round(width), "height": round(height)})
                     page.set_default_timeout(timeout_ms)
                     page.emulate_media(media="print")
 
@@ -92,7 +102,8 @@ def print_pack(pack: Pack, out: Path, paper: str, chromium: str | None, timeout_
                         path = work / f"{name}.html"
                         path.write_text(markup, encoding="utf-8")
                         page.goto(path.as_uri(), wait_until="load")
-                        options = {"format": PAPERS[paper], "print_background": True, "outline": numbered,
+                        page.evaluate(LET_LONG_ONES_BREAK, height)
+                        options = {"format": paper, "print_background": True, "outline": numbered,
                                    "tagged": numbered, "prefer_css_page_size": True}
                         if numbered:
                             options |= {"display_header_footer": True, "footer_template": FOOTER,
