@@ -21,6 +21,7 @@ FOOTER = re.compile(r'<footer class="site-footer">(.*?)</footer>', re.S)
 SITE_TITLE = re.compile(r'<p class="site-title"><a [^>]*>(.*?)</a></p>', re.S)
 H1 = re.compile(r"<h1\b[^>]*>(.*?)</h1>", re.S)
 SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>\s*", re.S)
+PERMALINK = re.compile(r'\s*<a class="permalink"[^>]*>.*?</a>', re.S)  # hidden in print, but in the PDF's outline
 PRINT_ANSWERS = re.compile(r'<section class="print-answers"[^>]*>\s*<h2 id="print-answers">.*?</h2>(.*?)</section>\s*',
                            re.S)
 # A start tag and its attributes (quoted values may hold '>').
@@ -96,7 +97,7 @@ class LinkRewriter:
             return (f"#{self.local(fragment, slug)}" if fragment else f"#chapter-{slug}"), True
         # Another file of the site (a figure, a configuration link): its published address, if known.
         if self.url:
-            return self.url + (f"{self.slug}.html" if value.startswith("?") else value), False
+            return self.url + (f"{self.slug}.html{value}" if value.startswith("?") else value), False
         return None, False
 
     def tag(self, match: re.Match) -> str:
@@ -122,7 +123,7 @@ class LinkRewriter:
             classes = next((i for i, (k, _) in enumerate(result) if k == "class"), None)
             if classes is None:
                 result.append(("class", '"print-no-url"'))
-            else:
+            elif "print-no-url" not in result[classes][1]:
                 result[classes] = ("class", result[classes][1][:-1] + ' print-no-url"')
         return f"<{name}{format_attributes(result)}{' /' if closing else ''}>"
 
@@ -136,7 +137,7 @@ def read_chapter(path: Path, pages: set[str], url: str, keep_answers: bool) -> C
     exercises' answers apart (left out with `keep_answers` False: they repeat another chapter's)."""
     text = path.read_text(encoding="utf-8")
     main = MAIN.search(text)
-    body = SCRIPT.sub("", main.group(1) if main else "")
+    body = PERMALINK.sub("", SCRIPT.sub("", main.group(1) if main else ""))
     answers = ""
     found = PRINT_ANSWERS.search(body)
     if found:

@@ -91,7 +91,8 @@ def print_pack(pack: Pack, out: Path, paper: str, chromium: str | None, timeout_
                     browser = playwright.chromium.launch(executable_path=executable, args=LAUNCH_ARGS, headless=True)
                 except PlaywrightError as error:
                     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                    raise HandoutError(f"cannot start Chromium ({executable or 'Playwright’s own'}): {first}") from None
+                    raise HandoutError(f"cannot start Chromium ({executable or 'Playwright’s own'}): {first}; install "
+                                       "Chromium or name one with --chromium") from None
                 try:
                     width, height = (PX_PER_MM * (size - 2 * MARGIN_MM) for size in PAPERS[paper])
                     page = browser.new_page(viewport={"width": round(width), "height": round(height)})
