@@ -73,6 +73,52 @@ def reproducible(pdf: bytes, date: str) -> bytes:
     return PDF_DATE.sub(replace, pdf)
 
 
+class Printer:
+    """One Chromium tab printing documents of the pack on one paper size, laid out as they print: print media,
+    the viewport the sheet's printable area, and whatever is taller than a sheet allowed to break."""
+
+    def __init__(self, page, folder: Path, paper: str, title: str) -> None:
+        self.page, self.folder, self.paper, self.title = page, folder, paper, title
+        width, self.height = (PX_PER_MM * (size - 2 * MARGIN_MM) for size in PAPERS[paper])
+        page.set_viewport_size({"width": round(width), "height": round(self.height)})
+        page.emulate_media(media="print")
+
+    def pdf(self, name: str, markup: str, numbered: bool = False) -> bytes:
+        """`markup` printed; `numbered`: with page numbers, the title on every sheet and an outline."""
+        path = self.folder / f"{name}.html"
+        path.write_text(markup, encoding="utf-8")
+        self.page.goto(path.as_uri(), wait_until="load")
+        self.page.evaluate(LET_LONG_ONES_BREAK, self.height)
+        options = {"format": self.paper, "print_background": True, "prefer_css_page_size": True,
+                   "outline": numbered, "tagged": numbered}
+        if numbered:
+            options |= {"display_header_footer": True, "footer_template": FOOTER,
+                        "header_template": HEADER.format(title=escape(self.title))}
+        return self.page.pdf(**options)
+
+
+def first_sheets(pack: Pack, printer: Printer) -> dict[str, int]:
+    """The sheet each chapter starts on (chapter anchor -> page number): every chapter starts a new sheet, so
+    each is printed alone to count its sheets; the title page and the contents come first."""
+    sizes = {anchor: count_pages(printer.pdf(anchor, markup)) for anchor, markup in chapter_documents(pack).items()}
+    numbers: dict[str, int] = {anchor: 0 for anchor in sizes}
+    front = 0
+    for _ in range(3):  # the contents' own length, with its numbers in (settles at once in practice)
+        counted = count_pages(printer.pdf("front", front_matter(pack, numbers)))
+        if counted == front:
+            break
+        front, next_page = counted, counted + 1
+        for anchor, size in sizes.items():
+            numbers[anchor], next_page = next_page, next_page + size
+    return numbers
+
+
+def first_line(error: Exception) -> str:
+    """An exception's first line (Playwright's run to many)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def print_pack(pack: Pack, out: Path, paper: str, chromium: str | None, timeout_ms: int = 120_000) -> int:
     """Print `pack` to `out` (replaced only when printing succeeded); returns the number of pages."""
     try:
@@ -80,49 +126,24 @@ def print_pack(pack: Pack, out: Path, paper: str, chromium: str | None, timeout_
         from playwright.sync_api import sync_playwright
     except ImportError:
         raise HandoutError("needs Playwright (pip install playwright) and Chromium") from None
-    executable = find_chromium(chromium)
     if chromium and not Path(chromium).is_file():
         raise HandoutError(f"argument --chromium: no such file: {chromium}")
-    with tempfile.TemporaryDirectory(prefix="handout-") as folder:
-        work = Path(folder)
+    executable = find_chromium(chromium)
+    with tempfile.TemporaryDirectory(prefix="handout-") as folder, sync_playwright() as playwright:
         try:
-            with sync_playwright() as playwright:
-                try:
-                    browser = playwright.chromium.launch(executable_path=executable, args=LAUNCH_ARGS, headless=True)
-                except PlaywrightError as error:
-                    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                    raise HandoutError(f"cannot start Chromium ({executable or 'Playwright’s own'}): {first}; install "
-                                       "Chromium or name one with --chromium") from None
-                try:
-                    width, height = (PX_PER_MM * (size - 2 * MARGIN_MM) for size in PAPERS[paper])
-                    page = browser.new_page(viewport={"width": round(width), "height": round(height)})
-                    page.set_default_timeout(timeout_ms)
-                    page.emulate_media(media="print")
-
-                    def render(name: str, markup: str, numbered: bool = False) -> bytes:
-                        path = work / f"{name}.html"
-                        path.write_text(markup, encoding="utf-8")
-                        page.goto(path.as_uri(), wait_until="load")
-                        page.evaluate(LET_LONG_ONES_BREAK, height)
-                        options = {"format": paper, "print_background": True, "outline": numbered,
-                                   "tagged": numbered, "prefer_css_page_size": True}
-                        if numbered:
-                            options |= {"display_header_footer": True, "footer_template": FOOTER,
-                                        "header_template": HEADER.format(title=escape(pack.title))}
-                        return page.pdf(**options)
-
-                    sizes = {anchor: count_pages(render(anchor, markup))
-                             for anchor, markup in chapter_documents(pack).items()}
-                    front = count_pages(render("front", front_matter(pack, {a: 0 for a in sizes})))
-                    numbers, next_page = {}, front + 1
-                    for anchor, size in sizes.items():
-                        numbers[anchor], next_page = next_page, next_page + size
-                    pdf = render("pack", whole_document(pack, numbers), numbered=True)
-                finally:
-                    browser.close()
+            browser = playwright.chromium.launch(executable_path=executable, args=LAUNCH_ARGS, headless=True)
         except PlaywrightError as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise HandoutError(f"Chromium failed while printing: {first}") from None
+            raise HandoutError(f"cannot start Chromium ({executable or 'Playwright’s own'}): {first_line(error)}; "
+                               "install Chromium or name one with --chromium") from None
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(timeout_ms)
+            printer = Printer(page, Path(folder), paper, pack.title)
+            pdf = printer.pdf("pack", whole_document(pack, first_sheets(pack, printer)), numbered=True)
+        except PlaywrightError as error:
+            raise HandoutError(f"Chromium failed while printing: {first_line(error)}") from None
+        finally:
+            browser.close()
     pdf = reproducible(pdf, pack.date)
     write_atomically(out, pdf)
     return count_pages(pdf)

@@ -14,7 +14,7 @@ import pytest
 from builder import cli
 from builder.cli_handout import pack_date
 from builder.handout import LinkRewriter, Pack, chapter_documents, read_site, whole_document
-from builder.handout_pdf import count_pages, reproducible
+from builder.handout_pdf import count_pages, first_sheets, reproducible
 from builder.render import make_csp, make_templates
 from tests.test_build import build_fixture
 
@@ -120,6 +120,25 @@ def test_pdf_made_reproducible():
     assert b"/CreationDate (D:20260102000000+00'00')" in fixed and b"/ModDate (D:20260102000000+00'00')" in fixed
     assert b"(node00000002)>> <</S /P /ID (node00000001)" in fixed and b"[(node00000001) 1 (node00000002) 2]" in fixed
     assert count_pages(fixed) == 1
+
+
+class CountingPrinter:
+    """Prints each document as so many sheets: the front matter 2, a chapter as many as its name says."""
+
+    def __init__(self):
+        self.printed = []
+
+    def pdf(self, name: str, markup: str, numbered: bool = False) -> bytes:
+        self.printed.append(name)
+        sheets = {"front": 2, "chapter-index": 3, "chapter-references": 1, "chapter-answers": 4}[name]
+        return b"%PDF-1.4 <</Type /Pages>>" + b" <</Type /Page>>" * sheets
+
+
+def test_contents_numbers_count_each_chapters_sheets(fixture_site):
+    _, _, chapters = read_site(fixture_site)
+    printer = CountingPrinter()
+    assert first_sheets(make_pack(chapters), printer) == {"chapter-index": 3, "chapter-references": 6}
+    assert printer.printed == ["chapter-index", "chapter-references", "front", "front"]
 
 
 def test_pack_date_is_never_the_clock(tmp_path, monkeypatch):
