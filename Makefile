@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-full
 TEST_STAMP := $(VENV)/.installed-test
 SITE_STAMP := $(VENV)/.installed-site
 
-.PHONY: help install install-site install-test browser test test-site test-fast site serve bench validate validate-cpu clean
+.PHONY: help install install-site install-test browser test test-site test-fast site serve handout bench validate validate-cpu clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -53,6 +53,9 @@ site: install-site  ## Build the default site into site/ (SITE_URL=https://.../ 
 serve: install-site  ## Preview on http://127.0.0.1:8000 with rebuild on change
 	$(PY) -m builder serve
 
+handout: install-test browser  ## The whole site as one PDF for a course pack: handout.pdf (A4; printed by Chromium)
+	$(PY) -m builder handout --out handout.pdf
+
 bench: install browser  ## Build time, page weight and widget latency benchmarks
 	$(PY) -m benchmarks.run
 
@@ -63,4 +66,4 @@ validate-cpu: install  ## The small CPU validation CI runs (fails when a case le
 	$(PY) -m builder validate --small
 
 clean:  ## Remove build outputs (keeps .venv)
-	rm -rf site .site-* .pytest_cache .bench
+	rm -rf site .site-* .pytest_cache .bench handout.pdf

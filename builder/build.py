@@ -179,6 +179,8 @@ def gather_content(paths: SitePaths, url: str | None = None, version: str | None
     `version`: the release's version (default: pyproject.toml's)."""
     content = paths.content
     site, errors = read_site_config(content / "site.toml", display_name(content / "site.toml"))
+    if url:
+        site = {**site, "url": url}  # the printed links' addresses follow the citations'
     try:
         version = version or project_version()
     except VersionError as error:
@@ -400,7 +402,7 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
     if exercises:
         setup.catalogs["exercises"].append({"page": page, "exercises": [
             (exercises[exercise_id], context.questions[exercise_id]) for exercise_id in page.exercises]})
-    extra = {"stylesheet": STYLESHEET, "scripts": scripts, "takeaways": takeaways,
+    extra = {"stylesheet": STYLESHEET, "scripts": scripts, "takeaways": takeaways, "answered": context.answered,
              "references": sorted(gathered.references.values(), key=lambda r: r.number)}
     # The page twice: the latest (linking to its pinned twin) and its snapshot for v/<version>/ (bannered).
     html, setup.snapshots[page.url] = (

@@ -1,4 +1,4 @@
-"""Command line: `python -m builder estimate|models|gpus|build|serve|new|authoring-guide|release|validate`.
+"""Command line: `python -m builder estimate|models|gpus|build|serve|new|authoring-guide|release|handout|validate`.
 
 Bad flags or values print one line naming the flag and exit with status 2.
 """
@@ -204,7 +204,8 @@ def make_parser() -> argparse.ArgumentParser:
                                        parser_class=OneLineParser)
     add_estimate_parser(subparsers)
     add_catalog_parsers(subparsers)
-    for module in ("builder.cli_site", "builder.cli_authoring", "builder.cli_release", "builder.validate.cli"):
+    for module in ("builder.cli_site", "builder.cli_authoring", "builder.cli_release", "builder.cli_handout",
+                   "builder.validate.cli"):
         try:
             register = __import__(module, fromlist=["register"]).register
         except (ImportError, AttributeError):

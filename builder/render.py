@@ -75,6 +75,8 @@ class PageContext:
     notation_url: str = ""  # the Notation page, when the site has one
     exercise_count: int = 0  # exercises rendered so far on this page (their numbers)
     questions: dict[str, Markup] = field(default_factory=dict)  # exercise id -> its question as HTML
+    answered: list[tuple[int, str, Exercise]] = field(default_factory=list)  # (number, anchor, exercise) placed with
+    # its answer, in page order: the page's "Answers" section for print (templates/partials/print-answers.html)
 
     def error(self, line: int, message: str) -> None:
         """Record a content error on this page."""
@@ -209,8 +211,11 @@ def render_placement(self: Any, tokens: list[Token], index: int, options: Any, e
         return render_widget(context, meta["name"], meta["values"], meta.get("state"), meta.get("widget_id", ""))
     if meta["kind"] == "exercise":
         context.exercise_count += 1
-        return render_exercise(context.templates, context.exercises[meta["name"]], context.exercise_count,
-                               context.answers, f"exercise-{meta['name']}", question_html(context, meta["name"]))
+        exercise, anchor = context.exercises[meta["name"]], f"exercise-{meta['name']}"
+        if context.answers:
+            context.answered.append((context.exercise_count, anchor, exercise))
+        return render_exercise(context.templates, exercise, context.exercise_count, context.answers, anchor,
+                               question_html(context, meta["name"]))
     chart = context.charts[meta["name"]]
     svg = context.svgs.get(meta["name"]) if meta["kind"] == "chart" else None
     links = figure_links(context.page.slug, meta["name"], load_cairosvg() is not None) if svg is not None else None
@@ -523,12 +528,20 @@ def render_widget(context: PageContext, name: str, values: dict[str, Any], state
 
 # Templates and pages ----------------------------------------------------------------------
 
+def css_string(value: str) -> Markup:
+    """`value` as a quoted CSS string: every character but plain URL ones escaped as CSS hex escapes, so
+    nothing in it can end the string or the <style> element."""
+    safe = re.compile(r"[A-Za-z0-9:/._~%?#=+,;@!$*()\[\]-]")
+    return Markup('"' + "".join(c if safe.fullmatch(c) else f"\\{ord(c):x} " for c in str(value)) + '"')
+
+
 def make_templates(templates_dir: Path) -> jinja2.Environment:
     """Jinja environment: StrictUndefined, autoescape, templates from one folder; `json` filter."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)), undefined=jinja2.StrictUndefined,
                              autoescape=jinja2.select_autoescape(["html"]), keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["json"] = lambda value: Markup(to_json(value))  # for <script type="application/json">
+    env.filters["css_string"] = css_string  # for a value in a <style> element
     return env
 
 
