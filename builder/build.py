@@ -709,6 +709,7 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
     report.seconds = time.perf_counter() - started
     for warning in report.warnings:
         print(f"warning: {warning}", file=stream)
-    log(f"built {len(gathered.pages)} pages ({len(report.rendered)} rendered), {len(outputs)} files "
+    reused = len(gathered.pages) - len(report.rendered)
+    log(f"built {len(gathered.pages)} pages{f' ({reused} unchanged, reused)' if reused else ''}, {len(outputs)} files "
         f"in {report.seconds:.2f} s")
     return report
