@@ -182,7 +182,7 @@ def break_and_fix(paths: SitePaths, memory: BuildMemory, n: int) -> None:
 
 
 # A handful of examples keeps it under a minute; a failure prints its sequence unshrunk (shrinking rebuilds for minutes).
-@settings(max_examples=12, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+@settings(max_examples=8, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(EDITS), st.integers(0, 50)), min_size=2, max_size=6))
 def test_random_edit_sequences_build_the_same_site_as_a_clean_build(tmp_path, sequence):
