@@ -34,15 +34,17 @@ import minify
 from builder.catalog import CatalogError, load_gpus, load_models
 from builder.content import (WIDGETS, BuildFailed, ContentError, Page, display_name, read_pages, read_presets,
                              read_references, read_site_config)
-from builder.citation import bibtex, plain_citation
 from builder.exercises import evaluate_page_exercises
 from builder.grids import EvaluatedChart, evaluate_chart
 from builder.figures import FOLDER as FIGURES, figure_files, figure_name
+from builder.citation import bibtex, plain_citation
 from builder.release import Release, VersionError, make_release, project_version
 from builder.releases import ReleaseRecord, read_records
+from builder.snapshot import carry_over, earlier_snapshots, snapshot_outputs
+from builder.incremental import BuildMemory, PageOutput, page_keys, shared_key
+from builder.palette import CHARTS_CSS
 from builder.render import (PageContext, make_markdown, make_templates, render_body, render_figure_page, render_page,
                             render_questions, render_takeaways)
-from builder.snapshot import carry_over, earlier_snapshots, snapshot_outputs
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 STYLESHEET = "static/site.css"
@@ -73,6 +75,8 @@ class BuildReport:
     seconds: float = 0.0
     unchanged: bool = False
     warnings: list[str] = field(default_factory=list)
+    rendered: list[str] = field(default_factory=list)  # the pages rendered (the others were reused), by path
+    changed: list[str] | None = None  # site paths written, changed or removed since the last build (with memory)
 
 
 @dataclass
@@ -110,24 +114,44 @@ def list_files(folder: Path) -> list[Path]:
         key=lambda p: p.relative_to(folder).as_posix())
 
 
-def fingerprint_inputs(paths: SitePaths, answers: bool = True, url: str | None = None,
-                       version: str | None = None) -> str:
-    """sha256 over every input file (content, templates, static, builder code), the edition built, the
-    project version and the site address given to the build."""
-    digest = hashlib.sha256(b"answers\0" if answers else b"student edition\0")
-    try:
-        version = version or project_version()
-    except VersionError as error:
-        version = str(error)
-    digest.update(f"version {version}\0url {url or ''}\0".encode())
+def input_digests(paths: SitePaths) -> dict[str, str]:
+    """'content/index.md', 'builder/build.py', ... -> sha256 of every input file (content, templates, static,
+    builder code), in that order."""
+    digests = {}
     for label, folder in (("content", paths.content), ("templates", paths.templates), ("static", paths.static),
                           ("builder", PACKAGE_DIR)):
         for path in list_files(folder):
             if label == "builder" and path.suffix != ".py":
                 continue
-            digest.update(f"{label}/{path.relative_to(folder).as_posix()}\0".encode())
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+            digests[f"{label}/{path.relative_to(folder).as_posix()}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def release_of(url: str | None = None, version: str | None = None) -> str:
+    """The release a build makes, in words for fingerprints and keys: the version (pyproject.toml's unless
+    given, or the error reading it) and the site address given to the build."""
+    try:
+        version = version or project_version()
+    except VersionError as error:
+        version = str(error)
+    return f"version {version}\0url {url or ''}"
+
+
+def fingerprint_inputs(paths: SitePaths, answers: bool = True, digests: dict[str, str] | None = None,
+                       release: str = "") -> str:
+    """sha256 over every input file (content, templates, static, builder code), the edition built and the
+    release (release_of)."""
+    digest = hashlib.sha256(b"answers\0" if answers else b"student edition\0")
+    digest.update(f"{release}\0".encode())
+    for label, value in (input_digests(paths) if digests is None else digests).items():
+        digest.update(f"{label}\0".encode())
+        digest.update(bytes.fromhex(value))
     return digest.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes ('' when it is missing)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
 
 
 def hash_tree(folder: Path) -> dict[str, str]:
@@ -147,10 +171,10 @@ def is_up_to_date(paths: SitePaths, fingerprint: str) -> bool:
     return recorded.get("fingerprint") == fingerprint and recorded.get("files") == hash_tree(paths.out)
 
 
-def write_stamp(paths: SitePaths, fingerprint: str) -> None:
-    """Remember which inputs produced the current output."""
+def write_stamp(paths: SitePaths, fingerprint: str, hashes: dict[str, str] | None = None) -> None:
+    """Remember which inputs produced the current output (`hashes`: its hash_tree, when known)."""
     paths.cache.mkdir(parents=True, exist_ok=True)
-    stamp = {"fingerprint": fingerprint, "files": hash_tree(paths.out)}
+    stamp = {"fingerprint": fingerprint, "files": hash_tree(paths.out) if hashes is None else hashes}
     (paths.cache / STAMP_NAME).write_text(json.dumps(stamp, indent=1, sort_keys=True), encoding="utf-8")
 
 
@@ -173,12 +197,26 @@ def load_catalog(loader: Callable[[Path], dict], path: Path) -> tuple[dict, list
         return {}, [split_catalog_error(error)]
 
 
-def gather_content(paths: SitePaths, url: str | None = None, version: str | None = None
-                   ) -> tuple[Gathered, list[ContentError]]:
-    """Read and validate every content file; collect all errors. `url`: the site's address (over site.toml's);
-    `version`: the release's version (default: pyproject.toml's)."""
+def load_file(path: Path, function: Callable[..., Any], *args: Any) -> Any:
+    """function(*args), which reads the file at `path` (BuildMemory.file_loader reuses unchanged ones)."""
+    return function(*args)
+
+
+def gather_content(paths: SitePaths, reader: Callable | None = None, load: Callable[..., Any] = load_file,
+                   url: str | None = None, version: str | None = None) -> tuple[Gathered, list[ContentError]]:
+    """Read and validate every content file (each page with `reader`, default read_page; each data file
+    through `load`); collect all errors. `url`: the site's address (over site.toml's); `version`: the
+    release's version (default: pyproject.toml's)."""
     content = paths.content
-    site, errors = read_site_config(content / "site.toml", display_name(content / "site.toml"))
+    site_toml, models_toml, gpus_toml = content / "site.toml", content / "models.toml", content / "gpus.toml"
+    presets_toml, references_toml = content / "presets.toml", content / "references.toml"
+    site, errors = load(site_toml, read_site_config, site_toml, display_name(site_toml))
+    models, model_errors = load(models_toml, load_catalog, load_models, models_toml)
+    gpus, gpu_errors = load(gpus_toml, load_catalog, load_gpus, gpus_toml)
+    presets, preset_errors = load(presets_toml, read_presets, presets_toml, display_name(presets_toml))
+    references, reference_errors = ({}, []) if not references_toml.exists() else \
+        load(references_toml, read_references, references_toml, display_name(references_toml))
+    errors = list(errors)
     if url:
         site = {**site, "url": url}  # the printed links' addresses follow the citations'
     try:
@@ -189,12 +227,7 @@ def gather_content(paths: SitePaths, url: str | None = None, version: str | None
     release = make_release(site, version, url)
     releases, release_errors = read_records(content / "releases", release)
     errors += release_errors
-    models, model_errors = load_catalog(load_models, content / "models.toml")
-    gpus, gpu_errors = load_catalog(load_gpus, content / "gpus.toml")
-    presets, preset_errors = read_presets(content / "presets.toml", display_name(content / "presets.toml"))
-    references, reference_errors = ({}, []) if not (content / "references.toml").exists() else \
-        read_references(content / "references.toml", display_name(content / "references.toml"))
-    pages, page_errors = read_pages(content)
+    pages, page_errors = read_pages(content, reader=reader)
     errors += model_errors + gpu_errors + preset_errors + reference_errors + page_errors
     if not pages and not page_errors:
         errors.append(ContentError(display_name(content), 1, "no pages: add at least one content/*.md"))
@@ -285,14 +318,14 @@ def request_charts(charts: dict[str, EvaluatedChart], queue: ChartQueue) -> dict
 
 
 def draw_charts(page: Page, charts: dict[str, EvaluatedChart], pending: dict[str, Callable[[], str]],
-                report: BuildReport) -> tuple[dict[str, str], list[ContentError]]:
+                warnings: list[str]) -> tuple[dict[str, str], list[ContentError]]:
     """SVG for every chart of a page; a renderer failure names the chart that triggered it."""
     svgs, errors = {}, []
     for chart_id, get_svg in pending.items():
         try:
             svgs[chart_id] = get_svg()
         except NotImplementedError:
-            report.warnings.append(f"{page.path}: chart {chart_id}: charts are not implemented yet; "
+            warnings.append(f"{page.path}: chart {chart_id}: charts are not implemented yet; "
                                    "the data table is shown without a figure")
         except Exception as error:  # a renderer bug must still name the chart that triggered it
             errors.append(ContentError(page.path, charts[chart_id].definition.line,
@@ -330,8 +363,18 @@ class RenderSetup:
     answers: bool = True  # False: the student edition (no answers in the HTML)
     notation_url: str = ""  # the Notation page's URL, when the site has one
     figures: dict[str, bytes] = field(default_factory=dict)  # figures/...: each chart's downloads and embed view
-    snapshots: dict[str, bytes] = field(default_factory=dict)  # page URL -> its rendering for v/<version>/
+    cache: Path | None = None  # the build cache (rasterised charts)
+    memory: BuildMemory | None = None  # the last build's, for chart downloads whose SVG did not change
     what_changed_url: str = ""  # the What changed page's URL, when the site has one
+
+    def add(self, output: PageOutput, outputs: dict[str, bytes]) -> None:
+        """Take one page's outputs, fresh or reused, into the site."""
+        outputs[output.url] = output.html
+        self.figures |= output.figures
+        self.scripts |= output.scripts
+        self.report.warnings += output.warnings
+        if output.exercises is not None:
+            self.catalogs["exercises"].append(output.exercises)
 
 
 def collects_exercises(page: Page) -> bool:
@@ -339,46 +382,64 @@ def collects_exercises(page: Page) -> bool:
     return re.search(r"\{\{<\s*widget\s+exercises\b", page.body) is not None
 
 
+def compares_releases(page: Page) -> bool:
+    """True for a page that compares the key configurations between releases (it reads every page's presets)."""
+    return re.search(r"\{\{<\s*widget\s+what-changed\b", page.body) is not None
+
+
 def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue: ChartQueue,
                  report: BuildReport, log: Callable[[str], None], skip: set[str] = frozenset(),
-                 answers: bool = True) -> tuple[dict[str, bytes], dict[str, bytes], list[ContentError]]:
-    """Every page's HTML, keyed by output path, each page's snapshot rendering (for v/<version>/) and all
-    errors collected. Pages in `skip` are not rendered."""
+                 answers: bool = True, keys: dict[str, str] | None = None, memory: BuildMemory | None = None,
+                 templates: Any = None) -> tuple[dict[str, bytes], dict[str, PageOutput], list[ContentError]]:
+    """Every page's HTML, keyed by output path, each page's outputs and all errors. Pages in `skip` are not
+    rendered; a page whose key (`keys`) is the one it had in `memory` is reused, not rendered again."""
     notation = next((p for p in gathered.pages if p.slug == "notation"), None)
     what_changed = next((p for p in gathered.pages if p.slug == "what-changed"), None)
     setup = RenderSetup(
-        gathered=gathered, templates=make_templates(paths.templates), md=make_markdown(),
+        gathered=gathered, templates=templates or make_templates(paths.templates), md=make_markdown(),
         catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets,
                   "validation_dir": paths.content / "validation", "exercises": [], "answers": answers,
                   "releases": gathered.releases, "pages": gathered.pages, "site_presets": gathered.presets},
         has_references_page=any(p.slug == "references" for p in gathered.pages),
-        has_widget_script=("sources" if widget_sources(paths.static) else
-                           "prebuilt" if (paths.static / "widgets.js").is_file() else ""),
-        report=report, log=log, answers=answers, notation_url=notation.url if notation else "",
-        what_changed_url=what_changed.url if what_changed else "")
+        has_widget_script=widget_script_mode(paths.static),
+        report=report, log=log, answers=answers, notation_url=notation.url if notation else "", cache=paths.cache,
+        memory=memory, what_changed_url=what_changed.url if what_changed else "")
+    keys = keys or {}
     pages = [page for page in gathered.pages if page.path not in skip]
-    outputs, errors = {}, []
-    # Evaluate every page's charts and start drawing them, then render the pages (a page that collects the
-    # exercises after the others).
-    evaluated = {page.path: evaluate_page_charts(page, gathered, estimate) for page in pages}
+    remembered = memory.pages if memory is not None else {}
+    reused = {page.path: remembered[page.path] for page in pages
+              if page.path in remembered and keys.get(page.path) == remembered[page.path].key}
+    fresh = [page for page in pages if page.path not in reused]
+    outputs, results, errors = {}, {}, []
+    # Evaluate the charts of every page to render and start drawing them, then render the pages (a page that
+    # collects the exercises after the others).
+    evaluated = {page.path: evaluate_page_charts(page, gathered, estimate) for page in fresh}
     pending = {path: request_charts(charts, queue) for path, (charts, _) in evaluated.items()}
     for page in sorted(pages, key=collects_exercises):
-        html, page_errors = render_one_page(page, evaluated[page.path], pending[page.path], setup)
-        errors += page_errors
-        if html is not None:
-            outputs[page.url] = html
+        if page.path in reused:
+            result = reused[page.path]
+        else:
+            result, page_errors = render_one_page(page, evaluated[page.path], pending[page.path], setup,
+                                                  keys.get(page.path, ""))
+            errors += page_errors
+            report.rendered.append(page.path)
+        if result is not None:
+            results[page.path] = result
+            setup.add(result, outputs)
     scripts, script_errors = bundle_scripts(paths.static, setup.scripts)
     outputs |= scripts | setup.figures
-    return outputs, setup.snapshots, errors + script_errors
+    return outputs, results, errors + script_errors
 
 
 def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list[ContentError]],
-                    pending: dict[str, Callable[[], str]], setup: RenderSetup) -> tuple[bytes | None, list[ContentError]]:
-    """One page's HTML (None when it has errors) and its errors."""
+                    pending: dict[str, Callable[[], str]], setup: RenderSetup,
+                    key: str = "") -> tuple[PageOutput | None, list[ContentError]]:
+    """One page's outputs (None when it has errors) and its errors."""
     started = time.perf_counter()
     gathered = setup.gathered
     charts, chart_errors = evaluated
-    svgs, draw_errors = draw_charts(page, charts, pending, setup.report)
+    warnings: list[str] = []
+    svgs, draw_errors = draw_charts(page, charts, pending, warnings)
     presets = gathered.presets | page.presets
     exercises, exercise_errors = evaluate_page_exercises(page, presets, gathered.models, gathered.gpus)
     context = PageContext(page=page, charts=charts, references=gathered.references,
@@ -394,27 +455,30 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
     if context.errors:
         return None, context.errors
     scripted = sorted({name for name in context.widgets if WIDGETS[name].scripted})
-    scripts = []
+    scripts = {}
     if scripted and setup.has_widget_script:
         script = script_path(scripted) if setup.has_widget_script == "sources" else PREBUILT_SCRIPT
-        setup.scripts[script] = tuple(scripted)
-        scripts.append(script)
+        scripts[script] = tuple(scripted)
+    collected = None
     if exercises:
-        setup.catalogs["exercises"].append({"page": page, "exercises": [
-            (exercises[exercise_id], context.questions[exercise_id]) for exercise_id in page.exercises]})
-    extra = {"stylesheet": STYLESHEET, "scripts": scripts, "takeaways": takeaways, "answered": context.answered,
+        collected = {"page": page, "exercises": [
+            (exercises[exercise_id], context.questions[exercise_id]) for exercise_id in page.exercises]}
+    extra = {"stylesheet": STYLESHEET, "scripts": list(scripts), "takeaways": takeaways, "answered": context.answered,
              "references": sorted(gathered.references.values(), key=lambda r: r.number)}
     # The page twice: the latest (linking to its pinned twin) and its snapshot for v/<version>/ (bannered).
-    html, setup.snapshots[page.url] = (
+    html, snapshot = (
         render_page(setup.templates, page, gathered.pages, gathered.site, body,
-                    extra | {"release": release_context(page, gathered.release, setup, snapshot)}).encode("utf-8")
-        for snapshot in (False, True))
+                    extra | {"release": release_context(page, gathered.release, setup, pinned)}).encode("utf-8")
+        for pinned in (False, True))
+    figures = {}
     for chart_id, svg in sorted(svgs.items()):
-        setup.figures |= figure_files(page.slug, chart_id, svg)
+        figures |= (setup.memory.figure_files(figure_files, page.slug, chart_id, svg, setup.cache)
+                    if setup.memory is not None else figure_files(page.slug, chart_id, svg, setup.cache))
         embed = render_figure_page(setup.templates, charts[chart_id], svg, page, gathered.site, STYLESHEET)
-        setup.figures[f"{FIGURES}/{figure_name(page.slug, chart_id)}.html"] = embed.encode("utf-8")
+        figures[f"{FIGURES}/{figure_name(page.slug, chart_id)}.html"] = embed.encode("utf-8")
     setup.log(f"  {page.url:<22} {len(html) / 1024:7.1f} KiB  {time.perf_counter() - started:6.3f} s")
-    return html, []
+    return PageOutput(key=key, url=page.url, html=html, figures=figures, scripts=scripts, exercises=collected,
+                      warnings=tuple(warnings), snapshot=snapshot), []
 
 
 def release_context(page: Page, release: Release, setup: RenderSetup, snapshot: bool) -> dict[str, Any]:
@@ -431,6 +495,11 @@ def release_context(page: Page, release: Release, setup: RenderSetup, snapshot: 
 
 
 # 5. Static files --------------------------------------------------------------------------
+
+def widget_script_mode(static_dir: Path) -> str:
+    """'sources' (static/widgets/*.js), 'prebuilt' (static/widgets.js) or '' (no widget script)."""
+    return "sources" if widget_sources(static_dir) else "prebuilt" if (static_dir / "widgets.js").is_file() else ""
+
 
 def widget_sources(static_dir: Path) -> list[Path]:
     """The widget scripts' sources: static/widgets/*.js in name order (00-core.js first)."""
@@ -542,23 +611,49 @@ def bundle_static(static_dir: Path) -> dict[str, bytes]:
 
 # 6. Write ---------------------------------------------------------------------------------
 
-def write_site(outputs: dict[str, bytes], out: Path, keep: list[str] = ()) -> None:
-    """Write every file into a temporary folder beside `out`, then swap it in for `out`; the folders in `keep`
-    (relative paths, e.g. earlier snapshots) are copied over from the current `out` as they are."""
+def write_site(outputs: dict[str, bytes], out: Path, linkable: dict[str, tuple[int, int, int]] | None = None,
+               keep: list[str] = ()) -> dict[str, tuple[int, int, int]]:
+    """Write every file into a temporary folder beside `out`, then swap it in for `out`. A file in `linkable`
+    (path -> its signature when last written) whose copy in `out` still has that signature holds these very
+    bytes: it is hard-linked instead of written again. The folders in `keep` (relative paths, e.g. earlier
+    snapshots) are copied over from the current `out` as they are. Returns every written file's signature
+    (file_signature)."""
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-new-", dir=out.parent))
+    linkable = linkable or {}
+    signatures = {}
     try:
         carry_over(out, staging, list(keep))
         for relative, data in sorted(outputs.items()):
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            if not (relative in linkable and link_unchanged(out / relative, target, linkable[relative])):
+                target.write_bytes(data)
+            signatures[relative] = file_signature(target)
         os.chmod(staging, 0o755)
         swap_folder(staging, out)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+    return signatures
+
+
+def file_signature(path: Path) -> tuple[int, int, int]:
+    """(inode, size, modification time in ns): changes whenever the file is replaced or written."""
+    status = path.stat()
+    return status.st_ino, status.st_size, status.st_mtime_ns
+
+
+def link_unchanged(old: Path, new: Path, signature: tuple[int, int, int]) -> bool:
+    """Hard-link `old` as `new` if it is still the file last written (same signature); False otherwise."""
+    try:
+        if file_signature(old) != signature:
+            return False
+        os.link(old, new)
+    except OSError:
+        return False
+    return True
 
 
 def exchange_folders(first: Path, second: Path) -> bool:
@@ -604,53 +699,84 @@ def swap_folder(staging: Path, out: Path) -> None:
 
 def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, stream: TextIO | None = None,
                estimate: Callable | None = None, render_chart: Callable | None = None,
-               answers: bool = True, url: str | None = None, version: str | None = None) -> BuildReport:
+               answers: bool = True, memory: BuildMemory | None = None, url: str | None = None,
+               version: str | None = None) -> BuildReport:
     """Build the site into paths.out; raises BuildFailed (all errors) and leaves the old output alone.
-    answers=False builds the student edition: exercises without their answers. `url`: the site's public
-    address for citations (over site.toml's `url`); `version`: the release built (default: pyproject.toml's
-    [project] version)."""
+    answers=False builds the student edition: exercises without their answers. With `memory` (kept by the
+    caller between builds of the same output), only the pages whose inputs changed are rendered again.
+    `url`: the site's public address for citations (over site.toml's `url`); `version`: the release built
+    (default: pyproject.toml's [project] version)."""
     stream = stream or sys.stderr
     started = time.perf_counter()
     report = BuildReport()
     log = (lambda message: None) if quiet else (lambda message: print(message, file=stream))
 
     # 1. Unchanged inputs and intact output: nothing to do.
-    fingerprint = fingerprint_inputs(paths, answers, url, version)
-    if estimate is None and render_chart is None and not force and is_up_to_date(paths, fingerprint):
-        report.unchanged = True
+    digests = input_digests(paths)
+    release = release_of(url, version)
+    fingerprint = fingerprint_inputs(paths, answers, digests, release)
+    stamped = estimate is None and render_chart is None
+    if stamped and not force and (memory.holds(paths.out, fingerprint) if memory is not None and memory.outputs
+                                  else is_up_to_date(paths, fingerprint)):
+        report.unchanged, report.changed = True, []
         report.seconds = time.perf_counter() - started
         log(f"site unchanged: {display_name(paths.out)} is up to date ({report.seconds:.3f} s)")
         return report
 
     # 2. Gather and validate everything; broken data files stop here, broken pages do not.
     #    (The chart queue starts first: its worker warms up while this runs.)
-    queue = ChartQueue(render_chart or load_chart_renderer(), paths.cache)
+    estimate, render_chart = estimate or load_estimate(), render_chart or load_chart_renderer()
+    queue = ChartQueue(render_chart, paths.cache)
+    reader, parsed = memory.page_reader() if memory is not None else (None, {})
+    load, loaded = memory.file_loader() if memory is not None else (load_file, {})
     try:
-        gathered, errors = gather_content(paths, url, version)
+        gathered, errors = gather_content(paths, reader, load, url, version)
         if any(not error.path.endswith(".md") for error in errors):
             raise BuildFailed(errors)
 
-        # 3-4. Evaluate, draw and render every page (pages whose front matter failed are skipped).
+        # 3-4. Evaluate, draw and render every page whose inputs changed (pages whose front matter failed
+        #      are skipped; with no memory, that is every page).
         log(f"building {len(gathered.pages)} pages into {display_name(paths.out)}")
         failed = {error.path for error in errors}
-        outputs, snapshots, render_errors = render_pages(gathered, paths, estimate or load_estimate(), queue, report,
-                                                         log, skip=failed, answers=answers)
+        shared = shared_key(digests, gathered.pages, answers, widget_script_mode(paths.static),
+                            file_digest(CHARTS_CSS), (estimate, render_chart), release)
+        keys = page_keys(digests, gathered.pages, shared, collects_exercises, compares_releases)
+        templates = memory.jinja(paths.templates, digests, make_templates) if memory is not None else None
+        outputs, results, render_errors = render_pages(gathered, paths, estimate, queue, report, log, skip=failed,
+                                                       answers=answers, keys=keys, memory=memory,
+                                                       templates=templates)
     finally:
         queue.close()
+        if memory is not None:
+            memory.parsed, memory.loaded = parsed, loaded
+    if memory is not None:  # a page rendered without errors is reusable even when another page failed
+        current = {page.path for page in gathered.pages}
+        memory.pages = {path: output for path, output in (memory.pages | results).items() if path in current}
     if errors or render_errors:
         raise BuildFailed(errors + render_errors)
 
     # 5-6. Static files and the pinned snapshot, then one swap (earlier snapshots carried over).
     outputs |= bundle_static(paths.static)
     latest = len(outputs)
-    outputs |= snapshot_outputs(outputs, snapshots, gathered.release)
-    write_site(outputs, paths.out, keep=earlier_snapshots(paths.out, gathered.release))
-    if estimate is None and render_chart is None:
-        write_stamp(paths, fingerprint)
+    outputs |= snapshot_outputs(outputs, {result.url: result.snapshot for result in results.values()},
+                                gathered.release)
+    keep = earlier_snapshots(paths.out, gathered.release)
+    if memory is None:
+        write_site(outputs, paths.out, keep=keep)
+        hashes = None
+    else:
+        hashes = memory.hash_outputs(outputs)
+        report.changed = sorted(path for path in memory.hashes.keys() | hashes.keys()
+                                if memory.hashes.get(path) != hashes.get(path))
+        stats = write_site(outputs, paths.out, memory.linkable(hashes), keep=keep)
+        memory.remember(outputs, hashes, stats, fingerprint if stamped else "")
+    if stamped:
+        write_stamp(paths, fingerprint, hashes)
     report.files = {name: len(data) for name, data in sorted(outputs.items())}
     report.seconds = time.perf_counter() - started
     for warning in report.warnings:
         print(f"warning: {warning}", file=stream)
-    log(f"built {len(gathered.pages)} pages, {latest} files (and their pinned copy in {gathered.release.folder}/) "
-        f"in {report.seconds:.2f} s")
+    reused = len(gathered.pages) - len(report.rendered)
+    log(f"built {len(gathered.pages)} pages{f' ({reused} unchanged, reused)' if reused else ''}, {latest} files "
+        f"(and their pinned copy in {gathered.release.folder}/) in {report.seconds:.2f} s")
     return report

@@ -24,7 +24,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -380,12 +380,14 @@ def type_name(expected: type) -> str:
 
 # Pages --------------------------------------------------------------------------------
 
-def read_page(path: Path, display_path: str) -> tuple[Page | None, list[ContentError]]:
-    """Read and validate one Markdown page; returns the page (None if unusable) and errors."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        return None, [ContentError(display_path, 1, f"cannot read page: {error}")]
+def read_page(path: Path, display_path: str, text: str | None = None) -> tuple[Page | None, list[ContentError]]:
+    """Read and validate one Markdown page (`text`: its contents, already read); returns the page (None if
+    unusable) and errors."""
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            return None, [ContentError(display_path, 1, f"cannot read page: {error}")]
     parts = split_front_matter(text)
     if parts is None:
         return None, [ContentError(display_path, 1, "malformed front matter: a page starts with a '---' line, "
@@ -428,11 +430,14 @@ def check_page_fields(meta: dict[str, Any], located: Located, path: str) -> list
     return errors
 
 
-def read_pages(content_dir: Path, display_root: Path | None = None) -> tuple[list[Page], list[ContentError]]:
-    """Read every content/*.md in name order, then check slugs and orders are unique."""
+def read_pages(content_dir: Path, display_root: Path | None = None,
+               reader: Callable[[Path, str], tuple[Page | None, list[ContentError]]] | None = None
+               ) -> tuple[list[Page], list[ContentError]]:
+    """Read every content/*.md in name order (with `reader`, default read_page), then check slugs and orders
+    are unique."""
     pages, errors = [], []
     for path in sorted(content_dir.glob("*.md")):
-        page, page_errors = read_page(path, display_name(path, display_root))
+        page, page_errors = (reader or read_page)(path, display_name(path, display_root))
         errors += page_errors
         if page is not None:
             pages.append(page)

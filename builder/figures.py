@@ -4,16 +4,20 @@ For a chart `<chart-id>` on page `<slug>.html` the build writes, under figures/:
 - `<slug>-<chart-id>.svg` and `<slug>-<chart-id>-dark.svg`: the chart's wide layout with its colours and font
   written in (builder.charts.standalone_svg), light and dark;
 - `<slug>-<chart-id>.png`: the light SVG rasterised at 2x with CairoSVG (pure Python over the system's cairo
-  library), left out, with its link, where cairo cannot be loaded;
+  library), left out, with its link, where cairo cannot be loaded; kept in the build cache by a hash of the SVG,
+  this module and the cairo versions, so an unchanged chart is not rasterised again (it is most of a cold build);
 - `<slug>-<chart-id>.html`: the figure alone, with its caption, for an iframe or a slide.
 The page links them from the chart's block, whose anchor `chart-<chart-id>` the embed page also carries.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import xml.etree.ElementTree as ElementTree
 from functools import lru_cache
+from pathlib import Path
 
 FOLDER = "figures"
 PNG_SCALE = 2
@@ -51,28 +55,56 @@ def load_cairosvg():
     return cairosvg
 
 
-def render_png(light_svg: str) -> bytes | None:
-    """The light SVG as a PNG at PNG_SCALE; None without CairoSVG. Cairo ignores paint-order, so the halo that
-    keeps notes legible on the page (a background stroke painted under the text) is left out of the raster."""
+@lru_cache(maxsize=1)
+def rasteriser_version() -> bytes:
+    """What a PNG depends on besides its SVG: this module's code and the CairoSVG and cairo versions."""
+    cairosvg = load_cairosvg()
+    import cairocffi
+
+    return (Path(__file__).read_bytes() + f"\0{cairosvg.__version__}\0{cairocffi.cairo_version_string()}"
+            f"\0{PNG_SCALE}".encode())
+
+
+def png_cache_path(light_svg: str, cache: Path | None) -> Path | None:
+    """Where the PNG of `light_svg` is kept in the build cache (None: no cache)."""
+    if cache is None:
+        return None
+    key = hashlib.sha256(light_svg.encode("utf-8") + b"\0" + rasteriser_version()).hexdigest()
+    return cache / "png" / f"{key}.png"
+
+
+def render_png(light_svg: str, cache: Path | None = None) -> bytes | None:
+    """The light SVG as a PNG at PNG_SCALE, from the cache when it holds it; None without CairoSVG. Cairo ignores
+    paint-order, so the halo that keeps notes legible on the page (a background stroke painted under the text) is
+    left out of the raster."""
     cairosvg = load_cairosvg()
     if cairosvg is None:
         return None
+    path = png_cache_path(light_svg, cache)
+    if path is not None and path.is_file():
+        return path.read_bytes()
     root = ElementTree.fromstring(light_svg.split("?>", 1)[-1])
     for text in root.iter("{http://www.w3.org/2000/svg}text"):
         for attribute in ("stroke", "stroke-width", "paint-order", "stroke-linejoin"):
             text.attrib.pop(attribute, None)
-    return cairosvg.svg2png(bytestring=ElementTree.tostring(root), scale=PNG_SCALE)
+    png = cairosvg.svg2png(bytestring=ElementTree.tostring(root), scale=PNG_SCALE)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # never a half-written PNG under its name
+        partial.write_bytes(png)
+        os.replace(partial, path)
+    return png
 
 
-def figure_files(slug: str, chart_id: str, figure_svg: str) -> dict[str, bytes]:
-    """The downloadable files of one chart, keyed by output path."""
+def figure_files(slug: str, chart_id: str, figure_svg: str, cache: Path | None = None) -> dict[str, bytes]:
+    """The downloadable files of one chart, keyed by output path (the PNG from `cache` when it holds it)."""
     from builder.charts import standalone_svg
 
     stem = f"{FOLDER}/{figure_name(slug, chart_id)}"
     wide = wide_layout(figure_svg)
     light = standalone_svg(wide, "light")
     files = {f"{stem}.svg": light.encode("utf-8"), f"{stem}-dark.svg": standalone_svg(wide, "dark").encode("utf-8")}
-    png = render_png(light)
+    png = render_png(light, cache)
     if png is not None:
         files[f"{stem}.png"] = png
     return files

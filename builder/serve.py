@@ -18,6 +18,7 @@ from typing import Callable
 
 from builder.build import PACKAGE_DIR, SitePaths, build_site, hash_tree
 from builder.content import BuildFailed, display_name
+from builder.incremental import BuildMemory
 from builder.preview_events import BuildEvents
 from builder.preview_http import PreviewServer, make_handler
 from builder.watch import watch_folders
@@ -59,7 +60,8 @@ def syntax_errors(files: list[Path]) -> list[str]:
 
 
 class Preview:
-    """Builds into paths.out and publishes each outcome to `events`; one build at a time.
+    """Builds into paths.out and publishes each outcome to `events`; one build at a time. Builds are
+    incremental: the memory of the last build lets an edit re-render only the pages it reaches.
     A change to the builder's own code calls `on_code_change` (serve restarts) instead of building
     with the code already imported."""
 
@@ -70,22 +72,28 @@ class Preview:
         self.on_code_change = on_code_change
         self.lock = threading.Lock()
         self.builds = 0
+        self.memory = BuildMemory()
 
     def build(self) -> bool:
         """Build once; print errors instead of raising, and tell the open pages. True on success."""
         with self.lock:
             self.builds += 1
-            before = hash_tree(self.paths.out) if self.paths.out.is_dir() else {}
+            # The first build compares with what is on disk; later ones know what they changed.
+            before = hash_tree(self.paths.out) if self.paths.out.is_dir() and not self.memory.outputs else {}
             try:
-                build_site(self.paths, quiet=self.quiet)
+                report = build_site(self.paths, quiet=self.quiet, memory=self.memory)
             except BuildFailed as failure:
                 self.fail([str(error) for error in failure.errors])
                 return False
             except Exception as error:  # a bug in the builder: keep serving, say so in the page too
                 traceback.print_exc()
+                self.memory = BuildMemory()  # start the next build afresh
                 self.events.publish(errors=[f"the builder stopped: {type(error).__name__}: {error}"])
                 return False
-            self.events.publish(changed=changed_files(before, hash_tree(self.paths.out)))
+            changed = getattr(report, "changed", None)
+            if changed is None or before:
+                changed = changed_files(before, hash_tree(self.paths.out))
+            self.events.publish(changed=changed)
             return True
 
     def fail(self, lines: list[str]) -> None:
