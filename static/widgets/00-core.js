@@ -78,13 +78,26 @@ function stateWriter(id) {
 }
 
 // A "copy link" button: clipboard when allowed, else show the link to copy by hand. `link` gives the URL of
-// what is on screen when the button is pressed (a stateWriter's .url), else the page's own URL.
-function copyLink(button, status, link = () => location.href) {
-  button.addEventListener("click", () => {
-    const url = link();
+// what is on screen when the button is pressed (a stateWriter's .url), else the page's own URL. With the
+// widget's `id`, a second button beside it copies the embed view of the same state (?embed=<id>, 99-boot.js).
+function copyLink(button, status, link = () => location.href, id = "") {
+  const copy = (url) => {
     const shown = () => { status.textContent = "Copy this link: " + url; };
     if (navigator.clipboard) {
       navigator.clipboard.writeText(url).then(() => { status.textContent = "Link copied."; }, shown);
     } else shown();
+  };
+  button.addEventListener("click", () => copy(link()));
+  if (!id) return;
+  const embed = document.createElement("button");
+  embed.type = "button";
+  embed.className = button.className;
+  embed.dataset.copyEmbed = "";
+  embed.textContent = "Copy embed link";
+  button.after(" ", embed);
+  embed.addEventListener("click", () => {
+    const url = new URL(link());
+    url.searchParams.set("embed", id);
+    copy(url.href);
   });
 }

@@ -89,7 +89,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     if (chip) chip.click();
     else { st.z = (st.z + 1) % 4; setZero(st.z); draw(); }
   });
-  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url);
+  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url, root.id);
   $(root, ".wdg-controls").hidden = false;
   draw("start");
 };

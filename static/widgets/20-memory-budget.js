@@ -42,7 +42,7 @@ WIDGETS["memory-budget"] = (root, d) => {
     r.addEventListener("input", () => { st[k] = +r.value; draw(); });
   });
   if (d.precisions.includes(saved.q)) setQ(st.q = saved.q);
-  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url);
+  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url, root.id);
   $(root, ".wdg-controls").hidden = false;
   draw(true);
 };

@@ -230,7 +230,7 @@ WIDGETS.calculator = (root, D) => {
   });
   $(root, "fieldset").disabled = false;
   $(root, "[data-nojs]").hidden = true;
-  copyLink($(root, "[data-copy]"), out("copied"), save.url);
+  copyLink($(root, "[data-copy]"), out("copied"), save.url, root.id);
   update();
 };
 }
