@@ -166,8 +166,14 @@ def read_site(site: Path, url: str = "") -> tuple[str, str, list[Chapter]]:
             chapters.append(read_chapter(path, pages, url, keep_answers=not collection))
     title = SITE_TITLE.search(index)
     footer = FOOTER.search(index)
-    return (text_of(title.group(1)) if title else "", SCRIPT.sub("", footer.group(1)).strip() if footer else "",
+    # The footer goes on the title page: without the home page's version line (its link to the home page's
+    # pinned copy means nothing in the pack; the title page gives the version), its links rewritten like a page's.
+    footer_html = VERSION_LINE.sub("", SCRIPT.sub("", footer.group(1))).strip() if footer else ""
+    return (text_of(title.group(1)) if title else "", LinkRewriter("index", set(), pages, url).rewrite(footer_html),
             chapters)
+
+
+VERSION_LINE = re.compile(r'<p class="version">.*?</p>', re.S)
 
 
 HANDOUT_CSS = """
