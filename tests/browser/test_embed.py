@@ -46,6 +46,14 @@ def test_embed_view_shows_the_widget_alone_in_its_state(open_page, axe_source, p
     assert "CC BY 4.0" in shown["licence"]
 
 
+def test_embed_view_passes_axe_in_dark_at_a_phones_width(open_page, axe_source):
+    with open_page("calculator.html?calc.model=mixtral-8x7b&embed=calc", color_scheme="dark", viewport=(320, 800)) as visit:
+        assert checks.run_axe(visit.page, axe_source) == []
+        overflow = visit.page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert visit.problems() == []
+    assert overflow <= 0
+
+
 def test_an_unknown_embed_id_leaves_the_page_whole(open_page):
     with open_page("calculator.html?embed=nothing") as visit:
         shown = visit.page.evaluate(SHOWN, "calc")
