@@ -91,7 +91,7 @@ function copyLink(button, status, link = () => location.href, id = "") {
   if (!id) return;
   const embed = document.createElement("button");
   embed.type = "button";
-  embed.className = button.className;
+  if (button.className) embed.className = button.className + "-embed";
   embed.dataset.copyEmbed = "";
   embed.textContent = "Copy embed link";
   button.after(" ", embed);
