@@ -625,9 +625,9 @@ def pct(value: float) -> str:
     return f"{value:.2f}%"
 
 
-# Direct labels under the bar: one per bucket (a run of parts of one kind), on a leader line from the middle of its
-# segments, in as many rows as it takes for no label to overlap another or a leader line, up to TAGS["rows"]; a
-# bucket that finds no room is named in the parts table only. The bar's width in pixels is unknown at build time, so
+# Direct labels under the bar: one per bucket (a run of parts of one kind), on a leader line from near the left end
+# of its segments, in as many rows as it takes for no label to overlap another or a leader line, up to TAGS["rows"];
+# a bucket that finds no room is named in the parts table only. The bar's width in pixels is unknown at build time, so
 # the labels are laid out twice, for the narrowest column of each of the page's two layouts (static/widgets.css
 # shows one below 48 rem, the other above), with a text width estimated per character of the 12 px chart text.
 TAGS = {"layouts": [["wide", 640], ["narrow", 248]], "char_px": 7.5, "gap_px": 8, "clear_px": 3, "inset_px": 6,
