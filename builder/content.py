@@ -661,7 +661,12 @@ def read_toml(path: Path, display: str) -> tuple[dict[str, Any] | None, str, lis
 
 def toml_line(text: str, table: str, key: str | None = None) -> int:
     """Line of `[table]` (or of `key = ` inside it) in TOML text; 1 if not found."""
-    header = re.compile(r'^\[\s*"?' + re.escape(table) + r'"?\s*\]\s*$')
+    return table_line(text, re.compile(r'^\[\s*"?' + re.escape(table) + r'"?\s*\]\s*$'), key)
+
+
+def table_line(text: str, header: re.Pattern, key: str | None = None) -> int:
+    """Line of the first table header `header` matches (on the stripped line), or of `key = ` inside that table,
+    in TOML text; 1 if not found."""
     lines = text.splitlines()
     for number, line in enumerate(lines, start=1):
         if header.match(line.strip()):

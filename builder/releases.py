@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.content import ContentError, Page, Preset, check_release_date, display_name
+from builder.content import ContentError, Page, Preset, check_release_date, display_name, table_line
 from builder.release import VERSION, Release
 
 RECORD_KEYS = {"version": str, "date": str, "note": str, "configurations": dict}
@@ -106,19 +106,7 @@ def line_of(text: str, pattern: str) -> int:
 
 def key_line(text: str, key: str, field: str | None = None) -> int:
     """Line of `[configurations."key"]` (or of `field =` inside it)."""
-    lines = text.splitlines()
-    header = re.compile(r'^\s*\[\s*configurations\s*\.\s*"?' + re.escape(key) + r'"?\s*\]')
-    for number, line in enumerate(lines, start=1):
-        if header.match(line):
-            if field is None:
-                return number
-            for offset, inner in enumerate(lines[number:], start=number + 1):
-                if inner.strip().startswith("["):
-                    break
-                if re.match(r"^\s*" + re.escape(field) + r"\s*=", inner):
-                    return offset
-            return number
-    return 1
+    return table_line(text, re.compile(r'^\[\s*configurations\s*\.\s*"?' + re.escape(key) + r'"?\s*\]'), field)
 
 
 def read_record(path: Path, release: Release | None = None) -> tuple[ReleaseRecord | None, list[ContentError]]:
