@@ -13,7 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-EXIT_ERROR = 2
+from builder.cli_authoring import EXIT_ERROR, fail  # the subcommands' one-line error
+
 FOLDER = "releases"
 
 
@@ -31,12 +32,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     release.add_argument("--note", default=None, help="with --write: one line saying why numbers moved")
     release.add_argument("--replace", action="store_true", help="with --write: replace this version's existing record")
     release.set_defaults(handler=run_release)
-
-
-def fail(message: str) -> int:
-    """Print one error line and return the error status."""
-    print(f"error: {message}", file=sys.stderr)
-    return EXIT_ERROR
 
 
 def run_release(args: argparse.Namespace) -> int:
