@@ -21,9 +21,6 @@ from builder.model.expr import (both, ceil, either, eq, evaluate, isin, minimum,
 from builder.model.partrules import RuleSet
 from builder.model.tensors import NORM_TENSORS
 
-INTERLEAVED = "Korthikanti et al. 2022, arXiv:2205.05198, section 4.2.3: interleaving stores L(1 + (p-1)/(pm)) layers"
-SCHEDULES = ("Narayanan et al. 2021, arXiv:2104.04473, section 2.2; Megatron-LM (commit d98e8a6) "
-             "megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches")
 p, v = sym("pp"), sym("pp_virtual_stages")
 m = sym("grad_accum")
 
@@ -31,7 +28,8 @@ m = sym("grad_accum")
 def in_flight(rank: object) -> object:
     """Micro-batches whose activations pipeline rank `rank` holds at its peak, in units of the whole stage.
 
-    Megatron-LM's get_pp_rank_microbatches (schedules.py, commit d98e8a6): 1F1B warms up with p - rank - 1
+    Narayanan et al. 2021 (arXiv:2104.04473), section 2.2, as Megatron-LM's get_pp_rank_microbatches
+    (megatron/core/pipeline_parallel/schedules.py, commit d98e8a6) runs it: 1F1B warms up with p - rank - 1
     forwards, interleaved 1F1B with (p - rank - 1) x 2 + (v - 1) x p model-chunk forwards (its default
     microbatch_group_size_per_vp_stage is p), both capped at the m x v chunks there are; the steady state's next
     forward makes one more before a backward frees any. A chunk holds 1/v of the stage's layers, so the interleaved
