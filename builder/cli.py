@@ -144,6 +144,9 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     par = p.add_argument_group("parallelism and sharding")
     par.add_argument("--dp", type=count_of("dp"), default=1, help="data-parallel ranks")
     par.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage")
+    par.add_argument("--use-distributed-optimizer", action="store_true",
+                     help="Megatron-LM's flag: shard the fp32 main parameters and optimizer states over the "
+                          "data-parallel ranks (the same as --zero 1; front matter: zero: 1)")
     par.add_argument("--fsdp", choices=FSDP_STRATEGIES, default=None, help="FSDP strategy (instead of --zero)")
     par.add_argument("--fsdp-shard-group", type=count_of("fsdp_shard_group"), default=None, help="HYBRID_SHARD group size")
     par.add_argument("--tp", type=count_of("tp"), default=1, help="tensor-parallel ranks")
@@ -258,6 +261,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     if arch is None:
         refuse_shape_flags(args)
     precision, param_dtype = resolve_precision(args)
+    zero = distributed_optimizer_stage(args, precision)
     targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
     if not targets:
         raise UsageError(f"argument --lora-targets: give a comma list of {', '.join(LORA_TARGETS)}, got "
@@ -275,7 +279,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
         recompute=args.recompute, recompute_layers=args.recompute_layers, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
         implementation=args.implementation, dropout=args.dropout,
-        offload_activations=args.offload_activations, dp=args.dp, zero=args.zero, fsdp=args.fsdp,
+        offload_activations=args.offload_activations, dp=args.dp, zero=zero, fsdp=args.fsdp,
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
         pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,
         offload=args.offload, gpus_per_node=args.gpus_per_node, lora_rank=args.lora_rank, lora_targets=targets,
@@ -283,6 +287,33 @@ def config_from_args(args: argparse.Namespace) -> Config:
         cuda_context_bytes=args.cuda_context, allocator_reserve=args.allocator_reserve,
         overhead_fraction=overhead_fraction, overhead_bytes=overhead_bytes,
     )
+
+
+# Megatron-LM's --use-distributed-optimizer (megatron/core/optimizer/distrib_optimizer.py, commit d98e8a6) shards
+# the fp32 main parameters and the optimizer states over the data-parallel ranks and keeps the gradient buffer whole:
+# ZeRO stage 1 in the model. It runs with Megatron's own precisions.
+MEGATRON_PRECISIONS = ("megatron-bf16", "megatron-fp16", "te-fp8", "te-fp8-params", "te-mxfp8", "te-nvfp4", "fp32")
+
+
+def distributed_optimizer_stage(args: argparse.Namespace, precision: str) -> int:
+    """The ZeRO stage, with Megatron-LM's --use-distributed-optimizer read as stage 1 (UsageError naming both flags
+    where they disagree)."""
+    if not args.use_distributed_optimizer:
+        return args.zero
+    flag = "argument --use-distributed-optimizer"
+    if args.fsdp:
+        raise UsageError(f"{flag}: Megatron-LM's distributed optimizer and --fsdp {args.fsdp} are two ways to shard; "
+                         "give one")
+    if args.zero not in (0, 1):
+        raise UsageError(f"{flag}: shards what ZeRO stage 1 shards, not stage {args.zero} (--zero {args.zero}); "
+                         "give one of the two")
+    if args.mode != "train":
+        raise UsageError(f"{flag}: shards optimizer states, which only training has (--mode {args.mode})")
+    if precision not in MEGATRON_PRECISIONS:
+        raise UsageError(f"{flag}: Megatron-LM's distributed optimizer runs with a Megatron precision "
+                         f"({', '.join(MEGATRON_PRECISIONS)}), not --precision {precision}; for DeepSpeed's "
+                         "equivalent use --zero 1")
+    return 1
 
 
 def resolve_precision(args: argparse.Namespace) -> tuple[str, str | None]:

@@ -14,12 +14,14 @@ gradients, with the fp32 master partition and the states sharded.
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import pytest
 
 from builder.catalog import default_models
-from builder.model import Config
+from builder.cli import main
+from builder.model import Config, validate_config
 from builder.model.peak import assess
 
 N = 1_000_000_000
@@ -53,3 +55,49 @@ def test_deepspeed_bf16_optimizer_keeps_a_whole_fp32_gradient_buffer(d):
     """2 (bf16 weights) + 2 (bf16 gradients) + 4 (fp32 accumulation buffer, whole) + 12/d (master and moments)."""
     config = Config(params=N, precision="bf16-mixed", grad_accum_dtype="fp32", zero=1, dp=d)
     assert per_param(config) == 8 + Fraction(12, d)
+
+
+@pytest.mark.parametrize("d", [2, 8])
+def test_deepspeed_zero3_keeps_its_gradient_partitions_in_the_accumulation_dtype(d):
+    """DeepSpeed (commit edaa722) stage3.py: grad_partitions_flat_buffer is allocated with
+    dtype=self.gradient_accumulation_dtype, so fp32 accumulation makes the sharded gradients fp32 (4/d) instead of
+    bf16 (2/d), with no second buffer: 2/d + 4/d + 12/d."""
+    plain = Config(params=N, precision="bf16-mixed", zero=3, dp=d)
+    fp32 = Config(params=N, precision="bf16-mixed", grad_accum_dtype="fp32", zero=3, dp=d)
+    assert per_param(plain) == Fraction(16, d)
+    assert per_param(fp32) == Fraction(18, d)
+    names = {p.name for p in assess(fp32)[0].parts}
+    assert "gradients/accumulation_buffer" not in names
+
+
+def test_deepspeed_zero2_refuses_an_accumulation_dtype_it_would_ignore():
+    """DeepSpeed (commit edaa722) stage_1_and_2.py: use_grad_accum_attribute = use_separate_grad_accum and not
+    partition_gradients, and grads_in_partition is allocated in self.dtype, so ZeRO-2 accumulates in bf16."""
+    with pytest.raises(ValueError, match="grad_accum_dtype: DeepSpeed's ZeRO stage 2"):
+        validate_config(Config(params=N, precision="bf16-mixed", grad_accum_dtype="fp32", zero=2, dp=8))
+    validate_config(Config(params=N, precision="bf16-mixed", grad_accum_dtype="bf16", zero=2, dp=8))
+
+
+def json_estimate(capsys, *argv):
+    assert main(["estimate", "--params", "1e9", "--json", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_megatron_flag_for_the_distributed_optimizer_is_zero_stage_1(capsys):
+    """Megatron-LM's --use-distributed-optimizer: 6 + 12/d bytes per parameter for bf16 weights with fp32
+    gradients (docs/user-guide/features/dist_optimizer.md, commit d98e8a6)."""
+    flag = json_estimate(capsys, "--precision", "megatron-bf16", "--dp", "8", "--use-distributed-optimizer")
+    zero = json_estimate(capsys, "--precision", "megatron-bf16", "--dp", "8", "--zero", "1")
+    assert flag["per_gpu_bytes"] == zero["per_gpu_bytes"] == 7_500_000_000
+
+
+@pytest.mark.parametrize("argv, words", [
+    (("--precision", "megatron-bf16", "--zero", "3"), "not stage 3 (--zero 3)"),
+    (("--precision", "megatron-bf16", "--fsdp", "FULL_SHARD"), "--fsdp FULL_SHARD"),
+    (("--precision", "bf16-mixed",), "not --precision bf16-mixed"),
+    (("--mode", "serve"), "--mode serve"),
+])
+def test_megatron_flag_refuses_what_it_does_not_mean(capsys, argv, words):
+    assert main(["estimate", "--params", "1e9", "--dp", "8", "--use-distributed-optimizer", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--use-distributed-optimizer" in err[0] and words in err[0]

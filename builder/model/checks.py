@@ -150,6 +150,16 @@ CHECKS: tuple[Check, ...] = (
          "integration), not modelled; leave zero and fsdp unset", ()),
         (sym("lora_rank") > 0, "lora_rank: precision msamp-o2 with LoRA adapters is not modelled", ()),
     )),
+    # DeepSpeed ZeRO-2 partitions the gradients (partition_gradients), so it keeps no separate grad_accum attribute
+    # and accumulates in the gradients' own dtype whatever data_types.grad_accum_dtype says (DeepSpeed commit edaa722,
+    # deepspeed/runtime/zero/stage_1_and_2.py: use_grad_accum_attribute only without partition_gradients;
+    # grads_in_partition is allocated in self.dtype).
+    Check(both(eq(sym("mode"), "train"), eq(sym("shard_stage"), 2), negate(sym("fsdp")), sym("grad_accum_dtype"),
+               ne(sym("grad_accum_dtype"), sym("grad_dtype"))),
+          fmt("grad_accum_dtype: DeepSpeed's ZeRO stage 2 accumulates gradients in their own dtype ({0}) whatever "
+              "grad_accum_dtype says, so {1} would change nothing; leave grad_accum_dtype out, or use zero 1 "
+              "(BF16_Optimizer's fp32 buffer) or zero 3 (fp32 gradient partitions)", sym("grad_dtype"),
+              sym("grad_accum_dtype"))),
     Check(both(eq(sym("fsdp"), "HYBRID_SHARD"), mod(SHARD_RANKS, HYBRID_GROUP)),
           fmt("fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}", HYBRID_GROUP,
               SHARD_RANKS)),

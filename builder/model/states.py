@@ -19,6 +19,8 @@ from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, re
 
 ZERO = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5 (Pos, Pos+g, Pos+g+p)"
 FSDP = "Zhao et al. 2023 (PyTorch FSDP), arXiv:2304.11277, section 3"
+DEEPSPEED_ZERO3_GRADS = ("DeepSpeed (commit edaa722) deepspeed/runtime/zero/stage3.py: the gradient partitions are one flat "
+                         "buffer in data_types.grad_accum_dtype (grad_partitions_flat_buffer)")
 MIXED = "Micikevicius et al. 2017, arXiv:1710.03740, section 3 (fp32 master weights)"
 TM101 = "Anthony, Biderman, Schoelkopf 2023, Transformer Math 101 (EleutherAI)"
 ADAM = "Kingma & Ba 2014 (Adam), arXiv:1412.6980, Algorithm 1; " + ZERO
@@ -168,6 +170,12 @@ OPTIMIZER_STATE_DTYPE = {
     "states_here": sharded(sym("trainable_dense"), sym("trainable_expert"), sym("optimizer_ranks"),
                            sym("expert_optimizer_ranks")),
     "grads_here": sharded(sym("trainable_dense"), sym("trainable_expert"), sym("grad_ranks"), sym("expert_grad_ranks")),
+    # DeepSpeed ZeRO-3 keeps the gradient partitions in grad_accum_dtype itself (stage3.py grad_partitions_flat_buffer,
+    # dtype=self.gradient_accumulation_dtype), so an fp32 accumulation dtype makes the sharded gradients fp32 with no
+    # second buffer beside them. (ZeRO-2 accumulates in the gradients' own dtype whatever grad_accum_dtype says:
+    # builder.model.checks refuses it.)
+    "zero3_accumulates": both(eq(sym("shard_stage"), 3), negate(sym("fsdp")), sym("grad_accum_dtype")),
+    "stored_grad_dtype": when(sym("zero3_accumulates"), sym("grad_accum_dtype"), sym("grad_dtype")),
 }
 _ON_GPU = negate(isin(sym("offload"), "params", "both"))
 _ADAM_BLOCK = 1 + Fraction(4, 256)
@@ -257,8 +265,9 @@ MODEL_STATES = RuleSet(
                  "live from the optimizer step to the next zero_grad; sharded with the optimizer states",
                  when=both(PLAIN_STATES, sym("master_grads"), ne(sym("grad_dtype"), "fp32")),
                  sharded_by=sym("optimizer_ranks")),
-        PartRule("gradients", sym("grads_here") * bytes_of(sym("grad_dtype")), "N x bytes(grad dtype)", MIXED,
-                 per_param(bytes_of(sym("grad_dtype")), sym("grad_dtype")),
+        PartRule("gradients", sym("grads_here") * bytes_of(sym("stored_grad_dtype")), "N x bytes(grad dtype)",
+                 when(sym("zero3_accumulates"), DEEPSPEED_ZERO3_GRADS, MIXED),
+                 per_param(bytes_of(sym("stored_grad_dtype")), sym("stored_grad_dtype")),
                  when=both(PLAIN_STATES, negate(sym("in_backward"))), sharded_by=sym("grad_ranks")),
         # With the step inside backward each gradient is freed once its parameter is updated: one at a time.
         PartRule("gradients", sym("largest_tensor") / sym("grad_ranks") * bytes_of(sym("grad_dtype")),
@@ -270,7 +279,8 @@ MODEL_STATES = RuleSet(
         PartRule("gradients/accumulation_buffer", sym("grads_here") * bytes_of(sym("grad_accum_dtype")),
                  "N x bytes(accumulation dtype)", MAIN_GRAD,
                  per_param(bytes_of(sym("grad_accum_dtype")), sym("grad_accum_dtype")),
-                 when=both(PLAIN_STATES, sym("grad_accum_dtype"), ne(sym("grad_accum_dtype"), sym("grad_dtype"))),
+                 when=both(PLAIN_STATES, sym("grad_accum_dtype"), ne(sym("grad_accum_dtype"), sym("grad_dtype")),
+                           negate(sym("zero3_accumulates"))),
                  sharded_by=sym("grad_ranks")),
         *_adam("m", "first moment", "exp_avg_state_dtype"), *_adam("v", "second moment", "exp_avg_sq_state_dtype"),
         PartRule("optimizer/momentum", sym("states_here") * bytes_of(sym("state_dtype")), "N x bytes(state dtype)",
