@@ -28,9 +28,10 @@ from builder.catalog import short_gpu_name
 from builder.model import Config
 from builder.model.architecture import param_count
 from builder.model.expr import encode, evaluate
+from builder.model.ranges import RANGE_OF
 from builder.model.teaching import ADAM_SEGMENTS, SEGMENTS, ZERO_STAGES, Segment, bytes_per_param
 from builder.model.units import format_bytes, parse_count
-from builder.widgets import full_model
+from builder.widgets import full_model, link_notice
 
 # Seed 000's chips: catalog models where the catalog has them, else the seed's round counts.
 DEFAULT_PRESETS = (("GPT-2", "gpt2", "124M"), ("7B", "llama-2-7b", "7B"), ("13B", "llama-2-13b", "13B"),
@@ -50,6 +51,10 @@ COLOURS = {"weights": "weights", "master": "master", "momentum": "optimizer", "v
            "gradients": "gradients", "activations": "activations", "kv": "kv-cache"}
 CYCLE = ("weights", "kv-cache", "gradients", "optimizer", "activations", "comm", "overhead", "other")
 UNITS = ((10**9, "B", "billion"), (10**6, "M", "million"), (10**3, "K", "thousand"), (1, "", ""))
+# What the widget's state may hold (its URL keys: p parameters, z ZeRO stage, n GPUs), whole numbers in these bounds:
+# the parameter count's range on every surface (builder.model.ranges), ZeRO's stages, and up to 4,096 GPUs.
+LINK_BOUNDS = {"p": (RANGE_OF["params"].low, int(RANGE_OF["params"].high)), "z": (0, len(STAGE_NAMES) - 1),
+               "n": (1, 4096)}
 # The run the full model prices (Config's defaults otherwise: micro-batch 1 x 2,048 tokens, SDPA attention).
 TEXTS = {
     "run": "{0}, {1}, micro-batch {2} × {3} tokens, {4}",
@@ -60,6 +65,18 @@ TEXTS = {
     "exceeds": "exceeds {0} by {1}",
     "yes": "yes, {0} left",
     "no": "no, {0} over",
+    # The figure's own lines ({0}, {1}, ...: the values texts() and the script fill in, in this order).
+    "zero": "ZeRO {0}",
+    "ftot": "Total = {0} × {1} B = {2}",
+    "fper": "Per GPU with {0} on {1} GPUs = {2}",
+    "hper": "Per GPU ({0}, {1} GPUs)",
+    "segment": "{0} = {1} × {2} B{3} = {4}",
+    "divided": " / {0}",
+    "segment_sharded": "{0} / {1} (sharded)",
+    "segment_full": "{0} (full)",
+    "summary": "Bytes per parameter: {0} parameters, {1}, {2} GPUs. Sum of segments {3}{4}. {5}",
+    "summary_per_gpu": ", {0} per GPU",
+    "valuetext": "{0} parameters",
 }
 
 
@@ -80,7 +97,7 @@ def params_words(params: int) -> str:
     """The slider's aria-valuetext: '7.0 billion parameters'."""
     short = format_params(params)
     word = next((u[2] for u in UNITS if u[1] and short.endswith(u[1])), "")
-    return (short[:-1] + " " + word if word else short) + " parameters"
+    return TEXTS["valuetext"].format(short[:-1] + " " + word if word else short)
 
 
 def fit_text(need: int, gpus: list[dict[str, Any]]) -> str:
@@ -116,27 +133,29 @@ def texts(params: int, zero: int, gpu_count: int, data: dict[str, Any], models: 
     full = figure_bytes(params, 0, 1, segments)
     per = figure_bytes(params, zero, gpu_count, segments)
     short = format_params(params)
-    stage = STAGE_NAMES[zero]
+    stage = TEXTS["zero"].format(STAGE_NAMES[zero])
     alone, shared = compared or comparisons(params, zero, gpu_count, data, models)
     shown = shared if zero else alone
     out = {"p": short, "tot": format_bytes(sum(full)), "per": format_bytes(sum(per)),
-           "ftot": f"Total = {short} × {data['sum']} B = {format_bytes(sum(full))}",
-           "fper": f"Per GPU with ZeRO {stage} on {gpu_count} GPUs = {format_bytes(sum(per))}",
-           "hper": f"Per GPU (ZeRO {stage}, {gpu_count} GPUs)",
+           "ftot": TEXTS["ftot"].format(short, data["sum"], format_bytes(sum(full))),
+           "fper": TEXTS["fper"].format(stage, gpu_count, format_bytes(sum(per))),
+           "hper": TEXTS["hper"].format(stage, gpu_count),
            "verdict": TEXTS["verdict"].format(format_bytes(shown["need"]), fit_text(shown["need"], data["gpus"])),
            "model": shown["line"], "need1": format_bytes(alone["need"]), "needn": format_bytes(shared["need"])}
     for index, segment in enumerate(segments):
         divisor = gpu_count if sharded(segment, zero) else 1
         out[f"s{index}"] = format_bytes(full[index])
         out[f"g{index}"] = format_bytes(per[index])
-        out[f"f{index}"] = (f"{segment['label']} = {short} × {segment['text']} B"
-                            + (f" / {divisor}" if divisor > 1 else "") + f" = {format_bytes(per[index])}")
-        out[f"c{index}"] = segment["label"] + (f" / {gpu_count} (sharded)" if divisor > 1 else " (full)")
+        out[f"f{index}"] = TEXTS["segment"].format(segment["label"], short, segment["text"],
+                                                   TEXTS["divided"].format(divisor) if divisor > 1 else "",
+                                                   format_bytes(per[index]))
+        out[f"c{index}"] = (TEXTS["segment_sharded"].format(segment["label"], gpu_count) if divisor > 1
+                            else TEXTS["segment_full"].format(segment["label"]))
     for index, gpu in enumerate(data["gpus"]):
         out[f"v{index}"] = fit_cell(alone["need"], gpu["bytes"])
         out[f"w{index}"] = fit_cell(shared["need"], gpu["bytes"])
-    out["sum"] = (f"Bytes per parameter: {short} parameters, ZeRO {stage}, {gpu_count} GPUs. Sum of segments "
-                  f"{out['tot']}" + (f", {out['per']} per GPU" if zero else "") + ". " + out["verdict"])
+    out["sum"] = TEXTS["summary"].format(short, stage, gpu_count, out["tot"],
+                                         TEXTS["summary_per_gpu"].format(out["per"]) if zero else "", out["verdict"])
     return out
 
 
@@ -248,8 +267,8 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     params = (model_params(options["model"], catalogs) if "model" in options
               else parse_count(options["params"]) if "params" in options else DEFAULT_PARAMS)
     zero, gpu_count = options.get("zero", 0), options.get("dp", DEFAULT_GPU_COUNT)
-    if zero not in range(4) or not 1 <= gpu_count <= 4096:
-        raise ValueError("zero must be 0-3 and dp 1-4096")
+    if not LINK_BOUNDS["z"][0] <= zero <= LINK_BOUNDS["z"][1] or not LINK_BOUNDS["n"][0] <= gpu_count <= LINK_BOUNDS["n"][1]:
+        raise ValueError("zero must be {0}-{1} and dp {2}-{3}".format(*LINK_BOUNDS["z"], *LINK_BOUNDS["n"]))
     gpus = [{"name": catalogs["gpu"][g].display, "bytes": catalogs["gpu"][g].usable_bytes}
             for g in options.get("gpus", [g for g in DEFAULT_GPUS if g in catalogs["gpu"]])]
     segments = read_segments(options.get("segments"))
@@ -259,7 +278,9 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             "nearestTick": encode(NEAREST_TICK), "sum": f"{float(total_bpp):g}",
             "presets": read_presets(options.get("presets") or default_presets(catalogs), catalogs),
             "precision": options.get("precision", "bf16-mixed"), "optimizer": options.get("optimizer", "adamw"),
-            "rules": SEGMENTS.encode(), "t": TEXTS, "full": full_model.comparison_data(models)}
+            "rules": SEGMENTS.encode(), "t": TEXTS, "full": full_model.comparison_data(models), "units": UNITS,
+            "stages": STAGE_NAMES, "bounds": LINK_BOUNDS,
+            "link": {"words": link_notice.WORDS, "keys": {key: link_notice.whole(*bounds) for key, bounds in LINK_BOUNDS.items()}}}
     data["start"] = {"p": params, "z": zero, "n": gpu_count}
     data["base"] = full_model.run_base(full_config(data, 0, 1))
     compared = comparisons(params, zero, gpu_count, data, models)

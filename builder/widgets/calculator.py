@@ -39,6 +39,7 @@ from builder.model.peak import Need, assess, need
 from builder.model.states import SHARDING as STATE_SHARDING
 from builder.model.questions import VERDICTS, Fit, _largest, max_micro_batch, max_seq_len
 from builder.model.units import format_bytes
+from builder.widgets import link_notice
 from builder.widgets.model_data import json_value, model_data
 
 CUSTOM = "custom"
@@ -583,7 +584,17 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "tags": TAGS,
         "starts": {key: {k: v for k, v in start_state(key, models, defaults["gpu"]).items()
                          if k != "gpu" and v != defaults[k]} for key, *_ in starts(models)},
+        # What a link may set (every control's values) and the words for what it could not (builder.widgets.link_notice).
+        "link": {"words": link_notice.WORDS, "keys": link_keys(gpus, models)},
     }
+
+
+def link_keys(gpus: list[tuple[str, str, int]], models: dict[str, Architecture]) -> dict[str, list]:
+    """Each control's key with the values a link may give it: a number's range, a choice's values, a box's 0 or 1."""
+    return {control.key: (link_notice.whole(control.low, control.high) if control.kind == "number"
+                          else link_notice.choice("0", "1") if control.kind == "check"
+                          else link_notice.choice(*(value for value, _ in control.choices)))
+            for _, _, controls in form_groups(gpus, models) for control in controls}
 
 
 # The figure the server renders ------------------------------------------------------------

@@ -25,7 +25,7 @@ from builder.model import Config
 from builder.model.architecture import param_count
 from builder.model.teaching import BUDGET, BUDGET_PRECISIONS, budget_allocator
 from builder.model.units import GiB, format_bytes, parse_count, parse_size
-from builder.widgets import full_model
+from builder.widgets import full_model, link_notice
 
 HALF_BILLION = 500_000_000  # the model-size slider's step (seed 001: 0.5-175B)
 PARAM_STEPS = (1, 350)  # slider range in half-billions
@@ -51,6 +51,10 @@ TEXTS = {
     "run": "{0}, AdamW, micro-batch {1} × {2} tokens on one GPU",
     "summary": "Training memory budget. {0} parameters, batch {1}, sequence {2}, {3}. Four-bucket sum {4} of {5}: "
                "{6}. The full model ({7}) needs {8}: {9}.",
+    # The sliders' aria-valuetext.
+    "valuetext_h": "{0} billion parameters",
+    "valuetext_b": "batch of {0}",
+    "valuetext_s": "{0} tokens",
 }
 
 
@@ -169,7 +173,10 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             "full": full_model.comparison_data(models),
             "base": full_model.run_base(Config()),
             "policies": {key: full_model.policy_inputs(policy) for key, (policy, _) in FULL_POLICY.items()},
-            "precisions": list(BUDGET_PRECISIONS)}
+            "precisions": list(BUDGET_PRECISIONS),
+            "link": {"words": link_notice.WORDS,
+                     "keys": {**{key: link_notice.whole(*bounds[key]) for key in ("h", "b", "s")},
+                              "q": link_notice.choice(*BUDGET_PRECISIONS)}}}
     example = budget_allocator(start["h"] * HALF_BILLION, start["b"], seq_len, start["q"], HIDDEN, LAYERS)
     return {"data": data, "start": start, "bounds": bounds, "seq_len": seq_len, "capacity_name": capacity_name,
             "capacity_text": format_bytes(capacity), "breakdown": breakdown,
@@ -178,8 +185,8 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             "texts": shown["texts"],
             "bar": bar(shown["amounts"], shown["need"], capacity, breakdown), "bytes": ",".join(map(str, shown["amounts"])),
             "need": shown["need"],
-            "valuetext": {"p": f"{start['h'] / 2:.1f} billion parameters", "b": f"batch of {start['b']}",
-                          "s": f"{seq_len} tokens"}}
+            "valuetext": {"p": TEXTS["valuetext_h"].format(f"{start['h'] / 2:.1f}"),
+                          "b": TEXTS["valuetext_b"].format(start["b"]), "s": TEXTS["valuetext_s"].format(seq_len)}}
 
 
 def bar(amounts: list[int], need: int, capacity: int, breakdown: bool) -> dict[str, Any]:

@@ -1,11 +1,9 @@
 // Bytes-per-parameter viz (seed 000). The server renders the default figure; this fills the same texts as
 // builder/widgets/bytes_per_param.py (texts, format_params, fit_text): the segments' bytes are the teaching
 // model's SEGMENTS rule, the verdicts the full model's need (02-model.js, for the catalog model nearest in size).
-const UNITS = [[1e9, "B", "billion"], [1e6, "M", "million"], [1e3, "K", "thousand"], [1, "", ""]];
-
-// '124M', '3.7B', '6.74B', '70.0B': three significant digits, half up, integer arithmetic.
-function fmtParams(p) {
-  const [u, s] = UNITS.find((x) => p >= x[0]), d = Math.max(0, 3 - String(Math.floor(p / u)).length);
+// '124M', '3.7B', '6.74B', '70.0B': three significant digits, half up, integer arithmetic (units: bytes_per_param.UNITS).
+function fmtParams(p, units) {
+  const [u, s] = units.find((x) => p >= x[0]), d = Math.max(0, 3 - String(Math.floor(p / u)).length);
   const t = String((2n * BigInt(p) * 10n ** BigInt(d) + BigInt(u)) / (2n * BigInt(u))).padStart(d + 1, "0");
   return (d ? t.slice(0, -d) + "." + (t.slice(-d).replace(/0+$/, "") || "0") : t) + s;
 }
@@ -26,22 +24,22 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   };
   function draw(from) {
     const { p, z, n } = st, full = bytes(0, 1), per = bytes(z, n), tot = addUp(full), gpu = addUp(per);
-    const P = fmtParams(p), zs = `ZeRO ${z ? "stage " + z : "none"}`, needs = [priced(0, 1), priced(z, n)], shown = needs[z ? 1 : 0][0];
-    const T = { p: P, tot: fmtBytes(tot), per: fmtBytes(gpu), hper: `Per GPU (${zs}, ${n} GPUs)`, model: needs[z ? 1 : 0][1],
+    const P = fmtParams(p, d.units), zs = fill(T0.zero, d.stages[z]), needs = [priced(0, 1), priced(z, n)], shown = needs[z ? 1 : 0][0];
+    const T = { p: P, tot: fmtBytes(tot), per: fmtBytes(gpu), hper: fill(T0.hper, zs, n), model: needs[z ? 1 : 0][1],
       need1: fmtBytes(needs[0][0]), needn: fmtBytes(needs[1][0]) };
     T.verdict = fill(T0.verdict, fmtBytes(shown), gpus.map((g) => (shown <= g.bytes ? fill(T0.fits, g.name, fmtBytes(g.bytes - shown))
       : fill(T0.exceeds, g.name, fmtBytes(shown - g.bytes)))).join("; "));
-    T.ftot = `Total = ${P} × ${d.sum} B = ${T.tot}`;
-    T.fper = `Per GPU with ${zs} on ${n} GPUs = ${T.per}`;
+    T.ftot = fill(T0.ftot, P, d.sum, T.tot);
+    T.fper = fill(T0.fper, zs, n, T.per);
     segs.forEach((s, i) => {
       const k = z >= s.shard ? n : 1;
       T["s" + i] = fmtBytes(full[i]);
       T["g" + i] = fmtBytes(per[i]);
-      T["f" + i] = `${s.label} = ${P} × ${s.text} B${k > 1 ? " / " + k : ""} = ${T["g" + i]}`;
-      T["c" + i] = s.label + (k > 1 ? ` / ${n} (sharded)` : " (full)");
+      T["f" + i] = fill(T0.segment, s.label, P, s.text, k > 1 ? fill(T0.divided, k) : "", T["g" + i]);
+      T["c" + i] = k > 1 ? fill(T0.segment_sharded, s.label, n) : fill(T0.segment_full, s.label);
     });
     caps.forEach((c, i) => { T["v" + i] = left(needs[0][0], c); T["w" + i] = left(needs[1][0], c); });
-    T.sum = `Bytes per parameter: ${P} parameters, ${zs}, ${n} GPUs. Sum of segments ${T.tot}${z ? `, ${T.per} per GPU` : ""}. ${T.verdict}`;
+    T.sum = fill(T0.summary, P, zs, n, T.tot, z ? fill(T0.summary_per_gpu, T.per) : "", T.verdict);
     paint(T, from === "start");
     // bytes_per_param.bars: one scale, max(total, the one-GPU need, largest GPU) x 1.15 (seed 000); each bar's need
     // marked, hatching from the smallest GPU the need exceeds to the bar's end or the need, whichever is further.
@@ -64,23 +62,23 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     bars[1].hidden = fper.hidden = !z;
     root.dataset.params = p;
     root.dataset.bytes = full + ";" + per;
-    const u = UNITS.find((x) => x[1] && P.endsWith(x[1]));
-    slider.setAttribute("aria-valuetext", (u ? P.slice(0, -1) + " " + u[2] : P) + " parameters");
+    const u = d.units.find((x) => x[1] && P.endsWith(x[1]));
+    slider.setAttribute("aria-valuetext", fill(T0.valuetext, u ? P.slice(0, -1) + " " + u[2] : P));
     if (from !== "slider") slider.value = nearestTick({ ticks, asked: p }).index;
     chips.forEach((c, i) => c.setAttribute("aria-pressed", presets[i].params === p));
   }
   const setZero = radioGroup(group, (v) => { st.z = +v; draw(); });
-  const saved = readState(root.id);
-  if (isInt(saved.p, 1, 1e15)) st.p = +saved.p;
-  if (isInt(saved.z, 0, 3)) st.z = +saved.z;
-  if (isInt(saved.n, 1, 4096)) st.n = count.value = +saved.n;
+  const { taken, refused } = checkLink(readState(root.id), d.link.keys);
+  for (const k in taken) st[k] = +taken[k];
+  count.value = st.n;
+  linkNotice(root, d.link.words, refused);
   setZero(st.z);
   // The slider's positions are round counts (bytes_per_param.slider_ticks).
   slider.addEventListener("input", () => {
     st.p = ticks[slider.value].value;
     draw("slider");
   });
-  count.addEventListener("input", () => { if (isInt(count.value, 1, 4096)) { st.n = +count.value; draw(); } });
+  count.addEventListener("input", () => { if (isInt(count.value, ...d.bounds.n)) { st.n = +count.value; draw(); } });
   chips.forEach((c, i) => c.addEventListener("click", () => { st.p = presets[i].params; draw(); }));
   root.addEventListener("keydown", (e) => {
     const chip = chips[e.key - 1];

@@ -31,17 +31,18 @@ WIDGETS["memory-budget"] = (root, d) => {
     $(root, ".wdg-badge").hidden = fits;
     root.dataset.bytes = parts;
     root.dataset.need = need;
-    const words = { h: `${P.slice(0, -1)} billion parameters`, b: `batch of ${b}`, s: `${s} tokens` };
+    const words = { h: fill(T.valuetext_h, P.slice(0, -1)), b: fill(T.valuetext_b, b), s: fill(T.valuetext_s, s) };
     sliders.forEach((r) => { r.value = st[r.dataset.k]; r.setAttribute("aria-valuetext", words[r.dataset.k]); });
   }
   const setQ = radioGroup($(root, "[role=radiogroup]"), (v) => { st.q = v; draw(); });
-  const saved = readState(root.id);
+  const { taken, refused } = checkLink(readState(root.id), d.link.keys);
   sliders.forEach((r) => {
     const k = r.dataset.k;
-    if (isInt(saved[k], +r.min, +r.max)) st[k] = +saved[k];
+    if (k in taken) st[k] = +taken[k];
     r.addEventListener("input", () => { st[k] = +r.value; draw(); });
   });
-  if (d.precisions.includes(saved.q)) setQ(st.q = saved.q);
+  if (taken.q) setQ(st.q = taken.q);
+  linkNotice(root, d.link.words, refused);
   copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url, root.id);
   $(root, ".wdg-controls").hidden = false;
   draw(true);

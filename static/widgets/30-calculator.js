@@ -210,11 +210,9 @@ WIDGETS.calculator = (root, D) => {
     save(linked(st));
     render(st);
   };
-  for (const [k, v] of Object.entries(readState(root.id))) {
-    if (!(k in D.defaults)) continue;
-    set(k, v);
-    if (form.elements[k].selectedIndex < 0) set(k, D.defaults[k]);
-  }
+  const { taken, refused } = checkLink(readState(root.id), D.link.keys);
+  for (const [k, v] of Object.entries(taken)) set(k, v);
+  linkNotice(root, D.link.words, refused);
   form.addEventListener("input", update);
   form.addEventListener("change", update);
   form.addEventListener("submit", (event) => event.preventDefault());
