@@ -182,9 +182,14 @@ def test_data_is_compact_and_safe_to_embed():
                                   "pp_virtual_stages", "batch", "context"]  # validate_config's order
     assert data["ints"]["pp_virtual_stages"] == "vpp" and data["ints"]["micro_batch"] == "micro_batch"
     assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["kv_heads"] == 8
-    assert data["model"]["dtypes"]["nf4"] == 0.5 and data["policies"]["bf16-mixed"] == ["bf16", "fp32", "bf16", "fp32", "bf16", 0, "", 0, "", "", 0, 0]
-    assert data["policies"]["amp-bf16"][5] == 1  # torch.autocast: linear layers save weight copies
-    assert data["policies"]["msamp-o2"][8:] == ["fp8", "fp16", 1, 0]  # MS-AMP O2: exp_avg fp8, exp_avg_sq fp16
+    assert data["model"]["dtypes"]["nf4"] == 0.5
+    assert data["policies"]["bf16-mixed"] == {  # Rajbhandari et al. 2019, section 3.1: 2 + 2 + 12 bytes
+        "param_dtype": "bf16", "master_dtype": "fp32", "grad_dtype": "bf16", "optimizer_state_dtype": "fp32",
+        "activation_dtype": "bf16", "autocast": 0, "recipe": "", "quantised_params": 0, "exp_avg_dtype": "",
+        "exp_avg_sq_dtype": "", "msamp": 0, "master_grads": 0}
+    assert data["policies"]["amp-bf16"]["autocast"] == 1  # torch.autocast: linear layers save weight copies
+    msamp = data["policies"]["msamp-o2"]  # MS-AMP O2: exp_avg fp8, exp_avg_sq fp16
+    assert (msamp["exp_avg_dtype"], msamp["exp_avg_sq_dtype"], msamp["msamp"]) == ("fp8", "fp16", 1)
 
 
 MODE_VALUES = {"precision": list(PRECISIONS), "param_dtype": ["policy", "fp32", "fp16"],

@@ -45,6 +45,10 @@ DEFAULT_GPU_COUNT = 8
 ROUND_STEPS = (10, 12, 15, 20, 25, 30, 40, 50, 60, 70, 80, 90)
 NEAREST_TICK = full_model.nearest_row("ticks", "value")
 SCALE_MARGIN = Fraction(115, 100)  # the bar spans max(total, largest GPU) x 1.15 (seed 000)
+# A capacity label right of the bar's middle ends at its line; px between a label and its line. Significant digits
+# of a parameter count ('6.74B').
+LAYOUT = {"margin": float(SCALE_MARGIN), "end_at": Fraction(1, 2), "dx": 4}
+PARAM_DIGITS = 3
 SUPPORTED = {"precision": ("bf16-mixed", "fp16-mixed"), "optimizer": ("adam", "adamw")}
 STAGE_NAMES = ("none", "stage 1", "stage 2", "stage 3")
 COLOURS = {"weights": "weights", "master": "master", "momentum": "optimizer", "variance": "optimizer tm-shade-1",
@@ -86,7 +90,7 @@ def format_params(params: int) -> str:
     """'124M', '3.7B', '6.74B', '70.0B': three significant digits rounded half up, at most one
     trailing zero kept (integer arithmetic, so the script prints the same)."""
     unit, suffix, _ = next(u for u in UNITS if params >= u[0])
-    decimals = max(0, 3 - len(str(params // unit)))
+    decimals = max(0, PARAM_DIGITS - len(str(params // unit)))
     digits = str((2 * params * 10**decimals + unit) // (2 * unit)).rjust(decimals + 1, "0")
     if not decimals:
         return digits + suffix
@@ -280,6 +284,7 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             "precision": options.get("precision", "bf16-mixed"), "optimizer": options.get("optimizer", "adamw"),
             "rules": SEGMENTS.encode(), "t": TEXTS, "full": full_model.comparison_data(models), "units": UNITS,
             "stages": STAGE_NAMES, "bounds": LINK_BOUNDS,
+            "layout": {**LAYOUT, "end_at": float(LAYOUT["end_at"])}, "digits": PARAM_DIGITS,
             "link": {"words": link_notice.WORDS, "keys": {key: link_notice.whole(*bounds) for key, bounds in LINK_BOUNDS.items()}}}
     data["start"] = {"p": params, "z": zero, "n": gpu_count}
     data["base"] = full_model.run_base(full_config(data, 0, 1))
@@ -312,7 +317,8 @@ def bars(params: int, zero: int, gpu_count: int, data: dict[str, Any], needs: li
     per = figure_bytes(params, zero, gpu_count, data["segments"])
     scale = max([sum(full), needs[0]] + [g["bytes"] for g in data["gpus"]]) * SCALE_MARGIN
     percent = lambda amount: f"{float(100 * amount / scale):.3f}"  # noqa: E731 - one formula
-    lines = [{"x": percent(g["bytes"]), "end": 100 * g["bytes"] / scale > 50, "name": short_gpu_name(g["name"]),
+    lines = [{"x": percent(g["bytes"]), "end": g["bytes"] / scale > LAYOUT["end_at"], "dx": LAYOUT["dx"],
+              "name": short_gpu_name(g["name"]),
               "capacity": format_bytes(g["bytes"])} for g in data["gpus"]]
     return {"lines": lines, "rows": [bar_row(amounts, need, data["gpus"], percent)
                                      for amounts, need in zip((full, per), needs)]}

@@ -39,7 +39,7 @@ from builder.model.peak import Need, assess, need
 from builder.model.states import SHARDING as STATE_SHARDING
 from builder.model.questions import VERDICTS, Fit, _largest, max_micro_batch, max_seq_len
 from builder.model.units import format_bytes
-from builder.widgets import link_notice
+from builder.widgets import full_model, link_notice
 from builder.widgets.model_data import json_value, model_data
 
 CUSTOM = "custom"
@@ -255,6 +255,8 @@ def arch_state(arch: Architecture) -> dict[str, str]:
             "experts": str(arch.experts), "top_k": str(arch.top_k)}
 
 
+# Serving keeps no optimizer or gradients: the weights' dtype is the form's own, over a plain bf16 policy.
+SERVED_POLICY = "bf16"
 _PLAIN = Config()
 # The form's values for a plain run (Config's defaults), before a preset's settings apply.
 PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PLAIN.precision,
@@ -355,7 +357,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
     fsdp = shard if shard in FSDP_STRATEGIES else None
     virtual = _int(state[INT_CONTROLS["pp_virtual_stages"]])
     return Config(
-        model=arch, mode=state["mode"], precision=state["precision"] if train else "bf16",
+        model=arch, mode=state["mode"], precision=state["precision"] if train else SERVED_POLICY,
         param_dtype=(None if state["param_dtype"] == "policy" else state["param_dtype"]) if train else state["weights"],
         reduce_dtype=None if state["reduce_dtype"] == "policy" else state["reduce_dtype"], optimizer=state["optimizer"],
         optimizer_impl=None if state["optimizer_impl"] == "default" else state["optimizer_impl"],
@@ -552,9 +554,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "models": {key: shape_inputs(arch) | {"n": html.escape(arch.extra.get("display", key)),
                                               "form": arch_state(arch)} for key, arch in models.items()},
         "model": model_data(),
-        "policies": {p.name: [p.param, p.master, p.grad, p.optimizer_state, p.activation, int(p.autocast), p.recipe,
-                              int(p.quantised_params), p.exp_avg or "", p.exp_avg_sq or "", int(p.msamp), int(p.master_grads)]
-                     for p in PRECISIONS.values()},
+        # What each precision policy sets, as the rules read it (the weights' dtype is the form's where it sets one).
+        "policies": {name: full_model.policy_inputs(name) for name in PRECISIONS}, "servedPolicy": SERVED_POLICY,
         "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items()
                         if key in FIXED_INPUTS},
         # The whole-number controls that must be at least 1, by Config attribute, in validate_config's order
@@ -581,7 +582,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "sharding": SHARD_RULES.encode(), "otherUnit": OTHER_UNIT,
         # The named starting points: the form state each sets (every control but the GPU), as its differences
         # from the defaults.
-        "tags": TAGS,
+        "tags": TAGS, "chart": CHART,
         "starts": {key: {k: v for k, v in start_state(key, models, defaults["gpu"]).items()
                          if k != "gpu" and v != defaults[k]} for key, *_ in starts(models)},
         # What a link may set (every control's values) and the words for what it could not (builder.widgets.link_notice).
@@ -691,39 +692,63 @@ def bucket_runs(parts: list[tuple[str, int]]) -> list[tuple[str, int, int]]:
     return [tuple(run) for run in runs]
 
 
+# The result chart's layout, in px down the chart (x is in percent of its width): one row per capacity line, then the
+# bar, the direct labels' rows and the need's label. Python (chart_geometry) and the script (30-calculator.js chart)
+# both place every mark from these numbers.
+CHART = {
+    "margin": 1.15,  # the scale spans the largest of the sum, the need and the GPUs shown, plus 15%
+    "line_step": 18, "line_text": 14, "line_rise": 10,  # capacity rows: label baselines, line tops above them
+    "bar_gap": 6, "line_drop": 32, "peak_rise": 4,  # the bar below the rows; lines and the peak mark past it
+    "tag_top": 28, "tag_drop": 43, "tag_rise": 11,  # direct labels: leader tops, first row's baseline, leader ends
+    "label_drop": 44, "height_extra": 50,  # the need's label and the chart's height below the bar's top
+    "end_at": 0.5, "dx": 4,  # a text right of the middle ends at its mark; px between a text and its mark
+    "shades": 3,  # a bucket's parts cycle through three shades of its colour (charts.css tm-shade-0 to 2)
+}
+
+
+def text_side(fraction: float) -> tuple[str, int]:
+    """(text-anchor, dx) of a text at this fraction of the chart's width."""
+    return ("end", -CHART["dx"]) if fraction > CHART["end_at"] else ("start", CHART["dx"])
+
+
 def chart_geometry(breakdown: Breakdown, needed: Need, lines: list[tuple[str, str, int]],
                    chosen: tuple[str, str, int], unit: str = "GiB") -> dict[str, Any]:
     """Bar segments (the parts), the need's mark, capacity lines and overflow past the chosen GPU (from its
-    capacity to the need), in percent of the chart width (the script does the same)."""
+    capacity to the need), in percent of the chart width and px down it (CHART; the script does the same)."""
     total, required = breakdown.total, needed.bytes
-    scale = max([total, required] + [g[2] for g in lines]) * 1.15
+    scale = max([total, required] + [g[2] for g in lines]) * CHART["margin"]
     segments, offset, shade = [], 0, {}
     for part in breakdown.parts:
         shade[part.bucket] = shade.get(part.bucket, -1) + 1
         segments.append({"x": pct(100 * offset / scale), "w": pct(100 * part.bytes / scale), "bucket": part.bucket,
-                         "shade": shade[part.bucket] % 3, "title": f"{reader_name(part.name)}: {format_bytes(part.bytes, unit)}"})
+                         "shade": shade[part.bucket] % CHART["shades"], "title": f"{reader_name(part.name)}: {format_bytes(part.bytes, unit)}"})
         offset += part.bytes
-    rows = [{"x": pct(100 * g[2] / scale), "end": g[2] / scale > 0.5, "y": 14 + 18 * i,
+    bar_y = CHART["line_step"] * len(lines) + CHART["bar_gap"]
+    rows = [{"x": pct(100 * g[2] / scale), "side": text_side(g[2] / scale),
+             "y": CHART["line_text"] + CHART["line_step"] * i,
+             "y1": CHART["line_text"] + CHART["line_step"] * i - CHART["line_rise"], "y2": bar_y + CHART["line_drop"],
              "text": f"{short_gpu_name(g[1])}: {format_bytes(g[2], unit)}"} for i, g in enumerate(lines)]
     overflow = None
     if required > chosen[2]:
         overflow = {"x": pct(100 * chosen[2] / scale), "w": pct(100 * (max(total, required) - chosen[2]) / scale)}
     label = (format_bytes(total, unit) if required == total
              else TEXTS["bar_label"].format(format_bytes(required, unit)))
-    bar_y = 18 * len(lines) + 6
     runs = [(reader_name(bucket), start, size)
             for bucket, start, size in bucket_runs([(part.name, part.bytes) for part in breakdown.parts])]
     tags, depth = [], 0
     for layout, width_px in TAGS["layouts"]:
         for middle, left, row, text in tag_layout(runs, scale, width_px):
             depth = max(depth, row + 1)
-            tags.append({"layout": layout, "cx": pct(middle), "x": pct(left), "y": bar_y + 43 + TAGS["row_px"] * row,
-                         "text": text})
+            baseline = bar_y + CHART["tag_drop"] + TAGS["row_px"] * row
+            tags.append({"layout": layout, "cx": pct(middle), "x": pct(left), "y": baseline,
+                         "y2": baseline - CHART["tag_rise"], "text": text})
     below = TAGS["row_px"] * depth
-    return {"segments": segments, "lines": rows, "bar_y": bar_y, "height": bar_y + 50 + below, "tags": tags,
-            "tag_top": bar_y + 28, "below": below,
+    return {"segments": segments, "lines": rows, "bar_y": bar_y, "height": bar_y + CHART["height_extra"] + below,
+            "tags": tags, "tag_top": bar_y + CHART["tag_top"], "below": below,
             "overflow": overflow, "need_x": pct(100 * required / scale) if required != total else "",
-            "label_x": pct(100 * required / scale), "label_end": required / scale > 0.5, "label_text": label}
+            "peak_y1": bar_y - CHART["peak_rise"], "peak_y2": bar_y + CHART["line_drop"],
+            "label_x": pct(100 * required / scale), "label_y": bar_y + CHART["label_drop"] + below,
+            "label_side": text_side(required / scale), "label_text": label}
 
 
 def catalog_gpus(catalog: dict[str, Any]) -> list[tuple[str, str, int]]:

@@ -10,7 +10,7 @@ const nearInteger = (x) => {
 };
 const wholeBytes = (x) => nearInteger(x) ?? Math.ceil(x);
 // f"{x:.{k}f}" as Python prints it (exact ties to even), by way of fmtBytes.
-const fixedText = (x, k) => fmtBytes(x * GiB, "GiB", k).slice(0, -4);
+const fixedText = (x, k) => fmtBytes(x * GiB, "GiB", k).replace(/ GiB$/, "");
 // str.format's "{0} of {1}" filled with the values.
 const fillText = (t, ...v) => t.replace(/\{(\d+)\}/g, (_, i) => v[i]);
 // expr.bytes_text: whole numbers as they are, others to 3 significant digits without trailing zeros.

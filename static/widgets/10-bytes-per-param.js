@@ -2,8 +2,8 @@
 // builder/widgets/bytes_per_param.py (texts, format_params, fit_text): the segments' bytes are the teaching
 // model's SEGMENTS rule, the verdicts the full model's need (02-model.js, for the catalog model nearest in size).
 // '124M', '3.7B', '6.74B', '70.0B': three significant digits, half up, integer arithmetic (units: bytes_per_param.UNITS).
-function fmtParams(p, units) {
-  const [u, s] = units.find((x) => p >= x[0]), d = Math.max(0, 3 - String(Math.floor(p / u)).length);
+function fmtParams(p, units, digits) {
+  const [u, s] = units.find((x) => p >= x[0]), d = Math.max(0, digits - String(Math.floor(p / u)).length);
   const t = String((2n * BigInt(p) * 10n ** BigInt(d) + BigInt(u)) / (2n * BigInt(u))).padStart(d + 1, "0");
   return (d ? t.slice(0, -d) + "." + (t.slice(-d).replace(/0+$/, "") || "0") : t) + s;
 }
@@ -24,7 +24,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   };
   function draw(from) {
     const { p, z, n } = st, full = bytes(0, 1), per = bytes(z, n), tot = addUp(full), gpu = addUp(per);
-    const P = fmtParams(p, d.units), zs = fill(T0.zero, d.stages[z]), needs = [priced(0, 1), priced(z, n)], shown = needs[z ? 1 : 0][0];
+    const P = fmtParams(p, d.units, d.digits), zs = fill(T0.zero, d.stages[z]), needs = [priced(0, 1), priced(z, n)], shown = needs[z ? 1 : 0][0];
     const T = { p: P, tot: fmtBytes(tot), per: fmtBytes(gpu), hper: fill(T0.hper, zs, n), model: needs[z ? 1 : 0][1],
       need1: fmtBytes(needs[0][0]), needn: fmtBytes(needs[1][0]) };
     T.verdict = fill(T0.verdict, fmtBytes(shown), gpus.map((g) => (shown <= g.bytes ? fill(T0.fits, g.name, fmtBytes(g.bytes - shown))
@@ -43,7 +43,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     paint(T, from === "start");
     // bytes_per_param.bars: one scale, max(total, the one-GPU need, largest GPU) x 1.15 (seed 000); each bar's need
     // marked, hatching from the smallest GPU the need exceeds to the bar's end or the need, whichever is further.
-    const scale = Math.max(tot, needs[0][0], ...caps) * 1.15, pc = (v) => (100 * v / scale).toFixed(3) + "%";
+    const L = d.layout, scale = Math.max(tot, needs[0][0], ...caps) * L.margin, pc = (v) => (100 * v / scale).toFixed(3) + "%";
     [full, per].forEach((parts, b) => {
       const need = needs[b][0], end = Math.max(addUp(parts), need), exceeded = caps.filter((c) => c < need);
       const over = exceeded.length ? Math.min(...exceeded) : end;
@@ -55,8 +55,8 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     });
     lines.forEach((l, i) => { const x = pc(caps[i % caps.length]); setAttrs(l, { x1: x, x2: x }); setAttrs(halos[i], { x1: x, x2: x }); });
     labels.forEach((t, i) => {
-      const end = caps[i] / scale > 0.5;
-      setAttrs(t, { x: pc(caps[i]), dx: end ? -4 : 4, "text-anchor": end ? "end" : "start" });
+      const end = caps[i] / scale > L.end_at;
+      setAttrs(t, { x: pc(caps[i]), dx: end ? -L.dx : L.dx, "text-anchor": end ? "end" : "start" });
     });
     root.dataset.needs = needs.map((x) => x[0]);
     bars[1].hidden = fper.hidden = !z;
@@ -85,7 +85,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     if (e.target === count || e.ctrlKey || e.metaKey || e.altKey || !(chip || /^z$/i.test(e.key))) return;
     e.preventDefault();
     if (chip) chip.click();
-    else { st.z = (st.z + 1) % 4; setZero(st.z); draw(); }
+    else { st.z = (st.z + 1) % d.stages.length; setZero(st.z); draw(); }
   });
   copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url, root.id);
   $(root, ".wdg-controls").hidden = false;

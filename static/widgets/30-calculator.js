@@ -27,9 +27,9 @@ WIDGETS.calculator = (root, D) => {
       for (const [k, [names, text]] of Object.entries(D.arch)) for (const name of names) A[name] = text ? st[k] : n(k);
       refuse(shapeChecks, A);
     }
-    const pol = [...D.policies[train ? st.precision : "bf16"]];
-    if (!train) pol[0] = st.weights;
-    else if (st.param_dtype != "policy") pol[0] = st.param_dtype;
+    const pol = { ...D.policies[train ? st.precision : D.servedPolicy] };
+    if (!train) pol.param_dtype = st.weights;
+    else if (st.param_dtype != "policy") pol.param_dtype = st.param_dtype;
     const c = { A, train, pol, opt: st.optimizer, impl: st.optimizer_impl == "default" ? "" : st.optimizer_impl, rec: st.recompute, recLayers: n("recompute_layers"), attention: st.attention, loss: st.loss,
       formula: st.formula, drop: st.dropout == "1", oa: +(st.offload_activations == "1"), fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
       sp: st.sp == "1", offload: st.offload, reduce: st.reduce_dtype == "policy" ? "" : st.reduce_dtype,
@@ -42,8 +42,7 @@ WIDGETS.calculator = (root, D) => {
     const { A, pol } = c;
     return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
       dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
-      offload: c.offload, optimizer: c.opt, optimizer_impl: c.impl, param_dtype: pol[0], master_dtype: pol[1] || "", grad_dtype: pol[2],
-      optimizer_state_dtype: pol[3], activation_dtype: pol[4], autocast: pol[5], recipe: pol[6], quantised_params: pol[7], exp_avg_dtype: pol[8], exp_avg_sq_dtype: pol[9], msamp: pol[10], master_grads: pol[11], recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
+      offload: c.offload, optimizer: c.opt, optimizer_impl: c.impl, ...pol, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
       attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
       activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
       lora_rank: c.r, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
@@ -79,12 +78,12 @@ WIDGETS.calculator = (root, D) => {
       return !(r == row && !(right + gap <= left || left + w + gap <= x)) && !(r < row && x - clear <= mid && mid <= right + clear)
         && !(r > row && left - clear <= leader && leader <= left + w + clear);
     });
-    const middles = groups.filter((g) => g[2] > 0).map(([text, start, size]) => [100 * start / scale + min(50 * size / scale, inset), text]);
+    const middles = groups.filter((g) => g[2] > 0).map(([text, start, size]) => [100 * start / scale + min(100 * size / 2 / scale, inset), text]);
     for (const [mid, text] of middles.sort((a, b) => b[0] - a[0] || (a[1] < b[1] ? 1 : a[1] > b[1] ? -1 : 0))) {
       const w = wide(text), left = min(mid, 100 - w);
       let row = 0;
       while (row < D.tags.rows && !free(left, w, mid, row)) row++;
-      if (row < D.tags.rows && !placed.some((p) => p[3] == text)) placed.push([mid, left, row, text]);
+      if (row < D.tags.rows && !placed.some(([, , , placedText]) => placedText == text)) placed.push([mid, left, row, text]);
     }
     return placed;
   };
@@ -101,26 +100,26 @@ WIDGETS.calculator = (root, D) => {
   };
   // calculator.chart_geometry: the parts stacked, the need marked where it differs, overflow from the chosen GPU's capacity.
   const chart = (parts, total, need, gpu, U) => {
-    const lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), end = max(total, need), scale = max(end, ...lines.map((g) => g[2])) * 1.15;
-    const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = 18 * lines.length + 6, side = (x) => (x / scale > 0.5 ? ["end", -4] : ["start", 4]);
+    const C = D.chart, lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), end = max(total, need), scale = max(end, ...lines.map((g) => g[2])) * C.margin;
+    const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = C.line_step * lines.length + C.bar_gap, side = (x) => (x / scale > C.end_at ? ["end", -C.dx] : ["start", C.dx]);
     const shade = {}, runs = bucketRuns(parts).map(([b, at, n]) => [D.names[b], at, n]);
     let x = 0, depth = 0, tags = "";
     for (const [layout, width] of D.tags.layouts) {
       for (const [mid, left, row, text] of tagLayout(runs, scale, width)) {
-        const ty = y + 43 + D.tags.row_px * row;
+        const ty = y + C.tag_drop + D.tags.row_px * row;
         depth = max(depth, row + 1);
-        tags += put("tag", layout, mid.toFixed(2) + "%", y + 28, ty - 11, left.toFixed(2) + "%", ty, text);
+        tags += put("tag", layout, mid.toFixed(2) + "%", y + C.tag_top, ty - C.tag_rise, left.toFixed(2) + "%", ty, text);
       }
     }
-    const below = D.tags.row_px * depth;
-    return put("svg", y + 50 + below, lines.map((g, i) => put("capacity", pc(g[2]), 18 * i + 4, y + 32, 18 * i + 14, ...side(g[2]), g[3] + ": " + fmtBytes(g[2], U))).join("")
+    const below = D.tags.row_px * depth, row = (i) => C.line_text + C.line_step * i;
+    return put("svg", y + C.height_extra + below, lines.map(([, , size, short], i) => put("capacity", pc(size), row(i) - C.line_rise, y + C.line_drop, row(i), ...side(size), short + ": " + fmtBytes(size, U))).join("")
       + parts.map(([name, n]) => {
         const b = css(name);
         shade[b] = (shade[b] ?? -1) + 1;
         x += n;
-        return put("segment", b, shade[b] % 3, pc(x - n), y, pc(n), D.names[name] + ": " + fmtBytes(n, U));
-      }).join("") + (need > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(end - gpu[2])) : "") + (need != total ? put("peak", pc(need), y - 4, y + 32) : "")
-      + tags + put("label", pc(need), y + 44 + below, ...side(need), need == total ? fmtBytes(total, U) : fill(T.bar_label, fmtBytes(need, U))));
+        return put("segment", b, shade[b] % C.shades, pc(x - n), y, pc(n), D.names[name] + ": " + fmtBytes(n, U));
+      }).join("") + (need > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(end - gpu[2])) : "") + (need != total ? put("peak", pc(need), y - C.peak_rise, y + C.line_drop) : "")
+      + tags + put("label", pc(need), y + C.label_drop + below, ...side(need), need == total ? fmtBytes(total, U) : fill(T.bar_label, fmtBytes(need, U))));
   };
   // calculator.fixes: the nearest changes that make a run fit (D.fixes, defined once in Python, in its order), each as
   // its text and the state it leads to. A form state's need, or null when the model refuses the run.
@@ -174,7 +173,7 @@ WIDGETS.calculator = (root, D) => {
         : put("nofix", fill(T.fixes_none, gpu[1]));
       out("result").innerHTML = put("result", chart(parts, total, need, gpu, U), ok, ok ? "" : D.tpl.badge, verdict(need, gpu, U), need, both(need, U), basis,
         total, both(total, U), host ? put("host", fill(T.host, fmtBytes(host, U))) : "",
-        parts.map((p) => put("row", p[0], p[1], css(p[0]), fmtBytes(p[1], U), p[2], p[3], D.names[p[0]])).join(""),
+        parts.map(([name, n, rule, source]) => put("row", name, n, css(name), fmtBytes(n, U), rule, source, D.names[name])).join(""),
         D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U))).join(""),
         fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]), fixList,
         U, archText(A), shardsText(runInputs(c)));
