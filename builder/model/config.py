@@ -168,7 +168,7 @@ class Config:
     implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers) or 'megatron' (Korthikanti 4.1)
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
     offload_activations: bool = False  # saved activations go to host memory (torchtune's OffloadActivations)
-    checkpoint_save: str = "none"  # how a checkpoint is saved after the optimizer step, in the framework's words (none: no save)
+    checkpoint_save: str = "none"  # how a checkpoint is saved after the step, in the framework's words (none: no save)
 
     # Parallelism -------------------------------------------------------------------
     dp: int = 1  # data-parallel ranks
