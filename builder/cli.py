@@ -16,7 +16,7 @@ from builder.cli_engine import add_engine_arguments, engine_flags_given, run_eng
 from builder.model.peak import Need, assess, unmodelled
 from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
-from builder.model.config import (ATTENTION, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, LOSSES, MODES, OFFLOAD,
+from builder.model.config import (ATTENTION, CHECKPOINT_SAVES, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, LOSSES, MODES, OFFLOAD,
                                   OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
 from builder.model.ranges import RANGE_OF
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
@@ -134,6 +134,13 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--offload-activations", action="store_true",
                      help="saved activations go to pinned host memory in the forward and come back in the backward "
                           "(torchtune's enable_activation_offloading): one layer's stay on the GPU at a time")
+    run.add_argument("--checkpoint-save", choices=CHECKPOINT_SAVES, default="none",
+                     help="how a checkpoint is saved after the optimizer step, a moment of the step of its own: "
+                          "torch-save (torch.save of the state dicts), FSDP's full-state-dict (FULL_STATE_DICT), "
+                          "full-state-dict-offload (offload_to_cpu, rank0_only), sharded-state-dict "
+                          "(SHARDED_STATE_DICT), dcp (torch.distributed.checkpoint of FSDP2's shards), deepspeed "
+                          "(save_checkpoint), deepspeed-16bit (stage3_gather_16bit_weights_on_model_save); none: "
+                          "no save")
 
     dtypes = p.add_argument_group("dtype overrides")
     for flag in ("param-dtype", "master-dtype", "grad-dtype", "grad-accum-dtype", "reduce-dtype",
@@ -279,7 +286,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
         optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
         recompute=args.recompute, recompute_layers=args.recompute_layers, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
         implementation=args.implementation, dropout=args.dropout,
+<<<<<<< HEAD
         offload_activations=args.offload_activations, dp=args.dp, zero=zero, fsdp=args.fsdp,
+=======
+        offload_activations=args.offload_activations, checkpoint_save=args.checkpoint_save, dp=args.dp, zero=args.zero, fsdp=args.fsdp,
+>>>>>>> ckpt-save
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
         pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,
         offload=args.offload, gpus_per_node=args.gpus_per_node, lora_rank=args.lora_rank, lora_targets=targets,

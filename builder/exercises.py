@@ -47,7 +47,8 @@ SETTING_WORDS = {"model": "model", "params": "parameters", "precision": "precisi
                  "recompute": "recomputation", "attention": "attention", "mode": "mode", "batch": "batch",
                  "context": "context", "kv_dtype": "KV-cache dtype", "lora_rank": "LoRA rank",
                  "grad_accum": "gradient accumulation", "offload": "offload", "loss": "loss",
-                 "optimizer_impl": "optimizer step", "qlora": "QLoRA", "sequence_parallel": "sequence parallel"}
+                 "optimizer_impl": "optimizer step", "qlora": "QLoRA", "sequence_parallel": "sequence parallel",
+                 "checkpoint_save": "checkpoint save"}
 
 
 @dataclass(frozen=True)

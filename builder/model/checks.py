@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym
+from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.ranges import RANGES, Range
 from builder.model.states import HYBRID_GROUP, SHARD_RANKS
 
@@ -26,6 +27,7 @@ class Check:
 
 
 ARCH = sym("has_architecture")
+SAVE = sym("checkpoint_save")
 
 # An architecture's shape (its shape inputs, builder.model.tensors; kv_heads as many as the heads where not given).
 SHAPE_CHECKS: tuple[Check, ...] = (
@@ -150,6 +152,7 @@ CHECKS: tuple[Check, ...] = (
          "integration), not modelled; leave zero and fsdp unset", ()),
         (sym("lora_rank") > 0, "lora_rank: precision msamp-o2 with LoRA adapters is not modelled", ()),
     )),
+<<<<<<< HEAD
     # DeepSpeed ZeRO-2 partitions the gradients (partition_gradients), so it keeps no separate grad_accum attribute
     # and accumulates in the gradients' own dtype whatever data_types.grad_accum_dtype says (DeepSpeed commit edaa722,
     # deepspeed/runtime/zero/stage_1_and_2.py: use_grad_accum_attribute only without partition_gradients;
@@ -160,6 +163,29 @@ CHECKS: tuple[Check, ...] = (
               "grad_accum_dtype says, so {1} would change nothing; leave grad_accum_dtype out, or use zero 1 "
               "(BF16_Optimizer's fp32 buffer) or zero 3 (fp32 gradient partitions)", sym("grad_dtype"),
               sym("grad_accum_dtype"))),
+=======
+    # Saving a checkpoint (builder.model.checkpoint): each save is one framework's, and works on the states that
+    # framework shards.
+    *(Check(both(ne(SAVE, "none"), refused), fmt("checkpoint_save: " + why, *values)) for refused, why, values in (
+        (ne(sym("mode"), "train"), "a checkpoint save is a moment of a training step; a served model has none (mode "
+         "{0})", (sym("mode"),)),
+        (both(isin(SAVE, *GATHERING), negate(ARCH)), "{0} gathers one unit or module at a time, which needs an "
+         "architecture, not a raw count", (SAVE,)),
+        (both(isin(SAVE, *FSDP_SAVES), negate(sym("fsdp"))), "{0} is FSDP's state_dict type; it needs fsdp (an FSDP "
+         "strategy), got zero {1} without fsdp", (SAVE, sym("shard_stage"))),
+        (both(eq(SAVE, "sharded-state-dict"), eq(sym("fsdp"), "NO_SHARD")), "FSDP refuses sharded-state-dict with fsdp "
+         "NO_SHARD (its parameters are not sharded); choose full-state-dict or another fsdp strategy", ()),
+        (both(isin(SAVE, *DEEPSPEED_SAVES), sym("fsdp")), "{0} is DeepSpeed's save_checkpoint; fsdp {1} saves with "
+         "full-state-dict, full-state-dict-offload, sharded-state-dict or dcp", (SAVE, sym("fsdp"))),
+        (both(eq(SAVE, "deepspeed-16bit"), ne(sym("shard_stage"), 3)), "deepspeed-16bit gathers ZeRO-3's partitioned "
+         "weights (stage3_gather_16bit_weights_on_model_save); it needs zero 3, got zero {0}", (sym("shard_stage"),)),
+        (both(isin(SAVE, "torch-save", "dcp"), sym("shard_stage") > 0, negate(sym("fsdp"))), "{0} does not save "
+         "DeepSpeed's ZeRO partitions (zero {1}); choose deepspeed or deepspeed-16bit", (SAVE, sym("shard_stage"))),
+        (both(eq(SAVE, "torch-save"), sym("fsdp")), "torch-save writes the tensors a rank holds; under fsdp {0} "
+         "FSDP's own state_dict types save: choose full-state-dict, full-state-dict-offload, sharded-state-dict or "
+         "dcp", (sym("fsdp"),)),
+    )),
+>>>>>>> ckpt-save
     Check(both(eq(sym("fsdp"), "HYBRID_SHARD"), mod(SHARD_RANKS, HYBRID_GROUP)),
           fmt("fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}", HYBRID_GROUP,
               SHARD_RANKS)),

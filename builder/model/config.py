@@ -31,6 +31,12 @@ OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused", "in-backward")
 # torch.compile, which fuses the upcast and log-softmax), 'chunked' (torchtune CEWithChunkedOutputLoss, 8 chunks)
 # or 'fused-linear' (Liger Kernel's fused linear cross-entropy: no logits at all).
 LOSSES = ("eager", "compiled", "chunked", "fused-linear")
+# How a checkpoint is saved between steps (builder.model.checkpoint; "none": no save moment in the step), in each
+# framework's words: torch.save of the state dicts, FSDP's StateDictType.FULL_STATE_DICT (FullStateDictConfig's
+# defaults, or offload_to_cpu and rank0_only), SHARDED_STATE_DICT, torch.distributed.checkpoint (dcp) of FSDP2's
+# sharded state dict, DeepSpeed's save_checkpoint, and with stage3_gather_16bit_weights_on_model_save.
+CHECKPOINT_SAVES = ("none", "torch-save", "full-state-dict", "full-state-dict-offload", "sharded-state-dict", "dcp",
+                    "deepspeed", "deepspeed-16bit")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "sdpa", "flash")
 ACTIVATION_FORMULAS = ("ops", "korthikanti")
@@ -162,6 +168,7 @@ class Config:
     implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers) or 'megatron' (Korthikanti 4.1)
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
     offload_activations: bool = False  # saved activations go to host memory (torchtune's OffloadActivations)
+    checkpoint_save: str = "none"  # how a checkpoint is saved after the step, in the framework's words (none: no save)
 
     # Parallelism -------------------------------------------------------------------
     dp: int = 1  # data-parallel ranks
@@ -236,7 +243,7 @@ def validate_config(config: Config) -> None:
         "mode": MODES, "precision": tuple(PRECISIONS), "optimizer": OPTIMIZERS,
         "recompute": RECOMPUTE, "attention": ATTENTION, "loss": LOSSES, "activation_formula": ACTIVATION_FORMULAS,
         "implementation": IMPLEMENTATIONS,
-        "pp_schedule": PIPELINE_SCHEDULES, "offload": OFFLOAD,
+        "pp_schedule": PIPELINE_SCHEDULES, "offload": OFFLOAD, "checkpoint_save": CHECKPOINT_SAVES,
     }
     for option, allowed in choices.items():
         if getattr(config, option) not in allowed:

@@ -18,6 +18,7 @@ from builder.model.inputs import architecture_inputs, config_inputs, rule_inputs
 from builder.model.notation import SYMBOLS
 from builder.model.overheads import OVERHEADS
 from builder.model.autocast import AUTOCAST_COPIES
+from builder.model.checkpoint import CHECKPOINT_SAVE
 from builder.model.placement import Stage
 from builder.model.serving import SERVING
 from builder.model.states import ADAPTERS, COMM, HOST, MODEL_STATES
@@ -83,6 +84,7 @@ def estimate_stage(config: Config, stage: Stage) -> tuple[list[Part], list[Part]
     if config.mode == "train":
         parts += activation_parts(arch, inputs)
         parts += AUTOCAST_COPIES.evaluate(inputs)
+        parts += CHECKPOINT_SAVE.evaluate(inputs)
     else:
         parts += serving_parts(arch, config, stage, inputs)
     parts += COMM.evaluate(inputs)

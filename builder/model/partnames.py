@@ -23,6 +23,7 @@ PART_NAMES: dict[str, str] = {
     "kv_cache": "KV cache",
     "comm": "Comm buffers",
     "overhead": "Overhead",
+    "checkpoint": "Checkpoint save",
     # Weights (builder.model.states)
     "weights/quantised_linear": "Quantised linear weights",
     "weights/quantisation_constants": "Quantisation constants",
@@ -70,6 +71,9 @@ PART_NAMES: dict[str, str] = {
     # Communication buffers (states)
     "comm/gathered_params": "Gathered parameters",
     "comm/unsharded_grads": "Unsharded gradients",
+    # Saving a checkpoint (checkpoint)
+    "checkpoint/state_dict_copies": "State dict copies",
+    "checkpoint/gathered_units": "Units gathered for the save",
     # Overheads (overheads, engines)
     "overhead/allocator_reserve": "Allocator reserve",
     "overhead/framework": "Framework overhead",

@@ -25,6 +25,9 @@ inside backward, where each gradient is freed as its parameter steps and no step
 follow how it is computed (the `loss` input: transformers' eager loss, torch.compile, torchtune's chunks or
 Liger's fused linear cross-entropy).
 
+A checkpoint saved after the step (the `checkpoint_save` option, builder.model.checkpoint) is one more moment:
+the model states and gradients with the save's own temporaries, and no activations.
+
 Inputs: a stage's rule inputs with the activation and moment symbols (builder.model.activations), and
 `parts`, the GPU's parts as rows {name, bucket, bytes} (the bucket is the name's first path segment).
 """
@@ -64,13 +67,14 @@ ACCUMULATE = "PyTorch autograd AccumulateGrad: .grad persists across micro-batch
 AUTOGRAD = ("PyTorch 2.13 autograd (torch/csrc/autograd/engine.cpp: a node's saved tensors are freed once it has run; "
             "derivatives from tools/autograd/derivatives.yaml); measured: see the Validation page")
 PHASES = ("layer_forward", "forward", "backward_start", "layer_backward", "first_layer_backward", "backward_end",
-          "optimizer_step")
+          "optimizer_step", "checkpoint_save")
 PHASE_TITLES = {"layer_forward": "forward through the last layer", "forward": "end of forward (loss computed)",
                 "backward_start": "start of backward (loss gradients)",
                 "layer_backward": "backward through the last layer",
                 "first_layer_backward": "backward through the first layer",
                 "backward_end": "end of backward (all gradients)",
-                "optimizer_step": "optimizer step"}
+                "optimizer_step": "optimizer step",
+                "checkpoint_save": "checkpoint save (after the step)"}
 
 # The estimate's parts that are live at the peak but not saved for backward (Part.transient): the
 # returned logits and the layer recomputed under full recomputation. 'saved' below leaves them out.
@@ -94,10 +98,15 @@ LIVE = {
     "backward_end": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
                      "activations/recompute_working_layer"),
     "optimizer_step": ("weights", "optimizer", "gradients"),
+    # Saving a checkpoint after the step (builder.model.checkpoint): the model states and the gradients (freed only by
+    # the next step's zero_grad in the loop assumed here), no activations, and the save's own temporaries.
+    "checkpoint_save": ("weights", "optimizer", "gradients", "checkpoint"),
 }
-# Parts the estimate counts that exist only at the optimizer step: Megatron-LM's fp32 copy of fp16 gradients, made
-# by the step and freed by the next zero_grad (distrib_optimizer.py _copy_model_grads_to_main_grads).
+# Parts the estimate counts that exist only from the optimizer step on: Megatron-LM's fp32 copy of fp16 gradients,
+# made by the step and freed by the next zero_grad (distrib_optimizer.py _copy_model_grads_to_main_grads), so live
+# at a checkpoint save after the step too.
 STEP_ONLY = ("optimizer/master_grads",)
+AFTER_STEP = ("optimizer_step", "checkpoint_save")
 # The phases inside a layer, and the kind of oplists.Moment each one takes the worst of.
 MOMENT_PHASES = {"layer_forward": "layer_forward", "layer_backward": "layer_backward",
                  "first_layer_backward": "layer_backward"}
@@ -239,7 +248,7 @@ def _rows(phase: str) -> Expr:
     """The parts live at `phase`, as rows {name, bytes, accumulated}: the parts LIVE selects (inside a layer,
     changed by the worst moment), the moment's own tensors (TRANSIENTS) and, inside a layer, its tensors."""
     selected = either(*(_selects(s) for s in LIVE[phase]))
-    if phase != "optimizer_step":
+    if phase not in AFTER_STEP:
         selected = both(selected, negate(isin(sym("name"), *STEP_ONLY)))
     accumulated = both(_selects("accumulating"), "accumulating" in LIVE[phase])
     moment = sym(f"moment_{phase}")
@@ -294,9 +303,11 @@ STEP = RuleSet(symbols={
     **{f"step_{phase}": _rows(phase) for phase in PHASES},
     # The moments of the step there are (a phase inside a layer only where one of its moments holds), with
     # what is live then; the bytes of each with the reserved parts on top; the highest, the first on ties.
-    # The optimizer's step runs inside backward when in_backward holds: no step phase follows.
+    # The optimizer's step runs inside backward when in_backward holds: no step phase follows. A checkpoint save is a
+    # moment only when the run saves one (checkpoint_save).
     "step_live": table(*(row(sym(f"moment_{phase}") if phase in MOMENT_PHASES else
-                             negate(sym("in_backward")) if phase == "optimizer_step" else 1, phase=phase,
+                             negate(sym("in_backward")) if phase == "optimizer_step" else
+                             ne(sym("checkpoint_save"), "none") if phase == "checkpoint_save" else 1, phase=phase,
                              allocated=total(sym(f"step_{phase}"), sym("bytes"))) for phase in PHASES)),
     "step_totals": by(sym("step_live"), "phase", sym("allocated") + RESERVED),
     "peak_phase": top(sym("step_totals")),

@@ -30,7 +30,7 @@ from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
 from builder.model.checks import POSITIVE
 from builder.model.architecture import active_param_count, param_count
-from builder.model.config import (ATTENTION, FSDP_STAGE, FSDP_STRATEGIES, LOSSES, OFFLOAD, OPTIMIZER_IMPLS,
+from builder.model.config import (ATTENTION, CHECKPOINT_SAVES, FSDP_STAGE, FSDP_STRATEGIES, LOSSES, OFFLOAD, OPTIMIZER_IMPLS,
                                   OPTIMIZERS, PRECISIONS, RECOMPUTE)
 from builder.model.inputs import config_inputs, run_inputs
 from builder.model.partrules import RuleSet
@@ -77,6 +77,14 @@ FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM",
             "korthikanti": "Korthikanti Table 2 formula"}
 SHARDING = {"0": "none (ZeRO-0)", "1": "ZeRO-1", "2": "ZeRO-2", "3": "ZeRO-3",
             **{name: f"FSDP {name}" for name in FSDP_STRATEGIES}}
+# The checkpoint saves (builder.model.checkpoint), each with the framework's own words beside its value.
+SAVE_WORDS = {"none": "none", "torch-save": "torch-save (torch.save)",
+              "full-state-dict": "full-state-dict (FSDP FULL_STATE_DICT)",
+              "full-state-dict-offload": "full-state-dict-offload (FULL_STATE_DICT, offload_to_cpu)",
+              "sharded-state-dict": "sharded-state-dict (FSDP SHARDED_STATE_DICT)",
+              "dcp": "dcp (torch.distributed.checkpoint)", "deepspeed": "deepspeed (save_checkpoint)",
+              "deepspeed-16bit": "deepspeed-16bit (16-bit weights gathered)"}
+assert tuple(SAVE_WORDS) == CHECKPOINT_SAVES
 # Controls whose name is not the Config attribute they set (links keep the short name).
 INT_CONTROLS = {"pp_virtual_stages": "vpp"}
 SEARCH_LIMITS = {"micro_batch": 1 << 16, "seq_len": 1 << 22}
@@ -216,6 +224,7 @@ SERVE_CONTROLS = (
 PARALLEL_CONTROLS = (
     Control("shard", "ZeRO / FSDP", "select", tuple(SHARDING.items()), "train"),
     Control("offload", "CPU offload", "select", _pairs(OFFLOAD), "train"),
+    Control("checkpoint_save", "Checkpoint save", "select", tuple(SAVE_WORDS.items()), "train"),
     Control("dp", "Data parallel", "number", low=1, high=65536),
     Control("tp", "Tensor parallel", "number", low=1, high=1024),
     Control("sp", "Sequence parallel (with TP)", "check", show="train"),
@@ -268,6 +277,7 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                "loss": _PLAIN.loss,
                "formula": "hf", "dropout": "0", "offload_activations": "0", "lora_rank": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
                "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
+               "checkpoint_save": _PLAIN.checkpoint_save,
                "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0"}
 # Controls that mean something in one mode only ('train' or 'serve'): in the other mode they are
 # hidden (CSS, by the form's own state) and the model reads their plain value instead (`effective_state`),
@@ -287,7 +297,7 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
     state = {"model": model_id, **arch_state(models[model_id]), **PLAIN_STATE, "gpu": gpu}
     direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "recompute_layers",
               "attention",
-              "loss", "lora_rank", "batch", "context", "offload", "dp", "tp", "pp", "cp", "ep"}
+              "loss", "lora_rank", "batch", "context", "offload", "checkpoint_save", "dp", "tp", "pp", "cp", "ep"}
     flags = {"dropout": "dropout", "offload_activations": "offload_activations", "qlora": "qlora",
              "sequence_parallel": "sp"}
     for option, value in settings.items():
@@ -369,7 +379,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         dp=_int(state["dp"]), zero=0 if fsdp else _int(shard), fsdp=fsdp, tp=_int(state["tp"]),
         sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
         pp_schedule="interleaved" if virtual > 1 else "1f1b", pp_virtual_stages=virtual, cp=_int(state["cp"]),
-        ep=_int(state["ep"]), offload=state["offload"],
+        ep=_int(state["ep"]), offload=state["offload"], checkpoint_save=state["checkpoint_save"],
         lora_rank=_int(state["lora_rank"]), qlora=state["qlora"] == "1",
         batch=_int(state["batch"]), context=_int(state["context"]),
         kv_dtype=None if state["kv_dtype"] == "auto" else state["kv_dtype"],

@@ -14,6 +14,7 @@ from typing import Any
 
 from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
 from builder.model.autocast import AUTOCAST_COPIES
+from builder.model.checkpoint import CHECKPOINT_SAVE
 from builder.model.checks import SHAPE_CHECKS, encode_checks
 from builder.model.expr import encode, eq, sym
 from builder.model.overheads import OVERHEADS
@@ -26,7 +27,8 @@ from builder.model.units import DTYPE_BYTES
 
 # The rule sets the script evaluates, by the name it reads them under.
 RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "conditions": OP_CONDITIONS,
-             "activations": ACTIVATIONS, "moments": MOMENTS, "autocast": AUTOCAST_COPIES, "serving": SERVING,
+             "activations": ACTIVATIONS, "moments": MOMENTS, "autocast": AUTOCAST_COPIES,
+             "checkpoint": CHECKPOINT_SAVE, "serving": SERVING,
              "comm": COMM, "host": HOST, "overheads": OVERHEADS, "step": STEP}
 # A run is priced as training (saved activations, the moments of a step) or as serving (the KV cache).
 TRAINING = eq(sym("mode"), "train")

@@ -16,9 +16,14 @@ function browserModel(M) {
   const inputsOf = (run, stage) => held({ ...run, stage_layers: stage.layers, stage_has_embedding: stage.has_embedding,
     stage_has_head: stage.has_head, stage_in_flight: stage.in_flight });
   // The rule sets of builder.model (states, serving, overheads), compiled once.
+<<<<<<< HEAD
   const R = M.ruleSets;
   const [states, activations, autocast, serving, comm, hostParts, overheads] = [R.states, R.activations, R.autocast, R.serving, R.comm, R.host, R.overheads].map(ruleSet);
   const [opConditions, activationSymbols, momentSymbols] = [R.conditions, R.activations, R.moments].map(ruleSymbols);
+=======
+  const [states, activations, autocast, checkpoint, serving, comm, hostParts, overheads] = ["states", "activations", "autocast", "checkpoint", "serving", "comm", "host", "overheads"].map((k) => ruleSet(M.ruleSets[k]));
+  const [opConditions, activationSymbols, momentSymbols] = ["conditions", "activations", "moments"].map((k) => ruleSymbols(M.ruleSets[k]));
+>>>>>>> ckpt-save
   // step.STEP: the moments of a training step on a GPU holding these parts (rows of name, bucket: the name's first
   // path segment, bytes), what is live at each with the reserved parts on top; [bytes, phase] of the highest.
   const stepOf = deriver(M.ruleSets.step.symbols);
@@ -43,7 +48,7 @@ function browserModel(M) {
     let best, need;
     for (const st of stagesOf(run)) {
       const inputs = inputsOf(run, st), host = hostParts(inputs, words);
-      let gpu = [...states(inputs, words), ...(train ? [...activations(opConditions(inputs), words), ...autocast(inputs, words)] : serving(inputs, words)), ...comm(inputs, words)];
+      let gpu = [...states(inputs, words), ...(train ? [...activations(opConditions(inputs), words), ...autocast(inputs, words), ...checkpoint(inputs, words)] : serving(inputs, words)), ...comm(inputs, words)];
       // placement.HOLDING's `offloaded`: the buckets (or parts, by full name) that live in host memory instead.
       const moved = inputs.offloaded.map((r) => r.bucket);
       gpu = gpu.filter((p) => !((moved.includes(p[0].split("/")[0]) || moved.includes(p[0])) && host.push(p)));

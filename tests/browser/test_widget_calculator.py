@@ -131,6 +131,11 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
         s["optimizer_impl"] = rng.choice(["default", "default", *OPTIMIZER_IMPLS])
         s["loss"] = rng.choice(["eager", *LOSSES]) if s["formula"] != "korthikanti" else "eager"
         s["offload_activations"] = rng.choice("001") if s["formula"] != "korthikanti" else "0"
+        # A checkpoint save the sharding offers (builder.model.checks refuses the others).
+        saves = (["full-state-dict", "full-state-dict-offload", "dcp"] + (["sharded-state-dict"] if stage else [])
+                 if shard in calc.FSDP_STRATEGIES else ["deepspeed"] + (["deepspeed-16bit"] if stage == 3 else [])
+                 + ([] if stage else ["torch-save", "dcp"]))
+        s["checkpoint_save"] = rng.choice(["none", "none", *saves])
         if s["recompute"] == "full" and s["formula"] != "korthikanti" and arch.layers // pp > 1 and rng.random() < 0.4:
             s["recompute_layers"] = str(rng.randint(1, arch.layers // pp - 1))
         try:
