@@ -286,11 +286,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
         recompute=args.recompute, recompute_layers=args.recompute_layers, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
         implementation=args.implementation, dropout=args.dropout,
-<<<<<<< HEAD
-        offload_activations=args.offload_activations, dp=args.dp, zero=zero, fsdp=args.fsdp,
-=======
-        offload_activations=args.offload_activations, checkpoint_save=args.checkpoint_save, dp=args.dp, zero=args.zero, fsdp=args.fsdp,
->>>>>>> ckpt-save
+        offload_activations=args.offload_activations, checkpoint_save=args.checkpoint_save, dp=args.dp, zero=zero, fsdp=args.fsdp,
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
         pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,
         offload=args.offload, gpus_per_node=args.gpus_per_node, lora_rank=args.lora_rank, lora_targets=targets,

@@ -152,7 +152,6 @@ CHECKS: tuple[Check, ...] = (
          "integration), not modelled; leave zero and fsdp unset", ()),
         (sym("lora_rank") > 0, "lora_rank: precision msamp-o2 with LoRA adapters is not modelled", ()),
     )),
-<<<<<<< HEAD
     # DeepSpeed ZeRO-2 partitions the gradients (partition_gradients), so it keeps no separate grad_accum attribute
     # and accumulates in the gradients' own dtype whatever data_types.grad_accum_dtype says (DeepSpeed commit edaa722,
     # deepspeed/runtime/zero/stage_1_and_2.py: use_grad_accum_attribute only without partition_gradients;
@@ -163,7 +162,6 @@ CHECKS: tuple[Check, ...] = (
               "grad_accum_dtype says, so {1} would change nothing; leave grad_accum_dtype out, or use zero 1 "
               "(BF16_Optimizer's fp32 buffer) or zero 3 (fp32 gradient partitions)", sym("grad_dtype"),
               sym("grad_accum_dtype"))),
-=======
     # Saving a checkpoint (builder.model.checkpoint): each save is one framework's, and works on the states that
     # framework shards.
     *(Check(both(ne(SAVE, "none"), refused), fmt("checkpoint_save: " + why, *values)) for refused, why, values in (
@@ -181,11 +179,14 @@ CHECKS: tuple[Check, ...] = (
          "weights (stage3_gather_16bit_weights_on_model_save); it needs zero 3, got zero {0}", (sym("shard_stage"),)),
         (both(isin(SAVE, "torch-save", "dcp"), sym("shard_stage") > 0, negate(sym("fsdp"))), "{0} does not save "
          "DeepSpeed's ZeRO partitions (zero {1}); choose deepspeed or deepspeed-16bit", (SAVE, sym("shard_stage"))),
+        (both(isin(SAVE, *FSDP_SAVES), sym("lora_rank") > 0), "{0} with LoRA adapters is not modelled (the clones "
+         "would be the frozen base in its own dtype plus the adapters)", (SAVE,)),
+        (both(eq(SAVE, "deepspeed-16bit"), sym("tp") > 1), "deepspeed-16bit with tensor parallelism (tp {0}) also "
+         "gathers the tensor-parallel shards, which is not modelled", (sym("tp"),)),
         (both(eq(SAVE, "torch-save"), sym("fsdp")), "torch-save writes the tensors a rank holds; under fsdp {0} "
          "FSDP's own state_dict types save: choose full-state-dict, full-state-dict-offload, sharded-state-dict or "
          "dcp", (sym("fsdp"),)),
     )),
->>>>>>> ckpt-save
     Check(both(eq(sym("fsdp"), "HYBRID_SHARD"), mod(SHARD_RANKS, HYBRID_GROUP)),
           fmt("fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}", HYBRID_GROUP,
               SHARD_RANKS)),

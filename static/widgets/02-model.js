@@ -16,14 +16,9 @@ function browserModel(M) {
   const inputsOf = (run, stage) => held({ ...run, stage_layers: stage.layers, stage_has_embedding: stage.has_embedding,
     stage_has_head: stage.has_head, stage_in_flight: stage.in_flight });
   // The rule sets of builder.model (states, serving, overheads), compiled once.
-<<<<<<< HEAD
   const R = M.ruleSets;
-  const [states, activations, autocast, serving, comm, hostParts, overheads] = [R.states, R.activations, R.autocast, R.serving, R.comm, R.host, R.overheads].map(ruleSet);
+  const [states, activations, autocast, checkpoint, serving, comm, hostParts, overheads] = [R.states, R.activations, R.autocast, R.checkpoint, R.serving, R.comm, R.host, R.overheads].map(ruleSet);
   const [opConditions, activationSymbols, momentSymbols] = [R.conditions, R.activations, R.moments].map(ruleSymbols);
-=======
-  const [states, activations, autocast, checkpoint, serving, comm, hostParts, overheads] = ["states", "activations", "autocast", "checkpoint", "serving", "comm", "host", "overheads"].map((k) => ruleSet(M.ruleSets[k]));
-  const [opConditions, activationSymbols, momentSymbols] = ["conditions", "activations", "moments"].map((k) => ruleSymbols(M.ruleSets[k]));
->>>>>>> ckpt-save
   // step.STEP: the moments of a training step on a GPU holding these parts (rows of name, bucket: the name's first
   // path segment, bytes), what is live at each with the reserved parts on top; [bytes, phase] of the highest.
   const stepOf = deriver(M.ruleSets.step.symbols);

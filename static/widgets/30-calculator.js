@@ -42,12 +42,7 @@ WIDGETS.calculator = (root, D) => {
     const { A, pol } = c;
     return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
       dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
-<<<<<<< HEAD
-      offload: c.offload, optimizer: c.opt, optimizer_impl: c.impl, ...pol, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
-=======
-      offload: c.offload, checkpoint_save: c.save, optimizer: c.opt, optimizer_impl: c.impl, param_dtype: pol[0], master_dtype: pol[1] || "", grad_dtype: pol[2],
-      optimizer_state_dtype: pol[3], activation_dtype: pol[4], autocast: pol[5], recipe: pol[6], quantised_params: pol[7], exp_avg_dtype: pol[8], exp_avg_sq_dtype: pol[9], msamp: pol[10], master_grads: pol[11], recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
->>>>>>> ckpt-save
+      offload: c.offload, checkpoint_save: c.save, optimizer: c.opt, optimizer_impl: c.impl, ...pol, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
       attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
       activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
       lora_rank: c.r, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
