@@ -37,7 +37,7 @@ REQUIRED_PAGE_KEYS = ("title", "slug", "order", "summary")
 TEMPLATES = ("page", "references")
 CHART_KEYS = {"title": str, "description": str, "unit": str, "gpus": list, "group_by": str,
               "example": str, "preset": str, "config": dict, "bars": list, "grid": dict, "phases": bool,
-              "also_unit": str, "aside": str}
+              "also_unit": str, "aside": str, "engine": dict}
 REQUIRED_CHART_KEYS = ("title",)
 UNITS = ("GiB", "GB")
 GROUP_BY = ("bucket", "part")
@@ -218,6 +218,9 @@ class ChartDefinition:
     phases: bool = False  # one training bar, drawn as its sum of parts and the peak of each phase
     also_unit: str = ""  # every amount also in this unit ('GiB' or 'GB')
     aside: str = ""  # a part the chart does not quantify: its note, beside an empty dashed box
+    # One serving bar drawn as an inference engine allocates the GPU at start-up: the engine's settings under its
+    # own names (engine: vllm|sglang, gpu: a catalog id or a size such as 47.37GiB, then its options).
+    engine: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -522,13 +525,20 @@ def read_chart(chart_id: str, node: Located, path: str) -> tuple[ChartDefinition
     if phases and len(bars) != 1:
         errors.append(ContentError(path, node.line_of("phases"), f"{what}: phases needs exactly one bar (the training "
                                    f"configuration whose step is split into phases), got {len(bars)}"))
+    engine = spec.get("engine", {})
+    if engine and (len(bars) != 1 or phases):
+        errors.append(ContentError(path, node.line_of("engine"), f"{what}: engine needs exactly one bar (the served "
+                                   f"configuration the engine starts with) and no phases, got {len(bars)} bar(s)"))
+    if engine and "gpu" not in engine:
+        errors.append(ContentError(path, node.line_of("engine"), f"{what}: engine needs gpu: (a GPU id or a size such "
+                                   "as 47.37GiB: the engine takes a share of it)"))
     if errors:
         return None, errors
     gpu_lines = tuple(node.children["gpus"].children[i].line for i in range(len(gpus))) if gpus else ()
     return ChartDefinition(chart_id=chart_id, title=spec["title"].strip(), description=spec.get("description", "").strip(),
                            unit=unit, gpus=tuple(gpus), group_by=group_by, example=spec.get("example", "").strip(),
                            bars=tuple(bars), line=node.line, gpu_lines=gpu_lines, phases=phases,
-                           also_unit=also_unit, aside=spec.get("aside", "").strip()), errors
+                           also_unit=also_unit, aside=spec.get("aside", "").strip(), engine=dict(engine)), errors
 
 
 def base_bar(node: Located, path: str) -> BarDefinition:
