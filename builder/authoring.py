@@ -86,6 +86,11 @@ CHART_WORDS = {
              "grid: {vary: micro_batch, values: [1, 2, 4]}"),
     "phases": ("true: one training bar drawn as its sum of parts and the bytes live at each phase of a step "
                "(builder/model/peak.py)", "phases: true"),
+    "engine": ("one serving bar drawn as an inference engine allocates the GPU at start-up (weights, profile peak, "
+               "non-torch memory, CUDA graphs, KV cache, the rest): `engine` (`vllm` or `sglang`), `gpu` (an id or "
+               "a size, as `--gpu`) and the engine's own options with the command line's names in snake case; "
+               "`{engine}` in `example` is the engine's own log lines",
+               "engine: {engine: vllm, gpu: h100-80gb, max_model_len: 32768}"),
 }
 GRID_WORDS = {
     "vary": ("the Config option that varies", "vary: micro_batch"),

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
-from builder.cli_engine import add_engine_arguments, engine_flags_given, run_engine
+from builder.cli_engine import add_engine_arguments, engine_flags_given, question_of, run_engine, run_question
+from builder.model.engine_questions import QUESTIONS as ENGINE_QUESTIONS
 from builder.model.peak import Need, assess, unmodelled
 from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
@@ -22,7 +23,8 @@ from builder.model.ranges import RANGE_OF
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 
-MAX_CHOICES = ("micro-batch", "seq-len", "gpus")
+# Training and plain serving (micro-batch: the serving batch; seq-len: the context), then each engine's own questions.
+MAX_CHOICES = ("micro-batch", "seq-len", "gpus", *ENGINE_QUESTIONS)
 
 
 class UsageError(Exception):
@@ -188,7 +190,11 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
 
     out = p.add_argument_group("output")
     out.add_argument("--gpu", metavar="ID", help="GPU to check against (see `python -m builder gpus`)")
-    out.add_argument("--max", choices=MAX_CHOICES, help="search the largest micro-batch or sequence, or the fewest GPUs")
+    out.add_argument("--max", choices=MAX_CHOICES,
+                     help="search the largest micro-batch or sequence, or the fewest GPUs; under --engine vllm the "
+                          "largest max-model-len (for --max-num-seqs requests at once) or max-num-seqs, or the fewest "
+                          "GPUs (tensor-parallel-size); under --engine sglang context-length (for "
+                          "--max-running-requests), max-running-requests or tp-size")
     out.add_argument("--phases", action="store_true",
                      help="also list the peak of each phase of a training step (forward, backward, optimizer step)")
     out.add_argument("--unit", choices=("GiB", "GB"), default="GiB")
@@ -370,6 +376,9 @@ def run_estimate(args: argparse.Namespace) -> int:
         raise UsageError("argument --phases: phases of a step are for training (--mode train)")
     if args.engine:
         return print_engine(args, config, gpus)
+    if args.max in ENGINE_QUESTIONS:
+        raise UsageError(f"argument --max: {args.max} is asked under an engine's accounting; add --engine "
+                         f"{ENGINE_QUESTIONS[args.max].engine}")
     stray = engine_flags_given(args)
     if stray:
         raise UsageError(f"argument {stray[0]}: an engine option; choose the engine with --engine")
@@ -397,12 +406,16 @@ def print_engine(args: argparse.Namespace, config: Config, gpus: dict[str, Gpu])
     the engine's own words (its other checks are engines.engine_report's)."""
     if not args.gpu:
         raise UsageError("argument --engine: needs --gpu (the engine takes a share of one GPU's memory)")
-    if args.max:
-        raise UsageError("argument --max: not yet answered under an engine's accounting")
     other = engine_flags_given(args, args.engine)
     if other:
         raise UsageError(f"argument {other[0]}: not an option of --engine {args.engine}")
+    wrong = question_of(args) if args.max else None
+    if wrong:
+        raise UsageError(wrong)
     try:
+        if args.max:
+            print(run_question(args, config, gpus[args.gpu]))
+            return 0
         report, text = run_engine(args, config, gpus[args.gpu])
     except ValueError as error:
         option, _, message = str(error).partition(": ")

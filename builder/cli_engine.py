@@ -4,7 +4,8 @@ Flags carry each engine's names. vLLM (`vllm serve --help`): --gpu-memory-utiliz
 --max-num-seqs, --max-num-batched-tokens, --block-size, --enforce-eager, --kv-cache-memory. SGLang
 (`python -m sglang.launch_server --help`): --mem-fraction-static, --page-size, --chunked-prefill-size,
 --cuda-graph-max-bs, --max-running-requests, --context-length. The model is builder.model.engines (and
-engine_sglang); this module only parses, checks and prints.
+engine_sglang), and their reverse questions (`--max max-model-len`, ...) are builder.model.engine_questions; this
+module only parses, checks and prints.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Callable
 
 from builder.catalog import Gpu
 from builder.model.config import Config
+from builder.model.engine_questions import QUESTIONS, EngineAnswer, answer
 from builder.model.engines import ENGINES, EngineReport, EngineSettings, engine_report
 from builder.model.units import format_bytes
 
@@ -83,3 +85,39 @@ def run_engine(args: argparse.Namespace, config: Config, gpu: Gpu) -> tuple[Engi
     text = json.dumps(report_json(report, gpu), indent=2) if args.json else render_report(report, config, gpu,
                                                                                           args.unit)
     return report, text
+
+
+def question_of(args: argparse.Namespace) -> str | None:
+    """What is wrong with `--max` under `--engine` (one line for the usage error), or None: the question must be
+    the engine's own, its target given where it needs one, and the setting it searches left out."""
+    own = [q.name for q in QUESTIONS.values() if q.engine == args.engine]
+    question = QUESTIONS.get(args.max)
+    if question is None or question.engine != args.engine:
+        return f"argument --max: {args.max} is not a question under --engine {args.engine}; ask {', '.join(own)}"
+    if question.needs and getattr(args, question.needs) is None:
+        return (f"argument --max: {args.max} needs --{question.needs.replace('_', '-')}, the concurrency target it "
+                "holds")
+    given = args.tp != 1 if question.setting == "tp" else getattr(args, question.setting) is not None
+    if given:
+        flag = "--tp" if question.setting == "tp" else question.flag
+        return f"argument {flag}: --max {args.max} searches it; leave {flag} out"
+    return None
+
+
+def answer_json(found: EngineAnswer, gpu: Gpu) -> dict[str, Any]:
+    """The answer as --json gives it under "max"."""
+    q = found.question
+    return {"question": q.setting, "flag": q.flag, "gpu": gpu.id, "value": found.value, "asks": found.text}
+
+
+def run_question(args: argparse.Namespace, config: Config, gpu: Gpu) -> str:
+    """The answer to --max under the engine: the engine's report at the answer, then the answer in words (JSON: the
+    report's fields with "max"). ValueError names the option at fault."""
+    found = answer(args.max, config, settings_from_args(args), gpu.usable_bytes, gpu.id)
+    if args.json:
+        return json.dumps(report_json(found.report, gpu) | {"max": answer_json(found, gpu)}, indent=2)
+    asks = found.text[0].upper() + found.text[1:]
+    if found.value is None:
+        return f"{asks} on {gpu.display}: none (not even 1)"
+    at = config.with_changes(tp=found.value) if found.question.setting == "tp" else config
+    return render_report(found.report, at, gpu, args.unit) + f"\n\n{asks} on {gpu.display}: {found.value:,}"

@@ -37,7 +37,7 @@ REQUIRED_PAGE_KEYS = ("title", "slug", "order", "summary")
 TEMPLATES = ("page", "references")
 CHART_KEYS = {"title": str, "description": str, "unit": str, "gpus": list, "group_by": str,
               "example": str, "preset": str, "config": dict, "bars": list, "grid": dict, "phases": bool,
-              "also_unit": str, "aside": str}
+              "also_unit": str, "aside": str, "engine": dict}
 REQUIRED_CHART_KEYS = ("title",)
 UNITS = ("GiB", "GB")
 GROUP_BY = ("bucket", "part")
@@ -140,6 +140,20 @@ WIDGETS: dict[str, WidgetSpec] = {
                            "release (the What changed page)."),
         WidgetSpec("notation", "Notation", {}, scripted=False,
                    summary="The one symbol table, builder/model/notation.py (the Notation page)."),
+        WidgetSpec("serve-concurrency", "Requests that fit under an inference engine",
+                   {"engine": "str", "model": "model", "gpu": "gpu", "tp": "int", "kv_dtype": "str", "tokens": "int",
+                    "title": "str"},
+                   summary="How many concurrent requests of N tokens fit under vLLM's or SGLang's own start-up "
+                           "accounting, with model, GPU, tensor parallelism, KV dtype and memory share controls, and "
+                           "the engine's division of the GPU.",
+                   help={"engine": "the engine to start with: vllm or sglang",
+                         "model": "the catalog model to start with",
+                         "gpu": "the GPU to start with",
+                         "tp": "the tensor-parallel GPUs to start with: 1, 2, 4 or 8",
+                         "kv_dtype": "the KV cache dtype to start with: auto, bf16, fp16 or fp8",
+                         "tokens": "the tokens per request to start with (--max-model-len or --context-length)",
+                         "title": "the heading over the widget"},
+                   example="model=llama-3-8b"),
         WidgetSpec("calculator", "Memory calculator", {"preset": "preset", "model": "model", "gpus": "gpus",
                                                         "gpu": "gpu"},
                    summary="Every knob of the memory model in one form: chart, parts table, what fits on which GPU.",
@@ -218,6 +232,9 @@ class ChartDefinition:
     phases: bool = False  # one training bar, drawn as its sum of parts and the peak of each phase
     also_unit: str = ""  # every amount also in this unit ('GiB' or 'GB')
     aside: str = ""  # a part the chart does not quantify: its note, beside an empty dashed box
+    # One serving bar drawn as an inference engine allocates the GPU at start-up: the engine's settings under its
+    # own names (engine: vllm|sglang, gpu: a catalog id or a size such as 47.37GiB, then its options).
+    engine: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -522,13 +539,20 @@ def read_chart(chart_id: str, node: Located, path: str) -> tuple[ChartDefinition
     if phases and len(bars) != 1:
         errors.append(ContentError(path, node.line_of("phases"), f"{what}: phases needs exactly one bar (the training "
                                    f"configuration whose step is split into phases), got {len(bars)}"))
+    engine = spec.get("engine", {})
+    if engine and (len(bars) != 1 or phases):
+        errors.append(ContentError(path, node.line_of("engine"), f"{what}: engine needs exactly one bar (the served "
+                                   f"configuration the engine starts with) and no phases, got {len(bars)} bar(s)"))
+    if engine and "gpu" not in engine:
+        errors.append(ContentError(path, node.line_of("engine"), f"{what}: engine needs gpu: (a GPU id or a size such "
+                                   "as 47.37GiB: the engine takes a share of it)"))
     if errors:
         return None, errors
     gpu_lines = tuple(node.children["gpus"].children[i].line for i in range(len(gpus))) if gpus else ()
     return ChartDefinition(chart_id=chart_id, title=spec["title"].strip(), description=spec.get("description", "").strip(),
                            unit=unit, gpus=tuple(gpus), group_by=group_by, example=spec.get("example", "").strip(),
                            bars=tuple(bars), line=node.line, gpu_lines=gpu_lines, phases=phases,
-                           also_unit=also_unit, aside=spec.get("aside", "").strip()), errors
+                           also_unit=also_unit, aside=spec.get("aside", "").strip(), engine=dict(engine)), errors
 
 
 def base_bar(node: Located, path: str) -> BarDefinition:

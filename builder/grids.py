@@ -19,6 +19,7 @@ from builder.charts import format_amount as format_chart_amount
 from builder.content import BarDefinition, ChartDefinition, ContentError, Page, Preset
 from builder.model import Breakdown, Config, validate_config
 from builder.model.architecture import Architecture
+from builder.model.engines import ENGINES, EngineSettings, engine_report
 from builder.model.estimator import estimate as model_estimate
 from builder.model.partnames import reader_name
 from builder.model.peak import assess, phases
@@ -196,12 +197,20 @@ def evaluate_chart(chart: ChartDefinition, page: Page, presets: dict[str, Preset
             bars = phase_bars(configs[0], bars[0])
         except ValueError as error:
             errors.append(ContentError(page.path, chart.line, f"chart {chart.chart_id}: phases: {error}"))
+    log = ""
+    if chart.engine and bars:
+        try:
+            bars[0], lines = engine_bar(chart.engine, configs[0], bars[0].label, gpus)
+            log = " ".join(f"“{line}”" for line in lines)
+        except ValueError as error:
+            errors.append(ContentError(page.path, chart.line, f"chart {chart.chart_id}: engine: {error}"))
     if errors:
         return None, errors
     chart_gpus = tuple(gpus[g] for g in chart.gpus)
+    example = fill_example(chart.example, bars, chart.unit).replace("{engine}", log)
     spec = ChartSpec(chart_id=chart.chart_id, title=chart.title,
-                     description=describe_chart(chart, bars, chart_gpus), bars=tuple(bars), gpus=chart_gpus,
-                     unit=chart.unit, example=fill_example(chart.example, bars, chart.unit), group_by=chart.group_by,
+                     description=describe_chart(chart, bars, chart_gpus) + (" The engine's lines: " + log if log else ""),
+                     bars=tuple(bars), gpus=chart_gpus, unit=chart.unit, example=example, group_by=chart.group_by,
                      also_unit=chart.also_unit, aside=chart.aside)
     return EvaluatedChart(definition=chart, spec=spec, configs=tuple(configs)), []
 
@@ -243,6 +252,39 @@ def phase_bars(config: Config, bar: ChartBar) -> list[ChartBar]:
                                                                      trainable_params=whole.trainable_params),
                              total_words="live then"))
     return bars
+
+
+def engine_gpu_of(gpu: Any, gpus: dict[str, Gpu]) -> Gpu:
+    """A chart engine's GPU: a catalog id, or a size as `--gpu` takes it (a GPU with that total)."""
+    if isinstance(gpu, str) and gpu in gpus:
+        return gpus[gpu]
+    try:
+        size = parse_size(str(gpu))
+    except ValueError:
+        raise ValueError(f"gpu: {gpu!r} is neither a catalog GPU (content/gpus.toml) nor a size such as 47.37GiB") \
+            from None
+    return Gpu(str(gpu), f"a GPU of {gpu}", size, str(gpu), source="given in the chart")
+
+
+def engine_bar(options: dict[str, Any], config: Config, label: str, gpus: dict[str, Gpu]) -> tuple[ChartBar, list[str]]:
+    """One served configuration as the engine allocates the GPU at start-up (builder.model.engines): the bar of
+    its parts and the engine's own log lines. The parts divide the GPU's total (each rounded up to a whole byte), so
+    the bar is the GPU and needs no capacity line. ValueError names the option."""
+    options = dict(options)
+    gpu, name = engine_gpu_of(options.pop("gpu"), gpus), options.pop("engine", "vllm")
+    if name not in ENGINES:
+        raise ValueError(f"engine: {name!r} is not one of {', '.join(ENGINES)}")
+    own = ENGINES[name].options
+    for key, value in options.items():
+        if key not in own:
+            raise ValueError(f"{key}: not an option of {ENGINES[name].title} (its options: {', '.join(own)})")
+        if key == "kv_cache_memory" and isinstance(value, str):
+            options[key] = parse_size(value)
+    report = engine_report(config, EngineSettings(engine=name, **options), gpu.usable_bytes, gpu.id)
+    if not report.fits:
+        raise ValueError(f"the engine would refuse this run: {report.values['error']}")
+    breakdown = Breakdown(params=report.values["parameters"], parts=report.parts)
+    return ChartBar(label=label, breakdown=breakdown), ENGINES[name].lines(report.values)
 
 
 def describe_chart(chart: ChartDefinition, bars: list[ChartBar], gpus: tuple[Gpu, ...]) -> str:

@@ -16,6 +16,8 @@ v0.5.18 tag). Paths are under python/sglang/srt/.
   = 512 + 1.5 x max(chunked_prefill_size, 2048) + tp x pp / 8 x 1024 + 2 x decode CUDA-graph batch + 8 per
   prefill CUDA-graph size, at least 10 GiB on GPUs above 60 GiB        server_args.py _handle_gpu_memory_settings,
                                                                        reserve_for_graph_mb
+- requests of context_len tokens at once: floor(tokens / (context_len rounded up to a page)), each request holding
+  whole pages                                 mem_cache/allocator.py PagedTokenToKVPoolAllocator
 - max_running_requests: int(tokens / context_len x 512) within [2048, 4096], at most tokens // 2
                                               mem_cache/kv_cache_configurator.py resolve_max_num_reqs
 - the log: "KV Cache is allocated. dtype: ..., #tokens: N, K size: X GB, V size: X GB" with buffers one page
@@ -122,6 +124,10 @@ SGLANG = RuleSet(
                                       4096),
         "max_running_requests": minimum(when(sym("running_requests"), sym("running_requests"),
                                              sym("estimated_requests")), sym("max_total_num_tokens") // 2),
+        # A request of context_len tokens holds whole pages (mem_cache/allocator.py PagedTokenToKVPoolAllocator);
+        # requests that share no prefix, so the radix cache saves nothing.
+        "request_tokens": ceil(sym("context_len") / sym("page")) * sym("page"),
+        "concurrent_requests": floor(sym("max_total_num_tokens") / sym("request_tokens")),
         "k_size": (sym("max_total_num_tokens") + sym("page")) * sym("cell") / 2,
         "kv_dtype_name": _torch_dtype(KV_TORCH_DTYPES),
         "minimum_fraction": 1 - sym("after_weights") / sym("pre"),

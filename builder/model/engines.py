@@ -149,6 +149,8 @@ VLLM = RuleSet(
                                    ceil(sym("max_model_len") / sym("block_size"))),
         "max_concurrency": sym("num_blocks") / sym("blocks_per_request"),
         "kv_cache_tokens": floor(sym("max_concurrency") * sym("max_model_len")),
+        # Whole requests of max_model_len tokens the blocks hold at once: the whole part of the log's concurrency.
+        "concurrent_requests": floor(sym("max_concurrency")),
         "available_gib": gib_text(sym("available")),  # as the "Available KV cache memory" line prints it
         "needed": sym("stage_layers") * sym("page") * sym("blocks_per_request"),
         "fits": both(sym("available") > 0, sym("needed") <= sym("available")),
@@ -297,6 +299,10 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
     validate_config(config)
     arch, worst = config.model, None
     engine = engine_inputs(settings, gpu_total, gpu_id, config.context)
+    if settings.engine == "vllm" and engine["max_num_batched_tokens"] < engine["max_num_seqs"]:
+        # vLLM's own refusal (vllm/config/scheduler.py SchedulerConfig._verify_args).
+        raise ValueError(f"max_num_seqs: max_num_batched_tokens ({engine['max_num_batched_tokens']}) must be greater "
+                         f"than or equal to max_num_seqs ({engine['max_num_seqs']}).")
     chosen = ENGINES[settings.engine]
     for stage in stages(arch, config):
         inputs = rule_inputs(arch, config, stage)

@@ -106,6 +106,14 @@ class GpuPlan:
     how: str  # which degree was raised, in words
 
 
+def tensor_degrees(arch, limit: int = 64) -> list[int]:
+    """The tensor-parallel degrees that split `arch` evenly, up to `limit`: each divides the attention heads, and the
+    KV heads split evenly or are replicated whole (vLLM's llama.py: num_kv_heads = max(1, total // tp), which needs
+    total % tp == 0 or tp % total == 0)."""
+    return [t for t in range(1, min(arch.heads, limit) + 1)
+            if arch.heads % t == 0 and (arch.n_kv_heads % t == 0 or t % arch.n_kv_heads == 0)]
+
+
 def min_gpus(config: Config, capacity: int, limit: int = 4096) -> GpuPlan | None:
     """Fewest GPUs keeping the strategy: raise dp under ZeRO/FSDP (training) or tp then pp (serving)."""
     fixed = config.tp * config.pp * config.cp
@@ -125,8 +133,7 @@ def min_gpus(config: Config, capacity: int, limit: int = 4096) -> GpuPlan | None
     arch = config.model
     if arch is None:
         return GpuPlan(1, config, "one GPU") if fits(config, capacity) else None
-    tensor_sizes = [t for t in range(1, min(arch.heads, 64) + 1)
-                    if arch.heads % t == 0 and (arch.n_kv_heads % t == 0 or t % arch.n_kv_heads == 0)]
+    tensor_sizes = tensor_degrees(arch)
     plans = sorted((tp * pp, pp, tp) for tp in tensor_sizes for pp in range(1, arch.layers + 1) if tp * pp <= limit)
     for gpus, pp, tp in plans:
         trial = config.with_changes(tp=tp, pp=pp)

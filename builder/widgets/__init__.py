@@ -20,6 +20,7 @@ MODULES = {
     "exercises": "builder.widgets.exercises",
     "notation": "builder.widgets.notation",
     "what-changed": "builder.widgets.what_changed",
+    "serve-concurrency": "builder.widgets.serve_concurrency",
 }
 
 

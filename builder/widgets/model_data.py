@@ -39,10 +39,14 @@ def json_value(value: Any) -> Any:
     return float(value) if isinstance(value, Fraction) else value
 
 
-def model_data() -> dict[str, Any]:
-    """The rule sets, stages, checks, dtype sizes and phase titles, as JSON-ready data."""
+# What one GPU of a stage holds and its weights: enough for an engine's accounting (02-model.js stageModel).
+STAGE_SETS = ("shapes", "holding", "states")
+
+
+def model_data(sets: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The rule sets (all, or the named `sets`), stages, checks, dtype sizes and phase titles, as JSON-ready data."""
     return {
-        "ruleSets": {name: rules.encode() for name, rules in RULE_SETS.items()},
+        "ruleSets": {name: rules.encode() for name, rules in RULE_SETS.items() if sets is None or name in sets},
         "stages": encode(STAGES),
         "training": encode(TRAINING),
         "checks": encode_checks(),

@@ -2,22 +2,48 @@
 // evaluated from the rules Python emits (builder/widgets/model_data.py, sent as a widget's `model` data).
 // Every widget that shows the model's own number uses this one copy; it knows no formula, constant or part
 // name: rule sets, stages, checks and dtype sizes all come as data, and 01-rules.js evaluates them.
-function browserModel(M) {
-  const sum = (ps) => ps.reduce((s, p) => s + p[1], 0), training = compileRule(M.training);
-  // builder.model.tensors and placement, as rules: the architecture's shape with its parameter-tensor table and
-  // count (once per architecture), the pipeline stages worth evaluating, and what one GPU of a stage holds.
+const sumParts = (ps) => ps.reduce((s, p) => s + p[1], 0);
+// builder.model.tensors, placement, checks and states, as rules: the architecture's shape with its parameter-tensor
+// table and count (once per architecture), the pipeline stages worth evaluating, what one GPU of a stage holds, the
+// shapes and configurations the model refuses (each with its one-line reason) and the model states.
+function stageModel(M) {
   const [shapes, held] = [M.ruleSets.shapes, M.ruleSets.holding].map(ruleSymbols), stagesOf = compileRule(M.stages);
   const known = new WeakMap(), shapeOf = (A) => known.get(A) || known.set(A, shapes(A)).get(A);
-  // builder.model.checks: the shapes and configurations the model refuses, each with its one-line reason.
   const [checks, shapeChecks] = [M.checks, M.shapeChecks].map((list) => list.map((check) => check.map(compileRule)));
   const refuse = (list, inputs) => {
     for (const [refused, message] of list) if (refused(inputs)) throw { msg: message(inputs) };
   };
   const inputsOf = (run, stage) => held({ ...run, stage_layers: stage.layers, stage_has_embedding: stage.has_embedding,
     stage_has_head: stage.has_head, stage_in_flight: stage.in_flight });
-  // The rule sets of builder.model (states, serving, overheads), compiled once.
+  return { shapeOf, stagesOf, checks, shapeChecks, refuse, inputsOf, states: ruleSet(M.ruleSets.states) };
+}
+// builder.model.engines.engine_report: each pipeline stage's inputs with the engine's settings and the weights the
+// stage holds, evaluated by the engine's rules (`engines`: name -> its encoded rules and the symbol workers are
+// compared by); the engine takes the worker with the fewest blocks or tokens. Its values and its parts
+// ([name, whole bytes]).
+function engineModel(M, engines) {
+  const { shapeOf, stagesOf, checks, refuse, inputsOf, states } = stageModel(M);
+  const compiled = {};
+  for (const [name, e] of Object.entries(engines)) compiled[name] = { symbols: ruleSymbols(e.rules), parts: ruleSet(e.rules), fewest: e.fewest };
+  const report = (run, engine, settings) => {
+    refuse(checks, run);
+    const e = compiled[engine];
+    let worst = null;
+    for (const st of stagesOf(run)) {
+      const inputs = inputsOf(run, st), env = { ...inputs, ...settings, weights_bytes: sumParts(states(inputs, false)) };
+      const values = e.symbols(env);
+      if (!worst || values[e.fewest] < worst[0][e.fewest]) worst = [values, env];
+    }
+    return { values: worst[0], parts: e.parts(worst[1], false) };
+  };
+  return { shapeOf, report };
+}
+function browserModel(M) {
+  const sum = sumParts, training = compileRule(M.training);
+  const { shapeOf, stagesOf, checks, shapeChecks, refuse, inputsOf, states } = stageModel(M);
+  // The rule sets of builder.model (serving, overheads, ...), compiled once.
   const R = M.ruleSets;
-  const [states, activations, autocast, checkpoint, serving, comm, hostParts, overheads] = [R.states, R.activations, R.autocast, R.checkpoint, R.serving, R.comm, R.host, R.overheads].map(ruleSet);
+  const [activations, autocast, checkpoint, serving, comm, hostParts, overheads] = [R.activations, R.autocast, R.checkpoint, R.serving, R.comm, R.host, R.overheads].map(ruleSet);
   const [opConditions, activationSymbols, momentSymbols] = [R.conditions, R.activations, R.moments].map(ruleSymbols);
   // step.STEP: the moments of a training step on a GPU holding these parts (rows of name, bucket: the name's first
   // path segment, bytes), what is live at each with the reserved parts on top; [bytes, phase] of the highest.

@@ -1,0 +1,159 @@
+"""The reverse questions of serving, answered under an engine's own accounting (builder.model.engines).
+
+Three questions, each under the engine's own flag names (`--max QUESTION` on the command line):
+
+- the largest length for a concurrency target: vLLM's `max-model-len` (its KV cache holds `--max-num-seqs`
+  requests of that many tokens at once), SGLang's `context-length` (the pool holds `--max-running-requests`);
+- the largest concurrency for a length: vLLM's `max-num-seqs`, SGLang's `max-running-requests` (that many
+  requests of `--max-model-len` / `--context-length` tokens fit at once);
+- the fewest GPUs for a length: vLLM's `tensor-parallel-size`, SGLang's `tp-size` (the smallest tensor-parallel
+  degree at which the engine starts, one request of the length fitting).
+
+"Fit" is the engine's own number: vLLM's block count over the blocks one request takes (the whole part of its
+"Maximum concurrency" line, kv_cache_utils.py get_max_concurrency_for_kv_cache_config), SGLang's token pool over a
+request's whole pages. Each answer is exact under those rules: at the answer it holds, one past it (one token, one
+request, or the next tensor-parallel degree down) it does not. The searches evaluate the engine's rules at every
+trial; they rely on monotonicity the tests check with random configurations: a longer request never raises the
+concurrency, and more requests never enlarge the KV cache (vLLM's profile run samples one logits row per request).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from builder.model.engines import EngineReport, EngineSettings, engine_report
+from builder.model.questions import tensor_degrees
+from builder.model.ranges import RANGE_OF
+
+LENGTH_LIMIT = int(RANGE_OF["context"].high)  # tokens: the range of a served context (builder.model.ranges)
+REQUEST_LIMIT = int(RANGE_OF["batch"].high)  # requests at once: the range of concurrent sequences
+
+
+def holds_target(values: dict[str, Any], target: int) -> bool:
+    """The engine starts and its KV cache holds `target` requests of the length at once."""
+    return bool(values["fits"]) and values["concurrent_requests"] >= target
+
+
+def holds_requests(values: dict[str, Any], target: int) -> bool:
+    """The engine starts, holds `target` requests at once, and runs that many (SGLang caps max_running_requests
+    at half its tokens: mem_cache/kv_cache_configurator.py resolve_max_num_reqs)."""
+    runs = values.get("max_running_requests", target)
+    return holds_target(values, target) and runs >= target
+
+
+def starts(values: dict[str, Any], target: int) -> bool:
+    """The engine starts: one request of the length fits."""
+    return bool(values["fits"])
+
+
+@dataclass(frozen=True)
+class Question:
+    """One reverse question: the --max choice, its engine, the setting it answers (an EngineSettings field, or
+    'tp'), what holds at the answer, and its words."""
+
+    name: str
+    engine: str
+    setting: str
+    kind: str  # 'length' or 'requests' (the largest value that holds), 'tp' (the smallest degree that holds)
+    holds: Callable[[dict[str, Any], int], bool]  # (the engine's values, the concurrency target) -> it holds
+    words: str  # the question in words, with {target} (the concurrency target) and {length} (tokens per request)
+    needs: str = ""  # an engine option the question needs given (its concurrency target)
+
+    @property
+    def target(self) -> str:
+        """The input that holds the concurrency target: vLLM's max_num_seqs, SGLang's max_running_requests."""
+        return "max_num_seqs" if self.engine == "vllm" else "running_requests"
+
+    @property
+    def length(self) -> str:
+        """The input that holds the tokens of one request."""
+        return "max_model_len" if self.engine == "vllm" else "context_len"
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.setting.replace("_", "-") if self.setting != "tp" else "--" + self.name
+
+
+QUESTIONS: dict[str, Question] = {q.name: q for q in (
+    Question("max-model-len", "vllm", "max_model_len", "length", holds_target,
+             "the largest --max-model-len whose KV cache holds --max-num-seqs {target} requests of that length at once"),
+    Question("max-num-seqs", "vllm", "max_num_seqs", "requests", holds_requests,
+             "the largest --max-num-seqs whose requests of --max-model-len {length} tokens all fit in the KV cache at "
+             "once"),
+    Question("tensor-parallel-size", "vllm", "tp", "tp", starts,
+             "the fewest tensor-parallel GPUs (--tensor-parallel-size) at which vLLM starts with --max-model-len "
+             "{length}"),
+    Question("context-length", "sglang", "context_length", "length", holds_target,
+             "the largest --context-length whose KV pool holds --max-running-requests {target} requests of that "
+             "length at once", needs="max_running_requests"),
+    Question("max-running-requests", "sglang", "max_running_requests", "requests", holds_requests,
+             "the largest --max-running-requests whose requests of --context-length {length} tokens all fit in the "
+             "KV pool at once"),
+    Question("tp-size", "sglang", "tp", "tp", starts,
+             "the fewest tensor-parallel GPUs (--tp-size) at which SGLang starts with --context-length {length}"),
+)}
+
+
+@dataclass(frozen=True)
+class EngineAnswer:
+    """A question's answer (None: no value holds) and the engine's report at it (at the asked settings if none)."""
+
+    question: Question
+    value: int | None
+    report: EngineReport
+
+    @property
+    def text(self) -> str:
+        """The question in words, with the target or length it was asked for."""
+        v, q = self.report.values, self.question
+        return q.words.format(target=f"{v[q.target]:,}", length=f"{v[q.length]:,}")
+
+
+def _last(holds: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The largest n in [low, high] with holds(n), for a predicate that holds up to some n and not after; None if
+    it does not hold at `low`. Bisection: the bracket's low end always holds, its high end never (or is `high`)."""
+    if not holds(low):
+        return None
+    if holds(high):
+        return high
+    good, bad = low, high
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if holds(middle) else (good, middle)
+    return good
+
+
+def answer(name: str, config: Any, settings: EngineSettings, gpu_total: int, gpu_id: str) -> EngineAnswer:
+    """Answer question `name` for `config` served with `settings` on a GPU of `gpu_total` bytes (ValueError naming
+    the option when the question does not belong to the engine or lacks its target)."""
+    question = QUESTIONS[name]
+    if settings.engine != question.engine:
+        own = ", ".join(q.name for q in QUESTIONS.values() if q.engine == settings.engine)
+        raise ValueError(f"max: {name} is a question of --engine {question.engine}; under --engine {settings.engine} "
+                         f"ask {own}")
+    if question.needs and getattr(settings, question.needs) is None:
+        raise ValueError(f"max: {name} needs --{question.needs.replace('_', '-')}, the concurrency target")
+
+    def report_at(value: int) -> EngineReport:
+        if question.setting == "tp":
+            return engine_report(config.with_changes(tp=value), settings, gpu_total, gpu_id)
+        return engine_report(config, dataclasses.replace(settings, **{question.setting: value}), gpu_total, gpu_id)
+
+    asked = engine_report(config, settings, gpu_total, gpu_id)
+
+    def holds(value: int) -> bool:
+        # A length question keeps the asked target; a concurrency question's target is the value itself.
+        target = value if question.kind == "requests" else asked.values[question.target]
+        return question.holds(report_at(value).values, target)
+
+    if question.kind == "length":
+        value = _last(holds, 1, LENGTH_LIMIT)
+    elif question.kind == "requests":
+        # vLLM refuses more sequences than tokens per step (vllm/config/scheduler.py SchedulerConfig._verify_args).
+        limit = asked.values["max_num_batched_tokens"] if question.engine == "vllm" else REQUEST_LIMIT
+        value = _last(holds, 1, limit)
+    else:
+        value = next((tp for tp in tensor_degrees(config.model) if holds(tp)), None)
+    return EngineAnswer(question, value, report_at(value) if value is not None else asked)

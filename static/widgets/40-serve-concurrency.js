@@ -1,0 +1,95 @@
+// How many concurrent requests of N tokens fit under an inference engine's own start-up accounting. The numbers are
+// the engines' rules (builder.model.engines, engine_sglang), sent by builder/widgets/serve_concurrency.py and
+// evaluated by 02-model.js's engineModel; the texts are that module's templates, the controls' words each engine's
+// own flags (d.controls). This script holds controls, texts and drawing only.
+WIDGETS["serve-concurrency"] = (root, d) => {
+  const T = d.t, model = engineModel(d.model, d.engines), fill = fillText;
+  const st = { ...d.start }, paint = painter(root, st), field = (k) => $(root, `[data-k=${k}]`);
+  const words = () => d.controls[st.engine];
+  const svg = $(root, ".wdg-svg"), legend = $(root, ".serve-parts");
+  const make = (tag, attrs, text) => {
+    const el = document.createElementNS(tag === "rect" ? "http://www.w3.org/2000/svg" : "http://www.w3.org/1999/xhtml", tag);
+    for (const k in attrs) el.setAttribute(k, attrs[k]);
+    if (text !== undefined) el.textContent = text;
+    return el;
+  };
+  // serve_concurrency.evaluate: every text and the parts for the state on screen.
+  function evaluate() {
+    const w = words(), title = d.engines[st.engine].title, gpu = d.gpus[st.gpu], length = +st[w.length], share = st[w.share];
+    const run = { ...d.base, ...model.shapeOf(d.shapes[st.model]), params: d.parameters[st.model], tp: +st.tp,
+      kv_dtype: st.kv_dtype === "auto" ? "" : st.kv_dtype };
+    const settings = { ...gpu.engine, [w.length_input]: length };
+    if (share !== "") settings[w.share_input] = +share;
+    const out = { answer: "", pool: "", requests: 0, parts: [], share: "" };
+    try {
+      const { values: v, parts } = model.report(run, st.engine, settings);
+      if (!v.fits) throw { msg: v.error };
+      const total = gpu.engine.gpu_total, kv = parts.find((p) => p[0] === d.kvPart)[1];
+      out.requests = v.concurrent_requests;
+      out.answer = fill(T.answer, commas(length), commas(out.requests));
+      out.share = String(v[w.share_value]);
+      out.pool = fill(T.pool, fmtBytes(kv, "GiB", 2), commas(v[w.tokens]), out.share);
+      out.parts = parts.filter((p) => p[1] > 0).map(([name, bytes]) => ({ ...d.parts[name], bytes, amount: fmtBytes(bytes, "GiB", 2), width: (100 * bytes / total).toFixed(3) }));
+    } catch (error) {
+      if (!error || error.msg === undefined) throw error;
+      out.answer = fill(T.refused, title, error.msg);
+    }
+    out.summary = fill(T.summary, d.names[st.model], title, gpu.name, st.tp, st.kv_dtype, out.answer);
+    return out;
+  }
+  function draw(quiet) {
+    const out = evaluate(), w = words();
+    paint({ summary: out.summary, answer: out.answer, pool: out.pool, lengthflag: "--" + w.length.replace(/_/g, "-"), shareflag: "--" + w.share.replace(/_/g, "-") }, quiet);
+    root.dataset.requests = out.requests;
+    let x = 0;
+    svg.replaceChildren(...out.parts.map((p) => { const r = make("rect", { class: "tm-segment " + p.css, x: x.toFixed(3) + "%", y: 2, width: p.width + "%", height: 24 }); x += +p.width; return r; }));
+    legend.replaceChildren(...out.parts.map((p) => {
+      const li = make("li", {});
+      li.append(make("span", { class: "wdg-swatch " + p.css }), p.name + " ", make("strong", {}, p.amount));
+      return li;
+    }));
+    for (const [k, v] of [["length", st[w.length]], ["share", st[w.share]]]) if (document.activeElement !== field(k)) field(k).value = v;
+    field("share").max = w.share_max;
+    field("share").placeholder = out.share;
+  }
+  // The state from a link: each key only when valid (the controls' own choices and bounds).
+  const saved = readState(root.id), choices = (k) => $$(field(k), "option").map((o) => o.value);
+  const lengthOk = (v) => isInt(v, 1, d.tokensMax);
+  const shareOk = (v, w) => v === "" || (/^\d*\.?\d+$/.test(v) && +v >= +d.shareMin && +v <= +w.share_max);
+  if (d.engines[saved.engine]) {
+    const from = words(), to = d.controls[saved.engine];
+    st[to.length] = st[from.length];
+    delete st[from.length], delete st[from.share];
+    st.engine = saved.engine;
+    st[to.share] = "";
+  }
+  for (const k of ["model", "gpu", "tp", "kv_dtype"]) if (choices(k).includes(saved[k])) st[k] = saved[k];
+  if (lengthOk(saved[words().length])) st[words().length] = String(+saved[words().length]);
+  if (saved[words().share] !== undefined && shareOk(saved[words().share], words())) st[words().share] = saved[words().share];
+  for (const k of ["engine", "model", "gpu", "tp", "kv_dtype"]) {
+    field(k).value = st[k];
+    field(k).addEventListener("change", () => {
+      const value = field(k).value;
+      if (k === "engine") {
+        const from = words(), to = d.controls[value];
+        const length = st[from.length];
+        delete st[from.length], delete st[from.share];
+        Object.assign(st, { engine: value, [to.length]: length, [to.share]: "" });
+      } else st[k] = value;
+      draw();
+    });
+  }
+  // A number is applied when valid; otherwise the field says so and the figure keeps the last valid state.
+  const number = (k, ok, key) => field(k).addEventListener("input", () => {
+    const text = field(k).value.trim(), valid = ok(text, words());
+    field(k).setAttribute("aria-invalid", String(!valid));
+    if (!valid) return;
+    st[key()] = text === "" ? "" : String(k === "length" ? +text : text);
+    draw();
+  });
+  number("length", lengthOk, () => words().length);
+  number("share", shareOk, () => words().share);
+  copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url, root.id);
+  $(root, ".wdg-controls").hidden = false;
+  draw(true);
+};

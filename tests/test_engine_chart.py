@@ -1,0 +1,104 @@
+"""The Serving page's start-up charts (a chart's `engine:`) mirror the engines' own accounting, pinned to the
+published logs whose settings they use, and the page's prose states the model's numbers.
+
+vllm PR #57047 (Sep 2026): AWQ 4-bit Qwen3-4B on a 48 GB GPU whose cudaMemGetInfo total is 47.37 GiB,
+--gpu-memory-utilization 0.85, --max-model-len 2048: "Current kv cache memory in use is 36.88 GiB",
+"GPU KV cache size: 268,560 tokens, Maximum concurrency for 2,048 tokens per request: 131.13x".
+sglang PR #23669: Qwen3-8B, default settings, one B200: "KV Cache is allocated. #tokens: 992896, K size: 68.18 GB".
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from builder.catalog import default_gpus, default_models
+from builder.content import read_page
+from builder.grids import evaluate_chart
+from builder.model.estimator import estimate
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVING = ROOT / "content" / "serving.md"
+GIB = 2**30
+
+
+@pytest.fixture(scope="module")
+def page():
+    page, errors = read_page(SERVING, "content/serving.md")
+    assert errors == []
+    return page
+
+
+def chart(page, chart_id):
+    evaluated, errors = evaluate_chart(page.charts[chart_id], page, page.presets, default_models(), default_gpus(),
+                                       estimate)
+    assert errors == []
+    return evaluated.spec
+
+
+def test_vllm_startup_chart_is_the_gpu_as_vllm_divides_it(page):
+    spec = chart(page, "vllm-startup")
+    (bar,) = spec.bars
+    parts = {p.name: p.bytes for p in bar.breakdown.parts}
+    assert set(parts) == {"weights", "activations/profile_peak", "overhead/non_torch", "overhead/cuda_graphs",
+                          "kv_cache", "unrequested"}
+    # The parts divide the GPU's total (each rounded up to a whole byte).
+    assert 0 <= bar.breakdown.total - int(Fraction("47.37") * GIB) <= len(parts)
+    # The published log's KV cache memory, within the issue's 3 %.
+    assert parts["kv_cache"] / GIB == pytest.approx(36.88, rel=0.03)
+    # The requested share: 0.85 of the total, the rest outside the engine's budget.
+    assert parts["unrequested"] == pytest.approx(Fraction(15, 100) * Fraction("47.37") * GIB, abs=1)
+    # The engine's own lines are in the worked example, and the whole concurrency is the log's (131.13x -> 131).
+    assert "Maximum concurrency for 2,048 tokens per request: 131." in spec.example
+    assert "GPU KV cache size: 268," in spec.example
+
+
+def test_sglang_startup_chart_is_the_published_pool(page):
+    spec = chart(page, "sglang-startup")
+    parts = {p.name: p.bytes for p in spec.bars[0].breakdown.parts}
+    assert set(parts) == {"weights", "kv_cache", "overhead/runtime_slack", "overhead/before_weights"}
+    tokens = int(spec.example.split("#tokens: ")[1].split(",")[0])
+    assert abs(tokens - 992_896) <= 0.0005 * 992_896
+
+
+def test_prose_gives_the_naive_sum_and_the_engines_number(page):
+    """The page's "about 159 requests" (what the weights leave, over one request's KV cache) and "131" (vLLM's
+    blocks over a request's blocks; the log's 131.13x) are the model's."""
+    from builder.model import Config
+    from builder.model.engines import EngineSettings, engine_report
+
+    total = int(Fraction("47.37") * GIB)
+    v = engine_report(Config(model=default_models()["qwen3-4b"], mode="serve", param_dtype="int4"),
+                      EngineSettings(gpu_memory_utilization=0.85, max_model_len=2048), total, "47.37GiB").values
+    naive = math.floor((total - v["weights_bytes"]) / (v["kv_per_token"] * 2048))
+    text = SERVING.read_text()
+    assert naive == 159 and "about **159 requests**" in text
+    assert v["concurrent_requests"] == 131 and "vLLM reports **131** (its log: 131.13x)" in text
+    assert v["kv_per_token"] == 144 * 1024 and "144\\ \\text{KiB}" in text
+
+
+def test_an_engine_chart_takes_one_bar_and_a_gpu(tmp_path):
+    text = """---
+title: T
+slug: t
+order: 1
+summary: s
+charts:
+  c:
+    title: C
+    config: {mode: serve, model: qwen3-4b}
+    engine: {engine: vllm}
+    bars:
+      - {label: a}
+      - {label: b}
+---
+{{< chart c >}}
+"""
+    path = tmp_path / "t.md"
+    path.write_text(text)
+    _, errors = read_page(path, "t.md")
+    messages = " ".join(e.message for e in errors)
+    assert "engine needs exactly one bar" in messages and "engine needs gpu:" in messages

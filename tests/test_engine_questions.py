@@ -1,0 +1,215 @@
+"""The reverse serving questions (builder.model.engine_questions) hold exactly under the engines' own accounting.
+
+At every answer the engine's own numbers hold (vLLM's block count over the blocks a request takes, the whole part
+of its "Maximum concurrency"; SGLang's token pool over a request's whole pages) and one past it they do not: one
+more token, one more request, or the next tensor-parallel degree down. Pinned where a published log gives every
+input: vLLM prints the largest max_model_len one request may have (its "estimated maximum model length"), and its
+"GPU KV cache size: N tokens" is exactly what one request of the largest length takes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from builder.catalog import default_gpus, default_models
+from builder.cli import main
+from builder.model import Config
+from builder.model.engine_questions import QUESTIONS, answer
+from builder.model.engines import EngineSettings, engine_report
+from builder.model.questions import tensor_degrees
+from tests.test_engines import QWEN3_CODER_480B
+
+MODELS = default_models()
+GPUS = default_gpus()
+GIB = 2**30
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SERVED = [m for m in MODELS.values() if m.layers <= 96 and m.heads > 0]
+
+
+@st.composite
+def runs(draw, engine: str):
+    """A random served configuration on a random catalog GPU, under `engine`'s settings."""
+    arch = draw(st.sampled_from(SERVED))
+    gpu = draw(st.sampled_from(list(GPUS.values())))
+    tp = draw(st.sampled_from(tensor_degrees(arch, 8)))
+    config = Config(model=arch, mode="serve", tp=tp, kv_dtype=draw(st.sampled_from([None, "fp8", "bf16"])),
+                    param_dtype=draw(st.sampled_from(["bf16", "fp8", "int4"])))
+    share = draw(st.sampled_from([0.5, 0.8, 0.9, 0.92, 0.95]))
+    if engine == "vllm":
+        settings_ = EngineSettings(gpu_memory_utilization=share, enforce_eager=draw(st.booleans()),
+                                   block_size=draw(st.sampled_from([16, 32])))
+    else:
+        settings_ = EngineSettings(engine="sglang", mem_fraction_static=share, page_size=draw(st.sampled_from([1, 16, 64])))
+    return config, settings_, gpu
+
+
+def values_at(config, settings_, gpu, **changes):
+    """The engine's numbers with some settings (or tp) changed."""
+    tp = changes.pop("tp", config.tp)
+    return engine_report(config.with_changes(tp=tp), dataclasses.replace(settings_, **changes), gpu.usable_bytes,
+                         gpu.id).values
+
+
+@SETTINGS
+@given(runs("vllm"), st.integers(1, 64))
+def test_vllm_max_model_len_holds_its_target_and_one_more_token_does_not(run, seqs):
+    config, engine, gpu = run
+    engine = dataclasses.replace(engine, max_num_seqs=seqs)
+    assume(values_at(config, engine, gpu)["max_num_batched_tokens"] >= seqs)
+    found = answer("max-model-len", config, engine, gpu.usable_bytes, gpu.id)
+    below = values_at(config, engine, gpu, max_model_len=1)
+    if found.value is None:
+        assert not (below["fits"] and below["concurrent_requests"] >= seqs)
+        return
+    at = values_at(config, engine, gpu, max_model_len=found.value)
+    assert at["fits"] and at["num_blocks"] // at["blocks_per_request"] >= seqs
+    assert at["max_concurrency"] >= seqs  # the log's own "Maximum concurrency" reads at least the target
+    if found.value < 2**24:
+        past = values_at(config, engine, gpu, max_model_len=found.value + 1)
+        assert not (past["fits"] and past["max_concurrency"] >= seqs)
+
+
+@SETTINGS
+@given(runs("vllm"), st.sampled_from([512, 4096, 32768, 131072]))
+def test_vllm_max_num_seqs_fit_at_once_and_one_more_does_not(run, length):
+    config, engine, gpu = run
+    engine = dataclasses.replace(engine, max_model_len=length)
+    found = answer("max-num-seqs", config, engine, gpu.usable_bytes, gpu.id)
+    if found.value is None:
+        assert not values_at(config, engine, gpu, max_num_seqs=1)["max_concurrency"] >= 1
+        return
+    at = values_at(config, engine, gpu, max_num_seqs=found.value)
+    assert at["fits"] and at["max_concurrency"] >= found.value
+    if found.value < at["max_num_batched_tokens"]:  # vLLM refuses more sequences than tokens per step
+        past = values_at(config, engine, gpu, max_num_seqs=found.value + 1)
+        assert past["max_concurrency"] < found.value + 1
+
+
+@SETTINGS
+@given(runs("vllm"), st.sampled_from([4096, 32768, 131072, 1_048_576]))
+def test_vllm_fewest_tensor_parallel_gpus_start_and_the_next_degree_down_does_not(run, length):
+    config, engine, gpu = run
+    engine = dataclasses.replace(engine, max_model_len=length)
+    found = answer("tensor-parallel-size", config.with_changes(tp=1), engine, gpu.usable_bytes, gpu.id)
+    degrees = tensor_degrees(config.model)
+    if found.value is not None:
+        assert values_at(config, engine, gpu, tp=found.value)["fits"]
+    smaller = [t for t in degrees if found.value is None or t < found.value]
+    if smaller:
+        assert not values_at(config, engine, gpu, tp=smaller[-1])["fits"]
+
+
+@SETTINGS
+@given(runs("sglang"), st.integers(1, 256))
+def test_sglang_context_length_holds_its_target_and_one_more_token_does_not(run, requests):
+    config, engine, gpu = run
+    engine = dataclasses.replace(engine, max_running_requests=requests)
+    found = answer("context-length", config, engine, gpu.usable_bytes, gpu.id)
+    if found.value is None:
+        return
+    at = values_at(config, engine, gpu, context_length=found.value)
+    page = at["page"]
+    # Every request holds whole pages of the token pool (mem_cache/allocator.py PagedTokenToKVPoolAllocator).
+    assert at["fits"] and requests * (-(-found.value // page) * page) <= at["max_total_num_tokens"]
+    if found.value < 2**24:
+        past = values_at(config, engine, gpu, context_length=found.value + 1)
+        assert requests * (-(-(found.value + 1) // page) * page) > past["max_total_num_tokens"]
+
+
+@SETTINGS
+@given(runs("sglang"), st.sampled_from([512, 4096, 32768, 131072]))
+def test_sglang_max_running_requests_fit_and_one_more_does_not(run, length):
+    config, engine, gpu = run
+    engine = dataclasses.replace(engine, context_length=length)
+    found = answer("max-running-requests", config, engine, gpu.usable_bytes, gpu.id)
+    if found.value is None:
+        return
+    at = values_at(config, engine, gpu, max_running_requests=found.value)
+    page, tokens = at["page"], at["max_total_num_tokens"]
+    per_request = -(-length // page) * page
+    assert found.value * per_request <= tokens and at["max_running_requests"] == found.value
+    # One more either overflows the pool or passes SGLang's cap of half its tokens.
+    assert (found.value + 1) * per_request > tokens or found.value + 1 > tokens // 2
+
+
+@SETTINGS
+@given(runs("sglang"), st.sampled_from([4096, 32768, 131072]))
+def test_sglang_fewest_tp_size_starts_and_the_next_degree_down_does_not(run, length):
+    config, engine, gpu = run
+    engine = dataclasses.replace(engine, context_length=length)
+    found = answer("tp-size", config.with_changes(tp=1), engine, gpu.usable_bytes, gpu.id)
+    if found.value is not None:
+        assert values_at(config, engine, gpu, tp=found.value)["fits"]
+    smaller = [t for t in tensor_degrees(config.model) if found.value is None or t < found.value]
+    if smaller:
+        assert not values_at(config, engine, gpu, tp=smaller[-1])["fits"]
+
+
+def test_one_request_of_the_largest_length_takes_the_logged_kv_cache_size():
+    """LMCache issue #1739 (vLLM ~0.10.2, Qwen3-14B): 'Available KV cache memory: 6.51 GiB', 'GPU KV cache size:
+    42,656 tokens'. For one sequence the largest --max-model-len is every block: 2,666 blocks x 16 = 42,656."""
+    engine = EngineSettings(kv_cache_memory=int(Fraction("6.51") * GIB), max_num_seqs=1)
+    found = answer("max-model-len", Config(model=MODELS["qwen3-14b"], mode="serve"), engine,
+                   GPUS["h100-80gb"].usable_bytes, "h100-80gb")
+    assert found.value == 42_656
+
+
+@pytest.mark.parametrize("available, estimated", [("48.66", 205_728), ("55.65", 235_296)])
+def test_largest_length_for_one_request_is_vllms_estimated_maximum_model_length(available, estimated):
+    """vllm-project/recipes PR #12 (Qwen3-Coder-480B-A35B, 8 x H20): 'the estimated maximum model length is 205728'
+    at 48.66 GiB of KV cache (235296 at 55.65 GiB). vLLM's own binary search over max_model_len lands where ours
+    does, within the 0.01 GiB rounding of the printed memory (at most 4 blocks of 16 tokens)."""
+    def largest(gib: Fraction) -> int:
+        engine = EngineSettings(kv_cache_memory=int(gib * GIB), max_num_seqs=1)
+        return answer("max-model-len", Config(model=QWEN3_CODER_480B, mode="serve"), engine,
+                      GPUS["h100-80gb"].usable_bytes, "h100-80gb").value
+
+    low, high = (largest(Fraction(available) + d) for d in (Fraction(-5, 1000), Fraction(5, 1000)))
+    assert low <= estimated <= high and high - low <= 64
+
+
+def test_cli_answers_in_the_engines_words_and_json(capsys):
+    base = ["estimate", "--model", "qwen3-14b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
+            "--kv-cache-memory", "6.51GiB", "--max-num-seqs", "1"]
+    assert main(base + ["--max", "max-model-len"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU KV cache size: 42,656 tokens, Maximum concurrency for 42,656 tokens per request: 1.00x" in out
+    assert out.rstrip().endswith(": 42,656")
+    assert main(base[:-2] + ["--max", "max-num-seqs", "--max-model-len", "32768", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    # 2,666 blocks over 2,048 blocks per request: the log's 1.30x, one whole request.
+    assert data["max"] == {"question": "max_num_seqs", "flag": "--max-num-seqs", "gpu": "h100-80gb", "value": 1,
+                           "asks": data["max"]["asks"]} and data["num_blocks"] == 2666
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--engine", "sglang", "--max", "context-length"],
+     "argument --max: context-length needs --max-running-requests, the concurrency target it holds"),
+    (["--engine", "sglang", "--max", "max-model-len"],
+     "argument --max: max-model-len is not a question under --engine sglang; ask context-length, "
+     "max-running-requests, tp-size"),
+    (["--max", "max-num-seqs"], "argument --max: max-num-seqs is asked under an engine's accounting; add --engine vllm"),
+    (["--engine", "vllm", "--max", "seq-len"], "argument --max: seq-len is not a question under --engine vllm"),
+    (["--engine", "vllm", "--max", "max-model-len", "--max-model-len", "4096"],
+     "argument --max-model-len: --max max-model-len searches it; leave --max-model-len out"),
+    (["--engine", "vllm", "--max", "tensor-parallel-size", "--tp", "2"],
+     "argument --tp: --max tensor-parallel-size searches it; leave --tp out"),
+    (["--engine", "vllm", "--max-num-seqs", "9000"],
+     "argument --max-num-seqs: max_num_batched_tokens (8192) must be greater than or equal to max_num_seqs (9000)."),
+])
+def test_a_question_the_engine_does_not_ask_is_one_line_naming_both_options(capsys, argv, message):
+    assert main(["estimate", "--model", "qwen3-14b", "--mode", "serve", "--gpu", "h100-80gb"] + argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_every_question_belongs_to_one_engine_and_names_its_flag():
+    assert {q.engine for q in QUESTIONS.values()} == {"vllm", "sglang"}
+    assert [q.flag for q in QUESTIONS.values()] == ["--max-model-len", "--max-num-seqs", "--tensor-parallel-size",
+                                                    "--context-length", "--max-running-requests", "--tp-size"]
