@@ -34,7 +34,7 @@ def test_every_calculator_setting_a_link_can_carry_is_accepted_back():
 
 
 def test_the_words_fill_every_placeholder_they_name():
-    counts = {"line": 3, "rest": 0, "whole": 2, "choice": 1, "unknown": 0}
+    counts = {"line": 3, "rest": 0, "whole": 2, "fraction": 2, "choice": 1, "unknown": 0, "other_engine": 0}
     assert set(link_notice.WORDS) == set(counts)
     for key, count in counts.items():
         assert sorted(set(re.findall(r"\{(\d)\}", link_notice.WORDS[key]))) == [str(i) for i in range(count)]

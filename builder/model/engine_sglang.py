@@ -146,7 +146,7 @@ SGLANG = RuleSet(
         PartRule("kv_cache", maximum(0, sym("rest")), "free after the weights - pre x (1 - mem_fraction_static)",
                  BUDGET + "; tokens: " + CELL, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"), sym("cell"))),
         PartRule("overhead/runtime_slack", sym("slack"), "pre x (1 - mem_fraction_static)", RESERVE,
-                 fmt("{0} of pre", fixed(1 - sym("fraction"), 3)),
+                 fmt("{0} of the memory free before the weights", fixed(1 - sym("fraction"), 3)),
                  "kept free for activations, CUDA graphs and the request-to-token table"),
         PartRule("overhead/before_weights", sym("before_weights"), "total - pre", BEFORE_WEIGHTS_SOURCE, "fixed",
                  "assumed unless --cuda-context gives it"),

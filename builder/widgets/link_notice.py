@@ -12,14 +12,22 @@ WORDS = {
     "line": "This link's setting {0}={1} was not used: {2}.",
     "rest": "The figure shows the link's other settings.",
     "whole": "it must be a whole number from {0} to {1}",
+    "fraction": "it must be a number from {0} to {1}, or empty for the default",
     "choice": "it must be one of {0}",
     "unknown": "this figure has no such setting",
+    "other_engine": "it is a setting of the other engine (give its engine too)",
 }
 
 
 def whole(low: int, high: int) -> list:
     """A key whose value is a whole number from low to high."""
     return ["whole", low, high]
+
+
+def fraction(low: str, high: str) -> list:
+    """A key whose value is a decimal number from low to high (both written as the engine's flags take them), or
+    empty for the default."""
+    return ["fraction", low, high]
 
 
 def choice(*values: str) -> list:

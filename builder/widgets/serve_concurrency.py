@@ -27,6 +27,7 @@ from builder.model.engines import ENGINES, EngineSettings, engine_inputs, engine
 from builder.model.partnames import reader_name
 from builder.model.ranges import RANGE_OF
 from builder.model.units import format_bytes
+from builder.widgets import link_notice
 from builder.widgets.full_model import run_base
 from builder.widgets.model_data import STAGE_SETS, json_value, model_data
 
@@ -41,6 +42,8 @@ CONTROLS = {
                "tokens": "max_total_num_tokens"},
 }
 SHARE_MIN = "0.01"
+# The bar: its top and height in px (the template draws the server's figure with the same numbers).
+BAR = {"y": 2, "height": 24}
 TP_CHOICES = ("1", "2", "4", "8")
 KV_CHOICES = (("auto", "auto (the weights' dtype)"), ("bf16", "bf16"), ("fp16", "fp16"), ("fp8", "fp8"))
 DEFAULTS = {"engine": "vllm", "model": "llama-3-8b", "gpu": "h100-80gb", "tp": "1", "kv_dtype": "auto",
@@ -157,8 +160,20 @@ def script_data(catalogs: dict[str, Any], start: dict[str, str]) -> dict[str, An
             EngineSettings(), gpu.usable_bytes, gpu.id, 1).items()}} for key, gpu in gpus.items()},
         "parts": {rule.name: {"name": reader_name(rule.name), "css": class_bucket(rule.name.split("/")[0])}
                   for engine in ENGINES.values() for rule in engine.rules.parts},
-        "kvPart": KV_PART, "t": TEXTS, "start": start,
+        "kvPart": KV_PART, "t": TEXTS, "start": start, "bar": BAR,
+        "link": {"words": link_notice.WORDS, "keys": link_keys(catalogs)},
     }
+
+
+def link_keys(catalogs: dict[str, Any]) -> dict[str, list]:
+    """What a link may set: each control's choices, and each engine's length and memory share in its own words."""
+    keys = {"engine": link_notice.choice(*ENGINES), "model": link_notice.choice(*catalogs["model"]),
+            "gpu": link_notice.choice(*catalogs["gpu"]), "tp": link_notice.choice(*TP_CHOICES),
+            "kv_dtype": link_notice.choice(*(value for value, _ in KV_CHOICES))}
+    for words in CONTROLS.values():
+        keys[words["length"]] = link_notice.whole(1, int(RANGE_OF["context"].high))
+        keys[words["share"]] = link_notice.fraction(SHARE_MIN, words["share_max"])
+    return keys
 
 
 def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]:
@@ -174,4 +189,4 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             "models": [(key, arch.extra.get("display", key)) for key, arch in models.items()],
             "gpus": [(key, gpu.display) for key, gpu in gpus.items()], "tp_choices": TP_CHOICES,
             "kv_choices": KV_CHOICES, "controls": CONTROLS[engine_of(start)], "share_min": SHARE_MIN,
-            "tokens_max": int(RANGE_OF["context"].high)}
+            "tokens_max": int(RANGE_OF["context"].high), "bar": BAR}

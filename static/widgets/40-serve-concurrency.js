@@ -42,7 +42,7 @@ WIDGETS["serve-concurrency"] = (root, d) => {
     paint({ summary: out.summary, answer: out.answer, pool: out.pool, lengthflag: "--" + w.length.replace(/_/g, "-"), shareflag: "--" + w.share.replace(/_/g, "-") }, quiet);
     root.dataset.requests = out.requests;
     let x = 0;
-    svg.replaceChildren(...out.parts.map((p) => { const r = make("rect", { class: "tm-segment " + p.css, x: x.toFixed(3) + "%", y: 2, width: p.width + "%", height: 24 }); x += +p.width; return r; }));
+    svg.replaceChildren(...out.parts.map((p) => { const r = make("rect", { class: "tm-segment " + p.css, x: x.toFixed(3) + "%", y: d.bar.y, width: p.width + "%", height: d.bar.height }); x += +p.width; return r; }));
     legend.replaceChildren(...out.parts.map((p) => {
       const li = make("li", {});
       li.append(make("span", { class: "wdg-swatch " + p.css }), p.name + " ", make("strong", {}, p.amount));
@@ -52,20 +52,27 @@ WIDGETS["serve-concurrency"] = (root, d) => {
     field("share").max = w.share_max;
     field("share").placeholder = out.share;
   }
-  // The state from a link: each key only when valid (the controls' own choices and bounds).
-  const saved = readState(root.id), choices = (k) => $$(field(k), "option").map((o) => o.value);
+  // The state from a link: what checkLink takes (the controls' own choices, each engine's bounds); a length or share
+  // in the other engine's words is refused too. Every refused setting is named in the notice.
+  const { taken: saved, refused } = checkLink(readState(root.id), d.link.keys);
   const lengthOk = (v) => isInt(v, 1, d.tokensMax);
   const shareOk = (v, w) => v === "" || (/^\d*\.?\d+$/.test(v) && +v >= +d.shareMin && +v <= +w.share_max);
-  if (d.engines[saved.engine]) {
+  if (saved.engine) {
     const from = words(), to = d.controls[saved.engine];
     st[to.length] = st[from.length];
     delete st[from.length], delete st[from.share];
     st.engine = saved.engine;
     st[to.share] = "";
   }
-  for (const k of ["model", "gpu", "tp", "kv_dtype"]) if (choices(k).includes(saved[k])) st[k] = saved[k];
-  if (lengthOk(saved[words().length])) st[words().length] = String(+saved[words().length]);
-  if (saved[words().share] !== undefined && shareOk(saved[words().share], words())) st[words().share] = saved[words().share];
+  for (const k of ["model", "gpu", "tp", "kv_dtype"]) if (k in saved) st[k] = saved[k];
+  for (const [engine, w] of Object.entries(d.controls)) {
+    for (const k of [w.length, w.share]) {
+      if (!(k in saved)) continue;
+      if (engine === st.engine) st[k] = k === w.length ? String(+saved[k]) : saved[k];
+      else if (saved[k] !== "") refused.push([k, saved[k], "other_engine"]);
+    }
+  }
+  linkNotice(root, d.link.words, refused);
   for (const k of ["engine", "model", "gpu", "tp", "kv_dtype"]) {
     field(k).value = st[k];
     field(k).addEventListener("change", () => {

@@ -25,6 +25,10 @@ CASES = [
       "calc.precision=nope was not used: it must be one of bf16-mixed,",
       "calc.colour=red was not used: this figure has no such setting"],
      ("[name=tp]", "value", "2")),
+    ("serving.html", "serve", "serve.tp=2&serve.max_model_len=abc&serve.context_length=4096",
+     ["serve.max_model_len=abc was not used: it must be a whole number from 1 to 16,777,216",
+      "serve.context_length=4096 was not used: it is a setting of the other engine"],
+     ("[data-k=tp]", "value", "2")),
 ]
 
 
