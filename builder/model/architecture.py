@@ -48,6 +48,18 @@ class Architecture:
     shared_experts: int = 0  # experts every token passes through (DeepSeek-style)
     expert_ffn: int = 0  # inner width of one expert (default: ffn)
     sliding_window: int | None = None  # attention window in tokens (Mistral-7B v0.1: 4096)
+    # With sliding_window: every Nth layer attends to the whole context, the others slide (transformers'
+    # Gemma 3 sliding_window_pattern; Gemma 2 and gpt-oss alternate: 2; Gemma 3: 6). 0: every layer slides.
+    sliding_window_pattern: int = 0
+    # Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, section 2.1; transformers modeling_deepseek_v2.py):
+    # the cache keeps a compressed latent of kv_lora_rank and one rotary key of qk_rope_head_dim per token and layer.
+    kv_lora_rank: int = 0  # d_c: 512 in DeepSeek-V2/V3; 0 = no latent attention
+    qk_rope_head_dim: int = 0  # d_h^R: the decoupled rotary key, shared by all heads (64)
+    q_lora_rank: int = 0  # d_c': the query's low-rank width (DeepSeek-V3: 1536); 0 = one q_proj
+    v_head_dim: int = 0  # per-head value width under MLA (128); head_dim is the query/key width (nope + rope)
+    first_dense_layers: int = 0  # MoE: the first layers keep a dense MLP of width ffn (DeepSeek first_k_dense_replace)
+    router_bias: bool = False  # MoE: a per-expert bias on the router (DeepSeek-V3's e_score_correction_bias)
+    sandwich_norms: bool = False  # RMSNorms after attention and after the MLP too: 4 per block (Gemma 2 and 3)
     activation: str = "gelu_tanh_python"  # how the GeLU is computed, for activation accounting
     family: str = ""  # 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2': picks op-level accounting
     source: str = ""  # where the numbers come from (config.json URL or paper)
@@ -69,6 +81,14 @@ class Architecture:
             raise ValueError(f"{self.name}: positions must be one of {POSITION_TYPES}, got {self.positions!r}")
         if self.positions == "learned" and self.max_positions <= 0:
             raise ValueError(f"{self.name}: learned positions need max_positions > 0")
+        if self.sliding_window_pattern and not self.sliding_window:
+            raise ValueError(f"{self.name}: sliding_window_pattern needs a sliding_window")
+        if self.sliding_window_pattern < 0 or self.sliding_window_pattern > self.layers:
+            raise ValueError(f"{self.name}: sliding_window_pattern must be between 0 and the layers ({self.layers})")
+        if self.kv_lora_rank and not self.qk_rope_head_dim:
+            raise ValueError(f"{self.name}: latent attention (kv_lora_rank) needs qk_rope_head_dim")
+        if self.first_dense_layers and not (self.experts and self.ffn and self.first_dense_layers < self.layers):
+            raise ValueError(f"{self.name}: first_dense_layers needs experts, a dense ffn and fewer than all layers")
 
     # Derived sizes -------------------------------------------------------------------
     @property
@@ -110,7 +130,11 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "norm": arch.norm, "tied_embeddings": int(arch.tied_embeddings),
             "position_embeddings": arch.max_positions if arch.positions == "learned" else 0,
             "fused_qkv": int(arch.family == "gpt2"), "qkv_bias": int(arch.qkv_bias), "out_bias": int(arch.out_bias),
-            "mlp_bias": int(arch.mlp_bias), "qk_norm": int(arch.qk_norm), "activation_function": arch.activation}
+            "mlp_bias": int(arch.mlp_bias), "qk_norm": int(arch.qk_norm), "activation_function": arch.activation,
+            "sliding_window_pattern": arch.sliding_window_pattern, "kv_lora_rank": arch.kv_lora_rank,
+            "qk_rope_head_dim": arch.qk_rope_head_dim, "q_lora_rank": arch.q_lora_rank,
+            "v_head_dim": arch.v_head_dim or arch.d_head, "first_dense_layers": arch.first_dense_layers,
+            "router_bias": int(arch.router_bias), "sandwich_norms": int(arch.sandwich_norms)}
 
 
 @lru_cache(maxsize=256)
