@@ -198,11 +198,15 @@ _HF_FAMILIES = {
     "qwen2": "qwen2",
     "qwen3": "qwen3",
     "qwen3_moe": "qwen3",
+    "deepseek_v2": "deepseek",
+    "deepseek_v3": "deepseek",
+    "gemma2": "gemma2",
 }
 
 
 _QWEN = ("qwen2", "qwen3", "qwen3_moe")  # sliding_window is set but off unless use_sliding_window
-_ROTARY = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe")
+_ROTARY = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+_DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 
 
 def _truthy(value: Any, config: dict[str, Any]) -> bool:
@@ -221,6 +225,11 @@ UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
     (("gpt2",), "scale_attn_by_inverse_layer_idx", _truthy, "attention scores scaled per layer (one more s x s tensor)"),
     (("mixtral", "qwen3_moe"), "output_router_logits", _truthy,
      "the router logits every layer keeps for the auxiliary load-balancing loss"),
+    (_DEEPSEEK, "moe_layer_freq", lambda v, c: v not in (None, 1), "MoE layers only every few layers"),
+    (_DEEPSEEK, "num_nextn_predict_layers", _truthy,
+     "multi-token-prediction layers (DeepSeek-V3's MTP module, loaded for speculative decoding only)"),
+    (("gemma2",), "hidden_activation", lambda v, c: v not in (None, "gelu_pytorch_tanh"),
+     "an MLP activation other than Gemma 2's tanh GeLU"),
 )
 # The dropout probabilities transformers' code reads, by model type: the hidden-state dropouts (one setting is
 # modelled, so they must agree) and the attention dropout, which saves an s x s mask under eager attention only
@@ -263,8 +272,11 @@ def sliding_window_of(config: dict[str, Any], model_type: str) -> int | None:
             return None
         if kinds == {"sliding_attention"} and window:
             return int(window)
-        raise ValueError(f"config.json ({model_type}) field 'layer_types' mixes {', '.join(sorted(kinds))}: "
-                         "layers of more than one attention kind are not modelled")
+        if kinds == {"sliding_attention", "full_attention"} and window and sliding_window_pattern_of(config):
+            return int(window)
+        raise ValueError(f"config.json ({model_type}) field 'layer_types' mixes {', '.join(sorted(kinds))} in a "
+                         "way other than every Nth layer full: layers of more than one attention kind are modelled "
+                         "only in a regular pattern")
     if not window:
         return None
     if model_type in _QWEN:
@@ -280,11 +292,40 @@ def sliding_window_of(config: dict[str, Any], model_type: str) -> int | None:
     return int(window) if model_type != "gpt2" else None
 
 
+def sliding_window_pattern_of(config: dict[str, Any]) -> int:
+    """N when `layer_types` makes every Nth layer full attention and the others slide (transformers' Gemma 2:
+    2, Gemma 3: 6), else 0. Gemma 2's config gives no layer_types: its code slides in the even layers."""
+    types = list(config.get("layer_types") or ())
+    if not types and config.get("model_type") == "gemma2" and config.get("sliding_window"):
+        return 2
+    full = [i for i, kind in enumerate(types) if kind == "full_attention"]
+    if not full or len(full) == len(types):
+        return 0
+    n = full[0] + 1
+    expected = ["full_attention" if (i + 1) % n == 0 else "sliding_attention" for i in range(len(types))]
+    return n if types == expected else 0
+
+
+def _deepseek(config: dict[str, Any], need: Any) -> dict[str, Any]:
+    """The latent attention and MoE fields of a DeepSeek-V2/V3 config.json (transformers modeling_deepseek_v2.py,
+    modeling_deepseek_v3.py): head_dim is the query/key width qk_nope_head_dim + qk_rope_head_dim."""
+    rope = need("qk_rope_head_dim")
+    fields = dict(kv_lora_rank=need("kv_lora_rank"), qk_rope_head_dim=rope, q_lora_rank=config.get("q_lora_rank") or 0,
+                  head_dim=need("qk_nope_head_dim") + rope, v_head_dim=need("v_head_dim"))
+    if config.get("n_routed_experts"):
+        fields.update(experts=need("n_routed_experts"), top_k=need("num_experts_per_tok"),
+                      shared_experts=config.get("n_shared_experts") or 0, expert_ffn=need("moe_intermediate_size"),
+                      first_dense_layers=config.get("first_k_dense_replace") or 0,
+                      router_bias=config.get("topk_method") == "noaux_tc")
+    return fields
+
+
 def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture:
     """Build an Architecture from a Hugging Face `config.json` dictionary.
 
-    Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen3 and qwen3_moe (the families whose
-    modeling code this module's counts follow). Raises ValueError naming the missing key.
+    Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3 and
+    gemma2 (the families whose modeling code this module's counts follow). Raises ValueError naming the missing
+    key.
     """
     model_type = config.get("model_type")
     if model_type not in _HF_FAMILIES:
@@ -325,6 +366,12 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     window = sliding_window_of(config, model_type)
     if window:
         arch["sliding_window"] = window
+        arch["sliding_window_pattern"] = sliding_window_pattern_of(config)
+    if model_type in _DEEPSEEK:
+        arch.update(_deepseek(config, need))
+    if model_type == "gemma2":
+        # Gemma 2 (transformers modeling_gemma2.py): tied embeddings, four RMSNorms a block, a GeGLU MLP.
+        arch.update(tied_embeddings=bool(config.get("tie_word_embeddings", True)), sandwich_norms=True)
     if model_type == "mixtral":
         arch.update(experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
                     expert_ffn=need("intermediate_size"))

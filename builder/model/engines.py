@@ -45,6 +45,11 @@ PROFILE = ("vllm/v1/worker/gpu_model_runner.py profile_run and _dummy_run (atten
            "request into the sampler); " + VLLM_VERSION)
 BLOCKS = ("vllm/v1/core/kv_cache_utils.py get_num_blocks: floor(floor(available / page) / layers); "
           "vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes; " + VLLM_VERSION)
+MLA_PAGE = ("vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes: block_size x 1 x (kv_lora_rank + "
+            "qk_rope_head_dim) x dtype bytes on every TP rank (commit 001cabc)")
+GROUPS = ("vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size, get_kv_cache_config_from_groups "
+          "(one pool, blocks of group_size layers); vllm/v1/kv_cache_interface.py SlidingWindowSpec."
+          "max_memory_usage_bytes (commit 001cabc)")
 # Named assumptions, each from a published vLLM startup log.
 NON_TORCH = GIB // 4
 NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.2, one H100) to 0.31 GiB (Sep 2026, "
@@ -199,8 +204,13 @@ VLLM = RuleSet(
         PartRule("overhead/non_torch", sym("non_torch"), "fixed", NON_TORCH_SOURCE, "fixed", "assumed"),
         PartRule("overhead/cuda_graphs", sym("cuda_graphs"), "fixed", CUDA_GRAPHS_SOURCE, "fixed", "assumed",
                  when=sym("cuda_graphs")),
-        PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request", BLOCKS,
-                 fmt("{0} blocks of {1} tokens", sym("num_blocks"), sym("block_size"))),
+        PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request",
+                 when(sym("kv_lora_rank") > 0, BLOCKS + "; " + MLA_PAGE,
+                      when(sym("hybrid"), BLOCKS + "; " + GROUPS, BLOCKS)),
+                 fmt("{0} blocks of {1} tokens", sym("num_blocks"), sym("block_size")),
+                 when(sym("hybrid"), fmt("{0} groups of {1} layers ({2} full, {3} sliding-window)",
+                                         sym("full_groups") + sym("sliding_groups"), sym("group_layers"),
+                                         sym("full_groups"), sym("sliding_groups")), "")),
         PartRule("unrequested", maximum(0, sym("gpu_total") - sym("weights_bytes") - sym("profile_peak")
                                         - sym("non_torch") - sym("cuda_graphs") - maximum(0, sym("available"))),
                  "total - the parts above", REQUEST, "not requested",

@@ -19,6 +19,23 @@ SLIDING_KV = ("vLLM (commit 001cabc) vllm/v1/kv_cache_interface.py SlidingWindow
 WORKING = "vLLM chunked prefill (max_num_batched_tokens 8192); transformers logits_to_keep"
 PREFILL_CHUNK = 8192  # tokens per prefill step: vLLM's max_num_batched_tokens default with chunked prefill
 
+# The engines' --kv-cache-dtype words and the dtype each stores (vLLM vllm/config/cache.py CacheDType and
+# vllm/v1/kv_cache_interface.py get_kv_quant_mode, commit 001cabc; SGLang server_args.py --kv-cache-dtype). "auto" is
+# the weights' dtype. The fp8 modes ("fp8" is e4m3 on NVIDIA GPUs) keep one fp32 k and one v scale per layer
+# (KVQuantMode.FP8_PER_TENSOR: 8 bytes a layer, with the layer's weights, not in the KV cache's pages).
+KV_CACHE_DTYPES = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16",
+                   "float32": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+# Modes whose scales live inside the KV cache's pages: refused by name rather than counted wrong.
+KV_CACHE_UNMODELLED = {
+    "fp8_per_token_head": "vLLM keeps an fp32 k and v scale per token and KV head in the cache's pages "
+                          "(kv_cache_interface.py AttentionSpec.page_size_bytes: + 2 x block_size x kv_heads x 4 B)",
+    "int8_per_token_head": "vLLM keeps an fp32 k and v scale per token and KV head in the cache's pages "
+                           "(kv_cache_interface.py AttentionSpec.page_size_bytes: + 2 x block_size x kv_heads x 4 B)",
+    "nvfp4": "packed fp4 values with an fp8 scale per 16 (kv_cache_interface.py FullAttentionSpec.real_page_size_bytes)",
+    "fp4_e2m1": "SGLang's fp4 cache keeps a scale per 16 values (pool_configurator.py _compute_cell_size)",
+    "fp8_ds_mla": "vLLM's FlashMLA sparse layout, 656 bytes a token (kv_cache_interface.py MLAAttentionSpec)",
+}
+
 
 # The KV cache per token of this stage, shared with the engines' accounting (builder.model.engines, engine_sglang).
 LATENT = sym("kv_lora_rank") > 0
