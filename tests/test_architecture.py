@@ -35,6 +35,11 @@ PUBLISHED = {
     "qwen3-8b": 8_190_735_360,
     "qwen3-14b": 14_768_307_200,
     "qwen3-30b-a3b": 30_532_122_624,
+    # DeepSeek-V2-Lite: safetensors index total; DeepSeek-V3: the main model without its multi-token-prediction layer
+    # (config.json recounted tensor by tensor, router bias included); Gemma 2 9B: keras-hub's gemma2_9b_en preset.
+    "deepseek-v2-lite": 15_706_484_224,
+    "deepseek-v3": 671_026_419_200,
+    "gemma-2-9b": 9_241_705_984,
 }
 
 

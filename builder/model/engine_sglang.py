@@ -36,7 +36,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, per_unit, real, sym, when
+from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, real, sym, when
 from builder.model.partrules import PartRule, RuleSet
 from builder.model.serving import KV_SYMBOLS
 from builder.model.units import GiB as GIB
@@ -157,7 +157,8 @@ SGLANG = RuleSet(
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded", BUDGET, "as loaded"),
         PartRule("kv_cache", maximum(0, sym("rest")), "free after the weights - pre x (1 - mem_fraction_static)",
-                 BUDGET + "; tokens: " + CELL, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"), per_unit(sym("cell")))),
+                 BUDGET + "; tokens: " + CELL, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"),
+                                           when(eq(floor(sym("cell")), sym("cell")), sym("cell"), fixed(sym("cell"), 1)))),
         PartRule("overhead/runtime_slack", sym("slack"), "pre x (1 - mem_fraction_static)", RESERVE,
                  fmt("{0} of pre", fixed(1 - sym("fraction"), 3)),
                  "kept free for activations, CUDA graphs and the request-to-token table"),
