@@ -48,9 +48,8 @@ class Architecture:
     shared_experts: int = 0  # experts every token passes through (DeepSeek-style)
     expert_ffn: int = 0  # inner width of one expert (default: ffn)
     sliding_window: int | None = None  # attention window in tokens (Mistral-7B v0.1: 4096)
-    # With sliding_window: every Nth layer attends to the whole context, the others slide (transformers'
-    # Gemma 3 sliding_window_pattern; Gemma 2 and gpt-oss alternate: 2; Gemma 3: 6). 0: every layer slides.
-    sliding_window_pattern: int = 0
+    # transformers' Gemma 3 sliding_window_pattern; Gemma 2 and gpt-oss alternate.
+    sliding_window_pattern: int = 0  # with sliding_window: every Nth layer is full attention (Gemma 2: 2, Gemma 3: 6); 0: all slide
     # Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, section 2.1; transformers modeling_deepseek_v2.py):
     # the cache keeps a compressed latent of kv_lora_rank and one rotary key of qk_rope_head_dim per token and layer.
     kv_lora_rank: int = 0  # d_c: 512 in DeepSeek-V2/V3; 0 = no latent attention
