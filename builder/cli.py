@@ -20,6 +20,7 @@ from builder.model.architecture import active_param_count, param_count
 from builder.model.config import (ATTENTION, CHECKPOINT_SAVES, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, LOSSES, MODES, OFFLOAD,
                                   OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
 from builder.model.ranges import RANGE_OF
+from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_UNMODELLED
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 
@@ -177,6 +178,9 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--batch", type=count_of("batch"), default=1, help="concurrent sequences")
     serve.add_argument("--context", type=count_of("context"), default=4096, help="tokens per sequence in the KV cache")
     serve.add_argument("--kv-dtype", choices=tuple(DTYPE_BYTES), default=None)
+    serve.add_argument("--kv-cache-dtype", default=None, metavar="DTYPE",
+                       help="the KV cache's dtype in the engines' own words (vLLM and SGLang --kv-cache-dtype: "
+                            f"{', '.join(KV_CACHE_DTYPES)}); instead of --kv-dtype")
 
     over = p.add_argument_group("overheads (named assumptions)")
     over.add_argument("--overhead", type=overhead_value, default=None, metavar="X",
@@ -296,7 +300,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
         pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,
         offload=args.offload, gpus_per_node=args.gpus_per_node, lora_rank=args.lora_rank, lora_targets=targets,
-        qlora=args.qlora, batch=args.batch, context=args.context, kv_dtype=args.kv_dtype,
+        qlora=args.qlora, batch=args.batch, context=args.context, kv_dtype=resolve_kv_dtype(args),
         cuda_context_bytes=args.cuda_context, allocator_reserve=args.allocator_reserve,
         overhead_fraction=overhead_fraction, overhead_bytes=overhead_bytes,
     )
@@ -327,6 +331,21 @@ def distributed_optimizer_stage(args: argparse.Namespace, precision: str) -> int
                          f"({', '.join(MEGATRON_PRECISIONS)}), not --precision {precision}; for DeepSpeed's "
                          "equivalent use --zero 1")
     return 1
+
+
+def resolve_kv_dtype(args: argparse.Namespace) -> str | None:
+    """--kv-dtype, or --kv-cache-dtype in the engines' words mapped to a dtype (UsageError naming the flag)."""
+    value = args.kv_cache_dtype
+    if value is None:
+        return args.kv_dtype
+    if args.kv_dtype is not None:
+        raise UsageError("argument --kv-cache-dtype: give the KV cache's dtype once, with --kv-cache-dtype or "
+                         "--kv-dtype, not both")
+    if value in KV_CACHE_UNMODELLED:
+        raise UsageError(f"argument --kv-cache-dtype: {value!r} is not modelled ({KV_CACHE_UNMODELLED[value]})")
+    if value not in KV_CACHE_DTYPES:
+        raise UsageError(f"argument --kv-cache-dtype: {value!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+    return KV_CACHE_DTYPES[value]
 
 
 def resolve_precision(args: argparse.Namespace) -> tuple[str, str | None]:

@@ -35,6 +35,11 @@ PUBLISHED = {
     "qwen3-8b": 8_190_735_360,
     "qwen3-14b": 14_768_307_200,
     "qwen3-30b-a3b": 30_532_122_624,
+    # DeepSeek-V2-Lite: safetensors index total; DeepSeek-V3: the main model without its multi-token-prediction layer
+    # (config.json recounted tensor by tensor, router bias included); Gemma 2 9B: keras-hub's gemma2_9b_en preset.
+    "deepseek-v2-lite": 15_706_484_224,
+    "deepseek-v3": 671_026_419_200,
+    "gemma-2-9b": 9_241_705_984,
 }
 
 
@@ -143,7 +148,7 @@ LLAMA_CONFIG = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4
 @pytest.mark.parametrize("fields, named", [
     ({"quantization_config": {"quant_method": "awq", "bits": 4}}, "'quantization_config'"),
     ({"hidden_act": "gelu_pytorch_tanh"}, "'hidden_act'"),
-    ({"layer_types": ["sliding_attention", "full_attention"] * 16, "sliding_window": 4096}, "'layer_types' mixes"),
+    ({"layer_types": ["full_attention"] + ["sliding_attention"] * 31, "sliding_window": 4096}, "'layer_types' mixes"),
 ])
 def test_config_fields_that_change_memory_are_refused_by_name(fields, named):
     """Issue 13: a config.json field that changes memory but is not modelled is an error naming it."""

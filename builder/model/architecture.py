@@ -48,6 +48,17 @@ class Architecture:
     shared_experts: int = 0  # experts every token passes through (DeepSeek-style)
     expert_ffn: int = 0  # inner width of one expert (default: ffn)
     sliding_window: int | None = None  # attention window in tokens (Mistral-7B v0.1: 4096)
+    # transformers' Gemma 3 sliding_window_pattern; Gemma 2 and gpt-oss alternate.
+    sliding_window_pattern: int = 0  # with sliding_window: every Nth layer is full attention (Gemma 2: 2, Gemma 3: 6); 0: all slide
+    # Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, section 2.1; transformers modeling_deepseek_v2.py):
+    # the cache keeps a compressed latent of kv_lora_rank and one rotary key of qk_rope_head_dim per token and layer.
+    kv_lora_rank: int = 0  # d_c: 512 in DeepSeek-V2/V3; 0 = no latent attention
+    qk_rope_head_dim: int = 0  # d_h^R: the decoupled rotary key, shared by all heads (64)
+    q_lora_rank: int = 0  # d_c': the query's low-rank width (DeepSeek-V3: 1536); 0 = one q_proj
+    v_head_dim: int = 0  # per-head value width under MLA (128); head_dim is the query/key width (nope + rope)
+    first_dense_layers: int = 0  # MoE: the first layers keep a dense MLP of width ffn (DeepSeek first_k_dense_replace)
+    router_bias: bool = False  # MoE: a per-expert bias on the router (DeepSeek-V3's e_score_correction_bias)
+    sandwich_norms: bool = False  # RMSNorms after attention and after the MLP too: 4 per block (Gemma 2 and 3)
     activation: str = "gelu_tanh_python"  # how the GeLU is computed, for activation accounting
     family: str = ""  # 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2': picks op-level accounting
     source: str = ""  # where the numbers come from (config.json URL or paper)
@@ -69,6 +80,14 @@ class Architecture:
             raise ValueError(f"{self.name}: positions must be one of {POSITION_TYPES}, got {self.positions!r}")
         if self.positions == "learned" and self.max_positions <= 0:
             raise ValueError(f"{self.name}: learned positions need max_positions > 0")
+        if self.sliding_window_pattern and not self.sliding_window:
+            raise ValueError(f"{self.name}: sliding_window_pattern needs a sliding_window")
+        if self.sliding_window_pattern < 0 or self.sliding_window_pattern > self.layers:
+            raise ValueError(f"{self.name}: sliding_window_pattern must be between 0 and the layers ({self.layers})")
+        if self.kv_lora_rank and not self.qk_rope_head_dim:
+            raise ValueError(f"{self.name}: latent attention (kv_lora_rank) needs qk_rope_head_dim")
+        if self.first_dense_layers and not (self.experts and self.ffn and self.first_dense_layers < self.layers):
+            raise ValueError(f"{self.name}: first_dense_layers needs experts, a dense ffn and fewer than all layers")
 
     # Derived sizes -------------------------------------------------------------------
     @property
@@ -110,7 +129,11 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "norm": arch.norm, "tied_embeddings": int(arch.tied_embeddings),
             "position_embeddings": arch.max_positions if arch.positions == "learned" else 0,
             "fused_qkv": int(arch.family == "gpt2"), "qkv_bias": int(arch.qkv_bias), "out_bias": int(arch.out_bias),
-            "mlp_bias": int(arch.mlp_bias), "qk_norm": int(arch.qk_norm), "activation_function": arch.activation}
+            "mlp_bias": int(arch.mlp_bias), "qk_norm": int(arch.qk_norm), "activation_function": arch.activation,
+            "sliding_window_pattern": arch.sliding_window_pattern, "kv_lora_rank": arch.kv_lora_rank,
+            "qk_rope_head_dim": arch.qk_rope_head_dim, "q_lora_rank": arch.q_lora_rank,
+            "v_head_dim": arch.v_head_dim or arch.d_head, "first_dense_layers": arch.first_dense_layers,
+            "router_bias": int(arch.router_bias), "sandwich_norms": int(arch.sandwich_norms)}
 
 
 @lru_cache(maxsize=256)
@@ -174,11 +197,15 @@ _HF_FAMILIES = {
     "qwen2": "qwen2",
     "qwen3": "qwen3",
     "qwen3_moe": "qwen3",
+    "deepseek_v2": "deepseek",
+    "deepseek_v3": "deepseek",
+    "gemma2": "gemma2",
 }
 
 
 _QWEN = ("qwen2", "qwen3", "qwen3_moe")  # sliding_window is set but off unless use_sliding_window
-_ROTARY = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe")
+_ROTARY = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+_DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 
 
 def _truthy(value: Any, config: dict[str, Any]) -> bool:
@@ -197,6 +224,11 @@ UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
     (("gpt2",), "scale_attn_by_inverse_layer_idx", _truthy, "attention scores scaled per layer (one more s x s tensor)"),
     (("mixtral", "qwen3_moe"), "output_router_logits", _truthy,
      "the router logits every layer keeps for the auxiliary load-balancing loss"),
+    (_DEEPSEEK, "moe_layer_freq", lambda v, c: v not in (None, 1), "MoE layers only every few layers"),
+    (_DEEPSEEK, "num_nextn_predict_layers", _truthy,
+     "multi-token-prediction layers (DeepSeek-V3's MTP module, loaded for speculative decoding only)"),
+    (("gemma2",), "hidden_activation", lambda v, c: v not in (None, "gelu_pytorch_tanh"),
+     "an MLP activation other than Gemma 2's tanh GeLU"),
 )
 # The dropout probabilities transformers' code reads, by model type: the hidden-state dropouts (one setting is
 # modelled, so they must agree) and the attention dropout, which saves an s x s mask under eager attention only
@@ -239,8 +271,11 @@ def sliding_window_of(config: dict[str, Any], model_type: str) -> int | None:
             return None
         if kinds == {"sliding_attention"} and window:
             return int(window)
-        raise ValueError(f"config.json ({model_type}) field 'layer_types' mixes {', '.join(sorted(kinds))}: "
-                         "layers of more than one attention kind are not modelled")
+        if kinds == {"sliding_attention", "full_attention"} and window and sliding_window_pattern_of(config):
+            return int(window)
+        raise ValueError(f"config.json ({model_type}) field 'layer_types' mixes {', '.join(sorted(kinds))} in a "
+                         "way other than every Nth layer full: layers of more than one attention kind are modelled "
+                         "only in a regular pattern")
     if not window:
         return None
     if model_type in _QWEN:
@@ -256,11 +291,40 @@ def sliding_window_of(config: dict[str, Any], model_type: str) -> int | None:
     return int(window) if model_type != "gpt2" else None
 
 
+def sliding_window_pattern_of(config: dict[str, Any]) -> int:
+    """N when `layer_types` makes every Nth layer full attention and the others slide (transformers' Gemma 2:
+    2, Gemma 3: 6), else 0. Gemma 2's config gives no layer_types: its code slides in the even layers."""
+    types = list(config.get("layer_types") or ())
+    if not types and config.get("model_type") == "gemma2" and config.get("sliding_window"):
+        return 2
+    full = [i for i, kind in enumerate(types) if kind == "full_attention"]
+    if not full or len(full) == len(types):
+        return 0
+    n = full[0] + 1
+    expected = ["full_attention" if (i + 1) % n == 0 else "sliding_attention" for i in range(len(types))]
+    return n if types == expected else 0
+
+
+def _deepseek(config: dict[str, Any], need: Any) -> dict[str, Any]:
+    """The latent attention and MoE fields of a DeepSeek-V2/V3 config.json (transformers modeling_deepseek_v2.py,
+    modeling_deepseek_v3.py): head_dim is the query/key width qk_nope_head_dim + qk_rope_head_dim."""
+    rope = need("qk_rope_head_dim")
+    fields = dict(kv_lora_rank=need("kv_lora_rank"), qk_rope_head_dim=rope, q_lora_rank=config.get("q_lora_rank") or 0,
+                  head_dim=need("qk_nope_head_dim") + rope, v_head_dim=need("v_head_dim"))
+    if config.get("n_routed_experts"):
+        fields.update(experts=need("n_routed_experts"), top_k=need("num_experts_per_tok"),
+                      shared_experts=config.get("n_shared_experts") or 0, expert_ffn=need("moe_intermediate_size"),
+                      first_dense_layers=config.get("first_k_dense_replace") or 0,
+                      router_bias=config.get("topk_method") == "noaux_tc")
+    return fields
+
+
 def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture:
     """Build an Architecture from a Hugging Face `config.json` dictionary.
 
-    Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen3 and qwen3_moe (the families whose
-    modeling code this module's counts follow). Raises ValueError naming the missing key.
+    Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3 and
+    gemma2 (the families whose modeling code this module's counts follow). Raises ValueError naming the missing
+    key.
     """
     model_type = config.get("model_type")
     if model_type not in _HF_FAMILIES:
@@ -301,6 +365,12 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     window = sliding_window_of(config, model_type)
     if window:
         arch["sliding_window"] = window
+        arch["sliding_window_pattern"] = sliding_window_pattern_of(config)
+    if model_type in _DEEPSEEK:
+        arch.update(_deepseek(config, need))
+    if model_type == "gemma2":
+        # Gemma 2 (transformers modeling_gemma2.py): tied embeddings, four RMSNorms a block, a GeGLU MLP.
+        arch.update(tied_embeddings=bool(config.get("tie_word_embeddings", True)), sandwich_norms=True)
     if model_type == "mixtral":
         arch.update(experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
                     expert_ffn=need("intermediate_size"))

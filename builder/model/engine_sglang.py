@@ -25,9 +25,12 @@ v0.5.18 tag). Paths are under python/sglang/srt/.
 
 One term is an assumption, named as such: the memory gone before the weights (CUDA's total below nvidia-smi's,
 the CUDA context, torch.distributed and NCCL), 1.5 GiB and 0.22 GiB per further rank, from two published logs;
-`--cuda-context` replaces it with a measured amount. Left out, and named: loader temporaries still referenced
-when the free memory is measured, speculative decoding, sliding-window pools (every layer is counted full),
-MLA, multimodal and Mamba pools.
+`--cuda-context` replaces it with a measured amount. Latent attention (MLA) caches kv_lora_rank + qk_rope_head_dim
+per token and layer on every rank (pool_configurator.py _compute_cell_size, MLATokenToKVPool); a model mixing full
+and sliding-window layers gets SGLang's two pools (HybridSWAPoolConfigurator, --swa-full-tokens-ratio). Left out,
+and named: loader temporaries still referenced when the free memory is measured, speculative decoding, the
+SWAChunkCap sizing (an explicit --max-running-requests with the radix cache off), a model whose every layer slides
+(counted full), multimodal and Mamba pools.
 """
 
 from __future__ import annotations
@@ -70,7 +73,12 @@ FLAGS = (
      "largest decode batch captured in a CUDA graph (SGLang default: by GPU and TP)"),
     ("max_running_requests", "whole", "N", "requests at once (SGLang default: from the pool, 2048 to 4096)"),
     ("context_length", "whole", "TOKENS", "tokens per request (default: --context)"),
+    ("swa_full_tokens_ratio", "float", "R",
+     "sliding-window pool size as a share of the full-attention pool, for models mixing both (SGLang default 0.8)"),
 )
+DEFAULT_SWA_RATIO = Fraction(8, 10)  # server_args.py ServerArgs.swa_full_tokens_ratio
+SWA = ("python/sglang/srt/model_executor/pool_configurator.py HybridSWAPoolConfigurator (commit 003fca8): cell = "
+       "full layers x per-token + swa_full_tokens_ratio x sliding layers x per-token; swa tokens = full tokens x ratio")
 KV_TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
                    "fp8": "torch.float8_e4m3fn", "int8": "torch.int8"}
 
@@ -118,8 +126,16 @@ SGLANG = RuleSet(
         "after_weights": sym("pre") - sym("weights_bytes"),
         "slack": sym("pre") * (1 - sym("fraction")),
         "rest": floor(sym("after_weights") - sym("slack")),
-        "cell": sym("kv_per_token"),
+        # A model mixing full and sliding-window layers gets two pools (HybridSWAPoolConfigurator): the sliding
+        # layers' holds swa_full_tokens_ratio of the full pool's tokens. Otherwise one pool of every layer.
+        "hybrid_swa": both(sym("full_layers") > 0, sym("sliding_layers") > 0),
+        "swa_ratio": when(sym("swa_full_tokens_ratio"), sym("swa_full_tokens_ratio"), DEFAULT_SWA_RATIO),
+        "cell": when(sym("hybrid_swa"), sym("kv_per_token_layer") * (sym("full_layers")
+                                                                    + sym("swa_ratio") * sym("sliding_layers")),
+                     sym("kv_per_token")),
         "max_total_num_tokens": maximum(0, floor(floor(sym("rest") / sym("cell")) / sym("page")) * sym("page")),
+        "swa_max_total_num_tokens": when(sym("hybrid_swa"), floor(floor(sym("max_total_num_tokens") * sym("swa_ratio"))
+                                                                  / sym("page")) * sym("page"), 0),
         "estimated_requests": minimum(maximum(floor(sym("max_total_num_tokens") * 512 / sym("context_len")), 2048),
                                       4096),
         "max_running_requests": minimum(when(sym("running_requests"), sym("running_requests"),
@@ -128,7 +144,10 @@ SGLANG = RuleSet(
         # requests that share no prefix, so the radix cache saves nothing.
         "request_tokens": ceil(sym("context_len") / sym("page")) * sym("page"),
         "concurrent_requests": floor(sym("max_total_num_tokens") / sym("request_tokens")),
-        "k_size": (sym("max_total_num_tokens") + sym("page")) * sym("cell") / 2,
+        # The buffers hold one page more than the pool's tokens (memory_pool.py): K and V halves, or one latent buffer.
+        "kv_size": (sym("max_total_num_tokens") + sym("page")) * sym("cell"),
+        "k_size": sym("kv_size") / 2,
+        "latent": sym("kv_lora_rank") > 0,
         "kv_dtype_name": _torch_dtype(KV_TORCH_DTYPES),
         "minimum_fraction": 1 - sym("after_weights") / sym("pre"),
         "fits": both(sym("rest") > 0, sym("max_total_num_tokens") > 0),
@@ -144,7 +163,8 @@ SGLANG = RuleSet(
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded", BUDGET, "as loaded"),
         PartRule("kv_cache", maximum(0, sym("rest")), "free after the weights - pre x (1 - mem_fraction_static)",
-                 BUDGET + "; tokens: " + CELL, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"), sym("cell"))),
+                 BUDGET + "; tokens: " + CELL, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"),
+                                           when(eq(floor(sym("cell")), sym("cell")), sym("cell"), fixed(sym("cell"), 1)))),
         PartRule("overhead/runtime_slack", sym("slack"), "pre x (1 - mem_fraction_static)", RESERVE,
                  fmt("{0} of the memory free before the weights", fixed(1 - sym("fraction"), 3)),
                  "kept free for activations, CUDA graphs and the request-to-token table"),
@@ -154,13 +174,19 @@ SGLANG = RuleSet(
 )
 # SGLang's own log lines (memory_pool.py KVCache._finalize_allocation_log; managers/scheduler.py), "GB" being GiB.
 KV_LINE = "KV Cache is allocated. dtype: {0}, #tokens: {1}, K size: {2:.2f} GB, V size: {2:.2f} GB"
+MLA_LINE = "KV Cache is allocated. #tokens: {0}, KV size: {1:.2f} GB"  # memory_pool.py MLATokenToKVPool
+SWA_LINE = "Use sliding window memory pool. full_layer_tokens={0}, swa_layer_tokens={1}"  # pool_configurator.py
 SUMMARY_LINE = ("max_total_num_tokens={0}, chunked_prefill_size={1}, max_prefill_tokens=16384, "
                 "max_running_requests={2}, context_len={3}")
 
 
 def log_lines(values: dict[str, Any]) -> list[str]:
     """The engine's own startup lines for the worker with the fewest tokens."""
-    return [KV_LINE.format(values["kv_dtype_name"], int(values["max_total_num_tokens"]), float(values["k_size"]) / GIB),
+    tokens = int(values["max_total_num_tokens"])
+    first = ([SWA_LINE.format(tokens, int(values["swa_max_total_num_tokens"]))] if values["hybrid_swa"] else
+             [MLA_LINE.format(tokens, float(values["kv_size"]) / GIB)] if values["latent"] else
+             [KV_LINE.format(values["kv_dtype_name"], tokens, float(values["k_size"]) / GIB)])
+    return [*first,
             SUMMARY_LINE.format(int(values["max_total_num_tokens"]), values["chunked_prefill"],
                                 int(values["max_running_requests"]), values["context_len"])]
 
@@ -172,4 +198,5 @@ def summary(values: dict[str, Any]) -> dict[str, Any]:
             "cuda_graph_max_bs": values["decode_graph_batch"], "context_len": values["context_len"],
             "kv_cache_bytes": max(0, int(values["rest"])), "kv_cache_tokens": int(values["max_total_num_tokens"]),
             "max_total_num_tokens": int(values["max_total_num_tokens"]),
+            "swa_max_total_num_tokens": int(values["swa_max_total_num_tokens"]),
             "max_running_requests": int(values["max_running_requests"])}

@@ -45,6 +45,11 @@ PROFILE = ("vllm/v1/worker/gpu_model_runner.py profile_run and _dummy_run (atten
            "request into the sampler); " + VLLM_VERSION)
 BLOCKS = ("vllm/v1/core/kv_cache_utils.py get_num_blocks: floor(floor(available / page) / layers); "
           "vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes; " + VLLM_VERSION)
+MLA_PAGE = ("vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes: block_size x 1 x (kv_lora_rank + "
+            "qk_rope_head_dim) x dtype bytes on every TP rank (commit 001cabc)")
+GROUPS = ("vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size, get_kv_cache_config_from_groups "
+          "(one pool, blocks of group_size layers); vllm/v1/kv_cache_interface.py SlidingWindowSpec."
+          "max_memory_usage_bytes (commit 001cabc)")
 # Named assumptions, each from a published vLLM startup log.
 NON_TORCH = GIB // 4
 NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.2, one H100) to 0.31 GiB (Sep 2026, "
@@ -77,6 +82,7 @@ class EngineSettings:
     cuda_graph_max_bs: int | None = None  # largest decode batch captured in a CUDA graph (default by GPU and TP)
     max_running_requests: int | None = None  # requests at once (default from the pool, 2048 to 4096)
     context_length: int | None = None  # tokens per request (default: the run's context)
+    swa_full_tokens_ratio: float | None = None  # sliding-window pool / full pool tokens, hybrid models (default 0.8)
 
 
 def batch_defaults(gpu_total: int, gpu_id: str) -> tuple[int, int]:
@@ -103,6 +109,8 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, context
             "cuda_graph_max_bs": settings.cuda_graph_max_bs or 0,
             "running_requests": settings.max_running_requests or 0,
             "context_len": settings.context_length or context,
+            "swa_full_tokens_ratio": Fraction(str(settings.swa_full_tokens_ratio))
+            if settings.swa_full_tokens_ratio is not None else 0,
             "gpu_memory_utilization": DEFAULT_UTILIZATION if utilization is None else Fraction(str(utilization)),
             "max_model_len": settings.max_model_len or context,
             "max_num_seqs": settings.max_num_seqs or seqs,
@@ -138,25 +146,42 @@ VLLM = RuleSet(
         "available": when(sym("kv_cache_memory"), sym("kv_cache_memory"),
                           sym("requested") - sym("weights_bytes") - sym("non_torch") - sym("profile_peak")
                           - sym("cuda_graphs")),
-        # One block of one layer: block_size tokens of K and V for this rank's KV heads.
-        "page": sym("block_size") * sym("kv_per_token") / sym("stage_layers"),
-        "num_blocks": maximum(0, floor(floor(sym("available") / sym("page")) / sym("stage_layers"))),
-        # Blocks one request can take: all of max_model_len, or for sliding-window layers the window plus a
-        # step's tokens, and one more block.
+        # One block of one layer: block_size tokens of K and V for this rank's KV heads (or of the latent, MLA).
+        "page": sym("block_size") * sym("kv_per_token_layer"),
+        # KV cache groups (kv_cache_utils.py _get_kv_cache_groups_uniform_page_size): a model mixing full and
+        # sliding-window layers gets groups of the same number of layers, min(F, S), or max(F, S) when that is
+        # under 1.5 x min(F, S); each group has its own block table, and all draw from one pool of blocks, each
+        # block spanning one layer of every group. A model of one kind is one group of all its layers.
+        "hybrid": both(sym("full_layers") > 0, sym("sliding_layers") > 0),
+        "group_layers": when(sym("hybrid"), when(
+            2 * maximum(sym("full_layers"), sym("sliding_layers")) < 3 * minimum(sym("full_layers"),
+                                                                                 sym("sliding_layers")),
+            maximum(sym("full_layers"), sym("sliding_layers")), minimum(sym("full_layers"), sym("sliding_layers"))),
+            sym("stage_layers")),
+        "full_groups": when(sym("full_layers"), ceil(sym("full_layers") / sym("group_layers")), 0),
+        "sliding_groups": when(sym("sliding_layers"), ceil(sym("sliding_layers") / sym("group_layers")), 0),
+        "num_blocks": maximum(0, floor(floor(sym("available") / sym("page")) / sym("group_layers"))),
+        # Blocks one request takes in each group: all of max_model_len for full attention; for sliding-window
+        # layers the window plus a step's tokens, and one more block (kv_cache_interface.py SlidingWindowSpec).
+        # The request's blocks are the sum over groups (get_max_concurrency_for_kv_cache_config).
         "windowed": both(sym("sliding_window"), sym("sliding_window") - 1 + T < sym("max_model_len")),
-        "blocks_per_request": when(sym("windowed"),
-                                   ceil((sym("sliding_window") - 1 + T) / sym("block_size")) + 1,
-                                   ceil(sym("max_model_len") / sym("block_size"))),
+        "window_blocks": ceil((sym("sliding_window") - 1 + T) / sym("block_size")) + 1,
+        "sliding_blocks": when(sym("windowed"), sym("window_blocks"), ceil(sym("max_model_len") / sym("block_size"))),
+        "blocks_per_request": sym("full_groups") * ceil(sym("max_model_len") / sym("block_size"))
+        + sym("sliding_groups") * sym("sliding_blocks"),
         "max_concurrency": sym("num_blocks") / sym("blocks_per_request"),
         "kv_cache_tokens": floor(sym("max_concurrency") * sym("max_model_len")),
         # Whole requests of max_model_len tokens the blocks hold at once: the whole part of the log's concurrency.
         "concurrent_requests": floor(sym("max_concurrency")),
         "available_gib": gib_text(sym("available")),  # as the "Available KV cache memory" line prints it
-        "needed": sym("stage_layers") * sym("page") * sym("blocks_per_request"),
+        "needed": sym("group_layers") * sym("page") * sym("blocks_per_request"),
         "fits": both(sym("available") > 0, sym("needed") <= sym("available")),
-        # The largest max_model_len whose blocks fit (full attention): vLLM's binary search lands on it.
+        # The largest max_model_len whose blocks fit: vLLM's binary search lands on it (with sliding groups, where
+        # their windows are already capped: the simplification an estimate in an error message allows).
         "estimated_max_model_len": minimum(sym("max_model_len"), maximum(0, sym("block_size") * floor(
-            sym("available") / (sym("stage_layers") * sym("page"))))),
+            (sym("available") / (sym("group_layers") * sym("page"))
+             - when(sym("hybrid"), sym("sliding_groups") * sym("window_blocks"), 0))
+            / maximum(sym("full_groups"), 1)))),
         "error": when(sym("fits"), "", when(
             sym("available") > 0,
             fmt("To serve at least one request with the model's max seq len ({0}), ({1} GiB KV cache is needed, "
@@ -181,8 +206,13 @@ VLLM = RuleSet(
         PartRule("overhead/non_torch", sym("non_torch"), "fixed", NON_TORCH_SOURCE, "fixed", "assumed"),
         PartRule("overhead/cuda_graphs", sym("cuda_graphs"), "fixed", CUDA_GRAPHS_SOURCE, "fixed", "assumed",
                  when=sym("cuda_graphs")),
-        PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request", BLOCKS,
-                 fmt("{0} blocks of {1} tokens", sym("num_blocks"), sym("block_size"))),
+        PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request",
+                 when(sym("kv_lora_rank") > 0, BLOCKS + "; " + MLA_PAGE,
+                      when(sym("hybrid"), BLOCKS + "; " + GROUPS, BLOCKS)),
+                 fmt("{0} blocks of {1} tokens", sym("num_blocks"), sym("block_size")),
+                 when(sym("hybrid"), fmt("{0} groups of {1} layers ({2} full, {3} sliding-window)",
+                                         sym("full_groups") + sym("sliding_groups"), sym("group_layers"),
+                                         sym("full_groups"), sym("sliding_groups")), "")),
         PartRule("unrequested", maximum(0, sym("gpu_total") - sym("weights_bytes") - sym("profile_peak")
                                         - sym("non_torch") - sym("cuda_graphs") - maximum(0, sym("available"))),
                  "total - the parts above", REQUEST, "not requested",
@@ -279,6 +309,9 @@ def _checked(settings: EngineSettings, config: Any) -> None:
         raise ValueError("engine: an inference engine serves (--mode serve)")
     if config.model is None:
         raise ValueError("engine: needs an architecture (--model or --config), not a raw parameter count")
+    ratio = settings.swa_full_tokens_ratio
+    if ratio is not None and not 0 < ratio <= 1:
+        raise ValueError(f"swa_full_tokens_ratio: must be in (0, 1], got {ratio}")
     utilization = settings.gpu_memory_utilization
     if utilization is not None and not 0 < utilization <= 1:
         raise ValueError(f"gpu_memory_utilization: must be in (0, 1], got {utilization}")

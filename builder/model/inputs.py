@@ -22,6 +22,8 @@ NO_ARCHITECTURE = {"has_architecture": 0, "model_name": "", "layers": 0, "hidden
                    "head_dim": 0, "ffn": 0, "expert_ffn": 0, "vocab": 0, "experts": 0, "top_k": 0, "shared_experts": 0,
                    "sliding_window": 0, "mlp": "", "norm": "", "tied_embeddings": 0, "position_embeddings": 0,
                    "fused_qkv": 0, "qkv_bias": 0, "out_bias": 0, "mlp_bias": 0, "qk_norm": 0, "activation_function": "",
+                   "sliding_window_pattern": 0, "kv_lora_rank": 0, "qk_rope_head_dim": 0, "q_lora_rank": 0,
+                   "v_head_dim": 0, "first_dense_layers": 0, "router_bias": 0, "sandwich_norms": 0,
                    "parameter_tensors": [],
                    "parameters": 0}
 

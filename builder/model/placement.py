@@ -49,10 +49,11 @@ STAGES = table(
     row(PIPELINED, name="last", layers=sym("layers") // p, has_embedding=0, has_head=1, in_flight=in_flight(p - 1)),
 )
 
-# How many tensor-parallel ranks share a tensor of a group: norms and the router are replicated; with fewer
+# How many tensor-parallel ranks share a tensor of a group: norms, the router and latent attention's down
+# projections (vLLM deepseek_v2.py: ReplicatedLinear) are replicated; with fewer
 # KV heads than ranks each rank keeps one KV head (replicated, as Megatron-LM and vLLM do); experts split
 # over tp x ep; everything else over tp.
-TP_SHARE = when(isin(sym("group"), "norms", "mlp/router"), 1,
+TP_SHARE = when(isin(sym("group"), "norms", "mlp/router", "attention/latent"), 1,
                 when(both(eq(sym("group"), "attention/kv"), sym("kv_heads") < sym("tp")), sym("kv_heads"),
                      when(eq(sym("group"), "mlp/experts"), sym("tp") * sym("ep"), sym("tp"))))
 

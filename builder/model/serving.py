@@ -9,19 +9,55 @@ from builder.model.expr import fmt, maximum, minimum, per_unit, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 
 KV = "Kwon et al. 2023 (vLLM), arXiv:2309.06180, section 3: 2 x layers x kv_heads x head_dim x tokens x bytes"
+MLA_KV = ("DeepSeek-AI 2024 (DeepSeek-V2), arXiv:2405.04434, section 2.1.2-2.1.3 and Table 1: (d_c + d_h^R) x layers "
+          "elements per token; vLLM (commit 001cabc) vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes "
+          "(block_size x 1 head x (kv_lora_rank + qk_rope_head_dim) x dtype bytes, the same on every TP rank); SGLang "
+          "(commit 003fca8) python/sglang/srt/model_executor/pool_configurator.py _compute_cell_size (MLA: "
+          "kv_lora_rank + qk_rope_head_dim per layer, not divided by TP)")
+SLIDING_KV = ("vLLM (commit 001cabc) vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes: a sliding "
+              "layer keeps its window; transformers Gemma2/Gemma3 layer_types (every Nth layer full attention)")
 WORKING = "vLLM chunked prefill (max_num_batched_tokens 8192); transformers logits_to_keep"
 PREFILL_CHUNK = 8192  # tokens per prefill step: vLLM's max_num_batched_tokens default with chunked prefill
 
+# The engines' --kv-cache-dtype words and the dtype each stores (vLLM vllm/config/cache.py CacheDType and
+# vllm/v1/kv_cache_interface.py get_kv_quant_mode, commit 001cabc; SGLang server_args.py --kv-cache-dtype). "auto" is
+# the weights' dtype. The fp8 modes ("fp8" is e4m3 on NVIDIA GPUs) keep one fp32 k and one v scale per layer
+# (KVQuantMode.FP8_PER_TENSOR: 8 bytes a layer, with the layer's weights, not in the KV cache's pages).
+KV_CACHE_DTYPES = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16",
+                   "float32": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+# Modes whose scales live inside the KV cache's pages: refused by name rather than counted wrong.
+KV_CACHE_UNMODELLED = {
+    "fp8_per_token_head": "vLLM keeps an fp32 k and v scale per token and KV head in the cache's pages "
+                          "(kv_cache_interface.py AttentionSpec.page_size_bytes: + 2 x block_size x kv_heads x 4 B)",
+    "int8_per_token_head": "vLLM keeps an fp32 k and v scale per token and KV head in the cache's pages "
+                           "(kv_cache_interface.py AttentionSpec.page_size_bytes: + 2 x block_size x kv_heads x 4 B)",
+    "nvfp4": "packed fp4 values with an fp8 scale per 16 (kv_cache_interface.py FullAttentionSpec.real_page_size_bytes)",
+    "fp4_e2m1": "SGLang's fp4 cache keeps a scale per 16 values (pool_configurator.py _compute_cell_size)",
+    "fp8_ds_mla": "vLLM's FlashMLA sparse layout, 656 bytes a token (kv_cache_interface.py MLAAttentionSpec)",
+}
 
-# The KV cache per token of this stage, shared with the engines' accounting (builder.model.engines).
+
+# The KV cache per token of this stage, shared with the engines' accounting (builder.model.engines, engine_sglang).
+LATENT = sym("kv_lora_rank") > 0
 KV_SYMBOLS = {
-    # Sub-byte weights keep a 16-bit KV cache; otherwise the cache is in the weights' dtype ("auto").
+    # Sub-byte weights keep a 16-bit KV cache; otherwise the cache is in the weights' dtype ("auto"). An fp8 cache
+    # (vLLM --kv-cache-dtype fp8) adds one fp32 k and v scale per layer, kept with the layer's weights (8 B a layer).
     "kv_cache_dtype": when(sym("kv_dtype"), sym("kv_dtype"),
                            when(bytes_of(sym("param_dtype")) < 2, "bf16", sym("param_dtype"))),
-    # Tensor parallelism splits KV heads; a rank keeps at least one (replicated when tp > kv_heads).
-    "kv_heads_per_gpu": maximum(1, sym("kv_heads") // sym("tp")),
-    "kv_per_token": 2 * sym("stage_layers") * sym("kv_heads_per_gpu") * sym("head_dim")
-    * bytes_of(sym("kv_cache_dtype")),
+    # Tensor parallelism splits KV heads; a rank keeps at least one (replicated when tp > kv_heads). Latent attention
+    # caches one latent per token that every rank keeps whole (vLLM's MLA backends, SGLang's MLATokenToKVPool).
+    "kv_heads_per_gpu": when(LATENT, 1, maximum(1, sym("kv_heads") // sym("tp"))),
+    # Elements one layer keeps per token on this rank: K and V of its heads, or the latent and the rotary key.
+    "kv_width": when(LATENT, sym("kv_lora_rank") + sym("qk_rope_head_dim"),
+                     2 * sym("kv_heads_per_gpu") * sym("head_dim")),
+    "kv_per_token_layer": sym("kv_width") * bytes_of(sym("kv_cache_dtype")),
+    "kv_per_token": sym("stage_layers") * sym("kv_per_token_layer"),
+    # Layers that attend to the whole context and layers that keep a window: with a pattern, every Nth layer is
+    # full (a pipeline stage gets its share of them, rounded down); without one, every layer slides.
+    "full_layers": when(sym("sliding_window"),
+                        when(sym("sliding_window_pattern"), sym("stage_layers") // maximum(sym("sliding_window_pattern"), 1),
+                             0), sym("stage_layers")),
+    "sliding_layers": sym("stage_layers") - sym("full_layers"),
 }
 
 SERVING = RuleSet(
@@ -33,10 +69,17 @@ SERVING = RuleSet(
         "ffn_per_gpu": when(sym("ffn"), sym("ffn"), sym("expert_ffn")) // sym("tp"),
     },
     parts=(
-        PartRule("kv_cache", sym("kv_per_token") * sym("batch") * sym("kv_tokens"),
-                 "2 x L x kv_heads x d x batch x tokens x bytes", KV,
+        PartRule("kv_cache", sym("kv_per_token_layer") * sym("batch")
+                 * (sym("full_layers") * sym("context") + sym("sliding_layers") * sym("kv_tokens")),
+                 when(LATENT, "L x (d_c + d_rope) x batch x tokens x bytes",
+                      "2 x L x kv_heads x d x batch x tokens x bytes"),
+                 when(LATENT, MLA_KV, when(sym("sliding_window"), KV + "; " + SLIDING_KV, KV)),
                  fmt("{0} B/token ({1})", per_unit(sym("kv_per_token")), sym("kv_cache_dtype")),
-                 when(sym("sliding_window"), fmt("sliding window: keeps the last {0} tokens", sym("sliding_window")),
+                 when(sym("sliding_window"),
+                      when(sym("full_layers"),
+                           fmt("sliding window: {0} of {1} layers keep the last {2} tokens", sym("sliding_layers"),
+                               sym("stage_layers"), sym("sliding_window")),
+                           fmt("sliding window: keeps the last {0} tokens", sym("sliding_window"))),
                       "")),
         PartRule("activations/working_set",
                  sym("prefill_tokens") * (2 * sym("hidden") + 3 * sym("ffn_per_gpu"))

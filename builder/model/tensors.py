@@ -19,7 +19,7 @@ embeddings, the final norm and the head).
 
 from __future__ import annotations
 
-from builder.model.expr import both, eq, maximum, negate, row, sym, table, total, when
+from builder.model.expr import both, either, eq, maximum, negate, row, sym, table, total, when
 from builder.model.partrules import RuleSet
 
 h, heads, kv, d = sym("hidden"), sym("heads"), sym("kv_heads"), sym("head_dim")
@@ -38,6 +38,20 @@ def _mlp(group: str, width, copies, condition) -> tuple:
             row(biased, group=group, dim0=h, rest=1, count=copies, in_block=1))
 
 
+# Multi-head latent attention (DeepSeek-V2/V3; transformers modeling_deepseek_v2.py DeepseekV2Attention): a query
+# either through one q_proj or through q_a_proj (q_lora, h), its RMSNorm and q_b_proj (a*d, q_lora); the keys and
+# values through kv_a_proj_with_mqa (kv_lora + rope, h), an RMSNorm of kv_lora and kv_b_proj (a*(nope + v), kv_lora);
+# the output o_proj (h, a*v). head_dim is the query/key width (nope + rope), v_head_dim the value's.
+MLA = sym("kv_lora_rank") > 0
+Q_LORA = sym("q_lora_rank") > 0
+STANDARD = both(SEPARATE, negate(MLA))
+VALUE_DIM = when(both(MLA, sym("v_head_dim") > 0), sym("v_head_dim"), d)
+# MoE models whose first layers keep a dense MLP (DeepSeek first_k_dense_replace): a block's rows are the average
+# block, so the dense MLP counts first_dense_layers / layers of a block and the MoE rows the rest (exact over the
+# whole model; a pipeline stage gets the average block).
+LAYERS = maximum(sym("layers"), 1)
+DENSE_SHARE = when(sym("experts"), sym("first_dense_layers") / LAYERS, 1)
+MOE_SHARE = when(sym("experts"), (sym("layers") - sym("first_dense_layers")) / LAYERS, 0)
 PARAMETER_TENSORS = table(
     row(1, group="embedding/tokens", dim0=sym("vocab"), rest=h, count=1, in_block=0),
     row(sym("position_embeddings"), group="embedding/positions", dim0=sym("position_embeddings"), rest=h, count=1,
@@ -48,19 +62,32 @@ PARAMETER_TENSORS = table(
     row(sym("fused_qkv"), group="attention/out", dim0=h, rest=h, count=1, in_block=1),
     row(sym("fused_qkv"), group="attention/out", dim0=h, rest=1, count=1, in_block=1),
     # Separate projections: q (a*d, h), k and v (kv*d, h), o (h, a*d), with their biases where the model has them.
-    row(SEPARATE, group="attention/q", dim0=heads * d, rest=h, count=1, in_block=1),
-    row(SEPARATE, group="attention/kv", dim0=kv * d, rest=h, count=2, in_block=1),
-    row(SEPARATE, group="attention/out", dim0=h, rest=heads * d, count=1, in_block=1),
+    row(both(SEPARATE, negate(Q_LORA)), group="attention/q", dim0=heads * d, rest=h, count=1, in_block=1),
+    row(STANDARD, group="attention/kv", dim0=kv * d, rest=h, count=2, in_block=1),
+    row(SEPARATE, group="attention/out", dim0=h, rest=heads * VALUE_DIM, count=1, in_block=1),
     row(both(SEPARATE, sym("qkv_bias")), group="attention/q", dim0=heads * d, rest=1, count=1, in_block=1),
-    row(both(SEPARATE, sym("qkv_bias")), group="attention/kv", dim0=kv * d, rest=1, count=2, in_block=1),
+    row(both(STANDARD, sym("qkv_bias")), group="attention/kv", dim0=kv * d, rest=1, count=2, in_block=1),
     row(both(SEPARATE, sym("out_bias")), group="attention/out", dim0=h, rest=1, count=1, in_block=1),
-    # The two norms of a block (before attention and before the MLP), and Qwen3's per-head q and k RMSNorms.
-    row(1, group="norms", dim0=h, rest=1, count=2 * NORM_TENSORS, in_block=1),
+    # Latent attention's down projections (replicated over tensor-parallel ranks, as vLLM's ReplicatedLinear has
+    # them), their RMSNorms and the up projections.
+    row(Q_LORA, group="attention/latent", dim0=sym("q_lora_rank"), rest=h, count=1, in_block=1),
+    row(Q_LORA, group="norms", dim0=sym("q_lora_rank"), rest=1, count=1, in_block=1),
+    row(Q_LORA, group="attention/q", dim0=heads * d, rest=sym("q_lora_rank"), count=1, in_block=1),
+    row(MLA, group="attention/latent", dim0=sym("kv_lora_rank") + sym("qk_rope_head_dim"), rest=h, count=1,
+        in_block=1),
+    row(MLA, group="norms", dim0=sym("kv_lora_rank"), rest=1, count=1, in_block=1),
+    row(MLA, group="attention/kv_up", dim0=heads * (d - sym("qk_rope_head_dim") + VALUE_DIM),
+        rest=sym("kv_lora_rank"), count=1, in_block=1),
+    # The norms of a block (before attention and before the MLP; Gemma 2 and 3 also after each), and Qwen3's
+    # per-head q and k RMSNorms.
+    row(1, group="norms", dim0=h, rest=1, count=when(sym("sandwich_norms"), 4, 2) * NORM_TENSORS, in_block=1),
     row(sym("qk_norm"), group="norms", dim0=d, rest=1, count=2, in_block=1),
-    *_mlp("mlp", sym("ffn"), 1, DENSE),
-    row(sym("experts"), group="mlp/router", dim0=sym("experts"), rest=h, count=1, in_block=1),
-    *_mlp("mlp/experts", sym("expert_ffn"), sym("experts"), sym("experts")),
-    *_mlp("mlp/shared_experts", sym("expert_ffn"), sym("shared_experts"), sym("shared_experts")),
+    *_mlp("mlp", sym("ffn"), DENSE_SHARE, either(DENSE, sym("first_dense_layers") > 0)),
+    row(sym("experts"), group="mlp/router", dim0=sym("experts"), rest=h, count=MOE_SHARE, in_block=1),
+    row(both(sym("experts"), sym("router_bias")), group="mlp/router", dim0=sym("experts"), rest=1, count=MOE_SHARE,
+        in_block=1),
+    *_mlp("mlp/experts", sym("expert_ffn"), sym("experts") * MOE_SHARE, sym("experts")),
+    *_mlp("mlp/shared_experts", sym("expert_ffn"), sym("shared_experts") * MOE_SHARE, sym("shared_experts")),
     row(1, group="final_norm", dim0=h, rest=1, count=NORM_TENSORS, in_block=0),
     row(negate(sym("tied_embeddings")), group="lm_head", dim0=sym("vocab"), rest=h, count=1, in_block=0),
 )
@@ -75,7 +102,7 @@ PARAMETERS = total(sym("parameter_tensors"), sym("dim0") * sym("rest") * sym("co
 ROUTED_EXPERT_PARAMETERS = total(sym("parameter_tensors"), when(eq(sym("group"), "mlp/experts"),
                                                                 sym("dim0") * sym("rest") * sym("count"), 0))
 ACTIVE_PARAMETERS = sym("parameters") - when(sym("experts"), sym("layers") * (sym("experts") - sym("top_k"))
-                                             * (ROUTED_EXPERT_PARAMETERS // maximum(sym("experts"), 1)), 0)
+                                             * ROUTED_EXPERT_PARAMETERS / maximum(sym("experts"), 1), 0)
 SHAPES = RuleSet(symbols={"head_dim": when(sym("head_dim") > 0, sym("head_dim"), sym("hidden") // sym("heads")),
                           "parameter_tensors": PARAMETER_TENSORS, "parameters": PARAMETERS,
                           "active_parameters": ACTIVE_PARAMETERS}, parts=())

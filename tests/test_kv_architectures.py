@@ -1,0 +1,189 @@
+"""The KV cache of the architectures people serve: latent attention (DeepSeek-V2/V3), layers mixing full and
+sliding-window attention (Gemma 2), and the engines' --kv-cache-dtype words.
+
+Pinned to published engine logs where one gives every input, and otherwise to the engines' own code (named in each
+test): vLLM's vllm/v1/kv_cache_interface.py and vllm/v1/core/kv_cache_utils.py (commit 001cabc), SGLang's
+python/sglang/srt/model_executor/pool_configurator.py (commit 003fca8).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import pytest
+
+from builder.catalog import default_gpus, default_models
+from builder.cli import main
+from builder.model import Config, estimate
+from builder.model.architecture import from_hf_config, param_count
+from builder.model.engine_sglang import MLA_LINE
+from builder.model.engines import LOG_LINE, EngineSettings, engine_report
+
+MODELS = default_models()
+GPUS = default_gpus()
+GIB = 2**30
+
+
+def vllm(arch, *, tp=1, pp=1, kv_dtype=None, gpu="h100-80gb", **settings):
+    config = Config(model=arch, mode="serve", tp=tp, pp=pp, kv_dtype=kv_dtype)
+    return engine_report(config, EngineSettings(**settings), GPUS[gpu].usable_bytes, gpu).values
+
+
+def sglang(arch, *, tp=1, kv_dtype=None, gpu="h100-80gb", **settings):
+    config = Config(model=arch, mode="serve", tp=tp, kv_dtype=kv_dtype)
+    return engine_report(config, EngineSettings(engine="sglang", **settings), GPUS[gpu].usable_bytes, gpu).values
+
+
+# Latent attention -----------------------------------------------------------------------------------------------
+
+def test_deepseek_v2_lite_latent_cache_matches_a_published_vllm_log():
+    """vllm PR #20665 (vLLM 0.9.2 dev, July 2025): `vllm serve deepseek-ai/DeepSeek-V2-Lite --max-model-len=1024
+    --enforce-eager --tensor-parallel-size=2 --pipeline-parallel-size=2` on L4s logs "Available KV cache memory:
+    12.13 GiB" on ranks 0-1 (the first stage, 14 of 27 layers), "GPU KV cache size: 807,792 tokens" and "Maximum
+    concurrency for 1,024 tokens per request: 788.86x": 50,487 blocks of 16 tokens. A block of one layer holds 16
+    tokens x (512 latent + 64 rotary key) x 2 bytes = 18,432 B on each of the two TP ranks (not halved)."""
+    r = vllm(MODELS["deepseek-v2-lite"], tp=2, pp=2, gpu="l4", max_model_len=1024, enforce_eager=True,
+             kv_cache_memory=int(Fraction("12.13") * GIB))
+    assert r["stage_layers"] == 14 and r["page"] == 16 * 576 * 2
+    # The block count the printed 12.13 GiB allows (its 0.01 GiB rounding) holds the log's and ours.
+    low, high = ((Fraction("12.13") + d) * GIB // (14 * r["page"]) for d in (Fraction(-5, 1000), Fraction(5, 1000)))
+    assert low <= 807_792 // 16 <= high and low <= r["num_blocks"] <= high
+    assert r["blocks_per_request"] == 1024 // 16
+    assert LOG_LINE.format(807_792, 1024, (807_792 // 16) / 64) == \
+        "GPU KV cache size: 807,792 tokens, Maximum concurrency for 1,024 tokens per request: 788.86x"
+    # KV memory for the logged blocks is within 3% of ours (here exactly the rounding of the printed GiB).
+    assert r["num_blocks"] * 14 * r["page"] == pytest.approx(807_792 // 16 * 14 * r["page"], rel=0.03)
+
+
+def test_deepseek_v3_fp8_latent_cache_matches_a_published_sglang_log():
+    """A published SGLang log of DeepSeek-V3 (DP/TP/EP on H200s, fp8 KV cache, max_total_num_tokens 524288), quoted
+    in a log parser's docstring: "KV Cache is allocated. #tokens: 524288, KV size: 17.16 GB" (SGLang's GB are GiB).
+    MLATokenToKVPool keeps (tokens + one page) x 61 layers x (512 + 64) x 1 byte; the cell is not divided by TP."""
+    arch = MODELS["deepseek-v3"]
+    for tp in (1, 8):
+        assert sglang(arch, tp=tp, kv_dtype="fp8")["cell"] == 61 * 576
+    cell = 61 * 576
+    assert MLA_LINE.format(524_288, (524_288 + 1) * cell / GIB) == \
+        "KV Cache is allocated. #tokens: 524288, KV size: 17.16 GB"
+
+
+def test_glm_flash_latent_cache_matches_a_published_sglang_log():
+    """A published SGLang log of GLM-4.7-Flash (Glm4MoeLiteForCausalLM, latent attention: 47 layers, kv_lora_rank 512,
+    qk_rope_head_dim 64, bf16): "KV Cache is allocated. #tokens: 383872, KV size: 19.36 GB"."""
+    cell = 47 * (512 + 64) * 2
+    assert MLA_LINE.format(383_872, (383_872 + 1) * cell / GIB) == \
+        "KV Cache is allocated. #tokens: 383872, KV size: 19.36 GB"
+
+
+def test_latent_cache_is_a_fraction_of_full_kv_and_does_not_shrink_with_tp():
+    """DeepSeek-V2 (arXiv:2405.04434) Table 1: MLA caches (d_c + d_h^R) l = (512 + 64) l elements per token, where
+    multi-head attention with the same 16 heads of 192 would cache 2 x 16 x 192 l; tensor parallelism does not
+    split the latent (vLLM MLAAttentionSpec has one head)."""
+    plain = estimate(Config(model=MODELS["deepseek-v2-lite"], mode="serve", context=4096, batch=1))
+    assert plain.part("kv_cache").bytes == 27 * 576 * 2 * 4096
+    assert vllm(MODELS["deepseek-v2-lite"], tp=4, kv_cache_memory=GIB, max_model_len=4096)["page"] == 16 * 576 * 2
+
+
+def test_deepseek_configs_are_read_and_their_counts_match_the_published_ones():
+    """DeepSeek-V2-Lite config.json (huggingface.co/deepseek-ai/DeepSeek-V2-Lite; the same fields as Megatron-LM
+    d98e8a6 examples/post_training/modelopt/conf/deepseek-ai/DeepSeek-V2-Lite.sh): 15,706,484,224 parameters in the
+    safetensors index; DeepSeek-V3's main model 671,026,419,200."""
+    v2 = {"model_type": "deepseek_v2", "num_hidden_layers": 27, "hidden_size": 2048, "num_attention_heads": 16,
+          "num_key_value_heads": 16, "intermediate_size": 10944, "vocab_size": 102400, "kv_lora_rank": 512,
+          "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+          "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6, "moe_intermediate_size": 1408,
+          "first_k_dense_replace": 1, "moe_layer_freq": 1, "hidden_act": "silu", "topk_method": "greedy"}
+    assert param_count(from_hf_config(v2)) == 15_706_484_224
+    v3 = {**v2, "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
+          "num_key_value_heads": 128, "intermediate_size": 18432, "vocab_size": 129280, "q_lora_rank": 1536,
+          "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+          "first_k_dense_replace": 3, "topk_method": "noaux_tc"}
+    assert param_count(from_hf_config(v3)) == 671_026_419_200 == param_count(MODELS["deepseek-v3"])
+    with pytest.raises(ValueError, match="num_nextn_predict_layers"):
+        from_hf_config({**v3, "num_nextn_predict_layers": 1})
+
+
+# Sliding-window and full layers -----------------------------------------------------------------------------------
+
+def test_gemma_2_alternates_and_keeps_the_window_in_half_its_layers():
+    """transformers modeling_gemma2.py: the even layers slide over 4096 tokens, the odd attend to everything (42
+    layers: 21 of each); KV per token and layer: 2 x 8 heads x 256 x 2 bytes = 8,192 B. Gemma 2 9B has 9,241,705,984
+    parameters (keras-hub gemma2_9b_en preset, the safetensors index)."""
+    arch = MODELS["gemma-2-9b"]
+    assert param_count(arch) == 9_241_705_984
+    kv = estimate(Config(model=arch, mode="serve", context=8192, batch=4)).part("kv_cache").bytes
+    assert kv == 4 * 8192 * (21 * 8192 + 21 * 4096)
+    assert from_hf_config({"model_type": "gemma2", "num_hidden_layers": 42, "hidden_size": 3584,
+                           "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+                           "intermediate_size": 14336, "vocab_size": 256000, "sliding_window": 4096}
+                          ).sliding_window_pattern == 2
+
+
+def test_a_regular_layer_types_pattern_is_read_and_an_irregular_one_refused():
+    """transformers' layer_types (Gemma 3: five sliding layers, then one full)."""
+    base = {"model_type": "llama", "num_hidden_layers": 12, "hidden_size": 64, "num_attention_heads": 4,
+            "intermediate_size": 128, "vocab_size": 100, "sliding_window": 1024}
+    gemma3_like = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(12)]
+    arch = from_hf_config({**base, "layer_types": gemma3_like})
+    assert (arch.sliding_window, arch.sliding_window_pattern) == (1024, 6)
+    with pytest.raises(ValueError, match="layer_types"):
+        from_hf_config({**base, "layer_types": ["full_attention"] + ["sliding_attention"] * 11})
+
+
+def test_vllm_groups_hybrid_layers_as_its_own_docstring_says():
+    """kv_cache_utils.py _get_kv_cache_groups_uniform_page_size: "a model with 10 full attention layers and 20
+    sliding window attention layers ... 3 kv_cache_groups, each of which contains 10 layers"; one block holds one
+    layer of each group, so the pool has available / (page x 10) blocks; a request takes ceil(max_model_len / 16) in
+    the full group and ceil((window - 1 + tokens per step) / 16) + 1 in each sliding group."""
+    arch = MODELS["gemma-2-9b"].with_changes(layers=30, sliding_window_pattern=3)
+    r = vllm(arch, kv_cache_memory=4 * GIB, max_model_len=32768, max_num_batched_tokens=2048)
+    assert (r["full_layers"], r["sliding_layers"]) == (10, 20)
+    assert (r["group_layers"], r["full_groups"], r["sliding_groups"]) == (10, 1, 2)
+    assert r["num_blocks"] == 4 * GIB // r["page"] // 10
+    assert r["blocks_per_request"] == 32768 // 16 + 2 * (math.ceil((4096 - 1 + 2048) / 16) + 1)
+    # Gemma 2 (21 + 21): two groups of 21 layers.
+    g = vllm(MODELS["gemma-2-9b"], kv_cache_memory=4 * GIB, max_model_len=8192, max_num_batched_tokens=2048)
+    assert (g["group_layers"], g["full_groups"], g["sliding_groups"]) == (21, 1, 1)
+    # A window that covers max_model_len saves nothing: both groups take every block.
+    assert vllm(MODELS["gemma-2-9b"], kv_cache_memory=4 * GIB, max_model_len=4096)["blocks_per_request"] == 2 * 256
+
+
+def test_sglang_splits_a_hybrid_model_into_a_full_and_a_sliding_pool():
+    """pool_configurator.py HybridSWAPoolConfigurator: cell = F x per-token + swa_full_tokens_ratio x S x per-token
+    (default ratio 0.8), the sliding pool holding int(full tokens x ratio) tokens, page-aligned."""
+    r = sglang(MODELS["gemma-2-9b"])
+    assert r["cell"] == 8192 * (21 + Fraction(8, 10) * 21)
+    assert r["swa_max_total_num_tokens"] == int(r["max_total_num_tokens"] * Fraction(8, 10))
+    half = sglang(MODELS["gemma-2-9b"], swa_full_tokens_ratio=0.5)
+    assert half["cell"] == 8192 * (21 + Fraction(1, 2) * 21)
+    assert half["max_total_num_tokens"] > r["max_total_num_tokens"]
+    # A model of one attention kind keeps one pool of every layer.
+    assert sglang(MODELS["llama-3-8b"])["cell"] == 32 * 2 * 8 * 128 * 2
+
+
+# fp8 and the engines' words -----------------------------------------------------------------------------------------
+
+def test_kv_cache_dtype_takes_the_engines_words(capsys):
+    """vLLM and SGLang --kv-cache-dtype: fp8_e4m3 and fp8_e5m2 store 1 byte; a per-tensor fp8 cache keeps its
+    scales outside the pages (vLLM KVQuantMode.FP8_PER_TENSOR), so the page halves exactly."""
+    base = ["estimate", "--model", "deepseek-v2-lite", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
+            "--max-model-len", "4096", "--kv-cache-memory", "1GiB", "--json"]
+    assert main(base) == 0
+    bf16 = json.loads(capsys.readouterr().out)
+    assert main(base + ["--kv-cache-dtype", "fp8_e5m2"]) == 0
+    fp8 = json.loads(capsys.readouterr().out)
+    assert bf16["num_blocks"] == 2**30 // (16 * 576 * 2) // 27 and fp8["num_blocks"] == 2**30 // (16 * 576) // 27
+    assert main(base + ["--kv-cache-dtype", "fp8_per_token_head"]) == 2
+    err = capsys.readouterr().err
+    assert "argument --kv-cache-dtype: 'fp8_per_token_head' is not modelled" in err and err.count("\n") == 1
+    assert main(base + ["--kv-cache-dtype", "fp8", "--kv-dtype", "fp8"]) == 2
+    assert "--kv-cache-dtype or --kv-dtype" in capsys.readouterr().err
+
+
+def test_swa_ratio_is_refused_outside_its_range(capsys):
+    assert main(["estimate", "--model", "gemma-2-9b", "--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb",
+                 "--swa-full-tokens-ratio", "1.5"]) == 2
+    err = capsys.readouterr().err
+    assert "--swa-full-tokens-ratio" in err and err.count("\n") == 1
