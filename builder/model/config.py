@@ -183,9 +183,8 @@ class Config:
     stage3_prefetch_bucket_size: int | None = None  # 5e7: elements fetched ahead of use
     stage3_param_persistence_threshold: int | None = None  # 1e5: tensors this small are never partitioned
     stage3_max_reuse_distance: int | None = None  # 1e9: a module used again within this many elements stays gathered
-    # A bare count's assumed shape (builder.model.assumed: the catalog model nearest in size, set by whoever reads a
-    # bare count), for the parts that need one (DeepSpeed ZeRO-3's largest layer). Only with params, not model.
-    shaped_like: Architecture | None = None
+    # For the parts that need a shape (DeepSpeed ZeRO-3's largest layer); set by whoever reads a bare count.
+    shaped_like: Architecture | None = None  # params alone: assumed shape (default the nearest catalog model)
 
     # Fine-tuning -------------------------------------------------------------------
     lora_rank: int = 0  # r: LoRA rank (0: full fine-tuning)
