@@ -23,6 +23,8 @@ from builder.model.ranges import RANGE_OF
 from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_UNMODELLED
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
+from builder.model.assumed import assumed_shape
+from builder.model.zero3 import DEFAULTS as ZERO3_DEFAULTS, MEANINGS as ZERO3_MEANINGS
 
 # Training and plain serving (micro-batch: the serving batch; seq-len: the context), then each engine's own questions.
 MAX_CHOICES = ("micro-batch", "seq-len", "gpus", *ENGINE_QUESTIONS)
@@ -169,6 +171,14 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     par.add_argument("--offload", choices=OFFLOAD, default="none", help="CPU offload")
     par.add_argument("--gpus-per-node", type=count_of("gpus_per_node"), default=8)
 
+    ds = p.add_argument_group("DeepSpeed ZeRO-3 (zero_optimization's keys, in parameter elements; with --zero 3)")
+    for option, default in ZERO3_DEFAULTS.items():
+        ds.add_argument("--" + option.replace("_", "-"), type=count_of(option), default=None, metavar="N",
+                        help=f"{ZERO3_MEANINGS[option]} (DeepSpeed's default {default:.0e})")
+    ds.add_argument("--shaped-like", metavar="NAME", default=None,
+                    help="with --params: the catalog model whose shape the count is assumed to have, for ZeRO-3's "
+                         "largest layer (default: the catalog model nearest in size)")
+
     tune = p.add_argument_group("fine-tuning")
     tune.add_argument("--lora-rank", type=count_of("lora_rank"), default=0, metavar="R")
     tune.add_argument("--lora-targets", default="q,k,v,o", help=f"comma list of {', '.join(LORA_TARGETS)}")
@@ -256,8 +266,8 @@ def refuse_shape_flags(args: argparse.Namespace) -> None:
 def config_from_args(args: argparse.Namespace) -> Config:
     """Turn parsed flags into a Config, raising UsageError naming the flag."""
     arch = None
+    models = default_models()
     if args.model is not None:
-        models = default_models()
         if args.model not in models:
             raise UsageError(f"argument --model: unknown model {args.model!r} (see `python -m builder models`)")
         arch = models[args.model]
@@ -277,6 +287,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
                              "(SDPA and flash keep only a random seed)")
     if arch is None:
         refuse_shape_flags(args)
+    shaped_like = shaped_like_of(args, models)
     precision, param_dtype = resolve_precision(args)
     zero = distributed_optimizer_stage(args, precision)
     targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
@@ -303,7 +314,21 @@ def config_from_args(args: argparse.Namespace) -> Config:
         qlora=args.qlora, batch=args.batch, context=args.context, kv_dtype=resolve_kv_dtype(args),
         cuda_context_bytes=args.cuda_context, allocator_reserve=args.allocator_reserve,
         overhead_fraction=overhead_fraction, overhead_bytes=overhead_bytes,
+        **{option: getattr(args, option) for option in ZERO3_DEFAULTS}, shaped_like=shaped_like,
     )
+
+
+def shaped_like_of(args: argparse.Namespace, models: dict) -> object:
+    """The shape a bare --params count is assumed to have: --shaped-like's model, else the catalog model nearest in
+    size (builder.model.assumed); None with --model or --config (UsageError if --shaped-like came with one)."""
+    if args.shaped_like is None:
+        return assumed_shape(models, args.params) if args.params else None
+    if not args.params:
+        raise UsageError("argument --shaped-like: the shape assumed for a bare count; give it with --params, not "
+                         f"with {'--model' if args.model else '--config'}")
+    if args.shaped_like not in models:
+        raise UsageError(f"argument --shaped-like: unknown model {args.shaped_like!r} (see `python -m builder models`)")
+    return models[args.shaped_like]
 
 
 # Megatron-LM's --use-distributed-optimizer (megatron/core/optimizer/distrib_optimizer.py, commit d98e8a6) shards

@@ -19,6 +19,7 @@ from builder.charts import format_amount as format_chart_amount
 from builder.content import BarDefinition, ChartDefinition, ContentError, Page, Preset
 from builder.model import Breakdown, Config, validate_config
 from builder.model.architecture import Architecture
+from builder.model.assumed import assumed_shape
 from builder.model.engines import ENGINES, EngineSettings, engine_report
 from builder.model.estimator import estimate as model_estimate
 from builder.model.partnames import reader_name
@@ -160,6 +161,8 @@ def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str
             errors.append(ContentError(where[0], where[1], f"{what}: arch: {error}"))
     if errors:
         return None, errors
+    if values.get("model") is None and values.get("params") and "shaped_like" not in values:
+        values["shaped_like"] = assumed_shape(models, values["params"])  # the catalog model nearest in size
     config = Config(**values)
     try:
         validate_config(config)

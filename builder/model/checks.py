@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym
+from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym, when
 from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.ranges import RANGES, Range
 from builder.model.states import HYBRID_GROUP, SHARD_RANKS
+from builder.model.zero3 import DEEPSPEED_ZERO3, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 
 # Whole-number options that must be at least 1 and are always given, in the order they are checked.
 POSITIVE = tuple(r.option for r in RANGES if r.whole and r.low == 1 and r.unset is None)
@@ -187,6 +188,11 @@ CHECKS: tuple[Check, ...] = (
          "FSDP's own state_dict types save: choose full-state-dict, full-state-dict-offload, sharded-state-dict or "
          "dcp", (sym("fsdp"),)),
     )),
+    # DeepSpeed ZeRO-3's own options (builder.model.zero3) mean nothing to another stage or to FSDP.
+    *(Check(both(ne(sym(option), ZERO3_UNSET), negate(DEEPSPEED_ZERO3)),
+            fmt("{0}: a DeepSpeed ZeRO-3 option; it needs zero 3 without fsdp, not {1}", option,
+                when(sym("fsdp"), fmt("fsdp {0}", sym("fsdp")), fmt("zero {0}", sym("shard_stage")))))
+      for option in ZERO3_OPTIONS),
     Check(both(eq(sym("fsdp"), "HYBRID_SHARD"), mod(SHARD_RANKS, HYBRID_GROUP)),
           fmt("fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}", HYBRID_GROUP,
               SHARD_RANKS)),

@@ -184,6 +184,14 @@ class Config:
     ep: int = 1  # expert-parallel ranks (MoE experts split across GPUs)
     offload: str = "none"  # CPU offload: 'none', 'optimizer', 'params' or 'both'
     gpus_per_node: int = 8  # for host memory per node and HYBRID_SHARD defaults
+    # DeepSpeed ZeRO-3's parameter coordinator, zero_optimization's keys in elements (builder.model.zero3; None:
+    # DeepSpeed's default). Only with zero 3 (not FSDP).
+    stage3_max_live_parameters: int | None = None  # 1e9: prefetching stops with this many gathered
+    stage3_prefetch_bucket_size: int | None = None  # 5e7: elements fetched ahead of use
+    stage3_param_persistence_threshold: int | None = None  # 1e5: tensors this small are never partitioned
+    stage3_max_reuse_distance: int | None = None  # 1e9: a module used again within this many elements stays gathered
+    # For the parts that need a shape (DeepSpeed ZeRO-3's largest layer); set by whoever reads a bare count.
+    shaped_like: Architecture | None = None  # params alone: assumed shape (default the nearest catalog model)
 
     # Fine-tuning -------------------------------------------------------------------
     lora_rank: int = 0  # r: LoRA rank (0: full fine-tuning)
@@ -277,6 +285,8 @@ def validate_config(config: Config) -> None:
     for option in ("allocator_reserve", "overhead_fraction"):
         if not math.isfinite(getattr(config, option)):
             fail(option, f"must be a fraction between 0 and 10, got {getattr(config, option)}")
+    if config.model is not None and config.shaped_like is not None:
+        fail("shaped_like", "the shape assumed for a bare parameter count; give it with params, not with a model")
     if config.model is None and (config.ep > 1 or config.tp > 1 or config.pp > 1 or config.cp > 1):
         fail("model", "tensor, pipeline, context and expert parallelism need an architecture, not a raw count")
     if config.mode == "serve" and (config.zero or config.fsdp):

@@ -15,7 +15,9 @@ from typing import Any
 from builder.model.architecture import Architecture, param_count, shape_with_tensors
 from builder.model.config import Config, _shard_stage
 from builder.model.placement import HOLDING, Stage, stages_of
+from builder.model.ranges import RANGE_OF
 from builder.model.units import DTYPE_BYTES
+from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS, assumed_inputs
 
 # An absent architecture (a raw parameter count): every shape input is 0 and every choice "".
 NO_ARCHITECTURE = {"has_architecture": 0, "model_name": "", "layers": 0, "hidden": 0, "heads": 0, "kv_heads": 0,
@@ -62,12 +64,23 @@ def config_inputs(config: Config) -> dict[str, Any]:
             "qlora_double_quant": int(config.qlora_double_quant), "batch": config.batch, "context": config.context,
             "allocator_reserve": Fraction(str(config.allocator_reserve)),
             "overhead_fraction": Fraction(str(config.overhead_fraction)), "overhead_bytes": config.overhead_bytes,
-            "cuda_context_bytes": config.cuda_context_bytes, "dtype_bytes": DTYPE_BYTES}
+            "cuda_context_bytes": config.cuda_context_bytes, "dtype_bytes": DTYPE_BYTES,
+            **{option: RANGE_OF[option].unset if getattr(config, option) is None else getattr(config, option)
+               for option in ZERO3_OPTIONS},
+            **ASSUMED_NONE}
 
 
 def run_inputs(arch: Architecture | None, config: Config) -> dict[str, Any]:
-    """The inputs of a run, before a pipeline stage is chosen."""
-    return {**architecture_inputs(arch), **config_inputs(config)}
+    """The inputs of a run, before a pipeline stage is chosen; a bare count with an assumed shape
+    (Config.shaped_like) gets that shape's terms (builder.model.zero3.assumed_inputs)."""
+    inputs = {**architecture_inputs(arch), **config_inputs(config)}
+    shaped = config.shaped_like
+    if arch is None and shaped is not None:
+        whole = {**architecture_inputs(shaped), **config_inputs(config)}
+        only = stages_of(whole)[0]
+        inputs.update(assumed_inputs(HOLDING.environment({**whole, **only.inputs()}),
+                                     shaped.extra.get("display", shaped.name)))
+    return inputs
 
 
 def stages(arch: Architecture | None, config: Config) -> list[Stage]:

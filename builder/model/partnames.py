@@ -70,6 +70,7 @@ PART_NAMES: dict[str, str] = {
     "activations/working_set": "Serving working set",
     # Communication buffers (states)
     "comm/gathered_params": "Gathered parameters",
+    "comm/reused_params": "Parameters kept for reuse",
     "comm/unsharded_grads": "Unsharded gradients",
     # Saving a checkpoint (checkpoint)
     "checkpoint/state_dict_copies": "State dict copies",

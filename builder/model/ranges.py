@@ -59,6 +59,15 @@ RANGES: tuple[Range, ...] = (
     # The rest.
     Range("params", 1, PARAMS, "parameters (a raw count, or the architecture's)", unset=0),
     Range("fsdp_shard_group", 1, MILLION_ISH, "ranks per HYBRID_SHARD group (unset: gpus_per_node)", unset=0),
+    # DeepSpeed ZeRO-3's options (builder.model.zero3: DeepSpeed's defaults when unset), in parameter elements.
+    Range("stage3_max_live_parameters", 0, PARAMS, "DeepSpeed ZeRO-3: parameters resident per GPU before releasing "
+          "(unset: 1e9)", unset=-1),
+    Range("stage3_prefetch_bucket_size", 0, PARAMS, "DeepSpeed ZeRO-3: parameter elements fetched ahead of use "
+          "(unset: 5e7)", unset=-1),
+    Range("stage3_param_persistence_threshold", 0, PARAMS, "DeepSpeed ZeRO-3: parameters this small are not "
+          "partitioned (unset: 1e5)", unset=-1),
+    Range("stage3_max_reuse_distance", 0, PARAMS, "DeepSpeed ZeRO-3: a parameter reused within this many elements is "
+          "not released (unset: 1e9)", unset=-1),
     Range("recompute_layers", 0, MILLION_ISH, "fully recomputed layers per stage (0: every layer)"),
     Range("lora_rank", 0, MILLION_ISH, "LoRA rank (0: full fine-tuning; at most the hidden size)"),
     Range("cuda_context_bytes", 0, BYTES, "bytes of CUDA context"),

@@ -16,6 +16,7 @@ from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, i
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
+from builder.model.zero3 import COORDINATOR as ZERO3_COORDINATOR, ESTIMATOR as ZERO3_ESTIMATOR, SYMBOLS as ZERO3_SYMBOLS
 
 ZERO = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5 (Pos, Pos+g, Pos+g+p)"
 FSDP = "Zhao et al. 2023 (PyTorch FSDP), arXiv:2304.11277, section 3"
@@ -304,12 +305,26 @@ PIPELINED_FSDP = ("PyTorch 2.9 torch/distributed/pipelining/stage.py _PipelineSt
 # a backward until the schedule's last, and accumulates its unsharded gradients until then, so the whole stage's
 # parameters and gradients are unsharded through the schedule.
 WHOLE_STAGE = both(sym("pp") > 1, sym("fsdp"))
-# ZeRO-3 / FSDP gather a unit's parameters for its forward and backward, and a unit's gradients are whole
-# until they are reduce-scattered.
+# FSDP gathers a unit's parameters for its forward and backward; DeepSpeed ZeRO-3 gathers module by module, with
+# prefetching and reuse limits of its own (builder.model.zero3). A unit's gradients are whole until they are
+# reduce-scattered.
+_ZERO3_BYTES = bytes_of(sym("param_dtype"))
+ZERO3_NOTE = ("simplification: DeepSpeed prefetches whole parameters, so a prefetch can pass the bucket by up to one "
+              "parameter (left out), and the largest module's bias is left out")
+ZERO3_KEPT_NOTE = ("simplification: whole blocks from the last, the block that half the reuse distance falls in "
+                   "counted whole; held from the last layer's forward to its backward")
 COMM = RuleSet(
     symbols={**SHARDING, "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype")),
-             "stage_unsharded": sym("dense") + sym("expert")},
+             "stage_unsharded": sym("dense") + sym("expert"), **ZERO3_SYMBOLS},
     parts=(
+        PartRule("comm/gathered_params", sym("zero3_now") * _ZERO3_BYTES,
+                 "(small parameters + largest layer + prefetch) x bytes(param dtype)",
+                 f"{ZERO3_COORDINATOR}; {ZERO3_ESTIMATOR}", "largest layer + prefetch + small parameters",
+                 fmt("{0}{1}", sym("zero3_assumed"), ZERO3_NOTE), when=sym("zero3_gathers")),
+        PartRule("comm/reused_params", (sym("zero3_turn") - sym("zero3_now")) * _ZERO3_BYTES,
+                 "modules used again within stage3_max_reuse_distance x bytes(param dtype)", ZERO3_COORDINATOR,
+                 "the last blocks, kept for their backward", fmt("{0}{1}", sym("zero3_assumed"), ZERO3_KEPT_NOTE),
+                 when=both(sym("zero3_gathers"), sym("zero3_turn") > sym("zero3_now"))),
         PartRule("comm/gathered_params", when(WHOLE_STAGE, sym("stage_unsharded"),
                                               2 * sym("layer_unit") + sym("root_unit")) * bytes_of(sym("param_dtype")),
                  when(WHOLE_STAGE, "the stage's parameters x bytes(param dtype)",
@@ -318,7 +333,7 @@ COMM = RuleSet(
                  when(WHOLE_STAGE, "pipeline parallelism keeps the stage's parameters unsharded through the schedule",
                       "simplification: the block being computed and the prefetched one, plus the root unit "
                       "(embeddings, head) that stays gathered"),
-                 when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1)),
+                 when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"))),
         PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("stage_unsharded"), sym("layer_unit"))
                  * bytes_of(sym("gradient_reduce_dtype")),
                  when(WHOLE_STAGE, "the stage's gradients x bytes(reduce dtype)",

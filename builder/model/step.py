@@ -84,10 +84,15 @@ NOT_SAVED = ("activations/logits", "activations/recompute_working_layer")
 # ('weights'), a part's name ('activations/logits'), 'saved' (the saved activations: the activations
 # bucket less its transient parts) or 'accumulating' (the gradients, when gradient accumulation
 # keeps them across micro-batches).
-_IN_BACKWARD = ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads", "saved")
+# DeepSpeed ZeRO-3's parameters kept for reuse (comm/reused_params, builder.model.zero3) are the last blocks and the
+# output layer, gathered from their forward until their backward: live from the last layer's forward to its backward,
+# released before the first layer's.
+_IN_BACKWARD = ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params",
+                "comm/unsharded_grads", "saved")
 LIVE = {
-    "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved"),
-    "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "saved", "activations/logits"),
+    "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params", "saved"),
+    "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params", "saved",
+                "activations/logits"),
     "backward_start": _IN_BACKWARD,
     # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
     "layer_backward": (*_IN_BACKWARD, "stepping"),

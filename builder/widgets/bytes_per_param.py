@@ -27,6 +27,7 @@ from typing import Any
 from builder.catalog import short_gpu_name
 from builder.model import Config
 from builder.model.architecture import param_count
+from builder.model.assumed import nearest_row
 from builder.model.expr import encode, evaluate
 from builder.model.ranges import RANGE_OF
 from builder.model.teaching import ADAM_SEGMENTS, SEGMENTS, ZERO_STAGES, Segment, bytes_per_param
@@ -43,7 +44,7 @@ DEFAULT_GPU_COUNT = 8
 # The parameter slider's positions: round counts, each decade's 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9
 # (seed 000's slider lands on round values; 7B and 70B are positions, not 6.98B and 70.5B).
 ROUND_STEPS = (10, 12, 15, 20, 25, 30, 40, 50, 60, 70, 80, 90)
-NEAREST_TICK = full_model.nearest_row("ticks", "value")
+NEAREST_TICK = nearest_row("ticks", "value")
 SCALE_MARGIN = Fraction(115, 100)  # the bar spans max(total, largest GPU) x 1.15 (seed 000)
 # A capacity label right of the bar's middle ends at its line; px between a label and its line. Significant digits
 # of a parameter count ('6.74B').

@@ -39,6 +39,7 @@ from builder.model.peak import Need, assess, need
 from builder.model.states import SHARDING as STATE_SHARDING
 from builder.model.questions import VERDICTS, Fit, _largest, max_micro_batch, max_seq_len
 from builder.model.units import format_bytes
+from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS
 from builder.widgets import full_model, link_notice
 from builder.widgets.model_data import json_value, model_data
 
@@ -554,7 +555,8 @@ def custom_base() -> dict[str, Any]:
 # The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs); the dtype
 # table travels once, as "dtypes".
 FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype",
-                "lora_targets", "qlora_double_quant", "allocator_reserve", "overhead_bytes", "cuda_context_bytes")
+                "lora_targets", "qlora_double_quant", "allocator_reserve", "overhead_bytes", "cuda_context_bytes",
+                *ZERO3_OPTIONS, *ASSUMED_NONE)
 
 
 def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]], shown: list[str],

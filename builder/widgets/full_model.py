@@ -16,22 +16,13 @@ from typing import Any
 from builder.model import Config
 from builder.model.architecture import Architecture, param_count, shape_inputs
 from builder.model.breakdown import Breakdown
-from builder.model.expr import Expr, best, encode, evaluate, maximum, sym
+from builder.model.assumed import NEAREST, catalog_rows, nearest_model
+from builder.model.expr import encode
 from builder.model.inputs import config_inputs
 from builder.model.peak import Need, assess
 from builder.model.units import format_bytes
 from builder.widgets.model_data import json_value, model_data
 
-
-
-def nearest_row(rows: str, field: str) -> Expr:
-    """The row of table `rows` whose `field` is nearest to the `asked` input by ratio: the smallest
-    max(value / asked, asked / value), the first such row on a tie."""
-    return best(sym(rows), -(maximum(sym(field) / sym("asked"), sym("asked") / sym(field))))
-
-
-# The catalog model nearest in parameter count (a 7B question is nearer 6.74B than 8.03B).
-NEAREST = nearest_row("catalog", "parameters")
 # The inputs a precision policy sets (builder.model.inputs.config_inputs), so a widget can switch policy.
 POLICY_INPUTS = ("param_dtype", "master_dtype", "grad_dtype", "optimizer_state_dtype", "activation_dtype", "autocast",
                  "recipe", "quantised_params", "exp_avg_dtype", "exp_avg_sq_dtype", "msamp", "master_grads")
@@ -42,17 +33,6 @@ TEXTS = {
     "fits": "fits in {0} with {1} headroom",
     "exceeds": "exceeds {0} by {1}",
 }
-
-
-def catalog_rows(models: dict[str, Architecture]) -> list[dict[str, Any]]:
-    """Every catalog model as the NEAREST rule reads it, in catalog order."""
-    return [{"id": key, "name": arch.extra.get("display", key), "parameters": param_count(arch)}
-            for key, arch in models.items()]
-
-
-def nearest_model(models: dict[str, Architecture], params: int) -> str:
-    """The id of the catalog model nearest to `params` parameters (NEAREST)."""
-    return evaluate(NEAREST, {"catalog": catalog_rows(models), "asked": params})["id"]
 
 
 def run_base(config: Config) -> dict[str, Any]:
