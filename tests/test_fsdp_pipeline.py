@@ -5,8 +5,10 @@ parameters stay unsharded through the schedule and its unsharded gradients accum
 
 from __future__ import annotations
 
+import pytest
+
 from builder.catalog import default_models
-from builder.model import Config
+from builder.model import Config, validate_config
 from builder.model.architecture import param_count
 from builder.model.peak import assess
 
@@ -38,3 +40,14 @@ def test_zero_3_without_fsdp_is_unchanged_by_the_rule():
     assert parts_of(config)["comm/gathered_params"] == 2 * (128_256 * 8192 + 161 * 8192)
     staged = parts_of(config.with_changes(pp=4, grad_accum=8))
     assert staged["comm/gathered_params"] < 2 * 128_256 * 8192 * 2 and staged["comm/unsharded_grads"] < 2 * 10**9
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_deepspeed_refuses_zero_2_and_3_with_pipeline_parallelism(zero):
+    """DeepSpeed (commit edaa722) deepspeed/runtime/pipe/engine.py asserts zero_optimization_stage() <
+    ZeroStageEnum.gradients: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism". FSDP with pipeline
+    stages (torchtitan) stays allowed."""
+    with pytest.raises(ValueError, match="incompatible with pipeline parallelism"):
+        validate_config(Config(model=LLAMA, zero=zero, dp=8, pp=2, grad_accum=4))
+    validate_config(Config(model=LLAMA, zero=1, dp=8, pp=2, grad_accum=4))
+    validate_config(Config(model=LLAMA, fsdp="FULL_SHARD", dp=8, pp=2, grad_accum=4))

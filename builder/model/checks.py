@@ -188,6 +188,12 @@ CHECKS: tuple[Check, ...] = (
          "FSDP's own state_dict types save: choose full-state-dict, full-state-dict-offload, sharded-state-dict or "
          "dcp", (sym("fsdp"),)),
     )),
+    # DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 (DeepSpeed commit edaa722, deepspeed/runtime/pipe/engine.py:
+    # "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"); FSDP with pipeline stages is torchtitan's.
+    Check(both(eq(sym("mode"), "train"), sym("shard_stage") >= 2, negate(sym("fsdp")), sym("pp") > 1),
+          fmt("zero: DeepSpeed's pipeline engine refuses ZeRO stage {0} with pipeline parallelism (pp {1}): "
+              "\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"; use zero 1, or fsdp with pp",
+              sym("shard_stage"), sym("pp"))),
     # DeepSpeed ZeRO-3's own options (builder.model.zero3) mean nothing to another stage or to FSDP.
     *(Check(both(ne(sym(option), ZERO3_UNSET), negate(DEEPSPEED_ZERO3)),
             fmt("{0}: a DeepSpeed ZeRO-3 option; it needs zero 3 without fsdp, not {1}", option,
