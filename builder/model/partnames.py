@@ -41,6 +41,7 @@ PART_NAMES: dict[str, str] = {
     "optimizer/momentum": "Momentum",
     "optimizer/adafactor_factors": "Adafactor factored second moment",
     "optimizer/step_temporaries": "Optimizer step temporaries",
+    "optimizer/paged_in": "Paged optimizer states in use",
     # Activations (activations, autocast, step, peak's moments, serving, engines)
     "activations/layers": "Layer activations (Table 2 formula)",
     "activations/norms": "Norm activations",

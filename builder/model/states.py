@@ -13,7 +13,9 @@ from fractions import Fraction
 
 from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, isin, maximum, minimum, ne, negate,
                                 per_unit, sym, total, when)
+from builder.model.adapters import MLP_WIDTH, SHAPES as ADAPTER_SHAPES
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
+from builder.model.paging import PAGED, PAGED_NOTE
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
 
@@ -83,19 +85,10 @@ SHARDING = {
 }
 
 # LoRA adapters (Hu et al. 2021, section 4.1): r x (in + out) per targeted projection, split over TP ranks.
-_PROJECTIONS = {
-    "q": sym("hidden") + sym("heads") * sym("head_dim"),
-    "k": sym("hidden") + sym("kv_heads") * sym("head_dim"),
-    "v": sym("hidden") + sym("kv_heads") * sym("head_dim"),
-    "o": sym("heads") * sym("head_dim") + sym("hidden"),
-    "gate": when(eq(sym("mlp"), "gelu"), 0, sym("hidden") + sym("mlp_width")),
-    "up": sym("hidden") + sym("mlp_width"),
-    "down": sym("mlp_width") + sym("hidden"),
-}
 ADAPTERS = {
-    "mlp_width": when(sym("ffn"), sym("ffn"), sym("expert_ffn")),
-    "adapters": sym("lora_rank") * sum((when(has(sym("lora_targets"), name), size, 0)
-                                        for name, size in _PROJECTIONS.items()), start=Fraction(0))
+    "mlp_width": MLP_WIDTH,
+    "adapters": sym("lora_rank") * sum((when(has(sym("lora_targets"), name), d_in + d_out, 0)
+                                        for name, (d_in, d_out) in ADAPTER_SHAPES.items()), start=Fraction(0))
     * sym("stage_layers") / sym("tp"),
     "lora": both(sym("lora_rank"), sym("has_architecture")),
 }
@@ -176,14 +169,20 @@ _ADAM_BLOCK = 1 + Fraction(4, 256)
 def _adam(moment: str, label: str, dtype: str) -> tuple[PartRule, ...]:
     """Adam's moment `moment` in its dtype (the symbol `dtype`), and as bitsandbytes' blockwise 8-bit state."""
     return (PartRule(f"optimizer/adam_{moment}", sym("states_here") * bytes_of(sym(dtype)),
-                     "N x bytes(state dtype)", when(sym("msamp"), MSAMP, ADAM),
+                     "N x bytes(state dtype)", when(sym("msamp"), MSAMP, when(sym("paged"), fmt("{0}; {1}", PAGED, ADAM),
+                                                                              ADAM)),
                      fmt("{0} B/param ({1} {2})", per_unit(bytes_of(sym(dtype))), sym(dtype), label),
-                     when(sym("msamp"), MSAMP_NOTE, ""),
-                     when=both(TRAIN, isin(sym("optimizer"), "adam", "adamw")), sharded_by=sym("optimizer_ranks")),
-            PartRule(f"optimizer/adam_{moment}", sym("states_here") * _ADAM_BLOCK, "N x (1 B + 4 B / 256)", BNB,
+                     when(sym("msamp"), MSAMP_NOTE, when(sym("paged"), PAGED_NOTE, "")),
+                     when=both(TRAIN, isin(sym("optimizer"), "adam", "adamw", "paged-adamw")),
+                     sharded_by=sym("optimizer_ranks")),
+            PartRule(f"optimizer/adam_{moment}", sym("states_here") * _ADAM_BLOCK, "N x (1 B + 4 B / 256)",
+                     when(sym("paged"), fmt("{0}; {1}", PAGED, BNB), BNB),
                      per_param(_ADAM_BLOCK, "uint8 + fp32 absmax per 256"),
-                     "bitsandbytes keeps tensors under 4096 elements in 32-bit; ignored here",
-                     when=both(TRAIN, eq(sym("optimizer"), "adam8bit")), sharded_by=sym("optimizer_ranks")),
+                     when(sym("paged"), fmt("{0}; bitsandbytes keeps tensors under 4096 elements in 32-bit, ignored "
+                                            "here", PAGED_NOTE),
+                          "bitsandbytes keeps tensors under 4096 elements in 32-bit; ignored here"),
+                     when=both(TRAIN, isin(sym("optimizer"), "adam8bit", "paged-adamw8bit")),
+                     sharded_by=sym("optimizer_ranks")),
             *(PartRule(f"optimizer/adam_{moment}", sym("states_here") * size, f"N x {size} B", TORCHAO,
                        per_param(size, words),
                        "torchao keeps tensors under 4096 elements (or not a whole number of blocks) in the parameter's "
