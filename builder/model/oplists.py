@@ -136,7 +136,7 @@ CORE_FP32_SOFTMAX = (
 # model the input itself, shared by adapters reading one tensor), or, with lora_dropout > 0 (nn.Dropout; at p = 0 it is
 # nn.Identity), the dropout's fp32 output, with the dropout's 1-byte mask beside it; lora_B saves lora_A's r-wide
 # output. The scaling multiplies by a Python number and saves nothing. bitsandbytes' MatMul4Bit (QLoRA's base layer)
-# saves only the packed 4-bit weight, a parameter already counted. Measured: see the Validation page.
+# saves only the packed 4-bit weight, a parameter already counted. Measured with PEFT on CPU: tests/test_lora_peft.py.
 LORA = tuple(
     row
     for target, shape in (("q", "Tr h"), ("k", "Tr h"), ("v", "Tr h"), ("o", "T a d"),

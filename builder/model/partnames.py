@@ -27,6 +27,7 @@ PART_NAMES: dict[str, str] = {
     "weights/quantised_linear": "Quantised linear weights",
     "weights/quantisation_constants": "Quantisation constants",
     "weights/low_precision_copies": "Low-precision weight copies",
+    "weights/scaling_linear": "Linear weights with scaling factors",
     "weights/unquantised": "Unquantised weights",
     "weights/lora_adapters": "LoRA adapters",
     # Gradients (states, step, peak's moments)
