@@ -274,6 +274,8 @@ def validate_config(config: Config) -> None:
     for option in ("allocator_reserve", "overhead_fraction"):
         if not math.isfinite(getattr(config, option)):
             fail(option, f"must be a fraction between 0 and 10, got {getattr(config, option)}")
+    if not math.isfinite(config.lora_dropout):
+        fail("lora_dropout", f"must be a fraction between 0 and 1, got {config.lora_dropout}")
     if config.model is None and (config.ep > 1 or config.tp > 1 or config.pp > 1 or config.cp > 1):
         fail("model", "tensor, pipeline, context and expert parallelism need an architecture, not a raw count")
     if config.mode == "serve" and (config.zero or config.fsdp):
