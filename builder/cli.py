@@ -110,7 +110,9 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--precision", default=None, metavar="POLICY",
                      help=f"training: {', '.join(PRECISIONS)} (default bf16-mixed); "
                           f"serving: a weight dtype ({', '.join(DTYPE_BYTES)}), default bf16")
-    run.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    run.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
+                     help="paged-adamw and paged-adamw8bit are bitsandbytes' PagedAdamW and PagedAdamW8bit "
+                          "(Hugging Face's paged_adamw_32bit and paged_adamw_8bit)")
     run.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default=None,
                      help="how the step runs (torch.optim's words): for-loop, foreach, fused, or in-backward (stepped "
                           "from each gradient's hook, gradients freed at once); default: the optimizer's own (foreach "
@@ -182,6 +184,8 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     tune = p.add_argument_group("fine-tuning")
     tune.add_argument("--lora-rank", type=count_of("lora_rank"), default=0, metavar="R")
     tune.add_argument("--lora-targets", default="q,k,v,o", help=f"comma list of {', '.join(LORA_TARGETS)}")
+    tune.add_argument("--lora-dropout", type=float, default=0.0, metavar="P",
+                      help="PEFT's lora_dropout: p > 0 saves each adapter's dropout mask and output (needs --lora-rank)")
     tune.add_argument("--qlora", action="store_true", help="4-bit NF4 base weights (needs --lora-rank)")
 
     serve = p.add_argument_group("serving")
@@ -251,7 +255,8 @@ def make_parser() -> argparse.ArgumentParser:
 # Flags whose effect needs an architecture: with --params alone the model counts model states only, so a value
 # given for one of them would change nothing. Given anyway, it is an error rather than silently ignored.
 SHAPE_FLAGS = ("micro_batch", "seq_len", "recompute", "attention", "loss", "activation_formula", "implementation",
-               "dropout", "offload_activations", "recompute_layers", "batch", "context", "kv_dtype", "lora_rank")
+               "dropout", "offload_activations", "recompute_layers", "batch", "context", "kv_dtype", "lora_rank",
+               "lora_dropout")
 
 
 def refuse_shape_flags(args: argparse.Namespace) -> None:
@@ -311,7 +316,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
         pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,
         offload=args.offload, gpus_per_node=args.gpus_per_node, lora_rank=args.lora_rank, lora_targets=targets,
-        qlora=args.qlora, batch=args.batch, context=args.context, kv_dtype=resolve_kv_dtype(args),
+        lora_dropout=args.lora_dropout, qlora=args.qlora, batch=args.batch, context=args.context, kv_dtype=resolve_kv_dtype(args),
         cuda_context_bytes=args.cuda_context, allocator_reserve=args.allocator_reserve,
         overhead_fraction=overhead_fraction, overhead_bytes=overhead_bytes,
         **{option: getattr(args, option) for option in ZERO3_DEFAULTS}, shaped_like=shaped_like,

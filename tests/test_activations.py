@@ -136,7 +136,9 @@ def test_lora_drops_weight_gradient_saves_and_adds_adapter_saves():
     full = layer_bytes(Config(model=arch, seq_len=s, attention="flash"))
     lora = estimate(Config(model=arch, seq_len=s, attention="flash", lora_rank=r, lora_targets=("q", "v")))
     per_layer = Fraction(sum(lora.get(f"activations/{g}") for g in LAYER_GROUPS + ("lora",)), arch.layers)
-    dropped = 2 * s * h * 3 + 2 * s * f + 2 * (2 * s * h)  # q/k/v, o_proj and gate/up inputs; down input; 2 norms
+    # q/k/v and gate/up inputs; down input; 2 norms. The o_proj input stays: the fused attention kernel saves its
+    # output for its own backward (measured with PEFT 0.21.2: tests/test_lora_peft.py).
+    dropped = 2 * s * h * 2 + 2 * s * f + 2 * (2 * s * h)
     added = 2 * (4 * s * h + 4 * s * r)  # q and v adapters
     assert per_layer == full - dropped + added
     assert lora.get("activations/lora") == arch.layers * added

@@ -581,4 +581,7 @@ def test_real_site_pages_link_to_their_pinned_twins(real_site):
     for label in ("Calculator start: Llama 3 8B, one GPU, the classic recipe (161.4 GB)",
                   "Calculator start: Llama 3 70B, served on 8 GPUs", "Calculator page preset: model Llama 3 8B"):
         assert changes.count(f'<th scope="row">{label}') == 2, label  # since 0.1.0, and 0.1.0's own table
-    assert "No number moved: all 6 key configurations are as version 0.1.0 published them." in changes
+    # Either nothing moved since 0.1.0 or the page says how many did (a change not yet released: the LoRA op-list audit
+    # moved the QLoRA start's sum of parts by +0.03 GiB, the fused attention output a frozen o_proj leaves saved).
+    assert re.search(r"No number moved: all 6 key configurations are as version 0\.1\.0 published them\.|"
+                     r"[1-6] of 6 key configurations moved\.", changes)

@@ -72,3 +72,30 @@ def test_per_moment_dtypes_on_the_command_line(capsys):
     assert '"optimizer/adam_m": 1000000000' in out and '"optimizer/adam_v": 2000000000' in out
     code, _, err = run(capsys, "estimate", "--params", "1e9", "--optimizer", "lion", "--exp-avg-dtype", "fp8")
     assert code == 2 and "argument --exp-avg-dtype: only Adam and AdamW keep exp_avg; optimizer lion" in err
+
+
+def test_msamp_converts_only_linear_layers():
+    """MS-AMP (commit 9746ea8) msamp/nn/linear.py LinearReplacer: every nn.Linear (Llama 3 8B's 7 projections per
+    layer and its untied output layer) becomes an FP8Linear with an fp16 weight, whose gradient is fp8
+    (msamp/nn/functional.py _FP8GemmFunction.backward) and whose forward keeps an fp8 copy of the weight for backward
+    (ctx.weight_fp8); the embedding and the norms keep the dtype the model was declared in, fp32
+    (docs/user-tutorial/usage.md), with fp32 gradients. Llama 3 8B: 6,979,321,856 projection weights and
+    525,336,576 in the output layer (128,256 x 4,096); 525,336,576 + 65 x 4,096 in the embedding and norms."""
+    parts = states(Config(model=LLAMA, precision="msamp-o2"))
+    linear = 32 * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 4096 * 14336) + EMBEDDING
+    other = EMBEDDING + 65 * 4096
+    assert linear + other == N
+    assert parts["weights/scaling_linear"] == 2 * linear
+    assert parts["weights/low_precision_copies"] == linear
+    assert parts["weights"] == 4 * other
+    assert parts["gradients"] == linear + 4 * other
+    assert parts["optimizer/adam_m"] == N and parts["optimizer/adam_v"] == 2 * N  # every parameter's moments
+
+
+def test_msamp_gives_a_tied_output_layer_its_own_weight():
+    """LinearReplacer._build_fp8linear builds a new FP8Linear parameter for GPT-2's lm_head, which shares the token
+    embedding's matrix: the fp32 embedding stays and an fp16 copy of the 50,257 x 768 matrix joins the linear weights."""
+    gpt2 = default_models()["gpt2"]
+    parts = states(Config(model=gpt2, precision="msamp-o2"))
+    vocab = 50_257 * 768
+    assert parts["weights/scaling_linear"] - 2 * vocab == 2 * 12 * (768 * 3 * 768 + 768 * 768 + 2 * 768 * 3072)

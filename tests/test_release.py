@@ -357,7 +357,10 @@ def test_release_command_records_and_refuses_to_overwrite(tmp_path, capsys):
     record, errors = read_record(content / "releases" / "0.1.0.toml")
     assert errors == [] and record.note == "First release." and record.date == "2026-11-24"
     expected, _ = read_record(CONTENT / "releases" / "0.1.0.toml")
-    assert record.numbers == expected.numbers  # the committed record is what the current model gives
+    # The committed record is what the current model gives, but for the QLoRA start, whose sum of parts the LoRA
+    # op-list audit moved by +0.03 GiB (not released yet: the next release records it with its note).
+    moved = {key for key, numbers in expected.numbers.items() if record.numbers.get(key) != numbers}
+    assert moved <= {"calculator/qlora-8b"} and record.numbers.keys() == expected.numbers.keys()
     capsys.readouterr()
     assert main(["release", "--content", str(content), "--write", "--note", "again"]) == 2
     err = capsys.readouterr().err.strip()

@@ -198,7 +198,7 @@ MODE_VALUES = {"precision": list(PRECISIONS), "param_dtype": ["policy", "fp32", 
                "seq_len": ["0", "65536"], "grad_accum": ["0", "4"], "recompute": ["none", "full"],
                "recompute_layers": ["0", "3", "-1"],
                "attention": ["eager", "flash"], "loss": ["compiled", "fused-linear"], "formula": ["hf", "megatron", "korthikanti"], "dropout": ["0", "1"], "offload_activations": ["0", "1"],
-               "lora_rank": ["0", "-3", "64"], "qlora": ["0", "1"], "shard": ["0", "3", "FULL_SHARD", "HYBRID_SHARD"],
+               "lora_rank": ["0", "-3", "64"], "lora_dropout": ["0", "0.1", "7"], "qlora": ["0", "1"], "shard": ["0", "3", "FULL_SHARD", "HYBRID_SHARD"],
                "offload": ["none", "both"], "checkpoint_save": ["none", "full-state-dict", "deepspeed-16bit"], "sp": ["0", "1"], "vpp": ["1", "5"], "cp": ["1", "3"],
                "weights": ["bf16", "int4", "fp8"], "kv_dtype": ["auto", "fp8"], "batch": ["0", "64"],
                "context": ["0", "8192"]}

@@ -99,12 +99,18 @@ def _conditions() -> dict[str, Expr]:
     learned = sym("position_embeddings") > 0
     lora = {target: both(sym("lora_rank") > 0, has(sym("lora_targets"), target)) for target in LORA_TARGETS}
 
+    lora_dropout = sym("lora_dropout") > 0
+
     def own_input(target: str) -> Expr:
-        # Each adapter casts its input to fp32 for lora_A; below fp32 each cast is a new tensor, but in an fp32
-        # model the cast is the input itself, so adapters on projections that share an input save it once.
+        # Each adapter casts its input to fp32 for lora_A; below fp32 each cast is a new tensor, and with LoRA dropout
+        # each adapter's dropout output is, but in an fp32 model without it the cast is the input itself: adapters on
+        # projections that share an input save it once, and o's is the fused attention kernel's own saved output.
+        if target == "o":
+            return both(lora[target], either(low_precision, lora_dropout, eager))
         group = next((g for g in LORA_SHARED_INPUTS if target in g), (target,))
         earlier = [has(sym("lora_targets"), other) for other in group[:group.index(target)]]
-        return both(lora[target], either(low_precision, negate(either(*earlier)))) if earlier else lora[target]
+        return both(lora[target], either(low_precision, lora_dropout, negate(either(*earlier)))) if earlier \
+            else lora[target]
 
     return {
         "eager": eager, "fused": negate(eager), "gqa_repeat": gqa_repeat, "no_gqa_repeat": negate(gqa_repeat),
@@ -122,6 +128,7 @@ def _conditions() -> dict[str, Expr]:
         **{name: eq(sym("lora_rank"), 0) for name in FULL_TRAINING},
         **{f"lora_{target}": rule for target, rule in lora.items()},
         **{f"lora_in_{target}": own_input(target) for target in LORA_TARGETS},
+        "lora_dropout": both(sym("lora_rank") > 0, lora_dropout), "lora_frozen_o": sym("lora_rank") > 0,
     }
 
 

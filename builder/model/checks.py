@@ -58,6 +58,8 @@ def range_checks(bounds: Range) -> tuple[Check, ...]:
 CHECKS: tuple[Check, ...] = (
     *(check for bounds in RANGES for check in range_checks(bounds)),
     Check(both(sym("qlora"), eq(sym("lora_rank"), 0)), fmt("qlora: QLoRA needs lora_rank > 0")),
+    Check(both(sym("lora_dropout") > 0, eq(sym("lora_rank"), 0)),
+          fmt("lora_dropout: LoRA dropout acts on the adapters' input and needs lora_rank > 0")),
     Check(both(eq(sym("mode"), "train"), ne(sym("recipe"), ""), sym("qlora")),
           fmt("qlora: QLoRA's NF4 base weights do not combine with the Transformer Engine recipe {0} (it quantises "
               "16-bit linear weights); choose a precision such as bf16-mixed", sym("recipe"))),
@@ -124,6 +126,17 @@ CHECKS: tuple[Check, ...] = (
     Check(both(isin(sym("optimizer_impl"), "for-loop", "foreach"), eq(sym("optimizer"), "adam8bit")),
           fmt("optimizer_impl: bitsandbytes' 8-bit AdamW runs one fused kernel per parameter and has no {0} "
               "implementation; choose fused or in-backward", sym("optimizer_impl"))),
+    # bitsandbytes' paged optimizers step in their own loop (Optimizer8bit.step: prefetch, fused update, sync, one
+    # parameter at a time), which is what pages the states in; torch's implementations and DeepSpeed's CPU Adam
+    # (optimizer offload) are other optimizers.
+    Check(both(isin(sym("optimizer"), "paged-adamw", "paged-adamw8bit"),
+               isin(sym("optimizer_impl"), "for-loop", "foreach", "in-backward")),
+          fmt("optimizer_impl: bitsandbytes' {0} pages each parameter's states in and updates them with one fused "
+              "kernel in its own step; it has no {1} implementation (choose fused or leave optimizer_impl unset)",
+              sym("optimizer"), sym("optimizer_impl"))),
+    Check(both(isin(sym("optimizer"), "paged-adamw", "paged-adamw8bit"), isin(sym("offload"), "optimizer", "both")),
+          fmt("offload: optimizer {0} keeps its states in CUDA unified memory, which pages them to the host itself; "
+              "offloading the optimizer (DeepSpeed's CPU Adam) is another optimizer", sym("optimizer"))),
     *(Check(both(eq(sym("optimizer_impl"), "in-backward"), refused), fmt("optimizer_impl: " + why, *values))
       for refused, why, values in (
           (negate(ARCH), "in-backward needs an architecture (one parameter's gradient at a time), not a raw count",

@@ -15,8 +15,10 @@ from builder.model.checks import first_refusal
 from builder.model.units import DTYPE_BYTES
 
 MODES = ("train", "serve")
-OPTIMIZERS = ("adamw", "adam", "adam8bit", "adamw8bit-torchao", "adamw4bit", "adamwfp8", "sgd", "sgd-momentum",
-              "adafactor", "lion")
+# paged-adamw and paged-adamw8bit: bitsandbytes' PagedAdamW (fp32 states) and PagedAdamW8bit (Hugging Face's
+# optim="paged_adamw_32bit" and "paged_adamw_8bit"), whose states live in CUDA unified memory (builder.model.paging).
+OPTIMIZERS = ("adamw", "adam", "adam8bit", "paged-adamw", "paged-adamw8bit", "adamw8bit-torchao", "adamw4bit",
+              "adamwfp8", "sgd", "sgd-momentum", "adafactor", "lion")
 # Optimizers whose blockwise low-bit states fix their own dtype (bitsandbytes; torchao's AdamW8bit, AdamW4bit,
 # AdamWFp8).
 LOW_BIT_OPTIMIZERS = ("adam8bit", "adamw8bit-torchao", "adamw4bit", "adamwfp8")
@@ -196,6 +198,7 @@ class Config:
     # Fine-tuning -------------------------------------------------------------------
     lora_rank: int = 0  # r: LoRA rank (0: full fine-tuning)
     lora_targets: tuple[str, ...] = ("q", "k", "v", "o")  # projections that get adapters
+    lora_dropout: float = 0.0  # PEFT LoraConfig.lora_dropout: p > 0 saves each adapter's dropout mask and output
     qlora: bool = False  # base weights in 4-bit NF4 with their quantisation constants
     qlora_double_quant: bool = True  # QLoRA double quantisation of the constants
 
@@ -272,9 +275,10 @@ def validate_config(config: Config) -> None:
     for target in config.lora_targets:
         if target not in LORA_TARGETS:
             fail("lora_targets", f"{target!r} is not one of {', '.join(LORA_TARGETS)}")
-    if config.optimizer_state_dtype and config.optimizer in (*LOW_BIT_OPTIMIZERS, "sgd"):
+    if config.optimizer_state_dtype and config.optimizer in (*LOW_BIT_OPTIMIZERS, "paged-adamw", "sgd"):
         fail("optimizer_state_dtype", f"{config.optimizer} has no state dtype to choose ("
-             + ("its blockwise low-bit states are fixed" if config.optimizer != "sgd" else "plain SGD keeps no state")
+             + ("plain SGD keeps no state" if config.optimizer == "sgd" else "bitsandbytes' PagedAdamW keeps fp32 states"
+                if config.optimizer == "paged-adamw" else "its blockwise low-bit states are fixed")
              + "); leave optimizer_state_dtype unset or choose another optimizer")
     for option in ("exp_avg_dtype", "exp_avg_sq_dtype"):
         if getattr(config, option) and config.optimizer not in ("adam", "adamw"):
@@ -287,6 +291,8 @@ def validate_config(config: Config) -> None:
             fail(option, f"must be a fraction between 0 and 10, got {getattr(config, option)}")
     if config.model is not None and config.shaped_like is not None:
         fail("shaped_like", "the shape assumed for a bare parameter count; give it with params, not with a model")
+    if not math.isfinite(config.lora_dropout):
+        fail("lora_dropout", f"must be a fraction between 0 and 1, got {config.lora_dropout}")
     if config.model is None and (config.ep > 1 or config.tp > 1 or config.pp > 1 or config.cp > 1):
         fail("model", "tensor, pipeline, context and expert parallelism need an architecture, not a raw count")
     if config.mode == "serve" and (config.zero or config.fsdp):

@@ -88,9 +88,12 @@ CONDITIONS = {
     "lora_o": "a LoRA adapter on the output projection", "lora_gate": "a LoRA adapter on gate",
     "lora_up": "a LoRA adapter on up", "lora_down": "a LoRA adapter on down",
     # In an fp32 model the fp32 cast is the input itself: adapters on q, k and v (or gate and up)
-    # share one saved input; below fp32 each cast is its own tensor.
+    # share one saved input, and the adapter on o shares the fused attention kernel's saved output; below fp32, or
+    # with LoRA dropout, each adapter's input is its own tensor.
     **{f"lora_in_{t}": f"the LoRA adapter on {t} saves an input of its own"
        for t in ("q", "k", "v", "o", "gate", "up", "down")},
+    "lora_dropout": "LoRA dropout is on (PEFT lora_dropout > 0)",
+    "lora_frozen_o": "LoRA training: the output projection's base weight is frozen",
 }
 
 def _fp32_under_autocast(group: str, op: str, coefficient: int, shape: str, condition: str = "") -> tuple[Row, Row]:
@@ -127,14 +130,28 @@ CORE_FP32_SOFTMAX = (
         "eager&dropout", True),
 )
 
+# PEFT 0.21.2 peft/tuners/lora/layer.py Linear.forward: result = base_layer(x), then per adapter
+# x = self._cast_input_dtype(x, lora_A.weight.dtype) and result + lora_B(lora_A(dropout(x))) * scaling. The frozen base
+# layer saves no input (no weight gradient); lora_A saves its input: the fp32 cast (a new tensor below fp32; in an fp32
+# model the input itself, shared by adapters reading one tensor), or, with lora_dropout > 0 (nn.Dropout; at p = 0 it is
+# nn.Identity), the dropout's fp32 output, with the dropout's 1-byte mask beside it; lora_B saves lora_A's r-wide
+# output. The scaling multiplies by a Python number and saves nothing. bitsandbytes' MatMul4Bit (QLoRA's base layer)
+# saves only the packed 4-bit weight, a parameter already counted. Measured with PEFT on CPU: tests/test_lora_peft.py.
 LORA = tuple(
     row
     for target, shape in (("q", "Tr h"), ("k", "Tr h"), ("v", "Tr h"), ("o", "T a d"),
                           ("gate", "Tr h"), ("up", "Tr h"), ("down", "T f"))
     for row in (
-        Row("lora", f"LoRA {target}: input cast to fp32 (saved by lora_A)", 1, shape, "fp32", f"lora_in_{target}"),
+        Row("lora", f"LoRA {target}: input cast to fp32, or its dropout output (saved by lora_A)", 1, shape, "fp32",
+            f"lora_in_{target}"),
+        Row("lora", f"LoRA {target}: dropout mask", 1, shape, "bool", f"lora_{target}&lora_dropout"),
         Row("lora", f"LoRA {target}: lora_A output (saved by lora_B)", 1, "T r", "fp32", f"lora_{target}"),
     )
+) + (
+    # The fused attention kernel saves its output for its own backward whether or not o_proj trains; in full training
+    # that tensor is the o_proj input row's, under LoRA (o_proj frozen) it is this one.
+    Row("attention", "attention output as the fused kernel saves it (o_proj frozen)", 1, "T a d", "act",
+        "lora_frozen_o&fused"),
 )
 
 MLP_INNER = (

@@ -36,7 +36,8 @@ not only at the instant that tensor steps.
 
 from __future__ import annotations
 
-from builder.model.expr import best, both, eq, isin, maximum, negate, sym, when, within
+from builder.model.expr import best, both, either, eq, isin, maximum, negate, sym, when, within
+from builder.model.paging import PAGED_OPTIMIZERS, PAGING
 from builder.model.partrules import bytes_of
 from builder.model.placement import TP_SHARE
 
@@ -64,7 +65,7 @@ TORCHAO_OPTIMIZERS = ("adamw8bit-torchao", "adamw4bit", "adamwfp8")
 # MS-AMP's LBAdam/LBAdamW (precision msamp-o2) steps one parameter at a time (msamp/optim/adamw.py adamw_fn: a
 # Python loop over the parameters, param.float() and grads[i].float() each, then two CUDA kernels): a for-loop whose
 # two fp32 copies of one tensor are the for-loop's 2 x L in fp32.
-DEFAULT_IMPL = when(sym("msamp"), "for-loop", when(eq(sym("optimizer"), "adam8bit"), "fused",
+DEFAULT_IMPL = when(sym("msamp"), "for-loop", when(isin(sym("optimizer"), "adam8bit", *PAGED_OPTIMIZERS), "fused",
                     when(isin(sym("optimizer"), "adafactor", "lion", *TORCHAO_OPTIMIZERS), "for-loop", "foreach")))
 # How many tensors of one parameter's size a for-loop step holds at once (in the state dtype).
 LOOP_TENSORS = when(isin(sym("optimizer"), "adam", "adamw", "lion"), 2,
@@ -76,7 +77,10 @@ LOOP_SOURCE = when(sym("msamp"), LOOP_MSAMP, when(eq(sym("optimizer"), "adafacto
                         when(isin(sym("optimizer"), *TORCHAO_OPTIMIZERS), LOOP_TORCHAO, LOOP_ADAM))))
 # The state dtype the step computes in: torch keeps states in the parameter's dtype, so LoRA adapters' are fp32
 # (builder.model.states reads the same expression).
-STATE_DTYPE = when(both(sym("lora_rank"), sym("has_architecture"), negate(sym("chosen_state_dtype"))), "fp32",
+# bitsandbytes' PagedAdamW keeps fp32 states whatever the parameter's dtype (optim_bits=32: get_state_buffer(p,
+# dtype=torch.float32), bitsandbytes/optim/optimizer.py Optimizer2State.init_state).
+STATE_DTYPE = when(either(eq(sym("optimizer"), "paged-adamw"),
+                          both(sym("lora_rank"), sym("has_architecture"), negate(sym("chosen_state_dtype")))), "fp32",
                    sym("optimizer_state_dtype"))
 # MS-AMP's step computes in fp32 whatever its states' dtypes (msamp/optim/adamw.py: param.float(), grad.float()).
 STEP_DTYPE = when(sym("msamp"), "fp32", STATE_DTYPE)
@@ -96,11 +100,14 @@ LARGEST_TRAINABLE = when(both(sym("lora_rank"), sym("has_architecture")), _ADAPT
 # The symbols the model states and the step's rules both read (optimizer_ranks: builder.model.states' sharding).
 OPTIMIZER_STEP = {
     "largest_tensor": LARGEST_TENSOR,
+    "largest_trainable": LARGEST_TRAINABLE,
     "step_impl": when(sym("optimizer_impl"), sym("optimizer_impl"), DEFAULT_IMPL),
     "in_backward": eq(sym("step_impl"), "in-backward"),
     # A for-loop step's (and the step inside backward's) temporaries: k tensors of the largest trainable tensor,
     # split as the optimizer states are.
-    "loop_temporaries": LARGEST_TRAINABLE / sym("optimizer_ranks") * when(
+    "loop_temporaries": sym("largest_trainable") / sym("optimizer_ranks") * when(
         eq(sym("optimizer"), "adamw8bit-torchao"), 8, when(eq(sym("optimizer"), "adamw4bit"), 25,
                                                            LOOP_TENSORS * bytes_of(STEP_DTYPE))),
+    # Paged optimizers (builder.model.paging): which share of the states can leave the GPU, and what the step pages in.
+    **PAGING,
 }

@@ -28,6 +28,7 @@ PART_NAMES: dict[str, str] = {
     "weights/quantised_linear": "Quantised linear weights",
     "weights/quantisation_constants": "Quantisation constants",
     "weights/low_precision_copies": "Low-precision weight copies",
+    "weights/scaling_linear": "Linear weights with scaling factors",
     "weights/unquantised": "Unquantised weights",
     "weights/lora_adapters": "LoRA adapters",
     # Gradients (states, step, peak's moments)
@@ -42,6 +43,7 @@ PART_NAMES: dict[str, str] = {
     "optimizer/momentum": "Momentum",
     "optimizer/adafactor_factors": "Adafactor factored second moment",
     "optimizer/step_temporaries": "Optimizer step temporaries",
+    "optimizer/paged_in": "Paged optimizer states in use",
     # Activations (activations, autocast, step, peak's moments, serving, engines)
     "activations/layers": "Layer activations (Table 2 formula)",
     "activations/norms": "Norm activations",

@@ -15,6 +15,7 @@ from builder.model.activations import moment_environment
 from builder.model.breakdown import Breakdown, Part, join_parts
 from builder.model.config import Config
 from builder.model.estimator import breakdown_of, estimate, overhead_parts, stage_estimates
+from builder.model.paging import PAGED_PARTS, RESIDENT_NOTE
 from builder.model.step import (ACCUMULATE, AUTOGRAD, MOMENT_PARTS, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, PHASES,
                                 STEP, TRANSIENTS)
 
@@ -82,6 +83,8 @@ def _named(live: dict, named: dict[str, Part], phase: str, op: str, env: dict) -
     part = named[name]
     if live["accumulated"]:
         return Part(name, amount, part.formula, ACCUMULATE, part.per_unit, "held across micro-batches")
+    if amount != part.bytes and env.get("paged") and name in PAGED_PARTS:
+        return Part(name, amount, part.formula, part.source, part.per_unit, RESIDENT_NOTE)
     if amount != part.bytes:
         change = "the first layer's weight gradients not made yet" if phase == "first_layer_backward" \
             else "what the last layer has not made or has freed"

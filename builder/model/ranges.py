@@ -70,6 +70,7 @@ RANGES: tuple[Range, ...] = (
           "not released (unset: 1e9)", unset=-1),
     Range("recompute_layers", 0, MILLION_ISH, "fully recomputed layers per stage (0: every layer)"),
     Range("lora_rank", 0, MILLION_ISH, "LoRA rank (0: full fine-tuning; at most the hidden size)"),
+    Range("lora_dropout", 0, 1, "LoRA dropout probability (PEFT's lora_dropout; 0: none)", whole=False),
     Range("cuda_context_bytes", 0, BYTES, "bytes of CUDA context"),
     Range("overhead_bytes", 0, BYTES, "bytes of fixed overhead"),
     Range("allocator_reserve", 0, 10, "caching-allocator reserve, a fraction of what is allocated", whole=False),

@@ -13,7 +13,9 @@ from fractions import Fraction
 
 from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, isin, maximum, minimum, ne, negate,
                                 per_unit, sym, total, when)
+from builder.model.adapters import MLP_WIDTH, SHAPES as ADAPTER_SHAPES
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
+from builder.model.paging import PAGED, PAGED_NOTE
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
 from builder.model.zero3 import COORDINATOR as ZERO3_COORDINATOR, ESTIMATOR as ZERO3_ESTIMATOR, SYMBOLS as ZERO3_SYMBOLS
@@ -39,7 +41,9 @@ ADAFACTOR = "Shazeer & Stern 2018 (Adafactor), arXiv:1804.04235, section 3: fact
 LION = "Chen et al. 2023 (Lion), arXiv:2302.06675, Algorithm 1: one momentum buffer"
 SGD = "PyTorch torch.optim.SGD momentum_buffer; " + TM101
 LORA = "Hu et al. 2021 (LoRA), arXiv:2106.09685, section 4.1"
-QLORA = "Dettmers et al. 2023 (QLoRA), arXiv:2305.14314, section 3: NF4 with block size 64, double quantisation"
+QLORA = ("Dettmers et al. 2023 (QLoRA), arXiv:2305.14314, section 3: NF4 with block size 64, double quantisation; "
+         "bitsandbytes 0.50.2.dev0 (commit 95f9af3) functional.py quantize_4bit (blocksize 64; compress_statistics: "
+         "the absmax quantised by quantize_blockwise(blocksize=256), uint8 codes and an fp32 absmax per 256)")
 FP8 = "Micikevicius et al. 2022 (FP8 formats), arXiv:2209.05433"
 INT8 = "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339"
 GPTQ = "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128"
@@ -51,6 +55,11 @@ DIST_OPTIMIZER = ("Megatron-LM (commit d98e8a6) megatron/core/optimizer/distrib_
                   "4 + 16/d distributed")
 MSAMP = ("Peng et al. 2023 (FP8-LM), arXiv:2310.18313, section 2.2 (FP8 optimizer); MS-AMP (commit 9746ea8) "
          "msamp/optim/adamw_base.py LBAdamWBase: exp_avg_dtype=torch.uint8 (fp8 e4m3), exp_avg_sq_dtype=torch.float16")
+MSAMP_LINEAR = ("MS-AMP (commit 9746ea8) msamp/nn/linear.py LinearReplacer (every torch.nn.Linear becomes an FP8Linear "
+                "whose weight is an fp16 ScalingTensor; other modules keep their parameters) and "
+                "docs/user-tutorial/usage.md (the model declared in fp32 before msamp.initialize)")
+MSAMP_COPIES = ("MS-AMP (commit 9746ea8) msamp/nn/functional.py _FP8GemmFunction.forward (ctx.weight_fp8 = "
+                "weight.cast(Dtypes.kfloat8_e4m3): an fp8 copy of each linear weight kept for its backward)")
 MSAMP_NOTE = ("simplification: each moment is a ScalingTensor with a few fp32 scaling values per tensor (ScalingMeta: "
               "scale, scale_inv, amax), left out")
 
@@ -86,19 +95,10 @@ SHARDING = {
 }
 
 # LoRA adapters (Hu et al. 2021, section 4.1): r x (in + out) per targeted projection, split over TP ranks.
-_PROJECTIONS = {
-    "q": sym("hidden") + sym("heads") * sym("head_dim"),
-    "k": sym("hidden") + sym("kv_heads") * sym("head_dim"),
-    "v": sym("hidden") + sym("kv_heads") * sym("head_dim"),
-    "o": sym("heads") * sym("head_dim") + sym("hidden"),
-    "gate": when(eq(sym("mlp"), "gelu"), 0, sym("hidden") + sym("mlp_width")),
-    "up": sym("hidden") + sym("mlp_width"),
-    "down": sym("mlp_width") + sym("hidden"),
-}
 ADAPTERS = {
-    "mlp_width": when(sym("ffn"), sym("ffn"), sym("expert_ffn")),
-    "adapters": sym("lora_rank") * sum((when(has(sym("lora_targets"), name), size, 0)
-                                        for name, size in _PROJECTIONS.items()), start=Fraction(0))
+    "mlp_width": MLP_WIDTH,
+    "adapters": sym("lora_rank") * sum((when(has(sym("lora_targets"), name), d_in + d_out, 0)
+                                        for name, (d_in, d_out) in ADAPTER_SHAPES.items()), start=Fraction(0))
     * sym("stage_layers") / sym("tp"),
     "lora": both(sym("lora_rank"), sym("has_architecture")),
 }
@@ -145,6 +145,21 @@ ADAFACTOR_SHARE = {
                                             * when(sym("tied_embeddings"), 1, 2)) / sym("params"), 0),
 }
 
+# MS-AMP (precision msamp-o2): its LinearReplacer turns every nn.Linear, the output layer included, into an FP8Linear
+# with an fp16 weight; embeddings, norms and the linear layers' biases stay as the model was declared (fp32, MS-AMP's
+# usage guide), with gradients of that dtype. A tied output layer becomes a separate FP8Linear weight (the replacer
+# builds a new parameter), so the vocabulary matrix is held twice. Without an architecture every parameter counts as
+# linear.
+_MSAMP_ARCH = both(sym("msamp"), sym("has_architecture"))
+MSAMP_SCOPE = {
+    "msamp_linear_here": when(_MSAMP_ARCH, sym("linear_matrices") + when(
+        both(sym("stage_has_head"), negate(sym("tied_embeddings"))), sym("vocab_rows"), 0), 0),
+    "msamp_fp8_linear": sym("msamp_linear_here") + when(
+        both(_MSAMP_ARCH, sym("stage_has_head"), sym("tied_embeddings")), sym("vocab_rows"), 0),
+    "kept_dtype": when(_MSAMP_ARCH, "fp32", sym("param_dtype")),
+    "kept_grad_dtype": when(_MSAMP_ARCH, "fp32", sym("grad_dtype")),
+}
+
 # Low-precision recipes (builder.model.recipes): the linear weights on this GPU, what their quantised copy costs.
 RECIPE_STATES = {
     "recipe_on": recipe_on(),
@@ -185,14 +200,20 @@ _ADAM_BLOCK = 1 + Fraction(4, 256)
 def _adam(moment: str, label: str, dtype: str) -> tuple[PartRule, ...]:
     """Adam's moment `moment` in its dtype (the symbol `dtype`), and as bitsandbytes' blockwise 8-bit state."""
     return (PartRule(f"optimizer/adam_{moment}", sym("states_here") * bytes_of(sym(dtype)),
-                     "N x bytes(state dtype)", when(sym("msamp"), MSAMP, ADAM),
+                     "N x bytes(state dtype)", when(sym("msamp"), MSAMP, when(sym("paged"), fmt("{0}; {1}", PAGED, ADAM),
+                                                                              ADAM)),
                      fmt("{0} B/param ({1} {2})", per_unit(bytes_of(sym(dtype))), sym(dtype), label),
-                     when(sym("msamp"), MSAMP_NOTE, ""),
-                     when=both(TRAIN, isin(sym("optimizer"), "adam", "adamw")), sharded_by=sym("optimizer_ranks")),
-            PartRule(f"optimizer/adam_{moment}", sym("states_here") * _ADAM_BLOCK, "N x (1 B + 4 B / 256)", BNB,
+                     when(sym("msamp"), MSAMP_NOTE, when(sym("paged"), PAGED_NOTE, "")),
+                     when=both(TRAIN, isin(sym("optimizer"), "adam", "adamw", "paged-adamw")),
+                     sharded_by=sym("optimizer_ranks")),
+            PartRule(f"optimizer/adam_{moment}", sym("states_here") * _ADAM_BLOCK, "N x (1 B + 4 B / 256)",
+                     when(sym("paged"), fmt("{0}; {1}", PAGED, BNB), BNB),
                      per_param(_ADAM_BLOCK, "uint8 + fp32 absmax per 256"),
-                     "bitsandbytes keeps tensors under 4096 elements in 32-bit; ignored here",
-                     when=both(TRAIN, eq(sym("optimizer"), "adam8bit")), sharded_by=sym("optimizer_ranks")),
+                     when(sym("paged"), fmt("{0}; bitsandbytes keeps tensors under 4096 elements in 32-bit, ignored "
+                                            "here", PAGED_NOTE),
+                          "bitsandbytes keeps tensors under 4096 elements in 32-bit; ignored here"),
+                     when=both(TRAIN, isin(sym("optimizer"), "adam8bit", "paged-adamw8bit")),
+                     sharded_by=sym("optimizer_ranks")),
             *(PartRule(f"optimizer/adam_{moment}", sym("states_here") * size, f"N x {size} B", TORCHAO,
                        per_param(size, words),
                        "torchao keeps tensors under 4096 elements (or not a whole number of blocks) in the parameter's "
@@ -203,18 +224,33 @@ def _adam(moment: str, label: str, dtype: str) -> tuple[PartRule, ...]:
 
 MODEL_STATES = RuleSet(
     symbols={**SHARDING, **ADAPTERS, **QUANTISATION, **ADAFACTOR_SHARE, **OPTIMIZER_STATE_DTYPE, **OPTIMIZER_STEP,
-             **RECIPE_STATES},
+             **RECIPE_STATES, **MSAMP_SCOPE},
     parts=(
-        PartRule("weights", (sym("weights_here") - when(sym("quantised_gemms"), sym("gemms_here"), 0))
-                 * bytes_of(sym("param_dtype")),
-                 when(sym("quantised_gemms"), "(N_gpu - N_linear) x bytes(param dtype)", "N_gpu x bytes(param dtype)"),
-                 when(sym("master_dtype"), MIXED, TM101),
-                 per_param(bytes_of(sym("param_dtype")), sym("param_dtype")),
+        PartRule("weights", (sym("weights_here") - when(sym("quantised_gemms"), sym("gemms_here"), 0)
+                             - sym("msamp_linear_here")) * bytes_of(sym("kept_dtype")),
+                 when(either(sym("quantised_gemms"), sym("msamp_linear_here")), "(N_gpu - N_linear) x bytes(param dtype)",
+                      "N_gpu x bytes(param dtype)"),
+                 when(sym("msamp_linear_here"), MSAMP_LINEAR, when(sym("master_dtype"), MIXED, TM101)),
+                 per_param(bytes_of(sym("kept_dtype")), sym("kept_dtype")),
                  when(sym("param_ranks") > 1, fmt("{0} shards weights over {1} ranks", sym("shard_label"),
                                                   sym("param_ranks")),
                       when(sym("quantised_gemms"), "the weights the recipe does not quantise (embeddings, norms, "
-                                                   "biases, router, output layer)", "")),
+                                                   "biases, router, output layer)",
+                           when(sym("msamp_linear_here"), "the parameters MS-AMP leaves as declared (embeddings, norms, "
+                                                          "biases), in fp32", ""))),
                  when=both(_ON_GPU, negate(sym("quantised"))), sharded_by=sym("param_ranks")),
+        PartRule("weights/scaling_linear", sym("msamp_fp8_linear") * bytes_of(sym("param_dtype")),
+                 "N_linear x bytes(param dtype)", MSAMP_LINEAR,
+                 fmt("{0} B/linear param ({1} with a scaling factor)", per_unit(bytes_of(sym("param_dtype"))),
+                     sym("param_dtype")),
+                 when(both(sym("stage_has_head"), sym("tied_embeddings")),
+                      "the output layer's weight is a new parameter beside the tied embedding", ""),
+                 when=both(TRAIN, _ON_GPU, sym("msamp_fp8_linear") > 0)),
+        PartRule("weights/low_precision_copies", sym("msamp_fp8_linear"), "N_linear x 1 B", MSAMP_COPIES,
+                 "1 B/linear param (fp8 e4m3)",
+                 "simplification: each copy lives from its layer's forward to its backward; counted at every moment "
+                 "of the step, the optimizer step included",
+                 when=both(TRAIN, sym("msamp_fp8_linear") > 0)),
         # A recipe with quantised parameters (TE quantized_model_init, Megatron-LM --fp8-param-gather): the linear
         # weights exist only quantised, row-wise and column-wise.
         PartRule("weights/quantised_linear", sym("gemms_here") * sym("recipe_weight_bytes"),
@@ -269,7 +305,17 @@ MODEL_STATES = RuleSet(
         PartRule("gradients", sym("grads_here") * bytes_of(sym("stored_grad_dtype")), "N x bytes(grad dtype)",
                  when(sym("zero3_accumulates"), DEEPSPEED_ZERO3_GRADS, MIXED),
                  per_param(bytes_of(sym("stored_grad_dtype")), sym("stored_grad_dtype")),
-                 when=both(PLAIN_STATES, negate(sym("in_backward"))), sharded_by=sym("grad_ranks")),
+                 when=both(PLAIN_STATES, negate(sym("in_backward")), eq(sym("msamp_fp8_linear"), 0)),
+                 sharded_by=sym("grad_ranks")),
+        # MS-AMP: fp8 gradients for the FP8Linear weights (_FP8GemmFunction.backward casts wgrad to fp8 e4m3), the
+        # declared dtype's for the rest.
+        PartRule("gradients", sym("msamp_fp8_linear") * bytes_of(sym("grad_dtype"))
+                 + (sym("grads_here") - sym("msamp_linear_here")) * bytes_of(sym("kept_grad_dtype")),
+                 "N_linear x bytes(grad dtype) + (N - N_linear) x bytes(param dtype)", fmt("{0}; {1}", MSAMP, MSAMP_LINEAR),
+                 fmt("{0} B/linear param ({1}), {2} B/other ({3})", per_unit(bytes_of(sym("grad_dtype"))),
+                     sym("grad_dtype"), per_unit(bytes_of(sym("kept_grad_dtype"))), sym("kept_grad_dtype")),
+                 when=both(PLAIN_STATES, negate(sym("in_backward")), sym("msamp_fp8_linear") > 0),
+                 sharded_by=sym("grad_ranks")),
         # With the step inside backward each gradient is freed once its parameter is updated: one at a time.
         PartRule("gradients", sym("largest_tensor") / sym("grad_ranks") * bytes_of(sym("grad_dtype")),
                  "largest tensor x bytes(grad dtype)", IN_BACKWARD,

@@ -38,11 +38,12 @@ from fractions import Fraction
 
 from builder.model import oplists
 from builder.model.activations import LAYER_GROUPS, per_token
-from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, fmt, get, isin, maximum,
+from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, floor, fmt, get, isin, maximum,
                                 negate, ne, row, sym, table, top, total, when, within)
 from builder.model.optimizers import (FOREACH_ADAFACTOR, FOREACH_ADAM, FOREACH_LION, IN_BACKWARD, LOOP_SOURCE,
                                       OPTIMIZER_STEP)
 from builder.model.overheads import OVERHEADS
+from builder.model.paging import CODE_SHARE, PAGED, PAGED_IN_NOTE, PAGED_PARTS
 from builder.model.partrules import PartRule, RuleSet
 from builder.model.states import SHARDING
 
@@ -200,6 +201,8 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
         PartRule("optimizer/step_temporaries", sym("loop_temporaries"), "k x largest tensor x bytes(state dtype)",
                  LOOP_SOURCE, "one parameter's step at a time", "the for-loop steps one tensor at a time",
                  when=both(eq(STEP_IMPL, "for-loop"), sym("loop_temporaries") > 0), transient=True),
+        PartRule("optimizer/paged_in", sym("paged_in"), "largest parameter x 2 moments x bytes(state code)", PAGED,
+                 "one parameter's two moments", PAGED_IN_NOTE, when=sym("paged_in") > 0, transient=True),
     ),
 }
 
@@ -259,10 +262,10 @@ def _rows(phase: str) -> Expr:
     moment = sym(f"moment_{phase}")
     kind = MOMENT_PHASES.get(phase)
     if kind is None:
-        held = each(sym("parts"), row(selected, name=sym("name"), bytes=sym("bytes"), accumulated=accumulated))
+        held = each(sym("step_parts"), row(selected, name=sym("name"), bytes=sym("bytes"), accumulated=accumulated))
         extra = table()
     elif phase == "first_layer_backward":
-        held = each(sym("parts"), row(selected, name=sym("name"), accumulated=accumulated, bytes=when(
+        held = each(sym("step_parts"), row(selected, name=sym("name"), accumulated=accumulated, bytes=when(
             both(FRESH, eq(sym("name"), "gradients")),
             maximum(0, ceil(sym("bytes") - within(moment, UNMADE))), sym("bytes"))))
         extra = table(row(1, name="activations/first_layer",
@@ -271,7 +274,7 @@ def _rows(phase: str) -> Expr:
                       row(1, name="activations/layer_temporaries", bytes=ceil(at(moment, "temporaries"))))
     else:
         change = sym(f"change_{phase}")
-        held = each(sym("parts"), row(both(selected, negate(isin(sym("name"), *HEAD_SAVED))), name=sym("name"),
+        held = each(sym("step_parts"), row(both(selected, negate(isin(sym("name"), *HEAD_SAVED))), name=sym("name"),
                                       accumulated=accumulated,
                                       bytes=when(eq(sym("bucket"), "activations"),
                                                  ceil(sym("bytes") + get(change, sym("name"), 0)), sym("bytes"))))
@@ -301,6 +304,11 @@ RESERVED = sum((when(rule.when, ceil(rule.bytes), 0) for rule in OVERHEADS.parts
 
 STEP = RuleSet(symbols={
     **SHARDING, **OPTIMIZER_STEP,
+    # The parts as the GPU must hold them: a paged optimizer's paged states can sit in host memory
+    # (builder.model.paging), so its moments count only what stays a plain GPU tensor.
+    "step_parts": each(sym("parts"), row(1, name=sym("name"), bucket=sym("bucket"), bytes=when(
+        both(sym("paged"), isin(sym("name"), *PAGED_PARTS)),
+        sym("bytes") - floor(sym("bytes") * sym("paged_share") * CODE_SHARE), sym("bytes")))),
     "part_bytes": by(sym("parts"), "name", sym("bytes")),
     "bucket_bytes": by(sym("parts"), "bucket", sym("bytes")),
     "has_activations": get(sym("bucket_bytes"), "activations", 0) > 0,

@@ -168,6 +168,7 @@ class Control:
     low: int = 0  # number inputs: min
     high: int = 0  # number inputs: max
     hint: str = ""  # a short note after the label
+    step: str = "1"  # number inputs: the step ("1": whole numbers; "0.01" for a probability)
 
 
 def _pairs(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -213,6 +214,8 @@ TRAIN_CONTROLS = (
     Control("offload_activations", "Offload activations", "check", show="train",
             hint="to host memory, torchtune's way"),
     Control("lora_rank", "LoRA rank", "number", show="train", low=0, high=4096, hint="0 = full fine-tuning"),
+    Control("lora_dropout", "LoRA dropout", "number", show="train", low=0, high=1, hint="PEFT's lora_dropout",
+            step="0.01"),
     Control("qlora", "QLoRA (4-bit base)", "check", show="train"),
 )
 ARCH_KEYS = {c.key for c in ARCH_CONTROLS}
@@ -276,7 +279,7 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute,
                "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention,
                "loss": _PLAIN.loss,
-               "formula": "hf", "dropout": "0", "offload_activations": "0", "lora_rank": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
+               "formula": "hf", "dropout": "0", "offload_activations": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
                "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
                "checkpoint_save": _PLAIN.checkpoint_save,
                "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0"}
@@ -298,7 +301,7 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
     state = {"model": model_id, **arch_state(models[model_id]), **PLAIN_STATE, "gpu": gpu}
     direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "recompute_layers",
               "attention",
-              "loss", "lora_rank", "batch", "context", "offload", "checkpoint_save", "dp", "tp", "pp", "cp", "ep"}
+              "loss", "lora_rank", "lora_dropout", "batch", "context", "offload", "checkpoint_save", "dp", "tp", "pp", "cp", "ep"}
     flags = {"dropout": "dropout", "offload_activations": "offload_activations", "qlora": "qlora",
              "sequence_parallel": "sp"}
     for option, value in settings.items():
@@ -342,6 +345,14 @@ def start_state(key: str, models: dict[str, Architecture], gpu: str) -> dict[str
     return default_state(settings, models, gpu) | form | {"start": key}
 
 
+def _fraction(text: str) -> float:
+    """A number input's value as a float (0 when empty or not a number)."""
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
+
+
 def _int(text: str) -> int:
     """A number input's value as an integer (0 when empty or not a whole number)."""
     try:
@@ -381,7 +392,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
         pp_schedule="interleaved" if virtual > 1 else "1f1b", pp_virtual_stages=virtual, cp=_int(state["cp"]),
         ep=_int(state["ep"]), offload=state["offload"], checkpoint_save=state["checkpoint_save"],
-        lora_rank=_int(state["lora_rank"]), qlora=state["qlora"] == "1",
+        lora_rank=_int(state["lora_rank"]), lora_dropout=_fraction(state["lora_dropout"]), qlora=state["qlora"] == "1",
         batch=_int(state["batch"]), context=_int(state["context"]),
         kv_dtype=None if state["kv_dtype"] == "auto" else state["kv_dtype"],
         overhead_fraction=_int(state["overhead"]) / 100)
@@ -604,7 +615,9 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
 
 def link_keys(gpus: list[tuple[str, str, int]], models: dict[str, Architecture]) -> dict[str, list]:
     """Each control's key with the values a link may give it: a number's range, a choice's values, a box's 0 or 1."""
-    return {control.key: (link_notice.whole(control.low, control.high) if control.kind == "number"
+    return {control.key: (link_notice.fraction(str(control.low), str(control.high))
+                          if control.kind == "number" and control.step != "1"
+                          else link_notice.whole(control.low, control.high) if control.kind == "number"
                           else link_notice.choice("0", "1") if control.kind == "check"
                           else link_notice.choice(*(value for value, _ in control.choices)))
             for _, _, controls in form_groups(gpus, models) for control in controls}

@@ -127,7 +127,8 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                  micro_batch=str(rng.choice([1, 2, 3, 8])), seq_len=str(seq), grad_accum=str(rng.choice([1, 2, 8])),
                  recompute=rng.choice(["none", "selective", "full"]), attention=rng.choice(["eager", "sdpa", "flash"]),
                  formula=rng.choice(["hf", "hf", "megatron", "korthikanti"]), dropout=rng.choice("01"), shard=shard,
-                 offload=offload, lora_rank=str(lora), qlora=rng.choice("01") if lora else "0")
+                 offload=offload, lora_rank=str(lora), qlora=rng.choice("01") if lora else "0",
+                 lora_dropout=rng.choice(["0", "0.05"]) if lora else "0")
         s["optimizer_impl"] = rng.choice(["default", "default", *OPTIMIZER_IMPLS])
         s["loss"] = rng.choice(["eager", *LOSSES]) if s["formula"] != "korthikanti" else "eager"
         s["offload_activations"] = rng.choice("001") if s["formula"] != "korthikanti" else "0"
@@ -456,7 +457,7 @@ def other_values(page, key: str, current: str) -> list[str]:
       if (el.type === 'checkbox') return ['0', '1'];
       return null;
     }""", [WIDGET, key])
-    numbers = {"lora_rank": ["16"], "recompute_layers": ["3"], "micro_batch": ["8"], "seq_len": ["65536"], "grad_accum": ["4"], "vpp": ["2"],
+    numbers = {"lora_rank": ["16"], "lora_dropout": ["0.1"], "recompute_layers": ["3"], "micro_batch": ["8"], "seq_len": ["65536"], "grad_accum": ["4"], "vpp": ["2"],
                "cp": ["2", "3"], "batch": ["64"], "context": ["131072"]}
     return [v for v in (choices or numbers[key]) if v != current]
 
