@@ -33,13 +33,12 @@ def test_a_pipeline_stage_keeps_its_parameters_and_gradients_unsharded():
 
 
 def test_zero_3_without_fsdp_is_unchanged_by_the_rule():
-    # DeepSpeed ZeRO-3 (no FSDP strategy) gathers module by module (builder.model.zero3), pipeline or not: Llama 3 70B's
+    # DeepSpeed ZeRO-3 (no FSDP strategy) gathers module by module (builder.model.zero3): Llama 3 70B's
     # 128,256 x 8,192 output layer, past stage3_max_live_parameters (1e9, DeepSpeed config.py) so nothing is
     # prefetched, and its 161 RMSNorm weights of 8,192 (under stage3_param_persistence_threshold, 1e5), in bf16.
+    # (With pipeline stages DeepSpeed refuses ZeRO-3 altogether: the test below.)
     config = Config(model=LLAMA, zero=3, dp=8, seq_len=4096)
     assert parts_of(config)["comm/gathered_params"] == 2 * (128_256 * 8192 + 161 * 8192)
-    staged = parts_of(config.with_changes(pp=4, grad_accum=8))
-    assert staged["comm/gathered_params"] < 2 * 128_256 * 8192 * 2 and staged["comm/unsharded_grads"] < 2 * 10**9
 
 
 @pytest.mark.parametrize("zero", [2, 3])
