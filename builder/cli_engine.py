@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from builder.catalog import Gpu
 from builder.model.config import Config
-from builder.model.engines import ENGINES, EngineReport, EngineSettings, engine_report
+from builder.model.engines import ENGINES, EngineReport, EngineSettings, engine_report, engine_total
 from builder.model.units import format_bytes
 
 ENGINE_FLAGS = tuple(option for engine in ENGINES.values() for option in engine.options)
@@ -79,7 +79,9 @@ def render_report(report: EngineReport, config: Config, gpu: Gpu, unit: str) -> 
 
 def run_engine(args: argparse.Namespace, config: Config, gpu: Gpu) -> tuple[EngineReport, str]:
     """The report and its text (JSON or table); ValueError names the option at fault."""
-    report = engine_report(config, settings_from_args(args), gpu.usable_bytes, gpu.id)
+    settings = settings_from_args(args)
+    total = engine_total(settings.engine, gpu.usable_bytes, gpu.driver_total_bytes)
+    report = engine_report(config, settings, total, gpu.id)
     text = json.dumps(report_json(report, gpu), indent=2) if args.json else render_report(report, config, gpu,
                                                                                           args.unit)
     return report, text
