@@ -135,6 +135,8 @@ PLACEMENT_WORDS = {
     "widget": ("an interactive widget (see [Widgets](#widgets)); options are `key=value`, quote values with "
                "spaces", "{{< widget bytes-per-param model=gpt2 >}}"),
     "exercise": ("an exercise of this page's front matter, answered by the model", "{{< exercise adam >}}"),
+    "catalog": ("the GPU catalog as a table: the size in each name, nvidia-smi's total, the total a CUDA process "
+                "sees (what every verdict uses) and the printouts they come from", "{{< catalog gpus >}}"),
 }
 OPTION_KIND_WORDS = {"model": "a model id (content/models.toml)", "gpu": "a GPU id (content/gpus.toml)",
                      "gpus": "GPU ids, comma-separated", "preset": "a preset name", "int": "an integer",

@@ -18,14 +18,16 @@ class CatalogError(ValueError):
 
 @dataclass(frozen=True)
 class Gpu:
-    """One accelerator: the capacity a program can actually allocate, and its marketing name."""
+    """One accelerator: the capacity a CUDA process sees, the driver's own total, and its marketing name."""
 
     id: str  # the table's name in content/gpus.toml, what pages write in gpus:, gpu: and widget options
     display: str  # e.g. 'H100 SXM 80GB'
-    usable_bytes: int  # total memory the driver reports (what torch.cuda.mem_get_info calls total)
+    usable_bytes: int  # what a CUDA process sees: cudaMemGetInfo's total (torch.cuda.mem_get_info()[1])
     marketing: str  # the size in the product name, e.g. '80 GB' (decimal, as vendors write it)
     vendor: str = ""  # e.g. 'NVIDIA', 'AMD'
     source: str = ""  # where usable_bytes comes from
+    driver_total_bytes: int = 0  # the total nvidia-smi (AMD: rocminfo) prints, at least usable_bytes; 0: not given
+    driver_source: str = ""  # where driver_total_bytes comes from
 
 
 def short_gpu_name(display: str) -> str:
@@ -103,8 +105,13 @@ def load_gpus(path: Path) -> dict[str, Gpu]:
             problem = f"unknown field(s): {', '.join(sorted(unknown))}" if unknown else \
                 f"missing field(s): {', '.join(sorted(missing))}"
             raise CatalogError(f"{path}:{line}: [{gpu_id}] {problem}")
-        if not isinstance(entry["usable_bytes"], int) or entry["usable_bytes"] <= 0:
-            raise CatalogError(f"{path}:{line}: [{gpu_id}] usable_bytes must be a positive integer")
+        for field in ("usable_bytes", "driver_total_bytes"):
+            if field in entry and (not isinstance(entry[field], int) or isinstance(entry[field], bool)
+                                   or entry[field] <= 0):
+                raise CatalogError(f"{path}:{line}: [{gpu_id}] {field} must be a positive integer")
+        if entry.get("driver_total_bytes", entry["usable_bytes"]) < entry["usable_bytes"]:
+            raise CatalogError(f"{path}:{line}: [{gpu_id}] usable_bytes (what a CUDA process sees) cannot exceed "
+                               "driver_total_bytes (the driver's own total)")
         gpus[gpu_id] = Gpu(id=gpu_id, **entry)
     return gpus
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from builder.catalog import Gpu
 from builder.model.config import Config
 from builder.model.engine_questions import QUESTIONS, EngineAnswer, answer
-from builder.model.engines import ENGINES, EngineReport, EngineSettings, engine_report
+from builder.model.engines import ENGINES, EngineReport, EngineSettings, engine_report, engine_total
 from builder.model.units import format_bytes
 
 ENGINE_FLAGS = tuple(option for engine in ENGINES.values() for option in engine.options)
@@ -81,7 +81,9 @@ def render_report(report: EngineReport, config: Config, gpu: Gpu, unit: str) -> 
 
 def run_engine(args: argparse.Namespace, config: Config, gpu: Gpu) -> tuple[EngineReport, str]:
     """The report and its text (JSON or table); ValueError names the option at fault."""
-    report = engine_report(config, settings_from_args(args), gpu.usable_bytes, gpu.id)
+    settings = settings_from_args(args)
+    total = engine_total(settings.engine, gpu.usable_bytes, gpu.driver_total_bytes)
+    report = engine_report(config, settings, total, gpu.id)
     text = json.dumps(report_json(report, gpu), indent=2) if args.json else render_report(report, config, gpu,
                                                                                           args.unit)
     return report, text
@@ -113,7 +115,9 @@ def answer_json(found: EngineAnswer, gpu: Gpu) -> dict[str, Any]:
 def run_question(args: argparse.Namespace, config: Config, gpu: Gpu) -> str:
     """The answer to --max under the engine: the engine's report at the answer, then the answer in words (JSON: the
     report's fields with "max"). ValueError names the option at fault."""
-    found = answer(args.max, config, settings_from_args(args), gpu.usable_bytes, gpu.id)
+    settings = settings_from_args(args)
+    found = answer(args.max, config, settings, engine_total(settings.engine, gpu.usable_bytes, gpu.driver_total_bytes),
+                   gpu.id)
     if args.json:
         return json.dumps(report_json(found.report, gpu) | {"max": answer_json(found, gpu)}, indent=2)
     asks = found.text[0].upper() + found.text[1:]

@@ -20,7 +20,7 @@ from builder.content import BarDefinition, ChartDefinition, ContentError, Page, 
 from builder.model import Breakdown, Config, validate_config
 from builder.model.architecture import Architecture
 from builder.model.assumed import assumed_shape
-from builder.model.engines import ENGINES, EngineSettings, engine_report
+from builder.model.engines import ENGINES, EngineSettings, engine_report, engine_total
 from builder.model.estimator import estimate as model_estimate
 from builder.model.partnames import reader_name
 from builder.model.peak import assess, phases
@@ -283,7 +283,8 @@ def engine_bar(options: dict[str, Any], config: Config, label: str, gpus: dict[s
             raise ValueError(f"{key}: not an option of {ENGINES[name].title} (its options: {', '.join(own)})")
         if key == "kv_cache_memory" and isinstance(value, str):
             options[key] = parse_size(value)
-    report = engine_report(config, EngineSettings(engine=name, **options), gpu.usable_bytes, gpu.id)
+    report = engine_report(config, EngineSettings(engine=name, **options),
+                           engine_total(name, gpu.usable_bytes, gpu.driver_total_bytes), gpu.id)
     if not report.fits:
         raise ValueError(f"the engine would refuse this run: {report.values['error']}")
     breakdown = Breakdown(params=report.values["parameters"], parts=report.parts)

@@ -31,7 +31,7 @@ from markdown_it.rules_block import StateBlock
 from markdown_it.rules_core import StateCore
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from mdit_py_plugins.anchors import anchors_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from mdit_py_plugins.footnote import footnote_plugin
@@ -46,7 +46,8 @@ from builder.charts import name_bucket, name_part
 from builder.grids import EvaluatedChart, format_amount, group_amounts
 
 PLACEMENT_LINE = re.compile(r"^\{\{<\s*(?P<kind>[a-z]+)\s+(?P<name>[a-z0-9-]+)(?P<options>[^>]*?)\s*>\}\}$")
-PLACEMENT_KINDS = ("chart", "table", "widget", "exercise")
+PLACEMENT_KINDS = ("chart", "table", "widget", "exercise", "catalog")
+CATALOGS = ("gpus",)  # what a {{< catalog name >}} placement can show
 # '[@key]', '[@a; @b]', and with locators: '[@key, section 3; @b, eq. 2]'.
 CITE_ITEM = r"@[A-Za-z0-9_.:-]+(?:\s*,\s*[^;\]\[]+)?"
 CITATION = re.compile(rf"\[({CITE_ITEM}(?:\s*;\s*{CITE_ITEM})*)\]")
@@ -209,6 +210,8 @@ def render_placement(self: Any, tokens: list[Token], index: int, options: Any, e
     meta = tokens[index].meta
     if meta["kind"] == "widget":
         return render_widget(context, meta["name"], meta["values"], meta.get("state"), meta.get("widget_id", ""))
+    if meta["kind"] == "catalog":
+        return render_gpu_catalog(context.templates, context.catalogs["gpu"])
     if meta["kind"] == "exercise":
         context.exercise_count += 1
         exercise, anchor = context.exercises[meta["name"]], f"exercise-{meta['name']}"
@@ -279,7 +282,12 @@ def check_placement(token: Token, line: int, context: PageContext) -> None:
         context.error(line, f"malformed placement {meta['malformed']!r} (write {{{{< chart id >}}}}, "
                             f"{{{{< table id >}}}} or {{{{< widget name key=value >}}}})")
     elif meta["kind"] not in PLACEMENT_KINDS:
-        context.error(line, f"unknown placement kind {meta['kind']!r} (use chart, table, widget or exercise)")
+        context.error(line, f"unknown placement kind {meta['kind']!r} (use chart, table, widget, exercise or catalog)")
+    elif meta["kind"] == "catalog":
+        if meta["name"] not in CATALOGS:
+            context.error(line, f"unknown catalog {meta['name']!r} (use {', '.join(CATALOGS)})")
+        elif meta["options"].strip():
+            context.error(line, f"catalog placements take no options, got {meta['options'].strip()!r}")
     elif meta["kind"] == "widget":
         check_widget(meta, line, context)
     elif meta["kind"] == "exercise":
@@ -504,6 +512,35 @@ def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg
     return templates.get_template("partials/chart.html").render(
         chart=spec, svg=Markup(svg) if svg is not None else None, table=table, notes=formula_notes(chart),
         links=links, sources=chart_sources(chart), configuration=chart.definition.description)
+
+
+SOURCE_URL = re.compile(r"https://[^\s;,)]+[^\s;,).]")
+
+
+def link_urls(text: str) -> Markup:
+    """Plain text with every https:// address made a link (the rest escaped)."""
+    out, last = [], 0
+    for match in SOURCE_URL.finditer(text):
+        url = match.group(0)
+        out += [escape(text[last:match.start()]), Markup('<a href="{0}">{0}</a>').format(url)]
+        last = match.end()
+    return Markup("").join(out + [escape(text[last:])])
+
+
+def gpu_catalog_rows(gpus: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per GPU of the catalog: the size in its name, nvidia-smi's total, the CUDA total every verdict uses
+    (GiB, two decimals) and what each printout is."""
+    return [{"display": gpu.display, "marketing": gpu.marketing,
+             "driver": f"{gpu.driver_total_bytes / 2**30:.2f}" if gpu.driver_total_bytes else "",
+             "cuda": f"{gpu.usable_bytes / 2**30:.2f}",
+             "gap": f"{(gpu.driver_total_bytes - gpu.usable_bytes) / 2**30:.2f}" if gpu.driver_total_bytes
+             else "", "source": link_urls(gpu.source), "driver_source": link_urls(gpu.driver_source)}
+            for gpu in gpus.values()]
+
+
+def render_gpu_catalog(templates: jinja2.Environment, gpus: dict[str, Any]) -> str:
+    """The GPU catalog as a table: marketing size, nvidia-smi's total, the CUDA total and their sources."""
+    return templates.get_template("partials/gpu-catalog.html").render(rows=gpu_catalog_rows(gpus))
 
 
 def fit_verdict(total: int, capacity: int, unit: str) -> str:

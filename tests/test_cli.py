@@ -30,8 +30,9 @@ def test_json_contract(capsys):
     assert set(data) >= {"params", "per_gpu_bytes", "need_bytes", "parts", "host_bytes", "fits"}
     # The verdict compares the need (the peak of a step), never the sum of parts alone (issue 13).
     assert data["need_bytes"] == data["peak_bytes"] and data["need_basis"].startswith("peak of a step")
-    assert data["fits"]["h100-80gb"] == {"capacity_bytes": 81559 * 2**20,
-                                         "headroom_bytes": 81559 * 2**20 - data["need_bytes"], "fits": False}
+    # H100's capacity: what a CUDA process sees, deviceQuery "81090 MBytes (85028896768 bytes)" (content/gpus.toml).
+    assert data["fits"]["h100-80gb"] == {"capacity_bytes": 85028896768,
+                                         "headroom_bytes": 85028896768 - data["need_bytes"], "fits": False}
     assert data["parts"]["weights"] == 2 * 8_030_261_248
 
 

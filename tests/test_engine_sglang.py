@@ -24,7 +24,7 @@ GIB = 2**30
 def report(model_id, gpu_id, *, tp=1, pp=1, **settings):
     config = Config(model=MODELS[model_id], mode="serve", tp=tp, pp=pp)
     gpu = GPUS[gpu_id]
-    return engine_report(config, EngineSettings(engine="sglang", **settings), gpu.usable_bytes, gpu.id)
+    return engine_report(config, EngineSettings(engine="sglang", **settings), gpu.driver_total_bytes, gpu.id)
 
 
 @pytest.mark.parametrize("gpu_id, tp, fraction", [

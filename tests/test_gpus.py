@@ -1,5 +1,5 @@
 """The GPU catalog (content/gpus.toml): required ids, capacities pinned to public printouts,
-the usable-vs-marketing relation, and errors for malformed catalog files."""
+what a CUDA process sees against the driver's total and the marketing size, and errors for malformed catalog files."""
 
 from __future__ import annotations
 
@@ -36,25 +36,117 @@ def test_required_ids_present(gpus):
 def test_every_entry_is_complete(gpus):
     for gpu in gpus.values():
         assert gpu.display and gpu.vendor in {"NVIDIA", "AMD"}
-        assert "https://github.com/" in gpu.source, f"{gpu.id}: source names no public URL"
+        assert "https://" in gpu.source, f"{gpu.id}: source names no public URL"
+        assert "https://github.com/" in gpu.driver_source, f"{gpu.id}: driver_source names no public URL"
+        assert gpu.driver_total_bytes, f"{gpu.id}: no driver total"
 
 
-@pytest.mark.parametrize("gpu_id", REQUIRED)
-def test_usable_sits_between_marketing_gb_and_marketing_gib(gpus, gpu_id):
-    # The sources show the name's "N GB" is really N GiB of raw memory, less what the driver
-    # keeps: usable exceeds N decimal GB (H100 "80 GB" -> 85.5e9 bytes) yet never exceeds
-    # N GiB, and the reserve is under 10%.
-    gpu = gpus[gpu_id]
-    n = _marketing_number(gpu)
-    assert n * 10**9 < gpu.usable_bytes <= n * GIB
-    assert gpu.usable_bytes >= 0.9 * n * GIB
-
-
-def test_relation_holds_for_optional_entries_too(gpus):
+def test_cuda_total_is_below_the_drivers_total_which_is_below_marketing_gib(gpus):
+    """The order the catalog's header explains, for every entry: what a CUDA process sees (cudaMemGetInfo's total)
+    <= what nvidia-smi / rocminfo print <= N GiB for a name of "N GB"; nvidia-smi's total exceeds N decimal GB
+    (H100 "80 GB" -> 85.5e9 bytes), and neither total is more than 10 % under N GiB."""
     for gpu in gpus.values():
         n = _marketing_number(gpu)
-        assert n * 10**9 < gpu.usable_bytes <= n * GIB, gpu.id
+        assert gpu.usable_bytes <= gpu.driver_total_bytes <= n * GIB, gpu.id
+        assert n * 10**9 < gpu.driver_total_bytes, gpu.id
         assert gpu.usable_bytes >= 0.9 * n * GIB, gpu.id
+
+
+THAMADA = "https://github.com/thamada/nvidia-smi/blob/b09ef139265ffc7e3c78006346981de8e4d70499/gls/"
+ORIMANABU = ("https://github.com/orimanabu/zenndocs/blob/f265173d5093b03d0917d518378a11be4178637d/articles/"
+             "try-rhel-with-nvidia-gpu.md")
+ACHATBOT = ("https://github.com/ai-bot-pro/achatbot/blob/859e21612de769164d8d1802d794ef8f87ace3c8/deploy/modal/src/llm/"
+            "vllm/vlm/skywork_r1v.py")
+
+
+@pytest.mark.parametrize(
+    "gpu_id, reported, unit, url",
+    [
+        # deviceQuery "40339 MBytes (42298834944 bytes)", NVIDIA A100-SXM4-40GB, CUDA driver 12.2
+        ("a100-40gb", 42298834944, 1, "https://github.com/bottlerocket-os/bottlerocket/pull/3873"),
+        # deviceQuery "81158 MBytes (85100068864 bytes)", NVIDIA A100-SXM4-80GB, driver 555.42.02
+        ("a100-80gb", 85100068864, 1, THAMADA + "A100SXMx4_deviceQuery.py"),
+        # deviceQuery "81090 MBytes (85028896768 bytes)", NVIDIA H100 80GB HBM3, driver 570.133.20
+        ("h100-80gb", 85028896768, 1, ORIMANABU),
+        # deviceQuery "95235 MBytes (99861594112 bytes)", NVIDIA H100 NVL, driver 550.54.14
+        ("h100-nvl", 99861594112, 1, THAMADA + "H100NVLx2_deviceQuery.py"),
+        # PyTorch "_CudaDeviceProperties(name='NVIDIA H200', ..., total_memory=143156MB" (MiB, rounded down)
+        ("h200", 143156, MIB, ACHATBOT),
+        # HIP "196592: Total Global Memory (MB)", AMD Instinct MI300X
+        ("mi300x", 196592, MIB, THAMADA + "MI300X_x4_deviceQuery.py"),
+        # deviceQuery "24210 MBytes (25386352640 bytes)", NVIDIA GeForce RTX 4090, Linux driver 550.127.05
+        ("rtx-4090", 25386352640, 1, THAMADA + "RTX4090_deviceQuery.py"),
+        # deviceQuery "24154 MBytes (25327697920 bytes)", NVIDIA GeForce RTX 3090, Linux driver 560.35.03
+        ("rtx-3090", 25327697920, 1, THAMADA + "RTX3090_deviceQuery.py"),
+        # deviceQuery "22478 MBytes (23570219008 bytes)", NVIDIA L4, driver 550.90.07
+        ("l4", 23570219008, 1, THAMADA + "L4_deviceQuery.py"),
+        # cuda-device-query "45373 MBytes (47576711168 bytes)", NVIDIA L40S, CUDA driver 12.4
+        ("l40s", 47576711168, 1, "https://github.com/alvarobartt/cuda-device-query/blob/"),
+        # PyTorch "_CudaDeviceProperties(name='NVIDIA A10G', ..., total_memory=22587MB" in TorchCodec's docs build
+        ("a10g", 22587, MIB, "basic_cuda_example"),
+    ],
+)
+def test_cuda_totals_pinned_to_their_printouts(gpus, gpu_id, reported, unit, url):
+    gpu = gpus[gpu_id]
+    assert gpu.usable_bytes == reported * unit
+    assert url in gpu.source
+
+
+@pytest.mark.parametrize("gpu_id, gib, url", [
+    # cudaGetDeviceProperties "Total Global Memory: 178.35 GB" (totalGlobalMem / 2**30), NVIDIA B200
+    ("b200", 178.35, "https://github.com/pytorch/ao/pull/4002"),
+    # PyTorch OOM "GPU 0 has a total capacity of 14.56 GiB" on a Tesla T4 (GCP)
+    ("t4", 14.56, "https://github.com/Zheng-Chong/CatVTON/issues/133"),
+])
+def test_totals_printed_to_a_hundredth_of_a_gib_are_stored_as_printed(gpus, gpu_id, gib, url):
+    gpu = gpus[gpu_id]
+    assert gpu.usable_bytes == round(gib * GIB)
+    assert url in gpu.source
+
+
+@pytest.mark.parametrize("gpu_id, printed", [
+    ("h100-80gb", 79.19),  # PyTorch OOM on H100: "GPU 0 has a total capacity of 79.19 GiB"
+    ("h200", 139.80),  # PyTorch OOM on H200: "GPU 0 has a total capacity of 139.80 GiB"
+    ("mi300x", 191.98),  # PyTorch (HIP) OOM on MI300X: "GPU 0 has a total capacity of 191.98 GiB"
+])
+def test_cuda_totals_match_pytorchs_total_capacity_messages(gpus, gpu_id, printed):
+    assert round(gpus[gpu_id].usable_bytes / GIB, 2) == printed
+
+
+@pytest.mark.parametrize("gpu_id, other, text, url", [
+    # The rule: the smallest of the cited printouts. The larger ones each entry also cites:
+    ("h100-80gb", 85045477376, "85045477376", THAMADA + "H100SXMx8_deviceQuery.py"),  # driver 565.57.01
+    ("l40s", 47803596800, "47803596800", THAMADA + "L40S_deviceQuery.py"),  # driver 550.127.05
+    ("b200", 182642 * MIB, "total_memory=182642MB", ACHATBOT),  # PyTorch on a Modal B200
+    ("t4", 15642329088, "15642329088", "https://github.com/AlphaGPU/leetgpu-challenges/issues/52"),
+])
+def test_the_smallest_cited_cuda_total_is_kept(gpus, gpu_id, other, text, url):
+    gpu = gpus[gpu_id]
+    assert gpu.usable_bytes < other
+    assert text in gpu.source and url in gpu.source
+
+
+@pytest.mark.parametrize("gpu_id, smi_mib", [
+    # The same machines' nvidia-smi beside the deviceQuery cited for usable_bytes (thamada/nvidia-smi gls/*_smi.py,
+    # orimanabu/zenndocs): the catalog's driver totals, so each gap is one driver's on one board.
+    ("a100-80gb", 81920), ("h100-80gb", 81559), ("h100-nvl", 95830), ("rtx-4090", 24564), ("rtx-3090", 24576),
+    ("l4", 23034),
+])
+def test_same_machine_nvidia_smi_totals_are_the_driver_totals(gpus, gpu_id, smi_mib):
+    gpu = gpus[gpu_id]
+    assert gpu.driver_total_bytes == smi_mib * MIB
+    assert f"nvidia-smi shows {smi_mib}MiB" in gpu.source
+
+
+def test_the_gap_between_nvidia_smi_and_cuda_on_one_machine(gpus):
+    """H100 (driver 570.133.20, orimanabu/zenndocs): nvidia-smi 81559MiB, deviceQuery 85028896768 bytes, 469.1 MiB
+    apart; RTX 4090 (driver 550.127.05, thamada/nvidia-smi): 24564MiB and 25386352640 bytes, 353.7 MiB apart. On the
+    MI300X HIP sees rocminfo's whole pool (thamada/nvidia-smi MI300X_x4_deviceQuery.py and _rocminfo.py)."""
+    h100, rtx = gpus["h100-80gb"], gpus["rtx-4090"]
+    assert h100.driver_total_bytes - h100.usable_bytes == 81559 * MIB - 85028896768
+    assert round((h100.driver_total_bytes - h100.usable_bytes) / MIB, 1) == 469.1
+    assert round((rtx.driver_total_bytes - rtx.usable_bytes) / MIB, 1) == 353.7
+    assert gpus["mi300x"].usable_bytes == gpus["mi300x"].driver_total_bytes == 201310208 * 1024
 
 
 @pytest.mark.parametrize(
@@ -78,20 +170,15 @@ def test_relation_holds_for_optional_entries_too(gpus):
         ("l4", 23034, MIB, "https://github.com/modal-labs/modal-client/pull/2797"),
     ],
 )
-def test_values_pinned_to_sources(gpus, gpu_id, reported, unit, url):
+def test_driver_totals_pinned_to_sources(gpus, gpu_id, reported, unit, url):
     gpu = gpus[gpu_id]
-    assert gpu.usable_bytes == reported * unit
-    assert url in gpu.source
+    assert gpu.driver_total_bytes == reported * unit
+    assert url in gpu.driver_source
 
 
-def test_h100_matches_the_byte_count_quoted_in_its_source(gpus):
+def test_h100_driver_total_matches_the_byte_count_quoted_in_its_source(gpus):
     # https://github.com/modal-labs/modal-client/pull/2797: "85520809984 bytes or 85.5 GB on H100"
-    assert gpus["h100-80gb"].usable_bytes == 85520809984
-
-
-def test_mi300x_matches_pytorch_total_capacity_message(gpus):
-    # PyTorch on MI300X: "GPU 0 has a total capacity of 191.98 GiB" (2 decimals, rounded).
-    assert round(gpus["mi300x"].usable_bytes / GIB, 2) == 191.98
+    assert gpus["h100-80gb"].driver_total_bytes == 85520809984
 
 
 def test_catalog_order_is_file_order(gpus):
@@ -133,6 +220,16 @@ def test_non_positive_or_non_integer_usable_bytes_is_rejected(tmp_path):
         with pytest.raises(CatalogError) as info:
             load_gpus(path)
         assert str(info.value).startswith(f"{path}:1:"), bad
+
+
+def test_driver_total_below_the_cuda_total_is_rejected(tmp_path):
+    path = _write(tmp_path, '[x]\ndisplay = "X"\nusable_bytes = 2048\nmarketing = "1 GB"\ndriver_total_bytes = 1024\n')
+    with pytest.raises(CatalogError, match=r":1: \[x\] usable_bytes .* cannot exceed driver_total_bytes"):
+        load_gpus(path)
+    for bad in ("0", "80.5", "true"):
+        path = _write(tmp_path, f'[x]\ndisplay = "X"\nusable_bytes = 1\nmarketing = "1 GB"\ndriver_total_bytes = {bad}\n')
+        with pytest.raises(CatalogError, match="driver_total_bytes must be a positive integer"):
+            load_gpus(path)
 
 
 def test_bad_toml_names_file_and_line(tmp_path):

@@ -57,6 +57,11 @@ BEFORE_WEIGHTS_PER_RANK = Fraction(22, 100) * GIB
 BEFORE_WEIGHTS_SOURCE = ("assumed 1.5 GiB + 0.22 GiB per further rank (CUDA's total below nvidia-smi's, the CUDA "
                          "context, torch.distributed and NCCL): published SGLang logs show 1.49 GiB on one B200 "
                          "(sglang PR #23669) and 3.06 GiB at TP 8 (sglang PR #11716)")
+# The GPU total the rules start from is nvidia-smi's, not cudaMemGetInfo's: SGLang picks its defaults by
+# nvidia-smi's MiB (utils/common.py get_nvgpu_memory_capacity runs nvidia-smi --query-gpu=memory.total), and the memory
+# gone before the weights above was measured against nvidia-smi's total, so it holds CUDA's own shortfall.
+TOTAL_SOURCE = ("python/sglang/srt/utils/common.py get_nvgpu_memory_capacity (nvidia-smi --query-gpu=memory.total); the "
+                "memory gone before the weights was measured from nvidia-smi's total; " + SGLANG_VERSION)
 # The prefill CUDA-graph token sizes (server_args.py _generate_prefill_cuda_graph_batch_sizes): (start, stop, step)
 # ranges, each up to the graph's largest size (chunked_prefill_size for a model without MLA).
 PREFILL_GRAPH_RANGES = ((4, 33, 4), (48, 257, 16), (288, 513, 32), (576, 1025, 64), (1280, 4097, 256))

@@ -268,6 +268,10 @@ class Engine:
     flags: tuple[tuple[str, str, str, str], ...]  # its options: (EngineSettings field, kind, metavar, help)
     lines: Callable[[dict[str, Any]], list[str]]
     summary: Callable[[dict[str, Any]], dict[str, Any]]
+    # Which of the catalog's totals the rules start from: "cuda" (cudaMemGetInfo's, what a process sees) or
+    # "driver" (nvidia-smi's), with the reason in total_source.
+    total: str = "cuda"
+    total_source: str = ""
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -276,9 +280,17 @@ class Engine:
 
 
 def _engines() -> dict[str, Engine]:
-    return {"vllm": Engine("vllm", "vLLM", VLLM_VERSION, VLLM, "num_blocks", VLLM_FLAGS, vllm_lines, vllm_summary),
+    return {"vllm": Engine("vllm", "vLLM", VLLM_VERSION, VLLM, "num_blocks", VLLM_FLAGS, vllm_lines, vllm_summary,
+                           "cuda", "vllm/v1/worker/utils.py request_memory: total is cudaMemGetInfo's"),
             "sglang": Engine("sglang", "SGLang", sglang.SGLANG_VERSION, sglang.SGLANG, "max_total_num_tokens",
-                             sglang.FLAGS, sglang.log_lines, sglang.summary)}
+                             sglang.FLAGS, sglang.log_lines, sglang.summary, "driver", sglang.TOTAL_SOURCE)}
+
+
+def engine_total(engine: str, cuda_total: int, driver_total: int) -> int:
+    """The GPU total `engine`'s rules start from: cudaMemGetInfo's total for vLLM; nvidia-smi's for SGLang, whose
+    defaults are chosen by nvidia-smi's MiB and whose memory gone before the weights was measured from it
+    (driver_total 0, not in the catalog: the CUDA total)."""
+    return driver_total or cuda_total if ENGINES[engine].total == "driver" else cuda_total
 
 
 ENGINES = _engines()

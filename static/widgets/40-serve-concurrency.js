@@ -18,13 +18,13 @@ WIDGETS["serve-concurrency"] = (root, d) => {
     const w = words(), title = d.engines[st.engine].title, gpu = d.gpus[st.gpu], length = +st[w.length], share = st[w.share];
     const run = { ...d.base, ...model.shapeOf(d.shapes[st.model]), params: d.parameters[st.model], tp: +st.tp,
       kv_dtype: st.kv_dtype === "auto" ? "" : st.kv_dtype };
-    const settings = { ...gpu.engine, [w.length_input]: length };
+    const settings = { ...gpu.engine[st.engine], [w.length_input]: length };
     if (share !== "") settings[w.share_input] = +share;
     const out = { answer: "", pool: "", requests: 0, parts: [], share: "" };
     try {
       const { values: v, parts } = model.report(run, st.engine, settings);
       if (!v.fits) throw { msg: v.error };
-      const total = gpu.engine.gpu_total, kv = parts.find((p) => p[0] === d.kvPart)[1];
+      const total = gpu.engine[st.engine].gpu_total, kv = parts.find((p) => p[0] === d.kvPart)[1];
       out.requests = v.concurrent_requests;
       out.answer = fill(T.answer, commas(length), commas(out.requests));
       out.share = String(v[w.share_value]);
