@@ -17,6 +17,9 @@ def accepts(spec: list, value: str) -> bool:
     kind, *allowed = spec
     if kind == "whole":
         return value.lstrip("-").isdigit() and allowed[0] <= int(value) <= allowed[1]
+    if kind == "fraction":
+        return value == "" or (re.fullmatch(r"\d*\.?\d+", value) is not None
+                               and float(allowed[0]) <= float(value) <= float(allowed[1]))
     return kind == "choice" and value in allowed
 
 
