@@ -117,6 +117,7 @@ def _conditions() -> dict[str, Expr]:
         "separate_inputs": separate, "shared_input": negate(separate),
         "o_input_kept": either(negate(recipe), negate(eager), projection_original),
         "o_input_quantised": both(recipe, negate(projection_original)),
+        "compiled": both(sym("compile"), hf), "not_compiled": negate(both(sym("compile"), hf)),
         "loss_logprobs": isin(sym("loss"), "eager", "chunked"), "loss_compiled": eq(sym("loss"), "compiled"),
         "loss_fused_linear": eq(sym("loss"), "fused-linear"), "no_loss_fused_linear": ne(sym("loss"), "fused-linear"),
         **{name: eq(sym("lora_rank"), 0) for name in FULL_TRAINING},
@@ -129,8 +130,11 @@ CONDITION_RULES = _conditions()
 assert set(CONDITION_RULES) == set(oplists.CONDITIONS), set(CONDITION_RULES) ^ set(oplists.CONDITIONS)
 
 # Which op list describes one block.
+# Compiled transformers layers (torch.compile) have op lists of their own (oplists.HF_*_COMPILED).
+COMPILED = sym("compile")
 BLOCK = when(eq(sym("implementation"), "megatron"), "megatron",
-             when(eq(sym("norm"), "layernorm"), "hf-gpt2", when(sym("experts") > 0, "hf-mixtral", "hf-llama")))
+             when(eq(sym("norm"), "layernorm"), when(COMPILED, "hf-gpt2-compiled", "hf-gpt2"),
+                  when(sym("experts") > 0, "hf-mixtral", when(COMPILED, "hf-llama-compiled", "hf-llama"))))
 
 
 def _holds(condition: str) -> Any:

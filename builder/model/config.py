@@ -162,6 +162,7 @@ class Config:
     implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers) or 'megatron' (Korthikanti 4.1)
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
     offload_activations: bool = False  # saved activations go to host memory (torchtune's OffloadActivations)
+    compile: bool = False  # every layer under torch.compile (inductor): what its partitioner saves (oplists)
 
     # Parallelism -------------------------------------------------------------------
     dp: int = 1  # data-parallel ranks

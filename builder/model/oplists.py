@@ -77,6 +77,9 @@ CONDITIONS = {
     "grad_mlp_out": "the last MLP weights (c_proj or down) train",
     "grad_norm": "the norm weights train",
     "grad_head": "the output layer (lm_head) trains",
+    # torch.compile over every transformers layer (HF_*_COMPILED): rows outside the layers that change with it.
+    "compiled": "every transformers layer under torch.compile (inductor)",
+    "not_compiled": "not compiled",
     # How the loss is computed (builder.model.config.LOSSES).
     "loss_logprobs": "an eager loss (whole or chunked) saves the fp32 log-probabilities for its backward",
     "loss_compiled": "a compiled loss saves the logits and a per-token logsumexp instead",
@@ -276,11 +279,58 @@ LAST_STAGE_LAYERNORM = (
 )
 LAST_STAGE_RMSNORM = (*_rmsnorm("final norm", "final_norm"), *_HEAD_AND_LOSS)
 
+# torch.compile over a transformers layer ------------------------------------------------------------------
+# torch.compile (PyTorch 2.13, the default inductor backend) traces a layer's forward and backward into one joint
+# graph, and AOTAutograd's min-cut rematerialisation partitioner (torch/_functorch/partitioners.py,
+# min_cut_rematerialization_partition) chooses what the forward hands the backward: the cheapest set of tensors from
+# which the backward can recompute everything else. Pointwise ops and reductions (norms, GeLU, SiLU, casts, adds,
+# rotary) may be recomputed; matrix multiplies, attention kernels and random ops (dropout's mask) may not. These
+# rows are what it saves, measured tensor by tensor on CPU (see the Validation page); the ops fused into one kernel
+# save nothing of their own.
+_COMPILED_CORE = (
+    Row("attention", "fused kernel: logsumexp per head and row (fp32)", 1, "b a s", "fp32", "fused", True),
+    # Eager attention: the partitioner keeps the softmax output (in the activation dtype) and recomputes the rest.
+    Row("attention_scores", "softmax output", 1, "b a s S", "act", "eager&no_dropout", True),
+    # Under autocast the fp32 softmax is recomputed from the 16-bit scores, the causal mask and its row max and sum.
+    Row("attention_scores", "scores in the autocast dtype (the fp32 softmax is recomputed from them)", 1, "b a s S",
+        "act", "eager&autocast", True),
+    Row("attention_scores", "softmax row max and sum (fp32)", 2, "b a s", "fp32", "eager&autocast", True),
+    Row("attention_scores", "attention dropout mask", 1, "b a s S", "bool", "eager&dropout", True),
+    Row("attention_scores", "softmax output and attention dropout output", 2, "b a s S", "act", "eager&dropout",
+        True),
+)
+
+HF_GPT2_BLOCK_COMPILED = (
+    *_fp32_under_autocast("norms", "ln_1 input (the residual stream)", 1, "Tr h"),
+    *_fp32_under_autocast("norms", "ln_1 mean and rstd (in the residual stream's dtype)", 2, "Tr"),
+    Row("attention", "c_attn input (ln_1 output)", 1, "Tr h", "lin", "grad_qkv"),
+    Row("attention", "Q, K and V as the attention op saves them", 3, "T a d", "act"),
+    *_COMPILED_CORE,
+    # A fused kernel's output, which its backward needs anyway; the merged copy c_proj reads is recomputed from it.
+    Row("attention", "c_proj input (merged heads; a fused kernel's output)", 1, "T a d", "act"),
+    Row("dropout", "residual dropout mask after attention", 1, "Tr h", "bool", "dropout"),
+    # Under autocast the fp32 residual stream is recomputed from the attention output projection's 16-bit output.
+    Row("norms", "ln_2 input (the residual stream)", 1, "Tr h", "act", "no_autocast"),
+    Row("norms", "attention output projection output (ln_2's fp32 input is recomputed from it)", 1, "Tr h", "act",
+        "autocast"),
+    *_fp32_under_autocast("norms", "ln_2 mean and rstd (in the residual stream's dtype)", 2, "Tr"),
+    Row("mlp", "c_fc input (ln_2 output)", 1, "Tr h", "lin", "grad_mlp_in"),
+    # GeLU is fused: its input is kept and its output (the second linear's input); the tanh and the factors of the
+    # Python-written GeLU are recomputed.
+    Row("mlp", "GeLU input (c_fc output)", 1, "T f", "act"),
+    Row("mlp", "second MLP linear input (GeLU output)", 1, "T f", "lin", "grad_mlp_out"),
+    Row("dropout", "residual dropout mask after the MLP", 1, "Tr h", "bool", "dropout"),
+)
+
+HF_LLAMA_BLOCK_COMPILED = HF_LLAMA_BLOCK
+
 BLOCKS = {
     "megatron": MEGATRON_BLOCK,
     "hf-gpt2": HF_GPT2_BLOCK,
     "hf-llama": HF_LLAMA_BLOCK,
     "hf-mixtral": HF_MIXTRAL_BLOCK,
+    "hf-gpt2-compiled": HF_GPT2_BLOCK_COMPILED,
+    "hf-llama-compiled": HF_LLAMA_BLOCK_COMPILED,
 }
 
 
@@ -425,6 +475,10 @@ MOMENTS = {
     # Mixtral: the experts' own backward is not a moment here (builder.model.peak.unmodelled names it).
     "hf-mixtral": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST,
                    _with_grads(_softmax_backward(True), _MOE_GRADS)),
+    # A compiled layer runs its forward and its backward as generated kernels: their own temporaries are not
+    # modelled (builder.model.peak.unmodelled names them), so a compiled layer has no moments of its own.
+    "hf-gpt2-compiled": (),
+    "hf-llama-compiled": (),
 }
 
 # Every weight gradient of one layer (what the first layer's moments have not made yet is the rest).

@@ -31,7 +31,7 @@ WIDGETS.calculator = (root, D) => {
     if (!train) pol[0] = st.weights;
     else if (st.param_dtype != "policy") pol[0] = st.param_dtype;
     const c = { A, train, pol, opt: st.optimizer, impl: st.optimizer_impl == "default" ? "" : st.optimizer_impl, rec: st.recompute, recLayers: n("recompute_layers"), attention: st.attention, loss: st.loss,
-      formula: st.formula, drop: st.dropout == "1", oa: +(st.offload_activations == "1"), fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
+      formula: st.formula, drop: st.dropout == "1", oa: +(st.offload_activations == "1"), compile: +(st.compile == "1"), fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
       sp: st.sp == "1", offload: st.offload, reduce: st.reduce_dtype == "policy" ? "" : st.reduce_dtype,
       r: n("lora_rank"), ql: st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
     for (const k in D.ints) c[k] = n(D.ints[k]);
@@ -44,7 +44,7 @@ WIDGETS.calculator = (root, D) => {
       dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
       offload: c.offload, optimizer: c.opt, optimizer_impl: c.impl, param_dtype: pol[0], master_dtype: pol[1] || "", grad_dtype: pol[2],
       optimizer_state_dtype: pol[3], activation_dtype: pol[4], autocast: pol[5], recipe: pol[6], quantised_params: pol[7], exp_avg_dtype: pol[8], exp_avg_sq_dtype: pol[9], msamp: pol[10], master_grads: pol[11], recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
-      attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
+      attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, compile: c.compile, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
       activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
       lora_rank: c.r, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
       seq_len: c.seq_len, grad_accum: c.grad_accum, pp_virtual_stages: c.pp_virtual_stages,

@@ -131,6 +131,9 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
         s["optimizer_impl"] = rng.choice(["default", "default", *OPTIMIZER_IMPLS])
         s["loss"] = rng.choice(["eager", *LOSSES]) if s["formula"] != "korthikanti" else "eager"
         s["offload_activations"] = rng.choice("001") if s["formula"] != "korthikanti" else "0"
+        # torch.compile is modelled over transformers' dense layers without adapters or a recipe (else refused).
+        s["compile"] = rng.choice("001") if s["formula"] == "hf" and not arch.experts and not lora \
+            and not PRECISIONS[s["precision"]].recipe else "0"
         if s["recompute"] == "full" and s["formula"] != "korthikanti" and arch.layers // pp > 1 and rng.random() < 0.4:
             s["recompute_layers"] = str(rng.randint(1, arch.layers // pp - 1))
         try:
