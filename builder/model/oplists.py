@@ -80,6 +80,9 @@ CONDITIONS = {
     # torch.compile over every transformers layer (HF_*_COMPILED): rows outside the layers that change with it.
     "compiled": "every transformers layer under torch.compile (inductor)",
     "not_compiled": "not compiled",
+    "no_compiled_scores": "not compiled_scores",
+    "compiled_scores": "a compiled eager attention recomputes an fp32 softmax over 16-bit scores (Llama's softmax in "
+                       "fp32, or autocast): it keeps the scores, their row max and sum, and the causal mask",
     # How the loss is computed (builder.model.config.LOSSES).
     "loss_logprobs": "an eager loss (whole or chunked) saves the fp32 log-probabilities for its backward",
     "loss_compiled": "a compiled loss saves the logits and a per-token logsumexp instead",
@@ -261,6 +264,9 @@ FIRST_STAGE = (
     *_fp32_under_autocast("embedding", "4-D causal mask kept as a checkpoint input (made in the weights' dtype)",
                           1, "b s S", "eager&full_recompute"),
     Row("embedding", "position ids kept as a checkpoint input (int64)", 1, "s", "int64", "rotary&full_recompute"),
+    # A compiled eager attention that recomputes its softmax keeps the 4-D causal mask (shared by every layer).
+    *_fp32_under_autocast("embedding", "4-D causal mask kept by the compiled layers (made in the weights' dtype)", 1,
+                          "b s S", "compiled_scores&no_full_recompute"),
 )
 _HEAD_AND_LOSS = (
     Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act", "grad_head&no_loss_fused_linear"),
@@ -290,14 +296,16 @@ LAST_STAGE_RMSNORM = (*_rmsnorm("final norm", "final_norm"), *_HEAD_AND_LOSS)
 _COMPILED_CORE = (
     Row("attention", "fused kernel: logsumexp per head and row (fp32)", 1, "b a s", "fp32", "fused", True),
     # Eager attention: the partitioner keeps the softmax output (in the activation dtype) and recomputes the rest.
-    Row("attention_scores", "softmax output", 1, "b a s S", "act", "eager&no_dropout", True),
-    # Under autocast the fp32 softmax is recomputed from the 16-bit scores, the causal mask and its row max and sum.
-    Row("attention_scores", "scores in the autocast dtype (the fp32 softmax is recomputed from them)", 1, "b a s S",
-        "act", "eager&autocast", True),
-    Row("attention_scores", "softmax row max and sum (fp32)", 2, "b a s", "fp32", "eager&autocast", True),
+    Row("attention_scores", "softmax output (in the activation dtype)", 1, "b a s S", "act", "eager", True),
+    # An fp32 softmax over 16-bit scores (Llama's softmax(dtype=float32), or autocast's fp32 mask): the fp32
+    # softmax is recomputed from the 16-bit scores, the causal mask and the softmax's row max and sum.
+    Row("attention_scores", "scores in the activation dtype (the fp32 softmax is recomputed from them)", 1,
+        "b a s S", "act", "compiled_scores", True),
+    Row("attention_scores", "softmax row max and sum (fp32)", 2, "b a s", "fp32", "compiled_scores", True),
     Row("attention_scores", "attention dropout mask", 1, "b a s S", "bool", "eager&dropout", True),
-    Row("attention_scores", "softmax output and attention dropout output", 2, "b a s S", "act", "eager&dropout",
-        True),
+    # Where the softmax is recomputed anyway, so is the dropout output (from the mask); otherwise it is kept.
+    Row("attention_scores", "attention dropout output (input of scores x V)", 1, "b a s S", "act",
+        "eager&dropout&no_compiled_scores", True),
 )
 
 HF_GPT2_BLOCK_COMPILED = (
@@ -322,7 +330,27 @@ HF_GPT2_BLOCK_COMPILED = (
     Row("dropout", "residual dropout mask after the MLP", 1, "Tr h", "bool", "dropout"),
 )
 
-HF_LLAMA_BLOCK_COMPILED = HF_LLAMA_BLOCK
+HF_LLAMA_BLOCK_COMPILED = (
+    # RMSNorm fused: its input and the rsqrt are kept, the fp32 copy and the normalised product recomputed.
+    *_fp32_under_autocast("norms", "input_layernorm: layer input (the residual stream)", 1, "Tr h"),
+    Row("norms", "input_layernorm: rsqrt of the mean square (fp32)", 1, "Tr", "fp32"),
+    Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "lin", "grad_qkv"),
+    Row("attention", "Q, K and V as the attention kernel saves them", 1, "T a d", "act", "fused"),
+    Row("attention", "Q, K and V as the attention kernel saves them", 2, "T k d", "act", "fused"),
+    Row("attention", "Q, and K and V repeated to every query head (repeat_kv)", 3, "T a d", "act", "eager"),
+    *_COMPILED_CORE,
+    Row("attention", "o_proj input (merged heads; a fused kernel's output)", 1, "T a d", "act"),
+    # Under autocast the fp32 residual stream is recomputed from o_proj's 16-bit output.
+    Row("norms", "post_attention_layernorm input (the residual stream)", 1, "Tr h", "act", "no_autocast"),
+    Row("norms", "o_proj output (post_attention_layernorm's fp32 input is recomputed from it)", 1, "Tr h", "act",
+        "autocast"),
+    Row("norms", "post_attention_layernorm: rsqrt of the mean square (fp32)", 1, "Tr", "fp32"),
+    Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "lin", "grad_mlp_in"),
+    # SwiGLU fused: the SiLU output is recomputed from the gate projection's output.
+    Row("mlp", "SiLU input (gate projection output)", 1, "T f", "act"),
+    Row("mlp", "up projection output (factor of the product)", 1, "T f", "act"),
+    Row("mlp", "down projection input (the product)", 1, "T f", "lin", "grad_mlp_out"),
+)
 
 BLOCKS = {
     "megatron": MEGATRON_BLOCK,
