@@ -148,6 +148,9 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
                           "(SHARDED_STATE_DICT), dcp (torch.distributed.checkpoint of FSDP2's shards), deepspeed "
                           "(save_checkpoint), deepspeed-16bit (stage3_gather_16bit_weights_on_model_save); none: "
                           "no save")
+    run.add_argument("--compile", action="store_true",
+                     help="every transformer layer under torch.compile (inductor): what its partitioner saves for "
+                          "backward, measured on CPU; the loss is compiled only with --loss compiled")
 
     dtypes = p.add_argument_group("dtype overrides")
     for flag in ("param-dtype", "master-dtype", "grad-dtype", "grad-accum-dtype", "reduce-dtype",
@@ -255,7 +258,7 @@ def make_parser() -> argparse.ArgumentParser:
 # Flags whose effect needs an architecture: with --params alone the model counts model states only, so a value
 # given for one of them would change nothing. Given anyway, it is an error rather than silently ignored.
 SHAPE_FLAGS = ("micro_batch", "seq_len", "recompute", "attention", "loss", "activation_formula", "implementation",
-               "dropout", "offload_activations", "recompute_layers", "batch", "context", "kv_dtype", "lora_rank",
+               "dropout", "offload_activations", "compile", "recompute_layers", "batch", "context", "kv_dtype", "lora_rank",
                "lora_dropout")
 
 
@@ -312,7 +315,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
         recompute=args.recompute, recompute_layers=args.recompute_layers, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
         implementation=args.implementation, dropout=args.dropout,
-        offload_activations=args.offload_activations, checkpoint_save=args.checkpoint_save, dp=args.dp, zero=zero, fsdp=args.fsdp,
+        offload_activations=args.offload_activations, checkpoint_save=args.checkpoint_save, compile=args.compile, dp=args.dp, zero=zero, fsdp=args.fsdp,
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
         pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,
         offload=args.offload, gpus_per_node=args.gpus_per_node, lora_rank=args.lora_rank, lora_targets=targets,

@@ -96,3 +96,31 @@ def test_a_chunked_bf16_step_measures_as_predicted():
     totals = {p.name: p.total for p in phases(config)}
     assert max(totals["forward"], totals.get("layer_forward", 0)) == pytest.approx(102679752, rel=0.006)
     assert max(v for k, v in totals.items() if "backward" in k) == pytest.approx(89563304, rel=0.006)
+
+
+def test_a_chunked_fp32_step_peaks_in_the_output_layers_backward():
+    """fp32, where .float() returns the logits themselves (torchtune 0.6 CEWithChunkedOutputLoss upcasts each chunk):
+    autograd runs every chunk's cross-entropy backward before any output-layer backward (engine.cpp's ready queue
+    takes the newer node first), so the chunks' fp32 logit gradients wait, and the output layer's weight gradients of
+    the first two chunks are summed out of place (input_buffer.cpp accumulate: the first is a transposed view), three
+    V x h fp32 tensors at once. Measured on CPU (content/validation/peak.json, the same Llama shape in fp32): backward
+    peak 140,220,552 B, 6.0% above the start of backward; the model's output-layer moment is within 0.01%."""
+    from tests.test_peak import llama
+
+    config = llama(optimizer="sgd-momentum", loss="chunked")
+    totals = {p.name: p.total for p in phases(config)}
+    assert max(v for k, v in totals.items() if "backward" in k) == totals["head_backward"]
+    assert totals["head_backward"] == pytest.approx(140220552, rel=0.0001)
+    assert totals["backward_start"] < 140220552 * 0.95  # the start of backward alone misses it by 6%
+    head = {p.name: p.bytes for p in next(p for p in phases(config) if p.name == "head_backward").parts}
+    assert head["activations/loss_grads"] == 6 * (1024 // 8) * 8192 * 4  # six chunks' fp32 logit gradients
+    assert head["gradients/head_sum"] == 3 * 8192 * 256 * 4
+    assert "activations/loss" not in head  # the log-probabilities are freed by the loss's backward
+
+
+def test_the_output_layers_backward_is_a_moment_of_the_chunked_loss_only():
+    """An eager loss holds the whole T x V gradient at once and never sums chunks: no such moment."""
+    from tests.test_peak import llama
+
+    assert "head_backward" not in {p.name for p in phases(llama(loss="eager"))}
+    assert "head_backward" in {p.name for p in phases(llama(precision="bf16", loss="chunked"))}

@@ -97,6 +97,9 @@ def _conditions() -> dict[str, Expr]:
     separate = either(autocast, both(recipe, hf))
     projection_original = both(eq(sym("implementation"), "megatron"), by_recipe("projection_saves_original"))
     learned = sym("position_embeddings") > 0
+    # A compiled eager attention with an fp32 softmax over 16-bit scores (transformers' Llama family takes the softmax
+    # in fp32; under autocast the fp32 mask promotes GPT-2's scores too) recomputes it from the scores.
+    compiled_scores = both(sym("compile"), hf, eager, low_precision, either(eq(sym("norm"), "rmsnorm"), autocast))
     lora = {target: both(sym("lora_rank") > 0, has(sym("lora_targets"), target)) for target in LORA_TARGETS}
 
     lora_dropout = sym("lora_dropout") > 0
@@ -123,6 +126,10 @@ def _conditions() -> dict[str, Expr]:
         "separate_inputs": separate, "shared_input": negate(separate),
         "o_input_kept": either(negate(recipe), negate(eager), projection_original),
         "o_input_quantised": both(recipe, negate(projection_original)),
+        "compiled": both(sym("compile"), hf), "not_compiled": negate(both(sym("compile"), hf)),
+        # transformers' Llama-family eager attention takes the softmax in fp32 (RMSNorm models); under autocast the
+        # fp32 mask promotes GPT-2's scores too.
+        "compiled_scores": compiled_scores, "no_compiled_scores": negate(compiled_scores),
         "loss_logprobs": isin(sym("loss"), "eager", "chunked"), "loss_compiled": eq(sym("loss"), "compiled"),
         "loss_fused_linear": eq(sym("loss"), "fused-linear"), "no_loss_fused_linear": ne(sym("loss"), "fused-linear"),
         **{name: eq(sym("lora_rank"), 0) for name in FULL_TRAINING},
@@ -136,8 +143,11 @@ CONDITION_RULES = _conditions()
 assert set(CONDITION_RULES) == set(oplists.CONDITIONS), set(CONDITION_RULES) ^ set(oplists.CONDITIONS)
 
 # Which op list describes one block.
+# Compiled transformers layers (torch.compile) have op lists of their own (oplists.HF_*_COMPILED).
+COMPILED = sym("compile")
 BLOCK = when(eq(sym("implementation"), "megatron"), "megatron",
-             when(eq(sym("norm"), "layernorm"), "hf-gpt2", when(sym("experts") > 0, "hf-mixtral", "hf-llama")))
+             when(eq(sym("norm"), "layernorm"), when(COMPILED, "hf-gpt2-compiled", "hf-gpt2"),
+                  when(sym("experts") > 0, "hf-mixtral", when(COMPILED, "hf-llama-compiled", "hf-llama"))))
 
 
 def _holds(condition: str) -> Any:

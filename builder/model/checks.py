@@ -111,6 +111,28 @@ CHECKS: tuple[Check, ...] = (
               "op (activation_formula ops) to offload them")),
     Check(both(sym("offload_activations"), negate(ARCH)),
           fmt("offload_activations: saved activations need an architecture, not a raw count")),
+    # torch.compile over transformers' layers (builder.model.oplists' compiled lists, measured on CPU): what was
+    # measured, and nothing else.
+    Check(both(sym("compile"), ne(sym("mode"), "train")),
+          fmt("compile: what torch.compile changes here is what a training step saves for backward; a served model "
+              "saves none")),
+    Check(both(sym("compile"), negate(ARCH)),
+          fmt("compile: saved activations need an architecture, not a raw count")),
+    Check(both(sym("compile"), eq(sym("activation_formula"), "korthikanti")),
+          fmt("compile: the Table 2 reference formula has no op list to compile; count activations op by op "
+              "(activation_formula ops)")),
+    Check(both(sym("compile"), eq(sym("implementation"), "megatron")),
+          fmt("compile: torch.compile is modelled over transformers' layers (implementation hf); Megatron-LM's block "
+              "runs its own fused kernels")),
+    Check(both(sym("compile"), ARCH, sym("experts") > 0),
+          fmt("compile: a compiled mixture-of-experts layer ({0}) is not measured yet; leave compile off",
+              sym("model_name"))),
+    Check(both(sym("compile"), sym("lora_rank") > 0),
+          fmt("compile: compiled layers with LoRA adapters (lora_rank {0}) are not measured yet; leave compile off or "
+              "set lora_rank 0", sym("lora_rank"))),
+    Check(both(sym("compile"), ne(sym("recipe"), "")),
+          fmt("compile: compiled layers are measured without a Transformer Engine recipe ({0}); choose a precision "
+              "such as bf16-mixed", sym("recipe"))),
     Check(both(ne(sym("loss"), "eager"), eq(sym("activation_formula"), "korthikanti")),
           fmt("loss: the Table 2 reference formula leaves out the logits and the loss, so loss {0} would change "
               "nothing; count activations op by op (activation_formula ops)", sym("loss"))),

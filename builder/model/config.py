@@ -171,6 +171,7 @@ class Config:
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
     offload_activations: bool = False  # saved activations go to host memory (torchtune's OffloadActivations)
     checkpoint_save: str = "none"  # how a checkpoint is saved after the step, in the framework's words (none: no save)
+    compile: bool = False  # every layer under torch.compile (inductor): what its partitioner saves (oplists)
 
     # Parallelism -------------------------------------------------------------------
     dp: int = 1  # data-parallel ranks

@@ -56,6 +56,7 @@ def config_inputs(config: Config) -> dict[str, Any]:
             "recompute_layers": config.recompute_layers,
             "attention": config.attention, "loss": config.loss, "dropout": int(config.dropout),
             "offload_activations": int(config.offload_activations), "checkpoint_save": config.checkpoint_save,
+            "compile": int(config.compile),
             "implementation": config.implementation,
             "activation_formula": config.activation_formula, "sequence_parallel": int(config.sequence_parallel),
             "grad_accum_dtype": config.grad_accum_dtype or "",

@@ -77,6 +77,12 @@ CONDITIONS = {
     "grad_mlp_out": "the last MLP weights (c_proj or down) train",
     "grad_norm": "the norm weights train",
     "grad_head": "the output layer (lm_head) trains",
+    # torch.compile over every transformers layer (HF_*_COMPILED): rows outside the layers that change with it.
+    "compiled": "every transformers layer under torch.compile (inductor)",
+    "not_compiled": "not compiled",
+    "no_compiled_scores": "not compiled_scores",
+    "compiled_scores": "a compiled eager attention recomputes an fp32 softmax over 16-bit scores (Llama's softmax in "
+                       "fp32, or autocast): it keeps the scores, their row max and sum, and the causal mask",
     # How the loss is computed (builder.model.config.LOSSES).
     "loss_logprobs": "an eager loss (whole or chunked) saves the fp32 log-probabilities for its backward",
     "loss_compiled": "a compiled loss saves the logits and a per-token logsumexp instead",
@@ -275,6 +281,9 @@ FIRST_STAGE = (
     *_fp32_under_autocast("embedding", "4-D causal mask kept as a checkpoint input (made in the weights' dtype)",
                           1, "b s S", "eager&full_recompute"),
     Row("embedding", "position ids kept as a checkpoint input (int64)", 1, "s", "int64", "rotary&full_recompute"),
+    # A compiled eager attention that recomputes its softmax keeps the 4-D causal mask (shared by every layer).
+    *_fp32_under_autocast("embedding", "4-D causal mask kept by the compiled layers (made in the weights' dtype)", 1,
+                          "b s S", "compiled_scores&no_full_recompute"),
 )
 _HEAD_AND_LOSS = (
     Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act", "grad_head&no_loss_fused_linear"),
@@ -293,11 +302,80 @@ LAST_STAGE_LAYERNORM = (
 )
 LAST_STAGE_RMSNORM = (*_rmsnorm("final norm", "final_norm"), *_HEAD_AND_LOSS)
 
+# torch.compile over a transformers layer ------------------------------------------------------------------
+# torch.compile (PyTorch 2.13, the default inductor backend) traces a layer's forward and backward into one joint
+# graph, and AOTAutograd's min-cut rematerialisation partitioner (torch/_functorch/partitioners.py,
+# min_cut_rematerialization_partition) chooses what the forward hands the backward: the cheapest set of tensors from
+# which the backward can recompute everything else. Pointwise ops and reductions (norms, GeLU, SiLU, casts, adds,
+# rotary) may be recomputed; matrix multiplies, attention kernels and random ops (dropout's mask) may not. These
+# rows are what it saves, measured tensor by tensor on CPU (see the Validation page); the ops fused into one kernel
+# save nothing of their own.
+_COMPILED_CORE = (
+    Row("attention", "fused kernel: logsumexp per head and row (fp32)", 1, "b a s", "fp32", "fused", True),
+    # Eager attention: the partitioner keeps the softmax output (in the activation dtype) and recomputes the rest.
+    Row("attention_scores", "softmax output (in the activation dtype)", 1, "b a s S", "act", "eager", True),
+    # An fp32 softmax over 16-bit scores (Llama's softmax(dtype=float32), or autocast's fp32 mask): the fp32
+    # softmax is recomputed from the 16-bit scores, the causal mask and the softmax's row max and sum.
+    Row("attention_scores", "scores in the activation dtype (the fp32 softmax is recomputed from them)", 1,
+        "b a s S", "act", "compiled_scores", True),
+    Row("attention_scores", "softmax row max and sum (fp32)", 2, "b a s", "fp32", "compiled_scores", True),
+    Row("attention_scores", "attention dropout mask", 1, "b a s S", "bool", "eager&dropout", True),
+    # Where the softmax is recomputed anyway, so is the dropout output (from the mask); otherwise it is kept.
+    Row("attention_scores", "attention dropout output (input of scores x V)", 1, "b a s S", "act",
+        "eager&dropout&no_compiled_scores", True),
+)
+
+HF_GPT2_BLOCK_COMPILED = (
+    *_fp32_under_autocast("norms", "ln_1 input (the residual stream)", 1, "Tr h"),
+    *_fp32_under_autocast("norms", "ln_1 mean and rstd (in the residual stream's dtype)", 2, "Tr"),
+    Row("attention", "c_attn input (ln_1 output)", 1, "Tr h", "lin", "grad_qkv"),
+    Row("attention", "Q, K and V as the attention op saves them", 3, "T a d", "act"),
+    *_COMPILED_CORE,
+    # A fused kernel's output, which its backward needs anyway; the merged copy c_proj reads is recomputed from it.
+    Row("attention", "c_proj input (merged heads; a fused kernel's output)", 1, "T a d", "act"),
+    Row("dropout", "residual dropout mask after attention", 1, "Tr h", "bool", "dropout"),
+    # Under autocast the fp32 residual stream is recomputed from the attention output projection's 16-bit output.
+    Row("norms", "ln_2 input (the residual stream)", 1, "Tr h", "act", "no_autocast"),
+    Row("norms", "attention output projection output (ln_2's fp32 input is recomputed from it)", 1, "Tr h", "act",
+        "autocast"),
+    *_fp32_under_autocast("norms", "ln_2 mean and rstd (in the residual stream's dtype)", 2, "Tr"),
+    Row("mlp", "c_fc input (ln_2 output)", 1, "Tr h", "lin", "grad_mlp_in"),
+    # GeLU is fused: its input is kept and its output (the second linear's input); the tanh and the factors of the
+    # Python-written GeLU are recomputed.
+    Row("mlp", "GeLU input (c_fc output)", 1, "T f", "act"),
+    Row("mlp", "second MLP linear input (GeLU output)", 1, "T f", "lin", "grad_mlp_out"),
+    Row("dropout", "residual dropout mask after the MLP", 1, "Tr h", "bool", "dropout"),
+)
+
+HF_LLAMA_BLOCK_COMPILED = (
+    # RMSNorm fused: its input and the rsqrt are kept, the fp32 copy and the normalised product recomputed.
+    *_fp32_under_autocast("norms", "input_layernorm: layer input (the residual stream)", 1, "Tr h"),
+    Row("norms", "input_layernorm: rsqrt of the mean square (fp32)", 1, "Tr", "fp32"),
+    Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "lin", "grad_qkv"),
+    Row("attention", "Q, K and V as the attention kernel saves them", 1, "T a d", "act", "fused"),
+    Row("attention", "Q, K and V as the attention kernel saves them", 2, "T k d", "act", "fused"),
+    Row("attention", "Q, and K and V repeated to every query head (repeat_kv)", 3, "T a d", "act", "eager"),
+    *_COMPILED_CORE,
+    Row("attention", "o_proj input (merged heads; a fused kernel's output)", 1, "T a d", "act"),
+    # Under autocast the fp32 residual stream is recomputed from o_proj's 16-bit output.
+    Row("norms", "post_attention_layernorm input (the residual stream)", 1, "Tr h", "act", "no_autocast"),
+    Row("norms", "o_proj output (post_attention_layernorm's fp32 input is recomputed from it)", 1, "Tr h", "act",
+        "autocast"),
+    Row("norms", "post_attention_layernorm: rsqrt of the mean square (fp32)", 1, "Tr", "fp32"),
+    Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "lin", "grad_mlp_in"),
+    # SwiGLU fused: the SiLU output is recomputed from the gate projection's output.
+    Row("mlp", "SiLU input (gate projection output)", 1, "T f", "act"),
+    Row("mlp", "up projection output (factor of the product)", 1, "T f", "act"),
+    Row("mlp", "down projection input (the product)", 1, "T f", "lin", "grad_mlp_out"),
+)
+
 BLOCKS = {
     "megatron": MEGATRON_BLOCK,
     "hf-gpt2": HF_GPT2_BLOCK,
     "hf-llama": HF_LLAMA_BLOCK,
     "hf-mixtral": HF_MIXTRAL_BLOCK,
+    "hf-gpt2-compiled": HF_GPT2_BLOCK_COMPILED,
+    "hf-llama-compiled": HF_LLAMA_BLOCK_COMPILED,
 }
 
 
@@ -442,6 +520,10 @@ MOMENTS = {
     # Mixtral: the experts' own backward is not a moment here (builder.model.peak.unmodelled names it).
     "hf-mixtral": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST,
                    _with_grads(_softmax_backward(True), _MOE_GRADS)),
+    # A compiled layer runs its forward and its backward as generated kernels: their own temporaries are not
+    # modelled (builder.model.peak.unmodelled names them), so a compiled layer has no moments of its own.
+    "hf-gpt2-compiled": (),
+    "hf-llama-compiled": (),
 }
 
 # Every weight gradient of one layer (what the first layer's moments have not made yet is the rest).

@@ -35,6 +35,7 @@ PART_NAMES: dict[str, str] = {
     "gradients/accumulation_buffer": "Gradient accumulation buffer",
     "gradients/tied_embedding_temporaries": "Tied-embedding gradient temporaries",
     "gradients/made_so_far": "Weight gradients made so far",
+    "gradients/head_sum": "Output layer gradients being summed",
     # Optimizer (states, step)
     "optimizer/master": "Master weights",
     "optimizer/master_grads": "Gradients copied to fp32 for the step",

@@ -152,6 +152,9 @@ def unmodelled(config: Config) -> tuple[str, ...]:
                      "measured on a GPU yet)")
     if config.attention != "eager":
         notes.append("the fused attention kernel's backward workspace")
+    if config.compile:
+        notes.append("a compiled layer's own instants (the temporaries of inductor's generated forward and backward "
+                     "kernels)")
     if config.implementation == "megatron" or config.activation_formula == "korthikanti":
         notes.append("Megatron's fused vocab-parallel cross entropy (the loss gradients follow transformers)")
     if config.activation_formula == "korthikanti":

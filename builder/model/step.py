@@ -64,13 +64,18 @@ LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss's num_output_chunks
 LOSS_SHARE = when(eq(sym("loss"), "chunked"), Fraction(1, LOSS_CHUNKS),
                   when(eq(sym("loss"), "eager"), 1, 0))
 EAGER_OR_CHUNKED = when(eq(sym("loss"), "chunked"), CHUNKED_LOSS, LOSS)
+HEAD_BACKWARD = ("PyTorch 2.13 autograd: torch/csrc/autograd/engine.cpp (ReadyQueue::CompareNodeTaskTime runs the "
+                 "node with the higher sequence number first) and input_buffer.cpp accumulate (a sum out of place "
+                 "unless the buffered gradient is contiguous and unshared); torchtune 0.6 CEWithChunkedOutputLoss; "
+                 "measured: see the Validation page")
 ACCUMULATE = "PyTorch autograd AccumulateGrad: .grad persists across micro-batches until zero_grad"
 AUTOGRAD = ("PyTorch 2.13 autograd (torch/csrc/autograd/engine.cpp: a node's saved tensors are freed once it has run; "
             "derivatives from tools/autograd/derivatives.yaml); measured: see the Validation page")
-PHASES = ("layer_forward", "forward", "backward_start", "layer_backward", "first_layer_backward", "backward_end",
-          "optimizer_step", "checkpoint_save")
+PHASES = ("layer_forward", "forward", "backward_start", "head_backward", "layer_backward", "first_layer_backward",
+          "backward_end", "optimizer_step", "checkpoint_save")
 PHASE_TITLES = {"layer_forward": "forward through the last layer", "forward": "end of forward (loss computed)",
                 "backward_start": "start of backward (loss gradients)",
+                "head_backward": "backward through the output layer (chunked loss)",
                 "layer_backward": "backward through the last layer",
                 "first_layer_backward": "backward through the first layer",
                 "backward_end": "end of backward (all gradients)",
@@ -95,6 +100,10 @@ LIVE = {
     "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params", "saved",
                 "activations/logits"),
     "backward_start": _IN_BACKWARD,
+    # A chunked loss's backward has run (its saved log-probabilities are freed): the output layer's backward, chunk
+    # by chunk, summing the weight gradient of every chunk.
+    "head_backward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
+                      "saved_less_loss"),
     # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
     "layer_backward": (*_IN_BACKWARD, "stepping"),
     # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
@@ -178,6 +187,21 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                                                                                                "compiled")),
                  transient=True),
     ),
+    # torchtune's chunked loss: the engine runs every chunk's loss backward first (their nodes are newer than the
+    # output layer's), so each chunk's logit gradient waits for its output-layer backward; the output layer's weight
+    # gradient of the first two chunks to run and their sum (out of place: the first is a transposed view) are live
+    # at once, with the logit gradients of the other chunks.
+    "head_backward": (
+        PartRule("activations/loss_grads", sym("op_T") * sym("op_V") * sym("act_bytes") * (LOSS_CHUNKS - 2)
+                 / LOSS_CHUNKS, "(C - 2) / C x b x s x V x bytes(activation dtype)", HEAD_BACKWARD,
+                 per_token(sym("op_T") * sym("op_V") * sym("act_bytes") * (LOSS_CHUNKS - 2) / LOSS_CHUNKS),
+                 "the logits' gradients of the chunks whose output-layer backward has not run yet",
+                 when=HEAD, transient=True),
+        PartRule("gradients/head_sum", 3 * sym("op_V") * sym("hidden") * sym("grad_bytes"), "3 x V x h x bytes(grad)",
+                 HEAD_BACKWARD, "3 V x h gradients",
+                 "two chunks' output-layer weight gradients and their sum, before the sum goes to .grad",
+                 when=both(HEAD, FULL_TUNING), transient=True),
+    ),
     "layer_backward": (_stepping_in_backward(),),
     "first_layer_backward": (_stepping_in_backward(),),
     "backward_end": (
@@ -219,6 +243,8 @@ def _selects(selector: str) -> Expr:
     """Whether a LIVE selector picks the part in scope (a row of `parts`)."""
     if selector == "saved":
         return both(eq(sym("bucket"), "activations"), negate(isin(sym("name"), *NOT_SAVED)))
+    if selector == "saved_less_loss":
+        return both(_selects("saved"), ne(sym("name"), "activations/loss"))
     if selector == "accumulating":
         return both(eq(sym("bucket"), "gradients"), sym("grad_accum") > 1)
     if selector == "stepping":
@@ -320,7 +346,8 @@ STEP = RuleSet(symbols={
     # moment only when the run saves one (checkpoint_save).
     "step_live": table(*(row(sym(f"moment_{phase}") if phase in MOMENT_PHASES else
                              negate(sym("in_backward")) if phase == "optimizer_step" else
-                             ne(sym("checkpoint_save"), "none") if phase == "checkpoint_save" else 1, phase=phase,
+                             ne(sym("checkpoint_save"), "none") if phase == "checkpoint_save" else
+                             both(HEAD, eq(sym("loss"), "chunked")) if phase == "head_backward" else 1, phase=phase,
                              allocated=total(sym(f"step_{phase}"), sym("bytes"))) for phase in PHASES)),
     "step_totals": by(sym("step_live"), "phase", sym("allocated") + RESERVED),
     "peak_phase": top(sym("step_totals")),

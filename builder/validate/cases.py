@@ -35,6 +35,7 @@ class ActivationCase:
     experts: int = 0  # Mixtral: routed experts per layer
     top_k: int = 0  # Mixtral: experts per token
     autocast: bool = False  # forward under torch.autocast(bfloat16) over a float32 model (the amp-bf16 policy)
+    compile: bool = False  # every layer under torch.compile (inductor, the default backend; builder.validate.measure)
 
     @property
     def name(self) -> str:
@@ -50,6 +51,8 @@ class ActivationCase:
         parts += [f"v{self.vocab}", self.recompute, "drop" if self.dropout else "nodrop"]
         if self.autocast:
             parts.append("amp")
+        if self.compile:
+            parts.append("compiled")
         return "-".join(parts)
 
     @property
@@ -177,6 +180,26 @@ def full_activation_cases() -> list[ActivationCase]:
     mixtral = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
     cases += grid_cases(mixtral, {}, switches=False)
     cases += autocast_cases()
+    return unique_cases(cases)
+
+
+def compiled_cases() -> list[ActivationCase]:
+    """Every layer under torch.compile (inductor): both families, eager and SDPA attention, fp32, bf16 and autocast,
+    dropout, GQA and shape changes (each shape symbol changed once, so the rows' shapes are pinned)."""
+    cases = []
+    for base in (OP_LIST_BASE["gpt2"], OP_LIST_BASE["llama"]):
+        for attention in ("eager", "sdpa"):
+            for dtype, autocast in (("float32", False), ("bfloat16", False), ("float32", True)):
+                cases.append(base.with_changes(attention=attention, dtype=dtype, autocast=autocast, dropout=False,
+                                               compile=True))
+            if attention == "eager" or base.family == "gpt2":
+                cases.append(base.with_changes(attention=attention, dtype="bfloat16", dropout=True, compile=True))
+    llama = OP_LIST_BASE["llama"].with_changes(dtype="bfloat16", dropout=False, compile=True)
+    for attention in ("eager", "sdpa"):
+        cases += [llama.with_changes(attention=attention, kv_heads=4), llama.with_changes(attention=attention,
+                                                                                         batch=3, seq_len=20)]
+    cases.append(OP_LIST_BASE["gpt2"].with_changes(dtype="bfloat16", dropout=False, compile=True, batch=3,
+                                                   seq_len=20, hidden=96, heads=6))
     return unique_cases(cases)
 
 
@@ -331,10 +354,11 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
             *(PeakCase(PEAK_LLAMA.with_changes(**few), optimizer=optimizer, optimizer_impl=impl)
               for optimizer, impl in (("adamw", "for-loop"), ("adamw", "fused"), ("adafactor", "for-loop"),
                                       ("adamw", "in-backward"), ("sgd-momentum", "in-backward"))),
-            # torchtune's chunked loss, where the loss decides the peak. In fp32 (no upcast: .float() returns the
-            # logits themselves) its backward measures 6% above the model, two more chunk-sized fp32 tensors, not
-            # explained yet: left out until it is.
+            # torchtune's chunked loss, where the loss decides the peak: in bf16 at the start of backward, in fp32
+            # (no upcast: .float() returns the logits themselves) in the output layer's backward, where two chunks'
+            # weight gradients and their sum are live (builder.model.step, head_backward).
             PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16"), optimizer="sgd-momentum", loss="chunked"),
+            PeakCase(PEAK_LLAMA, optimizer="sgd-momentum", loss="chunked"),
             PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16", recompute="full")),
             PeakCase(PEAK_GPT2.with_changes(dtype="bfloat16")),
             PeakCase(PEAK_GPT2.with_changes(dtype="bfloat16", **few)),

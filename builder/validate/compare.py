@@ -85,7 +85,7 @@ def predicted_activations(inputs: dict[str, Any], hf_config: dict[str, Any], lay
 
     config = Config(model=architecture_for(hf_config, layers, name), mode="train", precision=precision_of(inputs),
                     micro_batch=inputs["batch"], seq_len=inputs["seq_len"], attention=inputs["attention"],
-                    recompute=inputs["recompute"], dropout=inputs["dropout"])
+                    recompute=inputs["recompute"], dropout=inputs["dropout"], compile=inputs.get("compile", False))
     amount = estimate(config).get("activations", default=None, transient=False)
     if amount is None:
         raise NotImplementedError("the estimate has no 'activations' part")
@@ -182,7 +182,7 @@ def compare_documents(documents: dict[str, dict[str, Any]]) -> list[Row]:
         data = documents[file]
         kind = data.get("kind")
         for case in data.get("cases", []):
-            if kind in ("activations", "large_shapes"):
+            if kind in ("activations", "large_shapes", "compiled"):
                 rows += compare_activation_case(file, case)
             elif kind == "model_states":
                 rows += compare_state_case(file, case)

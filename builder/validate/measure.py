@@ -33,14 +33,29 @@ def run_forward(case: ActivationCase, layers: int, fake: bool = False, name_ops:
         model = build_model(hf_config(case, layers), case.dtype)
         if case.recompute == "full":
             enable_checkpointing(model)
+        if case.compile:
+            compile_layers(model)
         token_ids = make_token_ids(case.batch, case.seq_len, case.vocab)
         recorder = SavedTensorRecorder(model, inputs=[token_ids])
         amp = torch.autocast("cpu", dtype=torch.bfloat16) if case.autocast else contextlib.nullcontext()
         with torch.enable_grad(), cuda_style_dropout(), recorder, CheckpointProbe(model, recorder), amp:
             output = model(input_ids=token_ids, labels=token_ids)
-        if name_ops and case.recompute == "none":
+        if name_ops and case.recompute == "none" and not case.compile:  # a compiled layer's node names no op
             recorder.name_ops(output.loss.grad_fn)
     return recorder
+
+
+def compile_layers(model) -> None:
+    """torch.compile every transformer layer in place (nn.Module.compile, the default inductor backend), as
+    torchtune's training.compile_model does; the embedding, final norm, output layer and loss stay eager. Dynamo's
+    caches are cleared first, so each model is traced afresh (its saved tensors are packed by the compiled
+    region's autograd function, which the recorder's hooks see)."""
+    import torch
+
+    torch._dynamo.reset()
+    blocks = model.transformer.h if hasattr(model, "transformer") else model.model.layers
+    for block in blocks:
+        block.compile()
 
 
 def observed_sdpa_kernel(records: list[SavedRecord]) -> str | None:
@@ -72,9 +87,23 @@ def measure_activation_case(case: ActivationCase, fake: bool = False) -> dict[st
         "one_layer": totals_one,
         "two_layers": totals_two,
     }
-    if case.attention == "sdpa" and case.recompute == "none":
+    if case.attention == "sdpa" and case.recompute == "none" and not case.compile:
         result["sdpa_kernel"] = observed_sdpa_kernel(one_layer.records)
+    if case.compile:
+        result["saved_in_layer"] = layer_listing(case, one_layer.records)
     return result
+
+
+def layer_listing(case: ActivationCase, records: list[SavedRecord]) -> list[dict[str, Any]]:
+    """What a compiled layer saves, tensor by tensor (its autograd function names no op): each distinct activation
+    storage packed inside the layer, with its shape in symbols, dtype and bytes."""
+    from builder.validate.cases import symbol_values
+    from builder.validate.oplist import shape_in_symbols
+
+    symbols = symbol_values(case)
+    return [{"shape": list(r.shape), "elements": shape_in_symbols(r.shape, symbols), "dtype": r.dtype,
+             "storage_bytes": r.storage_bytes}
+            for r in records if r.kind == "activation" and not r.is_duplicate and ".0" in r.module]
 
 
 def enable_checkpointing(model) -> None:

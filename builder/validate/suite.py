@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from builder.validate.cases import (DTYPES, full_activation_cases, op_list_cases, peak_cases, small_activation_cases,
+from builder.validate.cases import (DTYPES, compiled_cases, full_activation_cases, op_list_cases, peak_cases, small_activation_cases,
                                     state_cases)
 from builder.validate.results import document, environment
 
@@ -46,7 +46,15 @@ PEAK_GPU_DESCRIPTION = (
 )
 
 
-KINDS = ("activations", "model_states", "large_shapes", "sharding", "peak", "op_lists")
+COMPILED_DESCRIPTION = (
+    "As activations.json, with every transformer layer under torch.compile (nn.Module.compile, the default inductor "
+    "backend: AOTAutograd's min-cut rematerialisation partitioner decides what the compiled layer saves); the "
+    "embedding, final norm, output layer and loss stay eager. The compiled region's autograd function packs its saved "
+    "tensors through the same hooks. saved_in_layer lists the distinct storages the one-layer model's layer saves "
+    "(the rotary tables and a causal mask it saves are shared by every layer, so they count outside the layers)."
+)
+
+KINDS = ("activations", "model_states", "large_shapes", "sharding", "peak", "op_lists", "compiled")
 
 
 def measure_suite(small: bool, progress: Callable[[str], None] | None = None,
@@ -76,6 +84,9 @@ def measure_suite(small: bool, progress: Callable[[str], None] | None = None,
     measure("sharding", "sharding (FSDP2, fake process group)", SHARDING_DESCRIPTION, shard_cases(small=small),
             measure_shard_case)
     measure("peak", "peak by phase (real steps)", PEAK_DESCRIPTION, peak_cases(small=small), measure_peak_case)
+    if not small:  # inductor compiles C++ for every case: minutes, so not in the quick set
+        measure("compiled", "compiled layers (torch.compile, inductor)", COMPILED_DESCRIPTION, compiled_cases(),
+                measure_activation_case)
     if not small and "op_lists" in only:
         for case in op_list_cases():
             listing = op_list(case)

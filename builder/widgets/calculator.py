@@ -213,6 +213,7 @@ TRAIN_CONTROLS = (
     Control("dropout", "Dropout on", "check", show="train"),
     Control("offload_activations", "Offload activations", "check", show="train",
             hint="to host memory, torchtune's way"),
+    Control("compile", "torch.compile layers", "check", show="train", hint="what inductor's partitioner saves"),
     Control("lora_rank", "LoRA rank", "number", show="train", low=0, high=4096, hint="0 = full fine-tuning"),
     Control("lora_dropout", "LoRA dropout", "number", show="train", low=0, high=1, hint="PEFT's lora_dropout",
             step="0.01"),
@@ -279,7 +280,7 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute,
                "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention,
                "loss": _PLAIN.loss,
-               "formula": "hf", "dropout": "0", "offload_activations": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
+               "formula": "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
                "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
                "checkpoint_save": _PLAIN.checkpoint_save,
                "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0"}
@@ -302,7 +303,7 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
     direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "recompute_layers",
               "attention",
               "loss", "lora_rank", "lora_dropout", "batch", "context", "offload", "checkpoint_save", "dp", "tp", "pp", "cp", "ep"}
-    flags = {"dropout": "dropout", "offload_activations": "offload_activations", "qlora": "qlora",
+    flags = {"dropout": "dropout", "offload_activations": "offload_activations", "compile": "compile", "qlora": "qlora",
              "sequence_parallel": "sp"}
     for option, value in settings.items():
         if option in direct:
@@ -387,7 +388,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         recompute=state["recompute"], recompute_layers=_int(state["recompute_layers"]), attention=state["attention"], loss=state["loss"],
         activation_formula="korthikanti" if state["formula"] == "korthikanti" else "ops",
         implementation="megatron" if state["formula"] == "megatron" else "hf", dropout=state["dropout"] == "1",
-        offload_activations=state["offload_activations"] == "1",
+        offload_activations=state["offload_activations"] == "1", compile=state["compile"] == "1",
         dp=_int(state["dp"]), zero=0 if fsdp else _int(shard), fsdp=fsdp, tp=_int(state["tp"]),
         sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
         pp_schedule="interleaved" if virtual > 1 else "1f1b", pp_virtual_stages=virtual, cp=_int(state["cp"]),

@@ -36,6 +36,7 @@ LEGEND = {"per_layer": "activations per layer", "rest": "activations outside the
 FILE_NAMES = {
     "activations.json": "Activations (transformers models on CPU)",
     "large_shapes.json": "Real 7B-70B layer shapes (FakeTensorMode, nothing allocated)",
+    "compiled.json": "Layers under torch.compile (inductor, on CPU)",
     "model_states.json": "Model states after an optimizer step",
     "sharding.json": "FSDP2 sharding (fake process group)",
     "peak.json": "Peak of a real training step, by phase (CPU allocator)",

@@ -31,7 +31,7 @@ WIDGETS.calculator = (root, D) => {
     if (!train) pol.param_dtype = st.weights;
     else if (st.param_dtype != "policy") pol.param_dtype = st.param_dtype;
     const c = { A, train, pol, opt: st.optimizer, impl: st.optimizer_impl == "default" ? "" : st.optimizer_impl, rec: st.recompute, recLayers: n("recompute_layers"), attention: st.attention, loss: st.loss,
-      formula: st.formula, drop: st.dropout == "1", oa: +(st.offload_activations == "1"), fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
+      formula: st.formula, drop: st.dropout == "1", oa: +(st.offload_activations == "1"), compile: +(st.compile == "1"), fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
       sp: st.sp == "1", offload: st.offload, save: st.checkpoint_save, reduce: st.reduce_dtype == "policy" ? "" : st.reduce_dtype,
       r: n("lora_rank"), ld: +st.lora_dropout || 0, ql: st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
     for (const k in D.ints) c[k] = n(D.ints[k]);
@@ -43,7 +43,7 @@ WIDGETS.calculator = (root, D) => {
     return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
       dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
       offload: c.offload, checkpoint_save: c.save, optimizer: c.opt, optimizer_impl: c.impl, ...pol, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
-      attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
+      attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, compile: c.compile, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
       activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
       lora_rank: c.r, lora_dropout: c.ld, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
       seq_len: c.seq_len, grad_accum: c.grad_accum, pp_virtual_stages: c.pp_virtual_stages,

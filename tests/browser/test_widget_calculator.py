@@ -137,6 +137,9 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                  if shard in calc.FSDP_STRATEGIES else ["deepspeed"] + (["deepspeed-16bit"] if stage == 3 else [])
                  + ([] if stage else ["torch-save", "dcp"]))
         s["checkpoint_save"] = rng.choice(["none", "none", *saves])
+        # torch.compile is modelled over transformers' dense layers without adapters or a recipe (else refused).
+        s["compile"] = rng.choice("001") if s["formula"] == "hf" and not arch.experts and not lora \
+            and not PRECISIONS[s["precision"]].recipe else "0"
         if s["recompute"] == "full" and s["formula"] != "korthikanti" and arch.layers // pp > 1 and rng.random() < 0.4:
             s["recompute_layers"] = str(rng.randint(1, arch.layers // pp - 1))
         try:
