@@ -39,7 +39,8 @@ from builder.model.peak import Need, assess, need
 from builder.model.states import SHARDING as STATE_SHARDING
 from builder.model.questions import VERDICTS, Fit, _largest, max_micro_batch, max_seq_len
 from builder.model.units import format_bytes
-from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS
+from builder.model.ranges import RANGE_OF
+from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 from builder.widgets import full_model, link_notice
 from builder.widgets.model_data import json_value, model_data
 
@@ -226,10 +227,19 @@ SERVE_CONTROLS = (
     Control("batch", "Concurrent sequences", "number", show="serve", low=1, high=65536),
     Control("context", "Context", "number", show="serve", low=1, high=4194304, hint="tokens"),
 )
+# The ZeRO-3 limits show (and count) with the form's ZeRO / FSDP set to DeepSpeed's stage 3 only (widgets.css hides
+# them otherwise; config_from_state reads them as unset).
+ZERO3_SHOWN, ZERO3_SHARD = "zero3", "3"
 PARALLEL_CONTROLS = (
     Control("shard", "ZeRO / FSDP", "select", tuple(SHARDING.items()), "train"),
     Control("offload", "CPU offload", "select", _pairs(OFFLOAD), "train"),
     Control("checkpoint_save", "Checkpoint save", "select", tuple(SAVE_WORDS.items()), "train"),
+    # DeepSpeed ZeRO-3's own limits (builder.model.zero3), in its config's words, shown with ZeRO stage 3 only.
+    *(Control(option, label, "number", show=ZERO3_SHOWN, low=int(RANGE_OF[option].low), high=int(RANGE_OF[option].high),
+              hint=option) for option, label in (("stage3_max_live_parameters", "Max live parameters"),
+                                                  ("stage3_prefetch_bucket_size", "Prefetch bucket"),
+                                                  ("stage3_param_persistence_threshold", "Persistence threshold"),
+                                                  ("stage3_max_reuse_distance", "Max reuse distance"))),
     Control("dp", "Data parallel", "number", low=1, high=65536),
     Control("tp", "Tensor parallel", "number", low=1, high=1024),
     Control("sp", "Sequence parallel (with TP)", "check", show="train"),
@@ -281,7 +291,7 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention,
                "loss": _PLAIN.loss,
                "formula": "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
-               "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
+               **{option: str(default) for option, default in ZERO3_OPTIONS.items()}, "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
                "checkpoint_save": _PLAIN.checkpoint_save,
                "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0"}
 # Controls that mean something in one mode only ('train' or 'serve'): in the other mode they are
@@ -302,7 +312,8 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
     state = {"model": model_id, **arch_state(models[model_id]), **PLAIN_STATE, "gpu": gpu}
     direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "recompute_layers",
               "attention",
-              "loss", "lora_rank", "lora_dropout", "batch", "context", "offload", "checkpoint_save", "dp", "tp", "pp", "cp", "ep"}
+              "loss", "lora_rank", "lora_dropout", "batch", "context", "offload", "checkpoint_save", "dp", "tp", "pp", "cp", "ep",
+              *ZERO3_OPTIONS}
     flags = {"dropout": "dropout", "offload_activations": "offload_activations", "compile": "compile", "qlora": "qlora",
              "sequence_parallel": "sp"}
     for option, value in settings.items():
@@ -393,6 +404,8 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
         pp_schedule="interleaved" if virtual > 1 else "1f1b", pp_virtual_stages=virtual, cp=_int(state["cp"]),
         ep=_int(state["ep"]), offload=state["offload"], checkpoint_save=state["checkpoint_save"],
+        **{option: _int(state[option]) if shard == ZERO3_SHARD and _int(state[option]) != default else None
+           for option, default in ZERO3_OPTIONS.items()},
         lora_rank=_int(state["lora_rank"]), lora_dropout=_fraction(state["lora_dropout"]), qlora=state["qlora"] == "1",
         batch=_int(state["batch"]), context=_int(state["context"]),
         kv_dtype=None if state["kv_dtype"] == "auto" else state["kv_dtype"],
@@ -568,7 +581,7 @@ def custom_base() -> dict[str, Any]:
 # table travels once, as "dtypes".
 FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype",
                 "lora_targets", "qlora_double_quant", "allocator_reserve", "overhead_bytes", "cuda_context_bytes",
-                *ZERO3_OPTIONS, *ASSUMED_NONE)
+                *ASSUMED_NONE)
 
 
 def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]], shown: list[str],
@@ -591,6 +604,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "defaults": defaults,
         "fsdp": FSDP_STAGE,
         "modeOnly": MODE_ONLY,
+        "zero3": {"options": list(ZERO3_OPTIONS), "shard": ZERO3_SHARD, "unset": ZERO3_UNSET},
         "plain": {key: PLAIN_STATE[key] for key in MODE_ONLY},
         # The custom-architecture controls (kept in links only for a custom model), each with the inputs it sets
         # and whether its value is a name (else a whole number), and the inputs no control sets.

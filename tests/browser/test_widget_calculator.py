@@ -137,6 +137,12 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                  if shard in calc.FSDP_STRATEGIES else ["deepspeed"] + (["deepspeed-16bit"] if stage == 3 else [])
                  + ([] if stage else ["torch-save", "dcp"]))
         s["checkpoint_save"] = rng.choice(["none", "none", *saves])
+        # DeepSpeed ZeRO-3's limits (shown and counted with ZeRO stage 3 only; the rest of the time left at defaults).
+        if shard == "3" and rng.random() < 0.5:
+            s.update(stage3_max_live_parameters=str(rng.choice([0, 10**8, 10**9])),
+                     stage3_prefetch_bucket_size=str(rng.choice([0, 5 * 10**7, 10**9])),
+                     stage3_param_persistence_threshold=str(rng.choice([0, 10**5, 10**7])),
+                     stage3_max_reuse_distance=str(rng.choice([0, 10**9, 10**12])))
         # torch.compile is modelled over transformers' dense layers without adapters or a recipe (else refused).
         s["compile"] = rng.choice("001") if s["formula"] == "hf" and not arch.experts and not lora \
             and not PRECISIONS[s["precision"]].recipe else "0"
@@ -550,7 +556,7 @@ def test_a_run_that_does_not_fit_names_what_would_as_python_does(calculator):
         assert problems == []
         shown.append([text for text, _ in got["fixes"]])
     assert shown[0] == ["fits with micro-batch 1", "fits with full recomputation",
-                        "fits on 8 GPUs with ZeRO-3 and full recomputation", "fits with sequences of 2,128 tokens"]
+                        "fits on 8 GPUs with ZeRO-3 and full recomputation", "fits with sequences of 2,112 tokens"]
     assert shown[2] == ["fits with int8 weights", "fits on 16 GPUs with tensor parallel 2"]
     assert shown[4] == []  # no single change fits: the result says so (compare checked the words)
     assert page.locator(f"{WIDGET} .calc-fixes").text_content().startswith("None of the usual changes")
@@ -656,3 +662,25 @@ def test_choosing_fp8_or_fp4_shows_the_recipes_copies_as_python_does(calculator,
     assert act(got) < act(base) and got["total"] > base["total"] - act(base) + act(got)
     assert "1 byte per parameter" in page.locator("main").text_content()
     assert visit.problems() == []
+
+
+def test_deepspeed_zero3_limits_show_and_count_with_stage_3_only(calculator):
+    """DeepSpeed ZeRO-3's stage3_* limits (DeepSpeed commit edaa722, runtime/zero/config.py) are calculator fields
+    shown with ZeRO stage 3 only; there they move the gathered parameters exactly as Python's model does (a persistence
+    threshold of 0 partitions even the norms), and under any other stage they neither show nor count."""
+    page, data, _ = calculator
+    fields = [f"{WIDGET} [name={option}]" for option in data["zero3"]["options"]]
+    base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "shard": "3"}
+    shown = set_state(page, base)
+    assert all(page.locator(field).is_visible() for field in fields)
+    reader_sets(page, "stage3_param_persistence_threshold", "0")
+    reader_sets(page, "stage3_prefetch_bucket_size", "0")
+    got = page.evaluate(READ, WIDGET)
+    want = expected(got["state"], data["shown"])
+    assert got["need"] == want["need"] and got["need"] < shown["need"]
+    assert [p[:2] for p in got["parts"]] == [[p["name"], p["bytes"]] for p in want["parts"]]
+    set_state(page, base | {"shard": "1"})
+    assert not any(page.locator(field).is_visible() for field in fields)
+    one = page.evaluate(READ, WIDGET)
+    assert one["need"] == expected(one["state"], data["shown"])["need"]
+    assert one["state"]["stage3_param_persistence_threshold"] == "0"  # kept in the form, not counted
