@@ -18,7 +18,6 @@ from builder.model.engines import EngineSettings, engine_report
 
 MODELS = default_models()
 GPUS = default_gpus()
-GIB = 2**30
 
 
 def report(model_id, gpu_id, *, tp=1, pp=1, **settings):
