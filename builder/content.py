@@ -132,6 +132,9 @@ WIDGETS: dict[str, WidgetSpec] = {
         WidgetSpec("validation", "Validation report", {}, scripted=False,
                    summary="Predicted against measured memory for every case in content/validation/ (the "
                            "Validation page)."),
+        WidgetSpec("published-numbers", "Published numbers against the model", {}, scripted=False,
+                   summary="Every published number the model is pinned to (papers' tables, documentation, engine "
+                           "logs), with the model's prediction, the error and the tolerance (the Validation page)."),
         WidgetSpec("exercises", "Every page's exercises", {}, scripted=False,
                    summary="Every page's exercises by topic, each linking back to its page (the Exercises page)."),
         WidgetSpec("what-changed", "What changed", {}, scripted=False,

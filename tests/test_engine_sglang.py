@@ -18,7 +18,6 @@ from builder.model.engines import EngineSettings, engine_report
 
 MODELS = default_models()
 GPUS = default_gpus()
-GIB = 2**30
 
 
 def report(model_id, gpu_id, *, tp=1, pp=1, **settings):
@@ -53,10 +52,8 @@ def test_qwen3_8b_on_one_b200_reproduces_the_published_pool():
     v = r.values
     assert v["page"] == 64 and v["chunked_prefill"] == 16384
     assert v["cell"] == 2 * 8 * 128 * 36 * 2  # 147,456 B per token
-    assert abs(v["pre"] / GIB - 177.57) < 0.01  # the assumed memory gone before the weights, against the log
-    tokens = v["max_total_num_tokens"]
-    assert tokens % 64 == 0 and abs(tokens - 992_896) <= 0.0005 * 992_896  # within 0.05% (3 pages)
-    assert abs(v["k_size"] / GIB - 68.18) < 0.015
+    # avail mem (±0.01 GiB), #tokens (0.05%) and K size (±0.015 GiB) against the log: tests/test_published.py.
+    assert v["max_total_num_tokens"] % 64 == 0
     assert v["max_running_requests"] == 4096
 
 
@@ -67,9 +64,7 @@ def test_llama_3_3_70b_at_tp8_on_h200s_reproduces_the_published_pool():
     avail mem=137.34 GB'."""
     v = report("llama-3-70b", "h200", tp=8, mem_fraction_static=0.897).values
     assert v["kv_heads_per_gpu"] == 1 and v["cell"] == 2 * 128 * 80 * 2
-    assert abs(v["pre"] / GIB - 137.34) < 0.03
-    assert abs(v["max_total_num_tokens"] - 2_795_207) <= 0.002 * 2_795_207  # within 0.2%
-    assert abs(v["k_size"] / GIB - 53.31) < 0.1
+    # avail mem (±0.03 GiB), #tokens (0.2%) and K size (±0.1 GiB) against the log: tests/test_published.py.
 
 
 def test_weights_that_leave_nothing_raise_sglangs_own_error():

@@ -126,13 +126,8 @@ def test_the_request_is_a_share_of_the_gpus_total_and_the_rest_goes_to_blocks():
     assert eager.values["available"] - v["available"] == v["cuda_graphs"] > 0
 
 
-def test_end_to_end_kv_memory_is_within_three_percent_of_a_published_log():
-    # vllm PR #57047 (AWQ 4-bit Qwen3-4B on a 48 GB GPU whose cudaMemGetInfo total is 47.37 GiB, utilization 0.85,
-    # max_model_len 2048): "Current kv cache memory in use is 36.88 GiB".
-    r = engine_report(Config(model=MODELS["qwen3-4b"], mode="serve", param_dtype="int4"),
-                      EngineSettings(gpu_memory_utilization=0.85, max_model_len=2048), int(Fraction("47.37") * GIB),
-                      "rtx-6000-ada")
-    assert float(r.values["available"]) / GIB == pytest.approx(36.88, rel=0.03)
+# End to end, vllm PR #57047's "Current kv cache memory in use is 36.88 GiB" (AWQ Qwen3-4B, 47.37 GiB, utilization
+# 0.85) within 3%, and each log's token count given its KV memory: builder/validate/published.py, tests/test_published.py.
 
 
 def test_tensor_parallel_ranks_hold_their_kv_heads_and_pipeline_stages_their_layers():

@@ -48,8 +48,8 @@ def test_seed_001_budget_allocator_default_state():
 
 def test_seed_003_fp32_adam_112_gb():
     # Seed 003: "7B params, FP32 Adam = 7B * (4+4+4+4) = 112 GB" (decimal GB).
+    # The 112 GB itself (Transformer Math 101) is a case of builder/validate/published.py (tests/test_published.py).
     breakdown = estimate(Config(params=7_000_000_000, precision="fp32", optimizer="adam"))
-    assert breakdown.total == 112 * GB
     assert {p.name for p in breakdown.parts} == {"weights", "gradients", "optimizer/adam_m", "optimizer/adam_v"}
 
 

@@ -10,6 +10,7 @@ Modules, one responsibility each:
   sharding     - per-rank model-state bytes under FSDP2 with a fake process group
   results      - versions, machine, deterministic JSON files under content/validation/
   compare      - predicted (builder.model.estimate()) vs measured, with tolerances
+  published    - published numbers (papers, docs, engine logs) as cases, and the model's prediction of each
   cli          - `python -m builder validate`
 
 torch and transformers are imported lazily (inside functions), so the site builds

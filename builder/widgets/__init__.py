@@ -17,6 +17,7 @@ MODULES = {
     "memory-budget": "builder.widgets.memory_budget",
     "calculator": "builder.widgets.calculator",
     "validation": "builder.widgets.validation",
+    "published-numbers": "builder.widgets.published",
     "exercises": "builder.widgets.exercises",
     "notation": "builder.widgets.notation",
     "what-changed": "builder.widgets.what_changed",

@@ -1,0 +1,319 @@
+"""Published numbers against the model: one registry, evaluated on every build and in tests/test_published.py.
+
+Each case names its source (paper + table, or document/log URL + version), the configuration in the model's own
+terms (a Config, or a Config served by an engine's settings on a catalog GPU), the quantity compared, the value as
+published with its unit as published (GiB and GB stated), and the tolerance: exact, a share, or the published
+rounding. `evaluate()` computes the model's prediction of every case. Pure data plus that one function: it imports
+builder.model and the catalogs, never torch.
+
+Kinds of quantity (the Validation page says which is which):
+  need       the peak of a training step, or a part live at one moment of it (builder.model.peak.phases)
+  part       one part of a breakdown (what the model counts for one term)
+  sum        a sum of parts (no moment of a step; named as a sum)
+  per-param  model-state bytes per parameter (weights + gradients + optimizer states, summed, over the parameters)
+  budget     an inference engine's own start-up accounting (KV cache memory, tokens, what it needs)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+from builder.catalog import default_gpus, default_models
+from builder.model import Config, estimate
+from builder.model.activations import LAYER_GROUPS
+from builder.model.architecture import Architecture
+from builder.model.peak import assess, phases
+
+UNITS = {"B": 1, "MiB": 2**20, "GiB": 2**30, "GB": 10**9, "tokens": 1, "B/param": 1}
+KINDS = {"need": "part of a step's peak", "part": "part", "sum": "sum of parts", "per-param": "bytes per parameter",
+         "budget": "engine budget"}
+
+
+@dataclass(frozen=True)
+class Served:
+    """A served configuration: the engine's settings on a catalog GPU (the engine's own total of it)."""
+
+    gpu: str
+    settings: dict = field(default_factory=dict)
+    gpu_total: int | None = None  # bytes; None: the catalog GPU's total as the engine reads it
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # stable id, the test's parameter id
+    table: str  # "training" or "serving"
+    kind: str  # a key of KINDS
+    compared: str  # what is compared, in words
+    setup: str  # the configuration, in words
+    source: str  # where the number is published, with its version
+    url: str
+    published: Fraction  # in `unit`, as published
+    unit: str  # a key of UNITS ("GiB" where the source prints GB but means 2**30: said in `unit_note`)
+    quantity: Callable[[Config, Served | None], Fraction]  # the model's prediction, in `unit`
+    config: Config
+    served: Served | None = None
+    rel: Fraction = Fraction(0)  # relative tolerance
+    abs: Fraction = Fraction(0)  # absolute tolerance, in `unit` (a published rounding)
+    tolerance: str = "exact"  # the tolerance, in words
+    unit_note: str = ""
+
+
+@dataclass(frozen=True)
+class Result:
+    case: Case
+    predicted: Fraction
+    error: Fraction  # (predicted - published) / published
+
+    @property
+    def ok(self) -> bool:
+        difference = abs(self.predicted - self.case.published)
+        return difference <= max(self.case.abs, self.case.rel * abs(self.case.published))
+
+
+def evaluate(cases: tuple[Case, ...] | None = None) -> list[Result]:
+    """The model's prediction of every case, with its relative error."""
+    results = []
+    for case in CASES if cases is None else cases:
+        predicted = Fraction(case.quantity(case.config, case.served))
+        results.append(Result(case, predicted, (predicted - case.published) / case.published))
+    return results
+
+
+# --- quantities: read the model, in the published unit -------------------------------------------------------------
+
+def _in(unit: str, value) -> Fraction:
+    return Fraction(value) / UNITS[unit]
+
+
+def at_moment(phase: str, part: str, unit: str) -> Callable:
+    """A part live at one moment of the step (builder.model.peak.phases)."""
+    def quantity(config: Config, _served) -> Fraction:
+        moment = next(p for p in phases(config) if p.name == phase)
+        return _in(unit, next(p.bytes for p in moment.parts if p.name == part))
+    return quantity
+
+
+def part(name: str, unit: str) -> Callable:
+    """One part (or bucket) of the breakdown."""
+    return lambda config, _served: _in(unit, estimate(config).get(name))
+
+
+def layer_activations(config: Config, _served) -> Fraction:
+    """The saved activations of one transformer layer (the op list's layer groups over the layers)."""
+    breakdown = estimate(config)
+    groups = (*LAYER_GROUPS, "checkpoint")  # under full recomputation a layer keeps only its input, its checkpoint
+    return Fraction(sum(breakdown.get(f"activations/{g}") for g in groups), config.model.layers)
+
+
+def total(unit: str) -> Callable:
+    """The sum of every part."""
+    return lambda config, _served: _in(unit, estimate(config).total)
+
+
+def states_per_param(config: Config, _served) -> Fraction:
+    """Weights, gradients and optimizer states on one GPU over the parameters (Megatron's table: per GPU)."""
+    breakdown, _ = assess(config)
+    states = sum(p.bytes for p in breakdown.parts if p.name.split("/")[0] in ("weights", "gradients", "optimizer"))
+    return Fraction(states, config.params)
+
+
+def states_per_param_all_gpus(config: Config, served) -> Fraction:
+    """The same summed over the data-parallel GPUs (DeepSpeed's 18 x params / gpus is per GPU, so 18 over all)."""
+    return states_per_param(config, served) * config.dp
+
+
+def engine(value: str, unit: str) -> Callable:
+    """One of the engine's start-up numbers (builder.model.engines.engine_report's values)."""
+    def quantity(config: Config, served: Served) -> Fraction:
+        from builder.model.engines import ENGINES, EngineSettings, engine_report, engine_total
+        settings = EngineSettings(**served.settings)
+        gpu_total = served.gpu_total
+        if gpu_total is None:
+            gpu = default_gpus()[served.gpu]
+            gpu_total = engine_total(settings.engine, gpu.usable_bytes, gpu.driver_total_bytes)
+        assert settings.engine in ENGINES
+        return _in(unit, engine_report(config, settings, gpu_total, served.gpu).values[value])
+    return quantity
+
+
+def kv_tokens(config: Config, served: Served) -> Fraction:
+    """vLLM's "GPU KV cache size" in tokens: blocks x block size."""
+    return engine("num_blocks", "tokens")(config, served) * served.settings.get("block_size", 16)
+
+
+# --- the cases ---------------------------------------------------------------------------------------------------
+
+MODELS = default_models()
+GIB = 2**30
+
+# Gemma 2 2B's shape (config.json: 26 layers, hidden 2304, 8 heads of 256, 4 KV heads, intermediate 9216,
+# vocabulary 256,000, tied embeddings); its logit soft-capping is not modelled.
+GEMMA2_2B = Architecture(name="gemma-2-2b-shape", layers=26, hidden=2304, heads=8, kv_heads=4, head_dim=256,
+                         ffn=9216, vocab=256000, tied_embeddings=True)
+# A GPT-3 175B block (Brown et al. 2020, Table 2.1: h=12288, a=96, L=96), GeLU 4h MLP, LayerNorm, dropout: the block
+# Korthikanti et al. 2022 analyse.
+GPT3 = Architecture(name="gpt3-175b", family="gpt2", layers=96, hidden=12288, heads=96, vocab=51200,
+                    ffn=4 * 12288, mlp="gelu", norm="layernorm", qkv_bias=True, out_bias=True, mlp_bias=True,
+                    tied_embeddings=True, positions="learned", max_positions=2048, activation="gelu_fused")
+# Qwen3-Coder-480B-A35B (config.json): 62 layers, 96 query heads, 8 KV heads of 128, hidden 6144.
+QWEN3_CODER_480B = Architecture(name="qwen3-coder-480b-a35b", layers=62, hidden=6144, heads=96, kv_heads=8,
+                                head_dim=128, vocab=151936, ffn=0, experts=160, top_k=8, expert_ffn=2560,
+                                qk_norm=True, family="qwen3")
+
+CCE = ("Cut Cross-Entropy README, Gemma 2 2B benchmark table (Wijmans et al. 2024, arXiv:2411.09009; "
+       "apple/ml-cross-entropy, PyTorch 2.4.1)")
+CCE_URL = "https://github.com/apple/ml-cross-entropy#readme"
+CCE_SETUP = "Gemma 2 2B's shape, bf16, one sequence of 8,192 tokens, vocabulary 256,000"
+CCE_UNIT = "the README prints MB; 8,192 x 256,000 x 2 B is exactly 4,000 of them, so they are MiB"
+KORTHIKANTI = "Korthikanti et al. 2022 (arXiv:2205.05198), Table 2"
+KORTHIKANTI_URL = "https://arxiv.org/abs/2205.05198"
+GPT3_SETUP = "GPT-3 175B layer (h 12,288, 96 heads), fp16, s = 2,048, b = 1, eager attention with dropout"
+MEGATRON = "Megatron-LM docs/user-guide/features/dist_optimizer.md, bytes-per-parameter table (commit d98e8a6)"
+MEGATRON_URL = ("https://github.com/NVIDIA/Megatron-LM/blob/d98e8a64ddf34856e74b24714e3bedb2f5a39553/"
+                "docs/user-guide/features/dist_optimizer.md")
+LMCACHE = "vLLM ~0.10.2 start-up log in LMCache issue #1739"
+SGLANG_GB = "SGLang prints GB; mem_cache/memory_pool.py defines GB = 1024 x 1024 x 1024, so they are GiB"
+VLLM_GIB = "as vLLM prints it"
+
+
+def _korthikanti(name: str, words: str, published: int, **changes) -> Case:
+    config = Config(model=GPT3, micro_batch=1, seq_len=2048, attention="eager", dropout=True,
+                    implementation="megatron", precision="fp16-mixed", **changes)
+    return Case(name, "training", "part", f"activations saved per layer, {words}", GPT3_SETUP, KORTHIKANTI,
+                KORTHIKANTI_URL, Fraction(published), "B", layer_activations, config,
+                unit_note="Table 2 gives the formula; its value for this shape, in bytes")
+
+
+SBH = 2048 * 1 * 12288  # s x b x h of the GPT-3 layer above
+
+TRAINING = (
+    Case("cce-gemma-2-2b-eager-loss-gradients", "training", "need",
+         "loss gradients live at the start of backward (the README's baseline \"Gradient\" column)", CCE_SETUP, CCE,
+         CCE_URL, Fraction(16000), "MiB", at_moment("backward_start", "activations/loss_grads", "MiB"),
+         Config(model=GEMMA2_2B, precision="bf16", micro_batch=1, seq_len=8192, loss="eager"), unit_note=CCE_UNIT),
+    Case("cce-gemma-2-2b-compiled-loss-gradients", "training", "need",
+         "loss gradients live at the start of backward, loss under torch.compile (\"Gradient\" column)", CCE_SETUP,
+         CCE, CCE_URL, Fraction(12000), "MiB", at_moment("backward_start", "activations/loss_grads", "MiB"),
+         Config(model=GEMMA2_2B, precision="bf16", micro_batch=1, seq_len=8192, loss="compiled"), unit_note=CCE_UNIT),
+    Case("cce-gemma-2-2b-compiled-loss-saved", "training", "part",
+         "what a compiled loss keeps for backward (\"Loss\" column)", CCE_SETUP, CCE, CCE_URL, Fraction("4000.1"),
+         "MiB", part("activations/loss", "MiB"),
+         Config(model=GEMMA2_2B, precision="bf16", micro_batch=1, seq_len=8192, loss="compiled"),
+         abs=Fraction(5, 100), tolerance="the printed rounding (±0.05 MiB)", unit_note=CCE_UNIT),
+    _korthikanti("korthikanti-gpt3-no-parallelism", "no parallelism: sbh(34 + 5as/h)", SBH * 114),
+    _korthikanti("korthikanti-gpt3-selective", "selective recomputation: 34sbh", SBH * 34, recompute="selective"),
+    _korthikanti("korthikanti-gpt3-full", "full recomputation: 2sbh", SBH * 2, recompute="full"),
+    _korthikanti("korthikanti-gpt3-tp8", "tensor parallel 8: sbh(10 + 24/t + 5as/(ht))", SBH * 23, tp=8),
+    _korthikanti("korthikanti-gpt3-tp8-sp", "tensor and sequence parallel 8: sbh(34/t + 5as/(ht))",
+                 SBH * Fraction(57, 4), tp=8, sequence_parallel=True),
+    Case("transformer-math-7b-fp32-adam", "training", "sum",
+         "weights, gradients and Adam's two moments, summed: 7B x (4 + 4 + 4 + 4) bytes",
+         "7B parameters, fp32 weights and gradients, Adam", "Transformer Math 101 (Anthony et al. 2023, EleutherAI)",
+         "https://blog.eleuther.ai/transformer-math/", Fraction(112), "GB", total("GB"),
+         Config(params=7_000_000_000, precision="fp32", optimizer="adam"), unit_note="decimal GB (10^9 bytes)"),
+    Case("deepspeed-zero3-18-bytes", "training", "per-param",
+         "model states per parameter, summed over the GPUs (estimate_zero3_model_states_mem_needs: 18 x params / gpus)",
+         "2,851M parameters, fp16 mixed precision with Adam, ZeRO-3 on 8 GPUs, fp32 gradient partitions",
+         "DeepSpeed docs/code-docs/source/memory.rst and runtime/zero/stage3.py (commit edaa722)",
+         "https://github.com/deepspeedai/DeepSpeed/blob/edaa7221267243c7be7fb49c5d5f5c4fb97b4641/docs/code-docs/"
+         "source/memory.rst", Fraction(18), "B/param", states_per_param_all_gpus,
+         Config(params=2_851_000_000, zero=3, dp=8, optimizer="adam", precision="fp16-mixed",
+                grad_accum_dtype="fp32")),
+    *(Case(f"megatron-{precision.removeprefix('megatron-')}-{'distributed' if zero else 'replicated'}", "training", "per-param",
+           f"model states per parameter, {'distributed optimizer' if zero else 'optimizer replicated'}",
+           f"{words}, data parallel 8", MEGATRON, MEGATRON_URL, Fraction(value), "B/param", states_per_param,
+           Config(params=1_000_000_000, precision=precision, dp=8, zero=zero))
+      for precision, words, alone, constant, sharded in (
+          ("megatron-fp16", "fp16 parameters and gradients", 20, 4, 16),
+          ("megatron-bf16", "bf16 parameters, fp32 gradients", 18, 6, 12),
+          ("fp32", "fp32 parameters and gradients", 16, 8, 8))
+      for zero, value in ((0, alone), (1, constant + Fraction(sharded, 8)))),
+)
+
+
+def _vllm_given(name: str, model: str, printed: str, max_len: int, tokens: int, source: str, url: str,
+                kv_dtype: str | None = None, gpu: str = "h100-80gb", **settings) -> Case:
+    """A vLLM log's token count, given the KV memory it printed: the block count within that print's rounding."""
+    config = Config(model=MODELS[model], mode="serve", kv_dtype=kv_dtype, tp=settings.pop("tp", 1),
+                    pp=settings.pop("pp", 1))
+    memory = Fraction(printed)
+    return Case(name, "serving", "budget", "KV cache tokens (\"GPU KV cache size\"), given the logged KV memory",
+                f"{config.model.name}, --kv-cache-memory {printed} GiB, --max-model-len {max_len:,}"
+                + (f", --kv-cache-dtype {kv_dtype}" if kv_dtype else "")
+                + "".join(f", --{k.replace('_', '-')} {v}" for k, v in settings.items() if k != "enforce_eager")
+                + (", --enforce-eager" if settings.get("enforce_eager") else ""),
+                source, url, Fraction(tokens), "tokens", kv_tokens, config,
+                Served(gpu, {"kv_cache_memory": int(memory * GIB), "max_model_len": max_len, **settings}),
+                rel=Fraction(5, 1000) / memory, tolerance=f"the log's 0.01 GiB rounding (±{0.5 / float(memory):.2f}%)")
+
+
+SERVING = (
+    _vllm_given("vllm-qwen3-14b-kv-tokens", "qwen3-14b", "6.51", 32768, 42_656, LMCACHE,
+                "https://github.com/LMCache/LMCache/issues/1739"),
+    _vllm_given("vllm-qwen3-4b-kv-tokens", "qwen3-4b", "36.88", 2048, 268_560, "vLLM PR #57047 log (Sep 2026)",
+                "https://github.com/vllm-project/vllm/pull/57047"),
+    _vllm_given("vllm-qwen3-30b-a3b-fp8-kv-tokens", "qwen3-30b-a3b", "10.55", 100_000, 230_528,
+                "vLLM issue #25350 log", "https://github.com/vllm-project/vllm/issues/25350", kv_dtype="fp8"),
+    _vllm_given("vllm-deepseek-v2-lite-kv-tokens", "deepseek-v2-lite", "12.13", 1024, 807_792,
+                "vLLM 0.9.2 dev log in PR #20665 (L4s, first pipeline stage)",
+                "https://github.com/vllm-project/vllm/pull/20665", gpu="l4", tp=2, pp=2, enforce_eager=True),
+    Case("vllm-qwen3-4b-awq-available-kv", "serving", "budget",
+         "KV cache memory the engine keeps after profiling (\"kv cache memory in use\")",
+         "Qwen3-4B, 4-bit weights (AWQ), --gpu-memory-utilization 0.85, --max-model-len 2,048, a 48 GB GPU whose CUDA "
+         "total is 47.37 GiB", "vLLM PR #57047 log (Sep 2026)", "https://github.com/vllm-project/vllm/pull/57047",
+         Fraction("36.88"), "GiB", engine("available", "GiB"),
+         Config(model=MODELS["qwen3-4b"], mode="serve", param_dtype="int4"),
+         Served("rtx-6000-ada", {"gpu_memory_utilization": 0.85, "max_model_len": 2048}, int(Fraction("47.37") * GIB)),
+         rel=Fraction(3, 100), tolerance="3%", unit_note=VLLM_GIB),
+    Case("vllm-qwen3-coder-480b-kv-needed", "serving", "budget",
+         "KV cache one request of the maximum length needs (\"KV cache is needed\")",
+         "Qwen3-Coder-480B-A35B, --max-model-len 262,144, data parallel 8 on H20s",
+         "vllm-project/recipes PR #12 log", "https://github.com/vllm-project/recipes/pull/12", Fraction(62), "GiB",
+         engine("needed", "GiB"), Config(model=QWEN3_CODER_480B, mode="serve"),
+         Served("h100-80gb", {"kv_cache_memory": int(Fraction("48.66") * GIB), "max_model_len": 262_144}),
+         unit_note=VLLM_GIB),
+    Case("vllm-qwen3-30b-a3b-kv-needed", "serving", "budget",
+         "KV cache one request of the maximum length needs (\"KV cache is needed\")",
+         "Qwen3-Coder-30B-A3B (Qwen3-30B-A3B's attention), bf16, --max-model-len 262,144",
+         "vLLM issue #34076 log", "https://github.com/vllm-project/vllm/issues/34076", Fraction(24), "GiB",
+         engine("needed", "GiB"), Config(model=MODELS["qwen3-30b-a3b"], mode="serve"),
+         Served("h100-80gb", {"kv_cache_memory": int(Fraction("3.18") * GIB), "max_model_len": 262_144}),
+         unit_note=VLLM_GIB),
+)
+
+_SGLANG_QWEN = ("SGLang PR #23669 log (upstream main, 2026-04-27)", "https://github.com/sgl-project/sglang/pull/23669",
+                "Qwen3-8B, SGLang defaults, one B200", Config(model=MODELS["qwen3-8b"], mode="serve"),
+                Served("b200", {"engine": "sglang"}))
+_SGLANG_LLAMA = ("SGLang PR #11716 log (2025-10-16, v0.5.3's default fraction 0.897)",
+                 "https://github.com/sgl-project/sglang/pull/11716",
+                 "Llama 3.3 70B (Llama 3 70B's shape), --tp 8 on H200s, --mem-fraction-static 0.897",
+                 Config(model=MODELS["llama-3-70b"], mode="serve", tp=8),
+                 Served("h200", {"engine": "sglang", "mem_fraction_static": 0.897}))
+
+
+def _sglang(name: str, run: tuple, compared: str, value: str, published: str, unit: str, **tolerance) -> Case:
+    source, url, setup, config, served = run
+    return Case(name, "serving", "budget", compared, setup, source, url, Fraction(published), unit,
+                engine(value, unit), config, served, unit_note=SGLANG_GB if unit == "GiB" else "", **tolerance)
+
+
+SERVING += (
+    _sglang("sglang-qwen3-8b-b200-tokens", _SGLANG_QWEN, "KV pool tokens (max_total_num_tokens)",
+            "max_total_num_tokens", "992896", "tokens", rel=Fraction(5, 10000), tolerance="0.05% (3 pages of 64)"),
+    _sglang("sglang-qwen3-8b-b200-k-size", _SGLANG_QWEN, "K cache size (\"K size\")", "k_size", "68.18", "GiB",
+            abs=Fraction(15, 1000), tolerance="±0.015 GiB"),
+    _sglang("sglang-qwen3-8b-b200-avail-mem", _SGLANG_QWEN,
+            "free memory before the weights (\"Load weight begin. avail mem\")", "pre", "177.57", "GiB",
+            abs=Fraction(1, 100), tolerance="±0.01 GiB"),
+    _sglang("sglang-llama-3-70b-tp8-h200-tokens", _SGLANG_LLAMA, "KV pool tokens (\"#tokens\")",
+            "max_total_num_tokens", "2795207", "tokens", rel=Fraction(2, 1000), tolerance="0.2%"),
+    _sglang("sglang-llama-3-70b-tp8-h200-k-size", _SGLANG_LLAMA, "K cache size (\"K size\")", "k_size", "53.31", "GiB",
+            abs=Fraction(1, 10), tolerance="±0.1 GiB"),
+    _sglang("sglang-llama-3-70b-tp8-h200-avail-mem", _SGLANG_LLAMA,
+            "free memory before the weights (\"Load weight begin. avail mem\")", "pre", "137.34", "GiB",
+            abs=Fraction(3, 100), tolerance="±0.03 GiB"),
+)
+
+CASES: tuple[Case, ...] = TRAINING + SERVING
