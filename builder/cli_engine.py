@@ -1,9 +1,11 @@
-"""`estimate --mode serve --engine vllm|sglang`: the engine's startup accounting, in the engine's own flags and words.
+"""`estimate --mode serve --engine vllm|sglang|hf`: the engine's startup accounting, in the engine's own flags and words.
 
 Flags carry each engine's names. vLLM (`vllm serve --help`): --gpu-memory-utilization, --max-model-len,
 --max-num-seqs, --max-num-batched-tokens, --block-size, --enforce-eager, --kv-cache-memory. SGLang
 (`python -m sglang.launch_server --help`): --mem-fraction-static, --page-size, --chunked-prefill-size,
---cuda-graph-max-bs, --max-running-requests, --context-length. The model is builder.model.engines (and
+--cuda-graph-max-bs, --max-running-requests, --context-length. Hugging Face generate (GenerationConfig and
+from_pretrained's words): --cache-implementation, --attn-implementation, --max-new-tokens, --max-cache-len,
+--logits-to-keep; its prompt is --batch x --context. The model is builder.model.engines (and
 engine_sglang), and their reverse questions (`--max max-model-len`, ...) are builder.model.engine_questions; this
 module only parses, checks and prints.
 """
@@ -30,7 +32,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser, whole: Callable, size:
     engine = parser.add_argument_group("inference engine (with --mode serve)")
     engine.add_argument("--engine", choices=tuple(ENGINES), default=None,
                         help="size the KV cache as the engine does at startup (needs --gpu)")
-    types = {"float": float, "whole": whole, "size": size}
+    types = {"float": float, "whole": whole, "size": size, "count": count}
     defaults = {field.name: field.default for field in dataclasses.fields(EngineSettings)}
     for chosen in ENGINES.values():
         group = parser.add_argument_group(f"{chosen.title} (with --engine {chosen.name}; {chosen.title}'s own flag "
@@ -39,8 +41,21 @@ def add_engine_arguments(parser: argparse.ArgumentParser, whole: Callable, size:
             flag = "--" + option.replace("_", "-")
             if kind == "switch":
                 group.add_argument(flag, action="store_true", help=text)
+            elif kind == "choice":
+                group.add_argument(flag, choices=chosen.choices[option], default=defaults[option], help=text)
             else:
                 group.add_argument(flag, type=types[kind], default=defaults[option], metavar=metavar, help=text)
+
+
+def count(text: str) -> int:
+    """A whole number that may be 0 (--logits-to-keep 0 keeps every row)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def engine_flags_given(args: argparse.Namespace, engine: str | None = None) -> list[str]:
@@ -94,6 +109,8 @@ def question_of(args: argparse.Namespace) -> str | None:
     the engine's own, its target given where it needs one, and the setting it searches left out."""
     own = [q.name for q in QUESTIONS.values() if q.engine == args.engine]
     question = QUESTIONS.get(args.max)
+    if not own:
+        return f"argument --max: --engine {args.engine} answers no reverse question; leave --max out"
     if question is None or question.engine != args.engine:
         return f"argument --max: {args.max} is not a question under --engine {args.engine}; ask {', '.join(own)}"
     if question.needs and getattr(args, question.needs) is None:

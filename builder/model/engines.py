@@ -28,10 +28,12 @@ Three terms are assumptions, named as such: non-torch memory, the CUDA-graph est
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
 
+from builder.model import engine_hf as hf
 from builder.model import engine_sglang as sglang
 from builder.model.expr import both, ceil, floor, fmt, maximum, minimum, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
@@ -83,6 +85,12 @@ class EngineSettings:
     max_running_requests: int | None = None  # requests at once (default from the pool, 2048 to 4096)
     context_length: int | None = None  # tokens per request (default: the run's context)
     swa_full_tokens_ratio: float | None = None  # sliding-window pool / full pool tokens, hybrid models (default 0.8)
+    # Hugging Face generate's (GenerationConfig, from_pretrained; builder.model.engine_hf):
+    cache_implementation: str | None = None  # "dynamic" (transformers' default) or "static"
+    attn_implementation: str | None = None  # "eager", "sdpa" or "flash_attention_2" (default: the run's --attention)
+    max_new_tokens: int | None = None  # tokens generate adds (default 20)
+    max_cache_len: int | None = None  # a static cache's length when above prompt + max_new_tokens - 1
+    logits_to_keep: int | None = None  # logits rows of the prefill (default 1; 0 keeps them all)
 
 
 def batch_defaults(gpu_total: int, gpu_id: str) -> tuple[int, int]:
@@ -272,6 +280,7 @@ class Engine:
     # "driver" (nvidia-smi's), with the reason in total_source.
     total: str = "cuda"
     total_source: str = ""
+    choices: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # a 'choice' flag's words
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -283,7 +292,10 @@ def _engines() -> dict[str, Engine]:
     return {"vllm": Engine("vllm", "vLLM", VLLM_VERSION, VLLM, "num_blocks", VLLM_FLAGS, vllm_lines, vllm_summary,
                            "cuda", "vllm/v1/worker/utils.py request_memory: total is cudaMemGetInfo's"),
             "sglang": Engine("sglang", "SGLang", sglang.SGLANG_VERSION, sglang.SGLANG, "max_total_num_tokens",
-                             sglang.FLAGS, sglang.log_lines, sglang.summary, "driver", sglang.TOTAL_SOURCE)}
+                             sglang.FLAGS, sglang.log_lines, sglang.summary, "driver", sglang.TOTAL_SOURCE),
+            "hf": Engine("hf", "Hugging Face generate", hf.HF_VERSION, hf.HF, "headroom", hf.FLAGS, hf.lines,
+                         hf.summary, "cuda", "torch's out-of-memory error is against what the CUDA process sees "
+                         "(cudaMemGetInfo's total)", hf.CHOICES)}
 
 
 def engine_total(engine: str, cuda_total: int, driver_total: int) -> int:
@@ -348,6 +360,9 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
         # vLLM's own refusal (vllm/config/scheduler.py SchedulerConfig._verify_args).
         raise ValueError(f"max_num_seqs: max_num_batched_tokens ({engine['max_num_batched_tokens']}) must be greater "
                          f"than or equal to max_num_seqs ({engine['max_num_seqs']}).")
+    if settings.engine == "hf":
+        hf.checked(settings, config)
+        engine.update(hf.inputs_of(settings, config.attention))
     chosen = ENGINES[settings.engine]
     for stage in stages(arch, config):
         inputs = rule_inputs(arch, config, stage)

@@ -92,6 +92,9 @@ SYMBOLS: dict[str, Symbol] = {symbol.name: symbol for symbol in (
     Symbol("e", "expert-parallel size", "GPUs", PARALLEL),
     Symbol("u", "vLLM's --gpu-memory-utilization", "fraction of the GPU", SERVING),
     Symbol("f_mem", "SGLang's --mem-fraction-static", "fraction of free memory", SERVING),
+    Symbol("n_new", "tokens Hugging Face generate adds after the prompt (max_new_tokens)", "tokens", SERVING),
+    Symbol("s_cache", "tokens each layer of a static cache allocates (max_cache_len)", "tokens", SERVING),
+    Symbol("r_keep", "rows of logits the prefill makes (logits_to_keep)", "rows", SERVING),
     Symbol("M_*", "memory of what the subscript names (M_KV: the KV cache, M_layer: one layer's "
            "activations, ...)", "bytes", RESULT),
     Symbol("M", "memory of the quantity the formula defines", "bytes", RESULT),

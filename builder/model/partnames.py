@@ -71,6 +71,7 @@ PART_NAMES: dict[str, str] = {
     "activations/autocast_weight_copies": "Autocast weight copies",
     "activations/profile_peak": "Profiling run's peak activations",
     "activations/working_set": "Serving working set",
+    "activations/final_hidden": "Final hidden states",
     # Communication buffers (states)
     "comm/gathered_params": "Gathered parameters",
     "comm/reused_params": "Parameters kept for reuse",
@@ -89,6 +90,7 @@ PART_NAMES: dict[str, str] = {
     "overhead/before_weights": "Memory in use before the weights",
     # Serving engines' accounting (engines)
     "unrequested": "Not requested by the engine",
+    "kv_cache/concat_copy": "KV cache copy while a layer grows",
 }
 
 

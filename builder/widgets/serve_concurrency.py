@@ -42,6 +42,9 @@ CONTROLS = {
                "tokens": "max_total_num_tokens"},
 }
 SHARE_MIN = "0.01"
+# The engines the widget offers: those with a memory share and a KV pool (Hugging Face generate has neither: its
+# peak is on the Serving page and the command line).
+OFFERED = {key: engine for key, engine in ENGINES.items() if key in CONTROLS}
 # The bar: its top and height in px (the template draws the server's figure with the same numbers).
 BAR = {"y": 2, "height": 24}
 TP_CHOICES = ("1", "2", "4", "8")
@@ -58,7 +61,7 @@ TEXTS = {
 
 
 def engine_of(state: dict[str, str]) -> str:
-    return state["engine"] if state.get("engine") in ENGINES else DEFAULTS["engine"]
+    return state["engine"] if state.get("engine") in OFFERED else DEFAULTS["engine"]
 
 
 def settings_of(state: dict[str, str]) -> EngineSettings:
@@ -87,7 +90,7 @@ def shown_parts(parts: tuple[Part, ...], total: int) -> list[dict[str, Any]]:
 def evaluate(state: dict[str, str], models: dict[str, Any], gpus: dict[str, Any]) -> dict[str, Any]:
     """Every text and number the figure shows for one state (what the script must reproduce)."""
     engine, gpu = engine_of(state), gpus[state["gpu"]]
-    words, title = CONTROLS[engine], ENGINES[engine].title
+    words, title = CONTROLS[engine], OFFERED[engine].title
     arch = models[state["model"]]
     name, length = arch.extra.get("display", state["model"]), int(state[words["length"]])
     kv = state.get("kv_dtype", "auto")
@@ -130,8 +133,8 @@ def start_state(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, 
     """The state the figure starts in: the author's options over DEFAULTS."""
     state = dict(DEFAULTS) | {k: str(options[k]) for k in ("engine", "model", "gpu", "tp", "kv_dtype", "tokens")
                               if k in options}
-    if state["engine"] not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {state['engine']!r}")
+    if state["engine"] not in OFFERED:
+        raise ValueError(f"engine must be one of {', '.join(OFFERED)}, got {state['engine']!r}")
     if state["tp"] not in TP_CHOICES:
         raise ValueError(f"tp must be one of {', '.join(TP_CHOICES)}, got {state['tp']}")
     if state["kv_dtype"] not in dict(KV_CHOICES):
@@ -151,7 +154,7 @@ def script_data(catalogs: dict[str, Any], start: dict[str, str]) -> dict[str, An
     return {
         "model": model_data(STAGE_SETS),
         "engines": {key: {"rules": engine.rules.encode(), "fewest": engine.fewest, "title": engine.title}
-                    for key, engine in ENGINES.items()},
+                    for key, engine in OFFERED.items()},
         "controls": CONTROLS, "shareMin": SHARE_MIN, "tokensMax": int(RANGE_OF["context"].high),
         "base": run_base(Config(mode="serve")),
         "shapes": {key: shape_inputs(arch) for key, arch in models.items()},
@@ -161,9 +164,9 @@ def script_data(catalogs: dict[str, Any], start: dict[str, str]) -> dict[str, An
         "gpus": {key: {"name": gpu.display, "engine": {
             name: {k: json_value(v) for k, v in engine_inputs(
                 EngineSettings(engine=name), engine_total(name, gpu.usable_bytes, gpu.driver_total_bytes), gpu.id,
-                1).items()} for name in ENGINES}} for key, gpu in gpus.items()},
+                1).items()} for name in OFFERED}} for key, gpu in gpus.items()},
         "parts": {rule.name: {"name": reader_name(rule.name), "css": class_bucket(rule.name.split("/")[0])}
-                  for engine in ENGINES.values() for rule in engine.rules.parts},
+                  for engine in OFFERED.values() for rule in engine.rules.parts},
         "kvPart": KV_PART, "t": TEXTS, "start": start, "bar": BAR,
         "link": {"words": link_notice.WORDS, "keys": link_keys(catalogs)},
     }
@@ -171,7 +174,7 @@ def script_data(catalogs: dict[str, Any], start: dict[str, str]) -> dict[str, An
 
 def link_keys(catalogs: dict[str, Any]) -> dict[str, list]:
     """What a link may set: each control's choices, and each engine's length and memory share in its own words."""
-    keys = {"engine": link_notice.choice(*ENGINES), "model": link_notice.choice(*catalogs["model"]),
+    keys = {"engine": link_notice.choice(*OFFERED), "model": link_notice.choice(*catalogs["model"]),
             "gpu": link_notice.choice(*catalogs["gpu"]), "tp": link_notice.choice(*TP_CHOICES),
             "kv_dtype": link_notice.choice(*(value for value, _ in KV_CHOICES))}
     for words in CONTROLS.values():
@@ -189,7 +192,7 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     start = start_state(options, catalogs)
     shown = evaluate(start, models, gpus)
     return {"data": script_data(catalogs, start), "start": start, "shown": shown,
-            "engines": [(key, engine.title) for key, engine in ENGINES.items()],
+            "engines": [(key, engine.title) for key, engine in OFFERED.items()],
             "models": [(key, arch.extra.get("display", key)) for key, arch in models.items()],
             "gpus": [(key, gpu.display) for key, gpu in gpus.items()], "tp_choices": TP_CHOICES,
             "kv_choices": KV_CHOICES, "controls": CONTROLS[engine_of(start)], "share_min": SHARE_MIN,

@@ -1,0 +1,245 @@
+"""Serving with Hugging Face `generate`: the peak of one `model.generate(input_ids, ...)` call, as rules.
+
+Source read in transformers 5.23.0 (the installed release; paths under src/transformers/) and torch 2.13.
+
+- The cache. GenerationConfig.cache_implementation (generation/configuration_utils.py) is None by default, and
+  generate builds a DynamicCache then (generation/utils.py _prepare_cache_for_generation). "static" builds a
+  StaticCache of max_cache_len = max_length - 1 = prompt + max_new_tokens - 1 tokens, or GenerationConfig.max_cache_len
+  when that is larger (utils.py generate step 7, _prepare_static_cache); max_cache_len is ignored, with a warning, by
+  any other cache (configuration_utils.py validate).
+- DynamicLayer.update (cache_utils.py) is `self.keys = torch.cat([self.keys, key_states], dim=-2)`, then the same for
+  values: while a layer grows by one token its old keys (or values) and the new ones are both alive, one layer's K
+  of the old length more than the cache. StaticLayer.lazy_initialization allocates `torch.zeros((batch, kv_heads,
+  max_cache_len, head_dim))` for K and V on the layer's first update, in the prefill, and update returns the whole
+  tensors: attention then runs over max_cache_len keys.
+- Attention (models/llama/modeling_llama.py eager_attention_forward): eager materialises the scores (batch, heads,
+  query, keys) = matmul x scaling (+ the mask) in the model's dtype, then softmax(dtype=torch.float32), then
+  .to(query.dtype). torch's softmax with a dtype converts the input first and then allocates the fp32 result
+  (aten/src/ATen/native/SoftMax.cpp softmax: only fp16 on CUDA takes the half_to_float kernel), so in bf16 the
+  bf16 scores, their fp32 copy and the fp32 softmax are alive at once: 2 + 4 + 4 = 10 bytes a score (fp16: 2 + 4
+  and then + 2 for the cast back, 8; fp32: 4 + 4). SDPA and FlashAttention-2 (integrations/sdpa_attention.py,
+  flash_attention.py) never hold the scores.
+- The logits. generate passes logits_to_keep=1 when the model's forward takes it (utils.py generate:
+  `if self._supports_logits_to_keep() and "logits_to_keep" not in model_kwargs`), so the prefill's lm_head makes
+  (batch, 1, vocab) in the model's dtype; then _sample copies the last row to fp32 (`outputs.logits[:, -1]
+  .to(copy=True, dtype=torch.float32)`). With logits_to_keep=0 (a model without the argument, or passed to
+  generate) lm_head makes (batch, prompt, vocab).
+- The moments: the prefill's last layer (every layer's cache written, plus the layer's largest working set or the
+  logits) and the last decode step (the cache at prompt + max_new_tokens - 1 tokens, plus, for the dynamic cache,
+  the torch.cat copy). Whichever is higher is the peak.
+
+Simplifications, named on the page: one GPU (no device_map split, no tensor parallelism), full attention only (no
+sliding-window layers, no latent attention), the caching allocator's rounding and fragmentation left out, the
+attention mask (bool, batch x prompt x keys, materialised for a static cache) and the rotary and projection
+temporaries left out, an MoE layer's working set counted as its top_k experts' dense MLP.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from builder.model.expr import both, either, eq, floor, fmt, maximum, minimum, negate, real, sym, when
+from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.serving import KV_SYMBOLS
+from builder.model.units import GiB as GIB
+
+HF_VERSION = "transformers 5.23.0 (torch 2.13)"
+T = "src/transformers/"
+CACHE_CHOICE = (T + "generation/utils.py _prepare_cache_for_generation, _prepare_static_cache; "
+                + T + "generation/configuration_utils.py GenerationConfig.cache_implementation; " + HF_VERSION)
+DYNAMIC = T + "cache_utils.py DynamicLayer.update (torch.cat per token); " + HF_VERSION
+STATIC = (T + "cache_utils.py StaticLayer.lazy_initialization (torch.zeros of max_cache_len); generation/utils.py "
+          "generate: max_cache_len = max_length - 1; " + HF_VERSION)
+EAGER = (T + "models/llama/modeling_llama.py eager_attention_forward (scores in the model's dtype, softmax in fp32, "
+         "cast back); torch 2.13 aten/src/ATen/native/SoftMax.cpp softmax (the input converted before the fp32 "
+         "result is allocated); " + HF_VERSION)
+SDPA = (T + "integrations/sdpa_attention.py, integrations/flash_attention.py (no score matrix); "
+        "models/llama/modeling_llama.py LlamaAttention.forward; " + HF_VERSION)
+MLP = T + "models/llama/modeling_llama.py LlamaMLP.forward: down(act(gate(x)) * up(x)); " + HF_VERSION
+LOGITS = (T + "generation/utils.py generate (logits_to_keep=1 when _supports_logits_to_keep) and _sample "
+          "(outputs.logits[:, -1].to(copy=True, dtype=torch.float32)); models/llama/modeling_llama.py "
+          "LlamaForCausalLM.forward (slice_logits_to_keep before lm_head); " + HF_VERSION)
+WEIGHTS = "the weights as from_pretrained loads them (torch_dtype)"
+DEFAULT_NEW_TOKENS = 20  # GenerationConfig's max_length 20 with no max_new_tokens: 20 new tokens (utils.py
+# _prepare_generated_length: "by default let's always generate 20 new tokens")
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")  # from_pretrained(attn_implementation=...)
+CACHE_IMPLEMENTATIONS = ("dynamic", "static")  # GenerationConfig.cache_implementation (None: dynamic)
+# The model's own --attention words for the same choices.
+ATTENTION_OF = {"eager": "eager", "sdpa": "sdpa", "flash_attention_2": "flash"}
+
+FLAGS = (
+    ("cache_implementation", "choice", "dynamic|static",
+     "GenerationConfig.cache_implementation (transformers' default: a DynamicCache that grows)"),
+    ("attn_implementation", "choice", "eager|sdpa|flash_attention_2",
+     "from_pretrained's attn_implementation (default: --attention, which defaults to sdpa as transformers does)"),
+    ("max_new_tokens", "whole", "N", "tokens generate adds after the prompt (transformers' default 20)"),
+    ("max_cache_len", "whole", "TOKENS",
+     "GenerationConfig.max_cache_len: a static cache's length when above prompt + max_new_tokens - 1"),
+    ("logits_to_keep", "count", "N",
+     "logits rows the prefill makes: 1 is generate's own for models that take it, 0 keeps every prompt token's"),
+)
+CHOICES = {"cache_implementation": CACHE_IMPLEMENTATIONS, "attn_implementation": ATTN_IMPLEMENTATIONS}
+
+
+def inputs_of(settings: Any, attention: str) -> dict[str, Any]:
+    """The settings as the rules read them (attention: the model's --attention when no attn_implementation)."""
+    implementation = settings.attn_implementation or {v: k for k, v in ATTENTION_OF.items()}[attention]
+    return {"cache_implementation": settings.cache_implementation or "dynamic",
+            "attn_implementation": implementation,
+            "max_new_tokens": settings.max_new_tokens or DEFAULT_NEW_TOKENS,
+            "max_cache_len": settings.max_cache_len or 0,
+            "logits_to_keep": 1 if settings.logits_to_keep is None else settings.logits_to_keep}
+
+
+B, S, N = sym("batch"), sym("context"), sym("max_new_tokens")
+ACT = bytes_of(sym("activation_dtype"))
+STATIC_CACHE = eq(sym("cache_implementation"), "static")
+EAGER_ATTN = eq(sym("attn_implementation"), "eager")
+PREFILL = sym("prefill_is_peak")
+
+
+def gib(x: Any) -> Any:
+    """Bytes as GiB with two decimals, for the lines."""
+    return real(maximum(0, floor(x * 100 / GIB + Fraction(1, 2))) / 100)
+
+
+HF = RuleSet(
+    symbols={
+        **KV_SYMBOLS,
+        # Tokens each layer's cache holds at the end: max_length - 1 (the last new token is never fed back).
+        "final_tokens": S + N - 1,
+        "static_len": maximum(sym("final_tokens"), sym("max_cache_len")),
+        "cache_bytes_per_token": sym("stage_layers") * sym("kv_per_token_layer") * B,
+        "cache_prefill": sym("cache_bytes_per_token") * when(STATIC_CACHE, sym("static_len"), S),
+        "cache_decode": sym("cache_bytes_per_token") * when(STATIC_CACHE, sym("static_len"), sym("final_tokens")),
+        # The last decode step's torch.cat: the layer's old keys (final_tokens - 1 of them) beside the new ones.
+        "concat_copy": when(STATIC_CACHE, 0, sym("kv_per_token_layer") / 2 * B * (sym("final_tokens") - 1)),
+        # Keys the prefill attends to: the prompt, or the whole static cache.
+        "prefill_keys": when(STATIC_CACHE, sym("static_len"), S),
+        "score_bytes": when(eq(sym("activation_dtype"), "bf16"), 10,
+                            when(eq(sym("activation_dtype"), "fp16"), 8, 2 * ACT)),
+        "residual": 2 * B * S * sym("hidden") * ACT,
+        "attention_work": when(EAGER_ATTN, B * sym("heads") * S * sym("prefill_keys") * sym("score_bytes"),
+                               B * S * (2 * sym("heads") + 2 * sym("kv_heads")) * sym("head_dim") * ACT),
+        "mlp_work": 3 * B * S * when(sym("experts"), sym("top_k") * sym("expert_ffn"), sym("ffn")) * ACT,
+        "attention_wins": sym("attention_work") >= sym("mlp_work"),
+        "layer_work": sym("residual") + maximum(sym("attention_work"), sym("mlp_work")),
+        "logits_rows": when(sym("logits_to_keep"), minimum(sym("logits_to_keep"), S), S),
+        "prefill_logits": B * sym("logits_rows") * sym("vocab") * ACT,
+        "logits_fp32": B * sym("vocab") * 4,
+        "final_hidden": B * S * sym("hidden") * ACT,
+        "logits_work": sym("final_hidden") + sym("prefill_logits") + sym("logits_fp32"),
+        "logits_win": sym("logits_work") > sym("layer_work"),
+        "prefill_work": maximum(sym("layer_work"), sym("logits_work")),
+        "prefill_peak": sym("weights_bytes") + sym("cuda_context_bytes") + sym("cache_prefill") + sym("prefill_work"),
+        "decode_steps": N - 1,
+        "decode_work": B * sym("vocab") * ACT + sym("logits_fp32"),
+        "decode_peak": when(sym("decode_steps"), sym("weights_bytes") + sym("cuda_context_bytes")
+                            + sym("cache_decode") + sym("concat_copy") + sym("decode_work"), 0),
+        "prefill_is_peak": sym("prefill_peak") >= sym("decode_peak"),
+        "peak": maximum(sym("prefill_peak"), sym("decode_peak")),
+        "headroom": sym("gpu_total") - sym("peak"),
+        "fits": sym("peak") <= sym("gpu_total"),
+        "moment": when(PREFILL, "prefill", "last decode step"),
+        "error": when(sym("fits"), "", fmt(
+            "torch.OutOfMemoryError: CUDA out of memory: generate's peak, {0} GiB at the {1}, is above the GPU's "
+            "{2} GiB", gib(sym("peak")), sym("moment"), gib(sym("gpu_total")))),
+    },
+    parts=(
+        PartRule("weights", sym("weights_bytes"), "the weights as loaded", WEIGHTS, "as loaded"),
+        PartRule("kv_cache", when(PREFILL, sym("cache_prefill"), sym("cache_decode")),
+                 when(STATIC_CACHE, "2 x L x kv_heads x d x batch x max_cache_len x bytes",
+                      "2 x L x kv_heads x d x batch x tokens x bytes"),
+                 fmt("{0}; {1}", when(STATIC_CACHE, STATIC, DYNAMIC), CACHE_CHOICE),
+                 when(STATIC_CACHE, fmt("{0} tokens allocated (static)", sym("static_len")),
+                      fmt("{0} tokens (dynamic)", when(PREFILL, S, sym("final_tokens"))))),
+        PartRule("kv_cache/concat_copy", sym("concat_copy"), "K of one layer at tokens - 1", DYNAMIC,
+                 "one layer's old keys", "alive while torch.cat makes the longer copy",
+                 when=both(sym("concat_copy") > 0, negate(PREFILL))),
+        PartRule("activations/layer_temporaries", sym("residual"), "2 x batch x prompt x h x bytes", SDPA,
+                 "the residual stream and its normed copy", when=both(PREFILL, negate(sym("logits_win")))),
+        PartRule("activations/attention_scores", sym("attention_work"), "batch x heads x prompt x keys x bytes", EAGER,
+                 fmt("{0} B a score", sym("score_bytes")),
+                 when=both(PREFILL, negate(sym("logits_win")), sym("attention_wins"), EAGER_ATTN)),
+        PartRule("activations/attention", sym("attention_work"), "batch x prompt x (2 heads + 2 kv_heads) x d x bytes",
+                 SDPA, "q, k, v and the output", "estimate: the kernel's own workspace left out",
+                 when=both(PREFILL, negate(sym("logits_win")), sym("attention_wins"), negate(EAGER_ATTN))),
+        PartRule("activations/mlp", sym("mlp_work"), "3 x batch x prompt x ffn x bytes", MLP,
+                 "act(gate), up and their product",
+                 when=both(PREFILL, negate(sym("logits_win")), negate(sym("attention_wins")))),
+        PartRule("activations/final_hidden", sym("final_hidden"), "batch x prompt x h x bytes", LOGITS,
+                 "the last layer's output", when=both(PREFILL, sym("logits_win"))),
+        PartRule("activations/logits", when(PREFILL, sym("prefill_logits"), B * sym("vocab") * ACT),
+                 "batch x rows x V x bytes", LOGITS,
+                 fmt("{0} rows", when(PREFILL, sym("logits_rows"), 1)),
+                 when=either(negate(PREFILL), sym("logits_win"))),
+        PartRule("activations/logits_fp32", sym("logits_fp32"), "batch x V x 4", LOGITS, "the last row in fp32",
+                 when=either(negate(PREFILL), sym("logits_win"))),
+        PartRule("overhead/cuda_context", sym("cuda_context_bytes"), "given", "--cuda-context", "fixed",
+                 when=sym("cuda_context_bytes")),
+    ),
+)
+
+
+def lines(values: dict[str, Any]) -> list[str]:
+    """Both moments, the higher one marked (not transformers output: generate prints nothing about memory)."""
+    prefill, decode = float(values["prefill_peak"]) / GIB, float(values["decode_peak"]) / GIB
+    mark = ("  <- peak", "") if values["prefill_is_peak"] else ("", "  <- peak")
+    out = [f"prefill ({values['batch']} x {values['context']:,} prompt tokens, {values['attn_implementation']}): "
+           f"{prefill:.2f} GiB{mark[0]}"]
+    if values["decode_steps"]:
+        out.append(f"last decode step ({values['cache_implementation']} cache of "
+                   f"{int(values['static_len'] if values['cache_implementation'] == 'static' else values['final_tokens']):,}"
+                   f" tokens): {decode:.2f} GiB{mark[1]}")
+    total = float(values["gpu_total"]) / GIB
+    out.append(f"fits: the peak is {max(prefill, decode):.2f} GiB of {total:.2f} GiB" if values["fits"] else
+               f"does not fit: {values['error']}")
+    return out
+
+
+def summary(values: dict[str, Any]) -> dict[str, Any]:
+    """generate's numbers as --json gives them."""
+    static = values["cache_implementation"] == "static"
+    return {"cache_implementation": values["cache_implementation"],
+            "attn_implementation": values["attn_implementation"], "batch": values["batch"],
+            "prompt_tokens": values["context"], "max_new_tokens": values["max_new_tokens"],
+            "logits_to_keep": values["logits_to_keep"],
+            "cache_tokens": int(values["static_len"] if static else values["final_tokens"]),
+            "kv_cache_bytes": int(values["cache_decode"]), "prefill_peak_bytes": int(values["prefill_peak"]),
+            "decode_peak_bytes": int(values["decode_peak"]), "peak_bytes": int(values["peak"]),
+            "peak_moment": values["moment"]}
+
+
+def checked(settings: Any, config: Any) -> None:
+    """ValueError naming the option for a run the rules do not honour (or transformers would refuse)."""
+    for name, words in CHOICES.items():
+        value = getattr(settings, name)
+        if value is not None and value not in words:
+            raise ValueError(f"{name}: {value!r} is not one of {', '.join(words)}")
+    for name in ("max_new_tokens", "max_cache_len"):
+        value = getattr(settings, name)
+        if value is not None and value < 1:
+            raise ValueError(f"{name}: must be at least 1, got {value}")  # configuration_utils.py validate
+    if settings.logits_to_keep is not None and settings.logits_to_keep < 0:
+        raise ValueError(f"logits_to_keep: must be 0 (every row) or more, got {settings.logits_to_keep}")
+    if settings.max_cache_len is not None and settings.cache_implementation != "static":
+        # transformers warns and ignores it (configuration_utils.py GenerationConfig.validate).
+        raise ValueError("max_cache_len: sizes a static cache only; add --cache-implementation static")
+    implementation = settings.attn_implementation
+    if implementation is not None and config.attention != "sdpa" and ATTENTION_OF[implementation] != config.attention:
+        raise ValueError(f"attn_implementation: {implementation} disagrees with --attention {config.attention}; "
+                         "give one of them")
+    if config.tp > 1 or config.pp > 1:
+        raise ValueError(f"{'tp' if config.tp > 1 else 'pp'}: --engine hf is modelled on one GPU (generate without "
+                         "a device_map split or a tensor-parallel plan)")
+    if config.kv_dtype:
+        raise ValueError("kv_dtype: generate's cache is in the model's dtype under --engine hf (a quantized cache "
+                         "is not modelled)")
+    arch = config.model
+    if arch.kv_lora_rank:
+        raise ValueError("engine: --engine hf does not model latent attention (transformers caches the "
+                         "up-projected keys and values of every head)")
+    if arch.sliding_window:
+        raise ValueError("engine: --engine hf does not model sliding-window layers (transformers' "
+                         "DynamicSlidingWindowLayer and StaticSlidingWindowLayer)")
