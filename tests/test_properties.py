@@ -102,9 +102,17 @@ def test_gqa_kv_cache_is_kv_heads_over_heads_of_mha(arch, tokens, dtype):
 @SETTINGS
 @given(models, st.integers(1, 64), st.integers(128, 32768))
 def test_serving_kv_cache_part_follows_the_vllm_formula(arch, batch, context):
+    """vLLM's page per token and layer (vllm/v1/kv_cache_interface.py): 2 x KV heads x head dim x 2 B, or for latent
+    attention (DeepSeek-V2 section 2.1) the latent and the rotary key, kv_lora_rank + qk_rope_head_dim, x 2 B; a
+    sliding layer keeps at most its window, a full layer the whole context (every Nth layer full where a pattern is
+    given, transformers' sliding_window_pattern)."""
     b = estimate(Config(model=arch, mode="serve", batch=batch, context=context))
+    per_layer = (arch.kv_lora_rank + arch.qk_rope_head_dim if arch.kv_lora_rank
+                 else 2 * arch.n_kv_heads * arch.d_head) * 2
     window = min(context, arch.sliding_window or context)
-    assert b.get("kv_cache") == 2 * arch.layers * arch.n_kv_heads * arch.d_head * batch * window * 2
+    full = (arch.layers // arch.sliding_window_pattern if arch.sliding_window_pattern
+            else 0 if arch.sliding_window else arch.layers)
+    assert b.get("kv_cache") == per_layer * batch * (full * context + (arch.layers - full) * window)
 
 
 @SETTINGS
