@@ -155,7 +155,7 @@ def script_data(catalogs: dict[str, Any], start: dict[str, str]) -> dict[str, An
         "model": model_data(STAGE_SETS),
         "engines": {key: {"rules": engine.rules.encode(), "fewest": engine.fewest, "title": engine.title}
                     for key, engine in OFFERED.items()},
-        "controls": CONTROLS, "shareMin": SHARE_MIN, "tokensMax": int(RANGE_OF["context"].high),
+        "controls": CONTROLS,
         "base": run_base(Config(mode="serve")),
         "shapes": {key: shape_inputs(arch) for key, arch in models.items()},
         "parameters": {key: param_count(arch) for key, arch in models.items()},

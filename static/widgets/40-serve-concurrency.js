@@ -55,8 +55,6 @@ WIDGETS["serve-concurrency"] = (root, d) => {
   // The state from a link: what checkLink takes (the controls' own choices, each engine's bounds); a length or share
   // in the other engine's words is refused too. Every refused setting is named in the notice.
   const { taken: saved, refused } = checkLink(readState(root.id), d.link.keys);
-  const lengthOk = (v) => isInt(v, 1, d.tokensMax);
-  const shareOk = (v, w) => v === "" || (/^\d*\.?\d+$/.test(v) && +v >= +d.shareMin && +v <= +w.share_max);
   if (saved.engine) {
     const from = words(), to = d.controls[saved.engine];
     st[to.length] = st[from.length];
@@ -87,15 +85,16 @@ WIDGETS["serve-concurrency"] = (root, d) => {
     });
   }
   // A number is applied when valid; otherwise the field says so and the figure keeps the last valid state.
-  const number = (k, ok, key) => field(k).addEventListener("input", () => {
-    const text = field(k).value.trim(), valid = ok(text, words());
+  // Valid is what a link may hold for that key (checkLink, the link's own bounds: one check for both).
+  const number = (k, key) => field(k).addEventListener("input", () => {
+    const text = field(k).value.trim(), valid = !checkLink({ [key()]: text }, d.link.keys).refused.length;
     field(k).setAttribute("aria-invalid", String(!valid));
     if (!valid) return;
     st[key()] = text === "" ? "" : String(k === "length" ? +text : text);
     draw();
   });
-  number("length", lengthOk, () => words().length);
-  number("share", shareOk, () => words().share);
+  number("length", () => words().length);
+  number("share", () => words().share);
   copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url, root.id);
   $(root, ".wdg-controls").hidden = false;
   draw(true);
