@@ -136,7 +136,7 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--activation-formula", choices=("ops", "korthikanti"), default="ops",
                      help="'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 (reference)")
     run.add_argument("--implementation", choices=IMPLEMENTATIONS, default="hf",
-                     help="whose op list 'ops' follows (transformers or Megatron)")
+                     help="whose op list 'ops' follows: hf (transformers), megatron, or torchtune (transformers' list, K and V copied to every query head)")
     run.add_argument("--dropout", action="store_true", help="dropout layers active (1-byte masks saved)")
     run.add_argument("--offload-activations", action="store_true",
                      help="saved activations go to pinned host memory in the forward and come back in the backward "

@@ -11,6 +11,8 @@ Two ways to count, chosen by the `activation_formula` input:
     sbh(34 + 5as/h) (Table 2), which tests check.
   - 'hf': Hugging Face transformers 5.23 modeling code under PyTorch 2.13 autograd,
     measured by `python -m builder validate` (content/validation/).
+  - 'torchtune': the transformers list (torchtune's RMSNorm, rotary and SwiGLU save what transformers' do), with K
+    and V copied to every query head before any attention (torchtune/modules/attention.py, TORCHTUNE_CODE).
 * 'korthikanti': the closed-form Table 2 formulas themselves, as a reference mode
   (layers only: the paper's Table 2 leaves out embeddings, logits and loss).
 
@@ -41,6 +43,7 @@ from builder.model.units import DTYPE_BYTES
 KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198, Table 2"
 FLASH = "Dao et al. 2022 (FlashAttention), arXiv:2205.14135, Algorithm 2: saves output and logsumexp"
 HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: see the Validation page)"
+TORCHTUNE_CODE = ("torchtune torchtune/modules/attention.py MultiHeadAttention.forward (v0.6.1, commit a6290a5, lines 284-290; the same since commit 1814feb of November 2024): with fewer KV heads than query heads, K and V are expanded and flattened to every query head before the attention call, so the kernel saves them at that size")
 CHEN = "Chen et al. 2016, arXiv:1604.06174, section 3"
 MEGATRON_BLOCK = ("Megatron-LM megatron/core/transformer/transformer_block.py (commit 767a8a8) _checkpointed_forward "
                   "(recompute_method 'block': the first recompute_num_layers layers of each pipeline stage)")
@@ -80,12 +83,15 @@ OP_SYMBOLS = {
 
 def _conditions() -> dict[str, Expr]:
     """The op lists' conditions (oplists.CONDITIONS) as rules of the run's inputs."""
-    hf = eq(sym("implementation"), "hf")
+    # torchtune's modules follow transformers' op for op (RMSNorm, rotary, SwiGLU), so its runs take the transformers
+    # op lists; they differ in one place, K and V copied to every query head for every attention (TORCHTUNE_CODE).
+    hf = isin(sym("implementation"), "hf", "torchtune")
     eager = eq(sym("attention"), "eager")
     swiglu = eq(sym("mlp"), "swiglu")
     low_precision = ne(sym("activation_dtype"), "fp32")
     gelu_python = both(negate(swiglu), eq(sym("activation_function"), "gelu_tanh_python"), hf)
-    gqa_repeat = both(eager, ne(sym("kv_heads"), sym("heads")), hf)
+    gqa_repeat = both(ne(sym("kv_heads"), sym("heads")),
+                      either(both(eager, eq(sym("implementation"), "hf")), eq(sym("implementation"), "torchtune")))
     full = eq(sym("recompute"), "full")
     # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
     # input) stays fp32; the op lists' 'autocast' rows apply.
@@ -211,7 +217,7 @@ FULL = eq(sym("recompute"), "full")
 # method); the checks keep that count below every stage's layers, so a stage's last layer is then never checkpointed.
 ALL_RECOMPUTED = both(FULL, eq(sym("recompute_layers"), 0))
 OPS = eq(sym("activation_formula"), "ops")
-LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), eq(sym("implementation"), "hf")),
+LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), isin(sym("implementation"), "hf", "torchtune")),
                  rows_rule(oplists.LAST_STAGE_RMSNORM), rows_rule(oplists.LAST_STAGE_LAYERNORM))
 
 # The conditions (holds_<name>), the block and the dtype sizes: what a run's shape and settings decide, not its
@@ -268,7 +274,8 @@ def _groups(*lists: tuple[oplists.Row, ...]) -> tuple[str, ...]:
 LAYER_GROUPS = _groups(*oplists.BLOCKS.values())
 FIRST_GROUPS = _groups(oplists.FIRST_STAGE)
 LAST_GROUPS = _groups(oplists.LAST_STAGE_LAYERNORM, oplists.LAST_STAGE_RMSNORM)
-SOURCE = when(eq(sym("implementation"), "megatron"), KORTHIKANTI, HF_CODE)
+SOURCE = when(eq(sym("implementation"), "megatron"), KORTHIKANTI,
+              when(eq(sym("implementation"), "torchtune"), f"{HF_CODE}; {TORCHTUNE_CODE}", HF_CODE))
 CHECKPOINT = sym("op_Tr") * sym("hidden") * when(sym("holds_autocast"), DTYPE_BYTES["fp32"], sym("act_bytes"))
 LAYER = total(sym("layer_rows"), sym("bytes"))
 # What a stage's layers keep saved across the step: the layers that are not checkpointed their groups, the others

@@ -42,7 +42,7 @@ CHECKPOINT_SAVES = ("none", "torch-save", "full-state-dict", "full-state-dict-of
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "sdpa", "flash")
 ACTIVATION_FORMULAS = ("ops", "korthikanti")
-IMPLEMENTATIONS = ("hf", "megatron")
+IMPLEMENTATIONS = ("hf", "megatron", "torchtune")
 FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
 PIPELINE_SCHEDULES = ("1f1b", "interleaved")
 OFFLOAD = ("none", "optimizer", "params", "both")
@@ -167,7 +167,8 @@ class Config:
     attention: str = "sdpa"  # 'eager' saves s x s scores; 'sdpa'/'flash' save none
     loss: str = "eager"  # 'eager', 'compiled', 'chunked' or 'fused-linear' (LOSSES)
     activation_formula: str = "ops"  # 'ops' (op by op) or 'korthikanti' (Table 2 reference formula)
-    implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers) or 'megatron' (Korthikanti 4.1)
+    implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers), 'megatron' (Korthikanti 4.1) or
+    # 'torchtune' (transformers' list with K and V copied to every query head)
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
     offload_activations: bool = False  # saved activations go to host memory (torchtune's OffloadActivations)
     checkpoint_save: str = "none"  # how a checkpoint is saved after the step, in the framework's words (none: no save)

@@ -75,7 +75,7 @@ STARTS = (
 )
 SERVE_WEIGHTS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
 KV_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
-FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM",
+FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM", "torchtune": "op by op, torchtune",
             "korthikanti": "Korthikanti Table 2 formula"}
 SHARDING = {"0": "none (ZeRO-0)", "1": "ZeRO-1", "2": "ZeRO-2", "3": "ZeRO-3",
             **{name: f"FSDP {name}" for name in FSDP_STRATEGIES}}
@@ -398,7 +398,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         micro_batch=_int(state["micro_batch"]), seq_len=_int(state["seq_len"]), grad_accum=_int(state["grad_accum"]),
         recompute=state["recompute"], recompute_layers=_int(state["recompute_layers"]), attention=state["attention"], loss=state["loss"],
         activation_formula="korthikanti" if state["formula"] == "korthikanti" else "ops",
-        implementation="megatron" if state["formula"] == "megatron" else "hf", dropout=state["dropout"] == "1",
+        implementation="hf" if state["formula"] == "korthikanti" else state["formula"], dropout=state["dropout"] == "1",
         offload_activations=state["offload_activations"] == "1", compile=state["compile"] == "1",
         dp=_int(state["dp"]), zero=0 if fsdp else _int(shard), fsdp=fsdp, tp=_int(state["tp"]),
         sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
