@@ -167,8 +167,7 @@ class Config:
     attention: str = "sdpa"  # 'eager' saves s x s scores; 'sdpa'/'flash' save none
     loss: str = "eager"  # 'eager', 'compiled', 'chunked' or 'fused-linear' (LOSSES)
     activation_formula: str = "ops"  # 'ops' (op by op) or 'korthikanti' (Table 2 reference formula)
-    implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers), 'megatron' (Korthikanti 4.1) or
-    # 'torchtune' (transformers' list with K and V copied to every query head)
+    implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers), 'megatron', 'torchtune'
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
     offload_activations: bool = False  # saved activations go to host memory (torchtune's OffloadActivations)
     checkpoint_save: str = "none"  # how a checkpoint is saved after the step, in the framework's words (none: no save)
