@@ -43,7 +43,10 @@ from builder.model.units import DTYPE_BYTES
 KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198, Table 2"
 FLASH = "Dao et al. 2022 (FlashAttention), arXiv:2205.14135, Algorithm 2: saves output and logsumexp"
 HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: see the Validation page)"
-TORCHTUNE_CODE = ("torchtune torchtune/modules/attention.py MultiHeadAttention.forward (v0.6.1, commit a6290a5, lines 284-290; the same since commit 1814feb of November 2024): with fewer KV heads than query heads, K and V are expanded and flattened to every query head before the attention call, so the kernel saves them at that size")
+# torchtune/modules/attention.py MultiHeadAttention.forward (v0.6.1, commit a6290a5, lines 284-290; the same since
+# commit 1814feb of November 2024): with fewer KV heads than query heads, K and V are expanded and flattened to
+# every query head before the attention call, so the kernel saves them at that size.
+TORCHTUNE_CODE = "transformers 5.23 op lists; torchtune 0.6.1 attention.py L284-290: K, V copied to all heads"
 CHEN = "Chen et al. 2016, arXiv:1604.06174, section 3"
 MEGATRON_BLOCK = ("Megatron-LM megatron/core/transformer/transformer_block.py (commit 767a8a8) _checkpointed_forward "
                   "(recompute_method 'block': the first recompute_num_layers layers of each pipeline stage)")
@@ -223,6 +226,9 @@ LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), isin(sym("implementation"), "h
 # The conditions (holds_<name>), the block and the dtype sizes: what a run's shape and settings decide, not its
 # sizes, so a search over batch or sequence length derives them once.
 OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in CONDITION_RULES.items()}, "block": BLOCK,
+                                 "op_source": when(eq(sym("implementation"), "megatron"), KORTHIKANTI,
+                                                   when(eq(sym("implementation"), "torchtune"), TORCHTUNE_CODE,
+                                                        HF_CODE)),
                                  "act_bytes": bytes_of(sym("activation_dtype")),
                                  "grad_bytes": bytes_of(sym("grad_dtype")),
                                  # A linear layer's saved input: the activation dtype, or a recipe's quantised copy.
@@ -274,8 +280,8 @@ def _groups(*lists: tuple[oplists.Row, ...]) -> tuple[str, ...]:
 LAYER_GROUPS = _groups(*oplists.BLOCKS.values())
 FIRST_GROUPS = _groups(oplists.FIRST_STAGE)
 LAST_GROUPS = _groups(oplists.LAST_STAGE_LAYERNORM, oplists.LAST_STAGE_RMSNORM)
-SOURCE = when(eq(sym("implementation"), "megatron"), KORTHIKANTI,
-              when(eq(sym("implementation"), "torchtune"), f"{HF_CODE}; {TORCHTUNE_CODE}", HF_CODE))
+# Whose code the op lists follow, worked out once with the conditions (OP_CONDITIONS) and named by every part.
+SOURCE = sym("op_source")
 CHECKPOINT = sym("op_Tr") * sym("hidden") * when(sym("holds_autocast"), DTYPE_BYTES["fp32"], sym("act_bytes"))
 LAYER = total(sym("layer_rows"), sym("bytes"))
 # What a stage's layers keep saved across the step: the layers that are not checkpointed their groups, the others
