@@ -126,7 +126,7 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                  reduce_dtype=rng.choice(["policy", "policy", *calc.REDUCE_DTYPES]),
                  micro_batch=str(rng.choice([1, 2, 3, 8])), seq_len=str(seq), grad_accum=str(rng.choice([1, 2, 8])),
                  recompute=rng.choice(["none", "selective", "full"]), attention=rng.choice(["eager", "sdpa", "flash"]),
-                 formula=rng.choice(["hf", "hf", "megatron", "korthikanti"]), dropout=rng.choice("01"), shard=shard,
+                 formula=rng.choice(["hf", "hf", "megatron", "torchtune", "korthikanti"]), dropout=rng.choice("01"), shard=shard,
                  offload=offload, lora_rank=str(lora), qlora=rng.choice("01") if lora else "0",
                  lora_dropout=rng.choice(["0", "0.05"]) if lora else "0")
         s["optimizer_impl"] = rng.choice(["default", "default", *OPTIMIZER_IMPLS])
@@ -144,7 +144,7 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                      stage3_param_persistence_threshold=str(rng.choice([0, 10**5, 10**7])),
                      stage3_max_reuse_distance=str(rng.choice([0, 10**9, 10**12])))
         # torch.compile is modelled over transformers' dense layers without adapters or a recipe (else refused).
-        s["compile"] = rng.choice("001") if s["formula"] == "hf" and not arch.experts and not lora \
+        s["compile"] = rng.choice("001") if s["formula"] in ("hf", "torchtune") and not arch.experts and not lora \
             and not PRECISIONS[s["precision"]].recipe else "0"
         if s["recompute"] == "full" and s["formula"] != "korthikanti" and arch.layers // pp > 1 and rng.random() < 0.4:
             s["recompute_layers"] = str(rng.randint(1, arch.layers // pp - 1))
