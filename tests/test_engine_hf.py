@@ -172,8 +172,6 @@ def run_cli(capsys, *args):
     (["--model", "llama-3-8b", "--gpu-memory-utilization", "0.5"], "--gpu-memory-utilization"),
     (["--model", "llama-3-8b", "--tp", "2"], "--tp"),
     (["--model", "llama-3-8b", "--attention", "eager", "--attn-implementation", "sdpa"], "--attn-implementation"),
-    (["--model", "gemma-2-9b"], "--engine"),
-    (["--model", "deepseek-v2-lite"], "--engine"),
     (["--model", "llama-3-8b", "--kv-dtype", "fp8"], "--kv-dtype"),
 ])
 def test_bad_input_is_one_line_naming_the_flag(capsys, args, flag):
