@@ -115,12 +115,20 @@ FLAGS = (
     ("logits_to_keep", "count", "N",
      "logits rows the prefill makes: 1 is generate's own for models that take it, 0 keeps every prompt token's"),
 )
+# Families whose transformers model refuses SDPA: from_pretrained without attn_implementation falls back to eager
+# (modeling_utils.py get_correct_attn_implementation lines 1872-1879: "Sdpa is the default, so we try it and fallback
+# to eager otherwise"), and attn_implementation="sdpa" raises.
+NO_SDPA = {"gemma2": T + "models/gemma2/modeling_gemma2.py line 352: _supports_sdpa = False (sdpa does not support "
+                     "softcapping); " + HF_VERSION}
 CHOICES = {"cache_implementation": CACHE_IMPLEMENTATIONS, "attn_implementation": ATTN_IMPLEMENTATIONS}
 
 
-def inputs_of(settings: Any, attention: str) -> dict[str, Any]:
-    """The settings as the rules read them (attention: the model's --attention when no attn_implementation)."""
-    implementation = settings.attn_implementation or {v: k for k, v in ATTENTION_OF.items()}[attention]
+def inputs_of(settings: Any, config: Any) -> dict[str, Any]:
+    """The settings as the rules read them: attn_implementation, else the model's --attention, which for a model
+    without SDPA (Gemma 2) falls back to eager as from_pretrained's default does."""
+    implementation = settings.attn_implementation or {v: k for k, v in ATTENTION_OF.items()}[config.attention]
+    if implementation == "sdpa" and config.model.family in NO_SDPA and settings.attn_implementation is None:
+        implementation = "eager"
     return {"cache_implementation": settings.cache_implementation or "dynamic",
             "attn_implementation": implementation,
             "max_new_tokens": settings.max_new_tokens or DEFAULT_NEW_TOKENS,
@@ -336,6 +344,9 @@ def checked(settings: Any, config: Any) -> None:
     if implementation is not None and config.attention != "sdpa" and ATTENTION_OF[implementation] != config.attention:
         raise ValueError(f"attn_implementation: {implementation} disagrees with --attention {config.attention}; "
                          "give one of them")
+    if implementation == "sdpa" and config.model.family in NO_SDPA:
+        raise ValueError(f"attn_implementation: transformers' {config.model.family} models do not take sdpa "
+                         "(Gemma 2's softcapping); leave it out for eager, or give flash_attention_2")
     if config.tp > 1 or config.pp > 1:
         raise ValueError(f"{'tp' if config.tp > 1 else 'pp'}: --engine hf is modelled on one GPU (generate without "
                          "a device_map split or a tensor-parallel plan)")
