@@ -212,6 +212,24 @@ def test_gemma_2_9b_sliding_layers_hold_the_prompt_until_the_first_decode_step()
     assert static["roll_copy"] == 8 * 4096 * layer_token
 
 
+def test_the_serving_page_quotes_the_sliding_window_numbers_the_model_gives():
+    """content/serving.md's Gemma 2 9B example (8 x 8,192 prompt tokens, 512 new, flash_attention_2, H100): the
+    cache after the prefill and at the last step, and both caches' prefill peaks, as the rules give them."""
+    from pathlib import Path
+    from builder.catalog import default_gpus
+    page = Path(__file__).resolve().parents[1].joinpath("content", "serving.md").read_text()
+    gpu = default_gpus()["h100-80gb"]
+    config = Config(model=MODELS["gemma-2-9b"], mode="serve", batch=8, context=8192)
+
+    def values(**settings):
+        return engine_report(config, EngineSettings(engine="hf", max_new_tokens=512,
+                                                    attn_implementation="flash_attention_2", **settings),
+                             gpu.usable_bytes, gpu.id).values
+    dynamic, static = values(), values(cache_implementation="static")
+    for number in (dynamic["cache_prefill"], dynamic["cache_decode"], static["prefill_peak"], dynamic["prefill_peak"]):
+        assert f"{float(number) / GIB:.2f} GiB" in page
+
+
 def test_deepseek_v3_caches_the_latent_but_expands_every_token_per_head():
     """DeepSeek-V3 (huggingface.co/deepseek-ai/DeepSeek-V3 config.json: 61 layers, 128 heads, kv_lora_rank 512,
     qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128). modeling_deepseek_v3.py (transformers 5.23.0) lines
