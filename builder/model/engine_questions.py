@@ -18,7 +18,10 @@ prefill's and the last decode step's working sets, and --cuda-context) at or und
 
 Both search a peak that never falls as the batch or max_new_tokens grows (every term is linear in the batch; the
 cache, the static cache's length and the keys the prefill attends to never shrink with more new tokens), which the
-tests check with random configurations.
+tests check with random catalog configurations. One exception is real in transformers: a sliding layer's last-step
+copy shrinks from the prompt to the window at the second decode step (DynamicSlidingWindowLayer keeps the prompt
+until the first), which the prefill's larger cache covers whenever two or more layers slide. The bisection's answer
+fits and one past it does not in every case; only "largest" rests on monotonicity.
 
 "Fit" is the engine's own number: vLLM's block count over the blocks one request takes (the whole part of its
 "Maximum concurrency" line, kv_cache_utils.py get_max_concurrency_for_kv_cache_config), SGLang's token pool over a
