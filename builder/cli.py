@@ -215,7 +215,8 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
                      help="search the largest micro-batch or sequence, or the fewest GPUs; under --engine vllm the "
                           "largest max-model-len (for --max-num-seqs requests at once) or max-num-seqs, or the fewest "
                           "GPUs (tensor-parallel-size); under --engine sglang context-length (for "
-                          "--max-running-requests), max-running-requests or tp-size")
+                          "--max-running-requests), max-running-requests or tp-size; under --engine hf batch-size (for "
+                          "--context and --max-new-tokens) or max-new-tokens (for --batch and --context)")
     out.add_argument("--phases", action="store_true",
                      help="also list the peak of each phase of a training step (forward, backward, optimizer step)")
     out.add_argument("--unit", choices=("GiB", "GB"), default="GiB")

@@ -362,7 +362,7 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
                          f"than or equal to max_num_seqs ({engine['max_num_seqs']}).")
     if settings.engine == "hf":
         hf.checked(settings, config)
-        engine.update(hf.inputs_of(settings, config.attention))
+        engine.update(hf.inputs_of(settings, config))
     chosen = ENGINES[settings.engine]
     for stage in stages(arch, config):
         inputs = rule_inputs(arch, config, stage)
