@@ -58,12 +58,14 @@ REDUCE_DTYPES = ("fp32", "bf16", "fp16")
 # accumulation buffer fp32, bf16 or fp16 (DeepSpeed bf16_optimizer.py, stage3.py). The command line takes any dtype.
 STATE_DTYPES = ("fp32", "bf16", "fp16", "fp8")
 GRAD_ACCUM_DTYPES = ("fp32", "bf16", "fp16")
+DTYPE_CHOICES = {"optimizer_state_dtype": STATE_DTYPES, "exp_avg_dtype": STATE_DTYPES, "exp_avg_sq_dtype": STATE_DTYPES,
+                 "grad_accum_dtype": GRAD_ACCUM_DTYPES}
 # Each such control (its key is the Config option's name) with the rule inputs it sets (builder.model.inputs'
 # config_inputs: the dtype the rules price and the option as chosen, which builder.model.checks reads), found by
 # setting the option alone: the script sets the same inputs from the form.
 DTYPE_OVERRIDES = {option: sorted(key for key, value in config_inputs(Config(**{option: "fp8"})).items()
                                   if value != config_inputs(Config())[key])
-                   for option in ("optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "grad_accum_dtype")}
+                   for option in DTYPE_CHOICES}
 # The units sizes show in: GiB (2^30 bytes) or GB (10^9), each with the other beside it in totals.
 UNITS = (("GiB", "GiB (2^30 bytes)"), ("GB", "GB (10^9 bytes)"))
 OTHER_UNIT = {"GiB": "GB", "GB": "GiB"}
@@ -213,14 +215,11 @@ TRAIN_CONTROLS = (
     Control("optimizer", "Optimizer", "select", _pairs(OPTIMIZERS), "train"),
     Control("optimizer_impl", "Optimizer step", "select",
             (("default", "the optimizer's own"), *_pairs(OPTIMIZER_IMPLS)), "train"),
-    Control("optimizer_state_dtype", "Optimizer state dtype", "select",
-            (("policy", "the policy's own"), *_pairs(STATE_DTYPES)), "train"),
-    Control("exp_avg_dtype", "Adam first moment (exp_avg) dtype", "select",
-            (("policy", "the policy's own"), *_pairs(STATE_DTYPES)), "train"),
-    Control("exp_avg_sq_dtype", "Adam second moment (exp_avg_sq) dtype", "select",
-            (("policy", "the policy's own"), *_pairs(STATE_DTYPES)), "train"),
-    Control("grad_accum_dtype", "Gradient accumulation dtype", "select",
-            (("policy", "the gradients' own"), *_pairs(GRAD_ACCUM_DTYPES)), "train"),
+    *(Control(option, label, "select", (("policy", unset), *_pairs(DTYPE_CHOICES[option])), "train")
+      for option, label, unset in (("optimizer_state_dtype", "Optimizer state dtype", "the policy's own"),
+                                   ("exp_avg_dtype", "Adam first moment (exp_avg) dtype", "the policy's own"),
+                                   ("exp_avg_sq_dtype", "Adam second moment (exp_avg_sq) dtype", "the policy's own"),
+                                   ("grad_accum_dtype", "Gradient accumulation dtype", "the gradients' own"))),
     Control("micro_batch", "Micro-batch", "number", show="train", low=1, high=65536),
     Control("seq_len", "Sequence length", "number", show="train", low=1, high=4194304, hint="tokens"),
     Control("grad_accum", "Gradient accumulation", "number", show="train", low=1, high=4096,
@@ -360,7 +359,7 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
         elif option == "reduce_dtype":
             state["reduce_dtype"] = value
         elif option in DTYPE_OVERRIDES:
-            choices = GRAD_ACCUM_DTYPES if option == "grad_accum_dtype" else STATE_DTYPES
+            choices = DTYPE_CHOICES[option]
             if value not in choices:
                 raise ValueError(f"calculator: option {option!r}: {value!r} is not one of the calculator's choices "
                                  f"({', '.join(choices)})")
