@@ -162,11 +162,12 @@ CHECKS: tuple[Check, ...] = (
     Check(both(isin(sym("optimizer"), "paged-adamw", "paged-adamw8bit"), isin(sym("offload"), "optimizer", "both")),
           fmt("offload: optimizer {0} keeps its states in CUDA unified memory, which pages them to the host itself; "
               "offloading the optimizer (DeepSpeed's CPU Adam) is another optimizer", sym("optimizer"))),
-    # The optimizer states' dtypes (optimizer_state_dtype; Adam's moments one by one, exp_avg_dtype and exp_avg_sq_dtype,
-    # torch's names, which MS-AMP's LBAdamW takes too): the chosen options, not a policy's. Plain SGD keeps no state
-    # (torch/optim/sgd.py: no momentum_buffer without momentum); bitsandbytes' PagedAdamW keeps fp32 states whatever
-    # the parameters' dtype (optimizer.py Optimizer2State.init_state, optim_bits=32); the blockwise low-bit optimizers
-    # fix their codes' dtype (bitsandbytes' 8-bit and paged 8-bit AdamW, torchao's AdamW8bit, AdamW4bit and AdamWFp8).
+    # The optimizer states' dtypes (optimizer_state_dtype; Adam's moments one by one, exp_avg_dtype and
+    # exp_avg_sq_dtype, torch's names, which MS-AMP's LBAdamW takes too): the chosen options, not a policy's. Plain
+    # SGD keeps no state (torch/optim/sgd.py 2.13: no momentum_buffer without momentum); bitsandbytes' PagedAdamW keeps
+    # fp32 states whatever the parameters' dtype (bitsandbytes 0.50.2.dev0 optimizer.py Optimizer2State.init_state,
+    # optim_bits=32); the blockwise low-bit optimizers fix their codes' dtype (bitsandbytes' 8-bit and paged 8-bit
+    # AdamW, Dettmers et al. 2021; torchao 0.19's AdamW8bit, AdamW4bit and AdamWFp8).
     Check(both(sym("chosen_state_dtype"), isin(sym("optimizer"), *LOW_BIT_OPTIMIZERS, "paged-adamw", "sgd")),
           fmt("optimizer_state_dtype: {0} has no state dtype to choose ({1}); leave optimizer_state_dtype unset or "
               "choose another optimizer", sym("optimizer"),
