@@ -136,7 +136,9 @@ def test_vllm_groups_hybrid_layers_as_its_own_docstring_says():
     """kv_cache_utils.py _get_kv_cache_groups_uniform_page_size: "a model with 10 full attention layers and 20
     sliding window attention layers ... 3 kv_cache_groups, each of which contains 10 layers"; one block holds one
     layer of each group, so the pool has available / (page x 10) blocks; a request takes ceil(max_model_len / 16) in
-    the full group and ceil((window - 1 + tokens per step) / 16) + 1 in each sliding group."""
+    the full group and, in each sliding group, kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes's
+    cdiv(min(window - 1 + tokens per step, max_model_len), 16) + 1 ("+1 here because the sliding window may not start
+    from the beginning of the block")."""
     arch = MODELS["gemma-2-9b"].with_changes(layers=30, sliding_window_pattern=3)
     r = vllm(arch, kv_cache_memory=4 * GIB, max_model_len=32768, max_num_batched_tokens=2048)
     assert (r["full_layers"], r["sliding_layers"]) == (10, 20)
@@ -146,8 +148,9 @@ def test_vllm_groups_hybrid_layers_as_its_own_docstring_says():
     # Gemma 2 (21 + 21): two groups of 21 layers.
     g = vllm(MODELS["gemma-2-9b"], kv_cache_memory=4 * GIB, max_model_len=8192, max_num_batched_tokens=2048)
     assert (g["group_layers"], g["full_groups"], g["sliding_groups"]) == (21, 1, 1)
-    # A window that covers max_model_len saves nothing: both groups take every block.
-    assert vllm(MODELS["gemma-2-9b"], kv_cache_memory=4 * GIB, max_model_len=4096)["blocks_per_request"] == 2 * 256
+    # A window that covers max_model_len saves nothing, and costs a block: the sliding group takes
+    # cdiv(min(w - 1 + T, max_model_len), 16) + 1 blocks whether max_model_len caps the window or not (001cabc).
+    assert vllm(MODELS["gemma-2-9b"], kv_cache_memory=4 * GIB, max_model_len=4096)["blocks_per_request"] == 256 + 257
 
 
 def test_sglang_splits_a_hybrid_model_into_a_full_and_a_sliding_pool():
@@ -161,6 +164,29 @@ def test_sglang_splits_a_hybrid_model_into_a_full_and_a_sliding_pool():
     assert half["max_total_num_tokens"] > r["max_total_num_tokens"]
     # A model of one attention kind keeps one pool of every layer.
     assert sglang(MODELS["llama-3-8b"])["cell"] == 32 * 2 * 8 * 128 * 2
+
+
+def test_sglang_hybrid_concurrency_is_the_fewer_of_its_two_pools(capsys):
+    """A request needs its whole length in the full pool and at most SGLang's window (sliding_window - 1, models/
+    gemma2.py get_attention_sliding_window_size) plus a page in the sliding pool: pool_configurator.py (commit
+    003fca8) refuses a sliding pool at or under that floor ("SWA pool (N tokens) cannot hold even one request")."""
+    def at(context, **settings):
+        return sglang(MODELS["gemma-2-9b"], context_length=context, **settings)
+    short, long = at(4096), at(16384)
+    full, swa = short["max_total_num_tokens"], short["swa_max_total_num_tokens"]
+    # Requests no longer than the window hold all their tokens in both pools: the smaller sliding pool binds.
+    assert short["swa_request_tokens"] == 4096 and short["concurrent_requests"] == swa // 4096 < full // 4096
+    # Longer requests hold the window and a page in the sliding pool: the full pool binds.
+    assert long["swa_request_tokens"] == 4095 + 1 and long["concurrent_requests"] == full // 16384 < swa // 4096
+    # A single-kind model is the full pool alone.
+    llama = sglang(MODELS["llama-3-8b"], context_length=4096)
+    assert llama["concurrent_requests"] == llama["max_total_num_tokens"] // 4096
+    # The floor: a sliding pool of at most window + page tokens is SGLang's own refusal.
+    assert main(["estimate", "--model", "gemma-2-9b", "--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb",
+                 "--swa-full-tokens-ratio", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot hold even one request: the prefill admission floor is sliding_window_size (4095) + page_size (1)" \
+        in err and err.count("\n") == 1
 
 
 # fp8 and the engines' words -----------------------------------------------------------------------------------------

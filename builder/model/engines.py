@@ -51,7 +51,8 @@ MLA_PAGE = ("vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes
             "qk_rope_head_dim) x dtype bytes on every TP rank (commit 001cabc)")
 GROUPS = ("vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size, get_kv_cache_config_from_groups "
           "(one pool, blocks of group_size layers); vllm/v1/kv_cache_interface.py SlidingWindowSpec."
-          "max_memory_usage_bytes (commit 001cabc)")
+          "max_memory_usage_bytes: ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block_size) + 1 "
+          "blocks a sliding group (commit 001cabc)")
 # Named assumptions, each from a published vLLM startup log.
 NON_TORCH = GIB // 4
 NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.2, one H100) to 0.31 GiB (Sep 2026, "
@@ -170,11 +171,12 @@ VLLM = RuleSet(
         "sliding_groups": when(sym("sliding_layers"), ceil(sym("sliding_layers") / sym("group_layers")), 0),
         "num_blocks": maximum(0, floor(floor(sym("available") / sym("page")) / sym("group_layers"))),
         # Blocks one request takes in each group: all of max_model_len for full attention; for sliding-window
-        # layers the window plus a step's tokens, and one more block (kv_cache_interface.py SlidingWindowSpec).
-        # The request's blocks are the sum over groups (get_max_concurrency_for_kv_cache_config).
-        "windowed": both(sym("sliding_window"), sym("sliding_window") - 1 + T < sym("max_model_len")),
+        # layers the window plus a step's tokens, at most max_model_len, and one more block, capped or not
+        # (kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes at commit 001cabc: "+1 here because the
+        # sliding window may not start from the beginning of the block"). The request's blocks are the sum over
+        # groups (get_max_concurrency_for_kv_cache_config).
         "window_blocks": ceil((sym("sliding_window") - 1 + T) / sym("block_size")) + 1,
-        "sliding_blocks": when(sym("windowed"), sym("window_blocks"), ceil(sym("max_model_len") / sym("block_size"))),
+        "sliding_blocks": ceil(minimum(sym("sliding_window") - 1 + T, sym("max_model_len")) / sym("block_size")) + 1,
         "blocks_per_request": sym("full_groups") * ceil(sym("max_model_len") / sym("block_size"))
         + sym("sliding_groups") * sym("sliding_blocks"),
         "max_concurrency": sym("num_blocks") / sym("blocks_per_request"),
@@ -216,7 +218,7 @@ VLLM = RuleSet(
                  when=sym("cuda_graphs")),
         PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request",
                  when(sym("kv_lora_rank") > 0, BLOCKS + "; " + MLA_PAGE,
-                      when(sym("hybrid"), BLOCKS + "; " + GROUPS, BLOCKS)),
+                      when(sym("sliding_layers"), BLOCKS + "; " + GROUPS, BLOCKS)),
                  fmt("{0} blocks of {1} tokens", sym("num_blocks"), sym("block_size")),
                  when(sym("hybrid"), fmt("{0} groups of {1} layers ({2} full, {3} sliding-window)",
                                          sym("full_groups") + sym("sliding_groups"), sym("group_layers"),
