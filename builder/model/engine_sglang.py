@@ -18,6 +18,9 @@ v0.5.18 tag). Paths are under python/sglang/srt/.
                                                                        reserve_for_graph_mb
 - requests of context_len tokens at once: floor(tokens / (context_len rounded up to a page)), each request holding
   whole pages                                 mem_cache/allocator.py PagedTokenToKVPoolAllocator
+  with full and sliding-window layers, the fewer of that and floor(swa tokens / min(context_len, window - 1 + page)):
+  a request keeps at most SGLang's window (the model's sliding_window - 1, models/gemma2.py) and a page in the
+  sliding pool, the admission floor of pool_configurator.py HybridSWAPoolConfigurator (commit 003fca8)
 - max_running_requests: int(tokens / context_len x 512) within [2048, 4096], at most tokens // 2
                                               mem_cache/kv_cache_configurator.py resolve_max_num_reqs
 - the log: "KV Cache is allocated. dtype: ..., #tokens: N, K size: X GB, V size: X GB" with buffers one page
