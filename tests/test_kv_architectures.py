@@ -201,11 +201,35 @@ def test_kv_cache_dtype_takes_the_engines_words(capsys):
     assert main(base + ["--kv-cache-dtype", "fp8_e5m2"]) == 0
     fp8 = json.loads(capsys.readouterr().out)
     assert bf16["num_blocks"] == 2**30 // (16 * 576 * 2) // 27 and fp8["num_blocks"] == 2**30 // (16 * 576) // 27
-    assert main(base + ["--kv-cache-dtype", "fp8_per_token_head"]) == 2
+    assert main(base + ["--kv-cache-dtype", "nvfp4"]) == 2
     err = capsys.readouterr().err
-    assert "argument --kv-cache-dtype: 'fp8_per_token_head' is not modelled" in err and err.count("\n") == 1
+    assert "argument --kv-cache-dtype: 'nvfp4' is not modelled" in err and err.count("\n") == 1
     assert main(base + ["--kv-cache-dtype", "fp8", "--kv-dtype", "fp8"]) == 2
     assert "--kv-cache-dtype or --kv-dtype" in capsys.readouterr().err
+
+
+def test_vllm_per_token_head_scales_live_in_the_pages(capsys):
+    """vllm/v1/kv_cache_interface.py (commit 001cabc): get_kv_quant_mode maps fp8_per_token_head and
+    int8_per_token_head to KVQuantMode.*_PER_TOKEN_HEAD, and AttentionSpec.page_size_bytes adds
+    2 x block_size x num_kv_heads x 4 bytes of fp32 scales to the real page. Llama 3 8B (8 KV heads of 128): a
+    16-token page of one layer is 16 x 2 x 8 x 128 x 1 = 32,768 B of values and 2 x 16 x 8 x 4 = 1,024 B of scales."""
+    base = ["estimate", "--model", "llama-3-8b", "--mode", "serve", "--gpu", "h100-80gb", "--max-model-len", "4096",
+            "--kv-cache-memory", "1GiB", "--json"]
+    for word in ("fp8_per_token_head", "int8_per_token_head"):
+        assert main(base + ["--engine", "vllm", "--kv-cache-dtype", word]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["num_blocks"] == 2**30 // (32768 + 1024) // 32
+        assert "AttentionSpec.page_size_bytes" in out["sources"]["kv_cache"]
+    assert main(base + ["--engine", "vllm", "--kv-cache-dtype", "fp8"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_blocks"] == 2**30 // 32768 // 32
+    # The scales are vLLM's: without it the word is refused, naming the flag.
+    for engine in ([], ["--engine", "sglang"]):
+        assert main(base[:-3] + engine + ["--kv-cache-dtype", "fp8_per_token_head"]) == 2
+        err = capsys.readouterr().err
+        assert "argument --kv-cache-dtype: 'fp8_per_token_head' is vLLM's per-token-head mode" in err
+        assert err.count("\n") == 1
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        vllm(MODELS["llama-3-8b"], kv_cache_memory=GIB, kv_cache_dtype="fp8_per_token_head")  # kv_dtype not fp8
 
 
 def test_swa_ratio_is_refused_outside_its_range(capsys):
