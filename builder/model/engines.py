@@ -16,6 +16,10 @@ paged KV cache:
 - blocks: num_blocks = floor(floor(available / page) / layers), page = block_size x kv_heads_per_rank x
   (head_dim + head_dim) x dtype bytes; the minimum over workers  vllm/v1/core/kv_cache_utils.py get_num_blocks,
   vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes, get_kv_cache_configs
+  (--kv-cache-dtype fp8_per_token_head / int8_per_token_head: + block_size x kv_heads_per_rank x 8 bytes of fp32
+  scales, AttentionSpec.page_size_bytes at commit 001cabc)
+- sliding-window groups: ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block_size) + 1 blocks a
+  request, the extra block whether or not max_model_len caps the window (SlidingWindowSpec at commit 001cabc)
 - the log: max concurrency = num_blocks / blocks per request (ceil(max_model_len / block_size) for full
   attention), KV cache size = int(concurrency x max_model_len) tokens
                                                           kv_cache_utils.py get_max_concurrency_for_kv_cache_config,
