@@ -153,6 +153,21 @@ def test_vllm_groups_hybrid_layers_as_its_own_docstring_says():
     assert vllm(MODELS["gemma-2-9b"], kv_cache_memory=4 * GIB, max_model_len=4096)["blocks_per_request"] == 256 + 257
 
 
+def test_vllm_concurrency_matches_vllms_own_hybrid_test():
+    """vLLM's tests/v1/core/test_kv_cache_utils.py test_get_max_concurrency_for_kv_cache_config (commit eaba533):
+    32 full-attention layers and 32 sliding-window layers (window 1024), 32 KV heads of 128 in fp16, block size 16,
+    max_model_len 16,384 and max_num_batched_tokens 1,024; with (1024 + 129) x 3 blocks the hybrid model's
+    concurrency is 3: 1,024 blocks for the full group and cdiv(1023 + 1024, 16) + 1 = 129 for the sliding one."""
+    arch = MODELS["gemma-2-9b"].with_changes(layers=64, heads=32, kv_heads=32, head_dim=128, sliding_window=1024,
+                                            sliding_window_pattern=2)
+    page = 16 * 2 * 32 * 128 * 2
+    r = vllm(arch, kv_dtype="fp16", kv_cache_memory=(1024 + 129) * 3 * 32 * page, max_model_len=16384,
+             max_num_batched_tokens=1024)
+    assert (r["page"], r["group_layers"], r["full_groups"], r["sliding_groups"]) == (page, 32, 1, 1)
+    assert r["num_blocks"] == (1024 + 129) * 3 and r["blocks_per_request"] == 1024 + 129
+    assert r["max_concurrency"] == 3
+
+
 def test_sglang_splits_a_hybrid_model_into_a_full_and_a_sliding_pool():
     """pool_configurator.py HybridSWAPoolConfigurator: cell = F x per-token + swa_full_tokens_ratio x S x per-token
     (default ratio 0.8), the sliding pool holding int(full tokens x ratio) tokens, page-aligned."""
