@@ -66,7 +66,8 @@ def engine_flags_given(args: argparse.Namespace, engine: str | None = None) -> l
 
 
 def settings_from_args(args: argparse.Namespace) -> EngineSettings:
-    return EngineSettings(engine=args.engine, **{flag: getattr(args, flag) for flag in ENGINE_FLAGS})
+    return EngineSettings(engine=args.engine, kv_cache_dtype=args.kv_cache_dtype,
+                          **{flag: getattr(args, flag) for flag in ENGINE_FLAGS})
 
 
 def report_json(report: EngineReport, gpu: Gpu) -> dict[str, Any]:

@@ -115,11 +115,19 @@ def test_sglang_context_length_holds_its_target_and_one_more_token_does_not(run,
         return
     at = values_at(config, engine, gpu, context_length=found.value)
     page = at["page"]
+
+    def overflows(values, length):
+        """Requests of `length` tokens overflow the full pool, or a hybrid model's sliding pool, where each holds
+        min(length, window - 1 + a page) (pool_configurator.py HybridSWAPoolConfigurator, commit 003fca8)."""
+        paged = -(-length // page) * page
+        swa = values["hybrid_swa"] and requests * min(paged, config.model.sliding_window - 1 + page) > values[
+            "swa_max_total_num_tokens"]
+        return requests * paged > values["max_total_num_tokens"] or swa
+
     # Every request holds whole pages of the token pool (mem_cache/allocator.py PagedTokenToKVPoolAllocator).
-    assert at["fits"] and requests * (-(-found.value // page) * page) <= at["max_total_num_tokens"]
+    assert at["fits"] and not overflows(at, found.value)
     if found.value < 2**24:
-        past = values_at(config, engine, gpu, context_length=found.value + 1)
-        assert requests * (-(-(found.value + 1) // page) * page) > past["max_total_num_tokens"]
+        assert overflows(values_at(config, engine, gpu, context_length=found.value + 1), found.value + 1)
 
 
 @SETTINGS
@@ -134,8 +142,14 @@ def test_sglang_max_running_requests_fit_and_one_more_does_not(run, length):
     page, tokens = at["page"], at["max_total_num_tokens"]
     per_request = -(-length // page) * page
     assert found.value * per_request <= tokens and at["max_running_requests"] == found.value
-    # One more either overflows the pool or passes SGLang's cap of half its tokens.
-    assert (found.value + 1) * per_request > tokens or found.value + 1 > tokens // 2
+    # A model mixing full and sliding-window layers also needs min(length, window - 1 + a page) tokens a request in
+    # its sliding pool (pool_configurator.py HybridSWAPoolConfigurator's admission floor, commit 003fca8).
+    swa, swa_per_request = at["swa_max_total_num_tokens"], min(per_request, config.model.sliding_window - 1 + page) \
+        if at["hybrid_swa"] else 1
+    assert not at["hybrid_swa"] or found.value * swa_per_request <= swa
+    # One more either overflows a pool or passes SGLang's cap of half its tokens.
+    assert ((found.value + 1) * per_request > tokens or found.value + 1 > tokens // 2
+            or (at["hybrid_swa"] and (found.value + 1) * swa_per_request > swa))
 
 
 @SETTINGS
