@@ -3,12 +3,14 @@ as '8 B/param', and the CSS class of a bucket."""
 
 from __future__ import annotations
 
-import re
+from fractions import Fraction
+from typing import Sequence
 
 from builder.charts.spec import UNIT_BYTES, ChartSpec
 from builder.model.breakdown import BUCKETS, Part
+from builder.model.expr import bytes_text
 from builder.model.partnames import reader_name
-from builder.model.units import GiB, MiB, format_bytes
+from builder.model.units import MiB, format_bytes
 
 
 def format_amount(n_bytes: float, unit: str) -> str:
@@ -29,37 +31,33 @@ def format_both(n_bytes: float, unit: str, also: str = "") -> str:
     return f"{text} ({format_amount(n_bytes, also)})" if also and also != unit else text
 
 
-RULE = re.compile(r"(\d+(?:\.\d+)?) ?(B|KiB|MiB|GiB)/(\w+)(?: ?\(.*\))?")  # '4 B/param (fp32 master copy)'
-RULE_BYTES = {"B": 1, "KiB": 2**10, "MiB": MiB, "GiB": GiB}
 MAX_RULE = 40  # characters of a rule shown in a note; the tooltip and the data table give it whole
 
 
-def combine_rules(rules: list[str]) -> str:
-    """One short bytes-per-unit rule for a bucket: '4 B/param (fp32 m)' + '4 B/param (fp32 v)' -> '8 B/param';
-    rules per token add up likewise; a rule that cannot be added shows as '…'."""
-    present = [rule.strip() for rule in rules if rule.strip()]
+def combine_rules(parts: Sequence[Part]) -> str:
+    """One short bytes-per-unit rule for a bucket, added up from its parts' rates (Part.rate: numbers with units,
+    never the words read back): 4 B/param (fp32 m) + 4 B/param (fp32 v) -> '8 B/param'; rates per token add up
+    likewise; a part whose rule is words only shows as '…'. A bucket of one part shows that part's words."""
+    present = [part for part in parts if part.per_unit.strip()]
     if len(present) <= 1:
-        return shorten_rule(present[0]) if present else ""
-    sums: dict[str, float] = {}
-    leftover = False
-    for rule in present:
-        match = RULE.fullmatch(rule)
-        if match:
-            per = match.group(3)
-            sums[per] = sums.get(per, 0.0) + float(match.group(1)) * RULE_BYTES[match.group(2)]
-        else:
-            leftover = True
-    pieces = [format_rule(amount, per) for per, amount in sums.items()] or [shorten_rule(present[0])]
+        return shorten_rule(present[0].per_unit.strip()) if present else ""
+    sums: dict[str, Fraction] = {}
+    for part in present:
+        if part.rate is not None:
+            sums[part.rate.per] = sums.get(part.rate.per, Fraction(0)) + Fraction(part.rate.bytes)
+    leftover = any(part.rate is None for part in present)
+    pieces = [format_rule(amount, per) for per, amount in sums.items()] or [shorten_rule(present[0].per_unit.strip())]
     return " + ".join(pieces + ["…"] * leftover)
 
 
-def format_rule(n_bytes: float, per: str) -> str:
-    """'12 B/param', '48.0 KiB/token'."""
+def format_rule(n_bytes: Fraction, per: str) -> str:
+    """'12 B/param', '2.12 B/param' (digits as the model prints a rate, builder.model.expr.bytes_text),
+    '48.0 KiB/token'."""
     if n_bytes < 2**10:
-        return f"{n_bytes:g} B/{per}"
+        return f"{bytes_text(Fraction(n_bytes))} B/{per}"
     if n_bytes < MiB:
-        return f"{n_bytes / 2**10:.1f} KiB/{per}"
-    return f"{n_bytes / MiB:.1f} MiB/{per}"
+        return f"{float(n_bytes) / 2**10:.1f} KiB/{per}"
+    return f"{float(n_bytes) / MiB:.1f} MiB/{per}"
 
 
 def shorten_rule(rule: str) -> str:

@@ -48,7 +48,7 @@ def collect_segments(bar: ChartBar, spec: ChartSpec) -> list[Segment]:
         detail = tuple(f"{name_part(p, spec)}: {format_amount(p.bytes, spec.unit)}" + (f" · {p.per_unit}" if p.per_unit else "")
                        for p in members) if len(members) > 1 else ()
         amount = sum(p.bytes for p in members)
-        rule = combine_rules([p.per_unit for p in members])
+        rule = combine_rules(members)
         segments.append(Segment(bucket, name_bucket(bucket, spec), amount, rule, class_bucket(bucket), detail))
     return segments
 
