@@ -1,4 +1,5 @@
-"""A chart from its spec: the one registration point of chart layouts (LAYOUTS), render_chart for one layout and
+"""A chart from its spec: the one registration point of chart layouts (LAYOUTS; the kinds of chart a page defines,
+phases and engine start-up, are listed in builder.grids.CHART_KINDS), render_chart for one layout and
 render_figure for what a page shows (a wide and a narrow chart, switched by static/site.css with no script)."""
 
 from __future__ import annotations
