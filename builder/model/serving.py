@@ -6,7 +6,7 @@ Evaluated by the estimator for `mode = serve` and, from the same rules, by the c
 from __future__ import annotations
 
 from builder.model.expr import fmt, maximum, minimum, per_unit, sym, when
-from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 
 KV = "Kwon et al. 2023 (vLLM), arXiv:2309.06180, section 3: 2 x layers x kv_heads x head_dim x tokens x bytes"
 MLA_KV = ("DeepSeek-AI 2024 (DeepSeek-V2), arXiv:2405.04434, section 2.1.2-2.1.3 and Table 1: (d_c + d_h^R) x layers "
@@ -78,7 +78,7 @@ SERVING = RuleSet(
                  when(LATENT, "L x (d_c + d_rope) x batch x tokens x bytes",
                       "2 x L x kv_heads x d x batch x tokens x bytes"),
                  when(LATENT, MLA_KV, when(sym("sliding_window"), KV + "; " + SLIDING_KV, KV)),
-                 fmt("{0} B/token ({1})", per_unit(sym("kv_per_token")), sym("kv_cache_dtype")),
+                 PerUnit(sym("kv_per_token"), "token", sym("kv_cache_dtype")),
                  when(sym("sliding_window"),
                       when(sym("full_layers"),
                            fmt("sliding window: {0} of {1} layers keep the last {2} tokens", sym("sliding_layers"),
