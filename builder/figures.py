@@ -12,6 +12,7 @@ The page links them from the chart's block, whose anchor `chart-<chart-id>` the 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import re
@@ -73,20 +74,40 @@ def png_cache_path(light_svg: str, cache: Path | None) -> Path | None:
     return cache / "png" / f"{key}.png"
 
 
+HALO_ATTRIBUTES = ("stroke", "stroke-width", "paint-order", "stroke-linejoin")
+
+
+def halo_as_copies(root: ElementTree.Element) -> ElementTree.Element:
+    """`root` with each haloed text (paint-order="stroke") split in two, for renderers without paint-order: a copy
+    carrying only the stroke, then the text carrying only its fill, so the fill is painted over the halo as in a
+    browser."""
+    svg_text = "{http://www.w3.org/2000/svg}text"
+    for parent in list(root.iter()):
+        for index in reversed(range(len(parent))):
+            text = parent[index]
+            if text.tag != svg_text or text.get("paint-order") != "stroke":
+                continue
+            halo = copy.deepcopy(text)
+            halo.set("fill", "none")
+            halo.attrib.pop("paint-order")
+            halo.tail = None
+            for attribute in HALO_ATTRIBUTES:
+                text.attrib.pop(attribute, None)
+            parent.insert(index, halo)
+    return root
+
+
 def render_png(light_svg: str, cache: Path | None = None) -> bytes | None:
     """The light SVG as a PNG at PNG_SCALE, from the cache when it holds it; None without CairoSVG. Cairo ignores
-    paint-order, so the halo that keeps notes legible on the page (a background stroke painted under the text) is
-    left out of the raster."""
+    paint-order, so the halo that keeps notes legible where a line passes behind them (a background stroke painted
+    under the text) is drawn as a stroke-only copy of the text placed just before it (halo_as_copies)."""
     cairosvg = load_cairosvg()
     if cairosvg is None:
         return None
     path = png_cache_path(light_svg, cache)
     if path is not None and path.is_file():
         return path.read_bytes()
-    root = ElementTree.fromstring(light_svg.split("?>", 1)[-1])
-    for text in root.iter("{http://www.w3.org/2000/svg}text"):
-        for attribute in ("stroke", "stroke-width", "paint-order", "stroke-linejoin"):
-            text.attrib.pop(attribute, None)
+    root = halo_as_copies(ElementTree.fromstring(light_svg.split("?>", 1)[-1]))
     png = cairosvg.svg2png(bytestring=ElementTree.tostring(root), scale=PNG_SCALE)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
