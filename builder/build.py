@@ -14,6 +14,7 @@ BuildFailed is raised before anything is written, so the previous site/ survives
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -42,6 +43,7 @@ from builder.release import Release, VersionError, make_release, project_version
 from builder.releases import ReleaseRecord, read_records
 from builder.snapshot import carry_over, earlier_snapshots, snapshot_outputs
 from builder.incremental import BuildMemory, PageOutput, page_keys, shared_key
+from builder.catalog_reads import Reads, Watched, reads_key
 from builder.palette import CHARTS_CSS
 from builder.render import (PageContext, make_markdown, make_templates, render_body, render_figure_page, render_page,
                             render_questions, render_takeaways)
@@ -236,13 +238,15 @@ def gather_content(paths: SitePaths, reader: Callable | None = None, load: Calla
 
 # 3. Evaluate and draw ---------------------------------------------------------------------
 
-def evaluate_page_charts(page: Page, gathered: Gathered, estimate: Callable) -> tuple[dict[str, EvaluatedChart],
-                                                                                      list[ContentError]]:
-    """Evaluate every chart defined in a page's front matter."""
+def evaluate_page_charts(page: Page, gathered: Gathered, estimate: Callable, catalogs: dict[str, Any] | None = None
+                         ) -> tuple[dict[str, EvaluatedChart], list[ContentError]]:
+    """Evaluate every chart defined in a page's front matter (`catalogs`: the model and GPU catalogs the page
+    sees, default gathered's)."""
     presets = gathered.presets | page.presets
+    catalogs = catalogs or {"model": gathered.models, "gpu": gathered.gpus}
     charts, errors = {}, []
     for chart_id, chart in sorted(page.charts.items()):
-        evaluated, chart_errors = evaluate_chart(chart, page, presets, gathered.models, gathered.gpus, estimate)
+        evaluated, chart_errors = evaluate_chart(chart, page, presets, catalogs["model"], catalogs["gpu"], estimate)
         errors += chart_errors
         if evaluated is not None:
             charts[chart_id] = evaluated
@@ -407,20 +411,31 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
     keys = keys or {}
     pages = [page for page in gathered.pages if page.path not in skip]
     remembered = memory.pages if memory is not None else {}
+    plain = {"model": gathered.models, "gpu": gathered.gpus}
     reused = {page.path: remembered[page.path] for page in pages
-              if page.path in remembered and keys.get(page.path) == remembered[page.path].key}
+              if page.path in remembered and keys.get(page.path) == remembered[page.path].key
+              and reads_key(remembered[page.path].reads, plain) == remembered[page.path].reads_key}
     fresh = [page for page in pages if page.path not in reused]
     outputs, results, errors = {}, {}, []
+    # Each page to render sees the catalogs through views that note the entries it reads (builder/catalog_reads.py).
+    reads = {page.path: Reads() for page in fresh}
     # Evaluate the charts of every page to render and start drawing them, then render the pages (a page that
-    # collects the exercises after the others).
-    evaluated = {page.path: evaluate_page_charts(page, gathered, estimate) for page in fresh}
+    # collects the exercises after the others, and reading what their exercises read).
+    evaluated = {page.path: evaluate_page_charts(page, gathered, estimate, watch(plain, reads[page.path]))
+                 for page in fresh}
     pending = {path: request_charts(charts, queue) for path, (charts, _) in evaluated.items()}
     for page in sorted(pages, key=collects_exercises):
         if page.path in reused:
             result = reused[page.path]
         else:
+            if collects_exercises(page):
+                for other in results.values():
+                    reads[page.path].add(other.exercise_reads)
             result, page_errors = render_one_page(page, evaluated[page.path], pending[page.path], setup,
-                                                  keys.get(page.path, ""))
+                                                  keys.get(page.path, ""), reads[page.path])
+            if result is not None:
+                read = reads[page.path].frozen()
+                result = dataclasses.replace(result, reads=read, reads_key=reads_key(read, plain))
             errors += page_errors
             report.rendered.append(page.path)
         if result is not None:
@@ -433,17 +448,24 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
 
 def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list[ContentError]],
                     pending: dict[str, Callable[[], str]], setup: RenderSetup,
-                    key: str = "") -> tuple[PageOutput | None, list[ContentError]]:
-    """One page's outputs (None when it has errors) and its errors."""
+                    key: str = "", reads: Reads | None = None) -> tuple[PageOutput | None, list[ContentError]]:
+    """One page's outputs (None when it has errors) and its errors; the catalog entries it reads are noted in
+    `reads` (those its exercises read, in the output's exercise_reads too)."""
     started = time.perf_counter()
     gathered = setup.gathered
+    plain = {"model": gathered.models, "gpu": gathered.gpus}
+    reads, exercise_reads = reads or Reads(), Reads()
+    watched = watch(plain, reads)
     charts, chart_errors = evaluated
     warnings: list[str] = []
     svgs, draw_errors = draw_charts(page, charts, pending, warnings)
     presets = gathered.presets | page.presets
-    exercises, exercise_errors = evaluate_page_exercises(page, presets, gathered.models, gathered.gpus)
+    exercise_catalogs = watch(plain, exercise_reads)
+    exercises, exercise_errors = evaluate_page_exercises(page, presets, exercise_catalogs["model"],
+                                                         exercise_catalogs["gpu"])
+    reads.add(exercise_reads)
     context = PageContext(page=page, charts=charts, references=gathered.references,
-                          catalogs=setup.catalogs | {"preset": presets}, templates=setup.templates, svgs=svgs,
+                          catalogs=setup.catalogs | watched | {"preset": presets}, templates=setup.templates, svgs=svgs,
                           exercises=exercises, answers=setup.answers, notation_url=setup.notation_url)
     context.errors += chart_errors + draw_errors + exercise_errors  # the body is still checked, but not rendered
     check_charts_placed(page, context, page.body)
@@ -478,7 +500,12 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
         figures[f"{FIGURES}/{figure_name(page.slug, chart_id)}.html"] = embed.encode("utf-8")
     setup.log(f"  {page.url:<22} {len(html) / 1024:7.1f} KiB  {time.perf_counter() - started:6.3f} s")
     return PageOutput(key=key, url=page.url, html=html, figures=figures, scripts=scripts, exercises=collected,
-                      warnings=tuple(warnings), snapshot=snapshot), []
+                      warnings=tuple(warnings), snapshot=snapshot, exercise_reads=exercise_reads.frozen()), []
+
+
+def watch(catalogs: dict[str, Any], reads: Reads) -> dict[str, Watched]:
+    """The model and GPU catalogs as views noting every entry read into `reads`."""
+    return {name: Watched(name, catalog, reads) for name, catalog in catalogs.items()}
 
 
 def release_context(page: Page, release: Release, setup: RenderSetup, snapshot: bool) -> dict[str, Any]:

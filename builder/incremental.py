@@ -2,11 +2,14 @@
 
 A page's HTML (with its chart files, its widget script and the exercises it hands the Exercises page)
 depends on its own file and on what every page shares:
-- every other content file but the pages: catalogs, presets, references, site.toml, validation data;
+- the entries of the model and GPU catalogs it read (content/models.toml, gpus.toml: builder/catalog_reads.py;
+  the page collecting the exercises reads what every page with exercises read);
+- every other content file but the pages: presets, references, site.toml, validation data;
 - the templates, the builder's code and the chart palette (static/charts.css);
 - whether widget scripts exist in static/ (which script a page links);
 - every page's navigation entry (slug, title, short title, in order) and the edition (answers or not);
-- for the page that collects the exercises, the files of every page that defines exercises.
+- for the page that collects the exercises, the exercises and presets of every page that defines exercises;
+- for the page that compares the key configurations (What changed), every page's presets.
 A page whose key is the last build's is not rendered again: its outputs come from the BuildMemory.
 Other static files reach no page's HTML (they are bundled afresh each build), so editing site.css
 re-renders nothing. The result is byte-identical to a clean build (tests/test_incremental.py).
@@ -37,6 +40,9 @@ class PageOutput:
     exercises: dict[str, Any] | None  # its entry in the Exercises page's catalog
     warnings: tuple[str, ...]
     snapshot: bytes = b""  # its rendering for the pinned copy, v/<version>/
+    reads: tuple[tuple[str, str], ...] = ()  # the catalog entries it read (builder/catalog_reads.py)
+    reads_key: str = ""  # their values' digest when it was rendered (catalog_reads.reads_key)
+    exercise_reads: tuple[tuple[str, str], ...] = ()  # those its exercises read (the Exercises page reads them too)
 
 
 @dataclass
@@ -136,6 +142,9 @@ class BuildMemory:
         return read, fresh
 
 
+CATALOG_INPUTS = ("content/models.toml", "content/gpus.toml")  # pages depend on the entries they read, not the files
+
+
 def is_page_input(label: str) -> bool:
     """True for a page's own file in input_digests' labels ('content/index.md')."""
     folder, _, name = label.partition("/")
@@ -152,7 +161,7 @@ def shared_key(digests: dict[str, str], pages: list[Page], answers: bool, static
     """The key of what every page's HTML depends on (the module docstring's list), and the release built
     (version and address: the version line and citations on every page)."""
     shared = [f"{label}={value}" for label, value in sorted(digests.items())
-              if not is_page_input(label) and not label.startswith("static/")]
+              if not is_page_input(label) and not label.startswith("static/") and label not in CATALOG_INPUTS]
     nav = [f"{page.slug}|{page.title}|{page.nav_title}|{page.order}|{page.template}" for page in pages]
     names = [f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', '')}#{id(f)}" for f in renderers]
     return digest(f"answers={answers}", f"static={static_mode}", f"palette={palette}", f"release={release}", *names,
@@ -163,12 +172,14 @@ def page_keys(digests: dict[str, str], pages: list[Page], shared: str,
               collects: Callable[[Page], bool], compares: Callable[[Page], bool] = lambda page: False
               ) -> dict[str, str]:
     """Page path -> its key: the shared key, its own file and, for a page collecting the exercises, the
-    files of every page that defines some; for a page comparing the key configurations (What changed, which
-    evaluates every page's presets), the files of every page."""
+    exercises and presets of every page that defines exercises (what the exercises are evaluated from); for a page
+    comparing the key configurations (What changed, which evaluates every page's presets), every page's presets
+    (the pages' titles and order are in the shared key)."""
     def own(page: Page) -> str:
         return digests.get(f"content/{Path(page.path).name}", "")
 
-    with_exercises = [f"{page.path}={own(page)}" for page in pages if page.exercises]
-    every = [f"{page.path}={own(page)}" for page in pages]
+    with_exercises = [f"{page.path}={sorted(page.exercises.items())!r}|{sorted(page.presets.items())!r}"
+                      for page in pages if page.exercises]
+    every = [f"{page.path}={sorted(page.presets.items())!r}" for page in pages]
     return {page.path: digest(shared, page.path, own(page), *(with_exercises if collects(page) else ()),
                               *(every if compares(page) else ())) for page in pages}
