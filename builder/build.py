@@ -43,7 +43,7 @@ from builder.release import Release, VersionError, make_release, project_version
 from builder.releases import ReleaseRecord, read_records
 from builder.snapshot import carry_over, earlier_snapshots, snapshot_outputs
 from builder.incremental import BuildMemory, PageOutput, page_keys, shared_key
-from builder.catalog_reads import Reads, Watched, reads_key
+from builder.catalog_reads import Reads, reads_key, watch
 from builder.palette import CHARTS_CSS
 from builder.render import (PageContext, make_markdown, make_templates, render_body, render_figure_page, render_page,
                             render_questions, render_takeaways)
@@ -238,15 +238,15 @@ def gather_content(paths: SitePaths, reader: Callable | None = None, load: Calla
 
 # 3. Evaluate and draw ---------------------------------------------------------------------
 
-def evaluate_page_charts(page: Page, gathered: Gathered, estimate: Callable, catalogs: dict[str, Any] | None = None
-                         ) -> tuple[dict[str, EvaluatedChart], list[ContentError]]:
+def evaluate_page_charts(page: Page, gathered: Gathered, estimate: Callable, catalogs: dict[str, Any] | None = None,
+                         evaluate: Callable = evaluate_chart) -> tuple[dict[str, EvaluatedChart], list[ContentError]]:
     """Evaluate every chart defined in a page's front matter (`catalogs`: the model and GPU catalogs the page
-    sees, default gathered's)."""
+    sees, default gathered's; `evaluate`: evaluate_chart or a memo of it)."""
     presets = gathered.presets | page.presets
     catalogs = catalogs or {"model": gathered.models, "gpu": gathered.gpus}
     charts, errors = {}, []
     for chart_id, chart in sorted(page.charts.items()):
-        evaluated, chart_errors = evaluate_chart(chart, page, presets, catalogs["model"], catalogs["gpu"], estimate)
+        evaluated, chart_errors = evaluate(chart, page, presets, catalogs["model"], catalogs["gpu"], estimate)
         errors += chart_errors
         if evaluated is not None:
             charts[chart_id] = evaluated
@@ -370,6 +370,7 @@ class RenderSetup:
     cache: Path | None = None  # the build cache (rasterised charts)
     memory: BuildMemory | None = None  # the last build's, for chart downloads whose SVG did not change
     what_changed_url: str = ""  # the What changed page's URL, when the site has one
+    shared: str = ""  # the key of what every page shares (incremental.shared_key; '' without memory)
 
     def add(self, output: PageOutput, outputs: dict[str, bytes]) -> None:
         """Take one page's outputs, fresh or reused, into the site."""
@@ -394,7 +395,8 @@ def compares_releases(page: Page) -> bool:
 def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue: ChartQueue,
                  report: BuildReport, log: Callable[[str], None], skip: set[str] = frozenset(),
                  answers: bool = True, keys: dict[str, str] | None = None, memory: BuildMemory | None = None,
-                 templates: Any = None) -> tuple[dict[str, bytes], dict[str, PageOutput], list[ContentError]]:
+                 templates: Any = None, shared: str = "") -> tuple[dict[str, bytes], dict[str, PageOutput],
+                                                                   list[ContentError]]:
     """Every page's HTML, keyed by output path, each page's outputs and all errors. Pages in `skip` are not
     rendered; a page whose key (`keys`) is the one it had in `memory` is reused, not rendered again."""
     notation = next((p for p in gathered.pages if p.slug == "notation"), None)
@@ -407,7 +409,7 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
         has_references_page=any(p.slug == "references" for p in gathered.pages),
         has_widget_script=widget_script_mode(paths.static),
         report=report, log=log, answers=answers, notation_url=notation.url if notation else "", cache=paths.cache,
-        memory=memory, what_changed_url=what_changed.url if what_changed else "")
+        memory=memory, what_changed_url=what_changed.url if what_changed else "", shared=shared)
     keys = keys or {}
     pages = [page for page in gathered.pages if page.path not in skip]
     remembered = memory.pages if memory is not None else {}
@@ -421,8 +423,12 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
     reads = {page.path: Reads() for page in fresh}
     # Evaluate the charts of every page to render and start drawing them, then render the pages (a page that
     # collects the exercises after the others, and reading what their exercises read).
-    evaluated = {page.path: evaluate_page_charts(page, gathered, estimate, watch(plain, reads[page.path]))
-                 for page in fresh}
+    memo = memory is not None and bool(shared)
+    if memo:
+        memory.prune(shared)
+    evaluated = {page.path: evaluate_page_charts(
+        page, gathered, estimate, watch(plain, reads[page.path]),
+        memory.chart_evaluator(shared, plain, reads[page.path]) if memo else evaluate_chart) for page in fresh}
     pending = {path: request_charts(charts, queue) for path, (charts, _) in evaluated.items()}
     for page in sorted(pages, key=collects_exercises):
         if page.path in reused:
@@ -441,7 +447,7 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
         if result is not None:
             results[page.path] = result
             setup.add(result, outputs)
-    scripts, script_errors = bundle_scripts(paths.static, setup.scripts)
+    scripts, script_errors = bundle_scripts(paths.static, setup.scripts, memory.scripts if memory is not None else None)
     outputs |= scripts | setup.figures
     return outputs, results, errors + script_errors
 
@@ -467,6 +473,8 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
     context = PageContext(page=page, charts=charts, references=gathered.references,
                           catalogs=setup.catalogs | watched | {"preset": presets}, templates=setup.templates, svgs=svgs,
                           exercises=exercises, answers=setup.answers, notation_url=setup.notation_url)
+    if setup.memory is not None and setup.shared:
+        context.widget_state = setup.memory.widget_states(setup.shared, page, plain, reads)
     context.errors += chart_errors + draw_errors + exercise_errors  # the body is still checked, but not rendered
     check_charts_placed(page, context, page.body)
     render_questions(setup.md, context)
@@ -502,10 +510,6 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
     return PageOutput(key=key, url=page.url, html=html, figures=figures, scripts=scripts, exercises=collected,
                       warnings=tuple(warnings), snapshot=snapshot, exercise_reads=exercise_reads.frozen()), []
 
-
-def watch(catalogs: dict[str, Any], reads: Reads) -> dict[str, Watched]:
-    """The model and GPU catalogs as views noting every entry read into `reads`."""
-    return {name: Watched(name, catalog, reads) for name, catalog in catalogs.items()}
 
 
 def release_context(page: Page, release: Release, setup: RenderSetup, snapshot: bool) -> dict[str, Any]:
@@ -545,18 +549,27 @@ def script_path(widgets: list[str]) -> str:
     return "static/widgets-" + "-and-".join(sorted(widgets)) + ".js"
 
 
-def bundle_scripts(static_dir: Path, wanted: dict[str, tuple[str, ...]]) -> tuple[dict[str, bytes], list[ContentError]]:
+def bundle_scripts(static_dir: Path, wanted: dict[str, tuple[str, ...]], memo: dict[tuple, bytes] | None = None
+                   ) -> tuple[dict[str, bytes], list[ContentError]]:
     """Each page's one script: the shared sources plus those of the widgets it uses, nothing else,
-    minified; a source that does not parse is an error naming its file and line."""
+    minified; a source that does not parse is an error naming its file and line. `memo` (the last build's, kept
+    by BuildMemory; replaced by this build's) gives back a script whose widgets and sources are unchanged."""
     sources = widget_sources(static_dir)
-    outputs, errors = {}, []
+    outputs, errors, fresh = {}, [], {}
+    version = hashlib.sha256(b"".join(f"{path}\0".encode() + path.read_bytes() + b"\0" for path in sources)).hexdigest() \
+        if memo is not None else ""
     for script, widgets in wanted.items():
         if script == PREBUILT_SCRIPT:
             continue
+        key = (script, widgets, version)
         try:
-            outputs[script] = minify_script(*bundle_script(page_sources(sources, widgets)))
+            outputs[script] = fresh[key] = memo[key] if memo and key in memo else \
+                minify_script(*bundle_script(page_sources(sources, widgets)))
         except ScriptError as error:
             errors.append(error.error)
+    if memo is not None:
+        memo.clear()
+        memo.update(fresh)
     return outputs, sorted(set(errors), key=str)
 
 
@@ -771,7 +784,7 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
         templates = memory.jinja(paths.templates, digests, make_templates) if memory is not None else None
         outputs, results, render_errors = render_pages(gathered, paths, estimate, queue, report, log, skip=failed,
                                                        answers=answers, keys=keys, memory=memory,
-                                                       templates=templates)
+                                                       templates=templates, shared=shared)
     finally:
         queue.close()
         if memory is not None:

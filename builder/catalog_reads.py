@@ -76,6 +76,11 @@ class Watched(Mapping):
         return repr(dict(self))
 
 
+def watch(catalogs: Mapping[str, Mapping[str, Any]], reads: Reads) -> dict[str, Watched]:
+    """Each catalog (name -> its plain mapping) as a view noting every entry read into `reads`."""
+    return {name: Watched(name, catalog, reads) for name, catalog in catalogs.items()}
+
+
 def reads_key(reads: tuple[tuple[str, str], ...], catalogs: Mapping[str, Mapping[str, Any]]) -> str:
     """sha256 of the current value of every entry in `reads` (catalog name -> its plain mapping in `catalogs`)."""
     digest = hashlib.sha256()

@@ -345,10 +345,18 @@ def construct_scalar(node: yaml.Node) -> Any:
     return yaml.SafeLoader("").construct_object(node, deep=True)
 
 
+FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def parse_yaml(text: str, path: str, offset: int) -> tuple[Located | None, list[ContentError]]:
-    """Parse YAML into Located values; syntax errors name the line."""
+    """Parse YAML into Located values; syntax errors name the line. libyaml (CSafeLoader, the same resolver)
+    composes the nodes when PyYAML has it; a syntax error is parsed again by the pure-Python SafeLoader, so that
+    its message is the same everywhere."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        try:
+            node = yaml.compose(text, Loader=FAST_LOADER)
+        except yaml.YAMLError:
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = mark.line + 1 + offset if mark else offset + 1

@@ -25,7 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from builder.catalog_reads import Reads, reads_key, watch
 from builder.content import ContentError, Page, read_page
+
+READS_PAGES = ("exercises", "what-changed")  # widgets whose state comes from other pages (never memoised)
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,9 @@ class BuildMemory:
     hashes: dict[str, str] = field(default_factory=dict)  # sha256 of each of those files
     signatures: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # each file's (inode, size, mtime)
     fingerprint: str = ""  # the inputs it was built from ('' when built with a stand-in model or renderer)
+    scripts: dict[tuple, bytes] = field(default_factory=dict)  # (script, widgets, sources' digest) -> it minified
+    memo: dict[tuple, tuple[Any, tuple, str]] = field(default_factory=dict)  # (shared key, what, ...) -> (a widget's
+    #   state or a chart's evaluation, the catalog entries it read, their digest): see recall
 
     def file_loader(self) -> tuple[Callable[..., Any], dict]:
         """load(path, function, *args) -> function(*args), reusing the last build's result while the file at
@@ -84,6 +90,54 @@ class BuildMemory:
         if kept is None or kept[0] != svg:
             kept = self.figures[(slug, chart_id)] = (svg, make(slug, chart_id, svg, *args))
         return kept[1]
+
+    def recall(self, key: tuple, catalogs: dict[str, Any], reads: Reads, compute: Callable[[dict[str, Any]], Any]
+               ) -> Any:
+        """compute(catalogs, as views that note what it reads), or the result an earlier build (or page) computed
+        under the same key while the model and GPU entries it read (in `catalogs`, the plain ones) hold; those
+        entries are noted in `reads` either way. key[0] is the shared key (prune drops the others)."""
+        kept = self.memo.get(key)
+        if kept is None or reads_key(kept[1], catalogs) != kept[2]:
+            fresh = Reads()
+            result = compute(watch(catalogs, fresh))
+            read = fresh.frozen()
+            kept = self.memo[key] = (result, read, reads_key(read, catalogs))
+        reads.add(kept[1])
+        return kept[0]
+
+    def prune(self, shared: str) -> None:
+        """Forget results computed under another shared key (an edit to the code, templates, presets...)."""
+        self.memo = {key: kept for key, kept in self.memo.items() if key[0] == shared}
+
+    def widget_states(self, shared: str, page: Page, catalogs: dict[str, Any], reads: Reads
+                      ) -> Callable[[str, dict[str, Any], dict[str, Any]], Any]:
+        """widget_context for one page, reusing the state computed for the same widget and options while what it
+        reads holds: everything in the shared key, the page's presets and the catalog entries it read (`recall`).
+        The widgets that read other pages (Exercises, What changed) are computed afresh."""
+        from builder.widgets import widget_context
+
+        presets = repr(sorted(page.presets.items()))
+
+        def state(name: str, values: dict[str, Any], page_catalogs: dict[str, Any]) -> Any:
+            if name in READS_PAGES:
+                return widget_context(name, values, page_catalogs)
+            return self.recall((shared, "widget", presets, name, repr(sorted(values.items()))), catalogs, reads,
+                               lambda watched: widget_context(name, values, page_catalogs | watched))
+
+        return state
+
+    def chart_evaluator(self, shared: str, catalogs: dict[str, Any], reads: Reads) -> Callable[..., Any]:
+        """grids.evaluate_chart for one page's charts, reusing the evaluation of the same chart definition on the
+        same page with the same presets while what it reads holds (`recall`)."""
+        from builder.grids import evaluate_chart
+
+        def evaluate(chart: Any, page: Page, presets: dict[str, Any], models: Any, gpus: Any, estimate: Callable
+                     ) -> Any:
+            key = (shared, "chart", page.path, repr(chart), repr(sorted(presets.items())))
+            return self.recall(key, catalogs, reads, lambda watched: evaluate_chart(
+                chart, page, presets, watched["model"], watched["gpu"], estimate))
+
+        return evaluate
 
     def holds(self, out: Path, fingerprint: str) -> bool:
         """True when `out` is still exactly the site last written, built from inputs with this fingerprint."""
