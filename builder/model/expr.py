@@ -286,6 +286,10 @@ class _RowScope:
 _Fn = Callable[[Mapping[str, Value]], Value]
 
 
+def _unknown(name: str) -> RuleError:
+    return RuleError(f"unknown symbol {name!r}")
+
+
 def _symbol(args: tuple[Any, ...], fs: list[_Fn]) -> _Fn:
     name = args[0]
 
@@ -293,7 +297,7 @@ def _symbol(args: tuple[Any, ...], fs: list[_Fn]) -> _Fn:
         try:
             return env[name]
         except KeyError:
-            raise RuleError(f"unknown symbol {name!r}") from None
+            raise _unknown(name) from None
     return value
 
 
@@ -371,16 +375,35 @@ def _binary_values(function: Callable[[Any, Any], Value]) -> Callable[[tuple, li
 
 
 def _equal(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
-    """==; against a constant (a text or a number, as written), without a call for the constant."""
+    """==; a symbol against a constant (a text or a number, as written) is read without a call for either."""
     a, b = fs
     if args[1].op in ("str", "num"):
         constant = args[1].args[0]
+        if args[0].op == "sym":
+            name = args[0].args[0]
+
+            def symbol_is(env: Mapping[str, Value]) -> int:
+                try:
+                    return int(env[name] == constant)
+                except KeyError:
+                    raise _unknown(name) from None
+            return symbol_is
         return lambda env: int(a(env) == constant)
     return lambda env: int(a(env) == b(env))
 
 
 def _if(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     c, a, b = fs
+    if args[0].op == "sym":  # a symbol as the condition is read without a call
+        name = args[0].args[0]
+
+        def choose(env: Mapping[str, Value]) -> Value:
+            try:
+                condition = env[name]
+            except KeyError:
+                raise _unknown(name) from None
+            return a(env) if condition else b(env)
+        return choose
     return lambda env: a(env) if c(env) else b(env)
 
 
