@@ -14,6 +14,7 @@ BuildFailed is raised before anything is written, so the previous site/ survives
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -40,6 +41,7 @@ from builder.release import Release, VersionError, make_release, project_version
 from builder.releases import ReleaseRecord, read_records
 from builder.snapshot import carry_over, earlier_snapshots, snapshot_outputs
 from builder.incremental import BuildMemory, PageOutput, page_keys, shared_key
+from builder.catalog_reads import Reads, reads_key, watch
 from builder.palette import CHARTS_CSS
 from builder.render import (PageContext, make_markdown, make_templates, render_body, render_figure_page, render_page,
                             render_questions, render_takeaways)
@@ -234,13 +236,15 @@ def gather_content(paths: SitePaths, reader: Callable | None = None, load: Calla
 
 # 3. Evaluate and draw ---------------------------------------------------------------------
 
-def evaluate_page_charts(page: Page, gathered: Gathered, estimate: Callable) -> tuple[dict[str, EvaluatedChart],
-                                                                                      list[ContentError]]:
-    """Evaluate every chart defined in a page's front matter."""
+def evaluate_page_charts(page: Page, gathered: Gathered, estimate: Callable, catalogs: dict[str, Any] | None = None,
+                         evaluate: Callable = evaluate_chart) -> tuple[dict[str, EvaluatedChart], list[ContentError]]:
+    """Evaluate every chart defined in a page's front matter (`catalogs`: the model and GPU catalogs the page
+    sees, default gathered's; `evaluate`: evaluate_chart or a memo of it)."""
     presets = gathered.presets | page.presets
+    catalogs = catalogs or {"model": gathered.models, "gpu": gathered.gpus}
     charts, errors = {}, []
     for chart_id, chart in sorted(page.charts.items()):
-        evaluated, chart_errors = evaluate_chart(chart, page, presets, gathered.models, gathered.gpus, estimate)
+        evaluated, chart_errors = evaluate(chart, page, presets, catalogs["model"], catalogs["gpu"], estimate)
         errors += chart_errors
         if evaluated is not None:
             charts[chart_id] = evaluated
@@ -341,6 +345,7 @@ class RenderSetup:
     cache: Path | None = None  # the build cache (rasterised charts)
     memory: BuildMemory | None = None  # the last build's, for chart downloads whose SVG did not change
     what_changed_url: str = ""  # the What changed page's URL, when the site has one
+    shared: str = ""  # the key of what every page shares (incremental.shared_key; '' without memory)
 
     def add(self, output: PageOutput, outputs: dict[str, bytes]) -> None:
         """Take one page's outputs, fresh or reused, into the site."""
@@ -365,7 +370,8 @@ def compares_releases(page: Page) -> bool:
 def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue: ChartQueue,
                  report: BuildReport, log: Callable[[str], None], skip: set[str] = frozenset(),
                  answers: bool = True, keys: dict[str, str] | None = None, memory: BuildMemory | None = None,
-                 templates: Any = None) -> tuple[dict[str, bytes], dict[str, PageOutput], list[ContentError]]:
+                 templates: Any = None, shared: str = "") -> tuple[dict[str, bytes], dict[str, PageOutput],
+                                                                   list[ContentError]]:
     """Every page's HTML, keyed by output path, each page's outputs and all errors. Pages in `skip` are not
     rendered; a page whose key (`keys`) is the one it had in `memory` is reused, not rendered again."""
     notation = next((p for p in gathered.pages if p.slug == "notation"), None)
@@ -378,48 +384,72 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
         has_references_page=any(p.slug == "references" for p in gathered.pages),
         has_widget_script=widget_script_mode(paths.static),
         report=report, log=log, answers=answers, notation_url=notation.url if notation else "", cache=paths.cache,
-        memory=memory, what_changed_url=what_changed.url if what_changed else "")
+        memory=memory, what_changed_url=what_changed.url if what_changed else "", shared=shared)
     keys = keys or {}
     pages = [page for page in gathered.pages if page.path not in skip]
     remembered = memory.pages if memory is not None else {}
+    plain = {"model": gathered.models, "gpu": gathered.gpus}
     reused = {page.path: remembered[page.path] for page in pages
-              if page.path in remembered and keys.get(page.path) == remembered[page.path].key}
+              if page.path in remembered and keys.get(page.path) == remembered[page.path].key
+              and reads_key(remembered[page.path].reads, plain) == remembered[page.path].reads_key}
     fresh = [page for page in pages if page.path not in reused]
     outputs, results, errors = {}, {}, []
+    # Each page to render sees the catalogs through views that note the entries it reads (builder/catalog_reads.py).
+    reads = {page.path: Reads() for page in fresh}
     # Evaluate the charts of every page to render and start drawing them, then render the pages (a page that
-    # collects the exercises after the others).
-    evaluated = {page.path: evaluate_page_charts(page, gathered, estimate) for page in fresh}
+    # collects the exercises after the others, and reading what their exercises read).
+    memo = memory is not None and bool(shared)
+    if memo:
+        memory.prune(shared)
+    evaluated = {page.path: evaluate_page_charts(
+        page, gathered, estimate, watch(plain, reads[page.path]),
+        memory.chart_evaluator(shared, plain, reads[page.path]) if memo else evaluate_chart) for page in fresh}
     pending = {path: request_charts(charts, queue) for path, (charts, _) in evaluated.items()}
     for page in sorted(pages, key=collects_exercises):
         if page.path in reused:
             result = reused[page.path]
         else:
+            if collects_exercises(page):
+                for other in results.values():
+                    reads[page.path].add(other.exercise_reads)
             result, page_errors = render_one_page(page, evaluated[page.path], pending[page.path], setup,
-                                                  keys.get(page.path, ""))
+                                                  keys.get(page.path, ""), reads[page.path])
+            if result is not None:
+                read = reads[page.path].frozen()
+                result = dataclasses.replace(result, reads=read, reads_key=reads_key(read, plain))
             errors += page_errors
             report.rendered.append(page.path)
         if result is not None:
             results[page.path] = result
             setup.add(result, outputs)
-    scripts, script_errors = bundle_scripts(paths.static, setup.scripts)
+    scripts, script_errors = bundle_scripts(paths.static, setup.scripts, memory.scripts if memory is not None else None)
     outputs |= scripts | setup.figures
     return outputs, results, errors + script_errors
 
 
 def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list[ContentError]],
                     pending: dict[str, Callable[[], str]], setup: RenderSetup,
-                    key: str = "") -> tuple[PageOutput | None, list[ContentError]]:
-    """One page's outputs (None when it has errors) and its errors."""
+                    key: str = "", reads: Reads | None = None) -> tuple[PageOutput | None, list[ContentError]]:
+    """One page's outputs (None when it has errors) and its errors; the catalog entries it reads are noted in
+    `reads` (those its exercises read, in the output's exercise_reads too)."""
     started = time.perf_counter()
     gathered = setup.gathered
+    plain = {"model": gathered.models, "gpu": gathered.gpus}
+    reads, exercise_reads = reads or Reads(), Reads()
+    watched = watch(plain, reads)
     charts, chart_errors = evaluated
     warnings: list[str] = []
     svgs, draw_errors = draw_charts(page, charts, pending, warnings)
     presets = gathered.presets | page.presets
-    exercises, exercise_errors = evaluate_page_exercises(page, presets, gathered.models, gathered.gpus)
+    exercise_catalogs = watch(plain, exercise_reads)
+    exercises, exercise_errors = evaluate_page_exercises(page, presets, exercise_catalogs["model"],
+                                                         exercise_catalogs["gpu"])
+    reads.add(exercise_reads)
     context = PageContext(page=page, charts=charts, references=gathered.references,
-                          catalogs=setup.catalogs | {"preset": presets}, templates=setup.templates, svgs=svgs,
+                          catalogs=setup.catalogs | watched | {"preset": presets}, templates=setup.templates, svgs=svgs,
                           exercises=exercises, answers=setup.answers, notation_url=setup.notation_url)
+    if setup.memory is not None and setup.shared:
+        context.widget_state = setup.memory.widget_states(setup.shared, page, plain, reads)
     context.errors += chart_errors + draw_errors + exercise_errors  # the body is still checked, but not rendered
     check_charts_placed(page, context, page.body)
     render_questions(setup.md, context)
@@ -453,7 +483,8 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
         figures[f"{FIGURES}/{figure_name(page.slug, chart_id)}.html"] = embed.encode("utf-8")
     setup.log(f"  {page.url:<22} {len(html) / 1024:7.1f} KiB  {time.perf_counter() - started:6.3f} s")
     return PageOutput(key=key, url=page.url, html=html, figures=figures, scripts=scripts, exercises=collected,
-                      warnings=tuple(warnings), snapshot=snapshot), []
+                      warnings=tuple(warnings), snapshot=snapshot, exercise_reads=exercise_reads.frozen()), []
+
 
 
 def release_context(page: Page, release: Release, setup: RenderSetup, snapshot: bool) -> dict[str, Any]:
@@ -493,18 +524,27 @@ def script_path(widgets: list[str]) -> str:
     return "static/widgets-" + "-and-".join(sorted(widgets)) + ".js"
 
 
-def bundle_scripts(static_dir: Path, wanted: dict[str, tuple[str, ...]]) -> tuple[dict[str, bytes], list[ContentError]]:
+def bundle_scripts(static_dir: Path, wanted: dict[str, tuple[str, ...]], memo: dict[tuple, bytes] | None = None
+                   ) -> tuple[dict[str, bytes], list[ContentError]]:
     """Each page's one script: the shared sources plus those of the widgets it uses, nothing else,
-    minified; a source that does not parse is an error naming its file and line."""
+    minified; a source that does not parse is an error naming its file and line. `memo` (the last build's, kept
+    by BuildMemory; replaced by this build's) gives back a script whose widgets and sources are unchanged."""
     sources = widget_sources(static_dir)
-    outputs, errors = {}, []
+    outputs, errors, fresh = {}, [], {}
+    version = hashlib.sha256(b"".join(f"{path}\0".encode() + path.read_bytes() + b"\0" for path in sources)).hexdigest() \
+        if memo is not None else ""
     for script, widgets in wanted.items():
         if script == PREBUILT_SCRIPT:
             continue
+        key = (script, widgets, version)
         try:
-            outputs[script] = minify_script(*bundle_script(page_sources(sources, widgets)))
+            outputs[script] = fresh[key] = memo[key] if memo and key in memo else \
+                minify_script(*bundle_script(page_sources(sources, widgets)))
         except ScriptError as error:
             errors.append(error.error)
+    if memo is not None:
+        memo.clear()
+        memo.update(fresh)
     return outputs, sorted(set(errors), key=str)
 
 
@@ -718,7 +758,7 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
         templates = memory.jinja(paths.templates, digests, make_templates) if memory is not None else None
         outputs, results, render_errors = render_pages(gathered, paths, estimate, queue, report, log, skip=failed,
                                                        answers=answers, keys=keys, memory=memory,
-                                                       templates=templates)
+                                                       templates=templates, shared=shared)
     finally:
         queue.close()
         if memory is not None:

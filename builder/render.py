@@ -78,6 +78,11 @@ class PageContext:
     questions: dict[str, Markup] = field(default_factory=dict)  # exercise id -> its question as HTML
     answered: list[tuple[int, str, Exercise]] = field(default_factory=list)  # (number, anchor, exercise) placed with
     # its answer, in page order: the page's "Answers" section for print (templates/partials/print-answers.html)
+    widget_state: Any = None  # (name, options, catalogs) -> the widget's state: a build's memo of widget_context
+
+    def state_of(self, name: str, values: dict[str, Any]) -> dict[str, Any]:
+        """The widget's server-side state (builder.widgets.widget_context), through the build's memo if any."""
+        return (self.widget_state or widget_context)(name, values, self.catalogs)
 
     def error(self, line: int, message: str) -> None:
         """Record a content error on this page."""
@@ -331,7 +336,7 @@ def check_widget(meta: dict[str, Any], line: int, context: PageContext) -> None:
             context.error(line, f"widget {name}: option {key} {error}")
     meta["values"] = values
     try:  # the widget's own checks (e.g. a malformed segments= option) name the placement's line
-        meta["state"] = widget_context(name, values, context.catalogs)
+        meta["state"] = context.state_of(name, values)
     except ValueError as error:
         context.error(line, f"widget {name}: {error}")
     if name not in context.widgets:
@@ -553,7 +558,7 @@ def fit_verdict(total: int, capacity: int, unit: str) -> str:
 def render_widget(context: PageContext, name: str, values: dict[str, Any], state: dict[str, Any] | None = None,
                   widget_id: str = "") -> str:
     """A widget's server-side partial, given its options and its state from builder.widgets."""
-    state = widget_context(name, values, context.catalogs) if state is None else state
+    state = context.state_of(name, values) if state is None else state
     context.widget_count += 1
     positional = f"{name}-{context.widget_count}"  # the id links were written with before ids were named
     widget_id = widget_id or positional

@@ -4,6 +4,11 @@ File events come from watchfiles (inotify, FSEvents, ...); where events are unav
 and `poll=True` forces polling (network and container file systems). An editor's save (write a
 hidden temporary file, rename it over the page; or several writes in a row) arrives as one burst:
 changes are grouped until STEP_MS pass with no new one, so it gives one callback.
+
+watchfiles checks for new changes once per STEP_MS and ends a burst at the first check that finds no new
+(change, path) pair (watchfiles 1.x src/lib.rs, RustNotify.watch): a save is reported STEP_MS to 2 x STEP_MS
+after its first event, 1.5 x STEP_MS on average, which is the part of save-to-paint the watcher adds. Writes
+of one file less than STEP_MS apart stay one burst; an editor's save takes well under a millisecond.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterable
 
-STEP_MS = 60  # quiet time that ends a burst of changes
+STEP_MS = 30  # quiet time that ends a burst of changes (was 60: 45 ms less save-to-paint on average)
 MAX_BURST_MS = 1600  # a burst that never goes quiet is still reported after this long
 POLL_DELAY_MS = 200
 

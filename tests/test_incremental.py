@@ -139,6 +139,18 @@ def edit_catalog(paths: SitePaths, n: int) -> None:
                                      count=1, flags=re.M), encoding="utf-8")
 
 
+def edit_model(paths: SitePaths, n: int) -> None:
+    """A model's name (what widgets show) or its published count: one entry of models.toml."""
+    models = paths.content / "models.toml"
+    name = ("gpt2", "llama-3-8b")[n % 2]
+    text = models.read_text(encoding="utf-8")
+    if n % 4 < 2:
+        text = re.sub(rf'(\[{re.escape(name)}\]\ndisplay = ")[^"]*"', rf'\g<1>{name} rev {n}"', text)
+    else:
+        text = re.sub(r"^# .*$", f"# Edit {n}: a comment, read by no page.", text, count=1, flags=re.M)
+    models.write_text(text, encoding="utf-8")
+
+
 def edit_template(paths: SitePaths, n: int) -> None:
     name = ("page.html", "partials/nav.html", "figure.html")[n % 3]
     with (paths.templates / name).open("a", encoding="utf-8") as handle:
@@ -164,7 +176,7 @@ def toggle_page(paths: SitePaths, n: int) -> None:
         page.write_text(EXTRA + f"\nVersion {n}.\n", encoding="utf-8")
 
 
-EDITS = [edit_body, retitle, add_exercise, remove_exercise, edit_catalog, edit_template, edit_static, toggle_page,
+EDITS = [edit_body, retitle, add_exercise, remove_exercise, edit_catalog, edit_model, edit_template, edit_static, toggle_page,
          "error"]
 
 
@@ -241,9 +253,18 @@ def test_a_new_navigation_title_renders_every_page(built):
     assert rendered(build(paths, memory)) == ["exercises.md", "index.md", "references.md", "topic.md"]
 
 
-def test_a_catalog_edit_renders_every_page_and_a_stylesheet_edit_none(built):
+def test_a_catalog_entry_edit_renders_only_the_pages_that_read_it_and_a_stylesheet_edit_none(built):
     paths, memory = built
-    edit_catalog(paths, 1)
+    edit_catalog(paths, 1)  # the A100's name and memory: only the home page's chart and widget show a GPU
+    assert rendered(build(paths, memory)) == ["index.md"]
+    # Llama 3 8B: the home page's widget lists every model; the exercises ask about GPT-2 only.
+    edit(paths.content / "models.toml", 'display = "Llama 3 8B"', 'display = "Llama 3 8B (Meta)"')
+    assert rendered(build(paths, memory)) == ["index.md"]
+    # GPT-2: the exercise of topic.md reads it, and so does the Exercises page that shows that exercise.
+    edit(paths.content / "models.toml", 'display = "GPT-2 (124M)"', 'display = "GPT-2 small"')
+    assert rendered(build(paths, memory)) == ["exercises.md", "index.md", "topic.md"]
+    assert hash_tree(paths.out) == clean_build(paths)
+    edit_catalog(paths, 2)  # a reference's title: every page may cite it
     assert len(rendered(build(paths, memory))) == 4
     edit_static(paths, 0)
     report = build(paths, memory)
@@ -270,20 +291,29 @@ def test_a_site_changed_behind_the_builds_back_is_written_afresh(built):
     assert hash_tree(paths.out) == clean_build(paths)
 
 
-def test_what_changed_depends_on_every_page():
-    """What changed evaluates every page's presets, so its key follows every page's file (an edit to another
-    page's presets must render it again), while an ordinary page's key follows only its own."""
+def test_what_changed_depends_on_every_pages_presets():
+    """What changed evaluates every page's presets, so its key follows every page's presets (an edit to another
+    page's presets must render it again, an edit to its prose need not), while an ordinary page's key follows
+    only its own file."""
     from types import SimpleNamespace
 
     from builder.build import compares_releases
     from builder.incremental import page_keys
 
-    pages = [SimpleNamespace(path="content/a.md", exercises={}, body="text"),
-             SimpleNamespace(path="content/what-changed.md", exercises={}, body="{{< widget what-changed >}}")]
+    def pages(presets: dict) -> list:
+        return [SimpleNamespace(path="content/a.md", exercises={}, body="text", presets=presets),
+                SimpleNamespace(path="content/what-changed.md", exercises={}, body="{{< widget what-changed >}}",
+                                presets={})]
+
     digests = {"content/a.md": "1", "content/what-changed.md": "2"}
-    before = page_keys(digests, pages, "shared", lambda page: False, compares_releases)
-    after = page_keys(digests | {"content/a.md": "3"}, pages, "shared", lambda page: False, compares_releases)
-    assert before["content/what-changed.md"] != after["content/what-changed.md"]
-    unrelated = page_keys(digests | {"content/what-changed.md": "4"}, pages, "shared", lambda page: False,
-                          compares_releases)
+    before = page_keys(digests, pages({"p": "fp32"}), "shared", lambda page: False, compares_releases)
+    prose = page_keys(digests | {"content/a.md": "3"}, pages({"p": "fp32"}), "shared", lambda page: False,
+                      compares_releases)
+    assert before["content/what-changed.md"] == prose["content/what-changed.md"]
+    assert before["content/a.md"] != prose["content/a.md"]
+    preset = page_keys(digests | {"content/a.md": "3"}, pages({"p": "bf16"}), "shared", lambda page: False,
+                       compares_releases)
+    assert before["content/what-changed.md"] != preset["content/what-changed.md"]
+    unrelated = page_keys(digests | {"content/what-changed.md": "4"}, pages({"p": "fp32"}), "shared",
+                          lambda page: False, compares_releases)
     assert before["content/a.md"] == unrelated["content/a.md"]

@@ -238,6 +238,9 @@ class RuleError(ValueError):
 
 def _number(value: Value) -> int | Fraction:
     """A number as exact arithmetic wants it: whole numbers as ints (fast and exact), others as Fractions."""
+    kind = type(value)
+    if kind is int or kind is Fraction:  # the common case first (the checks below give the same answer)
+        return value
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, (int, Fraction)):
@@ -283,6 +286,10 @@ class _RowScope:
 _Fn = Callable[[Mapping[str, Value]], Value]
 
 
+def _unknown(name: str) -> RuleError:
+    return RuleError(f"unknown symbol {name!r}")
+
+
 def _symbol(args: tuple[Any, ...], fs: list[_Fn]) -> _Fn:
     name = args[0]
 
@@ -290,7 +297,7 @@ def _symbol(args: tuple[Any, ...], fs: list[_Fn]) -> _Fn:
         try:
             return env[name]
         except KeyError:
-            raise RuleError(f"unknown symbol {name!r}") from None
+            raise _unknown(name) from None
     return value
 
 
@@ -299,9 +306,21 @@ def _constant(args: tuple[Any, ...], fs: list[_Fn]) -> _Fn:
     return lambda env: value
 
 
+def _folded(arg: Expr) -> int | Fraction | None:
+    """A number constant's value as _number gives it, computed once when the rule is compiled (None: not one)."""
+    if arg.op != "num" or type(arg.args[0]) not in (int, Fraction):
+        return None
+    return arg.args[0]
+
+
 def _add(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     if len(fs) == 2:
         a, b = fs
+        x, y = _folded(args[0]), _folded(args[1])
+        if y is not None:
+            return lambda env: _number(a(env)) + y
+        if x is not None:
+            return lambda env: x + _number(b(env))
         return lambda env: _number(a(env)) + _number(b(env))
     return lambda env: sum(_number(f(env)) for f in fs)
 
@@ -309,6 +328,11 @@ def _add(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
 def _multiply(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     if len(fs) == 2:
         a, b = fs
+        x, y = _folded(args[0]), _folded(args[1])
+        if y is not None:
+            return lambda env: _number(a(env)) * y
+        if x is not None:
+            return lambda env: x * _number(b(env))
         return lambda env: _number(a(env)) * _number(b(env))
     return lambda env: math.prod([_number(f(env)) for f in fs])
 
@@ -350,8 +374,36 @@ def _binary_values(function: Callable[[Any, Any], Value]) -> Callable[[tuple, li
     return make
 
 
+def _equal(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    """==; a symbol against a constant (a text or a number, as written) is read without a call for either."""
+    a, b = fs
+    if args[1].op in ("str", "num"):
+        constant = args[1].args[0]
+        if args[0].op == "sym":
+            name = args[0].args[0]
+
+            def symbol_is(env: Mapping[str, Value]) -> int:
+                try:
+                    return int(env[name] == constant)
+                except KeyError:
+                    raise _unknown(name) from None
+            return symbol_is
+        return lambda env: int(a(env) == constant)
+    return lambda env: int(a(env) == b(env))
+
+
 def _if(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     c, a, b = fs
+    if args[0].op == "sym":  # a symbol as the condition is read without a call
+        name = args[0].args[0]
+
+        def choose(env: Mapping[str, Value]) -> Value:
+            try:
+                condition = env[name]
+            except KeyError:
+                raise _unknown(name) from None
+            return a(env) if condition else b(env)
+        return choose
     return lambda env: a(env) if c(env) else b(env)
 
 
@@ -470,6 +522,24 @@ def _fixed(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     return lambda env: f"{float(_number(a(env))):.{int(k(env))}f}"
 
 
+def _all(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    def both(env: Mapping[str, Value]) -> int:  # int(all(...)) without a generator: it stops at the first false
+        for f in fs:
+            if not f(env):
+                return 0
+        return 1
+    return both
+
+
+def _any(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    def either(env: Mapping[str, Value]) -> int:  # int(any(...)) without a generator: it stops at the first true
+        for f in fs:
+            if f(env):
+                return 1
+        return 0
+    return either
+
+
 _Compiler = Callable[[tuple, list[_Fn]], _Fn]
 OPERATORS: dict[str, _Compiler] = {
     "sym": _symbol,
@@ -485,14 +555,14 @@ OPERATORS: dict[str, _Compiler] = {
     "ceil": _unary(math.ceil),
     "min": lambda args, fs: lambda env: min(_number(f(env)) for f in fs),
     "max": lambda args, fs: lambda env: max(_number(f(env)) for f in fs),
-    "==": _binary_values(lambda x, y: int(x == y)),
+    "==": _equal,
     "!=": _binary_values(lambda x, y: int(x != y)),
     "<": _binary_numbers(lambda x, y: int(x < y)),
     "<=": _binary_numbers(lambda x, y: int(x <= y)),
     ">": _binary_numbers(lambda x, y: int(x > y)),
     ">=": _binary_numbers(lambda x, y: int(x >= y)),
-    "and": lambda args, fs: lambda env: int(all(bool(f(env)) for f in fs)),
-    "or": lambda args, fs: lambda env: int(any(bool(f(env)) for f in fs)),
+    "and": _all,
+    "or": _any,
     "not": lambda args, fs: (lambda a: lambda env: int(not bool(a(env))))(fs[0]),
     "if": _if,
     "in": lambda args, fs: (lambda x, rest: lambda env: int(x(env) in [f(env) for f in rest]))(fs[0], fs[1:]),
@@ -526,14 +596,14 @@ def compiled(expr: Expr) -> _Fn:
 
 def evaluate(expr: Expr, env: Mapping[str, Value]) -> Value:
     """The exact value of a rule with the symbols in `env` (numbers come back as ints or Fractions)."""
-    return compiled(expr)(env)
+    return (expr._fn or compiled(expr))(env)
 
 
 def derive(symbols: Mapping[str, Expr], env: Mapping[str, Value]) -> dict[str, Value]:
     """`env` with each derived symbol added, in order (a symbol may use those before it)."""
     out = dict(env)
     for name, expr in symbols.items():
-        out[name] = evaluate(expr, out)
+        out[name] = (expr._fn or compiled(expr))(out)
     return out
 
 
