@@ -297,12 +297,14 @@ def _vllm_given(name: str, model: str, printed: str, max_len: int, tokens: int |
     rel, tolerance = Fraction(5, 1000) / memory, f"the log's 0.01 GiB rounding (±{0.5 / float(memory):.2f}%)"
     compared, unit, quantity, published = ("KV cache tokens (\"GPU KV cache size\"), given the logged KV memory",
                                            "tokens", kv_tokens, Fraction(tokens))
+    note = ""
     if figure == "concurrency":  # the blocks' share of the memory's rounding, and the print's own 0.005
         published = Fraction(str(tokens))
         compared, unit, quantity = ("requests of --max-model-len at once (\"Maximum concurrency\"), given the "
                                     "logged KV memory", "x", max_concurrency)
         rel, tolerance = rel + Fraction(5, 1000) / published, (f"the log's 0.01 GiB and 0.01x roundings "
                                                                 f"(±{float(rel + Fraction(5, 1000) / published):.3%})")
+        note = f"x: requests of --max-model-len at once, as vLLM's \"Maximum concurrency\" line prints them ({tokens}x)"
     return Case(name, "serving", "budget", compared,
                 f"{config.model.name}, --kv-cache-memory {printed} GiB, --max-model-len {max_len:,}"
                 + (f", --kv-cache-dtype {kv_dtype}" if kv_dtype else "")
@@ -310,7 +312,7 @@ def _vllm_given(name: str, model: str, printed: str, max_len: int, tokens: int |
                 + (", --enforce-eager" if settings.get("enforce_eager") else ""),
                 source, url, published, unit, quantity, config,
                 Served(gpu, {"kv_cache_memory": int(memory * GIB), "max_model_len": max_len, **settings}),
-                rel=rel, tolerance=tolerance)
+                rel=rel, tolerance=tolerance, unit_note=note)
 
 
 SERVING = (
