@@ -7,7 +7,8 @@ al. 2022 Table 2 (GPT-3 175B layer), Transformer Math 101 (112 GB), DeepSpeed me
 parameter), Megatron-LM's dist_optimizer.md table (commit d98e8a6), vLLM start-up logs (LMCache #1739, vLLM PR #57047,
 #20665, issues #25350, #34076, recipes PR #12; Gemma 3 1B's sliding-window groups: vLLM 0.13.0's log in
 eole-nlp/eole benchmarks/genai/results.md, commit 6633d06: 950,864 tokens and 461.21x from 25.39 GiB) and SGLang
-start-up logs (PRs #23669, #11716). The tolerances are those the tests held before the numbers moved here: exact, the printed rounding, or a stated share (3% at most).
+start-up logs (PRs #23669, #11716). The tolerances are those the tests held before the numbers moved here: exact,
+the printed rounding, or a stated share (3% at most).
 """
 
 from __future__ import annotations
