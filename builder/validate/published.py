@@ -151,7 +151,8 @@ def engine(value: str, unit: str) -> Callable:
 
 def kv_tokens(config: Config, served: Served) -> Fraction:
     """vLLM's "GPU KV cache size" in tokens as releases before PR #50462 (2026-08-04) print it: num_blocks //
-    len(kv_cache_groups) x block size (vllm/v1/core/kv_cache_utils.py _report_kv_cache_config, v0.10 to v0.17).
+    len(kv_cache_groups) x block size (vllm/v1/core/kv_cache_utils.py _report_kv_cache_config in releases
+    v0.13.0 and v0.17.1 among them).
     With one group it is blocks x block size, which the later print, int(concurrency x max_model_len), equals when
     max_model_len is a multiple of the block size; with a hybrid model's groups the two differ."""
     blocks = engine("num_blocks", "tokens")(config, served)
