@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
-from builder.cli_engine import add_engine_arguments, engine_flags_given, question_of, run_engine, run_question
+from builder.cli_engine import (add_engine_arguments, engine_flags_given, question_of, refusal_of, run_engine,
+                                 run_question)
 from builder.model.engine_questions import QUESTIONS as ENGINE_QUESTIONS
 from builder.model.peak import Need, assess, unmodelled
 from builder.model import Config
@@ -479,10 +480,9 @@ def print_engine(args: argparse.Namespace, config: Config, gpus: dict[str, Gpu])
     except ValueError as error:
         option, _, message = str(error).partition(": ")
         raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
-    if not report.fits and args.engine != "hf":  # generate runs out of memory mid-call: the report says so
-        flag = "--mem-fraction-static" if args.engine == "sglang" else \
-            "--kv-cache-memory" if args.kv_cache_memory else "--gpu-memory-utilization"
-        raise UsageError(f"argument {flag}: the engine would refuse this run: {report.values['error']}")
+    refused = refusal_of(report)
+    if refused:
+        raise UsageError(refused)
     print(text)
     return 0
 

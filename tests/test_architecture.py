@@ -40,6 +40,9 @@ PUBLISHED = {
     "deepseek-v2-lite": 15_706_484_224,
     "deepseek-v3": 671_026_419_200,
     "gemma-2-9b": 9_241_705_984,
+    # Gemma 3 1B: the Hugging Face repository's safetensors total and keras-hub's gemma3_1b preset ("params":
+    # 999885952); q_norm and k_norm and four RMSNorms a block included.
+    "gemma-3-1b": 999_885_952,
 }
 
 

@@ -202,6 +202,14 @@ def test_sglang_hybrid_concurrency_is_the_fewer_of_its_two_pools(capsys):
     err = capsys.readouterr().err
     assert "cannot hold even one request: the prefill admission floor is sliding_window_size (4095) + page_size (1)" \
         in err and err.count("\n") == 1
+    # The refusal names the flag at fault, as SGLang's message does ("Increase --swa-full-tokens-ratio or the total
+    # KV budget"), and the memory fraction that sets that budget; a pool with no room at all is the fraction's.
+    assert "argument --swa-full-tokens-ratio: the engine would refuse this run (--mem-fraction-static also moves it)" \
+        in err
+    assert main(["estimate", "--model", "gemma-2-9b", "--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb",
+                 "--mem-fraction-static", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "argument --mem-fraction-static: the engine would refuse this run: " in err and err.count("\n") == 1
 
 
 # fp8 and the engines' words -----------------------------------------------------------------------------------------

@@ -5,8 +5,10 @@ number: torchtune's README "Optimization flags" table (commit 1814feb: Llama 3.2
 60.0 and 51.0 GiB), Cut Cross-Entropy's README (Wijmans et al. 2024, Gemma 2 2B: 16,000 / 12,000 / 4,000.1 MiB), Korthikanti et
 al. 2022 Table 2 (GPT-3 175B layer), Transformer Math 101 (112 GB), DeepSpeed memory.rst / stage3.py (18 B per
 parameter), Megatron-LM's dist_optimizer.md table (commit d98e8a6), vLLM start-up logs (LMCache #1739, vLLM PR #57047,
-#20665, issues #25350, #34076, recipes PR #12) and SGLang start-up logs (PRs #23669, #11716). The tolerances are those
-the tests held before the numbers moved here: exact, the printed rounding, or a stated share (3% at most).
+#20665, issues #25350, #34076, recipes PR #12; Gemma 3 1B's sliding-window groups: vLLM 0.13.0's log in
+eole-nlp/eole benchmarks/genai/results.md, commit 6633d06: 950,864 tokens and 461.21x from 25.39 GiB) and SGLang
+start-up logs (PRs #23669, #11716). The tolerances are those the tests held before the numbers moved here: exact,
+the printed rounding, or a stated share (3% at most).
 """
 
 from __future__ import annotations
@@ -49,3 +51,23 @@ def test_the_whole_step_peaks_need_torchtunes_own_attention():
     case = next(c for c in CASES if c.name == "torchtune-llama-3.2-3b-packed")
     (result,) = evaluate((replace(case, config=replace(case.config, implementation="hf")),))
     assert not result.ok and result.error < -Fraction(3, 100)
+
+
+def test_the_serving_page_quotes_the_gemma_3_1b_pin_as_the_model_gives_it():
+    """content/serving.md's Gemma 3 1B paragraph (vLLM 0.13.0's log in eole-nlp/eole benchmarks/genai/results.md,
+    commit 6633d06: 25.39 GiB, --max-model-len 2048, 8,192 tokens a step): the blocks a request takes, the
+    concurrency, the token count as that version printed it and as vLLM since PR #50462 prints it, all the rules'."""
+    from pathlib import Path
+    from builder.model.engines import EngineSettings, engine_report
+    from builder.validate.published import GIB, MODELS, kv_tokens
+    page = Path(__file__).resolve().parents[1].joinpath("content", "serving.md").read_text()
+    case = next(c for c in CASES if c.name == "vllm-gemma-3-1b-kv-tokens")
+    values = engine_report(case.config, EngineSettings(**case.served.settings), 32 * GIB, "h100-80gb").values
+    assert (values["full_groups"], values["sliding_groups"], values["group_layers"]) == (1, 6, 4)
+    # 6 groups of 4 hold 24 sliding layers: the log's "Add 2 padding layers" for Gemma 3 1B's 22.
+    assert 6 * 4 - values["sliding_layers"] == 2 and case.config.model is MODELS["gemma-3-1b"]
+    flat = " ".join(page.split())
+    assert f"{int(values['blocks_per_request'])} in all" in flat
+    assert f"gives {float(values['max_concurrency']):.2f} such requests" in flat
+    assert f"{int(kv_tokens(case.config, case.served)):,} tokens in the model, 950,864 in the log" in flat
+    assert f"as {int(values['kv_cache_tokens']):,} tokens for this run" in flat

@@ -216,6 +216,17 @@ def log_lines(values: dict[str, Any]) -> list[str]:
                                 int(values["max_running_requests"]), values["context_len"])]
 
 
+def refused_by(values: dict[str, Any]) -> tuple[str, ...]:
+    """The options a refusal names, the one at fault first: a sliding pool under the admission floor is
+    --swa-full-tokens-ratio's (pool_configurator.py HybridSWAPoolConfigurator._solve_pool_sizes, commit 003fca8:
+    "Increase --swa-full-tokens-ratio or the total KV budget", the budget being --mem-fraction-static's); no room
+    for the pool at all is --mem-fraction-static's (the two errors above name it: "Raise --mem-fraction-static",
+    "Please try to increase --mem-fraction-static")."""
+    if values["rest"] > 0 and values["max_total_num_tokens"] > 0 and values["swa_too_small"]:
+        return ("swa_full_tokens_ratio", "mem_fraction_static")
+    return ("mem_fraction_static",)
+
+
 def summary(values: dict[str, Any]) -> dict[str, Any]:
     """SGLang's numbers as --json gives them."""
     return {"mem_fraction_static": float(values["fraction"]), "pre_load_free_bytes": int(values["pre"]),

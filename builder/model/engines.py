@@ -250,6 +250,13 @@ def vllm_lines(values: dict[str, Any]) -> list[str]:
             LOG_LINE.format(int(values["kv_cache_tokens"]), values["max_model_len"], float(values["max_concurrency"]))]
 
 
+def vllm_refused_by(values: dict[str, Any]) -> tuple[str, ...]:
+    """The option a refusal names: the KV memory given (--kv-cache-memory), else the share of the GPU requested
+    (kv_cache_utils.py _check_enough_kv_cache_memory: "Try increasing `gpu_memory_utilization` ... or decreasing
+    `max_model_len`")."""
+    return ("kv_cache_memory",) if values["kv_cache_memory"] else ("gpu_memory_utilization",)
+
+
 def vllm_summary(values: dict[str, Any]) -> dict[str, Any]:
     """vLLM's numbers as --json gives them."""
     return {"gpu_memory_utilization": float(values["gpu_memory_utilization"]),
@@ -293,6 +300,8 @@ class Engine:
     total: str = "cuda"
     total_source: str = ""
     choices: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # a 'choice' flag's words
+    # The EngineSettings fields a refusal at start-up names, the one at fault first (() where it never refuses).
+    refused_by: Callable[[dict[str, Any]], tuple[str, ...]] = lambda values: ()
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -302,9 +311,11 @@ class Engine:
 
 def _engines() -> dict[str, Engine]:
     return {"vllm": Engine("vllm", "vLLM", VLLM_VERSION, VLLM, "num_blocks", VLLM_FLAGS, vllm_lines, vllm_summary,
-                           "cuda", "vllm/v1/worker/utils.py request_memory: total is cudaMemGetInfo's"),
+                           "cuda", "vllm/v1/worker/utils.py request_memory: total is cudaMemGetInfo's",
+                           refused_by=vllm_refused_by),
             "sglang": Engine("sglang", "SGLang", sglang.SGLANG_VERSION, sglang.SGLANG, "max_total_num_tokens",
-                             sglang.FLAGS, sglang.log_lines, sglang.summary, "driver", sglang.TOTAL_SOURCE),
+                             sglang.FLAGS, sglang.log_lines, sglang.summary, "driver", sglang.TOTAL_SOURCE,
+                             refused_by=sglang.refused_by),
             "hf": Engine("hf", "Hugging Face generate", hf.HF_VERSION, hf.HF, "headroom", hf.FLAGS, hf.lines,
                          hf.summary, "cuda", "torch's out-of-memory error is against what the CUDA process sees "
                          "(cudaMemGetInfo's total)", hf.CHOICES)}

@@ -28,7 +28,7 @@ from builder.model.activations import LAYER_GROUPS
 from builder.model.architecture import Architecture
 from builder.model.peak import assess, need, phases
 
-UNITS = {"B": 1, "MiB": 2**20, "GiB": 2**30, "GB": 10**9, "tokens": 1, "B/param": 1}
+UNITS = {"B": 1, "MiB": 2**20, "GiB": 2**30, "GB": 10**9, "tokens": 1, "B/param": 1, "x": 1}
 KINDS = {"peak": "peak of a step", "need": "part of a step's peak", "part": "part", "sum": "sum of parts", "per-param": "bytes per parameter",
          "budget": "engine budget"}
 
@@ -150,8 +150,20 @@ def engine(value: str, unit: str) -> Callable:
 
 
 def kv_tokens(config: Config, served: Served) -> Fraction:
-    """vLLM's "GPU KV cache size" in tokens: blocks x block size."""
-    return engine("num_blocks", "tokens")(config, served) * served.settings.get("block_size", 16)
+    """vLLM's "GPU KV cache size" in tokens as releases before PR #50462 (2026-08-04) print it: num_blocks //
+    len(kv_cache_groups) x block size (vllm/v1/core/kv_cache_utils.py _report_kv_cache_config in releases
+    v0.13.0 and v0.17.1 among them).
+    With one group it is blocks x block size, which the later print, int(concurrency x max_model_len), equals when
+    max_model_len is a multiple of the block size; with a hybrid model's groups the two differ."""
+    blocks = engine("num_blocks", "tokens")(config, served)
+    groups = engine("full_groups", "tokens")(config, served) + engine("sliding_groups", "tokens")(config, served)
+    return (blocks // groups) * served.settings.get("block_size", 16)
+
+
+def max_concurrency(config: Config, served: Served) -> Fraction:
+    """vLLM's "Maximum concurrency for T tokens per request": blocks over the blocks one request of max_model_len
+    takes, summed over the KV cache groups (kv_cache_utils.py get_max_concurrency_for_kv_cache_config)."""
+    return engine("max_concurrency", "x")(config, served)
 
 
 # --- the cases ---------------------------------------------------------------------------------------------------
@@ -187,6 +199,10 @@ MEGATRON_URL = ("https://github.com/NVIDIA/Megatron-LM/blob/d98e8a64ddf34856e74b
 LMCACHE = "vLLM ~0.10.2 start-up log in LMCache issue #1739"
 SGLANG_GB = "SGLang prints GB; mem_cache/memory_pool.py defines GB = 1024 x 1024 x 1024, so they are GiB"
 VLLM_GIB = "as vLLM prints it"
+EOLE = ("vLLM 0.13.0 log (google/gemma-3-1b-it, bf16, max_model_len 2048, gpu_memory_utilization 0.95, "
+        "max_num_batched_tokens 8192) in eole-nlp/eole benchmarks/genai/results.md, commit 6633d06 (2026-01-16)")
+EOLE_URL = ("https://github.com/eole-nlp/eole/blob/6633d065dba3b01eea1d2152016464b1e242ac33/benchmarks/genai/"
+            "results.md")
 
 
 TORCHTUNE = ("torchtune README, \"Optimization flags\" table, Llama 3.2 3B rows (PR #2003, commit 1814feb, "
@@ -272,20 +288,32 @@ TRAINING = (
 )
 
 
-def _vllm_given(name: str, model: str, printed: str, max_len: int, tokens: int, source: str, url: str,
-                kv_dtype: str | None = None, gpu: str = "h100-80gb", **settings) -> Case:
-    """A vLLM log's token count, given the KV memory it printed: the block count within that print's rounding."""
+def _vllm_given(name: str, model: str, printed: str, max_len: int, tokens: int | str, source: str, url: str,
+                kv_dtype: str | None = None, gpu: str = "h100-80gb", figure: str = "tokens", **settings) -> Case:
+    """A vLLM log's token count (figure "tokens") or its maximum concurrency (figure "concurrency", `tokens` then
+    the printed "Nx"), given the KV memory it printed: the block count within that print's rounding."""
     config = Config(model=MODELS[model], mode="serve", kv_dtype=kv_dtype, tp=settings.pop("tp", 1),
                     pp=settings.pop("pp", 1))
     memory = Fraction(printed)
-    return Case(name, "serving", "budget", "KV cache tokens (\"GPU KV cache size\"), given the logged KV memory",
+    rel, tolerance = Fraction(5, 1000) / memory, f"the log's 0.01 GiB rounding (±{0.5 / float(memory):.2f}%)"
+    compared, unit, quantity, published = ("KV cache tokens (\"GPU KV cache size\"), given the logged KV memory",
+                                           "tokens", kv_tokens, Fraction(tokens))
+    note = ""
+    if figure == "concurrency":  # the blocks' share of the memory's rounding, and the print's own 0.005
+        published = Fraction(str(tokens))
+        compared, unit, quantity = ("requests of --max-model-len at once (\"Maximum concurrency\"), given the "
+                                    "logged KV memory", "x", max_concurrency)
+        rel, tolerance = rel + Fraction(5, 1000) / published, (f"the log's 0.01 GiB and 0.01x roundings "
+                                                                f"(±{float(rel + Fraction(5, 1000) / published):.3%})")
+        note = f"x: requests of --max-model-len at once, as vLLM's \"Maximum concurrency\" line prints them ({tokens}x)"
+    return Case(name, "serving", "budget", compared,
                 f"{config.model.name}, --kv-cache-memory {printed} GiB, --max-model-len {max_len:,}"
                 + (f", --kv-cache-dtype {kv_dtype}" if kv_dtype else "")
                 + "".join(f", --{k.replace('_', '-')} {v}" for k, v in settings.items() if k != "enforce_eager")
                 + (", --enforce-eager" if settings.get("enforce_eager") else ""),
-                source, url, Fraction(tokens), "tokens", kv_tokens, config,
+                source, url, published, unit, quantity, config,
                 Served(gpu, {"kv_cache_memory": int(memory * GIB), "max_model_len": max_len, **settings}),
-                rel=Fraction(5, 1000) / memory, tolerance=f"the log's 0.01 GiB rounding (±{0.5 / float(memory):.2f}%)")
+                rel=rel, tolerance=tolerance, unit_note=note)
 
 
 SERVING = (
@@ -298,6 +326,12 @@ SERVING = (
     _vllm_given("vllm-deepseek-v2-lite-kv-tokens", "deepseek-v2-lite", "12.13", 1024, 807_792,
                 "vLLM 0.9.2 dev log in PR #20665 (L4s, first pipeline stage)",
                 "https://github.com/vllm-project/vllm/pull/20665", gpu="l4", tp=2, pp=2, enforce_eager=True),
+    # Sliding-window layers: Gemma 3 1B's 22 sliding layers (window 512) and 4 full ones make one full group and six
+    # sliding groups of 4 layers (the log's "Add 2 padding layers"), 902 blocks a request at 2,048 tokens.
+    _vllm_given("vllm-gemma-3-1b-kv-tokens", "gemma-3-1b", "25.39", 2048, 950_864, EOLE, EOLE_URL,
+                max_num_batched_tokens=8192),
+    _vllm_given("vllm-gemma-3-1b-max-concurrency", "gemma-3-1b", "25.39", 2048, "461.21", EOLE, EOLE_URL,
+                figure="concurrency", max_num_batched_tokens=8192),
     Case("vllm-qwen3-4b-awq-available-kv", "serving", "budget",
          "KV cache memory the engine keeps after profiling (\"kv cache memory in use\")",
          "Qwen3-4B, 4-bit weights (AWQ), --gpu-memory-utilization 0.85, --max-model-len 2,048, a 48 GB GPU whose CUDA "
