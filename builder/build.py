@@ -43,6 +43,7 @@ from builder.releases import ReleaseRecord, read_records
 from builder.snapshot import carry_over, earlier_snapshots, snapshot_outputs
 from builder.incremental import BuildMemory, PageOutput, page_keys, shared_key
 from builder.palette import CHARTS_CSS
+from builder.sources import use_references
 from builder.render import (PageContext, make_markdown, make_templates, render_body, render_figure_page, render_page,
                             render_questions, render_takeaways)
 
@@ -399,11 +400,13 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
         gathered=gathered, templates=templates or make_templates(paths.templates), md=make_markdown(),
         catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets,
                   "validation_dir": paths.content / "validation", "exercises": [], "answers": answers,
-                  "releases": gathered.releases, "pages": gathered.pages, "site_presets": gathered.presets},
+                  "releases": gathered.releases, "pages": gathered.pages, "site_presets": gathered.presets,
+                  "references": gathered.references},
         has_references_page=any(p.slug == "references" for p in gathered.pages),
         has_widget_script=widget_script_mode(paths.static),
         report=report, log=log, answers=answers, notation_url=notation.url if notation else "", cache=paths.cache,
         memory=memory, what_changed_url=what_changed.url if what_changed else "")
+    use_references(setup.templates, gathered.references)
     keys = keys or {}
     pages = [page for page in gathered.pages if page.path not in skip]
     remembered = memory.pages if memory is not None else {}

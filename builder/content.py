@@ -48,7 +48,7 @@ BAR_META_KEYS = ("label", "preset")
 EXERCISE_KEYS = {"question": str, "ask": str, "preset": str, "config": dict, "gpu": str, "unit": str}
 REQUIRED_EXERCISE_KEYS = ("question", "ask")
 REFERENCE_KEYS = {"authors": list, "year": int, "title": str, "venue": str, "url": str,
-                  "arxiv": str, "note": str}
+                  "arxiv": str, "note": str, "short": str}
 REQUIRED_REFERENCE_KEYS = ("authors", "year", "title", "url")
 
 
@@ -278,6 +278,18 @@ class Reference:
     venue: str = ""
     arxiv: str = ""
     note: str = ""
+    short_name: str = ""  # the `short` field: how a source cites it, e.g. 'vLLM 0.27 (6adad08)'
+
+    @property
+    def short(self) -> str:
+        """How a part's source names it: the `short` field, else 'Surname year', 'A & B year' or
+        'A et al. year' from the authors."""
+        if self.short_name:
+            return self.short_name
+        surnames = [author.split()[-1] for author in self.authors] or [self.key]
+        names = surnames[0] if len(surnames) == 1 else " & ".join(surnames) if len(surnames) == 2 \
+            else f"{surnames[0]} et al."
+        return f"{names} {self.year}"
 
     @property
     def anchor(self) -> str:
@@ -747,7 +759,7 @@ def read_references(path: Path, display: str) -> tuple[dict[str, Reference], lis
             references[key] = Reference(key=key, number=len(references) + 1, authors=tuple(entry["authors"]),
                                         year=entry["year"], title=entry["title"], url=entry["url"],
                                         venue=entry.get("venue", ""), arxiv=entry.get("arxiv", ""),
-                                        note=entry.get("note", ""))
+                                        note=entry.get("note", ""), short_name=entry.get("short", ""))
     return references, errors
 
 

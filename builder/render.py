@@ -41,6 +41,7 @@ from builder.content import (COMMON_WIDGET_OPTIONS, SLUG_PATTERN, WIDGET_ID_MAX,
                              Reference, convert_widget_option, parse_options)
 from builder.exercises import Exercise
 from builder.figures import figure_links, load_cairosvg
+from builder.sources import source_filter
 from builder.symbols import symbols_line
 from builder.charts import name_bucket, name_part
 from builder.grids import EvaluatedChart, format_amount, group_amounts
@@ -579,6 +580,7 @@ def make_templates(templates_dir: Path) -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["json"] = lambda value: Markup(to_json(value))  # for <script type="application/json">
     env.filters["css_string"] = css_string  # for a value in a <style> element
+    env.filters["source"] = source_filter  # a part's source, its citations linked to the References page
     return env
 
 
