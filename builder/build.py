@@ -32,7 +32,7 @@ from typing import Any, Callable, TextIO
 import minify
 
 from builder.catalog import CatalogError, load_gpus, load_models
-from builder.content import (WIDGETS, BuildFailed, ContentError, Page, display_name, read_pages, read_presets,
+from builder.content import (BuildFailed, ContentError, Page, display_name, read_pages, read_presets,
                              read_references, read_site_config)
 from builder.exercises import evaluate_page_exercises
 from builder.grids import EvaluatedChart, evaluate_chart
@@ -44,6 +44,7 @@ from builder.snapshot import carry_over, earlier_snapshots, snapshot_outputs
 from builder.incremental import BuildMemory, PageOutput, page_keys, shared_key
 from builder.palette import CHARTS_CSS
 from builder.sources import use_references
+from builder.widgets import WIDGETS, script_widget
 from builder.render import (PageContext, make_markdown, make_templates, render_body, render_figure_page, render_page,
                             render_questions, render_takeaways)
 
@@ -512,8 +513,7 @@ def widget_sources(static_dir: Path) -> list[Path]:
 
 def source_widget(path: Path) -> str | None:
     """The widget a source belongs to ('10-bytes-per-param.js' -> 'bytes-per-param'); None: shared by all."""
-    name = path.stem.split("-", 1)[-1]
-    return name if name in WIDGETS else None
+    return script_widget(path.name)
 
 
 def script_path(widgets: list[str]) -> str:

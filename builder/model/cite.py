@@ -52,3 +52,13 @@ def pieces(text: str) -> Iterator[str | Cite]:
 def cited_keys(text: str) -> list[str]:
     """The reference keys `text` cites, in order, each once."""
     return list(dict.fromkeys(match.group(1) for match in MARKER.finditer(text)))
+
+
+# A source that rests on no published work says so in its first words (an assumption the reader can change,
+# the teaching model's simplification); every other source cites at least one reference.
+UNCITED = ("assumed", "given", "user assumption", "a common calculator rule", "simplified teaching model")
+
+
+def cites_or_says_why(text: str) -> bool:
+    """True when `text` cites a reference or starts by saying it rests on none (UNCITED)."""
+    return bool(cited_keys(text)) or text.startswith(UNCITED)
