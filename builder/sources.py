@@ -40,8 +40,7 @@ def cite_html(cite: Cite, references: Mapping[str, Reference], base: str = "") -
     reference = references.get(cite.key)
     if reference is None:
         return html.escape(cite_text(cite, references))
-    link = (f'<a class="source-cite" href="{html.escape(base + REFERENCES_PAGE)}#{html.escape(reference.anchor)}" '
-            f'title="{html.escape(reference.title)}">{html.escape(reference.short)}</a>')
+    link = f'<a href="{html.escape(base + REFERENCES_PAGE)}#{html.escape(reference.anchor)}">{html.escape(reference.short)}</a>'
     return link + (f", {html.escape(cite.locator)}" if cite.locator else "")
 
 

@@ -36,6 +36,10 @@ class Cite(str):
         text.key, text.locator = key, locator
         return text
 
+    def __reduce__(self) -> tuple:
+        """Pickled as its key and locator (charts are drawn in worker processes)."""
+        return Cite, (self.key, self.locator)
+
 
 def pieces(text: str) -> Iterator[str | Cite]:
     """The text in order: plain runs as str, citations as Cite."""
