@@ -112,3 +112,11 @@ def test_a_step_s_parts_render_their_citations():
     shown = [source_text(part.source, REFERENCES) for phase in needed.steps for part in phase.parts]
     assert shown and not any("[@" in text for text in shown)
     assert any(text.startswith("PyTorch 2.13, torch/csrc/autograd/engine.cpp") for text in shown)
+
+
+def test_templates_cite_known_keys():
+    # A template that cites through the `source` filter ({{ "[@key, locator]" | source }}) names a known key.
+    cited = [key for path in (ROOT / "templates").rglob("*.html")
+             for text in re.findall(r'"(\[@[^"]*)"\s*\|\s*source', path.read_text(encoding="utf-8"))
+             for key in cited_keys(text)]
+    assert "rajbhandari2019" in cited and set(cited) <= set(REFERENCES)
