@@ -61,7 +61,7 @@ class Recipe:
     # Megatron-LM has the attention output projection save its original 16-bit input (the attention kernel's own
     # saved output) instead of a quantised copy: every recipe but delayed scaling (attention.py, commit d98e8a6).
     projection_saves_original: bool
-    source: str  # the tensor layout's file
+    source: str  # the tensor layout's file, cited as Cite(TE, file)
     left_out: str  # what the sizes leave out for this recipe
 
 
