@@ -179,10 +179,12 @@ class Reference:
     @property
     def short(self) -> str:
         """How a part's source names it: the `short` field, else 'Surname year', 'A & B year' or
-        'A et al. year' from the authors."""
+        'A et al. year' from the authors (a project's contributors named by the project)."""
         if self.short_name:
             return self.short_name
-        surnames = [author.split()[-1] for author in self.authors] or [self.key]
+        # A person by surname; a project's contributors by the project ('torchtune contributors': 'torchtune').
+        surnames = [author.removesuffix(" contributors") if author.endswith(" contributors") else author.split()[-1]
+                    for author in self.authors] or [self.key]
         names = surnames[0] if len(surnames) == 1 else " & ".join(surnames) if len(surnames) == 2 \
             else f"{surnames[0]} et al."
         return f"{names} {self.year}"

@@ -20,7 +20,7 @@ from builder.content import read_references
 from builder.model.config import PRECISIONS
 from builder.model.cite import Cite, cited_keys, cites_or_says_why, pieces
 from builder.model.expr import Expr
-from builder.model.partrules import PartRule, RuleSet
+from builder.model.partrules import PartRule, RuleSet, is_source
 from builder.model.teaching import ADAM_SEGMENTS
 from builder.sources import html_renderer, source_html, source_text
 
@@ -29,6 +29,9 @@ REFERENCES, ERRORS = read_references(ROOT / "content" / "references.toml", "cont
 for info in pkgutil.iter_modules(builder.model.__path__):
     importlib.import_module(f"builder.model.{info.name}")
 RULES = [obj for obj in gc.get_objects() if isinstance(obj, PartRule)]
+# Derived symbols that hold a source ('<...>_source', worked out once for many parts), by name.
+SOURCE_SYMBOLS = {name: expr for obj in gc.get_objects() if isinstance(obj, RuleSet)
+                  for name, expr in obj.symbols.items() if is_source(name)}
 
 
 def texts(expr: Expr) -> set[str]:
@@ -37,6 +40,8 @@ def texts(expr: Expr) -> set[str]:
         return {expr.args[0]}
     if expr.op == "if":
         return texts(expr.args[1]) | texts(expr.args[2])
+    if expr.op == "sym" and is_source(expr.args[0]):
+        return texts(SOURCE_SYMBOLS[expr.args[0]])
     if expr.op == "fmt":
         template, *args = expr.args
         return {t.format(*combo) for t in texts(template) for combo in itertools.product(*(texts(a) for a in args))}
@@ -93,6 +98,14 @@ def test_the_browser_gets_the_same_html_as_the_page():
     encoded = RuleSet(symbols={}, parts=(rule,)).encode(html_renderer(REFERENCES))["parts"][0][5]
     assert encoded == ["str", source_html(rule.source.args[0], REFERENCES)]
     assert 'href="references.html#ref-chen2016"' in encoded[1]
+
+
+def test_a_source_worked_out_once_reaches_the_browser_rendered():
+    # A '<...>_source' symbol (the op lists' code, named by every activation part) is rendered like a part's source.
+    from builder.model.activations import OP_CONDITIONS
+    symbols = dict(OP_CONDITIONS.encode(html_renderer(REFERENCES))["symbols"])
+    assert 'href="references.html#ref-korthikanti2022">Korthikanti et al. 2022</a>, Table 2' in str(symbols["op_source"])
+    assert symbols["act_bytes"] == dict(OP_CONDITIONS.encode()["symbols"])["act_bytes"]
 
 
 def test_every_constant_that_cites_names_a_known_key():

@@ -11,6 +11,8 @@ Two ways to count, chosen by the `activation_formula` input:
     sbh(34 + 5as/h) (Table 2), which tests check.
   - 'hf': Hugging Face transformers 5.23 modeling code under PyTorch 2.13 autograd,
     measured by `python -m builder validate` (content/validation/).
+  - 'torchtune': the transformers list (torchtune's RMSNorm, rotary and SwiGLU save what transformers' do), with K
+    and V copied to every query head before any attention (torchtune/modules/attention.py, TORCHTUNE_CODE).
 * 'korthikanti': the closed-form Table 2 formulas themselves, as a reference mode
   (layers only: the paper's Table 2 leaves out embeddings, logits and loss).
 
@@ -43,6 +45,11 @@ KORTHIKANTI = Cite("korthikanti2022", "Table 2")
 FLASH = Cite("dao2022", "Algorithm 2") + ": saves output and logsumexp"
 HF_CODE = (Cite("transformers-5-23", "modeling code") + ", " + Cite("pytorch-2-13", "autograd")
            + " (measured: see the Validation page)")
+# torchtune/modules/attention.py MultiHeadAttention.forward (v0.6.1, commit a6290a5, lines 284-290; the same since
+# commit 1814feb of November 2024): with fewer KV heads than query heads, K and V are expanded and flattened to
+# every query head before the attention call, so the kernel saves them at that size.
+TORCHTUNE_CODE = (Cite("transformers-5-23", "op lists") + "; "
+                  + Cite("torchtune-attention", "torchtune/modules/attention.py L284-290") + ": K, V copied to all heads")
 CHEN = Cite("chen2016", "section 3")
 MEGATRON_BLOCK = (Cite("megatron-767a8a8", "megatron/core/transformer/transformer_block.py _checkpointed_forward")
                   + " (recompute_method 'block': the first recompute_num_layers layers of each pipeline stage)")
@@ -82,12 +89,15 @@ OP_SYMBOLS = {
 
 def _conditions() -> dict[str, Expr]:
     """The op lists' conditions (oplists.CONDITIONS) as rules of the run's inputs."""
-    hf = eq(sym("implementation"), "hf")
+    # torchtune's modules follow transformers' op for op (RMSNorm, rotary, SwiGLU), so its runs take the transformers
+    # op lists; they differ in one place, K and V copied to every query head for every attention (TORCHTUNE_CODE).
+    hf = isin(sym("implementation"), "hf", "torchtune")
     eager = eq(sym("attention"), "eager")
     swiglu = eq(sym("mlp"), "swiglu")
     low_precision = ne(sym("activation_dtype"), "fp32")
     gelu_python = both(negate(swiglu), eq(sym("activation_function"), "gelu_tanh_python"), hf)
-    gqa_repeat = both(eager, ne(sym("kv_heads"), sym("heads")), hf)
+    gqa_repeat = both(ne(sym("kv_heads"), sym("heads")),
+                      either(both(eager, eq(sym("implementation"), "hf")), eq(sym("implementation"), "torchtune")))
     full = eq(sym("recompute"), "full")
     # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
     # input) stays fp32; the op lists' 'autocast' rows apply.
@@ -213,12 +223,15 @@ FULL = eq(sym("recompute"), "full")
 # method); the checks keep that count below every stage's layers, so a stage's last layer is then never checkpointed.
 ALL_RECOMPUTED = both(FULL, eq(sym("recompute_layers"), 0))
 OPS = eq(sym("activation_formula"), "ops")
-LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), eq(sym("implementation"), "hf")),
+LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), isin(sym("implementation"), "hf", "torchtune")),
                  rows_rule(oplists.LAST_STAGE_RMSNORM), rows_rule(oplists.LAST_STAGE_LAYERNORM))
 
 # The conditions (holds_<name>), the block and the dtype sizes: what a run's shape and settings decide, not its
 # sizes, so a search over batch or sequence length derives them once.
 OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in CONDITION_RULES.items()}, "block": BLOCK,
+                                 "op_source": when(eq(sym("implementation"), "megatron"), KORTHIKANTI,
+                                                   when(eq(sym("implementation"), "torchtune"), TORCHTUNE_CODE,
+                                                        HF_CODE)),
                                  "act_bytes": bytes_of(sym("activation_dtype")),
                                  "grad_bytes": bytes_of(sym("grad_dtype")),
                                  # A linear layer's saved input: the activation dtype, or a recipe's quantised copy.
@@ -270,7 +283,8 @@ def _groups(*lists: tuple[oplists.Row, ...]) -> tuple[str, ...]:
 LAYER_GROUPS = _groups(*oplists.BLOCKS.values())
 FIRST_GROUPS = _groups(oplists.FIRST_STAGE)
 LAST_GROUPS = _groups(oplists.LAST_STAGE_LAYERNORM, oplists.LAST_STAGE_RMSNORM)
-SOURCE = when(eq(sym("implementation"), "megatron"), KORTHIKANTI, HF_CODE)
+# Whose code the op lists follow, worked out once with the conditions (OP_CONDITIONS) and named by every part.
+SOURCE = sym("op_source")
 CHECKPOINT = sym("op_Tr") * sym("hidden") * when(sym("holds_autocast"), DTYPE_BYTES["fp32"], sym("act_bytes"))
 LAYER = total(sym("layer_rows"), sym("bytes"))
 # What a stage's layers keep saved across the step: the layers that are not checkpointed their groups, the others

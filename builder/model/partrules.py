@@ -86,10 +86,21 @@ class RuleSet:
         [name, condition, bytes, per-unit words, note, source (as HTML), transient], and the inputs it
         reads (the browser reuses a result while they stay the same). `source_html` turns a source's text
         constants into markup: builder.sources.html_renderer links each citation to the References page (a
-        citation is one whole constant or inside one, so rendering constants renders every branch)."""
-        return {"reads": self.reads(), "symbols": [[name, encode(expr)] for name, expr in self.symbols.items()],
+        citation is one whole constant or inside one, so rendering constants renders every branch). A derived
+        symbol that holds a source, worked out once for many parts, is named '<...>_source' and rendered too."""
+        return {"reads": self.reads(),
+                "symbols": [[name, encode(rendered(expr, source_html) if is_source(name) else expr)]
+                            for name, expr in self.symbols.items()],
                 "parts": [[r.name, encode(r.when), encode(r.bytes), encode(r.per_unit), encode(r.note),
                            encode(rendered(r.source, source_html)), int(r.transient)] for r in self.parts]}
+
+
+SOURCE_SUFFIX = "_source"  # a derived symbol whose value is a source (text with citations)
+
+
+def is_source(symbol: str) -> bool:
+    """True for a derived symbol that holds a source: its text constants are rendered as a part's source is."""
+    return symbol.endswith(SOURCE_SUFFIX)
 
 
 def rendered(expr: Expr, to_html: Callable[[str], str] = html.escape) -> Expr:

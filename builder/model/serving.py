@@ -28,12 +28,17 @@ PREFILL_CHUNK = 8192  # tokens per prefill step: vLLM's max_num_batched_tokens d
 # (KVQuantMode.FP8_PER_TENSOR: 8 bytes a layer, with the layer's weights, not in the KV cache's pages).
 KV_CACHE_DTYPES = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16",
                    "float32": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
-# Modes whose scales live inside the KV cache's pages: refused by name rather than counted wrong.
+# vLLM's per-token-head modes (vllm/v1/kv_cache_interface.py get_kv_quant_mode, KVQuantMode.FP8_PER_TOKEN_HEAD and
+# INT8_PER_TOKEN_HEAD, commit 001cabc): 1-byte values, and an fp32 k and v scale per token and KV head carved from the
+# cache's own pages (AttentionSpec.page_size_bytes: real page + 2 x block_size x num_kv_heads x 4 B). The dtype each
+# stores; the scales are vLLM's, so the words need --engine vllm (builder.model.engines).
+KV_CACHE_PER_TOKEN_HEAD = {"fp8_per_token_head": "fp8", "int8_per_token_head": "int8"}
+PER_TOKEN_HEAD_SCALE_BYTES = 2 * 4  # a k and a v scale in fp32, per token and KV head
+PER_TOKEN_HEAD = (Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py AttentionSpec.page_size_bytes") + ": + 2 x "
+                  "block_size x num_kv_heads x 4 B of fp32 scales for KVQuantMode.FP8_PER_TOKEN_HEAD / "
+                  "INT8_PER_TOKEN_HEAD")
+# Modes whose layout is not modelled: refused by name rather than counted wrong.
 KV_CACHE_UNMODELLED = {
-    "fp8_per_token_head": "vLLM keeps an fp32 k and v scale per token and KV head in the cache's pages "
-                          "(kv_cache_interface.py AttentionSpec.page_size_bytes: + 2 x block_size x kv_heads x 4 B)",
-    "int8_per_token_head": "vLLM keeps an fp32 k and v scale per token and KV head in the cache's pages "
-                           "(kv_cache_interface.py AttentionSpec.page_size_bytes: + 2 x block_size x kv_heads x 4 B)",
     "nvfp4": "packed fp4 values with an fp8 scale per 16 (kv_cache_interface.py FullAttentionSpec.real_page_size_bytes)",
     "fp4_e2m1": "SGLang's fp4 cache keeps a scale per 16 values (pool_configurator.py _compute_cell_size)",
     "fp8_ds_mla": "vLLM's FlashMLA sparse layout, 656 bytes a token (kv_cache_interface.py MLAAttentionSpec)",
