@@ -103,7 +103,7 @@ LATENT_CACHE = (_hf("models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attent
 EXPAND = (_hf("models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention.expand_kv lines 348-364") + ", "
           + _hf("models/deepseek_v3/modeling_deepseek_v3.py expand_kv lines 407-424")
           + " (kv_b_proj of every cached token, a new key tensor of qk_nope + qk_rope per head)")
-WEIGHTS = "the weights as from_pretrained loads them as from_pretrained loads them (torch_dtype): " + _hf("modeling_utils.py from_pretrained")
+WEIGHTS = "the weights as from_pretrained loads them (torch_dtype): " + _hf("modeling_utils.py from_pretrained")
 DEFAULT_NEW_TOKENS = 20  # GenerationConfig's max_length 20 with no max_new_tokens: 20 new tokens (utils.py
 # _prepare_generated_length: "by default let's always generate 20 new tokens")
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")  # from_pretrained(attn_implementation=...)
