@@ -37,7 +37,7 @@ from builder.model.config import LORA_TARGETS, Config
 from builder.model.expr import (Expr, at, both, by, ceil, derive, either, eq, evaluate, fixed, fmt, get, has, isin,
                                 lift, maximum, minimum, ne, negate, per_unit, row, sym, table, total, when)
 from builder.model.inputs import run_inputs, stages
-from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.recipes import by_recipe, recipe_on
 from builder.model.units import DTYPE_BYTES
 
@@ -264,15 +264,16 @@ SYMBOLS: dict[str, Any] = {
 }
 
 
-def per_token(amount: Any) -> Expr:
-    """Bytes per token on this GPU as a chart annotates them: '69.0 KiB/token' or '512 B/token'."""
+def per_token(amount: Any) -> PerUnit:
+    """Bytes per token on this GPU, the number and as a chart annotates it: '69.0 KiB/token' or '512 B/token'."""
     each = amount / maximum(1, sym("op_T"))
-    return when(each >= 1024, fmt("{0} KiB/token", fixed(each / 1024, 1)), fmt("{0} B/token", fixed(each, 0)))
+    return PerUnit(each, "token", words=when(each >= 1024, fmt("{0} KiB/token", fixed(each / 1024, 1)),
+                                             fmt("{0} B/token", fixed(each, 0))))
 
 
 def per_token_text(amount: Fraction, tokens: Fraction) -> str:
     """`per_token` of an amount already worked out."""
-    return evaluate(per_token(sym("amount")), {"amount": amount, "op_T": tokens})
+    return evaluate(per_token(sym("amount")).text(), {"amount": amount, "op_T": tokens})
 
 
 def _groups(*lists: tuple[oplists.Row, ...]) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from builder.model.cite import Cite
 from builder.model.expr import fmt, maximum, minimum, per_unit, sym, when
-from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 
 KV = Cite("kwon2023", "section 3") + ": 2 x layers x kv_heads x head_dim x tokens x bytes"
 MLA_KV = (Cite("deepseek2024", "sections 2.1.2-2.1.3 and Table 1") + ": (d_c + d_h^R) x layers elements per token; "
@@ -82,7 +82,7 @@ SERVING = RuleSet(
                  when(LATENT, "L x (d_c + d_rope) x batch x tokens x bytes",
                       "2 x L x kv_heads x d x batch x tokens x bytes"),
                  when(LATENT, MLA_KV, when(sym("sliding_window"), KV + "; " + SLIDING_KV, KV)),
-                 fmt("{0} B/token ({1})", per_unit(sym("kv_per_token")), sym("kv_cache_dtype")),
+                 PerUnit(sym("kv_per_token"), "token", sym("kv_cache_dtype")),
                  when(sym("sliding_window"),
                       when(sym("full_layers"),
                            fmt("sliding window: {0} of {1} layers keep the last {2} tokens", sym("sliding_layers"),
