@@ -7,7 +7,7 @@ docs/AUTHORING.md is prose written by hand with generated blocks between
 
 `python -m builder authoring-guide` rewrites each block from the registries it documents: the
 front-matter, chart, grid, exercise, reference and site schemas (builder/content.py), the
-placement kinds (builder/render.py), the widgets and their options (WIDGETS), the Config
+placement kinds (builder/render.py), the widgets and their options (builder/widgets WIDGETS), the Config
 options a bar or exercise may set (builder/grids.py, with builder/model/config.py's own
 comments), the questions an exercise may ask (builder/exercises.py) and the catalog fields
 (builder/catalog.py, builder/model/architecture.py). A schema key or option without words
@@ -32,6 +32,7 @@ from builder import content as schema
 from builder.catalog import GPU_REQUIRED, MODEL_META, Gpu
 from builder.model.architecture import Architecture
 from builder.model.config import Config
+from builder.widgets import WIDGETS
 
 GUIDE = Path("docs/AUTHORING.md")
 BEGIN = re.compile(r"^<!-- BEGIN GENERATED: (?P<name>[a-z-]+) \(python -m builder authoring-guide\) -->$")
@@ -114,6 +115,8 @@ REFERENCE_WORDS = {
     "url": ("a link to it", "url = \"https://arxiv.org/abs/1910.02054\""),
     "arxiv": ("the arXiv id", "arxiv = \"1910.02054\""),
     "note": ("a note shown with the entry", "note = \"Section 3.1: 2 + 2 + 12 bytes per parameter.\""),
+    "short": ("how a part's source names the entry (default: 'Surname year', 'A & B year' or 'A et al. year'); "
+              "give one for a project's code", "short = \"vLLM 0.27 (6adad08)\""),
 }
 SITE_WORDS = {
     "title": ("the site's name, in every `<title>` and the header", "title = \"Training Memory, Explained\""),
@@ -311,10 +314,10 @@ def widgets_block() -> str:
              table(("option", "value", "what it sets"),
                    [(code(option), OPTION_KIND_WORDS[kind], schema.COMMON_WIDGET_HELP[option])
                     for option, kind in schema.COMMON_WIDGET_OPTIONS.items()])]
-    for spec in schema.WIDGETS.values():
+    for spec in WIDGETS.values():
         check_words(f"widget {spec.name} options", spec.options, spec.help)
         if not spec.summary:
-            raise GuideError(f"builder/content.py:1: widget {spec.name}: no summary in WIDGETS")
+            raise GuideError(f"builder/widgets/__init__.py:1: widget {spec.name}: no summary in WIDGETS")
         placement = "{{< widget " + " ".join(filter(None, (spec.name, spec.example))) + " >}}"
         text = [f"#### `{spec.name}`: {spec.title}", "",
                 spec.summary + ("" if spec.scripted else " Rendered by the build alone (no script)."), "",

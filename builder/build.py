@@ -31,7 +31,7 @@ from typing import Any, Callable, TextIO
 import minify
 
 from builder.catalog import CatalogError, load_gpus, load_models
-from builder.content import (WIDGETS, BuildFailed, ContentError, Page, display_name, read_pages, read_presets,
+from builder.content import (BuildFailed, ContentError, Page, display_name, read_pages, read_presets,
                              read_references, read_site_config)
 from builder.exercises import evaluate_page_exercises
 from builder.grids import EvaluatedChart, evaluate_chart
@@ -43,6 +43,8 @@ from builder.snapshot import carry_over, earlier_snapshots, snapshot_outputs
 from builder.incremental import BuildMemory, PageOutput, page_keys, shared_key
 from builder.catalog_reads import Reads, reads_key, watch
 from builder.palette import CHARTS_CSS
+from builder.sources import use_references
+from builder.widgets import WIDGETS, script_widget
 from builder.render import (PageContext, make_markdown, make_templates, render_body, render_figure_page, render_page,
                             render_questions, render_takeaways)
 
@@ -380,11 +382,13 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
         gathered=gathered, templates=templates or make_templates(paths.templates), md=make_markdown(),
         catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets,
                   "validation_dir": paths.content / "validation", "exercises": [], "answers": answers,
-                  "releases": gathered.releases, "pages": gathered.pages, "site_presets": gathered.presets},
+                  "releases": gathered.releases, "pages": gathered.pages, "site_presets": gathered.presets,
+                  "references": gathered.references},
         has_references_page=any(p.slug == "references" for p in gathered.pages),
         has_widget_script=widget_script_mode(paths.static),
         report=report, log=log, answers=answers, notation_url=notation.url if notation else "", cache=paths.cache,
         memory=memory, what_changed_url=what_changed.url if what_changed else "", shared=shared)
+    use_references(setup.templates, gathered.references)
     keys = keys or {}
     pages = [page for page in gathered.pages if page.path not in skip]
     remembered = memory.pages if memory is not None else {}
@@ -515,8 +519,7 @@ def widget_sources(static_dir: Path) -> list[Path]:
 
 def source_widget(path: Path) -> str | None:
     """The widget a source belongs to ('10-bytes-per-param.js' -> 'bytes-per-param'); None: shared by all."""
-    name = path.stem.split("-", 1)[-1]
-    return name if name in WIDGETS else None
+    return script_widget(path.name)
 
 
 def script_path(widgets: list[str]) -> str:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from builder.sources import default_references, source_text
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
 from builder.cli_engine import (add_engine_arguments, engine_flags_given, question_of, refusal_of, run_engine,
                                  run_question)
@@ -522,6 +523,7 @@ def answer_max(question: str, config: Config, gpu: Gpu) -> dict:
 def breakdown_json(breakdown, needed: Need, gpus: dict[str, Gpu], gpu_id: str | None, answer: dict | None) -> dict:
     """The JSON contract: params, per_gpu_bytes (= sum of parts), need_bytes (what `fits` compares), parts,
     host_bytes, fits; for training also peak_bytes and peak_phase (the moment that sets need_bytes)."""
+    references = default_references()  # each citation printed as its short form and locator
     chosen = [gpus[gpu_id]] if gpu_id else list(gpus.values())
     fits = {}
     for gpu in chosen:
@@ -536,7 +538,7 @@ def breakdown_json(breakdown, needed: Need, gpus: dict[str, Gpu], gpu_id: str | 
         "host_bytes": breakdown.host_total,
         "host_parts": {p.name: p.bytes for p in breakdown.host_parts},
         "fits": fits,
-        "sources": {p.name: p.source for p in breakdown.parts},
+        "sources": {p.name: source_text(p.source, references) for p in breakdown.parts},
         "notes": list(breakdown.notes) + [f"{p.name}: {p.simplification}" for p in breakdown.parts if p.simplification],
     }
     if needed.peak is not None:

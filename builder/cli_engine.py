@@ -17,6 +17,7 @@ import dataclasses
 import json
 from typing import Any, Callable
 
+from builder.sources import default_references, source_text
 from builder.catalog import Gpu
 from builder.model.config import Config
 from builder.model.engine_questions import QUESTIONS, EngineAnswer, answer
@@ -72,11 +73,12 @@ def settings_from_args(args: argparse.Namespace) -> EngineSettings:
 
 def report_json(report: EngineReport, gpu: Gpu) -> dict[str, Any]:
     """The engine's numbers as --json gives them."""
+    references = default_references()  # each citation printed as its short form and locator
     v, engine = report.values, ENGINES[report.engine]
     return {"engine": report.engine, "engine_version": engine.version, "gpu": gpu.id, "gpu_total_bytes": v["gpu_total"],
             "stage": report.stage, **engine.summary(v), "fits": report.fits, "error": v["error"],
             "parts": {p.name: p.bytes for p in report.parts},
-            "sources": {p.name: p.source for p in report.parts}}
+            "sources": {p.name: source_text(p.source, references) for p in report.parts}}
 
 
 def render_report(report: EngineReport, config: Config, gpu: Gpu, unit: str) -> str:

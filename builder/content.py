@@ -49,26 +49,10 @@ BAR_META_KEYS = ("label", "preset")
 EXERCISE_KEYS = {"question": str, "ask": str, "preset": str, "config": dict, "gpu": str, "unit": str}
 REQUIRED_EXERCISE_KEYS = ("question", "ask")
 REFERENCE_KEYS = {"authors": list, "year": int, "title": str, "venue": str, "url": str,
-                  "arxiv": str, "note": str}
+                  "arxiv": str, "note": str, "short": str}
 REQUIRED_REFERENCE_KEYS = ("authors", "year", "title", "url")
 
 
-@dataclass(frozen=True)
-class WidgetSpec:
-    """One interactive widget a page may place, and the options it accepts."""
-
-    name: str
-    title: str
-    options: dict[str, str]  # option -> kind: 'model', 'gpu', 'gpus', 'preset', 'int', 'number', 'str', 'bool'
-    scripted: bool = True  # False: server-rendered only, the page loads no widget script for it
-    summary: str = ""  # what the widget shows, for docs/AUTHORING.md
-    help: dict[str, str] = field(default_factory=dict)  # option -> what it sets, for docs/AUTHORING.md
-    example: str = ""  # the options of a minimal placement, e.g. 'model=gpt2' (docs/AUTHORING.md, tests)
-
-
-# The one registry of widgets (issue 4 implements them; a placement renders the partial
-# templates/partials/widget-<name>.html). Add a widget here and give it a partial; every option needs its
-# `help` line (`python -m builder authoring-guide` refuses an option without one).
 # Options every widget takes, beside its own (builder/render.py check_widget reads them; docs/AUTHORING.md lists them).
 # `id` names the widget in the page's URL (`?calc.model=gpt2`) and its element ids: a stable name, so a widget placed
 # above it never changes a link. Without it the id is positional, '<name>-<n>' (n counts the page's widgets); a
@@ -80,94 +64,6 @@ COMMON_WIDGET_HELP = {"id": "the widget's name in links (`?calc.model=gpt2`) and
                             "(`calculator-1`), and a widget placed above changes it; a widget given an id still opens "
                             "links written with its positional name"}
 WIDGET_ID_MAX = 24
-PARAMS_HELP = "a raw parameter count to start from (7B, 350M, 7e9, 124439808)"
-WIDGETS: dict[str, WidgetSpec] = {
-    spec.name: spec
-    for spec in (
-        # Options of the two teaching widgets: see builder/widgets/bytes_per_param.py and memory_budget.py.
-        WidgetSpec("bytes-per-param", "Bytes per parameter",
-                   {"model": "model", "params": "str", "precision": "str", "optimizer": "str",
-                    "zero": "int", "dp": "int", "gpus": "gpus", "presets": "str", "segments": "str",
-                    "min_params": "str", "max_params": "str", "title": "str"},
-                   summary="Parameters times a table of bytes per parameter, ZeRO-sharded, against GPU capacities; "
-                           "beside it the full model's need for the same run.",
-                   help={"model": "a catalog model whose parameter count the slider starts at",
-                         "params": PARAMS_HELP,
-                         "precision": "the default table's precision: bf16-mixed or fp16-mixed (anything else needs "
-                                      "segments=)",
-                         "optimizer": "the default table's optimizer: adamw or adam (anything else needs segments=)",
-                         "zero": "the ZeRO stage to start at, 0 to 3",
-                         "dp": "the number of GPUs to start at",
-                         "gpus": "capacity lines: GPU ids, comma-separated",
-                         "presets": "quick-pick chips, label:model-id or label:count, comma-separated "
-                                    "(presets=\"GPT-2:gpt2,7B:7e9\")",
-                         "segments": "replace the table: label:bytes per parameter:ZeRO stage that shards it (1-3 or "
-                                     "never), comma-separated (segments=\"INT4 weights:0.5:3,FP16 KV cache:1.5:3\")",
-                         "min_params": "the slider's lower bound (100M)",
-                         "max_params": "the slider's upper bound (70B)",
-                         "title": "the heading over the widget"},
-                   example="model=gpt2"),
-        WidgetSpec("memory-budget", "Memory budget",
-                   {"preset": "preset", "model": "model", "params": "str", "micro_batch": "int", "seq_len": "int",
-                    "precision": "str", "gpu": "gpu", "budget": "str", "breakdown": "bool", "title": "str",
-                    "min_params": "str", "max_params": "str", "max_batch": "int", "min_seq_len": "int",
-                    "max_seq_len": "int"},
-                   summary="Weights, gradients, optimizer states and activations as four buckets against one "
-                           "capacity, with the full model's need beside them.",
-                   help={"preset": "a preset whose model, params, micro_batch, seq_len and precision it starts from",
-                         "model": "a catalog model to start from (its parameter count, snapped to 0.5B steps)",
-                         "params": PARAMS_HELP,
-                         "micro_batch": "the micro-batch to start at",
-                         "seq_len": "the sequence length to start at (a power of two, 512 to 32768)",
-                         "precision": "the precision to start at: fp32, bf16, fp16 or fp8 (bytes per weight)",
-                         "gpu": "the capacity: this GPU's usable memory",
-                         "budget": "the capacity as a size (budget=24GiB; default 80 GiB)",
-                         "breakdown": "false: one total bar, no per-bucket legend",
-                         "title": "the heading over the widget",
-                         "min_params": "the model-size slider's lower bound (a multiple of 0.5B)",
-                         "max_params": "the model-size slider's upper bound (a multiple of 0.5B)",
-                         "max_batch": "the micro-batch slider's upper bound",
-                         "min_seq_len": "the sequence slider's lower bound (a power of two)",
-                         "max_seq_len": "the sequence slider's upper bound (a power of two)"},
-                   example="params=7B"),
-        WidgetSpec("validation", "Validation report", {}, scripted=False,
-                   summary="Predicted against measured memory for every case in content/validation/ (the "
-                           "Validation page)."),
-        WidgetSpec("published-numbers", "Published numbers against the model", {}, scripted=False,
-                   summary="Every published number the model is pinned to (papers' tables, documentation, engine "
-                           "logs), with the model's prediction, the error and the tolerance (the Validation page)."),
-        WidgetSpec("exercises", "Every page's exercises", {}, scripted=False,
-                   summary="Every page's exercises by topic, each linking back to its page (the Exercises page)."),
-        WidgetSpec("what-changed", "What changed", {}, scripted=False,
-                   summary="Version to version, the key configurations' published numbers (content/releases/), "
-                           "which moved, by how much and why, and what the current model moves since the latest "
-                           "release (the What changed page)."),
-        WidgetSpec("notation", "Notation", {}, scripted=False,
-                   summary="The one symbol table, builder/model/notation.py (the Notation page)."),
-        WidgetSpec("serve-concurrency", "Requests that fit under an inference engine",
-                   {"engine": "str", "model": "model", "gpu": "gpu", "tp": "int", "kv_dtype": "str", "tokens": "int",
-                    "title": "str"},
-                   summary="How many concurrent requests of N tokens fit under vLLM's or SGLang's own start-up "
-                           "accounting, with model, GPU, tensor parallelism, KV dtype and memory share controls, and "
-                           "the engine's division of the GPU.",
-                   help={"engine": "the engine to start with: vllm or sglang",
-                         "model": "the catalog model to start with",
-                         "gpu": "the GPU to start with",
-                         "tp": "the tensor-parallel GPUs to start with: 1, 2, 4 or 8",
-                         "kv_dtype": "the KV cache dtype to start with: auto, bf16, fp16 or fp8",
-                         "tokens": "the tokens per request to start with (--max-model-len or --context-length)",
-                         "title": "the heading over the widget"},
-                   example="model=llama-3-8b"),
-        WidgetSpec("calculator", "Memory calculator", {"preset": "preset", "model": "model", "gpus": "gpus",
-                                                        "gpu": "gpu"},
-                   summary="Every knob of the memory model in one form: chart, parts table, what fits on which GPU.",
-                   help={"preset": "a preset the form starts from",
-                         "model": "a catalog model the form starts from (over the preset's)",
-                         "gpus": "the GPUs compared in the fits-on list, comma-separated",
-                         "gpu": "the GPU the form starts with"},
-                   example="model=gpt2"),
-    )
-}
 
 
 @dataclass(frozen=True)
@@ -279,6 +175,20 @@ class Reference:
     venue: str = ""
     arxiv: str = ""
     note: str = ""
+    short_name: str = ""  # the `short` field: how a source cites it, e.g. 'vLLM 0.27 (6adad08)'
+
+    @property
+    def short(self) -> str:
+        """How a part's source names it: the `short` field, else 'Surname year', 'A & B year' or
+        'A et al. year' from the authors (a project's contributors named by the project)."""
+        if self.short_name:
+            return self.short_name
+        # A person by surname; a project's contributors by the project ('torchtune contributors': 'torchtune').
+        surnames = [author.removesuffix(" contributors") if author.endswith(" contributors") else author.split()[-1]
+                    for author in self.authors] or [self.key]
+        names = surnames[0] if len(surnames) == 1 else " & ".join(surnames) if len(surnames) == 2 \
+            else f"{surnames[0]} et al."
+        return f"{names} {self.year}"
 
     @property
     def anchor(self) -> str:
@@ -765,7 +675,7 @@ def read_references(path: Path, display: str) -> tuple[dict[str, Reference], lis
             references[key] = Reference(key=key, number=len(references) + 1, authors=tuple(entry["authors"]),
                                         year=entry["year"], title=entry["title"], url=entry["url"],
                                         venue=entry.get("venue", ""), arxiv=entry.get("arxiv", ""),
-                                        note=entry.get("note", ""))
+                                        note=entry.get("note", ""), short_name=entry.get("short", ""))
     return references, errors
 
 

@@ -36,11 +36,12 @@ from mdit_py_plugins.anchors import anchors_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from mdit_py_plugins.footnote import footnote_plugin
 
-from builder.widgets import to_json, widget_context
-from builder.content import (COMMON_WIDGET_OPTIONS, SLUG_PATTERN, WIDGET_ID_MAX, WIDGETS, ContentError, Page,
+from builder.widgets import WIDGETS, to_json, widget_context
+from builder.content import (COMMON_WIDGET_OPTIONS, SLUG_PATTERN, WIDGET_ID_MAX, ContentError, Page,
                              Reference, convert_widget_option, parse_options)
 from builder.exercises import Exercise
 from builder.figures import figure_links, load_cairosvg
+from builder.sources import source_filter
 from builder.symbols import symbols_line
 from builder.charts import name_bucket, name_part
 from builder.grids import EvaluatedChart, format_amount, group_amounts
@@ -312,7 +313,7 @@ def check_widget(meta: dict[str, Any], line: int, context: PageContext) -> None:
     """The widget must be registered, have a partial, and get only its known options."""
     name = meta["name"]
     spec = WIDGETS.get(name)
-    if spec is None or not template_exists(context.templates, f"partials/widget-{name}.html"):
+    if spec is None or not template_exists(context.templates, spec.partial):
         known = ", ".join(sorted(WIDGETS))
         context.error(line, f"unknown widget {name!r} (known: {known})")
         return
@@ -562,7 +563,7 @@ def render_widget(context: PageContext, name: str, values: dict[str, Any], state
     context.widget_count += 1
     positional = f"{name}-{context.widget_count}"  # the id links were written with before ids were named
     widget_id = widget_id or positional
-    return context.templates.get_template(f"partials/widget-{name}.html").render(
+    return context.templates.get_template(WIDGETS[name].partial).render(
         widget=WIDGETS[name], options=values, options_json=json.dumps(values, sort_keys=True),
         state=state, state_json=to_json(state.get("data", {})),
         widget_id=widget_id, legacy_id="" if widget_id == positional else positional)
@@ -584,6 +585,7 @@ def make_templates(templates_dir: Path) -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["json"] = lambda value: Markup(to_json(value))  # for <script type="application/json">
     env.filters["css_string"] = css_string  # for a value in a <style> element
+    env.filters["source"] = source_filter  # a part's source, its citations linked to the References page
     return env
 
 

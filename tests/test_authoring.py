@@ -19,7 +19,8 @@ import pytest
 from builder import authoring, content
 from builder.build import BuildFailed, SitePaths, build_site
 from builder.cli import main
-from builder.content import WIDGETS, read_page
+from builder.content import read_page
+from builder.widgets import WIDGETS
 from tests.test_build import FIXTURE, TEMPLATES, fake_chart
 
 ROOT = Path(__file__).resolve().parent.parent

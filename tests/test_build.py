@@ -238,7 +238,7 @@ def test_each_page_loads_one_script_with_only_its_widgets(real_site):
     """A page loads at most one script: the shared helpers (00-core, 99-boot) plus the sources of the
     scripted widgets it embeds, nothing else; pages that embed none load no script (issue 4)."""
     from builder.build import bundle_script, minify_script, page_sources, widget_sources
-    from builder.content import WIDGETS
+    from builder.widgets import WIDGETS
 
     sources = widget_sources(ROOT / "static")
     served = {path.name for path in (real_site / "static").glob("*.js")}

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.content import (WIDGETS, ContentError, read_page, read_references, split_front_matter, parse_options,
+from builder.widgets import WIDGETS
+from builder.content import (ContentError, read_page, read_references, split_front_matter, parse_options,
                              read_presets)
 from builder.grids import format_amount, make_config
 from builder.model.units import parse_count
@@ -171,7 +172,7 @@ def test_reference_errors_name_key_lines(tmp_path):
     _, errors = read_references(path, "references.toml")
     assert [str(e) for e in errors] == [
         "references.toml:2: reference a2020: authors must be a list, got 'A'",
-        "references.toml:6: reference a2020: unknown key 'volume' (known: authors, year, title, venue, url, arxiv, note)",
+        "references.toml:6: reference a2020: unknown key 'volume' (known: authors, year, title, venue, url, arxiv, note, short)",
     ]
 
 

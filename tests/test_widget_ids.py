@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from builder.build import SitePaths, build_site
-from builder.content import WIDGETS, BuildFailed
+from builder.content import BuildFailed
+from builder.widgets import WIDGETS
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT = ROOT / "content"

@@ -16,12 +16,15 @@ from builder.content import Preset
 from builder.model import Config, estimate, oplists
 from builder.model.config import PRECISIONS
 from builder.model.units import format_bytes
+from builder.sources import default_references, html_renderer
 from builder.widgets import calculator as calc
 from builder.widgets.model_data import RULE_SETS
 from builder.widgets import to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = default_models()
+REFERENCES = default_references()
+LINKED = html_renderer(REFERENCES)  # the parts' sources as the page renders them: citations linked
 GPUS = calc.catalog_gpus(default_gpus())
 PRESET = {"model": "llama-3-8b", "precision": "bf16-mixed", "optimizer": "adamw", "seq_len": 4096,
           "micro_batch": 1, "recompute": "selective", "fsdp": "FULL_SHARD", "dp": 8}
@@ -29,7 +32,8 @@ PRESET = {"model": "llama-3-8b", "precision": "bf16-mixed", "optimizer": "adamw"
 
 def make_context(**options):
     """context() for the calculator page's placement, with the preset above."""
-    catalogs = {"model": MODELS, "gpu": default_gpus(), "preset": {"p": Preset("p", PRESET, {}, "x", 1)}}
+    catalogs = {"model": MODELS, "gpu": default_gpus(), "preset": {"p": Preset("p", PRESET, {}, "x", 1)},
+                "references": REFERENCES}
     return calc.context({"preset": "p", "gpus": ["rtx-4090", "h200"], "gpu": "h100-80gb"} | options, catalogs)
 
 
@@ -123,8 +127,8 @@ def test_the_op_lists_reach_the_script_as_the_models_rules():
     from builder.model.activations import ACTIVATIONS, MOMENTS
 
     data = make_context()["data"]
-    assert data["model"]["ruleSets"]["activations"] == ACTIVATIONS.encode()
-    assert data["model"]["ruleSets"]["moments"] == MOMENTS.encode()
+    assert data["model"]["ruleSets"]["activations"] == ACTIVATIONS.encode(LINKED)
+    assert data["model"]["ruleSets"]["moments"] == MOMENTS.encode(LINKED)
     layer_rows = dict(ACTIVATIONS.encode()["symbols"])["layer_rows"]
     assert sum(json.dumps(layer_rows).count('["row"') for _ in (1,)) == sum(map(len, oplists.BLOCKS.values()))
     # Shapes travel as the rules read them: full input names, no one-letter keys.
@@ -139,7 +143,7 @@ def test_the_script_evaluates_the_models_own_rules():
     from builder.model.states import MODEL_STATES
 
     data = make_context()["data"]
-    assert data["model"]["ruleSets"]["states"] == MODEL_STATES.encode()
+    assert data["model"]["ruleSets"]["states"] == MODEL_STATES.encode(LINKED)
     assert set(data["model"]["ruleSets"]) == set(RULE_SETS)
     defaults = config_inputs(Config())
     assert data["fixedInputs"]["gpus_per_node"] == defaults["gpus_per_node"] == 8
@@ -168,10 +172,11 @@ def test_data_is_compact_and_safe_to_embed():
     data = make_context()["data"]
     text = to_json(data)
     # Catalog shapes with each model's custom-form fields, the rule sets (the op lists compiled into table rules are
-    # the largest), the range checks, part names, starting points, texts and check messages: about 202 KB, 25 KB
-    # gzipped (252 KB with the optimizer-state and accumulation dtype controls and their checks). Page weight is judged
-    # whole by `make bench`; this bound only catches an accidental blow-up (a catalog embedded twice, say).
-    assert "<" not in text and len(text) < 275_000
+    # the largest), the range checks, part names, starting points, texts and check messages (252 KB with the
+    # optimizer-state and accumulation dtype controls and their checks), the parts' sources with their citations
+    # linked to the References page (+12 KB). Page weight is judged whole by `make bench`; this bound only catches an
+    # accidental blow-up (a catalog embedded twice, say).
+    assert "<" not in text and len(text) < 300_000
     # The words come from the model's own tables, so the script cannot say anything else.
     from builder.model.checks import encode_checks
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from builder.model import oplists
 from builder.model.architecture import Architecture
+from builder.model.cite import Cite
 from builder.model.config import LORA_TARGETS, Config
 from builder.model.expr import (Expr, at, both, by, ceil, derive, either, eq, evaluate, fixed, fmt, get, has, isin,
                                 lift, maximum, minimum, ne, negate, per_unit, row, sym, table, total, when)
@@ -40,20 +41,22 @@ from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.recipes import by_recipe, recipe_on
 from builder.model.units import DTYPE_BYTES
 
-KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198, Table 2"
-FLASH = "Dao et al. 2022 (FlashAttention), arXiv:2205.14135, Algorithm 2: saves output and logsumexp"
-HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: see the Validation page)"
+KORTHIKANTI = Cite("korthikanti2022", "Table 2")
+FLASH = Cite("dao2022", "Algorithm 2") + ": saves output and logsumexp"
+HF_CODE = (Cite("transformers-5-23", "modeling code") + ", " + Cite("pytorch-2-13", "autograd")
+           + " (measured: see the Validation page)")
 # torchtune/modules/attention.py MultiHeadAttention.forward (v0.6.1, commit a6290a5, lines 284-290; the same since
 # commit 1814feb of November 2024): with fewer KV heads than query heads, K and V are expanded and flattened to
 # every query head before the attention call, so the kernel saves them at that size.
-TORCHTUNE_CODE = "transformers 5.23 op lists; torchtune 0.6.1 attention.py L284-290: K, V copied to all heads"
-CHEN = "Chen et al. 2016, arXiv:1604.06174, section 3"
-MEGATRON_BLOCK = ("Megatron-LM megatron/core/transformer/transformer_block.py (commit 767a8a8) _checkpointed_forward "
-                  "(recompute_method 'block': the first recompute_num_layers layers of each pipeline stage)")
-OFFLOAD = ("torchtune 0.6 torchtune/training/_activation_offloading.py: OffloadActivations (saved tensors of 1,024 "
-           "bytes or more copied to pinned host memory in the forward and brought back node by node in the backward, "
-           "the 5 latest kept until their copies finish) and get_act_offloading_ctx_manager (the output layer's "
-           "tensors stay on the GPU)")
+TORCHTUNE_CODE = (Cite("transformers-5-23", "op lists") + "; "
+                  + Cite("torchtune-attention", "torchtune/modules/attention.py L284-290") + ": K, V copied to all heads")
+CHEN = Cite("chen2016", "section 3")
+MEGATRON_BLOCK = (Cite("megatron-767a8a8", "megatron/core/transformer/transformer_block.py _checkpointed_forward")
+                  + " (recompute_method 'block': the first recompute_num_layers layers of each pipeline stage)")
+OFFLOAD = (Cite("torchtune-0-6", "torchtune/training/_activation_offloading.py OffloadActivations") + " (saved tensors "
+           "of 1,024 bytes or more copied to pinned host memory in the forward and brought back node by node in the "
+           "backward, the 5 latest kept until their copies finish) and get_act_offloading_ctx_manager (the output "
+           "layer's tensors stay on the GPU)")
 
 # Conditions that hold when every weight trains (full fine-tuning or pre-training); under LoRA
 # none of them holds and the adapters' lora_<target> conditions do instead.

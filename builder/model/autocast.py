@@ -8,11 +8,12 @@ copies are made again in its backward.
 
 from __future__ import annotations
 
+from builder.model.cite import Cite
 from builder.model.expr import both, eq, fmt, per_unit, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 
-AUTOCAST = ("PyTorch 2.13 autocast (aten/src/ATen/autocast_mode.cpp cached_cast): a linear layer under "
-            "torch.autocast casts its fp32 weight to the autocast dtype and autograd saves that copy for backward")
+AUTOCAST = (Cite("pytorch-2-13", "aten/src/ATen/autocast_mode.cpp cached_cast") + " (autocast): a linear layer "
+            "under torch.autocast casts its fp32 weight to the autocast dtype and autograd saves that copy for backward")
 NOT_MODELLED = ("simplification: the op lists follow autocast's device-independent effects (fp32 residual "
                 "stream, norms and rotary tables; one input copy per projection); CUDA autocast also runs pow, "
                 "exp and softmax in fp32, which changes GPT-2's Python GeLU (not modelled)")

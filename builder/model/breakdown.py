@@ -32,7 +32,7 @@ class Part:
     name: str  # path-like, e.g. 'optimizer/adam_m'
     bytes: int  # exact bytes on one GPU (or one node's host memory)
     formula: str  # how it is computed, in symbols defined by `where`
-    source: str  # paper + equation or code + version
+    source: str  # text citing its works as [@key, locator] (builder.model.cite.Cite), rendered by builder.sources
     per_unit: str = ""  # the bytes-per-unit rule a chart annotates, e.g. '2 B/param'
     simplification: str = ""  # what this part leaves out, when it is a simplification
     sharded_by: int = 1  # how many ranks share the unsharded amount (1: replicated)

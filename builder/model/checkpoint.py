@@ -35,30 +35,35 @@ from __future__ import annotations
 from builder.model.expr import both, either, eq, fmt, isin, maximum, ne, negate, sym, when
 from builder.model.optimizers import OPTIMIZER_STEP
 from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.cite import Cite
 from builder.model.states import SHARDING
 
-TORCH_SAVE = ("PyTorch 2.13 torch/nn/modules/module.py _save_to_state_dict (param.detach(): a view), "
-              "torch/optim/optimizer.py state_dict (the state tensors themselves), torch/serialization.py _save "
-              "(each storage copied to host memory, storage.cpu(), before it is written)")
-FULL_STATE_DICT = ("PyTorch 2.13 torch/distributed/fsdp/_state_dict_utils.py _full_post_state_dict_hook "
-                   "(state_dict[fqn].detach().clone() inside _unshard_fsdp_state_params), "
+TORCH_SAVE = (Cite("pytorch-2-13", "torch/nn/modules/module.py _save_to_state_dict") + " (param.detach(): a view), "
+              + Cite("pytorch-2-13", "torch/optim/optimizer.py state_dict") + " (the state tensors themselves), "
+              + Cite("pytorch-2-13", "torch/serialization.py _save")
+              + " (each storage copied to host memory, storage.cpu(), before it is written)")
+FULL_STATE_DICT = (Cite("pytorch-2-13", "torch/distributed/fsdp/_state_dict_utils.py _full_post_state_dict_hook")
+                   + " (state_dict[fqn].detach().clone() inside _unshard_fsdp_state_params), "
                    "_unshard_param_utils.py _unshard_fsdp_state_params, _flat_param.py _force_full_precision "
                    "(SUMMON_FULL_PARAMS gathers the full-precision parameters)")
-FULL_OFFLOAD = ("PyTorch 2.13 torch/distributed/fsdp/_unshard_param_utils.py _unshard_fsdp_state_params "
-                "(offload_to_cpu and handle.uses_sharded_strategy: handle.to_cpu()), _flat_param.py to_cpu (the "
-                "gathered unit moved to host memory, its GPU copy freed); accelerate 1.15 "
-                "FullyShardedDataParallelPlugin (FULL_STATE_DICT: offload_to_cpu=True, rank0_only=True)")
-SHARDED_STATE_DICT = ("PyTorch 2.13 torch/distributed/fsdp/_state_dict_utils.py _sharded_pre_state_dict_hook "
-                      "(unshard, offload_to_cpu=False), _sharded_post_state_dict_hook and _shard_utils.py "
+FULL_OFFLOAD = (Cite("pytorch-2-13", "torch/distributed/fsdp/_unshard_param_utils.py _unshard_fsdp_state_params")
+                + " (offload_to_cpu and handle.uses_sharded_strategy: handle.to_cpu()), _flat_param.py to_cpu (the "
+                "gathered unit moved to host memory, its GPU copy freed); "
+                + Cite("accelerate-1-15", "FullyShardedDataParallelPlugin")
+                + " (FULL_STATE_DICT: offload_to_cpu=True, rank0_only=True)")
+SHARDED_STATE_DICT = (Cite("pytorch-2-13", "torch/distributed/fsdp/_state_dict_utils.py _sharded_pre_state_dict_hook")
+                      + " (unshard, offload_to_cpu=False), _sharded_post_state_dict_hook and _shard_utils.py "
                       "_create_chunk_sharded_tensor (chunks[rank].clone())")
-DCP = ("PyTorch 2.13 torch/distributed/checkpoint/filesystem.py (_SerialCpuLoader and _OverlappingCpuLoader: each "
-       "tensor copied to host memory as it is written), staging.py (async_save stages into host memory)")
-DEEPSPEED = ("DeepSpeed 0.19.6 (commit edaa722) deepspeed/runtime/engine.py _save_checkpoint and "
-             "_save_zero_checkpoint (module and optimizer state dicts as they are, written by the checkpoint "
-             "engine's torch.save), runtime/zero/stage3.py _rigid_state_dict (fp32 partitions as they are)")
-DEEPSPEED_16BIT = ("DeepSpeed 0.19.6 (commit edaa722) deepspeed/runtime/engine.py _zero3_consolidated_16bit_state_dict "
-                   "(GatheredParameters(module.parameters(recurse=False), modifier_rank=0), then param.detach().cpu() "
-                   "on rank 0: one module at a time) and save_16bit_model")
+DCP = (Cite("pytorch-2-13", "torch/distributed/checkpoint/filesystem.py") + " (_SerialCpuLoader and "
+       "_OverlappingCpuLoader: each tensor copied to host memory as it is written), staging.py (async_save stages "
+       "into host memory)")
+DEEPSPEED = (Cite("deepspeed-edaa722", "deepspeed/runtime/engine.py _save_checkpoint and _save_zero_checkpoint")
+             + " (module and optimizer state dicts as they are, written by the checkpoint engine's torch.save), "
+             + Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage3.py _rigid_state_dict")
+             + " (fp32 partitions as they are)")
+DEEPSPEED_16BIT = (Cite("deepspeed-edaa722", "deepspeed/runtime/engine.py _zero3_consolidated_16bit_state_dict")
+                   + " (GatheredParameters(module.parameters(recurse=False), modifier_rank=0), then "
+                   "param.detach().cpu() on rank 0: one module at a time) and save_16bit_model")
 
 FSDP_SAVES = ("full-state-dict", "full-state-dict-offload", "sharded-state-dict")
 DEEPSPEED_SAVES = ("deepspeed", "deepspeed-16bit")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from builder.model.architecture import Architecture
+from builder.model.cite import Cite
 from builder.model.checks import first_refusal
 from builder.model.units import DTYPE_BYTES
 
@@ -57,7 +58,7 @@ class PrecisionPolicy:
     optimizer_state: str  # Adam m/v, momentum, ...
     activation: str  # activations saved for backward
     description: str = ""
-    source: str = ""
+    source: str = ""  # text citing its works as Cite(key, locator) (builder.model.cite)
     autocast: bool = False  # torch.autocast: each linear layer casts its weight and saves the copy for backward
     recipe: str = ""  # a low-precision training recipe (builder.model.recipes.RECIPES), "" for none
     quantised_params: bool = False  # the recipe's linear weights are stored only quantised (TE quantized_model_init)
@@ -76,13 +77,14 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
     for p in (
         PrecisionPolicy("bf16-mixed", "bf16", "fp32", "bf16", "fp32", "bf16",
                         "bf16 weights and gradients, fp32 master copy and optimizer states",
-                        "Rajbhandari et al. 2019 (ZeRO), section 3.1: 2+2+12 bytes per parameter"),
+                        Cite("rajbhandari2019", "section 3.1") + ": 2+2+12 bytes per parameter"),
         PrecisionPolicy("fp16-mixed", "fp16", "fp32", "fp16", "fp32", "fp16",
                         "fp16 weights and gradients, fp32 master copy and optimizer states",
-                        "Micikevicius et al. 2017, section 3; Rajbhandari et al. 2019, section 3.1"),
+                        Cite("micikevicius2017", "section 3") + "; " + Cite("rajbhandari2019", "section 3.1")),
         PrecisionPolicy("megatron-bf16", "bf16", "fp32", "fp32", "fp32", "bf16",
                         "bf16 weights, fp32 gradient buffer (main_grad), fp32 master and states",
-                        "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without distributed optimizer"),
+                        Cite("megatron-memory", "megatron/training/theoretical_memory_usage.py")
+                        + ": 18 bytes/param without distributed optimizer"),
         # Transformer Engine's low-precision recipes as Megatron-LM runs them (builder.model.recipes): Megatron's
         # bf16 weights, fp32 main_grad, fp32 master and states, plus the quantised copies the recipe keeps.
         *(PrecisionPolicy(name, "bf16", "fp32", "fp32", "fp32", "bf16", description, source, recipe=recipe,
@@ -90,16 +92,17 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
           for name, recipe, params, description, source in (
               ("te-fp8", "te-fp8", False,
                "Megatron bf16 states plus Transformer Engine fp8 copies of the linear weights (delayed scaling)",
-               "TransformerEngine 2.20 linear.py (quantised weight workspace); Megatron-LM --fp8-format"),
+               Cite("te-d0067d0", "transformer_engine/pytorch/module/linear.py") + " (quantised weight workspace); "
+               + Cite("megatron-d98e8a6", "--fp8-format")),
               ("te-fp8-params", "te-fp8", True,
                "fp8 linear weights only (no bf16 copy), fp32 master, fp32 main_grad and states",
-               "TransformerEngine 2.20 quantized_model_init; Megatron-LM --fp8-param-gather"),
+               Cite("te-d0067d0", "quantized_model_init") + "; " + Cite("megatron-d98e8a6", "--fp8-param-gather")),
               ("te-mxfp8", "te-mxfp8", False,
                "Megatron bf16 states plus Transformer Engine MXFP8 copies of the linear weights (Blackwell)",
-               "TransformerEngine 2.20 MXFP8BlockScaling, mxfp8_tensor.py; Megatron-LM --fp8-recipe mxfp8"),
+               Cite("te-d0067d0", "MXFP8BlockScaling, mxfp8_tensor.py") + "; " + Cite("megatron-d98e8a6", "--fp8-recipe mxfp8")),
               ("te-nvfp4", "te-nvfp4", False,
                "Megatron bf16 states plus Transformer Engine NVFP4 copies of the linear weights (Blackwell)",
-               "TransformerEngine 2.20 NVFP4BlockScaling, nvfp4_tensor.py; Megatron-LM --fp4-format e2m1"),
+               Cite("te-d0067d0", "NVFP4BlockScaling, nvfp4_tensor.py") + "; " + Cite("megatron-d98e8a6", "--fp4-format e2m1")),
           )),
         # Megatron-LM --fp16 (without --accumulate-allreduce-grads-in-fp32): the main_grad buffer is fp16, and the
         # optimizer steps on an fp32 copy of it (distrib_optimizer.py _copy_model_grads_to_main_grads:
@@ -108,24 +111,24 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
         PrecisionPolicy("megatron-fp16", "fp16", "fp32", "fp16", "fp32", "fp16",
                         "fp16 weights and main_grad buffer, fp32 master, fp32 copy of the gradients at the step, "
                         "fp32 states",
-                        "Megatron-LM (commit d98e8a6) docs/user-guide/features/dist_optimizer.md: 20 bytes/param, "
-                        "4 + 16/d distributed", master_grads=True),
+                        Cite("megatron-dist-optimizer", "docs/user-guide/features/dist_optimizer.md")
+                        + ": 20 bytes/param, 4 + 16/d distributed", master_grads=True),
         # MS-AMP O2 (Peng et al. 2023, FP8-LM, arXiv:2310.18313, section 2.2; MS-AMP msamp/__init__.py initialize,
         # opt_level 'O2'): fp16 weights (msamp.nn.LinearReplacer, ScalingTensor with a per-tensor scale) with no
         # separate master copy, fp8 weight gradients, LBAdamW's first moment fp8 (exp_avg_dtype=torch.uint8) and
         # second moment fp16 (exp_avg_sq_dtype=torch.float16): 2 + 1 + 1 + 2 = 6 bytes/param.
         PrecisionPolicy("msamp-o2", "fp16", None, "fp8", "fp32", "fp16",
                         "MS-AMP O2: fp16 weights, fp8 gradients, fp8 first moment and fp16 second moment",
-                        "Peng et al. 2023 (FP8-LM), arXiv:2310.18313, section 2.2; MS-AMP (commit 9746ea8) "
-                        "msamp/__init__.py, msamp/optim/adamw_base.py", exp_avg="fp8", exp_avg_sq="fp16", msamp=True),
+                        Cite("peng2023fp8lm", "section 2.2") + "; "
+                        + Cite("msamp", "msamp/__init__.py, msamp/optim/adamw_base.py"), exp_avg="fp8", exp_avg_sq="fp16", msamp=True),
         PrecisionPolicy("amp-bf16", "fp32", None, "fp32", "fp32", "bf16",
                         "fp32 weights and gradients, bf16 autocast activations, no separate master",
-                        "PyTorch torch.autocast with fp32 parameters", autocast=True),
+                        Cite("pytorch-2-13", "torch.autocast") + " with fp32 parameters", autocast=True),
         PrecisionPolicy("fp32", "fp32", None, "fp32", "fp32", "fp32",
-                        "everything in fp32", "Micikevicius et al. 2017, baseline"),
+                        "everything in fp32", Cite("micikevicius2017") + ", baseline"),
         PrecisionPolicy("bf16", "bf16", None, "bf16", "bf16", "bf16",
                         "pure bf16: weights, gradients and optimizer states, no master copy",
-                        "Transformer Math 101 (Anthony et al. 2023)"),
+                        Cite("anthony2023")),
     )
 }
 

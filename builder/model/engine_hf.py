@@ -64,39 +64,46 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from builder.model.cite import Cite
 from builder.model.expr import both, either, eq, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import KV_SYMBOLS
 from builder.model.units import GiB as GIB
 
 HF_VERSION = "transformers 5.23.0 (torch 2.13)"
-T = "src/transformers/"
-CACHE_CHOICE = (T + "generation/utils.py _prepare_cache_for_generation, _prepare_static_cache; "
-                + T + "generation/configuration_utils.py GenerationConfig.cache_implementation; " + HF_VERSION)
-DYNAMIC = T + "cache_utils.py DynamicLayer.update (torch.cat per token); " + HF_VERSION
-STATIC = (T + "cache_utils.py StaticLayer.lazy_initialization (torch.zeros of max_cache_len); generation/utils.py "
-          "generate: max_cache_len = max_length - 1; " + HF_VERSION)
-EAGER = (T + "models/llama/modeling_llama.py eager_attention_forward (scores in the model's dtype, softmax in fp32, "
-         "cast back); torch 2.13 aten/src/ATen/native/SoftMax.cpp softmax (the input converted before the fp32 "
-         "result is allocated); " + HF_VERSION)
-SDPA = (T + "integrations/sdpa_attention.py, integrations/flash_attention.py (no score matrix); "
-        "models/llama/modeling_llama.py LlamaAttention.forward; " + HF_VERSION)
-MLP = T + "models/llama/modeling_llama.py LlamaMLP.forward: down(act(gate(x)) * up(x)); " + HF_VERSION
-LOGITS = (T + "generation/utils.py generate (logits_to_keep=1 when _supports_logits_to_keep) and _sample "
-          "(outputs.logits[:, -1].to(copy=True, dtype=torch.float32)); models/llama/modeling_llama.py "
-          "LlamaForCausalLM.forward (slice_logits_to_keep before lm_head); " + HF_VERSION)
-SLIDING = (T + "cache_utils.py DynamicSlidingWindowLayer.update lines 222-259 (keeps a view of the last "
-           "sliding_window - 1 tokens of the concatenation), StaticSlidingWindowLayer lines 525-608 "
-           "(min(sliding_window, max_cache_len) slots, rolled when full); get_layer_types_and_kwargs line 1910; "
-           + HF_VERSION)
-ROLL = T + "cache_utils.py StaticSlidingWindowLayer.update lines 559-564 (roll of K and V, then copy_); " + HF_VERSION
-LATENT_CACHE = (T + "models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention.forward lines 385-395 and "
-                "models/deepseek_v3/modeling_deepseek_v3.py lines 444-459 (the cache holds the latent and the rotary "
-                "key); " + HF_VERSION)
-EXPAND = (T + "models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention.expand_kv lines 348-364, "
-          "models/deepseek_v3/modeling_deepseek_v3.py expand_kv lines 407-424 (kv_b_proj of every cached token, "
-          "a new key tensor of qk_nope + qk_rope per head); " + HF_VERSION)
-WEIGHTS = "the weights as from_pretrained loads them (torch_dtype)"
+
+
+def _hf(locator: str) -> Cite:
+    """A file (and function) of transformers 5.23.0, the version read."""
+    return Cite("transformers-5-23", "src/transformers/" + locator)
+
+
+CACHE_CHOICE = (_hf("generation/utils.py _prepare_cache_for_generation, _prepare_static_cache") + "; "
+                + _hf("generation/configuration_utils.py GenerationConfig.cache_implementation"))
+DYNAMIC = _hf("cache_utils.py DynamicLayer.update") + " (torch.cat per token)"
+STATIC = (_hf("cache_utils.py StaticLayer.lazy_initialization") + " (torch.zeros of max_cache_len); "
+          + _hf("generation/utils.py generate") + ": max_cache_len = max_length - 1")
+EAGER = (_hf("models/llama/modeling_llama.py eager_attention_forward") + " (scores in the model's dtype, softmax in "
+         "fp32, cast back); " + Cite("torch-softmax", "aten/src/ATen/native/SoftMax.cpp softmax")
+         + " (the input converted before the fp32 result is allocated)")
+SDPA = (_hf("integrations/sdpa_attention.py, integrations/flash_attention.py") + " (no score matrix); "
+        + _hf("models/llama/modeling_llama.py LlamaAttention.forward"))
+MLP = _hf("models/llama/modeling_llama.py LlamaMLP.forward") + ": down(act(gate(x)) * up(x))"
+LOGITS = (_hf("generation/utils.py generate and _sample") + " (logits_to_keep=1 when _supports_logits_to_keep; "
+          "_sample keeps outputs.logits of the last position as a float32 copy); "
+          + _hf("models/llama/modeling_llama.py LlamaForCausalLM.forward") + " (slice_logits_to_keep before lm_head)")
+SLIDING = (_hf("cache_utils.py DynamicSlidingWindowLayer.update lines 222-259") + " (keeps a view of the last "
+           "sliding_window - 1 tokens of the concatenation), "
+           + _hf("cache_utils.py StaticSlidingWindowLayer lines 525-608") + " (min(sliding_window, max_cache_len) "
+           "slots, rolled when full); " + _hf("cache_utils.py get_layer_types_and_kwargs line 1910"))
+ROLL = _hf("cache_utils.py StaticSlidingWindowLayer.update lines 559-564") + " (roll of K and V, then copy_)"
+LATENT_CACHE = (_hf("models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention.forward lines 385-395") + " and "
+                + _hf("models/deepseek_v3/modeling_deepseek_v3.py lines 444-459")
+                + " (the cache holds the latent and the rotary key)")
+EXPAND = (_hf("models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention.expand_kv lines 348-364") + ", "
+          + _hf("models/deepseek_v3/modeling_deepseek_v3.py expand_kv lines 407-424")
+          + " (kv_b_proj of every cached token, a new key tensor of qk_nope + qk_rope per head)")
+WEIGHTS = "the weights as from_pretrained loads them (torch_dtype): " + _hf("modeling_utils.py from_pretrained")
 DEFAULT_NEW_TOKENS = 20  # GenerationConfig's max_length 20 with no max_new_tokens: 20 new tokens (utils.py
 # _prepare_generated_length: "by default let's always generate 20 new tokens")
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")  # from_pretrained(attn_implementation=...)
@@ -118,8 +125,8 @@ FLAGS = (
 # Families whose transformers model refuses SDPA: from_pretrained without attn_implementation falls back to eager
 # (modeling_utils.py get_correct_attn_implementation lines 1872-1879: "Sdpa is the default, so we try it and fallback
 # to eager otherwise"), and attn_implementation="sdpa" raises.
-NO_SDPA = {"gemma2": T + "models/gemma2/modeling_gemma2.py line 352: _supports_sdpa = False (sdpa does not support "
-                     "softcapping); " + HF_VERSION}
+NO_SDPA = {"gemma2": _hf("models/gemma2/modeling_gemma2.py line 352") + ": _supports_sdpa = False (sdpa does not "
+                                                                      "support softcapping)"}
 CHOICES = {"cache_implementation": CACHE_IMPLEMENTATIONS, "attn_implementation": ATTN_IMPLEMENTATIONS}
 
 
@@ -285,7 +292,7 @@ HF = RuleSet(
                  when=either(negate(PREFILL), sym("logits_win"))),
         PartRule("activations/logits_fp32", sym("logits_fp32"), "batch x V x 4", LOGITS, "the last row in fp32",
                  when=either(negate(PREFILL), sym("logits_win"))),
-        PartRule("overhead/cuda_context", sym("cuda_context_bytes"), "given", "--cuda-context", "fixed",
+        PartRule("overhead/cuda_context", sym("cuda_context_bytes"), "given", "given with --cuda-context (assumed)", "fixed",
                  when=sym("cuda_context_bytes")),
     ),
 )

@@ -41,6 +41,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from builder.model.cite import Cite
 from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet
 from builder.model.serving import KV_SYMBOLS
@@ -48,10 +49,10 @@ from builder.model.units import GiB as GIB
 from builder.model.units import MiB as MIB
 
 SGLANG_VERSION = "SGLang 0.5.18 (upstream main d315eb7, 2026-08-22)"
-BUDGET = "python/sglang/srt/mem_cache/kv_cache_configurator.py _profile_available_bytes; " + SGLANG_VERSION
-CELL = ("python/sglang/srt/model_executor/pool_configurator.py _compute_cell_size and calculate_pool_sizes; "
-        + SGLANG_VERSION)
-RESERVE = "python/sglang/srt/server_args.py _handle_gpu_memory_settings and reserve_for_graph_mb; " + SGLANG_VERSION
+BUDGET = Cite("sglang-d315eb7", "python/sglang/srt/mem_cache/kv_cache_configurator.py _profile_available_bytes")
+CELL = Cite("sglang-d315eb7", "python/sglang/srt/model_executor/pool_configurator.py _compute_cell_size and "
+                              "calculate_pool_sizes")
+RESERVE = Cite("sglang-d315eb7", "python/sglang/srt/server_args.py _handle_gpu_memory_settings and reserve_for_graph_mb")
 # The memory gone before the weights load: published logs show 1.49 GiB on one B200 (nvidia-smi's 179.06 GiB total,
 # 'Load weight begin. avail mem=177.57 GB', sglang PR #23669) and 3.06 GiB per rank at TP 8 on H200s (140.40 GiB
 # total, 'avail mem=137.34 GB' after 'Init torch distributed ends. mem usage=1.96 GB', sglang PR #11716).
@@ -63,8 +64,9 @@ BEFORE_WEIGHTS_SOURCE = ("assumed 1.5 GiB + 0.22 GiB per further rank (CUDA's to
 # The GPU total the rules start from is nvidia-smi's, not cudaMemGetInfo's: SGLang picks its defaults by
 # nvidia-smi's MiB (utils/common.py get_nvgpu_memory_capacity runs nvidia-smi --query-gpu=memory.total), and the memory
 # gone before the weights above was measured against nvidia-smi's total, so it holds CUDA's own shortfall.
-TOTAL_SOURCE = ("python/sglang/srt/utils/common.py get_nvgpu_memory_capacity (nvidia-smi --query-gpu=memory.total); the "
-                "memory gone before the weights was measured from nvidia-smi's total; " + SGLANG_VERSION)
+TOTAL_SOURCE = (Cite("sglang-d315eb7", "python/sglang/srt/utils/common.py get_nvgpu_memory_capacity")
+                + " (nvidia-smi --query-gpu=memory.total); the memory gone before the weights was measured from "
+                "nvidia-smi's total")
 # The prefill CUDA-graph token sizes (server_args.py _generate_prefill_cuda_graph_batch_sizes): (start, stop, step)
 # ranges, each up to the graph's largest size (chunked_prefill_size for a model without MLA).
 PREFILL_GRAPH_RANGES = ((4, 33, 4), (48, 257, 16), (288, 513, 32), (576, 1025, 64), (1280, 4097, 256))
@@ -85,8 +87,9 @@ FLAGS = (
      "sliding-window pool size as a share of the full-attention pool, for models mixing both (SGLang default 0.8)"),
 )
 DEFAULT_SWA_RATIO = Fraction(8, 10)  # server_args.py ServerArgs.swa_full_tokens_ratio
-SWA = ("python/sglang/srt/model_executor/pool_configurator.py HybridSWAPoolConfigurator (commit 003fca8): cell = "
-       "full layers x per-token + swa_full_tokens_ratio x sliding layers x per-token; swa tokens = full tokens x ratio")
+SWA = (Cite("sglang-003fca8", "python/sglang/srt/model_executor/pool_configurator.py HybridSWAPoolConfigurator")
+       + ": cell = full layers x per-token + swa_full_tokens_ratio x sliding layers x per-token; swa tokens = full "
+       "tokens x ratio")
 KV_TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
                    "fp8": "torch.float8_e4m3fn", "int8": "torch.int8"}
 

@@ -39,24 +39,25 @@ from typing import Any, Callable
 
 from builder.model import engine_hf as hf
 from builder.model import engine_sglang as sglang
+from builder.model.cite import Cite
 from builder.model.expr import both, ceil, floor, fmt, maximum, minimum, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import KV_CACHE_PER_TOKEN_HEAD, KV_SYMBOLS, PER_TOKEN_HEAD, PER_TOKEN_HEAD_SCALE_BYTES
 from builder.model.units import GiB as GIB
 
 VLLM_VERSION = "vLLM 0.27 (upstream main 6adad08, 2026-08-14)"
-REQUEST = "vllm/v1/worker/utils.py request_memory: ceil(total x gpu_memory_utilization); " + VLLM_VERSION
-AVAILABLE = "vllm/v1/worker/gpu_worker.py determine_available_memory; " + VLLM_VERSION
-PROFILE = ("vllm/v1/worker/gpu_model_runner.py profile_run and _dummy_run (attention skipped, one logits row per "
-           "request into the sampler); " + VLLM_VERSION)
-BLOCKS = ("vllm/v1/core/kv_cache_utils.py get_num_blocks: floor(floor(available / page) / layers); "
-          "vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes; " + VLLM_VERSION)
-MLA_PAGE = ("vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes: block_size x 1 x (kv_lora_rank + "
-            "qk_rope_head_dim) x dtype bytes on every TP rank (commit 001cabc)")
-GROUPS = ("vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size, get_kv_cache_config_from_groups "
-          "(one pool, blocks of group_size layers); vllm/v1/kv_cache_interface.py SlidingWindowSpec."
-          "max_memory_usage_bytes: ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block_size) + 1 "
-          "blocks a sliding group (commit 001cabc)")
+REQUEST = Cite("vllm-6adad08", "vllm/v1/worker/utils.py request_memory") + ": ceil(total x gpu_memory_utilization)"
+AVAILABLE = Cite("vllm-6adad08", "vllm/v1/worker/gpu_worker.py determine_available_memory")
+PROFILE = (Cite("vllm-6adad08", "vllm/v1/worker/gpu_model_runner.py profile_run and _dummy_run")
+           + " (attention skipped, one logits row per request into the sampler)")
+BLOCKS = (Cite("vllm-6adad08", "vllm/v1/core/kv_cache_utils.py get_num_blocks") + ": floor(floor(available / page) / "
+          "layers); " + Cite("vllm-6adad08", "vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes"))
+MLA_PAGE = (Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes")
+            + ": block_size x 1 x (kv_lora_rank + qk_rope_head_dim) x dtype bytes on every TP rank")
+GROUPS = (Cite("vllm-001cabc", "vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size, "
+                               "get_kv_cache_config_from_groups") + " (one pool, blocks of group_size layers); "
+          + Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes")
+          + ": ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block_size) + 1 blocks a sliding group")
 # Named assumptions, each from a published vLLM startup log.
 NON_TORCH = GIB // 4
 NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.2, one H100) to 0.31 GiB (Sep 2026, "

@@ -36,29 +36,31 @@ not only at the instant that tensor steps.
 
 from __future__ import annotations
 
+from builder.model.cite import Cite
 from builder.model.expr import best, both, either, eq, isin, maximum, negate, sym, when, within
 from builder.model.paging import PAGED_OPTIMIZERS, PAGING
 from builder.model.partrules import bytes_of
 from builder.model.placement import TP_SHARE
 
-FOREACH_ADAM = ("PyTorch 2.13 torch/optim/adam.py _multi_tensor_adam: exp_avg_sq_sqrt = "
+FOREACH_ADAM = (Cite("pytorch-adam", "torch/optim/adam.py _multi_tensor_adam") + ": exp_avg_sq_sqrt = "
                 "torch._foreach_sqrt(exp_avg_sqs), one state-sized temporary; measured: see the Validation page")
-LOOP_ADAM = ("PyTorch 2.13 torch/optim/adam.py _single_tensor_adam: denom = (exp_avg_sq.sqrt() / "
+LOOP_ADAM = (Cite("pytorch-adam", "torch/optim/adam.py _single_tensor_adam") + ": denom = (exp_avg_sq.sqrt() / "
              "bias_correction2_sqrt).add_(eps), two tensors of one parameter's size at once")
-FOREACH_ADAFACTOR = ("PyTorch 2.13 torch/optim/_adafactor.py _multi_tensor_adafactor: var_estimates = row_var @ "
-                     "col_var, one gradient-sized tensor per matrix (its docstring: foreach uses ~ sizeof(params) "
-                     "more peak memory); measured: see the Validation page")
-LOOP_ADAFACTOR = ("PyTorch 2.13 torch/optim/_adafactor.py _single_tensor_adafactor (the default): var_estimate = "
-                  "row_var @ col_var, one tensor of one parameter's size")
-LOOP_LION = ("lion-pytorch 0.2 lion_pytorch/lion_pytorch.py update_fn: exp_avg.clone().mul_(beta1).add(grad, "
+FOREACH_ADAFACTOR = (Cite("pytorch-adafactor", "torch/optim/_adafactor.py _multi_tensor_adafactor") + ": var_estimates "
+                     "= row_var @ col_var, one gradient-sized tensor per matrix (its docstring: foreach uses ~ "
+                     "sizeof(params) more peak memory); measured: see the Validation page")
+LOOP_ADAFACTOR = (Cite("pytorch-adafactor", "torch/optim/_adafactor.py _single_tensor_adafactor") + " (the default): "
+                  "var_estimate = row_var @ col_var, one tensor of one parameter's size")
+LOOP_LION = (Cite("lion-pytorch", "lion_pytorch/lion_pytorch.py update_fn") + ": exp_avg.clone().mul_(beta1).add(grad, "
              "alpha=1 - beta1), the clone and the sum of one parameter's size at once")
-FOREACH_LION = "timm 1.0 timm/optim/lion.py _multi_tensor_lion: torch._foreach_mul(exp_avgs, beta1), one momentum-sized list"
-IN_BACKWARD = ("PyTorch tutorial 'How to save memory by fusing the optimizer step into the backward pass' "
-               "(register_post_accumulate_grad_hook, one foreach=False optimizer per parameter); torchtitan "
-               "--optimizer.early_step_in_backward")
+FOREACH_LION = (Cite("timm-1-0", "timm/optim/lion.py _multi_tensor_lion")
+                + ": torch._foreach_mul(exp_avgs, beta1), one momentum-sized list")
+IN_BACKWARD = (Cite("pytorch-optimizer-in-backward") + " (register_post_accumulate_grad_hook, one foreach=False "
+               "optimizer per parameter); " + Cite("torchtitan", "--optimizer.early_step_in_backward"))
 
-LOOP_TORCHAO = ("torchao 0.19 torchao/optim/adam.py single_param_adam under torch.compile (one parameter at a time); "
-                "the buffers inductor keeps, read from its generated code on CPU with torch 2.13 (not verified on CUDA)")
+LOOP_TORCHAO = (Cite("torchao-low-bit-optim", "torchao/optim/adam.py single_param_adam") + " under torch.compile (one "
+                "parameter at a time); the buffers inductor keeps, read from its generated code on CPU with torch 2.13 "
+                "(not verified on CUDA)")
 TORCHAO_OPTIMIZERS = ("adamw8bit-torchao", "adamw4bit", "adamwfp8")
 # The optimizer's own default implementation: torch.optim's foreach on CUDA, Adafactor's for-loop, lion-pytorch's
 # for-loop, torchao's per-parameter compiled step, bitsandbytes' fused kernel.
@@ -70,7 +72,7 @@ DEFAULT_IMPL = when(sym("msamp"), "for-loop", when(isin(sym("optimizer"), "adam8
 # How many tensors of one parameter's size a for-loop step holds at once (in the state dtype).
 LOOP_TENSORS = when(isin(sym("optimizer"), "adam", "adamw", "lion"), 2,
                     when(eq(sym("optimizer"), "adafactor"), 1, 0))
-LOOP_MSAMP = ("MS-AMP (commit 9746ea8) msamp/optim/adamw.py LBAdamW.adamw_fn: for each parameter, param.float() and "
+LOOP_MSAMP = (Cite("msamp", "msamp/optim/adamw.py LBAdamW.adamw_fn") + ": for each parameter, param.float() and "
               "grads[i].float(), two fp32 tensors of one parameter's size")
 LOOP_SOURCE = when(sym("msamp"), LOOP_MSAMP, when(eq(sym("optimizer"), "adafactor"), LOOP_ADAFACTOR,
                    when(eq(sym("optimizer"), "lion"), LOOP_LION,

@@ -6,12 +6,13 @@ the other parts, or what is live at a moment of the step).
 
 from __future__ import annotations
 
+from builder.model.cite import Cite
 from builder.model.expr import fixed, fmt, sym
 from builder.model.partrules import PartRule, RuleSet
 
-CONTEXT = ("PyTorch CUDA semantics notes, memory management (the CUDA context and loaded kernels are not counted by "
-           "the caching allocator; typically 0.3-2 GiB, depending on the CUDA version and lazy module loading)")
-ALLOCATOR = "PyTorch caching allocator notes (reserved minus allocated)"
+CONTEXT = (Cite("pytorch-cuda-notes", "memory management") + " (the CUDA context and loaded kernels are not counted "
+           "by the caching allocator; typically 0.3-2 GiB, depending on the CUDA version and lazy module loading)")
+ALLOCATOR = Cite("pytorch-cuda-notes", "memory management") + " (the caching allocator: reserved minus allocated)"
 FLAT = "a common calculator rule: a flat 10% for allocator, NCCL buffers and workspaces"
 
 

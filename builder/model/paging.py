@@ -24,15 +24,16 @@ from __future__ import annotations
 from fractions import Fraction
 
 from builder.model.adapters import SHAPES
+from builder.model.cite import Cite
 from builder.model.expr import both, eq, has, isin, maximum, sym, total, when
 from builder.model.placement import TP_SHARE
 
 PAGED_OPTIMIZERS = ("paged-adamw", "paged-adamw8bit")
 PAGE_MIN = 100_000  # bitsandbytes get_state_buffer: p.numel() < 1e5 stays a plain GPU tensor
-PAGED = ("bitsandbytes 0.50.2.dev0 (commit 95f9af3) bitsandbytes/optim/optimizer.py Optimizer8bit.get_state_buffer "
-         "(states of parameters of 1e5 elements or more in CUDA unified memory, functional.py get_paged: "
+PAGED = (Cite("bitsandbytes-95f9af3", "bitsandbytes/optim/optimizer.py Optimizer8bit.get_state_buffer")
+         + " (states of parameters of 1e5 elements or more in CUDA unified memory, functional.py get_paged: "
          "cudaMallocManaged) and Optimizer8bit.step (prefetch_state and update_step one parameter at a time); "
-         "Dettmers et al. 2023 (QLoRA), arXiv:2305.14314, section 3")
+         + Cite("dettmers2023", "section 3"))
 PAGED_NOTE = ("paged: in CUDA unified memory, which the driver evicts to host memory when the GPU runs short; counted "
               "in full in the sum of parts, while the need counts only the states of parameters under 100,000 "
               "elements (and the 8-bit absmax) and, at the optimizer step, one parameter's paged states")

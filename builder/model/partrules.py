@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from builder.model.breakdown import Part, Rate, whole_bytes
 from builder.model.expr import Expr, Value, at, derive, encode, evaluate, fmt, lift, per_unit, sym, symbols_of
@@ -49,7 +49,7 @@ class PartRule:
     name: str
     bytes: Expr
     formula: Expr | str  # in the symbols Breakdown.where defines
-    source: Expr | str  # paper + section, or code file + version
+    source: Expr | str  # text citing its works as Cite(key, locator) (builder.model.cite)
     per_unit: Expr | str | PerUnit  # what a chart annotates the part with, e.g. '2 B/param (bf16)' (PerUnit: a rate)
     note: Expr | str = ""  # the simplification, when the part is one
     when: Expr | int = 1  # the part exists only where this holds
@@ -107,19 +107,36 @@ class RuleSet:
                              for name in ("when", "bytes", "per_unit", "note", "source")))
         return sorted(used - set(self.symbols))
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self, source_html: Callable[[str], str] = html.escape) -> dict[str, Any]:
         """The JSON the browser evaluates: symbols as [name, rule], parts as
-        [name, condition, bytes, per-unit words, note, source (HTML-escaped), transient], and the inputs it
-        reads (the browser reuses a result while they stay the same)."""
-        return {"reads": self.reads(), "symbols": [[name, encode(expr)] for name, expr in self.symbols.items()],
+        [name, condition, bytes, per-unit words, note, source (as HTML), transient], and the inputs it
+        reads (the browser reuses a result while they stay the same). `source_html` turns a source's text
+        constants into markup: builder.sources.html_renderer links each citation to the References page (a
+        citation is one whole constant or inside one, so rendering constants renders every branch). A derived
+        symbol that holds a source, worked out once for many parts, is named '<...>_source' and rendered too."""
+        return {"reads": self.reads(),
+                "symbols": [[name, encode(rendered(expr, source_html) if is_source(name) else expr)]
+                            for name, expr in self.symbols.items()],
                 "parts": [[r.name, encode(r.when), encode(r.bytes), encode(r.per_unit), encode(r.note),
-                           encode(escaped(r.source)), int(r.transient)] for r in self.parts]}
+                           encode(rendered(r.source, source_html)), int(r.transient)] for r in self.parts]}
 
 
-def escaped(expr: Expr) -> Expr:
-    """A text rule with its text constants HTML-escaped (sources go into markup)."""
+SOURCE_SUFFIX = "_source"  # a derived symbol whose value is a source (text with citations)
+
+
+def is_source(symbol: str) -> bool:
+    """True for a derived symbol that holds a source: its text constants are rendered as a part's source is."""
+    return symbol.endswith(SOURCE_SUFFIX)
+
+
+def rendered(expr: Expr, to_html: Callable[[str], str] = html.escape) -> Expr:
+    """A text rule with its text constants turned into markup by `to_html` (sources go into markup); the
+    constants a condition compares with stay as they are."""
     if expr.op == "str":
-        return Expr("str", html.escape(expr.args[0]))
+        return Expr("str", to_html(expr.args[0]))
     if expr.op in ("sym", "num"):
         return expr
-    return Expr(expr.op, *(escaped(a) for a in expr.args))
+    if expr.op == "if":
+        condition, *branches = expr.args
+        return Expr("if", condition, *(rendered(a, to_html) for a in branches))
+    return Expr(expr.op, *(rendered(a, to_html) for a in expr.args))

@@ -34,17 +34,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from builder.model.cite import Cite
 from builder.model.expr import Expr, both, eq, lift, ne, sym, when
 
-TE = "TransformerEngine 2.20.0.dev0 (commit d0067d0)"
-MEGATRON = "Megatron-LM (commit d98e8a6)"
-TE_LINEAR = (f"{TE} transformer_engine/pytorch/module/linear.py (_Linear forward: the weight quantised into a "
-             f"workspace with row-wise and column-wise usage, cached in _fp8_workspaces when is_first_microbatch is "
-             f"given; {MEGATRON} megatron/core/extensions/transformer_engine.py TELinear passes it)")
-TE_SAVED_INPUT = (f"{TE} transformer_engine/pytorch/module/linear.py (_Linear forward saves the quantised input, "
-                  f"column-wise only, for the weight gradient)")
-TE_PARAMS = (f"{TE} transformer_engine/pytorch/quantization.py quantized_model_init (modules hold only quantised "
-             f"copies of their parameters); {MEGATRON} --fp8-param-gather")
+TE = "te-d0067d0"  # TransformerEngine 2.20.0.dev0 (commit d0067d0), a key of content/references.toml
+MEGATRON = "megatron-d98e8a6"  # Megatron-LM (commit d98e8a6)
+TE_LINEAR = (Cite(TE, "transformer_engine/pytorch/module/linear.py _Linear forward") + " (the weight quantised into a "
+             "workspace with row-wise and column-wise usage, cached in _fp8_workspaces when is_first_microbatch is "
+             "given; " + Cite(MEGATRON, "megatron/core/extensions/transformer_engine.py TELinear") + " passes it)")
+TE_SAVED_INPUT = (Cite(TE, "transformer_engine/pytorch/module/linear.py _Linear forward") + " (saves the quantised "
+                  "input, column-wise only, for the weight gradient)")
+TE_PARAMS = (Cite(TE, "transformer_engine/pytorch/quantization.py quantized_model_init") + " (modules hold only "
+             "quantised copies of their parameters); " + Cite(MEGATRON, "--fp8-param-gather"))
 
 
 @dataclass(frozen=True)
@@ -60,27 +61,27 @@ class Recipe:
     # Megatron-LM has the attention output projection save its original 16-bit input (the attention kernel's own
     # saved output) instead of a quantised copy: every recipe but delayed scaling (attention.py, commit d98e8a6).
     projection_saves_original: bool
-    source: str  # the tensor layout's file
+    source: str  # the tensor layout's file, cited as Cite(TE, file)
     left_out: str  # what the sizes leave out for this recipe
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("te-fp8", "fp8 with per-tensor scaling (TE DelayedScaling, Megatron-LM's default --fp8-recipe delayed)",
            Fraction(2), "fp8 data + fp8 transpose", Fraction(1), "fp8 transpose",
-           False, f"{TE} transformer_engine/pytorch/tensor/float8_tensor.py (_data and, without non-TN fp8 GEMMs, "
+           False, Cite(TE, "transformer_engine/pytorch/tensor/float8_tensor.py") + " (_data and, without non-TN fp8 GEMMs, "
                   f"_transpose: 1 B each; one fp32 _scale_inv per tensor)",
            "counted as on Hopper (data + transpose): on Blackwell, whose fp8 GEMMs take either layout, one 1 B buffer "
            "serves both usages; the per-tensor scales and amax histories (a few bytes per layer) are left out"),
     Recipe("te-mxfp8", "MXFP8 (TE MXFP8BlockScaling, Megatron-LM --fp8-recipe mxfp8)",
            2 * (1 + Fraction(1, 32)), "row-wise + column-wise fp8, an E8M0 scale per 32 each",
            1 + Fraction(1, 32), "column-wise fp8 + E8M0 scale per 32",
-           True, f"{TE} transformer_engine/pytorch/tensor/mxfp8_tensor.py (row-wise and column-wise data, 1 B each, "
+           True, Cite(TE, "transformer_engine/pytorch/tensor/mxfp8_tensor.py") + " (row-wise and column-wise data, 1 B each, "
                  f"with a 1 B scale per 32 elements each)",
            "the scale tensors' padding (to multiples of 128 x 4) is left out"),
     Recipe("te-nvfp4", "NVFP4 (TE NVFP4BlockScaling, Megatron-LM --fp4-format e2m1 --fp4-recipe nvfp4)",
            2 * (Fraction(1, 2) + Fraction(1, 16)), "row-wise + column-wise fp4, an E4M3 scale per 16 each",
            Fraction(1, 2) + Fraction(1, 16), "column-wise fp4 + E4M3 scale per 16",
-           True, f"{TE} transformer_engine/pytorch/tensor/nvfp4_tensor.py (row-wise and column-wise E2M1 data, two "
+           True, Cite(TE, "transformer_engine/pytorch/tensor/nvfp4_tensor.py") + " (row-wise and column-wise E2M1 data, two "
                  f"values per byte, with a 1 B E4M3 scale per 16 elements each and an fp32 amax per tensor)",
            "the per-tensor fp32 amax and the scale tensors' padding are left out; the NVFP4 recipe's optional 16-bit "
            "first and last layers (Megatron-LM --first-last-layers-bf16, off by default) are not modelled"),

@@ -5,18 +5,21 @@ Evaluated by the estimator for `mode = serve` and, from the same rules, by the c
 
 from __future__ import annotations
 
+from builder.model.cite import Cite
 from builder.model.expr import fmt, maximum, minimum, per_unit, sym, when
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 
-KV = "Kwon et al. 2023 (vLLM), arXiv:2309.06180, section 3: 2 x layers x kv_heads x head_dim x tokens x bytes"
-MLA_KV = ("DeepSeek-AI 2024 (DeepSeek-V2), arXiv:2405.04434, section 2.1.2-2.1.3 and Table 1: (d_c + d_h^R) x layers "
-          "elements per token; vLLM (commit 001cabc) vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes "
-          "(block_size x 1 head x (kv_lora_rank + qk_rope_head_dim) x dtype bytes, the same on every TP rank); SGLang "
-          "(commit 003fca8) python/sglang/srt/model_executor/pool_configurator.py _compute_cell_size (MLA: "
-          "kv_lora_rank + qk_rope_head_dim per layer, not divided by TP)")
-SLIDING_KV = ("vLLM (commit 001cabc) vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes: a sliding "
-              "layer keeps its window; transformers Gemma2/Gemma3 layer_types (every Nth layer full attention)")
-WORKING = "vLLM chunked prefill (max_num_batched_tokens 8192); transformers logits_to_keep"
+KV = Cite("kwon2023", "section 3") + ": 2 x layers x kv_heads x head_dim x tokens x bytes"
+MLA_KV = (Cite("deepseek2024", "sections 2.1.2-2.1.3 and Table 1") + ": (d_c + d_h^R) x layers elements per token; "
+          + Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes")
+          + " (block_size x 1 head x (kv_lora_rank + qk_rope_head_dim) x dtype bytes, the same on every TP rank); "
+          + Cite("sglang-003fca8", "python/sglang/srt/model_executor/pool_configurator.py _compute_cell_size")
+          + " (MLA: kv_lora_rank + qk_rope_head_dim per layer, not divided by TP)")
+SLIDING_KV = (Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes")
+              + ": a sliding layer keeps its window; " + Cite("transformers-5-23", "Gemma2/Gemma3 layer_types")
+              + " (every Nth layer full attention)")
+WORKING = (Cite("vllm-6adad08") + " chunked prefill (max_num_batched_tokens 8192); "
+           + Cite("transformers-5-23") + " logits_to_keep")
 PREFILL_CHUNK = 8192  # tokens per prefill step: vLLM's max_num_batched_tokens default with chunked prefill
 
 # The engines' --kv-cache-dtype words and the dtype each stores (vLLM vllm/config/cache.py CacheDType and
@@ -31,8 +34,9 @@ KV_CACHE_DTYPES = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "float16": 
 # stores; the scales are vLLM's, so the words need --engine vllm (builder.model.engines).
 KV_CACHE_PER_TOKEN_HEAD = {"fp8_per_token_head": "fp8", "int8_per_token_head": "int8"}
 PER_TOKEN_HEAD_SCALE_BYTES = 2 * 4  # a k and a v scale in fp32, per token and KV head
-PER_TOKEN_HEAD = ("vllm/v1/kv_cache_interface.py AttentionSpec.page_size_bytes: + 2 x block_size x num_kv_heads x "
-                  "4 B of fp32 scales for KVQuantMode.FP8_PER_TOKEN_HEAD / INT8_PER_TOKEN_HEAD (commit 001cabc)")
+PER_TOKEN_HEAD = (Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py AttentionSpec.page_size_bytes") + ": + 2 x "
+                  "block_size x num_kv_heads x 4 B of fp32 scales for KVQuantMode.FP8_PER_TOKEN_HEAD / "
+                  "INT8_PER_TOKEN_HEAD")
 # Modes whose layout is not modelled: refused by name rather than counted wrong.
 KV_CACHE_UNMODELLED = {
     "nvfp4": "packed fp4 values with an fp8 scale per 16 (kv_cache_interface.py FullAttentionSpec.real_page_size_bytes)",

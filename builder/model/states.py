@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, isin, maximum, minimum, ne, negate,
                                 per_unit, sym, total, when)
+from builder.model.cite import Cite
 from builder.model.adapters import MLP_WIDTH, SHAPES as ADAPTER_SHAPES
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.paging import PAGED, PAGED_NOTE
@@ -20,45 +21,47 @@ from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
 from builder.model.zero3 import COORDINATOR as ZERO3_COORDINATOR, ESTIMATOR as ZERO3_ESTIMATOR, SYMBOLS as ZERO3_SYMBOLS
 
-ZERO = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5 (Pos, Pos+g, Pos+g+p)"
-FSDP = "Zhao et al. 2023 (PyTorch FSDP), arXiv:2304.11277, section 3"
-DEEPSPEED_ZERO3_GRADS = ("DeepSpeed (commit edaa722) deepspeed/runtime/zero/stage3.py: the gradient partitions are one flat "
-                         "buffer in data_types.grad_accum_dtype (grad_partitions_flat_buffer)")
-MIXED = "Micikevicius et al. 2017, arXiv:1710.03740, section 3 (fp32 master weights)"
-TM101 = "Anthony, Biderman, Schoelkopf 2023, Transformer Math 101 (EleutherAI)"
-ADAM = "Kingma & Ba 2014 (Adam), arXiv:1412.6980, Algorithm 1; " + ZERO
-BNB = ("Dettmers et al. 2021 (8-bit optimizers), arXiv:2110.02861; bitsandbytes optimizer.py: uint8 state + fp32 "
-       "absmax per 256-element block")
-TORCHAO = ("torchao 0.19 torchao/optim/subclass_8bit.py, subclass_4bit.py and subclass_fp8.py (_AdamBase._new_buffer): "
-           "blockwise codes and an fp32 scale per block for both moments")
+ZERO = Cite("rajbhandari2019", "section 5") + " (Pos, Pos+g, Pos+g+p)"
+FSDP = Cite("zhao2023", "section 3")
+DEEPSPEED_ZERO3_GRADS = (Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage3.py") + ": the gradient partitions "
+                         "are one flat buffer in data_types.grad_accum_dtype (grad_partitions_flat_buffer)")
+MIXED = Cite("micikevicius2017", "section 3") + " (fp32 master weights)"
+TM101 = Cite("anthony2023")
+ADAM = Cite("kingma2014", "Algorithm 1") + "; " + ZERO
+BNB = (Cite("dettmers2021") + "; " + Cite("bitsandbytes-optimizer", "bitsandbytes/optim/optimizer.py")
+       + ": uint8 state + fp32 absmax per 256-element block")
+TORCHAO = (Cite("torchao-low-bit-optim", "torchao/optim/subclass_8bit.py, subclass_4bit.py and subclass_fp8.py "
+                "_AdamBase._new_buffer") + ": blockwise codes and an fp32 scale per block for both moments")
 # torchao's low-bit AdamW states per element per moment: codes plus one fp32 scale per block (AdamW8bit: uint8
 # codes, blocks of 256; AdamW4bit: two 4-bit codes per byte, blocks of 128, its default; AdamWFp8: float8_e4m3fn,
 # blocks of 256).
 TORCHAO_STATES = {"adamw8bit-torchao": (1 + Fraction(4, 256), "uint8 + fp32 scale per 256"),
                   "adamw4bit": (Fraction(1, 2) + Fraction(4, 128), "4-bit + fp32 scale per 128"),
                   "adamwfp8": (1 + Fraction(4, 256), "fp8 e4m3 + fp32 scale per 256")}
-ADAFACTOR = "Shazeer & Stern 2018 (Adafactor), arXiv:1804.04235, section 3: factored second moment (rows + columns)"
-LION = "Chen et al. 2023 (Lion), arXiv:2302.06675, Algorithm 1: one momentum buffer"
-SGD = "PyTorch torch.optim.SGD momentum_buffer; " + TM101
-LORA = "Hu et al. 2021 (LoRA), arXiv:2106.09685, section 4.1"
-QLORA = ("Dettmers et al. 2023 (QLoRA), arXiv:2305.14314, section 3: NF4 with block size 64, double quantisation; "
-         "bitsandbytes 0.50.2.dev0 (commit 95f9af3) functional.py quantize_4bit (blocksize 64; compress_statistics: "
-         "the absmax quantised by quantize_blockwise(blocksize=256), uint8 codes and an fp32 absmax per 256)")
-FP8 = "Micikevicius et al. 2022 (FP8 formats), arXiv:2209.05433"
-INT8 = "Dettmers et al. 2022 (LLM.int8), arXiv:2208.07339"
-GPTQ = "Frantar et al. 2022 (GPTQ), arXiv:2210.17323; group size 128"
-OFFLOAD = "Ren et al. 2021 (ZeRO-Offload), arXiv:2101.06840, section 4: fp32 states and gradients on the host"
-MAIN_GRAD = "Megatron-LM main_grad buffer (theoretical_memory_usage.py)"
-DIST_OPTIMIZER = ("Megatron-LM (commit d98e8a6) megatron/core/optimizer/distrib_optimizer.py "
-                  "_copy_model_grads_to_main_grads (shard_main_param.grad = shard_model_grad.float()); "
-                  "docs/user-guide/features/dist_optimizer.md: fp16 parameters and gradients, 20 bytes/param, "
-                  "4 + 16/d distributed")
-MSAMP = ("Peng et al. 2023 (FP8-LM), arXiv:2310.18313, section 2.2 (FP8 optimizer); MS-AMP (commit 9746ea8) "
-         "msamp/optim/adamw_base.py LBAdamWBase: exp_avg_dtype=torch.uint8 (fp8 e4m3), exp_avg_sq_dtype=torch.float16")
-MSAMP_LINEAR = ("MS-AMP (commit 9746ea8) msamp/nn/linear.py LinearReplacer (every torch.nn.Linear becomes an FP8Linear "
+ADAFACTOR = Cite("shazeer2018", "section 3") + ": factored second moment (rows + columns)"
+LION = Cite("chen2023lion", "Algorithm 1") + ": one momentum buffer"
+SGD = Cite("pytorch-2-13", "torch/optim/sgd.py") + " (torch.optim.SGD momentum_buffer); " + TM101
+LORA = Cite("hu2021", "section 4.1")
+QLORA = (Cite("dettmers2023", "section 3") + ": NF4 with block size 64, double quantisation; "
+         + Cite("bitsandbytes-95f9af3", "bitsandbytes/functional.py quantize_4bit") + " (blocksize 64; "
+         "compress_statistics: the absmax quantised by quantize_blockwise(blocksize=256), uint8 codes and an fp32 "
+         "absmax per 256)")
+FP8 = Cite("micikevicius2022")
+INT8 = Cite("dettmers2022")
+GPTQ = Cite("frantar2022") + "; group size 128"
+OFFLOAD = Cite("ren2021", "section 4") + ": fp32 states and gradients on the host"
+MAIN_GRAD = Cite("megatron-memory", "megatron/training/theoretical_memory_usage.py") + " (the main_grad buffer)"
+DIST_OPTIMIZER = (Cite("megatron-d98e8a6", "megatron/core/optimizer/distrib_optimizer.py "
+                       "_copy_model_grads_to_main_grads") + " (shard_main_param.grad = shard_model_grad.float()); "
+                  + Cite("megatron-dist-optimizer", "docs/user-guide/features/dist_optimizer.md")
+                  + ": fp16 parameters and gradients, 20 bytes/param, 4 + 16/d distributed")
+MSAMP = (Cite("peng2023fp8lm", "section 2.2") + " (FP8 optimizer); "
+         + Cite("msamp", "msamp/optim/adamw_base.py LBAdamWBase")
+         + ": exp_avg_dtype=torch.uint8 (fp8 e4m3), exp_avg_sq_dtype=torch.float16")
+MSAMP_LINEAR = (Cite("msamp", "msamp/nn/linear.py LinearReplacer") + " (every torch.nn.Linear becomes an FP8Linear "
                 "whose weight is an fp16 ScalingTensor; other modules keep their parameters) and "
-                "docs/user-tutorial/usage.md (the model declared in fp32 before msamp.initialize)")
-MSAMP_COPIES = ("MS-AMP (commit 9746ea8) msamp/nn/functional.py _FP8GemmFunction.forward (ctx.weight_fp8 = "
+                + Cite("msamp", "docs/user-tutorial/usage.md") + " (the model declared in fp32 before msamp.initialize)")
+MSAMP_COPIES = (Cite("msamp", "msamp/nn/functional.py _FP8GemmFunction.forward") + " (ctx.weight_fp8 = "
                 "weight.cast(Dtypes.kfloat8_e4m3): an fp8 copy of each linear weight kept for its backward)")
 MSAMP_NOTE = ("simplification: each moment is a ScalingTensor with a few fp32 scaling values per tensor (ScalingMeta: "
               "scale, scale_inv, amax), left out")
@@ -125,9 +128,6 @@ QUANTISATION = {
                                when(sym("qlora_double_quant"), "NF4 constants (block 64, double quantised)",
                                     "NF4 constants (fp32 absmax per 64)"),
                                "fp16 scale + zero per 128 weights")),
-    "quantisation_source": when(eq(sym("quantised_bytes"), 1),
-                                when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
-                                when(_QLORA_OR_NF4, QLORA, GPTQ)),
     "weights_here": sharded(sym("dense"), sym("expert"), sym("param_ranks"), sym("expert_param_ranks")),
     "linear_weights": sym("weights_here") * when(sym("dense") + sym("expert"),
                                                  sym("linear") / (sym("dense") + sym("expert")), 1),
@@ -168,8 +168,12 @@ RECIPE_STATES = {
     + sym("expert_gemms") / sym("expert_param_ranks"),
     "recipe_weight_bytes": by_recipe("weight"),
     "recipe_words": fmt("{0} B/linear param ({1})", per_unit(sym("recipe_weight_bytes")), by_recipe("weight_words", "")),
-    "recipe_source": by_recipe("source", ""),
 }
+# Sources are rules of their own, not derived symbols: the browser gets each part's source with its citations
+# already rendered (RuleSet.encode), which only reaches the text the part's own rule holds.
+QUANTISATION_SOURCE = when(eq(sym("quantised_bytes"), 1), when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
+                           when(_QLORA_OR_NF4, QLORA, GPTQ))
+RECIPE_SOURCE = by_recipe("source", "")
 RECIPE_NOTE = fmt("{0}; {1}", KEPT_HIGH, by_recipe("left_out", ""))
 
 TRAIN = eq(sym("mode"), "train")
@@ -255,7 +259,7 @@ MODEL_STATES = RuleSet(
         # weights exist only quantised, row-wise and column-wise.
         PartRule("weights/quantised_linear", sym("gemms_here") * sym("recipe_weight_bytes"),
                  fmt("N_linear x {0} B", per_unit(sym("recipe_weight_bytes"))),
-                 fmt("{0}; {1}", TE_PARAMS, sym("recipe_source")), sym("recipe_words"), RECIPE_NOTE,
+                 fmt("{0}; {1}", TE_PARAMS, RECIPE_SOURCE), sym("recipe_words"), RECIPE_NOTE,
                  when=both(_ON_GPU, sym("quantised_gemms")), sharded_by=sym("param_ranks")),
         # A recipe over 16-bit parameters: the quantised copy of every linear weight beside it, cached between
         # micro-batches and steps. Sharded parameters are not cached (TE makes no workspace cache under FSDP2):
@@ -264,22 +268,22 @@ MODEL_STATES = RuleSet(
                  when(sym("param_ranks") > 1, sym("layer_gemms"), sym("gemms_here")) * sym("recipe_weight_bytes"),
                  when(sym("param_ranks") > 1, fmt("one block's linear weights x {0} B", per_unit(sym("recipe_weight_bytes"))),
                       fmt("N_linear x {0} B", per_unit(sym("recipe_weight_bytes")))),
-                 fmt("{0}; {1}", TE_LINEAR, sym("recipe_source")), sym("recipe_words"),
+                 fmt("{0}; {1}", TE_LINEAR, RECIPE_SOURCE), sym("recipe_words"),
                  when(sym("param_ranks") > 1,
                       "simplification: with sharded parameters TE caches no copy (FSDP2) and quantises each gathered "
                       "block for its forward and backward; one block's copy is counted", RECIPE_NOTE),
                  when=both(sym("recipe_on"), negate(sym("quantised_params")))),
         PartRule("weights/quantised_linear", sym("linear_weights") * sym("quantised_bytes"),
-                 fmt("N_linear x {0} B", per_unit(sym("quantised_bytes"))), sym("quantisation_source"),
+                 fmt("N_linear x {0} B", per_unit(sym("quantised_bytes"))), QUANTISATION_SOURCE,
                  per_param(sym("quantised_bytes"), when(sym("qlora"), "nf4", sym("param_dtype"))),
                  when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
         PartRule("weights/quantisation_constants", sym("linear_weights") * sym("constant_bytes"),
-                 "N_linear x constant bytes", sym("quantisation_source"),
+                 "N_linear x constant bytes", QUANTISATION_SOURCE,
                  PerUnit(sym("constant_bytes"), "param",
                          words=fmt("{0} B/param ({1})", fixed(sym("constant_bytes"), 4), sym("constants_are"))),
                  when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
         PartRule("weights/unquantised", (sym("weights_here") - sym("linear_weights")) * 2,
-                 "N_embeddings+norms x 2 B", sym("quantisation_source"),
+                 "N_embeddings+norms x 2 B", QUANTISATION_SOURCE,
                  per_param(2, when(sym("qlora"), "bf16", "fp16")),
                  "embeddings, norms and output layer are kept in 16-bit",
                  when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
@@ -345,10 +349,11 @@ MODEL_STATES = RuleSet(
     ),
 )
 
-PIPELINED_FSDP = ("PyTorch 2.9 torch/distributed/pipelining/stage.py _PipelineStageBase.backward_maybe_with_nosync (an "
-                  "FSDP stage: set_reshard_after_backward(False) and set_requires_gradient_sync(False) until its last "
-                  "backward); torchtitan torchtitan/models/llama3/infra/parallelize.py (reshard_after_forward = not "
-                  "pp_enabled, the default policy)")
+PIPELINED_FSDP = (Cite("pytorch-pipelining", "torch/distributed/pipelining/stage.py "
+                       "_PipelineStageBase.backward_maybe_with_nosync") + " (an FSDP stage: "
+                  "set_reshard_after_backward(False) and set_requires_gradient_sync(False) until its last backward); "
+                  + Cite("torchtitan", "torchtitan/models/llama3/infra/parallelize.py")
+                  + " (reshard_after_forward = not pp_enabled, the default policy)")
 # FSDP under pipeline parallelism (torchtitan): a stage neither reshards its parameters after the forward nor after
 # a backward until the schedule's last, and accumulates its unsharded gradients until then, so the whole stage's
 # parameters and gradients are unsharded through the schedule.

@@ -38,6 +38,7 @@ from fractions import Fraction
 
 from builder.model import oplists
 from builder.model.activations import LAYER_GROUPS, per_token
+from builder.model.cite import Cite
 from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, floor, fmt, get, isin, maximum,
                                 negate, ne, row, sym, table, top, total, when, within)
 from builder.model.optimizers import (FOREACH_ADAFACTOR, FOREACH_ADAM, FOREACH_LION, IN_BACKWARD, LOOP_SOURCE,
@@ -47,16 +48,17 @@ from builder.model.paging import CODE_SHARE, PAGED, PAGED_IN_NOTE, PAGED_PARTS
 from builder.model.partrules import PartRule, RuleSet
 from builder.model.states import SHARDING
 
-LOSS = ("transformers 5.23 loss_utils.ForCausalLMLoss (logits.float()) and PyTorch 2.13 log_softmax / nll_loss "
-        "backward; measured: see the Validation page")
-TIED = ("PyTorch 2.13 autograd: the embedding's dense gradient and its sum with the head's gradient of the shared "
-        "matrix; measured: see the Validation page")
-COMPILED_LOSS = ("Wijmans et al. 2024 (Cut Cross-Entropy), arXiv:2411.09009, and its README's benchmark (Gemma 2 "
-                 "2B, 8,192 tokens, 256,000 vocabulary, PyTorch 2.4.1): torch.compile's loss 4,000 MB (the bf16 "
-                 "logits), gradient 12,000 MB (fp32 and bf16 gradients of the logits)")
-CHUNKED_LOSS = ("torchtune 0.6 torchtune/modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss "
-                "(num_output_chunks=8): each chunk upcast and cross-entropied on its own")
-FUSED_LINEAR = ("Liger Kernel 0.5 src/liger_kernel/ops/fused_linear_cross_entropy.py: chunk_size = "
+LOSS = (Cite("transformers-loss", "src/transformers/loss/loss_utils.py ForCausalLMLoss") + " (logits.float(), "
+        "transformers 5.23) and " + Cite("pytorch-2-13", "log_softmax / nll_loss backward")
+        + "; measured: see the Validation page")
+TIED = (Cite("pytorch-2-13", "autograd") + ": the embedding's dense gradient and its sum with the head's gradient of "
+        "the shared matrix; measured: see the Validation page")
+COMPILED_LOSS = (Cite("wijmans2024") + " (Cut Cross-Entropy) and its README's benchmark (Gemma 2 2B, 8,192 tokens, "
+                 "256,000 vocabulary, PyTorch 2.4.1): torch.compile's loss 4,000 MB (the bf16 logits), gradient "
+                 "12,000 MB (fp32 and bf16 gradients of the logits)")
+CHUNKED_LOSS = (Cite("torchtune-0-6", "torchtune/modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss")
+                + " (num_output_chunks=8): each chunk upcast and cross-entropied on its own")
+FUSED_LINEAR = (Cite("liger-kernel", "src/liger_kernel/ops/fused_linear_cross_entropy.py") + ": chunk_size = "
                 "next_power_of_2(cdiv(BT, cdiv(V, H))), one chunk's logits at a time, overwritten by their gradient")
 LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss's num_output_chunks
 # The share of the whole T x V loss tensors one moment holds: the whole for an eager loss, one chunk for
@@ -64,13 +66,14 @@ LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss's num_output_chunks
 LOSS_SHARE = when(eq(sym("loss"), "chunked"), Fraction(1, LOSS_CHUNKS),
                   when(eq(sym("loss"), "eager"), 1, 0))
 EAGER_OR_CHUNKED = when(eq(sym("loss"), "chunked"), CHUNKED_LOSS, LOSS)
-HEAD_BACKWARD = ("PyTorch 2.13 autograd: torch/csrc/autograd/engine.cpp (ReadyQueue::CompareNodeTaskTime runs the "
-                 "node with the higher sequence number first) and input_buffer.cpp accumulate (a sum out of place "
-                 "unless the buffered gradient is contiguous and unshared); torchtune 0.6 CEWithChunkedOutputLoss; "
-                 "measured: see the Validation page")
-ACCUMULATE = "PyTorch autograd AccumulateGrad: .grad persists across micro-batches until zero_grad"
-AUTOGRAD = ("PyTorch 2.13 autograd (torch/csrc/autograd/engine.cpp: a node's saved tensors are freed once it has run; "
-            "derivatives from tools/autograd/derivatives.yaml); measured: see the Validation page")
+HEAD_BACKWARD = (Cite("pytorch-autograd-engine", "torch/csrc/autograd/engine.cpp ReadyQueue::CompareNodeTaskTime")
+                 + " (runs the node with the higher sequence number first) and "
+                 + Cite("pytorch-autograd-engine", "torch/csrc/autograd/input_buffer.cpp accumulate")
+                 + " (a sum out of place unless the buffered gradient is contiguous and unshared); "
+                 + Cite("torchtune-0-6", "CEWithChunkedOutputLoss") + "; measured: see the Validation page")
+ACCUMULATE = Cite("pytorch-2-13", "autograd AccumulateGrad") + ": .grad persists across micro-batches until zero_grad"
+AUTOGRAD = (Cite("pytorch-2-13", "torch/csrc/autograd/engine.cpp") + " (autograd: a node's saved tensors are freed "
+            "once it has run; derivatives from tools/autograd/derivatives.yaml); measured: see the Validation page")
 PHASES = ("layer_forward", "forward", "backward_start", "head_backward", "layer_backward", "first_layer_backward",
           "backward_end", "optimizer_step", "checkpoint_save")
 PHASE_TITLES = {"layer_forward": "forward through the last layer", "forward": "end of forward (loss computed)",

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from builder.model.breakdown import Breakdown, Part, Rate
+from builder.model.cite import Cite
 from builder.model.expr import ceil, each, fmt, per_unit, row, sym, when
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.units import DTYPE_BYTES
 
 ZERO_STAGES = ("none", "stage1", "stage2", "stage3")
-ZERO_SOURCE = "Rajbhandari et al. 2019 (ZeRO), arXiv:1910.02054, section 5.1"
+ZERO_SOURCE = Cite("rajbhandari2019", "section 5.1")
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,11 @@ class Segment:
 
 ADAM_SEGMENTS: tuple[Segment, ...] = (
     Segment("weights", "Weights", Fraction(2), "stage3", "bf16 weights: " + ZERO_SOURCE),
-    Segment("master", "Master", Fraction(4), "stage1", "fp32 master copy (Micikevicius et al. 2017)"),
-    Segment("momentum", "Momentum", Fraction(4), "stage1", "Adam first moment m, fp32 (Kingma & Ba 2014)"),
-    Segment("variance", "Variance", Fraction(4), "stage1", "Adam second moment v, fp32 (Kingma & Ba 2014)"),
+    Segment("master", "Master", Fraction(4), "stage1", "fp32 master copy: " + Cite("micikevicius2017", "section 3")),
+    Segment("momentum", "Momentum", Fraction(4), "stage1", "Adam first moment m, fp32: " + Cite("kingma2014", "Algorithm 1")),
+    Segment("variance", "Variance", Fraction(4), "stage1", "Adam second moment v, fp32: " + Cite("kingma2014", "Algorithm 1")),
     Segment("gradients", "Gradients", Fraction(2), "stage2", "bf16 gradients: " + ZERO_SOURCE),
-    Segment("activations", "Activations", Fraction(2), "never", "a teaching placeholder (bytes per parameter view)",
+    Segment("activations", "Activations", Fraction(2), "never", "assumed: a teaching placeholder (bytes per parameter view)",
             "placeholder: activations really scale with batch x sequence x layers, not with parameters"),
 )
 

@@ -34,17 +34,19 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from builder.model.cite import Cite
 from builder.model.expr import (Expr, best, both, ceil, derive, either, eq, fmt, isin, maximum, minimum, ne, negate,
                                 sym, total, when, within)
 from builder.model.placement import TP_SHARE
 from builder.model.tensors import NORM_TENSORS
 
-COMMIT = "DeepSpeed (commit edaa722)"
-CONFIG_SOURCE = f"{COMMIT} deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig)"
-COORDINATOR = (f"{COMMIT} deepspeed/runtime/zero/partitioned_param_coordinator.py (fetch_sub_module, "
-               "__params_to_release) and parameter_offload.py (mark_persistent_parameters)")
-ESTIMATOR = (f"{COMMIT} deepspeed/runtime/zero/stage3.py estimate_zero3_model_states_mem_needs: largest_layer_memory "
-             "= 4 x largest_layer_params")
+COMMIT = "deepspeed-edaa722"  # DeepSpeed (commit edaa722), a key of content/references.toml
+CONFIG_SOURCE = Cite(COMMIT, "deepspeed/runtime/zero/config.py DeepSpeedZeroConfig")
+COORDINATOR = (Cite(COMMIT, "deepspeed/runtime/zero/partitioned_param_coordinator.py fetch_sub_module, "
+                            "__params_to_release") + " and "
+               + Cite(COMMIT, "deepspeed/runtime/zero/parameter_offload.py mark_persistent_parameters"))
+ESTIMATOR = (Cite(COMMIT, "deepspeed/runtime/zero/stage3.py estimate_zero3_model_states_mem_needs")
+             + ": largest_layer_memory = 4 x largest_layer_params")
 
 # zero_optimization's stage3_* keys and DeepSpeed's defaults (config.py: pp_int(5e7), pp_int(1e5), pp_int(1e9),
 # pp_int(1e9)), in elements. An option left unset reads -1 (builder.model.ranges: `unset`), then this default.

@@ -7,7 +7,7 @@ same rule and fills the same texts from `data`. The segments' sums stay on show,
 hatching) compare the full model's need for the same run with each GPU (builder.widgets.full_model: the
 peak of a step for the catalog model nearest in size), and the widget says why the two differ.
 
-Author options (registered in builder/content.py, WIDGETS):
+Author options (registered in builder/widgets/__init__.py, WIDGETS):
     model=llama-3-8b       start from a catalog model's parameter count
     params=7B              start from a raw count (7e9, 350M, 124439808)
     zero=0..3, dp=8        start ZeRO stage and GPU count

@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Mapping
 
 from builder.catalog import short_gpu_name
 from builder.model import Config
@@ -42,6 +42,8 @@ from builder.model.units import format_bytes
 from builder.model.ranges import RANGE_OF
 from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 from builder.widgets import full_model, link_notice
+from builder.content import Reference
+from builder.sources import html_renderer
 from builder.widgets.model_data import json_value, model_data
 
 CUSTOM = "custom"
@@ -615,12 +617,13 @@ FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node",
 
 
 def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]], shown: list[str],
-                defaults: dict[str, str]) -> dict[str, Any]:
-    """Everything model-specific the script needs, as compact JSON-ready data."""
+                defaults: dict[str, str], references: Mapping[str, Reference] | None = None) -> dict[str, Any]:
+    """Everything model-specific the script needs, as compact JSON-ready data; the parts' sources come as HTML,
+    their citations linked to the References page as the server-side rows link them."""
     return {
         "models": {key: shape_inputs(arch) | {"n": html.escape(arch.extra.get("display", key)),
                                               "form": arch_state(arch)} for key, arch in models.items()},
-        "model": model_data(),
+        "model": model_data(source_html=html_renderer(references or {})),
         # What each precision policy sets, as the rules read it (the weights' dtype is the form's where it sets one).
         "policies": {name: full_model.policy_inputs(name) for name in PRECISIONS}, "servedPolicy": SERVED_POLICY,
         "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items()
@@ -842,5 +845,5 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
         "groups": form_groups(gpus, models),
         "defaults": defaults,
         "result": results(defaults, models, gpus, shown),
-        "data": script_data(models, gpus, shown, defaults),
+        "data": script_data(models, gpus, shown, defaults, catalogs.get("references")),
     }

@@ -7,7 +7,7 @@ static/widgets/20-memory-budget.js. Their sum stays on show, named as a sum, so 
 full model's need for the same run (builder.widgets.full_model: the peak of a step for the nearest catalog
 model), and the widget says in one line why the two numbers differ.
 
-Author options (registered in builder/content.py, WIDGETS):
+Author options (registered in builder/widgets/__init__.py, WIDGETS):
     params=7B | model=llama-3-8b | preset=name   starting model size (snapped to the slider's 0.5B steps)
     micro_batch=1 seq_len=2048 precision=bf16   starting batch, sequence (a power of two, 512-32768), precision
     budget=80GiB | gpu=h100-80gb                 the capacity (default 80 GiB, seed 001's A100)

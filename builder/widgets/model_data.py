@@ -9,8 +9,9 @@ says" line) sends this and lets the shared script evaluate it, so no script hold
 
 from __future__ import annotations
 
+import html
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable
 
 from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
 from builder.model.autocast import AUTOCAST_COPIES
@@ -43,10 +44,12 @@ def json_value(value: Any) -> Any:
 STAGE_SETS = ("shapes", "holding", "states")
 
 
-def model_data(sets: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """The rule sets (all, or the named `sets`), stages, checks, dtype sizes and phase titles, as JSON-ready data."""
+def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str], str] = html.escape) -> dict[str, Any]:
+    """The rule sets (all, or the named `sets`), stages, checks, dtype sizes and phase titles, as JSON-ready data;
+    `source_html` renders the parts' sources (builder.sources.html_renderer: citations linked)."""
     return {
-        "ruleSets": {name: rules.encode() for name, rules in RULE_SETS.items() if sets is None or name in sets},
+        "ruleSets": {name: rules.encode(source_html) for name, rules in RULE_SETS.items()
+                     if sets is None or name in sets},
         "stages": encode(STAGES),
         "training": encode(TRAINING),
         "checks": encode_checks(),

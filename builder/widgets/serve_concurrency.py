@@ -11,7 +11,7 @@ The state is a flat dict of strings whose keys are the command line's words (eng
 each engine's own flags (vLLM: max_model_len, gpu_memory_utilization; SGLang: context_length,
 mem_fraction_static); it lives in the URL as <widget id>.<key>=<value>. An empty share is the engine's default.
 
-Author options (builder/content.py WIDGETS): engine, model, gpu, tp, kv_dtype, tokens, title.
+Author options (builder/widgets/__init__.py WIDGETS): engine, model, gpu, tp, kv_dtype, tokens, title.
 """
 
 from __future__ import annotations
