@@ -31,6 +31,7 @@ PART_NAMES: dict[str, str] = {
     "weights/scaling_linear": "Linear weights with scaling factors",
     "weights/unquantised": "Unquantised weights",
     "weights/lora_adapters": "LoRA adapters",
+    "weights/dequantised_linear": "Dequantised 4-bit weight",
     # Gradients (states, step, peak's moments)
     "gradients/accumulation_buffer": "Gradient accumulation buffer",
     "gradients/tied_embedding_temporaries": "Tied-embedding gradient temporaries",

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from builder.model import oplists
+from builder.model import dequant, oplists
 from builder.model.activations import LAYER_GROUPS, per_token
 from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, floor, fmt, get, isin, maximum,
                                 negate, ne, row, sym, table, top, total, when, within)
@@ -154,6 +154,15 @@ def _stepping_in_backward() -> PartRule:
                     transient=True)
 
 
+def _dequantised(backward: bool) -> PartRule:
+    """QLoRA's dequantised copy of the largest 4-bit weight inside a layer's forward or backward
+    (builder.model.dequant)."""
+    return PartRule("weights/dequantised_linear", dequant.BACKWARD if backward else dequant.FORWARD,
+                    dequant.BACKWARD_FORMULA if backward else dequant.FORWARD_FORMULA, dequant.SOURCE,
+                    dequant.PER_UNIT, dequant.BACKWARD_NOTE if backward else dequant.FORWARD_NOTE,
+                    when=sym("dequant_backward" if backward else "dequant_forward"), transient=True)
+
+
 # The tensors that live for one moment of the step only (PartRule.transient), by moment. The symbols are the
 # op lists' (builder.model.activations): op_T tokens and op_V vocabulary rows on this GPU.
 TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
@@ -202,8 +211,9 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  "two chunks' output-layer weight gradients and their sum, before the sum goes to .grad",
                  when=both(HEAD, FULL_TUNING), transient=True),
     ),
-    "layer_backward": (_stepping_in_backward(),),
-    "first_layer_backward": (_stepping_in_backward(),),
+    "layer_forward": (_dequantised(backward=False),),
+    "layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),
+    "first_layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),
     "backward_end": (
         PartRule("gradients/tied_embedding_temporaries", 2 * sym("op_V") * sym("hidden") * sym("grad_bytes"),
                  "2 x V/t x h x bytes(grad)", TIED, "2 V x h gradients",
@@ -329,7 +339,7 @@ def _moment_symbols(phase: str) -> dict[str, Expr]:
 RESERVED = sum((when(rule.when, ceil(rule.bytes), 0) for rule in OVERHEADS.parts), Expr("num", 0))
 
 STEP = RuleSet(symbols={
-    **SHARDING, **OPTIMIZER_STEP,
+    **SHARDING, **OPTIMIZER_STEP, **dequant.SYMBOLS,
     # The parts as the GPU must hold them: a paged optimizer's paged states can sit in host memory
     # (builder.model.paging), so its moments count only what stays a plain GPU tensor.
     "step_parts": each(sym("parts"), row(1, name=sym("name"), bucket=sym("bucket"), bytes=when(
