@@ -47,8 +47,9 @@ _QUANTISED = both(sym("in_block"), ne(sym("group"), "norms"), sym("rest") > 1)
 _CANDIDATE = when(_QUANTISED, _MATRIX, 0)
 DOUBLE = sym("qlora_double_quant")
 SYMBOLS: dict[str, Expr] = {
-    # The largest quantised weight on this GPU, in elements (Mistral 7B and Llama 3 8B: the MLP's 14336 x 4096).
-    "dequant_largest": within(best(sym("parameter_tensors"), _CANDIDATE), _CANDIDATE),
+    # The largest quantised weight on this GPU, in elements (Mistral 7B and Llama 3 8B: the MLP's 14336 x 4096; none
+    # without an architecture).
+    "dequant_largest": when(sym("has_architecture"), within(best(sym("parameter_tensors"), _CANDIDATE), _CANDIDATE), 0),
     # The forward dequantises unless bitsandbytes' fused kernel takes the matmul (at most 4 tokens).
     "dequant_forward": both(sym("qlora"), eq(sym("mode"), "train"), sym("op_T") > FUSED_ROWS),
     "dequant_backward": both(sym("qlora"), eq(sym("mode"), "train")),

@@ -77,6 +77,7 @@ PART_NAMES: dict[str, str] = {
     "comm/gathered_params": "Gathered parameters",
     "comm/reused_params": "Parameters kept for reuse",
     "comm/unsharded_grads": "Unsharded gradients",
+    "comm/reduce_bucket": "Gradient reduce bucket",
     # Saving a checkpoint (checkpoint)
     "checkpoint/state_dict_copies": "State dict copies",
     "checkpoint/gathered_units": "Units gathered for the save",

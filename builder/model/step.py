@@ -93,29 +93,32 @@ NOT_SAVED = ("activations/logits", "activations/recompute_working_layer")
 # DeepSpeed ZeRO-3's parameters kept for reuse (comm/reused_params, builder.model.zero3) are the last blocks and the
 # output layer, gathered from their forward until their backward: live from the last layer's forward to its backward,
 # released before the first layer's.
+# DeepSpeed ZeRO-3's reduce bucket (comm/reduce_bucket, builder.model.buckets) is allocated at the optimizer's start:
+# live at every moment.
 _IN_BACKWARD = ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params",
-                "comm/unsharded_grads", "saved")
+                "comm/unsharded_grads", "comm/reduce_bucket", "saved")
 LIVE = {
-    "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params", "saved"),
-    "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params", "saved",
-                "activations/logits"),
+    "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params",
+                      "comm/reduce_bucket", "saved"),
+    "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params",
+                "comm/reduce_bucket", "saved", "activations/logits"),
     "backward_start": _IN_BACKWARD,
     # A chunked loss's backward has run (its saved log-probabilities are freed): the output layer's backward, chunk
     # by chunk, summing the weight gradient of every chunk.
     "head_backward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
-                      "saved_less_loss"),
+                      "comm/reduce_bucket", "saved_less_loss"),
     # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
     "layer_backward": (*_IN_BACKWARD, "stepping"),
     # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
     # saved tensors only the embedding's and the first layer's own (added per moment).
     "first_layer_backward": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
-                             "activations/embedding"),
+                             "comm/reduce_bucket", "activations/embedding"),
     "backward_end": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
-                     "activations/recompute_working_layer"),
-    "optimizer_step": ("weights", "optimizer", "gradients"),
+                     "comm/reduce_bucket", "activations/recompute_working_layer"),
+    "optimizer_step": ("weights", "optimizer", "gradients", "comm/reduce_bucket"),
     # Saving a checkpoint after the step (builder.model.checkpoint): the model states and the gradients (freed only by
     # the next step's zero_grad in the loop assumed here), no activations, and the save's own temporaries.
-    "checkpoint_save": ("weights", "optimizer", "gradients", "checkpoint"),
+    "checkpoint_save": ("weights", "optimizer", "gradients", "comm/reduce_bucket", "checkpoint"),
 }
 # Parts the estimate counts that exist only from the optimizer step on: Megatron-LM's fp32 copy of fp16 gradients,
 # made by the step and freed by the next zero_grad (distrib_optimizer.py _copy_model_grads_to_main_grads), so live
