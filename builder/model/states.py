@@ -401,8 +401,7 @@ COMM = RuleSet(
                            "min(reduce_bucket_size, N) x bytes(param dtype)")),
                  f"{buckets.STAGE12_SOURCE}; {buckets.CONFIG_SOURCE}",
                  when(sym("ds_contiguous"),
-                      fmt("{0} reduce bucket(s) of {1} elements", when(sym("ds_overlap"), 2, 1),
-                          sym("ds_reduce_bucket")),
+                      when(sym("ds_overlap"), "2 buffers of reduce_bucket_size", "1 buffer of reduce_bucket_size"),
                       "the gradients waiting in a bucket"),
                  when(sym("ds_contiguous"),
                       "allocated whole, whatever the model's size, at the backward's first gradient and freed at its "
@@ -419,7 +418,7 @@ COMM = RuleSet(
                  when=both(sym("deepspeed_zero"), eq(sym("shard_stage"), 3), buckets.STAGE3_BACKWARD > 0)),
         PartRule("comm/reduce_bucket", buckets.STAGE3_HELD * bytes_of(sym("gradient_reduce_dtype")),
                  "reduce_bucket_size x bytes(reduce dtype)", f"{buckets.STAGE3_SOURCE}; {buckets.CONFIG_SOURCE}",
-                 fmt("{0} elements ({1})", sym("ds_reduce_bucket"), sym("gradient_reduce_dtype")),
+                 fmt("1 buffer of reduce_bucket_size ({0})", sym("gradient_reduce_dtype")),
                  "allocated at the optimizer's start and held at every moment of the step",
                  when=both(sym("deepspeed_zero"), eq(sym("shard_stage"), 3), buckets.STAGE3_HELD > 0)),
     ),
