@@ -168,10 +168,10 @@ def test_data_is_compact_and_safe_to_embed():
     data = make_context()["data"]
     text = to_json(data)
     # Catalog shapes with each model's custom-form fields, the rule sets (the op lists compiled into table rules are
-    # the largest), the range checks, part names, starting points, texts and check messages: about 202 KB, 25 KB
-    # gzipped. Page weight is judged whole by `make bench`; this bound only catches an accidental blow-up (a catalog
-    # embedded twice, say).
-    assert "<" not in text and len(text) < 250_000
+    # the largest), the range checks, part names, starting points, texts and check messages: about 257 KB (main
+    # passed 250 KB at 4460441; DeepSpeed's bucket parts with their sources add 6 KB). Page weight is judged whole by
+    # `make bench`; this bound only catches an accidental blow-up (a catalog embedded twice, say).
+    assert "<" not in text and len(text) < 270_000
     # The words come from the model's own tables, so the script cannot say anything else.
     from builder.model.checks import encode_checks
 

@@ -56,8 +56,9 @@ SYMBOLS: dict[str, Expr] = {
 }
 # The copy in the compute dtype (the activation dtype here), and with double quantisation the fp32 absmax made
 # from the 8-bit one: two of them in the forward's fallback (absmax_dq and absmax_dq + offset), one in the backward.
-FORWARD = sym("dequant_largest") * (sym("act_bytes") + when(DOUBLE, 2 * ABSMAX_BYTES, 0))
-BACKWARD = sym("dequant_largest") * (sym("act_bytes") + when(DOUBLE, ABSMAX_BYTES, 0))
+SYMBOLS["dequant_forward_bytes"] = sym("dequant_largest") * (sym("act_bytes") + when(DOUBLE, 2 * ABSMAX_BYTES, 0))
+SYMBOLS["dequant_backward_bytes"] = sym("dequant_largest") * (sym("act_bytes") + when(DOUBLE, ABSMAX_BYTES, 0))
+FORWARD, BACKWARD = sym("dequant_forward_bytes"), sym("dequant_backward_bytes")
 FORWARD_FORMULA = when(DOUBLE, "N x K x (bytes(compute dtype) + 2 x 4 B / 64)", "N x K x bytes(compute dtype)")
 BACKWARD_FORMULA = when(DOUBLE, "N x K x (bytes(compute dtype) + 4 B / 64)", "N x K x bytes(compute dtype)")
 PER_UNIT = fmt("one {0} copy of the largest quantised weight", sym("activation_dtype"))
