@@ -18,6 +18,7 @@ import pytest
 
 from builder.catalog import default_models
 from builder.cli import main
+from builder.grids import SettingError, convert_setting
 from builder.model import Config, estimate, validate_config
 from builder.model.peak import need
 
@@ -87,3 +88,11 @@ def test_cli_takes_deepspeeds_words(capsys):
     assert json.loads(capsys.readouterr().out)["parts"]["comm/unsharded_grads"] == 800_000_000
     assert main(["estimate", "--model", "llama-3-8b", "--reduce-bucket-size", "1e8"]) == 2
     assert "argument --reduce-bucket-size: a DeepSpeed ZeRO option" in capsys.readouterr().err
+
+
+def test_front_matter_takes_deepspeeds_keys():
+    assert convert_setting("overlap_comm", None, {}) is None
+    assert convert_setting("overlap_comm", True, {}) is True
+    assert convert_setting("reduce_bucket_size", "2e8", {}) == 200_000_000
+    with pytest.raises(SettingError, match="^overlap_comm: must be true or false"):
+        convert_setting("overlap_comm", "yes", {})
