@@ -17,14 +17,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import multiprocessing
 import os
 import re
 import shutil
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -99,7 +97,7 @@ def load_estimate() -> Callable:
 
 
 def load_chart_renderer() -> Callable:
-    """builder.charts.render_figure (matplotlib is imported only when charts are drawn)."""
+    """builder.charts.render_figure."""
     return importlib.import_module("builder.charts").render_figure
 
 
@@ -250,40 +248,19 @@ def evaluate_page_charts(page: Page, gathered: Gathered, estimate: Callable) -> 
 
 
 class ChartQueue:
-    """Charts to draw: from the disk cache, else in one worker process while the build goes on
-    (the real renderer on 2+ cores: importing matplotlib and drawing overlap with page
-    rendering), else inline. Every request returns a function that gives the SVG."""
+    """Charts to draw: from the disk cache, else drawn when the page asks for them. Drawing is pure Python (builder/
+    charts/svg.py writes the planned drawing out; no matplotlib), a few milliseconds a chart, so it runs in the build
+    process: a worker process would cost more CPU to start and to send specs to than it saves. Every request returns
+    a function that gives the SVG."""
 
     def __init__(self, render_chart: Callable, cache: Path | None) -> None:
-        self.render_chart, self.cache, self.pool = render_chart, cache, None
-        real = getattr(render_chart, "__module__", "") == "builder.charts"
-        self.use_pool = real and (os.cpu_count() or 1) > 1 and "fork" in multiprocessing.get_all_start_methods()
-        if self.use_pool and not self.has_cached_charts():
-            # A cold build draws every chart: import matplotlib now, while the parent gathers and
-            # evaluates the content. A warm one starts the worker only when a chart is not cached.
-            self.start_pool()
-
-    def has_cached_charts(self) -> bool:
-        """True when the cache holds drawn charts (a warm build: most charts will come from it)."""
-        folder = self.cache / "charts" if self.cache is not None else None
-        return folder is not None and folder.is_dir() and any(folder.glob("*.svg"))
-
-    def start_pool(self) -> ProcessPoolExecutor:
-        """The worker that draws charts, importing matplotlib first (started once)."""
-        if self.pool is None:
-            self.pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
-            self.pool.submit(importlib.import_module("builder.charts").load_matplotlib)
-        return self.pool
+        self.render_chart, self.cache = render_chart, cache
 
     def request(self, chart: EvaluatedChart) -> Callable[[], str]:
-        """Start drawing `chart` (or read it from the cache); call the result for the SVG. A cached
-        chart needs neither the worker nor matplotlib."""
+        """The chart from the cache, else a function that draws it (and stores it in the cache)."""
         path = self.cache_path(chart)
         if path is not None and path.is_file():
             return lambda: path.read_text(encoding="utf-8")
-        if self.use_pool:
-            future = self.start_pool().submit(self.render_chart, chart.spec)
-            return lambda: self.store(path, future.result())
         return lambda: self.store(path, self.render_chart(chart.spec))
 
     def cache_path(self, chart: EvaluatedChart) -> Path | None:
@@ -292,8 +269,8 @@ class ChartQueue:
             return None
         # The charts code and the palette it writes into every SVG (static/charts.css, through builder/palette.py).
         from builder.palette import CHARTS_CSS
-        charts_code = b"".join(path.read_bytes() for path in (PACKAGE_DIR / "charts.py", PACKAGE_DIR / "palette.py",
-                                                              CHARTS_CSS) if path.exists())
+        code = sorted((PACKAGE_DIR / "charts").glob("*.py")) + [PACKAGE_DIR / "palette.py", CHARTS_CSS]
+        charts_code = b"".join(path.read_bytes() for path in code if path.exists())
         renderer = f"{self.render_chart.__module__}.{self.render_chart.__qualname__}".encode()
         key = hashlib.sha256(repr(chart.spec).encode() + charts_code + renderer).hexdigest()
         return self.cache / "charts" / f"{key}.svg"
@@ -307,9 +284,7 @@ class ChartQueue:
         return svg
 
     def close(self) -> None:
-        """Stop the worker, if there is one."""
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+        """Nothing to stop: charts are drawn in this process."""
 
 
 def request_charts(charts: dict[str, EvaluatedChart], queue: ChartQueue) -> dict[str, Callable[[], str]]:
@@ -724,7 +699,6 @@ def build_site(paths: SitePaths, *, quiet: bool = False, force: bool = False, st
         return report
 
     # 2. Gather and validate everything; broken data files stop here, broken pages do not.
-    #    (The chart queue starts first: its worker warms up while this runs.)
     estimate, render_chart = estimate or load_estimate(), render_chart or load_chart_renderer()
     queue = ChartQueue(render_chart, paths.cache)
     reader, parsed = memory.page_reader() if memory is not None else (None, {})

@@ -20,7 +20,7 @@ from builder.model.architecture import active_param_count, param_count
 from builder.model.config import (ATTENTION, CHECKPOINT_SAVES, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, LOSSES, MODES, OFFLOAD,
                                   OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
 from builder.model.ranges import RANGE_OF
-from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_UNMODELLED
+from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 from builder.model.assumed import assumed_shape
@@ -137,7 +137,7 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--activation-formula", choices=("ops", "korthikanti"), default="ops",
                      help="'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 (reference)")
     run.add_argument("--implementation", choices=IMPLEMENTATIONS, default="hf",
-                     help="whose op list 'ops' follows (transformers or Megatron)")
+                     help="whose op list 'ops' follows: hf (transformers), megatron, or torchtune (transformers' list, K and V copied to every query head)")
     run.add_argument("--dropout", action="store_true", help="dropout layers active (1-byte masks saved)")
     run.add_argument("--offload-activations", action="store_true",
                      help="saved activations go to pinned host memory in the forward and come back in the backward "
@@ -206,7 +206,8 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--kv-dtype", choices=tuple(DTYPE_BYTES), default=None)
     serve.add_argument("--kv-cache-dtype", default=None, metavar="DTYPE",
                        help="the KV cache's dtype in the engines' own words (vLLM and SGLang --kv-cache-dtype: "
-                            f"{', '.join(KV_CACHE_DTYPES)}); instead of --kv-dtype")
+                            f"{', '.join(KV_CACHE_DTYPES)}; vLLM's {', '.join(KV_CACHE_PER_TOKEN_HEAD)} with "
+                            "--engine vllm); instead of --kv-dtype")
 
     over = p.add_argument_group("overheads (named assumptions)")
     over.add_argument("--overhead", type=overhead_value, default=None, metavar="X",
@@ -224,7 +225,8 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
                      help="search the largest micro-batch or sequence, or the fewest GPUs; under --engine vllm the "
                           "largest max-model-len (for --max-num-seqs requests at once) or max-num-seqs, or the fewest "
                           "GPUs (tensor-parallel-size); under --engine sglang context-length (for "
-                          "--max-running-requests), max-running-requests or tp-size")
+                          "--max-running-requests), max-running-requests or tp-size; under --engine hf batch-size (for "
+                          "--context and --max-new-tokens) or max-new-tokens (for --batch and --context)")
     out.add_argument("--phases", action="store_true",
                      help="also list the peak of each phase of a training step (forward, backward, optimizer step)")
     out.add_argument("--unit", choices=("GiB", "GB"), default="GiB")
@@ -387,6 +389,11 @@ def resolve_kv_dtype(args: argparse.Namespace) -> str | None:
                          "--kv-dtype, not both")
     if value in KV_CACHE_UNMODELLED:
         raise UsageError(f"argument --kv-cache-dtype: {value!r} is not modelled ({KV_CACHE_UNMODELLED[value]})")
+    if value in KV_CACHE_PER_TOKEN_HEAD:
+        if getattr(args, "engine", None) != "vllm":
+            raise UsageError(f"argument --kv-cache-dtype: {value!r} is vLLM's per-token-head mode, whose fp32 scales "
+                             "live in vLLM's KV pages: it needs --engine vllm")
+        return KV_CACHE_PER_TOKEN_HEAD[value]
     if value not in KV_CACHE_DTYPES:
         raise UsageError(f"argument --kv-cache-dtype: {value!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
     return KV_CACHE_DTYPES[value]

@@ -5,9 +5,9 @@ Flags carry each engine's names. vLLM (`vllm serve --help`): --gpu-memory-utiliz
 (`python -m sglang.launch_server --help`): --mem-fraction-static, --page-size, --chunked-prefill-size,
 --cuda-graph-max-bs, --max-running-requests, --context-length. Hugging Face generate (GenerationConfig and
 from_pretrained's words): --cache-implementation, --attn-implementation, --max-new-tokens, --max-cache-len,
---logits-to-keep; its prompt is --batch x --context. The model is builder.model.engines (and
-engine_sglang), and their reverse questions (`--max max-model-len`, ...) are builder.model.engine_questions; this
-module only parses, checks and prints.
+--logits-to-keep; its prompt is --batch x --context. The model is builder.model.engines (and engine_sglang,
+engine_hf), and their reverse questions (`--max max-model-len`, `--max batch-size`, ...) are
+builder.model.engine_questions; this module only parses, checks and prints.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def engine_flags_given(args: argparse.Namespace, engine: str | None = None) -> l
 
 
 def settings_from_args(args: argparse.Namespace) -> EngineSettings:
-    return EngineSettings(engine=args.engine, **{flag: getattr(args, flag) for flag in ENGINE_FLAGS})
+    return EngineSettings(engine=args.engine, kv_cache_dtype=args.kv_cache_dtype,
+                          **{flag: getattr(args, flag) for flag in ENGINE_FLAGS})
 
 
 def report_json(report: EngineReport, gpu: Gpu) -> dict[str, Any]:
@@ -116,8 +117,7 @@ def question_of(args: argparse.Namespace) -> str | None:
     if question.needs and getattr(args, question.needs) is None:
         return (f"argument --max: {args.max} needs --{question.needs.replace('_', '-')}, the concurrency target it "
                 "holds")
-    given = args.tp != 1 if question.setting == "tp" else getattr(args, question.setting) is not None
-    if given:
+    if getattr(args, question.setting) != args.estimate_parser.get_default(question.setting):
         flag = "--tp" if question.setting == "tp" else question.flag
         return f"argument {flag}: --max {args.max} searches it; leave {flag} out"
     return None

@@ -195,18 +195,14 @@ def evaluate_chart(chart: ChartDefinition, page: Page, presets: dict[str, Preset
             continue
         configs.append(config)
         bars.append(ChartBar(label=bar.label, breakdown=breakdown, need=needed.bytes if needed else None))
-    if chart.phases and bars:
-        try:
-            bars = phase_bars(configs[0], bars[0])
-        except ValueError as error:
-            errors.append(ContentError(page.path, chart.line, f"chart {chart.chart_id}: phases: {error}"))
     log = ""
-    if chart.engine and bars:
-        try:
-            bars[0], lines = engine_bar(chart.engine, configs[0], bars[0].label, gpus)
-            log = " ".join(f"“{line}”" for line in lines)
-        except ValueError as error:
-            errors.append(ContentError(page.path, chart.line, f"chart {chart.chart_id}: engine: {error}"))
+    for key, make_bars in CHART_KINDS.items():
+        if getattr(chart, key) and bars:
+            try:
+                bars, lines = make_bars(chart, configs, bars, gpus)
+                log = " ".join(f"“{line}”" for line in lines) or log
+            except ValueError as error:
+                errors.append(ContentError(page.path, chart.line, f"chart {chart.chart_id}: {key}: {error}"))
     if errors:
         return None, errors
     chart_gpus = tuple(gpus[g] for g in chart.gpus)
@@ -255,6 +251,27 @@ def phase_bars(config: Config, bar: ChartBar) -> list[ChartBar]:
                                                                      trainable_params=whole.trainable_params),
                              total_words="live then"))
     return bars
+
+
+def phases_kind(chart: ChartDefinition, configs: list[Config], bars: list[ChartBar],
+                gpus: dict[str, Gpu]) -> tuple[list[ChartBar], list[str]]:
+    """`phases: true`: the first bar, then the bytes live at each phase of its training step."""
+    return phase_bars(configs[0], bars[0]), []
+
+
+def engine_kind(chart: ChartDefinition, configs: list[Config], bars: list[ChartBar],
+                gpus: dict[str, Gpu]) -> tuple[list[ChartBar], list[str]]:
+    """`engine:`: the first bar as the serving engine accounts for it at start-up, and the log lines it prints."""
+    bar, lines = engine_bar(chart.engine, configs[0], bars[0].label, gpus)
+    return [bar] + bars[1:], lines
+
+
+# Chart kinds, the one place they are listed: a chart definition's front-matter key -> how its bars are remade from
+# the model's estimate of its bars (returning the bars and the engine's log lines, if any), in this order. A chart
+# with none of these keys draws one stacked bar per `bars` entry. How bars are laid out (columns or rows) is
+# builder.charts.figure.LAYOUTS.
+CHART_KINDS: dict[str, Callable[[ChartDefinition, list[Config], list[ChartBar], dict[str, Gpu]],
+                                tuple[list[ChartBar], list[str]]]] = {"phases": phases_kind, "engine": engine_kind}
 
 
 def engine_gpu_of(gpu: Any, gpus: dict[str, Gpu]) -> Gpu:

@@ -12,7 +12,7 @@ dark ones inside `@media (prefers-color-scheme: dark)`), and rules whose selecto
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,10 +40,20 @@ class Stylesheet:
     variables: dict[str, dict[str, str]]  # theme -> {'--tm-bg': '#ffffff', ...}
     rules: tuple[Rule, ...]
     root: tuple[tuple[str, str], ...]  # declarations of `svg.tm-chart` (font-family)
+    # (classes, theme) -> what resolve found: a build paints thousands of elements with a few dozen class lists
+    resolved: dict[tuple[tuple[str, ...], str], dict[str, str]] = field(default_factory=dict, compare=False,
+                                                                        repr=False)
 
     def resolve(self, classes: list[str] | tuple[str, ...], theme: str = "light") -> dict[str, str]:
         """Presentation attributes for an element with these classes: the declarations of every matching
         rule, more specific and later rules winning, var() replaced by the theme's value."""
+        key = (tuple(classes), theme)
+        if key not in self.resolved:
+            self.resolved[key] = self.match(classes, theme)
+        return dict(self.resolved[key])
+
+    def match(self, classes: list[str] | tuple[str, ...], theme: str) -> dict[str, str]:
+        """What resolve returns, worked out from the rules."""
         have = set(classes)
         matches = []
         for rule in self.rules:

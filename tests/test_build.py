@@ -477,23 +477,24 @@ def test_site_builds_without_torch(tmp_path):
     assert "compared quantities are within their tolerance" in (tmp_path / "site" / "validation.html").read_text()
 
 
-def test_a_warm_build_takes_every_chart_from_the_cache_without_matplotlib(tmp_path):
-    # The preview rebuilds on every save: charts whose inputs did not change come from the cache,
-    # with no worker process and no matplotlib import.
+def test_charts_are_drawn_without_matplotlib_and_a_warm_build_takes_them_from_the_cache(tmp_path):
+    # Charts are written straight from their planned drawing (builder/charts/svg.py): no build imports matplotlib.
+    # The preview rebuilds on every save: charts whose inputs did not change come from the cache, not redrawn.
     paths = copy_fixture(tmp_path)
     argv = ["build", "--content", str(paths.content), "--templates", str(TEMPLATES), "--static", str(paths.static),
             "--out", str(paths.out), "--quiet"]
-    cold = subprocess.run([sys.executable, "-m", "builder", *argv], cwd=ROOT, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=300)
-    assert cold.returncode == 0, cold.stderr
-    drawn = hash_tree(paths.out)
-    assert any(name.endswith(".svg") for name in (p.name for p in (paths.cache / "charts").iterdir()))
-    code = ("import sys\nimport builder.build as build\n"
-            "def refuse(*args, **kwargs):\n    raise AssertionError('a chart worker was started')\n"
-            "build.ProcessPoolExecutor = refuse\n"
+    code = ("import sys\nimport builder.charts.figure as figure\n"
+            "if '--force' in sys.argv:\n"
+            "    def refuse(*args, **kwargs):\n        raise AssertionError('a chart was drawn again')\n"
+            "    figure.plan_chart = refuse\n"
             "from builder.cli import main\n"
             "code = main(sys.argv[1:])\n"
             "print(code, 'matplotlib' in sys.modules)\n")
+    cold = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=300)
+    assert cold.stdout.split() == ["0", "False"], cold.stderr
+    drawn = hash_tree(paths.out)
+    assert any(name.endswith(".svg") for name in (p.name for p in (paths.cache / "charts").iterdir()))
     warm = subprocess.run([sys.executable, "-c", code, *argv, "--force"], cwd=ROOT, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=300)
     assert warm.stdout.split() == ["0", "False"], warm.stderr

@@ -7,6 +7,7 @@ a different amount, the wrong unit or a stale label fails.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 import statistics
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -25,7 +26,7 @@ from builder.charts import (
     render_chart,
     spread_notes,
 )
-from builder.model.breakdown import Breakdown, Part
+from builder.model.breakdown import Breakdown, Part, Rate
 from builder.model.partnames import PART_NAMES
 from builder.model.units import GB, GiB, MiB
 
@@ -44,8 +45,8 @@ def make_training(shards: int = 1, activation_bytes: int = 8 * GiB) -> Breakdown
             Part("weights", 2 * PARAMS, "2·P", "test", per_unit="2 B/param"),
             Part("master", 4 * PARAMS // shards, "4·P", "test", per_unit="4 B/param"),
             Part("gradients", 2 * PARAMS // shards, "2·P", "test", per_unit="2 B/param"),
-            Part("optimizer/adam_m", 4 * PARAMS // shards, "4·P", "test", per_unit="4 B/param"),
-            Part("optimizer/adam_v", 4 * PARAMS // shards, "4·P", "test", per_unit="4 B/param"),
+            Part("optimizer/adam_m", 4 * PARAMS // shards, "4·P", "test", per_unit="4 B/param", rate=Rate(4, "param")),
+            Part("optimizer/adam_v", 4 * PARAMS // shards, "4·P", "test", per_unit="4 B/param", rate=Rate(4, "param")),
             Part("activations/attention", activation_bytes // 2, "s·b·h", "test", per_unit="5 B/token/layer"),
             Part("activations/mlp", activation_bytes // 2, "s·b·h", "test"),
             Part("overhead/cuda_context", 600 * MiB, "fixed", "test", per_unit="fixed"),
@@ -566,15 +567,29 @@ def test_format_amount_never_hides_a_small_amount():
     assert format_amount(2 * 10**9, "GB") == "2.0 GB"
 
 
-def test_combine_rules_adds_like_rules_and_marks_the_rest():
-    assert combine_rules(["4 B/param", "4 B/param"]) == "8 B/param"
-    assert combine_rules(["0.5 B/param", "2 B/param"]) == "2.5 B/param"
-    fp32_adam = ["4 B/param (fp32 master copy)", "4 B/param (fp32 first moment)", "4 B/param (fp32 second moment)"]
+def rated(words: str, amount: float | None = None, per: str = "param") -> Part:
+    """A part whose rule is `words`, and the rate `amount` B/`per` as numbers (None: words only)."""
+    return Part("optimizer/adam_m", 1, "x", "test", per_unit=words,
+                rate=None if amount is None else Rate(Fraction(amount), per))
+
+
+def test_combine_rules_adds_rates_as_numbers_and_marks_the_rest():
+    # ZeRO (Rajbhandari et al. 2020, section 3.1): mixed-precision Adam keeps an fp32 copy of the parameters, the
+    # momentum and the variance, K = 12 bytes per parameter.
+    fp32_adam = [rated("4 B/param (fp32 master copy)", 4), rated("4 B/param (fp32 first moment)", 4),
+                 rated("4 B/param (fp32 second moment)", 4)]
     assert combine_rules(fp32_adam) == "12 B/param"
-    assert combine_rules(["4 B/param", "2 B/token"]) == "4 B/param + 2 B/token"
-    assert combine_rules(["48.0 KiB/token", "8 B/token", "2 B per token per vocabulary entry"]) == "48.0 KiB/token + …"
-    assert combine_rules(["2 B/param (bf16)", ""]) == "2 B/param (bf16)"  # one rule is shown as given
-    assert combine_rules(["", ""]) == ""
+    # bitsandbytes' 8-bit Adam (Dettmers et al. 2021, arXiv:2110.02861; bitsandbytes optimizer.py): a uint8 state
+    # plus an fp32 absmax per 256-element block, 1 + 4/256 = 1.015625 B each. The amounts are added, not the words:
+    # the two states make 2.03125 B/param (printed '2.03'), where adding the words '1.02' would give 2.04.
+    assert combine_rules([rated("1.02 B/param", 1 + Fraction(4, 256))] * 2) == "2.03 B/param"
+    assert combine_rules([rated("4 B/param", 4), rated("2 B/token", 2, "token")]) == "4 B/param + 2 B/token"
+    # Llama-2-7B's KV cache in fp16 (config.json: 32 layers, hidden 4096): K and V, 2 x 32 x 4096 x 2 B = 512 KiB per
+    # token; two 256 KiB/token rates are added in bytes and shown in KiB from 1 KiB up.
+    kv = [rated("256.0 KiB/token", 256 * 1024, "token"), rated("256.0 KiB/token", 256 * 1024, "token")]
+    assert combine_rules(kv + [rated("2 B per token per vocabulary entry")]) == "512.0 KiB/token + …"
+    assert combine_rules([rated("2 B/param (bf16)", 2), rated("")]) == "2 B/param (bf16)"  # one rule: its words
+    assert combine_rules([rated(""), rated("")]) == ""
 
 
 def test_long_rules_are_shortened_in_notes_and_given_whole_in_tooltips():

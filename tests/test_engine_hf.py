@@ -10,6 +10,7 @@ suite's meter). The engine's own words on the command line are pinned too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -172,9 +173,8 @@ def run_cli(capsys, *args):
     (["--model", "llama-3-8b", "--gpu-memory-utilization", "0.5"], "--gpu-memory-utilization"),
     (["--model", "llama-3-8b", "--tp", "2"], "--tp"),
     (["--model", "llama-3-8b", "--attention", "eager", "--attn-implementation", "sdpa"], "--attn-implementation"),
-    (["--model", "gemma-2-9b"], "--engine"),
-    (["--model", "deepseek-v2-lite"], "--engine"),
     (["--model", "llama-3-8b", "--kv-dtype", "fp8"], "--kv-dtype"),
+    (["--model", "gemma-2-9b", "--attn-implementation", "sdpa"], "--attn-implementation"),
 ])
 def test_bad_input_is_one_line_naming_the_flag(capsys, args, flag):
     code, _, err = run_cli(capsys, *args)
@@ -190,3 +190,185 @@ def test_cli_prints_both_moments_and_json(capsys):
                            "--cache-implementation", "static", "--max-new-tokens", "512", "--json")
     data = json.loads(out)
     assert data["cache_tokens"] == 8703 and data["kv_cache_bytes"] == 8 * 131072 * 8703 and data["fits"]
+
+
+def test_gemma_2_9b_sliding_layers_hold_the_prompt_until_the_first_decode_step():
+    """Gemma 2 9B (huggingface.co/google/gemma-2-9b config.json: 42 layers, 8 KV heads of 256, sliding_window 4096 in
+    every other layer): 2 x 8 x 256 x 2 B = 8 KiB a token and layer. DynamicSlidingWindowLayer.update
+    (cache_utils.py lines 222-259, transformers 5.23.0) keeps a view of the concatenation, so after the prefill all 42
+    layers hold the 8,192-token prompt; after the last step the 21 full layers hold 8,192 + 511 tokens and the 21
+    sliding ones 4,096. StaticSlidingWindowLayer allocates min(4096, max_cache_len) slots (lines 525-527)."""
+    config = Config(model=MODELS["gemma-2-9b"], mode="serve", batch=8, context=8192)
+    dynamic = hf_report(config, max_new_tokens=512).values
+    static = hf_report(config, max_new_tokens=512, cache_implementation="static").values
+    layer_token = 2 * 8 * 256 * 2
+    assert dynamic["cache_prefill"] == 8 * 42 * 8192 * layer_token  # 21 GiB
+    assert dynamic["cache_decode"] == 8 * 21 * (8703 + 4096) * layer_token
+    assert static["cache_prefill"] == static["cache_decode"] == dynamic["cache_decode"]
+    # The last step's copies: a sliding layer's K and V of its 4,096 tokens (both concatenated before either is
+    # assigned), under a full layer's old K of 8,702 tokens; a full window rolled into new K and V (lines 559-564).
+    assert dynamic["sliding_concat"] == 8 * 4096 * layer_token
+    assert dynamic["concat_copy"] == dynamic["full_concat"] == 8 * 8702 * layer_token // 2
+    assert static["roll_copy"] == 8 * 4096 * layer_token
+
+
+def test_the_serving_page_quotes_the_sliding_window_numbers_the_model_gives():
+    """content/serving.md's Gemma 2 9B example (8 x 8,192 prompt tokens, 512 new, flash_attention_2, H100): the
+    cache after the prefill and at the last step, and both caches' prefill peaks, as the rules give them."""
+    from pathlib import Path
+    from builder.catalog import default_gpus
+    page = Path(__file__).resolve().parents[1].joinpath("content", "serving.md").read_text()
+    gpu = default_gpus()["h100-80gb"]
+    config = Config(model=MODELS["gemma-2-9b"], mode="serve", batch=8, context=8192)
+
+    def values(**settings):
+        return engine_report(config, EngineSettings(engine="hf", max_new_tokens=512,
+                                                    attn_implementation="flash_attention_2", **settings),
+                             gpu.usable_bytes, gpu.id).values
+    dynamic, static = values(), values(cache_implementation="static")
+    for number in (dynamic["cache_prefill"], dynamic["cache_decode"], static["prefill_peak"], dynamic["prefill_peak"]):
+        assert f"{float(number) / GIB:.2f} GiB" in page
+
+
+def test_deepseek_v3_caches_the_latent_but_expands_every_token_per_head():
+    """DeepSeek-V3 (huggingface.co/deepseek-ai/DeepSeek-V3 config.json: 61 layers, 128 heads, kv_lora_rank 512,
+    qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128). modeling_deepseek_v3.py (transformers 5.23.0) lines
+    444-459 write the cache "while latent KV is still compressed": (512 + 64) x 2 B a token and layer, as vLLM's and
+    SGLang's MLA caches; expand_kv (lines 407-424) then makes kv_b_proj's 128 x (128 + 128) and a key tensor of
+    128 x (128 + 64) for every cached token of the layer: 114,688 B a token, more than the whole 61-layer cache's
+    70,272 B a token."""
+    config = Config(model=MODELS["deepseek-v3"], mode="serve", batch=4, context=4096)
+    values = hf_report(config, max_new_tokens=256).values
+    tokens = 4096 + 255
+    assert values["cache_decode"] == 4 * tokens * 61 * (512 + 64) * 2
+    assert values["decode_expansion"] == 4 * tokens * 128 * (128 + 128 + 128 + 64) * 2
+    assert values["concat_copy"] == 4 * (tokens - 1) * 512 * 2  # DynamicLayer's keys are the latent
+    assert values["expansion_wins"]
+
+
+def test_gemma_2_falls_back_to_eager_as_from_pretrained_does():
+    """modeling_gemma2.py line 352 (transformers 5.23.0): _supports_sdpa = False, so from_pretrained without
+    attn_implementation runs eager (modeling_utils.py get_correct_attn_implementation), and asking for sdpa raises."""
+    from transformers import Gemma2ForCausalLM
+    assert Gemma2ForCausalLM._supports_sdpa is False
+    config = Config(model=MODELS["gemma-2-9b"], mode="serve", batch=1, context=4096)
+    assert hf_report(config).values["attn_implementation"] == "eager"
+    with pytest.raises(ValueError, match="attn_implementation"):
+        hf_report(config, attn_implementation="sdpa")
+
+
+def tiny_gemma2():
+    """A small Gemma 2: 4 layers alternating sliding (window 16) and full attention, 4 heads, 2 KV heads of 16."""
+    from transformers import Gemma2Config
+    return Gemma2Config(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=16,
+                        max_position_embeddings=4096)
+
+
+def tiny_mistral():
+    """A small Mistral, every layer sliding (window 16): no layer_types, so transformers infers them from
+    sliding_window (cache_utils.py get_layer_types_and_kwargs)."""
+    from transformers import MistralConfig
+    return MistralConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=16,
+                         max_position_embeddings=4096, tie_word_embeddings=False)
+
+
+def tiny_deepseek():
+    """A small DeepSeek-V2: latent of 32, rotary key of 8, 4 heads of 16 + 8 (keys) and 16 (values), MoE after the
+    first layer."""
+    from transformers import DeepseekV2Config
+    return DeepseekV2Config(vocab_size=512, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=32,
+                            q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
+                            n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
+                            max_position_embeddings=4096)
+
+
+TINY = {"gemma2": tiny_gemma2, "mistral": tiny_mistral, "deepseek": tiny_deepseek}
+
+
+def generate_tiny(kind, attn, cache, batch, prompt, new, record=None):
+    """generate on a fresh random model of `kind` (a fresh one: generate reuses a static cache across calls)."""
+    from transformers import AutoModelForCausalLM
+    torch.manual_seed(0)
+    ids = torch.randint(0, 512, (batch, prompt))
+    model = AutoModelForCausalLM.from_config(TINY[kind]()).to(torch.bfloat16).eval()
+    model.set_attn_implementation(attn)
+    with torch.no_grad(), (record if record is not None else contextlib.nullcontext()):
+        out = model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False, cache_implementation=cache,
+                             pad_token_id=0, return_dict_in_generate=True)
+    return out.past_key_values
+
+
+def tiny_report(kind, attn, cache, batch, prompt, new):
+    from builder.model.architecture import from_hf_config
+    config = Config(model=from_hf_config(TINY[kind]().to_dict()), mode="serve", batch=batch, context=prompt)
+    return hf_report(config, attn_implementation=attn, cache_implementation=cache, max_new_tokens=new).values
+
+
+def storage_bytes(cache):
+    """Bytes the cache's tensors keep allocated: their storages, not their views (a DynamicSlidingWindowLayer's keys
+    are a view of a longer tensor)."""
+    return sum(t.untyped_storage().nbytes() for layer in cache.layers for t in (layer.keys, layer.values))
+
+
+@pytest.mark.parametrize("cache, prompt, new", [
+    ("dynamic", 37, 5), ("dynamic", 10, 3), ("dynamic", 14, 2), ("dynamic", 37, 1),
+    ("static", 37, 5), ("static", 10, 3)])
+def test_sliding_cache_bytes_are_what_transformers_allocates(cache, prompt, new):
+    """Gemma 2's sliding layers (window 16) after generate, transformers 5.23.0 on CPU: the storages the cache's
+    tensors keep (after a single new token, the prefill's: the sliding layers' views still keep the whole prompt)."""
+    held = storage_bytes(generate_tiny("gemma2", "eager", cache, 3, prompt, new))
+    values = tiny_report("gemma2", "eager", cache, 3, prompt, new)
+    assert held == values["cache_decode"]
+    if new == 1:
+        assert held == values["cache_prefill"] == 3 * 4 * prompt * 2 * 2 * 16 * 2
+
+
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_latent_cache_bytes_are_what_transformers_allocates(cache):
+    """DeepSeek-V2's cache after generate, transformers 5.23.0 on CPU: keys (batch, 1, tokens, kv_lora_rank) and
+    values (batch, 1, tokens, qk_rope_head_dim) in every layer (modeling_deepseek_v2.py lines 385-395)."""
+    held = generate_tiny("deepseek", "sdpa", cache, 3, 37, 5)
+    assert {(tuple(layer.keys.shape), tuple(layer.values.shape)) for layer in held.layers} == {
+        ((3, 1, 41, 32), (3, 1, 41, 8))}
+    assert storage_bytes(held) == tiny_report("deepseek", "sdpa", cache, 3, 37, 5)["cache_decode"]
+
+
+class Record(__import__("torch.utils._python_dispatch", fromlist=["TorchDispatchMode"]).TorchDispatchMode):
+    """Every op's output (name, shape, dtype)."""
+
+    def __init__(self):
+        super().__init__()
+        self.outputs = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor):
+            self.outputs.append((func.overloadpacket.__name__, tuple(out.shape), out.dtype))
+        return out
+
+
+def test_latent_expansion_is_what_expand_kv_allocates():
+    """The last decode step of the small DeepSeek-V2 (3 x 37 prompt tokens, 5 new: 41 cached): kv_b_proj's output
+    (123 tokens x 4 heads x (16 + 16)) and the new key tensor (3, 4, 41, 16 + 8), both bf16 (expand_kv,
+    modeling_deepseek_v2.py lines 348-364)."""
+    record = Record()
+    generate_tiny("deepseek", "sdpa", "dynamic", 3, 37, 5, record)
+    assert ("mm", (123, 128), torch.bfloat16) in record.outputs
+    assert ("new_empty", (3, 4, 41, 24), torch.bfloat16) in record.outputs
+    assert tiny_report("deepseek", "sdpa", "dynamic", 3, 37, 5)["decode_expansion"] == (123 * 128 + 3 * 4 * 41 * 24) * 2
+
+
+@pytest.mark.parametrize("kind, cache, prompt, keys", [
+    ("gemma2", "dynamic", 37, 37), ("gemma2", "static", 10, 12), ("mistral", "static", 10, 12),
+    ("mistral", "static", 37, 37), ("mistral", "dynamic", 37, 37)])
+def test_eager_scores_of_sliding_layers_span_the_keys_transformers_returns(kind, cache, prompt, keys):
+    """Eager softmax over (batch, heads, prompt, keys): a dynamic sliding layer returns the whole prompt; a static
+    one the prompt when it overflows the window (cache_utils.py lines 578-581, 608) and its min(16, 12) slots
+    otherwise (line 602); Gemma 2's full static layers return all 12 of theirs."""
+    record = Record()
+    generate_tiny(kind, "eager", cache, 3, prompt, 3, record)
+    widest = max(o[1][-1] for o in record.outputs if o[0] == "_softmax" and o[1][2] == prompt)
+    assert widest == keys == tiny_report(kind, "eager", cache, 3, prompt, 3)["prefill_keys"]

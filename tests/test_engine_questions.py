@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from builder.catalog import default_gpus, default_models
 from builder.cli import main
 from builder.model import Config
-from builder.model.engine_questions import QUESTIONS, answer
+from builder.model.engine_questions import LENGTH_LIMIT, QUESTIONS, answer
 from builder.model.engines import EngineSettings, engine_report
 from builder.model.questions import tensor_degrees
 from tests.test_engines import QWEN3_CODER_480B
@@ -115,11 +115,19 @@ def test_sglang_context_length_holds_its_target_and_one_more_token_does_not(run,
         return
     at = values_at(config, engine, gpu, context_length=found.value)
     page = at["page"]
+
+    def overflows(values, length):
+        """Requests of `length` tokens overflow the full pool, or a hybrid model's sliding pool, where each holds
+        min(length, window - 1 + a page) (pool_configurator.py HybridSWAPoolConfigurator, commit 003fca8)."""
+        paged = -(-length // page) * page
+        swa = values["hybrid_swa"] and requests * min(paged, config.model.sliding_window - 1 + page) > values[
+            "swa_max_total_num_tokens"]
+        return requests * paged > values["max_total_num_tokens"] or swa
+
     # Every request holds whole pages of the token pool (mem_cache/allocator.py PagedTokenToKVPoolAllocator).
-    assert at["fits"] and requests * (-(-found.value // page) * page) <= at["max_total_num_tokens"]
+    assert at["fits"] and not overflows(at, found.value)
     if found.value < 2**24:
-        past = values_at(config, engine, gpu, context_length=found.value + 1)
-        assert requests * (-(-(found.value + 1) // page) * page) > past["max_total_num_tokens"]
+        assert overflows(values_at(config, engine, gpu, context_length=found.value + 1), found.value + 1)
 
 
 @SETTINGS
@@ -134,8 +142,14 @@ def test_sglang_max_running_requests_fit_and_one_more_does_not(run, length):
     page, tokens = at["page"], at["max_total_num_tokens"]
     per_request = -(-length // page) * page
     assert found.value * per_request <= tokens and at["max_running_requests"] == found.value
-    # One more either overflows the pool or passes SGLang's cap of half its tokens.
-    assert (found.value + 1) * per_request > tokens or found.value + 1 > tokens // 2
+    # A model mixing full and sliding-window layers also needs min(length, window - 1 + a page) tokens a request in
+    # its sliding pool (pool_configurator.py HybridSWAPoolConfigurator's admission floor, commit 003fca8).
+    swa, swa_per_request = at["swa_max_total_num_tokens"], min(per_request, config.model.sliding_window - 1 + page) \
+        if at["hybrid_swa"] else 1
+    assert not at["hybrid_swa"] or found.value * swa_per_request <= swa
+    # One more either overflows a pool or passes SGLang's cap of half its tokens.
+    assert ((found.value + 1) * per_request > tokens or found.value + 1 > tokens // 2
+            or (at["hybrid_swa"] and (found.value + 1) * swa_per_request > swa))
 
 
 @SETTINGS
@@ -149,6 +163,67 @@ def test_sglang_fewest_tp_size_starts_and_the_next_degree_down_does_not(run, len
     smaller = [t for t in tensor_degrees(config.model) if found.value is None or t < found.value]
     if smaller:
         assert not values_at(config, engine, gpu, tp=smaller[-1])["fits"]
+
+
+@st.composite
+def hf_runs(draw):
+    """A random served configuration under Hugging Face generate (one GPU, the model's dtype for the cache): any
+    catalog model, cache and attention transformers takes (Gemma 2 takes no sdpa: modeling_gemma2.py line 352)."""
+    arch = draw(st.sampled_from(SERVED))
+    gpu = draw(st.sampled_from(list(GPUS.values())))
+    config = Config(model=arch, mode="serve", param_dtype=draw(st.sampled_from(["bf16", "fp16", "fp8", "int4"])),
+                    batch=draw(st.sampled_from([1, 3, 16])), context=draw(st.sampled_from([128, 2048, 8192, 65536])))
+    attn = draw(st.sampled_from([None, "eager", "flash_attention_2"]))
+    cache = draw(st.sampled_from([None, "static"]))
+    engine = EngineSettings(engine="hf", attn_implementation=attn, cache_implementation=cache,
+                            max_new_tokens=draw(st.sampled_from([1, 2, 20, 512, 4096])),
+                            max_cache_len=draw(st.sampled_from([None, 9000])) if cache else None,
+                            logits_to_keep=draw(st.sampled_from([None, 0])))
+    return config, engine, gpu
+
+
+def hf_values(config, engine, gpu, batch=None, **changes):
+    return engine_report(config.with_changes(batch=batch or config.batch), dataclasses.replace(engine, **changes),
+                         gpu.usable_bytes, gpu.id).values
+
+
+@SETTINGS
+@given(hf_runs())
+def test_hf_largest_batch_size_fits_and_one_more_prompt_does_not(run):
+    """generate's peak (weights, cache, the larger moment's working set) within the CUDA process's total at the
+    answer; one more row of input_ids runs out of memory."""
+    config, engine, gpu = run
+    found = answer("batch-size", config, engine, gpu.usable_bytes, gpu.id)
+    if found.value is None:
+        assert not hf_values(config, engine, gpu, batch=1)["fits"]
+        return
+    at = hf_values(config, engine, gpu, batch=found.value)
+    assert at["fits"] and at["peak"] <= gpu.usable_bytes and found.report.values["batch"] == found.value
+    assert not hf_values(config, engine, gpu, batch=found.value + 1)["fits"]
+
+
+@SETTINGS
+@given(hf_runs())
+def test_hf_largest_max_new_tokens_fits_and_one_more_token_does_not(run):
+    config, engine, gpu = run
+    engine = dataclasses.replace(engine, max_new_tokens=None)
+    found = answer("max-new-tokens", config, engine, gpu.usable_bytes, gpu.id)
+    if found.value is None:
+        assert not hf_values(config, engine, gpu, max_new_tokens=1)["fits"]
+        return
+    assert hf_values(config, engine, gpu, max_new_tokens=found.value)["fits"]
+    if found.value < LENGTH_LIMIT:
+        assert not hf_values(config, engine, gpu, max_new_tokens=found.value + 1)["fits"]
+
+
+@SETTINGS
+@given(hf_runs(), st.integers(1, 64), st.integers(1, 5000))
+def test_hf_peak_never_falls_as_the_batch_or_the_new_tokens_grow(run, more, tokens):
+    """The searches' premise: generate's modelled peak is monotone in the batch and in max_new_tokens."""
+    config, engine, gpu = run
+    base = hf_values(config, engine, gpu)["peak"]
+    assert hf_values(config, engine, gpu, batch=config.batch + more)["peak"] >= base
+    assert hf_values(config, engine, gpu, max_new_tokens=engine.max_new_tokens + tokens)["peak"] >= base
 
 
 def test_one_request_of_the_largest_length_takes_the_logged_kv_cache_size():
@@ -200,6 +275,13 @@ def test_cli_answers_in_the_engines_words_and_json(capsys):
      "argument --max-model-len: --max max-model-len searches it; leave --max-model-len out"),
     (["--engine", "vllm", "--max", "tensor-parallel-size", "--tp", "2"],
      "argument --tp: --max tensor-parallel-size searches it; leave --tp out"),
+    (["--engine", "hf", "--max", "batch-size", "--batch", "4"],
+     "argument --batch: --max batch-size searches it; leave --batch out"),
+    (["--engine", "hf", "--max", "max-new-tokens", "--max-new-tokens", "64"],
+     "argument --max-new-tokens: --max max-new-tokens searches it; leave --max-new-tokens out"),
+    (["--engine", "hf", "--max", "max-model-len"],
+     "argument --max: max-model-len is not a question under --engine hf; ask batch-size, max-new-tokens"),
+    (["--max", "batch-size"], "argument --max: batch-size is asked under an engine's accounting; add --engine hf"),
     (["--engine", "vllm", "--max-num-seqs", "9000"],
      "argument --max-num-seqs: max_num_batched_tokens (8192) must be greater than or equal to max_num_seqs (9000)."),
 ])
@@ -210,6 +292,21 @@ def test_a_question_the_engine_does_not_ask_is_one_line_naming_both_options(caps
 
 
 def test_every_question_belongs_to_one_engine_and_names_its_flag():
-    assert {q.engine for q in QUESTIONS.values()} == {"vllm", "sglang"}
+    assert {q.engine for q in QUESTIONS.values()} == {"vllm", "sglang", "hf"}
     assert [q.flag for q in QUESTIONS.values()] == ["--max-model-len", "--max-num-seqs", "--tensor-parallel-size",
-                                                    "--context-length", "--max-running-requests", "--tp-size"]
+                                                    "--context-length", "--max-running-requests", "--tp-size",
+                                                    "--batch", "--max-new-tokens"]
+
+
+def test_cli_answers_generates_questions_in_transformers_words(capsys):
+    base = ["estimate", "--model", "llama-3-8b", "--mode", "serve", "--engine", "hf", "--gpu", "h100-80gb",
+            "--context", "8192"]
+    assert main(base + ["--max-new-tokens", "512", "--max", "batch-size"]) == 0
+    out = capsys.readouterr().out
+    found = answer("batch-size", Config(model=MODELS["llama-3-8b"], mode="serve", context=8192),
+                   EngineSettings(engine="hf", max_new_tokens=512), GPUS["h100-80gb"].usable_bytes, "h100-80gb")
+    assert "input_ids rows" in out and "max_new_tokens=512" in out and out.rstrip().endswith(f": {found.value:,}")
+    assert main(base + ["--batch", "4", "--max", "max-new-tokens", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["max"]["question"] == "max_new_tokens" and data["max"]["flag"] == "--max-new-tokens"
+    assert data["max_new_tokens"] == data["max"]["value"] and data["fits"] and data["batch"] == 4

@@ -136,7 +136,9 @@ def test_vllm_groups_hybrid_layers_as_its_own_docstring_says():
     """kv_cache_utils.py _get_kv_cache_groups_uniform_page_size: "a model with 10 full attention layers and 20
     sliding window attention layers ... 3 kv_cache_groups, each of which contains 10 layers"; one block holds one
     layer of each group, so the pool has available / (page x 10) blocks; a request takes ceil(max_model_len / 16) in
-    the full group and ceil((window - 1 + tokens per step) / 16) + 1 in each sliding group."""
+    the full group and, in each sliding group, kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes's
+    cdiv(min(window - 1 + tokens per step, max_model_len), 16) + 1 ("+1 here because the sliding window may not start
+    from the beginning of the block")."""
     arch = MODELS["gemma-2-9b"].with_changes(layers=30, sliding_window_pattern=3)
     r = vllm(arch, kv_cache_memory=4 * GIB, max_model_len=32768, max_num_batched_tokens=2048)
     assert (r["full_layers"], r["sliding_layers"]) == (10, 20)
@@ -146,8 +148,24 @@ def test_vllm_groups_hybrid_layers_as_its_own_docstring_says():
     # Gemma 2 (21 + 21): two groups of 21 layers.
     g = vllm(MODELS["gemma-2-9b"], kv_cache_memory=4 * GIB, max_model_len=8192, max_num_batched_tokens=2048)
     assert (g["group_layers"], g["full_groups"], g["sliding_groups"]) == (21, 1, 1)
-    # A window that covers max_model_len saves nothing: both groups take every block.
-    assert vllm(MODELS["gemma-2-9b"], kv_cache_memory=4 * GIB, max_model_len=4096)["blocks_per_request"] == 2 * 256
+    # A window that covers max_model_len saves nothing, and costs a block: the sliding group takes
+    # cdiv(min(w - 1 + T, max_model_len), 16) + 1 blocks whether max_model_len caps the window or not (001cabc).
+    assert vllm(MODELS["gemma-2-9b"], kv_cache_memory=4 * GIB, max_model_len=4096)["blocks_per_request"] == 256 + 257
+
+
+def test_vllm_concurrency_matches_vllms_own_hybrid_test():
+    """vLLM's tests/v1/core/test_kv_cache_utils.py test_get_max_concurrency_for_kv_cache_config (commit eaba533):
+    32 full-attention layers and 32 sliding-window layers (window 1024), 32 KV heads of 128 in fp16, block size 16,
+    max_model_len 16,384 and max_num_batched_tokens 1,024; with (1024 + 129) x 3 blocks the hybrid model's
+    concurrency is 3: 1,024 blocks for the full group and cdiv(1023 + 1024, 16) + 1 = 129 for the sliding one."""
+    arch = MODELS["gemma-2-9b"].with_changes(layers=64, heads=32, kv_heads=32, head_dim=128, sliding_window=1024,
+                                            sliding_window_pattern=2)
+    page = 16 * 2 * 32 * 128 * 2
+    r = vllm(arch, kv_dtype="fp16", kv_cache_memory=(1024 + 129) * 3 * 32 * page, max_model_len=16384,
+             max_num_batched_tokens=1024)
+    assert (r["page"], r["group_layers"], r["full_groups"], r["sliding_groups"]) == (page, 32, 1, 1)
+    assert r["num_blocks"] == (1024 + 129) * 3 and r["blocks_per_request"] == 1024 + 129
+    assert r["max_concurrency"] == 3
 
 
 def test_sglang_splits_a_hybrid_model_into_a_full_and_a_sliding_pool():
@@ -163,6 +181,29 @@ def test_sglang_splits_a_hybrid_model_into_a_full_and_a_sliding_pool():
     assert sglang(MODELS["llama-3-8b"])["cell"] == 32 * 2 * 8 * 128 * 2
 
 
+def test_sglang_hybrid_concurrency_is_the_fewer_of_its_two_pools(capsys):
+    """A request needs its whole length in the full pool and at most SGLang's window (sliding_window - 1, models/
+    gemma2.py get_attention_sliding_window_size) plus a page in the sliding pool: pool_configurator.py (commit
+    003fca8) refuses a sliding pool at or under that floor ("SWA pool (N tokens) cannot hold even one request")."""
+    def at(context, **settings):
+        return sglang(MODELS["gemma-2-9b"], context_length=context, **settings)
+    short, long = at(4096), at(16384)
+    full, swa = short["max_total_num_tokens"], short["swa_max_total_num_tokens"]
+    # Requests no longer than the window hold all their tokens in both pools: the smaller sliding pool binds.
+    assert short["swa_request_tokens"] == 4096 and short["concurrent_requests"] == swa // 4096 < full // 4096
+    # Longer requests hold the window and a page in the sliding pool: the full pool binds.
+    assert long["swa_request_tokens"] == 4095 + 1 and long["concurrent_requests"] == full // 16384 < swa // 4096
+    # A single-kind model is the full pool alone.
+    llama = sglang(MODELS["llama-3-8b"], context_length=4096)
+    assert llama["concurrent_requests"] == llama["max_total_num_tokens"] // 4096
+    # The floor: a sliding pool of at most window + page tokens is SGLang's own refusal.
+    assert main(["estimate", "--model", "gemma-2-9b", "--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb",
+                 "--swa-full-tokens-ratio", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot hold even one request: the prefill admission floor is sliding_window_size (4095) + page_size (1)" \
+        in err and err.count("\n") == 1
+
+
 # fp8 and the engines' words -----------------------------------------------------------------------------------------
 
 def test_kv_cache_dtype_takes_the_engines_words(capsys):
@@ -175,11 +216,35 @@ def test_kv_cache_dtype_takes_the_engines_words(capsys):
     assert main(base + ["--kv-cache-dtype", "fp8_e5m2"]) == 0
     fp8 = json.loads(capsys.readouterr().out)
     assert bf16["num_blocks"] == 2**30 // (16 * 576 * 2) // 27 and fp8["num_blocks"] == 2**30 // (16 * 576) // 27
-    assert main(base + ["--kv-cache-dtype", "fp8_per_token_head"]) == 2
+    assert main(base + ["--kv-cache-dtype", "nvfp4"]) == 2
     err = capsys.readouterr().err
-    assert "argument --kv-cache-dtype: 'fp8_per_token_head' is not modelled" in err and err.count("\n") == 1
+    assert "argument --kv-cache-dtype: 'nvfp4' is not modelled" in err and err.count("\n") == 1
     assert main(base + ["--kv-cache-dtype", "fp8", "--kv-dtype", "fp8"]) == 2
     assert "--kv-cache-dtype or --kv-dtype" in capsys.readouterr().err
+
+
+def test_vllm_per_token_head_scales_live_in_the_pages(capsys):
+    """vllm/v1/kv_cache_interface.py (commit 001cabc): get_kv_quant_mode maps fp8_per_token_head and
+    int8_per_token_head to KVQuantMode.*_PER_TOKEN_HEAD, and AttentionSpec.page_size_bytes adds
+    2 x block_size x num_kv_heads x 4 bytes of fp32 scales to the real page. Llama 3 8B (8 KV heads of 128): a
+    16-token page of one layer is 16 x 2 x 8 x 128 x 1 = 32,768 B of values and 2 x 16 x 8 x 4 = 1,024 B of scales."""
+    base = ["estimate", "--model", "llama-3-8b", "--mode", "serve", "--gpu", "h100-80gb", "--max-model-len", "4096",
+            "--kv-cache-memory", "1GiB", "--json"]
+    for word in ("fp8_per_token_head", "int8_per_token_head"):
+        assert main(base + ["--engine", "vllm", "--kv-cache-dtype", word]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["num_blocks"] == 2**30 // (32768 + 1024) // 32
+        assert "AttentionSpec.page_size_bytes" in out["sources"]["kv_cache"]
+    assert main(base + ["--engine", "vllm", "--kv-cache-dtype", "fp8"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_blocks"] == 2**30 // 32768 // 32
+    # The scales are vLLM's: without it the word is refused, naming the flag.
+    for engine in ([], ["--engine", "sglang"]):
+        assert main(base[:-3] + engine + ["--kv-cache-dtype", "fp8_per_token_head"]) == 2
+        err = capsys.readouterr().err
+        assert "argument --kv-cache-dtype: 'fp8_per_token_head' is vLLM's per-token-head mode" in err
+        assert err.count("\n") == 1
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        vllm(MODELS["llama-3-8b"], kv_cache_memory=GIB, kv_cache_dtype="fp8_per_token_head")  # kv_dtype not fp8
 
 
 def test_swa_ratio_is_refused_outside_its_range(capsys):

@@ -204,7 +204,7 @@ def site_html(tmp_path_factory) -> list[str]:
 def chart_svgs(site_html) -> list[str]:
     """Every chart SVG of the real site, both layouts (not the widgets' own SVGs)."""
     found = [svg for page in site_html for svg in re.findall(r"<svg [^>]*class=\"tm-chart.*?</svg>", page, re.S)]
-    svgs = [svg for svg in found if 'class="tm-background"' in svg]  # builder/charts.py's, not a widget's
+    svgs = [svg for svg in found if 'class="tm-background"' in svg]  # builder/charts' (svg.py), not a widget's
     assert len(svgs) > 30
     return svgs
 

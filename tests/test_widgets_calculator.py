@@ -93,8 +93,8 @@ def test_gpus_are_sorted_by_capacity_and_the_chart_draws_the_chosen_ones():
 
 
 def test_unknown_preset_option_is_an_error():
-    with pytest.raises(ValueError, match="grad_accum_dtype"):
-        calc.default_state({"model": "gpt2", "grad_accum_dtype": "fp32"}, MODELS, "h100-80gb")
+    with pytest.raises(ValueError, match="activation_dtype"):
+        calc.default_state({"model": "gpt2", "activation_dtype": "fp32"}, MODELS, "h100-80gb")
 
 
 def test_serving_ignores_training_only_controls():
@@ -168,10 +168,11 @@ def test_data_is_compact_and_safe_to_embed():
     data = make_context()["data"]
     text = to_json(data)
     # Catalog shapes with each model's custom-form fields, the rule sets (the op lists compiled into table rules are
-    # the largest), the range checks, part names, starting points, texts and check messages: about 257 KB (main
-    # passed 250 KB at 4460441; DeepSpeed's bucket parts with their sources add 6 KB). Page weight is judged whole by
-    # `make bench`; this bound only catches an accidental blow-up (a catalog embedded twice, say).
-    assert "<" not in text and len(text) < 270_000
+    # the largest), the range checks, part names, starting points, texts and check messages: about 202 KB, 25 KB
+    # gzipped (252 KB with the optimizer-state and accumulation dtype controls and their checks, about 258 KB with
+    # DeepSpeed's bucket parts and their sources). Page weight is judged whole by `make bench`; this bound only
+    # catches an accidental blow-up (a catalog embedded twice, say).
+    assert "<" not in text and len(text) < 275_000
     # The words come from the model's own tables, so the script cannot say anything else.
     from builder.model.checks import encode_checks
 
@@ -193,6 +194,8 @@ def test_data_is_compact_and_safe_to_embed():
 
 
 MODE_VALUES = {"precision": list(PRECISIONS), "param_dtype": ["policy", "fp32", "fp16"],
+               "optimizer_state_dtype": ["policy", "bf16", "fp8"], "exp_avg_dtype": ["policy", "fp8"],
+               "exp_avg_sq_dtype": ["policy", "fp16"], "grad_accum_dtype": ["policy", "fp32"],
                "reduce_dtype": ["policy", "fp32", "bf16"], "optimizer": ["adamw", "sgd", "adafactor"],
                "optimizer_impl": ["default", "fused", "in-backward"], "micro_batch": ["0", "7"],
                "seq_len": ["0", "65536"], "grad_accum": ["0", "4"], "recompute": ["none", "full"],

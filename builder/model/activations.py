@@ -11,6 +11,8 @@ Two ways to count, chosen by the `activation_formula` input:
     sbh(34 + 5as/h) (Table 2), which tests check.
   - 'hf': Hugging Face transformers 5.23 modeling code under PyTorch 2.13 autograd,
     measured by `python -m builder validate` (content/validation/).
+  - 'torchtune': the transformers list (torchtune's RMSNorm, rotary and SwiGLU save what transformers' do), with K
+    and V copied to every query head before any attention (torchtune/modules/attention.py, TORCHTUNE_CODE).
 * 'korthikanti': the closed-form Table 2 formulas themselves, as a reference mode
   (layers only: the paper's Table 2 leaves out embeddings, logits and loss).
 
@@ -34,13 +36,17 @@ from builder.model.config import LORA_TARGETS, Config
 from builder.model.expr import (Expr, at, both, by, ceil, derive, either, eq, evaluate, fixed, fmt, get, has, isin,
                                 lift, maximum, minimum, ne, negate, per_unit, row, sym, table, total, when)
 from builder.model.inputs import run_inputs, stages
-from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.recipes import by_recipe, recipe_on
 from builder.model.units import DTYPE_BYTES
 
 KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198, Table 2"
 FLASH = "Dao et al. 2022 (FlashAttention), arXiv:2205.14135, Algorithm 2: saves output and logsumexp"
 HF_CODE = "transformers 5.23 modeling code, PyTorch 2.13 autograd (measured: see the Validation page)"
+# torchtune/modules/attention.py MultiHeadAttention.forward (v0.6.1, commit a6290a5, lines 284-290; the same since
+# commit 1814feb of November 2024): with fewer KV heads than query heads, K and V are expanded and flattened to
+# every query head before the attention call, so the kernel saves them at that size.
+TORCHTUNE_CODE = "transformers 5.23 op lists; torchtune 0.6.1 attention.py L284-290: K, V copied to all heads"
 CHEN = "Chen et al. 2016, arXiv:1604.06174, section 3"
 MEGATRON_BLOCK = ("Megatron-LM megatron/core/transformer/transformer_block.py (commit 767a8a8) _checkpointed_forward "
                   "(recompute_method 'block': the first recompute_num_layers layers of each pipeline stage)")
@@ -80,12 +86,15 @@ OP_SYMBOLS = {
 
 def _conditions() -> dict[str, Expr]:
     """The op lists' conditions (oplists.CONDITIONS) as rules of the run's inputs."""
-    hf = eq(sym("implementation"), "hf")
+    # torchtune's modules follow transformers' op for op (RMSNorm, rotary, SwiGLU), so its runs take the transformers
+    # op lists; they differ in one place, K and V copied to every query head for every attention (TORCHTUNE_CODE).
+    hf = isin(sym("implementation"), "hf", "torchtune")
     eager = eq(sym("attention"), "eager")
     swiglu = eq(sym("mlp"), "swiglu")
     low_precision = ne(sym("activation_dtype"), "fp32")
     gelu_python = both(negate(swiglu), eq(sym("activation_function"), "gelu_tanh_python"), hf)
-    gqa_repeat = both(eager, ne(sym("kv_heads"), sym("heads")), hf)
+    gqa_repeat = both(ne(sym("kv_heads"), sym("heads")),
+                      either(both(eager, eq(sym("implementation"), "hf")), eq(sym("implementation"), "torchtune")))
     full = eq(sym("recompute"), "full")
     # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
     # input) stays fp32; the op lists' 'autocast' rows apply.
@@ -211,12 +220,15 @@ FULL = eq(sym("recompute"), "full")
 # method); the checks keep that count below every stage's layers, so a stage's last layer is then never checkpointed.
 ALL_RECOMPUTED = both(FULL, eq(sym("recompute_layers"), 0))
 OPS = eq(sym("activation_formula"), "ops")
-LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), eq(sym("implementation"), "hf")),
+LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), isin(sym("implementation"), "hf", "torchtune")),
                  rows_rule(oplists.LAST_STAGE_RMSNORM), rows_rule(oplists.LAST_STAGE_LAYERNORM))
 
 # The conditions (holds_<name>), the block and the dtype sizes: what a run's shape and settings decide, not its
 # sizes, so a search over batch or sequence length derives them once.
 OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in CONDITION_RULES.items()}, "block": BLOCK,
+                                 "op_source": when(eq(sym("implementation"), "megatron"), KORTHIKANTI,
+                                                   when(eq(sym("implementation"), "torchtune"), TORCHTUNE_CODE,
+                                                        HF_CODE)),
                                  "act_bytes": bytes_of(sym("activation_dtype")),
                                  "grad_bytes": bytes_of(sym("grad_dtype")),
                                  # A linear layer's saved input: the activation dtype, or a recipe's quantised copy.
@@ -249,15 +261,16 @@ SYMBOLS: dict[str, Any] = {
 }
 
 
-def per_token(amount: Any) -> Expr:
-    """Bytes per token on this GPU as a chart annotates them: '69.0 KiB/token' or '512 B/token'."""
+def per_token(amount: Any) -> PerUnit:
+    """Bytes per token on this GPU, the number and as a chart annotates it: '69.0 KiB/token' or '512 B/token'."""
     each = amount / maximum(1, sym("op_T"))
-    return when(each >= 1024, fmt("{0} KiB/token", fixed(each / 1024, 1)), fmt("{0} B/token", fixed(each, 0)))
+    return PerUnit(each, "token", words=when(each >= 1024, fmt("{0} KiB/token", fixed(each / 1024, 1)),
+                                             fmt("{0} B/token", fixed(each, 0))))
 
 
 def per_token_text(amount: Fraction, tokens: Fraction) -> str:
     """`per_token` of an amount already worked out."""
-    return evaluate(per_token(sym("amount")), {"amount": amount, "op_T": tokens})
+    return evaluate(per_token(sym("amount")).text(), {"amount": amount, "op_T": tokens})
 
 
 def _groups(*lists: tuple[oplists.Row, ...]) -> tuple[str, ...]:
@@ -268,7 +281,8 @@ def _groups(*lists: tuple[oplists.Row, ...]) -> tuple[str, ...]:
 LAYER_GROUPS = _groups(*oplists.BLOCKS.values())
 FIRST_GROUPS = _groups(oplists.FIRST_STAGE)
 LAST_GROUPS = _groups(oplists.LAST_STAGE_LAYERNORM, oplists.LAST_STAGE_RMSNORM)
-SOURCE = when(eq(sym("implementation"), "megatron"), KORTHIKANTI, HF_CODE)
+# Whose code the op lists follow, worked out once with the conditions (OP_CONDITIONS) and named by every part.
+SOURCE = sym("op_source")
 CHECKPOINT = sym("op_Tr") * sym("hidden") * when(sym("holds_autocast"), DTYPE_BYTES["fp32"], sym("act_bytes"))
 LAYER = total(sym("layer_rows"), sym("bytes"))
 # What a stage's layers keep saved across the step: the layers that are not checkpointed their groups, the others

@@ -17,6 +17,15 @@ BUCKETS = ("weights", "master", "gradients", "optimizer", "activations", "kv_cac
 
 
 @dataclass(frozen=True)
+class Rate:
+    """A bytes-per-unit rule as a number with its unit: `bytes` bytes per one `per` ('param', 'token'). Charts add
+    the rates of a bucket's parts (builder/charts/format.py) from these numbers, never from Part.per_unit's words."""
+
+    bytes: int | Fraction
+    per: str
+
+
+@dataclass(frozen=True)
 class Part:
     """One named piece of per-GPU (or host) memory."""
 
@@ -28,6 +37,7 @@ class Part:
     simplification: str = ""  # what this part leaves out, when it is a simplification
     sharded_by: int = 1  # how many ranks share the unsharded amount (1: replicated)
     transient: bool = False  # live at the peak but not saved for backward (e.g. returned logits)
+    rate: Rate | None = None  # per_unit as a number with its unit, where the rule is one rate (None: words only)
 
     @property
     def bucket(self) -> str:

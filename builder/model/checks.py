@@ -29,6 +29,9 @@ class Check:
 
 
 ARCH = sym("has_architecture")
+# Optimizers whose blockwise low-bit states fix their own dtype: bitsandbytes' 8-bit AdamW and its paged version,
+# torchao's AdamW8bit, AdamW4bit and AdamWFp8 (builder.model.states' rules for each).
+LOW_BIT_OPTIMIZERS = ("adam8bit", "paged-adamw8bit", "adamw8bit-torchao", "adamw4bit", "adamwfp8")
 SAVE = sym("checkpoint_save")
 
 # An architecture's shape (its shape inputs, builder.model.tensors; kv_heads as many as the heads where not given).
@@ -160,6 +163,22 @@ CHECKS: tuple[Check, ...] = (
     Check(both(isin(sym("optimizer"), "paged-adamw", "paged-adamw8bit"), isin(sym("offload"), "optimizer", "both")),
           fmt("offload: optimizer {0} keeps its states in CUDA unified memory, which pages them to the host itself; "
               "offloading the optimizer (DeepSpeed's CPU Adam) is another optimizer", sym("optimizer"))),
+    # The optimizer states' dtypes (optimizer_state_dtype; Adam's moments one by one, exp_avg_dtype and
+    # exp_avg_sq_dtype, torch's names, which MS-AMP's LBAdamW takes too): the chosen options, not a policy's. Plain
+    # SGD keeps no state (torch/optim/sgd.py 2.13: no momentum_buffer without momentum); bitsandbytes' PagedAdamW keeps
+    # fp32 states whatever the parameters' dtype (bitsandbytes 0.50.2.dev0 optimizer.py Optimizer2State.init_state,
+    # optim_bits=32); the blockwise low-bit optimizers fix their codes' dtype (bitsandbytes' 8-bit and paged 8-bit
+    # AdamW, Dettmers et al. 2021; torchao 0.19's AdamW8bit, AdamW4bit and AdamWFp8).
+    Check(both(sym("chosen_state_dtype"), isin(sym("optimizer"), *LOW_BIT_OPTIMIZERS, "paged-adamw", "sgd")),
+          fmt("optimizer_state_dtype: {0} has no state dtype to choose ({1}); leave optimizer_state_dtype unset or "
+              "choose another optimizer", sym("optimizer"),
+              when(eq(sym("optimizer"), "sgd"), "plain SGD keeps no state",
+                   when(eq(sym("optimizer"), "paged-adamw"), "bitsandbytes' PagedAdamW keeps fp32 states",
+                        "its blockwise low-bit states are fixed")))),
+    *(Check(both(sym("chosen_" + option), negate(isin(sym("optimizer"), "adam", "adamw"))),
+            fmt("{0}: only Adam and AdamW keep {1}; optimizer {2} has none (leave {0} unset or choose optimizer adam "
+                "or adamw)", option, moment, sym("optimizer")))
+      for moment, option in (("exp_avg", "exp_avg_dtype"), ("exp_avg_sq", "exp_avg_sq_dtype"))),
     *(Check(both(eq(sym("optimizer_impl"), "in-backward"), refused), fmt("optimizer_impl: " + why, *values))
       for refused, why, values in (
           (negate(ARCH), "in-backward needs an architecture (one parameter's gradient at a time), not a raw count",

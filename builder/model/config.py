@@ -19,9 +19,6 @@ MODES = ("train", "serve")
 # optim="paged_adamw_32bit" and "paged_adamw_8bit"), whose states live in CUDA unified memory (builder.model.paging).
 OPTIMIZERS = ("adamw", "adam", "adam8bit", "paged-adamw", "paged-adamw8bit", "adamw8bit-torchao", "adamw4bit",
               "adamwfp8", "sgd", "sgd-momentum", "adafactor", "lion")
-# Optimizers whose blockwise low-bit states fix their own dtype (bitsandbytes; torchao's AdamW8bit, AdamW4bit,
-# AdamWFp8).
-LOW_BIT_OPTIMIZERS = ("adam8bit", "adamw8bit-torchao", "adamw4bit", "adamwfp8")
 # How the optimizer's step runs (None: the optimizer's own default, builder.model.optimizers). torch.optim:
 # 'for-loop' (foreach=False), 'foreach' (the default on CUDA for Adam, AdamW and SGD,
 # torch/optim/optimizer.py _default_to_fused_or_foreach), 'fused' (fused=True, one kernel per group) or
@@ -42,7 +39,7 @@ CHECKPOINT_SAVES = ("none", "torch-save", "full-state-dict", "full-state-dict-of
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "sdpa", "flash")
 ACTIVATION_FORMULAS = ("ops", "korthikanti")
-IMPLEMENTATIONS = ("hf", "megatron")
+IMPLEMENTATIONS = ("hf", "megatron", "torchtune")
 FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
 PIPELINE_SCHEDULES = ("1f1b", "interleaved")
 OFFLOAD = ("none", "optimizer", "params", "both")
@@ -167,7 +164,7 @@ class Config:
     attention: str = "sdpa"  # 'eager' saves s x s scores; 'sdpa'/'flash' save none
     loss: str = "eager"  # 'eager', 'compiled', 'chunked' or 'fused-linear' (LOSSES)
     activation_formula: str = "ops"  # 'ops' (op by op) or 'korthikanti' (Table 2 reference formula)
-    implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers) or 'megatron' (Korthikanti 4.1)
+    implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers), 'megatron', 'torchtune'
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)
     offload_activations: bool = False  # saved activations go to host memory (torchtune's OffloadActivations)
     checkpoint_save: str = "none"  # how a checkpoint is saved after the step, in the framework's words (none: no save)
@@ -281,15 +278,6 @@ def validate_config(config: Config) -> None:
     for target in config.lora_targets:
         if target not in LORA_TARGETS:
             fail("lora_targets", f"{target!r} is not one of {', '.join(LORA_TARGETS)}")
-    if config.optimizer_state_dtype and config.optimizer in (*LOW_BIT_OPTIMIZERS, "paged-adamw", "sgd"):
-        fail("optimizer_state_dtype", f"{config.optimizer} has no state dtype to choose ("
-             + ("plain SGD keeps no state" if config.optimizer == "sgd" else "bitsandbytes' PagedAdamW keeps fp32 states"
-                if config.optimizer == "paged-adamw" else "its blockwise low-bit states are fixed")
-             + "); leave optimizer_state_dtype unset or choose another optimizer")
-    for option in ("exp_avg_dtype", "exp_avg_sq_dtype"):
-        if getattr(config, option) and config.optimizer not in ("adam", "adamw"):
-            fail(option, f"only Adam and AdamW keep {option[:-6]}; optimizer {config.optimizer} has none (leave "
-                         f"{option} unset or choose optimizer adam or adamw)")
     if config.fsdp_shard_group is not None and config.fsdp_shard_group < 1:
         fail("fsdp_shard_group", f"must be at least 1 (or unset: gpus_per_node), got {config.fsdp_shard_group}")
     for option in ("allocator_reserve", "overhead_fraction"):

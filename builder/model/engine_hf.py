@@ -24,14 +24,39 @@ Source read in transformers 5.23.0 (the installed release; paths under src/trans
   (batch, 1, vocab) in the model's dtype; then _sample copies the last row to fp32 (`outputs.logits[:, -1]
   .to(copy=True, dtype=torch.float32)`). With logits_to_keep=0 (a model without the argument, or passed to
   generate) lm_head makes (batch, prompt, vocab).
+- Sliding-window layers (Gemma 2's every other layer). DynamicCache(config=...) builds a DynamicSlidingWindowLayer for
+  each layer whose layer_types entry is "sliding_attention" (cache_utils.py get_layer_types_and_kwargs, line 1910;
+  DynamicCache.__init__, lines 2011-2018). Its update (lines 222-259) concatenates the old keys (values) with the new ones
+  into full_key_states and full_value_states, both before either is assigned, then keeps
+  `full_key_states[:, :, -self.sliding_window + 1 :, :]`, a view: the storage is the whole concatenation. So after the
+  prefill a sliding layer still holds the whole prompt (its view is sliding_window - 1 tokens of a prompt-long
+  tensor), and after a decode step it holds min(tokens, sliding_window) tokens; the last step's copy is that layer's
+  old K and V together. StaticCache builds a StaticSlidingWindowLayer of min(sliding_window, max_cache_len) slots
+  (lines 525-527), allocated in the prefill like a StaticLayer; a decode step on a full window rolls K and V into new
+  tensors (`self.keys.roll(-1, dims=-2)`, lines 559-560) before copying them back: one layer's K and V of the window
+  alive beside the cache. The prefill's keys for a sliding layer: the prompt with a dynamic cache (full_key_states),
+  with a static one the prompt when it overflows the window (lines 578-581, 608) and the window's slots otherwise
+  (line 602). Eager scores of a sliding layer are the full prompt x keys matrix with a banded mask; Gemma 2's
+  eager_attention_forward (models/gemma2/modeling_gemma2.py lines 176-207) softcaps the scores (divide, tanh,
+  multiply: one bf16 copy at a time), which stays under the softmax's 10 bytes a score.
+- Latent attention (DeepSeek-V2/V3). DeepseekV2Attention.forward (models/deepseek_v2/modeling_deepseek_v2.py lines
+  385-395; DeepseekV3Attention.forward, models/deepseek_v3/modeling_deepseek_v3.py lines 444-459) writes the cache
+  "while the latent KV is still compressed": the layer's keys are the normed latent (batch, 1, tokens, kv_lora_rank)
+  and its values the rotary key (batch, 1, tokens, qk_rope_head_dim), the same kv_lora_rank + qk_rope_head_dim
+  elements a token as vLLM's and SGLang's MLA caches. But every forward then expands the whole cache of the layer
+  (expand_kv, lines 348-364 / 407-424): kv_b_proj makes heads x (qk_nope_head_dim + v_head_dim) per cached token and
+  a new key tensor heads x (qk_nope_head_dim + qk_rope_head_dim), and attention runs over those per-head keys and
+  values; vLLM's and SGLang's MLA kernels absorb kv_b_proj into the query and output instead and never expand the
+  cache. The expansion is one layer's at a time, but of every cached token, at every decode step.
 - The moments: the prefill's last layer (every layer's cache written, plus the layer's largest working set or the
   logits) and the last decode step (the cache at prompt + max_new_tokens - 1 tokens, plus, for the dynamic cache,
   the torch.cat copy). Whichever is higher is the peak.
 
-Simplifications, named on the page: one GPU (no device_map split, no tensor parallelism), full attention only (no
-sliding-window layers, no latent attention), the caching allocator's rounding and fragmentation left out, the
-attention mask (bool, batch x prompt x keys, materialised for a static cache) and the rotary and projection
-temporaries left out, an MoE layer's working set counted as its top_k experts' dense MLP.
+Simplifications, named on the page: one GPU (no device_map split, no tensor parallelism), the caching allocator's
+rounding and fragmentation left out, the attention mask (bool, batch x prompt x keys, materialised for a static cache)
+and the rotary and projection temporaries left out, an MoE layer's working set counted as its top_k experts' dense MLP
+(or the dense MLP of the first layers when larger), the cache counted after every layer's update of a step (one
+token a layer more than while the step runs), and under latent attention the query's and value's own copies left out.
 """
 
 from __future__ import annotations
@@ -60,6 +85,17 @@ MLP = T + "models/llama/modeling_llama.py LlamaMLP.forward: down(act(gate(x)) * 
 LOGITS = (T + "generation/utils.py generate (logits_to_keep=1 when _supports_logits_to_keep) and _sample "
           "(outputs.logits[:, -1].to(copy=True, dtype=torch.float32)); models/llama/modeling_llama.py "
           "LlamaForCausalLM.forward (slice_logits_to_keep before lm_head); " + HF_VERSION)
+SLIDING = (T + "cache_utils.py DynamicSlidingWindowLayer.update lines 222-259 (keeps a view of the last "
+           "sliding_window - 1 tokens of the concatenation), StaticSlidingWindowLayer lines 525-608 "
+           "(min(sliding_window, max_cache_len) slots, rolled when full); get_layer_types_and_kwargs line 1910; "
+           + HF_VERSION)
+ROLL = T + "cache_utils.py StaticSlidingWindowLayer.update lines 559-564 (roll of K and V, then copy_); " + HF_VERSION
+LATENT_CACHE = (T + "models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention.forward lines 385-395 and "
+                "models/deepseek_v3/modeling_deepseek_v3.py lines 444-459 (the cache holds the latent and the rotary "
+                "key); " + HF_VERSION)
+EXPAND = (T + "models/deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention.expand_kv lines 348-364, "
+          "models/deepseek_v3/modeling_deepseek_v3.py expand_kv lines 407-424 (kv_b_proj of every cached token, "
+          "a new key tensor of qk_nope + qk_rope per head); " + HF_VERSION)
 WEIGHTS = "the weights as from_pretrained loads them (torch_dtype)"
 DEFAULT_NEW_TOKENS = 20  # GenerationConfig's max_length 20 with no max_new_tokens: 20 new tokens (utils.py
 # _prepare_generated_length: "by default let's always generate 20 new tokens")
@@ -79,12 +115,20 @@ FLAGS = (
     ("logits_to_keep", "count", "N",
      "logits rows the prefill makes: 1 is generate's own for models that take it, 0 keeps every prompt token's"),
 )
+# Families whose transformers model refuses SDPA: from_pretrained without attn_implementation falls back to eager
+# (modeling_utils.py get_correct_attn_implementation lines 1872-1879: "Sdpa is the default, so we try it and fallback
+# to eager otherwise"), and attn_implementation="sdpa" raises.
+NO_SDPA = {"gemma2": T + "models/gemma2/modeling_gemma2.py line 352: _supports_sdpa = False (sdpa does not support "
+                     "softcapping); " + HF_VERSION}
 CHOICES = {"cache_implementation": CACHE_IMPLEMENTATIONS, "attn_implementation": ATTN_IMPLEMENTATIONS}
 
 
-def inputs_of(settings: Any, attention: str) -> dict[str, Any]:
-    """The settings as the rules read them (attention: the model's --attention when no attn_implementation)."""
-    implementation = settings.attn_implementation or {v: k for k, v in ATTENTION_OF.items()}[attention]
+def inputs_of(settings: Any, config: Any) -> dict[str, Any]:
+    """The settings as the rules read them: attn_implementation, else the model's --attention, which for a model
+    without SDPA (Gemma 2) falls back to eager as from_pretrained's default does."""
+    implementation = settings.attn_implementation or {v: k for k, v in ATTENTION_OF.items()}[config.attention]
+    if implementation == "sdpa" and config.model.family in NO_SDPA and settings.attn_implementation is None:
+        implementation = "eager"
     return {"cache_implementation": settings.cache_implementation or "dynamic",
             "attn_implementation": implementation,
             "max_new_tokens": settings.max_new_tokens or DEFAULT_NEW_TOKENS,
@@ -104,25 +148,59 @@ def gib(x: Any) -> Any:
     return real(maximum(0, floor(x * 100 / GIB + Fraction(1, 2))) / 100)
 
 
+LATENT = sym("kv_lora_rank") > 0
+W = sym("sliding_window")
 HF = RuleSet(
     symbols={
         **KV_SYMBOLS,
         # Tokens each layer's cache holds at the end: max_length - 1 (the last new token is never fed back).
         "final_tokens": S + N - 1,
         "static_len": maximum(sym("final_tokens"), sym("max_cache_len")),
-        "cache_bytes_per_token": sym("stage_layers") * sym("kv_per_token_layer") * B,
-        "cache_prefill": sym("cache_bytes_per_token") * when(STATIC_CACHE, sym("static_len"), S),
-        "cache_decode": sym("cache_bytes_per_token") * when(STATIC_CACHE, sym("static_len"), sym("final_tokens")),
-        # The last decode step's torch.cat: the layer's old keys (final_tokens - 1 of them) beside the new ones.
-        "concat_copy": when(STATIC_CACHE, 0, sym("kv_per_token_layer") / 2 * B * (sym("final_tokens") - 1)),
-        # Keys the prefill attends to: the prompt, or the whole static cache.
-        "prefill_keys": when(STATIC_CACHE, sym("static_len"), S),
+        "decode_steps": N - 1,
+        # A StaticSlidingWindowLayer's slots: min(sliding_window, max_cache_len).
+        "sliding_static_len": minimum(W, sym("static_len")),
+        # A DynamicSlidingWindowLayer's storage: the prompt after the prefill (its window is a view of it), then
+        # min(tokens, sliding_window) once a decode step has concatenated.
+        "sliding_final": when(sym("decode_steps"), minimum(sym("final_tokens"), W), S),
+        "layer_token_bytes": sym("kv_per_token_layer") * B,
+        # Layer-tokens a static cache allocates: full layers max_cache_len, sliding ones their window's slots.
+        "static_tokens": sym("full_layers") * sym("static_len") + sym("sliding_layers") * sym("sliding_static_len"),
+        "cache_prefill": sym("layer_token_bytes") * when(STATIC_CACHE, sym("static_tokens"), sym("stage_layers") * S),
+        "cache_decode": sym("layer_token_bytes") * when(
+            STATIC_CACHE, sym("static_tokens"),
+            sym("full_layers") * sym("final_tokens") + sym("sliding_layers") * sym("sliding_final")),
+        # The last decode step's copies. A full layer's torch.cat: its old keys (final_tokens - 1 of them; under
+        # latent attention the kv_lora_rank latent) beside the new ones. A sliding layer concatenates K and V before
+        # assigning either: its old K and V together. A full static window rolls K and V into new tensors.
+        "key_per_token_layer": when(LATENT, sym("kv_lora_rank"), sym("kv_heads_per_gpu") * sym("head_dim"))
+        * bytes_of(sym("kv_cache_dtype")),
+        "full_concat": when(sym("full_layers"), sym("key_per_token_layer") * B * (sym("final_tokens") - 1), 0),
+        "sliding_concat": when(sym("sliding_layers"), sym("layer_token_bytes") * when(
+            sym("decode_steps") > 1, minimum(sym("final_tokens") - 1, W), S), 0),
+        "roll_copy": when(both(STATIC_CACHE, sym("sliding_layers") > 0,
+                               sym("final_tokens") - 1 >= sym("sliding_static_len")),
+                          sym("layer_token_bytes") * sym("sliding_static_len"), 0),
+        "concat_copy": when(STATIC_CACHE, 0, maximum(sym("full_concat"), sym("sliding_concat"))),
+        # Keys the prefill attends to: the prompt, or the whole static cache (a full StaticLayer returns all its
+        # slots; a sliding one the prompt when it overflows the window, else the window's slots).
+        "prefill_keys": when(STATIC_CACHE, when(sym("full_layers"), sym("static_len"),
+                                                maximum(S, sym("sliding_static_len"))), S),
         "score_bytes": when(eq(sym("activation_dtype"), "bf16"), 10,
                             when(eq(sym("activation_dtype"), "fp16"), 8, 2 * ACT)),
         "residual": 2 * B * S * sym("hidden") * ACT,
-        "attention_work": when(EAGER_ATTN, B * sym("heads") * S * sym("prefill_keys") * sym("score_bytes"),
-                               B * S * (2 * sym("heads") + 2 * sym("kv_heads")) * sym("head_dim") * ACT),
-        "mlp_work": 3 * B * S * when(sym("experts"), sym("top_k") * sym("expert_ffn"), sym("ffn")) * ACT,
+        # Latent attention's expand_kv, per cached token of one layer: kv_b_proj's heads x (qk_nope + v) and the new
+        # key tensor's heads x (qk_nope + qk_rope) = heads x head_dim.
+        "expanded_per_token": when(LATENT, sym("heads") * (2 * sym("head_dim") - sym("qk_rope_head_dim")
+                                                          + sym("v_head_dim")), 0) * ACT,
+        "prefill_expansion": B * sym("prefill_keys") * sym("expanded_per_token"),
+        "attention_core": when(EAGER_ATTN, B * sym("heads") * S * sym("prefill_keys") * sym("score_bytes"),
+                               B * S * when(LATENT, sym("heads") * (2 * sym("head_dim") + sym("v_head_dim")),
+                                            (2 * sym("heads") + 2 * sym("kv_heads")) * sym("head_dim")) * ACT),
+        "attention_work": sym("attention_core") + sym("prefill_expansion"),
+        # An MoE layer: its top_k experts' MLP, or the dense MLP of the first layers (DeepSeek) when larger.
+        "mlp_work": 3 * B * S * when(sym("experts"), maximum(sym("top_k") * sym("expert_ffn"),
+                                                            when(sym("first_dense_layers"), sym("ffn"), 0)),
+                                     sym("ffn")) * ACT,
         "attention_wins": sym("attention_work") >= sym("mlp_work"),
         "layer_work": sym("residual") + maximum(sym("attention_work"), sym("mlp_work")),
         "logits_rows": when(sym("logits_to_keep"), minimum(sym("logits_to_keep"), S), S),
@@ -133,10 +211,15 @@ HF = RuleSet(
         "logits_win": sym("logits_work") > sym("layer_work"),
         "prefill_work": maximum(sym("layer_work"), sym("logits_work")),
         "prefill_peak": sym("weights_bytes") + sym("cuda_context_bytes") + sym("cache_prefill") + sym("prefill_work"),
-        "decode_steps": N - 1,
+        # The last decode step's layer: the cache's copy while it grows (or rolls), or latent attention's expansion
+        # of every cached token (after the update: the two are not alive together).
+        "decode_expansion": B * when(STATIC_CACHE, sym("static_len"), sym("final_tokens")) * sym("expanded_per_token"),
+        "cache_copy": sym("concat_copy") + sym("roll_copy"),
+        "expansion_wins": sym("decode_expansion") > sym("cache_copy"),
+        "decode_layer": maximum(sym("cache_copy"), sym("decode_expansion")),
         "decode_work": B * sym("vocab") * ACT + sym("logits_fp32"),
         "decode_peak": when(sym("decode_steps"), sym("weights_bytes") + sym("cuda_context_bytes")
-                            + sym("cache_decode") + sym("concat_copy") + sym("decode_work"), 0),
+                            + sym("cache_decode") + sym("decode_layer") + sym("decode_work"), 0),
         "prefill_is_peak": sym("prefill_peak") >= sym("decode_peak"),
         "peak": maximum(sym("prefill_peak"), sym("decode_peak")),
         "headroom": sym("gpu_total") - sym("peak"),
@@ -149,21 +232,47 @@ HF = RuleSet(
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded", WEIGHTS, "as loaded"),
         PartRule("kv_cache", when(PREFILL, sym("cache_prefill"), sym("cache_decode")),
-                 when(STATIC_CACHE, "2 x L x kv_heads x d x batch x max_cache_len x bytes",
-                      "2 x L x kv_heads x d x batch x tokens x bytes"),
-                 fmt("{0}; {1}", when(STATIC_CACHE, STATIC, DYNAMIC), CACHE_CHOICE),
+                 when(LATENT, when(STATIC_CACHE, "L x (d_c + d_rope) x batch x max_cache_len x bytes",
+                                   "L x (d_c + d_rope) x batch x tokens x bytes"),
+                      when(STATIC_CACHE, "2 x L x kv_heads x d x batch x max_cache_len x bytes",
+                           "2 x L x kv_heads x d x batch x tokens x bytes")),
+                 fmt("{0}; {1}{2}{3}", when(STATIC_CACHE, STATIC, DYNAMIC), CACHE_CHOICE,
+                     when(sym("sliding_layers"), "; " + SLIDING, ""), when(LATENT, "; " + LATENT_CACHE, "")),
                  when(STATIC_CACHE, fmt("{0} tokens allocated (static)", sym("static_len")),
-                      fmt("{0} tokens (dynamic)", when(PREFILL, S, sym("final_tokens"))))),
-        PartRule("kv_cache/concat_copy", sym("concat_copy"), "K of one layer at tokens - 1", DYNAMIC,
-                 "one layer's old keys", "alive while torch.cat makes the longer copy",
-                 when=both(sym("concat_copy") > 0, negate(PREFILL))),
+                      fmt("{0} tokens (dynamic)", when(PREFILL, S, sym("final_tokens")))),
+                 when(sym("sliding_layers"), when(
+                     STATIC_CACHE,
+                     fmt("sliding window: {0} of {1} layers allocate {2} slots", sym("sliding_layers"),
+                         sym("stage_layers"), sym("sliding_static_len")),
+                     when(PREFILL, fmt("sliding window: {0} of {1} layers still hold the whole prompt after the "
+                                       "prefill", sym("sliding_layers"), sym("stage_layers")),
+                          fmt("sliding window: {0} of {1} layers keep {2} tokens", sym("sliding_layers"),
+                              sym("stage_layers"), sym("sliding_final")))), "")),
+        PartRule("kv_cache/concat_copy", sym("concat_copy"),
+                 when(sym("sliding_concat") > sym("full_concat"), "K and V of one sliding layer at tokens - 1",
+                      "K of one layer at tokens - 1"),
+                 when(sym("sliding_concat") > sym("full_concat"), SLIDING, DYNAMIC),
+                 when(sym("sliding_concat") > sym("full_concat"), "one sliding layer's old keys and values",
+                      "one layer's old keys"), "alive while torch.cat makes the longer copy",
+                 when=both(sym("concat_copy") > 0, negate(PREFILL), negate(sym("expansion_wins")))),
+        PartRule("kv_cache/roll_copy", sym("roll_copy"), "K and V of one sliding layer's window", ROLL,
+                 "one window rolled", "alive until copied back into the static slots",
+                 when=both(sym("roll_copy") > 0, negate(PREFILL), negate(sym("expansion_wins")))),
+        PartRule("activations/latent_expansion", when(PREFILL, sym("prefill_expansion"), sym("decode_expansion")),
+                 "batch x keys x heads x (2 d_nope + d_rope + d_v) x bytes", EXPAND,
+                 "one layer's cache expanded to every head's keys and values",
+                 when=both(LATENT, either(both(PREFILL, negate(sym("logits_win")), sym("attention_wins")),
+                                          both(negate(PREFILL), sym("expansion_wins"))))),
         PartRule("activations/layer_temporaries", sym("residual"), "2 x batch x prompt x h x bytes", SDPA,
                  "the residual stream and its normed copy", when=both(PREFILL, negate(sym("logits_win")))),
-        PartRule("activations/attention_scores", sym("attention_work"), "batch x heads x prompt x keys x bytes", EAGER,
+        PartRule("activations/attention_scores", sym("attention_core"), "batch x heads x prompt x keys x bytes", EAGER,
                  fmt("{0} B a score", sym("score_bytes")),
                  when=both(PREFILL, negate(sym("logits_win")), sym("attention_wins"), EAGER_ATTN)),
-        PartRule("activations/attention", sym("attention_work"), "batch x prompt x (2 heads + 2 kv_heads) x d x bytes",
-                 SDPA, "q, k, v and the output", "estimate: the kernel's own workspace left out",
+        PartRule("activations/attention", sym("attention_core"),
+                 when(LATENT, "batch x prompt x heads x (2 d + d_v) x bytes",
+                      "batch x prompt x (2 heads + 2 kv_heads) x d x bytes"),
+                 SDPA, when(LATENT, "q, the query with its rotary part, and the output", "q, k, v and the output"),
+                 "estimate: the kernel's own workspace left out",
                  when=both(PREFILL, negate(sym("logits_win")), sym("attention_wins"), negate(EAGER_ATTN))),
         PartRule("activations/mlp", sym("mlp_work"), "3 x batch x prompt x ffn x bytes", MLP,
                  "act(gate), up and their product",
@@ -189,9 +298,14 @@ def lines(values: dict[str, Any]) -> list[str]:
     out = [f"prefill ({values['batch']} x {values['context']:,} prompt tokens, {values['attn_implementation']}): "
            f"{prefill:.2f} GiB{mark[0]}"]
     if values["decode_steps"]:
+        static = values["cache_implementation"] == "static"
+        window = ""
+        if values["sliding_layers"]:
+            kept = int(values["sliding_static_len"] if static else values["sliding_final"])
+            window = f", {int(values['sliding_layers'])} sliding-window layers of {kept:,}"
         out.append(f"last decode step ({values['cache_implementation']} cache of "
-                   f"{int(values['static_len'] if values['cache_implementation'] == 'static' else values['final_tokens']):,}"
-                   f" tokens): {decode:.2f} GiB{mark[1]}")
+                   f"{int(values['static_len'] if static else values['final_tokens']):,} tokens{window}): "
+                   f"{decode:.2f} GiB{mark[1]}")
     total = float(values["gpu_total"]) / GIB
     out.append(f"fits: the peak is {max(prefill, decode):.2f} GiB of {total:.2f} GiB" if values["fits"] else
                f"does not fit: {values['error']}")
@@ -230,16 +344,12 @@ def checked(settings: Any, config: Any) -> None:
     if implementation is not None and config.attention != "sdpa" and ATTENTION_OF[implementation] != config.attention:
         raise ValueError(f"attn_implementation: {implementation} disagrees with --attention {config.attention}; "
                          "give one of them")
+    if implementation == "sdpa" and config.model.family in NO_SDPA:
+        raise ValueError(f"attn_implementation: transformers' {config.model.family} models do not take sdpa "
+                         "(Gemma 2's softcapping); leave it out for eager, or give flash_attention_2")
     if config.tp > 1 or config.pp > 1:
         raise ValueError(f"{'tp' if config.tp > 1 else 'pp'}: --engine hf is modelled on one GPU (generate without "
                          "a device_map split or a tensor-parallel plan)")
     if config.kv_dtype:
         raise ValueError("kv_dtype: generate's cache is in the model's dtype under --engine hf (a quantized cache "
                          "is not modelled)")
-    arch = config.model
-    if arch.kv_lora_rank:
-        raise ValueError("engine: --engine hf does not model latent attention (transformers caches the "
-                         "up-projected keys and values of every head)")
-    if arch.sliding_window:
-        raise ValueError("engine: --engine hf does not model sliding-window layers (transformers' "
-                         "DynamicSlidingWindowLayer and StaticSlidingWindowLayer)")

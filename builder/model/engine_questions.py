@@ -1,6 +1,6 @@
 """The reverse questions of serving, answered under an engine's own accounting (builder.model.engines).
 
-Three questions, each under the engine's own flag names (`--max QUESTION` on the command line):
+Three questions for vLLM and SGLang, each under the engine's own flag names (`--max QUESTION` on the command line):
 
 - the largest length for a concurrency target: vLLM's `max-model-len` (its KV cache holds `--max-num-seqs`
   requests of that many tokens at once), SGLang's `context-length` (the pool holds `--max-running-requests`);
@@ -8,6 +8,20 @@ Three questions, each under the engine's own flag names (`--max QUESTION` on the
   requests of `--max-model-len` / `--context-length` tokens fit at once);
 - the fewest GPUs for a length: vLLM's `tensor-parallel-size`, SGLang's `tp-size` (the smallest tensor-parallel
   degree at which the engine starts, one request of the length fitting).
+
+Hugging Face generate has no budget of its own, so its two questions are against the GPU as a CUDA process sees it
+(cudaMemGetInfo's total), the rules' peak of generate (builder.model.engine_hf: weights, cache, the larger of the
+prefill's and the last decode step's working sets, and --cuda-context) at or under it:
+
+- the largest batch_size (input_ids rows, `--batch`) of prompts of `--context` tokens for `--max-new-tokens`;
+- the largest max_new_tokens (GenerationConfig's) for `--batch` prompts of `--context` tokens.
+
+Both search a peak that never falls as the batch or max_new_tokens grows (every term is linear in the batch; the
+cache, the static cache's length and the keys the prefill attends to never shrink with more new tokens), which the
+tests check with random catalog configurations. One exception is real in transformers: a sliding layer's last-step
+copy shrinks from the prompt to the window at the second decode step (DynamicSlidingWindowLayer keeps the prompt
+until the first), which the prefill's larger cache covers whenever two or more layers slide. The bisection's answer
+fits and one past it does not in every case; only "largest" rests on monotonicity.
 
 "Fit" is the engine's own number: vLLM's block count over the blocks one request takes (the whole part of its
 "Maximum concurrency" line, kv_cache_utils.py get_max_concurrency_for_kv_cache_config), SGLang's token pool over a
@@ -51,7 +65,7 @@ def starts(values: dict[str, Any], target: int) -> bool:
 @dataclass(frozen=True)
 class Question:
     """One reverse question: the --max choice, its engine, the setting it answers (an EngineSettings field, or
-    'tp'), what holds at the answer, and its words."""
+    the run's 'tp' or 'batch'), what holds at the answer, and its words."""
 
     name: str
     engine: str
@@ -63,13 +77,14 @@ class Question:
 
     @property
     def target(self) -> str:
-        """The input that holds the concurrency target: vLLM's max_num_seqs, SGLang's max_running_requests."""
-        return "max_num_seqs" if self.engine == "vllm" else "running_requests"
+        """The input that holds the concurrency target: vLLM's max_num_seqs, SGLang's max_running_requests,
+        generate's batch (input_ids rows)."""
+        return {"vllm": "max_num_seqs", "sglang": "running_requests", "hf": "batch"}[self.engine]
 
     @property
     def length(self) -> str:
-        """The input that holds the tokens of one request."""
-        return "max_model_len" if self.engine == "vllm" else "context_len"
+        """The input that holds the tokens of one request (generate's: the prompt)."""
+        return {"vllm": "max_model_len", "sglang": "context_len", "hf": "context"}[self.engine]
 
     @property
     def flag(self) -> str:
@@ -93,6 +108,12 @@ QUESTIONS: dict[str, Question] = {q.name: q for q in (
              "KV pool at once"),
     Question("tp-size", "sglang", "tp", "tp", starts,
              "the fewest tensor-parallel GPUs (--tp-size) at which SGLang starts with --context-length {length}"),
+    Question("batch-size", "hf", "batch", "requests", starts,
+             "the largest batch_size (input_ids rows, --batch) of {length}-token prompts whose generate("
+             "max_new_tokens={new}) peaks within the GPU"),
+    Question("max-new-tokens", "hf", "max_new_tokens", "length", starts,
+             "the largest max_new_tokens for which generate on {target} prompts of {length} tokens peaks within the "
+             "GPU"),
 )}
 
 
@@ -108,7 +129,8 @@ class EngineAnswer:
     def text(self) -> str:
         """The question in words, with the target or length it was asked for."""
         v, q = self.report.values, self.question
-        return q.words.format(target=f"{v[q.target]:,}", length=f"{v[q.length]:,}")
+        return q.words.format(target=f"{v[q.target]:,}", length=f"{v[q.length]:,}",
+                              new=f"{v.get('max_new_tokens', 0):,}")
 
 
 def _last(holds: Callable[[int], bool], low: int, high: int) -> int | None:
@@ -137,8 +159,8 @@ def answer(name: str, config: Any, settings: EngineSettings, gpu_total: int, gpu
         raise ValueError(f"max: {name} needs --{question.needs.replace('_', '-')}, the concurrency target")
 
     def report_at(value: int) -> EngineReport:
-        if question.setting == "tp":
-            return engine_report(config.with_changes(tp=value), settings, gpu_total, gpu_id)
+        if question.setting in ("tp", "batch"):  # the run's own, not an engine option
+            return engine_report(config.with_changes(**{question.setting: value}), settings, gpu_total, gpu_id)
         return engine_report(config, dataclasses.replace(settings, **{question.setting: value}), gpu_total, gpu_id)
 
     asked = engine_report(config, settings, gpu_total, gpu_id)

@@ -18,6 +18,9 @@ v0.5.18 tag). Paths are under python/sglang/srt/.
                                                                        reserve_for_graph_mb
 - requests of context_len tokens at once: floor(tokens / (context_len rounded up to a page)), each request holding
   whole pages                                 mem_cache/allocator.py PagedTokenToKVPoolAllocator
+  with full and sliding-window layers, the fewer of that and floor(swa tokens / min(context_len, window - 1 + page)):
+  a request keeps at most SGLang's window (the model's sliding_window - 1, models/gemma2.py) and a page in the
+  sliding pool, the admission floor of pool_configurator.py HybridSWAPoolConfigurator (commit 003fca8)
 - max_running_requests: int(tokens / context_len x 512) within [2048, 4096], at most tokens // 2
                                               mem_cache/kv_cache_configurator.py resolve_max_num_reqs
 - the log: "KV Cache is allocated. dtype: ..., #tokens: N, K size: X GB, V size: X GB" with buffers one page
@@ -38,7 +41,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, real, sym, when
+from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet
 from builder.model.serving import KV_SYMBOLS
 from builder.model.units import GiB as GIB
@@ -148,14 +151,26 @@ SGLANG = RuleSet(
         # A request of context_len tokens holds whole pages (mem_cache/allocator.py PagedTokenToKVPoolAllocator);
         # requests that share no prefix, so the radix cache saves nothing.
         "request_tokens": ceil(sym("context_len") / sym("page")) * sym("page"),
-        "concurrent_requests": floor(sym("max_total_num_tokens") / sym("request_tokens")),
+        "full_requests": floor(sym("max_total_num_tokens") / sym("request_tokens")),
+        # A hybrid model's request needs its whole length in the full pool and, in the sliding pool, at most SGLang's
+        # window (the model's sliding_window - 1: models/gemma2.py, gpt_oss.py get_attention_sliding_window_size)
+        # plus a page: the admission floor pool_configurator.py HybridSWAPoolConfigurator names (commit 003fca8);
+        # the tokens behind the window are freed as the request decodes (mem_cache/swa_radix_cache.py). Requests
+        # at once are the fewer of the two pools'.
+        "swa_window": maximum(sym("sliding_window") - 1, 0),
+        "swa_request_tokens": minimum(sym("request_tokens"), sym("swa_window") + sym("page")),
+        "swa_requests": when(sym("hybrid_swa"),
+                             floor(sym("swa_max_total_num_tokens") / maximum(sym("swa_request_tokens"), 1)), 0),
+        "concurrent_requests": when(sym("hybrid_swa"), minimum(sym("full_requests"), sym("swa_requests")),
+                                    sym("full_requests")),
+        "swa_too_small": both(sym("hybrid_swa"), sym("swa_window") + sym("page") >= sym("swa_max_total_num_tokens")),
         # The buffers hold one page more than the pool's tokens (memory_pool.py): K and V halves, or one latent buffer.
         "kv_size": (sym("max_total_num_tokens") + sym("page")) * sym("cell"),
         "k_size": sym("kv_size") / 2,
         "latent": sym("kv_lora_rank") > 0,
         "kv_dtype_name": _torch_dtype(KV_TORCH_DTYPES),
         "minimum_fraction": 1 - sym("after_weights") / sym("pre"),
-        "fits": both(sym("rest") > 0, sym("max_total_num_tokens") > 0),
+        "fits": both(sym("rest") > 0, sym("max_total_num_tokens") > 0, negate(sym("swa_too_small"))),
         "error": when(sym("rest") <= 0, fmt(
             "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={0}. Raise "
             "--mem-fraction-static above {1} (minimum viable = 1 - available/pre = {2}). If using speculative "
@@ -163,7 +178,12 @@ SGLANG = RuleSet(
             fixed(ceil(sym("minimum_fraction") * 1000) / 1000, 3), fixed(sym("minimum_fraction"), 4)),
             when(sym("max_total_num_tokens") <= 0, fmt(
                 "Not enough memory. Please try to increase --mem-fraction-static. Current value: "
-                "mem_fraction_static={0}", real(sym("fraction"))), "")),
+                "mem_fraction_static={0}", real(sym("fraction"))),
+                # pool_configurator.py HybridSWAPoolConfigurator._solve_pool_sizes (commit 003fca8)
+                when(sym("swa_too_small"), fmt(
+                    "SWA pool ({0} tokens) cannot hold even one request: the prefill admission floor is "
+                    "sliding_window_size ({1}) + page_size ({2}). Increase --swa-full-tokens-ratio or the total KV "
+                    "budget.", sym("swa_max_total_num_tokens"), sym("swa_window"), sym("page")), ""))),
     },
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded", BUDGET, "as loaded"),
@@ -204,4 +224,5 @@ def summary(values: dict[str, Any]) -> dict[str, Any]:
             "kv_cache_bytes": max(0, int(values["rest"])), "kv_cache_tokens": int(values["max_total_num_tokens"]),
             "max_total_num_tokens": int(values["max_total_num_tokens"]),
             "swa_max_total_num_tokens": int(values["swa_max_total_num_tokens"]),
-            "max_running_requests": int(values["max_running_requests"])}
+            "max_running_requests": int(values["max_running_requests"]),
+            "concurrent_requests": int(values["concurrent_requests"])}

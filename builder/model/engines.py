@@ -16,6 +16,10 @@ paged KV cache:
 - blocks: num_blocks = floor(floor(available / page) / layers), page = block_size x kv_heads_per_rank x
   (head_dim + head_dim) x dtype bytes; the minimum over workers  vllm/v1/core/kv_cache_utils.py get_num_blocks,
   vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes, get_kv_cache_configs
+  (--kv-cache-dtype fp8_per_token_head / int8_per_token_head: + block_size x kv_heads_per_rank x 8 bytes of fp32
+  scales, AttentionSpec.page_size_bytes at commit 001cabc)
+- sliding-window groups: ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block_size) + 1 blocks a
+  request, the extra block whether or not max_model_len caps the window (SlidingWindowSpec at commit 001cabc)
 - the log: max concurrency = num_blocks / blocks per request (ceil(max_model_len / block_size) for full
   attention), KV cache size = int(concurrency x max_model_len) tokens
                                                           kv_cache_utils.py get_max_concurrency_for_kv_cache_config,
@@ -37,7 +41,7 @@ from builder.model import engine_hf as hf
 from builder.model import engine_sglang as sglang
 from builder.model.expr import both, ceil, floor, fmt, maximum, minimum, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
-from builder.model.serving import KV_SYMBOLS
+from builder.model.serving import KV_CACHE_PER_TOKEN_HEAD, KV_SYMBOLS, PER_TOKEN_HEAD, PER_TOKEN_HEAD_SCALE_BYTES
 from builder.model.units import GiB as GIB
 
 VLLM_VERSION = "vLLM 0.27 (upstream main 6adad08, 2026-08-14)"
@@ -51,7 +55,8 @@ MLA_PAGE = ("vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes
             "qk_rope_head_dim) x dtype bytes on every TP rank (commit 001cabc)")
 GROUPS = ("vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size, get_kv_cache_config_from_groups "
           "(one pool, blocks of group_size layers); vllm/v1/kv_cache_interface.py SlidingWindowSpec."
-          "max_memory_usage_bytes (commit 001cabc)")
+          "max_memory_usage_bytes: ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block_size) + 1 "
+          "blocks a sliding group (commit 001cabc)")
 # Named assumptions, each from a published vLLM startup log.
 NON_TORCH = GIB // 4
 NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.2, one H100) to 0.31 GiB (Sep 2026, "
@@ -77,6 +82,9 @@ class EngineSettings:
     block_size: int = DEFAULT_BLOCK_SIZE  # tokens per KV-cache block
     enforce_eager: bool = False  # no CUDA graphs
     kv_cache_memory: int | None = None  # bytes for the KV cache, given instead of measured (--kv-cache-memory)
+    # --kv-cache-dtype in the engine's own word, where it says more than the dtype (vLLM's per-token-head modes keep
+    # fp32 scales in the pages); the dtype itself is the Config's kv_dtype.
+    kv_cache_dtype: str | None = None
     # SGLang's (`python -m sglang.launch_server --help`):
     mem_fraction_static: float | None = None  # share of the free memory for weights + KV cache (default by GPU)
     page_size: int | None = None  # tokens per KV page (default 1; 64 on Blackwell, whose default backend needs it)
@@ -124,6 +132,7 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, context
             "max_num_seqs": settings.max_num_seqs or seqs,
             "max_num_batched_tokens": settings.max_num_batched_tokens or tokens,
             "block_size": settings.block_size, "enforce_eager": int(settings.enforce_eager),
+            "kv_scale_bytes": PER_TOKEN_HEAD_SCALE_BYTES if settings.kv_cache_dtype in KV_CACHE_PER_TOKEN_HEAD else 0,
             "kv_cache_memory": settings.kv_cache_memory or 0}
 
 
@@ -154,8 +163,9 @@ VLLM = RuleSet(
         "available": when(sym("kv_cache_memory"), sym("kv_cache_memory"),
                           sym("requested") - sym("weights_bytes") - sym("non_torch") - sym("profile_peak")
                           - sym("cuda_graphs")),
-        # One block of one layer: block_size tokens of K and V for this rank's KV heads (or of the latent, MLA).
-        "page": sym("block_size") * sym("kv_per_token_layer"),
+        # One block of one layer: block_size tokens of K and V for this rank's KV heads (or of the latent, MLA), and
+        # with a per-token-head mode an fp32 k and v scale per token and KV head (AttentionSpec.page_size_bytes).
+        "page": sym("block_size") * (sym("kv_per_token_layer") + sym("kv_heads_per_gpu") * sym("kv_scale_bytes")),
         # KV cache groups (kv_cache_utils.py _get_kv_cache_groups_uniform_page_size): a model mixing full and
         # sliding-window layers gets groups of the same number of layers, min(F, S), or max(F, S) when that is
         # under 1.5 x min(F, S); each group has its own block table, and all draw from one pool of blocks, each
@@ -170,11 +180,12 @@ VLLM = RuleSet(
         "sliding_groups": when(sym("sliding_layers"), ceil(sym("sliding_layers") / sym("group_layers")), 0),
         "num_blocks": maximum(0, floor(floor(sym("available") / sym("page")) / sym("group_layers"))),
         # Blocks one request takes in each group: all of max_model_len for full attention; for sliding-window
-        # layers the window plus a step's tokens, and one more block (kv_cache_interface.py SlidingWindowSpec).
-        # The request's blocks are the sum over groups (get_max_concurrency_for_kv_cache_config).
-        "windowed": both(sym("sliding_window"), sym("sliding_window") - 1 + T < sym("max_model_len")),
+        # layers the window plus a step's tokens, at most max_model_len, and one more block, capped or not
+        # (kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes at commit 001cabc: "+1 here because the
+        # sliding window may not start from the beginning of the block"). The request's blocks are the sum over
+        # groups (get_max_concurrency_for_kv_cache_config).
         "window_blocks": ceil((sym("sliding_window") - 1 + T) / sym("block_size")) + 1,
-        "sliding_blocks": when(sym("windowed"), sym("window_blocks"), ceil(sym("max_model_len") / sym("block_size"))),
+        "sliding_blocks": ceil(minimum(sym("sliding_window") - 1 + T, sym("max_model_len")) / sym("block_size")) + 1,
         "blocks_per_request": sym("full_groups") * ceil(sym("max_model_len") / sym("block_size"))
         + sym("sliding_groups") * sym("sliding_blocks"),
         "max_concurrency": sym("num_blocks") / sym("blocks_per_request"),
@@ -215,8 +226,9 @@ VLLM = RuleSet(
         PartRule("overhead/cuda_graphs", sym("cuda_graphs"), "fixed", CUDA_GRAPHS_SOURCE, "fixed", "assumed",
                  when=sym("cuda_graphs")),
         PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request",
-                 when(sym("kv_lora_rank") > 0, BLOCKS + "; " + MLA_PAGE,
-                      when(sym("hybrid"), BLOCKS + "; " + GROUPS, BLOCKS)),
+                 fmt("{0}{1}", when(sym("kv_lora_rank") > 0, BLOCKS + "; " + MLA_PAGE,
+                                    when(sym("sliding_layers"), BLOCKS + "; " + GROUPS, BLOCKS)),
+                     when(sym("kv_scale_bytes"), "; " + PER_TOKEN_HEAD, "")),
                  fmt("{0} blocks of {1} tokens", sym("num_blocks"), sym("block_size")),
                  when(sym("hybrid"), fmt("{0} groups of {1} layers ({2} full, {3} sliding-window)",
                                          sym("full_groups") + sym("sliding_groups"), sym("group_layers"),
@@ -333,6 +345,14 @@ def _checked(settings: EngineSettings, config: Any) -> None:
         raise ValueError("engine: an inference engine serves (--mode serve)")
     if config.model is None:
         raise ValueError("engine: needs an architecture (--model or --config), not a raw parameter count")
+    word = settings.kv_cache_dtype
+    if word in KV_CACHE_PER_TOKEN_HEAD:
+        if settings.engine != "vllm":
+            raise ValueError(f"kv_cache_dtype: {word!r} is vLLM's per-token-head mode (vllm/v1/kv_cache_interface.py "
+                             f"KVQuantMode), not {ENGINES[settings.engine].title}'s")
+        if config.kv_dtype != KV_CACHE_PER_TOKEN_HEAD[word]:
+            raise ValueError(f"kv_cache_dtype: {word!r} stores {KV_CACHE_PER_TOKEN_HEAD[word]} values, but kv_dtype is "
+                             f"{config.kv_dtype}")
     ratio = settings.swa_full_tokens_ratio
     if ratio is not None and not 0 < ratio <= 1:
         raise ValueError(f"swa_full_tokens_ratio: must be in (0, 1], got {ratio}")
@@ -362,7 +382,7 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
                          f"than or equal to max_num_seqs ({engine['max_num_seqs']}).")
     if settings.engine == "hf":
         hf.checked(settings, config)
-        engine.update(hf.inputs_of(settings, config.attention))
+        engine.update(hf.inputs_of(settings, config))
     chosen = ENGINES[settings.engine]
     for stage in stages(arch, config):
         inputs = rule_inputs(arch, config, stage)

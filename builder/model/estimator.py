@@ -113,7 +113,7 @@ def breakdown_of(config: Config, evaluated: list[tuple[Stage, list[Part], list[P
     stage, gpu, host = evaluated[fullest]
     per_node = int(rule_inputs(arch, config, stage)["host_copies"])
     host_parts = tuple(Part(f"host/{p.name}", p.bytes * per_node, f"{per_node} GPUs per node x ({p.formula})",
-                            p.source, p.per_unit, p.simplification) for p in host)
+                            p.source, p.per_unit, p.simplification, rate=p.rate) for p in host)
     params = param_count(arch) if arch else int(config.params or 0)
     trainable = params
     if config.lora_rank and arch is not None:

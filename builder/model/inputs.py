@@ -51,6 +51,8 @@ def config_inputs(config: Config) -> dict[str, Any]:
             "param_dtype": policy.param, "master_dtype": policy.master or "", "grad_dtype": policy.grad,
             "optimizer_state_dtype": policy.optimizer_state, "chosen_state_dtype": config.optimizer_state_dtype or "",
             "exp_avg_dtype": policy.exp_avg or "", "exp_avg_sq_dtype": policy.exp_avg_sq or "",
+            "chosen_exp_avg_dtype": config.exp_avg_dtype or "",
+            "chosen_exp_avg_sq_dtype": config.exp_avg_sq_dtype or "",
             "msamp": int(policy.msamp), "master_grads": int(policy.master_grads),
             "activation_dtype": policy.activation, "autocast": int(policy.autocast),
             "recipe": policy.recipe, "quantised_params": int(policy.quantised_params), "recompute": config.recompute,

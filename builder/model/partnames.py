@@ -93,6 +93,8 @@ PART_NAMES: dict[str, str] = {
     # Serving engines' accounting (engines)
     "unrequested": "Not requested by the engine",
     "kv_cache/concat_copy": "KV cache copy while a layer grows",
+    "kv_cache/roll_copy": "KV cache copy while a sliding window rolls",
+    "activations/latent_expansion": "Keys and values expanded from the latent",
 }
 
 

@@ -8,17 +8,38 @@ same rule set from `encode()` (static/widgets/01-rules.js) and gets the same byt
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from builder.model.breakdown import Part, whole_bytes
-from builder.model.expr import Expr, Value, at, derive, encode, evaluate, lift, sym, symbols_of
+from builder.model.breakdown import Part, Rate, whole_bytes
+from builder.model.expr import Expr, Value, at, derive, encode, evaluate, fmt, lift, per_unit, sym, symbols_of
 from builder.model.partnames import is_registered
 
 
 def bytes_of(dtype: Any) -> Expr:
     """Bytes per element of a dtype (a name or a rule naming one), from the `dtype_bytes` table input."""
     return at(sym("dtype_bytes"), dtype)
+
+
+@dataclass(frozen=True)
+class PerUnit:
+    """A part's bytes-per-unit rule as a number with its unit: `amount` (a rule) bytes per one `per` ('param',
+    'token'), and what it is in brackets ('bf16'). Its words ('2 B/param (bf16)', or `words` where the rule prints
+    the amount otherwise) are made from the number; the number travels on too (Part.rate), so a chart adds rates
+    without reading the words back."""
+
+    amount: Any
+    per: str
+    what: Any = ""
+    words: Any = None  # the words, when not '{amount} B/{per} ({what})' (e.g. '69.0 KiB/token')
+
+    def text(self) -> Expr:
+        """The rule in words, as the tables, the charts and the browser show it."""
+        if self.words is not None:
+            return lift(self.words)
+        if isinstance(self.what, str) and not self.what:
+            return fmt("{0} B/" + self.per, per_unit(self.amount))
+        return fmt("{0} B/" + self.per + " ({1})", per_unit(self.amount), self.what)
 
 
 @dataclass(frozen=True)
@@ -29,15 +50,19 @@ class PartRule:
     bytes: Expr
     formula: Expr | str  # in the symbols Breakdown.where defines
     source: Expr | str  # paper + section, or code file + version
-    per_unit: Expr | str  # the words a chart annotates the part with, e.g. '2 B/param (bf16)'
+    per_unit: Expr | str | PerUnit  # what a chart annotates the part with, e.g. '2 B/param (bf16)' (PerUnit: a rate)
     note: Expr | str = ""  # the simplification, when the part is one
     when: Expr | int = 1  # the part exists only where this holds
     sharded_by: Expr | int = 1  # how many ranks share the unsharded amount (1: replicated)
     transient: bool = False  # live at the peak but not saved for backward
+    rate: tuple[Expr, str] | None = field(default=None, init=False)  # (bytes per unit, unit) when per_unit is a PerUnit
 
     def __post_init__(self) -> None:
         if not is_registered(self.name):
             raise ValueError(f"part {self.name!r} has no reader-facing name in builder.model.partnames.PART_NAMES")
+        if isinstance(self.per_unit, PerUnit):
+            object.__setattr__(self, "rate", (lift(self.per_unit.amount), self.per_unit.per))
+            object.__setattr__(self, "per_unit", self.per_unit.text())
         for name in ("bytes", "formula", "source", "per_unit", "note", "when", "sharded_by"):
             object.__setattr__(self, name, lift(getattr(self, name)))
 
@@ -47,8 +72,9 @@ class PartRule:
 
     def part(self, env: Mapping[str, Value]) -> Part:
         words = [evaluate(getattr(self, name), env) for name in ("formula", "source", "per_unit", "note")]
+        rate = Rate(evaluate(self.rate[0], env), self.rate[1]) if self.rate is not None else None
         return Part(self.name, whole_bytes(evaluate(self.bytes, env)), *words, int(evaluate(self.sharded_by, env)),
-                    self.transient)
+                    self.transient, rate)
 
 
 @dataclass(frozen=True)

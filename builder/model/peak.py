@@ -82,13 +82,15 @@ def _named(live: dict, named: dict[str, Part], phase: str, op: str, env: dict) -
         return rule.part(env)
     part = named[name]
     if live["accumulated"]:
-        return Part(name, amount, part.formula, ACCUMULATE, part.per_unit, "held across micro-batches")
+        return Part(name, amount, part.formula, ACCUMULATE, part.per_unit, "held across micro-batches",
+                    rate=part.rate)
     if amount != part.bytes and env.get("paged") and name in PAGED_PARTS:
-        return Part(name, amount, part.formula, part.source, part.per_unit, RESIDENT_NOTE)
+        return Part(name, amount, part.formula, part.source, part.per_unit, RESIDENT_NOTE, rate=part.rate)
     if amount != part.bytes:
         change = "the first layer's weight gradients not made yet" if phase == "first_layer_backward" \
             else "what the last layer has not made or has freed"
-        return Part(name, amount, part.formula, part.source, part.per_unit, f"less {change} at {op}")
+        return Part(name, amount, part.formula, part.source, part.per_unit, f"less {change} at {op}",
+                    rate=part.rate)
     return part
 
 

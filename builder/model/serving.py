@@ -6,7 +6,7 @@ Evaluated by the estimator for `mode = serve` and, from the same rules, by the c
 from __future__ import annotations
 
 from builder.model.expr import fmt, maximum, minimum, per_unit, sym, when
-from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 
 KV = "Kwon et al. 2023 (vLLM), arXiv:2309.06180, section 3: 2 x layers x kv_heads x head_dim x tokens x bytes"
 MLA_KV = ("DeepSeek-AI 2024 (DeepSeek-V2), arXiv:2405.04434, section 2.1.2-2.1.3 and Table 1: (d_c + d_h^R) x layers "
@@ -25,12 +25,16 @@ PREFILL_CHUNK = 8192  # tokens per prefill step: vLLM's max_num_batched_tokens d
 # (KVQuantMode.FP8_PER_TENSOR: 8 bytes a layer, with the layer's weights, not in the KV cache's pages).
 KV_CACHE_DTYPES = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16",
                    "float32": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
-# Modes whose scales live inside the KV cache's pages: refused by name rather than counted wrong.
+# vLLM's per-token-head modes (vllm/v1/kv_cache_interface.py get_kv_quant_mode, KVQuantMode.FP8_PER_TOKEN_HEAD and
+# INT8_PER_TOKEN_HEAD, commit 001cabc): 1-byte values, and an fp32 k and v scale per token and KV head carved from the
+# cache's own pages (AttentionSpec.page_size_bytes: real page + 2 x block_size x num_kv_heads x 4 B). The dtype each
+# stores; the scales are vLLM's, so the words need --engine vllm (builder.model.engines).
+KV_CACHE_PER_TOKEN_HEAD = {"fp8_per_token_head": "fp8", "int8_per_token_head": "int8"}
+PER_TOKEN_HEAD_SCALE_BYTES = 2 * 4  # a k and a v scale in fp32, per token and KV head
+PER_TOKEN_HEAD = ("vllm/v1/kv_cache_interface.py AttentionSpec.page_size_bytes: + 2 x block_size x num_kv_heads x "
+                  "4 B of fp32 scales for KVQuantMode.FP8_PER_TOKEN_HEAD / INT8_PER_TOKEN_HEAD (commit 001cabc)")
+# Modes whose layout is not modelled: refused by name rather than counted wrong.
 KV_CACHE_UNMODELLED = {
-    "fp8_per_token_head": "vLLM keeps an fp32 k and v scale per token and KV head in the cache's pages "
-                          "(kv_cache_interface.py AttentionSpec.page_size_bytes: + 2 x block_size x kv_heads x 4 B)",
-    "int8_per_token_head": "vLLM keeps an fp32 k and v scale per token and KV head in the cache's pages "
-                           "(kv_cache_interface.py AttentionSpec.page_size_bytes: + 2 x block_size x kv_heads x 4 B)",
     "nvfp4": "packed fp4 values with an fp8 scale per 16 (kv_cache_interface.py FullAttentionSpec.real_page_size_bytes)",
     "fp4_e2m1": "SGLang's fp4 cache keeps a scale per 16 values (pool_configurator.py _compute_cell_size)",
     "fp8_ds_mla": "vLLM's FlashMLA sparse layout, 656 bytes a token (kv_cache_interface.py MLAAttentionSpec)",
@@ -74,7 +78,7 @@ SERVING = RuleSet(
                  when(LATENT, "L x (d_c + d_rope) x batch x tokens x bytes",
                       "2 x L x kv_heads x d x batch x tokens x bytes"),
                  when(LATENT, MLA_KV, when(sym("sliding_window"), KV + "; " + SLIDING_KV, KV)),
-                 fmt("{0} B/token ({1})", per_unit(sym("kv_per_token")), sym("kv_cache_dtype")),
+                 PerUnit(sym("kv_per_token"), "token", sym("kv_cache_dtype")),
                  when(sym("sliding_window"),
                       when(sym("full_layers"),
                            fmt("sliding window: {0} of {1} layers keep the last {2} tokens", sym("sliding_layers"),

@@ -16,7 +16,7 @@ from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, i
 from builder.model.adapters import MLP_WIDTH, SHAPES as ADAPTER_SHAPES
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.paging import PAGED, PAGED_NOTE
-from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
 from builder.model import buckets
 from builder.model.zero3 import COORDINATOR as ZERO3_COORDINATOR, ESTIMATOR as ZERO3_ESTIMATOR, SYMBOLS as ZERO3_SYMBOLS
@@ -66,7 +66,7 @@ MSAMP_NOTE = ("simplification: each moment is a ScalingTensor with a few fp32 sc
 
 # Bytes per element of a dtype named by a rule.
 # What a per-parameter state costs, in words: '2 B/param (bf16)'.
-per_param = lambda amount, what: fmt("{0} B/param ({1})", per_unit(amount), what)  # noqa: E731
+per_param = lambda amount, what: PerUnit(amount, "param", what)  # noqa: E731
 
 
 def sharded(dense: Expr, expert: Expr, dense_ranks: Expr, expert_ranks: Expr) -> Expr:
@@ -203,7 +203,7 @@ def _adam(moment: str, label: str, dtype: str) -> tuple[PartRule, ...]:
     return (PartRule(f"optimizer/adam_{moment}", sym("states_here") * bytes_of(sym(dtype)),
                      "N x bytes(state dtype)", when(sym("msamp"), MSAMP, when(sym("paged"), fmt("{0}; {1}", PAGED, ADAM),
                                                                               ADAM)),
-                     fmt("{0} B/param ({1} {2})", per_unit(bytes_of(sym(dtype))), sym(dtype), label),
+                     PerUnit(bytes_of(sym(dtype)), "param", fmt("{0} {1}", sym(dtype), label)),
                      when(sym("msamp"), MSAMP_NOTE, when(sym("paged"), PAGED_NOTE, "")),
                      when=both(TRAIN, isin(sym("optimizer"), "adam", "adamw", "paged-adamw")),
                      sharded_by=sym("optimizer_ranks")),
@@ -276,7 +276,8 @@ MODEL_STATES = RuleSet(
                  when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
         PartRule("weights/quantisation_constants", sym("linear_weights") * sym("constant_bytes"),
                  "N_linear x constant bytes", sym("quantisation_source"),
-                 fmt("{0} B/param ({1})", fixed(sym("constant_bytes"), 4), sym("constants_are")),
+                 PerUnit(sym("constant_bytes"), "param",
+                         words=fmt("{0} B/param ({1})", fixed(sym("constant_bytes"), 4), sym("constants_are"))),
                  when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
         PartRule("weights/unquantised", (sym("weights_here") - sym("linear_weights")) * 2,
                  "N_embeddings+norms x 2 B", sym("quantisation_source"),
@@ -292,14 +293,14 @@ MODEL_STATES = RuleSet(
         PartRule("optimizer/master", sharded(sym("dense"), sym("expert"), sym("optimizer_ranks"),
                                              sym("expert_optimizer_ranks")) * bytes_of(sym("master_dtype")),
                  "N x bytes(master dtype)", MIXED,
-                 fmt("{0} B/param ({1} master copy)", per_unit(bytes_of(sym("master_dtype"))), sym("master_dtype")),
+                 PerUnit(bytes_of(sym("master_dtype")), "param", fmt("{0} master copy", sym("master_dtype"))),
                  "counted with optimizer states, as ZeRO's K does",
                  when=both(PLAIN_STATES, sym("master_dtype"), ne(sym("master_dtype"), sym("param_dtype"))),
                  sharded_by=sym("optimizer_ranks")),
         # Megatron-LM with fp16 gradients: the optimizer steps on an fp32 copy of its shard of them, made at the step
         # and freed by the next zero_grad (builder.model.step counts it at the optimizer step only).
         PartRule("optimizer/master_grads", sym("states_here") * 4, "N x 4 B", DIST_OPTIMIZER,
-                 "4 B/param (fp32 copy of the gradients)",
+                 PerUnit(4, "param", "fp32 copy of the gradients"),
                  "live from the optimizer step to the next zero_grad; sharded with the optimizer states",
                  when=both(PLAIN_STATES, sym("master_grads"), ne(sym("grad_dtype"), "fp32")),
                  sharded_by=sym("optimizer_ranks")),
@@ -333,12 +334,13 @@ MODEL_STATES = RuleSet(
         *_adam("m", "first moment", "exp_avg_state_dtype"), *_adam("v", "second moment", "exp_avg_sq_state_dtype"),
         PartRule("optimizer/momentum", sym("states_here") * bytes_of(sym("state_dtype")), "N x bytes(state dtype)",
                  when(eq(sym("optimizer"), "lion"), LION, SGD),
-                 fmt("{0} B/param ({1} momentum)", per_unit(bytes_of(sym("state_dtype"))), sym("state_dtype")),
+                 PerUnit(bytes_of(sym("state_dtype")), "param", fmt("{0} momentum", sym("state_dtype"))),
                  when=both(TRAIN, isin(sym("optimizer"), "sgd-momentum", "lion")), sharded_by=sym("optimizer_ranks")),
         PartRule("optimizer/adafactor_factors",
                  sym("states_here") * sym("adafactor_share") * bytes_of(sym("state_dtype")),
                  "sum over matrices of (rows + columns) x bytes; vectors in full", ADAFACTOR,
-                 fmt("{0} B/param", fixed(sym("adafactor_share") * bytes_of(sym("state_dtype")), 4)),
+                 PerUnit(sym("adafactor_share") * bytes_of(sym("state_dtype")), "param",
+                         words=fmt("{0} B/param", fixed(sym("adafactor_share") * bytes_of(sym("state_dtype")), 4))),
                  "no first moment (beta1 = None, the default); factors spread over GPUs in proportion to parameters",
                  when=both(TRAIN, eq(sym("optimizer"), "adafactor")), sharded_by=sym("optimizer_ranks")),
     ),

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from builder.model.breakdown import Breakdown, Part
+from builder.model.breakdown import Breakdown, Part, Rate
 from builder.model.expr import ceil, each, fmt, per_unit, row, sym, when
-from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.units import DTYPE_BYTES
 
 ZERO_STAGES = ("none", "stage1", "stage2", "stage3")
@@ -75,7 +75,8 @@ def bytes_per_param(params: int, segments: tuple[Segment, ...] = ADAM_SEGMENTS, 
         divisor = int(priced["sharers"])
         parts.append(Part(segment.id, int(priced["bytes"]), f"N x {float(segment.bytes_per_param):g} B"
                           + (f" / {divisor}" if divisor > 1 else ""), segment.source,
-                          f"{float(segment.bytes_per_param):g} B/param", segment.simplification, divisor))
+                          f"{float(segment.bytes_per_param):g} B/param", segment.simplification, divisor,
+                          rate=Rate(segment.bytes_per_param, "param")))
     return Breakdown(params=params, parts=tuple(parts),
                      notes=("teaching view: bytes per parameter",))
 
@@ -92,10 +93,10 @@ BUDGET_WEIGHTS = ceil(sym("params") * BUDGET_BYTES)
 # Seed 001's four buckets as rules (the memory-budget widget's script evaluates the same set). Inputs: params,
 # micro_batch, seq_len, precision (a key of BUDGET_PRECISIONS), hidden, layers and the dtype_bytes table.
 BUDGET = RuleSet(symbols={}, parts=(
-    PartRule("weights", BUDGET_WEIGHTS, "N x bytes", BUDGET_SOURCE, fmt("{0} B/param", per_unit(BUDGET_BYTES))),
-    PartRule("gradients", BUDGET_WEIGHTS, "= weights", BUDGET_SOURCE, fmt("{0} B/param", per_unit(BUDGET_BYTES))),
+    PartRule("weights", BUDGET_WEIGHTS, "N x bytes", BUDGET_SOURCE, PerUnit(BUDGET_BYTES, "param")),
+    PartRule("gradients", BUDGET_WEIGHTS, "= weights", BUDGET_SOURCE, PerUnit(BUDGET_BYTES, "param")),
     PartRule("optimizer", 2 * BUDGET_WEIGHTS, "2 x weights (Adam m and v)", BUDGET_SOURCE,
-             fmt("{0} B/param", per_unit(2 * BUDGET_BYTES)),
+             PerUnit(2 * BUDGET_BYTES, "param"),
              SIMPLIFIED + "real Adam states are fp32 (8 B/param) plus an fp32 master copy"),
     PartRule("activations", sym("micro_batch") * sym("seq_len") * sym("hidden") * sym("layers") * BUDGET_BYTES,
              "b x s x h x L x bytes", BUDGET_SOURCE, fmt("h={0}, L={1}", sym("hidden"), sym("layers")),

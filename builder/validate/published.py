@@ -7,7 +7,9 @@ rounding. `evaluate()` computes the model's prediction of every case. Pure data 
 builder.model and the catalogs, never torch.
 
 Kinds of quantity (the Validation page says which is which):
-  need       the peak of a training step, or a part live at one moment of it (builder.model.peak.phases)
+  peak       the peak of a whole training step as a run measured it (torch.cuda's peak allocated or active bytes),
+             against the highest moment of the step with the reserved parts left out (builder.model.peak.need)
+  need       a part live at one moment of a training step (builder.model.peak.phases)
   part       one part of a breakdown (what the model counts for one term)
   sum        a sum of parts (no moment of a step; named as a sum)
   per-param  model-state bytes per parameter (weights + gradients + optimizer states, summed, over the parameters)
@@ -24,10 +26,10 @@ from builder.catalog import default_gpus, default_models
 from builder.model import Config, estimate
 from builder.model.activations import LAYER_GROUPS
 from builder.model.architecture import Architecture
-from builder.model.peak import assess, phases
+from builder.model.peak import assess, need, phases
 
 UNITS = {"B": 1, "MiB": 2**20, "GiB": 2**30, "GB": 10**9, "tokens": 1, "B/param": 1}
-KINDS = {"need": "part of a step's peak", "part": "part", "sum": "sum of parts", "per-param": "bytes per parameter",
+KINDS = {"peak": "peak of a step", "need": "part of a step's peak", "part": "part", "sum": "sum of parts", "per-param": "bytes per parameter",
          "budget": "engine budget"}
 
 
@@ -92,6 +94,15 @@ def at_moment(phase: str, part: str, unit: str) -> Callable:
     def quantity(config: Config, _served) -> Fraction:
         moment = next(p for p in phases(config) if p.name == phase)
         return _in(unit, next(p.bytes for p in moment.parts if p.name == part))
+    return quantity
+
+
+def step_peak(unit: str) -> Callable:
+    """The highest moment of a training step, allocated bytes only: the reserved parts (allocator reserve, framework
+    percentage, CUDA context) are left out, as torch.cuda's peak allocated (or active) bytes leave them out."""
+    def quantity(config: Config, _served) -> Fraction:
+        top = need(config).peak
+        return _in(unit, sum(p.bytes for p in top.parts if p.name.split("/")[0] != "overhead"))
     return quantity
 
 
@@ -178,6 +189,28 @@ SGLANG_GB = "SGLang prints GB; mem_cache/memory_pool.py defines GB = 1024 x 1024
 VLLM_GIB = "as vLLM prints it"
 
 
+TORCHTUNE = ("torchtune README, \"Optimization flags\" table, Llama 3.2 3B rows (PR #2003, commit 1814feb, "
+             "2024-11-18)")
+TORCHTUNE_URL = ("https://github.com/pytorch/torchtune/blob/1814feb17a9038e1a8053ce93111bd26774a8db6/"
+                 "README.md#optimization-flags")
+TORCHTUNE_COMPARED = ("peak memory active of a training step (torch.cuda.memory_stats' active_bytes.all.peak, logged by "
+                      "torchtune's log_peak_memory_stats), against the step's highest moment without reserved parts")
+TORCHTUNE_SETUP = ("Llama 3.2 3B, full fine-tuning on one A100 (full_finetune_single_device), bf16 weights, gradients "
+                   "and AdamW moments (torch.optim.AdamW: foreach), batch 2 packed to 4,096 tokens, "
+                   "torch.nn.CrossEntropyLoss, no activation checkpointing, optimizer step after backward{0}. "
+                   "Assumed, not published: the packed batch's flex attention saves what a flash kernel saves (Q, K, "
+                   "V, output, logsumexp); active bytes equal allocated bytes (one stream)")
+TORCHTUNE_UNIT = "torchtune's get_memory_stats divides by 1024**3: GiB"
+
+
+def _torchtune(name: str, published: str, words: str, **changes) -> Case:
+    config = Config(model=MODELS["llama-3.2-3b"], precision="bf16", optimizer="adamw", micro_batch=2, seq_len=4096,
+                    attention="flash", loss="eager", implementation="torchtune", **changes)
+    return Case(name, "training", "peak", TORCHTUNE_COMPARED, TORCHTUNE_SETUP.format(words), TORCHTUNE, TORCHTUNE_URL,
+                Fraction(published), "GiB", step_peak("GiB"), config, rel=Fraction(3, 100), tolerance="3%",
+                unit_note=TORCHTUNE_UNIT)
+
+
 def _korthikanti(name: str, words: str, published: int, **changes) -> Case:
     config = Config(model=GPT3, micro_batch=1, seq_len=2048, attention="eager", dropout=True,
                     implementation="megatron", precision="fp16-mixed", **changes)
@@ -189,6 +222,12 @@ def _korthikanti(name: str, words: str, published: int, **changes) -> Case:
 SBH = 2048 * 1 * 12288  # s x b x h of the GPT-3 layer above
 
 TRAINING = (
+    _torchtune("torchtune-llama-3.2-3b-packed", "60.0", ", eager (the \"+ Packed Dataset\" row)"),
+    # The recipe calls training.compile_loss(self._loss_fn) and drops what it returns, so only the chunked loss (which
+    # compile_loss changes in place) is compiled (recipes/full_finetune_single_device.py line 292 at 1814feb).
+    _torchtune("torchtune-llama-3.2-3b-packed-compiled", "51.0",
+               ", every layer under torch.compile, the loss left eager: the recipe drops the module compile_loss "
+               "returns (the \"+ Compile\" row)", compile=True),
     Case("cce-gemma-2-2b-eager-loss-gradients", "training", "need",
          "loss gradients live at the start of backward (the README's baseline \"Gradient\" column)", CCE_SETUP, CCE,
          CCE_URL, Fraction(16000), "MiB", at_moment("backward_start", "activations/loss_grads", "MiB"),

@@ -52,6 +52,21 @@ RECOMPUTE_WORDS = {"selective": "selective (Megatron)"}
 # (Config.reduce_dtype, FSDP MixedPrecision.reduce_dtype); "policy": the precision policy's own.
 PARAM_DTYPES = ("fp32", "bf16", "fp16")
 REDUCE_DTYPES = ("fp32", "bf16", "fp16")
+# The optimizer states' dtypes (Config.optimizer_state_dtype, and Adam's moments one by one, exp_avg_dtype and
+# exp_avg_sq_dtype) and DeepSpeed's data_types.grad_accum_dtype (Config.grad_accum_dtype), each "policy" (the precision
+# policy's own: no override) or one of the dtypes the sources keep them in: fp32 (ZeRO section 3.1), bf16 (pure bf16,
+# Transformer Math 101), fp16 and fp8 (FP8-LM section 2.2, MS-AMP LBAdamW's exp_avg_sq_dtype and exp_avg_dtype); the
+# accumulation buffer fp32, bf16 or fp16 (DeepSpeed bf16_optimizer.py, stage3.py). The command line takes any dtype.
+STATE_DTYPES = ("fp32", "bf16", "fp16", "fp8")
+GRAD_ACCUM_DTYPES = ("fp32", "bf16", "fp16")
+DTYPE_CHOICES = {"optimizer_state_dtype": STATE_DTYPES, "exp_avg_dtype": STATE_DTYPES, "exp_avg_sq_dtype": STATE_DTYPES,
+                 "grad_accum_dtype": GRAD_ACCUM_DTYPES}
+# Each such control (its key is the Config option's name) with the rule inputs it sets (builder.model.inputs'
+# config_inputs: the dtype the rules price and the option as chosen, which builder.model.checks reads), found by
+# setting the option alone: the script sets the same inputs from the form.
+DTYPE_OVERRIDES = {option: sorted(key for key, value in config_inputs(Config(**{option: "fp8"})).items()
+                                  if value != config_inputs(Config())[key])
+                   for option in DTYPE_CHOICES}
 # The units sizes show in: GiB (2^30 bytes) or GB (10^9), each with the other beside it in totals.
 UNITS = (("GiB", "GiB (2^30 bytes)"), ("GB", "GB (10^9 bytes)"))
 OTHER_UNIT = {"GiB": "GB", "GB": "GiB"}
@@ -76,7 +91,7 @@ STARTS = (
 )
 SERVE_WEIGHTS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
 KV_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
-FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM",
+FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM", "torchtune": "op by op, torchtune",
             "korthikanti": "Korthikanti Table 2 formula"}
 SHARDING = {"0": "none (ZeRO-0)", "1": "ZeRO-1", "2": "ZeRO-2", "3": "ZeRO-3",
             **{name: f"FSDP {name}" for name in FSDP_STRATEGIES}}
@@ -201,6 +216,11 @@ TRAIN_CONTROLS = (
     Control("optimizer", "Optimizer", "select", _pairs(OPTIMIZERS), "train"),
     Control("optimizer_impl", "Optimizer step", "select",
             (("default", "the optimizer's own"), *_pairs(OPTIMIZER_IMPLS)), "train"),
+    *(Control(option, label, "select", (("policy", unset), *_pairs(DTYPE_CHOICES[option])), "train")
+      for option, label, unset in (("optimizer_state_dtype", "Optimizer state dtype", "the policy's own"),
+                                   ("exp_avg_dtype", "Adam first moment (exp_avg) dtype", "the policy's own"),
+                                   ("exp_avg_sq_dtype", "Adam second moment (exp_avg_sq) dtype", "the policy's own"),
+                                   ("grad_accum_dtype", "Gradient accumulation dtype", "the gradients' own"))),
     Control("micro_batch", "Micro-batch", "number", show="train", low=1, high=65536),
     Control("seq_len", "Sequence length", "number", show="train", low=1, high=4194304, hint="tokens"),
     Control("grad_accum", "Gradient accumulation", "number", show="train", low=1, high=4096,
@@ -294,7 +314,8 @@ SERVED_POLICY = "bf16"
 _PLAIN = Config()
 # The form's values for a plain run (Config's defaults), before a preset's settings apply.
 PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PLAIN.precision,
-               "param_dtype": "policy", "reduce_dtype": "policy", "optimizer": _PLAIN.optimizer,
+               "param_dtype": "policy", "reduce_dtype": "policy", **{option: "policy" for option in DTYPE_OVERRIDES},
+               "optimizer": _PLAIN.optimizer,
                "optimizer_impl": _PLAIN.optimizer_impl or "default",
                "micro_batch": str(_PLAIN.micro_batch), "seq_len": str(_PLAIN.seq_len),
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute,
@@ -351,6 +372,12 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
             state["weights" if settings.get("mode", "train") == "serve" else "param_dtype"] = value
         elif option == "reduce_dtype":
             state["reduce_dtype"] = value
+        elif option in DTYPE_OVERRIDES:
+            choices = DTYPE_CHOICES[option]
+            if value not in choices:
+                raise ValueError(f"calculator: option {option!r}: {value!r} is not one of the calculator's choices "
+                                 f"({', '.join(choices)})")
+            state[option] = value
         elif option == "optimizer_impl":
             state["optimizer_impl"] = value or "default"
         elif option == "kv_dtype":
@@ -410,10 +437,11 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         param_dtype=(None if state["param_dtype"] == "policy" else state["param_dtype"]) if train else state["weights"],
         reduce_dtype=None if state["reduce_dtype"] == "policy" else state["reduce_dtype"], optimizer=state["optimizer"],
         optimizer_impl=None if state["optimizer_impl"] == "default" else state["optimizer_impl"],
+        **{option: None if state[option] == "policy" else state[option] for option in DTYPE_OVERRIDES},
         micro_batch=_int(state["micro_batch"]), seq_len=_int(state["seq_len"]), grad_accum=_int(state["grad_accum"]),
         recompute=state["recompute"], recompute_layers=_int(state["recompute_layers"]), attention=state["attention"], loss=state["loss"],
         activation_formula="korthikanti" if state["formula"] == "korthikanti" else "ops",
-        implementation="megatron" if state["formula"] == "megatron" else "hf", dropout=state["dropout"] == "1",
+        implementation="hf" if state["formula"] == "korthikanti" else state["formula"], dropout=state["dropout"] == "1",
         offload_activations=state["offload_activations"] == "1", compile=state["compile"] == "1",
         dp=_int(state["dp"]), zero=0 if fsdp else _int(shard), fsdp=fsdp, tp=_int(state["tp"]),
         sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
@@ -596,9 +624,11 @@ def custom_base() -> dict[str, Any]:
     return base
 
 
-# The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs); the dtype
+# The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs), and those the
+# dtype overrides set that no policy sets, at their unset value ("", which a chosen override replaces); the dtype
 # table travels once, as "dtypes".
-FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "chosen_state_dtype", "grad_accum_dtype",
+FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node",
+                *(name for names in DTYPE_OVERRIDES.values() for name in names if name not in full_model.POLICY_INPUTS),
                 "lora_targets", "qlora_double_quant", "allocator_reserve", "overhead_bytes", "cuda_context_bytes",
                 *ASSUMED_NONE)
 
@@ -622,6 +652,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "shown": shown,
         "defaults": defaults,
         "fsdp": FSDP_STAGE,
+        # The dtype controls that override the policy, each with the inputs it sets (DTYPE_OVERRIDES).
+        "overrides": DTYPE_OVERRIDES,
         "modeOnly": MODE_ONLY,
         "zero3": {"options": list(ZERO3_OPTIONS), "shard": ZERO3_SHARD, "unset": ZERO3_UNSET},
         "buckets": {"options": BUCKET_OPTIONS, "shards": list(BUCKET_SHARDS), "unset": BUCKET_UNSET},

@@ -35,6 +35,9 @@ WIDGETS.calculator = (root, D) => {
       sp: st.sp == "1", offload: st.offload, save: st.checkpoint_save, reduce: st.reduce_dtype == "policy" ? "" : st.reduce_dtype,
       r: n("lora_rank"), ld: +st.lora_dropout || 0, ql: st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
     for (const k in D.ints) c[k] = n(D.ints[k]);
+    // The dtype controls that override the policy set their inputs (calculator.DTYPE_OVERRIDES), "policy" none.
+    c.over = {};
+    for (const [k, names] of Object.entries(D.overrides)) if (st[k] != "policy") for (const name of names) c.over[name] = st[k];
     // DeepSpeed ZeRO-3's limits count with stage 3 only (calculator.config_from_state).
     c.zero3 = Object.fromEntries(D.zero3.options.map((k) => [k, sh == D.zero3.shard ? n(k) : D.zero3.unset]));
     // DeepSpeed ZeRO's gradient buckets count with a ZeRO stage, no FSDP, not Megatron (calculator.config_from_state).
@@ -48,8 +51,8 @@ WIDGETS.calculator = (root, D) => {
     const { A, pol } = c;
     return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
       dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
-      offload: c.offload, checkpoint_save: c.save, ...c.zero3, ...c.buckets, optimizer: c.opt, optimizer_impl: c.impl, ...pol, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
-      attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, compile: c.compile, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
+      offload: c.offload, checkpoint_save: c.save, ...c.zero3, ...c.buckets, optimizer: c.opt, optimizer_impl: c.impl, ...pol, ...c.over, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
+      attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, compile: c.compile, sequence_parallel: +c.sp, implementation: c.formula == "korthikanti" ? "hf" : c.formula,
       activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
       lora_rank: c.r, lora_dropout: c.ld, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
       seq_len: c.seq_len, grad_accum: c.grad_accum, pp_virtual_stages: c.pp_virtual_stages,

@@ -25,6 +25,10 @@ CASES = [
       "calc.precision=nope was not used: it must be one of bf16-mixed,",
       "calc.colour=red was not used: this figure has no such setting"],
      ("[name=tp]", "value", "2")),
+    # The dtype overrides' keys are Config's option names; the CLI's own dtype list is wider than the calculator's.
+    ("calculator.html", "calc", "calc.exp_avg_dtype=fp8&calc.grad_accum_dtype=fp64",
+     ["calc.grad_accum_dtype=fp64 was not used: it must be one of policy, fp32, bf16, fp16"],
+     ("[name=exp_avg_dtype]", "value", "fp8")),
     ("serving.html", "serve", "serve.tp=2&serve.max_model_len=abc&serve.context_length=4096",
      ["serve.max_model_len=abc was not used: it must be a whole number from 1 to 16,777,216",
       "serve.context_length=4096 was not used: it is a setting of the other engine"],

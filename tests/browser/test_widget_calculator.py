@@ -126,7 +126,7 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                  reduce_dtype=rng.choice(["policy", "policy", *calc.REDUCE_DTYPES]),
                  micro_batch=str(rng.choice([1, 2, 3, 8])), seq_len=str(seq), grad_accum=str(rng.choice([1, 2, 8])),
                  recompute=rng.choice(["none", "selective", "full"]), attention=rng.choice(["eager", "sdpa", "flash"]),
-                 formula=rng.choice(["hf", "hf", "megatron", "korthikanti"]), dropout=rng.choice("01"), shard=shard,
+                 formula=rng.choice(["hf", "hf", "megatron", "torchtune", "korthikanti"]), dropout=rng.choice("01"), shard=shard,
                  offload=offload, lora_rank=str(lora), qlora=rng.choice("01") if lora else "0",
                  lora_dropout=rng.choice(["0", "0.05"]) if lora else "0")
         s["optimizer_impl"] = rng.choice(["default", "default", *OPTIMIZER_IMPLS])
@@ -148,15 +148,26 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
             s.update(reduce_bucket_size=str(rng.choice([0, 2 * 10**8, 5 * 10**8])),
                      overlap_comm=rng.choice(["default", "on", "off"]), contiguous_gradients=rng.choice("01"))
         # torch.compile is modelled over transformers' dense layers without adapters or a recipe (else refused).
-        s["compile"] = rng.choice("001") if s["formula"] == "hf" and not arch.experts and not lora \
+        s["compile"] = rng.choice("001") if s["formula"] in ("hf", "torchtune") and not arch.experts and not lora \
             and not PRECISIONS[s["precision"]].recipe else "0"
         if s["recompute"] == "full" and s["formula"] != "korthikanti" and arch.layers // pp > 1 and rng.random() < 0.4:
             s["recompute_layers"] = str(rng.randint(1, arch.layers // pp - 1))
-        try:
-            validate_config(calc.config_from_state(s, MODELS))
-        except ValueError as error:
-            if str(error).startswith("optimizer_impl: "):  # one the optimizer or the setup lacks: its own
-                s["optimizer_impl"] = "default"
+        # The optimizer states' and the accumulation's dtypes, mostly the policy's own.
+        for option, choices in (("optimizer_state_dtype", calc.STATE_DTYPES), ("exp_avg_dtype", calc.STATE_DTYPES),
+                                ("exp_avg_sq_dtype", calc.STATE_DTYPES), ("grad_accum_dtype", calc.GRAD_ACCUM_DTYPES)):
+            s[option] = rng.choice(["policy"] * 3 + list(choices))
+        for _ in range(6):
+            try:
+                validate_config(calc.config_from_state(s, MODELS))
+                break
+            except ValueError as error:
+                option = str(error).split(":")[0]
+                if option == "optimizer_impl":  # one the optimizer or the setup lacks: its own
+                    s["optimizer_impl"] = "default"
+                elif option in calc.DTYPE_OVERRIDES:  # a dtype the optimizer or the sharding has no use for
+                    s[option] = "policy"
+                else:
+                    break
     else:
         s.update(weights=rng.choice(calc.SERVE_WEIGHTS), kv_dtype=rng.choice(calc.KV_DTYPES),
                  batch=str(rng.choice([1, 4, 16, 64])), context=str(rng.choice([512, 4096, 32768])))
@@ -710,3 +721,64 @@ def test_deepspeed_gradient_buckets_show_and_count_with_a_zero_stage_only(calcul
     assert not any(page.locator(field).is_visible() for field in fields)
     plain = page.evaluate(READ, WIDGET)
     assert set_state(page, base | {"shard": "FULL_SHARD", "overlap_comm": "on"})["need"] == plain["need"]
+
+
+# Issue 13: the optimizer states' and the accumulation's dtypes, as the command line and a page's settings take them --
+
+def cli_bytes(*flags: str) -> tuple[int, int]:
+    """What the command line's Config needs per GPU and its sum of parts (builder.cli builds it from the flags)."""
+    from builder import cli
+    from builder.model.peak import assess
+
+    breakdown, needed = assess(cli.config_from_args(cli.make_parser().parse_args(["estimate", *flags])))
+    return needed.bytes, breakdown.total
+
+
+# The page's calculator starts from its preset (content/calculator.md): these are its flags.
+PRESET_FLAGS = ("--model", "llama-3-8b", "--seq-len", "4096", "--recompute", "selective", "--fsdp", "FULL_SHARD",
+                "--dp", "8")
+
+
+@pytest.mark.parametrize("key, value", [("optimizer_state_dtype", "bf16"), ("exp_avg_dtype", "fp8"),
+                                        ("exp_avg_sq_dtype", "fp16"), ("grad_accum_dtype", "fp32")])
+def test_a_link_with_a_dtype_key_opens_that_setting_and_prices_it_as_the_cli(open_page, key, value):
+    """calc.<option>=<dtype> in a link (the Config option's own name, as in front matter) sets that control; the
+    live figure is Python's for the same state, and its need and sum of parts are the command line's with
+    --<option> <dtype> (which differ from the run without it)."""
+    with open_page(f"{PAGE}?calc.{key}={value}") as visit:
+        data = widget_data(visit.page)
+        got = visit.page.evaluate(READ, WIDGET)
+        state = data["defaults"] | {key: value}
+        assert got["state"] == state and visit.page.locator(f"{WIDGET} .wdg-link-notice").count() == 0
+        problems, worst = compare(got, expected(state, data["shown"], data["defaults"]), f"{key}={value}")
+        assert problems == [] and worst == 0
+        flag = "--" + key.replace("_", "-")
+        assert (got["need"], got["total"]) == cli_bytes(*PRESET_FLAGS, flag, value) != cli_bytes(*PRESET_FLAGS)
+        assert visit.problems() == []
+
+
+@pytest.mark.parametrize("changes, words", [
+    # bitsandbytes' 8-bit AdamW keeps block-wise uint8 codes (Dettmers et al. 2021): no state dtype to choose.
+    ({"optimizer": "adam8bit", "optimizer_state_dtype": "bf16"}, "adam8bit has no state dtype to choose"),
+    # Lion keeps one momentum buffer (Chen et al. 2023, Algorithm 1), no exp_avg.
+    ({"optimizer": "lion", "exp_avg_dtype": "fp8"}, "only Adam and AdamW keep exp_avg; optimizer lion has none"),
+    # DeepSpeed (commit edaa722) stage_1_and_2.py: ZeRO-2 accumulates in the gradients' own dtype.
+    ({"shard": "2", "grad_accum_dtype": "fp32"}, "DeepSpeed's ZeRO stage 2 accumulates gradients in their own dtype"),
+])
+def test_a_refused_dtype_shows_the_command_lines_sentence(calculator, capsys, changes, words):
+    """Picked as a reader picks them, a combination the model refuses shows validate_config's sentence, the one the
+    command line prints after its flag for the same run, and no figure."""
+    from tests.test_cli import run
+
+    page, data, visit = calculator
+    for key, value in changes.items():
+        reader_sets(page, key, value)
+    got = page.evaluate(READ, WIDGET)
+    assert words in got["error"] and not got["shown"]
+    sharding = ("--zero", changes["shard"]) if "shard" in changes else ("--fsdp", "FULL_SHARD")
+    flags = [word for key, value in changes.items() if key != "shard"
+             for word in ("--" + key.replace("_", "-"), value)]
+    code, _, err = run(capsys, "estimate", *PRESET_FLAGS[:-4], "--dp", "8", *sharding, *flags)
+    option, _, sentence = got["error"].partition(": ")
+    assert code == 2 and err.strip().endswith(f"argument --{option.replace('_', '-')}: {sentence}")
+    assert visit.problems() == []
