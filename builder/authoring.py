@@ -145,7 +145,8 @@ OPTION_KIND_WORDS = {"model": "a model id (content/models.toml)", "gpu": "a GPU 
                      "gpus": "GPU ids, comma-separated", "preset": "a preset name", "int": "an integer",
                      "number": "a number", "str": "text", "bool": "`true` or `false`"}
 FIELD_KIND_WORDS = {"model": "a model id", "optional_int": "an integer, or null", "int": "an integer",
-                    "float": "a number", "bool": "true or false", "str": "text", "optional_str": "text, or null",
+                    "float": "a number", "bool": "true or false",
+                    "optional_bool": "true or false, or null", "str": "text", "optional_str": "text, or null",
                     "str_tuple": "a list of text"}
 
 

@@ -26,6 +26,7 @@ from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, KV_C
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 from builder.model.assumed import assumed_shape
+from builder.model.buckets import DEFAULTS as BUCKET_DEFAULTS, MEANINGS as BUCKET_MEANINGS
 from builder.model.zero3 import DEFAULTS as ZERO3_DEFAULTS, MEANINGS as ZERO3_MEANINGS
 
 # Training and plain serving (micro-batch: the serving batch; seq-len: the context), then each engine's own questions.
@@ -182,6 +183,14 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     for option, default in ZERO3_DEFAULTS.items():
         ds.add_argument("--" + option.replace("_", "-"), type=count_of(option), default=None, metavar="N",
                         help=f"{ZERO3_MEANINGS[option]} (DeepSpeed's default {default:.0e})")
+    buckets = p.add_argument_group("DeepSpeed ZeRO gradient buckets (zero_optimization's keys; with --zero 1 to 3)")
+    for option, default in BUCKET_DEFAULTS.items():
+        buckets.add_argument("--" + option.replace("_", "-"), type=count_of(option), default=None, metavar="N",
+                             help=f"{BUCKET_MEANINGS[option]} (DeepSpeed's default {default:.0e})")
+    buckets.add_argument("--overlap-comm", action=argparse.BooleanOptionalAction, default=None,
+                         help=f"{BUCKET_MEANINGS['overlap_comm']} (DeepSpeed's default: on with --zero 3, off below)")
+    buckets.add_argument("--contiguous-gradients", action=argparse.BooleanOptionalAction, default=True,
+                         help=f"{BUCKET_MEANINGS['contiguous_gradients']} (DeepSpeed's default: on)")
     ds.add_argument("--shaped-like", metavar="NAME", default=None,
                     help="with --params: the catalog model whose shape the count is assumed to have, for ZeRO-3's "
                          "largest layer (default: the catalog model nearest in size)")
@@ -327,6 +336,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         cuda_context_bytes=args.cuda_context, allocator_reserve=args.allocator_reserve,
         overhead_fraction=overhead_fraction, overhead_bytes=overhead_bytes,
         **{option: getattr(args, option) for option in ZERO3_DEFAULTS}, shaped_like=shaped_like,
+        **{option: getattr(args, option) for option in BUCKET_DEFAULTS}, overlap_comm=args.overlap_comm,
+        contiguous_gradients=args.contiguous_gradients,
     )
 
 

@@ -30,7 +30,7 @@ from builder.model.units import parse_count, parse_size
 # Config field -> the kind of value an author writes for it.
 FIELD_KINDS: dict[str, str] = {
     f.name: {"Architecture | None": "model", "int | None": "optional_int", "int": "int", "float": "float",
-             "bool": "bool", "str": "str", "str | None": "optional_str",
+             "bool": "bool", "bool | None": "optional_bool", "str": "str", "str | None": "optional_str",
              "tuple[str, ...]": "str_tuple"}.get(str(f.type), "unsupported")
     for f in fields(Config)
 }
@@ -88,7 +88,7 @@ def convert_kind(kind: str, option: str, value: Any, models: dict[str, Architect
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"must be a number, got {value!r}")
         return float(value)
-    if kind == "bool":
+    if kind in ("bool", "optional_bool"):
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, got {value!r}")
         return value

@@ -84,7 +84,11 @@ def test_saves_that_copy_to_host_add_nothing_on_the_gpu(options):
     config = Config(model=LLAMA, seq_len=4096, **({"dp": 8} | options))
     saved, plain = need(config), need(config.with_changes(checkpoint_save="none"))
     phase = next(p for p in saved.steps if p.name == "checkpoint_save")
-    assert {p.bucket for p in phase.parts} == {"weights", "optimizer", "gradients"}
+    # DeepSpeed ZeRO-3's reduce bucket is allocated at the optimizer's start and kept (DeepSpeed commit edaa722,
+    # deepspeed/runtime/zero/stage3.py:731-735): live at the save too.
+    held = {"comm/reduce_bucket"} if options.get("zero") == 3 else set()
+    assert {p.bucket for p in phase.parts if p.name not in held} == {"weights", "optimizer", "gradients"}
+    assert {p.name for p in phase.parts if p.bucket == "comm"} == held
     step = next(p for p in saved.steps if p.name == "optimizer_step")
     assert phase.total == step.total - sum(p.bytes for p in step.parts if p.name == "optimizer/step_temporaries")
     assert saved.bytes == plain.bytes and saved.peak.name == plain.peak.name

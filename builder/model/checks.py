@@ -13,6 +13,7 @@ from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, 
 from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.ranges import RANGES, Range
 from builder.model.states import HYBRID_GROUP, SHARD_RANKS
+from builder.model.buckets import DEEPSPEED_ENGINE, UNSET as BUCKET_UNSET
 from builder.model.zero3 import DEEPSPEED_ZERO3, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 
 # Whole-number options that must be at least 1 and are always given, in the order they are checked.
@@ -253,6 +254,13 @@ CHECKS: tuple[Check, ...] = (
             fmt("{0}: a DeepSpeed ZeRO-3 option; it needs zero 3 without fsdp, not {1}", option,
                 when(sym("fsdp"), fmt("fsdp {0}", sym("fsdp")), fmt("zero {0}", sym("shard_stage")))))
       for option in ZERO3_OPTIONS),
+    # DeepSpeed ZeRO's bucket options (builder.model.buckets) mean nothing without DeepSpeed's ZeRO optimizer.
+    *(Check(both(refused, negate(DEEPSPEED_ENGINE)),
+            fmt("{0}: a DeepSpeed ZeRO option; it needs zero 1, 2 or 3 without fsdp, not {1}", option,
+                when(sym("fsdp"), fmt("fsdp {0}", sym("fsdp")), fmt("zero {0}", sym("shard_stage")))))
+      for option, refused in (("reduce_bucket_size", ne(sym("reduce_bucket_size"), BUCKET_UNSET)),
+                              ("overlap_comm", ne(sym("overlap_comm"), BUCKET_UNSET)),
+                              ("contiguous_gradients", negate(sym("contiguous_gradients"))))),
     Check(both(eq(sym("fsdp"), "HYBRID_SHARD"), mod(SHARD_RANKS, HYBRID_GROUP)),
           fmt("fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}", HYBRID_GROUP,
               SHARD_RANKS)),

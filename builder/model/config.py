@@ -193,6 +193,11 @@ class Config:
     stage3_prefetch_bucket_size: int | None = None  # 5e7: elements fetched ahead of use
     stage3_param_persistence_threshold: int | None = None  # 1e5: tensors this small are never partitioned
     stage3_max_reuse_distance: int | None = None  # 1e9: a module used again within this many elements stays gathered
+    # DeepSpeed ZeRO's gradient reduction, zero_optimization's keys (builder.model.buckets; None: DeepSpeed's default).
+    # With zero 1 to 3 (not FSDP).
+    reduce_bucket_size: int | None = None  # 5e8: gradient elements reduced at a time (its buffers' size)
+    overlap_comm: bool | None = None  # DeepSpeed's default: true with stage 3, false otherwise (a second buffer in 1/2)
+    contiguous_gradients: bool = True  # gradients copied into the reduce buffer as they are made
     # For the parts that need a shape (DeepSpeed ZeRO-3's largest layer); set by whoever reads a bare count.
     shaped_like: Architecture | None = None  # params alone: assumed shape (default the nearest catalog model)
 

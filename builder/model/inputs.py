@@ -15,6 +15,7 @@ from typing import Any
 from builder.model.architecture import Architecture, param_count, shape_with_tensors
 from builder.model.config import Config, _shard_stage
 from builder.model.placement import HOLDING, Stage, stages_of
+from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS, UNSET as BUCKET_UNSET
 from builder.model.ranges import RANGE_OF
 from builder.model.units import DTYPE_BYTES
 from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS, assumed_inputs
@@ -70,7 +71,9 @@ def config_inputs(config: Config) -> dict[str, Any]:
             "overhead_fraction": Fraction(str(config.overhead_fraction)), "overhead_bytes": config.overhead_bytes,
             "cuda_context_bytes": config.cuda_context_bytes, "dtype_bytes": DTYPE_BYTES,
             **{option: RANGE_OF[option].unset if getattr(config, option) is None else getattr(config, option)
-               for option in ZERO3_OPTIONS},
+               for option in (*ZERO3_OPTIONS, *BUCKET_OPTIONS)},
+            "overlap_comm": BUCKET_UNSET if config.overlap_comm is None else int(config.overlap_comm),
+            "contiguous_gradients": int(config.contiguous_gradients),
             **ASSUMED_NONE}
 
 

@@ -31,6 +31,7 @@ PART_NAMES: dict[str, str] = {
     "weights/scaling_linear": "Linear weights with scaling factors",
     "weights/unquantised": "Unquantised weights",
     "weights/lora_adapters": "LoRA adapters",
+    "weights/dequantised_linear": "Dequantised 4-bit weight",
     # Gradients (states, step, peak's moments)
     "gradients/accumulation_buffer": "Gradient accumulation buffer",
     "gradients/tied_embedding_temporaries": "Tied-embedding gradient temporaries",
@@ -76,6 +77,7 @@ PART_NAMES: dict[str, str] = {
     "comm/gathered_params": "Gathered parameters",
     "comm/reused_params": "Parameters kept for reuse",
     "comm/unsharded_grads": "Unsharded gradients",
+    "comm/reduce_bucket": "Gradient reduce bucket",
     # Saving a checkpoint (checkpoint)
     "checkpoint/state_dict_copies": "State dict copies",
     "checkpoint/gathered_units": "Units gathered for the save",

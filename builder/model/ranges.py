@@ -68,6 +68,9 @@ RANGES: tuple[Range, ...] = (
           "partitioned (unset: 1e5)", unset=-1),
     Range("stage3_max_reuse_distance", 0, PARAMS, "DeepSpeed ZeRO-3: a parameter reused within this many elements is "
           "not released (unset: 1e9)", unset=-1),
+    # DeepSpeed ZeRO's reduce bucket (builder.model.buckets: DeepSpeed's default when unset), in gradient elements.
+    Range("reduce_bucket_size", 0, PARAMS, "DeepSpeed ZeRO: gradient elements reduced at a time (unset: 5e8)",
+          unset=-1),
     Range("recompute_layers", 0, MILLION_ISH, "fully recomputed layers per stage (0: every layer)"),
     Range("lora_rank", 0, MILLION_ISH, "LoRA rank (0: full fine-tuning; at most the hidden size)"),
     Range("lora_dropout", 0, 1, "LoRA dropout probability (PEFT's lora_dropout; 0: none)", whole=False),

@@ -19,6 +19,7 @@ from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.paging import PAGED, PAGED_NOTE
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
+from builder.model import buckets
 from builder.model.zero3 import COORDINATOR as ZERO3_COORDINATOR, ESTIMATOR as ZERO3_ESTIMATOR, SYMBOLS as ZERO3_SYMBOLS
 
 ZERO = Cite("rajbhandari2019", "section 5") + " (Pos, Pos+g, Pos+g+p)"
@@ -368,7 +369,7 @@ ZERO3_KEPT_NOTE = ("simplification: whole blocks from the last, the block that h
                    "counted whole; held from the last layer's forward to its backward")
 COMM = RuleSet(
     symbols={**SHARDING, "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype")),
-             "stage_unsharded": sym("dense") + sym("expert"), **ZERO3_SYMBOLS},
+             "stage_unsharded": sym("dense") + sym("expert"), **ZERO3_SYMBOLS, **buckets.SYMBOLS},
     parts=(
         PartRule("comm/gathered_params", sym("zero3_now") * _ZERO3_BYTES,
                  "(small parameters + largest layer + prefetch) x bytes(param dtype)",
@@ -396,7 +397,37 @@ COMM = RuleSet(
                       fmt("1 block ({0})", sym("gradient_reduce_dtype"))),
                  when(WHOLE_STAGE, "pipeline parallelism accumulates the stage's unsharded gradients until the last "
                                    "backward", "simplification: one unit's full gradients before its reduce-scatter"),
-                 when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1))),
+                 when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1),
+                           negate(sym("deepspeed_zero")))),
+        # DeepSpeed ZeRO reduces gradients through buckets of its own size (builder.model.buckets).
+        PartRule("comm/unsharded_grads", buckets.STAGE12_ELEMENTS * bytes_of(sym("param_dtype")),
+                 when(sym("ds_contiguous"),
+                      when(sym("ds_overlap"), "2 x reduce_bucket_size x bytes(param dtype)",
+                           "reduce_bucket_size x bytes(param dtype)"),
+                      when(sym("ds_overlap"), "2 x min(reduce_bucket_size, N) x bytes(param dtype)",
+                           "min(reduce_bucket_size, N) x bytes(param dtype)")),
+                 f"{buckets.STAGE12_SOURCE}; {buckets.CONFIG_SOURCE}",
+                 when(sym("ds_contiguous"),
+                      when(sym("ds_overlap"), "2 buffers of reduce_bucket_size", "1 buffer of reduce_bucket_size"),
+                      "the gradients waiting in a bucket"),
+                 when(sym("ds_contiguous"),
+                      "allocated whole, whatever the model's size, at the backward's first gradient and freed at its "
+                      "end; the double buffer is overlap_comm's",
+                      "without contiguous_gradients each gradient stays its own tensor until its bucket is reduced"),
+                 when=both(sym("deepspeed_zero"), sym("shard_stage") < 3, buckets.STAGE12_ELEMENTS > 0)),
+        PartRule("comm/unsharded_grads", buckets.STAGE3_BACKWARD * bytes_of(sym("gradient_reduce_dtype")),
+                 when(sym("ds_contiguous"), "min(reduce_bucket_size, N) x bytes(reduce dtype)",
+                      "2 x min(reduce_bucket_size, N) x bytes(reduce dtype)"),
+                 buckets.REDUCE_SCATTER_SOURCE,
+                 fmt("one bucket's gradients ({0})", sym("gradient_reduce_dtype")),
+                 when(sym("ds_contiguous"), "the reduce-scatter's flat copy of a full bucket",
+                      "a full bucket's gradients as their own tensors and the reduce-scatter's flat copy of them"),
+                 when=both(sym("deepspeed_zero"), eq(sym("shard_stage"), 3), buckets.STAGE3_BACKWARD > 0)),
+        PartRule("comm/reduce_bucket", buckets.STAGE3_HELD * bytes_of(sym("gradient_reduce_dtype")),
+                 "reduce_bucket_size x bytes(reduce dtype)", f"{buckets.STAGE3_SOURCE}; {buckets.CONFIG_SOURCE}",
+                 fmt("1 buffer of reduce_bucket_size ({0})", sym("gradient_reduce_dtype")),
+                 "allocated at the optimizer's start and held at every moment of the step",
+                 when=both(sym("deepspeed_zero"), eq(sym("shard_stage"), 3), buckets.STAGE3_HELD > 0)),
     ),
 )
 

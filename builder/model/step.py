@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from builder.model import oplists
+from builder.model import dequant, oplists
 from builder.model.activations import LAYER_GROUPS, per_token
 from builder.model.cite import Cite
 from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, floor, fmt, get, isin, maximum,
@@ -96,29 +96,32 @@ NOT_SAVED = ("activations/logits", "activations/recompute_working_layer")
 # DeepSpeed ZeRO-3's parameters kept for reuse (comm/reused_params, builder.model.zero3) are the last blocks and the
 # output layer, gathered from their forward until their backward: live from the last layer's forward to its backward,
 # released before the first layer's.
+# DeepSpeed ZeRO-3's reduce bucket (comm/reduce_bucket, builder.model.buckets) is allocated at the optimizer's start:
+# live at every moment.
 _IN_BACKWARD = ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params",
-                "comm/unsharded_grads", "saved")
+                "comm/unsharded_grads", "comm/reduce_bucket", "saved")
 LIVE = {
-    "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params", "saved"),
-    "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params", "saved",
-                "activations/logits"),
+    "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params",
+                      "comm/reduce_bucket", "saved"),
+    "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params",
+                "comm/reduce_bucket", "saved", "activations/logits"),
     "backward_start": _IN_BACKWARD,
     # A chunked loss's backward has run (its saved log-probabilities are freed): the output layer's backward, chunk
     # by chunk, summing the weight gradient of every chunk.
     "head_backward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
-                      "saved_less_loss"),
+                      "comm/reduce_bucket", "saved_less_loss"),
     # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
     "layer_backward": (*_IN_BACKWARD, "stepping"),
     # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
     # saved tensors only the embedding's and the first layer's own (added per moment).
     "first_layer_backward": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
-                             "activations/embedding"),
+                             "comm/reduce_bucket", "activations/embedding"),
     "backward_end": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
-                     "activations/recompute_working_layer"),
-    "optimizer_step": ("weights", "optimizer", "gradients"),
+                     "comm/reduce_bucket", "activations/recompute_working_layer"),
+    "optimizer_step": ("weights", "optimizer", "gradients", "comm/reduce_bucket"),
     # Saving a checkpoint after the step (builder.model.checkpoint): the model states and the gradients (freed only by
     # the next step's zero_grad in the loop assumed here), no activations, and the save's own temporaries.
-    "checkpoint_save": ("weights", "optimizer", "gradients", "checkpoint"),
+    "checkpoint_save": ("weights", "optimizer", "gradients", "comm/reduce_bucket", "checkpoint"),
 }
 # Parts the estimate counts that exist only from the optimizer step on: Megatron-LM's fp32 copy of fp16 gradients,
 # made by the step and freed by the next zero_grad (distrib_optimizer.py _copy_model_grads_to_main_grads), so live
@@ -155,6 +158,15 @@ def _stepping_in_backward() -> PartRule:
                     "the optimizer steps each parameter inside backward", when=both(sym("in_backward"),
                                                                                      sym("loop_temporaries") > 0),
                     transient=True)
+
+
+def _dequantised(backward: bool) -> PartRule:
+    """QLoRA's dequantised copy of the largest 4-bit weight inside a layer's forward or backward
+    (builder.model.dequant)."""
+    return PartRule("weights/dequantised_linear", dequant.BACKWARD if backward else dequant.FORWARD,
+                    dequant.BACKWARD_FORMULA if backward else dequant.FORWARD_FORMULA, dequant.SOURCE,
+                    dequant.PER_UNIT, dequant.BACKWARD_NOTE if backward else dequant.FORWARD_NOTE,
+                    when=sym("dequant_backward" if backward else "dequant_forward"), transient=True)
 
 
 # The tensors that live for one moment of the step only (PartRule.transient), by moment. The symbols are the
@@ -205,8 +217,9 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  "two chunks' output-layer weight gradients and their sum, before the sum goes to .grad",
                  when=both(HEAD, FULL_TUNING), transient=True),
     ),
-    "layer_backward": (_stepping_in_backward(),),
-    "first_layer_backward": (_stepping_in_backward(),),
+    "layer_forward": (_dequantised(backward=False),),
+    "layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),
+    "first_layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),
     "backward_end": (
         PartRule("gradients/tied_embedding_temporaries", 2 * sym("op_V") * sym("hidden") * sym("grad_bytes"),
                  "2 x V/t x h x bytes(grad)", TIED, "2 V x h gradients",
@@ -332,7 +345,7 @@ def _moment_symbols(phase: str) -> dict[str, Expr]:
 RESERVED = sum((when(rule.when, ceil(rule.bytes), 0) for rule in OVERHEADS.parts), Expr("num", 0))
 
 STEP = RuleSet(symbols={
-    **SHARDING, **OPTIMIZER_STEP,
+    **SHARDING, **OPTIMIZER_STEP, **dequant.SYMBOLS,
     # The parts as the GPU must hold them: a paged optimizer's paged states can sit in host memory
     # (builder.model.paging), so its moments count only what stays a plain GPU tensor.
     "step_parts": each(sym("parts"), row(1, name=sym("name"), bucket=sym("bucket"), bytes=when(

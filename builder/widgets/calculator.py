@@ -40,6 +40,7 @@ from builder.model.states import SHARDING as STATE_SHARDING
 from builder.model.questions import VERDICTS, Fit, _largest, max_micro_batch, max_seq_len
 from builder.model.units import format_bytes
 from builder.model.ranges import RANGE_OF
+from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS, UNSET as BUCKET_UNSET
 from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 from builder.widgets import full_model, link_notice
 from builder.content import Reference
@@ -252,6 +253,10 @@ SERVE_CONTROLS = (
 # The ZeRO-3 limits show (and count) with the form's ZeRO / FSDP set to DeepSpeed's stage 3 only (widgets.css hides
 # them otherwise; config_from_state reads them as unset).
 ZERO3_SHOWN, ZERO3_SHARD = "zero3", "3"
+# DeepSpeed ZeRO's gradient buckets (builder.model.buckets) show and count with a ZeRO stage and no FSDP strategy;
+# overlap_comm's default depends on the stage.
+BUCKETS_SHOWN, BUCKET_SHARDS = "deepspeed", ("1", "2", "3")
+OVERLAP = {"default": None, "on": True, "off": False}
 PARALLEL_CONTROLS = (
     Control("shard", "ZeRO / FSDP", "select", tuple(SHARDING.items()), "train"),
     Control("offload", "CPU offload", "select", _pairs(OFFLOAD), "train"),
@@ -262,6 +267,11 @@ PARALLEL_CONTROLS = (
                                                   ("stage3_prefetch_bucket_size", "Prefetch bucket"),
                                                   ("stage3_param_persistence_threshold", "Persistence threshold"),
                                                   ("stage3_max_reuse_distance", "Max reuse distance"))),
+    Control("reduce_bucket_size", "Reduce bucket", "number", show=BUCKETS_SHOWN, low=0,
+            high=int(RANGE_OF["reduce_bucket_size"].high), hint="reduce_bucket_size"),
+    Control("overlap_comm", "Overlap comm", "select", (("default", "DeepSpeed's default"), ("on", "on"), ("off", "off")),
+            BUCKETS_SHOWN),
+    Control("contiguous_gradients", "Contiguous gradients", "check", show=BUCKETS_SHOWN),
     Control("dp", "Data parallel", "number", low=1, high=65536),
     Control("tp", "Tensor parallel", "number", low=1, high=1024),
     Control("sp", "Sequence parallel (with TP)", "check", show="train"),
@@ -314,7 +324,9 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention,
                "loss": _PLAIN.loss,
                "formula": "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
-               **{option: str(default) for option, default in ZERO3_OPTIONS.items()}, "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
+               **{option: str(default) for option, default in ZERO3_OPTIONS.items()},
+               **{option: str(default) for option, default in BUCKET_OPTIONS.items()}, "overlap_comm": "default",
+               "contiguous_gradients": "1", "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
                "checkpoint_save": _PLAIN.checkpoint_save,
                "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0"}
 # Controls that mean something in one mode only ('train' or 'serve'): in the other mode they are
@@ -336,9 +348,9 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
     direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "recompute_layers",
               "attention",
               "loss", "lora_rank", "lora_dropout", "batch", "context", "offload", "checkpoint_save", "dp", "tp", "pp", "cp", "ep",
-              *ZERO3_OPTIONS}
+              *ZERO3_OPTIONS, *BUCKET_OPTIONS}
     flags = {"dropout": "dropout", "offload_activations": "offload_activations", "compile": "compile", "qlora": "qlora",
-             "sequence_parallel": "sp"}
+             "sequence_parallel": "sp", "contiguous_gradients": "contiguous_gradients"}
     for option, value in settings.items():
         if option in direct:
             state[option] = str(value)
@@ -346,6 +358,8 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
             state[flags[option]] = "1" if value else "0"
         elif option == "zero":
             state["shard"] = str(value)
+        elif option == "overlap_comm":
+            state["overlap_comm"] = next(word for word, meaning in OVERLAP.items() if meaning is value)
         elif option == "fsdp":
             state["shard"] = value
         elif option in INT_CONTROLS:
@@ -419,6 +433,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
     shard = state["shard"]
     fsdp = shard if shard in FSDP_STRATEGIES else None
     virtual = _int(state[INT_CONTROLS["pp_virtual_stages"]])
+    deepspeed = shard in BUCKET_SHARDS and state["formula"] != "megatron"
     return Config(
         model=arch, mode=state["mode"], precision=state["precision"] if train else SERVED_POLICY,
         param_dtype=(None if state["param_dtype"] == "policy" else state["param_dtype"]) if train else state["weights"],
@@ -436,6 +451,10 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         ep=_int(state["ep"]), offload=state["offload"], checkpoint_save=state["checkpoint_save"],
         **{option: _int(state[option]) if shard == ZERO3_SHARD and _int(state[option]) != default else None
            for option, default in ZERO3_OPTIONS.items()},
+        **{option: _int(state[option]) if deepspeed and _int(state[option]) != default else None
+           for option, default in BUCKET_OPTIONS.items()},
+        overlap_comm=OVERLAP[state["overlap_comm"]] if deepspeed else None,
+        contiguous_gradients=state["contiguous_gradients"] == "1" or not deepspeed,
         lora_rank=_int(state["lora_rank"]), lora_dropout=_fraction(state["lora_dropout"]), qlora=state["qlora"] == "1",
         batch=_int(state["batch"]), context=_int(state["context"]),
         kv_dtype=None if state["kv_dtype"] == "auto" else state["kv_dtype"],
@@ -640,6 +659,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "overrides": DTYPE_OVERRIDES,
         "modeOnly": MODE_ONLY,
         "zero3": {"options": list(ZERO3_OPTIONS), "shard": ZERO3_SHARD, "unset": ZERO3_UNSET},
+        "buckets": {"options": BUCKET_OPTIONS, "shards": list(BUCKET_SHARDS), "unset": BUCKET_UNSET},
         "plain": {key: PLAIN_STATE[key] for key in MODE_ONLY},
         # The custom-architecture controls (kept in links only for a custom model), each with the inputs it sets
         # and whether its value is a name (else a whole number), and the inputs no control sets.

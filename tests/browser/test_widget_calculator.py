@@ -145,6 +145,10 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                      stage3_prefetch_bucket_size=str(rng.choice([0, 5 * 10**7, 10**9])),
                      stage3_param_persistence_threshold=str(rng.choice([0, 10**5, 10**7])),
                      stage3_max_reuse_distance=str(rng.choice([0, 10**9, 10**12])))
+        # DeepSpeed ZeRO's gradient buckets (shown and counted with a ZeRO stage and no FSDP strategy).
+        if shard in ("1", "2", "3") and rng.random() < 0.5:
+            s.update(reduce_bucket_size=str(rng.choice([0, 2 * 10**8, 5 * 10**8])),
+                     overlap_comm=rng.choice(["default", "on", "off"]), contiguous_gradients=rng.choice("01"))
         # torch.compile is modelled over transformers' dense layers without adapters or a recipe (else refused).
         s["compile"] = rng.choice("001") if s["formula"] in ("hf", "torchtune") and not arch.experts and not lora \
             and not PRECISIONS[s["precision"]].recipe else "0"
@@ -700,6 +704,27 @@ def test_deepspeed_zero3_limits_show_and_count_with_stage_3_only(calculator):
     assert one["need"] == expected(one["state"], data["shown"])["need"]
     # A limit left changed in the form (say, from a link) counts for nothing under stage 1.
     assert set_state(page, base | {"shard": "1", "stage3_param_persistence_threshold": "0"})["need"] == one["need"]
+
+
+def test_deepspeed_gradient_buckets_show_and_count_with_a_zero_stage_only(calculator):
+    """DeepSpeed's reduce_bucket_size, overlap_comm and contiguous_gradients (commit edaa722, runtime/zero/config.py)
+    are calculator fields shown with a ZeRO stage and no FSDP strategy; with overlap_comm on under ZeRO-2 the
+    unsharded gradients are setup_buckets' two buffers (stage_1_and_2.py), as Python counts them, and under FSDP the
+    fields neither show nor count."""
+    page, data, _ = calculator
+    fields = [f"{WIDGET} [name={option}]" for option in ("reduce_bucket_size", "overlap_comm", "contiguous_gradients")]
+    base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "shard": "2"}
+    set_state(page, base)
+    assert all(page.locator(field).is_visible() for field in fields)
+    got = set_state(page, base | {"overlap_comm": "on", "reduce_bucket_size": "200000000"})
+    want = expected(got["state"], data["shown"])
+    assert got["need"] == want["need"]
+    assert [p[:2] for p in got["parts"]] == [[p["name"], p["bytes"]] for p in want["parts"]]
+    assert dict(p[:2] for p in got["parts"])["comm/unsharded_grads"] == 2 * 2 * 10**8 * 2
+    set_state(page, base | {"shard": "FULL_SHARD"})
+    assert not any(page.locator(field).is_visible() for field in fields)
+    plain = page.evaluate(READ, WIDGET)
+    assert set_state(page, base | {"shard": "FULL_SHARD", "overlap_comm": "on"})["need"] == plain["need"]
 
 
 # Issue 13: the optimizer states' and the accumulation's dtypes, as the command line and a page's settings take them --

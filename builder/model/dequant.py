@@ -1,0 +1,71 @@
+"""QLoRA's dequantised weight as rules: the compute-dtype copy bitsandbytes makes of a 4-bit linear weight.
+
+Read from bitsandbytes 0.50.2.dev0 (commit 95f9af3):
+- nn/modules.py Linear4bit.forward: the input cast to compute_dtype, then bnb.matmul_4bit(x, self.weight, ...);
+- autograd/_functions.py matmul_4bit and MatMul4Bit.forward: the packed weight goes to
+  torch.ops.bitsandbytes.gemm_4bit (with the 8-bit absmax, its code and offset when double quantised);
+  MatMul4Bit.backward, for the input's gradient: torch.matmul(grad_output, F.dequantize_4bit(B, ctx.state)
+  .to(grad_output.dtype)), so a whole dequantised copy of the weight (N x K in the dtype it was quantised from:
+  the compute dtype in a bf16 run, where .to() makes no second copy);
+- functional.py dequantize_4bit: double quantised (quant_state.nested), absmax = dequantize_blockwise(...), an fp32
+  tensor of one value per block of 64 (N x K / 64), with the offset added in place, freed when it returns;
+- backends/cuda/ops.py, the gemm_4bit kernel: past _gemm_4bit_custom_max_m = 1536 rows (tokens) and below it where
+  _gemm_4bit_use_custom_cuda prefers it (per GPU architecture; never at 4 rows or fewer,
+  _GEMM_4BIT_CUSTOM_FLOOR_M), _dequant_linear_fallback: double quantised, absmax_dq (fp32, N x K / 64) and
+  absmax_dq + absmax_offset (another), then B_dq = torch.empty(shapeB, dtype=A.dtype) (N x K in the compute dtype)
+  and F.linear: all three live at the matmul.
+
+So around each frozen projection, in the forward and again in the backward, one weight exists whole in the compute
+dtype. The largest one sets the moment: counted inside a layer's forward and backward moments
+(builder.model.step), beside that moment's own temporaries.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from builder.model.expr import Expr, best, both, eq, fmt, ne, sym, when, within
+from builder.model.placement import TP_SHARE
+
+COMMIT = "bitsandbytes 0.50.2.dev0 (commit 95f9af3)"
+SOURCE = (f"{COMMIT} bitsandbytes/autograd/_functions.py:384 MatMul4Bit.backward (F.dequantize_4bit(B, ctx.state)"
+          ".to(grad_output.dtype)); backends/cuda/ops.py:904-926 gemm_4bit's _dequant_linear_fallback (absmax_dq, "
+          "absmax_dq + absmax_offset, B_dq = torch.empty(shapeB, dtype=A.dtype)), _GEMM_4BIT_CUSTOM_FLOOR_M = 4, "
+          "_gemm_4bit_custom_max_m = 1536; functional.py:1053 dequantize_4bit (nested: an fp32 absmax)")
+# Rows (tokens) up to which the CUDA gemm_4bit always runs its fused kernel (_GEMM_4BIT_CUSTOM_FLOOR_M), and past
+# which it always dequantises (_gemm_4bit_custom_max_m).
+FUSED_ROWS = 4
+ALWAYS_DEQUANTISED_ROWS = 1536
+BLOCK = 64  # quantize_4bit's blocksize, one absmax per block
+ABSMAX_BYTES = Fraction(4, BLOCK)  # an fp32 absmax per block of 64 weights, per weight
+
+# One weight matrix of a block on this GPU (biases and norms are not quantised matrices): split over the
+# tensor-parallel ranks as builder.model.placement has it, an expert's matrix over tp alone (expert parallelism
+# places whole experts, as builder.model.optimizers' largest tensor has it).
+_MATRIX = sym("dim0") * sym("rest") / when(eq(sym("group"), "mlp/experts"), sym("tp"), TP_SHARE)
+_QUANTISED = both(sym("in_block"), ne(sym("group"), "norms"), sym("rest") > 1)
+_CANDIDATE = when(_QUANTISED, _MATRIX, 0)
+DOUBLE = sym("qlora_double_quant")
+SYMBOLS: dict[str, Expr] = {
+    # The largest quantised weight on this GPU, in elements (Mistral 7B and Llama 3 8B: the MLP's 14336 x 4096; none
+    # without an architecture).
+    "dequant_largest": when(sym("has_architecture"), within(best(sym("parameter_tensors"), _CANDIDATE), _CANDIDATE), 0),
+    # The forward dequantises unless bitsandbytes' fused kernel takes the matmul (at most 4 tokens).
+    "dequant_forward": both(sym("qlora"), eq(sym("mode"), "train"), sym("op_T") > FUSED_ROWS),
+    "dequant_backward": both(sym("qlora"), eq(sym("mode"), "train")),
+}
+# The copy in the compute dtype (the activation dtype here), and with double quantisation the fp32 absmax made
+# from the 8-bit one: two of them in the forward's fallback (absmax_dq and absmax_dq + offset), one in the backward.
+SYMBOLS["dequant_forward_bytes"] = sym("dequant_largest") * (sym("act_bytes") + when(DOUBLE, 2 * ABSMAX_BYTES, 0))
+SYMBOLS["dequant_backward_bytes"] = sym("dequant_largest") * (sym("act_bytes") + when(DOUBLE, ABSMAX_BYTES, 0))
+FORWARD, BACKWARD = sym("dequant_forward_bytes"), sym("dequant_backward_bytes")
+FORWARD_FORMULA = when(DOUBLE, "N x K x (bytes(compute dtype) + 2 x 4 B / 64)", "N x K x bytes(compute dtype)")
+BACKWARD_FORMULA = when(DOUBLE, "N x K x (bytes(compute dtype) + 4 B / 64)", "N x K x bytes(compute dtype)")
+PER_UNIT = fmt("one {0} copy of the largest quantised weight", sym("activation_dtype"))
+FORWARD_NOTE = ("simplification: counted with the layer's worst moment, whichever op that is (the copy lives only "
+                f"around its own projection); from {FUSED_ROWS + 1} to {ALWAYS_DEQUANTISED_ROWS:,} tokens per "
+                "micro-batch bitsandbytes picks its fused kernel, which makes no copy, on some GPUs (by architecture "
+                "and shape); counted anyway")
+BACKWARD_NOTE = ("simplification: counted with the layer's worst moment, whichever op that is (the copy lives only "
+                 "around its own projection); a weight quantised from another dtype than the compute dtype is "
+                 "converted by a second copy, left out")
