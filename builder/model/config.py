@@ -65,6 +65,9 @@ class PrecisionPolicy:
     exp_avg_sq: str | None = None  # Adam's second moment (torch's exp_avg_sq), when not optimizer_state
     master_grads: bool = False  # the optimizer steps on an fp32 copy of the gradients, made at the step (Megatron fp16)
     msamp: bool = False  # MS-AMP's own optimizer (LBAdam/LBAdamW) steps: Adam or AdamW only, one parameter at a time
+    # Megatron-LM's DDP keeps the gradients in one contiguous buffer (main_grad) allocated at model wrap, live through
+    # every step (builder.model.gradbuffers)
+    grad_buffer: bool = False
 
 
 # Named policies. Sources: Micikevicius et al. 2017 (arXiv:1710.03740) section 3;
@@ -82,11 +85,12 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
                         "Micikevicius et al. 2017, section 3; Rajbhandari et al. 2019, section 3.1"),
         PrecisionPolicy("megatron-bf16", "bf16", "fp32", "fp32", "fp32", "bf16",
                         "bf16 weights, fp32 gradient buffer (main_grad), fp32 master and states",
-                        "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without distributed optimizer"),
+                        "Megatron-LM theoretical_memory_usage.py: 18 bytes/param without distributed optimizer",
+                        grad_buffer=True),
         # Transformer Engine's low-precision recipes as Megatron-LM runs them (builder.model.recipes): Megatron's
         # bf16 weights, fp32 main_grad, fp32 master and states, plus the quantised copies the recipe keeps.
         *(PrecisionPolicy(name, "bf16", "fp32", "fp32", "fp32", "bf16", description, source, recipe=recipe,
-                          quantised_params=params)
+                          quantised_params=params, grad_buffer=True)
           for name, recipe, params, description, source in (
               ("te-fp8", "te-fp8", False,
                "Megatron bf16 states plus Transformer Engine fp8 copies of the linear weights (delayed scaling)",
@@ -109,7 +113,7 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
                         "fp16 weights and main_grad buffer, fp32 master, fp32 copy of the gradients at the step, "
                         "fp32 states",
                         "Megatron-LM (commit d98e8a6) docs/user-guide/features/dist_optimizer.md: 20 bytes/param, "
-                        "4 + 16/d distributed", master_grads=True),
+                        "4 + 16/d distributed", master_grads=True, grad_buffer=True),
         # MS-AMP O2 (Peng et al. 2023, FP8-LM, arXiv:2310.18313, section 2.2; MS-AMP msamp/__init__.py initialize,
         # opt_level 'O2'): fp16 weights (msamp.nn.LinearReplacer, ScalingTensor with a per-tensor scale) with no
         # separate master copy, fp8 weight gradients, LBAdamW's first moment fp8 (exp_avg_dtype=torch.uint8) and
@@ -175,6 +179,9 @@ class Config:
     zero: int = 0  # ZeRO stage 0-3 (DeepSpeed)
     fsdp: str | None = None  # FSDP sharding strategy (overrides zero when set)
     fsdp_shard_group: int | None = None  # HYBRID_SHARD: ranks per shard group (default: gpus_per_node)
+    # PyTorch DDP's gradient_as_bucket_view: each .grad a view of the reducer's buckets (one copy of the gradients, kept
+    # for the run) instead of a separate tensor beside them (builder.model.gradbuffers). A DDP run only.
+    gradient_as_bucket_view: bool = False
     tp: int = 1  # tensor-parallel ranks
     sequence_parallel: bool = False  # shard norms/dropouts along the sequence across TP ranks
     pp: int = 1  # pipeline stages

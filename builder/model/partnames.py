@@ -33,6 +33,7 @@ PART_NAMES: dict[str, str] = {
     "weights/lora_adapters": "LoRA adapters",
     # Gradients (states, step, peak's moments)
     "gradients/accumulation_buffer": "Gradient accumulation buffer",
+    "gradients/ddp_buckets": "DDP gradient buckets",
     "gradients/tied_embedding_temporaries": "Tied-embedding gradient temporaries",
     "gradients/made_so_far": "Weight gradients made so far",
     "gradients/head_sum": "Output layer gradients being summed",
