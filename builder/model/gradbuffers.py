@@ -7,7 +7,7 @@ accumulation keeps them. Three frameworks keep gradient storage for the whole ru
 
 - Megatron-LM's DistributedDataParallel (GRAD_BUFFER): `_ParamAndGradBuffer` allocates one contiguous `grad_data`
   buffer for every parameter's `main_grad` (fp32 with --accumulate-allreduce-grads-in-fp32, which Megatron's bf16
-  runs set) at model wrap, and zeroes it between steps (`zero_grad_buffer`) without freeing it. With
+  runs set) at model wrap (a Megatron precision, or implementation megatron), and zeroes it between steps (`zero_grad_buffer`) without freeing it. With
   --use-distributed-optimizer only `param_data` (the gathered parameters) and the optimizer's shards change: the
   grad buffer stays whole on every rank (its reduce-scatter writes into the rank's own slice of it). The model's
   Megatron precisions (megatron-*, te-*) count their fp32 or fp16 `gradients` as this buffer.
@@ -22,7 +22,8 @@ accumulation keeps them. Three frameworks keep gradient storage for the whole ru
   is this buffer (and, with a Megatron precision, Megatron's main_grad): live at every moment.
 
 When the model calls a run DDP (DDP): training with data parallelism (dp > 1), no sharding (ZeRO stage 0, no FSDP),
-not Megatron-LM (its own DDP, above) and DeepSpeed's grad_accum_dtype not set.
+not Megatron-LM (its own DDP, above: a Megatron precision or implementation megatron), DeepSpeed's grad_accum_dtype
+not set and not MS-AMP (its own DDP).
 The model cannot tell DeepSpeed's ZeRO stage 0 from DDP otherwise, and assumes DDP. DeepSpeed's stage 0 engine
 reduces through temporary flattened buffers instead of persistent buckets (not modelled).
 """
@@ -44,16 +45,19 @@ BF16_OPTIMIZER = ("DeepSpeed (commit edaa722) deepspeed/runtime/bf16_optimizer.p
                   "dtype=torch.float32), allocated once and kept)")
 KEPT_NOTE = "allocated once when the model is wrapped and kept through every moment of the step"
 
-# The run's framework as the model knows it (inputs from builder.model.inputs): Megatron-LM's grad buffer comes with
-# its precisions (PrecisionPolicy.grad_buffer); DeepSpeed's data_types.grad_accum_dtype names DeepSpeed.
+# The run's framework as the model knows it (inputs from builder.model.inputs): Megatron-LM (and its grad buffer) with
+# its precisions (PrecisionPolicy.grad_buffer) or its op list (implementation megatron, which names Megatron-LM for a
+# precision both share, such as fp32); DeepSpeed's data_types.grad_accum_dtype names DeepSpeed.
+MEGATRON = either(sym("grad_buffer"), eq(sym("implementation"), "megatron"))
 DEEPSPEED_OPTION = sym("grad_accum_dtype")
+DDP = both(eq(sym("mode"), "train"), sym("dp") > 1, eq(sym("shard_stage"), 0), negate(sym("fsdp")),
+           negate(MEGATRON), negate(DEEPSPEED_OPTION), negate(sym("msamp")))
 SYMBOLS = {
-    "ddp": both(eq(sym("mode"), "train"), sym("dp") > 1, eq(sym("shard_stage"), 0), negate(sym("fsdp")),
-                negate(sym("grad_buffer")), negate(DEEPSPEED_OPTION), negate(sym("msamp"))),
+    "ddp": DDP,
     # The `gradients` part itself is storage kept for the run: Megatron's main_grad buffer, or DDP's buckets that the
     # gradients are views of.
     "grads_kept": both(eq(sym("mode"), "train"), negate(sym("in_backward")),
-                       either(sym("grad_buffer"), both(sym("ddp"), sym("gradient_as_bucket_view")))),
+                       either(MEGATRON, both(sym("ddp"), sym("gradient_as_bucket_view")))),
 }
 # Parts that are gradient storage kept for the run whatever the framework (builder.model.step's 'kept' selector).
 KEPT_PARTS = ("gradients/accumulation_buffer", "gradients/ddp_buckets")

@@ -40,6 +40,8 @@ WIDGETS.calculator = (root, D) => {
     for (const [k, names] of Object.entries(D.overrides)) if (st[k] != "policy") for (const name of names) c.over[name] = st[k];
     // DeepSpeed ZeRO-3's limits count with stage 3 only (calculator.config_from_state).
     c.zero3 = Object.fromEntries(D.zero3.options.map((k) => [k, sh == D.zero3.shard ? n(k) : D.zero3.unset]));
+    // DDP's gradient_as_bucket_view counts with no sharding only (calculator.config_from_state).
+    c.gabv = +(train && sh == D.ddpShard && st.gradient_as_bucket_view == "1");
     return c;
   };
   // builder.model.inputs.run_inputs: the names every rule set reads, for the form's config.
@@ -47,7 +49,7 @@ WIDGETS.calculator = (root, D) => {
     const { A, pol } = c;
     return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
       dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
-      offload: c.offload, checkpoint_save: c.save, ...c.zero3, optimizer: c.opt, optimizer_impl: c.impl, ...pol, ...c.over, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
+      offload: c.offload, checkpoint_save: c.save, gradient_as_bucket_view: c.gabv, ...c.zero3, optimizer: c.opt, optimizer_impl: c.impl, ...pol, ...c.over, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
       attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, compile: c.compile, sequence_parallel: +c.sp, implementation: c.formula == "megatron" ? "megatron" : "hf",
       activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
       lora_rank: c.r, lora_dropout: c.ld, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
