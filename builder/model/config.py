@@ -179,9 +179,7 @@ class Config:
     zero: int = 0  # ZeRO stage 0-3 (DeepSpeed)
     fsdp: str | None = None  # FSDP sharding strategy (overrides zero when set)
     fsdp_shard_group: int | None = None  # HYBRID_SHARD: ranks per shard group (default: gpus_per_node)
-    # PyTorch DDP's gradient_as_bucket_view: each .grad a view of the reducer's buckets (one copy of the gradients, kept
-    # for the run) instead of a separate tensor beside them (builder.model.gradbuffers). A DDP run only.
-    gradient_as_bucket_view: bool = False
+    gradient_as_bucket_view: bool = False  # PyTorch DDP's: each .grad a view of DDP's buckets, not a second copy
     tp: int = 1  # tensor-parallel ranks
     sequence_parallel: bool = False  # shard norms/dropouts along the sequence across TP ranks
     pp: int = 1  # pipeline stages
