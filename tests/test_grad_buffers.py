@@ -68,17 +68,17 @@ def test_plain_pytorch_on_one_gpu_makes_gradients_in_backward():
 def test_ddp_buckets_are_a_second_copy_kept_for_the_run():
     config = Config(model=LLAMA, micro_batch=1, seq_len=2048, dp=8)
     held = parts(config)
-    assert held["gradients/ddp_buckets"] == held["gradients"]  # every gradient, in the parameters' dtype
+    assert held["comm/ddp_buckets"] == held["gradients"]  # every gradient, in the parameters' dtype
     live = by_phase(config)
     for name in BEFORE_BACKWARD:
-        assert live[name]["gradients/ddp_buckets"] == held["gradients"] and "gradients" not in live[name], name
-    assert live["backward_end"]["gradients"] == live["backward_end"]["gradients/ddp_buckets"]  # two copies
+        assert live[name]["comm/ddp_buckets"] == held["gradients"] and "gradients" not in live[name], name
+    assert live["backward_end"]["gradients"] == live["backward_end"]["comm/ddp_buckets"]  # two copies
 
 
 def test_gradient_as_bucket_view_keeps_one_copy_for_the_run():
     config = Config(model=LLAMA, micro_batch=1, seq_len=2048, dp=8, gradient_as_bucket_view=True)
     held = parts(config)
-    assert "gradients/ddp_buckets" not in held
+    assert "comm/ddp_buckets" not in held
     assert sum(held.values()) == sum(parts(Config(model=LLAMA, micro_batch=1, seq_len=2048)).values())
     for name, live in by_phase(config).items():
         assert live.get("gradients") == held["gradients"], name
@@ -89,7 +89,7 @@ def test_gradient_as_bucket_view_keeps_one_copy_for_the_run():
 def test_no_ddp_buckets_where_the_run_is_not_ddp(settings):
     """DeepSpeed ZeRO and FSDP reduce through their own buffers; Megatron-LM through its grad buffer."""
     config = Config(**{"model": LLAMA, "micro_batch": 1, "seq_len": 2048, "dp": 8, **settings})
-    assert "gradients/ddp_buckets" not in parts(config)
+    assert "comm/ddp_buckets" not in parts(config)
 
 
 @pytest.mark.parametrize("zero", [0, 1])
@@ -99,7 +99,7 @@ def test_deepspeed_bf16_optimizer_buffer_is_live_at_every_moment(zero):
     config = Config(model=LLAMA, micro_batch=1, seq_len=2048, dp=8, zero=zero, grad_accum_dtype="fp32")
     held = parts(config)
     assert held["gradients/accumulation_buffer"] == 2 * held["gradients"]  # fp32 beside the bf16 gradients
-    assert "gradients/ddp_buckets" not in held  # grad_accum_dtype names DeepSpeed
+    assert "comm/ddp_buckets" not in held  # grad_accum_dtype names DeepSpeed
     for name, live in by_phase(config).items():
         assert live.get("gradients/accumulation_buffer") == held["gradients/accumulation_buffer"], name
 

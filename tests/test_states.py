@@ -50,7 +50,7 @@ def model_states(b) -> int:
     """The ZeRO paper's model states (section 3.1): the total less data parallelism's gradient buckets, which its
     section 3.2 counts among the residual states (temporary buffers for the gradient all-reduce). With zero 0 and
     dp > 1 the model assumes PyTorch DDP, whose reducer keeps those buckets (builder.model.gradbuffers)."""
-    return b.total - b.get("gradients/ddp_buckets")
+    return b.total - b.get("comm/ddp_buckets")
 
 
 def test_zero_paper_example_7_5b_on_64_gpus():

@@ -60,4 +60,4 @@ SYMBOLS = {
                        either(MEGATRON, both(sym("ddp"), sym("gradient_as_bucket_view")))),
 }
 # Parts that are gradient storage kept for the run whatever the framework (builder.model.step's 'kept' selector).
-KEPT_PARTS = ("gradients/accumulation_buffer", "gradients/ddp_buckets")
+KEPT_PARTS = ("gradients/accumulation_buffer", "comm/ddp_buckets")

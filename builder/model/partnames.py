@@ -33,7 +33,6 @@ PART_NAMES: dict[str, str] = {
     "weights/lora_adapters": "LoRA adapters",
     # Gradients (states, step, peak's moments)
     "gradients/accumulation_buffer": "Gradient accumulation buffer",
-    "gradients/ddp_buckets": "DDP gradient buckets",
     "gradients/tied_embedding_temporaries": "Tied-embedding gradient temporaries",
     "gradients/made_so_far": "Weight gradients made so far",
     "gradients/head_sum": "Output layer gradients being summed",
@@ -74,6 +73,7 @@ PART_NAMES: dict[str, str] = {
     "activations/working_set": "Serving working set",
     "activations/final_hidden": "Final hidden states",
     # Communication buffers (states)
+    "comm/ddp_buckets": "DDP gradient buckets",
     "comm/gathered_params": "Gathered parameters",
     "comm/reused_params": "Parameters kept for reuse",
     "comm/unsharded_grads": "Unsharded gradients",

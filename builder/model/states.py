@@ -332,7 +332,7 @@ MODEL_STATES = RuleSet(
                  sharded_by=sym("grad_ranks")),
         # PyTorch DDP's reducer buckets (builder.model.gradbuffers): a second copy of every gradient, unless the
         # gradients are views of them (gradient_as_bucket_view, then the gradients part is the buckets).
-        PartRule("gradients/ddp_buckets", sym("grads_here") * when(sym("lora"), 4, bytes_of(sym("grad_dtype"))),
+        PartRule("comm/ddp_buckets", sym("grads_here") * when(sym("lora"), 4, bytes_of(sym("grad_dtype"))),
                  "N x bytes(grad dtype)", DDP_BUCKETS,
                  per_param(when(sym("lora"), 4, bytes_of(sym("grad_dtype"))), when(sym("lora"), "fp32",
                                                                                    sym("grad_dtype"))),

@@ -111,14 +111,14 @@ LIVE = {
     "layer_backward": (*_IN_BACKWARD, "stepping"),
     # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
     # saved tensors only the embedding's and the first layer's own (added per moment).
-    "first_layer_backward": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
+    "first_layer_backward": ("weights", "optimizer", "gradients", "kept", "comm/gathered_params", "comm/unsharded_grads",
                              "activations/embedding"),
-    "backward_end": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
+    "backward_end": ("weights", "optimizer", "gradients", "kept", "comm/gathered_params", "comm/unsharded_grads",
                      "activations/recompute_working_layer"),
-    "optimizer_step": ("weights", "optimizer", "gradients"),
+    "optimizer_step": ("weights", "optimizer", "gradients", "kept"),
     # Saving a checkpoint after the step (builder.model.checkpoint): the model states and the gradients (freed only by
     # the next step's zero_grad in the loop assumed here), no activations, and the save's own temporaries.
-    "checkpoint_save": ("weights", "optimizer", "gradients", "checkpoint"),
+    "checkpoint_save": ("weights", "optimizer", "gradients", "kept", "checkpoint"),
 }
 # Parts the estimate counts that exist only from the optimizer step on: Megatron-LM's fp32 copy of fp16 gradients,
 # made by the step and freed by the next zero_grad (distrib_optimizer.py _copy_model_grads_to_main_grads), so live
