@@ -139,7 +139,9 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--activation-formula", choices=("ops", "korthikanti"), default="ops",
                      help="'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 (reference)")
     run.add_argument("--implementation", choices=IMPLEMENTATIONS, default="hf",
-                     help="whose op list 'ops' follows: hf (transformers), megatron, or torchtune (transformers' list, K and V copied to every query head)")
+                     help="whose op list 'ops' follows: hf (transformers), megatron, or torchtune (transformers' list, K and V "
+                          "copied to every query head); megatron also names Megatron-LM's data parallelism (its "
+                          "gradient buffer, kept for the run) for a precision PyTorch shares")
     run.add_argument("--dropout", action="store_true", help="dropout layers active (1-byte masks saved)")
     run.add_argument("--offload-activations", action="store_true",
                      help="saved activations go to pinned host memory in the forward and come back in the backward "
@@ -168,6 +170,10 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
                      help="Megatron-LM's flag: shard the fp32 main parameters and optimizer states over the "
                           "data-parallel ranks (the same as --zero 1; front matter: zero: 1)")
     par.add_argument("--fsdp", choices=FSDP_STRATEGIES, default=None, help="FSDP strategy (instead of --zero)")
+    par.add_argument("--gradient-as-bucket-view", action="store_true",
+                     help="PyTorch DDP's gradient_as_bucket_view=True: each .grad is a view of DDP's gradient buckets "
+                          "(one copy of the gradients, kept for the run) instead of a separate tensor beside them; "
+                          "a DDP run only (--dp above 1, no --zero or --fsdp)")
     par.add_argument("--fsdp-shard-group", type=count_of("fsdp_shard_group"), default=None, help="HYBRID_SHARD group size")
     par.add_argument("--tp", type=count_of("tp"), default=1, help="tensor-parallel ranks")
     par.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism (with --tp)")
@@ -270,7 +276,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 # Flags whose effect needs an architecture: with --params alone the model counts model states only, so a value
 # given for one of them would change nothing. Given anyway, it is an error rather than silently ignored.
-SHAPE_FLAGS = ("micro_batch", "seq_len", "recompute", "attention", "loss", "activation_formula", "implementation",
+SHAPE_FLAGS = ("micro_batch", "seq_len", "recompute", "attention", "loss", "activation_formula",
                "dropout", "offload_activations", "compile", "recompute_layers", "batch", "context", "kv_dtype", "lora_rank",
                "lora_dropout")
 
@@ -329,6 +335,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         recompute=args.recompute, recompute_layers=args.recompute_layers, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
         implementation=args.implementation, dropout=args.dropout,
         offload_activations=args.offload_activations, checkpoint_save=args.checkpoint_save, compile=args.compile, dp=args.dp, zero=zero, fsdp=args.fsdp,
+        gradient_as_bucket_view=args.gradient_as_bucket_view,
         fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
         pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,
         offload=args.offload, gpus_per_node=args.gpus_per_node, lora_rank=args.lora_rank, lora_targets=targets,

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym, when
 from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
+from builder.model.gradbuffers import DDP
 from builder.model.ranges import RANGES, Range
 from builder.model.states import HYBRID_GROUP, SHARD_RANKS
 from builder.model.buckets import DEEPSPEED_ENGINE, UNSET as BUCKET_UNSET
@@ -261,6 +262,11 @@ CHECKS: tuple[Check, ...] = (
       for option, refused in (("reduce_bucket_size", ne(sym("reduce_bucket_size"), BUCKET_UNSET)),
                               ("overlap_comm", ne(sym("overlap_comm"), BUCKET_UNSET)),
                               ("contiguous_gradients", negate(sym("contiguous_gradients"))))),
+    # PyTorch DDP's own option (builder.model.gradbuffers): a run the model calls DDP only.
+    Check(both(sym("gradient_as_bucket_view"), negate(DDP)),
+          fmt("gradient_as_bucket_view: a PyTorch DDP option; it needs training with dp > 1, zero 0 and no fsdp, "
+              "not Megatron-LM (a Megatron precision or implementation megatron: it keeps its own grad buffer), no "
+              "grad_accum_dtype (DeepSpeed) and no MS-AMP")),
     Check(both(eq(sym("fsdp"), "HYBRID_SHARD"), mod(SHARD_RANKS, HYBRID_GROUP)),
           fmt("fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}", HYBRID_GROUP,
               SHARD_RANKS)),

@@ -66,6 +66,9 @@ class PrecisionPolicy:
     exp_avg_sq: str | None = None  # Adam's second moment (torch's exp_avg_sq), when not optimizer_state
     master_grads: bool = False  # the optimizer steps on an fp32 copy of the gradients, made at the step (Megatron fp16)
     msamp: bool = False  # MS-AMP's own optimizer (LBAdam/LBAdamW) steps: Adam or AdamW only, one parameter at a time
+    # Megatron-LM's DDP keeps the gradients in one contiguous buffer (main_grad) allocated at model wrap, live through
+    # every step (builder.model.gradbuffers)
+    grad_buffer: bool = False
 
 
 # Named policies. Sources: Micikevicius et al. 2017 (arXiv:1710.03740) section 3;
@@ -84,11 +87,11 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
         PrecisionPolicy("megatron-bf16", "bf16", "fp32", "fp32", "fp32", "bf16",
                         "bf16 weights, fp32 gradient buffer (main_grad), fp32 master and states",
                         Cite("megatron-memory", "megatron/training/theoretical_memory_usage.py")
-                        + ": 18 bytes/param without distributed optimizer"),
+                        + ": 18 bytes/param without distributed optimizer", grad_buffer=True),
         # Transformer Engine's low-precision recipes as Megatron-LM runs them (builder.model.recipes): Megatron's
         # bf16 weights, fp32 main_grad, fp32 master and states, plus the quantised copies the recipe keeps.
         *(PrecisionPolicy(name, "bf16", "fp32", "fp32", "fp32", "bf16", description, source, recipe=recipe,
-                          quantised_params=params)
+                          quantised_params=params, grad_buffer=True)
           for name, recipe, params, description, source in (
               ("te-fp8", "te-fp8", False,
                "Megatron bf16 states plus Transformer Engine fp8 copies of the linear weights (delayed scaling)",
@@ -112,7 +115,7 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
                         "fp16 weights and main_grad buffer, fp32 master, fp32 copy of the gradients at the step, "
                         "fp32 states",
                         Cite("megatron-dist-optimizer", "docs/user-guide/features/dist_optimizer.md")
-                        + ": 20 bytes/param, 4 + 16/d distributed", master_grads=True),
+                        + ": 20 bytes/param, 4 + 16/d distributed", master_grads=True, grad_buffer=True),
         # MS-AMP O2 (Peng et al. 2023, FP8-LM, arXiv:2310.18313, section 2.2; MS-AMP msamp/__init__.py initialize,
         # opt_level 'O2'): fp16 weights (msamp.nn.LinearReplacer, ScalingTensor with a per-tensor scale) with no
         # separate master copy, fp8 weight gradients, LBAdamW's first moment fp8 (exp_avg_dtype=torch.uint8) and
@@ -178,6 +181,7 @@ class Config:
     zero: int = 0  # ZeRO stage 0-3 (DeepSpeed)
     fsdp: str | None = None  # FSDP sharding strategy (overrides zero when set)
     fsdp_shard_group: int | None = None  # HYBRID_SHARD: ranks per shard group (default: gpus_per_node)
+    gradient_as_bucket_view: bool = False  # PyTorch DDP's: each .grad a view of DDP's buckets, not a second copy
     tp: int = 1  # tensor-parallel ranks
     sequence_parallel: bool = False  # shard norms/dropouts along the sequence across TP ranks
     pp: int = 1  # pipeline stages

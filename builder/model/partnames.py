@@ -74,6 +74,7 @@ PART_NAMES: dict[str, str] = {
     "activations/working_set": "Serving working set",
     "activations/final_hidden": "Final hidden states",
     # Communication buffers (states)
+    "comm/ddp_buckets": "DDP gradient buckets",
     "comm/gathered_params": "Gathered parameters",
     "comm/reused_params": "Parameters kept for reuse",
     "comm/unsharded_grads": "Unsharded gradients",

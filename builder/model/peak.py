@@ -15,6 +15,7 @@ from builder.model.activations import moment_environment
 from builder.model.breakdown import Breakdown, Part, join_parts
 from builder.model.config import Config
 from builder.model.estimator import breakdown_of, estimate, overhead_parts, stage_estimates
+from builder.model.gradbuffers import KEPT_NOTE
 from builder.model.paging import PAGED_PARTS, RESIDENT_NOTE
 from builder.model.step import (ACCUMULATE, AUTOGRAD, MOMENT_PARTS, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, PHASES,
                                 STEP, TRANSIENTS)
@@ -81,6 +82,8 @@ def _named(live: dict, named: dict[str, Part], phase: str, op: str, env: dict) -
         rule = next(r for r in TRANSIENTS[phase] if r.name == name and r.when_holds(env))
         return rule.part(env)
     part = named[name]
+    if live.get("kept") and amount == part.bytes:
+        return Part(name, amount, part.formula, part.source, part.per_unit, KEPT_NOTE)
     if live["accumulated"]:
         return Part(name, amount, part.formula, ACCUMULATE, part.per_unit, "held across micro-batches",
                     rate=part.rate)

@@ -15,6 +15,7 @@ from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, i
                                 per_unit, sym, total, when)
 from builder.model.cite import Cite
 from builder.model.adapters import MLP_WIDTH, SHAPES as ADAPTER_SHAPES
+from builder.model.gradbuffers import BF16_OPTIMIZER, DDP_BUCKETS, KEPT_NOTE, SYMBOLS as GRAD_BUFFERS
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.paging import PAGED, PAGED_NOTE
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
@@ -229,7 +230,7 @@ def _adam(moment: str, label: str, dtype: str) -> tuple[PartRule, ...]:
 
 MODEL_STATES = RuleSet(
     symbols={**SHARDING, **ADAPTERS, **QUANTISATION, **ADAFACTOR_SHARE, **OPTIMIZER_STATE_DTYPE, **OPTIMIZER_STEP,
-             **RECIPE_STATES, **MSAMP_SCOPE},
+             **RECIPE_STATES, **MSAMP_SCOPE, **GRAD_BUFFERS},
     parts=(
         PartRule("weights", (sym("weights_here") - when(sym("quantised_gemms"), sym("gemms_here"), 0)
                              - sym("msamp_linear_here")) * bytes_of(sym("kept_dtype")),
@@ -330,11 +331,19 @@ MODEL_STATES = RuleSet(
                  "steps inside backward",
                  when=both(PLAIN_STATES, sym("in_backward")), sharded_by=sym("grad_ranks")),
         PartRule("gradients/accumulation_buffer", sym("grads_here") * bytes_of(sym("grad_accum_dtype")),
-                 "N x bytes(accumulation dtype)", MAIN_GRAD,
-                 per_param(bytes_of(sym("grad_accum_dtype")), sym("grad_accum_dtype")),
+                 "N x bytes(accumulation dtype)", fmt("{0}; {1}", BF16_OPTIMIZER, MAIN_GRAD),
+                 per_param(bytes_of(sym("grad_accum_dtype")), sym("grad_accum_dtype")), KEPT_NOTE,
                  when=both(PLAIN_STATES, sym("grad_accum_dtype"), ne(sym("grad_accum_dtype"), sym("grad_dtype")),
                            negate(sym("zero3_accumulates"))),
                  sharded_by=sym("grad_ranks")),
+        # PyTorch DDP's reducer buckets (builder.model.gradbuffers): a second copy of every gradient, unless the
+        # gradients are views of them (gradient_as_bucket_view, then the gradients part is the buckets).
+        PartRule("comm/ddp_buckets", sym("grads_here") * when(sym("lora"), 4, bytes_of(sym("grad_dtype"))),
+                 "N x bytes(grad dtype)", DDP_BUCKETS,
+                 per_param(when(sym("lora"), 4, bytes_of(sym("grad_dtype"))), when(sym("lora"), "fp32",
+                                                                                   sym("grad_dtype"))),
+                 fmt("{0}; param.grad is a separate copy (gradient_as_bucket_view=False)", KEPT_NOTE),
+                 when=both(sym("ddp"), negate(sym("gradient_as_bucket_view")))),
         *_adam("m", "first moment", "exp_avg_state_dtype"), *_adam("v", "second moment", "exp_avg_sq_state_dtype"),
         PartRule("optimizer/momentum", sym("states_here") * bytes_of(sym("state_dtype")), "N x bytes(state dtype)",
                  when(eq(sym("optimizer"), "lion"), LION, SGD),

@@ -43,6 +43,7 @@ from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, ei
                                 negate, ne, row, sym, table, top, total, when, within)
 from builder.model.optimizers import (FOREACH_ADAFACTOR, FOREACH_ADAM, FOREACH_LION, IN_BACKWARD, LOOP_SOURCE,
                                       OPTIMIZER_STEP)
+from builder.model.gradbuffers import KEPT_PARTS, SYMBOLS as GRAD_BUFFERS
 from builder.model.overheads import OVERHEADS
 from builder.model.paging import CODE_SHARE, PAGED, PAGED_IN_NOTE, PAGED_PARTS
 from builder.model.partrules import PartRule, RuleSet
@@ -91,37 +92,38 @@ NOT_SAVED = ("activations/logits", "activations/recompute_working_layer")
 
 # Which parts are live at each moment of the step, as selectors of the estimate's parts: a bucket
 # ('weights'), a part's name ('activations/logits'), 'saved' (the saved activations: the activations
-# bucket less its transient parts) or 'accumulating' (the gradients, when gradient accumulation
-# keeps them across micro-batches).
+# bucket less its transient parts), 'accumulating' (the gradients, when gradient accumulation
+# keeps them across micro-batches) or 'kept' (gradient storage a framework allocates once and keeps for the run:
+# builder.model.gradbuffers, Megatron-LM's main_grad buffer, PyTorch DDP's buckets, DeepSpeed's BF16_Optimizer buffer).
 # DeepSpeed ZeRO-3's parameters kept for reuse (comm/reused_params, builder.model.zero3) are the last blocks and the
 # output layer, gathered from their forward until their backward: live from the last layer's forward to its backward,
 # released before the first layer's.
 # DeepSpeed ZeRO-3's reduce bucket (comm/reduce_bucket, builder.model.buckets) is allocated at the optimizer's start:
-# live at every moment.
-_IN_BACKWARD = ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params",
+# live at every moment, as are the gradient buffers a framework keeps for the run ('kept', builder.model.gradbuffers).
+_IN_BACKWARD = ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/reused_params",
                 "comm/unsharded_grads", "comm/reduce_bucket", "saved")
 LIVE = {
-    "layer_forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params",
+    "layer_forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/reused_params",
                       "comm/reduce_bucket", "saved"),
-    "forward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/reused_params",
+    "forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/reused_params",
                 "comm/reduce_bucket", "saved", "activations/logits"),
     "backward_start": _IN_BACKWARD,
     # A chunked loss's backward has run (its saved log-probabilities are freed): the output layer's backward, chunk
     # by chunk, summing the weight gradient of every chunk.
-    "head_backward": ("weights", "optimizer", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
+    "head_backward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
                       "comm/reduce_bucket", "saved_less_loss"),
     # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
     "layer_backward": (*_IN_BACKWARD, "stepping"),
     # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
     # saved tensors only the embedding's and the first layer's own (added per moment).
-    "first_layer_backward": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
-                             "comm/reduce_bucket", "activations/embedding"),
-    "backward_end": ("weights", "optimizer", "gradients", "comm/gathered_params", "comm/unsharded_grads",
+    "first_layer_backward": ("weights", "optimizer", "gradients", "kept", "comm/gathered_params",
+                             "comm/unsharded_grads", "comm/reduce_bucket", "activations/embedding"),
+    "backward_end": ("weights", "optimizer", "gradients", "kept", "comm/gathered_params", "comm/unsharded_grads",
                      "comm/reduce_bucket", "activations/recompute_working_layer"),
-    "optimizer_step": ("weights", "optimizer", "gradients", "comm/reduce_bucket"),
+    "optimizer_step": ("weights", "optimizer", "gradients", "kept", "comm/reduce_bucket"),
     # Saving a checkpoint after the step (builder.model.checkpoint): the model states and the gradients (freed only by
     # the next step's zero_grad in the loop assumed here), no activations, and the save's own temporaries.
-    "checkpoint_save": ("weights", "optimizer", "gradients", "comm/reduce_bucket", "checkpoint"),
+    "checkpoint_save": ("weights", "optimizer", "gradients", "kept", "comm/reduce_bucket", "checkpoint"),
 }
 # Parts the estimate counts that exist only from the optimizer step on: Megatron-LM's fp32 copy of fp16 gradients,
 # made by the step and freed by the next zero_grad (distrib_optimizer.py _copy_model_grads_to_main_grads), so live
@@ -147,7 +149,8 @@ EMBEDDING = _part("activations/embedding") > 0
 FULL_TUNING = eq(sym("lora_rank"), 0)
 # Weight gradients are new tensors of this backward: not accumulated into, not an unsharded unit's, not stepped
 # and freed as they are made.
-FRESH = both(eq(sym("grad_accum"), 1), eq(_part("comm/unsharded_grads"), 0), negate(sym("in_backward")))
+FRESH = both(eq(sym("grad_accum"), 1), eq(_part("comm/unsharded_grads"), 0), negate(sym("in_backward")),
+             negate(sym("grads_kept")))
 STEP_IMPL = sym("step_impl")
 
 
@@ -263,6 +266,8 @@ def _selects(selector: str) -> Expr:
         return both(_selects("saved"), ne(sym("name"), "activations/loss"))
     if selector == "accumulating":
         return both(eq(sym("bucket"), "gradients"), sym("grad_accum") > 1)
+    if selector == "kept":
+        return either(isin(sym("name"), *KEPT_PARTS), both(eq(sym("name"), "gradients"), sym("grads_kept")))
     if selector == "stepping":
         return both(eq(sym("bucket"), "gradients"), sym("in_backward"))
     return eq(sym("name"), selector) if "/" in selector else eq(sym("bucket"), selector)
@@ -295,19 +300,21 @@ FIRST_LAYER = (when(both(FRESH, FIRST_GRADIENTS), maximum(0, ceil(FIRST_GRADIENT
 
 
 def _rows(phase: str) -> Expr:
-    """The parts live at `phase`, as rows {name, bytes, accumulated}: the parts LIVE selects (inside a layer,
+    """The parts live at `phase`, as rows {name, bytes, accumulated, kept}: the parts LIVE selects (inside a layer,
     changed by the worst moment), the moment's own tensors (TRANSIENTS) and, inside a layer, its tensors."""
     selected = either(*(_selects(s) for s in LIVE[phase]))
     if phase not in AFTER_STEP:
         selected = both(selected, negate(isin(sym("name"), *STEP_ONLY)))
-    accumulated = both(_selects("accumulating"), "accumulating" in LIVE[phase])
+    kept = both(_selects("kept"), "kept" in LIVE[phase])
+    accumulated = both(_selects("accumulating"), "accumulating" in LIVE[phase], negate(kept))
     moment = sym(f"moment_{phase}")
     kind = MOMENT_PHASES.get(phase)
     if kind is None:
-        held = each(sym("step_parts"), row(selected, name=sym("name"), bytes=sym("bytes"), accumulated=accumulated))
+        held = each(sym("step_parts"), row(selected, name=sym("name"), bytes=sym("bytes"), accumulated=accumulated,
+                                           kept=kept))
         extra = table()
     elif phase == "first_layer_backward":
-        held = each(sym("step_parts"), row(selected, name=sym("name"), accumulated=accumulated, bytes=when(
+        held = each(sym("step_parts"), row(selected, name=sym("name"), accumulated=accumulated, kept=kept, bytes=when(
             both(FRESH, eq(sym("name"), "gradients")),
             maximum(0, ceil(sym("bytes") - within(moment, UNMADE))), sym("bytes"))))
         extra = table(row(1, name="activations/first_layer",
@@ -317,13 +324,13 @@ def _rows(phase: str) -> Expr:
     else:
         change = sym(f"change_{phase}")
         held = each(sym("step_parts"), row(both(selected, negate(isin(sym("name"), *HEAD_SAVED))), name=sym("name"),
-                                      accumulated=accumulated,
+                                      accumulated=accumulated, kept=kept,
                                       bytes=when(eq(sym("bucket"), "activations"),
                                                  ceil(sym("bytes") + get(change, sym("name"), 0)), sym("bytes"))))
         extra = table(row(1, name="activations/recomputed_in_last_layer", bytes=ceil(within(moment, RECOMPUTED))),
                       row(1, name="activations/layer_temporaries", bytes=ceil(at(moment, "temporaries"))),
                       row(1, name="gradients/made_so_far", bytes=ceil(within(moment, MADE))))
-    transients = table(*(row(rule.when, name=rule.name, bytes=ceil(rule.bytes), accumulated=0)
+    transients = table(*(row(rule.when, name=rule.name, bytes=ceil(rule.bytes), accumulated=0, kept=0)
                          for rule in TRANSIENTS.get(phase, ())))
     return when(moment, concat(held, transients, extra), table()) if kind else concat(held, transients, extra)
 
@@ -345,7 +352,7 @@ def _moment_symbols(phase: str) -> dict[str, Expr]:
 RESERVED = sum((when(rule.when, ceil(rule.bytes), 0) for rule in OVERHEADS.parts), Expr("num", 0))
 
 STEP = RuleSet(symbols={
-    **SHARDING, **OPTIMIZER_STEP, **dequant.SYMBOLS,
+    **SHARDING, **OPTIMIZER_STEP, **dequant.SYMBOLS, **GRAD_BUFFERS,
     # The parts as the GPU must hold them: a paged optimizer's paged states can sit in host memory
     # (builder.model.paging), so its moments count only what stays a plain GPU tensor.
     "step_parts": each(sym("parts"), row(1, name=sym("name"), bucket=sym("bucket"), bytes=when(

@@ -279,7 +279,7 @@ TRAINING = (
     *(Case(f"megatron-{precision.removeprefix('megatron-')}-{'distributed' if zero else 'replicated'}", "training", "per-param",
            f"model states per parameter, {'distributed optimizer' if zero else 'optimizer replicated'}",
            f"{words}, data parallel 8", MEGATRON, MEGATRON_URL, Fraction(value), "B/param", states_per_param,
-           Config(params=1_000_000_000, precision=precision, dp=8, zero=zero))
+           Config(params=1_000_000_000, precision=precision, dp=8, zero=zero, implementation="megatron"))
       for precision, words, alone, constant, sharded in (
           ("megatron-fp16", "fp16 parameters and gradients", 20, 4, 16),
           ("megatron-bf16", "bf16 parameters, fp32 gradients", 18, 6, 12),

@@ -257,10 +257,15 @@ ZERO3_SHOWN, ZERO3_SHARD = "zero3", "3"
 # overlap_comm's default depends on the stage.
 BUCKETS_SHOWN, BUCKET_SHARDS = "deepspeed", ("1", "2", "3")
 OVERLAP = {"default": None, "on": True, "off": False}
+# PyTorch DDP's gradient_as_bucket_view shows (and counts) with the form's ZeRO / FSDP set to none only (widgets.css);
+# the model refuses it without data parallelism (builder.model.checks).
+DDP_SHOWN, DDP_SHARD = "ddp", "0"
 PARALLEL_CONTROLS = (
     Control("shard", "ZeRO / FSDP", "select", tuple(SHARDING.items()), "train"),
     Control("offload", "CPU offload", "select", _pairs(OFFLOAD), "train"),
     Control("checkpoint_save", "Checkpoint save", "select", tuple(SAVE_WORDS.items()), "train"),
+    Control("gradient_as_bucket_view", "DDP gradients as bucket views", "check", show=DDP_SHOWN,
+            hint="gradient_as_bucket_view"),
     # DeepSpeed ZeRO-3's own limits (builder.model.zero3), in its config's words, shown with ZeRO stage 3 only.
     *(Control(option, label, "number", show=ZERO3_SHOWN, low=int(RANGE_OF[option].low), high=int(RANGE_OF[option].high),
               hint=option) for option, label in (("stage3_max_live_parameters", "Max live parameters"),
@@ -327,7 +332,7 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                **{option: str(default) for option, default in ZERO3_OPTIONS.items()},
                **{option: str(default) for option, default in BUCKET_OPTIONS.items()}, "overlap_comm": "default",
                "contiguous_gradients": "1", "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
-               "checkpoint_save": _PLAIN.checkpoint_save,
+               "checkpoint_save": _PLAIN.checkpoint_save, "gradient_as_bucket_view": "0",
                "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0"}
 # Controls that mean something in one mode only ('train' or 'serve'): in the other mode they are
 # hidden (CSS, by the form's own state) and the model reads their plain value instead (`effective_state`),
@@ -350,7 +355,8 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
               "loss", "lora_rank", "lora_dropout", "batch", "context", "offload", "checkpoint_save", "dp", "tp", "pp", "cp", "ep",
               *ZERO3_OPTIONS, *BUCKET_OPTIONS}
     flags = {"dropout": "dropout", "offload_activations": "offload_activations", "compile": "compile", "qlora": "qlora",
-             "sequence_parallel": "sp", "contiguous_gradients": "contiguous_gradients"}
+             "sequence_parallel": "sp", "contiguous_gradients": "contiguous_gradients",
+             "gradient_as_bucket_view": "gradient_as_bucket_view"}
     for option, value in settings.items():
         if option in direct:
             state[option] = str(value)
@@ -449,6 +455,7 @@ def config_from_state(state: dict[str, str], models: dict[str, Architecture]) ->
         sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
         pp_schedule="interleaved" if virtual > 1 else "1f1b", pp_virtual_stages=virtual, cp=_int(state["cp"]),
         ep=_int(state["ep"]), offload=state["offload"], checkpoint_save=state["checkpoint_save"],
+        gradient_as_bucket_view=train and shard == DDP_SHARD and state["gradient_as_bucket_view"] == "1",
         **{option: _int(state[option]) if shard == ZERO3_SHARD and _int(state[option]) != default else None
            for option, default in ZERO3_OPTIONS.items()},
         **{option: _int(state[option]) if deepspeed and _int(state[option]) != default else None
@@ -658,7 +665,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         # The dtype controls that override the policy, each with the inputs it sets (DTYPE_OVERRIDES).
         "overrides": DTYPE_OVERRIDES,
         "modeOnly": MODE_ONLY,
-        "zero3": {"options": list(ZERO3_OPTIONS), "shard": ZERO3_SHARD, "unset": ZERO3_UNSET},
+        "zero3": {"options": list(ZERO3_OPTIONS), "shard": ZERO3_SHARD, "unset": ZERO3_UNSET}, "ddpShard": DDP_SHARD,
         "buckets": {"options": BUCKET_OPTIONS, "shards": list(BUCKET_SHARDS), "unset": BUCKET_UNSET},
         "plain": {key: PLAIN_STATE[key] for key in MODE_ONLY},
         # The custom-architecture controls (kept in links only for a custom model), each with the inputs it sets

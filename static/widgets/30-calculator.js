@@ -44,6 +44,8 @@ WIDGETS.calculator = (root, D) => {
     const ds = D.buckets.shards.includes(sh) && st.formula != "megatron", B = D.buckets.unset;
     c.buckets = { ...Object.fromEntries(Object.entries(D.buckets.options).map(([k, d]) => [k, ds && n(k) != d ? n(k) : B])),
       overlap_comm: ds && st.overlap_comm != "default" ? +(st.overlap_comm == "on") : B, contiguous_gradients: +(!ds || st.contiguous_gradients == "1") };
+    // DDP's gradient_as_bucket_view counts with no sharding only (calculator.config_from_state).
+    c.gabv = +(train && sh == D.ddpShard && st.gradient_as_bucket_view == "1");
     return c;
   };
   // builder.model.inputs.run_inputs: the names every rule set reads, for the form's config.
@@ -51,7 +53,7 @@ WIDGETS.calculator = (root, D) => {
     const { A, pol } = c;
     return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
       dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
-      offload: c.offload, checkpoint_save: c.save, ...c.zero3, ...c.buckets, optimizer: c.opt, optimizer_impl: c.impl, ...pol, ...c.over, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
+      offload: c.offload, checkpoint_save: c.save, gradient_as_bucket_view: c.gabv, ...c.zero3, ...c.buckets, optimizer: c.opt, optimizer_impl: c.impl, ...pol, ...c.over, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
       attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, compile: c.compile, sequence_parallel: +c.sp, implementation: c.formula == "korthikanti" ? "hf" : c.formula,
       activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
       lora_rank: c.r, lora_dropout: c.ld, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,

@@ -727,6 +727,25 @@ def test_deepspeed_gradient_buckets_show_and_count_with_a_zero_stage_only(calcul
     assert set_state(page, base | {"shard": "FULL_SHARD", "overlap_comm": "on"})["need"] == plain["need"]
 
 
+def test_ddp_gradient_as_bucket_view_shows_and_counts_with_no_sharding_only(calculator):
+    """PyTorch DDP's gradient_as_bucket_view (PyTorch 2.13 reducer.cpp: each .grad a view of its bucket) shows with
+    ZeRO / FSDP none only; there it removes DDP's second copy of the gradients exactly as Python's model does, and
+    under ZeRO stage 1 it neither shows nor counts."""
+    page, data, _ = calculator
+    field = f"{WIDGET} [name=gradient_as_bucket_view]"
+    base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "shard": "0"}
+    copies = set_state(page, base)
+    assert page.locator(field).is_visible()
+    assert "comm/ddp_buckets" in [p[0] for p in copies["parts"]]
+    views = set_state(page, base | {"gradient_as_bucket_view": "1"})
+    want = expected(views["state"], data["shown"])
+    assert views["need"] == want["need"] and views["need"] < copies["need"]
+    assert [p[:2] for p in views["parts"]] == [[p["name"], p["bytes"]] for p in want["parts"]]
+    one = set_state(page, base | {"shard": "1", "gradient_as_bucket_view": "1"})
+    assert not page.locator(field).is_visible()
+    assert one["need"] == set_state(page, base | {"shard": "1"})["need"]
+
+
 # Issue 13: the optimizer states' and the accumulation's dtypes, as the command line and a page's settings take them --
 
 def cli_bytes(*flags: str) -> tuple[int, int]:
