@@ -24,18 +24,22 @@ The model's ZeRO without an FSDP strategy (and not Megatron-LM's distributed opt
 
 from __future__ import annotations
 
+from builder.model.cite import Cite
 from builder.model.expr import Expr, both, either, eq, isin, minimum, ne, negate, sym, when
 
-COMMIT = "DeepSpeed (commit edaa722)"
-CONFIG_SOURCE = f"{COMMIT} deepspeed/runtime/zero/config.py:102-138, 383-385 (DeepSpeedZeroConfig, overlap_comm_valid)"
-STAGE12_SOURCE = (f"{COMMIT} deepspeed/runtime/zero/stage_1_and_2.py:2493-2512 setup_buckets (buf_0 and, with "
-                  "overlap_comm, buf_1: torch.empty(reduce_bucket_size, dtype=self.dtype)), :828-835 "
-                  "_release_ipg_buffers; deepspeed/runtime/utils.py:1016-1019 all_gather_dp_groups")
-STAGE3_SOURCE = (f"{COMMIT} deepspeed/runtime/zero/stage3.py:731-735 (bucket.buffer = torch.empty("
-                 "self.reduce_bucket_size, dtype=dtype), allocated at the optimizer's start)")
-REDUCE_SCATTER_SOURCE = (f"{COMMIT} deepspeed/runtime/zero/stage3.py:1566-1610 __reduce_and_partition_ipg_grads and "
-                         "deepspeed/runtime/comm/coalesced_collectives.py:158-205 reduce_scatter_coalesced "
-                         "(torch.cat of the bucket's gradients, padded per rank)")
+COMMIT = "deepspeed-edaa722"  # DeepSpeed (commit edaa722), a key of content/references.toml
+CONFIG_SOURCE = Cite(COMMIT, "deepspeed/runtime/zero/config.py:102-138, 383-385 DeepSpeedZeroConfig, overlap_comm_valid")
+STAGE12_SOURCE = (Cite(COMMIT, "deepspeed/runtime/zero/stage_1_and_2.py:2493-2512 setup_buckets")
+                  + ": buf_0 and, with overlap_comm, buf_1, torch.empty(reduce_bucket_size, dtype=self.dtype), freed by "
+                  ":828-835 _release_ipg_buffers; "
+                  + Cite(COMMIT, "deepspeed/runtime/utils.py:1016-1019 all_gather_dp_groups"))
+STAGE3_SOURCE = (Cite(COMMIT, "deepspeed/runtime/zero/stage3.py:731-735")
+                 + ": bucket.buffer = torch.empty(self.reduce_bucket_size, dtype=dtype), allocated at the optimizer's "
+                 "start")
+REDUCE_SCATTER_SOURCE = (Cite(COMMIT, "deepspeed/runtime/zero/stage3.py:1566-1610 __reduce_and_partition_ipg_grads")
+                         + "; " + Cite(COMMIT, "deepspeed/runtime/comm/coalesced_collectives.py:158-205 "
+                                               "reduce_scatter_coalesced")
+                         + ": torch.cat of the bucket's gradients, padded per rank")
 
 # zero_optimization's keys and DeepSpeed's defaults (config.py). An option left unset reads -1
 # (builder.model.ranges: `unset`), then the default; overlap_comm's default depends on the stage.

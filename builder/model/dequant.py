@@ -24,14 +24,18 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from builder.model.cite import Cite
 from builder.model.expr import Expr, best, both, eq, fmt, ne, sym, when, within
 from builder.model.placement import TP_SHARE
 
-COMMIT = "bitsandbytes 0.50.2.dev0 (commit 95f9af3)"
-SOURCE = (f"{COMMIT} bitsandbytes/autograd/_functions.py:384 MatMul4Bit.backward (F.dequantize_4bit(B, ctx.state)"
-          ".to(grad_output.dtype)); backends/cuda/ops.py:904-926 gemm_4bit's _dequant_linear_fallback (absmax_dq, "
-          "absmax_dq + absmax_offset, B_dq = torch.empty(shapeB, dtype=A.dtype)), _GEMM_4BIT_CUSTOM_FLOOR_M = 4, "
-          "_gemm_4bit_custom_max_m = 1536; functional.py:1053 dequantize_4bit (nested: an fp32 absmax)")
+COMMIT = "bitsandbytes-95f9af3"  # bitsandbytes 0.50.2.dev0 (commit 95f9af3), a key of content/references.toml
+SOURCE = (Cite(COMMIT, "bitsandbytes/autograd/_functions.py:384 MatMul4Bit.backward")
+          + ": F.dequantize_4bit(B, ctx.state).to(grad_output.dtype); "
+          + Cite(COMMIT, "bitsandbytes/backends/cuda/ops.py:904-926 gemm_4bit's _dequant_linear_fallback")
+          + ": absmax_dq, absmax_dq + absmax_offset, B_dq = torch.empty(shapeB, dtype=A.dtype), the fused kernel up to "
+          "_GEMM_4BIT_CUSTOM_FLOOR_M = 4 rows and always dequantised past _gemm_4bit_custom_max_m = 1536; "
+          + Cite(COMMIT, "bitsandbytes/functional.py:1053 dequantize_4bit") + ": nested, an fp32 absmax")
+
 # Rows (tokens) up to which the CUDA gemm_4bit always runs its fused kernel (_GEMM_4BIT_CUSTOM_FLOOR_M), and past
 # which it always dequantises (_gemm_4bit_custom_max_m).
 FUSED_ROWS = 4

@@ -30,19 +30,25 @@ reduces through temporary flattened buffers instead of persistent buckets (not m
 
 from __future__ import annotations
 
+from builder.model.cite import Cite
 from builder.model.expr import both, either, eq, negate, sym
 
-GRAD_BUFFER = ("Megatron-LM (commit d98e8a6) megatron/core/distributed/param_and_grad_buffer.py _ParamAndGradBuffer"
-               ".__init__ (self.grad_data = torch.zeros(self.numel, dtype=self.grad_dtype): every parameter's "
-               "main_grad, allocated at model wrap whether or not use_distributed_optimizer, which only adds "
-               "param_data) and distributed_data_parallel.py zero_grad_buffer (zeroes the buffer, keeps it)")
-DDP_BUCKETS = ("PyTorch 2.13 torch/csrc/distributed/c10d/reducer.cpp Reducer::initialize_buckets (bucket.gradients = "
-               "at::empty(...) at construction, a view of it per parameter) and mark_variable_ready_dense (grad "
-               "copied into its bucket view; with gradient_as_bucket_view grad = bucket_view); torch/nn/parallel/"
-               "distributed.py DistributedDataParallel (gradient_as_bucket_view=False by default)")
-BF16_OPTIMIZER = ("DeepSpeed (commit edaa722) deepspeed/runtime/bf16_optimizer.py BF16_Optimizer."
-                  "_setup_for_real_optimizer (fp32_groups_gradients_flat = torch.zeros_like(bf16_groups_flat, "
-                  "dtype=torch.float32), allocated once and kept)")
+GRAD_BUFFER = (Cite("megatron-grad-buffer", "megatron/core/distributed/param_and_grad_buffer.py _ParamAndGradBuffer"
+                    ".__init__")
+               + ": self.grad_data = torch.zeros(self.numel, dtype=self.grad_dtype), every parameter's main_grad, "
+               "allocated at model wrap whether or not use_distributed_optimizer, which only adds param_data; "
+               + Cite("megatron-grad-buffer", "distributed_data_parallel.py zero_grad_buffer")
+               + ": zeroes the buffer, keeps it")
+DDP_BUCKETS = (Cite("pytorch-ddp-reducer", "torch/csrc/distributed/c10d/reducer.cpp Reducer::initialize_buckets")
+               + ": bucket.gradients = at::empty(...) at construction, a view of it per parameter; "
+               + Cite("pytorch-ddp-reducer", "reducer.cpp mark_variable_ready_dense")
+               + ": grad copied into its bucket view, or grad = bucket_view with gradient_as_bucket_view; "
+               + Cite("pytorch-ddp-reducer", "torch/nn/parallel/distributed.py DistributedDataParallel")
+               + ": gradient_as_bucket_view=False by default")
+BF16_OPTIMIZER = (Cite("deepspeed-edaa722", "deepspeed/runtime/bf16_optimizer.py BF16_Optimizer."
+                       "_setup_for_real_optimizer")
+                  + ": fp32_groups_gradients_flat = torch.zeros_like(bf16_groups_flat, dtype=torch.float32), "
+                  "allocated once and kept")
 KEPT_NOTE = "allocated once when the model is wrapped and kept through every moment of the step"
 
 # The run's framework as the model knows it (inputs from builder.model.inputs): Megatron-LM (and its grad buffer) with
