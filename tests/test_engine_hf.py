@@ -100,19 +100,7 @@ def test_cache_bytes_are_what_transformers_allocates(cache, settings, kwargs):
 
 
 def recorded_shapes(attn, cache, **kwargs):
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Record(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.outputs = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            if isinstance(out, torch.Tensor):
-                self.outputs.append((func.overloadpacket.__name__, tuple(out.shape), out.dtype))
-            return out
-
+    """Every op's output while generate runs (Record, below)."""
     record = Record()
     with record:
         run_generate(attn, cache, 3, 37, 5, **kwargs)
