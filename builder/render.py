@@ -41,6 +41,7 @@ from builder.content import (COMMON_WIDGET_OPTIONS, SLUG_PATTERN, WIDGET_ID_MAX,
                              Reference, convert_widget_option, parse_options)
 from builder.exercises import Exercise
 from builder.figures import figure_links, load_cairosvg
+from builder.model.cite import Cite, pieces
 from builder.sources import source_filter
 from builder.symbols import symbols_line
 from builder.charts import name_bucket, name_part
@@ -480,8 +481,16 @@ def formula_notes(chart: EvaluatedChart) -> list[dict[str, str]]:
 
 
 def chart_sources(chart: EvaluatedChart) -> list[str]:
-    """The sources of a chart's formulas, each once, in the order its notes give them."""
-    return list(dict.fromkeys(note["source"] for note in formula_notes(chart) if note["source"]))
+    """The works a chart's formulas rest on, each once, in the order its notes give them: a cited work by its
+    reference alone (the formula notes under the chart give each locator), a source citing none in full."""
+    works: dict[str, str] = {}
+    for note in formula_notes(chart):
+        cites = [piece for piece in pieces(note["source"] or "") if isinstance(piece, Cite)]
+        for cite in cites:
+            works.setdefault(cite.key, Cite(cite.key))
+        if note["source"] and not cites:
+            works.setdefault(note["source"], note["source"])
+    return list(works.values())
 
 
 def render_figure_page(templates: jinja2.Environment, chart: EvaluatedChart, svg: str, page: Page,
