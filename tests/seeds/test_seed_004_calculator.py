@@ -12,12 +12,15 @@ from __future__ import annotations
 import pytest
 
 from builder.model.units import GB, format_bytes
+from builder.sources import default_references, source_text
 from builder.widgets import calculator as calc
 from tests.seeds.calculator_page import (  # noqa: F401 - PAGE is the module's page, form a fixture
     DEFAULTS, GPUS, MODELS, PAGE, W, config, expected, form, read, rows, set_form, want_rows)
 
 CLASSIC = calc.start_state("classic-8b", MODELS, DEFAULTS["gpu"])
 OPTIMIZER_STATES = ("optimizer/master", "optimizer/adam_m", "optimizer/adam_v")
+
+REFERENCES = default_references()
 
 
 def classic_bytes() -> dict[str, int]:
@@ -217,7 +220,7 @@ def test_kv_cache_in_inference(form):
 def test_formulas_and_sources_inline(form):
     shown = read(form)
     want = expected(DEFAULTS)["parts"]
-    assert [(p[3], p[4]) for p in shown["parts"]] == [(p["rule"], p["source"]) for p in want]
+    assert [(p[3], p[4]) for p in shown["parts"]] == [(p["rule"], source_text(p["source"], REFERENCES)) for p in want]
     assert any("Korthikanti" in p["source"] or "transformers" in p["source"] for p in want)
     assert form.locator(f"{W} .calc-table thead").inner_text().split() == ["Part", "GiB", "Rule", "Source"]
 
