@@ -90,3 +90,10 @@ def test_the_cases_read_the_catalogs_they_are_given():
     after = {r.case.name: r.predicted for r in evaluate(cases(wider, smaller))}
     assert abs(after[tokens] * 2 - before[tokens]) <= 2 * 16 and abs(before[tokens] - 42_656) <= 42_656 / 200
     assert after[avail] == before[avail] - 1
+
+
+def test_a_catalog_without_a_cases_model_is_a_one_line_error():
+    # torchtune's README rows (commit 1814feb) are Llama 3.2 3B runs: a site whose models.toml lacks it is told so.
+    models = {key: arch for key, arch in default_models().items() if key != "llama-3.2-3b"}
+    with pytest.raises(ValueError, match="catalog entry 'llama-3.2-3b'"):
+        cases(models, default_gpus())

@@ -393,8 +393,13 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
 
 
 def cases(models: dict[str, Architecture], gpus: dict[str, Any]) -> tuple[Case, ...]:
-    """Every case, with the catalog models and GPUs read from `models` and `gpus` (the site's catalogs)."""
-    return training(models) + tuple(_on_gpu(case, gpus) for case in _serving(models))
+    """Every case, with the catalog models and GPUs read from `models` and `gpus` (the site's catalogs); ValueError
+    names an entry they lack."""
+    try:
+        return training(models) + tuple(_on_gpu(case, gpus) for case in _serving(models))
+    except KeyError as missing:
+        raise ValueError(f"the published numbers need the catalog entry {missing.args[0]!r}, which this site's "
+                         "models.toml or gpus.toml lacks") from None
 
 
 def _on_gpu(case: Case, gpus: dict[str, Any]) -> Case:
