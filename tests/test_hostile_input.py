@@ -142,3 +142,30 @@ def test_ten_megabytes_in_front_matter_is_one_line(site, capsys):
     for label, option in (("huge", "seq_len"), ("huge2", "precision")):
         (mine,) = [e for e in errors if e.startswith(f"{path}:{where[label]}: ")]
         assert option in mine and len(mine) < MAX_LINE + len(str(path)), mine[:MAX_LINE]
+
+
+# URL state --------------------------------------------------------------------------------------------------------
+
+def test_every_calculator_url_key_refuses_hostile_values_in_one_sentence():
+    """Every setting a calculator link may carry (the option table's URL keys and the calculator's own controls) is
+    checked by its key's description (builder.widgets.link_notice; 04-link-notice.js checkLink, mirrored by
+    tests/test_link_notice.accepts): each hostile value is refused (0 may be valid, an empty number is the
+    default) and the notice names the key in one sentence, the rest of the state kept."""
+    from builder.catalog import default_gpus, default_models
+    from builder.model.options import OPTIONS
+    from builder.widgets import calculator, link_notice
+    from tests.test_link_notice import accepts
+
+    gpus = [(key, gpu.display, gpu.usable_bytes) for key, gpu in default_gpus().items()]
+    keys = calculator.link_keys(gpus, default_models())
+    assert {option.url for option in OPTIONS if option.url} <= set(keys)
+    for key, spec in keys.items():
+        for value in [*VALUES[:5], "", "x" * 10_000_000, "7 parsecs"]:
+            if accepts(spec, value):
+                assert value in ("0", "") and (spec[0] in ("whole", "fraction") or value in spec[1:]), (key, value[:12])
+                continue
+            kind, *allowed = spec
+            words = link_notice.WORDS[kind].format(", ".join(allowed) if kind == "choice" else allowed[0],
+                                                   *([] if kind == "choice" else allowed[1:]))
+            sentence = link_notice.WORDS["line"].format(f"calc.{key}", value[:20], words)
+            assert "\n" not in sentence and key in sentence, (key, value[:12])
