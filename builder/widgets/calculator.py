@@ -28,8 +28,7 @@ from builder.model import Config
 from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
 from builder.model.architecture import active_param_count, param_count
-from builder.model.config import (ATTENTION, CHECKPOINT_SAVES, FSDP_STRATEGIES, LOSSES, OFFLOAD, OPTIMIZER_IMPLS,
-                                  OPTIMIZERS, PRECISIONS, RECOMPUTE)
+from builder.model.config import CHECKPOINT_SAVES, FSDP_STRATEGIES, OPTIMIZER_IMPLS, PRECISIONS, RECOMPUTE
 from builder.model.inputs import config_inputs, run_inputs
 from builder.model.partrules import RuleSet
 from builder.model.partnames import PART_NAMES, reader_name
@@ -203,6 +202,17 @@ def _pairs(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     return tuple((v, v) for v in values)
 
 
+def of(option: str, label: str, show: str = "", choices: tuple[tuple[str, str], ...] | None = None,
+       kind: str = "", **rest: Any) -> Control:
+    """The control of an option of the table (builder.model.options): its URL key, and its kind and choices from the
+    option's type unless given (a count or a fraction is a number input, a flag a box, the rest a select)."""
+    chosen = OPTION_OF[option]
+    kind = kind or {"count": "number", "fraction": "number", "flag": "check"}.get(chosen.type, "select")
+    if choices is None:
+        choices = _pairs(tuple(map(str, chosen.choices))) if kind in ("select", "radio") else ()
+    return Control(chosen.url, label, kind, choices, show, **rest)
+
+
 ARCH_CONTROLS = (
     Control("layers", "Layers", "number", show=CUSTOM, low=1, high=1024),
     Control("hidden", "Hidden size", "number", show=CUSTOM, low=1, high=65536),
@@ -218,45 +228,39 @@ ARCH_CONTROLS = (
     Control("top_k", "Experts per token", "number", show=CUSTOM, low=0, high=1024),
 )
 TRAIN_CONTROLS = (
-    Control("precision", "Precision policy", "select", _pairs(tuple(PRECISIONS)), "train"),
-    Control("param_dtype", "Parameter dtype", "select", (("policy", "the policy's own"), *_pairs(PARAM_DTYPES)),
-            "train"),
-    Control("reduce_dtype", "Reduce dtype", "select", (("policy", "the gradients' own"), *_pairs(REDUCE_DTYPES)),
-            "train"),
-    Control("optimizer", "Optimizer", "select", _pairs(OPTIMIZERS), "train"),
-    Control("optimizer_impl", "Optimizer step", "select",
-            (("default", "the optimizer's own"), *_pairs(OPTIMIZER_IMPLS)), "train"),
-    *(Control(option, label, "select", (("policy", unset), *_pairs(DTYPE_CHOICES[option])), "train")
+    of("precision", "Precision policy", "train"),
+    of("param_dtype", "Parameter dtype", "train", (("policy", "the policy's own"), *_pairs(PARAM_DTYPES))),
+    of("reduce_dtype", "Reduce dtype", "train", (("policy", "the gradients' own"), *_pairs(REDUCE_DTYPES))),
+    of("optimizer", "Optimizer", "train"),
+    of("optimizer_impl", "Optimizer step", "train", (("default", "the optimizer's own"), *_pairs(OPTIMIZER_IMPLS))),
+    *(of(option, label, "train", (("policy", unset), *_pairs(DTYPE_CHOICES[option])))
       for option, label, unset in (("optimizer_state_dtype", "Optimizer state dtype", "the policy's own"),
                                    ("exp_avg_dtype", "Adam first moment (exp_avg) dtype", "the policy's own"),
                                    ("exp_avg_sq_dtype", "Adam second moment (exp_avg_sq) dtype", "the policy's own"),
                                    ("grad_accum_dtype", "Gradient accumulation dtype", "the gradients' own"))),
-    Control("micro_batch", "Micro-batch", "number", show="train", low=1, high=65536),
-    Control("seq_len", "Sequence length", "number", show="train", low=1, high=4194304, hint="tokens"),
-    Control("grad_accum", "Gradient accumulation", "number", show="train", low=1, high=4096,
-            hint="micro-batches per step"),
-    Control("recompute", "Recompute", "radio",
-            tuple((value, RECOMPUTE_WORDS.get(value, value)) for value in RECOMPUTE), "train"),
-    Control("recompute_layers", "Recomputed layers per stage", "number", show="train", low=0, high=1024,
-            hint="with full: 0 = every layer"),
-    Control("attention", "Attention", "select", _pairs(ATTENTION), "train"),
-    Control("loss", "Loss", "select", _pairs(LOSSES), "train"),
-    Control("formula", "Activations counted", "select", tuple(FORMULAS.items()), "train"),
-    Control("dropout", "Dropout on", "check", show="train"),
-    Control("offload_activations", "Offload activations", "check", show="train",
-            hint="to host memory, torchtune's way"),
-    Control("compile", "torch.compile layers", "check", show="train", hint="what inductor's partitioner saves"),
-    Control("lora_rank", "LoRA rank", "number", show="train", low=0, high=4096, hint="0 = full fine-tuning"),
-    Control("lora_dropout", "LoRA dropout", "number", show="train", low=0, high=1, hint="PEFT's lora_dropout",
-            step="0.01"),
-    Control("qlora", "QLoRA (4-bit base)", "check", show="train"),
+    of("micro_batch", "Micro-batch", "train", low=1, high=65536),
+    of("seq_len", "Sequence length", "train", low=1, high=4194304, hint="tokens"),
+    of("grad_accum", "Gradient accumulation", "train", low=1, high=4096, hint="micro-batches per step"),
+    of("recompute", "Recompute", "train", tuple((value, RECOMPUTE_WORDS.get(value, value)) for value in RECOMPUTE),
+       kind="radio"),
+    of("recompute_layers", "Recomputed layers per stage", "train", low=0, high=1024, hint="with full: 0 = every layer"),
+    of("attention", "Attention", "train"),
+    of("loss", "Loss", "train"),
+    # One control for two options: whose op list (implementation) or Korthikanti's formula (activation_formula).
+    of("implementation", "Activations counted", "train", tuple(FORMULAS.items())),
+    of("dropout", "Dropout on", "train"),
+    of("offload_activations", "Offload activations", "train", hint="to host memory, torchtune's way"),
+    of("compile", "torch.compile layers", "train", hint="what inductor's partitioner saves"),
+    of("lora_rank", "LoRA rank", "train", low=0, high=4096, hint="0 = full fine-tuning"),
+    of("lora_dropout", "LoRA dropout", "train", low=0, high=1, hint="PEFT's lora_dropout", step="0.01"),
+    of("qlora", "QLoRA (4-bit base)", "train"),
 )
 ARCH_KEYS = {c.key for c in ARCH_CONTROLS}
 SERVE_CONTROLS = (
     Control("weights", "Weight dtype", "select", _pairs(SERVE_WEIGHTS), "serve"),
-    Control("kv_dtype", "KV-cache dtype", "select", _pairs(KV_DTYPES), "serve"),
-    Control("batch", "Concurrent sequences", "number", show="serve", low=1, high=65536),
-    Control("context", "Context", "number", show="serve", low=1, high=4194304, hint="tokens"),
+    of("kv_dtype", "KV-cache dtype", "serve", _pairs(KV_DTYPES)),
+    of("batch", "Concurrent sequences", "serve", low=1, high=65536),
+    of("context", "Context", "serve", low=1, high=4194304, hint="tokens"),
 )
 # The ZeRO-3 limits show (and count: calculator_state.FORM_RULES) with the form's ZeRO / FSDP set to DeepSpeed's
 # stage 3 only (widgets.css hides them otherwise); DeepSpeed ZeRO's gradient buckets (builder.model.buckets) with a
@@ -265,28 +269,27 @@ SERVE_CONTROLS = (
 ZERO3_SHOWN, BUCKETS_SHOWN, DDP_SHOWN = "zero3", "deepspeed", "ddp"
 PARALLEL_CONTROLS = (
     Control("shard", "ZeRO / FSDP", "select", tuple(SHARDING.items()), "train"),
-    Control("offload", "CPU offload", "select", _pairs(OFFLOAD), "train"),
-    Control("checkpoint_save", "Checkpoint save", "select", tuple(SAVE_WORDS.items()), "train"),
-    Control("gradient_as_bucket_view", "DDP gradients as bucket views", "check", show=DDP_SHOWN,
-            hint="gradient_as_bucket_view"),
+    of("offload", "CPU offload", "train"),
+    of("checkpoint_save", "Checkpoint save", "train", tuple(SAVE_WORDS.items())),
+    of("gradient_as_bucket_view", "DDP gradients as bucket views", DDP_SHOWN, hint="gradient_as_bucket_view"),
     # DeepSpeed ZeRO-3's own limits (builder.model.zero3), in its config's words, shown with ZeRO stage 3 only.
-    *(Control(option, label, "number", show=ZERO3_SHOWN, low=int(RANGE_OF[option].low), high=int(RANGE_OF[option].high),
-              hint=option) for option, label in (("stage3_max_live_parameters", "Max live parameters"),
+    *(of(option, label, ZERO3_SHOWN, low=int(RANGE_OF[option].low), high=int(RANGE_OF[option].high), hint=option)
+      for option, label in (("stage3_max_live_parameters", "Max live parameters"),
                                                   ("stage3_prefetch_bucket_size", "Prefetch bucket"),
                                                   ("stage3_param_persistence_threshold", "Persistence threshold"),
                                                   ("stage3_max_reuse_distance", "Max reuse distance"))),
-    Control("reduce_bucket_size", "Reduce bucket", "number", show=BUCKETS_SHOWN, low=0,
-            high=int(RANGE_OF["reduce_bucket_size"].high), hint="reduce_bucket_size"),
-    Control("overlap_comm", "Overlap comm", "select", (("default", "DeepSpeed's default"), ("on", "on"), ("off", "off")),
-            BUCKETS_SHOWN),
-    Control("contiguous_gradients", "Contiguous gradients", "check", show=BUCKETS_SHOWN),
-    Control("dp", "Data parallel", "number", low=1, high=65536),
-    Control("tp", "Tensor parallel", "number", low=1, high=1024),
-    Control("sp", "Sequence parallel (with TP)", "check", show="train"),
-    Control("pp", "Pipeline stages", "number", low=1, high=1024),
-    Control("vpp", "Virtual stages", "number", show="train", low=1, high=64, hint="above 1: interleaved"),
-    Control("cp", "Context parallel", "number", show="train", low=1, high=1024),
-    Control("ep", "Expert parallel", "number", low=1, high=1024),
+    of("reduce_bucket_size", "Reduce bucket", BUCKETS_SHOWN, low=0, high=int(RANGE_OF["reduce_bucket_size"].high),
+       hint="reduce_bucket_size"),
+    of("overlap_comm", "Overlap comm", BUCKETS_SHOWN, (("default", "DeepSpeed's default"), ("on", "on"), ("off", "off")),
+       kind="select"),
+    of("contiguous_gradients", "Contiguous gradients", BUCKETS_SHOWN),
+    of("dp", "Data parallel", low=1, high=65536),
+    of("tp", "Tensor parallel", low=1, high=1024),
+    of("sequence_parallel", "Sequence parallel (with TP)", "train"),
+    of("pp", "Pipeline stages", low=1, high=1024),
+    of("pp_virtual_stages", "Virtual stages", "train", low=1, high=64, hint="above 1: interleaved"),
+    of("cp", "Context parallel", "train", low=1, high=1024),
+    of("ep", "Expert parallel", low=1, high=1024),
 )
 
 
@@ -297,13 +300,14 @@ def form_groups(gpus: list[tuple[str, str, int]], models: dict[str, Architecture
         ("Model", "", (Control("start", "Starting point", "select",
                                (("", "your own settings"), *((key, label) for key, label, _, _ in starts(models)))),
                        Control("model", "Model", "select", model_choices + ((CUSTOM, "Custom architecture"),)),
-                       Control("mode", "Run", "radio", (("train", "Training"), ("serve", "Serving"))))),
+                       of("mode", "Run", "", (("train", "Training"), ("serve", "Serving")), kind="radio"))),
         ("Custom architecture", CUSTOM, ARCH_CONTROLS),
         ("Training", "train", TRAIN_CONTROLS),
         ("Serving", "serve", SERVE_CONTROLS),
         ("Parallelism and sharding", "", PARALLEL_CONTROLS),
         ("Overheads and GPU", "", (
-            Control("overhead", "Framework overhead", "number", low=0, high=999, hint="% of the rest"),
+            # The framework overhead as a percentage of the rest (the option is its fraction: FORM_RULES divide).
+            of("overhead_fraction", "Framework overhead", low=0, high=999, hint="% of the rest"),
             Control("unit", "Sizes in", "select", UNITS),
             Control("gpu", "GPU for the questions", "select", tuple((g[0], g[1]) for g in gpus)))),
     ]
