@@ -83,3 +83,11 @@ def test_megatron_precisions_are_the_policies_with_megatrons_gradient_buffer():
     # Engine's --fp8-format / --fp8-recipe / --fp4-format) or fp32: distrib_optimizer.py at commit d98e8a6.
     assert set(MEGATRON_PRECISIONS) == {"megatron-bf16", "megatron-fp16", "te-fp8", "te-fp8-params", "te-mxfp8",
                                         "te-nvfp4", "fp32"}
+
+
+def test_every_option_source_is_a_reference_key():
+    from builder.sources import default_references
+
+    references = default_references()
+    sources = {option.source for option in OPTIONS if option.source}
+    assert sources and sources <= set(references), sources - set(references)

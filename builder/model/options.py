@@ -168,9 +168,10 @@ def _flag(option: Option, value: Any, surface: str) -> bool:
 
 def _names(option: Option, value: Any, surface: str) -> tuple[str, ...]:
     if isinstance(value, str) and surface != FRONT_MATTER:
-        value = [name.strip() for name in value.split(",") if name.strip()]
-        if not value:
-            raise ValueError(f"give a comma list of {', '.join(option.choices)}, got {''!r}")
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        if not names:
+            raise ValueError(f"give a comma list of {', '.join(option.choices)}, got {clip(repr(value))}")
+        value = names
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"must be a list of names, got {value!r}")
     return tuple(value)
