@@ -10,8 +10,9 @@ evaluates them (static/widgets/01-rules.js) and still holds the peak's assembly 
 mirroring builder.model.peak and builder.model.questions; tests/browser/test_widget_calculator.py
 compares the two.
 
-The form state is a flat dict of strings (the form's control names, also the URL keys);
-`config_from_state` turns it into the Config the model reads. The texts the widget shows
+The form state is a flat dict of strings (the form's control names, also the URL keys: an option's control takes
+its key from the option table, builder.model.options); `config_from_state` turns it into the Config the model reads
+by the rules of builder.widgets.calculator_state, which the script evaluates too (the run's inputs). The texts the widget shows
 (summary, verdicts, answers) are str.format templates (TEXTS, and the model's own check
 messages and verdicts) that the functions here and the script both fill; the figure's markup
 is the partial's macros, which the script receives as templates too.

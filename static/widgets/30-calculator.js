@@ -1,9 +1,9 @@
 // The calculator: every knob of the memory model in one form. The model itself (its estimate, checks and the
 // searches for the largest batch and sequence) is 02-model.js, evaluating the rules Python emits; the architectures,
 // precision policies, GPUs and every word (texts, the figure's markup templates) come as data from
-// builder/widgets/calculator.py and the partial. What is here: the form state to the run's inputs
-// (calculator.config_from_state and inputs.run_inputs), the texts and the figure. tests/browser/test_widget_calculator.py
-// compares its bytes and words with Python's.
+// builder/widgets/calculator.py and the partial, and the form state becomes the run's inputs by the rules of
+// builder/widgets/calculator_state.py (D.form). What is here: the controls, the texts and the figure.
+// tests/browser/test_widget_calculator.py compares its bytes and words with Python's.
 {
 const max = Math.max, min = Math.min, fill = fillText;
 
