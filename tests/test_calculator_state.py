@@ -32,7 +32,7 @@ CHOICES = {control.key: [value for value, _ in control.choices] or (["0", "1"] i
 def run_inputs_of(state: dict[str, str]) -> dict:
     """What the script computes: the two rule sets over the typed form state."""
     effective = calc.effective_state(state)
-    env = {"policies": {name: full_model.policy_inputs(name) for name in PRECISIONS},
+    env = {rules.POLICIES: {name: full_model.policy_inputs(name) for name in PRECISIONS},
            **architecture_inputs(MODELS[state["model"]]), **rules.typed(effective, calc.CONTROL_TYPES)}
     env = rules.RUN_RULES.environment(rules.FORM_RULES.environment(env))
     return {name: env[name] for name in rules.RUN_INPUTS}

@@ -34,6 +34,7 @@ from builder.widgets import full_model
 
 PREFIX = "form."
 GPUS = "gpus_used"  # RUN_RULES' count of the GPUs a run uses
+POLICIES = "policies"  # the table RUN_RULES read each precision policy's dtypes from (full_model.policy_inputs)
 # Serving keeps no optimizer or gradients: the weights' dtype is the form's own, over a plain bf16 policy.
 SERVED_POLICY = "bf16"
 # The ZeRO-3 limits count with the form's ZeRO / FSDP set to DeepSpeed's stage 3 only; DeepSpeed ZeRO's gradient
@@ -113,7 +114,7 @@ CONFIG_SYMBOLS = {option: CHOSEN.get(option, option) for option in
 
 def _policy(name: str) -> Expr:
     """What the run's precision policy sets for `name` (the `policies` table: full_model.policy_inputs)."""
-    return at(at(sym("policies"), sym("precision")), name)
+    return at(at(sym(POLICIES), sym("precision")), name)
 
 
 # What config_inputs works out from such a Config: the ZeRO stage, the policy's dtypes with the form's overrides,
@@ -180,4 +181,4 @@ def make_config(arch: Architecture, state: Mapping[str, str], types: Mapping[str
 def encode() -> dict[str, Any]:
     """What the script evaluates: the two rule sets (form values -> options -> run inputs) and the names it keeps."""
     return {"prefix": PREFIX, "rules": [FORM_RULES.encode(), RUN_RULES.encode()], "inputs": list(RUN_INPUTS),
-            "gpus": GPUS}
+            "gpus": GPUS, "policies": POLICIES}

@@ -32,7 +32,7 @@ WIDGETS.calculator = (root, D) => {
       for (const [k, [names, text]] of Object.entries(D.arch)) for (const name of names) A[name] = text ? st[k] : typed("count", st[k]);
       refuse(shapeChecks, A);
     }
-    const env = { policies: D.policies, ...shapeOf(A) };
+    const env = { [D.form.policies]: D.policies, ...shapeOf(A) };
     for (const [k, kind] of Object.entries(D.types)) env[D.form.prefix + k] = typed(kind, st[k]);
     const all = formRules.reduce((e, rules) => rules(e), env);
     return { A, train: st.mode == "train", gpus: all[D.form.gpus], run: Object.fromEntries(D.form.inputs.map((k) => [k, all[k]])) };
