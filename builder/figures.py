@@ -58,14 +58,15 @@ def load_cairosvg():
 
 @lru_cache(maxsize=1)
 def rasteriser_version() -> bytes:
-    """What a PNG depends on besides its SVG: this module's and builder/png.py's code and the CairoSVG and cairo
-    versions."""
+    """What a PNG depends on besides its SVG: this module's, builder/cairotext.py's and builder/png.py's code and
+    the CairoSVG and cairo versions."""
     cairosvg = load_cairosvg()
     import cairocffi
 
-    from builder import png
+    from builder import cairotext, png
 
-    return (Path(__file__).read_bytes() + Path(png.__file__).read_bytes() + f"\0{cairosvg.__version__}\0{cairocffi.cairo_version_string()}"
+    code = b"".join(Path(module.__file__).read_bytes() for module in (cairotext, png))
+    return (Path(__file__).read_bytes() + code + f"\0{cairosvg.__version__}\0{cairocffi.cairo_version_string()}"
             f"\0{PNG_SCALE}".encode())
 
 
@@ -106,8 +107,10 @@ def rasterise(cairosvg, svg: bytes) -> bytes:
     from cairosvg.parser import Tree
     from cairosvg.surface import PNGSurface
 
+    from builder.cairotext import install
     from builder.png import surface_png
 
+    install()  # CairoSVG's text drawer with less Python per letter, same pixels (builder/cairotext.py)
     drawing = PNGSurface(Tree(bytestring=svg), None, 96, scale=PNG_SCALE)  # output None: draw, write nothing
     try:
         return surface_png(drawing.cairo)
