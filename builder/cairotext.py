@@ -52,9 +52,10 @@ def _draw(surface, node, x0, y0, draw_as_text):
     font_weight = getattr(cairo, f"font_weight_{node_font_weight}".upper(), cairo.FONT_WEIGHT_NORMAL)
     context.select_font_face(font_family, font_style, font_weight)
     context.set_font_size(surface.font_size)
-    ascent, descent, _, max_x_advance, max_y_advance = context.font_extents()
+    measure = _measures(surface, context)
+    ascent, descent, _, max_x_advance, max_y_advance = measure(None)
     text = node.text
-    x_bearing, y_bearing, width, height = context.text_extents(text)[:4]
+    x_bearing, y_bearing, width, height = measure(text)[:4]
 
     x_align = y_align = 0
     text_anchor = node.get("text-anchor")
@@ -65,7 +66,7 @@ def _draw(surface, node, x0, y0, draw_as_text):
     if max_x_advance > 0 and max_y_advance == 0:
         y_align = _baseline_shift(node, ascent, descent, y_bearing, height)
 
-    extents = {letter: context.text_extents(letter) for letter in set(text)}
+    extents = {letter: measure(letter) for letter in set(text)}
     library, pointer = cairo.cairo, context._pointer
     surface.cursor_d_position = [0, 0]  # an x and a y reset the offset, and no dx or dy adds to it
     draw = library.cairo_show_text if draw_as_text else library.cairo_text_path
@@ -91,6 +92,28 @@ def _draw(surface, node, x0, y0, draw_as_text):
     surface.cursor_position = (x, y)
     if is_valid_bounding_box((minx, miny, box_width, box_height)):
         node["text_bounding_box"] = (minx, miny, box_width, box_height)
+
+
+def _measures(surface, context):
+    """A function giving the context's font extents (of None) and a text's extents, as cairo measures them with the
+    font now selected, measured once per scaled font of this drawing. cairo measures a text with the scaled font
+    alone (cairo_text_extents: the gstate's scaled font, from the face, size, options and the matrix's linear part),
+    so the same scaled font gives the same numbers; the scaled font is kept alive with them, so its address
+    cannot come back as another font's."""
+    import cairocffi
+
+    scaled = context.get_scaled_font()
+    key = int(cairocffi.ffi.cast("uintptr_t", scaled._pointer))
+    fonts = surface.__dict__.setdefault("_tm_measures", {})
+    if key not in fonts:
+        fonts[key] = (scaled, {})
+    known = fonts[key][1]
+
+    def measure(text: str | None) -> tuple:
+        if text not in known:
+            known[text] = context.font_extents() if text is None else context.text_extents(text)
+        return known[text]
+    return measure
 
 
 def _baseline_shift(node, ascent, descent, y_bearing, height):
