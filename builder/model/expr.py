@@ -344,8 +344,8 @@ def _divide(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
         x, y = _number(a(env)), _number(b(env))
         if y == 0:
             raise RuleError(f"division by zero in {encode(Expr('/', *args))!r}")
-        if type(x) is int and type(y) is int and x % y == 0:
-            return x // y  # a whole quotient stays an int (exact, and fast)
+        if type(x) is int and type(y) is int:  # a whole quotient stays an int (exact, and fast)
+            return x // y if x % y == 0 else Fraction(x, y)  # one Fraction made, not two: the same value
         return Fraction(x) / y
     return quotient
 
