@@ -138,10 +138,13 @@ def _baseline_shift(node, ascent, descent, y_bearing, height):
 @lru_cache(maxsize=1)
 def install() -> bool:
     """Make CairoSVG draw <text> with fast_text (where its version is one this follows); True when installed."""
+    import cairocffi
     import cairosvg
     from cairosvg import surface
 
-    if not cairosvg.__version__.startswith(TESTED_VERSIONS):
+    internals = (hasattr(cairocffi, "cairo") and hasattr(cairocffi, "ffi")  # what _draw calls through (cairocffi 1.x)
+                 and all(hasattr(cairocffi.Context, name) for name in ("_check_status", "get_scaled_font")))
+    if not cairosvg.__version__.startswith(TESTED_VERSIONS) or not internals:
         return False
     surface.TAGS["text"] = fast_text
     surface.text = fast_text  # Surface.draw compares the tag's drawer with `text` to fill a text with show_text
