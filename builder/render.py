@@ -578,7 +578,8 @@ def render_widget(context: PageContext, name: str, values: dict[str, Any], state
     return context.templates.get_template(WIDGETS[name].partial).render(
         widget=WIDGETS[name], options=values, options_json=json.dumps(values, sort_keys=True),
         state=state, state_json=to_json(state.get("data", {})),
-        widget_id=widget_id, legacy_id="" if widget_id == positional else positional)
+        widget_id=widget_id, legacy_id="" if widget_id == positional else positional,
+        renamed=to_json(WIDGETS[name].renamed) if WIDGETS[name].renamed else "")
 
 
 # Templates and pages ----------------------------------------------------------------------

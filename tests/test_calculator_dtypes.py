@@ -155,7 +155,7 @@ def test_deepspeed_zero3_keeps_its_gradient_partitions_in_the_accumulation_dtype
     grad_accum_dtype fp32 under ZeRO-3 on 8 GPUs the gradients are fp32 partitions, no second buffer."""
     settings = {"zero": 3, "dp": 8, "grad_accum_dtype": "fp32"}
     state = form(settings)
-    assert state["shard"] == "3" and state["grad_accum_dtype"] == "fp32"
+    assert state["sharding"] == "3" and state["grad_accum_dtype"] == "fp32"
     result = calc.results(state, MODELS, GPUS, [])
     code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", *flags(settings), "--json")
     cli = json.loads(out)

@@ -54,25 +54,25 @@ def test_the_form_sets_every_input_but_the_fixed_ones():
 
 
 def test_hidden_fields_count_only_where_they_show():
-    zero3 = DEFAULTS | {"shard": "3", "dp": "8", "stage3_max_live_parameters": "100000000"}
+    zero3 = DEFAULTS | {"sharding": "3", "dp": "8", "stage3_max_live_parameters": "100000000"}
     # DeepSpeed edaa722 runtime/zero/config.py: stage3_max_live_parameters applies to stage 3 only.
     assert calc.config_from_state(zero3, MODELS).stage3_max_live_parameters == 10**8
-    assert calc.config_from_state(zero3 | {"shard": "2"}, MODELS).stage3_max_live_parameters is None
+    assert calc.config_from_state(zero3 | {"sharding": "2"}, MODELS).stage3_max_live_parameters is None
     # DeepSpeed's reduce_bucket_size (default 5e8) counts with a ZeRO stage, not under FSDP nor with Megatron-LM.
-    bucket = DEFAULTS | {"shard": "1", "dp": "8", "reduce_bucket_size": "200000000", "overlap_comm": "on"}
+    bucket = DEFAULTS | {"sharding": "1", "dp": "8", "reduce_bucket_size": "200000000", "overlap_comm": "on"}
     assert calc.config_from_state(bucket, MODELS).reduce_bucket_size == 2 * 10**8
     assert calc.config_from_state(bucket, MODELS).overlap_comm is True
-    for other in ({"shard": "FULL_SHARD"}, {"formula": "megatron"}, {"shard": "0"}):
+    for other in ({"sharding": "FULL_SHARD"}, {"implementation": "megatron"}, {"sharding": "0"}):
         config = calc.config_from_state(bucket | other, MODELS)
         assert config.reduce_bucket_size is None and config.overlap_comm is None and config.contiguous_gradients
     # PyTorch DDP's gradient_as_bucket_view: a DDP run only (no ZeRO, no FSDP).
     ddp = DEFAULTS | {"dp": "8", "gradient_as_bucket_view": "1"}
     assert calc.config_from_state(ddp, MODELS).gradient_as_bucket_view
-    assert not calc.config_from_state(ddp | {"shard": "NO_SHARD"}, MODELS).gradient_as_bucket_view
+    assert not calc.config_from_state(ddp | {"sharding": "NO_SHARD"}, MODELS).gradient_as_bucket_view
 
 
 def test_the_script_gets_the_rules_and_no_mapping_of_its_own():
     data = calc.script_data(MODELS, GPUS, [], DEFAULTS)
     assert data["form"] == rules.encode() and data["types"] == calc.CONTROL_TYPES
-    assert data["types"]["lora_dropout"] == "number" and data["types"]["vpp"] == "count"
-    assert data["types"]["sp"] == "box" and data["types"]["shard"] == "choice"
+    assert data["types"]["lora_dropout"] == "number" and data["types"]["virtual_stages"] == "count"
+    assert data["types"]["sequence_parallel"] == "box" and data["types"]["sharding"] == "choice"

@@ -121,7 +121,7 @@ def test_calculator_reads_the_option_with_no_sharding_only():
     models = default_models()
     state = calc.default_state({"dp": 8, "zero": 0}, models, "h100-80gb") | {"gradient_as_bucket_view": "1"}
     assert calc.config_from_state(state, models).gradient_as_bucket_view
-    assert not calc.config_from_state(state | {"shard": "3"}, models).gradient_as_bucket_view
+    assert not calc.config_from_state(state | {"sharding": "3"}, models).gradient_as_bucket_view
 
 
 def test_ddp_reducer_buckets_measured_on_cpu():

@@ -44,7 +44,7 @@ def state(**changes) -> dict[str, str]:
 
 def test_default_state_follows_the_preset():
     defaults = make_context()["defaults"]
-    assert defaults["model"] == "llama-3-8b" and defaults["shard"] == "FULL_SHARD" and defaults["dp"] == "8"
+    assert defaults["model"] == "llama-3-8b" and defaults["sharding"] == "FULL_SHARD" and defaults["dp"] == "8"
     assert defaults["seq_len"] == "4096" and defaults["recompute"] == "selective" and defaults["gpu"] == "h100-80gb"
     assert defaults["layers"] == "32" and defaults["kv_heads"] == "8"  # custom fields start from the model
 
@@ -185,7 +185,7 @@ def test_data_is_compact_and_safe_to_embed():
     assert data["models"]["llama-3-8b"]["form"] == calc.arch_state(MODELS["llama-3-8b"])
     # The whole-number controls read as whole numbers (builder.widgets.calculator_state.typed), vpp among them.
     assert {key for key, kind in data["types"].items() if kind == "count"} >= {
-        "micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep", "vpp", "batch", "context"}
+        "micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep", "virtual_stages", "batch", "context"}
     assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["kv_heads"] == 8
     assert data["model"]["dtypes"]["nf4"] == 0.5
     assert data["policies"]["bf16-mixed"] == {  # Rajbhandari et al. 2019, section 3.1: 2 + 2 + 12 bytes
@@ -205,10 +205,10 @@ MODE_VALUES = {"precision": list(PRECISIONS), "param_dtype": ["policy", "fp32", 
                "optimizer_impl": ["default", "fused", "in-backward"], "micro_batch": ["0", "7"],
                "seq_len": ["0", "65536"], "grad_accum": ["0", "4"], "recompute": ["none", "full"],
                "recompute_layers": ["0", "3", "-1"],
-               "attention": ["eager", "flash"], "loss": ["compiled", "fused-linear"], "formula": ["hf", "megatron", "korthikanti"], "dropout": ["0", "1"], "offload_activations": ["0", "1"],
+               "attention": ["eager", "flash"], "loss": ["compiled", "fused-linear"], "implementation": ["hf", "megatron", "korthikanti"], "dropout": ["0", "1"], "offload_activations": ["0", "1"],
                "compile": ["0", "1"],
-               "lora_rank": ["0", "-3", "64"], "lora_dropout": ["0", "0.1", "7"], "qlora": ["0", "1"], "shard": ["0", "3", "FULL_SHARD", "HYBRID_SHARD"],
-               "offload": ["none", "both"], "checkpoint_save": ["none", "full-state-dict", "deepspeed-16bit"], "sp": ["0", "1"], "vpp": ["1", "5"], "cp": ["1", "3"],
+               "lora_rank": ["0", "-3", "64"], "lora_dropout": ["0", "0.1", "7"], "qlora": ["0", "1"], "sharding": ["0", "3", "FULL_SHARD", "HYBRID_SHARD"],
+               "offload": ["none", "both"], "checkpoint_save": ["none", "full-state-dict", "deepspeed-16bit"], "sequence_parallel": ["0", "1"], "virtual_stages": ["1", "5"], "cp": ["1", "3"],
                "weights": ["bf16", "int4", "fp8"], "kv_dtype": ["auto", "fp8"], "batch": ["0", "64"],
                "context": ["0", "8192"]}
 
@@ -258,7 +258,7 @@ def test_the_nearest_changes_that_fit_are_named_in_the_defined_order():
     assert need_of(form | {"seq_len": "2113"}) > h100[2]
     # The order is FIXES' order, and each suggestion changes only what it names.
     assert found[1][1] == form | {"recompute": "full"}
-    assert found[2][1] == form | {"recompute": "full", "shard": "3", "dp": "8"}
+    assert found[2][1] == form | {"recompute": "full", "sharding": "3", "dp": "8"}
     assert found[0][1] == form | {"micro_batch": "1"}
 
 
@@ -267,7 +267,7 @@ def test_gpu_suggestions_double_until_it_fits_and_serving_has_its_own():
     seventy = state(model="llama-3-70b")
     found = dict(calc.fixes(seventy, MODELS, h100[2]))
     assert list(found) == ["fits on 32 GPUs with ZeRO-3 and full recomputation"]
-    assert need_of(seventy | {"shard": "3", "recompute": "full", "dp": "16"}) > h100[2]  # half as many do not fit
+    assert need_of(seventy | {"sharding": "3", "recompute": "full", "dp": "16"}) > h100[2]  # half as many do not fit
     served = calc.fixes(state(model="llama-3-70b", mode="serve"), MODELS, h100[2])
     assert [text for text, _ in served] == ["fits with int8 weights", "fits on 16 GPUs with tensor parallel 2"]
 
@@ -290,8 +290,8 @@ def test_the_server_renders_the_suggestions_as_links(tmp_path):
     context = make_context(model="llama-3-70b")
     assert not context["result"]["fits_chosen"]
     html = make_templates(Path("templates")).get_template("partials/widget-calculator.html").render(
-        state=context, widget_id="calc", legacy_id="", widget=None)
-    assert ('<a href="?calc.dp=32&amp;calc.recompute=full&amp;calc.shard=3" data-fix>'
+        state=context, widget_id="calc", legacy_id="", renamed="", widget=None)
+    assert ('<a href="?calc.dp=32&amp;calc.recompute=full&amp;calc.sharding=3" data-fix>'
             "fits on 32 GPUs with ZeRO-3 and full recomputation</a>") in html
 
 
@@ -338,7 +338,7 @@ def test_readouts_name_the_architecture_and_the_shard_factor():
     assert dense["arch"] == "8,030,261,248 parameters; 32 layers, hidden 4096, 32 heads, 8 KV heads"
     assert dense["shards"] == ("Shard factor (FSDP FULL_SHARD): weights split over 8 GPUs, gradients over 8, "
                                "optimizer states over 8")
-    moe = calc.results(state(model="mixtral-8x7b", shard="1", dp="4"), MODELS, GPUS, [])
+    moe = calc.results(state(model="mixtral-8x7b", sharding="1", dp="4"), MODELS, GPUS, [])
     mixtral = MODELS["mixtral-8x7b"]
     assert f"{param_count(mixtral):,} parameters ({active_param_count(mixtral):,} active per token)" in moe["arch"]
     assert moe["shards"].startswith("Shard factor (ZeRO-1): weights split over 1 GPU, gradients over 1, "
@@ -348,7 +348,7 @@ def test_readouts_name_the_architecture_and_the_shard_factor():
     # Expert parallelism is carved out of data parallelism: each expert's data-parallel group is dp / ep ranks
     # (Megatron-LM core/parallel_state.py, expert_data_parallel_size = dp // ep; DeepSpeed MoE the same). ZeRO-3
     # over dp = 8 with ep = 4: an expert's weights shard over 2 GPUs, all experts over 4 x 2 = 8.
-    sharded = calc.results(state(model="mixtral-8x7b", shard="3", dp="8", ep="4"), MODELS, GPUS, [])
+    sharded = calc.results(state(model="mixtral-8x7b", sharding="3", dp="8", ep="4"), MODELS, GPUS, [])
     assert sharded["shards"] == ("Shard factor (ZeRO-3): weights split over 8 GPUs, gradients over 8, optimizer "
                                  "states over 8; the experts' weights over 8 GPUs (4-way expert parallel), gradients "
                                  "over 8, optimizer states over 8, each expert's data-parallel group being 2 GPUs")

@@ -173,7 +173,7 @@ def test_memory_budget_reproduces_seed_001(catalogs):
 def test_memory_budget_overflow_words_and_options(catalogs):
     """'exceeds by' when over; a preset, a GPU budget and single-total mode."""
     state = mb.context({"preset": "p", "gpu": "h100-80gb", "breakdown": False, "params": "30B"}, catalogs)
-    assert state["start"] == {"h": 60, "b": 2, "s": 12, "q": "bf16"}
+    assert state["start"] == {"params_half_billions": 60, "micro_batch": 2, "seq_len_exponent": 12, "precision": "bf16"}
     total = sum(p.bytes for p in budget_allocator(30 * 10**9, 2, 4096, "bf16").parts)
     capacity = catalogs["gpu"]["h100-80gb"].usable_bytes
     assert state["texts"]["verdict"] == f"exceeds by {(total - capacity) / GiB:.1f} GiB"
@@ -187,7 +187,7 @@ def test_memory_budget_overflow_words_and_options(catalogs):
 
 def test_memory_budget_snaps_model_size_to_half_billions(catalogs):
     """The slider moves in 0.5B steps; a catalog model starts at the nearest step."""
-    assert mb.context({"model": "llama-3-8b"}, catalogs)["start"]["h"] == 16
+    assert mb.context({"model": "llama-3-8b"}, catalogs)["start"]["params_half_billions"] == 16
     assert mb.context({"budget": "24GiB"}, catalogs)["data"]["capacity"] == 24 * GiB
 
 
@@ -221,8 +221,8 @@ def test_memory_budget_slider_bounds_are_author_options(catalogs):
     """Seed 001's modelSizeBnMin/Max and batchSizeMin/Max props (issue 19): bounds come from the placement."""
     state = mb.context({"min_params": "1B", "max_params": "70B", "max_batch": 16, "min_seq_len": 256,
                         "max_seq_len": 8192, "params": "200B"}, catalogs)
-    assert state["bounds"] == {"h": (2, 140), "b": (1, 16), "s": (8, 13)}
-    assert state["start"]["h"] == 140  # a start outside the bounds snaps to the nearest end
+    assert state["bounds"] == {"params_half_billions": (2, 140), "micro_batch": (1, 16), "seq_len_exponent": (8, 13)}
+    assert state["start"]["params_half_billions"] == 140  # a start outside the bounds snaps to the nearest end
 
 
 @pytest.mark.parametrize("options, message", [

@@ -78,7 +78,9 @@ class Option:
     choices: tuple = ()  # the accepted values of a choice, stage or dtype
     default: Any = None  # the command line's default (Config's own for front matter)
     metavar: str | None = None  # --help's placeholder
-    url: str | None = None  # the calculator's URL state key (kept stable: old course links open the same state)
+    # The calculator's URL state key, full words (the option's name or its flag's): kept stable; a key renamed since
+    # a release stays readable through the calculator's renames table (builder.widgets.calculator.RENAMED).
+    url: str | None = None
     source: str = ""  # the references.toml key of the framework whose flag or key it is
     surfaces: tuple[str, ...] = (CLI, FRONT_MATTER)
     optional: bool = False  # None (unset) is a value
@@ -248,11 +250,11 @@ OPTIONS: tuple[Option, ...] = (
        "(torchtune, 8 chunks) or fused-linear (Liger Kernel: no logits)", "run", choices=LOSSES, default="eager",
        url="loss"),
     _o("activation_formula", "choice", "'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 "
-       "(reference)", "run", choices=ACTIVATION_FORMULAS, default="ops", url="formula"),
+       "(reference)", "run", choices=ACTIVATION_FORMULAS, default="ops", url="implementation"),
     _o("implementation", "choice", "whose op list 'ops' follows: hf (transformers), megatron, or torchtune "
        "(transformers' list, K and V copied to every query head); megatron also names Megatron-LM's data parallelism "
        "(its gradient buffer, kept for the run) for a precision PyTorch shares", "run", choices=IMPLEMENTATIONS,
-       default="hf", url="formula"),
+       default="hf", url="implementation"),
     _o("dropout", "flag", "dropout layers active (1-byte masks saved)", "run", default=False, url="dropout"),
     _o("offload_activations", "flag", "saved activations go to pinned host memory in the forward and come back in "
        "the backward (torchtune's enable_activation_offloading): one layer's stay on the GPU at a time", "run",
@@ -274,23 +276,24 @@ OPTIONS: tuple[Option, ...] = (
                    "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "activation_dtype")),
     # Parallelism and sharding.
     _o("dp", "count", "data-parallel ranks", "parallel", default=1, url="dp"),
-    _o("zero", "stage", "ZeRO stage", "parallel", choices=(0, 1, 2, 3), default=0, url="shard", source="rajbhandari2019"),
+    _o("zero", "stage", "ZeRO stage", "parallel", choices=(0, 1, 2, 3), default=0, url="sharding", source="rajbhandari2019"),
     _o("use_distributed_optimizer", "flag", "Megatron-LM's flag: shard the fp32 main parameters and optimizer states "
        "over the data-parallel ranks (the same as --zero 1; front matter: zero: 1)", "parallel", default=False,
        surfaces=_CLI, source="megatron-d98e8a6"),
     _o("fsdp", "choice", "FSDP strategy (instead of --zero)", "parallel", choices=FSDP_STRATEGIES, optional=True,
-       url="shard"),
+       url="sharding"),
     _o("gradient_as_bucket_view", "flag", "PyTorch DDP's gradient_as_bucket_view=True: each .grad is a view of DDP's "
        "gradient buckets (one copy of the gradients, kept for the run) instead of a separate tensor beside them; a "
        "DDP run only (--dp above 1, no --zero or --fsdp)", "parallel", default=False, url="gradient_as_bucket_view",
        source="pytorch-2-13"),
     _o("fsdp_shard_group", "count", "HYBRID_SHARD group size", "parallel", optional=True),
     _o("tp", "count", "tensor-parallel ranks", "parallel", default=1, url="tp"),
-    _o("sequence_parallel", "flag", "Megatron sequence parallelism (with --tp)", "parallel", default=False, url="sp"),
+    _o("sequence_parallel", "flag", "Megatron sequence parallelism (with --tp)", "parallel", default=False,
+       url="sequence_parallel"),
     _o("pp", "count", "pipeline stages", "parallel", default=1, url="pp"),
     _o("pp_schedule", "choice", "", "parallel", choices=PIPELINE_SCHEDULES, default="1f1b"),
     _o("pp_virtual_stages", "count", "interleaved: chunks per stage", "parallel", flag="--virtual-stages", default=1,
-       url="vpp", dest="virtual_stages"),
+       url="virtual_stages", dest="virtual_stages"),
     _o("cp", "count", "context-parallel ranks", "parallel", default=1, url="cp"),
     _o("ep", "count", "expert-parallel ranks (MoE)", "parallel", default=1, url="ep"),
     _o("offload", "choice", "CPU offload", "parallel", choices=OFFLOAD, default="none", url="offload"),

@@ -35,6 +35,9 @@ class Widget:
     summary: str = ""  # what the widget shows, for docs/AUTHORING.md
     help: dict[str, str] = field(default_factory=dict)  # option -> what it sets, for docs/AUTHORING.md
     example: str = ""  # the options of a minimal placement, e.g. 'model=gpt2' (docs/AUTHORING.md, tests)
+    # Its URL keys renamed since a release: old key -> [new key, release] (builder.widgets.renames), on the page as
+    # data-renamed for static/widgets/00-core.js readState.
+    renamed: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def scripted(self) -> bool:
@@ -68,7 +71,7 @@ WIDGETS: dict[str, Widget] = {
                      "min_params": "the slider's lower bound (100M)",
                      "max_params": "the slider's upper bound (70B)",
                      "title": "the heading over the widget"},
-               example="model=gpt2"),
+               example="model=gpt2", renamed=bytes_per_param.RENAMED),
         Widget("memory-budget", "Memory budget",
                memory_budget.context, "partials/widget-memory-budget.html", "20-memory-budget.js",
                {"preset": "preset", "model": "model", "params": "str", "micro_batch": "int", "seq_len": "int",
@@ -92,7 +95,7 @@ WIDGETS: dict[str, Widget] = {
                      "max_batch": "the micro-batch slider's upper bound",
                      "min_seq_len": "the sequence slider's lower bound (a power of two)",
                      "max_seq_len": "the sequence slider's upper bound (a power of two)"},
-               example="params=7B"),
+               example="params=7B", renamed=memory_budget.RENAMED),
         Widget("validation", "Validation report",
                validation.context, "partials/widget-validation.html", "",
                {}, summary="Predicted against measured memory for every case in content/validation/ (the "
@@ -135,7 +138,7 @@ WIDGETS: dict[str, Widget] = {
                      "model": "a catalog model the form starts from (over the preset's)",
                      "gpus": "the GPUs compared in the fits-on list, comma-separated",
                      "gpu": "the GPU the form starts with"},
-               example="model=gpt2"),
+               example="model=gpt2", renamed=calculator.RENAMED),
     )
 }
 

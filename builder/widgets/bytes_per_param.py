@@ -33,6 +33,7 @@ from builder.model.ranges import RANGE_OF
 from builder.model.teaching import ADAM_SEGMENTS, SEGMENTS, ZERO_STAGES, Segment, bytes_per_param
 from builder.model.units import format_bytes, parse_count
 from builder.widgets import full_model, link_notice
+from builder.widgets.renames import renamed
 
 # Seed 000's chips: catalog models where the catalog has them, else the seed's round counts.
 DEFAULT_PRESETS = (("GPT-2", "gpt2", "124M"), ("7B", "llama-2-7b", "7B"), ("13B", "llama-2-13b", "13B"),
@@ -56,10 +57,13 @@ COLOURS = {"weights": "weights", "master": "master", "momentum": "optimizer", "v
            "gradients": "gradients", "activations": "activations", "kv": "kv-cache"}
 CYCLE = ("weights", "kv-cache", "gradients", "optimizer", "activations", "comm", "overhead", "other")
 UNITS = ((10**9, "B", "billion"), (10**6, "M", "million"), (10**3, "K", "thousand"), (1, "", ""))
-# What the widget's state may hold (its URL keys: p parameters, z ZeRO stage, n GPUs), whole numbers in these bounds:
-# the parameter count's range on every surface (builder.model.ranges), ZeRO's stages, and up to 4,096 GPUs.
-LINK_BOUNDS = {"p": (RANGE_OF["params"].low, int(RANGE_OF["params"].high)), "z": (0, len(STAGE_NAMES) - 1),
-               "n": (1, 4096)}
+# What the widget's state may hold (its URL keys, in its options' and the command line's words: params the parameter
+# count, zero the ZeRO stage, dp the GPUs), whole numbers in these bounds: the parameter count's range on every
+# surface (builder.model.ranges), ZeRO's stages, and up to 4,096 GPUs.
+LINK_BOUNDS = {"params": (RANGE_OF["params"].low, int(RANGE_OF["params"].high)), "zero": (0, len(STAGE_NAMES) - 1),
+               "dp": (1, 4096)}
+# Release 0.1.0's keys (builder.widgets.renames).
+RENAMED = renamed("0.1.0", p="params", z="zero", n="dp")
 # The run the full model prices (Config's defaults otherwise: micro-batch 1 x 2,048 tokens, SDPA attention).
 TEXTS = {
     "run": "{0}, {1}, micro-batch {2} × {3} tokens, {4}",
@@ -272,8 +276,9 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     params = (model_params(options["model"], catalogs) if "model" in options
               else parse_count(options["params"]) if "params" in options else DEFAULT_PARAMS)
     zero, gpu_count = options.get("zero", 0), options.get("dp", DEFAULT_GPU_COUNT)
-    if not LINK_BOUNDS["z"][0] <= zero <= LINK_BOUNDS["z"][1] or not LINK_BOUNDS["n"][0] <= gpu_count <= LINK_BOUNDS["n"][1]:
-        raise ValueError("zero must be {0}-{1} and dp {2}-{3}".format(*LINK_BOUNDS["z"], *LINK_BOUNDS["n"]))
+    if not (LINK_BOUNDS["zero"][0] <= zero <= LINK_BOUNDS["zero"][1]
+            and LINK_BOUNDS["dp"][0] <= gpu_count <= LINK_BOUNDS["dp"][1]):
+        raise ValueError("zero must be {0}-{1} and dp {2}-{3}".format(*LINK_BOUNDS["zero"], *LINK_BOUNDS["dp"]))
     gpus = [{"name": catalogs["gpu"][g].display, "bytes": catalogs["gpu"][g].usable_bytes}
             for g in options.get("gpus", [g for g in DEFAULT_GPUS if g in catalogs["gpu"]])]
     segments = read_segments(options.get("segments"))
@@ -287,7 +292,7 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             "stages": STAGE_NAMES, "bounds": LINK_BOUNDS,
             "layout": {**LAYOUT, "end_at": float(LAYOUT["end_at"])}, "digits": PARAM_DIGITS,
             "link": {"words": link_notice.WORDS, "keys": {key: link_notice.whole(*bounds) for key, bounds in LINK_BOUNDS.items()}}}
-    data["start"] = {"p": params, "z": zero, "n": gpu_count}
+    data["start"] = {"params": params, "zero": zero, "dp": gpu_count}
     data["base"] = full_model.run_base(full_config(data, 0, 1))
     compared = comparisons(params, zero, gpu_count, data, models)
     needs = [c["need"] for c in compared]

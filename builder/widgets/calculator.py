@@ -41,7 +41,8 @@ from builder.model.ranges import RANGE_OF
 from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS
 from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS
 from builder.widgets import calculator_state as form_rules, full_model, link_notice
-from builder.widgets.calculator_state import OVERLAP
+from builder.widgets.calculator_state import KEY, OVERLAP, WEIGHTS
+from builder.widgets.renames import renamed
 from builder.model.options import OPTION_OF
 from builder.content import Reference
 from builder.sources import html_renderer
@@ -167,19 +168,23 @@ FIXES = {
         ["lower", "micro_batch", {}, "fits with micro-batch {0}"],
         ["set", "", {"recompute": "selective"}, "fits with selective recomputation"],
         ["set", "", {"recompute": "full"}, "fits with full recomputation"],
-        ["double", "dp", {"shard": "3"}, "fits on {1} GPUs with ZeRO-3"],
-        ["double", "dp", {"shard": "3", "recompute": "full"}, "fits on {1} GPUs with ZeRO-3 and full recomputation"],
+        ["double", "dp", {KEY["zero"]: "3"}, "fits on {1} GPUs with ZeRO-3"],
+        ["double", "dp", {KEY["zero"]: "3", "recompute": "full"}, "fits on {1} GPUs with ZeRO-3 and full recomputation"],
         ["lower", "seq_len", {}, "fits with sequences of {0} tokens"],
     ],
     "serve": [
         ["lower", "batch", {}, "fits with {0} concurrent sequences"],
         ["set", "", {"kv_dtype": "fp8"}, "fits with an fp8 KV cache"],
-        ["set", "", {"weights": "int8"}, "fits with int8 weights"],
+        ["set", "", {WEIGHTS: "int8"}, "fits with int8 weights"],
         ["double", "tp", {}, "fits on {1} GPUs with tensor parallel {0}"],
         ["lower", "context", {}, "fits with a context of {0} tokens"],
     ],
 }
 FIX_LIMITS = {"dp": 4096, "tp": 64}
+# Release 0.1.0's keys (builder.widgets.renames): the controls of these options took their full-word URL keys
+# (builder.model.options' `url`) after it.
+RENAMED = renamed("0.1.0", shard=KEY["zero"], formula=KEY["implementation"], sp=KEY["sequence_parallel"],
+                  vpp=KEY["pp_virtual_stages"])
 MAX_FIXES = 4
 
 
@@ -258,7 +263,7 @@ TRAIN_CONTROLS = (
 )
 ARCH_KEYS = {c.key for c in ARCH_CONTROLS}
 SERVE_CONTROLS = (
-    Control("weights", "Weight dtype", "select", _pairs(SERVE_WEIGHTS), "serve"),
+    Control(WEIGHTS, "Weight dtype", "select", _pairs(SERVE_WEIGHTS), "serve"),
     of("kv_dtype", "KV-cache dtype", "serve", _pairs(KV_DTYPES)),
     of("batch", "Concurrent sequences", "serve", low=1, high=65536),
     of("context", "Context", "serve", low=1, high=4194304, hint="tokens"),
@@ -269,7 +274,7 @@ SERVE_CONTROLS = (
 # gradient_as_bucket_view with none (the model refuses it without data parallelism, builder.model.checks).
 ZERO3_SHOWN, BUCKETS_SHOWN, DDP_SHOWN = "zero3", "deepspeed", "ddp"
 PARALLEL_CONTROLS = (
-    Control("shard", "ZeRO / FSDP", "select", tuple(SHARDING.items()), "train"),
+    of("zero", "ZeRO / FSDP", "train", tuple(SHARDING.items()), kind="select"),
     of("offload", "CPU offload", "train"),
     of("checkpoint_save", "Checkpoint save", "train", tuple(SAVE_WORDS.items())),
     of("gradient_as_bucket_view", "DDP gradients as bucket views", DDP_SHOWN, hint="gradient_as_bucket_view"),
@@ -334,12 +339,13 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute,
                "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention,
                "loss": _PLAIN.loss,
-               "formula": "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "weights": "bf16", "kv_dtype": "auto",
+               KEY["implementation"]: "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", WEIGHTS: "bf16", "kv_dtype": "auto",
                **{option: str(default) for option, default in ZERO3_OPTIONS.items()},
                **{option: str(default) for option, default in BUCKET_OPTIONS.items()}, "overlap_comm": "default",
-               "contiguous_gradients": "1", "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), "shard": "0", "offload": "none",
+               "contiguous_gradients": "1", "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), KEY["zero"]: "0", "offload": "none",
                "checkpoint_save": _PLAIN.checkpoint_save, "gradient_as_bucket_view": "0",
-               "dp": "1", "tp": "1", "sp": "0", "pp": "1", "vpp": "1", "cp": "1", "ep": "1", "overhead": "0"}
+               "dp": "1", "tp": "1", KEY["sequence_parallel"]: "0", "pp": "1", KEY["pp_virtual_stages"]: "1", "cp": "1",
+               "ep": "1", KEY["overhead_fraction"]: "0"}
 # Controls that mean something in one mode only ('train' or 'serve'): in the other mode they are
 # hidden (CSS, by the form's own state) and the model reads their plain value instead (`effective_state`),
 # so nothing a reader set while training can change a served model's numbers, or the reverse.
@@ -372,7 +378,7 @@ def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu
         elif option == "overhead_fraction":
             state[key] = str(round(float(value) * 100))
         elif option == "param_dtype" and settings.get("mode", "train") == "serve":
-            state["weights"] = value
+            state[WEIGHTS] = value
         elif option in DTYPE_OVERRIDES and value not in DTYPE_CHOICES[option]:
             raise ValueError(f"calculator: option {option!r}: {value!r} is not one of the calculator's choices "
                              f"({', '.join(DTYPE_CHOICES[option])})")
@@ -446,8 +452,8 @@ def layout_text(state: dict[str, str], config: Config) -> str:
     """'8 GPUs (dp 8, FSDP FULL_SHARD)' or '1 GPU'."""
     n = gpu_count(config)
     items = [f"{key} {getattr(config, key)}" for key in LAYOUT if getattr(config, key) > 1]
-    if config.mode == "train" and state["shard"] != "0":
-        items.append(SHARDING[state["shard"]])
+    if config.mode == "train" and state[KEY["zero"]] != "0":
+        items.append(SHARDING[state[KEY["zero"]]])
     return f"{n} GPU{'s' if n > 1 else ''}" + (f" ({', '.join(items)})" if items else "")
 
 
@@ -620,7 +626,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "arch": {control.key: [ARCH_INPUTS.get(control.key, (control.key,)), int(control.kind == "select")]
                  for control in ARCH_CONTROLS},
         "custom": custom_base(),
-        "searches": SEARCHES, "steps": STEPS, "layout": LAYOUT, "runText": RUN_TEXT,
+        "searches": SEARCHES, "steps": STEPS, "layout": LAYOUT, "runText": RUN_TEXT, "shardKey": KEY["zero"],
         "t": TEXTS | VERDICTS,
         # Every part's reader-facing name (builder.model.partnames): the script shows these, never the keys.
         "names": PART_NAMES,

@@ -4,8 +4,9 @@ The form state is a flat dict of strings (the controls' names, also the URL keys
 (CONTROL_TYPES: a whole number, a number, a box or a choice) that turns its text into a value once, the same way
 here and in the browser (`typed`; the script's `typed`). FORM_RULES then derive, from those values (symbols
 `form.<key>`), every Config option the form sets, in the model's own encoding of "not set" ("" for a name,
-builder.model.ranges' `unset` for a number): the controls whose name is not the option's (sp, vpp, shard, formula,
-weights, overhead), the "policy"/"default"/"auto" choices that leave an option unset, and the gating of the fields
+builder.model.ranges' `unset` for a number): the controls whose key is not the option's name (an option's control
+takes its key from the option table's `url`: KEY; the serving weights' dtype, WEIGHTS, is the form's own), the
+"policy"/"default"/"auto" choices that leave an option unset, and the gating of the fields
 that count only in some runs (DeepSpeed ZeRO-3's limits with stage 3 only; DeepSpeed's gradient buckets with a
 ZeRO stage, no FSDP strategy and not Megatron-LM; DDP's gradient_as_bucket_view with no sharding).
 `config_from_state` builds the Config from them. RUN_RULES add what builder.model.inputs.config_inputs works out
@@ -33,6 +34,13 @@ from builder.model.zero3 import DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 from builder.widgets import full_model
 
 PREFIX = "form."
+# The control of the options whose URL key is not their name (builder.model.options' `url`, the one place it is
+# written): one ZeRO / FSDP choice, one choice of whose activations are counted (an implementation's op list or
+# Korthikanti's formula), Megatron's sequence parallelism, the interleaved schedule's virtual stages and the framework
+# overhead in percent.
+KEY = {option: OPTION_OF[option].url for option in ("zero", "implementation", "sequence_parallel",
+                                                     "pp_virtual_stages", "overhead_fraction")}
+WEIGHTS = "weights"  # serving: the weights' dtype (the calculator's own control; training's is param_dtype)
 GPUS = "gpus_used"  # RUN_RULES' count of the GPUs a run uses
 POLICIES = "policies"  # the table RUN_RULES read each precision policy's dtypes from (full_model.policy_inputs)
 # Serving keeps no optimizer or gradients: the weights' dtype is the form's own, over a plain bf16 policy.
@@ -71,14 +79,14 @@ def _unless(key: str, word: str) -> Expr:
 
 
 TRAIN = eq(form("mode"), "train")
-_DEEPSPEED = both(isin(form("shard"), *BUCKET_SHARDS), ne(form("formula"), "megatron"))
-_FSDP = isin(form("shard"), *FSDP_STRATEGIES)
+_DEEPSPEED = both(isin(form(KEY["zero"]), *BUCKET_SHARDS), ne(form(KEY["implementation"]), "megatron"))
+_FSDP = isin(form(KEY["zero"]), *FSDP_STRATEGIES)
 
 # Form values -> the Config options they set (by the option's name, or CHOSEN's for a policy override).
 FORM_RULES = RuleSet(symbols={
     "mode": form("mode"),
     "precision": when(TRAIN, form("precision"), SERVED_POLICY),
-    "chosen_param_dtype": when(TRAIN, _unless("param_dtype", "policy"), form("weights")),
+    "chosen_param_dtype": when(TRAIN, _unless("param_dtype", "policy"), form(WEIGHTS)),
     "reduce_dtype": _unless("reduce_dtype", "policy"),
     "optimizer": form("optimizer"),
     "optimizer_impl": _unless("optimizer_impl", "default"),
@@ -88,15 +96,15 @@ FORM_RULES = RuleSet(symbols={
                                            "attention", "loss", "dropout", "offload_activations", "compile", "dp",
                                            "tp", "pp", "cp", "ep", "offload", "checkpoint_save", "lora_rank",
                                            "lora_dropout", "qlora", "batch", "context")},
-    "activation_formula": when(eq(form("formula"), "korthikanti"), "korthikanti", "ops"),
-    "implementation": when(eq(form("formula"), "korthikanti"), "hf", form("formula")),
-    "fsdp": when(_FSDP, form("shard"), ""),
-    "zero": when(_FSDP, 0, lookup(SHARD_STAGES, form("shard"))),
-    "sequence_parallel": form("sp"),
-    "pp_virtual_stages": form("vpp"),
-    "pp_schedule": when(form("vpp") > 1, "interleaved", "1f1b"),
-    "gradient_as_bucket_view": both(TRAIN, eq(form("shard"), DDP_SHARD), form("gradient_as_bucket_view")),
-    **{option: when(both(eq(form("shard"), ZERO3_SHARD), ne(form(option), default)), form(option), ZERO3_UNSET)
+    "activation_formula": when(eq(form(KEY["implementation"]), "korthikanti"), "korthikanti", "ops"),
+    "implementation": when(eq(form(KEY["implementation"]), "korthikanti"), "hf", form(KEY["implementation"])),
+    "fsdp": when(_FSDP, form(KEY["zero"]), ""),
+    "zero": when(_FSDP, 0, lookup(SHARD_STAGES, form(KEY["zero"]))),
+    "sequence_parallel": form(KEY["sequence_parallel"]),
+    "pp_virtual_stages": form(KEY["pp_virtual_stages"]),
+    "pp_schedule": when(form(KEY["pp_virtual_stages"]) > 1, "interleaved", "1f1b"),
+    "gradient_as_bucket_view": both(TRAIN, eq(form(KEY["zero"]), DDP_SHARD), form("gradient_as_bucket_view")),
+    **{option: when(both(eq(form(KEY["zero"]), ZERO3_SHARD), ne(form(option), default)), form(option), ZERO3_UNSET)
        for option, default in ZERO3_OPTIONS.items()},
     **{option: when(both(_DEEPSPEED, ne(form(option), default)), form(option), BUCKET_UNSET)
        for option, default in BUCKET_OPTIONS.items()},
@@ -104,7 +112,7 @@ FORM_RULES = RuleSet(symbols={
                          BUCKET_UNSET),
     "contiguous_gradients": either(form("contiguous_gradients"), negate(_DEEPSPEED)),
     "kv_dtype": _unless("kv_dtype", "auto"),
-    "overhead_fraction": form("overhead") / 100,
+    "overhead_fraction": form(KEY["overhead_fraction"]) / 100,
 }, parts=())
 FORM_READS = frozenset(FORM_RULES.reads())
 # Config option -> the FORM_RULES symbol that sets it.

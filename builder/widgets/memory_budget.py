@@ -26,6 +26,7 @@ from builder.model.architecture import param_count
 from builder.model.teaching import BUDGET, BUDGET_PRECISIONS, budget_allocator
 from builder.model.units import GiB, format_bytes, parse_count, parse_size
 from builder.widgets import full_model, link_notice
+from builder.widgets.renames import renamed
 
 HALF_BILLION = 500_000_000  # the model-size slider's step (seed 001: 0.5-175B)
 PARAM_STEPS = (1, 350)  # slider range in half-billions
@@ -34,6 +35,13 @@ SEQ_POWERS = (9, 15)  # sequence 2^9 = 512 ... 2^15 = 32768 tokens
 DEFAULT_BUDGET = 80 * GiB
 HIDDEN, LAYERS = 4096, 32  # seed 001's 7B-shaped activation reference
 PRECISION_ALIASES = {"bf16-mixed": "bf16", "fp16-mixed": "fp16"}
+# The widget's URL keys (its state), by what each holds: the model size in half-billions of parameters (the size
+# slider's 0.5B steps), the micro-batch, the sequence length's power of two (2^k tokens: the sequence slider's steps)
+# and the precision. The partial and the script read them from here (the context's `keys`, the data's `keys`).
+KEYS = {"size": "params_half_billions", "batch": "micro_batch", "seq": "seq_len_exponent", "precision": "precision"}
+# Release 0.1.0's keys (builder.widgets.renames).
+RENAMED = renamed("0.1.0", h=KEYS["size"], b=KEYS["batch"], s=KEYS["seq"], q=KEYS["precision"])
+SIZE, BATCH, SEQ, PRECISION = KEYS.values()
 BUCKETS = (("weights", "Weights", "weights"), ("gradients", "Gradients", "gradients"),
            ("optimizer", "Optimizer (Adam m, v)", "optimizer"), ("activations", "Activations", "activations"))
 # The full model's precision policy for each of the widget's precisions, and the words naming it. bf16 and fp16
@@ -117,8 +125,8 @@ def read_bounds(options: dict[str, Any]) -> dict[str, tuple[int, int]]:
     if any(n < 2 or n & (n - 1) for n in seq) or not seq[0] < seq[1] or seq[1] > 2**22:
         raise ValueError(f"min_seq_len and max_seq_len must be powers of two with min below max (at most 4194304), got "
                          f"{seq[0]} and {seq[1]}")
-    return {"h": (low // HALF_BILLION, high // HALF_BILLION), "b": (BATCH_RANGE[0], batch_high),
-            "s": (seq[0].bit_length() - 1, seq[1].bit_length() - 1)}
+    return {SIZE: (low // HALF_BILLION, high // HALF_BILLION), BATCH: (BATCH_RANGE[0], batch_high),
+            SEQ: (seq[0].bit_length() - 1, seq[1].bit_length() - 1)}
 
 
 def start_state(options: dict[str, Any], catalogs: dict[str, Any], bounds: dict[str, tuple[int, int]]) -> dict[str, Any]:
@@ -132,17 +140,17 @@ def start_state(options: dict[str, Any], catalogs: dict[str, Any], bounds: dict[
         params = param_count(catalogs["model"][settings["model"]])
     else:
         params = parse_count(str(settings.get("params", "7B")))
-    halves = min(max(round(Fraction(params, HALF_BILLION)), bounds["h"][0]), bounds["h"][1])
+    halves = min(max(round(Fraction(params, HALF_BILLION)), bounds[SIZE][0]), bounds[SIZE][1])
     batch, seq_len = settings.get("micro_batch", 1), settings.get("seq_len", 2048)
     precision = PRECISION_ALIASES.get(settings.get("precision", "bf16"), settings.get("precision", "bf16"))
-    if not bounds["b"][0] <= batch <= bounds["b"][1]:
-        raise ValueError(f"micro_batch must be {bounds['b'][0]}-{bounds['b'][1]}, got {batch}")
-    low, high = (2**k for k in bounds["s"])
-    if seq_len not in [2**k for k in range(bounds["s"][0], bounds["s"][1] + 1)]:
+    if not bounds[BATCH][0] <= batch <= bounds[BATCH][1]:
+        raise ValueError(f"micro_batch must be {bounds[BATCH][0]}-{bounds[BATCH][1]}, got {batch}")
+    low, high = (2**k for k in bounds[SEQ])
+    if seq_len not in [2**k for k in range(bounds[SEQ][0], bounds[SEQ][1] + 1)]:
         raise ValueError(f"seq_len must be a power of two from {low} to {high}, got {seq_len}")
     if precision not in BUDGET_PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(BUDGET_PRECISIONS)} (seed 001), got {precision!r}")
-    return {"h": halves, "b": batch, "s": seq_len.bit_length() - 1, "q": precision}
+    return {SIZE: halves, BATCH: batch, SEQ: seq_len.bit_length() - 1, PRECISION: precision}
 
 
 def read_capacity(options: dict[str, Any], catalogs: dict[str, Any]) -> tuple[int, str]:
@@ -164,29 +172,29 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     start = start_state(options, catalogs, bounds)
     capacity, capacity_name = read_capacity(options, catalogs)
     capacity_text = f"{format_bytes(capacity)} {capacity_name}"
-    seq_len = 2 ** start["s"]
+    seq_len = 2 ** start[SEQ]
     models = catalogs["model"]
-    shown = texts(start["h"], start["b"], seq_len, start["q"], capacity, capacity_text, models)
+    shown = texts(start[SIZE], start[BATCH], seq_len, start[PRECISION], capacity, capacity_text, models)
     breakdown = options.get("breakdown", True)
     data = {"start": start, "capacity": capacity, "capacityText": capacity_text, "hidden": HIDDEN, "layers": LAYERS,
             "unit": HALF_BILLION, "rules": BUDGET.encode(), "t": TEXTS | {"words": {k: v[1] for k, v in FULL_POLICY.items()}},
             "full": full_model.comparison_data(models),
             "base": full_model.run_base(Config()),
             "policies": {key: full_model.policy_inputs(policy) for key, (policy, _) in FULL_POLICY.items()},
-            "precisions": list(BUDGET_PRECISIONS),
+            "precisions": list(BUDGET_PRECISIONS), "keys": KEYS,
             "link": {"words": link_notice.WORDS,
-                     "keys": {**{key: link_notice.whole(*bounds[key]) for key in ("h", "b", "s")},
-                              "q": link_notice.choice(*BUDGET_PRECISIONS)}}}
-    example = budget_allocator(start["h"] * HALF_BILLION, start["b"], seq_len, start["q"], HIDDEN, LAYERS)
-    return {"data": data, "start": start, "bounds": bounds, "seq_len": seq_len, "capacity_name": capacity_name,
+                     "keys": {**{key: link_notice.whole(*bounds[key]) for key in (SIZE, BATCH, SEQ)},
+                              PRECISION: link_notice.choice(*BUDGET_PRECISIONS)}}}
+    example = budget_allocator(start[SIZE] * HALF_BILLION, start[BATCH], seq_len, start[PRECISION], HIDDEN, LAYERS)
+    return {"data": data, "start": start, "bounds": bounds, "keys": KEYS, "seq_len": seq_len, "capacity_name": capacity_name,
             "capacity_text": format_bytes(capacity), "breakdown": breakdown,
             "buckets": [{"id": b[0], "label": b[1], "colour": "tm-bucket-" + b[2], "formula": part.formula,
                          "note": part.simplification} for b, part in zip(BUCKETS, example.parts)],
             "texts": shown["texts"],
             "bar": bar(shown["amounts"], shown["need"], capacity, breakdown), "bytes": ",".join(map(str, shown["amounts"])),
             "need": shown["need"],
-            "valuetext": {"p": TEXTS["valuetext_h"].format(f"{start['h'] / 2:.1f}"),
-                          "b": TEXTS["valuetext_b"].format(start["b"]), "s": TEXTS["valuetext_s"].format(seq_len)}}
+            "valuetext": {SIZE: TEXTS["valuetext_h"].format(f"{start[SIZE] / 2:.1f}"),
+                          BATCH: TEXTS["valuetext_b"].format(start[BATCH]), SEQ: TEXTS["valuetext_s"].format(seq_len)}}
 
 
 def bar(amounts: list[int], need: int, capacity: int, breakdown: bool) -> dict[str, Any]:

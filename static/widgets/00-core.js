@@ -25,29 +25,38 @@ function fmtBytes(bytes, unit = "GiB", digits = 1) {
 // A whole number with thousands separators, as Python's f"{n:,}": '8,030,261,248'.
 const commas = (n) => n.toLocaleString("en-US");
 
-// Deep links: a widget's state lives in the query string as <widget id>.<key>=<value>. A widget whose
-// author named it (id=calc) carries its old positional id (calculator-1) in data-legacy-id: a link
-// written before it was named is read with that prefix when the new one is absent, and the URL is
-// rewritten to the new prefix.
+// Deep links: a widget's state lives in the query string as <widget id>.<key>=<value>. A link written before a
+// rename keeps working: a widget whose author named it (id=calc) carries its old positional id (calculator-1) in
+// data-legacy-id, read when the new prefix is absent; a widget whose keys were renamed since a release carries its
+// renames table in data-renamed (old key -> [new key, release]: builder/widgets/renames.py), an old key read as its
+// new key when the new key is absent. Either way the URL is rewritten to the new prefix and keys.
 function readState(id) {
   const pick = (params, prefix) => {
     const state = {};
     for (const [key, value] of params) if (key.startsWith(prefix + ".")) state[key.slice(prefix.length + 1)] = value;
     return state;
   };
-  const params = new URLSearchParams(location.search), state = pick(params, id);
-  const legacy = (document.getElementById(id) || { dataset: {} }).dataset.legacyId;
-  if (!legacy || Object.keys(state).length) return state;
-  const old = pick(params, legacy);
-  if (!Object.keys(old).length) return state;
-  for (const key of [...params.keys()]) if (key.startsWith(legacy + ".")) params.delete(key);
-  for (const [key, value] of Object.entries(old)) params.set(id + "." + key, value);
+  const params = new URLSearchParams(location.search), { dataset } = document.getElementById(id) || { dataset: {} };
+  const legacy = dataset.legacyId, renamed = JSON.parse(dataset.renamed || "{}");
+  let state = pick(params, id), from = id;
+  const old = legacy && !Object.keys(state).length ? pick(params, legacy) : {};
+  if (Object.keys(old).length) [state, from] = [old, legacy];
+  let moved = from !== id;
+  for (const [old, [key]] of Object.entries(renamed)) {
+    if (!(old in state)) continue;
+    if (!(key in state)) state[key] = state[old];
+    delete state[old];
+    moved = true;
+  }
+  if (!moved) return state;
+  for (const key of [...params.keys()]) if (key.startsWith(from + ".")) params.delete(key);
+  for (const [key, value] of Object.entries(state)) params.set(id + "." + key, value);
   try {
     history.replaceState(null, "", new URL("?" + params + location.hash, location.href).href);
   } catch (error) {
     // Some file:// documents refuse URL changes; the state is still read.
   }
-  return old;
+  return state;
 }
 
 // A widget's writer of its state into the URL, 300 ms after the last change: browsers throttle

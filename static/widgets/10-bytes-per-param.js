@@ -15,15 +15,15 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   const chips = $$(root, "[aria-pressed]"), group = $(root, "[role=radiogroup]"), fper = $(root, "[data-t=fper]");
   const rects = bars.map((b) => $$(b, ".tm-segment")), lines = $$(root, ".tm-capacity"), halos = $$(root, ".wdg-halo"), labels = $$(root, "text");
   const T0 = d.t, fill = fillText, segmentBytes = ruleSymbols(d.rules), compare = nearestModel(d.full, d.base);
-  const bytes = (z, n) => segmentBytes({ params: st.p, zero_stage: z, gpus: n, segments: segs }).segment_bytes.map((r) => r.bytes);
+  const bytes = (z, n) => segmentBytes({ params: st.params, zero_stage: z, gpus: n, segments: segs }).segment_bytes.map((r) => r.bytes);
   const left = (t, c) => (t <= c ? fill(T0.yes, fmtBytes(c - t)) : fill(T0.no, fmtBytes(t - c)));
   // full_model.compare: the nearest catalog model, run with the widget's precision and optimizer, ZeRO stage z on n GPUs.
   const priced = (z, n) => {
-    const { need, line } = compare(st.p, { shard_stage: z, dp: n }), where = z ? fill(T0.sharded, z, n) : T0.one;
+    const { need, line } = compare(st.params, { shard_stage: z, dp: n }), where = z ? fill(T0.sharded, z, n) : T0.one;
     return [need, line(fill(T0.run, d.precision, d.optimizer, d.base.micro_batch, commas(d.base.seq_len), where))];
   };
   function draw(from) {
-    const { p, z, n } = st, full = bytes(0, 1), per = bytes(z, n), tot = addUp(full), gpu = addUp(per);
+    const { params: p, zero: z, dp: n } = st, full = bytes(0, 1), per = bytes(z, n), tot = addUp(full), gpu = addUp(per);
     const P = fmtParams(p, d.units, d.digits), zs = fill(T0.zero, d.stages[z]), needs = [priced(0, 1), priced(z, n)], shown = needs[z ? 1 : 0][0];
     const T = { p: P, tot: fmtBytes(tot), per: fmtBytes(gpu), hper: fill(T0.hper, zs, n), model: needs[z ? 1 : 0][1],
       need1: fmtBytes(needs[0][0]), needn: fmtBytes(needs[1][0]) };
@@ -67,25 +67,25 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     if (from !== "slider") slider.value = nearestTick({ ticks, asked: p }).index;
     chips.forEach((c, i) => c.setAttribute("aria-pressed", presets[i].params === p));
   }
-  const setZero = radioGroup(group, (v) => { st.z = +v; draw(); });
+  const setZero = radioGroup(group, (v) => { st.zero = +v; draw(); });
   const { taken, refused } = checkLink(readState(root.id), d.link.keys);
   for (const k in taken) st[k] = +taken[k];
-  count.value = st.n;
+  count.value = st.dp;
   linkNotice(root, d.link.words, refused);
-  setZero(st.z);
+  setZero(st.zero);
   // The slider's positions are round counts (bytes_per_param.slider_ticks).
   slider.addEventListener("input", () => {
-    st.p = ticks[slider.value].value;
+    st.params = ticks[slider.value].value;
     draw("slider");
   });
-  count.addEventListener("input", () => { if (isInt(count.value, ...d.bounds.n)) { st.n = +count.value; draw(); } });
-  chips.forEach((c, i) => c.addEventListener("click", () => { st.p = presets[i].params; draw(); }));
+  count.addEventListener("input", () => { if (isInt(count.value, ...d.bounds.dp)) { st.dp = +count.value; draw(); } });
+  chips.forEach((c, i) => c.addEventListener("click", () => { st.params = presets[i].params; draw(); }));
   root.addEventListener("keydown", (e) => {
     const chip = chips[e.key - 1];
     if (e.target === count || e.ctrlKey || e.metaKey || e.altKey || !(chip || /^z$/i.test(e.key))) return;
     e.preventDefault();
     if (chip) chip.click();
-    else { st.z = (st.z + 1) % d.stages.length; setZero(st.z); draw(); }
+    else { st.zero = (st.zero + 1) % d.stages.length; setZero(st.zero); draw(); }
   });
   copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url, root.id);
   $(root, ".wdg-controls").hidden = false;

@@ -2,12 +2,12 @@
 // model's need is 02-model.js for the catalog model nearest in size (builder.widgets.full_model's NEAREST rule),
 // and every text is a template from builder/widgets/memory_budget.py: this script holds controls and drawing.
 WIDGETS["memory-budget"] = (root, d) => {
-  const st = { ...d.start }, cap = d.capacity, T = d.t, F = d.full, paint = painter(root, st), fill = fillText;
+  const st = { ...d.start }, K = d.keys, cap = d.capacity, T = d.t, F = d.full, paint = painter(root, st), fill = fillText;
   const sliders = $$(root, "[type=range]"), rects = $$(root, ".tm-segment"), texts = $$(root, "text");
   const buckets = ruleSet(d.rules), compare = nearestModel(F, d.base);
   const verdict = (need) => (need <= cap ? fill(F.t.fits, d.capacityText, fmtBytes(cap - need)) : fill(F.t.exceeds, d.capacityText, fmtBytes(need - cap)));
   function draw(quiet) {
-    const { h, b, q } = st, s = 2 ** st.s, S = s < 1024 ? s : s / 1024 + "K", params = h * d.unit;
+    const h = st[K.size], b = st[K.batch], q = st[K.precision], s = 2 ** st[K.seq], S = s < 1024 ? s : s / 1024 + "K", params = h * d.unit;
     const parts = buckets({ params, micro_batch: b, seq_len: s, precision: q, hidden: d.hidden, layers: d.layers, dtype_bytes: F.model.dtypes }, false).map((p) => p[1]);
     const tot = addUp(parts), P = (h / 2).toFixed(1) + "B", Q = q.toUpperCase();
     // The full model: the nearest catalog model, run with the precision's policy at this batch and sequence.
@@ -31,17 +31,17 @@ WIDGETS["memory-budget"] = (root, d) => {
     $(root, ".wdg-badge").hidden = fits;
     root.dataset.bytes = parts;
     root.dataset.need = need;
-    const words = { h: fill(T.valuetext_h, P.slice(0, -1)), b: fill(T.valuetext_b, b), s: fill(T.valuetext_s, s) };
+    const words = { [K.size]: fill(T.valuetext_h, P.slice(0, -1)), [K.batch]: fill(T.valuetext_b, b), [K.seq]: fill(T.valuetext_s, s) };
     sliders.forEach((r) => { r.value = st[r.dataset.k]; r.setAttribute("aria-valuetext", words[r.dataset.k]); });
   }
-  const setQ = radioGroup($(root, "[role=radiogroup]"), (v) => { st.q = v; draw(); });
+  const setQ = radioGroup($(root, "[role=radiogroup]"), (v) => { st[K.precision] = v; draw(); });
   const { taken, refused } = checkLink(readState(root.id), d.link.keys);
   sliders.forEach((r) => {
     const k = r.dataset.k;
     if (k in taken) st[k] = +taken[k];
     r.addEventListener("input", () => { st[k] = +r.value; draw(); });
   });
-  if (taken.q) setQ(st.q = taken.q);
+  if (taken[K.precision]) setQ(st[K.precision] = taken[K.precision]);
   linkNotice(root, d.link.words, refused);
   copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url, root.id);
   $(root, ".wdg-controls").hidden = false;

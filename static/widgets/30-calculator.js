@@ -157,7 +157,7 @@ WIDGETS.calculator = (root, D) => {
         return largest((n) => estimate({ ...c, run: { ...c.run, [k]: n } }, false).need, gpu[2], by, limit, by);
       });
       const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
-      if (train && st.shard != "0") items.push(form.elements.shard.selectedOptions[0].text);
+      if (train && st[D.shardKey] != "0") items.push(form.elements[D.shardKey].selectedOptions[0].text);
       const [opt, r, ql, b, s] = D.runText[st.mode].map((k) => c.run[k]);
       const run = train ? fill(T.train, st.precision, opt, r ? fill(T.lora, r, ql ? T.qlora : "") : "", b, commas(s)) : fill(T.serve, st.weights, b, commas(s));
       const answers = T[st.mode + "_answers"], basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve;
