@@ -330,6 +330,11 @@ def widgets_block() -> str:
                                 for option, kind in spec.options.items()])]
         else:
             text += ["", "No options."]
+        if spec.renamed:
+            text += ["", "URL keys renamed since a release (a link with the old key still opens the same state, and the "
+                     "address is rewritten to the new key): " + ", ".join(f"{code(old)} → {code(new)} (after {release})"
+                                                                        for old, (new, release) in spec.renamed.items())
+                     + "."]
         parts.append("\n".join(text))
     return "\n\n".join(parts)
 

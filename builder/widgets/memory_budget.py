@@ -37,7 +37,7 @@ HIDDEN, LAYERS = 4096, 32  # seed 001's 7B-shaped activation reference
 PRECISION_ALIASES = {"bf16-mixed": "bf16", "fp16-mixed": "fp16"}
 # The widget's URL keys (its state), by what each holds: the model size in half-billions of parameters (the size
 # slider's 0.5B steps), the micro-batch, the sequence length's power of two (2^k tokens: the sequence slider's steps)
-# and the precision. The partial and the script read them from here (the context's `keys`, the data's `keys`).
+# and the precision. The partial and the script read them from here (the context's `url_keys`, the data's `keys`).
 KEYS = {"size": "params_half_billions", "batch": "micro_batch", "seq": "seq_len_exponent", "precision": "precision"}
 # Release 0.1.0's keys (builder.widgets.renames).
 RENAMED = renamed("0.1.0", h=KEYS["size"], b=KEYS["batch"], s=KEYS["seq"], q=KEYS["precision"])
@@ -186,7 +186,8 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
                      "keys": {**{key: link_notice.whole(*bounds[key]) for key in (SIZE, BATCH, SEQ)},
                               PRECISION: link_notice.choice(*BUDGET_PRECISIONS)}}}
     example = budget_allocator(start[SIZE] * HALF_BILLION, start[BATCH], seq_len, start[PRECISION], HIDDEN, LAYERS)
-    return {"data": data, "start": start, "bounds": bounds, "keys": KEYS, "seq_len": seq_len, "capacity_name": capacity_name,
+    return {"data": data, "start": start, "bounds": bounds, "url_keys": KEYS, "seq_len": seq_len,
+            "capacity_name": capacity_name,
             "capacity_text": format_bytes(capacity), "breakdown": breakdown,
             "buckets": [{"id": b[0], "label": b[1], "colour": "tm-bucket-" + b[2], "formula": part.formula,
                          "note": part.simplification} for b, part in zip(BUCKETS, example.parts)],
