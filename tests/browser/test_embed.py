@@ -27,8 +27,8 @@ SHOWN = """(id) => {
 }"""
 
 CASES = [("calculator.html", "calc", "calc.mode=serve&calc.model=llama-3-70b&calc.tp=8", "Llama 3 70B"),
-         ("index.html", "bytes", "bytes.p=70000000000", "70.0B"),
-         ("index.html", "budget", "budget.b=4", "batch 4")]
+         ("index.html", "bytes", "bytes.params=70000000000", "70.0B"),
+         ("index.html", "budget", "budget.micro_batch=4", "batch 4")]
 
 
 @pytest.mark.parametrize("page, widget, state, seen", CASES, ids=[case[1] for case in CASES])

@@ -13,13 +13,13 @@ NOTICE = "(id) => { const n = document.querySelector('#' + id + ' .wdg-link-noti
 
 CASES = [
     # page, widget, link, what the notice must say, a setting it must keep (selector, attribute or property, value)
-    ("index.html", "bytes", "bytes.n=99999&bytes.z=2&bytes.p=abc",
-     ["bytes.n=99999 was not used: it must be a whole number from 1 to 4,096",
-      "bytes.p=abc was not used: it must be a whole number from 1 to 1,000,000,000,000,000"],
+    ("index.html", "bytes", "bytes.dp=99999&bytes.zero=2&bytes.params=abc",
+     ["bytes.dp=99999 was not used: it must be a whole number from 1 to 4,096",
+      "bytes.params=abc was not used: it must be a whole number from 1 to 1,000,000,000,000,000"],
      ("[role=radio][data-value='2']", "aria-checked", "true")),
-    ("index.html", "budget", "budget.q=fp64&budget.b=4",
-     ["budget.q=fp64 was not used: it must be one of fp32, bf16, fp16, fp8"],
-     ("[data-k=b]", "value", "4")),
+    ("index.html", "budget", "budget.precision=fp64&budget.micro_batch=4",
+     ["budget.precision=fp64 was not used: it must be one of fp32, bf16, fp16, fp8"],
+     ("[data-k=micro_batch]", "value", "4")),
     ("calculator.html", "calc", "calc.tp=2&calc.seq_len=1e400&calc.precision=nope&calc.colour=red",
      ["calc.seq_len=1e400 was not used: it must be a whole number from 1 to 4,194,304",
       "calc.precision=nope was not used: it must be one of bf16-mixed,",
@@ -52,7 +52,7 @@ def test_a_bad_link_setting_is_named_and_the_rest_kept(open_page, axe_source, pa
     assert shown == value
 
 
-@pytest.mark.parametrize("page, widget, link", [("index.html", "bytes", "bytes.z=3&bytes.n=16"),
+@pytest.mark.parametrize("page, widget, link", [("index.html", "bytes", "bytes.zero=3&bytes.dp=16"),
                                                 ("calculator.html", "calc", "calc.tp=2&calc.mode=serve")])
 def test_a_good_link_shows_no_notice(open_page, page, widget, link):
     with open_page(f"{page}?{link}") as visit:

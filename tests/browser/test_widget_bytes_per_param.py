@@ -218,7 +218,7 @@ def test_every_control_by_keyboard(open_page):
         root.locator("[type=number]").focus()
         page.keyboard.press("ArrowUp")
         shown = read(page)
-        assert shown["gpus"] == data["start"]["n"] + 1
+        assert shown["gpus"] == data["start"]["dp"] + 1
         page.keyboard.press("3")  # typing in the GPU count is not a preset shortcut
         assert read(page)["params"] == shown["params"]
         root.locator(".wdg-copy").focus()
@@ -259,9 +259,9 @@ def test_url_round_trip(open_page, site_browser):
         page = visit.page
         drive(page, {"preset": 2})
         state = drive(page, {"zero": 2, "gpus": 24})
-        page.wait_for_function("() => location.search.includes('.n=24')")
+        page.wait_for_function("() => location.search.includes('.dp=24')")
         url = page.url
-    assert "bytes.z=2" in url
+    assert "bytes.zero=2" in url
     path = url.removeprefix(site_browser.base_url)
     with open_page(path) as visit:
         again = read(visit.page)
@@ -271,15 +271,15 @@ def test_url_round_trip(open_page, site_browser):
 
 def test_bad_url_values_are_ignored(open_page):
     """Out-of-range or malformed values in the URL leave the default in place."""
-    with open_page("index.html?bytes.z=9&bytes.n=0&bytes.p=x") as visit:
+    with open_page("index.html?bytes.zero=9&bytes.dp=0&bytes.params=x") as visit:
         shown = read(visit.page)
         assert (shown["zero"], shown["gpus"]) == (0, 8) and visit.problems() == []
 
 
 # Accessibility ------------------------------------------------------------------------------------------
 
-STATES = {"default (overflow)": "", "zero-active (fits)": "?bytes.z=3&bytes.n=8",
-          "fits": "?bytes.p=124439808"}
+STATES = {"default (overflow)": "", "zero-active (fits)": "?bytes.zero=3&bytes.dp=8",
+          "fits": "?bytes.params=124439808"}
 
 
 @pytest.mark.parametrize("color_scheme", ["light", "dark"])
@@ -375,7 +375,7 @@ OVERLAPS = """(root) => {
 @pytest.mark.parametrize("color_scheme", ["light", "dark"])
 def test_layout_has_no_overlap_or_clipping(open_page, screenshot_dir, viewport, color_scheme):
     """At 360 and 1280 px, with ZeRO on and an overflow: no sideways scroll, no overlapping text, labels legible."""
-    query = "?bytes.z=2&bytes.p=70000000000&bytes.n=4"
+    query = "?bytes.zero=2&bytes.params=70000000000&bytes.dp=4"
     with open_page("index.html" + query, viewport=viewport, color_scheme=color_scheme) as visit:
         root = visit.page.locator(WIDGET)
         root.screenshot(path=str(screenshot_dir / f"bytes-per-param-{color_scheme}-{viewport[0]}.png"),

@@ -113,7 +113,7 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
     ep = rng.choice([e for e in (1, 2, 4) if e == 1 or (arch.is_moe and arch.experts % e == 0 and dp % e == 0)])
     seq = rng.choice([128, 512, 1000, 2048, 4096, 8192])
     cp = rng.choice([c for c in (1, 1, 2, 4) if seq % c == 0])
-    s.update(tp=str(tp), pp=str(pp), vpp=str(vpp), dp=str(dp), ep=str(ep), cp=str(cp), sp=rng.choice("01"),
+    s.update(tp=str(tp), pp=str(pp), virtual_stages=str(vpp), dp=str(dp), ep=str(ep), cp=str(cp), sequence_parallel=rng.choice("01"),
              gpu=rng.choice(GPUS)[0], overhead=str(rng.choice([0, 0, 5, 10, 17])), unit=rng.choice(["GiB", "GB"]))
     if train:
         shard = rng.choice(["0", "1", "2", "3", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"])
@@ -128,12 +128,12 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                  reduce_dtype=rng.choice(["policy", "policy", *calc.REDUCE_DTYPES]),
                  micro_batch=str(rng.choice([1, 2, 3, 8])), seq_len=str(seq), grad_accum=str(rng.choice([1, 2, 8])),
                  recompute=rng.choice(["none", "selective", "full"]), attention=rng.choice(["eager", "sdpa", "flash"]),
-                 formula=rng.choice(["hf", "hf", "megatron", "torchtune", "korthikanti"]), dropout=rng.choice("01"), shard=shard,
+                 implementation=rng.choice(["hf", "hf", "megatron", "torchtune", "korthikanti"]), dropout=rng.choice("01"), sharding=shard,
                  offload=offload, lora_rank=str(lora), qlora=rng.choice("01") if lora else "0",
                  lora_dropout=rng.choice(["0", "0.05"]) if lora else "0")
         s["optimizer_impl"] = rng.choice(["default", "default", *OPTIMIZER_IMPLS])
-        s["loss"] = rng.choice(["eager", *LOSSES]) if s["formula"] != "korthikanti" else "eager"
-        s["offload_activations"] = rng.choice("001") if s["formula"] != "korthikanti" else "0"
+        s["loss"] = rng.choice(["eager", *LOSSES]) if s["implementation"] != "korthikanti" else "eager"
+        s["offload_activations"] = rng.choice("001") if s["implementation"] != "korthikanti" else "0"
         # A checkpoint save the sharding offers (builder.model.checks refuses the others).
         saves = (["full-state-dict", "full-state-dict-offload", "dcp"] + (["sharded-state-dict"] if stage else [])
                  if shard in calc.FSDP_STRATEGIES else ["deepspeed"] + (["deepspeed-16bit"] if stage == 3 else [])
@@ -150,9 +150,9 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
             s.update(reduce_bucket_size=str(rng.choice([0, 2 * 10**8, 5 * 10**8])),
                      overlap_comm=rng.choice(["default", "on", "off"]), contiguous_gradients=rng.choice("01"))
         # torch.compile is modelled over transformers' dense layers without adapters or a recipe (else refused).
-        s["compile"] = rng.choice("001") if s["formula"] in ("hf", "torchtune") and not arch.experts and not lora \
+        s["compile"] = rng.choice("001") if s["implementation"] in ("hf", "torchtune") and not arch.experts and not lora \
             and not PRECISIONS[s["precision"]].recipe else "0"
-        if s["recompute"] == "full" and s["formula"] != "korthikanti" and arch.layers // pp > 1 and rng.random() < 0.4:
+        if s["recompute"] == "full" and s["implementation"] != "korthikanti" and arch.layers // pp > 1 and rng.random() < 0.4:
             s["recompute_layers"] = str(rng.randint(1, arch.layers // pp - 1))
         # The optimizer states' and the accumulation's dtypes, mostly the policy's own.
         for option, choices in (("optimizer_state_dtype", calc.STATE_DTYPES), ("exp_avg_dtype", calc.STATE_DTYPES),
@@ -300,13 +300,13 @@ INVALID = [
     {"model": "llama-3-8b", "ep": "2", "dp": "2"},
     {"model": "mixtral-8x7b", "ep": "4", "dp": "2"},
     {"model": "llama-3-8b", "cp": "3", "seq_len": "4096"},
-    {"model": "llama-3-8b", "shard": "0", "offload": "optimizer"},
-    {"model": "llama-3-8b", "shard": "2", "offload": "params"},
+    {"model": "llama-3-8b", "sharding": "0", "offload": "optimizer"},
+    {"model": "llama-3-8b", "sharding": "2", "offload": "params"},
     {"model": "llama-3-8b", "lora_rank": "0", "qlora": "1"},
-    {"model": "llama-3-8b", "shard": "HYBRID_SHARD", "dp": "12"},
+    {"model": "llama-3-8b", "sharding": "HYBRID_SHARD", "dp": "12"},
     {"model": "llama-3-8b", "micro_batch": "0"},
     {"model": "llama-3-8b", "overhead": "1001"},  # a fraction above 10 (ranges.py: 0 to 10)
-    {"model": "llama-3-8b", "pp": "4", "vpp": "3"},
+    {"model": "llama-3-8b", "pp": "4", "virtual_stages": "3"},
     {"model": "custom", "heads": "32", "kv_heads": "5"},
     {"model": "custom", "experts": "8", "top_k": "9"},
     {"model": "custom", "layers": "0"},
@@ -329,13 +329,13 @@ def test_every_control_by_keyboard(calculator):
     """Each control changes the state from the keyboard: arrows in radio groups (native radio buttons), selects and
     number fields, Space on checkboxes."""
     page, data, _ = calculator
-    base = data["defaults"] | {"model": "custom", "mode": "train", "shard": "3", "dp": "2"}
+    base = data["defaults"] | {"model": "custom", "mode": "train", "sharding": "3", "dp": "2"}
     names = page.evaluate(f"() => [...document.querySelector('{WIDGET} form').elements].filter(e => e.name && e.type !== 'radio').map(e => e.name)")
     unchanged = []
     for name in names:
         page.evaluate(SET_STATE, [WIDGET, base])
         field = page.locator(f"{WIDGET} [name={name}]")
-        for reveal in ({"shard": "0"}, {"mode": "serve"}):  # DDP's field shows with no sharding; serving's in serving
+        for reveal in ({"sharding": "0"}, {"mode": "serve"}):  # DDP's field shows with no sharding; serving's in serving
             if not field.is_visible():
                 page.evaluate(SET_STATE, [WIDGET, reveal])
         before = page.evaluate(READ, WIDGET)["state"]
@@ -426,8 +426,8 @@ WIDGET_OVERFLOW = """(selector) => {
 
 STATES = {
     "default": {},
-    "overflow": {"model": "llama-3-70b", "shard": "0", "dp": "1", "gpu": "h100-80gb"},
-    "sharded": {"model": "mixtral-8x7b", "shard": "3", "dp": "8", "ep": "2", "tp": "2", "offload": "optimizer"},
+    "overflow": {"model": "llama-3-70b", "sharding": "0", "dp": "1", "gpu": "h100-80gb"},
+    "sharded": {"model": "mixtral-8x7b", "sharding": "3", "dp": "8", "ep": "2", "tp": "2", "offload": "optimizer"},
     "serving": {"mode": "serve", "weights": "int4", "batch": "32"},
     "invalid": {"tp": "3"},
 }
@@ -486,7 +486,7 @@ def other_values(page, key: str, current: str) -> list[str]:
       if (el.type === 'checkbox') return ['0', '1'];
       return null;
     }""", [WIDGET, key])
-    numbers = {"lora_rank": ["16"], "lora_dropout": ["0.1"], "recompute_layers": ["3"], "micro_batch": ["8"], "seq_len": ["65536"], "grad_accum": ["4"], "vpp": ["2"],
+    numbers = {"lora_rank": ["16"], "lora_dropout": ["0.1"], "recompute_layers": ["3"], "micro_batch": ["8"], "seq_len": ["65536"], "grad_accum": ["4"], "virtual_stages": ["2"],
                "cp": ["2", "3"], "batch": ["64"], "context": ["131072"]}
     return [v for v in (choices or numbers[key]) if v != current]
 
@@ -496,7 +496,7 @@ def test_zero3_then_serving_holds_the_whole_model(calculator):
     weights (16,060,522,496 B in bf16, 15.0 GiB), so a T4 16GB cannot hold it with a batch of 1 x 4,096 tokens."""
     page, data, _ = calculator
     set_state(page, data["defaults"] | {"model": "llama-3-8b", "mode": "train", "gpu": "t4"})
-    reader_sets(page, "shard", "3")
+    reader_sets(page, "sharding", "3")
     reader_sets(page, "dp", "8")
     assert page.evaluate(READ, WIDGET)["parts"][0][1] == 8_030_261_248 * 2 // 8  # training: sharded over 8
     reader_sets(page, "mode", "serve")
@@ -507,7 +507,7 @@ def test_zero3_then_serving_holds_the_whole_model(calculator):
     problems, _ = compare(got, expected(got["state"], data["shown"]), "zero3 then serve")
     assert problems == []
     # The hidden training controls cannot be reached in serving, and their values do not count.
-    assert not page.locator(f"{WIDGET} [name=shard]").is_visible()
+    assert not page.locator(f"{WIDGET} [name=sharding]").is_visible()
 
 
 def test_training_controls_never_change_serving_numbers(calculator):
@@ -520,7 +520,7 @@ def test_training_controls_never_change_serving_numbers(calculator):
         reference = page.evaluate(READ, WIDGET)
         assert reference["error"] is None
         keys = [k for k, shown in calc.MODE_ONLY.items() if shown == mode]
-        assert {"shard", "offload", "precision", "lora_rank", "sp", "cp", "vpp"} <= set(keys) if mode == "train" else keys
+        assert {"sharding", "offload", "precision", "lora_rank", "sequence_parallel", "cp", "virtual_stages"} <= set(keys) if mode == "train" else keys
         tried = 0
         for key in keys:
             for value in other_values(page, key, base[key]):
@@ -561,7 +561,7 @@ def test_copy_link_right_after_a_change_copies_that_change(calculator, open_page
 
 NOT_FITTING = [{"micro_batch": "4", "seq_len": "8192"}, {"model": "llama-3-70b"},
                {"mode": "serve", "model": "llama-3-70b"}, {"mode": "serve", "batch": "512", "context": "32768"},
-               {"micro_batch": "16", "shard": "0", "dp": "1", "recompute": "none"}]
+               {"micro_batch": "16", "sharding": "0", "dp": "1", "recompute": "none"}]
 
 
 def test_a_run_that_does_not_fit_names_what_would_as_python_does(calculator):
@@ -617,7 +617,7 @@ def test_choosing_the_classic_start_shows_161_4_gb(calculator):
     got = page.evaluate(READ, WIDGET)
     want_state = calc.start_state("classic-8b", MODELS, data["defaults"]["gpu"])
     assert got["state"] == want_state
-    assert got["state"]["unit"] == "GB" and got["state"]["formula"] == "korthikanti" and got["state"]["overhead"] == "10"
+    assert got["state"]["unit"] == "GB" and got["state"]["implementation"] == "korthikanti" and got["state"]["overhead"] == "10"
     assert got["total_text"].startswith("161.4 GB = ") and got["unit"] == "GB"
     problems, worst = compare(got, expected(want_state, data["shown"]), "classic-8b")
     assert problems == [] and worst == 0
@@ -690,7 +690,7 @@ def test_deepspeed_zero3_limits_show_and_count_with_stage_3_only(calculator):
     threshold of 0 partitions even the norms), and under any other stage they neither show nor count."""
     page, data, _ = calculator
     fields = [f"{WIDGET} [name={control.key}]" for control in calc.PARALLEL_CONTROLS if control.show == calc.ZERO3_SHOWN]
-    base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "shard": "3"}
+    base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "sharding": "3"}
     shown = set_state(page, base)
     assert all(page.locator(field).is_visible() for field in fields)
     reader_sets(page, "stage3_param_persistence_threshold", "0")
@@ -699,12 +699,12 @@ def test_deepspeed_zero3_limits_show_and_count_with_stage_3_only(calculator):
     want = expected(got["state"], data["shown"])
     assert got["need"] == want["need"] and got["need"] < shown["need"]
     assert [p[:2] for p in got["parts"]] == [[p["name"], p["bytes"]] for p in want["parts"]]
-    set_state(page, base | {"shard": "1"})
+    set_state(page, base | {"sharding": "1"})
     assert not any(page.locator(field).is_visible() for field in fields)
     one = page.evaluate(READ, WIDGET)
     assert one["need"] == expected(one["state"], data["shown"])["need"]
     # A limit left changed in the form (say, from a link) counts for nothing under stage 1.
-    assert set_state(page, base | {"shard": "1", "stage3_param_persistence_threshold": "0"})["need"] == one["need"]
+    assert set_state(page, base | {"sharding": "1", "stage3_param_persistence_threshold": "0"})["need"] == one["need"]
 
 
 def test_deepspeed_gradient_buckets_show_and_count_with_a_zero_stage_only(calculator):
@@ -714,7 +714,7 @@ def test_deepspeed_gradient_buckets_show_and_count_with_a_zero_stage_only(calcul
     fields neither show nor count."""
     page, data, _ = calculator
     fields = [f"{WIDGET} [name={option}]" for option in ("reduce_bucket_size", "overlap_comm", "contiguous_gradients")]
-    base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "shard": "2"}
+    base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "sharding": "2"}
     set_state(page, base)
     assert all(page.locator(field).is_visible() for field in fields)
     got = set_state(page, base | {"overlap_comm": "on", "reduce_bucket_size": "200000000"})
@@ -722,10 +722,10 @@ def test_deepspeed_gradient_buckets_show_and_count_with_a_zero_stage_only(calcul
     assert got["need"] == want["need"]
     assert [p[:2] for p in got["parts"]] == [[p["name"], p["bytes"]] for p in want["parts"]]
     assert dict(p[:2] for p in got["parts"])["comm/unsharded_grads"] == 2 * 2 * 10**8 * 2
-    set_state(page, base | {"shard": "FULL_SHARD"})
+    set_state(page, base | {"sharding": "FULL_SHARD"})
     assert not any(page.locator(field).is_visible() for field in fields)
     plain = page.evaluate(READ, WIDGET)
-    assert set_state(page, base | {"shard": "FULL_SHARD", "overlap_comm": "on"})["need"] == plain["need"]
+    assert set_state(page, base | {"sharding": "FULL_SHARD", "overlap_comm": "on"})["need"] == plain["need"]
 
 
 def test_ddp_gradient_as_bucket_view_shows_and_counts_with_no_sharding_only(calculator):
@@ -734,7 +734,7 @@ def test_ddp_gradient_as_bucket_view_shows_and_counts_with_no_sharding_only(calc
     under ZeRO stage 1 it neither shows nor counts."""
     page, data, _ = calculator
     field = f"{WIDGET} [name=gradient_as_bucket_view]"
-    base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "shard": "0"}
+    base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "sharding": "0"}
     copies = set_state(page, base)
     assert page.locator(field).is_visible()
     assert "comm/ddp_buckets" in [p[0] for p in copies["parts"]]
@@ -742,9 +742,9 @@ def test_ddp_gradient_as_bucket_view_shows_and_counts_with_no_sharding_only(calc
     want = expected(views["state"], data["shown"])
     assert views["need"] == want["need"] and views["need"] < copies["need"]
     assert [p[:2] for p in views["parts"]] == [[p["name"], p["bytes"]] for p in want["parts"]]
-    one = set_state(page, base | {"shard": "1", "gradient_as_bucket_view": "1"})
+    one = set_state(page, base | {"sharding": "1", "gradient_as_bucket_view": "1"})
     assert not page.locator(field).is_visible()
-    assert one["need"] == set_state(page, base | {"shard": "1"})["need"]
+    assert one["need"] == set_state(page, base | {"sharding": "1"})["need"]
 
 
 # Issue 13: the optimizer states' and the accumulation's dtypes, as the command line and a page's settings take them --
@@ -787,7 +787,7 @@ def test_a_link_with_a_dtype_key_opens_that_setting_and_prices_it_as_the_cli(ope
     # Lion keeps one momentum buffer (Chen et al. 2023, Algorithm 1), no exp_avg.
     ({"optimizer": "lion", "exp_avg_dtype": "fp8"}, "only Adam and AdamW keep exp_avg; optimizer lion has none"),
     # DeepSpeed (commit edaa722) stage_1_and_2.py: ZeRO-2 accumulates in the gradients' own dtype.
-    ({"shard": "2", "grad_accum_dtype": "fp32"}, "DeepSpeed's ZeRO stage 2 accumulates gradients in their own dtype"),
+    ({"sharding": "2", "grad_accum_dtype": "fp32"}, "DeepSpeed's ZeRO stage 2 accumulates gradients in their own dtype"),
 ])
 def test_a_refused_dtype_shows_the_command_lines_sentence(calculator, capsys, changes, words):
     """Picked as a reader picks them, a combination the model refuses shows validate_config's sentence, the one the
@@ -799,8 +799,8 @@ def test_a_refused_dtype_shows_the_command_lines_sentence(calculator, capsys, ch
         reader_sets(page, key, value)
     got = page.evaluate(READ, WIDGET)
     assert words in got["error"] and not got["shown"]
-    sharding = ("--zero", changes["shard"]) if "shard" in changes else ("--fsdp", "FULL_SHARD")
-    flags = [word for key, value in changes.items() if key != "shard"
+    sharding = ("--zero", changes["sharding"]) if "sharding" in changes else ("--fsdp", "FULL_SHARD")
+    flags = [word for key, value in changes.items() if key != "sharding"
              for word in ("--" + key.replace("_", "-"), value)]
     code, _, err = run(capsys, "estimate", *PRESET_FLAGS[:-4], "--dp", "8", *sharding, *flags)
     option, _, sentence = got["error"].partition(": ")

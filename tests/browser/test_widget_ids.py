@@ -15,8 +15,8 @@ SNAPSHOT = """root => ({
 
 CASES = [  # page, widget, old query, the same state under the new id
     ("calculator.html", "calc", "calculator-1.mode=serve&calculator-1.gpu=l4&calculator-1.tp=2"),
-    ("index.html", "bytes", "bytes-per-param-1.z=3&bytes-per-param-1.n=16"),
-    ("index.html", "budget", "memory-budget-2.h=140&memory-budget-2.b=8"),
+    ("index.html", "bytes", "bytes-per-param-1.zero=3&bytes-per-param-1.dp=16"),
+    ("index.html", "budget", "memory-budget-2.params_half_billions=140&memory-budget-2.micro_batch=8"),
 ]
 
 
@@ -45,5 +45,5 @@ def test_an_old_positional_link_opens_the_same_state_and_is_rewritten(open_page,
 def test_the_new_prefix_wins_over_the_old_one(open_page):
     with open_page("index.html") as visit:
         default = snapshot(visit, "bytes")
-    with open_page("index.html?bytes-per-param-1.z=3&bytes.z=0") as visit:
+    with open_page("index.html?bytes-per-param-1.zero=3&bytes.zero=0") as visit:
         assert snapshot(visit, "bytes") == default

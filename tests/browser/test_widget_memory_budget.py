@@ -8,7 +8,7 @@ import random
 import pytest
 
 from builder.catalog import default_models
-from builder.widgets.memory_budget import bucket_bytes, texts
+from builder.widgets.memory_budget import KEYS as URL_KEYS, RENAMED, bucket_bytes, texts
 from tests.browser import checks
 from tests.browser.test_widget_bytes_per_param import (  # noqa: F401 - fixtures
     OVERLAPS, open_fixture, widget_data, widget_site, widget_site_url)
@@ -18,6 +18,8 @@ pytestmark = pytest.mark.browser
 WIDGET = "[data-widget=memory-budget]"
 RANDOM_STATES = 200
 KEYS = ("h", "b", "s")
+# The short names this file uses (release 0.1.0's URL keys) -> the widget's URL keys, its sliders' data-k.
+NEW = {old: new for old, (new, _) in RENAMED.items()}
 MODELS = default_models()
 
 DRIVE = """([selector, action]) => {
@@ -25,20 +27,23 @@ DRIVE = """([selector, action]) => {
   for (const r of root.querySelectorAll('[type=range]')) {
     if (action[r.dataset.k] !== undefined) { r.value = action[r.dataset.k]; r.dispatchEvent(new Event('input', {bubbles: true})); }
   }
-  if (action.q !== undefined) root.querySelector(`[role=radio][data-value=${action.q}]`).click();
+  if (action.precision !== undefined) root.querySelector(`[role=radio][data-value=${action.precision}]`).click();
   return READ(root);
 }"""
 READ = """(root) => {
   const value = k => Number(root.querySelector(`[data-k=${k}]`).value);
   return {
     texts: [...root.querySelectorAll('[data-t]')].map(e => [e.dataset.t, e.textContent]),
-    h: value('h'), b: value('b'), s: value('s'), bytes: root.dataset.bytes,
+    h: value('KEY_SIZE'), b: value('KEY_BATCH'), s: value('KEY_SEQ'), bytes: root.dataset.bytes,
     q: root.querySelector('[role=radio][aria-checked=true]').dataset.value,
     valuetexts: [...root.querySelectorAll('[type=range]')].map(r => r.getAttribute('aria-valuetext')),
     badge: !root.querySelector('.wdg-badge').hidden, need: Number(root.dataset.need),
     widths: [...root.querySelectorAll('rect')].map(r => r.getAttribute('width')),
   };
 }"""
+
+
+READ = READ.replace("KEY_SIZE", URL_KEYS["size"]).replace("KEY_BATCH", URL_KEYS["batch"]).replace("KEY_SEQ", URL_KEYS["seq"])
 
 
 def read(page, selector: str = WIDGET) -> dict:
@@ -48,7 +53,7 @@ def read(page, selector: str = WIDGET) -> dict:
 
 def drive(page, action: dict, selector: str = WIDGET) -> dict:
     """Move sliders / pick a precision through their own events and read the result."""
-    return page.evaluate(DRIVE.replace("READ(root)", f"({READ})(root)"), [selector, action])
+    return page.evaluate(DRIVE.replace("READ(root)", f"({READ})(root)"), [selector, {NEW[k]: v for k, v in action.items()}])
 
 
 def assert_matches_python(shown: dict, data: dict) -> None:
@@ -125,7 +130,7 @@ def test_every_control_by_keyboard(open_page):
         assert "pick a precision" in root.locator(".wdg-keys").inner_text()
         assert "a tenth of its range (at least one step)" in root.locator(".wdg-keys").inner_text()
         for key, low, high in (("h", 1, 350), ("b", 1, 64), ("s", 9, 15)):
-            root.locator(f"[data-k={key}]").focus()
+            root.locator(f"[data-k={NEW[key]}]").focus()
             before = read(page)[key]
             page.keyboard.press("ArrowRight")
             assert read(page)[key] == before + 1
@@ -155,7 +160,7 @@ def test_every_control_by_pointer(open_page):
         page, root = visit.page, visit.page.locator(WIDGET)
         data = widget_data(page, WIDGET)
         for key, high in (("h", 350), ("b", 64), ("s", 15)):
-            slider = root.locator(f"[data-k={key}]")
+            slider = root.locator(f"[data-k={NEW[key]}]")
             slider.scroll_into_view_if_needed()
             box = slider.bounding_box()
             page.mouse.click(box["x"] + box["width"] - 3, box["y"] + box["height"] / 2)
@@ -172,14 +177,14 @@ def test_url_round_trip(open_page, site_browser):
     """The state goes into the URL; opening that URL restores it."""
     with open_page("index.html") as visit:
         state = drive(visit.page, {"h": 27, "b": 5, "s": 13, "q": "fp32"})
-        visit.page.wait_for_function("() => location.search.includes('.q=fp32')")
+        visit.page.wait_for_function("() => location.search.includes('.precision=fp32')")
         url = visit.page.url
     with open_page(url.removeprefix(site_browser.base_url)) as visit:
         assert read(visit.page) == state
 
 
-STATES = {"default (fits)": "", "overflow": "?budget.h=140&budget.b=8",
-          "slight overflow": "?budget.h=20&budget.b=40"}
+STATES = {"default (fits)": "", "overflow": "?budget.params_half_billions=140&budget.micro_batch=8",
+          "slight overflow": "?budget.params_half_billions=20&budget.micro_batch=40"}
 
 
 @pytest.mark.parametrize("color_scheme", ["light", "dark"])

@@ -61,7 +61,7 @@ def badges(page) -> list[bool]:
 
 
 def state_url(params: int, zero: int = 0, gpus: int = 8) -> str:
-    return f"?bytes.p={params}&bytes.z={zero}&bytes.n={gpus}"
+    return f"?bytes.params={params}&bytes.zero={zero}&bytes.dp={gpus}"
 
 
 # The slider ------------------------------------------------------------------------------------------------------
@@ -370,7 +370,7 @@ def test_url_state_drives_parameter_count_and_zero_stage(show):
     assert output(page) == "13.0B" and page.locator(f"{W} [role=radio][aria-checked=true]").inner_text() == "Stage 2"
     assert text(page, "per") == want(13 * 10**9, 2, 16)["per"]
     page.locator(W).get_by_role("radio", name="Stage 3").click()
-    page.wait_for_function("() => location.search.includes('bytes.z=3')")
+    page.wait_for_function("() => location.search.includes('bytes.zero=3')")
 
 
 def test_activations_segment_is_named_a_placeholder(show):

@@ -25,6 +25,10 @@ CAP = CONTEXT["data"]["capacity"]
 CAP_TEXT = CONTEXT["data"]["capacityText"]
 
 
+# Release 0.1.0's URL keys, which this file names the sliders by -> the widget's keys (its renames table).
+NEW = {old: new for old, (new, _) in mb.RENAMED.items()}
+
+
 def want(halves: int = 14, batch: int = 1, seq_len: int = 2048, precision: str = "bf16") -> dict:
     """Python's texts, need and bucket bytes for a state (model size in half-billions)."""
     return mb.texts(halves, batch, seq_len, precision, CAP, CAP_TEXT, MODELS)
@@ -35,11 +39,13 @@ def text(page, key: str) -> str:
 
 
 def state_url(halves: int = 14, batch: int = 1, power: int = 11, precision: str = "bf16") -> str:
-    return f"?budget.h={halves}&budget.b={batch}&budget.s={power}&budget.q={precision}"
+    size, micro_batch, seq, chosen = mb.KEYS.values()
+    return f"?budget.{size}={halves}&budget.{micro_batch}={batch}&budget.{seq}={power}&budget.{chosen}={precision}"
 
 
 def slider(page, key: str):
-    return page.locator(f"{W} [data-k={key}]")
+    """The slider of a state key as this file names it (release 0.1.0's URL key: h, b or s)."""
+    return page.locator(f"{W} [data-k={NEW[key]}]")
 
 
 def legend(page) -> list[str]:
@@ -266,7 +272,7 @@ def test_url_state_drives_the_parameters(show):
     assert text(page, "tot") == shown["tot"]
     slider(page, "b").focus()
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("() => location.search.includes('budget.b=6')")
+    page.wait_for_function("() => location.search.includes('budget.micro_batch=6')")
 
 
 def test_full_model_need_beside_the_four_bucket_sum(show):
@@ -289,7 +295,7 @@ def test_single_total_mode_capacity_and_slider_bounds(open_fixture):
         # gpu=rtx-4090: the CUDA total, deviceQuery 25386352640 bytes = 23.6 GiB (content/gpus.toml)
         assert "of 23.6 GiB GeForce RTX 4090 24GB" in root.locator(".wdg-total").first.inner_text()
         for key, shown, low, high in (("h", "p", "1.0B", "70.0B"), ("b", "b", "1", "16"), ("s", "s", "256", "8K")):
-            root.locator(f"[data-k={key}]").focus()
+            root.locator(f"[data-k={NEW[key]}]").focus()
             page.keyboard.press("Home")
             assert root.locator(f"output[data-t={shown}]").inner_text() == low
             page.keyboard.press("End")

@@ -93,7 +93,7 @@ def test_fsdp_strategy_select(form):
                                                             ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")]
     select.select_option("SHARD_GRAD_OP")
     shown = read(form)
-    state = DEFAULTS | {"shard": "SHARD_GRAD_OP"}
+    state = DEFAULTS | {"sharding": "SHARD_GRAD_OP"}
     assert shown["shards"] == calc.shards_text(config(state))
     assert shown["shards"].startswith("Shard factor (FSDP SHARD_GRAD_OP): weights split over 1 GPU, gradients over 8")
     assert_like_python(shown, state)
@@ -126,7 +126,7 @@ def test_sequence_parallel_with_tensor_parallel(form):
     without = rows(read(form))
     form.locator(W).get_by_label("Sequence parallel (with TP)").check()
     shown = read(form)
-    assert_like_python(shown, DEFAULTS | {"tp": "2", "sp": "1"})
+    assert_like_python(shown, DEFAULTS | {"tp": "2", "sequence_parallel": "1"})
     assert rows(shown)["activations/norms"] != without["activations/norms"]
     assert "Sequence parallelism is its own checkbox" in form.locator("main").inner_text()
 

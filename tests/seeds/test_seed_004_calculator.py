@@ -118,7 +118,7 @@ def test_active_parameters_of_a_mixture_of_experts(form):
 def test_zero_stage_and_shard_factor_readout(form, stage, ranks):
     form.locator(W).get_by_label("ZeRO / FSDP").select_option(stage)
     shown = read(form)
-    state = DEFAULTS | {"shard": stage}
+    state = DEFAULTS | {"sharding": stage}
     assert shown["shards"] == calc.shards_text(config(state)) == (
         f"Shard factor (ZeRO-{stage}): weights split over {ranks[0]} GPU{'s' if ranks[0] > 1 else ''}, "
         f"gradients over {ranks[1]}, optimizer states over {ranks[2]}")
@@ -173,10 +173,10 @@ def test_sequence_length(form):
 @pytest.mark.parametrize("optimizer, per_param", [("adam", 12), ("adam8bit", 6), ("sgd-momentum", 8)],
                          ids=["adam_12n", "adam_8bit_about_6n", "sgd_momentum_about_8n"])
 def test_optimizer_state_bytes_per_parameter(form, optimizer, per_param):
-    set_form(form, {"shard": "0", "dp": "1"})
+    set_form(form, {"sharding": "0", "dp": "1"})
     form.locator(W).get_by_label("Optimizer", exact=True).select_option(optimizer)
     shown = read(form)
-    state = DEFAULTS | {"optimizer": optimizer, "shard": "0", "dp": "1"}
+    state = DEFAULTS | {"optimizer": optimizer, "sharding": "0", "dp": "1"}
     assert rows(shown) == want_rows(state)
     params = calc.param_count(MODELS["llama-3-8b"])
     states = sum(p[1] for p in shown["parts"] if p[0].startswith("optimizer/"))
@@ -187,13 +187,13 @@ def test_optimizer_state_bytes_per_parameter(form, optimizer, per_param):
                          ids=["none_34_plus_5as_over_h", "selective_34", "full_2"])
 def test_activation_recompute_korthikanti(form, recompute):
     # s·b·h·(34 + 5·a·s/h) per layer without recompute; selective drops 5as/h; full keeps ~2sbh (Korthikanti 2022).
-    set_form(form, {"formula": "korthikanti", "recompute": recompute, "shard": "0", "dp": "1"})
+    set_form(form, {"implementation": "korthikanti", "recompute": recompute, "sharding": "0", "dp": "1"})
     shown = read(form)
     s, b, h, a, layers = 4096, 1, 4096, 32, 32
     coefficient = {"none": 34 + 5 * a * s / h, "selective": 34, "full": 2}[recompute]
     activations = dict((p[0], p[1]) for p in shown["parts"])["activations/layers"]
     assert activations == s * b * h * coefficient * layers
-    assert rows(shown) == want_rows(DEFAULTS | {"formula": "korthikanti", "recompute": recompute, "shard": "0",
+    assert rows(shown) == want_rows(DEFAULTS | {"implementation": "korthikanti", "recompute": recompute, "sharding": "0",
                                                 "dp": "1"})
     assert form.locator(f"{W} input[name=recompute][value={recompute}]").is_checked()
 
@@ -236,9 +236,9 @@ def test_live_figure_summary_and_live_region(form):
 
 
 def test_doesnt_fit_badge_and_hatched_overflow(form):
-    set_form(form, {"shard": "0", "dp": "1", "gpu": "a100-40gb"})
+    set_form(form, {"sharding": "0", "dp": "1", "gpu": "a100-40gb"})
     shown = read(form)
-    state = DEFAULTS | {"shard": "0", "dp": "1", "gpu": "a100-40gb"}
+    state = DEFAULTS | {"sharding": "0", "dp": "1", "gpu": "a100-40gb"}
     want = expected(state)
     assert not want["fits_chosen"] and shown["verdict"] == "DOESN'T FIT " + want["verdict"]
     assert form.locator(f"{W} .calc-over").get_attribute("width") == want["chart"]["overflow"]["w"]
