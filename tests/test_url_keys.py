@@ -16,16 +16,17 @@ import pytest
 
 from builder.catalog import load_gpus, load_models
 from builder.model.options import OPTIONS
-from builder.widgets import WIDGETS, calculator
+from builder.grids import ARCH_FIELDS
+from builder.widgets import WIDGETS, calculator, calculator_state
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT = ROOT / "content"
 RELEASES = {tomllib.loads(path.read_text())["version"] for path in (CONTENT / "releases").glob("*.toml")}
-# The keys release 0.1.0's widgets wrote (builder/model/options.py `url`, builder/widgets/bytes_per_param.py
-# LINK_BOUNDS, builder/widgets/memory_budget.py read_bounds and start_state, at commit e06854f, the build that
-# content/releases/0.1.0.toml records), widget by widget, that this release renamed.
+# The keys release 0.1.0's widgets wrote and this release renamed, widget by widget: at commit 5f66fa5, the one that
+# wrote content/releases/0.1.0.toml, builder/widgets/calculator.py's Control keys ("shard", "sp", "vpp", "formula",
+# "tied"), bytes_per_param.py's data["start"] {"p", "z", "n"} and memory_budget.py's start_state {"h", "b", "s", "q"}.
 RENAMED_IN_0_1_0 = {"bytes-per-param": {"p", "z", "n"}, "memory-budget": {"h", "b", "s", "q"},
-                    "calculator": {"shard", "sp", "vpp", "formula"}, "serve-concurrency": set()}
+                    "calculator": {"shard", "sp", "vpp", "formula", "tied"}, "serve-concurrency": set()}
 # The words the command line takes as flags (the option table's), e.g. --tp -> tp.
 FLAG_WORDS = {option.flag[2:].replace("-", "_") for option in OPTIONS if option.flag}
 FULL_WORD = re.compile(r"[a-z]+(_[a-z]+)*")
@@ -92,4 +93,21 @@ def test_the_calculator_keys_come_from_the_option_table():
     assert {key: names for key, names in by_key.items() if len(names) > 1} == {
         "sharding": {"zero", "fsdp"}, "implementation": {"implementation", "activation_formula"}}
     assert by_key["sequence_parallel"] == {"sequence_parallel"} and by_key["virtual_stages"] == {"pp_virtual_stages"}
+    # The form's rules read a control by the option's name unless the option is in calculator_state.KEY.
+    assert [o.name for o in OPTIONS if o.url and o.url != o.name and o.url not in calculator_state.KEY.values()] == []
 
+
+def test_the_custom_architecture_keys_are_front_matters_arch_words():
+    """The same words in front matter and URL state: each custom-architecture control is named as a bar's `arch:`
+    names the field it sets."""
+    assert [c.key for c in calculator.ARCH_CONTROLS if c.key not in ARCH_FIELDS] == []
+
+
+
+def test_the_stylesheet_names_current_controls():
+    """static/widgets.css shows and hides the calculator's fields by its controls' names (the URL keys): every name
+    it reads is a control the form has, so a renamed key cannot leave a rule that never matches."""
+    css = (ROOT / "static" / "widgets.css").read_text()
+    names = set(re.findall(r"\[name=([a-z_0-9]+)\]", css))
+    assert "sharding" in names and "mode" in names
+    assert sorted(names - set(calculator.CONTROL_TYPES)) == []

@@ -184,7 +184,7 @@ FIX_LIMITS = {"dp": 4096, "tp": 64}
 # Release 0.1.0's keys (builder.widgets.renames): the controls of these options took their full-word URL keys
 # (builder.model.options' `url`) after it.
 RENAMED = renamed("0.1.0", shard=KEY["zero"], formula=KEY["implementation"], sp=KEY["sequence_parallel"],
-                  vpp=KEY["pp_virtual_stages"])
+                  vpp=KEY["pp_virtual_stages"], tied="tied_embeddings")
 MAX_FIXES = 4
 
 
@@ -219,6 +219,8 @@ def of(option: str, label: str, show: str = "", choices: tuple[tuple[str, str], 
     return Control(chosen.url, label, kind, choices, show, **rest)
 
 
+# The custom architecture's controls: each key is the Architecture field it sets, as front matter's `arch:` names it
+# (builder.grids.ARCH_FIELDS), so a bar and a link say the same words.
 ARCH_CONTROLS = (
     Control("layers", "Layers", "number", show=CUSTOM, low=1, high=1024),
     Control("hidden", "Hidden size", "number", show=CUSTOM, low=1, high=65536),
@@ -229,7 +231,7 @@ ARCH_CONTROLS = (
     Control("vocab", "Vocabulary", "number", show=CUSTOM, low=1, high=1048576),
     Control("mlp", "MLP", "select", (("swiglu", "SwiGLU (3 matrices)"), ("gelu", "GeLU (2 matrices)")), CUSTOM),
     Control("norm", "Norm", "select", (("rmsnorm", "RMSNorm"), ("layernorm", "LayerNorm")), CUSTOM),
-    Control("tied", "Tied embeddings", "check", show=CUSTOM),
+    Control("tied_embeddings", "Tied embeddings", "check", show=CUSTOM),
     Control("experts", "Experts (0 = dense)", "number", show=CUSTOM, low=0, high=1024),
     Control("top_k", "Experts per token", "number", show=CUSTOM, low=0, high=1024),
 )
@@ -325,7 +327,7 @@ def arch_state(arch: Architecture) -> dict[str, str]:
     """The custom-architecture fields filled from a catalog architecture."""
     return {"layers": str(arch.layers), "hidden": str(arch.hidden), "heads": str(arch.heads),
             "kv_heads": str(arch.n_kv_heads), "head_dim": str(arch.d_head), "ffn": str(arch.ffn or arch.n_expert_ffn),
-            "vocab": str(arch.vocab), "mlp": arch.mlp, "norm": arch.norm, "tied": "1" if arch.tied_embeddings else "0",
+            "vocab": str(arch.vocab), "mlp": arch.mlp, "norm": arch.norm, "tied_embeddings": "1" if arch.tied_embeddings else "0",
             "experts": str(arch.experts), "top_k": str(arch.top_k)}
 
 
@@ -415,7 +417,7 @@ def custom_arch(state: dict[str, str]) -> Architecture:
     return Architecture(
         name=CUSTOM, layers=_int(state["layers"]), hidden=_int(state["hidden"]), heads=_int(state["heads"]),
         kv_heads=_int(state["kv_heads"]), head_dim=_int(state["head_dim"]) or None, vocab=_int(state["vocab"]),
-        ffn=_int(state["ffn"]), mlp=state["mlp"], norm=state["norm"], tied_embeddings=state["tied"] == "1",
+        ffn=_int(state["ffn"]), mlp=state["mlp"], norm=state["norm"], tied_embeddings=state["tied_embeddings"] == "1",
         experts=_int(state["experts"]), top_k=_int(state["top_k"]))
 
 
@@ -583,7 +585,7 @@ def fixes(state: dict[str, str], models: dict[str, Architecture], capacity: int)
 
 # The inputs each custom-architecture control sets (its own name unless listed): one FFN width serves a dense
 # MLP and each expert, as Architecture's expert_ffn defaults to ffn.
-ARCH_INPUTS = {"ffn": ("ffn", "expert_ffn"), "tied": ("tied_embeddings",)}
+ARCH_INPUTS = {"ffn": ("ffn", "expert_ffn")}
 
 
 def custom_base() -> dict[str, Any]:

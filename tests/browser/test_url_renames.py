@@ -23,7 +23,7 @@ STATES = [
      {"params_half_billions": "27", "micro_batch": "5", "seq_len_exponent": "13", "precision": "fp32"}),
     ("calculator.html", "calc", "calculator",
      {"sharding": "3", "implementation": "megatron", "tp": "2", "sequence_parallel": "1", "pp": "2",
-      "virtual_stages": "2", "dp": "4"}),
+      "virtual_stages": "2", "dp": "4", "model": "custom", "tied_embeddings": "1"}),
 ]
 # Literal links as release 0.1.0 wrote them, each with the same link in today's keys.
 OLD_LINKS = [
@@ -35,6 +35,8 @@ OLD_LINKS = [
      "calc.sharding=3&calc.sequence_parallel=1&calc.tp=2&calc.dp=8"),
     ("calculator.html", "calc", "calc.formula=korthikanti&calc.vpp=4&calc.pp=4",
      "calc.implementation=korthikanti&calc.virtual_stages=4&calc.pp=4"),
+    ("calculator.html", "calc", "calc.model=custom&calc.tied=1&calc.layers=4",
+     "calc.model=custom&calc.tied_embeddings=1&calc.layers=4"),
     # An old positional id and old keys at once (links older than the widget's name).
     ("index.html", "bytes", "bytes-per-param-1.z=3&bytes-per-param-1.n=16", "bytes.zero=3&bytes.dp=16"),
 ]

@@ -96,7 +96,7 @@ def random_state(rng: random.Random, defaults: dict[str, str]) -> dict[str, str]
                  kv_heads=str(rng.choice(divisors(heads, (1, 2, 4, heads)))), head_dim=str(rng.choice([32, 64, 128])),
                  hidden=str(rng.choice([256, 512, 768, 1024, 2048, 3000])), ffn=str(rng.choice([0, 1024, 2816, 5000])),
                  vocab=str(rng.choice([1000, 32000, 50257, 151936])), mlp=rng.choice(["swiglu", "gelu"]),
-                 norm=rng.choice(["rmsnorm", "layernorm"]), tied=rng.choice("01"), experts=str(experts),
+                 norm=rng.choice(["rmsnorm", "layernorm"]), tied_embeddings=rng.choice("01"), experts=str(experts),
                  top_k=str(rng.randint(1, 2)))
         if experts == 0 and s["ffn"] == "0":
             s["ffn"] = "1024"
@@ -379,7 +379,7 @@ def test_every_control_by_pointer(calculator):
     page.locator(f"{WIDGET} [name=layers]").fill("4")
     page.locator(f"{WIDGET} [name=layers]").dispatch_event("input")
     state = page.evaluate(READ, WIDGET)["state"]
-    assert state["tied"] == "1" and state["layers"] == "4"
+    assert state["tied_embeddings"] == "1" and state["layers"] == "4"
     got = page.evaluate(READ, WIDGET)
     assert compare(got, expected(state, data["shown"]), "pointer")[0] == []
 

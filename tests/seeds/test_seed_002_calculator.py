@@ -42,7 +42,7 @@ def test_model_architecture_presets_pick_a_catalog_model(form):
 
 def test_arbitrary_model_configuration(form):
     custom = {"model": "custom", "layers": "24", "hidden": "2048", "heads": "16", "kv_heads": "4", "head_dim": "128",
-              "ffn": "5632", "vocab": "32000", "mlp": "swiglu", "norm": "rmsnorm", "tied": "0", "experts": "0",
+              "ffn": "5632", "vocab": "32000", "mlp": "swiglu", "norm": "rmsnorm", "tied_embeddings": "0", "experts": "0",
               "top_k": "0"}
     shown = set_form(form, custom)
     assert form.locator(W).get_by_label("Layers", exact=True).is_visible()
