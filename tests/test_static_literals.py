@@ -25,7 +25,6 @@ EXEMPT = {
     ("01-rules.js", "Math.abs(x) * 2 ** -44", "44"): "floating-point tolerance of the rule evaluator: a double within "
                                                     "2**-44 relative of an integer is that integer",
     ("01-rules.js", "kept.unshift(hit) > 8", "8"): "how many recent results a memoised rule keeps (speed only)",
-    ("02-model.js", "guess % 3 == 2", "3"): "the search's every third guess bisects (speed only; the answer is exact)",
     ("99-boot.js", "let level = 7", "7"): "HTML heading levels (h2-h6) the embed view keeps for screen readers",
 }
 NUMBER = re.compile(r"(?<![\w$.])(\d+(?:\.\d+)?(?:e\d+)?)(?![\w$.])")

@@ -80,27 +80,18 @@ function browserModel(M) {
     }
     return { parts: best[0].filter((p) => p[1]), total: sum(best[0]), host: sum(best[1]) * best[2], need: need[0], phase: need[1] };
   };
-  // questions._largest: limit if it fits, else the largest multiple of step above low (low included) below limit
-  // that fits, 0 if none. Memory is monotone and close to affine in batch and sequence: each guess lies on the
-  // straight line between what the bracket's ends need (regula falsi, Illinois rule: an end kept twice counts half
-  // as far from capacity); every third guess halves the bracket, so the worst case stays logarithmic.
-  const largest = (size, cap, low, limit, step) => {
-    const flo = Math.floor, min = Math.min, max = Math.max;
-    let good = low, bad = limit, fg = size(low), fb, side = 0, most;
-    if (fg > cap) return 0;
-    if ((fb = size(limit)) <= cap) return limit;
-    for (let guess = 0; (most = Math.ceil((bad - good) / step) - 1) >= 1; guess++) {
-      const k = guess % 3 == 2 ? flo(most / 2) + 1 : flo((cap - fg) * (most + 1) / (fb - fg));
-      const x = good + step * min(max(k, 1), most), fx = size(x);
-      if (fx <= cap) {
-        if (side > 0) fb = cap + (fb - cap) / 2;
-        [good, fg, side] = [x, fx, 1];
-      } else {
-        if (side < 0) fg = cap - (cap - fg) / 2;
-        [bad, fb, side] = [x, fx, -1];
-      }
+  // builder.model.search.LARGEST, the search --max runs: limit if it fits, else the largest multiple of step above
+  // low (low included) below limit that fits, 0 if none. Python sends the search as rules (`start`, `going`, `probe`,
+  // `after`, `answer`); here is only the loop that runs them, measuring the need where they ask.
+  const { start, going, probe, after, answer, names: [probed, measured] } = M.largest;
+  const [begin, next] = [start, after].map(deriver), [more, at, result] = [going, probe, answer].map(compileRule);
+  const largest = (size, capacity, low, limit, step) => {
+    let env = begin({ capacity, low, limit, step });
+    while (more(env)) {
+      const x = at(env);
+      env = next(Object.assign(Object.create(env), { [probed]: x, [measured]: size(x) }));
     }
-    return good;
+    return result(env);
   };
   return { shapeOf, refuse, shapeChecks, estimate, largest };
 }
