@@ -6,7 +6,7 @@
 // double within rounding noise of an integer taken as that integer.
 const nearInteger = (x) => {
   const r = Math.round(x);
-  return Math.abs(x - r) <= Math.abs(x) * 2 ** -44 ? r : null;
+  return Math.abs(x - r) <= Math.abs(x) * 2 ** -50 ? r : null;
 };
 const wholeBytes = (x) => nearInteger(x) ?? Math.ceil(x);
 // f"{x:.{k}f}" as Python prints it (exact ties to even), by way of fmtBytes.
