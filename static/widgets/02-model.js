@@ -32,9 +32,11 @@ function engineModel(M, engines) {
     for (const st of stagesOf(run)) {
       const inputs = inputsOf(run, st), env = { ...inputs, ...settings, weights_bytes: sumParts(states(inputs, false)) };
       const values = e.symbols(env);
-      if (!worst || values[e.fewest] < worst[0][e.fewest]) worst = [values, env];
+      if (!worst || order(values[e.fewest], worst[0][e.fewest]) < 0) worst = [values, env];
     }
-    return { values: worst[0], parts: e.parts(worst[1], false) };
+    // The values as the script reads them (numbers, a fraction as its nearest double).
+    const values = Object.fromEntries(Object.entries(worst[0]).map(([k, v]) => [k, toNumber(v)]));
+    return { values, parts: e.parts(worst[1], false) };
   };
   return { shapeOf, report };
 }
@@ -52,7 +54,7 @@ function browserModel(M) {
     const env = momentSymbols(activationSymbols(opConditions(inputs)));
     env.parts = parts.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes }));
     const step = stepOf(env);
-    return [step.step_need, step.peak_phase];
+    return [toNumber(step.step_need), step.peak_phase];
   };
   // estimator.overhead_parts: the reserved parts of what is allocated.
   const reserved = (inputs, allocated, words) => {
@@ -78,7 +80,7 @@ function browserModel(M) {
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host, inputs.host_copies];
       if (!need || top[0] > need[0]) need = top;
     }
-    return { parts: best[0].filter((p) => p[1]), total: sum(best[0]), host: sum(best[1]) * best[2], need: need[0], phase: need[1] };
+    return { parts: best[0].filter((p) => p[1]), total: sum(best[0]), host: sum(best[1]) * toNumber(best[2]), need: need[0], phase: need[1] };
   };
   // builder.model.search.LARGEST, the search --max runs: limit if it fits, else the largest multiple of step above
   // low (low included) below limit that fits, 0 if none. Python sends the search as rules (`start`, `going`, `probe`,

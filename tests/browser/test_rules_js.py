@@ -85,7 +85,7 @@ def rule_page(chromium):
 
 def js(page, rules: list, env: dict) -> list:
     return page.evaluate("([rules, env]) => rules.map((r) => { const v = compileRule(r)(env);"
-                         " return typeof v == 'string' ? v : wholeBytes(v); })", [rules, env])
+                         " return typeof v == 'string' ? v : toNumber(wholeBytes(v)); })", [rules, env])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
