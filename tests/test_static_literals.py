@@ -4,8 +4,8 @@ literal other than 0, 1, 2, 10, 100, SI powers and UI timings, or a memory part 
 formatting and DOM updates.
 
 Allowed beyond 0, 1, 2, 10 and 100: powers of 1000 and of 1024 (units), 2 ** 30 (a GiB), 300 (ms: the URL is written
-300 ms after the last change), the digits given to toFixed or fixedText (formatting), and the few literals below, each named with
-why it is not model knowledge. A new literal anywhere else fails.
+300 ms after the last change), the digits given to toFixed or fixedText (formatting), and the few literals below, each
+named with why it is not model knowledge. A new literal anywhere else fails.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def tokens(text: str) -> tuple[str, list[str]]:
 def code_of(text: str) -> str:
     """The script without comments, strings, regular expressions and the digits given to toFixed and fixedText
     (01-rules.js: toFixed with Python's ties to even)."""
-    return re.sub(r"fixedText\(([^()]*), \d\)", r"fixedText(\1, )", re.sub(r"toFixed\(\d\)", "toFixed()", tokens(text)[0]))
+    code = re.sub(r"toFixed\(\d\)", "toFixed()", tokens(text)[0])
+    return re.sub(r"fixedText\(([^()]*), \d\)", r"fixedText(\1, )", code)
 
 
 def exempt_spans(name: str, text: str) -> list[tuple[int, int, str]]:

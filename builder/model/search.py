@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from builder.model.expr import (Expr, both, ceil, derive, encode, eq, evaluate, lift, maximum, minimum, mod, negate, sym,
-                                when)
+from builder.model.expr import (Expr, both, ceil, derive, encode, eq, evaluate, lift, maximum, minimum, mod, negate,
+                                sym, when)
 
 # The names the loop binds before working out `after`: the value just measured, and what the run needs there.
 PROBE, MEASURED = "probe", "measured"

@@ -1,7 +1,7 @@
 """Browser tests of the bytes-per-parameter widget (issue 4, seed 000) on the real home page and on a
 fixture page with author options (tests/browser/widget_site/index.md): controls by keyboard and
-pointer, numbers equal to Python's (at random states: tests/browser/test_parity.py), axe-core, deep links, reduced motion, no-JS
-figure, and layout at 360 and 1280 px.
+pointer, numbers equal to Python's (at random states: tests/browser/test_parity.py), axe-core, deep
+links, reduced motion, no-JS figure, and layout at 360 and 1280 px.
 """
 
 from __future__ import annotations

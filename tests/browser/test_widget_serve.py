@@ -1,7 +1,7 @@
 """Browser tests of the serving widget (issue 15 item 5b) on the Serving page: how many concurrent requests of N tokens
 fit under vLLM's or SGLang's own accounting. The script's numbers and texts must equal Python's
-(builder.widgets.serve_concurrency.evaluate, i.e. builder.model.engines.engine_report) at random states (tests/browser/test_parity.py); the
-figure is complete without JavaScript, its state lives in the URL, and axe finds nothing in light and dark at 320,
+(builder.widgets.serve_concurrency.evaluate, i.e. builder.model.engines.engine_report), at random states in
+tests/browser/test_parity.py; the figure is complete without JavaScript, its state lives in the URL, and axe finds nothing in light and dark at 320,
 390 and 1280 px."""
 
 from __future__ import annotations
