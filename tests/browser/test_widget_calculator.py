@@ -569,7 +569,7 @@ def test_deepspeed_zero3_limits_show_and_count_with_stage_3_only(calculator):
     shown with ZeRO stage 3 only; there they move the gathered parameters exactly as Python's model does (a persistence
     threshold of 0 partitions even the norms), and under any other stage they neither show nor count."""
     page, data, _ = calculator
-    fields = [f"{WIDGET} [name={option}]" for option in data["zero3"]["options"]]
+    fields = [f"{WIDGET} [name={control.key}]" for control in calc.PARALLEL_CONTROLS if control.show == calc.ZERO3_SHOWN]
     base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "shard": "3"}
     shown = set_state(page, base)
     assert all(page.locator(field).is_visible() for field in fields)
