@@ -179,12 +179,13 @@ const compileRule = (rule) => {
 };
 // A function of the inputs that reuses its result while the inputs a rule set reads are the same (a search for
 // the largest batch changes only the batch, which most sets do not read); a table input counts as the same
-// while it is the same object. The last few results are kept (pipeline stages alternate), newest first.
+// while it is the same object, a fraction while it has the same value. The last few results are kept (pipeline
+// stages alternate), newest first.
 const memoised = (reads, compute) => {
   const kept = [];
   return (inputs) => {
     const values = reads.map((k) => inputs[k]);
-    let hit = kept.find((entry) => entry[0].every((v, i) => v === values[i]));
+    let hit = kept.find((entry) => entry[0].every((v, i) => v === values[i] || (v instanceof Ratio && same(v, values[i]))));
     if (!hit) {
       hit = [values, compute(inputs)];
       if (kept.unshift(hit) > 8) kept.pop();
