@@ -215,3 +215,96 @@ def print_widgets(result: dict) -> None:
     for name, row in result["scripts"].items():
         size = row["gzip_bytes"]
         print(f"  static/{name:<45} {row['bytes']:6d} B raw, {size:6d} B gzipped  ({', '.join(row['pages'])})")
+
+
+def readable_site(out: Path) -> dict[str, list[tuple[int, Path]]]:
+    """Build the site into `out` in this process with its widget scripts left unminified (function names and lines
+    as written, for a CPU profile); per served script, where each source starts in it (bundle line, source)."""
+    import builder.build as build
+
+    starts_of: dict[bytes, list[tuple[int, Path]]] = {}
+
+    def unminified(text: str, starts: list[tuple[int, Path]]) -> bytes:
+        data = text.encode("utf-8")
+        starts_of[data] = starts
+        return data
+
+    minify, build.minify_script = build.minify_script, unminified
+    try:
+        build.build_site(build.SitePaths(ROOT / "content", ROOT / "templates", ROOT / "static", out), quiet=True,
+                         force=True)
+    finally:
+        build.minify_script = minify
+    return {path.name: starts_of.get(path.read_bytes(), []) for path in (out / "static").glob("widgets*.js")}
+
+
+def source_line(starts: list[tuple[int, Path]], line: int) -> str:
+    """'30-calculator.js:12' for a line of a bundle whose sources start at `starts`."""
+    start, path = next(((s, p) for s, p in reversed(starts) if s <= line), (1, Path("bundle")))
+    return f"{path.name}:{line - start + 1}"
+
+
+def profile_inputs(site: Path, starts: dict[str, list[tuple[int, Path]]], inputs: int = 100,
+                   top: int = 15) -> dict[str, list[dict]]:
+    """Where a widget's input handling spends its time, for a reader of the numbers above: per widget, a V8 CPU
+    profile (DevTools Protocol Profiler, 100 us sampling, CPU throttled THROTTLE times) over `inputs` slider
+    events; the `top` functions by self time (ms), each with its source file and line. Not part of `make bench`:
+    `python -m benchmarks.widgets --profile`."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.helpers import LAUNCH_ARGS
+    from tests.browser_setup import find_chromium
+
+    chromium = find_chromium()
+    if not chromium:
+        raise SystemExit("widgets profile: Chromium is missing (run `make browser`)")
+    tables = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        session = page.context.new_cdp_session(page)
+        for path, name, control, summary, values in CASES:
+            session.send("Emulation.setCPUThrottlingRate", {"rate": THROTTLE})
+            page.goto((site / path).as_uri())
+            arguments = [f"[data-widget={name}]", control, summary, values]
+            page.evaluate(MEASURE, arguments + [20])
+            session.send("Profiler.enable")
+            session.send("Profiler.setSamplingInterval", {"interval": 100})
+            session.send("Profiler.start")
+            page.evaluate(MEASURE, arguments + [inputs])
+            profile = session.send("Profiler.stop")["profile"]
+            session.send("Profiler.disable")
+            tables[name] = self_times(profile, starts, top)
+        browser.close()
+    return tables
+
+
+def self_times(profile: dict, starts: dict[str, list[tuple[int, Path]]], top: int) -> list[dict]:
+    """A CPU profile's functions by self time (samples x their interval, ms), summed per function and place."""
+    nodes = {node["id"]: node for node in profile["nodes"]}
+    deltas = profile.get("timeDeltas", [])
+    totals: dict[tuple[str, str], float] = {}
+    for sample, delta in zip(profile.get("samples", []), deltas[1:] + deltas[-1:]):
+        frame = nodes[sample]["callFrame"]
+        script = Path(frame["url"]).name
+        place = source_line(starts[script], frame["lineNumber"] + 1) if script in starts else script or "(native)"
+        key = (frame["functionName"] or "(anonymous)", place)
+        totals[key] = totals.get(key, 0.0) + delta / 1000
+    ranked = sorted(totals.items(), key=lambda item: -item[1])[:top]
+    return [{"function": f, "at": at, "self_ms": round(ms, 2)} for (f, at), ms in ranked]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--profile"]:
+        folder = Path(tempfile.mkdtemp(prefix="bench-widgets-"))
+        try:
+            where = readable_site(folder / "site")
+            for widget, rows in profile_inputs(folder / "site", where).items():
+                print(f"{widget} ({THROTTLE}x throttled, 100 inputs), self time by function:")
+                for row in rows:
+                    print(f"  {row['self_ms']:9.2f} ms  {row['function']:<28} {row['at']}")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    else:
+        outcome = bench_widgets()
+        print_widgets(outcome)

@@ -44,11 +44,13 @@ def json_value(value: Any) -> Any:
 STAGE_SETS = ("shapes", "holding", "states")
 
 
-def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str], str] = html.escape) -> dict[str, Any]:
+def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str], str] = html.escape,
+               words: bool = True) -> dict[str, Any]:
     """The rule sets (all, or the named `sets`), stages, checks, dtype sizes and phase titles, as JSON-ready data;
-    `source_html` renders the parts' sources (builder.sources.html_renderer: citations linked)."""
+    `source_html` renders the parts' sources (builder.sources.html_renderer: citations linked); `words=False`
+    leaves out the parts' words (per-unit words, notes, sources) for a widget that shows numbers only."""
     return {
-        "ruleSets": {name: rules.encode(source_html) for name, rules in RULE_SETS.items()
+        "ruleSets": {name: rules.encode(source_html, words) for name, rules in RULE_SETS.items()
                      if sets is None or name in sets},
         "stages": encode(STAGES),
         "training": encode(TRAINING),

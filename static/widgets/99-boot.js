@@ -28,9 +28,20 @@
   }
 }
 
-// Start every widget on the page with the JSON its server-side partial embedded.
-for (const root of document.querySelectorAll("[data-widget]")) {
-  const start = WIDGETS[root.dataset.widget];
-  const data = root.querySelector("script[type='application/json']");
-  if (start && data) start(root, JSON.parse(data.textContent));
+// Start every widget on the page with the JSON its server-side partial embedded. A large value an earlier widget
+// on the page already carries comes as {same_as_widget: its id} (builder/render.py widget_json): the same value.
+{
+  const sent = {};
+  for (const root of document.querySelectorAll("[data-widget]")) {
+    const start = WIDGETS[root.dataset.widget];
+    const block = root.querySelector("script[type='application/json']");
+    if (!block) continue;
+    const data = JSON.parse(block.textContent);
+    for (const key in data) {
+      const from = data[key] && data[key].same_as_widget;
+      if (from !== undefined) data[key] = sent[from][key];
+    }
+    sent[root.id] = data;
+    if (start) start(root, data);
+  }
 }
