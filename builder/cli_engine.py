@@ -21,7 +21,7 @@ from builder.sources import default_references, source_text
 from builder.catalog import Gpu
 from builder.model.config import Config
 from builder.model.engine_questions import QUESTIONS, EngineAnswer, answer
-from builder.model.engines import ENGINES, EngineReport, EngineSettings, engine_report, engine_total
+from builder.model.engines import ENGINES, EngineReport, EngineSettings, engine_gpu_total, engine_report
 from builder.model.units import format_bytes
 
 ENGINE_FLAGS = tuple(option for engine in ENGINES.values() for option in engine.options)
@@ -100,7 +100,7 @@ def render_report(report: EngineReport, config: Config, gpu: Gpu, unit: str) -> 
 def run_engine(args: argparse.Namespace, config: Config, gpu: Gpu) -> tuple[EngineReport, str]:
     """The report and its text (JSON or table); ValueError names the option at fault."""
     settings = settings_from_args(args)
-    total = engine_total(settings.engine, gpu.usable_bytes, gpu.driver_total_bytes)
+    total = engine_gpu_total(settings.engine, gpu)
     report = engine_report(config, settings, total, gpu.id)
     text = json.dumps(report_json(report, gpu), indent=2) if args.json else render_report(report, config, gpu,
                                                                                           args.unit)
@@ -147,8 +147,7 @@ def run_question(args: argparse.Namespace, config: Config, gpu: Gpu) -> str:
     """The answer to --max under the engine: the engine's report at the answer, then the answer in words (JSON: the
     report's fields with "max"). ValueError names the option at fault."""
     settings = settings_from_args(args)
-    found = answer(args.max, config, settings, engine_total(settings.engine, gpu.usable_bytes, gpu.driver_total_bytes),
-                   gpu.id)
+    found = answer(args.max, config, settings, engine_gpu_total(settings.engine, gpu), gpu.id)
     if args.json:
         return json.dumps(report_json(found.report, gpu) | {"max": answer_json(found, gpu)}, indent=2)
     asks = found.text[0].upper() + found.text[1:]

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from builder.cli_site import add_source_options
+
 EXIT_ERROR = 2
 
 
@@ -30,9 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     handout.add_argument("--site", type=Path, default=None,
                          help="a site already built with `build` (default: build one into a temporary folder)")
     handout.add_argument("--paper", choices=("A4", "Letter"), default="A4", help="paper size (default: A4)")
-    handout.add_argument("--content", type=Path, default=Path("content"), help="Markdown pages and data (default: content)")
-    handout.add_argument("--templates", type=Path, default=Path("templates"), help="Jinja templates (default: templates)")
-    handout.add_argument("--static", type=Path, default=Path("static"), help="CSS, scripts (default: static)")
+    add_source_options(handout)
     handout.add_argument("--chromium", default=None, metavar="PATH",
                          help="the Chromium to print with (default: chromium on PATH, else Playwright's own)")
     handout.set_defaults(handler=run_handout)

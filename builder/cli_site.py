@@ -10,11 +10,16 @@ from pathlib import Path
 EXIT_CONTENT_ERROR = 2
 
 
-def add_path_options(parser: argparse.ArgumentParser) -> None:
-    """--content, --templates, --static, --out and --quiet, shared by build and serve."""
+def add_source_options(parser: argparse.ArgumentParser) -> None:
+    """--content, --templates and --static: the site's sources, shared by build, serve and handout."""
     parser.add_argument("--content", type=Path, default=Path("content"), help="Markdown pages and data (default: content)")
     parser.add_argument("--templates", type=Path, default=Path("templates"), help="Jinja templates (default: templates)")
     parser.add_argument("--static", type=Path, default=Path("static"), help="CSS, scripts (default: static)")
+
+
+def add_path_options(parser: argparse.ArgumentParser) -> None:
+    """The sources (add_source_options), --out and --quiet, shared by build and serve."""
+    add_source_options(parser)
     parser.add_argument("--out", type=Path, default=Path("site"), help="output folder, replaced at the end (default: site)")
     parser.add_argument("--quiet", action="store_true", help="print errors only")
 

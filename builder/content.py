@@ -414,32 +414,50 @@ def display_name(path: Path, root: Path | None = None) -> str:
 
 def read_charts(located: Located | None, path: str) -> tuple[dict[str, ChartDefinition], list[ContentError]]:
     """Validate the `charts:` mapping of a page."""
+    return read_id_mapping(located, path, "chart", "definition", read_chart)
+
+
+def read_id_mapping(located: Located | None, path: str, kind: str, entry: str,
+                    read_one: Callable[[str, Located, str], tuple[Any, list[ContentError]]]
+                    ) -> tuple[dict[str, Any], list[ContentError]]:
+    """A page's mapping of `kind` id -> `entry` (charts:, exercises:): each id a slug, each entry read by
+    `read_one(id, node, path)`, which gives the entry (None where it has errors) and its errors."""
     if located is None:
         return {}, []
     if not isinstance(located.value, dict):
-        return {}, [ContentError(path, located.line, "charts must be a mapping of chart id -> definition")]
-    charts, errors = {}, []
-    for chart_id, node in located.children.items():
-        if not isinstance(chart_id, str) or not SLUG_PATTERN.match(chart_id):
-            errors.append(ContentError(path, node.line, f"chart id {chart_id!r} must be lowercase words joined by '-'"))
+        return {}, [ContentError(path, located.line, f"{kind}s must be a mapping of {kind} id -> {entry}")]
+    entries, errors = {}, []
+    for entry_id, node in located.children.items():
+        if not isinstance(entry_id, str) or not SLUG_PATTERN.match(entry_id):
+            errors.append(ContentError(path, node.line,
+                                       f"{kind} id {entry_id!r} must be lowercase words joined by '-'"))
             continue
-        chart, chart_errors = read_chart(chart_id, node, path)
-        errors += chart_errors
-        if chart is not None:
-            charts[chart_id] = chart
-    return charts, errors
+        value, entry_errors = read_one(entry_id, node, path)
+        errors += entry_errors
+        if value is not None:
+            entries[entry_id] = value
+    return entries, errors
+
+
+def checked_entry(node: Located, keys: dict[str, type], required: tuple[str, ...], what: str, path: str
+                  ) -> tuple[dict[str, Any] | None, str, list[ContentError]]:
+    """A chart's or an exercise's keys checked and its `unit` read (GiB or GB; default GiB): the entry (None where
+    its keys are wrong), the unit and the errors."""
+    errors = check_keys(node, keys, required, what, path)
+    if errors:
+        return None, "", errors
+    unit = node.value.get("unit", "GiB")
+    if unit not in UNITS:
+        errors.append(ContentError(path, node.line_of("unit"), f"{what}: unit must be GiB or GB, got {unit!r}"))
+    return node.value, unit, errors
 
 
 def read_chart(chart_id: str, node: Located, path: str) -> tuple[ChartDefinition | None, list[ContentError]]:
     """Validate one chart definition and expand its bars or grid."""
     what = f"chart {chart_id}"
-    errors = check_keys(node, CHART_KEYS, REQUIRED_CHART_KEYS, what, path)
-    if errors:
+    spec, unit, errors = checked_entry(node, CHART_KEYS, REQUIRED_CHART_KEYS, what, path)
+    if spec is None:
         return None, errors
-    spec = node.value
-    unit = spec.get("unit", "GiB")
-    if unit not in UNITS:
-        errors.append(ContentError(path, node.line_of("unit"), f"{what}: unit must be GiB or GB, got {unit!r}"))
     group_by = spec.get("group_by", "bucket")
     if group_by not in GROUP_BY:
         errors.append(ContentError(path, node.line_of("group_by"),
@@ -532,34 +550,24 @@ def read_grid(node: Located, base: BarDefinition, what: str, path: str) -> tuple
 
 def read_exercises(located: Located | None, path: str) -> tuple[dict[str, ExerciseDefinition], list[ContentError]]:
     """Validate the `exercises:` mapping of a page (the answers are worked out by builder/exercises.py)."""
-    if located is None:
-        return {}, []
-    if not isinstance(located.value, dict):
-        return {}, [ContentError(path, located.line, "exercises must be a mapping of exercise id -> exercise")]
-    exercises, errors = {}, []
-    for exercise_id, node in located.children.items():
-        if not isinstance(exercise_id, str) or not SLUG_PATTERN.match(exercise_id):
-            errors.append(ContentError(path, node.line,
-                                       f"exercise id {exercise_id!r} must be lowercase words joined by '-'"))
-            continue
-        what = f"exercise {exercise_id}"
-        node_errors = check_keys(node, EXERCISE_KEYS, REQUIRED_EXERCISE_KEYS, what, path)
-        if not node_errors:
-            spec = node.value
-            unit = spec.get("unit", "GiB")
-            if unit not in UNITS:
-                node_errors.append(ContentError(path, node.line_of("unit"),
-                                                f"{what}: unit must be GiB or GB, got {unit!r}"))
-            for key in ("question", "ask"):
-                if not spec[key].strip():
-                    node_errors.append(ContentError(path, node.line_of(key), f"{what}: {key} must not be empty"))
-        errors += node_errors
-        if not node_errors:
-            exercises[exercise_id] = ExerciseDefinition(
-                exercise_id=exercise_id, question=spec["question"].strip(), ask=spec["ask"].strip(), unit=unit,
-                gpu=spec.get("gpu"), bar=base_bar(node, path), line=node.line,
-                lines={key: node.line_of(key) for key in spec})
-    return exercises, errors
+    return read_id_mapping(located, path, "exercise", "exercise", read_exercise)
+
+
+def read_exercise(exercise_id: str, node: Located, path: str) -> tuple[ExerciseDefinition | None, list[ContentError]]:
+    """One exercise of a page's `exercises:` mapping."""
+    what = f"exercise {exercise_id}"
+    spec, unit, errors = checked_entry(node, EXERCISE_KEYS, REQUIRED_EXERCISE_KEYS, what, path)
+    if spec is None:
+        return None, errors
+    for key in ("question", "ask"):
+        if not spec[key].strip():
+            errors.append(ContentError(path, node.line_of(key), f"{what}: {key} must not be empty"))
+    if errors:
+        return None, errors
+    return ExerciseDefinition(
+        exercise_id=exercise_id, question=spec["question"].strip(), ask=spec["ask"].strip(), unit=unit,
+        gpu=spec.get("gpu"), bar=base_bar(node, path), line=node.line,
+        lines={key: node.line_of(key) for key in spec}), []
 
 
 def read_takeaways(located: Located | None, path: str) -> tuple[tuple[tuple[str, int], ...], list[ContentError]]:

@@ -22,7 +22,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import jinja2
 import latex2mathml.converter
@@ -42,7 +42,7 @@ from builder.content import (COMMON_WIDGET_OPTIONS, SLUG_PATTERN, WIDGET_ID_MAX,
 from builder.exercises import Exercise
 from builder.figures import figure_links, load_cairosvg
 from builder.model.cite import Cite, pieces
-from builder.sources import source_filter
+from builder.sources import bibliography, short_form, source_filter
 from builder.symbols import symbols_line
 from builder.charts import name_bucket, name_part
 from builder.grids import EvaluatedChart, format_amount, group_amounts
@@ -482,14 +482,15 @@ def formula_notes(chart: EvaluatedChart) -> list[dict[str, str]]:
     return list(seen.values())
 
 
-def chart_sources(chart: EvaluatedChart) -> list[str]:
+def chart_sources(chart: EvaluatedChart, references: Mapping[str, Reference]) -> list[str]:
     """The works a chart's formulas rest on, each once, in the order its notes give them: a cited work by its
-    reference alone (the formula notes under the chart give each locator), a source citing none in full."""
+    reference alone (the formula notes under the chart give each locator), a source citing none in full. Entries
+    with one short form (two files of PyTorch 2.13) are one work: the first stands for them."""
     works: dict[str, str] = {}
     for note in formula_notes(chart):
         cites = [piece for piece in pieces(note["source"] or "") if isinstance(piece, Cite)]
         for cite in cites:
-            works.setdefault(cite.key, Cite(cite.key))
+            works.setdefault(short_form(cite.key, references), Cite(cite.key))
         if note["source"] and not cites:
             works.setdefault(note["source"], note["source"])
     return list(works.values())
@@ -503,7 +504,8 @@ def render_figure_page(templates: jinja2.Environment, chart: EvaluatedChart, svg
     html = templates.get_template("figure.html").render(
         chart=chart.spec, svg=Markup(svg), page=page, site=site, stylesheet=f"../{stylesheet}", csp="__CSP__",
         configuration=chart.definition.description,
-        sources=chart_sources(chart), links={key: url.split("/", 1)[1] for key, url in links.items() if key != "embed"})
+        sources=chart_sources(chart, bibliography(templates)),
+        links={key: url.split("/", 1)[1] for key, url in links.items() if key != "embed"})
     return html.replace("__CSP__", make_csp(html), 1)
 
 
@@ -528,7 +530,8 @@ def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg
     }
     return templates.get_template("partials/chart.html").render(
         chart=spec, svg=Markup(svg) if svg is not None else None, table=table, notes=formula_notes(chart),
-        links=links, sources=chart_sources(chart), configuration=chart.definition.description)
+        links=links, sources=chart_sources(chart, bibliography(templates)),
+        configuration=chart.definition.description)
 
 
 SOURCE_URL = re.compile(r"https://[^\s;,)]+[^\s;,).]")

@@ -72,7 +72,12 @@ def default_references() -> dict[str, Reference]:
 def source_filter(env: jinja2.Environment, text: str, base: str = "") -> Markup:
     """Jinja filter `source`: a part's source as HTML with the bibliography the build set on the environment
     (`use_references`); `base` is the way from the page to the site's root ('../' for figures/)."""
-    return Markup(source_html(str(text), env.globals.get("bibliography", {}), base))
+    return Markup(source_html(str(text), bibliography(env), base))
+
+
+def bibliography(env: jinja2.Environment) -> Mapping[str, Reference]:
+    """The site's bibliography, as the build gave it to the templates (`use_references`)."""
+    return env.globals.get("bibliography", {})
 
 
 def use_references(env: jinja2.Environment, references: Mapping[str, Reference]) -> None:

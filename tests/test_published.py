@@ -17,7 +17,10 @@ from fractions import Fraction
 
 import pytest
 
-from builder.validate.published import CASES, KINDS, UNITS, evaluate
+from builder.catalog import default_gpus, default_models
+from builder.validate.published import KINDS, UNITS, cases, evaluate
+
+CASES = cases(default_models(), default_gpus())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
@@ -59,15 +62,38 @@ def test_the_serving_page_quotes_the_gemma_3_1b_pin_as_the_model_gives_it():
     concurrency, the token count as that version printed it and as vLLM since PR #50462 prints it, all the rules'."""
     from pathlib import Path
     from builder.model.engines import EngineSettings, engine_report
-    from builder.validate.published import GIB, MODELS, kv_tokens
+    from builder.validate.published import GIB, kv_tokens
     page = Path(__file__).resolve().parents[1].joinpath("content", "serving.md").read_text()
     case = next(c for c in CASES if c.name == "vllm-gemma-3-1b-kv-tokens")
     values = engine_report(case.config, EngineSettings(**case.served.settings), 32 * GIB, "h100-80gb").values
     assert (values["full_groups"], values["sliding_groups"], values["group_layers"]) == (1, 6, 4)
     # 6 groups of 4 hold 24 sliding layers: the log's "Add 2 padding layers" for Gemma 3 1B's 22.
-    assert 6 * 4 - values["sliding_layers"] == 2 and case.config.model is MODELS["gemma-3-1b"]
+    assert 6 * 4 - values["sliding_layers"] == 2 and case.config.model == default_models()["gemma-3-1b"]
     flat = " ".join(page.split())
     assert f"{int(values['blocks_per_request'])} in all" in flat
     assert f"gives {float(values['max_concurrency']):.2f} such requests" in flat
     assert f"{int(kv_tokens(case.config, case.served)):,} tokens in the model, 950,864 in the log" in flat
     assert f"as {int(values['kv_cache_tokens']):,} tokens for this run" in flat
+
+
+def test_the_cases_read_the_catalogs_they_are_given():
+    """`build` and `serve --content X` evaluate the cases with X's catalogs, not the repository's. LMCache issue #1739's
+    log (Qwen3-14B, 6.51 GiB of KV cache: 42,656 tokens): a Qwen3-14B with heads twice as wide in the catalog halves
+    the tokens that memory holds; SGLang PR #23669's log (B200: "avail mem=177.57 GB") moves with the B200's total."""
+    from dataclasses import replace
+    models, gpus = default_models(), default_gpus()
+    wider = models | {"qwen3-14b": replace(models["qwen3-14b"], head_dim=2 * models["qwen3-14b"].head_dim)}
+    smaller = gpus | {"b200": replace(gpus["b200"], usable_bytes=gpus["b200"].usable_bytes - 2**30,
+                                      driver_total_bytes=gpus["b200"].driver_total_bytes - 2**30)}
+    tokens, avail = "vllm-qwen3-14b-kv-tokens", "sglang-qwen3-8b-b200-avail-mem"
+    before = {r.case.name: r.predicted for r in evaluate(cases(models, gpus))}
+    after = {r.case.name: r.predicted for r in evaluate(cases(wider, smaller))}
+    assert abs(after[tokens] * 2 - before[tokens]) <= 2 * 16 and abs(before[tokens] - 42_656) <= 42_656 / 200
+    assert after[avail] == before[avail] - 1
+
+
+def test_a_catalog_without_a_cases_model_is_a_one_line_error():
+    # torchtune's README rows (commit 1814feb) are Llama 3.2 3B runs: a site whose models.toml lacks it is told so.
+    models = {key: arch for key, arch in default_models().items() if key != "llama-3.2-3b"}
+    with pytest.raises(ValueError, match="catalog entry 'llama-3.2-3b'"):
+        cases(models, default_gpus())

@@ -133,3 +133,34 @@ def test_templates_cite_known_keys():
              for text in re.findall(r'"(\[@[^"]*)"\s*\|\s*source', path.read_text(encoding="utf-8"))
              for key in cited_keys(text)]
     assert "rajbhandari2019" in cited and set(cited) <= set(REFERENCES)
+
+
+def test_every_code_reference_names_its_version_in_its_short_form():
+    # A code reference is pinned by its address (a GitHub commit or tag, a PyPI release): its short form names that
+    # version, so a caption never reads "PyTorch 2026" beside "PyTorch 2.13" (pytorch/pytorch tag v2.13.0).
+    pinned = 0
+    for key, reference in REFERENCES.items():
+        found = (re.search(r"github\.com/[^/]+/[^/]+/(?:blob|tree)/([^/#]+)", reference.url)
+                 or re.search(r"pypi\.org/project/[^/]+/([^/]+)/", reference.url))
+        if not found:
+            continue
+        pinned += 1
+        version = found.group(1)
+        if re.fullmatch(r"[0-9a-f]{7,40}", version):  # a commit: its short id, or the release it belongs to
+            assert version[:7] in reference.short or re.search(r"\d+\.\d+", reference.short), (key, reference.short)
+        else:  # a tag or a release: its major.minor
+            assert ".".join(version.removeprefix("v").split(".")[:2]) in reference.short, (key, reference.short)
+    assert pinned > 50
+    assert REFERENCES["pytorch-adam"].short == REFERENCES["pytorch-2-13"].short == "PyTorch 2.13"
+
+
+def test_a_caption_lists_one_work_per_short_form(monkeypatch):
+    # torch/optim/adam.py and torch/csrc/distributed/c10d/reducer.cpp at v2.13.0 are one work, PyTorch 2.13: a
+    # chart's caption names it once (the formula notes under the chart keep each file).
+    import builder.render as render
+    notes = [{"source": Cite("pytorch-adam", "Adam._init_group") + " and " + Cite("kingma2014", "Algorithm 1")},
+             {"source": Cite("pytorch-ddp-reducer", "Reducer::initialize_buckets")},
+             {"source": "measured"}]
+    monkeypatch.setattr(render, "formula_notes", lambda chart: notes)
+    works = render.chart_sources(None, REFERENCES)
+    assert [source_text(work, REFERENCES) for work in works] == ["PyTorch 2.13", "Kingma & Ba 2014", "measured"]

@@ -26,8 +26,14 @@ def measure_text(text: str, size: float, bold: bool = False) -> float:
 def glyph_advances(bold: bool) -> dict[int | None, float]:
     """Code point -> advance width at 100 pt (None: a character the font lacks), from builder/charts/glyphs.py."""
     table: dict[int | None, float] = {None: MISSING * 100 / UNITS_PER_EM}
-    for first, advances in ADVANCES["bold" if bold else "normal"]:
-        table.update((first + offset, units * 100 / UNITS_PER_EM) for offset, units in enumerate(advances))
+    for run in "".join(ADVANCES["bold" if bold else "normal"]).split(";"):
+        first, advances = run.split(":")
+        code = int(first)
+        for item in advances.split(","):
+            units, _, count = item.partition("*")  # 'advance*count': that many code points with one advance
+            for _ in range(int(count or 1)):
+                table[code] = int(units) * 100 / UNITS_PER_EM
+                code += 1
     return table
 
 

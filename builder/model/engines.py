@@ -329,6 +329,11 @@ def engine_total(engine: str, cuda_total: int, driver_total: int) -> int:
     return driver_total or cuda_total if ENGINES[engine].total == "driver" else cuda_total
 
 
+def engine_gpu_total(engine: str, gpu: Any) -> int:
+    """engine_total of a catalog GPU: its CUDA total (usable_bytes) and its nvidia-smi total (driver_total_bytes)."""
+    return engine_total(engine, gpu.usable_bytes, gpu.driver_total_bytes)
+
+
 ENGINES = _engines()
 
 

@@ -239,8 +239,9 @@ LORA_TARGET_MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj
 
 
 @dataclass(frozen=True)
-class StateCase:
-    """Parameters, gradients and optimizer states after one real optimizer step."""
+class SmallModel:
+    """The small random-weight model a model-state case trains one step: its family, optimizer, dtype and shape
+    (StateCase on one GPU; builder/validate/sharding.py's ShardCase, one rank of FSDP2)."""
 
     family: str
     optimizer: str = "adamw"
@@ -250,6 +251,12 @@ class StateCase:
     heads: int = 4
     kv_heads: int | None = None
     vocab: int = 256
+
+
+@dataclass(frozen=True)
+class StateCase(SmallModel):
+    """Parameters, gradients and optimizer states after one real optimizer step."""
+
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = ("q", "k", "v", "o")
 

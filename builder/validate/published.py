@@ -3,8 +3,9 @@
 Each case names its source (paper + table, or document/log URL + version), the configuration in the model's own
 terms (a Config, or a Config served by an engine's settings on a catalog GPU), the quantity compared, the value as
 published with its unit as published (GiB and GB stated), and the tolerance: exact, a share, or the published
-rounding. `evaluate()` computes the model's prediction of every case. Pure data plus that one function: it imports
-builder.model and the catalogs, never torch.
+rounding. `cases(models, gpus)` makes the cases from the catalogs it is given (the site's, so a build or `serve
+--content` of another content folder reads that folder's), `evaluate()` computes the model's prediction of each. Pure
+data plus those two functions: it imports builder.model, never torch.
 
 Kinds of quantity (the Validation page says which is which):
   peak       the peak of a whole training step as a run measured it (torch.cuda's peak allocated or active bytes),
@@ -18,11 +19,10 @@ Kinds of quantity (the Validation page says which is which):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Callable
+from typing import Any, Callable
 
-from builder.catalog import default_gpus, default_models
 from builder.model import Config, estimate
 from builder.model.activations import LAYER_GROUPS
 from builder.model.architecture import Architecture
@@ -39,7 +39,7 @@ class Served:
 
     gpu: str
     settings: dict = field(default_factory=dict)
-    gpu_total: int | None = None  # bytes; None: the catalog GPU's total as the engine reads it
+    gpu_total: int | None = None  # bytes; None: the catalog GPU's total as the engine reads it (filled in by cases())
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,10 @@ class Result:
         return difference <= max(self.case.abs, self.case.rel * abs(self.case.published))
 
 
-def evaluate(cases: tuple[Case, ...] | None = None) -> list[Result]:
+def evaluate(cases: tuple[Case, ...]) -> list[Result]:
     """The model's prediction of every case, with its relative error."""
     results = []
-    for case in CASES if cases is None else cases:
+    for case in cases:
         predicted = Fraction(case.quantity(case.config, case.served))
         results.append(Result(case, predicted, (predicted - case.published) / case.published))
     return results
@@ -138,14 +138,9 @@ def states_per_param_all_gpus(config: Config, served) -> Fraction:
 def engine(value: str, unit: str) -> Callable:
     """One of the engine's start-up numbers (builder.model.engines.engine_report's values)."""
     def quantity(config: Config, served: Served) -> Fraction:
-        from builder.model.engines import ENGINES, EngineSettings, engine_report, engine_total
-        settings = EngineSettings(**served.settings)
-        gpu_total = served.gpu_total
-        if gpu_total is None:
-            gpu = default_gpus()[served.gpu]
-            gpu_total = engine_total(settings.engine, gpu.usable_bytes, gpu.driver_total_bytes)
-        assert settings.engine in ENGINES
-        return _in(unit, engine_report(config, settings, gpu_total, served.gpu).values[value])
+        from builder.model.engines import EngineSettings, engine_report
+        return _in(unit, engine_report(config, EngineSettings(**served.settings), served.gpu_total, served.gpu)
+                   .values[value])
     return quantity
 
 
@@ -168,7 +163,6 @@ def max_concurrency(config: Config, served: Served) -> Fraction:
 
 # --- the cases ---------------------------------------------------------------------------------------------------
 
-MODELS = default_models()
 GIB = 2**30
 
 # Gemma 2 2B's shape (config.json: 26 layers, hidden 2304, 8 heads of 256, 4 KV heads, intermediate 9216,
@@ -219,8 +213,8 @@ TORCHTUNE_SETUP = ("Llama 3.2 3B, full fine-tuning on one A100 (full_finetune_si
 TORCHTUNE_UNIT = "torchtune's get_memory_stats divides by 1024**3: GiB"
 
 
-def _torchtune(name: str, published: str, words: str, **changes) -> Case:
-    config = Config(model=MODELS["llama-3.2-3b"], precision="bf16", optimizer="adamw", micro_batch=2, seq_len=4096,
+def _torchtune(models: dict[str, Architecture], name: str, published: str, words: str, **changes) -> Case:
+    config = Config(model=models["llama-3.2-3b"], precision="bf16", optimizer="adamw", micro_batch=2, seq_len=4096,
                     attention="flash", loss="eager", implementation="torchtune", **changes)
     return Case(name, "training", "peak", TORCHTUNE_COMPARED, TORCHTUNE_SETUP.format(words), TORCHTUNE, TORCHTUNE_URL,
                 Fraction(published), "GiB", step_peak("GiB"), config, rel=Fraction(3, 100), tolerance="3%",
@@ -237,62 +231,68 @@ def _korthikanti(name: str, words: str, published: int, **changes) -> Case:
 
 SBH = 2048 * 1 * 12288  # s x b x h of the GPT-3 layer above
 
-TRAINING = (
-    _torchtune("torchtune-llama-3.2-3b-packed", "60.0", ", eager (the \"+ Packed Dataset\" row)"),
-    # The recipe calls training.compile_loss(self._loss_fn) and drops what it returns, so only the chunked loss (which
-    # compile_loss changes in place) is compiled (recipes/full_finetune_single_device.py line 292 at 1814feb).
-    _torchtune("torchtune-llama-3.2-3b-packed-compiled", "51.0",
-               ", every layer under torch.compile, the loss left eager: the recipe drops the module compile_loss "
-               "returns (the \"+ Compile\" row)", compile=True),
-    Case("cce-gemma-2-2b-eager-loss-gradients", "training", "need",
-         "loss gradients live at the start of backward (the README's baseline \"Gradient\" column)", CCE_SETUP, CCE,
-         CCE_URL, Fraction(16000), "MiB", at_moment("backward_start", "activations/loss_grads", "MiB"),
-         Config(model=GEMMA2_2B, precision="bf16", micro_batch=1, seq_len=8192, loss="eager"), unit_note=CCE_UNIT),
-    Case("cce-gemma-2-2b-compiled-loss-gradients", "training", "need",
-         "loss gradients live at the start of backward, loss under torch.compile (\"Gradient\" column)", CCE_SETUP,
-         CCE, CCE_URL, Fraction(12000), "MiB", at_moment("backward_start", "activations/loss_grads", "MiB"),
-         Config(model=GEMMA2_2B, precision="bf16", micro_batch=1, seq_len=8192, loss="compiled"), unit_note=CCE_UNIT),
-    Case("cce-gemma-2-2b-compiled-loss-saved", "training", "part",
-         "what a compiled loss keeps for backward (\"Loss\" column)", CCE_SETUP, CCE, CCE_URL, Fraction("4000.1"),
-         "MiB", part("activations/loss", "MiB"),
-         Config(model=GEMMA2_2B, precision="bf16", micro_batch=1, seq_len=8192, loss="compiled"),
-         abs=Fraction(5, 100), tolerance="the printed rounding (±0.05 MiB)", unit_note=CCE_UNIT),
-    _korthikanti("korthikanti-gpt3-no-parallelism", "no parallelism: sbh(34 + 5as/h)", SBH * 114),
-    _korthikanti("korthikanti-gpt3-selective", "selective recomputation: 34sbh", SBH * 34, recompute="selective"),
-    _korthikanti("korthikanti-gpt3-full", "full recomputation: 2sbh", SBH * 2, recompute="full"),
-    _korthikanti("korthikanti-gpt3-tp8", "tensor parallel 8: sbh(10 + 24/t + 5as/(ht))", SBH * 23, tp=8),
-    _korthikanti("korthikanti-gpt3-tp8-sp", "tensor and sequence parallel 8: sbh(34/t + 5as/(ht))",
-                 SBH * Fraction(57, 4), tp=8, sequence_parallel=True),
-    Case("transformer-math-7b-fp32-adam", "training", "sum",
-         "weights, gradients and Adam's two moments, summed: 7B x (4 + 4 + 4 + 4) bytes",
-         "7B parameters, fp32 weights and gradients, Adam", "Transformer Math 101 (Anthony et al. 2023, EleutherAI)",
-         "https://blog.eleuther.ai/transformer-math/", Fraction(112), "GB", total("GB"),
-         Config(params=7_000_000_000, precision="fp32", optimizer="adam"), unit_note="decimal GB (10^9 bytes)"),
-    Case("deepspeed-zero3-18-bytes", "training", "per-param",
-         "model states per parameter, summed over the GPUs (estimate_zero3_model_states_mem_needs: 18 x params / gpus)",
-         "2,851M parameters, fp16 mixed precision with Adam, ZeRO-3 on 8 GPUs, fp32 gradient partitions",
-         "DeepSpeed docs/code-docs/source/memory.rst and runtime/zero/stage3.py (commit edaa722)",
-         "https://github.com/deepspeedai/DeepSpeed/blob/edaa7221267243c7be7fb49c5d5f5c4fb97b4641/docs/code-docs/"
-         "source/memory.rst", Fraction(18), "B/param", states_per_param_all_gpus,
-         Config(params=2_851_000_000, zero=3, dp=8, optimizer="adam", precision="fp16-mixed",
-                grad_accum_dtype="fp32")),
-    *(Case(f"megatron-{precision.removeprefix('megatron-')}-{'distributed' if zero else 'replicated'}", "training", "per-param",
-           f"model states per parameter, {'distributed optimizer' if zero else 'optimizer replicated'}",
-           f"{words}, data parallel 8", MEGATRON, MEGATRON_URL, Fraction(value), "B/param", states_per_param,
-           Config(params=1_000_000_000, precision=precision, dp=8, zero=zero, implementation="megatron"))
-      for precision, words, alone, constant, sharded in (
-          ("megatron-fp16", "fp16 parameters and gradients", 20, 4, 16),
-          ("megatron-bf16", "bf16 parameters, fp32 gradients", 18, 6, 12),
-          ("fp32", "fp32 parameters and gradients", 16, 8, 8))
-      for zero, value in ((0, alone), (1, constant + Fraction(sharded, 8)))),
-)
+
+def training(models: dict[str, Architecture]) -> tuple[Case, ...]:
+    """The training cases, the catalog models read from `models`."""
+    return (
+        _torchtune(models, "torchtune-llama-3.2-3b-packed", "60.0", ", eager (the \"+ Packed Dataset\" row)"),
+        # The recipe calls training.compile_loss(self._loss_fn) and drops what it returns, so only the chunked loss
+        # (which compile_loss changes in place) is compiled (recipes/full_finetune_single_device.py line 292 at
+        # 1814feb).
+        _torchtune(models, "torchtune-llama-3.2-3b-packed-compiled", "51.0",
+                   ", every layer under torch.compile, the loss left eager: the recipe drops the module compile_loss "
+                   "returns (the \"+ Compile\" row)", compile=True),
+        Case("cce-gemma-2-2b-eager-loss-gradients", "training", "need",
+             "loss gradients live at the start of backward (the README's baseline \"Gradient\" column)", CCE_SETUP, CCE,
+             CCE_URL, Fraction(16000), "MiB", at_moment("backward_start", "activations/loss_grads", "MiB"),
+             Config(model=GEMMA2_2B, precision="bf16", micro_batch=1, seq_len=8192, loss="eager"), unit_note=CCE_UNIT),
+        Case("cce-gemma-2-2b-compiled-loss-gradients", "training", "need",
+             "loss gradients live at the start of backward, loss under torch.compile (\"Gradient\" column)", CCE_SETUP,
+             CCE, CCE_URL, Fraction(12000), "MiB", at_moment("backward_start", "activations/loss_grads", "MiB"),
+             Config(model=GEMMA2_2B, precision="bf16", micro_batch=1, seq_len=8192, loss="compiled"), unit_note=CCE_UNIT),
+        Case("cce-gemma-2-2b-compiled-loss-saved", "training", "part",
+             "what a compiled loss keeps for backward (\"Loss\" column)", CCE_SETUP, CCE, CCE_URL, Fraction("4000.1"),
+             "MiB", part("activations/loss", "MiB"),
+             Config(model=GEMMA2_2B, precision="bf16", micro_batch=1, seq_len=8192, loss="compiled"),
+             abs=Fraction(5, 100), tolerance="the printed rounding (±0.05 MiB)", unit_note=CCE_UNIT),
+        _korthikanti("korthikanti-gpt3-no-parallelism", "no parallelism: sbh(34 + 5as/h)", SBH * 114),
+        _korthikanti("korthikanti-gpt3-selective", "selective recomputation: 34sbh", SBH * 34, recompute="selective"),
+        _korthikanti("korthikanti-gpt3-full", "full recomputation: 2sbh", SBH * 2, recompute="full"),
+        _korthikanti("korthikanti-gpt3-tp8", "tensor parallel 8: sbh(10 + 24/t + 5as/(ht))", SBH * 23, tp=8),
+        _korthikanti("korthikanti-gpt3-tp8-sp", "tensor and sequence parallel 8: sbh(34/t + 5as/(ht))",
+                     SBH * Fraction(57, 4), tp=8, sequence_parallel=True),
+        Case("transformer-math-7b-fp32-adam", "training", "sum",
+             "weights, gradients and Adam's two moments, summed: 7B x (4 + 4 + 4 + 4) bytes",
+             "7B parameters, fp32 weights and gradients, Adam", "Transformer Math 101 (Anthony et al. 2023, EleutherAI)",
+             "https://blog.eleuther.ai/transformer-math/", Fraction(112), "GB", total("GB"),
+             Config(params=7_000_000_000, precision="fp32", optimizer="adam"), unit_note="decimal GB (10^9 bytes)"),
+        Case("deepspeed-zero3-18-bytes", "training", "per-param",
+             "model states per parameter, summed over the GPUs (estimate_zero3_model_states_mem_needs: 18 x params / gpus)",
+             "2,851M parameters, fp16 mixed precision with Adam, ZeRO-3 on 8 GPUs, fp32 gradient partitions",
+             "DeepSpeed docs/code-docs/source/memory.rst and runtime/zero/stage3.py (commit edaa722)",
+             "https://github.com/deepspeedai/DeepSpeed/blob/edaa7221267243c7be7fb49c5d5f5c4fb97b4641/docs/code-docs/"
+             "source/memory.rst", Fraction(18), "B/param", states_per_param_all_gpus,
+             Config(params=2_851_000_000, zero=3, dp=8, optimizer="adam", precision="fp16-mixed",
+                    grad_accum_dtype="fp32")),
+        *(Case(f"megatron-{precision.removeprefix('megatron-')}-{'distributed' if zero else 'replicated'}", "training",
+               "per-param",
+               f"model states per parameter, {'distributed optimizer' if zero else 'optimizer replicated'}",
+               f"{words}, data parallel 8", MEGATRON, MEGATRON_URL, Fraction(value), "B/param", states_per_param,
+               Config(params=1_000_000_000, precision=precision, dp=8, zero=zero, implementation="megatron"))
+          for precision, words, alone, constant, sharded in (
+              ("megatron-fp16", "fp16 parameters and gradients", 20, 4, 16),
+              ("megatron-bf16", "bf16 parameters, fp32 gradients", 18, 6, 12),
+              ("fp32", "fp32 parameters and gradients", 16, 8, 8))
+          for zero, value in ((0, alone), (1, constant + Fraction(sharded, 8)))),
+    )
 
 
-def _vllm_given(name: str, model: str, printed: str, max_len: int, tokens: int | str, source: str, url: str,
-                kv_dtype: str | None = None, gpu: str = "h100-80gb", figure: str = "tokens", **settings) -> Case:
+def _vllm_given(models: dict[str, Architecture], name: str, model: str, printed: str, max_len: int,
+                tokens: int | str, source: str, url: str, kv_dtype: str | None = None, gpu: str = "h100-80gb",
+                figure: str = "tokens", **settings) -> Case:
     """A vLLM log's token count (figure "tokens") or its maximum concurrency (figure "concurrency", `tokens` then
     the printed "Nx"), given the KV memory it printed: the block count within that print's rounding."""
-    config = Config(model=MODELS[model], mode="serve", kv_dtype=kv_dtype, tp=settings.pop("tp", 1),
+    config = Config(model=models[model], mode="serve", kv_dtype=kv_dtype, tp=settings.pop("tp", 1),
                     pp=settings.pop("pp", 1))
     memory = Fraction(printed)
     rel, tolerance = Fraction(5, 1000) / memory, f"the log's 0.01 GiB rounding (±{0.5 / float(memory):.2f}%)"
@@ -316,77 +316,96 @@ def _vllm_given(name: str, model: str, printed: str, max_len: int, tokens: int |
                 rel=rel, tolerance=tolerance, unit_note=note)
 
 
-SERVING = (
-    _vllm_given("vllm-qwen3-14b-kv-tokens", "qwen3-14b", "6.51", 32768, 42_656, LMCACHE,
-                "https://github.com/LMCache/LMCache/issues/1739"),
-    _vllm_given("vllm-qwen3-4b-kv-tokens", "qwen3-4b", "36.88", 2048, 268_560, "vLLM PR #57047 log (Sep 2026)",
-                "https://github.com/vllm-project/vllm/pull/57047"),
-    _vllm_given("vllm-qwen3-30b-a3b-fp8-kv-tokens", "qwen3-30b-a3b", "10.55", 100_000, 230_528,
-                "vLLM issue #25350 log", "https://github.com/vllm-project/vllm/issues/25350", kv_dtype="fp8"),
-    _vllm_given("vllm-deepseek-v2-lite-kv-tokens", "deepseek-v2-lite", "12.13", 1024, 807_792,
-                "vLLM 0.9.2 dev log in PR #20665 (L4s, first pipeline stage)",
-                "https://github.com/vllm-project/vllm/pull/20665", gpu="l4", tp=2, pp=2, enforce_eager=True),
-    # Sliding-window layers: Gemma 3 1B's 22 sliding layers (window 512) and 4 full ones make one full group and six
-    # sliding groups of 4 layers (the log's "Add 2 padding layers"), 902 blocks a request at 2,048 tokens.
-    _vllm_given("vllm-gemma-3-1b-kv-tokens", "gemma-3-1b", "25.39", 2048, 950_864, EOLE, EOLE_URL,
-                max_num_batched_tokens=8192),
-    _vllm_given("vllm-gemma-3-1b-max-concurrency", "gemma-3-1b", "25.39", 2048, "461.21", EOLE, EOLE_URL,
-                figure="concurrency", max_num_batched_tokens=8192),
-    Case("vllm-qwen3-4b-awq-available-kv", "serving", "budget",
-         "KV cache memory the engine keeps after profiling (\"kv cache memory in use\")",
-         "Qwen3-4B, 4-bit weights (AWQ), --gpu-memory-utilization 0.85, --max-model-len 2,048, a 48 GB GPU whose CUDA "
-         "total is 47.37 GiB", "vLLM PR #57047 log (Sep 2026)", "https://github.com/vllm-project/vllm/pull/57047",
-         Fraction("36.88"), "GiB", engine("available", "GiB"),
-         Config(model=MODELS["qwen3-4b"], mode="serve", param_dtype="int4"),
-         Served("rtx-6000-ada", {"gpu_memory_utilization": 0.85, "max_model_len": 2048}, int(Fraction("47.37") * GIB)),
-         rel=Fraction(3, 100), tolerance="3%", unit_note=VLLM_GIB),
-    Case("vllm-qwen3-coder-480b-kv-needed", "serving", "budget",
-         "KV cache one request of the maximum length needs (\"KV cache is needed\")",
-         "Qwen3-Coder-480B-A35B, --max-model-len 262,144, data parallel 8 on H20s",
-         "vllm-project/recipes PR #12 log", "https://github.com/vllm-project/recipes/pull/12", Fraction(62), "GiB",
-         engine("needed", "GiB"), Config(model=QWEN3_CODER_480B, mode="serve"),
-         Served("h100-80gb", {"kv_cache_memory": int(Fraction("48.66") * GIB), "max_model_len": 262_144}),
-         unit_note=VLLM_GIB),
-    Case("vllm-qwen3-30b-a3b-kv-needed", "serving", "budget",
-         "KV cache one request of the maximum length needs (\"KV cache is needed\")",
-         "Qwen3-Coder-30B-A3B (Qwen3-30B-A3B's attention), bf16, --max-model-len 262,144",
-         "vLLM issue #34076 log", "https://github.com/vllm-project/vllm/issues/34076", Fraction(24), "GiB",
-         engine("needed", "GiB"), Config(model=MODELS["qwen3-30b-a3b"], mode="serve"),
-         Served("h100-80gb", {"kv_cache_memory": int(Fraction("3.18") * GIB), "max_model_len": 262_144}),
-         unit_note=VLLM_GIB),
-)
-
-_SGLANG_QWEN = ("SGLang PR #23669 log (upstream main, 2026-04-27)", "https://github.com/sgl-project/sglang/pull/23669",
-                "Qwen3-8B, SGLang defaults, one B200", Config(model=MODELS["qwen3-8b"], mode="serve"),
-                Served("b200", {"engine": "sglang"}))
-_SGLANG_LLAMA = ("SGLang PR #11716 log (2025-10-16, v0.5.3's default fraction 0.897)",
-                 "https://github.com/sgl-project/sglang/pull/11716",
-                 "Llama 3.3 70B (Llama 3 70B's shape), --tp 8 on H200s, --mem-fraction-static 0.897",
-                 Config(model=MODELS["llama-3-70b"], mode="serve", tp=8),
-                 Served("h200", {"engine": "sglang", "mem_fraction_static": 0.897}))
-
-
 def _sglang(name: str, run: tuple, compared: str, value: str, published: str, unit: str, **tolerance) -> Case:
     source, url, setup, config, served = run
     return Case(name, "serving", "budget", compared, setup, source, url, Fraction(published), unit,
                 engine(value, unit), config, served, unit_note=SGLANG_GB if unit == "GiB" else "", **tolerance)
 
 
-SERVING += (
-    _sglang("sglang-qwen3-8b-b200-tokens", _SGLANG_QWEN, "KV pool tokens (max_total_num_tokens)",
-            "max_total_num_tokens", "992896", "tokens", rel=Fraction(5, 10000), tolerance="0.05% (3 pages of 64)"),
-    _sglang("sglang-qwen3-8b-b200-k-size", _SGLANG_QWEN, "K cache size (\"K size\")", "k_size", "68.18", "GiB",
-            abs=Fraction(15, 1000), tolerance="±0.015 GiB"),
-    _sglang("sglang-qwen3-8b-b200-avail-mem", _SGLANG_QWEN,
-            "free memory before the weights (\"Load weight begin. avail mem\")", "pre", "177.57", "GiB",
-            abs=Fraction(1, 100), tolerance="±0.01 GiB"),
-    _sglang("sglang-llama-3-70b-tp8-h200-tokens", _SGLANG_LLAMA, "KV pool tokens (\"#tokens\")",
-            "max_total_num_tokens", "2795207", "tokens", rel=Fraction(2, 1000), tolerance="0.2%"),
-    _sglang("sglang-llama-3-70b-tp8-h200-k-size", _SGLANG_LLAMA, "K cache size (\"K size\")", "k_size", "53.31", "GiB",
-            abs=Fraction(1, 10), tolerance="±0.1 GiB"),
-    _sglang("sglang-llama-3-70b-tp8-h200-avail-mem", _SGLANG_LLAMA,
-            "free memory before the weights (\"Load weight begin. avail mem\")", "pre", "137.34", "GiB",
-            abs=Fraction(3, 100), tolerance="±0.03 GiB"),
-)
+def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
+    """The serving cases, the catalog models read from `models` (the GPU totals not yet filled in)."""
+    serving = (
+        _vllm_given(models, "vllm-qwen3-14b-kv-tokens", "qwen3-14b", "6.51", 32768, 42_656, LMCACHE,
+                    "https://github.com/LMCache/LMCache/issues/1739"),
+        _vllm_given(models, "vllm-qwen3-4b-kv-tokens", "qwen3-4b", "36.88", 2048, 268_560, "vLLM PR #57047 log (Sep 2026)",
+                    "https://github.com/vllm-project/vllm/pull/57047"),
+        _vllm_given(models, "vllm-qwen3-30b-a3b-fp8-kv-tokens", "qwen3-30b-a3b", "10.55", 100_000, 230_528,
+                    "vLLM issue #25350 log", "https://github.com/vllm-project/vllm/issues/25350", kv_dtype="fp8"),
+        _vllm_given(models, "vllm-deepseek-v2-lite-kv-tokens", "deepseek-v2-lite", "12.13", 1024, 807_792,
+                    "vLLM 0.9.2 dev log in PR #20665 (L4s, first pipeline stage)",
+                    "https://github.com/vllm-project/vllm/pull/20665", gpu="l4", tp=2, pp=2, enforce_eager=True),
+        # Sliding-window layers: Gemma 3 1B's 22 sliding layers (window 512) and 4 full ones make one full group and six
+        # sliding groups of 4 layers (the log's "Add 2 padding layers"), 902 blocks a request at 2,048 tokens.
+        _vllm_given(models, "vllm-gemma-3-1b-kv-tokens", "gemma-3-1b", "25.39", 2048, 950_864, EOLE, EOLE_URL,
+                    max_num_batched_tokens=8192),
+        _vllm_given(models, "vllm-gemma-3-1b-max-concurrency", "gemma-3-1b", "25.39", 2048, "461.21", EOLE, EOLE_URL,
+                    figure="concurrency", max_num_batched_tokens=8192),
+        Case("vllm-qwen3-4b-awq-available-kv", "serving", "budget",
+             "KV cache memory the engine keeps after profiling (\"kv cache memory in use\")",
+             "Qwen3-4B, 4-bit weights (AWQ), --gpu-memory-utilization 0.85, --max-model-len 2,048, a 48 GB GPU whose CUDA "
+             "total is 47.37 GiB", "vLLM PR #57047 log (Sep 2026)", "https://github.com/vllm-project/vllm/pull/57047",
+             Fraction("36.88"), "GiB", engine("available", "GiB"),
+             Config(model=models["qwen3-4b"], mode="serve", param_dtype="int4"),
+             Served("rtx-6000-ada", {"gpu_memory_utilization": 0.85, "max_model_len": 2048}, int(Fraction("47.37") * GIB)),
+             rel=Fraction(3, 100), tolerance="3%", unit_note=VLLM_GIB),
+        Case("vllm-qwen3-coder-480b-kv-needed", "serving", "budget",
+             "KV cache one request of the maximum length needs (\"KV cache is needed\")",
+             "Qwen3-Coder-480B-A35B, --max-model-len 262,144, data parallel 8 on H20s",
+             "vllm-project/recipes PR #12 log", "https://github.com/vllm-project/recipes/pull/12", Fraction(62), "GiB",
+             engine("needed", "GiB"), Config(model=QWEN3_CODER_480B, mode="serve"),
+             Served("h100-80gb", {"kv_cache_memory": int(Fraction("48.66") * GIB), "max_model_len": 262_144}),
+             unit_note=VLLM_GIB),
+        Case("vllm-qwen3-30b-a3b-kv-needed", "serving", "budget",
+             "KV cache one request of the maximum length needs (\"KV cache is needed\")",
+             "Qwen3-Coder-30B-A3B (Qwen3-30B-A3B's attention), bf16, --max-model-len 262,144",
+             "vLLM issue #34076 log", "https://github.com/vllm-project/vllm/issues/34076", Fraction(24), "GiB",
+             engine("needed", "GiB"), Config(model=models["qwen3-30b-a3b"], mode="serve"),
+             Served("h100-80gb", {"kv_cache_memory": int(Fraction("3.18") * GIB), "max_model_len": 262_144}),
+             unit_note=VLLM_GIB),
+    )
 
-CASES: tuple[Case, ...] = TRAINING + SERVING
+    sglang_qwen = ("SGLang PR #23669 log (upstream main, 2026-04-27)",
+                   "https://github.com/sgl-project/sglang/pull/23669", "Qwen3-8B, SGLang defaults, one B200",
+                   Config(model=models["qwen3-8b"], mode="serve"),
+                   Served("b200", {"engine": "sglang"}))
+    sglang_llama = ("SGLang PR #11716 log (2025-10-16, v0.5.3's default fraction 0.897)",
+                    "https://github.com/sgl-project/sglang/pull/11716",
+                    "Llama 3.3 70B (Llama 3 70B's shape), --tp 8 on H200s, --mem-fraction-static 0.897",
+                    Config(model=models["llama-3-70b"], mode="serve", tp=8),
+                    Served("h200", {"engine": "sglang", "mem_fraction_static": 0.897}))
+    serving += (
+        _sglang("sglang-qwen3-8b-b200-tokens", sglang_qwen, "KV pool tokens (max_total_num_tokens)",
+                "max_total_num_tokens", "992896", "tokens", rel=Fraction(5, 10000), tolerance="0.05% (3 pages of 64)"),
+        _sglang("sglang-qwen3-8b-b200-k-size", sglang_qwen, "K cache size (\"K size\")", "k_size", "68.18", "GiB",
+                abs=Fraction(15, 1000), tolerance="±0.015 GiB"),
+        _sglang("sglang-qwen3-8b-b200-avail-mem", sglang_qwen,
+                "free memory before the weights (\"Load weight begin. avail mem\")", "pre", "177.57", "GiB",
+                abs=Fraction(1, 100), tolerance="±0.01 GiB"),
+        _sglang("sglang-llama-3-70b-tp8-h200-tokens", sglang_llama, "KV pool tokens (\"#tokens\")",
+                "max_total_num_tokens", "2795207", "tokens", rel=Fraction(2, 1000), tolerance="0.2%"),
+        _sglang("sglang-llama-3-70b-tp8-h200-k-size", sglang_llama, "K cache size (\"K size\")", "k_size", "53.31", "GiB",
+                abs=Fraction(1, 10), tolerance="±0.1 GiB"),
+        _sglang("sglang-llama-3-70b-tp8-h200-avail-mem", sglang_llama,
+                "free memory before the weights (\"Load weight begin. avail mem\")", "pre", "137.34", "GiB",
+                abs=Fraction(3, 100), tolerance="±0.03 GiB"),
+    )
+    return serving
+
+
+def cases(models: dict[str, Architecture], gpus: dict[str, Any]) -> tuple[Case, ...]:
+    """Every case, with the catalog models and GPUs read from `models` and `gpus` (the site's catalogs); ValueError
+    names an entry they lack."""
+    try:
+        return training(models) + tuple(_on_gpu(case, gpus) for case in _serving(models))
+    except KeyError as missing:
+        raise ValueError(f"the published numbers need the catalog entry {missing.args[0]!r}, which this site's "
+                         "models.toml or gpus.toml lacks") from None
+
+
+def _on_gpu(case: Case, gpus: dict[str, Any]) -> Case:
+    """A served case on a catalog GPU, starting from that GPU's total as its engine reads it (engine_gpu_total)."""
+    from builder.model.engines import EngineSettings, engine_gpu_total
+    if case.served.gpu_total is not None:
+        return case
+    total = engine_gpu_total(EngineSettings(**case.served.settings).engine, gpus[case.served.gpu])
+    return replace(case, served=replace(case.served, gpu_total=total))

@@ -12,29 +12,21 @@ ranks can hold less (even nothing) for small dim 0.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from builder.validate.cases import DTYPES, ActivationCase, hf_config
+from builder.validate.cases import DTYPES, ActivationCase, SmallModel, hf_config
 from builder.validate.states import make_optimizer, train_one_step, unique_storage_bytes
 
 WORLD_SIZES = (2, 4, 8, 16, 64)
 
 
 @dataclass(frozen=True)
-class ShardCase:
+class ShardCase(SmallModel):
     """One rank of an FSDP2 FULL_SHARD run."""
 
-    family: str
-    world_size: int
-    rank: int
-    optimizer: str = "adamw"
-    dtype: str = "float32"
-    layers: int = 2
-    hidden: int = 64
-    heads: int = 4
-    kv_heads: int | None = None
-    vocab: int = 256
+    world_size: int = field(kw_only=True)
+    rank: int = field(kw_only=True)
 
     @property
     def name(self) -> str:

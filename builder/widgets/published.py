@@ -10,7 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from builder.validate.published import KINDS, Result, evaluate
+from builder.validate.published import KINDS, Result, cases, evaluate
 
 TABLES = {"training": "Training: parts of a step, sums of parts and bytes per parameter",
           "serving": "Serving: the engines' own start-up budgets"}
@@ -18,7 +18,7 @@ TABLES = {"training": "Training: parts of a step, sums of parts and bytes per pa
 
 def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]:
     """Rows per table, the units' notes and the summary, for templates/partials/widget-published-numbers.html."""
-    results = evaluate()
+    results = evaluate(cases(catalogs["model"], catalogs["gpu"]))
     tables = []
     for table, title in TABLES.items():
         mine = [r for r in results if r.case.table == table]

@@ -23,7 +23,7 @@ from builder.charts import class_bucket
 from builder.model import Config
 from builder.model.architecture import param_count, shape_inputs
 from builder.model.breakdown import Part
-from builder.model.engines import ENGINES, EngineSettings, engine_inputs, engine_report, engine_total
+from builder.model.engines import ENGINES, EngineSettings, engine_gpu_total, engine_inputs, engine_report
 from builder.model.partnames import reader_name
 from builder.model.ranges import RANGE_OF
 from builder.model.units import format_bytes
@@ -95,7 +95,7 @@ def evaluate(state: dict[str, str], models: dict[str, Any], gpus: dict[str, Any]
     name, length = arch.extra.get("display", state["model"]), int(state[words["length"]])
     kv = state.get("kv_dtype", "auto")
     try:
-        total = engine_total(engine, gpu.usable_bytes, gpu.driver_total_bytes)
+        total = engine_gpu_total(engine, gpu)
         report = engine_report(config_of(state, models), settings_of(state), total, gpu.id)
     except ValueError as error:
         report, refusal = None, str(error)
@@ -160,11 +160,11 @@ def script_data(catalogs: dict[str, Any], start: dict[str, str]) -> dict[str, An
         "shapes": {key: shape_inputs(arch) for key, arch in models.items()},
         "parameters": {key: param_count(arch) for key, arch in models.items()},
         "names": {key: arch.extra.get("display", key) for key, arch in models.items()},
-        # Each engine's start-up inputs on each GPU (the GPU total each engine starts from: engines.engine_total).
+        # Each engine's start-up inputs on each GPU (the GPU total each engine starts from: engines.engine_gpu_total).
         "gpus": {key: {"name": gpu.display, "engine": {
             name: {k: json_value(v) for k, v in engine_inputs(
-                EngineSettings(engine=name), engine_total(name, gpu.usable_bytes, gpu.driver_total_bytes), gpu.id,
-                1).items()} for name in OFFERED}} for key, gpu in gpus.items()},
+                EngineSettings(engine=name), engine_gpu_total(name, gpu), gpu.id, 1).items()}
+            for name in OFFERED}} for key, gpu in gpus.items()},
         "parts": {rule.name: {"name": reader_name(rule.name), "css": class_bucket(rule.name.split("/")[0])}
                   for engine in OFFERED.values() for rule in engine.rules.parts},
         "kvPart": KV_PART, "t": TEXTS, "start": start, "bar": BAR,
