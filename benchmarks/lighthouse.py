@@ -126,10 +126,12 @@ def print_lighthouse(result: dict) -> None:
     """Table of the Lighthouse benchmark."""
     print(f"lighthouse {result['lighthouse']} mobile (1-minute load average {result.get('load_average_1min_before')}"
           f" before, {result['load_average_1min']} after)")
-    print(f"  {'page':<24}" + "".join(f"{name[:13]:>15}" for name in CATEGORIES) + "   below 0.9")
+    print(f"  {'page':<24}" + "".join(f"{name[:13]:>15}" for name in CATEGORIES) + "   FCP/LCP/TBT ms   below 0.9")
     for page, row in result["pages"].items():
+        metrics = "/".join(str(row["metrics_ms"][key]) for key in ("first-contentful-paint", "largest-contentful-paint",
+                                                                   "total-blocking-time"))
         print(f"  {page:<24}" + "".join(f"{row['scores'][name]:>15}" for name in CATEGORIES)
-              + "   " + (", ".join(row["below_0.9"]) or "-"))
+              + f"   {metrics:<16} " + (", ".join(row["below_0.9"]) or "-"))
     verdict = "ok" if result["meets_targets"] else "BELOW target"
     print(f"  lowest: " + ", ".join(f"{name} {score}" for name, score in result["lowest"].items()) + f"  {verdict}")
 
