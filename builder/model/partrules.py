@@ -126,7 +126,7 @@ class RuleSet:
                            text(rendered(r.source, source_html)), int(r.transient)] for r in self.parts]}
 
 
-EMPTY_TEXT = encode(Expr("str", ""))  # a text rule sent in place of words a page does not show
+EMPTY_TEXT = encode(Expr("str", ""))  # a text rule sent in place of words a page does not show (model_data words)
 SOURCE_SUFFIX = "_source"  # a derived symbol whose value is a source (text with citations)
 
 
