@@ -144,10 +144,10 @@ PLACEMENT_WORDS = {
 OPTION_KIND_WORDS = {"model": "a model id (content/models.toml)", "gpu": "a GPU id (content/gpus.toml)",
                      "gpus": "GPU ids, comma-separated", "preset": "a preset name", "int": "an integer",
                      "number": "a number", "str": "text", "bool": "`true` or `false`"}
-FIELD_KIND_WORDS = {"model": "a model id", "optional_int": "an integer, or null", "int": "an integer",
-                    "float": "a number", "bool": "true or false",
-                    "optional_bool": "true or false, or null", "str": "text", "optional_str": "text, or null",
-                    "str_tuple": "a list of text"}
+
+
+# The words for the value of an architecture field (builder.grids.ARCH_FIELDS' kinds).
+ARCH_KIND_WORDS = {"optional_int": "an integer, or null", "int": "an integer", "bool": "true or false", "str": "text"}
 
 
 def check_words(what: str, keys: Any, words: dict[str, Any]) -> None:
@@ -270,33 +270,34 @@ def exercise_block() -> str:
 
 
 def option_choices() -> dict[str, str]:
-    """Config option -> its allowed values, read from the `estimate` command's flags (the same option's
-    choices), and the precision policies."""
-    import argparse
-
-    from builder.cli import make_parser
+    """Config option -> its allowed values, from the option table (builder.model.options), the precision policies
+    and the dtypes a served model's weights may take."""
     from builder.model.config import PRECISIONS
+    from builder.model.options import FRONT_MATTER_OPTIONS
     from builder.model.units import DTYPE_BYTES
 
-    commands = next(a for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    choices = {action.dest: ", ".join(map(str, action.choices)) for action in commands.choices["estimate"]._actions
-               if action.choices and action.dest != "help"}
+    choices = {name: ", ".join(map(str, option.choices)) for name, option in FRONT_MATTER_OPTIONS.items()
+               if option.choices}
     choices["precision"] = f"training: {', '.join(PRECISIONS)}; serving: {', '.join(DTYPE_BYTES)}"
     return choices
 
 
 def config_block() -> str:
-    """Every Config option a bar, preset or exercise may set, with its kind, default, allowed values and words."""
-    from builder.grids import FIELD_KINDS
+    """Every Config option a bar, preset or exercise may set (the option table, builder.model.options), with its
+    type, allowed values, default, the command line's flag and its words."""
+    from builder.model.options import FLAG_OF, FRONT_MATTER_OPTIONS, TYPES
 
-    names = [name for name, kind in FIELD_KINDS.items() if kind != "unsupported"]
+    names = [f.name for f in fields(Config) if f.name in FRONT_MATTER_OPTIONS]
     choices = option_choices()
     rows = []
     for f, words in documented_fields(Config, names, "builder/model/config.py"):
         default = default_of(f)
-        value = FIELD_KIND_WORDS[FIELD_KINDS[f.name]] + (f": {choices[f.name]}" if f.name in choices else "")
-        rows.append((code(f.name), value, code(default) if default else "", words))
-    return table(("option", "value", "default", "what it sets"), rows)
+        kind = FRONT_MATTER_OPTIONS[f.name].type
+        value = TYPES[kind] + (", or null" if FRONT_MATTER_OPTIONS[f.name].optional and kind != "model" else "") \
+            + (f": {choices[f.name]}" if f.name in choices else "")
+        rows.append((code(f.name), value, code(default) if default else "",
+                     code(FLAG_OF[f.name]) if f.name in FLAG_OF else "", words))
+    return table(("option", "value", "default", "command line", "what it sets"), rows)
 
 
 def arch_block() -> str:
@@ -304,7 +305,7 @@ def arch_block() -> str:
     from builder.grids import ARCH_FIELDS
 
     return table(("field", "value", "what it is"),
-                 [(code(f.name), FIELD_KIND_WORDS[ARCH_FIELDS[f.name]], words)
+                 [(code(f.name), ARCH_KIND_WORDS[ARCH_FIELDS[f.name]], words)
                   for f, words in documented_fields(Architecture, list(ARCH_FIELDS), "builder/model/architecture.py")])
 
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from builder.sources import default_references, source_text
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
@@ -19,15 +18,12 @@ from builder.model.engine_questions import QUESTIONS as ENGINE_QUESTIONS
 from builder.model.peak import Need, assess, unmodelled
 from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
-from builder.model.config import (ATTENTION, CHECKPOINT_SAVES, FSDP_STRATEGIES, IMPLEMENTATIONS, LORA_TARGETS, LOSSES, MODES, OFFLOAD,
-                                  OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
-from builder.model.ranges import RANGE_OF
+from builder.model.config import OPTION_NAMES as CONFIG_FIELDS, PRECISIONS
+from builder.model.options import CLI, FLAG_OF, GROUPS, OPTIONS, Option, OptionError
 from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 from builder.model.assumed import assumed_shape
-from builder.model.buckets import DEFAULTS as BUCKET_DEFAULTS, MEANINGS as BUCKET_MEANINGS
-from builder.model.zero3 import DEFAULTS as ZERO3_DEFAULTS, MEANINGS as ZERO3_MEANINGS
 
 # Training and plain serving (micro-batch: the serving batch; seq-len: the context), then each engine's own questions.
 MAX_CHOICES = ("micro-batch", "seq-len", "gpus", *ENGINE_QUESTIONS)
@@ -53,33 +49,6 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def count_of(option: str):
-    """argparse type for a Config option's count: units.parse_count's spellings within the option's range
-    (builder.model.ranges), so the error names the same limit as every other surface."""
-    bounds = RANGE_OF[option]
-
-    def count(text: str) -> int:
-        try:
-            return parse_count(text, low=bounds.low, high=int(bounds.high))
-        except ValueError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-    count.__name__ = option  # argparse names the type in some messages
-    return count
-
-
-def overhead_value(text: str) -> tuple[str, float]:
-    """argparse type: '10%' (a fraction of the rest) or a size like '1.5GiB'."""
-    if text.strip().endswith("%"):
-        try:
-            return "fraction", float(text.strip()[:-1]) / 100
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a percentage") from None
-    try:
-        return "bytes", float(parse_size(text))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
 def size_value(text: str) -> int:
     """argparse type: a size like 512MiB or 1.5GiB."""
     try:
@@ -92,6 +61,48 @@ def size_value(text: str) -> int:
 # Parsers
 # ---------------------------------------------------------------------------------------
 
+def cli_type(option: Option):
+    """argparse type for an option that takes a value: the table's reader for its type (builder.model.options), so
+    the command line accepts the spellings and the range every other surface does."""
+    def read(text: str) -> Any:
+        try:
+            return option.read(text, CLI)
+        except OptionError as error:
+            raise argparse.ArgumentTypeError(error.reason) from None
+    read.__name__ = option.name  # argparse names the type in some messages
+    return read
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of every model input on the command line, from the option table (builder.model.options): its
+    groups in order, each flag with its default, choices, placeholder and help."""
+    groups: dict[str, Any] = {}
+    for option in OPTIONS:
+        if CLI not in option.surfaces:
+            continue
+        if option.group not in groups:
+            group = p.add_argument_group(option.group)
+            groups[option.group] = (group.add_mutually_exclusive_group(required=True) if option.group == GROUPS[0]
+                                    else group)
+        keywords: dict[str, Any] = {"dest": option.dest or option.name}
+        if option.help:
+            keywords["help"] = option.help.replace("%", "%%")
+        if option.type == "flag":
+            keywords["default"] = option.default
+            keywords["action"] = argparse.BooleanOptionalAction if option.negatable else "store_true"
+            if not option.negatable:
+                del keywords["default"]
+        else:
+            keywords["default"] = option.default
+            if option.metavar:
+                keywords["metavar"] = option.metavar
+            if option.type in ("choice", "stage", "dtype") and not option.metavar:
+                keywords["choices"] = option.choices
+            if option.type not in ("choice", "dtype", "text", "model"):
+                keywords["type"] = cli_type(option)
+        groups[option.group].add_argument(option.flag, **keywords)
+
+
 def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
     """The `estimate` subcommand and its flags."""
     p = subparsers.add_parser(
@@ -103,128 +114,7 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
                "  python -m builder estimate --params 7e9 --precision fp32 --unit GB\n"
                "  python -m builder estimate --model llama-3-8b --mode serve --batch 16 --context 8192 --kv-dtype fp8",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    what = p.add_argument_group("model (one of)").add_mutually_exclusive_group(required=True)
-    what.add_argument("--model", metavar="NAME", help="catalog id (see `python -m builder models`)")
-    what.add_argument("--params", type=count_of("params"), metavar="N", help="raw parameter count, e.g. 7e9 or 7B")
-    what.add_argument("--config", type=Path, metavar="PATH", help="a Hugging Face config.json on disk")
-
-    run = p.add_argument_group("what runs")
-    run.add_argument("--mode", choices=MODES, default="train")
-    run.add_argument("--precision", default=None, metavar="POLICY",
-                     help=f"training: {', '.join(PRECISIONS)} (default bf16-mixed); "
-                          f"serving: a weight dtype ({', '.join(DTYPE_BYTES)}), default bf16")
-    run.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
-                     help="paged-adamw and paged-adamw8bit are bitsandbytes' PagedAdamW and PagedAdamW8bit "
-                          "(Hugging Face's paged_adamw_32bit and paged_adamw_8bit)")
-    run.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default=None,
-                     help="how the step runs (torch.optim's words): for-loop, foreach, fused, or in-backward (stepped "
-                          "from each gradient's hook, gradients freed at once); default: the optimizer's own (foreach "
-                          "for torch.optim's Adam, AdamW and SGD on CUDA, for-loop for Adafactor and Lion, fused for "
-                          "8-bit AdamW)")
-    run.add_argument("--micro-batch", type=count_of("micro_batch"), default=1, metavar="B")
-    run.add_argument("--seq-len", type=count_of("seq_len"), default=2048, metavar="S")
-    run.add_argument("--grad-accum", type=count_of("grad_accum"), default=1, metavar="M",
-                     help="micro-batches per optimizer step (pipeline: micro-batches in flight)")
-    run.add_argument("--recompute", choices=RECOMPUTE, default="none",
-                     help="selective: Megatron-LM's (the attention core); full: every layer keeps only its input "
-                          "(Megatron-LM full, Hugging Face gradient_checkpointing, DeepSpeed activation checkpointing, "
-                          "torchtitan full AC)")
-    run.add_argument("--recompute-num-layers", type=count_of("recompute_layers"), default=0, metavar="K", dest="recompute_layers",
-                     help="with --recompute full: only the first K layers of each pipeline stage (Megatron-LM "
-                          "--recompute-method block --recompute-num-layers K); 0 = every layer")
-    run.add_argument("--attention", choices=ATTENTION, default="sdpa")
-    run.add_argument("--loss", choices=LOSSES, default="eager",
-                     help="how the loss is computed: eager (transformers), compiled (torch.compile), chunked "
-                          "(torchtune, 8 chunks) or fused-linear (Liger Kernel: no logits)")
-    run.add_argument("--activation-formula", choices=("ops", "korthikanti"), default="ops",
-                     help="'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 (reference)")
-    run.add_argument("--implementation", choices=IMPLEMENTATIONS, default="hf",
-                     help="whose op list 'ops' follows: hf (transformers), megatron, or torchtune (transformers' list, K and V "
-                          "copied to every query head); megatron also names Megatron-LM's data parallelism (its "
-                          "gradient buffer, kept for the run) for a precision PyTorch shares")
-    run.add_argument("--dropout", action="store_true", help="dropout layers active (1-byte masks saved)")
-    run.add_argument("--offload-activations", action="store_true",
-                     help="saved activations go to pinned host memory in the forward and come back in the backward "
-                          "(torchtune's enable_activation_offloading): one layer's stay on the GPU at a time")
-    run.add_argument("--checkpoint-save", choices=CHECKPOINT_SAVES, default="none",
-                     help="how a checkpoint is saved after the optimizer step, a moment of the step of its own: "
-                          "torch-save (torch.save of the state dicts), FSDP's full-state-dict (FULL_STATE_DICT), "
-                          "full-state-dict-offload (offload_to_cpu, rank0_only), sharded-state-dict "
-                          "(SHARDED_STATE_DICT), dcp (torch.distributed.checkpoint of FSDP2's shards), deepspeed "
-                          "(save_checkpoint), deepspeed-16bit (stage3_gather_16bit_weights_on_model_save); none: "
-                          "no save")
-    run.add_argument("--compile", action="store_true",
-                     help="every transformer layer under torch.compile (inductor): what its partitioner saves for "
-                          "backward, measured on CPU; the loss is compiled only with --loss compiled")
-
-    dtypes = p.add_argument_group("dtype overrides")
-    for flag in ("param-dtype", "master-dtype", "grad-dtype", "grad-accum-dtype", "reduce-dtype",
-                 "optimizer-state-dtype", "exp-avg-dtype", "exp-avg-sq-dtype", "activation-dtype"):
-        choices = tuple(DTYPE_BYTES) + (("none",) if flag == "master-dtype" else ())
-        dtypes.add_argument(f"--{flag}", choices=choices, default=None)
-
-    par = p.add_argument_group("parallelism and sharding")
-    par.add_argument("--dp", type=count_of("dp"), default=1, help="data-parallel ranks")
-    par.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage")
-    par.add_argument("--use-distributed-optimizer", action="store_true",
-                     help="Megatron-LM's flag: shard the fp32 main parameters and optimizer states over the "
-                          "data-parallel ranks (the same as --zero 1; front matter: zero: 1)")
-    par.add_argument("--fsdp", choices=FSDP_STRATEGIES, default=None, help="FSDP strategy (instead of --zero)")
-    par.add_argument("--gradient-as-bucket-view", action="store_true",
-                     help="PyTorch DDP's gradient_as_bucket_view=True: each .grad is a view of DDP's gradient buckets "
-                          "(one copy of the gradients, kept for the run) instead of a separate tensor beside them; "
-                          "a DDP run only (--dp above 1, no --zero or --fsdp)")
-    par.add_argument("--fsdp-shard-group", type=count_of("fsdp_shard_group"), default=None, help="HYBRID_SHARD group size")
-    par.add_argument("--tp", type=count_of("tp"), default=1, help="tensor-parallel ranks")
-    par.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism (with --tp)")
-    par.add_argument("--pp", type=count_of("pp"), default=1, help="pipeline stages")
-    par.add_argument("--pp-schedule", choices=PIPELINE_SCHEDULES, default="1f1b")
-    par.add_argument("--virtual-stages", type=count_of("pp_virtual_stages"), default=1, help="interleaved: chunks per stage")
-    par.add_argument("--cp", type=count_of("cp"), default=1, help="context-parallel ranks")
-    par.add_argument("--ep", type=count_of("ep"), default=1, help="expert-parallel ranks (MoE)")
-    par.add_argument("--offload", choices=OFFLOAD, default="none", help="CPU offload")
-    par.add_argument("--gpus-per-node", type=count_of("gpus_per_node"), default=8)
-
-    ds = p.add_argument_group("DeepSpeed ZeRO-3 (zero_optimization's keys, in parameter elements; with --zero 3)")
-    for option, default in ZERO3_DEFAULTS.items():
-        ds.add_argument("--" + option.replace("_", "-"), type=count_of(option), default=None, metavar="N",
-                        help=f"{ZERO3_MEANINGS[option]} (DeepSpeed's default {default:.0e})")
-    buckets = p.add_argument_group("DeepSpeed ZeRO gradient buckets (zero_optimization's keys; with --zero 1 to 3)")
-    for option, default in BUCKET_DEFAULTS.items():
-        buckets.add_argument("--" + option.replace("_", "-"), type=count_of(option), default=None, metavar="N",
-                             help=f"{BUCKET_MEANINGS[option]} (DeepSpeed's default {default:.0e})")
-    buckets.add_argument("--overlap-comm", action=argparse.BooleanOptionalAction, default=None,
-                         help=f"{BUCKET_MEANINGS['overlap_comm']} (DeepSpeed's default: on with --zero 3, off below)")
-    buckets.add_argument("--contiguous-gradients", action=argparse.BooleanOptionalAction, default=True,
-                         help=f"{BUCKET_MEANINGS['contiguous_gradients']} (DeepSpeed's default: on)")
-    ds.add_argument("--shaped-like", metavar="NAME", default=None,
-                    help="with --params: the catalog model whose shape the count is assumed to have, for ZeRO-3's "
-                         "largest layer (default: the catalog model nearest in size)")
-
-    tune = p.add_argument_group("fine-tuning")
-    tune.add_argument("--lora-rank", type=count_of("lora_rank"), default=0, metavar="R")
-    tune.add_argument("--lora-targets", default="q,k,v,o", help=f"comma list of {', '.join(LORA_TARGETS)}")
-    tune.add_argument("--lora-dropout", type=float, default=0.0, metavar="P",
-                      help="PEFT's lora_dropout: p > 0 saves each adapter's dropout mask and output (needs --lora-rank)")
-    tune.add_argument("--qlora", action="store_true", help="4-bit NF4 base weights (needs --lora-rank)")
-
-    serve = p.add_argument_group("serving")
-    serve.add_argument("--batch", type=count_of("batch"), default=1, help="concurrent sequences")
-    serve.add_argument("--context", type=count_of("context"), default=4096, help="tokens per sequence in the KV cache")
-    serve.add_argument("--kv-dtype", choices=tuple(DTYPE_BYTES), default=None)
-    serve.add_argument("--kv-cache-dtype", default=None, metavar="DTYPE",
-                       help="the KV cache's dtype in the engines' own words (vLLM and SGLang --kv-cache-dtype: "
-                            f"{', '.join(KV_CACHE_DTYPES)}; vLLM's {', '.join(KV_CACHE_PER_TOKEN_HEAD)} with "
-                            "--engine vllm); instead of --kv-dtype")
-
-    over = p.add_argument_group("overheads (named assumptions)")
-    over.add_argument("--overhead", type=overhead_value, default=None, metavar="X",
-                      help="framework overhead: a percentage of the rest ('10%%') or a size ('1.5GiB')")
-    over.add_argument("--cuda-context", type=size_value, default=0, metavar="SIZE",
-                      help="CUDA context size to add, e.g. 500MiB (default: none)")
-    over.add_argument("--allocator-reserve", type=float, default=0.0, metavar="FRACTION",
-                      help="caching-allocator reserve as a fraction of allocated (e.g. 0.05)")
-
+    add_model_arguments(p)
     add_engine_arguments(p, positive_int, size_value)
 
     out = p.add_argument_group("output")
@@ -317,35 +207,17 @@ def config_from_args(args: argparse.Namespace) -> Config:
     shaped_like = shaped_like_of(args, models)
     precision, param_dtype = resolve_precision(args)
     zero = distributed_optimizer_stage(args, precision)
-    targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
-    if not targets:
-        raise UsageError(f"argument --lora-targets: give a comma list of {', '.join(LORA_TARGETS)}, got "
-                         f"{args.lora_targets!r}")
     overhead_fraction = overhead_bytes = 0
     if args.overhead:
         kind, value = args.overhead
         overhead_fraction, overhead_bytes = (value, 0) if kind == "fraction" else (0, int(value))
-    return Config(
-        model=arch, params=args.params, mode=args.mode, precision=precision,
-        param_dtype=args.param_dtype or param_dtype, master_dtype=args.master_dtype, grad_dtype=args.grad_dtype,
-        grad_accum_dtype=args.grad_accum_dtype, reduce_dtype=args.reduce_dtype,
-        optimizer_state_dtype=args.optimizer_state_dtype, exp_avg_dtype=args.exp_avg_dtype,
-        exp_avg_sq_dtype=args.exp_avg_sq_dtype, activation_dtype=args.activation_dtype,
-        optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
-        recompute=args.recompute, recompute_layers=args.recompute_layers, attention=args.attention, loss=args.loss, activation_formula=args.activation_formula,
-        implementation=args.implementation, dropout=args.dropout,
-        offload_activations=args.offload_activations, checkpoint_save=args.checkpoint_save, compile=args.compile, dp=args.dp, zero=zero, fsdp=args.fsdp,
-        gradient_as_bucket_view=args.gradient_as_bucket_view,
-        fsdp_shard_group=args.fsdp_shard_group, tp=args.tp, sequence_parallel=args.sequence_parallel,
-        pp=args.pp, pp_schedule=args.pp_schedule, pp_virtual_stages=args.virtual_stages, cp=args.cp, ep=args.ep,
-        offload=args.offload, gpus_per_node=args.gpus_per_node, lora_rank=args.lora_rank, lora_targets=targets,
-        lora_dropout=args.lora_dropout, qlora=args.qlora, batch=args.batch, context=args.context, kv_dtype=resolve_kv_dtype(args),
-        cuda_context_bytes=args.cuda_context, allocator_reserve=args.allocator_reserve,
-        overhead_fraction=overhead_fraction, overhead_bytes=overhead_bytes,
-        **{option: getattr(args, option) for option in ZERO3_DEFAULTS}, shaped_like=shaped_like,
-        **{option: getattr(args, option) for option in BUCKET_DEFAULTS}, overlap_comm=args.overlap_comm,
-        contiguous_gradients=args.contiguous_gradients,
-    )
+    # Every option both the command line and Config have, read by its flag; then the ones resolved above.
+    given = {option.name: getattr(args, option.dest or option.name) for option in OPTIONS
+             if CLI in option.surfaces and option.name in CONFIG_FIELDS}
+    return Config(**given | dict(
+        model=arch, precision=precision, param_dtype=args.param_dtype or param_dtype, zero=zero,
+        kv_dtype=resolve_kv_dtype(args), shaped_like=shaped_like, overhead_fraction=overhead_fraction,
+        overhead_bytes=overhead_bytes))
 
 
 def shaped_like_of(args: argparse.Namespace, models: dict) -> object:
@@ -363,8 +235,9 @@ def shaped_like_of(args: argparse.Namespace, models: dict) -> object:
 
 # Megatron-LM's --use-distributed-optimizer (megatron/core/optimizer/distrib_optimizer.py, commit d98e8a6) shards
 # the fp32 main parameters and the optimizer states over the data-parallel ranks and keeps the gradient buffer whole:
-# ZeRO stage 1 in the model. It runs with Megatron's own precisions.
-MEGATRON_PRECISIONS = ("megatron-bf16", "megatron-fp16", "te-fp8", "te-fp8-params", "te-mxfp8", "te-nvfp4", "fp32")
+# ZeRO stage 1 in the model. It runs with Megatron's own precisions: those that keep Megatron-LM DDP's gradient
+# buffer (PrecisionPolicy.grad_buffer: megatron-bf16, megatron-fp16 and the Transformer Engine recipes), and fp32.
+MEGATRON_PRECISIONS = (*(name for name, policy in PRECISIONS.items() if policy.grad_buffer), "fp32")
 
 
 def distributed_optimizer_stage(args: argparse.Namespace, precision: str) -> int:
@@ -421,14 +294,9 @@ def resolve_precision(args: argparse.Namespace) -> tuple[str, str | None]:
     raise UsageError(f"argument --precision: {value!r} is not one of {allowed}")
 
 
-FLAG_OF_OPTION = {"overhead_fraction": "--overhead", "overhead_bytes": "--overhead",
-                  "cuda_context_bytes": "--cuda-context", "pp_virtual_stages": "--virtual-stages",
-                  "model": "--model", "params": "--params", "recompute_layers": "--recompute-num-layers"}
-
-
 def flag_for(option: str) -> str:
-    """The command-line flag that sets a Config option."""
-    return FLAG_OF_OPTION.get(option, "--" + option.replace("_", "-"))
+    """The command-line flag that sets a Config option (the option table's, builder.model.options)."""
+    return FLAG_OF.get(option, "--" + option.replace("_", "-"))
 
 
 def plain_capacity(text: str) -> Gpu:

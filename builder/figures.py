@@ -4,7 +4,7 @@ For a chart `<chart-id>` on page `<slug>.html` the build writes, under figures/:
 - `<slug>-<chart-id>.svg` and `<slug>-<chart-id>-dark.svg`: the chart's wide layout with its colours and font
   written in (builder.charts.standalone_svg), light and dark;
 - `<slug>-<chart-id>.png`: the light SVG rasterised at 2x with CairoSVG (pure Python over the system's cairo
-  library), left out, with its link, where cairo cannot be loaded; kept in the build cache by a hash of the SVG,
+  library) and written by builder.png (cairo's pixels, its PNG writer's work at a fraction of the CPU), left out, with its link, where cairo cannot be loaded; kept in the build cache by a hash of the SVG,
   this module and the cairo versions, so an unchanged chart is not rasterised again (it is most of a cold build);
 - `<slug>-<chart-id>.html`: the figure alone, with its caption, for an iframe or a slide.
 The page links them from the chart's block, whose anchor `chart-<chart-id>` the embed page also carries.
@@ -58,11 +58,15 @@ def load_cairosvg():
 
 @lru_cache(maxsize=1)
 def rasteriser_version() -> bytes:
-    """What a PNG depends on besides its SVG: this module's code and the CairoSVG and cairo versions."""
+    """What a PNG depends on besides its SVG: this module's, builder/cairotext.py's and builder/png.py's code and
+    the CairoSVG and cairo versions."""
     cairosvg = load_cairosvg()
     import cairocffi
 
-    return (Path(__file__).read_bytes() + f"\0{cairosvg.__version__}\0{cairocffi.cairo_version_string()}"
+    from builder import cairotext, png
+
+    code = b"".join(Path(module.__file__).read_bytes() for module in (cairotext, png))
+    return (Path(__file__).read_bytes() + code + f"\0{cairosvg.__version__}\0{cairocffi.cairo_version_string()}"
             f"\0{PNG_SCALE}".encode())
 
 
@@ -97,6 +101,23 @@ def halo_as_copies(root: ElementTree.Element) -> ElementTree.Element:
     return root
 
 
+def rasterise(cairosvg, svg: bytes) -> bytes:
+    """`svg` drawn by CairoSVG at PNG_SCALE (as its svg2png does: 96 dpi), written by builder.png (same pixels as
+    cairo's PNG writer, a fraction of its CPU time)."""
+    from cairosvg.parser import Tree
+    from cairosvg.surface import PNGSurface
+
+    from builder.cairotext import install
+    from builder.png import surface_png
+
+    install()  # CairoSVG's text drawer with less Python per letter, same pixels (builder/cairotext.py)
+    drawing = PNGSurface(Tree(bytestring=svg), None, 96, scale=PNG_SCALE)  # output None: draw, write nothing
+    try:
+        return surface_png(drawing.cairo)
+    finally:
+        drawing.finish()
+
+
 def render_png(light_svg: str, cache: Path | None = None) -> bytes | None:
     """The light SVG as a PNG at PNG_SCALE, from the cache when it holds it; None without CairoSVG. Cairo ignores
     paint-order, so the halo that keeps notes legible where a line passes behind them (a background stroke painted
@@ -108,7 +129,7 @@ def render_png(light_svg: str, cache: Path | None = None) -> bytes | None:
     if path is not None and path.is_file():
         return path.read_bytes()
     root = halo_as_copies(ElementTree.fromstring(light_svg.split("?>", 1)[-1]))
-    png = cairosvg.svg2png(bytestring=ElementTree.tostring(root), scale=PNG_SCALE)
+    png = rasterise(cairosvg, ElementTree.tostring(root))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # never a half-written PNG under its name

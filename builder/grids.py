@@ -24,16 +24,11 @@ from builder.model.engines import ENGINES, EngineSettings, engine_report, engine
 from builder.model.estimator import estimate as model_estimate
 from builder.model.partnames import reader_name
 from builder.model.peak import assess, phases
-from builder.model.ranges import RANGE_OF
-from builder.model.units import parse_count, parse_size
+from builder.model.options import FRONT_MATTER_OPTIONS, OptionError, option_named
+from builder.model.units import clip, parse_count, parse_size
 
-# Config field -> the kind of value an author writes for it.
-FIELD_KINDS: dict[str, str] = {
-    f.name: {"Architecture | None": "model", "int | None": "optional_int", "int": "int", "float": "float",
-             "bool": "bool", "bool | None": "optional_bool", "str": "str", "str | None": "optional_str",
-             "tuple[str, ...]": "str_tuple"}.get(str(f.type), "unsupported")
-    for f in fields(Config)
-}
+# Config field -> the type of value an author writes for it (builder.model.options: the option table).
+FIELD_KINDS: dict[str, str] = {name: option.type for name, option in FRONT_MATTER_OPTIONS.items()}
 # Architecture fields a bar may change with `arch: {kv_heads: 32}` (the model's shape, not its identity).
 ARCH_FIELDS: dict[str, str] = {
     f.name: {"int": "int", "int | None": "optional_int", "bool": "bool", "str": "str"}[str(f.type)]
@@ -60,42 +55,34 @@ class EvaluatedChart:
 
 
 def convert_setting(option: str, value: Any, models: dict[str, Architecture]) -> Any:
-    """One front-matter value to the Config field's type (raises SettingError)."""
-    kind = FIELD_KINDS.get(option)
-    if kind is None or kind == "unsupported":
-        known = ", ".join(name for name, k in FIELD_KINDS.items() if k != "unsupported")
-        raise SettingError(option, f"unknown config option {option!r} (known: {known})")
+    """One front-matter value to the Config field's type, by the option table's reader for its type
+    (builder.model.options; raises SettingError naming the option)."""
     try:
-        return convert_kind(kind, option, value, models)
+        chosen = option_named(option)
+    except ValueError as error:
+        raise SettingError(option, str(error)) from None
+    try:
+        if chosen.type == "model" and value is not None:
+            if not isinstance(value, str) or value not in models:
+                raise ValueError(f"unknown model {clip(repr(value))} (see content/models.toml)")
+            return models[value]
+        return chosen.read(value)
+    except OptionError as error:
+        raise SettingError(option, f"{option}: {error.reason}") from None
     except ValueError as error:
         raise SettingError(option, f"{option}: {error}") from None
 
 
 def convert_kind(kind: str, option: str, value: Any, models: dict[str, Architecture]) -> Any:
-    """Convert `value` to a Config field of kind `kind` (raises ValueError)."""
-    if kind == "model":
-        if not isinstance(value, str) or value not in models:
-            raise ValueError(f"unknown model {value!r} (see content/models.toml)")
-        return models[value]
+    """An architecture field's value (`arch:` changes): kind is ARCH_FIELDS' (raises ValueError)."""
     if value is None and kind.startswith("optional_"):
         return None
-    if kind in ("int", "optional_int") or option == "params":
-        if isinstance(value, str) and option.endswith("_bytes"):
-            return parse_size(value)
-        bounds = RANGE_OF.get(option)  # builder.model.ranges: the option's range, on every surface
-        return parse_count(value, low=0) if bounds is None else parse_count(value, bounds.low, int(bounds.high))
-    if kind == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"must be a number, got {value!r}")
-        return float(value)
-    if kind in ("bool", "optional_bool"):
+    if kind in ("int", "optional_int"):
+        return parse_count(value, low=0)
+    if kind == "bool":
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, got {value!r}")
         return value
-    if kind == "str_tuple":
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"must be a list of names, got {value!r}")
-        return tuple(value)
     if not isinstance(value, str):
         raise ValueError(f"must be text, got {value!r}")
     return value

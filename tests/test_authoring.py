@@ -109,7 +109,9 @@ def test_a_malformed_guide_is_a_path_line_error(tmp_path, capsys, text, line, me
 
 def test_every_widget_example_and_placement_builds(content_dir, tmp_path):
     """A page placing each widget as the guide shows it builds (the validation widget needs the real site's
-    measurements, which the fixture lacks)."""
+    measurements, which the fixture lacks; the published numbers need the real catalogs' models and GPUs)."""
+    for catalog in ("models.toml", "gpus.toml"):
+        shutil.copyfile(ROOT / "content" / catalog, content_dir / catalog)
     placements = ["{{< widget " + " ".join(filter(None, (spec.name, spec.example))) + " >}}"
                   for spec in WIDGETS.values() if spec.name != "validation"]
     (content_dir / "widgets.md").write_text("---\ntitle: Widgets\nslug: widgets\norder: 50\nsummary: Each one.\n---\n"

@@ -116,3 +116,85 @@ def test_png_keeps_the_text_halo_that_cairo_cannot_paint_in_order():
         return sum(1 for p in pixels if max(p) < 80) / len(pixels)
     assert dark(row[300:400]) > 0.9  # the line, away from the text
     assert dark(row[30:200]) < 0.5  # behind the text: broken by the halo
+
+
+def cairosvg_own_png(svg: bytes, monkeypatch) -> bytes:
+    """`svg` as CairoSVG 2.9's svg2png writes it with its own text drawer (cairosvg/text.py) and cairo's own PNG
+    writer: the pixels builder/cairotext.py and builder/png.py must reproduce."""
+    from cairosvg import surface, svg2png, text
+
+    with monkeypatch.context() as patch:
+        patch.setitem(surface.TAGS, "text", text.text)
+        patch.setattr(surface, "text", text.text)
+        return svg2png(bytestring=svg, scale=2)
+
+
+def pixels(png: bytes) -> tuple[str, tuple[int, int], bytes]:
+    from io import BytesIO
+
+    from PIL import Image
+
+    image = Image.open(BytesIO(png))
+    return image.mode, image.size, image.tobytes()
+
+
+# Texts the faster drawer handles itself (anchors, a central baseline, spaces, a superscript, a rotated axis title)
+# and those it hands to CairoSVG's own (an x of 0, letter-spacing, per-letter x, dx).
+TEXT_CASES_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="320" height="200" viewBox="0 0 320 200" font-family="\'DejaVu Sans\', '
+    'sans-serif"><rect width="320" height="200" fill="#ffffff"/>'
+    '<text x="10" y="20" font-size="12">Start: 1.9 GiB per GPU</text>'
+    '<text x="160" y="40" font-size="13" text-anchor="middle" font-weight="700">Middle (GB = 10⁹ bytes)</text>'
+    '<text x="310" y="60" font-size="12" text-anchor="end" paint-order="stroke" stroke="#ffffff" stroke-width="3"'
+    ' fill="#cc0000">End,  two  spaces</text>'
+    '<text x="15" y="150" font-size="12" text-anchor="middle" dominant-baseline="central"'
+    ' transform="rotate(-90 15 150)">Rotated axis</text>'
+    '<text x="0" y="90" font-size="12">x of zero</text>'
+    '<text x="40" y="110" font-size="12" letter-spacing="2">spaced</text>'
+    '<text x="40 60 80" y="130" font-size="12">abc</text>'
+    '<text x="120" y="130" dx="3" font-size="12">dx</text></svg>')
+
+
+def test_png_has_the_pixels_cairosvg_draws_and_writes_itself(monkeypatch):
+    """builder/cairotext.py leaves out only the cairo calls that place no ink, and builder/png.py writes an opaque
+    surface as RGB as cairo's writer does (src/cairo-png.c): the PNG's pixels are CairoSVG's own, byte for byte."""
+    from builder.figures import halo_as_copies, load_cairosvg, render_png
+
+    if load_cairosvg() is None:
+        pytest.skip("CairoSVG or cairo is not installed")
+    for svg in (TEXT_CASES_SVG, HALO_SVG):
+        ours = render_png(svg)
+        assert ours[:8] == b"\x89PNG\r\n\x1a\n"
+        theirs = cairosvg_own_png(ElementTree.tostring(halo_as_copies(ElementTree.fromstring(svg))), monkeypatch)
+        assert pixels(ours) == pixels(theirs)
+
+
+def test_every_chart_png_has_the_pixels_cairosvg_draws_itself(site, monkeypatch):
+    """Every chart of the site, rasterised by the build, against CairoSVG's own drawer and cairo's PNG writer."""
+    from builder.figures import halo_as_copies, load_cairosvg
+
+    if load_cairosvg() is None:
+        pytest.skip("CairoSVG or cairo is not installed")
+    charts = sorted(p for p in (site / "figures").glob("*.svg") if not p.name.endswith("-dark.svg"))
+    assert len(charts) >= 20
+    for chart in charts:
+        light = ElementTree.fromstring(chart.read_text(encoding="utf-8").split("?>", 1)[-1])
+        theirs = cairosvg_own_png(ElementTree.tostring(halo_as_copies(light)), monkeypatch)
+        assert pixels(chart.with_suffix(".png").read_bytes()) == pixels(theirs), chart.name
+
+
+def test_a_surface_with_transparency_is_left_to_cairos_writer():
+    """builder/png.py writes RGB only for an opaque surface; one transparent pixel and cairo writes it (RGBA)."""
+    cairocffi = pytest.importorskip("cairocffi")
+    from builder.png import surface_png
+
+    surface = cairocffi.ImageSurface(cairocffi.FORMAT_ARGB32, 4, 3)
+    context = cairocffi.Context(surface)
+    context.set_source_rgb(0.2, 0.4, 0.6)
+    context.paint()
+    assert pixels(surface_png(surface)) == ("RGB", (4, 3), bytes([51, 102, 153]) * 12)
+    context.set_operator(cairocffi.OPERATOR_CLEAR)
+    context.rectangle(0, 0, 1, 1)
+    context.fill()
+    mode, size, data = pixels(surface_png(surface))
+    assert (mode, size, data[:8]) == ("RGBA", (4, 3), bytes([0, 0, 0, 0, 51, 102, 153, 255]))

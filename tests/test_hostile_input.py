@@ -1,5 +1,6 @@
-"""Issue 14's hostile-input test: for every option of `estimate` (enumerated from its parser) and every Config option
-a chart bar may set in front matter, the values 0, -1, nan, inf, 1e400, an empty string, a long text and a wrong unit
+"""Issue 14's hostile-input test: for every option of `estimate` (enumerated from its parser, which the option table
+builder/model/options.py makes), every option of the table a chart bar may set in front matter and every key a
+calculator link may carry, the values 0, -1, nan, inf, 1e400, an empty string, a long text and a wrong unit
 each give one line naming the option (CLI: exit 2 on stderr; build: `path:line: message`, exit 2, the previous site
 left as it was), never a traceback or a hang. 0 may be a valid value (a LoRA rank of 0, ZeRO stage 0), so there the
 run may also succeed. The CLI gets 100 KB of text (an argument list has a limit), front matter 10 MB.
@@ -17,7 +18,7 @@ from builder import build as build_module
 from builder import cli_site
 from builder.build import hash_tree
 from builder.cli import main, make_parser
-from builder.grids import FIELD_KINDS
+from builder.model.options import FRONT_MATTER_OPTIONS
 from tests.test_build import FIXTURE, TEMPLATES, fake_chart
 
 LONG = "x" * 100_000
@@ -68,7 +69,7 @@ def test_every_cli_option_refuses_hostile_values_in_one_line(capsys, flag):
 
 YAML_VALUES = {"0": "0", "-1": "-1", "nan": ".nan", "inf": ".inf", "1e400": "1.0e+400", "empty": '""',
                "long": "x" * 100_000, "wrong unit": "7 parsecs"}
-OPTIONS = sorted(option for option, kind in FIELD_KINDS.items() if kind != "unsupported")
+OPTIONS = sorted(FRONT_MATTER_OPTIONS)  # every option of the table that front matter offers
 
 
 def page(bars: list[tuple[str, str, str]]) -> tuple[str, dict[str, int]]:
@@ -142,3 +143,30 @@ def test_ten_megabytes_in_front_matter_is_one_line(site, capsys):
     for label, option in (("huge", "seq_len"), ("huge2", "precision")):
         (mine,) = [e for e in errors if e.startswith(f"{path}:{where[label]}: ")]
         assert option in mine and len(mine) < MAX_LINE + len(str(path)), mine[:MAX_LINE]
+
+
+# URL state --------------------------------------------------------------------------------------------------------
+
+def test_every_calculator_url_key_refuses_hostile_values_in_one_sentence():
+    """Every setting a calculator link may carry (the option table's URL keys and the calculator's own controls) is
+    checked by its key's description (builder.widgets.link_notice; 04-link-notice.js checkLink, mirrored by
+    tests/test_link_notice.accepts): each hostile value is refused (0 may be valid, an empty number is the
+    default) and the notice names the key in one sentence, the rest of the state kept."""
+    from builder.catalog import default_gpus, default_models
+    from builder.model.options import OPTIONS
+    from builder.widgets import calculator, link_notice
+    from tests.test_link_notice import accepts
+
+    gpus = [(key, gpu.display, gpu.usable_bytes) for key, gpu in default_gpus().items()]
+    keys = calculator.link_keys(gpus, default_models())
+    assert {option.url for option in OPTIONS if option.url} <= set(keys)
+    for key, spec in keys.items():
+        for value in [*VALUES[:5], "", "x" * 10_000_000, "7 parsecs"]:
+            if accepts(spec, value):
+                assert value in ("0", "") and (spec[0] in ("whole", "fraction") or value in spec[1:]), (key, value[:12])
+                continue
+            kind, *allowed = spec
+            words = link_notice.WORDS[kind].format(", ".join(allowed) if kind == "choice" else allowed[0],
+                                                   *([] if kind == "choice" else allowed[1:]))
+            sentence = link_notice.WORDS["line"].format(f"calc.{key}", value[:20], words)
+            assert "\n" not in sentence and key in sentence, (key, value[:12])

@@ -172,3 +172,18 @@ def test_gathered_grows_with_each_limit(arch, knob, value, more, others):
     low = Config(model=arch, zero=3, dp=8, **{**base, knob: value})
     high = low.with_changes(**{knob: value + more})
     assert gathered(high) >= gathered(low)
+
+
+def test_rule_inputs_of_an_assumed_shape_name_its_own_display_name():
+    """rule_inputs keeps the last few stages' inputs; two assumed shapes equal but for their display name (an
+    Architecture's equality leaves `extra` out) still name their own model in the note (Llama 3 70B, the catalog's)."""
+    from dataclasses import replace
+
+    llama = assumed_shape(MODELS, 70 * 10**9)
+    renamed = replace(llama, extra={**llama.extra, "display": "Renamed 70B"})
+    assert renamed == llama
+    for shape, name in ((llama, "Llama 3 70B"), (renamed, "Renamed 70B"), (llama, "Llama 3 70B")):
+        config = Config(params=70 * 10**9, zero=3, dp=64, shaped_like=shape)
+        inputs = rule_inputs(None, config, stages(None, config)[0])
+        assert inputs["assumed_model"] == name
+        inputs["assumed_model"] = "changed by a caller"  # a fresh dict each call: the next call is unaffected

@@ -344,8 +344,8 @@ def _divide(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
         x, y = _number(a(env)), _number(b(env))
         if y == 0:
             raise RuleError(f"division by zero in {encode(Expr('/', *args))!r}")
-        if type(x) is int and type(y) is int and x % y == 0:
-            return x // y  # a whole quotient stays an int (exact, and fast)
+        if type(x) is int and type(y) is int:  # a whole quotient stays an int (exact, and fast)
+            return x // y if x % y == 0 else Fraction(x, y)  # one Fraction made, not two: the same value
         return Fraction(x) / y
     return quotient
 
@@ -522,6 +522,16 @@ def _fixed(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     return lambda env: f"{float(_number(a(env))):.{int(k(env))}f}"
 
 
+def _member(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    """in; against constants only (the usual case: a choice among names), the constants are a tuple made once,
+    compared as the list of their values was (==, in order)."""
+    x, rest = fs[0], fs[1:]
+    if all(a.op in ("str", "num") for a in args[1:]):
+        constants = tuple(a.args[0] for a in args[1:])
+        return lambda env: int(x(env) in constants)
+    return lambda env: int(x(env) in [f(env) for f in rest])
+
+
 def _all(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     def both(env: Mapping[str, Value]) -> int:  # int(all(...)) without a generator: it stops at the first false
         for f in fs:
@@ -565,7 +575,7 @@ OPERATORS: dict[str, _Compiler] = {
     "or": _any,
     "not": lambda args, fs: (lambda a: lambda env: int(not bool(a(env))))(fs[0]),
     "if": _if,
-    "in": lambda args, fs: (lambda x, rest: lambda env: int(x(env) in [f(env) for f in rest]))(fs[0], fs[1:]),
+    "in": _member,
     "has": _binary_values(lambda table, x: int(x in table)),
     "at": _lookup,
     "get": _get,

@@ -10,6 +10,7 @@ stage holds (dense, expert, linear, one block, the root unit) comes from builder
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from builder.model.architecture import Architecture, param_count, shape_with_tensors
@@ -98,5 +99,14 @@ def stages(arch: Architecture | None, config: Config) -> list[Stage]:
 
 def rule_inputs(arch: Architecture | None, config: Config, stage: Stage) -> dict[str, Any]:
     """Everything a rule set may read for one stage of `config` (its architecture `arch`): the run's inputs,
-    the stage's and what one GPU of the stage holds (builder.model.placement.HOLDING)."""
+    the stage's and what one GPU of the stage holds (builder.model.placement.HOLDING). A fresh dict each call
+    (a caller may add to it), worked out once for the last few stages asked for: an estimate asks twice. The key
+    adds the assumed shape's display name, which run_inputs reads and an Architecture's equality leaves out."""
+    shaped = config.shaped_like
+    return dict(_rule_inputs(arch, config, stage, shaped.extra.get("display") if shaped is not None else None))
+
+
+@lru_cache(maxsize=16)
+def _rule_inputs(arch: Architecture | None, config: Config, stage: Stage, shaped_display: str | None
+                 ) -> dict[str, Any]:
     return HOLDING.environment({**run_inputs(arch, config), **stage.inputs()})

@@ -10,11 +10,10 @@ data-parallel ranks under ZeRO/FSDP.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Callable
 
 from builder.model.config import Config, _shard_stage
 from builder.model.peak import need
+from builder.model.search import largest
 from builder.model.units import format_bytes
 
 # A fit in words (Fit.verdict); the calculator's script uses the same templates.
@@ -50,37 +49,8 @@ def fits(config: Config, capacity: int) -> bool:
     return need(config).bytes <= capacity
 
 
-def _largest(need_at: Callable[[int], int], capacity: int, low: int, limit: int, step: int = 1) -> int | None:
-    """`limit` if its need fits `capacity`, else the largest multiple of `step` above `low` (`low` included) below
-    `limit` whose need fits, or None if even `low` does not.
-
-    `need_at` must be monotone (fitting up to some point, not after), so the answer is unique and any correct
-    search finds it. Memory is close to affine in batch and sequence, so each guess lies on the straight line
-    between what the bracket's ends need (regula falsi, with the Illinois rule: an end kept twice counts half as
-    far from capacity) and lands at or next to the answer; every third guess halves the bracket, so the worst
-    case stays logarithmic. The calculator's script searches the same way.
-    """
-    good_need = need_at(low)
-    if good_need > capacity:
-        return None
-    bad_need = need_at(limit)
-    if bad_need <= capacity:
-        return limit
-    good, bad, side, guess = low, limit, 0, 0
-    while (most := -(-(bad - good) // step) - 1) >= 1:  # candidates good + k x step below bad, k = 1..most
-        k = most // 2 + 1 if guess % 3 == 2 else (capacity - good_need) * (most + 1) // (bad_need - good_need)
-        middle = good + step * min(max(k, 1), most)
-        need = need_at(middle)
-        guess += 1
-        if need <= capacity:
-            if side > 0:
-                bad_need = capacity + Fraction(bad_need - capacity, 2)
-            good, good_need, side = middle, need, 1
-        else:
-            if side < 0:
-                good_need = capacity - Fraction(capacity - good_need, 2)
-            bad, bad_need, side = middle, need, -1
-    return good
+# The search for the largest value that fits: builder.model.search.LARGEST, rules the browser runs too.
+_largest = largest
 
 
 def max_micro_batch(config: Config, capacity: int, limit: int = 1 << 16) -> int | None:

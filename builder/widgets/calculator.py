@@ -10,8 +10,9 @@ evaluates them (static/widgets/01-rules.js) and still holds the peak's assembly 
 mirroring builder.model.peak and builder.model.questions; tests/browser/test_widget_calculator.py
 compares the two.
 
-The form state is a flat dict of strings (the form's control names, also the URL keys);
-`config_from_state` turns it into the Config the model reads. The texts the widget shows
+The form state is a flat dict of strings (the form's control names, also the URL keys: an option's control takes
+its key from the option table, builder.model.options); `config_from_state` turns it into the Config the model reads
+by the rules of builder.widgets.calculator_state, which the script evaluates too (the run's inputs). The texts the widget shows
 (summary, verdicts, answers) are str.format templates (TEXTS, and the model's own check
 messages and verdicts) that the functions here and the script both fill; the figure's markup
 is the partial's macros, which the script receives as templates too.
@@ -21,17 +22,14 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Mapping
 
 from builder.catalog import short_gpu_name
 from builder.model import Config
 from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
-from builder.model.checks import POSITIVE
 from builder.model.architecture import active_param_count, param_count
-from builder.model.config import (ATTENTION, CHECKPOINT_SAVES, FSDP_STAGE, FSDP_STRATEGIES, LOSSES, OFFLOAD, OPTIMIZER_IMPLS,
-                                  OPTIMIZERS, PRECISIONS, RECOMPUTE)
+from builder.model.config import CHECKPOINT_SAVES, FSDP_STRATEGIES, OPTIMIZER_IMPLS, PRECISIONS, RECOMPUTE
 from builder.model.inputs import config_inputs, run_inputs
 from builder.model.partrules import RuleSet
 from builder.model.partnames import PART_NAMES, reader_name
@@ -40,9 +38,11 @@ from builder.model.states import SHARDING as STATE_SHARDING
 from builder.model.questions import VERDICTS, Fit, _largest, max_micro_batch, max_seq_len
 from builder.model.units import format_bytes
 from builder.model.ranges import RANGE_OF
-from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS, UNSET as BUCKET_UNSET
-from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
-from builder.widgets import full_model, link_notice
+from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS
+from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS
+from builder.widgets import calculator_state as form_rules, full_model, link_notice
+from builder.widgets.calculator_state import OVERLAP
+from builder.model.options import OPTION_OF
 from builder.content import Reference
 from builder.sources import html_renderer
 from builder.widgets.model_data import json_value, model_data
@@ -105,9 +105,17 @@ SAVE_WORDS = {"none": "none", "torch-save": "torch-save (torch.save)",
               "dcp": "dcp (torch.distributed.checkpoint)", "deepspeed": "deepspeed (save_checkpoint)",
               "deepspeed-16bit": "deepspeed-16bit (16-bit weights gathered)"}
 assert tuple(SAVE_WORDS) == CHECKPOINT_SAVES
-# Controls whose name is not the Config attribute they set (links keep the short name).
-INT_CONTROLS = {"pp_virtual_stages": "vpp"}
 SEARCH_LIMITS = {"micro_batch": 1 << 16, "seq_len": 1 << 22}
+# The questions the result answers, per mode: [the input searched, its limit, the input its step is ("": 1)], the
+# largest batch then the longest sequence (builder.model.questions: a sequence a multiple of the context-parallel
+# ranks, which a served run has none of).
+SEARCHES = {"train": [["micro_batch", SEARCH_LIMITS["micro_batch"], ""], ["seq_len", SEARCH_LIMITS["seq_len"], "cp"]],
+            "serve": [["batch", SEARCH_LIMITS["micro_batch"], ""], ["context", SEARCH_LIMITS["seq_len"], "cp"]]}
+# A changed value of these inputs moves in steps of another's (a sequence: of the context-parallel ranks).
+STEPS = {"seq_len": "cp"}
+# The parallel ranks the summary names when above 1, and the inputs its run text shows (TEXTS["train"], ["serve"]).
+LAYOUT = ("dp", "tp", "pp", "cp", "ep")
+RUN_TEXT = {"train": ["optimizer", "lora_rank", "qlora", "micro_batch", "seq_len"], "serve": ["", "", "", "batch", "context"]}
 # The texts the widget shows, as str.format templates: the functions below fill them for the
 # server-rendered figure, and the script fills the same templates (sent with its data).
 TEXTS = {
@@ -195,6 +203,17 @@ def _pairs(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     return tuple((v, v) for v in values)
 
 
+def of(option: str, label: str, show: str = "", choices: tuple[tuple[str, str], ...] | None = None,
+       kind: str = "", **rest: Any) -> Control:
+    """The control of an option of the table (builder.model.options): its URL key, and its kind and choices from the
+    option's type unless given (a count or a fraction is a number input, a flag a box, the rest a select)."""
+    chosen = OPTION_OF[option]
+    kind = kind or {"count": "number", "fraction": "number", "flag": "check"}.get(chosen.type, "select")
+    if choices is None:
+        choices = _pairs(tuple(map(str, chosen.choices))) if kind in ("select", "radio") else ()
+    return Control(chosen.url, label, kind, choices, show, **rest)
+
+
 ARCH_CONTROLS = (
     Control("layers", "Layers", "number", show=CUSTOM, low=1, high=1024),
     Control("hidden", "Hidden size", "number", show=CUSTOM, low=1, high=65536),
@@ -210,80 +229,68 @@ ARCH_CONTROLS = (
     Control("top_k", "Experts per token", "number", show=CUSTOM, low=0, high=1024),
 )
 TRAIN_CONTROLS = (
-    Control("precision", "Precision policy", "select", _pairs(tuple(PRECISIONS)), "train"),
-    Control("param_dtype", "Parameter dtype", "select", (("policy", "the policy's own"), *_pairs(PARAM_DTYPES)),
-            "train"),
-    Control("reduce_dtype", "Reduce dtype", "select", (("policy", "the gradients' own"), *_pairs(REDUCE_DTYPES)),
-            "train"),
-    Control("optimizer", "Optimizer", "select", _pairs(OPTIMIZERS), "train"),
-    Control("optimizer_impl", "Optimizer step", "select",
-            (("default", "the optimizer's own"), *_pairs(OPTIMIZER_IMPLS)), "train"),
-    *(Control(option, label, "select", (("policy", unset), *_pairs(DTYPE_CHOICES[option])), "train")
+    of("precision", "Precision policy", "train"),
+    of("param_dtype", "Parameter dtype", "train", (("policy", "the policy's own"), *_pairs(PARAM_DTYPES))),
+    of("reduce_dtype", "Reduce dtype", "train", (("policy", "the gradients' own"), *_pairs(REDUCE_DTYPES))),
+    of("optimizer", "Optimizer", "train"),
+    of("optimizer_impl", "Optimizer step", "train", (("default", "the optimizer's own"), *_pairs(OPTIMIZER_IMPLS))),
+    *(of(option, label, "train", (("policy", unset), *_pairs(DTYPE_CHOICES[option])))
       for option, label, unset in (("optimizer_state_dtype", "Optimizer state dtype", "the policy's own"),
                                    ("exp_avg_dtype", "Adam first moment (exp_avg) dtype", "the policy's own"),
                                    ("exp_avg_sq_dtype", "Adam second moment (exp_avg_sq) dtype", "the policy's own"),
                                    ("grad_accum_dtype", "Gradient accumulation dtype", "the gradients' own"))),
-    Control("micro_batch", "Micro-batch", "number", show="train", low=1, high=65536),
-    Control("seq_len", "Sequence length", "number", show="train", low=1, high=4194304, hint="tokens"),
-    Control("grad_accum", "Gradient accumulation", "number", show="train", low=1, high=4096,
-            hint="micro-batches per step"),
-    Control("recompute", "Recompute", "radio",
-            tuple((value, RECOMPUTE_WORDS.get(value, value)) for value in RECOMPUTE), "train"),
-    Control("recompute_layers", "Recomputed layers per stage", "number", show="train", low=0, high=1024,
-            hint="with full: 0 = every layer"),
-    Control("attention", "Attention", "select", _pairs(ATTENTION), "train"),
-    Control("loss", "Loss", "select", _pairs(LOSSES), "train"),
-    Control("formula", "Activations counted", "select", tuple(FORMULAS.items()), "train"),
-    Control("dropout", "Dropout on", "check", show="train"),
-    Control("offload_activations", "Offload activations", "check", show="train",
-            hint="to host memory, torchtune's way"),
-    Control("compile", "torch.compile layers", "check", show="train", hint="what inductor's partitioner saves"),
-    Control("lora_rank", "LoRA rank", "number", show="train", low=0, high=4096, hint="0 = full fine-tuning"),
-    Control("lora_dropout", "LoRA dropout", "number", show="train", low=0, high=1, hint="PEFT's lora_dropout",
-            step="0.01"),
-    Control("qlora", "QLoRA (4-bit base)", "check", show="train"),
+    of("micro_batch", "Micro-batch", "train", low=1, high=65536),
+    of("seq_len", "Sequence length", "train", low=1, high=4194304, hint="tokens"),
+    of("grad_accum", "Gradient accumulation", "train", low=1, high=4096, hint="micro-batches per step"),
+    of("recompute", "Recompute", "train", tuple((value, RECOMPUTE_WORDS.get(value, value)) for value in RECOMPUTE),
+       kind="radio"),
+    of("recompute_layers", "Recomputed layers per stage", "train", low=0, high=1024, hint="with full: 0 = every layer"),
+    of("attention", "Attention", "train"),
+    of("loss", "Loss", "train"),
+    # One control for two options: whose op list (implementation) or Korthikanti's formula (activation_formula).
+    of("implementation", "Activations counted", "train", tuple(FORMULAS.items())),
+    of("dropout", "Dropout on", "train"),
+    of("offload_activations", "Offload activations", "train", hint="to host memory, torchtune's way"),
+    of("compile", "torch.compile layers", "train", hint="what inductor's partitioner saves"),
+    of("lora_rank", "LoRA rank", "train", low=0, high=4096, hint="0 = full fine-tuning"),
+    of("lora_dropout", "LoRA dropout", "train", low=0, high=1, hint="PEFT's lora_dropout", step="0.01"),
+    of("qlora", "QLoRA (4-bit base)", "train"),
 )
 ARCH_KEYS = {c.key for c in ARCH_CONTROLS}
 SERVE_CONTROLS = (
     Control("weights", "Weight dtype", "select", _pairs(SERVE_WEIGHTS), "serve"),
-    Control("kv_dtype", "KV-cache dtype", "select", _pairs(KV_DTYPES), "serve"),
-    Control("batch", "Concurrent sequences", "number", show="serve", low=1, high=65536),
-    Control("context", "Context", "number", show="serve", low=1, high=4194304, hint="tokens"),
+    of("kv_dtype", "KV-cache dtype", "serve", _pairs(KV_DTYPES)),
+    of("batch", "Concurrent sequences", "serve", low=1, high=65536),
+    of("context", "Context", "serve", low=1, high=4194304, hint="tokens"),
 )
-# The ZeRO-3 limits show (and count) with the form's ZeRO / FSDP set to DeepSpeed's stage 3 only (widgets.css hides
-# them otherwise; config_from_state reads them as unset).
-ZERO3_SHOWN, ZERO3_SHARD = "zero3", "3"
-# DeepSpeed ZeRO's gradient buckets (builder.model.buckets) show and count with a ZeRO stage and no FSDP strategy;
-# overlap_comm's default depends on the stage.
-BUCKETS_SHOWN, BUCKET_SHARDS = "deepspeed", ("1", "2", "3")
-OVERLAP = {"default": None, "on": True, "off": False}
-# PyTorch DDP's gradient_as_bucket_view shows (and counts) with the form's ZeRO / FSDP set to none only (widgets.css);
-# the model refuses it without data parallelism (builder.model.checks).
-DDP_SHOWN, DDP_SHARD = "ddp", "0"
+# The ZeRO-3 limits show (and count: calculator_state.FORM_RULES) with the form's ZeRO / FSDP set to DeepSpeed's
+# stage 3 only (widgets.css hides them otherwise); DeepSpeed ZeRO's gradient buckets (builder.model.buckets) with a
+# ZeRO stage and no FSDP strategy (overlap_comm's default depends on the stage); PyTorch DDP's
+# gradient_as_bucket_view with none (the model refuses it without data parallelism, builder.model.checks).
+ZERO3_SHOWN, BUCKETS_SHOWN, DDP_SHOWN = "zero3", "deepspeed", "ddp"
 PARALLEL_CONTROLS = (
     Control("shard", "ZeRO / FSDP", "select", tuple(SHARDING.items()), "train"),
-    Control("offload", "CPU offload", "select", _pairs(OFFLOAD), "train"),
-    Control("checkpoint_save", "Checkpoint save", "select", tuple(SAVE_WORDS.items()), "train"),
-    Control("gradient_as_bucket_view", "DDP gradients as bucket views", "check", show=DDP_SHOWN,
-            hint="gradient_as_bucket_view"),
+    of("offload", "CPU offload", "train"),
+    of("checkpoint_save", "Checkpoint save", "train", tuple(SAVE_WORDS.items())),
+    of("gradient_as_bucket_view", "DDP gradients as bucket views", DDP_SHOWN, hint="gradient_as_bucket_view"),
     # DeepSpeed ZeRO-3's own limits (builder.model.zero3), in its config's words, shown with ZeRO stage 3 only.
-    *(Control(option, label, "number", show=ZERO3_SHOWN, low=int(RANGE_OF[option].low), high=int(RANGE_OF[option].high),
-              hint=option) for option, label in (("stage3_max_live_parameters", "Max live parameters"),
+    *(of(option, label, ZERO3_SHOWN, low=int(RANGE_OF[option].low), high=int(RANGE_OF[option].high), hint=option)
+      for option, label in (("stage3_max_live_parameters", "Max live parameters"),
                                                   ("stage3_prefetch_bucket_size", "Prefetch bucket"),
                                                   ("stage3_param_persistence_threshold", "Persistence threshold"),
                                                   ("stage3_max_reuse_distance", "Max reuse distance"))),
-    Control("reduce_bucket_size", "Reduce bucket", "number", show=BUCKETS_SHOWN, low=0,
-            high=int(RANGE_OF["reduce_bucket_size"].high), hint="reduce_bucket_size"),
-    Control("overlap_comm", "Overlap comm", "select", (("default", "DeepSpeed's default"), ("on", "on"), ("off", "off")),
-            BUCKETS_SHOWN),
-    Control("contiguous_gradients", "Contiguous gradients", "check", show=BUCKETS_SHOWN),
-    Control("dp", "Data parallel", "number", low=1, high=65536),
-    Control("tp", "Tensor parallel", "number", low=1, high=1024),
-    Control("sp", "Sequence parallel (with TP)", "check", show="train"),
-    Control("pp", "Pipeline stages", "number", low=1, high=1024),
-    Control("vpp", "Virtual stages", "number", show="train", low=1, high=64, hint="above 1: interleaved"),
-    Control("cp", "Context parallel", "number", show="train", low=1, high=1024),
-    Control("ep", "Expert parallel", "number", low=1, high=1024),
+    of("reduce_bucket_size", "Reduce bucket", BUCKETS_SHOWN, low=0, high=int(RANGE_OF["reduce_bucket_size"].high),
+       hint="reduce_bucket_size"),
+    of("overlap_comm", "Overlap comm", BUCKETS_SHOWN, (("default", "DeepSpeed's default"), ("on", "on"), ("off", "off")),
+       kind="select"),
+    of("contiguous_gradients", "Contiguous gradients", BUCKETS_SHOWN),
+    of("dp", "Data parallel", low=1, high=65536),
+    of("tp", "Tensor parallel", low=1, high=1024),
+    of("sequence_parallel", "Sequence parallel (with TP)", "train"),
+    of("pp", "Pipeline stages", low=1, high=1024),
+    of("pp_virtual_stages", "Virtual stages", "train", low=1, high=64, hint="above 1: interleaved"),
+    of("cp", "Context parallel", "train", low=1, high=1024),
+    of("ep", "Expert parallel", low=1, high=1024),
 )
 
 
@@ -294,13 +301,14 @@ def form_groups(gpus: list[tuple[str, str, int]], models: dict[str, Architecture
         ("Model", "", (Control("start", "Starting point", "select",
                                (("", "your own settings"), *((key, label) for key, label, _, _ in starts(models)))),
                        Control("model", "Model", "select", model_choices + ((CUSTOM, "Custom architecture"),)),
-                       Control("mode", "Run", "radio", (("train", "Training"), ("serve", "Serving"))))),
+                       of("mode", "Run", "", (("train", "Training"), ("serve", "Serving")), kind="radio"))),
         ("Custom architecture", CUSTOM, ARCH_CONTROLS),
         ("Training", "train", TRAIN_CONTROLS),
         ("Serving", "serve", SERVE_CONTROLS),
         ("Parallelism and sharding", "", PARALLEL_CONTROLS),
         ("Overheads and GPU", "", (
-            Control("overhead", "Framework overhead", "number", low=0, high=999, hint="% of the rest"),
+            # The framework overhead as a percentage of the rest (the option is its fraction: FORM_RULES divide).
+            of("overhead_fraction", "Framework overhead", low=0, high=999, hint="% of the rest"),
             Control("unit", "Sizes in", "select", UNITS),
             Control("gpu", "GPU for the questions", "select", tuple((g[0], g[1]) for g in gpus)))),
     ]
@@ -316,8 +324,6 @@ def arch_state(arch: Architecture) -> dict[str, str]:
             "experts": str(arch.experts), "top_k": str(arch.top_k)}
 
 
-# Serving keeps no optimizer or gradients: the weights' dtype is the form's own, over a plain bf16 policy.
-SERVED_POLICY = "bf16"
 _PLAIN = Config()
 # The form's values for a plain run (Config's defaults), before a preset's settings apply.
 PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PLAIN.precision,
@@ -347,51 +353,35 @@ def effective_state(state: dict[str, str]) -> dict[str, str]:
 
 
 def default_state(settings: dict[str, Any], models: dict[str, Architecture], gpu: str) -> dict[str, str]:
-    """The form state for Config overrides (a preset's settings); unknown overrides are errors."""
+    """The form state for Config overrides (a preset's settings), each set on its control (the option table's URL
+    key, builder.model.options); an option the calculator has no control for is an error."""
     model_id = settings.get("model", "llama-3-8b")
     state = {"model": model_id, **arch_state(models[model_id]), **PLAIN_STATE, "gpu": gpu}
-    direct = {"mode", "precision", "optimizer", "micro_batch", "seq_len", "grad_accum", "recompute", "recompute_layers",
-              "attention",
-              "loss", "lora_rank", "lora_dropout", "batch", "context", "offload", "checkpoint_save", "dp", "tp", "pp", "cp", "ep",
-              *ZERO3_OPTIONS, *BUCKET_OPTIONS}
-    flags = {"dropout": "dropout", "offload_activations": "offload_activations", "compile": "compile", "qlora": "qlora",
-             "sequence_parallel": "sp", "contiguous_gradients": "contiguous_gradients",
-             "gradient_as_bucket_view": "gradient_as_bucket_view"}
     for option, value in settings.items():
-        if option in direct:
-            state[option] = str(value)
-        elif option in flags:
-            state[flags[option]] = "1" if value else "0"
-        elif option == "zero":
-            state["shard"] = str(value)
-        elif option == "overlap_comm":
-            state["overlap_comm"] = next(word for word, meaning in OVERLAP.items() if meaning is value)
-        elif option == "fsdp":
-            state["shard"] = value
-        elif option in INT_CONTROLS:
-            state[INT_CONTROLS[option]] = str(value)
-        elif option == "activation_formula":
-            state["formula"] = "korthikanti" if value == "korthikanti" else state["formula"]
-        elif option == "implementation":
-            state["formula"] = value if state["formula"] != "korthikanti" else "korthikanti"
-        elif option == "overhead_fraction":
-            state["overhead"] = str(round(float(value) * 100))
-        elif option == "param_dtype":
-            state["weights" if settings.get("mode", "train") == "serve" else "param_dtype"] = value
-        elif option == "reduce_dtype":
-            state["reduce_dtype"] = value
-        elif option in DTYPE_OVERRIDES:
-            choices = DTYPE_CHOICES[option]
-            if value not in choices:
-                raise ValueError(f"calculator: option {option!r}: {value!r} is not one of the calculator's choices "
-                                 f"({', '.join(choices)})")
-            state[option] = value
-        elif option == "optimizer_impl":
-            state["optimizer_impl"] = value or "default"
-        elif option == "kv_dtype":
-            state["kv_dtype"] = value
-        elif option not in ("model", "pp_schedule"):
+        key = OPTION_OF[option].url if option in OPTION_OF else None
+        if option in ("model", "pp_schedule"):  # the model is the form's first choice; the schedule follows vpp
+            continue
+        if key is None:
             raise ValueError(f"calculator: option {option!r} has no control in the calculator")
+        if option == "overlap_comm":
+            state[key] = next(word for word, meaning in OVERLAP.items() if meaning is value)
+        elif option == "activation_formula":
+            state[key] = "korthikanti" if value == "korthikanti" else state[key]
+        elif option == "implementation":
+            state[key] = value if state[key] != "korthikanti" else "korthikanti"
+        elif option == "overhead_fraction":
+            state[key] = str(round(float(value) * 100))
+        elif option == "param_dtype" and settings.get("mode", "train") == "serve":
+            state["weights"] = value
+        elif option in DTYPE_OVERRIDES and value not in DTYPE_CHOICES[option]:
+            raise ValueError(f"calculator: option {option!r}: {value!r} is not one of the calculator's choices "
+                             f"({', '.join(DTYPE_CHOICES[option])})")
+        elif option == "optimizer_impl":
+            state[key] = value or "default"
+        elif OPTION_OF[option].type == "flag":
+            state[key] = "1" if value else "0"
+        else:
+            state[key] = str(value)
     return state
 
 
@@ -404,14 +394,6 @@ def start_state(key: str, models: dict[str, Architecture], gpu: str) -> dict[str
     """The form state a named starting point (STARTS) sets."""
     _, _, settings, form = next(start for start in STARTS if start[0] == key)
     return default_state(settings, models, gpu) | form | {"start": key}
-
-
-def _fraction(text: str) -> float:
-    """A number input's value as a float (0 when empty or not a number)."""
-    try:
-        return float(text)
-    except ValueError:
-        return 0.0
 
 
 def _int(text: str) -> int:
@@ -431,41 +413,19 @@ def custom_arch(state: dict[str, str]) -> Architecture:
         experts=_int(state["experts"]), top_k=_int(state["top_k"]))
 
 
+# How each control's text is read (calculator_state.typed, and the script's): a whole number, a number with a finer
+# step, a box or a choice.
+CONTROL_TYPES = {control.key: ("count" if control.step == "1" else "number") if control.kind == "number"
+                 else "box" if control.kind == "check" else "choice"
+                 for _, _, controls in form_groups([], {}) for control in controls}
+
+
 def config_from_state(state: dict[str, str], models: dict[str, Architecture]) -> Config:
-    """The Config a form state describes; the other mode's controls do not count (`effective_state`)."""
+    """The Config a form state describes (builder.widgets.calculator_state's rules, which the script evaluates
+    too); the other mode's controls do not count (`effective_state`)."""
     state = effective_state(state)
     arch = custom_arch(state) if state["model"] == CUSTOM else models[state["model"]]
-    train = state["mode"] == "train"
-    shard = state["shard"]
-    fsdp = shard if shard in FSDP_STRATEGIES else None
-    virtual = _int(state[INT_CONTROLS["pp_virtual_stages"]])
-    deepspeed = shard in BUCKET_SHARDS and state["formula"] != "megatron"
-    return Config(
-        model=arch, mode=state["mode"], precision=state["precision"] if train else SERVED_POLICY,
-        param_dtype=(None if state["param_dtype"] == "policy" else state["param_dtype"]) if train else state["weights"],
-        reduce_dtype=None if state["reduce_dtype"] == "policy" else state["reduce_dtype"], optimizer=state["optimizer"],
-        optimizer_impl=None if state["optimizer_impl"] == "default" else state["optimizer_impl"],
-        **{option: None if state[option] == "policy" else state[option] for option in DTYPE_OVERRIDES},
-        micro_batch=_int(state["micro_batch"]), seq_len=_int(state["seq_len"]), grad_accum=_int(state["grad_accum"]),
-        recompute=state["recompute"], recompute_layers=_int(state["recompute_layers"]), attention=state["attention"], loss=state["loss"],
-        activation_formula="korthikanti" if state["formula"] == "korthikanti" else "ops",
-        implementation="hf" if state["formula"] == "korthikanti" else state["formula"], dropout=state["dropout"] == "1",
-        offload_activations=state["offload_activations"] == "1", compile=state["compile"] == "1",
-        dp=_int(state["dp"]), zero=0 if fsdp else _int(shard), fsdp=fsdp, tp=_int(state["tp"]),
-        sequence_parallel=state["sp"] == "1", pp=_int(state["pp"]),
-        pp_schedule="interleaved" if virtual > 1 else "1f1b", pp_virtual_stages=virtual, cp=_int(state["cp"]),
-        ep=_int(state["ep"]), offload=state["offload"], checkpoint_save=state["checkpoint_save"],
-        gradient_as_bucket_view=train and shard == DDP_SHARD and state["gradient_as_bucket_view"] == "1",
-        **{option: _int(state[option]) if shard == ZERO3_SHARD and _int(state[option]) != default else None
-           for option, default in ZERO3_OPTIONS.items()},
-        **{option: _int(state[option]) if deepspeed and _int(state[option]) != default else None
-           for option, default in BUCKET_OPTIONS.items()},
-        overlap_comm=OVERLAP[state["overlap_comm"]] if deepspeed else None,
-        contiguous_gradients=state["contiguous_gradients"] == "1" or not deepspeed,
-        lora_rank=_int(state["lora_rank"]), lora_dropout=_fraction(state["lora_dropout"]), qlora=state["qlora"] == "1",
-        batch=_int(state["batch"]), context=_int(state["context"]),
-        kv_dtype=None if state["kv_dtype"] == "auto" else state["kv_dtype"],
-        overhead_fraction=_int(state["overhead"]) / 100)
+    return form_rules.make_config(arch, state, CONTROL_TYPES)
 
 
 # Texts the widget shows (the script builds the same strings) -----------------------------
@@ -485,7 +445,7 @@ def gpu_count(config: Config) -> int:
 def layout_text(state: dict[str, str], config: Config) -> str:
     """'8 GPUs (dp 8, FSDP FULL_SHARD)' or '1 GPU'."""
     n = gpu_count(config)
-    items = [f"{key} {getattr(config, key)}" for key in ("dp", "tp", "pp", "cp", "ep") if getattr(config, key) > 1]
+    items = [f"{key} {getattr(config, key)}" for key in LAYOUT if getattr(config, key) > 1]
     if config.mode == "train" and state["shard"] != "0":
         items.append(SHARDING[state["shard"]])
     return f"{n} GPU{'s' if n > 1 else ''}" + (f" ({', '.join(items)})" if items else "")
@@ -493,10 +453,11 @@ def layout_text(state: dict[str, str], config: Config) -> str:
 
 def run_text(config: Config) -> str:
     """What runs, in words: 'training, bf16-mixed, adamw, micro-batch 1 x 4,096 tokens'."""
+    optimizer, rank, qlora, batch, length = (getattr(config, name) if name else None for name in RUN_TEXT[config.mode])
     if config.mode == "train":
-        lora = TEXTS["lora"].format(config.lora_rank, TEXTS["qlora"] if config.qlora else "") if config.lora_rank else ""
-        return TEXTS["train"].format(config.precision, config.optimizer, lora, config.micro_batch, f"{config.seq_len:,}")
-    return TEXTS["serve"].format(config.param_dtype, config.batch, f"{config.context:,}")
+        lora = TEXTS["lora"].format(rank, TEXTS["qlora"] if qlora else "") if rank else ""
+        return TEXTS["train"].format(config.precision, optimizer, lora, batch, f"{length:,}")
+    return TEXTS["serve"].format(config.param_dtype, batch, f"{length:,}")
 
 
 def verdict_text(total: int, gpu: tuple[str, str, int], unit: str = "GiB") -> str:
@@ -590,7 +551,7 @@ def fixes(state: dict[str, str], models: dict[str, Architecture], capacity: int)
             if base != state and fits_at(base):
                 value = ""
         elif kind == "lower":
-            step = _int(state["cp"]) if key == "seq_len" else 1
+            step = _int(state[STEPS[key]]) if key in STEPS else 1
             limit = _int(state[key]) - step
             if limit >= step:
                 value = _largest(lambda n: _need_bytes({**base, key: str(n)}, models) or capacity + 1, capacity,
@@ -614,11 +575,6 @@ def fixes(state: dict[str, str], models: dict[str, Architecture], capacity: int)
 
 # Data for the script ----------------------------------------------------------------------
 
-def fraction_pair(value: Fraction) -> list[int]:
-    """A Fraction as [numerator, denominator]."""
-    return [value.numerator, value.denominator]
-
-
 # The inputs each custom-architecture control sets (its own name unless listed): one FFN width serves a dense
 # MLP and each expert, as Architecture's expert_ffn defaults to ffn.
 ARCH_INPUTS = {"ffn": ("ffn", "expert_ffn"), "tied": ("tied_embeddings",)}
@@ -633,13 +589,10 @@ def custom_base() -> dict[str, Any]:
     return base
 
 
-# The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs), and those the
-# dtype overrides set that no policy sets, at their unset value ("", which a chosen override replaces); the dtype
-# table travels once, as "dtypes".
-FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node",
-                *(name for names in DTYPE_OVERRIDES.values() for name in names if name not in full_model.POLICY_INPUTS),
-                "lora_targets", "qlora_double_quant", "allocator_reserve", "overhead_bytes", "cuda_context_bytes",
-                *ASSUMED_NONE)
+# The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs), with the dtype
+# table; the form sets the rest (calculator_state.RUN_INPUTS) and the architecture its shape.
+FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "lora_targets", "qlora_double_quant", "allocator_reserve",
+                "overhead_bytes", "cuda_context_bytes", "dtype_bytes", *ASSUMED_NONE)
 
 
 def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]], shown: list[str],
@@ -651,29 +604,23 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                                               "form": arch_state(arch)} for key, arch in models.items()},
         "model": model_data(source_html=html_renderer(references or {})),
         # What each precision policy sets, as the rules read it (the weights' dtype is the form's where it sets one).
-        "policies": {name: full_model.policy_inputs(name) for name in PRECISIONS}, "servedPolicy": SERVED_POLICY,
-        "fixedInputs": {key: json_value(value) for key, value in config_inputs(Config()).items()
-                        if key in FIXED_INPUTS},
-        # The whole-number controls that must be at least 1, by Config attribute, in validate_config's order
-        # (options the form has no control for, such as gpus_per_node, keep their defaults).
-        "ints": {option: INT_CONTROLS.get(option, option) for option in POSITIVE
-                 if INT_CONTROLS.get(option, option) in defaults},
+        "policies": {name: full_model.policy_inputs(name) for name in PRECISIONS},
+        "fixedInputs": {key: json_value(value) if not isinstance(value, dict)
+                        else {k: json_value(v) for k, v in value.items()}
+                        for key, value in config_inputs(Config()).items() if key in FIXED_INPUTS},
         "gpus": [[key, html.escape(display), size, html.escape(short_gpu_name(display))] for key, display, size in gpus],
         "shown": shown,
         "defaults": defaults,
-        "fsdp": FSDP_STAGE,
-        # The dtype controls that override the policy, each with the inputs it sets (DTYPE_OVERRIDES).
-        "overrides": DTYPE_OVERRIDES,
         "modeOnly": MODE_ONLY,
-        "zero3": {"options": list(ZERO3_OPTIONS), "shard": ZERO3_SHARD, "unset": ZERO3_UNSET}, "ddpShard": DDP_SHARD,
-        "buckets": {"options": BUCKET_OPTIONS, "shards": list(BUCKET_SHARDS), "unset": BUCKET_UNSET},
+        # The form state -> the run's inputs: each control's type, then the rules (builder.widgets.calculator_state).
+        "types": CONTROL_TYPES, "form": form_rules.encode(),
         "plain": {key: PLAIN_STATE[key] for key in MODE_ONLY},
         # The custom-architecture controls (kept in links only for a custom model), each with the inputs it sets
         # and whether its value is a name (else a whole number), and the inputs no control sets.
         "arch": {control.key: [ARCH_INPUTS.get(control.key, (control.key,)), int(control.kind == "select")]
                  for control in ARCH_CONTROLS},
         "custom": custom_base(),
-        "limits": SEARCH_LIMITS,
+        "searches": SEARCHES, "steps": STEPS, "layout": LAYOUT, "runText": RUN_TEXT,
         "t": TEXTS | VERDICTS,
         # Every part's reader-facing name (builder.model.partnames): the script shows these, never the keys.
         "names": PART_NAMES,

@@ -2,7 +2,8 @@
 
 One function, `model_data()`, emits builder.model's rule sets (parameter tensors, placement, model states,
 saved activations and the instants inside a layer, autocast copies, serving, communication, host memory,
-overheads and the moments of a step), the pipeline stages, the configuration checks and the dtype sizes.
+overheads and the moments of a step), the pipeline stages, the configuration checks, the dtype sizes and the search
+for the largest value that fits.
 Every widget that shows the full model's number (the calculator, the teaching widgets' "the full model
 says" line) sends this and lets the shared script evaluate it, so no script holds a formula of its own.
 """
@@ -21,6 +22,7 @@ from builder.model.expr import encode, eq, sym
 from builder.model.overheads import OVERHEADS
 from builder.model.partrules import EMPTY_TEXT
 from builder.model.placement import HOLDING, STAGES
+from builder.model.search import LARGEST
 from builder.model.serving import SERVING
 from builder.model.states import COMM, HOST, MODEL_STATES
 from builder.model.step import PHASE_TITLES, STEP
@@ -61,4 +63,6 @@ def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str],
         "dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()},
         # The moments of a step in words (builder.model.step's rules name the one that sets the need).
         "phases": PHASE_TITLES,
+        # The search for the largest batch or sequence that fits (builder.model.search.LARGEST, as --max runs it).
+        "largest": LARGEST.encode(),
     }

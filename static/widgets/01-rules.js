@@ -2,75 +2,123 @@
 // (builder.model.expr), evaluates it exactly with fractions and sends its JSON here: a number is a constant,
 // a string a symbol, [op, ...operands] an operation, ["str", text] a text. This file knows the operators
 // and nothing of memory: no formula, no constant, no part name.
-// Doubles stand in for fractions; rulePart rounds a part up to a whole byte as whole_bytes does, with a
-// double within rounding noise of an integer taken as that integer.
-const nearInteger = (x) => {
-  const r = Math.round(x);
-  return Math.abs(x - r) <= Math.abs(x) * 2 ** -44 ? r : null;
+// Numbers are exact, as Python's Fractions: a whole number is a number (a BigInt-backed Ratio beyond 2 ** 53), any
+// other value a Ratio (a reduced BigInt fraction), so a part rounds up to a whole byte exactly where whole_bytes does.
+// A number with a fraction that comes in (an input such as a 0.57 share, an entry of a table) means the decimal it
+// is written as, as Python's expr._number reads a float (Fraction(str(x))).
+class Ratio {
+  constructor(n, d) { this.n = n; this.d = d; }
+}
+const BIG = (x) => BigInt(x), ZERO = BIG(0), ONE = BIG(1), TEN = BIG(10);
+const gcd = (a, b) => { while (b) [a, b] = [b, a % b]; return a; };
+// n / d (BigInts, d != 0), reduced: a number where it is whole and safe.
+const ratio = (n, d) => {
+  if (d < ZERO) [n, d] = [-n, -d];
+  const g = gcd(n < ZERO ? -n : n, d);
+  if (g > ONE) [n, d] = [n / g, d / g];
+  return d == ONE && Number.isSafeInteger(Number(n)) ? Number(n) : new Ratio(n, d);
 };
-const wholeBytes = (x) => nearInteger(x) ?? Math.ceil(x);
+const decimals = new Map();
+// A value as the rules read it: a number with a fraction as its decimal (kept: few distinct ones come in).
+const exact = (v) => {
+  if (typeof v != "number" || Number.isInteger(v)) return v;
+  let r = decimals.get(v);
+  if (r === undefined) {
+    const [, sign, whole, part = "", power = "0"] = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]?\d+))?$/.exec(String(v));
+    const shift = +power - part.length, n = BIG(sign + whole + part);
+    decimals.set(v, r = shift >= 0 ? ratio(n * TEN ** BIG(shift), ONE) : ratio(n, TEN ** BIG(-shift)));
+  }
+  return r;
+};
+// [numerator, denominator] as BigInts.
+const fraction = (x) => (x instanceof Ratio ? [x.n, x.d] : Number.isInteger(x) ? [BIG(x), ONE] : fraction(exact(x)));
+// Arithmetic: whole safe numbers as numbers (the common case), anything else through BigInt fractions.
+const whole = (a, b, r) => typeof a == "number" && typeof b == "number" && Number.isInteger(a) && Number.isInteger(b) && Number.isSafeInteger(r);
+const plus = (a, b) => { const r = a + b; if (whole(a, b, r)) return r; const [p, q] = fraction(a), [u, v] = fraction(b); return ratio(p * v + u * q, q * v); };
+const minus = (a, b) => { const r = a - b; if (whole(a, b, r)) return r; const [p, q] = fraction(a), [u, v] = fraction(b); return ratio(p * v - u * q, q * v); };
+const times = (a, b) => { const r = a * b; if (whole(a, b, r)) return r; const [p, q] = fraction(a), [u, v] = fraction(b); return ratio(p * u, q * v); };
+const over = (a, b) => {
+  if (whole(a, b, a) && b && a % b === 0) return a / b;
+  const [p, q] = fraction(a), [u, v] = fraction(b);
+  if (u == ZERO) throw Error("division by zero");
+  return ratio(p * v, q * u);
+};
+// -1, 0 or 1 as a < b, a == b, a > b.
+const order = (a, b) => {
+  if (typeof a == "number" && typeof b == "number") return a < b ? -1 : a > b ? 1 : 0;
+  const [p, q] = fraction(a), [u, v] = fraction(b), l = p * v, r = u * q;
+  return l < r ? -1 : l > r ? 1 : 0;
+};
+const same = (a, b) => (a instanceof Ratio || b instanceof Ratio ? typeof a != "string" && typeof b != "string" && order(a, b) == 0 : a === b);
+const floorOf = (x) => {
+  if (typeof x == "number" && Number.isInteger(x)) return x;
+  const [n, d] = fraction(x), q = n / d;
+  return ratio(q * d > n ? q - ONE : q, ONE);
+};
+const wholeBytes = (x) => { const f = floorOf(x); return order(f, x) ? plus(f, 1) : f; };
+// The nearest double (for text and for the scripts' own arithmetic), as Python's float(Fraction).
+const toNumber = (x) => (x instanceof Ratio ? Number(x.n) / Number(x.d) : x);
 // f"{x:.{k}f}" as Python prints it (exact ties to even), by way of fmtBytes.
-const fixedText = (x, k) => fmtBytes(x * GiB, "GiB", k).replace(/ GiB$/, "");
+const fixedText = (x, k) => fmtBytes(toNumber(x) * GiB, "GiB", k).replace(/ GiB$/, "");
 // str.format's "{0} of {1}" filled with the values.
 const fillText = (t, ...v) => t.replace(/\{(\d+)\}/g, (_, i) => v[i]);
 // expr.bytes_text: whole numbers as they are, others to 3 significant digits without trailing zeros.
 const perUnitText = (x) => {
-  if (Number.isInteger(x)) return String(x);
-  const text = fixedText(x, Math.max(0, 2 - Math.floor(Math.log10(Math.abs(x)))));
+  if (x instanceof Ratio ? x.d == ONE : Number.isInteger(x)) return String(x instanceof Ratio ? x.n : x);
+  const text = fixedText(x, Math.max(0, 2 - Math.floor(Math.log10(Math.abs(toNumber(x))))));
   return text.includes(".") ? text.replace(/\.?0+$/, "") : text;
 };
 // fmt's operands: text as it is, whole numbers without a fraction (Python's expr._text).
 const ruleText = (v) => {
   if (typeof v == "string") return v;
-  const r = nearInteger(v);
-  if (r === null) throw Error(`fmt: ${v} is not whole`);
-  return String(r);
+  if (v instanceof Ratio ? v.d != ONE : !Number.isInteger(v)) throw Error(`fmt: ${toNumber(v)} is not whole`);
+  return String(v instanceof Ratio ? v.n : v);
 };
 const RULE_OPS = {
-  "+": (f) => (e) => f.reduce((s, g) => s + g(e), 0),
-  "-": ([a, b]) => (e) => a(e) - b(e),
-  "*": (f) => (e) => f.reduce((s, g) => s * g(e), 1),
-  "/": ([a, b]) => (e) => a(e) / b(e),
-  "%": ([a, b]) => (e) => a(e) % b(e),
-  neg: ([a]) => (e) => -a(e),
-  // A double within rounding noise of an integer is that integer, as the exact fraction would be.
-  floor: ([a]) => (e) => { const x = a(e); return nearInteger(x) ?? Math.floor(x); },
+  "+": (f) => (e) => f.reduce((s, g) => plus(s, g(e)), 0),
+  "-": ([a, b]) => (e) => minus(a(e), b(e)),
+  "*": (f) => (e) => f.reduce((s, g) => times(s, g(e)), 1),
+  "/": ([a, b]) => (e) => over(a(e), b(e)),
+  // Python's %: the sign of the divisor.
+  "%": ([a, b]) => (e) => { const x = a(e), y = b(e); return minus(x, times(y, floorOf(over(x, y)))); },
+  neg: ([a]) => (e) => minus(0, a(e)),
+  floor: ([a]) => (e) => floorOf(a(e)),
   ceil: ([a]) => (e) => wholeBytes(a(e)),
-  min: (f) => (e) => Math.min(...f.map((g) => g(e))),
-  max: (f) => (e) => Math.max(...f.map((g) => g(e))),
-  "==": ([a, b]) => (e) => +(a(e) === b(e)),
-  "!=": ([a, b]) => (e) => +(a(e) !== b(e)),
-  "<": ([a, b]) => (e) => +(a(e) < b(e)),
-  "<=": ([a, b]) => (e) => +(a(e) <= b(e)),
-  ">": ([a, b]) => (e) => +(a(e) > b(e)),
-  ">=": ([a, b]) => (e) => +(a(e) >= b(e)),
+  min: (f) => (e) => f.map((g) => g(e)).reduce((m, v) => (order(v, m) < 0 ? v : m)),
+  max: (f) => (e) => f.map((g) => g(e)).reduce((m, v) => (order(v, m) > 0 ? v : m)),
+  "==": ([a, b]) => (e) => +same(a(e), b(e)),
+  "!=": ([a, b]) => (e) => +!same(a(e), b(e)),
+  "<": ([a, b]) => (e) => +(order(a(e), b(e)) < 0),
+  "<=": ([a, b]) => (e) => +(order(a(e), b(e)) <= 0),
+  ">": ([a, b]) => (e) => +(order(a(e), b(e)) > 0),
+  ">=": ([a, b]) => (e) => +(order(a(e), b(e)) >= 0),
   and: (f) => (e) => +f.every((g) => g(e)),
   or: (f) => (e) => +f.some((g) => g(e)),
   not: ([a]) => (e) => +!a(e),
   if: ([c, a, b]) => (e) => (c(e) ? a(e) : b(e)),
-  in: ([x, ...f]) => (e) => { const v = x(e); return +f.some((g) => g(e) === v); },
+  in: ([x, ...f]) => (e) => { const v = x(e); return +f.some((g) => same(g(e), v)); },
   has: ([t, x]) => (e) => +t(e).includes(x(e)),
   at: ([t, k]) => (e) => {
     const v = t(e)[k(e)];
     if (v === undefined) throw Error(`no entry ${k(e)}`);
-    return v;
+    return exact(v);
   },
   get: ([t, k, d]) => (e) => {
     const v = t(e)[k(e)];
-    return v === undefined ? d(e) : v;
+    return v === undefined ? d(e) : exact(v);
   },
   // A row's fields shadow the symbols around it: one scope over the symbols (a prototype chain, not a copy) takes
   // each row's fields in turn (a table's rows all have the same fields).
   sum: ([rows, body]) => (e) => {
     let s = 0;
     const scope = Object.create(e);
-    for (const row of rows(e)) s += body(Object.assign(scope, row));
+    for (const row of rows(e)) s = plus(s, body(Object.assign(scope, row)));
     return s;
   },
   // The same sums kept apart by a field's value (first-seen order, as an object keeps string keys).
   by: ([rows, field, body]) => (e) => {
     const out = {}, key = field(e), scope = Object.create(e);
-    for (const row of rows(e)) out[row[key]] = (out[row[key]] || 0) + body(Object.assign(scope, row));
+    for (const row of rows(e)) out[row[key]] = plus(out[row[key]] || 0, body(Object.assign(scope, row)));
     return out;
   },
   // A row's fields where its condition holds (a table leaves the others out), and a table of rows.
@@ -98,20 +146,20 @@ const RULE_OPS = {
     const scope = Object.create(e);
     for (const row of rows(e)) {
       const v = body(Object.assign(scope, row));
-      if (chosen === null || v > most) [chosen, most] = [row, v];
+      if (chosen === null || order(v, most) > 0) [chosen, most] = [row, v];
     }
     return chosen;
   },
   within: ([r, body]) => (e) => body(Object.assign(Object.create(e), r(e))),
   top: ([m]) => (e) => {
     let chosen = null, most = -Infinity;
-    for (const [k, v] of Object.entries(m(e))) if (chosen === null || v > most) [chosen, most] = [k, v];
+    for (const [k, v] of Object.entries(m(e))) if (chosen === null || order(v, most) > 0) [chosen, most] = [k, v];
     if (chosen === null) throw Error("top: empty");
     return chosen;
   },
   fmt: ([t, ...f]) => (e) => fillText(t(e), ...f.map((g) => ruleText(g(e)))),
   bytes: ([a]) => (e) => perUnitText(a(e)),
-  real: ([a]) => (e) => { const v = a(e); return Number.isInteger(v) ? v.toFixed(1) : String(v); },
+  real: ([a]) => (e) => { const v = toNumber(a(e)); return Number.isInteger(v) ? v.toFixed(1) : String(v); },
   fixed: ([a, k]) => (e) => fixedText(a(e), k(e)),
 };
 // A rule's JSON -> a function of the symbols (compiled once, then called on every estimate).
@@ -120,23 +168,24 @@ const compileRule = (rule) => {
   if (typeof rule == "string") return (e) => {
     const v = e[rule];
     if (v === undefined) throw Error(`unknown symbol ${rule}`);
-    return v;
+    return exact(v);
   };
   const [op, ...args] = rule;
   if (op == "str") return () => args[0];
   // A row's field names are plain strings (not symbols): only its condition and values are rules.
   if (op == "row") return RULE_OPS.row(args.map((a, i) => (i % 2 ? a : compileRule(a))));
-  if (op == "/" && args.every((a) => typeof a == "number")) { const v = args[0] / args[1]; return () => v; }
+  if (op == "/" && args.every((a) => typeof a == "number")) { const v = over(args[0], args[1]); return () => v; }
   return RULE_OPS[op](args.map(compileRule));
 };
 // A function of the inputs that reuses its result while the inputs a rule set reads are the same (a search for
 // the largest batch changes only the batch, which most sets do not read); a table input counts as the same
-// while it is the same object. The last few results are kept (pipeline stages alternate), newest first.
+// while it is the same object, a fraction while it has the same value. The last few results are kept (pipeline
+// stages alternate), newest first.
 const memoised = (reads, compute) => {
   const kept = [];
   return (inputs) => {
     const values = reads.map((k) => inputs[k]);
-    let hit = kept.find((entry) => entry[0].every((v, i) => v === values[i]));
+    let hit = kept.find((entry) => entry[0].every((v, i) => v === values[i] || (v instanceof Ratio && same(v, values[i]))));
     if (!hit) {
       hit = [values, compute(inputs)];
       if (kept.unshift(hit) > 8) kept.pop();
@@ -167,7 +216,7 @@ const ruleSet = ({ reads, symbols, parts }) => {
     [name, compileRule(when), compileRule(bytes), compileRule(unit), compileRule(note), compileRule(source), transient]);
   const evaluate = memoised(reads, (inputs) => {
     const env = derive(inputs), held = priced.filter((p) => p[1](env));
-    return { env, held, bytes: held.map(([name, , bytes]) => [name, wholeBytes(bytes(env))]) };
+    return { env, held, bytes: held.map(([name, , bytes]) => [name, toNumber(wholeBytes(bytes(env)))]) };
   });
   return (inputs, words = true) => {
     const result = evaluate(inputs);

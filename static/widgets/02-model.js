@@ -32,9 +32,11 @@ function engineModel(M, engines) {
     for (const st of stagesOf(run)) {
       const inputs = inputsOf(run, st), env = { ...inputs, ...settings, weights_bytes: sumParts(states(inputs, false)) };
       const values = e.symbols(env);
-      if (!worst || values[e.fewest] < worst[0][e.fewest]) worst = [values, env];
+      if (!worst || order(values[e.fewest], worst[0][e.fewest]) < 0) worst = [values, env];
     }
-    return { values: worst[0], parts: e.parts(worst[1], false) };
+    // The values as the script reads them (numbers, a fraction as its nearest double).
+    const values = Object.fromEntries(Object.entries(worst[0]).map(([k, v]) => [k, toNumber(v)]));
+    return { values, parts: e.parts(worst[1], false) };
   };
   return { shapeOf, report };
 }
@@ -52,7 +54,7 @@ function browserModel(M) {
     const env = momentSymbols(activationSymbols(opConditions(inputs)));
     env.parts = parts.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes }));
     const step = stepOf(env);
-    return [step.step_need, step.peak_phase];
+    return [toNumber(step.step_need), step.peak_phase];
   };
   // estimator.overhead_parts: the reserved parts of what is allocated.
   const reserved = (inputs, allocated, words) => {
@@ -78,29 +80,20 @@ function browserModel(M) {
       if (!best || sum(gpu) > sum(best[0])) best = [gpu, host, inputs.host_copies];
       if (!need || top[0] > need[0]) need = top;
     }
-    return { parts: best[0].filter((p) => p[1]), total: sum(best[0]), host: sum(best[1]) * best[2], need: need[0], phase: need[1] };
+    return { parts: best[0].filter((p) => p[1]), total: sum(best[0]), host: sum(best[1]) * toNumber(best[2]), need: need[0], phase: need[1] };
   };
-  // questions._largest: limit if it fits, else the largest multiple of step above low (low included) below limit
-  // that fits, 0 if none. Memory is monotone and close to affine in batch and sequence: each guess lies on the
-  // straight line between what the bracket's ends need (regula falsi, Illinois rule: an end kept twice counts half
-  // as far from capacity); every third guess halves the bracket, so the worst case stays logarithmic.
-  const largest = (size, cap, low, limit, step) => {
-    const flo = Math.floor, min = Math.min, max = Math.max;
-    let good = low, bad = limit, fg = size(low), fb, side = 0, most;
-    if (fg > cap) return 0;
-    if ((fb = size(limit)) <= cap) return limit;
-    for (let guess = 0; (most = Math.ceil((bad - good) / step) - 1) >= 1; guess++) {
-      const k = guess % 3 == 2 ? flo(most / 2) + 1 : flo((cap - fg) * (most + 1) / (fb - fg));
-      const x = good + step * min(max(k, 1), most), fx = size(x);
-      if (fx <= cap) {
-        if (side > 0) fb = cap + (fb - cap) / 2;
-        [good, fg, side] = [x, fx, 1];
-      } else {
-        if (side < 0) fg = cap - (cap - fg) / 2;
-        [bad, fb, side] = [x, fx, -1];
-      }
+  // builder.model.search.LARGEST, the search --max runs: limit if it fits, else the largest multiple of step above
+  // low (low included) below limit that fits, 0 if none. Python sends the search as rules (`start`, `going`, `probe`,
+  // `after`, `answer`); here is only the loop that runs them, measuring the need where they ask.
+  const { start, going, probe, after, answer, names: [probed, measured] } = M.largest;
+  const [begin, next] = [start, after].map(deriver), [more, at, result] = [going, probe, answer].map(compileRule);
+  const largest = (size, capacity, low, limit, step) => {
+    let env = begin({ capacity, low, limit, step });
+    while (more(env)) {
+      const x = at(env);
+      env = next(Object.assign(Object.create(env), { [probed]: x, [measured]: size(x) }));
     }
-    return good;
+    return result(env);
   };
   return { shapeOf, refuse, shapeChecks, estimate, largest };
 }

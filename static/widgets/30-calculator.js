@@ -1,9 +1,9 @@
 // The calculator: every knob of the memory model in one form. The model itself (its estimate, checks and the
 // searches for the largest batch and sequence) is 02-model.js, evaluating the rules Python emits; the architectures,
 // precision policies, GPUs and every word (texts, the figure's markup templates) come as data from
-// builder/widgets/calculator.py and the partial. What is here: the form state to the run's inputs
-// (calculator.config_from_state and inputs.run_inputs), the texts and the figure. tests/browser/test_widget_calculator.py
-// compares its bytes and words with Python's.
+// builder/widgets/calculator.py and the partial, and the form state becomes the run's inputs by the rules of
+// builder/widgets/calculator_state.py (D.form). What is here: the controls, the texts and the figure.
+// tests/browser/test_widget_calculator.py compares its bytes and words with Python's.
 {
 const max = Math.max, min = Math.min, fill = fillText;
 
@@ -17,49 +17,28 @@ WIDGETS.calculator = (root, D) => {
 
   // The state the model reads (calculator.effective_state): a control of the other mode counts at its plain value.
   const effective = (st) => Object.fromEntries(Object.entries(st).map(([k, v]) => [k, (D.modeOnly[k] || st.mode) == st.mode ? v : D.plain[k]]));
-  // The form state -> a config (calculator.config_from_state), checked as Architecture and validate_config do.
+  // A control's text as its value, by its type (D.types; calculator_state.typed): a whole number, a number, a box
+  // or a choice.
+  const typed = (kind, text) => (kind == "count" ? (/^-?\d+$/.test(text) ? +text : 0) : kind == "number" ? +text || 0 : kind == "box" ? +(text == "1") : text);
+  // The form state -> the run's inputs (calculator.config_from_state): the controls' values, then the rules that
+  // Python's config_from_state evaluates too (D.form.rules: the options the form sets, then what the model reads).
+  const formRules = D.form.rules.map(ruleSymbols);
   const cfg = (form) => {
-    const st = effective(form), n = (k) => (/^-?\d+$/.test(st[k]) ? +st[k] : 0), train = st.mode == "train", sh = st.shard, fsdp = D.fsdp[sh] != null;
+    const st = effective(form);
     let A = D.models[st.model];
     if (!A) {
       // The custom architecture the controls describe (calculator.custom_arch), checked as Architecture does.
       A = { ...D.custom };
-      for (const [k, [names, text]] of Object.entries(D.arch)) for (const name of names) A[name] = text ? st[k] : n(k);
+      for (const [k, [names, text]] of Object.entries(D.arch)) for (const name of names) A[name] = text ? st[k] : typed("count", st[k]);
       refuse(shapeChecks, A);
     }
-    const pol = { ...D.policies[train ? st.precision : D.servedPolicy] };
-    if (!train) pol.param_dtype = st.weights;
-    else if (st.param_dtype != "policy") pol.param_dtype = st.param_dtype;
-    const c = { A, train, pol, opt: st.optimizer, impl: st.optimizer_impl == "default" ? "" : st.optimizer_impl, rec: st.recompute, recLayers: n("recompute_layers"), attention: st.attention, loss: st.loss,
-      formula: st.formula, drop: st.dropout == "1", oa: +(st.offload_activations == "1"), compile: +(st.compile == "1"), fsdp: fsdp && sh, stage: fsdp ? D.fsdp[sh] : n("shard"),
-      sp: st.sp == "1", offload: st.offload, save: st.checkpoint_save, reduce: st.reduce_dtype == "policy" ? "" : st.reduce_dtype,
-      r: n("lora_rank"), ld: +st.lora_dropout || 0, ql: st.qlora == "1", kv: st.kv_dtype == "auto" ? "" : st.kv_dtype, ovh: n("overhead") };
-    for (const k in D.ints) c[k] = n(D.ints[k]);
-    // The dtype controls that override the policy set their inputs (calculator.DTYPE_OVERRIDES), "policy" none.
-    c.over = {};
-    for (const [k, names] of Object.entries(D.overrides)) if (st[k] != "policy") for (const name of names) c.over[name] = st[k];
-    // DeepSpeed ZeRO-3's limits count with stage 3 only (calculator.config_from_state).
-    c.zero3 = Object.fromEntries(D.zero3.options.map((k) => [k, sh == D.zero3.shard ? n(k) : D.zero3.unset]));
-    // DeepSpeed ZeRO's gradient buckets count with a ZeRO stage, no FSDP, not Megatron (calculator.config_from_state).
-    const ds = D.buckets.shards.includes(sh) && st.formula != "megatron", B = D.buckets.unset;
-    c.buckets = { ...Object.fromEntries(Object.entries(D.buckets.options).map(([k, d]) => [k, ds && n(k) != d ? n(k) : B])),
-      overlap_comm: ds && st.overlap_comm != "default" ? +(st.overlap_comm == "on") : B, contiguous_gradients: +(!ds || st.contiguous_gradients == "1") };
-    // DDP's gradient_as_bucket_view counts with no sharding only (calculator.config_from_state).
-    c.gabv = +(train && sh == D.ddpShard && st.gradient_as_bucket_view == "1");
-    return c;
+    const env = { [D.form.policies]: D.policies, ...shapeOf(A) };
+    for (const [k, kind] of Object.entries(D.types)) env[D.form.prefix + k] = typed(kind, st[k]);
+    const all = formRules.reduce((e, rules) => rules(e), env);
+    return { A, train: st.mode == "train", gpus: all[D.form.gpus], run: Object.fromEntries(D.form.inputs.map((k) => [k, all[k]])) };
   };
   // builder.model.inputs.run_inputs: the names every rule set reads, for the form's config.
-  const runInputs = (c) => {
-    const { A, pol } = c;
-    return { ...D.fixedInputs, ...shapeOf(A), mode: c.train ? "train" : "serve", params: shapeOf(A).parameters,
-      dp: c.dp, tp: c.tp, pp: c.pp, cp: c.cp, ep: c.ep, shard_stage: c.stage, fsdp: c.fsdp || "",
-      offload: c.offload, checkpoint_save: c.save, gradient_as_bucket_view: c.gabv, ...c.zero3, ...c.buckets, optimizer: c.opt, optimizer_impl: c.impl, ...pol, ...c.over, recompute: c.rec, recompute_layers: c.recLayers, kv_dtype: c.kv, reduce_dtype: c.reduce,
-      attention: c.attention, loss: c.loss, dropout: +c.drop, offload_activations: c.oa, compile: c.compile, sequence_parallel: +c.sp, implementation: c.formula == "korthikanti" ? "hf" : c.formula,
-      activation_formula: c.formula == "korthikanti" ? "korthikanti" : "ops",
-      lora_rank: c.r, lora_dropout: c.ld, qlora: +c.ql, batch: c.batch, context: c.context, overhead_fraction: c.ovh / 100, micro_batch: c.micro_batch,
-      seq_len: c.seq_len, grad_accum: c.grad_accum, pp_virtual_stages: c.pp_virtual_stages,
-      pp_schedule: c.pp_virtual_stages > 1 ? "interleaved" : "1f1b", dtype_bytes: D.model.dtypes };
-  };
+  const runInputs = (c) => ({ ...D.fixedInputs, ...shapeOf(c.A), ...c.run });
   const estimate = (c, words) => priced(runInputs(c), words);
 
   // Texts and figure, as calculator.results and the partial's macros make them.
@@ -151,7 +130,7 @@ WIDGETS.calculator = (root, D) => {
       if (kind == "set") {
         if (!same(base, st) && fitsAt(base)) value = "";
       } else if (kind == "lower") {
-        const step = key == "seq_len" ? +st.cp : 1, limit = +st[key] - step;
+        const step = D.steps[key] ? +st[D.steps[key]] : 1, limit = +st[key] - step;
         if (limit >= step) value = largest((n) => needOf({ ...base, [key]: String(n) }) ?? cap + 1, cap, step, limit, step) || null;
       } else {
         for (let n = max(1, +st[key] || 0); n <= D.fixLimits[key] && value === null; n *= 2) {
@@ -160,8 +139,8 @@ WIDGETS.calculator = (root, D) => {
         }
       }
       if (value === null) continue;
-      const to = key && value !== "" ? { ...base, [key]: String(value) } : base, c = cfg(to);
-      found.push([fill(text, value === "" ? "" : commas(value), c.dp * c.tp * c.pp * c.cp), to]);
+      const to = key && value !== "" ? { ...base, [key]: String(value) } : base;
+      found.push([fill(text, value === "" ? "" : commas(value), cfg(to).gpus), to]);
       if (found.length == D.maxFixes) break;
     }
     return found;
@@ -172,11 +151,15 @@ WIDGETS.calculator = (root, D) => {
     let text, error = "";
     try {
       const c = cfg(st), { parts, host, need, phase } = estimate(c, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
-      const size = (k) => (n) => estimate({ ...c, [k]: n }, false).need;
-      const mb = largest(size(train ? "micro_batch" : "batch"), gpu[2], 1, D.limits.micro_batch, 1), ms = largest(size(train ? "seq_len" : "context"), gpu[2], train ? c.cp : 1, D.limits.seq_len, train ? c.cp : 1);
-      const items = ["dp", "tp", "pp", "cp", "ep"].filter((k) => c[k] > 1).map((k) => k + " " + c[k]), gpus = c.dp * c.tp * c.pp * c.cp;
+      // The largest batch and sequence (D.searches: the input searched, its limit and the input its step is).
+      const [mb, ms] = D.searches[st.mode].map(([k, limit, step]) => {
+        const by = step ? c.run[step] : 1;
+        return largest((n) => estimate({ ...c, run: { ...c.run, [k]: n } }, false).need, gpu[2], by, limit, by);
+      });
+      const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
       if (train && st.shard != "0") items.push(form.elements.shard.selectedOptions[0].text);
-      const run = train ? fill(T.train, st.precision, c.opt, c.r ? fill(T.lora, c.r, c.ql ? T.qlora : "") : "", c.micro_batch, commas(c.seq_len)) : fill(T.serve, st.weights, c.batch, commas(c.context));
+      const [opt, r, ql, b, s] = D.runText[st.mode].map((k) => c.run[k]);
+      const run = train ? fill(T.train, st.precision, opt, r ? fill(T.lora, r, ql ? T.qlora : "") : "", b, commas(s)) : fill(T.serve, st.weights, b, commas(s));
       const answers = T[st.mode + "_answers"], basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve;
       text = fill(T.summary, name, commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need, U), fmtBytes(need, D.otherUnit[U]), basis, fmtBytes(total, U), verdict(need, gpu, U));
       shownFixes = ok ? [] : fixes(st, gpu[2]);

@@ -29,7 +29,7 @@ WIDGETS["serve-concurrency"] = (root, d) => {
       out.answer = fill(T.answer, commas(length), commas(out.requests));
       out.share = String(v[w.share_value]);
       out.pool = fill(T.pool, fmtBytes(kv, "GiB", 2), commas(v[w.tokens]), out.share);
-      out.parts = parts.filter((p) => p[1] > 0).map(([name, bytes]) => ({ ...d.parts[name], bytes, amount: fmtBytes(bytes, "GiB", 2), width: (100 * bytes / total).toFixed(3) }));
+      out.parts = parts.filter((p) => p[1] > 0).map(([name, bytes]) => ({ ...d.parts[name], bytes, amount: fmtBytes(bytes, "GiB", 2), width: fixedText(100 * bytes / total, 3) }));
     } catch (error) {
       if (!error || error.msg === undefined) throw error;
       out.answer = fill(T.refused, title, error.msg);
@@ -42,7 +42,7 @@ WIDGETS["serve-concurrency"] = (root, d) => {
     paint({ summary: out.summary, answer: out.answer, pool: out.pool, lengthflag: "--" + w.length.replace(/_/g, "-"), shareflag: "--" + w.share.replace(/_/g, "-") }, quiet);
     root.dataset.requests = out.requests;
     let x = 0;
-    svg.replaceChildren(...out.parts.map((p) => { const r = make("rect", { class: "tm-segment " + p.css, x: x.toFixed(3) + "%", y: d.bar.y, width: p.width + "%", height: d.bar.height }); x += +p.width; return r; }));
+    svg.replaceChildren(...out.parts.map((p) => { const r = make("rect", { class: "tm-segment " + p.css, x: fixedText(x, 3) + "%", y: d.bar.y, width: p.width + "%", height: d.bar.height }); x += +p.width; return r; }));
     legend.replaceChildren(...out.parts.map((p) => {
       const li = make("li", {});
       li.append(make("span", { class: "wdg-swatch " + p.css }), p.name + " ", make("strong", {}, p.amount));

@@ -1,0 +1,351 @@
+"""Every input of the memory model, defined once: the option table.
+
+One row per input: its name (the Config field and front-matter key), its type, what it means (the help text),
+its command-line flag in the words of the framework it comes from (Megatron-LM's --use-distributed-optimizer,
+--recompute-num-layers; DeepSpeed's zero_optimization keys; PyTorch DDP's gradient_as_bucket_view), the
+calculator's URL state key where the calculator has a control for it, and which surfaces offer it. The bounds
+of every number are builder.model.ranges' (kept there, one table of ranges, which builder.model.checks also
+turns into the model's refusals).
+
+From this table come the `estimate` command's flags and their --help (builder.cli.add_model_arguments), the
+front-matter conversion (builder.grids.convert_setting), the authoring guide's list of options
+(builder.authoring) and the calculator's URL keys (builder.widgets.calculator). There is one reader per type
+(`read`): counts through units.parse_count (7b, 7B, 7e9, 7_000_000_000), sizes through units.parse_size (80GiB,
+80 GB), fractions as finite numbers in range; a value that cannot be read raises OptionError, which names the
+option as the surface knows it (`flag --seq-len`, `front matter seq_len`, `URL state seq_len`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder.model.buckets import DEFAULTS as BUCKET_DEFAULTS, MEANINGS as BUCKET_MEANINGS
+from builder.model.config import (ACTIVATION_FORMULAS, ATTENTION, CHECKPOINT_SAVES, FSDP_STRATEGIES, IMPLEMENTATIONS,
+                                  LORA_TARGETS, LOSSES, MODES, OFFLOAD, OPTIMIZER_IMPLS, OPTIMIZERS,
+                                  PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
+from builder.model.ranges import RANGE_OF, Range
+from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD
+from builder.model.units import DTYPE_BYTES, clip, parse_count, parse_size
+from builder.model.zero3 import DEFAULTS as ZERO3_DEFAULTS, MEANINGS as ZERO3_MEANINGS
+
+# The types an option may have, each with one reader (`read`) and the words the authoring guide shows.
+TYPES = {
+    "model": "a model id",
+    "count": "a whole number (4096, 4K, 7B, 7e9 or 7_000_000_000)",
+    "size": "a size (1.5GiB, 300MiB, 2GB or a byte count)",
+    "fraction": "a number",
+    "choice": "one of the names listed",
+    "stage": "one of the numbers listed",
+    "dtype": "a dtype",
+    "flag": "true or false",
+    "names": "a list of names",
+    "text": "text",
+    "path": "a file's path",
+    "overhead": "a percentage of the rest (10%) or a size (1.5GiB)",
+}
+# Surfaces: the command line, a chart bar / preset / exercise in front matter, the calculator's URL state.
+CLI, FRONT_MATTER, URL = "cli", "front matter", "url"
+# The command line's groups, in --help order (the engines' groups and the output's follow: builder.cli).
+GROUPS = ("model (one of)", "what runs", "dtype overrides", "parallelism and sharding",
+          "DeepSpeed ZeRO-3 (zero_optimization's keys, in parameter elements; with --zero 3)",
+          "DeepSpeed ZeRO gradient buckets (zero_optimization's keys; with --zero 1 to 3)", "fine-tuning", "serving",
+          "overheads (named assumptions)")
+GROUP_OF_WORD = {word: group for word, group in zip(
+    ("model", "run", "dtypes", "parallel", "zero3", "buckets", "tune", "serve", "overheads"), GROUPS)}
+
+
+class OptionError(ValueError):
+    """A value that an option does not accept, on one surface: the message names the option as that surface
+    spells it ("flag `--seq-len`", "front matter `seq_len`", "URL state `seq_len`") and what it accepts."""
+
+    def __init__(self, option: "Option", surface: str, message: str):
+        self.option, self.surface, self.reason = option, surface, clip(message)
+        super().__init__(f"{option.spelled(surface)}: {self.reason}")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One input of the model."""
+
+    name: str  # the Config field (the front-matter key); for a command-line-only input, its argparse dest
+    type: str  # one of TYPES
+    help: str = ""  # what it means (--help and the authoring guide)
+    group: str = ""  # the command line's group (GROUP_OF_WORD's word); "" with no flag
+    flag: str | None = None  # the command-line flag, in its framework's words; None: not on the command line
+    choices: tuple = ()  # the accepted values of a choice, stage or dtype
+    default: Any = None  # the command line's default (Config's own for front matter)
+    metavar: str | None = None  # --help's placeholder
+    url: str | None = None  # the calculator's URL state key (kept stable: old course links open the same state)
+    source: str = ""  # the references.toml key of the framework whose flag or key it is
+    surfaces: tuple[str, ...] = (CLI, FRONT_MATTER)
+    optional: bool = False  # None (unset) is a value
+    negatable: bool = False  # a flag with a --no- form (argparse.BooleanOptionalAction)
+    dest: str | None = None  # the argparse dest where it differs from the flag's
+
+    @property
+    def range(self) -> Range | None:
+        """Its bounds (builder.model.ranges), for counts, sizes and fractions."""
+        return RANGE_OF.get(self.name)
+
+    def spelled(self, surface: str) -> str:
+        """The option as a surface names it in messages."""
+        if surface == CLI:
+            return f"flag `{self.flag}`"
+        if surface == URL:
+            return f"URL state `{self.url or self.name}`"
+        return f"{surface} `{self.name}`"
+
+    def read(self, value: Any, surface: str = FRONT_MATTER) -> Any:
+        """The value as the model takes it (raises OptionError naming the option on `surface`). Text from the
+        command line or a URL reads as the same type as a YAML value does."""
+        if value is None and self.optional:
+            return None
+        try:
+            return READERS[self.type](self, value, surface)
+        except (ValueError, OverflowError) as error:
+            raise OptionError(self, surface, str(error)) from None
+
+
+def _bounds(option: Option) -> tuple[int, int]:
+    bounds = option.range
+    return (0, 10**15) if bounds is None else (bounds.low, int(bounds.high))
+
+
+def _count(option: Option, value: Any, surface: str) -> int:
+    return parse_count(value, *_bounds(option))
+
+
+def _size(option: Option, value: Any, surface: str) -> int:
+    if isinstance(value, str):
+        size = parse_size(value)
+        low, high = _bounds(option)
+        if not low <= size <= high:
+            raise ValueError(f"must be between {low:,} and {high:,} bytes, got {value!r}")
+        return size
+    return parse_count(value, *_bounds(option))
+
+
+def _fraction(option: Option, value: Any, surface: str) -> float:
+    if isinstance(value, str) and surface != FRONT_MATTER and len(value) < 64:
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be a number, got {value if not isinstance(value, str) else clip(repr(value))}")
+    bounds = option.range
+    if surface != FRONT_MATTER and bounds is not None and not (math.isfinite(value) and bounds.low <= value <= bounds.high):
+        raise ValueError(f"must be a number between {bounds.text(bounds.low)} and {bounds.text(bounds.high)}, "
+                         f"got {value}")
+    return float(value)
+
+
+def _choice(option: Option, value: Any, surface: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be text, got {value!r}")
+    if option.choices and value not in option.choices and surface != FRONT_MATTER:  # front matter: validate_config's
+        raise ValueError(f"{clip(repr(value))} is not one of {', '.join(map(str, option.choices))}")
+    return value
+
+
+def _stage(option: Option, value: Any, surface: str) -> int:
+    stage = parse_count(value, low=0)
+    if stage not in option.choices and surface != FRONT_MATTER:  # front matter: validate_config's words
+        raise ValueError(f"must be {', '.join(map(str, option.choices[:-1]))} or {option.choices[-1]}, got {value!r}")
+    return stage
+
+
+def _flag(option: Option, value: Any, surface: str) -> bool:
+    if surface == URL and value in ("0", "1"):
+        return value == "1"
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, got {value!r}")
+    return value
+
+
+def _names(option: Option, value: Any, surface: str) -> tuple[str, ...]:
+    if isinstance(value, str) and surface != FRONT_MATTER:
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        if not names:
+            raise ValueError(f"give a comma list of {', '.join(option.choices)}, got {clip(repr(value))}")
+        value = names
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"must be a list of names, got {value!r}")
+    return tuple(value)
+
+
+def _text(option: Option, value: Any, surface: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be text, got {value!r}")
+    return value
+
+
+def _path(option: Option, value: Any, surface: str) -> Path:
+    return Path(_text(option, value, surface))
+
+
+def _overhead(option: Option, value: Any, surface: str) -> tuple[str, float]:
+    """'10%' (a fraction of the rest) or a size such as '1.5GiB'."""
+    text = _text(option, value, surface)
+    if text.strip().endswith("%"):
+        try:
+            return "fraction", float(text.strip()[:-1]) / 100
+        except ValueError:
+            raise ValueError(f"{text!r} is not a percentage") from None
+    return "bytes", float(parse_size(text))
+
+
+# One reader per type. "model" is resolved against the catalog by the surface (builder.grids, builder.cli); the
+# dtype and choice names are checked again, with the combinations, by validate_config.
+READERS = {"count": _count, "size": _size, "fraction": _fraction, "choice": _choice, "dtype": _text, "stage": _stage,
+           "flag": _flag, "names": _names, "text": _text, "model": _text, "path": _path, "overhead": _overhead}
+
+
+def _o(name: str, type_: str, help_: str = "", group: str = "", flag: str | None = "", **rest: Any) -> Option:
+    """A row: the flag defaults to the name in the command line's words (--seq-len); flag=None: none."""
+    if flag == "":
+        flag = "--" + name.replace("_", "-")
+    return Option(name, type_, help_, GROUP_OF_WORD.get(group, ""), flag, **rest)
+
+
+_DTYPES = tuple(DTYPE_BYTES)
+_FRONT = (FRONT_MATTER,)
+_CLI = (CLI,)
+
+OPTIONS: tuple[Option, ...] = (
+    # What is modelled: a catalog model, a raw count, or a Hugging Face config.json (the command line only).
+    _o("model", "model", "catalog id (see `python -m builder models`)", "model", metavar="NAME", url="model",
+       optional=True),
+    _o("params", "count", "raw parameter count, e.g. 7e9 or 7B", "model", metavar="N", optional=True),
+    _o("config", "path", "a Hugging Face config.json on disk", "model", metavar="PATH", surfaces=_CLI),
+    # What runs.
+    _o("mode", "choice", "", "run", choices=MODES, default="train", url="mode"),
+    _o("precision", "choice", f"training: {', '.join(PRECISIONS)} (default bf16-mixed); "
+       f"serving: a weight dtype ({', '.join(DTYPE_BYTES)}), default bf16", "run", metavar="POLICY", url="precision",
+       choices=tuple(PRECISIONS)),
+    _o("optimizer", "choice", "paged-adamw and paged-adamw8bit are bitsandbytes' PagedAdamW and PagedAdamW8bit "
+       "(Hugging Face's paged_adamw_32bit and paged_adamw_8bit)", "run", choices=OPTIMIZERS, default="adamw",
+       url="optimizer"),
+    _o("optimizer_impl", "choice", "how the step runs (torch.optim's words): for-loop, foreach, fused, or in-backward "
+       "(stepped from each gradient's hook, gradients freed at once); default: the optimizer's own (foreach for "
+       "torch.optim's Adam, AdamW and SGD on CUDA, for-loop for Adafactor and Lion, fused for 8-bit AdamW)", "run",
+       choices=OPTIMIZER_IMPLS, optional=True, url="optimizer_impl", source="pytorch-2-13"),
+    _o("micro_batch", "count", "", "run", default=1, metavar="B", url="micro_batch"),
+    _o("seq_len", "count", "", "run", default=2048, metavar="S", url="seq_len"),
+    _o("grad_accum", "count", "micro-batches per optimizer step (pipeline: micro-batches in flight)", "run",
+       default=1, metavar="M", url="grad_accum"),
+    _o("recompute", "choice", "selective: Megatron-LM's (the attention core); full: every layer keeps only its input "
+       "(Megatron-LM full, Hugging Face gradient_checkpointing, DeepSpeed activation checkpointing, torchtitan full AC)",
+       "run", choices=RECOMPUTE, default="none", url="recompute"),
+    _o("recompute_layers", "count", "with --recompute full: only the first K layers of each pipeline stage "
+       "(Megatron-LM --recompute-method block --recompute-num-layers K); 0 = every layer", "run",
+       flag="--recompute-num-layers", default=0, metavar="K", url="recompute_layers", source="megatron-d98e8a6"),
+    _o("attention", "choice", "", "run", choices=ATTENTION, default="sdpa", url="attention"),
+    _o("loss", "choice", "how the loss is computed: eager (transformers), compiled (torch.compile), chunked "
+       "(torchtune, 8 chunks) or fused-linear (Liger Kernel: no logits)", "run", choices=LOSSES, default="eager",
+       url="loss"),
+    _o("activation_formula", "choice", "'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 "
+       "(reference)", "run", choices=ACTIVATION_FORMULAS, default="ops", url="formula"),
+    _o("implementation", "choice", "whose op list 'ops' follows: hf (transformers), megatron, or torchtune "
+       "(transformers' list, K and V copied to every query head); megatron also names Megatron-LM's data parallelism "
+       "(its gradient buffer, kept for the run) for a precision PyTorch shares", "run", choices=IMPLEMENTATIONS,
+       default="hf", url="formula"),
+    _o("dropout", "flag", "dropout layers active (1-byte masks saved)", "run", default=False, url="dropout"),
+    _o("offload_activations", "flag", "saved activations go to pinned host memory in the forward and come back in "
+       "the backward (torchtune's enable_activation_offloading): one layer's stay on the GPU at a time", "run",
+       default=False, url="offload_activations"),
+    _o("checkpoint_save", "choice", "how a checkpoint is saved after the optimizer step, a moment of the step of its "
+       "own: torch-save (torch.save of the state dicts), FSDP's full-state-dict (FULL_STATE_DICT), "
+       "full-state-dict-offload (offload_to_cpu, rank0_only), sharded-state-dict (SHARDED_STATE_DICT), dcp "
+       "(torch.distributed.checkpoint of FSDP2's shards), deepspeed (save_checkpoint), deepspeed-16bit "
+       "(stage3_gather_16bit_weights_on_model_save); none: no save", "run", choices=CHECKPOINT_SAVES, default="none",
+       url="checkpoint_save"),
+    _o("compile", "flag", "every transformer layer under torch.compile (inductor): what its partitioner saves for "
+       "backward, measured on CPU; the loss is compiled only with --loss compiled", "run", default=False,
+       url="compile"),
+    # The precision policy's states one by one (each None: the policy's own).
+    *(_o(name, "dtype", "", "dtypes", choices=_DTYPES + (("none",) if name == "master_dtype" else ()),
+         optional=True, url=name if name in ("param_dtype", "reduce_dtype", "grad_accum_dtype",
+                                             "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype") else None)
+      for name in ("param_dtype", "master_dtype", "grad_dtype", "grad_accum_dtype", "reduce_dtype",
+                   "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "activation_dtype")),
+    # Parallelism and sharding.
+    _o("dp", "count", "data-parallel ranks", "parallel", default=1, url="dp"),
+    _o("zero", "stage", "ZeRO stage", "parallel", choices=(0, 1, 2, 3), default=0, url="shard", source="rajbhandari2019"),
+    _o("use_distributed_optimizer", "flag", "Megatron-LM's flag: shard the fp32 main parameters and optimizer states "
+       "over the data-parallel ranks (the same as --zero 1; front matter: zero: 1)", "parallel", default=False,
+       surfaces=_CLI, source="megatron-d98e8a6"),
+    _o("fsdp", "choice", "FSDP strategy (instead of --zero)", "parallel", choices=FSDP_STRATEGIES, optional=True,
+       url="shard"),
+    _o("gradient_as_bucket_view", "flag", "PyTorch DDP's gradient_as_bucket_view=True: each .grad is a view of DDP's "
+       "gradient buckets (one copy of the gradients, kept for the run) instead of a separate tensor beside them; a "
+       "DDP run only (--dp above 1, no --zero or --fsdp)", "parallel", default=False, url="gradient_as_bucket_view",
+       source="pytorch-2-13"),
+    _o("fsdp_shard_group", "count", "HYBRID_SHARD group size", "parallel", optional=True),
+    _o("tp", "count", "tensor-parallel ranks", "parallel", default=1, url="tp"),
+    _o("sequence_parallel", "flag", "Megatron sequence parallelism (with --tp)", "parallel", default=False, url="sp"),
+    _o("pp", "count", "pipeline stages", "parallel", default=1, url="pp"),
+    _o("pp_schedule", "choice", "", "parallel", choices=PIPELINE_SCHEDULES, default="1f1b"),
+    _o("pp_virtual_stages", "count", "interleaved: chunks per stage", "parallel", flag="--virtual-stages", default=1,
+       url="vpp", dest="virtual_stages"),
+    _o("cp", "count", "context-parallel ranks", "parallel", default=1, url="cp"),
+    _o("ep", "count", "expert-parallel ranks (MoE)", "parallel", default=1, url="ep"),
+    _o("offload", "choice", "CPU offload", "parallel", choices=OFFLOAD, default="none", url="offload"),
+    _o("gpus_per_node", "count", "", "parallel", default=8),
+    # DeepSpeed ZeRO-3's parameter coordinator and ZeRO's gradient buckets: zero_optimization's own keys.
+    *(_o(name, "count", f"{ZERO3_MEANINGS[name]} (DeepSpeed's default {default:.0e})", "zero3", metavar="N",
+         optional=True, url=name, source="deepspeed-zero3-coordinator") for name, default in ZERO3_DEFAULTS.items()),
+    *(_o(name, "count", f"{BUCKET_MEANINGS[name]} (DeepSpeed's default {default:.0e})", "buckets", metavar="N",
+         optional=True, url=name, source="deepspeed-buckets") for name, default in BUCKET_DEFAULTS.items()),
+    _o("overlap_comm", "flag", f"{BUCKET_MEANINGS['overlap_comm']} (DeepSpeed's default: on with --zero 3, off below)",
+       "buckets", optional=True, negatable=True, url="overlap_comm", source="deepspeed-buckets"),
+    _o("contiguous_gradients", "flag", f"{BUCKET_MEANINGS['contiguous_gradients']} (DeepSpeed's default: on)",
+       "buckets", default=True, negatable=True, url="contiguous_gradients", source="deepspeed-buckets"),
+    _o("shaped_like", "model", "with --params: the catalog model whose shape the count is assumed to have, for "
+       "ZeRO-3's largest layer (default: the catalog model nearest in size)", "zero3", metavar="NAME", optional=True),
+    # Fine-tuning.
+    _o("lora_rank", "count", "", "tune", default=0, metavar="R", url="lora_rank"),
+    _o("lora_targets", "names", f"comma list of {', '.join(LORA_TARGETS)}", "tune", default="q,k,v,o",
+       choices=LORA_TARGETS),
+    _o("lora_dropout", "fraction", "PEFT's lora_dropout: p > 0 saves each adapter's dropout mask and output (needs "
+       "--lora-rank)", "tune", default=0.0, metavar="P", url="lora_dropout", source="peft-lora"),
+    _o("qlora", "flag", "4-bit NF4 base weights (needs --lora-rank)", "tune", default=False, url="qlora"),
+    _o("qlora_double_quant", "flag", "QLoRA double quantisation of the quantisation constants", flag=None,
+       surfaces=_FRONT),
+    # Serving.
+    _o("batch", "count", "concurrent sequences", "serve", default=1, url="batch"),
+    _o("context", "count", "tokens per sequence in the KV cache", "serve", default=4096, url="context"),
+    _o("kv_dtype", "dtype", "", "serve", choices=_DTYPES, optional=True, url="kv_dtype"),
+    _o("kv_cache_dtype", "text", "the KV cache's dtype in the engines' own words (vLLM and SGLang --kv-cache-dtype: "
+       f"{', '.join(KV_CACHE_DTYPES)}; vLLM's {', '.join(KV_CACHE_PER_TOKEN_HEAD)} with --engine vllm); instead of "
+       "--kv-dtype", "serve", metavar="DTYPE", surfaces=_CLI, source="vllm-6adad08"),
+    # Overheads (named assumptions).
+    _o("overhead", "overhead", "framework overhead: a percentage of the rest ('10%') or a size ('1.5GiB')", "overheads",
+       metavar="X", surfaces=_CLI),
+    _o("overhead_fraction", "fraction", "framework overhead, a fraction of the rest (the command line's --overhead "
+       "10%)", flag=None, url="overhead", surfaces=_FRONT),
+    _o("overhead_bytes", "size", "a fixed overhead (the command line's --overhead 1.5GiB)", flag=None,
+       surfaces=_FRONT),
+    _o("cuda_context_bytes", "size", "CUDA context size to add, e.g. 500MiB (default: none)", "overheads",
+       flag="--cuda-context", default=0, metavar="SIZE", dest="cuda_context"),
+    _o("allocator_reserve", "fraction", "caching-allocator reserve as a fraction of allocated (e.g. 0.05)",
+       "overheads", default=0.0, metavar="FRACTION"),
+)
+
+OPTION_OF: dict[str, Option] = {option.name: option for option in OPTIONS}
+# The options a chart bar, preset or exercise may set in front matter: Config's fields, by name.
+FRONT_MATTER_OPTIONS: dict[str, Option] = {o.name: o for o in OPTIONS if FRONT_MATTER in o.surfaces}
+# The command-line flag of each option that has one (builder.cli names the flag in its errors).
+FLAG_OF: dict[str, str] = {o.name: o.flag for o in OPTIONS if o.flag}
+FLAG_OF.update(overhead_fraction="--overhead", overhead_bytes="--overhead")
+
+
+def option_named(name: str, surface: str = FRONT_MATTER) -> Option:
+    """The option a surface calls `name` (raises OptionError-like ValueError listing the known names)."""
+    known = FRONT_MATTER_OPTIONS if surface == FRONT_MATTER else OPTION_OF
+    if name not in known:
+        raise ValueError(f"unknown config option {name!r} (known: {', '.join(known)})")
+    return known[name]
