@@ -7,8 +7,8 @@ before dispatching `input` and after the handler has updated the DOM (handlers r
 every text, bar and attribute is written when dispatchEvent returns) -- the `p95_ms` the target
 applies to -- and again after forcing style and layout of the page (`layout_p95_ms`, which depends
 on the whole page and on the machine's load).
-The calculator is also timed over random states (the browser test's generator: catalog and
-custom models, training and serving, every parallel layout), from the form's change event to
+The calculator is also timed over random states (the parity test's hypothesis strategy: catalog
+and custom models, training and serving, every parallel layout, some refused), from the form's change event to
 the updated DOM: its worst case is what a reader meets when a search needs many estimates.
 Each widget's start on page load (99-boot.js's "widget start" measure: rules compiled, first draw) is reported
 too: it is the script's part of Lighthouse's Total Blocking Time. Every widget with a slider or number input
@@ -150,20 +150,36 @@ def measure_inputs(site: Path) -> dict:
     return results
 
 
+def random_states(defaults: dict[str, str], count: int) -> list[dict[str, str]]:
+    """`count` calculator states from the parity test's hypothesis strategy (catalog and custom models, training
+    and serving, every parallel layout, some refused), the same on every run (derandomize)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    from tests.browser.test_parity import calculator_states
+
+    drawn = []
+
+    @settings(max_examples=count, derandomize=True, database=None, deadline=None, phases=(Phase.generate,),
+              suppress_health_check=list(HealthCheck))
+    @given(calculator_states(defaults))
+    def collect(state: dict[str, str]) -> None:
+        drawn.append(state)
+
+    collect()
+    return drawn
+
+
 def measure_states(page, throttle, site: Path) -> dict:
     """The calculator over random states: p50/p95/max ms from the change event to the updated DOM, unthrottled and
-    throttled; or why it cannot run (the state generator is the calculator's browser test's)."""
+    throttled; or why it cannot run (the states come from tests/browser/test_parity.py's strategy)."""
     import json
-    import random
 
-    try:
-        from tests.browser.test_widget_calculator import random_state
-    except ImportError as error:
-        return {"skipped": f"no random calculator states ({error})"}
     page.goto((site / "calculator.html").as_uri())
     data = json.loads(page.locator("[data-widget=calculator] script[type='application/json']").text_content())
-    rng = random.Random(20240611)
-    states = [random_state(rng, data["defaults"]) for _ in range(RANDOM_STATES)]
+    try:
+        states = random_states(data["defaults"], RANDOM_STATES)
+    except ImportError as error:
+        return {"skipped": f"no random calculator states ({error})"}
     row = {}
     for label, rate in (("", 1), ("throttled_", THROTTLE)):
         throttle(rate)
