@@ -6,8 +6,9 @@ cross it, so an uncompressed local server would understate the published site). 
 per page with its default mobile settings (Moto G Power viewport, simulated 4x CPU slowdown and slow
 4G) on Debian's Chromium. Lighthouse itself is a pinned npm package installed under .tools/ on first
 use (about 180 MB; `npm` from the package registry), not a test dependency.
-Targets: 100 for accessibility, best practices and SEO; at least 95 for performance. The performance
-score depends on the machine's load: the result records the 1-minute load average beside it.
+Targets (issue 14): 100 in each of the four categories (issue 18 asked at least 95 for performance). The
+performance score depends on the machine's load: the result records the 1-minute load averages before and
+after beside it. `python -m benchmarks.lighthouse PAGE...` scores only the named pages.
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from benchmarks.weight import COMPRESSED
+
 ROOT = Path(__file__).resolve().parent.parent
 VERSION = "13.5.0"
 INSTALL = ROOT / ".tools" / f"lighthouse-{VERSION}"
 BINARY = INSTALL / "node_modules" / ".bin" / "lighthouse"
 BASE = "/training-memory/"
 CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
-TARGETS = {"performance": 95, "accessibility": 100, "best-practices": 100, "seo": 100}
+TARGETS = {"performance": 100, "accessibility": 100, "best-practices": 100, "seo": 100}
 CHROME_FLAGS = ("--headless=new --no-sandbox --disable-gpu --disable-background-networking "
                 "--disable-component-update --disable-sync")
-COMPRESSED = (".html", ".css", ".js", ".svg", ".json", ".txt", ".xml")
 
 
 def install() -> Path:
@@ -69,7 +71,7 @@ class GzipHandler(SimpleHTTPRequestHandler):
         body = path.read_bytes()
         zipped = path.suffix in COMPRESSED and "gzip" in self.headers.get("Accept-Encoding", "")
         if zipped:
-            body = gzip.compress(body, 6)
+            body = gzip.compress(body, compresslevel=9, mtime=0)  # the level benchmarks/weight.py counts
         self.send_response(200)
         self.send_header("Content-Type", self.guess_type(str(path)))
         self.send_header("Content-Length", str(len(body)))
@@ -99,6 +101,7 @@ def score_page(binary: Path, url: str, out: Path) -> dict:
 def bench_lighthouse(pages: list[str] | None = None) -> dict:
     """Build the site, serve it gzipped under a sub-path, and run Lighthouse mobile on every page."""
     binary = install()
+    load_before = round(os.getloadavg()[0], 2)
     with tempfile.TemporaryDirectory(prefix="tm-lighthouse-") as tmp:
         site = Path(tmp) / "site"
         build = [sys.executable, "-m", "builder", "build", "--out", str(site), "--quiet", "--force"]
@@ -113,17 +116,27 @@ def bench_lighthouse(pages: list[str] | None = None) -> dict:
         finally:
             server.shutdown()
     lowest = {name: min(row["scores"][name] for row in rows.values()) for name in CATEGORIES}
-    return {"lighthouse": VERSION, "load_average_1min": round(os.getloadavg()[0], 2), "pages": rows,
+    return {"lighthouse": VERSION, "load_average_1min": round(os.getloadavg()[0], 2),
+            "load_average_1min_before": load_before, "pages": rows,
             "lowest": lowest, "meets_targets": all(lowest[name] >= TARGETS[name] for name in CATEGORIES),
             "targets": TARGETS}
 
 
 def print_lighthouse(result: dict) -> None:
     """Table of the Lighthouse benchmark."""
-    print(f"lighthouse {result['lighthouse']} mobile (1-minute load average {result['load_average_1min']})")
-    print(f"  {'page':<24}" + "".join(f"{name[:13]:>15}" for name in CATEGORIES) + "   below 0.9")
+    print(f"lighthouse {result['lighthouse']} mobile (1-minute load average {result.get('load_average_1min_before')}"
+          f" before, {result['load_average_1min']} after)")
+    print(f"  {'page':<24}" + "".join(f"{name[:13]:>15}" for name in CATEGORIES) + "   FCP/LCP/TBT ms   below 0.9")
     for page, row in result["pages"].items():
+        metrics = "/".join(str(row["metrics_ms"][key]) for key in ("first-contentful-paint", "largest-contentful-paint",
+                                                                   "total-blocking-time"))
         print(f"  {page:<24}" + "".join(f"{row['scores'][name]:>15}" for name in CATEGORIES)
-              + "   " + (", ".join(row["below_0.9"]) or "-"))
+              + f"   {metrics:<16} " + (", ".join(row["below_0.9"]) or "-"))
     verdict = "ok" if result["meets_targets"] else "BELOW target"
     print(f"  lowest: " + ", ".join(f"{name} {score}" for name, score in result["lowest"].items()) + f"  {verdict}")
+
+
+if __name__ == "__main__":
+    outcome = bench_lighthouse(sys.argv[1:] or None)
+    print_lighthouse(outcome)
+    sys.exit(0 if outcome["meets_targets"] else 1)

@@ -81,6 +81,8 @@ class PageContext:
     answered: list[tuple[int, str, Exercise]] = field(default_factory=list)  # (number, anchor, exercise) placed with
     # its answer, in page order: the page's "Answers" section for print (templates/partials/print-answers.html)
     widget_state: Any = None  # (name, options, catalogs) -> the widget's state: a build's memo of widget_context
+    sent_data: dict[tuple[str, str], str] = field(default_factory=dict)  # (data key, its JSON) -> the widget id
+    # that first sent it on this page (widget_json: a later widget's same value is sent as a reference)
 
     def state_of(self, name: str, values: dict[str, Any]) -> dict[str, Any]:
         """The widget's server-side state (builder.widgets.widget_context), through the build's memo if any."""
@@ -577,9 +579,25 @@ def render_widget(context: PageContext, name: str, values: dict[str, Any], state
     widget_id = widget_id or positional
     return context.templates.get_template(WIDGETS[name].partial).render(
         widget=WIDGETS[name], options=values, options_json=json.dumps(values, sort_keys=True),
-        state=state, state_json=to_json(state.get("data", {})),
+        state=state, state_json=widget_json(context, widget_id, state.get("data", {})),
         widget_id=widget_id, legacy_id="" if widget_id == positional else positional,
         renamed=to_json(WIDGETS[name].renamed) if WIDGETS[name].renamed else "")
+
+
+SAME_AS = "same_as_widget"  # static/widgets/99-boot.js reads the value under this key from that widget's data
+SHARED_MIN_CHARS = 1000  # smaller values are sent again: a reference would save next to nothing
+
+
+def widget_json(context: PageContext, widget_id: str, data: dict[str, Any]) -> str:
+    """A widget's data as JSON for its <script type="application/json"> block. A large value (the full model's
+    rules, about 20 KB gzipped) that an earlier widget on the same page already sent under the same key is sent
+    as {SAME_AS: that widget's id}: two teaching widgets on one page carry it once (issue 14's page weight)."""
+    sent = {}
+    for key, value in data.items():
+        text = to_json(value)
+        first = context.sent_data.setdefault((key, text), widget_id)
+        sent[key] = {SAME_AS: first} if first != widget_id and len(text) >= SHARED_MIN_CHARS else value
+    return to_json(sent)
 
 
 # Templates and pages ----------------------------------------------------------------------

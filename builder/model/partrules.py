@@ -107,20 +107,26 @@ class RuleSet:
                              for name in ("when", "bytes", "per_unit", "note", "source")))
         return sorted(used - set(self.symbols))
 
-    def encode(self, source_html: Callable[[str], str] = html.escape) -> dict[str, Any]:
+    def encode(self, source_html: Callable[[str], str] = html.escape, words: bool = True) -> dict[str, Any]:
         """The JSON the browser evaluates: symbols as [name, rule], parts as
         [name, condition, bytes, per-unit words, note, source (as HTML), transient], and the inputs it
         reads (the browser reuses a result while they stay the same). `source_html` turns a source's text
         constants into markup: builder.sources.html_renderer links each citation to the References page (a
         citation is one whole constant or inside one, so rendering constants renders every branch). A derived
-        symbol that holds a source, worked out once for many parts, is named '<...>_source' and rendered too."""
+        symbol that holds a source, worked out once for many parts, is named '<...>_source' and rendered too.
+        `words=False`: numbers only, for a page that shows no part's words (02-model.js `estimate(run, false)`):
+        per-unit words, notes and sources, and the symbols holding sources, are sent as empty text."""
+        def text(expr: Expr) -> Any:
+            return encode(expr) if words else EMPTY_TEXT
+
         return {"reads": self.reads(),
-                "symbols": [[name, encode(rendered(expr, source_html) if is_source(name) else expr)]
+                "symbols": [[name, text(rendered(expr, source_html)) if is_source(name) else encode(expr)]
                             for name, expr in self.symbols.items()],
-                "parts": [[r.name, encode(r.when), encode(r.bytes), encode(r.per_unit), encode(r.note),
-                           encode(rendered(r.source, source_html)), int(r.transient)] for r in self.parts]}
+                "parts": [[r.name, encode(r.when), encode(r.bytes), text(r.per_unit), text(r.note),
+                           text(rendered(r.source, source_html)), int(r.transient)] for r in self.parts]}
 
 
+EMPTY_TEXT = encode(Expr("str", ""))  # a text rule sent in place of words a page does not show (model_data words)
 SOURCE_SUFFIX = "_source"  # a derived symbol whose value is a source (text with citations)
 
 

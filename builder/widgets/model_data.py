@@ -20,6 +20,7 @@ from builder.model.checkpoint import CHECKPOINT_SAVE
 from builder.model.checks import SHAPE_CHECKS, encode_checks
 from builder.model.expr import encode, eq, sym
 from builder.model.overheads import OVERHEADS
+from builder.model.partrules import EMPTY_TEXT
 from builder.model.placement import HOLDING, STAGES
 from builder.model.search import LARGEST
 from builder.model.serving import SERVING
@@ -46,15 +47,18 @@ def json_value(value: Any) -> Any:
 STAGE_SETS = ("shapes", "holding", "states")
 
 
-def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str], str] = html.escape) -> dict[str, Any]:
+def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str], str] = html.escape,
+               words: bool = True, refusals: bool = True) -> dict[str, Any]:
     """The rule sets (all, or the named `sets`), stages, checks, dtype sizes and phase titles, as JSON-ready data;
-    `source_html` renders the parts' sources (builder.sources.html_renderer: citations linked)."""
+    `source_html` renders the parts' sources (builder.sources.html_renderer: citations linked); `words=False`
+    leaves out the parts' words (per-unit words, notes, sources) for a widget that shows no part's words, and
+    `refusals=False` the checks' messages for one that never shows a refused run (the teaching widgets)."""
     return {
-        "ruleSets": {name: rules.encode(source_html) for name, rules in RULE_SETS.items()
+        "ruleSets": {name: rules.encode(source_html, words) for name, rules in RULE_SETS.items()
                      if sets is None or name in sets},
         "stages": encode(STAGES),
         "training": encode(TRAINING),
-        "checks": encode_checks(),
+        "checks": encode_checks() if refusals else [[refused, EMPTY_TEXT] for refused, _ in encode_checks()],
         "shapeChecks": encode_checks(SHAPE_CHECKS),
         "dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()},
         # The moments of a step in words (builder.model.step's rules name the one that sets the need).

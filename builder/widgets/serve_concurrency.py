@@ -152,8 +152,9 @@ def script_data(catalogs: dict[str, Any], start: dict[str, str]) -> dict[str, An
     """What the script evaluates: the model's and the engines' rules, shapes, GPU defaults, names, texts."""
     models, gpus = catalogs["model"], catalogs["gpu"]
     return {
-        "model": model_data(STAGE_SETS),
-        "engines": {key: {"rules": engine.rules.encode(), "fewest": engine.fewest, "title": engine.title}
+        # Numbers only: engineModel reads parts' bytes, never their words; the checks' refusals are shown.
+        "model": model_data(STAGE_SETS, words=False),
+        "engines": {key: {"rules": engine.rules.encode(words=False), "fewest": engine.fewest, "title": engine.title}
                     for key, engine in OFFERED.items()},
         "controls": CONTROLS,
         "base": run_base(Config(mode="serve")),

@@ -6,11 +6,13 @@ const isInt = (v, lo, hi) => Number.isSafeInteger(+v) && +v >= lo && +v <= hi;
 
 // builder.widgets.full_model.compare: the full model (02-model.js) for the catalog model nearest `params` (the NEAREST
 // rule), run with `base`'s settings and `changes`; `line(words)` is TEXTS['line'] for it.
+// A model and run already priced on this page are not priced again (a slider passes the same nearest model many times).
 function nearestModel(F, base) {
-  const model = browserModel(F.model), nearest = compileRule(F.nearest);
+  const model = browserModel(F.model), nearest = compileRule(F.nearest), priced = new Map();
   return (params, changes) => {
-    const pick = nearest({ catalog: F.catalog, asked: params });
-    const full = model.estimate({ ...base, ...model.shapeOf(F.shapes[pick.id]), params: pick.parameters, ...changes }, false);
+    const pick = nearest({ catalog: F.catalog, asked: params }), key = JSON.stringify([pick.id, changes]);
+    if (!priced.has(key)) priced.set(key, model.estimate({ ...base, ...model.shapeOf(F.shapes[pick.id]), params: pick.parameters, ...changes }, false));
+    const full = priced.get(key);
     const line = (words) => fillText(F.t.line, pick.name, commas(pick.parameters), words, fmtBytes(full.need),
       F.model.phases[full.phase], fmtBytes(full.total));
     return { pick, need: full.need, line };
