@@ -53,15 +53,11 @@ function browserModel(M) {
   const peakOf = (inputs, parts) => {
     const env = momentSymbols(activationSymbols(opConditions(inputs)));
     env.parts = parts.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes }));
-    const step = stepOf(env);
+    const step = stepOf(env).o;
     return [toNumber(step.step_need), step.peak_phase];
   };
   // estimator.overhead_parts: the reserved parts of what is allocated.
-  const reserved = (inputs, allocated, words) => {
-    const env = Object.create(inputs);
-    env.allocated = allocated;
-    return overheads(env, words);
-  };
+  const reserved = (inputs, allocated, words) => overheads(new Scope({ allocated }, scopeOf(inputs)), words);
   // estimator.estimate for a run's inputs (inputs.run_inputs): every pipeline stage worth evaluating, the fuller
   // one reported; peak.need: what the run needs, the highest moment of a step over the stages (training) or the
   // sum of parts (serving). Parts are [name, bytes, per-unit words, source, note] (words: false gives [name, bytes]).
@@ -88,10 +84,10 @@ function browserModel(M) {
   const { start, going, probe, after, answer, names: [probed, measured] } = M.largest;
   const [begin, next] = [start, after].map(deriver), [more, at, result] = [going, probe, answer].map(compileRule);
   const largest = (size, capacity, low, limit, step) => {
-    let env = begin({ capacity, low, limit, step });
+    let env = flat(begin({ capacity, low, limit, step }));
     while (more(env)) {
       const x = at(env);
-      env = next(Object.assign(Object.create(env), { [probed]: x, [measured]: size(x) }));
+      env = flat(next(new Scope({ [probed]: x, [measured]: size(x) }, scopeOf(env))));
     }
     return result(env);
   };
