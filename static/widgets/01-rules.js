@@ -228,10 +228,16 @@ const deriver = (symbols) => {
     return env;
   };
 };
-// partrules.RuleSet.environment: the inputs with each derived symbol added (a set of symbols only).
-const ruleSymbols = ({ reads, symbols }) => {
+// partrules.RuleSet.environment: the inputs with each derived symbol added (a set of symbols only), as a scope over
+// the inputs (nothing copied; its own object is shared by every call that reads the same inputs: never written).
+const ruleScope = ({ reads, symbols }) => {
   const derive = deriver(symbols), values = memoised(reads, (inputs) => derive(inputs).o);
-  return (inputs) => ({ ...inputs, ...values(inputs) });
+  return (inputs) => new Scope(values(inputs), scopeOf(inputs));
+};
+// The same as one object, for a script that reads its values.
+const ruleSymbols = (set) => {
+  const scoped = ruleScope(set);
+  return (inputs) => flat(scoped(inputs));
 };
 // partrules.RuleSet: derived symbols in order, then the parts whose condition holds, as
 // [name, whole bytes, per-unit words, source, note, transient], reused while the inputs it reads are the same.
