@@ -74,10 +74,33 @@ const ruleText = (v) => {
   if (v instanceof Ratio ? v.d != ONE : !Number.isInteger(v)) throw Error(`fmt: ${toNumber(v)} is not whole`);
   return String(v instanceof Ratio ? v.n : v);
 };
+// The symbols a rule reads: a scope (the names an evaluation binds, then the scope around it), innermost first. A
+// row's fields shadow the symbols around it, a derived symbol the inputs. Links, not prototype chains: no object
+// becomes a prototype (which costs the engine a change of the object's layout on every evaluation) and a lookup
+// walks only the few scopes an evaluation opened.
+class Scope {
+  constructor(o, up) { this.o = o; this.up = up; }
+}
+const scopeOf = (x) => (x instanceof Scope ? x : new Scope(x, null));
+// A symbol's value (undefined where no scope binds it).
+const look = (s, name) => {
+  for (let t = s; t !== null; t = t.up) {
+    const v = t.o[name];
+    if (v !== undefined) return v;
+  }
+  return undefined;
+};
+// A scope's symbols as one object (outer first, inner ones shadowing).
+const flat = (s) => (s.up === null ? { ...s.o } : Object.assign(flat(s.up), s.o));
+// A body evaluated in the scope of each row of a table in turn (one scope, its row replaced: nothing kept).
+const eachRow = (rows, s, visit) => {
+  const scope = new Scope(null, s);
+  for (const row of rows) { scope.o = row; visit(row, scope); }
+};
 const RULE_OPS = {
-  "+": (f) => (e) => f.reduce((s, g) => plus(s, g(e)), 0),
+  "+": (f) => (e) => { let s = 0; for (const g of f) s = plus(s, g(e)); return s; },
   "-": ([a, b]) => (e) => minus(a(e), b(e)),
-  "*": (f) => (e) => f.reduce((s, g) => times(s, g(e)), 1),
+  "*": (f) => (e) => { let s = 1; for (const g of f) s = times(s, g(e)); return s; },
   "/": ([a, b]) => (e) => over(a(e), b(e)),
   // Python's %: the sign of the divisor.
   "%": ([a, b]) => (e) => { const x = a(e), y = b(e); return minus(x, times(y, floorOf(over(x, y)))); },
@@ -107,18 +130,16 @@ const RULE_OPS = {
     const v = t(e)[k(e)];
     return v === undefined ? d(e) : exact(v);
   },
-  // A row's fields shadow the symbols around it: one scope over the symbols (a prototype chain, not a copy) takes
-  // each row's fields in turn (a table's rows all have the same fields).
+  // A row's fields shadow the symbols around it (a table's rows all have the same fields).
   sum: ([rows, body]) => (e) => {
     let s = 0;
-    const scope = Object.create(e);
-    for (const row of rows(e)) s = plus(s, body(Object.assign(scope, row)));
+    eachRow(rows(e), e, (row, scope) => { s = plus(s, body(scope)); });
     return s;
   },
   // The same sums kept apart by a field's value (first-seen order, as an object keeps string keys).
   by: ([rows, field, body]) => (e) => {
-    const out = {}, key = field(e), scope = Object.create(e);
-    for (const row of rows(e)) out[row[key]] = plus(out[row[key]] || 0, body(Object.assign(scope, row)));
+    const out = {}, key = field(e);
+    eachRow(rows(e), e, (row, scope) => { out[row[key]] = plus(out[row[key]] || 0, body(scope)); });
     return out;
   },
   // A row's fields where its condition holds (a table leaves the others out), and a table of rows.
@@ -133,24 +154,23 @@ const RULE_OPS = {
   // another, the first row whose body is largest (null for none), a body in one row's scope, and the first key
   // of a mapping whose value is largest.
   each: ([rows, made]) => (e) => {
-    const out = [], scope = Object.create(e);
-    for (const row of rows(e)) {
-      const r = made(Object.assign(scope, row));
+    const out = [];
+    eachRow(rows(e), e, (row, scope) => {
+      const r = made(scope);
       if (r !== null) out.push(r);
-    }
+    });
     return out;
   },
   concat: (f) => (e) => [].concat(...f.map((g) => g(e))),
   best: ([rows, body]) => (e) => {
     let chosen = null, most = -Infinity;
-    const scope = Object.create(e);
-    for (const row of rows(e)) {
-      const v = body(Object.assign(scope, row));
+    eachRow(rows(e), e, (row, scope) => {
+      const v = body(scope);
       if (chosen === null || order(v, most) > 0) [chosen, most] = [row, v];
-    }
+    });
     return chosen;
   },
-  within: ([r, body]) => (e) => body(Object.assign(Object.create(e), r(e))),
+  within: ([r, body]) => (e) => body(new Scope(r(e), e)),
   top: ([m]) => (e) => {
     let chosen = null, most = -Infinity;
     for (const [k, v] of Object.entries(m(e))) if (chosen === null || order(v, most) > 0) [chosen, most] = [k, v];
@@ -162,20 +182,25 @@ const RULE_OPS = {
   real: ([a]) => (e) => { const v = toNumber(a(e)); return Number.isInteger(v) ? v.toFixed(1) : String(v); },
   fixed: ([a, k]) => (e) => fixedText(a(e), k(e)),
 };
-// A rule's JSON -> a function of the symbols (compiled once, then called on every estimate).
-const compileRule = (rule) => {
+// A rule's JSON -> a function of a scope (compiled once, then called on every estimate).
+const compileScoped = (rule) => {
   if (typeof rule == "number") return () => rule;
   if (typeof rule == "string") return (e) => {
-    const v = e[rule];
+    const v = look(e, rule);
     if (v === undefined) throw Error(`unknown symbol ${rule}`);
     return exact(v);
   };
   const [op, ...args] = rule;
   if (op == "str") return () => args[0];
   // A row's field names are plain strings (not symbols): only its condition and values are rules.
-  if (op == "row") return RULE_OPS.row(args.map((a, i) => (i % 2 ? a : compileRule(a))));
+  if (op == "row") return RULE_OPS.row(args.map((a, i) => (i % 2 ? a : compileScoped(a))));
   if (op == "/" && args.every((a) => typeof a == "number")) { const v = over(args[0], args[1]); return () => v; }
-  return RULE_OPS[op](args.map(compileRule));
+  return RULE_OPS[op](args.map(compileScoped));
+};
+// A rule's JSON -> a function of the symbols (an object, or a scope a deriver made).
+const compileRule = (rule) => {
+  const f = compileScoped(rule);
+  return (e) => f(scopeOf(e));
 };
 // A function of the inputs that reuses its result while the inputs a rule set reads are the same (a search for
 // the largest batch changes only the batch, which most sets do not read); a table input counts as the same
@@ -184,7 +209,7 @@ const compileRule = (rule) => {
 const memoised = (reads, compute) => {
   const kept = [];
   return (inputs) => {
-    const values = reads.map((k) => inputs[k]);
+    const values = reads.map((k) => look(scopeOf(inputs), k));
     let hit = kept.find((entry) => entry[0].every((v, i) => v === values[i] || (v instanceof Ratio && same(v, values[i]))));
     if (!hit) {
       hit = [values, compute(inputs)];
@@ -193,19 +218,26 @@ const memoised = (reads, compute) => {
     return hit[1];
   };
 };
-// Each derived symbol in order, on top of the inputs (a prototype chain, not a copy).
+// Each derived symbol in order, on top of the inputs (an object or a scope): a scope whose own object (`o`) holds
+// the derived symbols.
 const deriver = (symbols) => {
-  const derived = symbols.map(([name, rule]) => [name, compileRule(rule)]);
+  const derived = symbols.map(([name, rule]) => [name, compileScoped(rule)]);
   return (inputs) => {
-    const env = Object.create(inputs);
-    for (const [name, rule] of derived) env[name] = rule(env);
+    const o = {}, env = new Scope(o, scopeOf(inputs));
+    for (const [name, rule] of derived) o[name] = rule(env);
     return env;
   };
 };
-// partrules.RuleSet.environment: the inputs with each derived symbol added (a set of symbols only).
-const ruleSymbols = ({ reads, symbols }) => {
-  const derive = deriver(symbols), values = memoised(reads, (inputs) => ({ ...derive(inputs) }));
-  return (inputs) => ({ ...inputs, ...values(inputs) });
+// partrules.RuleSet.environment: the inputs with each derived symbol added (a set of symbols only), as a scope over
+// the inputs (nothing copied; its own object is shared by every call that reads the same inputs: never written).
+const ruleScope = ({ reads, symbols }) => {
+  const derive = deriver(symbols), values = memoised(reads, (inputs) => derive(inputs).o);
+  return (inputs) => new Scope(values(inputs), scopeOf(inputs));
+};
+// The same as one object, for a script that reads its values.
+const ruleSymbols = (set) => {
+  const scoped = ruleScope(set);
+  return (inputs) => flat(scoped(inputs));
 };
 // partrules.RuleSet: derived symbols in order, then the parts whose condition holds, as
 // [name, whole bytes, per-unit words, source, note, transient], reused while the inputs it reads are the same.

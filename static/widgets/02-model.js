@@ -7,14 +7,14 @@ const sumParts = (ps) => ps.reduce((s, p) => s + p[1], 0);
 // table and count (once per architecture), the pipeline stages worth evaluating, what one GPU of a stage holds, the
 // shapes and configurations the model refuses (each with its one-line reason) and the model states.
 function stageModel(M) {
-  const [shapes, held] = [M.ruleSets.shapes, M.ruleSets.holding].map(ruleSymbols), stagesOf = compileRule(M.stages);
+  const shapes = ruleSymbols(M.ruleSets.shapes), held = ruleScope(M.ruleSets.holding), stagesOf = compileRule(M.stages);
   const known = new WeakMap(), shapeOf = (A) => known.get(A) || known.set(A, shapes(A)).get(A);
   const [checks, shapeChecks] = [M.checks, M.shapeChecks].map((list) => list.map((check) => check.map(compileRule)));
   const refuse = (list, inputs) => {
     for (const [refused, message] of list) if (refused(inputs)) throw { msg: message(inputs) };
   };
-  const inputsOf = (run, stage) => held({ ...run, stage_layers: stage.layers, stage_has_embedding: stage.has_embedding,
-    stage_has_head: stage.has_head, stage_in_flight: stage.in_flight });
+  const inputsOf = (run, stage) => held(new Scope({ stage_layers: stage.layers, stage_has_embedding: stage.has_embedding,
+    stage_has_head: stage.has_head, stage_in_flight: stage.in_flight }, scopeOf(run)));
   return { shapeOf, stagesOf, checks, shapeChecks, refuse, inputsOf, states: ruleSet(M.ruleSets.states) };
 }
 // builder.model.engines.engine_report: each pipeline stage's inputs with the engine's settings and the weights the
@@ -30,7 +30,7 @@ function engineModel(M, engines) {
     const e = compiled[engine];
     let worst = null;
     for (const st of stagesOf(run)) {
-      const inputs = inputsOf(run, st), env = { ...inputs, ...settings, weights_bytes: sumParts(states(inputs, false)) };
+      const inputs = inputsOf(run, st), env = new Scope({ ...settings, weights_bytes: sumParts(states(inputs, false)) }, inputs);
       const values = e.symbols(env);
       if (!worst || order(values[e.fewest], worst[0][e.fewest]) < 0) worst = [values, env];
     }
@@ -46,22 +46,17 @@ function browserModel(M) {
   // The rule sets of builder.model (serving, overheads, ...), compiled once.
   const R = M.ruleSets;
   const [activations, autocast, checkpoint, serving, comm, hostParts, overheads] = [R.activations, R.autocast, R.checkpoint, R.serving, R.comm, R.host, R.overheads].map(ruleSet);
-  const [opConditions, activationSymbols, momentSymbols] = [R.conditions, R.activations, R.moments].map(ruleSymbols);
+  const [opConditions, activationSymbols, momentSymbols] = [R.conditions, R.activations, R.moments].map(ruleScope);
   // step.STEP: the moments of a training step on a GPU holding these parts (rows of name, bucket: the name's first
   // path segment, bytes), what is live at each with the reserved parts on top; [bytes, phase] of the highest.
   const stepOf = deriver(M.ruleSets.step.symbols);
-  const peakOf = (inputs, parts) => {
-    const env = momentSymbols(activationSymbols(opConditions(inputs)));
-    env.parts = parts.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes }));
-    const step = stepOf(env);
+  const peakOf = (inputs, onGpu) => {
+    const parts = onGpu.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes }));
+    const step = stepOf(new Scope({ parts }, momentSymbols(activationSymbols(opConditions(inputs))))).o;
     return [toNumber(step.step_need), step.peak_phase];
   };
   // estimator.overhead_parts: the reserved parts of what is allocated.
-  const reserved = (inputs, allocated, words) => {
-    const env = Object.create(inputs);
-    env.allocated = allocated;
-    return overheads(env, words);
-  };
+  const reserved = (inputs, allocated, words) => overheads(new Scope({ allocated }, scopeOf(inputs)), words);
   // estimator.estimate for a run's inputs (inputs.run_inputs): every pipeline stage worth evaluating, the fuller
   // one reported; peak.need: what the run needs, the highest moment of a step over the stages (training) or the
   // sum of parts (serving). Parts are [name, bytes, per-unit words, source, note] (words: false gives [name, bytes]).
@@ -73,11 +68,11 @@ function browserModel(M) {
       const inputs = inputsOf(run, st), host = hostParts(inputs, words);
       let gpu = [...states(inputs, words), ...(train ? [...activations(opConditions(inputs), words), ...autocast(inputs, words), ...checkpoint(inputs, words)] : serving(inputs, words)), ...comm(inputs, words)];
       // placement.HOLDING's `offloaded`: the buckets (or parts, by full name) that live in host memory instead.
-      const moved = inputs.offloaded.map((r) => r.bucket);
+      const moved = look(inputs, "offloaded").map((r) => r.bucket);
       gpu = gpu.filter((p) => !((moved.includes(p[0].split("/")[0]) || moved.includes(p[0])) && host.push(p)));
       gpu.push(...reserved(inputs, sum(gpu), words));
       const top = train ? peakOf(inputs, gpu.filter((p) => p[1])) : [sum(gpu)];
-      if (!best || sum(gpu) > sum(best[0])) best = [gpu, host, inputs.host_copies];
+      if (!best || sum(gpu) > sum(best[0])) best = [gpu, host, look(inputs, "host_copies")];
       if (!need || top[0] > need[0]) need = top;
     }
     return { parts: best[0].filter((p) => p[1]), total: sum(best[0]), host: sum(best[1]) * toNumber(best[2]), need: need[0], phase: need[1] };
@@ -88,10 +83,10 @@ function browserModel(M) {
   const { start, going, probe, after, answer, names: [probed, measured] } = M.largest;
   const [begin, next] = [start, after].map(deriver), [more, at, result] = [going, probe, answer].map(compileRule);
   const largest = (size, capacity, low, limit, step) => {
-    let env = begin({ capacity, low, limit, step });
+    let env = flat(begin({ capacity, low, limit, step }));
     while (more(env)) {
       const x = at(env);
-      env = next(Object.assign(Object.create(env), { [probed]: x, [measured]: size(x) }));
+      env = flat(next(new Scope({ [probed]: x, [measured]: size(x) }, scopeOf(env))));
     }
     return result(env);
   };

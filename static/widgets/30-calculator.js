@@ -145,41 +145,67 @@ WIDGETS.calculator = (root, D) => {
     }
     return found;
   };
-  let shownFixes = [];
-  const render = (st) => {
+  // The answers that take many estimates (the largest batch and sequence, the suggested fixes), written into the
+  // figure: its parts, sum, peak and verdict come first, these in a later task (after the next frame is painted,
+  // cancelled by the next input); meanwhile the figure keeps the previous answers and is aria-busy, and the live
+  // region announces the summary once the answers are final.
+  let shownFixes = [], turn = 0;
+  const answer = (st, c, gpu, ok, text) => {
+    // The largest batch and sequence (D.searches: the input searched, its limit and the input its step is).
+    const [mb, ms] = D.searches[st.mode].map(([k, limit, step]) => {
+      const by = step ? c.run[step] : 1;
+      return largest((n) => estimate({ ...c, run: { ...c.run, [k]: n } }, false).need, gpu[2], by, limit, by);
+    });
+    const answers = T[st.mode + "_answers"], result = out("result");
+    shownFixes = ok ? [] : fixes(st, gpu[2]);
+    out("max_batch").textContent = fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]);
+    out("max_seq").textContent = fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]);
+    $$(result, ".calc-fixes").forEach((e) => e.remove());
+    if (!ok) $(result, ".calc-verdict").insertAdjacentHTML("afterend", shownFixes.length
+      ? put("fixes", fill(T.fixes, gpu[1]), shownFixes.map(([text, to]) => put("fix", href(to), text)).join("")) : put("nofix", fill(T.fixes_none, gpu[1])));
+    result.removeAttribute("aria-busy");
+    out("live").textContent = text;
+  };
+  // The previous answers' text, kept in the figure while the new ones are worked out ('' for none).
+  const kept = (k) => { const e = out(k); return e ? e.textContent : ""; };
+  const render = (st, deferred) => {
     const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n, U = st.unit;
     let text, error = "";
+    const mine = ++turn;
     try {
       const c = cfg(st), { parts, host, need, phase } = estimate(c, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
-      // The largest batch and sequence (D.searches: the input searched, its limit and the input its step is).
-      const [mb, ms] = D.searches[st.mode].map(([k, limit, step]) => {
-        const by = step ? c.run[step] : 1;
-        return largest((n) => estimate({ ...c, run: { ...c.run, [k]: n } }, false).need, gpu[2], by, limit, by);
-      });
       const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
       if (train && st[D.shardKey] != "0") items.push(form.elements[D.shardKey].selectedOptions[0].text);
       const [opt, r, ql, b, s] = D.runText[st.mode].map((k) => c.run[k]);
       const run = train ? fill(T.train, st.precision, opt, r ? fill(T.lora, r, ql ? T.qlora : "") : "", b, commas(s)) : fill(T.serve, st.weights, b, commas(s));
-      const answers = T[st.mode + "_answers"], basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve;
+      const basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve, result = out("result");
       text = fill(T.summary, name, commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need, U), fmtBytes(need, D.otherUnit[U]), basis, fmtBytes(total, U), verdict(need, gpu, U));
-      shownFixes = ok ? [] : fixes(st, gpu[2]);
-      const fixList = ok ? "" : shownFixes.length ? put("fixes", fill(T.fixes, gpu[1]), shownFixes.map(([text, to]) => put("fix", href(to), text)).join(""))
-        : put("nofix", fill(T.fixes_none, gpu[1]));
-      out("result").innerHTML = put("result", chart(parts, total, need, gpu, U), ok, ok ? "" : D.tpl.badge, verdict(need, gpu, U), need, both(need, U), basis,
+      const before = $(result, ".calc-fixes"), fixList = ok || !before ? "" : before.outerHTML;
+      result.innerHTML = put("result", chart(parts, total, need, gpu, U), ok, ok ? "" : D.tpl.badge, verdict(need, gpu, U), need, both(need, U), basis,
         total, both(total, U), host ? put("host", fill(T.host, fmtBytes(host, U))) : "",
         parts.map(([name, n, rule, source]) => put("row", name, n, css(name), fmtBytes(n, U), rule, source, D.names[name])).join(""),
         D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U))).join(""),
-        fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]), fixList,
-        U, archText(A), shardsText(runInputs(c)));
+        kept("max_batch"), kept("max_seq"), fixList, U, archText(A), shardsText(runInputs(c)));
+      result.setAttribute("aria-busy", "true");
+      const finish = () => answer(st, c, gpu, ok, text);
+      // A search the model refuses shows its message as the estimate's would (drawn again, at once).
+      const whenCurrent = () => {
+        if (mine != turn) return;
+        try { finish(); } catch (e) { if (!e.msg) throw e; render(st, false); }
+      };
+      if (deferred) requestAnimationFrame(() => setTimeout(whenCurrent));
+      else finish();
     } catch (e) {
       if (!e.msg) throw e;
       error = e.msg;
       text = fill(T.invalid, name, error);
+      out("result").removeAttribute("aria-busy");
+      out("live").textContent = text;
     }
     out("result").hidden = !!error;
     out("error").hidden = !error;
     out("error").textContent = error;
-    out("summary").textContent = out("live").textContent = text;
+    out("summary").textContent = text;
   };
 
   // The form: read, keep the URL in step, redraw (CSS shows what applies). Run and Recompute are native radio buttons.
@@ -201,7 +227,7 @@ WIDGETS.calculator = (root, D) => {
     } else if (event && event.target.name && event.target.name != "start") set("start", "");
     const st = read();
     save(linked(st));
-    render(st);
+    render(st, !!event);
   };
   const { taken, refused } = checkLink(readState(root.id), D.link.keys);
   for (const [k, v] of Object.entries(taken)) set(k, v);

@@ -38,6 +38,17 @@ LAUNCH_ARGS = [
     # Nothing but loopback resolves, so a stray request to another origin fails fast and offline.
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 ]
+# A promise of the moment (performance.now()) a widget's answers are final: a widget that works some answers out
+# after drawing the rest (the calculator's --max searches and suggested fixes, a frame later) marks the part it has
+# still to fill in aria-busy="true" until then. Resolves at once when nothing is busy.
+SETTLED = """(root) => new Promise((done) => {
+  const busy = () => root.querySelector('[aria-busy="true"]');
+  if (!busy()) return done(performance.now());
+  const watch = new MutationObserver(() => {
+    if (!busy()) { watch.disconnect(); done(performance.now()); }
+  });
+  watch.observe(root, {attributes: true, attributeFilter: ['aria-busy'], subtree: true});
+})"""
 DEFAULT_VIEWPORT = (1280, 800)
 LOAD_TIMEOUT_MS = 15_000
 

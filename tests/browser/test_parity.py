@@ -164,8 +164,10 @@ def calculator_states(draw, defaults: dict[str, str]) -> dict[str, str]:
     return s
 
 
-CALCULATOR_BATCH = ("([selector, states]) => states.map((state) => { (" + calculator.SET_STATE + ")([selector, state]);"
-                    " return (" + calculator.READ + ")(selector); })")
+# One state at a time: each read waits for that state's answers (calculator.READ).
+CALCULATOR_BATCH = ("async ([selector, states]) => { const out = []; for (const state of states) { ("
+                    + calculator.SET_STATE + ")([selector, state]); out.push(await (" + calculator.READ
+                    + ")(selector)); } return out; }")
 
 
 def test_calculator_states_are_byte_identical(open_page):

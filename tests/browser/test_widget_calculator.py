@@ -20,6 +20,7 @@ from builder.model.partnames import reader_name
 from builder.sources import default_references, source_text
 from builder.widgets import calculator as calc
 from tests.browser import checks
+from tests.browser.helpers import SETTLED
 
 pytestmark = pytest.mark.browser
 
@@ -41,8 +42,10 @@ SET_STATE = """([selector, state]) => {
   }
   form.dispatchEvent(new Event('change', {bubbles: true}));
 }"""
-READ = """(selector) => {
+# Read once the widget's answers are final (the --max searches and suggestions follow the figure by a frame).
+READ = """async (selector) => {
   const root = document.querySelector(selector), text = s => { const e = root.querySelector(s); return e && !e.hidden ? e.textContent : null; };
+  await (""" + SETTLED + """)(root);
   const result = root.querySelector('[data-out=result]');
   return {
     summary: text('[data-out=summary]'), live: text('[data-out=live]'), error: text('[data-out=error]'),
