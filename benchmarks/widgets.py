@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.browser.helpers import SETTLED
@@ -128,9 +129,10 @@ def throttler(page):
     return lambda rate: session.send("Emulation.setCPUThrottlingRate", {"rate": rate})
 
 
-def measure_inputs(site: Path) -> dict:
-    """Per widget, unthrottled and with the CPU throttled THROTTLE times: p50/p95/max ms from a control's input
-    event to the updated DOM; and the calculator over random states, both ways."""
+@contextmanager
+def chromium_page(what: str):
+    """A 1280 x 800 page in headless Debian Chromium (the browser tests' launch arguments), closed afterwards;
+    `what` names the benchmark in the one line said when Chromium is missing."""
     from playwright.sync_api import sync_playwright
 
     from tests.browser.helpers import LAUNCH_ARGS
@@ -138,11 +140,20 @@ def measure_inputs(site: Path) -> dict:
 
     chromium = find_chromium()
     if not chromium:
-        raise SystemExit("widgets benchmark: Chromium is missing (run `make browser`)")
-    results = {}
+        raise SystemExit(f"{what}: Chromium is missing (run `make browser`)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        try:
+            yield browser.new_page(viewport={"width": 1280, "height": 800})
+        finally:
+            browser.close()
+
+
+def measure_inputs(site: Path) -> dict:
+    """Per widget, unthrottled and with the CPU throttled THROTTLE times: p50/p95/max ms from a control's input
+    event to the updated DOM; and the calculator over random states, both ways."""
+    results = {}
+    with chromium_page("widgets benchmark") as page:
         throttle = throttler(page)
         for path, name, control, summary, values in CASES:
             arguments = [f"[data-widget={name}]", control, summary, values]
@@ -155,7 +166,6 @@ def measure_inputs(site: Path) -> dict:
                 row.update({label + k: v for k, v in rounded(page.evaluate(MEASURE, arguments + [INPUTS])).items()})
             results[name] = row
         results["calculator_states"] = measure_states(page, throttle, site)
-        browser.close()
     return results
 
 
@@ -294,18 +304,8 @@ def profile_inputs(site: Path, starts: dict[str, list[tuple[int, Path]]], inputs
     profile (DevTools Protocol Profiler, 100 us sampling, CPU throttled THROTTLE times) over `inputs` slider
     events; the `top` functions by self time (ms), each with its source file and line. Not part of `make bench`:
     `python -m benchmarks.widgets --profile`."""
-    from playwright.sync_api import sync_playwright
-
-    from tests.browser.helpers import LAUNCH_ARGS
-    from tests.browser_setup import find_chromium
-
-    chromium = find_chromium()
-    if not chromium:
-        raise SystemExit("widgets profile: Chromium is missing (run `make browser`)")
     tables = {}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
+    with chromium_page("widgets profile") as page:
         session = page.context.new_cdp_session(page)
         for path, name, control, summary, values in CASES:
             session.send("Emulation.setCPUThrottlingRate", {"rate": THROTTLE})
@@ -318,7 +318,6 @@ def profile_inputs(site: Path, starts: dict[str, list[tuple[int, Path]]], inputs
             profile = session.send("Profiler.stop")["profile"]
             session.send("Profiler.disable")
             tables[name] = self_times(profile, starts, top)
-        browser.close()
     return tables
 
 
