@@ -100,10 +100,29 @@ def gib(n_bytes: int) -> str:
 
 
 def path_box(data: str) -> tuple[float, float, float, float]:
-    """x0, y0, x1, y1 of the points in path data."""
-    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", data)]
-    xs, ys = numbers[0::2], numbers[1::2]
+    """x0, y0, x1, y1 of the points in path data (absolute M, L, H and V commands; Q's points count as points)."""
+    xs, ys, x, y = [], [], 0.0, 0.0
+    for command, arguments in re.findall(r"([MLQHVz])([^MLQHVz]*)", data):
+        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", arguments)]
+        if command == "H":
+            x = numbers[0]
+        elif command == "V":
+            y = numbers[0]
+        elif numbers:
+            for x, y in zip(numbers[0::2], numbers[1::2]):
+                xs.append(x)
+                ys.append(y)
+            continue
+        else:
+            continue
+        xs.append(x)
+        ys.append(y)
     return min(xs), min(ys), max(xs), max(ys)
+
+
+def test_path_box_reads_boxes_and_lines():
+    assert path_box("M10 82H110.3V104H10z") == (10, 82, 110.3, 104)
+    assert path_box("M1 2L3 4M-5 6L7 8") == (-5, 2, 7, 8)
 
 
 def segments_of(root: ElementTree.Element, chart_id: str, bar: int) -> dict[str, tuple[float, float, float, float]]:
