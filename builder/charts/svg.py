@@ -14,7 +14,10 @@ What the markup holds: <title> and <desc> (ids prefixed with the chart's id, nam
 background, every shape as a <path> with its CSS classes (static/charts.css) and its light-theme colours written in
 as presentation attributes (paint_svg, through builder/palette.py: no style="" and no <style>, so a strict
 Content-Security-Policy holds), a <title> tooltip in the group of each bar segment, then every line of text on top.
-standalone_svg makes the light and dark files a reader downloads.
+An overflow hatch is a <pattern> (one tile of its lines and their halo) filling its rectangle, the only url() in
+the markup: a page inlines every chart twice (a wide and a narrow layout), and the hatches' lines written out were
+a tenth of that markup (issue 14's page weight). standalone_svg makes the light and dark files a reader downloads,
+with the hatch lines drawn out again (draw_hatches).
 """
 
 from __future__ import annotations
