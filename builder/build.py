@@ -610,17 +610,27 @@ def minify_script(text: str, starts: list[tuple[int, Path]]) -> bytes:
         raise ScriptError(ContentError(str(path), source_line, f"the widget script does not parse: {message}")) from None
 
 
+def minify_stylesheet(path: Path) -> bytes:
+    """One stylesheet minified by tdewolff/minify (as the scripts are: comments and whitespace dropped, colours
+    and numbers shortened), what every page loads, about 3.6 KB less gzipped (issue 14's page weight); the
+    sources keep their comments. A stylesheet it cannot read is an error naming the file."""
+    try:
+        return minify.string("text/css", path.read_text(encoding="utf-8")).encode("utf-8") + b"\n"
+    except minify.MinifyError as error:
+        message = str(error).splitlines()[0]
+        raise BuildFailed([ContentError(str(path), 0, f"the stylesheet does not parse: {message}")]) from None
+
+
 def bundle_static(static_dir: Path) -> dict[str, bytes]:
-    """static/*.css concatenated into static/site.css (site.css first); other files copied, except the
-    widget sources (static/widgets/*.js), which bundle_scripts joins into one script per page."""
+    """static/*.css minified and concatenated into static/site.css (site.css first); other files copied, except
+    the widget sources (static/widgets/*.js), which bundle_scripts joins into one script per page."""
     files = list_files(static_dir)
     stylesheets = sorted((p for p in files if p.suffix == ".css" and p.parent == static_dir),
                          key=lambda p: (p.name != "site.css", p.name))
     scripts = widget_sources(static_dir)
     outputs = {}
     if stylesheets:
-        outputs[STYLESHEET] = b"".join(f"/* ---- {p.name} ---- */\n".encode() + p.read_bytes().rstrip() + b"\n"
-                                       for p in stylesheets)
+        outputs[STYLESHEET] = b"".join(minify_stylesheet(p) for p in stylesheets)
     for path in files:
         if path not in stylesheets and path not in scripts:
             outputs["static/" + path.relative_to(static_dir).as_posix()] = path.read_bytes()

@@ -19,6 +19,7 @@ import pytest
 from builder import build as build_module
 from builder import cli_site
 from builder.build import SitePaths, build_site, bundle_static, hash_tree
+from builder.content import BuildFailed
 from builder.catalog import load_models
 from builder.grids import format_amount
 from builder.model import Breakdown, Config, Part, param_count
@@ -124,9 +125,10 @@ def test_fixture_site_has_every_page_and_static_file(fixture_site):
     assert sorted(hash_tree(fixture_site)) == latest + [f"v/{FIXTURE_VERSION}/{name}" for name in latest]
 
 
-def test_stylesheets_are_concatenated_site_css_first(fixture_site):
+def test_stylesheets_are_minified_and_concatenated_site_css_first(fixture_site):
     css = (fixture_site / "static" / "site.css").read_text()
-    assert css.index("body { margin: 0; }") < css.index(".bucket-weights { fill: blue; }")
+    # tdewolff/minify's CSS output drops the spaces and the last semicolon of a block.
+    assert css == "body{margin:0}\n.bucket-weights{fill:blue}\n"
     assert "static/charts.css" not in hash_tree(fixture_site)
 
 
@@ -225,11 +227,19 @@ def test_build_is_deterministic(tmp_path):
 def test_bundle_static_copies_nested_files(tmp_path):
     (tmp_path / "img").mkdir()
     (tmp_path / "img" / "a.svg").write_text("<svg/>")
-    (tmp_path / "z.css").write_text("z{}")
-    (tmp_path / "site.css").write_text("s{}")
+    (tmp_path / "z.css").write_text("/* the last sheet */\nz { color: #ff0000; }\n")
+    (tmp_path / "site.css").write_text("s {\n  margin: 0px;\n}\n")
     bundle = bundle_static(tmp_path)
-    assert bundle == {"static/site.css": b"/* ---- site.css ---- */\ns{}\n/* ---- z.css ---- */\nz{}\n",
-                      "static/img/a.svg": b"<svg/>"}
+    # Comments and whitespace go; tdewolff/minify writes #ff0000 as red and 0px as 0.
+    assert bundle == {"static/site.css": b"s{margin:0}\nz{color:red}\n", "static/img/a.svg": b"<svg/>"}
+
+
+def test_a_stylesheet_that_does_not_parse_is_an_error_naming_it(tmp_path):
+    (tmp_path / "site.css").write_text("a{color:red")  # the block never closes: tdewolff/minify stops at EOF
+    with pytest.raises(BuildFailed) as failed:
+        bundle_static(tmp_path)
+    assert [(e.path, e.message) for e in failed.value.errors] == [
+        (str(tmp_path / "site.css"), "the stylesheet does not parse: EOF")]
 
 
 # Real site ----------------------------------------------------------------------------

@@ -100,10 +100,29 @@ def gib(n_bytes: int) -> str:
 
 
 def path_box(data: str) -> tuple[float, float, float, float]:
-    """x0, y0, x1, y1 of the points in path data."""
-    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", data)]
-    xs, ys = numbers[0::2], numbers[1::2]
+    """x0, y0, x1, y1 of the points in path data (absolute M, L, H and V commands; Q's points count as points)."""
+    xs, ys, x, y = [], [], 0.0, 0.0
+    for command, arguments in re.findall(r"([MLQHVz])([^MLQHVz]*)", data):
+        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", arguments)]
+        if command == "H":
+            x = numbers[0]
+        elif command == "V":
+            y = numbers[0]
+        elif numbers:
+            for x, y in zip(numbers[0::2], numbers[1::2]):
+                xs.append(x)
+                ys.append(y)
+            continue
+        else:
+            continue
+        xs.append(x)
+        ys.append(y)
     return min(xs), min(ys), max(xs), max(ys)
+
+
+def test_path_box_reads_boxes_and_lines():
+    assert path_box("M10 82H110.3V104H10z") == (10, 82, 110.3, 104)
+    assert path_box("M1 2L3 4M-5 6L7 8") == (-5, 2, 7, 8)
 
 
 def segments_of(root: ElementTree.Element, chart_id: str, bar: int) -> dict[str, tuple[float, float, float, float]]:
@@ -161,7 +180,10 @@ def test_svg_has_its_natural_size_is_self_contained_and_free_of_inline_styles():
     assert (root.get("width"), root.get("height")) == (width, height)
     assert "style=" not in svg and "<style" not in svg  # strict CSP: no inline styles
     assert re.search(r'<rect class="tm-background" width="(\d+)" height="(\d+)"', svg).groups() == (width, height)
-    assert "href" not in svg and "url(" not in svg and "@import" not in svg and "<image" not in svg
+    assert "href" not in svg and "@import" not in svg and "<image" not in svg
+    # The one url(): the overflow hatch's pattern, defined in this very SVG.
+    ids = {element.get("id") for element in root.iter()}
+    assert re.findall(r"url\(([^)]*)\)", svg) == ["#train-7b-hatch0"] and "train-7b-hatch0" in ids
     assert not svg.startswith("<?xml")
     assert len(svg.encode()) < 25_000
 
@@ -194,6 +216,9 @@ def test_colours_are_classes_with_their_light_theme_colour_written_in():
     for element in root.iter():
         for attribute in ("fill", "stroke"):
             value = element.get(attribute)
+            if value is not None and value.startswith("url(#"):  # the hatch's pattern, whose lines are classed
+                assert element.get("class") == "tm-overflow-area", element.attrib
+                continue
             if value not in (None, "none"):
                 coloured += 1
                 assert element.get("class"), (element.tag, element.attrib)
@@ -409,7 +434,7 @@ def test_overflow_is_hatched_and_named_exactly_where_a_bar_exceeds_a_line():
 
 def test_hatch_starts_at_the_lowest_exceeded_line_and_ends_at_the_bar_top():
     root = parse(render_chart(make_spec()))
-    hatch = next(p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-overflow-hatch")
+    hatch = next(p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-overflow-area")  # what it fills
     a100_line = next(p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-capacity" and p is not None)
     bar = segments_of(root, "train-7b", 0)
     x0, y0, x1, y1 = path_box(hatch.get("d"))

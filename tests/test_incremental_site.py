@@ -87,7 +87,7 @@ def test_every_kind_of_edit_to_the_real_site_builds_what_a_clean_build_does(tmp_
         (f"the GPU {gpu}", lambda: replace_once(content / "gpus.toml", rf'^(\[{re.escape(gpu)}\]\ndisplay = ")',
                                                 r"\1Edited "),
          gpu_readers),
-        ("a static file", lambda: replace_once(paths.static / "site.css", r"\Z", "\n/* edited */\n"), []),
+        ("a static file", lambda: replace_once(paths.static / "site.css", r"\Z", "\n.edited { color: red; }\n"), []),
     ]
     for number, (what, change, expected) in enumerate(edits):
         change()

@@ -14,14 +14,20 @@ What the markup holds: <title> and <desc> (ids prefixed with the chart's id, nam
 background, every shape as a <path> with its CSS classes (static/charts.css) and its light-theme colours written in
 as presentation attributes (paint_svg, through builder/palette.py: no style="" and no <style>, so a strict
 Content-Security-Policy holds), a <title> tooltip in the group of each bar segment, then every line of text on top.
-standalone_svg makes the light and dark files a reader downloads.
+An overflow hatch is a <pattern> (one tile of its lines and their halo) filling its rectangle, the only url() in
+the markup: a page inlines every chart twice (a wide and a narrow layout), and the hatches' lines written out were
+a tenth of that markup (issue 14's page weight). standalone_svg makes the light and dark files a reader downloads,
+with the hatch lines drawn out again (draw_hatches).
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ElementTree
+from dataclasses import replace
 
-from builder.charts.drawing import Box, Drawing, Strokes, Words
+from builder.charts.drawing import HATCH_SPACING, Box, Drawing, Strokes, Words
+from builder.charts.layout import make_hatch
 from builder.palette import THEMES, load_stylesheet
 
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
@@ -37,10 +43,12 @@ def number(value: float) -> str:
 
 
 def box_path(box: Box) -> str:
-    """Path data of a box: a rectangle, or one with quarter-curve corners of CORNER units when rounded."""
+    """Path data of a box: a rectangle ('M x0 y0 H x1 V y1 H x0 z': each corner's one new coordinate, a third
+    shorter than four points, issue 14's page weight), or one with quarter-curve corners of CORNER units when
+    rounded."""
     x0, y0, x1, y1 = box.x, box.y, box.x + box.width, box.y + box.height
     if not box.rounded:
-        return "M{} {}L{} {}L{} {}L{} {}z".format(*map(number, (x0, y0, x1, y0, x1, y1, x0, y1)))
+        return "M{} {}H{}V{}H{}z".format(*map(number, (x0, y0, x1, y1, x0)))
     r = CORNER
     points = (x0 + r, y0, x1 - r, y0, x1, y0, x1, y0 + r, x1, y1 - r, x1, y1, x1 - r, y1, x0 + r, y1, x0, y1,
               x0, y1 - r, x0, y0 + r, x0, y0, x0 + r, y0)
@@ -85,6 +93,78 @@ def shape_element(item: Box | Strokes, chart_id: str) -> ElementTree.Element | N
     return group
 
 
+def hatch_elements(halo: Strokes, hatch: Strokes, pattern_id: str) -> list[ElementTree.Element]:
+    """An overflow hatch (layout.make_hatch with its with_halo band) as a <pattern> of one HATCH_SPACING tile and
+    the rectangle it fills: the same '/' lines, phased as make_hatch phases them (x + y = x0 + y0 + k x spacing),
+    clipped to the rectangle instead of ending there. A tile of three lines instead of every line written out: the
+    hatches were a tenth of a page's chart markup (issue 14's page weight)."""
+    x0, y0, x1, y1 = hatch_box(hatch.lines)
+    tile = number(HATCH_SPACING)
+    pattern = ElementTree.Element(f"{NS}pattern", {"id": pattern_id, "patternUnits": "userSpaceOnUse",
+                                                   "x": number((x0 + y0) % HATCH_SPACING), "y": "0",
+                                                   "width": tile, "height": tile})
+    # Tile coordinates: lines u + v = 0, spacing and 2 x spacing, each drawn past the tile's edges.
+    lines = Strokes(((( -1, 1), (1, -1)), ((0, HATCH_SPACING), (HATCH_SPACING, 0)),
+                     ((HATCH_SPACING - 1, HATCH_SPACING + 1), (HATCH_SPACING + 1, HATCH_SPACING - 1))), "")
+    for strokes in (halo, hatch):
+        pattern.append(shape_element(replace(lines, stroke=strokes.stroke, line_width=strokes.line_width), ""))
+    area = ElementTree.Element(f"{NS}path", {"d": box_path(Box(x0, y0, x1 - x0, y1 - y0, "")),
+                                             "fill": f"url(#{pattern_id})", "class": "tm-overflow-area"})
+    return [pattern, area]
+
+
+def shape_elements(items: tuple[Box | Strokes | Words, ...], chart_id: str) -> list[ElementTree.Element]:
+    """The shapes of a drawing in plan order (its words left out); a hatch and its halo become one patterned area."""
+    elements: list[ElementTree.Element] = []
+    shapes = [item for item in items if not isinstance(item, Words)]
+    for index, item in enumerate(shapes):
+        after = shapes[index + 1] if index + 1 < len(shapes) else None
+        before = shapes[index - 1] if index else None
+        if isinstance(after, Strokes) and is_hatch(item, after):
+            continue  # drawn with its hatch, next
+        if isinstance(before, Strokes) and is_hatch(before, item):
+            elements += hatch_elements(before, item, f"{chart_id}-hatch{sum(e.tag == f'{NS}pattern' for e in elements)}")
+            continue
+        element = shape_element(item, chart_id)
+        if element is not None:
+            elements.append(element)
+    return elements
+
+
+def draw_hatches(root: ElementTree.Element) -> None:
+    """Each patterned overflow area (hatch_elements) drawn out again as its halo and hatch lines (make_hatch),
+    for the files a reader downloads: CairoSVG renders a pattern's tile at one pixel per unit and blurs it in the
+    PNG's 2x; a file of its own has no page weight to save."""
+    elements = list(root)
+    for pattern in (e for e in elements if e.tag == f"{NS}pattern"):
+        area = elements[elements.index(pattern) + 1]
+        x0, y0, x1, y1 = (float(v) for v in re.findall(r"[-\d.]+", area.get("d"))[:4])  # box_path's M x0 y0 H x1 V y1
+        lines = make_hatch(x0, y0, x1, y1)
+        index = list(root).index(pattern)
+        root.remove(pattern)
+        root.remove(area)
+        for offset, tile in enumerate(pattern):
+            strokes = Strokes(lines, tile.get("class"), float(tile.get("stroke-width")))
+            element = shape_element(strokes, "")
+            element.tail = "\n"
+            root.insert(index + offset, element)
+
+
+def is_hatch(halo: Box | Strokes, hatch: Box | Strokes) -> bool:
+    """Whether two shapes are an overflow hatch of more than one line on its halo (with_halo's pair)."""
+    return (isinstance(halo, Strokes) and isinstance(hatch, Strokes) and hatch.stroke == "tm-overflow-hatch"
+            and halo.stroke == "tm-halo" and halo.lines == hatch.lines and len(hatch.lines) > 1
+            and make_hatch(*hatch_box(hatch.lines)) == hatch.lines)
+
+
+def hatch_box(lines: tuple[tuple[tuple[float, float], ...], ...]) -> tuple[float, float, float, float]:
+    """x0, y0, x1, y1 around hatch lines: the hatched rectangle where make_hatch of it gives the same lines (not
+    for a hatch narrower than its spacing, whose lines miss a corner: is_hatch leaves those drawn out)."""
+    xs = [x for line in lines for x, _ in line]
+    ys = [y for line in lines for _, y in line]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
 def text_element(words: Words) -> ElementTree.Element:
     """A <text> at its planned baseline, anchor and size; a vertical one is turned 90° about its point."""
     attributes = {"font-weight": "700"} if words.bold else {}
@@ -113,8 +193,7 @@ def write_svg(drawing: Drawing, chart_id: str, title: str, description: str, css
     ElementTree.SubElement(root, f"{NS}title", id=f"{chart_id}-title").text = title
     ElementTree.SubElement(root, f"{NS}desc", id=f"{chart_id}-desc").text = description
     ElementTree.SubElement(root, f"{NS}rect", {"class": "tm-background", "width": width, "height": height})
-    shapes = (shape_element(item, chart_id) for item in drawing.items if not isinstance(item, Words))
-    root.extend(element for element in shapes if element is not None)
+    root.extend(shape_elements(drawing.items, chart_id))
     root.extend(text_element(item) for item in drawing.items if isinstance(item, Words))
     paint_svg(root, "light")
     root.text = "\n"
@@ -142,5 +221,6 @@ def standalone_svg(svg: str, theme: str = "light") -> str:
         raise ValueError(f"theme {theme!r} (use {' or '.join(THEMES)})")
     ElementTree.register_namespace("", SVG_NAMESPACE)
     root = ElementTree.fromstring(svg)
+    draw_hatches(root)
     paint_svg(root, theme)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
