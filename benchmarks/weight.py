@@ -28,9 +28,14 @@ INLINE_JSON = re.compile(r"<script type=\"application/json\"[^>]*>.*?</script>",
 ARCHIVE = "v"
 
 
+def compress(data: bytes) -> bytes:
+    """`data` gzipped at level 9 with a fixed header (deterministic), as the benchmarks count a served file."""
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
 def gzipped(data: bytes) -> int:
-    """Bytes of `data` gzipped at level 9 with a fixed header (deterministic)."""
-    return len(gzip.compress(data, compresslevel=9, mtime=0))
+    """Bytes of `data` gzipped (compress)."""
+    return len(compress(data))
 
 
 def served(path: Path) -> int:
@@ -90,8 +95,9 @@ def page_files(page: Path, site: Path) -> list[Path]:
     return files
 
 
-def parts(page: Path, files: list[Path]) -> dict[str, int]:
-    """A page's weight by kind, gzipped alone each: HTML text, inline SVG, inline widget data, CSS, JS, images."""
+def parts(page: Path, files: list[Path], sizes: dict[Path, int]) -> dict[str, int]:
+    """A page's weight by kind, gzipped alone each: HTML text, inline SVG, inline widget data, CSS, JS, images
+    (`sizes`: each loaded file's served bytes)."""
     text = page.read_text(encoding="utf-8")
     svg, data = INLINE_SVG.findall(text), INLINE_JSON.findall(text)
     rest = INLINE_JSON.sub("", INLINE_SVG.sub("", text))
@@ -99,7 +105,7 @@ def parts(page: Path, files: list[Path]) -> dict[str, int]:
              "inline_data": gzipped("".join(data).encode()) if data else 0, "css": 0, "js": 0, "other": 0}
     for path in files[1:]:
         kind = {".css": "css", ".js": "js"}.get(path.suffix, "other")
-        split[kind] += served(path)
+        split[kind] += sizes[path]
     return split
 
 
@@ -108,12 +114,16 @@ def measure_pages(site: Path) -> list[dict]:
     Pages gzips) of the HTML plus everything it loads, requests, inline SVGs, and the served bytes by part."""
     rows = []
     pages = sorted(p for p in site.rglob("*.html") if p.relative_to(site).parts[0] != ARCHIVE)
+    sizes: dict[Path, int] = {}  # served bytes of each file, gzipped once: many pages load the same CSS and scripts
     for page in pages:
         files = page_files(page, site)
+        for f in files:
+            if f not in sizes:
+                sizes[f] = served(f)
         rows.append({"page": page.relative_to(site).as_posix(), "raw_bytes": sum(f.stat().st_size for f in files),
-                     "gzip_bytes": sum(served(f) for f in files), "requests": len(files),
+                     "gzip_bytes": sum(sizes[f] for f in files), "requests": len(files),
                      "html_bytes": page.stat().st_size, "svgs": page.read_text(encoding="utf-8").count("<svg"),
-                     "parts": parts(page, files)})
+                     "parts": parts(page, files, sizes)})
     return rows
 
 

@@ -87,13 +87,11 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
         keywords: dict[str, Any] = {"dest": option.dest or option.name}
         if option.help:
             keywords["help"] = option.help.replace("%", "%%")
+        if option.type != "flag" or option.negatable:
+            keywords["default"] = option.default
         if option.type == "flag":
-            keywords["default"] = option.default
             keywords["action"] = argparse.BooleanOptionalAction if option.negatable else "store_true"
-            if not option.negatable:
-                del keywords["default"]
         else:
-            keywords["default"] = option.default
             if option.metavar:
                 keywords["metavar"] = option.metavar
             if option.type in ("choice", "stage", "dtype") and not option.metavar:

@@ -73,7 +73,7 @@ def convert_setting(option: str, value: Any, models: dict[str, Architecture]) ->
         raise SettingError(option, f"{option}: {error}") from None
 
 
-def convert_kind(kind: str, option: str, value: Any, models: dict[str, Architecture]) -> Any:
+def convert_kind(kind: str, value: Any) -> Any:
     """An architecture field's value (`arch:` changes): kind is ARCH_FIELDS' (raises ValueError)."""
     if value is None and kind.startswith("optional_"):
         return None
@@ -99,7 +99,7 @@ def change_architecture(model: Architecture | None, changes: Any) -> Architectur
         if key not in ARCH_FIELDS:
             raise ValueError(f"unknown architecture field {key!r} (known: {', '.join(ARCH_FIELDS)})")
         try:
-            converted[key] = convert_kind(ARCH_FIELDS[key], key, value, {})
+            converted[key] = convert_kind(ARCH_FIELDS[key], value)
         except ValueError as error:
             raise ValueError(f"{key}: {error}") from None
     # A changed shape is no longer the published model: drop its published count.

@@ -592,12 +592,14 @@ def widget_json(context: PageContext, widget_id: str, data: dict[str, Any]) -> s
     """A widget's data as JSON for its <script type="application/json"> block. A large value (the full model's
     rules, about 20 KB gzipped) that an earlier widget on the same page already sent under the same key is sent
     as {SAME_AS: that widget's id}: two teaching widgets on one page carry it once (issue 14's page weight)."""
-    sent = {}
-    for key, value in data.items():
-        text = to_json(value)
+    pieces = []  # to_json's own form: keys sorted, each value serialised once
+    for key in sorted(data):
+        text = to_json(data[key])
         first = context.sent_data.setdefault((key, text), widget_id)
-        sent[key] = {SAME_AS: first} if first != widget_id and len(text) >= SHARED_MIN_CHARS else value
-    return to_json(sent)
+        if first != widget_id and len(text) >= SHARED_MIN_CHARS:
+            text = to_json({SAME_AS: first})
+        pieces.append(f"{to_json(key)}:{text}")
+    return "{" + ",".join(pieces) + "}"
 
 
 # Templates and pages ----------------------------------------------------------------------

@@ -195,12 +195,12 @@ def test_hybrid_shard_group_counts_context_parallel_ranks():
 
 
 def test_largest_is_the_unique_maximum_for_any_step_and_limit():
-    # questions._largest answers "limit if it fits, else the largest multiple of step in [low, limit)
+    # search.largest answers "limit if it fits, else the largest multiple of step in [low, limit)
     # that fits" for every monotone need, also when limit is not a multiple of step: affine, convex (an eager
     # attention's s^2) and with a jump (a step's peak moving to another phase), in at most 3 log2 + 4 estimates.
     import math
 
-    from builder.model.questions import _largest
+    from builder.model.search import largest
 
     needs = {"affine": lambda n: 7 * n + 100, "convex": lambda n: n * n + 3 * n,
              "jump": lambda n: n + (500 if n > 9 else 0)}
@@ -210,7 +210,7 @@ def test_largest_is_the_unique_maximum_for_any_step_and_limit():
                 for threshold in range(0, limit + 3):
                     capacity = need_at(threshold)
                     calls = []
-                    got = _largest(lambda n: calls.append(n) or need_at(n), capacity, step, limit, step)
+                    got = largest(lambda n: calls.append(n) or need_at(n), capacity, step, limit, step)
                     expected = None if threshold < step else limit if threshold >= limit else threshold // step * step
                     assert got == expected, (shape, step, limit, threshold)
                     assert len(calls) <= 3 * math.log2(limit) + 4, (shape, step, limit, threshold, calls)

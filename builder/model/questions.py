@@ -50,21 +50,20 @@ def fits(config: Config, capacity: int) -> bool:
 
 
 # The search for the largest value that fits: builder.model.search.LARGEST, rules the browser runs too.
-_largest = largest
 
 
 def max_micro_batch(config: Config, capacity: int, limit: int = 1 << 16) -> int | None:
     """Largest micro-batch (training) or batch (serving) that fits, or None if even 1 does not."""
     field = "micro_batch" if config.mode == "train" else "batch"
-    return _largest(lambda n: need(config.with_changes(**{field: n})).bytes, capacity, 1, limit)
+    return largest(lambda n: need(config.with_changes(**{field: n})).bytes, capacity, 1, limit)
 
 
 def max_seq_len(config: Config, capacity: int, limit: int = 1 << 22) -> int | None:
     """Longest sequence (training, a multiple of cp) or context (serving) that fits, or None."""
     if config.mode == "serve":
-        return _largest(lambda n: need(config.with_changes(context=n)).bytes, capacity, 1, limit)
+        return largest(lambda n: need(config.with_changes(context=n)).bytes, capacity, 1, limit)
     step = config.cp
-    return _largest(lambda n: need(config.with_changes(seq_len=n)).bytes, capacity, step, limit, step)
+    return largest(lambda n: need(config.with_changes(seq_len=n)).bytes, capacity, step, limit, step)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The search for the largest value that fits, written once as rules (builder.model.expr) and run twice: exactly here
-(questions._largest, behind `--max micro-batch` and `--max seq-len`) and in doubles by the browser
+(`largest`, behind `--max micro-batch` and `--max seq-len`) and by the browser
 (static/widgets/02-model.js `largest`, from the program builder/widgets/model_data.py sends). Neither side holds a
 step of the search of its own: each runs the same loop over this data, "while `going`: measure the need at `probe`,
 then work out `after`", and reads `answer` at the end.

@@ -35,7 +35,8 @@ from builder.model.partrules import RuleSet
 from builder.model.partnames import PART_NAMES, reader_name
 from builder.model.peak import Need, assess, need
 from builder.model.states import SHARDING as STATE_SHARDING
-from builder.model.questions import VERDICTS, Fit, _largest, max_micro_batch, max_seq_len
+from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
+from builder.model.search import largest
 from builder.model.units import format_bytes
 from builder.model.ranges import RANGE_OF
 from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS
@@ -562,7 +563,7 @@ def fixes(state: dict[str, str], models: dict[str, Architecture], capacity: int)
             step = _int(state[STEPS[key]]) if key in STEPS else 1
             limit = _int(state[key]) - step
             if limit >= step:
-                value = _largest(lambda n: _need_bytes({**base, key: str(n)}, models) or capacity + 1, capacity,
+                value = largest(lambda n: _need_bytes({**base, key: str(n)}, models) or capacity + 1, capacity,
                                  step, limit, step)
         else:
             n = max(1, _int(state[key]))
