@@ -48,8 +48,9 @@ SERVED_POLICY = "bf16"
 # The ZeRO-3 limits count with the form's ZeRO / FSDP set to DeepSpeed's stage 3 only; DeepSpeed ZeRO's gradient
 # buckets with a ZeRO stage and no FSDP strategy; PyTorch DDP's gradient_as_bucket_view with none.
 ZERO3_SHARD, BUCKET_SHARDS, DDP_SHARD = "3", ("1", "2", "3"), "0"
-# The ZeRO / FSDP choice -> the ZeRO stage it amounts to (an FSDP strategy: builder.model.config.FSDP_STAGE).
-SHARD_STAGES = {"0": 0, "1": 1, "2": 2, "3": 3, **FSDP_STAGE}
+# A ZeRO choice of the ZeRO / FSDP control -> its stage (an FSDP strategy sets zero 0; RUN_RULES' shard_stage reads
+# its stage from builder.model.config.FSDP_STAGE).
+SHARD_STAGES = {str(stage): stage for stage in OPTION_OF["zero"].choices}
 OVERLAP = {"default": None, "on": True, "off": False}
 # The dtype controls that override the precision policy, each with the Config option it sets and the name the
 # rules read the chosen value by (builder.model.inputs.config_inputs' chosen_* inputs).
