@@ -24,7 +24,7 @@ from builder.model.engines import ENGINES, EngineSettings, engine_report, engine
 from builder.model.estimator import estimate as model_estimate
 from builder.model.partnames import reader_name
 from builder.model.peak import assess, phases
-from builder.model.options import FRONT_MATTER_OPTIONS, OptionError, option_named
+from builder.model.options import FRONT_MATTER, FRONT_MATTER_OPTIONS, OptionError, option_named
 from builder.model.units import clip, parse_count, parse_size
 
 # Config field -> the type of value an author writes for it (builder.model.options: the option table).
@@ -68,9 +68,9 @@ def convert_setting(option: str, value: Any, models: dict[str, Architecture]) ->
             return models[value]
         return chosen.read(value)
     except OptionError as error:
-        raise SettingError(option, f"{option}: {error.reason}") from None
+        raise SettingError(option, str(error)) from None
     except ValueError as error:
-        raise SettingError(option, f"{option}: {error}") from None
+        raise SettingError(option, f"{chosen.spelled(FRONT_MATTER)}: {error}") from None
 
 
 def convert_kind(kind: str, value: Any) -> Any:
@@ -154,9 +154,10 @@ def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str
     try:
         validate_config(config)
     except ValueError as error:
-        option = str(error).split(":", 1)[0]
+        option, _, reason = str(error).partition(": ")
         where = origins.get(option, (path, bar.line))
-        return None, [ContentError(where[0], where[1], f"{what}: value out of range: {error}")]
+        named = f"front matter `{option}`" if option in FRONT_MATTER_OPTIONS and reason else "value out of range"
+        return None, [ContentError(where[0], where[1], f"{what}: {named}: {reason or error}")]
     return config, []
 
 

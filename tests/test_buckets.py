@@ -94,5 +94,5 @@ def test_front_matter_takes_deepspeeds_keys():
     assert convert_setting("overlap_comm", None, {}) is None
     assert convert_setting("overlap_comm", True, {}) is True
     assert convert_setting("reduce_bucket_size", "2e8", {}) == 200_000_000
-    with pytest.raises(SettingError, match="^overlap_comm: must be true or false"):
+    with pytest.raises(SettingError, match="^front matter `overlap_comm`: must be true or false"):
         convert_setting("overlap_comm", "yes", {})

@@ -108,7 +108,7 @@ Body.
     assert errors == []
     _, errors = make_config(page.charts["c"].bars[0], {}, MODELS, "page.md")
     line = 15 + list(settings).index(option)
-    assert [str(e) for e in errors] == [f"page.md:{line}: bar 'x': value out of range: {message}"]
+    assert [str(e) for e in errors] == [f"page.md:{line}: bar 'x': front matter `{option}`: {words}"]
     # The calculator, from a form state with the same settings: the same sentence, no figure.
     result = calc.results(form(settings), MODELS, GPUS, [])
     assert result["error"] == message and result["summary"].endswith(message)

@@ -100,7 +100,7 @@ def test_make_config_errors_point_at_the_preset_file_line():
     bar = BarDefinition(label="x", preset="p", settings={}, lines={"preset": 9}, line=9)
     config, errors = make_config(bar, presets, MODELS, "page.md")
     assert config is None
-    assert [str(e) for e in errors] == ["presets.toml:3: bar 'x': value out of range: zero: must be 0, 1, 2 or 3, got 7"]
+    assert [str(e) for e in errors] == ["presets.toml:3: bar 'x': front matter `zero`: must be 0, 1, 2 or 3, got 7"]
 
 
 def test_make_config_rejects_unknown_options_and_wrong_types():
@@ -110,7 +110,7 @@ def test_make_config_rejects_unknown_options_and_wrong_types():
                         lines={"model": 3, "micro_bach": 4, "dropout": 5}, line=2)
     _, errors = make_config(bar, {}, MODELS, "page.md")
     assert [e.line for e in errors] == [5, 4]
-    assert "dropout: must be true or false, got 'yes'" in errors[0].message
+    assert "front matter `dropout`: must be true or false, got 'yes'" in errors[0].message
     assert "unknown config option 'micro_bach'" in errors[1].message
 
 

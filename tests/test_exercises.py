@@ -211,7 +211,7 @@ def bad_site(tmp_path: Path, exercise: str) -> Path:
     ("  adam-zero1:\n    question: Q?\n    ask: optimizer/adam_z\n    config: {model: llama-3-8b}\n", 2,
      "exercise adam-zero1: this configuration has no memory under 'optimizer/adam_z'"),
     ("  adam-zero1:\n    question: Q?\n    ask: optimizer\n    config: {model: llama-3-8b, zero: 7}\n", 3,
-     "exercise adam-zero1: value out of range"),
+     "exercise adam-zero1: front matter `zero`: must be 0, 1, 2 or 3, got 7"),
     ("  adam-zero1:\n    question: Q?\n    ask: max-micro-batch\n    config: {model: llama-3-8b}\n", 2,
      "exercise adam-zero1: ask: max-micro-batch needs a gpu"),
     ("  adam-zero1:\n    question: Q?\n    asked: optimizer\n", 2, "exercise adam-zero1: unknown key 'asked'"),
