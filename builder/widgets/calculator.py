@@ -322,6 +322,19 @@ def form_groups(gpus: list[tuple[str, str, int]], models: dict[str, Architecture
     ]
 
 
+def page_choices(groups: list[tuple[str, str, tuple]], state: dict[str, str], models: dict[str, Architecture],
+                 gpus: list[tuple[str, str, int]]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each select's options as the page sends them (issue 14, page weight): the chosen one and those whose words
+    only the page holds. The script adds the others before the form can be used, in the order of the link's choices
+    (link_keys): a catalog model or GPU named as the script's data names it, any other option shown as its value.
+    Without JavaScript the form is disabled, so a select shows its chosen option and nothing more; the options
+    widgets.css looks for (the model's custom one, the ZeRO / FSDP choices) have words of their own and stay."""
+    named = {"model": set(models), "gpu": {g[0] for g in gpus}}
+    return {c.key: tuple((value, text) for value, text in c.choices
+                         if value == state[c.key] or (text != value and value not in named.get(c.key, ())))
+            for _, _, controls in groups for c in controls if c.kind == "select"}
+
+
 # State <-> Config ------------------------------------------------------------------------
 
 def arch_state(arch: Architecture) -> dict[str, str]:
@@ -824,8 +837,10 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     if options.get("model"):
         settings["model"] = options["model"]
     defaults = default_state(settings, models, chosen)
+    groups = form_groups(gpus, models)
     return {
-        "groups": form_groups(gpus, models),
+        "groups": groups,
+        "choices": page_choices(groups, defaults, models, gpus),
         "defaults": defaults,
         "result": results(defaults, models, gpus, shown),
         "data": script_data(models, gpus, shown, defaults, catalogs.get("references")),
