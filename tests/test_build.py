@@ -267,8 +267,8 @@ def test_each_page_loads_one_script_with_only_its_widgets(real_site):
     assert served == loaded and "widgets-calculator.js" in served  # no script nobody loads
     # Shared helper files come only with the widgets that use them (tree shaking by file).
     names = lambda *widgets: [p.name for p in page_sources(sources, widgets)]  # noqa: E731
-    assert names("calculator") == ["00-core.js", "01-rules.js", "02-model.js", "04-link-notice.js", "30-calculator.js",
-                                   "99-boot.js"]
+    assert names("calculator") == ["00-core.js", "01-rules.js", "02-model.js", "04-link-notice.js", "06-choices.js",
+                                   "30-calculator.js", "99-boot.js"]
     assert names("bytes-per-param") == ["00-core.js", "01-rules.js", "02-model.js", "03-teaching.js", "04-link-notice.js",
                                         "05-radio-group.js",
                                         "10-bytes-per-param.js", "99-boot.js"]

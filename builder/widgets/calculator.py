@@ -42,6 +42,7 @@ from builder.model.ranges import RANGE_OF
 from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS
 from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS
 from builder.widgets import calculator_state as form_rules, full_model, link_notice
+from builder.widgets.choices import sent as sent_choices
 from builder.widgets.calculator_state import KEY, OVERLAP, WEIGHTS
 from builder.widgets.renames import renamed
 from builder.model.options import OPTION_OF
@@ -324,14 +325,11 @@ def form_groups(gpus: list[tuple[str, str, int]], models: dict[str, Architecture
 
 def page_choices(groups: list[tuple[str, str, tuple]], state: dict[str, str], models: dict[str, Architecture],
                  gpus: list[tuple[str, str, int]]) -> dict[str, tuple[tuple[str, str], ...]]:
-    """Each select's options as the page sends them (issue 14, page weight): the chosen one and those whose words
-    only the page holds. The script adds the others before the form can be used, in the order of the link's choices
-    (link_keys): a catalog model or GPU named as the script's data names it, any other option shown as its value.
-    Without JavaScript the form is disabled, so a select shows its chosen option and nothing more; the options
-    widgets.css looks for (the model's custom one, the ZeRO / FSDP choices) have words of their own and stay."""
+    """Each select's options as the page sends them (builder.widgets.choices): the chosen one and those whose words
+    only the page has; the script names a catalog model or GPU from its data. The options widgets.css looks for
+    without JavaScript (the model's custom one, the ZeRO / FSDP choices) have words of their own, so they stay."""
     named = {"model": set(models), "gpu": {g[0] for g in gpus}}
-    return {c.key: tuple((value, text) for value, text in c.choices
-                         if value == state[c.key] or (text != value and value not in named.get(c.key, ())))
+    return {c.key: sent_choices(c.choices, state[c.key], named.get(c.key, ()))
             for _, _, controls in groups for c in controls if c.kind == "select"}
 
 

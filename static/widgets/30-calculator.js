@@ -229,14 +229,9 @@ WIDGETS.calculator = (root, D) => {
     save(linked(st));
     render(st, !!event);
   };
-  // The selects' other options (calculator.page_choices: the page sends the chosen one and those only it names), in
-  // the order of the link's choices: a catalog model or GPU named as the data names it, any other as its value.
+  // The selects' other options (calculator.page_choices): a catalog model or GPU named as the data names it.
   const names = { model: (v) => D.models[v]?.n, gpu: (v) => D.gpus.find((g) => g[0] == v)?.[1] };
-  for (const select of $$(form, "select")) {
-    const sent = Object.fromEntries([...select.options].map((o) => [o.value, o.outerHTML])), chosen = select.value;
-    select.innerHTML = D.link.keys[select.name].slice(1).map((v) => sent[v] ?? `<option value="${v}">${names[select.name]?.(v) ?? v}</option>`).join("");
-    select.value = chosen;
-  }
+  for (const select of $$(form, "select")) fillChoices(select, D.link.keys[select.name].slice(1), names[select.name]);
   const { taken, refused } = checkLink(readState(root.id), D.link.keys);
   for (const [k, v] of Object.entries(taken)) set(k, v);
   linkNotice(root, D.link.words, refused);
