@@ -83,6 +83,8 @@ class PageContext:
     widget_state: Any = None  # (name, options, catalogs) -> the widget's state: a build's memo of widget_context
     sent_data: dict[tuple[str, str], str] = field(default_factory=dict)  # (data key, its JSON) -> the widget id
     # that first sent it on this page (widget_json: a later widget's same value is sent as a reference)
+    noted: dict[tuple[str, ...], tuple[str, str]] = field(default_factory=dict)  # a formula note (part, formula,
+    # source, simplification) -> (chart id, title) of the chart whose notes first gave it on this page (later_notes)
 
     def state_of(self, name: str, values: dict[str, Any]) -> dict[str, Any]:
         """The widget's server-side state (builder.widgets.widget_context), through the build's memo if any."""
@@ -231,7 +233,7 @@ def render_placement(self: Any, tokens: list[Token], index: int, options: Any, e
     chart = context.charts[meta["name"]]
     svg = context.svgs.get(meta["name"]) if meta["kind"] == "chart" else None
     links = figure_links(context.page.slug, meta["name"], load_cairosvg() is not None) if svg is not None else None
-    return render_chart_block(context.templates, chart, svg, links)
+    return render_chart_block(context.templates, chart, svg, links, context.noted)
 
 
 # Checking the token stream --------------------------------------------------------------
@@ -482,6 +484,21 @@ def formula_notes(chart: EvaluatedChart) -> list[dict[str, str]]:
     return list(seen.values())
 
 
+def later_notes(chart: EvaluatedChart, noted: dict[tuple[str, ...], tuple[str, str]]) -> list[dict[str, Any]]:
+    """The chart's formula notes, each marked `earlier` with the (chart id, title) of a chart above it on the page
+    whose notes already give the same part, formula, source and simplification (issue 14, page weight: the note
+    then names its part and per-unit rule, and links to that chart's notes instead of repeating them); the others
+    are recorded in `noted` for the charts below."""
+    notes = []
+    for note in formula_notes(chart):
+        key = tuple(str(note[k] or "") for k in ("name", "formula", "source", "simplification"))
+        earlier = noted.get(key)
+        if earlier is None:
+            noted[key] = (chart.spec.chart_id, chart.spec.title)
+        notes.append(note | {"earlier": earlier})
+    return notes
+
+
 def chart_sources(chart: EvaluatedChart, references: Mapping[str, Reference]) -> list[str]:
     """The works a chart's formulas rest on, each once, in the order its notes give them: a cited work by its
     reference alone (the formula notes under the chart give each locator), a source citing none in full. Entries
@@ -510,9 +527,10 @@ def render_figure_page(templates: jinja2.Environment, chart: EvaluatedChart, svg
 
 
 def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg: str | None,
-                       links: dict[str, str] | None = None) -> str:
+                       links: dict[str, str] | None = None,
+                       noted: dict[tuple[str, ...], tuple[str, str]] | None = None) -> str:
     """Figure (if an SVG is given) with its downloads and embed view (`links`), data table and formula notes for
-    one chart."""
+    one chart (`noted`: the notes the page's charts above gave, later_notes)."""
     spec = chart.spec
     table = {
         "id": f"table-{spec.chart_id}",
@@ -529,7 +547,8 @@ def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg
         "unit": spec.unit,
     }
     return templates.get_template("partials/chart.html").render(
-        chart=spec, svg=Markup(svg) if svg is not None else None, table=table, notes=formula_notes(chart),
+        chart=spec, svg=Markup(svg) if svg is not None else None, table=table,
+        notes=later_notes(chart, {} if noted is None else noted),
         links=links, sources=chart_sources(chart, bibliography(templates)),
         configuration=chart.definition.description)
 

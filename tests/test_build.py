@@ -267,8 +267,8 @@ def test_each_page_loads_one_script_with_only_its_widgets(real_site):
     assert served == loaded and "widgets-calculator.js" in served  # no script nobody loads
     # Shared helper files come only with the widgets that use them (tree shaking by file).
     names = lambda *widgets: [p.name for p in page_sources(sources, widgets)]  # noqa: E731
-    assert names("calculator") == ["00-core.js", "01-rules.js", "02-model.js", "04-link-notice.js", "30-calculator.js",
-                                   "99-boot.js"]
+    assert names("calculator") == ["00-core.js", "01-rules.js", "02-model.js", "04-link-notice.js", "06-choices.js",
+                                   "30-calculator.js", "99-boot.js"]
     assert names("bytes-per-param") == ["00-core.js", "01-rules.js", "02-model.js", "03-teaching.js", "04-link-notice.js",
                                         "05-radio-group.js",
                                         "10-bytes-per-param.js", "99-boot.js"]
@@ -609,3 +609,20 @@ def test_real_site_pages_link_to_their_pinned_twins(real_site):
     # moved the QLoRA start's sum of parts by +0.03 GiB, the fused attention output a frozen o_proj leaves saved).
     assert re.search(r"No number moved: all 6 key configurations are as version 0\.1\.0 published them\.|"
                      r"[1-6] of 6 key configurations moved\.", changes)
+
+
+def test_a_formula_note_given_above_on_the_page_links_to_it(real_site):
+    """Issue 14 (page weight): a chart's formula note that a chart above it on the same page already gives (the same
+    part, formula, source and simplification) keeps its part and per-unit rule and links to those notes instead of
+    repeating them; the notes it links to hold that part's formula and source. On the calculator page the five
+    common runs and the fits-on table draw the same runs, so the fits-on notes all link."""
+    page = (real_site / "calculator.html").read_text(encoding="utf-8")
+    blocks = dict(re.findall(r'<details class="formulas" id="formulas-([\w-]+)">(.*?)</details>', page, re.S))
+    linked = re.findall(r'<dt><strong>([^<]+)</strong>[^\n]*</dt>\n<dd>Formula and source as in the notes of '
+                        r'<a href="#formulas-([\w-]+)">', page)
+    assert linked and set(blocks) == {"step-phases", "representative", "fits-on", "assumptions"}
+    for name, target in linked:
+        assert re.search(rf'<dt><strong>{re.escape(name)}</strong>[^\n]*</dt>\n<dd><span class="formula">.*?'
+                         r'<span class="source">Source: ', blocks[target]), (name, target)
+    assert '<span class="formula">' not in blocks["fits-on"]  # every note is one of the five common runs' above
+    assert '<span class="formula">' in blocks["step-phases"]  # the first chart on the page gives its own

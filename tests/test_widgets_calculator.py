@@ -411,3 +411,33 @@ def test_the_default_bar_labels_its_groups():
     result = calc.results(state(), MODELS, GPUS, ["rtx-4090", "a100-80gb", "h200"])
     wide = {tag["text"] for tag in result["chart"]["tags"] if tag["layout"] == "wide"}
     assert wide == {"Weights", "Gradients", "Optimizer", "Activations", "Comm buffers"}
+
+
+def test_the_page_sends_the_options_the_stylesheet_tests():
+    """Issue 14 (page weight): a select sends its chosen option and those whose words only the page has; the script
+    adds the rest. Without JavaScript, widgets.css hides a group while an option is *not* chosen
+    (`option[value=custom]:not(:checked)`), so each option it names that way must be sent whatever is chosen, or the
+    group would show on a page read without the script."""
+    import re
+    css = (ROOT / "static" / "widgets.css").read_text(encoding="utf-8")
+    tested = re.findall(r'\[name=(\w+)\] option\[value="?([\w-]+)"?\]:not\(:checked\)', css)
+    assert ("model", "custom") in tested and ("sharding", "3") in tested
+    groups = calc.form_groups(GPUS, MODELS)
+    values = {c.key: [v for v, _ in c.choices] for _, _, controls in groups for c in controls}
+    for key, wanted in tested:
+        for chosen in values[key]:
+            sent = calc.page_choices(groups, state(**{key: chosen}), MODELS, GPUS)
+            assert wanted in dict(sent[key]), (key, chosen, wanted)
+
+
+def test_a_select_sends_its_choice_and_the_words_only_the_page_has():
+    """The chosen option is always sent; a catalog model or GPU, and an option that reads as its value, are left to
+    the script (its data names them); the others keep their words in the page, in the form's order."""
+    groups = calc.form_groups(GPUS, MODELS)
+    sent = calc.page_choices(groups, state(gpu="t4", optimizer="lion"), MODELS, GPUS)
+    assert sent["gpu"] == (("t4", "T4 16GB"),) and sent["optimizer"] == (("lion", "lion"),)
+    assert sent["model"] == (("llama-3-8b", "Llama 3 8B"), ("custom", "Custom architecture"))
+    assert sent["param_dtype"] == (("policy", "the policy's own"),)
+    choices = {c.key: c.choices for _, _, controls in groups for c in controls}
+    assert sent["checkpoint_save"] == choices["checkpoint_save"]  # "none" is chosen; the others have their own words
+    assert sent["precision"] == (("bf16-mixed", "bf16-mixed"),)

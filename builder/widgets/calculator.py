@@ -42,6 +42,7 @@ from builder.model.ranges import RANGE_OF
 from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS
 from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS
 from builder.widgets import calculator_state as form_rules, full_model, link_notice
+from builder.widgets.choices import sent as sent_choices
 from builder.widgets.calculator_state import KEY, OVERLAP, WEIGHTS
 from builder.widgets.renames import renamed
 from builder.model.options import OPTION_OF
@@ -320,6 +321,16 @@ def form_groups(gpus: list[tuple[str, str, int]], models: dict[str, Architecture
             Control("unit", "Sizes in", "select", UNITS),
             Control("gpu", "GPU for the questions", "select", tuple((g[0], g[1]) for g in gpus)))),
     ]
+
+
+def page_choices(groups: list[tuple[str, str, tuple]], state: dict[str, str], models: dict[str, Architecture],
+                 gpus: list[tuple[str, str, int]]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each select's options as the page sends them (builder.widgets.choices): the chosen one and those whose words
+    only the page has; the script names a catalog model or GPU from its data. The options widgets.css looks for
+    without JavaScript (the model's custom one, the ZeRO / FSDP choices) have words of their own, so they stay."""
+    named = {"model": set(models), "gpu": {g[0] for g in gpus}}
+    return {c.key: sent_choices(c.choices, state[c.key], named.get(c.key, ()))
+            for _, _, controls in groups for c in controls if c.kind == "select"}
 
 
 # State <-> Config ------------------------------------------------------------------------
@@ -824,8 +835,10 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     if options.get("model"):
         settings["model"] = options["model"]
     defaults = default_state(settings, models, chosen)
+    groups = form_groups(gpus, models)
     return {
-        "groups": form_groups(gpus, models),
+        "groups": groups,
+        "choices": page_choices(groups, defaults, models, gpus),
         "defaults": defaults,
         "result": results(defaults, models, gpus, shown),
         "data": script_data(models, gpus, shown, defaults, catalogs.get("references")),

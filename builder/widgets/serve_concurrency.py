@@ -28,6 +28,7 @@ from builder.model.partnames import reader_name
 from builder.model.ranges import RANGE_OF
 from builder.model.units import format_bytes
 from builder.widgets import link_notice
+from builder.widgets.choices import sent as sent_choices
 from builder.widgets.full_model import run_base
 from builder.widgets.model_data import STAGE_SETS, json_value, model_data
 
@@ -192,9 +193,14 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             raise ValueError(f"{key}: unknown {kind} {options[key]!r}")
     start = start_state(options, catalogs)
     shown = evaluate(start, models, gpus)
+    # Each select's options as the page sends them (builder.widgets.choices; the controls show with the script only):
+    # the chosen one and the words the data does not hold (the script names engines, models and GPUs from it).
+    selects = {"engine": [(key, engine.title) for key, engine in OFFERED.items()],
+               "model": [(key, arch.extra.get("display", key)) for key, arch in models.items()],
+               "gpu": [(key, gpu.display) for key, gpu in gpus.items()], "tp": [(tp, tp) for tp in TP_CHOICES],
+               "kv_dtype": list(KV_CHOICES)}
+    named = {"engine": OFFERED, "model": models, "gpu": gpus}
     return {"data": script_data(catalogs, start), "start": start, "shown": shown,
-            "engines": [(key, engine.title) for key, engine in OFFERED.items()],
-            "models": [(key, arch.extra.get("display", key)) for key, arch in models.items()],
-            "gpus": [(key, gpu.display) for key, gpu in gpus.items()], "tp_choices": TP_CHOICES,
-            "kv_choices": KV_CHOICES, "controls": CONTROLS[engine_of(start)], "share_min": SHARE_MIN,
+            "choices": {key: sent_choices(tuple(pairs), start[key], named.get(key, ())) for key, pairs in selects.items()},
+            "controls": CONTROLS[engine_of(start)], "share_min": SHARE_MIN,
             "tokens_max": int(RANGE_OF["context"].high), "bar": BAR}

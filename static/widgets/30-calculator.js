@@ -229,6 +229,9 @@ WIDGETS.calculator = (root, D) => {
     save(linked(st));
     render(st, !!event);
   };
+  // The selects' other options (calculator.page_choices): a catalog model or GPU named as the data names it.
+  const names = { model: (v) => D.models[v]?.n, gpu: (v) => D.gpus.find((g) => g[0] == v)?.[1] };
+  for (const select of $$(form, "select")) fillChoices(select, D.link.keys[select.name].slice(1), names[select.name]);
   const { taken, refused } = checkLink(readState(root.id), D.link.keys);
   for (const [k, v] of Object.entries(taken)) set(k, v);
   linkNotice(root, D.link.words, refused);

@@ -71,7 +71,10 @@ WIDGETS["serve-concurrency"] = (root, d) => {
     }
   }
   linkNotice(root, d.link.words, refused);
+  // The selects' other options (serve_concurrency.context's choices): engines, models and GPUs named as the data names them.
+  const names = { engine: (v) => d.engines[v]?.title, model: (v) => d.names[v], gpu: (v) => d.gpus[v]?.name };
   for (const k of ["engine", "model", "gpu", "tp", "kv_dtype"]) {
+    fillChoices(field(k), d.link.keys[k].slice(1), names[k]);
     field(k).value = st[k];
     field(k).addEventListener("change", () => {
       const value = field(k).value;

@@ -160,6 +160,18 @@ def test_default_state_equals_server_render(calculator):
     assert "<svg" in served and "<tr data-part" in served and live == served
 
 
+def test_every_select_offers_the_forms_choices_once_the_script_runs(calculator):
+    """The page sends a select's chosen option and the words only it has (calculator.page_choices, issue 14); the
+    script adds the rest: every select then offers the form's choices (calculator.form_groups), in order, each with
+    its words, and the chosen one still chosen."""
+    page, data, _ = calculator
+    got = page.evaluate("""(selector) => Object.fromEntries([...document.querySelectorAll(selector + ' select')]
+      .map(s => [s.name, [s.value, [...s.options].map(o => [o.value, o.text])]]))""", WIDGET)
+    want = {c.key: [data["defaults"][c.key], [list(pair) for pair in c.choices]]
+            for _, _, controls in calc.form_groups(GPUS, MODELS) for c in controls if c.kind == "select"}
+    assert got == want
+
+
 def test_every_catalog_model_matches_python_in_both_modes(calculator):
     """Each catalog model as a reader picks it, trained and served at the defaults, and a custom model whose head
     width is left empty (hidden / heads), shows what Python shows: a model whose shape reaches a rule the

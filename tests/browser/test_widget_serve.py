@@ -80,6 +80,20 @@ def test_default_figure_is_pythons_with_and_without_javascript(open_page):
     assert live["texts"]["answer"].startswith("Requests of 8,192 tokens that fit at once: ")
 
 
+def test_every_select_offers_every_choice_once_the_script_runs(open_page):
+    """The page sends each select's chosen option and the words only it has (builder.widgets.choices, issue 14's page
+    weight); the script adds the rest: both engines by their titles, every catalog model and GPU by its name, the
+    tensor-parallel sizes and the KV dtypes, in the catalogs' order, the chosen one (from the link) still chosen."""
+    with open_page(PAGE + "?serve.gpu=t4&serve.tp=2") as visit:
+        got = visit.page.locator(WIDGET).evaluate("""(root) => Object.fromEntries([...root.querySelectorAll('select')]
+          .map(s => [s.dataset.k, [s.value, [...s.options].map(o => [o.value, o.text])]]))""")
+        assert visit.problems() == []
+    assert got == {"engine": ["vllm", [["vllm", "vLLM"], ["sglang", "SGLang"]]],
+                   "model": ["llama-3-8b", [[key, arch.extra.get("display", key)] for key, arch in MODELS.items()]],
+                   "gpu": ["t4", [[key, gpu.display] for key, gpu in GPUS.items()]],
+                   "tp": ["2", [[tp, tp] for tp in TP_CHOICES]], "kv_dtype": ["auto", [list(pair) for pair in KV_CHOICES]]}
+
+
 def test_state_lives_in_the_url_under_the_engines_own_words(open_page):
     query = "?serve.engine=sglang&serve.model=qwen3-8b&serve.gpu=b200&serve.context_length=4096"
     with open_page(PAGE + query) as visit:
