@@ -473,6 +473,13 @@ def table_rows(chart: EvaluatedChart) -> list[dict[str, Any]]:
             for name in names]
 
 
+def simplification_words(note: str) -> str:
+    """A part's note as the formula notes print it after their own "Simplification:" label: a note that already
+    opens with the word (the model's notes say so where the command line and the calculator show them bare) is
+    not labelled twice."""
+    return note[len("simplification: "):] if note.lower().startswith("simplification: ") else note
+
+
 def formula_notes(chart: EvaluatedChart) -> list[dict[str, str]]:
     """Each distinct part drawn, with its formula, bytes-per-unit rule, source and simplification."""
     seen: dict[str, dict[str, str]] = {}
@@ -480,7 +487,7 @@ def formula_notes(chart: EvaluatedChart) -> list[dict[str, str]]:
         for part in bar.breakdown.parts:
             if part.name not in seen:
                 seen[part.name] = {"name": name_part(part, chart.spec), "formula": part.formula, "per_unit": part.per_unit,
-                                   "source": part.source, "simplification": part.simplification}
+                                   "source": part.source, "simplification": simplification_words(part.simplification)}
     return list(seen.values())
 
 

@@ -626,3 +626,12 @@ def test_a_formula_note_given_above_on_the_page_links_to_it(real_site):
                          r'<span class="source">Source: ', blocks[target]), (name, target)
     assert '<span class="formula">' not in blocks["fits-on"]  # every note is one of the five common runs' above
     assert '<span class="formula">' in blocks["step-phases"]  # the first chart on the page gives its own
+
+
+def test_a_note_that_names_itself_a_simplification_is_labelled_once(real_site):
+    """The formula notes label a part's simplification "Simplification:"; the model's notes that already open with the
+    word (e.g. the FSDP unit note of Zhao et al. 2023, section 3: "simplification: the block being computed and the
+    prefetched one") are not labelled twice ("Simplification: simplification: ..." was on the activations page)."""
+    pages = {p.name: p.read_text(encoding="utf-8") for p in real_site.glob("*.html")}
+    assert not [name for name, text in pages.items() if re.search(r"Simplification: simplification", text, re.I)]
+    assert "Simplification: the block being computed and the prefetched one" in pages["activations.html"]
