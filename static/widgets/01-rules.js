@@ -218,22 +218,26 @@ const compileRule = (rule) => {
 };
 // A function of the inputs that reuses its result while the inputs a rule set reads are the same (a search for
 // the largest batch changes only the batch, which most sets do not read); a table input counts as the same
-// while it is the same object, a fraction while it has the same value. The last few results are kept (pipeline
-// stages alternate), newest first.
+// while it is the same object, a fraction while it has the same value. The last hundred results are kept, newest
+// first (pipeline stages alternate, a reader moves a slider back and forth, a search probes many values); each is
+// first compared on the input that told the last two apart, so a miss costs one comparison per result kept.
 const memoised = (reads, compute) => {
   const kept = [];
   const n = reads.length, alike = (v, w) => v === w || (v instanceof Ratio && same(v, w));
+  let probe = 0;
   return (inputs) => {
     const s = scopeOf(inputs), values = new Array(n);
     for (let i = 0; i < n; i++) values[i] = look(s, reads[i]);
     for (const entry of kept) {
       const held = entry[0];
+      if (!alike(held[probe], values[probe])) continue;
       let i = 0;
       while (i < n && alike(held[i], values[i])) i++;
       if (i == n) return entry[1];
+      probe = i;
     }
     const hit = [values, compute(inputs)];
-    if (kept.unshift(hit) > 8) kept.pop();
+    if (kept.unshift(hit) > 100) kept.pop();
     return hit[1];
   };
 };
