@@ -22,7 +22,6 @@ SCRIPTS = sorted((ROOT / "static").rglob("*.js"))
 ALLOWED = {"0", "1", "2", "10", "100", "1000", "1024", "1e3", "1e6", "1e9", "1e12", "1e15", "300"}
 # (file, the code around it, the literal): why it is there.
 EXEMPT = {
-    ("01-rules.js", "kept.unshift(hit) > 8", "8"): "how many recent results a memoised rule keeps (speed only)",
     ("99-boot.js", "let level = 7", "7"): "HTML heading levels (h2-h6) the embed view keeps for screen readers",
 }
 NUMBER = re.compile(r"(?<![\w$.])(\d+(?:\.\d+)?(?:e\d+)?)(?![\w$.])")

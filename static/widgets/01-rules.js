@@ -60,8 +60,16 @@ const wholeBytes = (x) => { const f = floorOf(x); return order(f, x) ? plus(f, 1
 const toNumber = (x) => (x instanceof Ratio ? Number(x.n) / Number(x.d) : x);
 // f"{x:.{k}f}" as Python prints it (exact ties to even), by way of fmtBytes.
 const fixedText = (x, k) => fmtBytes(toNumber(x) * GiB, "GiB", k).replace(/ GiB$/, "");
-// str.format's "{0} of {1}" filled with the values.
-const fillText = (t, ...v) => t.replace(/\{(\d+)\}/g, (_, i) => v[i]);
+// str.format's "{0} of {1}" filled with the values. A template is split once into its texts and the places of its
+// values (a page fills a few dozen templates again and again): [text, index, text, index, ..., text].
+const splitTemplates = new Map();
+const fillText = (t, ...v) => {
+  let pieces = splitTemplates.get(t);
+  if (pieces === undefined) splitTemplates.set(t, pieces = t.split(/\{(\d+)\}/));
+  let out = pieces[0];
+  for (let i = 1; i < pieces.length; i += 2) out += v[pieces[i]] + pieces[i + 1];
+  return out;
+};
 // expr.bytes_text: whole numbers as they are, others to 3 significant digits without trailing zeros.
 const perUnitText = (x) => {
   if (x instanceof Ratio ? x.d == ONE : Number.isInteger(x)) return String(x instanceof Ratio ? x.n : x);
@@ -107,19 +115,21 @@ const RULE_OPS = {
   neg: ([a]) => (e) => minus(0, a(e)),
   floor: ([a]) => (e) => floorOf(a(e)),
   ceil: ([a]) => (e) => wholeBytes(a(e)),
-  min: (f) => (e) => f.map((g) => g(e)).reduce((m, v) => (order(v, m) < 0 ? v : m)),
-  max: (f) => (e) => f.map((g) => g(e)).reduce((m, v) => (order(v, m) > 0 ? v : m)),
+  // Every operand evaluated in order, the first smallest (largest) kept.
+  min: (f) => (e) => { let m = f[0](e); for (let i = 1; i < f.length; i++) { const v = f[i](e); if (order(v, m) < 0) m = v; } return m; },
+  max: (f) => (e) => { let m = f[0](e); for (let i = 1; i < f.length; i++) { const v = f[i](e); if (order(v, m) > 0) m = v; } return m; },
   "==": ([a, b]) => (e) => +same(a(e), b(e)),
   "!=": ([a, b]) => (e) => +!same(a(e), b(e)),
   "<": ([a, b]) => (e) => +(order(a(e), b(e)) < 0),
   "<=": ([a, b]) => (e) => +(order(a(e), b(e)) <= 0),
   ">": ([a, b]) => (e) => +(order(a(e), b(e)) > 0),
   ">=": ([a, b]) => (e) => +(order(a(e), b(e)) >= 0),
-  and: (f) => (e) => +f.every((g) => g(e)),
-  or: (f) => (e) => +f.some((g) => g(e)),
+  // Operands in order, stopping at the first false (true) one.
+  and: (f) => (e) => { for (const g of f) if (!g(e)) return 0; return 1; },
+  or: (f) => (e) => { for (const g of f) if (g(e)) return 1; return 0; },
   not: ([a]) => (e) => +!a(e),
   if: ([c, a, b]) => (e) => (c(e) ? a(e) : b(e)),
-  in: ([x, ...f]) => (e) => { const v = x(e); return +f.some((g) => same(g(e), v)); },
+  in: ([x, ...f]) => (e) => { const v = x(e); for (const g of f) if (same(g(e), v)) return 1; return 0; },
   has: ([t, x]) => (e) => +t(e).includes(x(e)),
   at: ([t, k]) => (e) => {
     const v = t(e)[k(e)];
@@ -149,7 +159,7 @@ const RULE_OPS = {
     for (let i = 0; i < f.length; i += 2) out[f[i]] = f[i + 1](e);
     return out;
   },
-  table: (f) => (e) => f.map((g) => g(e)).filter((r) => r !== null),
+  table: (f) => (e) => { const out = []; for (const g of f) { const r = g(e); if (r !== null) out.push(r); } return out; },
   // A row made in the scope of every row of a table (where the made row's condition holds), tables one after
   // another, the first row whose body is largest (null for none), a body in one row's scope, and the first key
   // of a mapping whose value is largest.
@@ -161,7 +171,11 @@ const RULE_OPS = {
     });
     return out;
   },
-  concat: (f) => (e) => [].concat(...f.map((g) => g(e))),
+  concat: (f) => (e) => {
+    const out = [];
+    for (const g of f) { const t = g(e); if (Array.isArray(t)) for (const r of t) out.push(r); else out.push(t); }
+    return out;
+  },
   best: ([rows, body]) => (e) => {
     let chosen = null, most = -Infinity;
     eachRow(rows(e), e, (row, scope) => {
@@ -204,17 +218,26 @@ const compileRule = (rule) => {
 };
 // A function of the inputs that reuses its result while the inputs a rule set reads are the same (a search for
 // the largest batch changes only the batch, which most sets do not read); a table input counts as the same
-// while it is the same object, a fraction while it has the same value. The last few results are kept (pipeline
-// stages alternate), newest first.
+// while it is the same object, a fraction while it has the same value. The last hundred results are kept, newest
+// first (pipeline stages alternate, a reader moves a slider back and forth, a search probes many values); each is
+// first compared on the input that told the last two apart, so a miss costs one comparison per result kept.
 const memoised = (reads, compute) => {
   const kept = [];
+  const n = reads.length, alike = (v, w) => v === w || (v instanceof Ratio && same(v, w));
+  let probe = 0;
   return (inputs) => {
-    const values = reads.map((k) => look(scopeOf(inputs), k));
-    let hit = kept.find((entry) => entry[0].every((v, i) => v === values[i] || (v instanceof Ratio && same(v, values[i]))));
-    if (!hit) {
-      hit = [values, compute(inputs)];
-      if (kept.unshift(hit) > 8) kept.pop();
+    const s = scopeOf(inputs), values = new Array(n);
+    for (let i = 0; i < n; i++) values[i] = look(s, reads[i]);
+    for (const entry of kept) {
+      const held = entry[0];
+      if (!alike(held[probe], values[probe])) continue;
+      let i = 0;
+      while (i < n && alike(held[i], values[i])) i++;
+      if (i == n) return entry[1];
+      probe = i;
     }
+    const hit = [values, compute(inputs)];
+    if (kept.unshift(hit) > 100) kept.pop();
     return hit[1];
   };
 };

@@ -19,12 +19,12 @@ function stageModel(M) {
 }
 // builder.model.engines.engine_report: each pipeline stage's inputs with the engine's settings and the weights the
 // stage holds, evaluated by the engine's rules (`engines`: name -> its encoded rules and the symbol workers are
-// compared by); the engine takes the worker with the fewest blocks or tokens. Its values and its parts
-// ([name, whole bytes]).
+// compared by); the engine takes the worker with the fewest blocks or tokens. Its values (`value(name)`) and its
+// parts ([name, whole bytes]).
 function engineModel(M, engines) {
   const { shapeOf, stagesOf, checks, refuse, inputsOf, states } = stageModel(M);
   const compiled = {};
-  for (const [name, e] of Object.entries(engines)) compiled[name] = { symbols: ruleSymbols(e.rules), parts: ruleSet(e.rules), fewest: e.fewest };
+  for (const [name, e] of Object.entries(engines)) compiled[name] = { symbols: ruleScope(e.rules), parts: ruleSet(e.rules), fewest: e.fewest };
   const report = (run, engine, settings) => {
     refuse(checks, run);
     const e = compiled[engine];
@@ -32,11 +32,12 @@ function engineModel(M, engines) {
     for (const st of stagesOf(run)) {
       const inputs = inputsOf(run, st), env = new Scope({ ...settings, weights_bytes: sumParts(states(inputs, false)) }, inputs);
       const values = e.symbols(env);
-      if (!worst || order(values[e.fewest], worst[0][e.fewest]) < 0) worst = [values, env];
+      if (!worst || order(look(values, e.fewest), look(worst[0], e.fewest)) < 0) worst = [values, env];
     }
-    // The values as the script reads them (numbers, a fraction as its nearest double).
-    const values = Object.fromEntries(Object.entries(worst[0]).map(([k, v]) => [k, toNumber(v)]));
-    return { values, parts: e.parts(worst[1], false) };
+    // A value by its name as the script reads it (a number, a fraction as its nearest double): only the few the
+    // script shows are looked up, nothing copied.
+    const value = (k) => toNumber(look(worst[0], k));
+    return { value, parts: e.parts(worst[1], false) };
   };
   return { shapeOf, report };
 }
@@ -48,11 +49,21 @@ function browserModel(M) {
   const [activations, autocast, checkpoint, serving, comm, hostParts, overheads] = [R.activations, R.autocast, R.checkpoint, R.serving, R.comm, R.host, R.overheads].map(ruleSet);
   const [opConditions, activationSymbols, momentSymbols] = [R.conditions, R.activations, R.moments].map(ruleScope);
   // step.STEP: the moments of a training step on a GPU holding these parts (rows of name, bucket: the name's first
-  // path segment, bytes), what is live at each with the reserved parts on top; [bytes, phase] of the highest.
-  const stepOf = deriver(M.ruleSets.step.symbols);
+  // path segment, bytes), what is live at each with the reserved parts on top; [bytes, phase] of the highest. The
+  // same parts are the same table (kept by their names and bytes, the last hundred), so the step, memoised on what
+  // it reads, is reused when a run comes back.
+  const stepOf = ruleScope(M.ruleSets.step), tables = new Map();
+  const partTable = (onGpu) => {
+    const key = onGpu.map(([name, bytes]) => name + " " + bytes).join("\n");
+    let parts = tables.get(key);
+    if (parts === undefined) {
+      if (tables.size >= 100) tables.clear();
+      tables.set(key, parts = onGpu.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes })));
+    }
+    return parts;
+  };
   const peakOf = (inputs, onGpu) => {
-    const parts = onGpu.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes }));
-    const step = stepOf(new Scope({ parts }, momentSymbols(activationSymbols(opConditions(inputs))))).o;
+    const step = stepOf(new Scope({ parts: partTable(onGpu) }, momentSymbols(activationSymbols(opConditions(inputs))))).o;
     return [toNumber(step.step_need), step.peak_phase];
   };
   // estimator.overhead_parts: the reserved parts of what is allocated.

@@ -1,7 +1,17 @@
 // Shared by the two teaching widgets (bytes per parameter, memory budget): small helpers and the painter that
 // writes a state's texts into the figure.
 const addUp = (list) => list.reduce((a, b) => a + b, 0);
-const setAttrs = (el, attrs) => { for (const k in attrs) el.setAttribute(k, attrs[k]); };
+// Attributes written only where they change (what this script last wrote to the element is kept beside it): a
+// slider step moves a few bars, and every write of an SVG attribute costs its element's style and layout.
+const written = new WeakMap();
+const setAttrs = (el, attrs) => {
+  let had = written.get(el);
+  if (!had) written.set(el, had = {});
+  for (const k in attrs) {
+    const v = String(attrs[k]);
+    if (had[k] !== v) el.setAttribute(k, had[k] = v);
+  }
+};
 const isInt = (v, lo, hi) => Number.isSafeInteger(+v) && +v >= lo && +v <= hi;
 
 // builder.widgets.full_model.compare: the full model (02-model.js) for the catalog model nearest `params` (the NEAREST
@@ -22,9 +32,13 @@ function nearestModel(F, base) {
 // Every [data-t] element gets texts[key] (summary, live region and table share keys); the URL
 // follows the state 300 ms after the last change (browsers throttle history updates).
 function painter(root, st) {
-  const els = $$(root, "[data-t]"), save = stateWriter(root.id);
+  // The elements, their keys and their texts, read once: the painter is the only writer of their texts.
+  const els = $$(root, "[data-t]"), keys = els.map((e) => e.dataset.t), shown = els.map((e) => e.textContent), save = stateWriter(root.id);
   const paint = (T, quiet) => {
-    els.forEach((e) => { if (e.textContent !== T[e.dataset.t]) e.textContent = T[e.dataset.t]; });
+    for (let i = 0; i < els.length; i++) {
+      const text = T[keys[i]];
+      if (shown[i] !== text) els[i].textContent = shown[i] = text;
+    }
     if (!quiet) save(st);
   };
   paint.url = save.url;  // the link to what is on screen, for Copy link

@@ -14,6 +14,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   const slider = $(root, "[type=range]"), count = $(root, "[type=number]"), bars = $$(root, ".wdg-bar");
   const chips = $$(root, "[aria-pressed]"), group = $(root, "[role=radiogroup]"), fper = $(root, "[data-t=fper]");
   const rects = bars.map((b) => $$(b, ".tm-segment")), lines = $$(root, ".tm-capacity"), halos = $$(root, ".wdg-halo"), labels = $$(root, "text");
+  const [overs, peaks, badges] = [".wdg-over", ".wdg-peak", ".wdg-badge"].map((k) => bars.map((b) => $(b, k)));
   const T0 = d.t, fill = fillText, segmentBytes = ruleSymbols(d.rules), compare = nearestModel(d.full, d.base);
   const bytes = (z, n) => segmentBytes({ params: st.params, zero_stage: z, gpus: n, segments: segs }).segment_bytes.map((r) => r.bytes);
   const left = (t, c) => (t <= c ? fill(T0.yes, fmtBytes(c - t)) : fill(T0.no, fmtBytes(t - c)));
@@ -49,9 +50,9 @@ WIDGETS["bytes-per-param"] = (root, d) => {
       const over = exceeded.length ? Math.min(...exceeded) : end;
       let x = 0;
       rects[b].forEach((r, i) => { setAttrs(r, { x: pc(x), width: pc(parts[i]) }); x += parts[i]; });
-      setAttrs($(bars[b], ".wdg-over"), { x: pc(over), width: pc(end - over) });
-      setAttrs($(bars[b], ".wdg-peak"), { x1: pc(need), x2: pc(need) });
-      $(bars[b], ".wdg-badge").hidden = !exceeded.length;
+      setAttrs(overs[b], { x: pc(over), width: pc(end - over) });
+      setAttrs(peaks[b], { x1: pc(need), x2: pc(need) });
+      badges[b].hidden = !exceeded.length;
     });
     lines.forEach((l, i) => { const x = pc(caps[i % caps.length]); setAttrs(l, { x1: x, x2: x }); setAttrs(halos[i], { x1: x, x2: x }); });
     labels.forEach((t, i) => {
@@ -63,9 +64,9 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     root.dataset.params = p;
     root.dataset.bytes = full + ";" + per;
     const u = d.units.find((x) => x[1] && P.endsWith(x[1]));
-    slider.setAttribute("aria-valuetext", fill(T0.valuetext, u ? P.slice(0, -1) + " " + u[2] : P));
+    setAttrs(slider, { "aria-valuetext": fill(T0.valuetext, u ? P.slice(0, -1) + " " + u[2] : P) });
     if (from !== "slider") slider.value = nearestTick({ ticks, asked: p }).index;
-    chips.forEach((c, i) => c.setAttribute("aria-pressed", presets[i].params === p));
+    chips.forEach((c, i) => setAttrs(c, { "aria-pressed": presets[i].params === p }));
   }
   const setZero = radioGroup(group, (v) => { st.zero = +v; draw(); });
   const { taken, refused } = checkLink(readState(root.id), d.link.keys);

@@ -3,7 +3,8 @@
 // and every text is a template from builder/widgets/memory_budget.py: this script holds controls and drawing.
 WIDGETS["memory-budget"] = (root, d) => {
   const st = { ...d.start }, K = d.keys, cap = d.capacity, T = d.t, F = d.full, paint = painter(root, st), fill = fillText;
-  const sliders = $$(root, "[type=range]"), rects = $$(root, ".tm-segment"), texts = $$(root, "text");
+  const sliders = $$(root, "[type=range]"), keys = sliders.map((r) => r.dataset.k), rects = $$(root, ".tm-segment"), texts = $$(root, "text");
+  const [over, peak, badge] = [".wdg-over", ".wdg-peak", ".wdg-badge"].map((k) => $(root, k)), capacity = $$(root, ".tm-capacity, .wdg-halo");
   const buckets = ruleSet(d.rules), compare = nearestModel(F, d.base);
   const verdict = (need) => (need <= cap ? fill(F.t.fits, d.capacityText, fmtBytes(cap - need)) : fill(F.t.exceeds, d.capacityText, fmtBytes(need - cap)));
   function draw(quiet) {
@@ -24,15 +25,15 @@ WIDGETS["memory-budget"] = (root, d) => {
     const scale = Math.max(cap, tot, need), pc = (v) => (100 * v / scale).toFixed(3) + "%", end = Math.max(tot, need);
     let x = 0;
     (rects[1] ? parts : [tot]).forEach((v, i) => { setAttrs(rects[i], { x: pc(x), width: pc(v) }); x += v; });
-    setAttrs($(root, ".wdg-over"), { x: pc(cap), width: pc(need > cap ? end - cap : 0) });
-    for (const line of $$(root, ".tm-capacity, .wdg-halo")) setAttrs(line, { x1: pc(cap), x2: pc(cap) });
-    setAttrs($(root, ".wdg-peak"), { x1: pc(need), x2: pc(need) });
+    setAttrs(over, { x: pc(cap), width: pc(need > cap ? end - cap : 0) });
+    for (const line of capacity) setAttrs(line, { x1: pc(cap), x2: pc(cap) });
+    setAttrs(peak, { x1: pc(need), x2: pc(need) });
     [cap, need].forEach((v, i) => { const right = 2 * v > scale; setAttrs(texts[i], { x: pc(v), dx: right ? -2 : 2, "text-anchor": right ? "end" : "start" }); });
-    $(root, ".wdg-badge").hidden = fits;
+    badge.hidden = fits;
     root.dataset.bytes = parts;
     root.dataset.need = need;
     const words = { [K.size]: fill(T.valuetext_h, P.slice(0, -1)), [K.batch]: fill(T.valuetext_b, b), [K.seq]: fill(T.valuetext_s, s) };
-    sliders.forEach((r) => { r.value = st[r.dataset.k]; r.setAttribute("aria-valuetext", words[r.dataset.k]); });
+    sliders.forEach((r, i) => { r.value = st[keys[i]]; setAttrs(r, { "aria-valuetext": words[keys[i]] }); });
   }
   const setQ = radioGroup($(root, "[role=radiogroup]"), (v) => { st[K.precision] = v; draw(); });
   const { taken, refused } = checkLink(readState(root.id), d.link.keys);

@@ -8,7 +8,10 @@
 const max = Math.max, min = Math.min, fill = fillText;
 
 WIDGETS.calculator = (root, D) => {
-  const form = $(root, "form"), out = (k) => $(root, `[data-out=${k}]`), T = D.t;
+  // An output element by its data-out name, found once while it stays in the page (the figure's own ones are
+  // replaced when it is redrawn).
+  const outs = {}, out = (k) => { const e = outs[k]; return e && e.isConnected ? e : (outs[k] = $(root, `[data-out=${k}]`)); };
+  const form = $(root, "form"), T = D.t;
   const put = (k, ...v) => fill(D.tpl[k], ...v);
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
@@ -22,7 +25,7 @@ WIDGETS.calculator = (root, D) => {
   const typed = (kind, text) => (kind == "count" ? (/^-?\d+$/.test(text) ? +text : 0) : kind == "number" ? +text || 0 : kind == "box" ? +(text == "1") : text);
   // The form state -> the run's inputs (calculator.config_from_state): the controls' values, then the rules that
   // Python's config_from_state evaluates too (D.form.rules: the options the form sets, then what the model reads).
-  const formRules = D.form.rules.map(ruleSymbols);
+  const formRules = D.form.rules.map(ruleScope);
   const cfg = (form) => {
     const st = effective(form);
     let A = D.models[st.model];
@@ -34,8 +37,9 @@ WIDGETS.calculator = (root, D) => {
     }
     const env = { [D.form.policies]: D.policies, ...shapeOf(A) };
     for (const [k, kind] of Object.entries(D.types)) env[D.form.prefix + k] = typed(kind, st[k]);
-    const all = formRules.reduce((e, rules) => rules(e), env);
-    return { A, train: st.mode == "train", gpus: all[D.form.gpus], run: Object.fromEntries(D.form.inputs.map((k) => [k, all[k]])) };
+    const all = formRules.reduce((e, rules) => rules(e), env), run = {};
+    for (const k of D.form.inputs) run[k] = look(all, k);
+    return { A, train: st.mode == "train", gpus: look(all, D.form.gpus), run };
   };
   // builder.model.inputs.run_inputs: the names every rule set reads, for the form's config.
   const runInputs = (c) => ({ ...D.fixedInputs, ...shapeOf(c.A), ...c.run });
@@ -47,17 +51,18 @@ WIDGETS.calculator = (root, D) => {
   const both = (n, U) => fill(T.total, fmtBytes(n, U), fmtBytes(n, D.otherUnit[U]));
   // calculator.arch_text and shards_text: the architecture as the model counts it (builder.model.tensors' shape
   // rules) and the GPUs each model state is split over (builder.model.states.SHARDING, sent as D.sharding).
-  const shardsOf = ruleSymbols(D.sharding);
+  const shardsOf = ruleScope(D.sharding);
   const archText = (A) => {
     const s = shapeOf(A);
     return fill(T.arch, commas(s.parameters), s.active_parameters != s.parameters ? fill(T.active, commas(s.active_parameters)) : "",
       A.layers, A.hidden, A.heads, A.kv_heads || A.heads);
   };
   const shardsText = (run) => {
-    const e = shardsOf(run), r = [e.param_ranks, e.grad_ranks, e.optimizer_ranks], text = fill(T.shards, e.shard_label, ...r, r[0] > 1 ? "s" : "");
-    if (!e.experts) return text;
-    const x = [e.expert_param_ranks, e.expert_grad_ranks, e.expert_optimizer_ranks].map((k) => e.ep * k), g = e.expert_shard_group;
-    return text + fill(T.shards_experts, ...x, g, e.ep, x[0] > 1 ? "s" : "", g > 1 ? "s" : "");
+    const s = shardsOf(run), e = (k) => look(s, k), r = [e("param_ranks"), e("grad_ranks"), e("optimizer_ranks")];
+    const text = fill(T.shards, e("shard_label"), ...r, r[0] > 1 ? "s" : "");
+    if (!e("experts")) return text;
+    const x = [e("expert_param_ranks"), e("expert_grad_ranks"), e("expert_optimizer_ranks")].map((k) => e("ep") * k), g = e("expert_shard_group");
+    return text + fill(T.shards_experts, ...x, g, e("ep"), x[0] > 1 ? "s" : "", g > 1 ? "s" : "");
   };
   const css = (name) => name.split("/")[0].replace("_", "-");
   // calculator.tag_layout and bucket_runs: direct labels in rows under the bar, laid out for each page layout (D.tags).
@@ -150,6 +155,8 @@ WIDGETS.calculator = (root, D) => {
   // cancelled by the next input); meanwhile the figure keeps the previous answers and is aria-busy, and the live
   // region announces the summary once the answers are final.
   let shownFixes = [], turn = 0;
+  // The answers' texts on screen (max_batch, max_seq): kept here as they are written, read from the page at first.
+  const shownAnswers = {};
   const answer = (st, c, gpu, ok, text) => {
     // The largest batch and sequence (D.searches: the input searched, its limit and the input its step is).
     const [mb, ms] = D.searches[st.mode].map(([k, limit, step]) => {
@@ -158,8 +165,8 @@ WIDGETS.calculator = (root, D) => {
     });
     const answers = T[st.mode + "_answers"], result = out("result");
     shownFixes = ok ? [] : fixes(st, gpu[2]);
-    out("max_batch").textContent = fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]);
-    out("max_seq").textContent = fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]);
+    out("max_batch").textContent = shownAnswers.max_batch = fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]);
+    out("max_seq").textContent = shownAnswers.max_seq = fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]);
     $$(result, ".calc-fixes").forEach((e) => e.remove());
     if (!ok) $(result, ".calc-verdict").insertAdjacentHTML("afterend", shownFixes.length
       ? put("fixes", fill(T.fixes, gpu[1]), shownFixes.map(([text, to]) => put("fix", href(to), text)).join("")) : put("nofix", fill(T.fixes_none, gpu[1])));
@@ -167,15 +174,15 @@ WIDGETS.calculator = (root, D) => {
     out("live").textContent = text;
   };
   // The previous answers' text, kept in the figure while the new ones are worked out ('' for none).
-  const kept = (k) => { const e = out(k); return e ? e.textContent : ""; };
+  const kept = (k) => { if (!(k in shownAnswers)) { const e = out(k); shownAnswers[k] = e ? e.textContent : ""; } return shownAnswers[k]; };
   const render = (st, deferred) => {
     const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n, U = st.unit;
     let text, error = "";
     const mine = ++turn;
     try {
-      const c = cfg(st), { parts, host, need, phase } = estimate(c, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
+      const c = cfg(st), inputs = runInputs(c), { parts, host, need, phase } = priced(inputs, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
       const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
-      if (train && st[D.shardKey] != "0") items.push(form.elements[D.shardKey].selectedOptions[0].text);
+      if (train && st[D.shardKey] != "0") items.push(control(D.shardKey).selectedOptions[0].text);
       const [opt, r, ql, b, s] = D.runText[st.mode].map((k) => c.run[k]);
       const run = train ? fill(T.train, st.precision, opt, r ? fill(T.lora, r, ql ? T.qlora : "") : "", b, commas(s)) : fill(T.serve, st.weights, b, commas(s));
       const basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve, result = out("result");
@@ -185,7 +192,7 @@ WIDGETS.calculator = (root, D) => {
         total, both(total, U), host ? put("host", fill(T.host, fmtBytes(host, U))) : "",
         parts.map(([name, n, rule, source]) => put("row", name, n, css(name), fmtBytes(n, U), rule, source, D.names[name])).join(""),
         D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U))).join(""),
-        kept("max_batch"), kept("max_seq"), fixList, U, archText(A), shardsText(runInputs(c)));
+        kept("max_batch"), kept("max_seq"), fixList, U, archText(A), shardsText(inputs));
       result.setAttribute("aria-busy", "true");
       const finish = () => answer(st, c, gpu, ok, text);
       // A search the model refuses shows its message as the estimate's would (drawn again, at once).
@@ -209,13 +216,23 @@ WIDGETS.calculator = (root, D) => {
   };
 
   // The form: read, keep the URL in step, redraw (CSS shows what applies). Run and Recompute are native radio buttons.
-  const read = () => Object.fromEntries([...form.elements].filter((e) => e.name && (e.type != "radio" || e.checked)).map((e) => [e.name, e.type == "checkbox" ? (e.checked ? "1" : "0") : e.value]));
+  // The form's named controls, found once (the form keeps its controls), with their types.
+  const controls = [...form.elements].filter((e) => e.name).map((e) => [e, e.name, e.type]), named = {};
+  const control = (k) => (named[k] ||= form.elements[k]);
+  const read = () => {
+    const st = {};
+    for (const [e, name, type] of controls) if (type != "radio" || e.checked) st[name] = type == "checkbox" ? (e.checked ? "1" : "0") : e.value;
+    return st;
+  };
   const save = stateWriter(root.id);
   // calculator.link_state: what a link carries (the values that differ from the defaults; the custom architecture's
   // fields only for a custom model, by key in sorted order), and a suggestion's link (00-core.js readState reads it).
   const linked = (st) => Object.fromEntries(Object.entries(st).sort(([a], [b]) => (a < b ? -1 : a > b)).filter(([k, v]) => v != D.defaults[k] && (st.model == "custom" || !(k in D.arch))));
   const href = (st) => "?" + new URLSearchParams(Object.entries(linked(st)).map(([k, v]) => [root.id + "." + k, v]));
-  const set = (k, v) => { const e = form.elements[k]; if (e.type == "checkbox") e.checked = v == "1"; else e.value = v; };
+  const set = (k, v) => {
+    const e = control(k);
+    if (e.type == "checkbox") e.checked = v == "1"; else if (e.value !== v) e.value = v;
+  };
   const update = (event) => {
     // Picking a catalog model fills the custom fields with its shape (calculator.arch_state): a custom model starts from it.
     const A = event && event.target.name == "model" && D.models[event.target.value];

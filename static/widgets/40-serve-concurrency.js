@@ -4,9 +4,10 @@
 // own flags (d.controls). This script holds controls, texts and drawing only.
 WIDGETS["serve-concurrency"] = (root, d) => {
   const T = d.t, model = engineModel(d.model, d.engines), fill = fillText;
-  const st = { ...d.start }, paint = painter(root, st), field = (k) => $(root, `[data-k=${k}]`);
+  const st = { ...d.start }, paint = painter(root, st), fields = {}, field = (k) => (fields[k] ||= $(root, `[data-k=${k}]`));
   const words = () => d.controls[st.engine];
   const svg = $(root, ".wdg-svg"), legend = $(root, ".serve-parts");
+  let shownParts = null;
   const make = (tag, attrs, text) => {
     const el = document.createElementNS(tag === "rect" ? "http://www.w3.org/2000/svg" : "http://www.w3.org/1999/xhtml", tag);
     for (const k in attrs) el.setAttribute(k, attrs[k]);
@@ -22,13 +23,13 @@ WIDGETS["serve-concurrency"] = (root, d) => {
     if (share !== "") settings[w.share_input] = +share;
     const out = { answer: "", pool: "", requests: 0, parts: [], share: "" };
     try {
-      const { values: v, parts } = model.report(run, st.engine, settings);
-      if (!v.fits) throw { msg: v.error };
+      const { value: v, parts } = model.report(run, st.engine, settings);
+      if (!v("fits")) throw { msg: v("error") };
       const total = gpu.engine[st.engine].gpu_total, kv = parts.find((p) => p[0] === d.kvPart)[1];
-      out.requests = v.concurrent_requests;
+      out.requests = v("concurrent_requests");
       out.answer = fill(T.answer, commas(length), commas(out.requests));
-      out.share = String(v[w.share_value]);
-      out.pool = fill(T.pool, fmtBytes(kv, "GiB", 2), commas(v[w.tokens]), out.share);
+      out.share = String(v(w.share_value));
+      out.pool = fill(T.pool, fmtBytes(kv, "GiB", 2), commas(v(w.tokens)), out.share);
       out.parts = parts.filter((p) => p[1] > 0).map(([name, bytes]) => ({ ...d.parts[name], bytes, amount: fmtBytes(bytes, "GiB", 2), width: fixedText(100 * bytes / total, 3) }));
     } catch (error) {
       if (!error || error.msg === undefined) throw error;
@@ -41,13 +42,19 @@ WIDGETS["serve-concurrency"] = (root, d) => {
     const out = evaluate(), w = words();
     paint({ summary: out.summary, answer: out.answer, pool: out.pool, lengthflag: "--" + w.length.replace(/_/g, "-"), shareflag: "--" + w.share.replace(/_/g, "-") }, quiet);
     root.dataset.requests = out.requests;
-    let x = 0;
-    svg.replaceChildren(...out.parts.map((p) => { const r = make("rect", { class: "tm-segment " + p.css, x: fixedText(x, 3) + "%", y: d.bar.y, width: p.width + "%", height: d.bar.height }); x += +p.width; return r; }));
-    legend.replaceChildren(...out.parts.map((p) => {
-      const li = make("li", {});
-      li.append(make("span", { class: "wdg-swatch " + p.css }), p.name + " ", make("strong", {}, p.amount));
-      return li;
-    }));
+    // The bar and its legend are made again only when the parts changed (a request length changes the answer, not
+    // the pool).
+    const drawn = out.parts.map((p) => [p.css, p.width, p.name, p.amount].join(" ")).join("\n");
+    if (drawn !== shownParts) {
+      shownParts = drawn;
+      let x = 0;
+      svg.replaceChildren(...out.parts.map((p) => { const r = make("rect", { class: "tm-segment " + p.css, x: fixedText(x, 3) + "%", y: d.bar.y, width: p.width + "%", height: d.bar.height }); x += +p.width; return r; }));
+      legend.replaceChildren(...out.parts.map((p) => {
+        const li = make("li", {});
+        li.append(make("span", { class: "wdg-swatch " + p.css }), p.name + " ", make("strong", {}, p.amount));
+        return li;
+      }));
+    }
     for (const [k, v] of [["length", st[w.length]], ["share", st[w.share]]]) if (document.activeElement !== field(k)) field(k).value = v;
     field("share").max = w.share_max;
     field("share").placeholder = out.share;
