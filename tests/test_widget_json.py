@@ -6,10 +6,14 @@ widgets check that the script still shows Python's numbers from it (tests/browse
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from builder.model.states import MODEL_STATES
 from builder.render import SAME_AS, SHARED_MIN_CHARS, PageContext, widget_json
-from builder.widgets.model_data import model_data
+from builder.widgets.model_data import STAGE_SETS, model_data
+from builder.widgets.text_table import REFERENCE, TEXTS, pack, unpack
 
 
 def context() -> PageContext:
@@ -31,8 +35,40 @@ def test_numbers_only_rules_keep_every_condition_and_amount_and_drop_the_words()
     assert {json.dumps(p[3:6]) for p in bare["parts"]} == {json.dumps([["str", ""]] * 3)}
     assert all(p[5] != ["str", ""] for p in full["parts"])  # every part names its source
     assert bare["reads"] == full["reads"]
-    full_data, bare_data = model_data(), model_data(words=False, refusals=False)
-    assert model_data(words=False)["checks"] == full_data["checks"]  # a widget that shows refusals keeps them
-    assert [check[0] for check in bare_data["checks"]] == [check[0] for check in full_data["checks"]]
-    assert {json.dumps(check[1]) for check in bare_data["checks"]} == {json.dumps(["str", ""])}
-    assert len(json.dumps(bare_data)) < 0.9 * len(json.dumps(full_data))
+    full_data, bare_data = unpack(model_data()), unpack(model_data(words=False, refusals=False))
+    assert unpack(model_data(words=False))["checks"] == full_data["checks"]  # a widget that shows refusals keeps them
+    for checks in ("checks", "shapeChecks"):  # a widget that shows no refused run or shape gets no message
+        assert [check[0] for check in bare_data[checks]] == [check[0] for check in full_data[checks]]
+        assert {json.dumps(check[1]) for check in bare_data[checks]} == {json.dumps(["str", ""])}
+    assert len(json.dumps(model_data(words=False, refusals=False))) < 0.9 * len(json.dumps(model_data()))
+
+
+def test_each_text_is_sent_once_and_the_rules_come_back_as_encode_wrote_them():
+    """builder/widgets/text_table.py: the model's texts (the parts' sources repeat far apart, beyond gzip's 32 KB
+    window) go once in a list, each ["str", text] as ["$", i]; unpack gives back exactly what was packed."""
+    for data in (model_data(), model_data(words=False, refusals=False), model_data(STAGE_SETS, words=False)):
+        rules = unpack(data)
+        assert pack(rules) == data and TEXTS not in rules
+        sent = json.dumps(data)
+        texts = data[TEXTS]
+        assert len(set(texts)) == len(texts) and '["str",' not in sent.replace(" ", "")
+        # Every text the rules hold is in the list once, and every entry of the list is used.
+        references = [int(i) for i in re.findall(rf'\["{re.escape(REFERENCE)}", (\d+)\]', sent)]
+        assert len(references) == json.dumps(rules).count('["str", ') > len(texts)
+        assert set(references) == set(range(len(texts)))
+
+
+def test_data_that_looks_packed_is_refused():
+    with pytest.raises(ValueError):
+        pack({"rules": [REFERENCE, 3]})
+    with pytest.raises(ValueError):
+        pack({TEXTS: []})
+
+
+def test_an_engines_model_carries_what_its_accounting_reads():
+    """serve's widget (02-model.js engineModel: stageModel) reads the named rule sets, the stages and the checks; the
+    training test, dtype sizes, phase titles and the search are a full estimate's (browserModel), sent only there."""
+    engine, full = unpack(model_data(STAGE_SETS, words=False)), unpack(model_data(words=False))
+    assert set(engine["ruleSets"]) == set(STAGE_SETS) and set(full) - set(engine) == {
+        "training", "dtypes", "phases", "largest"}
+    assert engine["checks"] == full["checks"] and engine["stages"] == full["stages"]

@@ -258,3 +258,22 @@ const ruleSet = ({ reads, symbols, parts }) => {
     return result.words.slice();
   };
 };
+// Data that carries rules comes with each distinct text once (builder/widgets/text_table.py): a list `texts`, and
+// ["$", i] wherever a rule has the i-th. Here, once per data (a page's widgets share one), before any rule is
+// compiled, each becomes ["str", text] again: the rules as Python's encode wrote them (one array per text, shared).
+const unpackedTexts = new WeakMap();
+const unpackTexts = (data) => {
+  let rules = unpackedTexts.get(data);
+  if (rules === undefined) {
+    const texts = data.texts.map((text) => ["str", text]);
+    const walk = (x) => {
+      if (Array.isArray(x)) return x.length == 2 && x[0] === "$" && Number.isInteger(x[1]) ? texts[x[1]] : x.map(walk);
+      if (x === null || typeof x != "object") return x;
+      const out = {};
+      for (const key in x) if (x !== data || key != "texts") out[key] = walk(x[key]);
+      return out;
+    };
+    unpackedTexts.set(data, rules = walk(data));
+  }
+  return rules;
+};

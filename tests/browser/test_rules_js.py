@@ -145,3 +145,17 @@ def test_large_amounts_round_as_exact_fractions(rule_page, batch):
     want = [[whole_bytes(evaluate(rule, {"allocated": a, "share": p / 100, "ranks": r})) for rule in made]
             for a, p, r in batch]
     assert got == want
+
+
+def test_the_model_data_comes_back_as_python_encoded_it(rule_page):
+    """The model data goes with each text once (builder/widgets/text_table.py); the script's unpackTexts gives back
+    the rules Python's encode wrote, the same as text_table.unpack, for the calculator's data (sources linked as the
+    page links them), the teaching widgets' (numbers only) and serve's (the stage sets), once per data."""
+    from builder.sources import default_references, html_renderer
+    from builder.widgets.model_data import STAGE_SETS, model_data
+    from builder.widgets.text_table import unpack
+
+    for data in (model_data(source_html=html_renderer(default_references())), model_data(words=False, refusals=False),
+                 model_data(STAGE_SETS, words=False)):
+        got = rule_page.evaluate("(data) => [unpackTexts(data), unpackTexts(data) === unpackTexts(data)]", data)
+        assert got == [unpack(data), True]
