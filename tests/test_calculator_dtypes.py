@@ -24,7 +24,7 @@ from builder.grids import make_config
 from builder.model import Config
 from builder.model.config import validate_config
 from builder.widgets import calculator as calc
-from builder.widgets.text_table import unpack
+from builder.widgets.packed import unpack
 from tests.test_cli import run
 
 MODELS = default_models()

@@ -13,7 +13,7 @@ import pytest
 from builder.model.states import MODEL_STATES
 from builder.render import SAME_AS, SHARED_MIN_CHARS, PageContext, widget_json
 from builder.widgets.model_data import STAGE_SETS, model_data
-from builder.widgets.text_table import REFERENCE, TEXTS, pack, unpack
+from builder.widgets.packed import REFERENCE, RULES, TEXTS, compact, expand, pack, unpack
 
 
 def context() -> PageContext:
@@ -44,25 +44,34 @@ def test_numbers_only_rules_keep_every_condition_and_amount_and_drop_the_words()
 
 
 def test_each_text_is_sent_once_and_the_rules_come_back_as_encode_wrote_them():
-    """builder/widgets/text_table.py: the model's texts (the parts' sources repeat far apart, beyond gzip's 32 KB
-    window) go once in a list, each ["str", text] as ["$", i]; unpack gives back exactly what was packed."""
+    """builder/widgets/packed.py: the model's texts (the parts' sources repeat far apart, beyond gzip's 32 KB window)
+    go once in a list, each ["str", text] as ["$", i], and the rules as JSON without quotes around names; unpack
+    gives back exactly what was packed."""
     for data in (model_data(), model_data(words=False, refusals=False), model_data(STAGE_SETS, words=False)):
         rules = unpack(data)
-        assert pack(rules) == data and TEXTS not in rules
-        sent = json.dumps(data)
+        plain = {key: value for key, value in rules.items() if key in data}
+        assert pack({key: value for key, value in rules.items() if key not in plain}, plain) == data
+        assert TEXTS not in rules and RULES not in rules and '"' not in data[RULES]
         texts = data[TEXTS]
-        assert len(set(texts)) == len(texts) and '["str",' not in sent.replace(" ", "")
-        # Every text the rules hold is in the list once, and every entry of the list is used.
-        references = [int(i) for i in re.findall(rf'\["{re.escape(REFERENCE)}", (\d+)\]', sent)]
-        assert len(references) == json.dumps(rules).count('["str", ') > len(texts)
+        references = [int(i) for i in re.findall(rf"\[{re.escape(REFERENCE)},(\d+)\]", data[RULES])]
+        assert len(set(texts)) == len(texts) and "[str," not in data[RULES]
+        assert len(references) == json.dumps(rules).count('["str", ') > len(texts)  # every text, each once
         assert set(references) == set(range(len(texts)))
 
 
-def test_data_that_looks_packed_is_refused():
+def test_the_compact_form_reads_back_names_numbers_and_operators():
+    value = {"ruleSets": {"states": {"parts": [["weights/quantised_linear", [">=", "shard_stage", -1],
+                                                 ["/", 5, 1125899906842624], 0.5, ["$", 0], 1e20]]}}}
+    assert compact(value) == ("{ruleSets:{states:{parts:[[weights/quantised_linear,[>=,shard_stage,-1],"
+                              "[/,5,1125899906842624],0.5,[$,0],1e+20]]}}}")
+    assert expand(compact(value)) == value
+
+
+@pytest.mark.parametrize("value", [{"rules": [REFERENCE, 3]}, {TEXTS: []}, {"a": "two words"}, {"a": "3d"},
+                                   {"a": "true"}, {"a": True}, {"a": None}, {"a": ""}, {"a": 'say "hi"'}])
+def test_data_the_packing_cannot_carry_is_refused(value):
     with pytest.raises(ValueError):
-        pack({"rules": [REFERENCE, 3]})
-    with pytest.raises(ValueError):
-        pack({TEXTS: []})
+        pack(value, {})
 
 
 def test_an_engines_model_carries_what_its_accounting_reads():

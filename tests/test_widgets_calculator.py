@@ -19,7 +19,7 @@ from builder.model.units import format_bytes
 from builder.sources import default_references, html_renderer
 from builder.widgets import calculator as calc
 from builder.widgets.model_data import RULE_SETS
-from builder.widgets.text_table import unpack
+from builder.widgets.packed import unpack
 from builder.widgets import to_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,7 +128,7 @@ def test_the_op_lists_reach_the_script_as_the_models_rules():
     from builder.model.activations import ACTIVATIONS, MOMENTS
 
     data = make_context()["data"]
-    model = unpack(data["model"])  # the rules as encode wrote them (each text is sent once: text_table)
+    model = unpack(data["model"])  # the rules as encode wrote them (sent packed: builder/widgets/packed.py)
     assert model["ruleSets"]["activations"] == ACTIVATIONS.encode(LINKED)
     assert model["ruleSets"]["moments"] == MOMENTS.encode(LINKED)
     layer_rows = dict(ACTIVATIONS.encode()["symbols"])["layer_rows"]

@@ -258,22 +258,25 @@ const ruleSet = ({ reads, symbols, parts }) => {
     return result.words.slice();
   };
 };
-// Data that carries rules comes with each distinct text once (builder/widgets/text_table.py): a list `texts`, and
-// ["$", i] wherever a rule has the i-th. Here, once per data (a page's widgets share one), before any rule is
-// compiled, each becomes ["str", text] again: the rules as Python's encode wrote them (one array per text, shared).
-const unpackedTexts = new WeakMap();
-const unpackTexts = (data) => {
-  let rules = unpackedTexts.get(data);
-  if (rules === undefined) {
+// The model data as it travels (builder/widgets/packed.py): the rules as one string, JSON without quotes around
+// names, and each distinct text once, in `texts`, where a rule has ["$", i] for the i-th. Here, once per data (a
+// page's widgets share one), before any rule is compiled: quotes back around every name (a token that is not a
+// number), then each ["$", i] as ["str", text] (one array per text, shared): the rules as Python's encode wrote them,
+// with the data's other values as they came.
+const unpackedData = new WeakMap();
+const unpacked = (data) => {
+  let out = unpackedData.get(data);
+  if (out === undefined) {
     const texts = data.texts.map((text) => ["str", text]);
-    const walk = (x) => {
-      if (Array.isArray(x)) return x.length == 2 && x[0] === "$" && Number.isInteger(x[1]) ? texts[x[1]] : x.map(walk);
+    const walk = (x) => {  // in place: the parsed rules are this function's own
       if (x === null || typeof x != "object") return x;
-      const out = {};
-      for (const key in x) if (x !== data || key != "texts") out[key] = walk(x[key]);
-      return out;
+      if (Array.isArray(x) && x.length == 2 && x[0] === "$" && Number.isInteger(x[1])) return texts[x[1]];
+      for (const key in x) x[key] = walk(x[key]);
+      return x;
     };
-    unpackedTexts.set(data, rules = walk(data));
+    const { rules, texts: _, ...plain } = data;
+    out = { ...walk(JSON.parse(rules.replace(/[^[\]{},:]+/g, (t) => (/^-?\d/.test(t) ? t : `"${t}"`)))), ...plain };
+    unpackedData.set(data, out);
   }
-  return rules;
+  return out;
 };

@@ -148,14 +148,15 @@ def test_large_amounts_round_as_exact_fractions(rule_page, batch):
 
 
 def test_the_model_data_comes_back_as_python_encoded_it(rule_page):
-    """The model data goes with each text once (builder/widgets/text_table.py); the script's unpackTexts gives back
-    the rules Python's encode wrote, the same as text_table.unpack, for the calculator's data (sources linked as the
-    page links them), the teaching widgets' (numbers only) and serve's (the stage sets), once per data."""
+    """The model data travels packed (builder/widgets/packed.py: each text once, names without quotes); the script's
+    `unpacked` gives back the rules Python's encode wrote, the same as packed.unpack, for the calculator's data
+    (sources linked as the page links them), the teaching widgets' (numbers only) and serve's (the stage sets), once
+    per data."""
     from builder.sources import default_references, html_renderer
     from builder.widgets.model_data import STAGE_SETS, model_data
-    from builder.widgets.text_table import unpack
+    from builder.widgets.packed import unpack
 
     for data in (model_data(source_html=html_renderer(default_references())), model_data(words=False, refusals=False),
                  model_data(STAGE_SETS, words=False)):
-        got = rule_page.evaluate("(data) => [unpackTexts(data), unpackTexts(data) === unpackTexts(data)]", data)
+        got = rule_page.evaluate("(data) => [unpacked(data), unpacked(data) === unpacked(data)]", data)
         assert got == [unpack(data), True]
