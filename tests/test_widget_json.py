@@ -59,12 +59,16 @@ def test_each_text_is_sent_once_and_the_rules_come_back_as_encode_wrote_them():
         assert set(references) == set(range(len(texts)))
 
 
+# Names, operators (minus among them), negative and fractional numbers, a reference, a number in exponent form.
+COMPACT = {"ruleSets": {"states": {"parts": [["weights/quantised_linear", [">=", "shard_stage", -1],
+                                             ["/", 5, 1125899906842624], 0.5, ["$", 0], 1e20,
+                                             ["-", "op_T2", -0.25]]]}}}
+
+
 def test_the_compact_form_reads_back_names_numbers_and_operators():
-    value = {"ruleSets": {"states": {"parts": [["weights/quantised_linear", [">=", "shard_stage", -1],
-                                                 ["/", 5, 1125899906842624], 0.5, ["$", 0], 1e20]]}}}
-    assert compact(value) == ("{ruleSets:{states:{parts:[[weights/quantised_linear,[>=,shard_stage,-1],"
-                              "[/,5,1125899906842624],0.5,[$,0],1e+20]]}}}")
-    assert expand(compact(value)) == value
+    assert compact(COMPACT) == ("{ruleSets:{states:{parts:[[weights/quantised_linear,[>=,shard_stage,-1],"
+                                "[/,5,1125899906842624],0.5,[$,0],1e+20,[-,op_T2,-0.25]]]}}}")
+    assert expand(compact(COMPACT)) == COMPACT
 
 
 @pytest.mark.parametrize("value", [{"rules": [REFERENCE, 3]}, {TEXTS: []}, {"a": "two words"}, {"a": "3d"},

@@ -25,9 +25,9 @@ RULES = "rules"  # the key of the rules, written compact
 # A string the compact form writes without quotes: a name (symbol, part, key) or an operator, nothing JSON or the
 # expansion would read otherwise (no quote, backslash, space, bracket, brace, comma or colon; no leading digit).
 NAME = re.compile(r"(?![-+]?\d)(?!(?:true|false|null)$)[A-Za-z0-9_$/.+*%<>=!-]+")
-# What `expand` quotes again: every run of characters between JSON's punctuation that is not a number.
-TOKEN = re.compile(r"[^\[\]{},:]+")
-NUMBER = re.compile(r"-?\d")
+# What `expand` quotes again (01-rules.js `unpacked` uses the same expression): every whole token between JSON's
+# punctuation (nothing but [ { , : or the start before it) that is not a number.
+UNQUOTED = re.compile(r"(?<![^\[{,:])(?!-?\d)[^\[\]{},:]+")
 
 
 def _is_reference(value: Any) -> bool:
@@ -54,7 +54,7 @@ def compact(value: Any) -> str:
 
 def expand(text: str) -> Any:
     """The value `compact` wrote (what 01-rules.js `unpacked` does: quotes back around every name, then JSON)."""
-    return json.loads(TOKEN.sub(lambda m: m[0] if NUMBER.match(m[0]) else f'"{m[0]}"', text))
+    return json.loads(UNQUOTED.sub(r'"\g<0>"', text))
 
 
 def pack(rules: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any]:

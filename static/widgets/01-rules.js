@@ -260,23 +260,16 @@ const ruleSet = ({ reads, symbols, parts }) => {
 };
 // The model data as it travels (builder/widgets/packed.py): the rules as one string, JSON without quotes around
 // names, and each distinct text once, in `texts`, where a rule has ["$", i] for the i-th. Here, once per data (a
-// page's widgets share one), before any rule is compiled: quotes back around every name (a token that is not a
-// number), then each ["$", i] as ["str", text] (one array per text, shared): the rules as Python's encode wrote them,
-// with the data's other values as they came.
+// page's widgets share one), before any rule is compiled: quotes back around every name (a whole token, between
+// JSON's punctuation, that is not a number), each ["$", i] written as ["str", text], then JSON.parse: the rules as Python's encode wrote them, with the
+// data's other values as they came. (Two native regular-expression passes and one parse: no walk over the rules.)
 const unpackedData = new WeakMap();
 const unpacked = (data) => {
   let out = unpackedData.get(data);
   if (out === undefined) {
-    const texts = data.texts.map((text) => ["str", text]);
-    const walk = (x) => {  // in place: the parsed rules are this function's own
-      if (x === null || typeof x != "object") return x;
-      if (Array.isArray(x) && x.length == 2 && x[0] === "$" && Number.isInteger(x[1])) return texts[x[1]];
-      for (const key in x) x[key] = walk(x[key]);
-      return x;
-    };
-    const { rules, texts: _, ...plain } = data;
-    out = { ...walk(JSON.parse(rules.replace(/[^[\]{},:]+/g, (t) => (/^-?\d/.test(t) ? t : `"${t}"`)))), ...plain };
-    unpackedData.set(data, out);
+    const { rules, texts, ...plain } = data, quoted = texts.map((text) => JSON.stringify(["str", text]));
+    const json = rules.replace(/(?<![^[{,:])(?!-?\d)[^[\]{},:]+/g, '"$&"').replace(/\["\$",(\d+)\]/g, (_, i) => quoted[i]);
+    unpackedData.set(data, out = { ...JSON.parse(json), ...plain });
   }
   return out;
 };

@@ -154,9 +154,13 @@ def test_the_model_data_comes_back_as_python_encoded_it(rule_page):
     per data."""
     from builder.sources import default_references, html_renderer
     from builder.widgets.model_data import STAGE_SETS, model_data
-    from builder.widgets.packed import unpack
+    from builder.widgets.packed import pack, unpack
 
+    # Beside the real data: negative, fractional and exponent numbers, the minus operator, texts with quotes and markup.
+    made = {"parts": [["weights/x", [">=", "shard_stage", -1], ["/", 5, 1125899906842624], 0.5, 1e20,
+                       ["-", "op_T2", -0.25], ["str", 'a "quoted" note & <a href="references.html#ref-x">x</a>'],
+                       ["str", ""], ["str", "op_T2"]]]}
     for data in (model_data(source_html=html_renderer(default_references())), model_data(words=False, refusals=False),
-                 model_data(STAGE_SETS, words=False)):
+                 model_data(STAGE_SETS, words=False), pack(made, {"phases": {"a": "two words"}})):
         got = rule_page.evaluate("(data) => [unpacked(data), unpacked(data) === unpacked(data)]", data)
         assert got == [unpack(data), True]
