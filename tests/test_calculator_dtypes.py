@@ -24,6 +24,7 @@ from builder.grids import make_config
 from builder.model import Config
 from builder.model.config import validate_config
 from builder.widgets import calculator as calc
+from builder.widgets.packed import unpack
 from tests.test_cli import run
 
 MODELS = default_models()
@@ -119,7 +120,7 @@ def test_the_rules_replace_validate_configs_own_copy():
     calculator's data carries them as rules."""
     source = (Path(__file__).resolve().parents[1] / "builder" / "model" / "config.py").read_text(encoding="utf-8")
     assert "has no state dtype to choose" not in source and "only Adam and AdamW keep" not in source
-    checks = json.dumps(calc.script_data(MODELS, GPUS, [], form({}))["model"]["checks"])
+    checks = json.dumps(unpack(calc.script_data(MODELS, GPUS, [], form({}))["model"])["checks"])
     assert "has no state dtype to choose" in checks and "only Adam and AdamW keep" in checks
 
 

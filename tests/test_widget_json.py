@@ -6,10 +6,14 @@ widgets check that the script still shows Python's numbers from it (tests/browse
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from builder.model.states import MODEL_STATES
 from builder.render import SAME_AS, SHARED_MIN_CHARS, PageContext, widget_json
-from builder.widgets.model_data import model_data
+from builder.widgets.model_data import STAGE_SETS, model_data
+from builder.widgets.packed import REFERENCE, RULES, TEXTS, compact, expand, pack, unpack
 
 
 def context() -> PageContext:
@@ -31,8 +35,53 @@ def test_numbers_only_rules_keep_every_condition_and_amount_and_drop_the_words()
     assert {json.dumps(p[3:6]) for p in bare["parts"]} == {json.dumps([["str", ""]] * 3)}
     assert all(p[5] != ["str", ""] for p in full["parts"])  # every part names its source
     assert bare["reads"] == full["reads"]
-    full_data, bare_data = model_data(), model_data(words=False, refusals=False)
-    assert model_data(words=False)["checks"] == full_data["checks"]  # a widget that shows refusals keeps them
-    assert [check[0] for check in bare_data["checks"]] == [check[0] for check in full_data["checks"]]
-    assert {json.dumps(check[1]) for check in bare_data["checks"]} == {json.dumps(["str", ""])}
-    assert len(json.dumps(bare_data)) < 0.9 * len(json.dumps(full_data))
+    full_data, bare_data = unpack(model_data()), unpack(model_data(words=False, refusals=False))
+    assert unpack(model_data(words=False))["checks"] == full_data["checks"]  # a widget that shows refusals keeps them
+    for checks in ("checks", "shapeChecks"):  # a widget that shows no refused run or shape gets no message
+        assert [check[0] for check in bare_data[checks]] == [check[0] for check in full_data[checks]]
+        assert {json.dumps(check[1]) for check in bare_data[checks]} == {json.dumps(["str", ""])}
+    assert len(json.dumps(model_data(words=False, refusals=False))) < 0.9 * len(json.dumps(model_data()))
+
+
+def test_each_text_is_sent_once_and_the_rules_come_back_as_encode_wrote_them():
+    """builder/widgets/packed.py: the model's texts (the parts' sources repeat far apart, beyond gzip's 32 KB window)
+    go once in a list, each ["str", text] as ["$", i], and the rules as JSON without quotes around names; unpack
+    gives back exactly what was packed."""
+    for data in (model_data(), model_data(words=False, refusals=False), model_data(STAGE_SETS, words=False)):
+        rules = unpack(data)
+        plain = {key: value for key, value in rules.items() if key in data}
+        assert pack({key: value for key, value in rules.items() if key not in plain}, plain) == data
+        assert TEXTS not in rules and RULES not in rules and '"' not in data[RULES]
+        texts = data[TEXTS]
+        references = [int(i) for i in re.findall(rf"\[{re.escape(REFERENCE)},(\d+)\]", data[RULES])]
+        assert len(set(texts)) == len(texts) and "[str," not in data[RULES]
+        assert len(references) == json.dumps(rules).count('["str", ') > len(texts)  # every text, each once
+        assert set(references) == set(range(len(texts)))
+
+
+# Names, operators (minus among them), negative and fractional numbers, a reference, a number in exponent form.
+COMPACT = {"ruleSets": {"states": {"parts": [["weights/quantised_linear", [">=", "shard_stage", -1],
+                                             ["/", 5, 1125899906842624], 0.5, ["$", 0], 1e20,
+                                             ["-", "op_T2", -0.25]]]}}}
+
+
+def test_the_compact_form_reads_back_names_numbers_and_operators():
+    assert compact(COMPACT) == ("{ruleSets:{states:{parts:[[weights/quantised_linear,[>=,shard_stage,-1],"
+                                "[/,5,1125899906842624],0.5,[$,0],1e+20,[-,op_T2,-0.25]]]}}}")
+    assert expand(compact(COMPACT)) == COMPACT
+
+
+@pytest.mark.parametrize("value", [{"rules": [REFERENCE, 3]}, {TEXTS: []}, {"a": "two words"}, {"a": "3d"},
+                                   {"a": "true"}, {"a": True}, {"a": None}, {"a": ""}, {"a": 'say "hi"'}])
+def test_data_the_packing_cannot_carry_is_refused(value):
+    with pytest.raises(ValueError):
+        pack(value, {})
+
+
+def test_an_engines_model_carries_what_its_accounting_reads():
+    """serve's widget (02-model.js engineModel: stageModel) reads the named rule sets, the stages and the checks; the
+    training test, dtype sizes, phase titles and the search are a full estimate's (browserModel), sent only there."""
+    engine, full = unpack(model_data(STAGE_SETS, words=False)), unpack(model_data(words=False))
+    assert set(engine["ruleSets"]) == set(STAGE_SETS) and set(full) - set(engine) == {
+        "training", "dtypes", "phases", "largest"}
+    assert engine["checks"] == full["checks"] and engine["stages"] == full["stages"]

@@ -19,6 +19,7 @@ from builder.model.units import format_bytes
 from builder.sources import default_references, html_renderer
 from builder.widgets import calculator as calc
 from builder.widgets.model_data import RULE_SETS
+from builder.widgets.packed import unpack
 from builder.widgets import to_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,8 +128,9 @@ def test_the_op_lists_reach_the_script_as_the_models_rules():
     from builder.model.activations import ACTIVATIONS, MOMENTS
 
     data = make_context()["data"]
-    assert data["model"]["ruleSets"]["activations"] == ACTIVATIONS.encode(LINKED)
-    assert data["model"]["ruleSets"]["moments"] == MOMENTS.encode(LINKED)
+    model = unpack(data["model"])  # the rules as encode wrote them (sent packed: builder/widgets/packed.py)
+    assert model["ruleSets"]["activations"] == ACTIVATIONS.encode(LINKED)
+    assert model["ruleSets"]["moments"] == MOMENTS.encode(LINKED)
     layer_rows = dict(ACTIVATIONS.encode()["symbols"])["layer_rows"]
     assert sum(json.dumps(layer_rows).count('["row"') for _ in (1,)) == sum(map(len, oplists.BLOCKS.values()))
     # Shapes travel as the rules read them: full input names, no one-letter keys.
@@ -143,8 +145,9 @@ def test_the_script_evaluates_the_models_own_rules():
     from builder.model.states import MODEL_STATES
 
     data = make_context()["data"]
-    assert data["model"]["ruleSets"]["states"] == MODEL_STATES.encode(LINKED)
-    assert set(data["model"]["ruleSets"]) == set(RULE_SETS)
+    model = unpack(data["model"])
+    assert model["ruleSets"]["states"] == MODEL_STATES.encode(LINKED)
+    assert set(model["ruleSets"]) == set(RULE_SETS)
     defaults = config_inputs(Config())
     assert data["fixedInputs"]["gpus_per_node"] == defaults["gpus_per_node"] == 8
     assert data["fixedInputs"]["lora_targets"] == ["q", "k", "v", "o"]
@@ -180,8 +183,9 @@ def test_data_is_compact_and_safe_to_embed():
     # The words come from the model's own tables, so the script cannot say anything else.
     from builder.model.checks import encode_checks
 
-    assert data["model"]["checks"] == encode_checks() and "does not divide the" in json.dumps(data["model"]["checks"])
-    assert "sbh(34 + 5as/h)" in json.dumps(data["model"]["ruleSets"]["activations"])
+    model = unpack(data["model"])
+    assert model["checks"] == encode_checks() and "does not divide the" in json.dumps(model["checks"])
+    assert "sbh(34 + 5as/h)" in json.dumps(model["ruleSets"]["activations"])
     assert data["models"]["llama-3-8b"]["form"] == calc.arch_state(MODELS["llama-3-8b"])
     # The whole-number controls read as whole numbers (builder.widgets.calculator_state.typed), vpp among them.
     assert {key for key, kind in data["types"].items() if kind == "count"} >= {

@@ -5,7 +5,9 @@ saved activations and the instants inside a layer, autocast copies, serving, com
 overheads and the moments of a step), the pipeline stages, the configuration checks, the dtype sizes and the search
 for the largest value that fits.
 Every widget that shows the full model's number (the calculator, the teaching widgets' "the full model
-says" line) sends this and lets the shared script evaluate it, so no script holds a formula of its own.
+says" line) sends this and lets the shared script evaluate it, so no script holds a formula of its own. The data
+travels packed (builder/widgets/packed.py: each distinct text once, names without quotes; the script unpacks it
+once before compiling).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Callable
 from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
 from builder.model.autocast import AUTOCAST_COPIES
 from builder.model.checkpoint import CHECKPOINT_SAVE
-from builder.model.checks import SHAPE_CHECKS, encode_checks
+from builder.model.checks import CHECKS, SHAPE_CHECKS, encode_checks
 from builder.model.expr import encode, eq, sym
 from builder.model.overheads import OVERHEADS
 from builder.model.partrules import EMPTY_TEXT
@@ -28,6 +30,7 @@ from builder.model.states import COMM, HOST, MODEL_STATES
 from builder.model.step import PHASE_TITLES, STEP
 from builder.model.tensors import SHAPES
 from builder.model.units import DTYPE_BYTES
+from builder.widgets import packed
 
 # The rule sets the script evaluates, by the name it reads them under.
 RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "conditions": OP_CONDITIONS,
@@ -49,20 +52,28 @@ STAGE_SETS = ("shapes", "holding", "states")
 
 def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str], str] = html.escape,
                words: bool = True, refusals: bool = True) -> dict[str, Any]:
-    """The rule sets (all, or the named `sets`), stages, checks, dtype sizes and phase titles, as JSON-ready data;
-    `source_html` renders the parts' sources (builder.sources.html_renderer: citations linked); `words=False`
-    leaves out the parts' words (per-unit words, notes, sources) for a widget that shows no part's words, and
-    `refusals=False` the checks' messages for one that never shows a refused run (the teaching widgets)."""
-    return {
+    """The rule sets, stages, checks, dtype sizes and phase titles, as JSON-ready data packed (packed.pack: each
+    distinct text once, the rules compact; packed.unpack gives them as `encode` wrote them). `sets`: the named rule sets
+    only, with what 02-model.js stageModel reads beside them (the stages and the checks: an engine's accounting),
+    and nothing a full estimate adds (the training test, dtype sizes, phase titles, the search); `source_html`
+    renders the parts' sources (builder.sources.html_renderer: citations linked); `words=False` leaves out the
+    parts' words (per-unit words, notes, sources) for a widget that shows no part's words, and `refusals=False` the
+    checks' messages for one that never shows a refused run or shape (the teaching widgets)."""
+    def checks(listed: tuple = CHECKS) -> list[list[Any]]:
+        return encode_checks(listed) if refusals else [[refused, EMPTY_TEXT] for refused, _ in encode_checks(listed)]
+
+    sent = {
         "ruleSets": {name: rules.encode(source_html, words) for name, rules in RULE_SETS.items()
                      if sets is None or name in sets},
         "stages": encode(STAGES),
-        "training": encode(TRAINING),
-        "checks": encode_checks() if refusals else [[refused, EMPTY_TEXT] for refused, _ in encode_checks()],
-        "shapeChecks": encode_checks(SHAPE_CHECKS),
-        "dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()},
-        # The moments of a step in words (builder.model.step's rules name the one that sets the need).
-        "phases": PHASE_TITLES,
-        # The search for the largest batch or sequence that fits (builder.model.search.LARGEST, as --max runs it).
-        "largest": LARGEST.encode(),
+        "checks": checks(),
+        "shapeChecks": checks(SHAPE_CHECKS),
     }
+    plain = {}
+    if sets is None:
+        # The search for the largest batch or sequence that fits (builder.model.search.LARGEST, as --max runs it).
+        sent |= {"training": encode(TRAINING), "largest": LARGEST.encode()}
+        # The dtype sizes and the moments of a step in words (builder.model.step's rules name the one that sets the
+        # need), read by the teaching widgets' scripts as they are.
+        plain = {"dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()}, "phases": PHASE_TITLES}
+    return packed.pack(sent, plain)

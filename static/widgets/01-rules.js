@@ -281,3 +281,18 @@ const ruleSet = ({ reads, symbols, parts }) => {
     return result.words.slice();
   };
 };
+// The model data as it travels (builder/widgets/packed.py): the rules as one string, JSON without quotes around
+// names, and each distinct text once, in `texts`, where a rule has ["$", i] for the i-th. Here, once per data (a
+// page's widgets share one), before any rule is compiled: quotes back around every name (a whole token between JSON's
+// punctuation that is not a number), each ["$", i] written as ["str", text], then one JSON.parse: the rules as
+// Python's encode wrote them, with the data's other values as they came (two native passes, no walk over the rules).
+const unpackedData = new WeakMap();
+const unpacked = (data) => {
+  let out = unpackedData.get(data);
+  if (out === undefined) {
+    const { rules, texts, ...plain } = data, quoted = texts.map((text) => JSON.stringify(["str", text]));
+    const named = rules.replace(/(?<![^[{,:])(?!-?\d)[^[\]{},:]+/g, '"$&"');
+    unpackedData.set(data, out = { ...JSON.parse(named.replace(/\["\$",(\d+)\]/g, (_, i) => quoted[i])), ...plain });
+  }
+  return out;
+};

@@ -22,6 +22,7 @@ function stageModel(M) {
 // compared by); the engine takes the worker with the fewest blocks or tokens. Its values (`value(name)`) and its
 // parts ([name, whole bytes]).
 function engineModel(M, engines) {
+  M = unpacked(M);
   const { shapeOf, stagesOf, checks, refuse, inputsOf, states } = stageModel(M);
   const compiled = {};
   for (const [name, e] of Object.entries(engines)) compiled[name] = { symbols: ruleScope(e.rules), parts: ruleSet(e.rules), fewest: e.fewest };
@@ -42,6 +43,7 @@ function engineModel(M, engines) {
   return { shapeOf, report };
 }
 function browserModel(M) {
+  M = unpacked(M);
   const sum = sumParts, training = compileRule(M.training);
   const { shapeOf, stagesOf, checks, shapeChecks, refuse, inputsOf, states } = stageModel(M);
   // The rule sets of builder.model (serving, overheads, ...), compiled once.

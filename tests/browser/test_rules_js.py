@@ -145,3 +145,22 @@ def test_large_amounts_round_as_exact_fractions(rule_page, batch):
     want = [[whole_bytes(evaluate(rule, {"allocated": a, "share": p / 100, "ranks": r})) for rule in made]
             for a, p, r in batch]
     assert got == want
+
+
+def test_the_model_data_comes_back_as_python_encoded_it(rule_page):
+    """The model data travels packed (builder/widgets/packed.py: each text once, names without quotes); the script's
+    `unpacked` gives back the rules Python's encode wrote, the same as packed.unpack, for the calculator's data
+    (sources linked as the page links them), the teaching widgets' (numbers only) and serve's (the stage sets), once
+    per data."""
+    from builder.sources import default_references, html_renderer
+    from builder.widgets.model_data import STAGE_SETS, model_data
+    from builder.widgets.packed import pack, unpack
+
+    # Beside the real data: negative, fractional and exponent numbers, the minus operator, texts with quotes and markup.
+    made = {"parts": [["weights/x", [">=", "shard_stage", -1], ["/", 5, 1125899906842624], 0.5, 1e20,
+                       ["-", "op_T2", -0.25], ["str", 'a "quoted" note & <a href="references.html#ref-x">x</a>'],
+                       ["str", ""], ["str", "op_T2"]]]}
+    for data in (model_data(source_html=html_renderer(default_references())), model_data(words=False, refusals=False),
+                 model_data(STAGE_SETS, words=False), pack(made, {"phases": {"a": "two words"}})):
+        got = rule_page.evaluate("(data) => [unpacked(data), unpacked(data) === unpacked(data)]", data)
+        assert got == [unpack(data), True]
