@@ -23,9 +23,12 @@ from builder.charts import (
     combine_rules,
     format_amount,
     measure_text,
+    Strokes,
     render_chart,
     spread_notes,
+    standalone_svg,
 )
+from builder.charts.svg import strokes_path
 from builder.model.breakdown import Breakdown, Part, Rate
 from builder.model.partnames import PART_NAMES
 from builder.model.units import GB, GiB, MiB
@@ -80,8 +83,18 @@ def make_spec(**changes) -> ChartSpec:
 
 
 def parse(svg: str) -> ElementTree.Element:
-    """Parse chart markup (it must be well-formed XML on its own)."""
-    return ElementTree.fromstring(svg)
+    """Parse chart markup (it must be well-formed XML on its own), each text given the font-size it inherits from
+    the root where it names none, as a browser reads it."""
+    root = ElementTree.fromstring(svg)
+    for text in root.iter(f"{SVG}text"):
+        text.attrib.setdefault("font-size", root.get("font-size"))
+    return root
+
+
+def parse_file(svg: str) -> ElementTree.Element:
+    """Parse a downloadable file (standalone_svg: an XML declaration, then the chart)."""
+    assert svg.startswith('<?xml version="1.0" encoding="UTF-8"?>\n')
+    return ElementTree.fromstring(svg.split("\n", 1)[1])
 
 
 def texts_of(root: ElementTree.Element, css: str = "") -> list[ElementTree.Element]:
@@ -120,9 +133,27 @@ def path_box(data: str) -> tuple[float, float, float, float]:
     return min(xs), min(ys), max(xs), max(ys)
 
 
+def polylines(data: str) -> list[list[tuple[float, float]]]:
+    """The points of each polyline in path data of absolute M, L, H and V commands."""
+    lines, x, y = [], 0.0, 0.0
+    for command, arguments in re.findall(r"([MLHV])([^MLHV]*)", data):
+        numbers = [float(n) for n in arguments.split()]
+        if command == "H":
+            x = numbers[0]
+        elif command == "V":
+            y = numbers[0]
+        else:
+            x, y = numbers
+        if command == "M":
+            lines.append([])
+        lines[-1].append((x, y))
+    return lines
+
+
 def test_path_box_reads_boxes_and_lines():
     assert path_box("M10 82H110.3V104H10z") == (10, 82, 110.3, 104)
     assert path_box("M1 2L3 4M-5 6L7 8") == (-5, 2, 7, 8)
+    assert polylines("M1 2H3V4L5 6M-5 6L7 8") == [[(1, 2), (3, 2), (3, 4), (5, 6)], [(-5, 6), (7, 8)]]
 
 
 def segments_of(root: ElementTree.Element, chart_id: str, bar: int) -> dict[str, tuple[float, float, float, float]]:
@@ -190,35 +221,65 @@ def test_svg_has_its_natural_size_is_self_contained_and_free_of_inline_styles():
 
 def test_text_stays_text_with_no_font_embedded():
     svg = render_chart(make_spec())
-    # The font stack of static/charts.css is named on the root (the page's stylesheet wins on the page); no
-    # font file or glyph outlines are embedded.
-    root = parse(svg)
+    # The page's copy names no font (static/charts.css gives svg.tm-chart its stack); the file a reader downloads
+    # names that stack once, on its root. No font file or glyph outlines are embedded in either.
     css = CSS_PATH.read_text(encoding="utf-8")
     stack = re.search(r"svg\.tm-chart \{[^}]*font-family: ([^;]+);", css).group(1)
-    assert root.get("font-family") == stack.replace('"', "'")
-    assert svg.count("font-family") == 1
-    assert "<text" in svg and "glyph" not in svg and "<use" not in svg and "@font-face" not in svg
+    assert "font-family" not in svg
+    standalone = standalone_svg(svg)
+    assert parse_file(standalone).get("font-family") == stack.replace('"', "'")
+    assert standalone.count("font-family") == 1
+    for text in (svg, standalone):
+        assert "<text" in text and "glyph" not in text and "<use" not in text and "@font-face" not in text
+
+
+def test_text_size_is_said_once_on_the_page_and_on_every_text_in_a_download():
+    """Every text inherits FONT_SIZE from the page copy's root; the download (cairo, other editors) names it on
+    each text again, after its weight and before its class, and not on the root."""
+    svg = render_chart(make_spec())
+    page = ElementTree.fromstring(svg)
+    assert page.get("font-size") == "12" and svg.count("font-size") == 1  # drawing.FONT_SIZE, the 12 px floor
+    root = parse_file(standalone_svg(svg))
+    texts = texts_of(root)
+    assert root.get("font-size") is None and len(texts) > 20
+    for text in texts:
+        names = list(text.attrib)
+        assert text.get("font-size") == "12"
+        assert names.index("font-size") == names.index("class") - 1
+        assert "font-weight" not in names or names.index("font-weight") == 0
+
+
+def test_lines_step_along_the_axes_with_h_and_v_and_a_download_spells_them_as_l():
+    """A page's line is H x / V y where it runs along an axis (the point L x y names, a number shorter); the
+    download writes each step as L x y again, the same numbers."""
+    lines = (((642.5, 89), (642.5, 106), (20, 106), (20, 116), (24, 116)), ((1, 2), (3.25, 4.5), (3.25, 4.5)))
+    data = strokes_path(Strokes(lines, "tm-leader"))
+    assert data == "M642.5 89V106H20V116H24M1 2L3.25 4.5H3.25"
+    page = f'<svg xmlns="http://www.w3.org/2000/svg" font-size="12"><path d="{data}" class="tm-leader" /></svg>'
+    path = parse_file(standalone_svg(page)).find(f"{SVG}path")
+    assert path.get("d") == "M642.5 89L642.5 106L20 106L20 116L24 116M1 2L3.25 4.5L3.25 4.5"
+    box = '<svg xmlns="http://www.w3.org/2000/svg" font-size="12"><path d="M10 82H110.3V104H10z" /></svg>'
+    assert parse_file(standalone_svg(box)).find(f"{SVG}path").get("d") == "M10 82H110.3V104H10z"  # boxes keep H, V
 
 
 # --- Colours are classes ------------------------------------------------------------------------
 
 
-def test_colours_are_classes_with_their_light_theme_colour_written_in():
-    """Every colour is named by a class (the page's stylesheet paints it, per theme); the light-theme colour
-    static/charts.css gives that class is also written in as a presentation attribute, so a chart copied
-    from the page keeps its colours."""
+def test_colours_are_classes_on_the_page_and_written_in_a_download():
+    """Every colour is named by a class: the page's stylesheet paints it, per theme, and the page's copy carries
+    no colour of its own (issue 14's page weight). The file a reader downloads has the light-theme colour
+    static/charts.css gives that class written in as a presentation attribute."""
     svg = render_chart(make_spec(group_by="part"))
-    assert not re.search(r"\b(rgb|hsl)a?\(", svg)
+    assert not re.search(r"\b(rgb|hsl)a?\(", svg) and not re.search(r"#[0-9a-fA-F]{3}", svg)
+    assert set(re.findall(r' (fill|stroke)="([^"]*)"', svg)) == {("fill", "none"), ("fill", "url(#train-7b-hatch0)")}
+    assert "paint-order" not in svg and "opacity" not in svg  # the text halo too is the stylesheet's
     css = CSS_PATH.read_text(encoding="utf-8")
     light, _ = read_theme_colours(css)
-    root = parse(svg)
+    root = parse_file(standalone_svg(svg))
     coloured = 0
     for element in root.iter():
         for attribute in ("fill", "stroke"):
             value = element.get(attribute)
-            if value is not None and value.startswith("url(#"):  # the hatch's pattern, whose lines are classed
-                assert element.get("class") == "tm-overflow-area", element.attrib
-                continue
             if value not in (None, "none"):
                 coloured += 1
                 assert element.get("class"), (element.tag, element.attrib)
@@ -229,7 +290,7 @@ def test_colours_are_classes_with_their_light_theme_colour_written_in():
     note = next(t for t in root.iter(f"{SVG}text") if "tm-note" in t.get("class", "").split())
     assert (note.get("fill"), note.get("stroke"), note.get("paint-order")) == (light["--tm-text"], light["--tm-bg"],
                                                                              "stroke")
-    segment_classes = [g.find(f"{SVG}path").get("class") for g in root.iter(f"{SVG}g")]
+    segment_classes = [g.find(f"{SVG}path").get("class") for g in parse(svg).iter(f"{SVG}g")]
     assert "tm-bucket-weights tm-shade-0 tm-segment" in segment_classes
     assert "tm-bucket-optimizer tm-shade-1 tm-segment" in segment_classes
 
@@ -684,8 +745,7 @@ def test_rows_layout_capacity_lines_never_cross_a_text(width):
     boxes = all_text_boxes(root)
     crossed = []
     for line in (e for e in root.iter() if e.tag.endswith("path") and "tm-capacity" in (e.get("class") or "")):
-        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", line.get("d"))]
-        for x0, y0, x1, y1 in zip(numbers[0::4], numbers[1::4], numbers[2::4], numbers[3::4]):
+        for (x0, y0), (x1, y1) in (pair for points in polylines(line.get("d")) for pair in zip(points, points[1:])):
             crossed += [box for box in boxes if x0 == x1 and box[0] < x0 < box[2] and box[1] < max(y0, y1)
                         and min(y0, y1) < box[3]]
     assert crossed == []
