@@ -16,6 +16,7 @@ import pytest
 
 from builder.catalog import Gpu
 from builder.charts import (
+    Box,
     ChartBar,
     ChartSpec,
     Note,
@@ -28,7 +29,7 @@ from builder.charts import (
     spread_notes,
     standalone_svg,
 )
-from builder.charts.svg import strokes_path
+from builder.charts.svg import box_path, strokes_path
 from builder.model.breakdown import Breakdown, Part, Rate
 from builder.model.partnames import PART_NAMES
 from builder.model.units import GB, GiB, MiB
@@ -249,7 +250,7 @@ def test_text_size_is_said_once_on_the_page_and_on_every_text_in_a_download():
         assert "font-weight" not in names or names.index("font-weight") == 0
 
 
-def test_lines_step_along_the_axes_with_h_and_v_and_a_download_spells_them_as_l():
+def test_lines_and_rounded_boxes_step_along_the_axes_with_h_and_v_and_a_download_spells_them_as_l():
     """A page's line is H x / V y where it runs along an axis (the point L x y names, a number shorter); the
     download writes each step as L x y again, the same numbers."""
     lines = (((642.5, 89), (642.5, 106), (20, 106), (20, 116), (24, 116)), ((1, 2), (3.25, 4.5), (3.25, 4.5)))
@@ -260,6 +261,12 @@ def test_lines_step_along_the_axes_with_h_and_v_and_a_download_spells_them_as_l(
     assert path.get("d") == "M642.5 89L642.5 106L20 106L20 116L24 116M1 2L3.25 4.5L3.25 4.5"
     box = '<svg xmlns="http://www.w3.org/2000/svg" font-size="12"><path d="M10 82H110.3V104H10z" /></svg>'
     assert parse_file(standalone_svg(box)).find(f"{SVG}path").get("d") == "M10 82H110.3V104H10z"  # boxes keep H, V
+    # A rounded box (the worked example's, 8 to 692 across, 676 to 720 down, corners of 5) steps along its sides.
+    data = box_path(Box(8, 676, 684, 44, "tm-example-box", rounded=True))
+    assert data == "M13 676H687Q692 676 692 681V715Q692 720 687 720H13Q8 720 8 715V681Q8 676 13 676z"
+    page = f'<svg xmlns="http://www.w3.org/2000/svg" font-size="12"><path d="{data}" /></svg>'
+    assert parse_file(standalone_svg(page)).find(f"{SVG}path").get("d") == (
+        "M13 676L687 676Q692 676 692 681L692 715Q692 720 687 720L13 720Q8 720 8 715L8 681Q8 676 13 676z")
 
 
 # --- Colours are classes ------------------------------------------------------------------------

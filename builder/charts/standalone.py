@@ -19,7 +19,7 @@ from builder.charts.layout import make_hatch
 from builder.charts.svg import NS, SVG_NAMESPACE, shape_element
 from builder.palette import THEMES, load_stylesheet
 
-STEP = re.compile(r"([MLHV])([^MLHV]*)")
+STEP = re.compile(r"([MLHVQz])([^MLHVQz]*)")
 
 
 def draw_hatches(root: ElementTree.Element) -> None:
@@ -57,22 +57,22 @@ def spell_out_sizes(root: ElementTree.Element) -> None:
 
 
 def spell_out_steps(root: ElementTree.Element) -> None:
-    """Every line's H x and V y (svg.strokes_path) written as the L x y they name, number for number; a box's path
-    (closed by z) keeps its H and V, as svg.box_path writes them."""
+    """Every H x and V y of a line or a rounded box (svg.strokes_path, svg.box_path) written as the L x y it names,
+    number for number; a plain box (closed by z, no curve) keeps its H and V, as box_path writes it for both."""
     for path in root.iter(f"{NS}path"):
         data = path.get("d")
-        if "z" in data or not re.search("[HV]", data):
+        if not re.search("[HV]", data) or ("z" in data and "Q" not in data):
             continue
         x = y = ""
         steps = []
         for command, operands in STEP.findall(data):
-            if command in "ML":
-                x, y = operands.split()
-            elif command == "H":
-                x = operands
-            else:
-                y = operands
-            steps.append(f"{'M' if command == 'M' else 'L'}{x} {y}")
+            numbers = operands.split()
+            if command in "HV":
+                x, y = (numbers[0], y) if command == "H" else (x, numbers[0])
+                command = "L"
+            elif numbers:
+                x, y = numbers[-2:]  # where M, L and Q end
+            steps.append(command + (f"{x} {y}" if command == "L" else operands))
         path.set("d", "".join(steps))
 
 

@@ -17,7 +17,7 @@ that markup was most of the heaviest pages' weight (issue 14):
 - no colour, halo or font: the page's stylesheet (static/charts.css) gives them to each class, and its rules win
   over presentation attributes anyway, so the page rendered the same before they were left out;
 - the text size once, on the root (every text inherits it), and on a text only where it differs;
-- an axis-aligned step of a line as H x or V y (the same point as L x y, one number shorter);
+- an axis-aligned step of a line or of a rounded box's side as H x or V y (the point L x y names, a number shorter);
 - an overflow hatch as a <pattern> (one tile of its lines and their halo) filling its rectangle, the only url()
   in the markup: the hatches' lines written out were a tenth of a page's chart markup.
 No style="" and no <style>, so a strict Content-Security-Policy holds. builder/charts/standalone.py writes all of
@@ -47,15 +47,14 @@ def number(value: float) -> str:
 def box_path(box: Box) -> str:
     """Path data of a box: a rectangle ('M x0 y0 H x1 V y1 H x0 z': each corner's one new coordinate, a third
     shorter than four points, issue 14's page weight), or one with quarter-curve corners of CORNER units when
-    rounded."""
+    rounded, its sides between them H and V too (standalone.spell_out_steps writes those back as L)."""
     x0, y0, x1, y1 = box.x, box.y, box.x + box.width, box.y + box.height
     if not box.rounded:
         return "M{} {}H{}V{}H{}z".format(*map(number, (x0, y0, x1, y1, x0)))
     r = CORNER
-    points = (x0 + r, y0, x1 - r, y0, x1, y0, x1, y0 + r, x1, y1 - r, x1, y1, x1 - r, y1, x0 + r, y1, x0, y1,
-              x0, y1 - r, x0, y0 + r, x0, y0, x0 + r, y0)
-    return "M{} {}L{} {}Q{} {} {} {}L{} {}Q{} {} {} {}L{} {}Q{} {} {} {}L{} {}Q{} {} {} {}z".format(
-        *map(number, points))
+    points = (x0 + r, y0, x1 - r, x1, y0, x1, y0 + r, y1 - r, x1, y1, x1 - r, y1, x0 + r, x0, y1, x0, y1 - r,
+              y0 + r, x0, y0, x0 + r, y0)
+    return "M{} {}H{}Q{} {} {} {}V{}Q{} {} {} {}H{}Q{} {} {} {}V{}Q{} {} {} {}z".format(*map(number, points))
 
 
 def strokes_path(strokes: Strokes) -> str:
