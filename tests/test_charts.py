@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 from builder.catalog import Gpu
 from builder.charts import (
@@ -29,7 +30,8 @@ from builder.charts import (
     spread_notes,
     standalone_svg,
 )
-from builder.charts.svg import box_path, strokes_path
+from builder.charts.pathdata import absolute, relative, spelled_out
+from builder.charts.svg import box_path, number, strokes_path
 from builder.model.breakdown import Breakdown, Part, Rate
 from builder.model.partnames import PART_NAMES
 from builder.model.units import GB, GiB, MiB
@@ -114,47 +116,39 @@ def gib(n_bytes: int) -> str:
 
 
 def path_box(data: str) -> tuple[float, float, float, float]:
-    """x0, y0, x1, y1 of the points in path data (absolute M, L, H and V commands; Q's points count as points)."""
-    xs, ys, x, y = [], [], 0.0, 0.0
-    for command, arguments in re.findall(r"([MLQHVz])([^MLQHVz]*)", data):
-        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", arguments)]
-        if command == "H":
-            x = numbers[0]
-        elif command == "V":
-            y = numbers[0]
-        elif numbers:
-            for x, y in zip(numbers[0::2], numbers[1::2]):
-                xs.append(x)
-                ys.append(y)
-            continue
-        else:
-            continue
-        xs.append(x)
-        ys.append(y)
-    return min(xs), min(ys), max(xs), max(ys)
+    """x0, y0, x1, y1 of the points in path data (M, L, H, V and relative h and v commands; Q's points count)."""
+    points = [point for line in polylines(data) for point in line]
+    return min(x for x, _ in points), min(y for _, y in points), max(x for x, _ in points), max(y for _, y in points)
 
 
 def polylines(data: str) -> list[list[tuple[float, float]]]:
-    """The points of each polyline in path data of absolute M, L, H and V commands."""
+    """The points of each subpath of path data: absolute M, L, Q, H and V commands and relative h and v, as a
+    browser reads them (z ends a subpath)."""
     lines, x, y = [], 0.0, 0.0
-    for command, arguments in re.findall(r"([MLHV])([^MLHV]*)", data):
+    for command, arguments in re.findall(r"([MLQHVhvz])([^MLQHVhvz]*)", data):
         numbers = [float(n) for n in arguments.split()]
-        if command == "H":
-            x = numbers[0]
-        elif command == "V":
-            y = numbers[0]
+        if command == "z":
+            continue
+        if command in "Hh":
+            x = numbers[0] + (x if command == "h" else 0)
+            lines[-1].append((x, y))
+        elif command in "Vv":
+            y = numbers[0] + (y if command == "v" else 0)
+            lines[-1].append((x, y))
         else:
-            x, y = numbers
-        if command == "M":
-            lines.append([])
-        lines[-1].append((x, y))
+            if command == "M":
+                lines.append([])
+            for x, y in zip(numbers[0::2], numbers[1::2]):
+                lines[-1].append((x, y))
     return lines
 
 
 def test_path_box_reads_boxes_and_lines():
     assert path_box("M10 82H110.3V104H10z") == (10, 82, 110.3, 104)
     assert path_box("M1 2L3 4M-5 6L7 8") == (-5, 2, 7, 8)
+    assert path_box("M10 82h100.3v22H10z") == (10, 82, 110.3, 104)
     assert polylines("M1 2H3V4L5 6M-5 6L7 8") == [[(1, 2), (3, 2), (3, 4), (5, 6)], [(-5, 6), (7, 8)]]
+    assert polylines("M1 2h2v-2H0") == [[(1, 2), (3, 2), (3, 0), (0, 0)]]
 
 
 def segments_of(root: ElementTree.Element, chart_id: str, bar: int) -> dict[str, tuple[float, float, float, float]]:
@@ -267,6 +261,28 @@ def test_lines_and_rounded_boxes_step_along_the_axes_with_h_and_v_and_a_download
     page = f'<svg xmlns="http://www.w3.org/2000/svg" font-size="12"><path d="{data}" /></svg>'
     assert parse_file(standalone_svg(page)).find(f"{SVG}path").get("d") == (
         "M13 676L687 676Q692 676 692 681L692 715Q692 720 687 720L13 720Q8 720 8 715L8 681Q8 676 13 676z")
+
+
+def test_page_steps_are_relative_where_shorter_and_a_download_gets_the_same_numbers_back():
+    """h dx and v dy where shorter than H x and V y (a bar's height 'v22', a leader's last run 'h4'), the
+    difference taken exactly, so the absolute numbers come back as written."""
+    assert relative("M642.5 89V106H20V116H24") == "M642.5 89v17H20v10h4"
+    assert relative("M10 82H110.3V104H10z") == "M10 82H110.3v22H10z"  # h100.3 is no shorter
+    assert relative("M13 676H687Q692 676 692 681V715") == "M13 676H687Q692 676 692 681v34"  # from the curve's end
+    assert relative("M0.1 0.2H0.3V0.3") == "M0.1 0.2H0.3V0.3"  # a tie stays absolute
+    assert absolute("M642.5 89v17H20v10h4") == "M642.5 89V106H20V116H24"
+    assert absolute("M10 82h100.3v22H10zM5 5h-0.01") == "M10 82H110.3V104H10zM5 5H4.99"
+    assert spelled_out("M642.5 89V106H20") == "M642.5 89L642.5 106L20 106"
+
+
+@given(st.lists(st.tuples(st.sampled_from("HV"), st.integers(-100_000, 100_000)), min_size=1, max_size=8),
+       st.integers(-100_000, 100_000), st.integers(-100_000, 100_000))
+def test_absolute_undoes_relative_for_any_numbers_of_two_decimals(steps, x, y):
+    def text(hundredths: int) -> str:
+        return number(hundredths / 100)
+
+    data = f"M{text(x)} {text(y)}" + "".join(command + text(value) for command, value in steps) + "z"
+    assert absolute(relative(data)) == data
 
 
 # --- Colours are classes ------------------------------------------------------------------------

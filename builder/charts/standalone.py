@@ -3,10 +3,11 @@ stylesheet written back, for the light and dark SVG files a reader downloads and
 (builder/figures.py).
 
 A page's copy of a chart is lean (issue 14's page weight): classes but no colours or font, the text size once on
-the root, axis-aligned steps as H and V, overflow hatches as a pattern. A file of its own has no stylesheet and no
-page weight to save, so standalone_svg undoes each of those, in an order that gives the same bytes as the files
-had when the page carried them too: hatches drawn out, sizes and steps spelled out, then the colours and font of
-static/charts.css written in as presentation attributes (builder/palette.py; no style="" and no <style>).
+the root, axis-aligned steps as H and V, or h and v where shorter (builder/charts/pathdata.py), overflow hatches as
+a pattern. A file of its own has no stylesheet and no page weight to save, so standalone_svg undoes each of those,
+in an order that gives the same bytes as the files had when the page carried them too: steps made absolute,
+hatches drawn out, sizes and steps spelled out, then the colours and font of static/charts.css written in as
+presentation attributes (builder/palette.py; no style="" and no <style>).
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ import xml.etree.ElementTree as ElementTree
 
 from builder.charts.drawing import Strokes
 from builder.charts.layout import make_hatch
+from builder.charts.pathdata import absolute, spelled_out
 from builder.charts.svg import NS, SVG_NAMESPACE, shape_element
 from builder.palette import THEMES, load_stylesheet
-
-STEP = re.compile(r"([MLHVQz])([^MLHVQz]*)")
 
 
 def draw_hatches(root: ElementTree.Element) -> None:
@@ -56,24 +56,19 @@ def spell_out_sizes(root: ElementTree.Element) -> None:
             text.attrib.update(attributes)
 
 
+def absolute_steps(root: ElementTree.Element) -> None:
+    """Every path's h dx and v dy written as the H x and V y they reach (pathdata.absolute)."""
+    for path in root.iter(f"{NS}path"):
+        path.set("d", absolute(path.get("d")))
+
+
 def spell_out_steps(root: ElementTree.Element) -> None:
-    """Every H x and V y of a line or a rounded box (svg.strokes_path, svg.box_path) written as the L x y it names,
-    number for number; a plain box (closed by z, no curve) keeps its H and V, as box_path writes it for both."""
+    """A line's and a rounded box's H x and V y written as the L x y they name (pathdata.spelled_out); a plain box
+    (closed by z, no curve) keeps its H and V, as svg.box_path writes it for the page and the files alike."""
     for path in root.iter(f"{NS}path"):
         data = path.get("d")
-        if not re.search("[HV]", data) or ("z" in data and "Q" not in data):
-            continue
-        x = y = ""
-        steps = []
-        for command, operands in STEP.findall(data):
-            numbers = operands.split()
-            if command in "HV":
-                x, y = (numbers[0], y) if command == "H" else (x, numbers[0])
-                command = "L"
-            elif numbers:
-                x, y = numbers[-2:]  # where M, L and Q end
-            steps.append(command + (f"{x} {y}" if command == "L" else operands))
-        path.set("d", "".join(steps))
+        if "Q" in data or "z" not in data:
+            path.set("d", spelled_out(data))
 
 
 def paint_svg(root: ElementTree.Element, theme: str) -> None:
@@ -95,6 +90,7 @@ def standalone_svg(svg: str, theme: str = "light") -> str:
         raise ValueError(f"theme {theme!r} (use {' or '.join(THEMES)})")
     ElementTree.register_namespace("", SVG_NAMESPACE)
     root = ElementTree.fromstring(svg)
+    absolute_steps(root)  # before draw_hatches, which reads a hatched box's corners
     draw_hatches(root)
     spell_out_sizes(root)
     spell_out_steps(root)

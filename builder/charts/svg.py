@@ -17,7 +17,8 @@ that markup was most of the heaviest pages' weight (issue 14):
 - no colour, halo or font: the page's stylesheet (static/charts.css) gives them to each class, and its rules win
   over presentation attributes anyway, so the page rendered the same before they were left out;
 - the text size once, on the root (every text inherits it), and on a text only where it differs;
-- an axis-aligned step of a line or of a rounded box's side as H x or V y (the point L x y names, a number shorter);
+- an axis-aligned step of a line or of a rounded box's side as H x or V y (the point L x y names, a number shorter),
+  and any H or V as h dx or v dy where that is shorter still (builder/charts/pathdata.py);
 - an overflow hatch as a <pattern> (one tile of its lines and their halo) filling its rectangle, the only url()
   in the markup: the hatches' lines written out were a tenth of a page's chart markup.
 No style="" and no <style>, so a strict Content-Security-Policy holds. builder/charts/standalone.py writes all of
@@ -31,6 +32,7 @@ from dataclasses import replace
 
 from builder.charts.drawing import FONT_SIZE, HATCH_SPACING, Box, Drawing, Strokes, Words
 from builder.charts.layout import make_hatch
+from builder.charts.pathdata import relative
 
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
 NS = f"{{{SVG_NAMESPACE}}}"
@@ -188,6 +190,8 @@ def write_svg(drawing: Drawing, chart_id: str, title: str, description: str, css
     ElementTree.SubElement(root, f"{NS}rect", {"class": "tm-background", "width": width, "height": height})
     root.extend(shape_elements(drawing.items, chart_id))
     root.extend(text_element(item) for item in drawing.items if isinstance(item, Words))
+    for path in root.iter(f"{NS}path"):
+        path.set("d", relative(path.get("d")))
     root.text = "\n"
     for child in root:
         child.tail = "\n"
