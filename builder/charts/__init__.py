@@ -12,7 +12,8 @@ One job per module:
   annotate.py  notes on leader lines, labels inside segments, callouts, chips, capacity labels, the text summary
   columns.py   the columns layout (bars side by side); rows.py the rows layout (one bar per row)
   svg.py       the lean SVG a page inlines, straight from the Drawing (its docstring says why not matplotlib)
-  standalone.py  that SVG as a file of its own (colours, font and hatches written in) for the downloads
+  pathdata.py  path data as text: relative steps on the page, absolute and spelled-out ones in the downloads
+  standalone.py  a page's SVG as a file of its own (colours, font and hatches written in) for the downloads
   figure.py    LAYOUTS, the one registration point of layouts, and render_chart / render_figure
 
 What the rest of the site uses is exported here.
