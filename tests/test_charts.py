@@ -264,9 +264,11 @@ def test_lines_and_rounded_boxes_step_along_the_axes_with_h_and_v_and_a_download
 
 
 def test_page_steps_are_relative_where_shorter_and_a_download_gets_the_same_numbers_back():
-    """h dx and v dy where shorter than H x and V y (a bar's height 'v22', a leader's last run 'h4'), the
-    difference taken exactly, so the absolute numbers come back as written."""
+    """h dx and v dy where shorter than H x and V y (a bar's height 'v22', a leader's last run 'h4') and both ends
+    are whole or half units, which a browser's floating point adds exactly; the difference taken exactly, so the
+    absolute numbers come back as written."""
     assert relative("M642.5 89V106H20V116H24") == "M642.5 89v17H20v10h4"
+    assert relative("M10 82H18.36V104H10z") == "M10 82H18.36v22H10z"  # h8.36 would land near 18.36, not on it
     assert relative("M10 82H110.3V104H10z") == "M10 82H110.3v22H10z"  # h100.3 is no shorter
     assert relative("M13 676H687Q692 676 692 681V715") == "M13 676H687Q692 676 692 681v34"  # from the curve's end
     assert relative("M0.1 0.2H0.3V0.3") == "M0.1 0.2H0.3V0.3"  # a tie stays absolute

@@ -3,11 +3,12 @@ copy makes of them (issue 14's page weight) that the downloadable files undo, nu
 
 builder/charts/svg.py writes every path with absolute M, L, H, V, Q and z and every number to 0.01 unit
 (svg.number): a box's sides and a line's steps along an axis as H x and V y. On a page, `relative` writes an H x or
-V y as h dx or v dy where that is shorter ('v22', a bar's height; 'h4', a leader's last run before its note). The
-difference of two numbers of at most two decimals is taken exactly (Decimal), so `absolute` gets the very numbers
-back for builder/charts/standalone.py. Chromium adds dx to the point in floating point, a shift far below the
-1/256 px steps of its antialiasing: every chart of the site screenshots to the same pixels (light and dark, 1280
-and 360 px wide). `spelled_out` writes H and V as the L x y they name, as the downloadable files have them.
+V y as h dx or v dy where that is shorter ('v22', a bar's height; 'h4', a leader's last run before its note) and
+both ends are whole or half units. Those are binary fractions: a browser parses them and adds dx to them exactly,
+so it reaches the very point H x names and draws the same pixels (with any x, Chromium's float sums moved a few
+edge pixels by up to 13/255 on the 360 px screenshots: tried and rejected). The difference is taken exactly
+(Decimal), so `absolute` gets the very numbers back for builder/charts/standalone.py. `spelled_out` writes H and V
+as the L x y they name, as the downloadable files have them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 COMMAND = re.compile(r"([MLHVQzhv])([^MLHVQzhv]*)")
+HALF = Decimal("0.5")  # `relative` steps only between multiples of it
 
 
 def decimal_text(value: Decimal) -> str:
@@ -45,14 +47,16 @@ def commands(data: str) -> Iterator[tuple[str, str, Decimal, Decimal]]:
 
 
 def relative(data: str) -> str:
-    """Path data with each H x and V y written as h dx or v dy where that is shorter (a tie stays absolute)."""
+    """Path data with each H x and V y written as h dx or v dy where that is shorter (a tie stays absolute) and
+    both ends are whole or half units: binary fractions that any floating-point parser reads, and adds, exactly,
+    so the browser reaches the very point the absolute command names."""
     written = []
     for command, operands, x, y in commands(data):
+        written.append(command + operands)
         if command in "HV":
-            delta = Decimal(operands) - (x if command == "H" else y)
-            written.append(min(command + operands, command.lower() + decimal_text(delta), key=len))
-        else:
-            written.append(command + operands)
+            start, end = (x if command == "H" else y), Decimal(operands)
+            if start % HALF == 0 and end % HALF == 0:
+                written[-1] = min(written[-1], command.lower() + decimal_text(end - start), key=len)
     return "".join(written)
 
 

@@ -18,7 +18,7 @@ that markup was most of the heaviest pages' weight (issue 14):
   over presentation attributes anyway, so the page rendered the same before they were left out;
 - the text size once, on the root (every text inherits it), and on a text only where it differs;
 - an axis-aligned step of a line or of a rounded box's side as H x or V y (the point L x y names, a number shorter),
-  and any H or V as h dx or v dy where that is shorter still (builder/charts/pathdata.py);
+  and as h dx or v dy where that is shorter still and both ends are whole or half units (builder/charts/pathdata.py);
 - an overflow hatch as a <pattern> (one tile of its lines and their halo) filling its rectangle, the only url()
   in the markup: the hatches' lines written out were a tenth of a page's chart markup.
 No style="" and no <style>, so a strict Content-Security-Policy holds. builder/charts/standalone.py writes all of
