@@ -1,8 +1,9 @@
 """The chart palette, read from static/charts.css (its one source).
 
 A chart's SVG names its colours by class (tm-bucket-weights, tm-text, ...). On a page the site
-stylesheet paints them, per theme. A chart that travels alone (copied from the page, or one of
-the downloadable files) needs the colours written into it: `resolve` works out, for an element's
+stylesheet paints them, per theme, and the page's copy carries nothing else. A chart that travels
+alone (the downloadable files, builder/charts/standalone.py) needs the colours written into it:
+`resolve` works out, for an element's
 classes, what charts.css gives it in the light or the dark theme, as SVG presentation attributes.
 Only the small subset of CSS that charts.css uses is understood: custom properties on :root (the
 dark ones inside `@media (prefers-color-scheme: dark)`), and rules whose selectors are

@@ -13,9 +13,11 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 from builder.catalog import Gpu
 from builder.charts import (
+    Box,
     ChartBar,
     ChartSpec,
     Note,
@@ -23,9 +25,13 @@ from builder.charts import (
     combine_rules,
     format_amount,
     measure_text,
+    Strokes,
     render_chart,
     spread_notes,
+    standalone_svg,
 )
+from builder.charts.pathdata import absolute, relative, spelled_out
+from builder.charts.svg import box_path, number, strokes_path
 from builder.model.breakdown import Breakdown, Part, Rate
 from builder.model.partnames import PART_NAMES
 from builder.model.units import GB, GiB, MiB
@@ -80,8 +86,18 @@ def make_spec(**changes) -> ChartSpec:
 
 
 def parse(svg: str) -> ElementTree.Element:
-    """Parse chart markup (it must be well-formed XML on its own)."""
-    return ElementTree.fromstring(svg)
+    """Parse chart markup (it must be well-formed XML on its own), each text given the font-size it inherits from
+    the root where it names none, as a browser reads it."""
+    root = ElementTree.fromstring(svg)
+    for text in root.iter(f"{SVG}text"):
+        text.attrib.setdefault("font-size", root.get("font-size"))
+    return root
+
+
+def parse_file(svg: str) -> ElementTree.Element:
+    """Parse a downloadable file (standalone_svg: an XML declaration, then the chart)."""
+    assert svg.startswith('<?xml version="1.0" encoding="UTF-8"?>\n')
+    return ElementTree.fromstring(svg.split("\n", 1)[1])
 
 
 def texts_of(root: ElementTree.Element, css: str = "") -> list[ElementTree.Element]:
@@ -100,29 +116,39 @@ def gib(n_bytes: int) -> str:
 
 
 def path_box(data: str) -> tuple[float, float, float, float]:
-    """x0, y0, x1, y1 of the points in path data (absolute M, L, H and V commands; Q's points count as points)."""
-    xs, ys, x, y = [], [], 0.0, 0.0
-    for command, arguments in re.findall(r"([MLQHVz])([^MLQHVz]*)", data):
-        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", arguments)]
-        if command == "H":
-            x = numbers[0]
-        elif command == "V":
-            y = numbers[0]
-        elif numbers:
-            for x, y in zip(numbers[0::2], numbers[1::2]):
-                xs.append(x)
-                ys.append(y)
+    """x0, y0, x1, y1 of the points in path data (M, L, H, V and relative h and v commands; Q's points count)."""
+    points = [point for line in polylines(data) for point in line]
+    return min(x for x, _ in points), min(y for _, y in points), max(x for x, _ in points), max(y for _, y in points)
+
+
+def polylines(data: str) -> list[list[tuple[float, float]]]:
+    """The points of each subpath of path data: absolute M, L, Q, H and V commands and relative h and v, as a
+    browser reads them (z ends a subpath)."""
+    lines, x, y = [], 0.0, 0.0
+    for command, arguments in re.findall(r"([MLQHVhvz])([^MLQHVhvz]*)", data):
+        numbers = [float(n) for n in arguments.split()]
+        if command == "z":
             continue
+        if command in "Hh":
+            x = numbers[0] + (x if command == "h" else 0)
+            lines[-1].append((x, y))
+        elif command in "Vv":
+            y = numbers[0] + (y if command == "v" else 0)
+            lines[-1].append((x, y))
         else:
-            continue
-        xs.append(x)
-        ys.append(y)
-    return min(xs), min(ys), max(xs), max(ys)
+            if command == "M":
+                lines.append([])
+            for x, y in zip(numbers[0::2], numbers[1::2]):
+                lines[-1].append((x, y))
+    return lines
 
 
 def test_path_box_reads_boxes_and_lines():
     assert path_box("M10 82H110.3V104H10z") == (10, 82, 110.3, 104)
     assert path_box("M1 2L3 4M-5 6L7 8") == (-5, 2, 7, 8)
+    assert path_box("M10 82h100.3v22H10z") == (10, 82, 110.3, 104)
+    assert polylines("M1 2H3V4L5 6M-5 6L7 8") == [[(1, 2), (3, 2), (3, 4), (5, 6)], [(-5, 6), (7, 8)]]
+    assert polylines("M1 2h2v-2H0") == [[(1, 2), (3, 2), (3, 0), (0, 0)]]
 
 
 def segments_of(root: ElementTree.Element, chart_id: str, bar: int) -> dict[str, tuple[float, float, float, float]]:
@@ -190,35 +216,95 @@ def test_svg_has_its_natural_size_is_self_contained_and_free_of_inline_styles():
 
 def test_text_stays_text_with_no_font_embedded():
     svg = render_chart(make_spec())
-    # The font stack of static/charts.css is named on the root (the page's stylesheet wins on the page); no
-    # font file or glyph outlines are embedded.
-    root = parse(svg)
+    # The page's copy names no font (static/charts.css gives svg.tm-chart its stack); the file a reader downloads
+    # names that stack once, on its root. No font file or glyph outlines are embedded in either.
     css = CSS_PATH.read_text(encoding="utf-8")
     stack = re.search(r"svg\.tm-chart \{[^}]*font-family: ([^;]+);", css).group(1)
-    assert root.get("font-family") == stack.replace('"', "'")
-    assert svg.count("font-family") == 1
-    assert "<text" in svg and "glyph" not in svg and "<use" not in svg and "@font-face" not in svg
+    assert "font-family" not in svg
+    standalone = standalone_svg(svg)
+    assert parse_file(standalone).get("font-family") == stack.replace('"', "'")
+    assert standalone.count("font-family") == 1
+    for text in (svg, standalone):
+        assert "<text" in text and "glyph" not in text and "<use" not in text and "@font-face" not in text
+
+
+def test_text_size_is_said_once_on_the_page_and_on_every_text_in_a_download():
+    """Every text inherits FONT_SIZE from the page copy's root; the download (cairo, other editors) names it on
+    each text again, after its weight and before its class, and not on the root."""
+    svg = render_chart(make_spec())
+    page = ElementTree.fromstring(svg)
+    assert page.get("font-size") == "12" and svg.count("font-size") == 1  # drawing.FONT_SIZE, the 12 px floor
+    root = parse_file(standalone_svg(svg))
+    texts = texts_of(root)
+    assert root.get("font-size") is None and len(texts) > 20
+    for text in texts:
+        names = list(text.attrib)
+        assert text.get("font-size") == "12"
+        assert names.index("font-size") == names.index("class") - 1
+        assert "font-weight" not in names or names.index("font-weight") == 0
+
+
+def test_lines_and_rounded_boxes_step_along_the_axes_with_h_and_v_and_a_download_spells_them_as_l():
+    """A page's line is H x / V y where it runs along an axis (the point L x y names, a number shorter); the
+    download writes each step as L x y again, the same numbers."""
+    lines = (((642.5, 89), (642.5, 106), (20, 106), (20, 116), (24, 116)), ((1, 2), (3.25, 4.5), (3.25, 4.5)))
+    data = strokes_path(Strokes(lines, "tm-leader"))
+    assert data == "M642.5 89V106H20V116H24M1 2L3.25 4.5H3.25"
+    page = f'<svg xmlns="http://www.w3.org/2000/svg" font-size="12"><path d="{data}" class="tm-leader" /></svg>'
+    path = parse_file(standalone_svg(page)).find(f"{SVG}path")
+    assert path.get("d") == "M642.5 89L642.5 106L20 106L20 116L24 116M1 2L3.25 4.5L3.25 4.5"
+    box = '<svg xmlns="http://www.w3.org/2000/svg" font-size="12"><path d="M10 82H110.3V104H10z" /></svg>'
+    assert parse_file(standalone_svg(box)).find(f"{SVG}path").get("d") == "M10 82H110.3V104H10z"  # boxes keep H, V
+    # A rounded box (the worked example's, 8 to 692 across, 676 to 720 down, corners of 5) steps along its sides.
+    data = box_path(Box(8, 676, 684, 44, "tm-example-box", rounded=True))
+    assert data == "M13 676H687Q692 676 692 681V715Q692 720 687 720H13Q8 720 8 715V681Q8 676 13 676z"
+    page = f'<svg xmlns="http://www.w3.org/2000/svg" font-size="12"><path d="{data}" /></svg>'
+    assert parse_file(standalone_svg(page)).find(f"{SVG}path").get("d") == (
+        "M13 676L687 676Q692 676 692 681L692 715Q692 720 687 720L13 720Q8 720 8 715L8 681Q8 676 13 676z")
+
+
+def test_page_steps_are_relative_where_shorter_and_a_download_gets_the_same_numbers_back():
+    """h dx and v dy where shorter than H x and V y (a bar's height 'v22', a leader's last run 'h4') and both ends
+    are whole or half units, which a browser's floating point adds exactly; the difference taken exactly, so the
+    absolute numbers come back as written."""
+    assert relative("M642.5 89V106H20V116H24") == "M642.5 89v17H20v10h4"
+    assert relative("M10 82H18.36V104H10z") == "M10 82H18.36v22H10z"  # h8.36 would land near 18.36, not on it
+    assert relative("M10 82H110.3V104H10z") == "M10 82H110.3v22H10z"  # h100.3 is no shorter
+    assert relative("M13 676H687Q692 676 692 681V715") == "M13 676H687Q692 676 692 681v34"  # from the curve's end
+    assert relative("M0.1 0.2H0.3V0.3") == "M0.1 0.2H0.3V0.3"  # a tie stays absolute
+    assert absolute("M642.5 89v17H20v10h4") == "M642.5 89V106H20V116H24"
+    assert absolute("M10 82h100.3v22H10zM5 5h-0.01") == "M10 82H110.3V104H10zM5 5H4.99"
+    assert spelled_out("M642.5 89V106H20") == "M642.5 89L642.5 106L20 106"
+
+
+@given(st.lists(st.tuples(st.sampled_from("HV"), st.integers(-100_000, 100_000)), min_size=1, max_size=8),
+       st.integers(-100_000, 100_000), st.integers(-100_000, 100_000))
+def test_absolute_undoes_relative_for_any_numbers_of_two_decimals(steps, x, y):
+    def text(hundredths: int) -> str:
+        return number(hundredths / 100)
+
+    data = f"M{text(x)} {text(y)}" + "".join(command + text(value) for command, value in steps) + "z"
+    assert absolute(relative(data)) == data
 
 
 # --- Colours are classes ------------------------------------------------------------------------
 
 
-def test_colours_are_classes_with_their_light_theme_colour_written_in():
-    """Every colour is named by a class (the page's stylesheet paints it, per theme); the light-theme colour
-    static/charts.css gives that class is also written in as a presentation attribute, so a chart copied
-    from the page keeps its colours."""
+def test_colours_are_classes_on_the_page_and_written_in_a_download():
+    """Every colour is named by a class: the page's stylesheet paints it, per theme, and the page's copy carries
+    no colour of its own (issue 14's page weight). The file a reader downloads has the light-theme colour
+    static/charts.css gives that class written in as a presentation attribute."""
     svg = render_chart(make_spec(group_by="part"))
-    assert not re.search(r"\b(rgb|hsl)a?\(", svg)
+    assert not re.search(r"\b(rgb|hsl)a?\(", svg) and not re.search(r"#[0-9a-fA-F]{3}", svg)
+    assert set(re.findall(r' (fill|stroke)="([^"]*)"', svg)) == {("fill", "none"), ("fill", "url(#train-7b-hatch0)")}
+    assert "paint-order" not in svg and "opacity" not in svg  # the text halo too is the stylesheet's
     css = CSS_PATH.read_text(encoding="utf-8")
     light, _ = read_theme_colours(css)
-    root = parse(svg)
+    root = parse_file(standalone_svg(svg))
     coloured = 0
     for element in root.iter():
         for attribute in ("fill", "stroke"):
             value = element.get(attribute)
-            if value is not None and value.startswith("url(#"):  # the hatch's pattern, whose lines are classed
-                assert element.get("class") == "tm-overflow-area", element.attrib
-                continue
             if value not in (None, "none"):
                 coloured += 1
                 assert element.get("class"), (element.tag, element.attrib)
@@ -229,7 +315,7 @@ def test_colours_are_classes_with_their_light_theme_colour_written_in():
     note = next(t for t in root.iter(f"{SVG}text") if "tm-note" in t.get("class", "").split())
     assert (note.get("fill"), note.get("stroke"), note.get("paint-order")) == (light["--tm-text"], light["--tm-bg"],
                                                                              "stroke")
-    segment_classes = [g.find(f"{SVG}path").get("class") for g in root.iter(f"{SVG}g")]
+    segment_classes = [g.find(f"{SVG}path").get("class") for g in parse(svg).iter(f"{SVG}g")]
     assert "tm-bucket-weights tm-shade-0 tm-segment" in segment_classes
     assert "tm-bucket-optimizer tm-shade-1 tm-segment" in segment_classes
 
@@ -684,8 +770,7 @@ def test_rows_layout_capacity_lines_never_cross_a_text(width):
     boxes = all_text_boxes(root)
     crossed = []
     for line in (e for e in root.iter() if e.tag.endswith("path") and "tm-capacity" in (e.get("class") or "")):
-        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", line.get("d"))]
-        for x0, y0, x1, y1 in zip(numbers[0::4], numbers[1::4], numbers[2::4], numbers[3::4]):
+        for (x0, y0), (x1, y1) in (pair for points in polylines(line.get("d")) for pair in zip(points, points[1:])):
             crossed += [box for box in boxes if x0 == x1 and box[0] < x0 < box[2] and box[1] < max(y0, y1)
                         and min(y0, y1) < box[3]]
     assert crossed == []

@@ -27,15 +27,17 @@ from builder.charts import (
 from builder.model import Config, estimate
 from builder.model.breakdown import Breakdown, Part
 from builder.model.units import GB, GiB
+from tests.test_charts import polylines
 
 SVG = "{http://www.w3.org/2000/svg}"
 SEVEN_B = 7_000_000_000
 
 
-def text_box(text: ElementTree.Element) -> tuple[float, float, float, float]:
-    """x0, top, x1, bottom of a horizontal <text>, from its baseline, font size and measured width (DejaVu Sans, a
-    wide font: browsers' system fonts are narrower, so the box errs large)."""
-    x, y, size = float(text.get("x")), float(text.get("y")), float(text.get("font-size"))
+def text_box(text: ElementTree.Element, inherited: str) -> tuple[float, float, float, float]:
+    """x0, top, x1, bottom of a horizontal <text>, from its baseline, font size (its own, else the `inherited` one
+    of the chart's root) and measured width (DejaVu Sans, a wide font: browsers' system fonts are narrower, so the
+    box errs large)."""
+    x, y, size = float(text.get("x")), float(text.get("y")), float(text.get("font-size", inherited))
     width = measure_text(text.text or "", size, text.get("font-weight") == "700")
     left = {"start": x, "middle": x - width / 2, "end": x - width}[text.get("text-anchor", "start")]
     return left, y - 0.8 * size, left + width, y + 0.25 * size
@@ -43,7 +45,8 @@ def text_box(text: ElementTree.Element) -> tuple[float, float, float, float]:
 
 def text_boxes(root: ElementTree.Element) -> list[tuple[tuple[float, float, float, float], str]]:
     """Every horizontal text's box and words (the rotated axis title is left out: it sits outside the plot)."""
-    return [(text_box(t), t.text or "") for t in root.iter(f"{SVG}text") if not t.get("transform")]
+    return [(text_box(t, root.get("font-size")), t.text or "") for t in root.iter(f"{SVG}text")
+            if not t.get("transform")]
 
 
 def capacity_segments(root: ElementTree.Element) -> list[tuple[float, float, float, float, float]]:
@@ -54,9 +57,7 @@ def capacity_segments(root: ElementTree.Element) -> list[tuple[float, float, flo
             continue
         assert path.get("stroke-dasharray"), "a capacity line is dashed"
         half = float(path.get("stroke-width", "1")) / 2
-        for subpath in re.findall(r"M[^M]+", path.get("d")):
-            numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", subpath)]
-            points = list(zip(numbers[0::2], numbers[1::2]))
+        for points in polylines(path.get("d")):
             pieces += [(x0, y0, x1, y1, half) for (x0, y0), (x1, y1) in zip(points, points[1:])]
     return pieces
 

@@ -11,7 +11,9 @@ One job per module:
   layout.py    geometry both layouts share: ticks, scale, hatching, halos, broken lines, the example box
   annotate.py  notes on leader lines, labels inside segments, callouts, chips, capacity labels, the text summary
   columns.py   the columns layout (bars side by side); rows.py the rows layout (one bar per row)
-  svg.py       SVG output straight from the Drawing (its docstring says why matplotlib is not used to draw)
+  svg.py       the lean SVG a page inlines, straight from the Drawing (its docstring says why not matplotlib)
+  pathdata.py  path data as text: relative steps on the page, absolute and spelled-out ones in the downloads
+  standalone.py  a page's SVG as a file of its own (colours, font and hatches written in) for the downloads
   figure.py    LAYOUTS, the one registration point of layouts, and render_chart / render_figure
 
 What the rest of the site uses is exported here.
@@ -22,7 +24,7 @@ from builder.charts.drawing import NARROW_WIDTH, WIDE_WIDTH, Box, Drawing, Strok
 from builder.charts.figure import LAYOUTS, plan_chart, render_chart, render_figure
 from builder.charts.format import class_bucket, combine_rules, format_amount, format_both, name_bucket, name_part
 from builder.charts.spec import ChartBar, ChartSpec, check_spec
-from builder.charts.svg import standalone_svg
+from builder.charts.standalone import standalone_svg
 from builder.charts.text import measure_text, wrap_text
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""SVG output: a planned Drawing (builder/charts/drawing.py) written straight out as markup.
+"""SVG output: a planned Drawing (builder/charts/drawing.py) written straight out as the markup a page inlines.
 
 Why this bypasses matplotlib. The plan (builder/charts/columns.py, rows.py) already does the layout: every
 coordinate, line of text and CSS class is decided before anything is drawn, and text is measured with a table of
@@ -8,27 +8,31 @@ back to the planned spot) cost 0.5 s of CPU to import matplotlib in every cold b
 more code than writing the markup. Written directly, the markup is deterministic by construction (no hash salt, no
 date), no larger than before, and a build never imports matplotlib. Geometry is the plan's, to 0.01 unit; the 34
 charts of the site rasterise to the same pixels as matplotlib's output did. PNGs for figure downloads come from
-CairoSVG (builder/figures.py), which renders this same markup.
+CairoSVG (builder/figures.py), which renders the file builder/charts/standalone.py makes of this markup.
 
 What the markup holds: <title> and <desc> (ids prefixed with the chart's id, named by aria-labelledby), a
-background, every shape as a <path> with its CSS classes (static/charts.css) and its light-theme colours written in
-as presentation attributes (paint_svg, through builder/palette.py: no style="" and no <style>, so a strict
-Content-Security-Policy holds), a <title> tooltip in the group of each bar segment, then every line of text on top.
-An overflow hatch is a <pattern> (one tile of its lines and their halo) filling its rectangle, the only url() in
-the markup: a page inlines every chart twice (a wide and a narrow layout), and the hatches' lines written out were
-a tenth of that markup (issue 14's page weight). standalone_svg makes the light and dark files a reader downloads,
-with the hatch lines drawn out again (draw_hatches).
+background, every shape as a <path> with its CSS classes, a <title> tooltip in the group of each bar segment, then
+every line of text on top. It is lean, because a page inlines every chart twice (a wide and a narrow layout) and
+that markup was most of the heaviest pages' weight (issue 14):
+- no colour, halo or font: the page's stylesheet (static/charts.css) gives them to each class, and its rules win
+  over presentation attributes anyway, so the page rendered the same before they were left out;
+- the text size once, on the root (every text inherits it), and on a text only where it differs;
+- an axis-aligned step of a line or of a rounded box's side as H x or V y (the point L x y names, a number shorter),
+  and as h dx or v dy where that is shorter still and both ends are whole or half units (builder/charts/pathdata.py);
+- an overflow hatch as a <pattern> (one tile of its lines and their halo) filling its rectangle, the only url()
+  in the markup: the hatches' lines written out were a tenth of a page's chart markup.
+No style="" and no <style>, so a strict Content-Security-Policy holds. builder/charts/standalone.py writes all of
+that back for the light and dark files a reader downloads.
 """
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import replace
 
-from builder.charts.drawing import HATCH_SPACING, Box, Drawing, Strokes, Words
+from builder.charts.drawing import FONT_SIZE, HATCH_SPACING, Box, Drawing, Strokes, Words
 from builder.charts.layout import make_hatch
-from builder.palette import THEMES, load_stylesheet
+from builder.charts.pathdata import relative
 
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
 NS = f"{{{SVG_NAMESPACE}}}"
@@ -45,20 +49,27 @@ def number(value: float) -> str:
 def box_path(box: Box) -> str:
     """Path data of a box: a rectangle ('M x0 y0 H x1 V y1 H x0 z': each corner's one new coordinate, a third
     shorter than four points, issue 14's page weight), or one with quarter-curve corners of CORNER units when
-    rounded."""
+    rounded, its sides between them H and V too (standalone.spell_out_steps writes those back as L)."""
     x0, y0, x1, y1 = box.x, box.y, box.x + box.width, box.y + box.height
     if not box.rounded:
         return "M{} {}H{}V{}H{}z".format(*map(number, (x0, y0, x1, y1, x0)))
     r = CORNER
-    points = (x0 + r, y0, x1 - r, y0, x1, y0, x1, y0 + r, x1, y1 - r, x1, y1, x1 - r, y1, x0 + r, y1, x0, y1,
-              x0, y1 - r, x0, y0 + r, x0, y0, x0 + r, y0)
-    return "M{} {}L{} {}Q{} {} {} {}L{} {}Q{} {} {} {}L{} {}Q{} {} {} {}L{} {}Q{} {} {} {}z".format(
-        *map(number, points))
+    points = (x0 + r, y0, x1 - r, x1, y0, x1, y0 + r, y1 - r, x1, y1, x1 - r, y1, x0 + r, x0, y1, x0, y1 - r,
+              y0 + r, x0, y0, x0 + r, y0)
+    return "M{} {}H{}Q{} {} {} {}V{}Q{} {} {} {}H{}Q{} {} {} {}V{}Q{} {} {} {}z".format(*map(number, points))
 
 
 def strokes_path(strokes: Strokes) -> str:
-    """Path data of polylines: 'M1 2L3 4M5 6L7 8'."""
-    return "".join("M" + "L".join(f"{number(x)} {number(y)}" for x, y in line) for line in strokes.lines)
+    """Path data of polylines, a step along an axis as H x or V y (the point L x y names): 'M1 2H3V4M5 6L7 8'.
+    standalone.spell_out_steps writes the Ls back, number for number."""
+    data = []
+    for line in strokes.lines:
+        (x, y), *rest = ((number(x), number(y)) for x, y in line)
+        data.append(f"M{x} {y}")
+        for next_x, next_y in rest:
+            data.append(f"H{next_x}" if next_y == y else f"V{next_y}" if next_x == x else f"L{next_x} {next_y}")
+            x, y = next_x, next_y
+    return "".join(data)
 
 
 def classes(*lists: str) -> str:
@@ -131,25 +142,6 @@ def shape_elements(items: tuple[Box | Strokes | Words, ...], chart_id: str) -> l
     return elements
 
 
-def draw_hatches(root: ElementTree.Element) -> None:
-    """Each patterned overflow area (hatch_elements) drawn out again as its halo and hatch lines (make_hatch),
-    for the files a reader downloads: CairoSVG renders a pattern's tile at one pixel per unit and blurs it in the
-    PNG's 2x; a file of its own has no page weight to save."""
-    elements = list(root)
-    for pattern in (e for e in elements if e.tag == f"{NS}pattern"):
-        area = elements[elements.index(pattern) + 1]
-        x0, y0, x1, y1 = (float(v) for v in re.findall(r"[-\d.]+", area.get("d"))[:4])  # box_path's M x0 y0 H x1 V y1
-        lines = make_hatch(x0, y0, x1, y1)
-        index = list(root).index(pattern)
-        root.remove(pattern)
-        root.remove(area)
-        for offset, tile in enumerate(pattern):
-            strokes = Strokes(lines, tile.get("class"), float(tile.get("stroke-width")))
-            element = shape_element(strokes, "")
-            element.tail = "\n"
-            root.insert(index + offset, element)
-
-
 def is_hatch(halo: Box | Strokes, hatch: Box | Strokes) -> bool:
     """Whether two shapes are an overflow hatch of more than one line on its halo (with_halo's pair)."""
     return (isinstance(halo, Strokes) and isinstance(hatch, Strokes) and hatch.stroke == "tm-overflow-hatch"
@@ -166,10 +158,12 @@ def hatch_box(lines: tuple[tuple[tuple[float, float], ...], ...]) -> tuple[float
 
 
 def text_element(words: Words) -> ElementTree.Element:
-    """A <text> at its planned baseline, anchor and size; a vertical one is turned 90° about its point."""
+    """A <text> at its planned baseline and anchor, and its size where it is not the root's FONT_SIZE; a vertical
+    one is turned 90° about its point."""
     attributes = {"font-weight": "700"} if words.bold else {}
-    attributes.update({"font-size": f"{words.size:g}", "class": classes(words.css), "x": f"{words.x:g}",
-                       "y": f"{words.y:g}"})
+    if words.size != FONT_SIZE:
+        attributes["font-size"] = f"{words.size:g}"
+    attributes.update({"class": classes(words.css), "x": f"{words.x:g}", "y": f"{words.y:g}"})
     if words.anchor != "start":
         attributes["text-anchor"] = words.anchor
     if words.vertical:
@@ -181,46 +175,24 @@ def text_element(words: Words) -> ElementTree.Element:
 
 
 def write_svg(drawing: Drawing, chart_id: str, title: str, description: str, css: str = "tm-chart") -> str:
-    """The chart's markup (no XML declaration), its root of class `css`: shapes in plan order, then text on top of
-    them. Byte-identical for equal input."""
+    """The chart's page markup (no XML declaration; lean, as the module docstring says), its root of class `css`:
+    shapes in plan order, then text on top of them. Byte-identical for equal input."""
     ElementTree.register_namespace("", SVG_NAMESPACE)
     width, height = f"{drawing.width:g}", f"{drawing.height:g}"
     # Natural size: text renders at its designed size; the page lets wide charts break out of the text column and
     # scroll sideways inside their figure on narrow screens.
     root = ElementTree.Element(f"{NS}svg", {"viewBox": f"0 0 {width} {height}", "width": width, "height": height,
                                             "class": css, "role": "img",
-                                            "aria-labelledby": f"{chart_id}-title {chart_id}-desc"})
+                                            "aria-labelledby": f"{chart_id}-title {chart_id}-desc",
+                                            "font-size": f"{FONT_SIZE:g}"})
     ElementTree.SubElement(root, f"{NS}title", id=f"{chart_id}-title").text = title
     ElementTree.SubElement(root, f"{NS}desc", id=f"{chart_id}-desc").text = description
     ElementTree.SubElement(root, f"{NS}rect", {"class": "tm-background", "width": width, "height": height})
     root.extend(shape_elements(drawing.items, chart_id))
     root.extend(text_element(item) for item in drawing.items if isinstance(item, Words))
-    paint_svg(root, "light")
+    for path in root.iter(f"{NS}path"):
+        path.set("d", relative(path.get("d")))
     root.text = "\n"
     for child in root:
         child.tail = "\n"
     return ElementTree.tostring(root, encoding="unicode")
-
-
-def paint_svg(root: ElementTree.Element, theme: str) -> None:
-    """Write the colours and font static/charts.css gives each element in `theme` as presentation attributes
-    (builder/palette.py), so the SVG keeps them away from the page; on the page, the stylesheet wins over them."""
-    sheet = load_stylesheet()
-    root.set("font-family", sheet.font_family())
-    for element in root.iter():
-        names = element.get("class", "").split()
-        if names and element is not root:
-            for prop, value in sheet.resolve(names, theme).items():
-                element.set(prop, value)
-
-
-def standalone_svg(svg: str, theme: str = "light") -> str:
-    """A chart's markup as a file of its own: an XML declaration, and every colour that of `theme` ('light' or
-    'dark'). Byte-identical for equal input."""
-    if theme not in THEMES:
-        raise ValueError(f"theme {theme!r} (use {' or '.join(THEMES)})")
-    ElementTree.register_namespace("", SVG_NAMESPACE)
-    root = ElementTree.fromstring(svg)
-    draw_hatches(root)
-    paint_svg(root, theme)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
