@@ -25,6 +25,7 @@ from builder.grids import format_amount
 from builder.model import Breakdown, Config, Part, param_count
 from builder.release import project_version
 from builder.serve import make_server
+from tests.html_tags import attributes, document, texts
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "site-small"
@@ -157,7 +158,7 @@ def test_grid_makes_one_bar_per_value_in_the_chosen_unit(fixture_site):
 def test_table_placement_has_no_figure_and_chart_placement_has_one(fixture_site):
     page = (fixture_site / "index.html").read_text()
     assert page.count("<figure") == 1
-    assert '<svg xmlns="http://www.w3.org/2000/svg" role="img"' in page
+    assert [svg.get("role") for svg in attributes(page, "svg")].count("img") == 1
     assert "states-title" in page and "tokens-title" not in page
 
 
@@ -174,17 +175,19 @@ def test_math_is_mathml_without_math_javascript(fixture_site):
     page = (fixture_site / "index.html").read_text()
     assert page.count("<math ") == 2
     # A display equation scrolls sideways inside its own focusable, labelled region (issue 18).
-    assert ('<div class="math-display" tabindex="0" role="region" aria-label="Equation 1 (scrolls sideways on narrow '
-            'screens)"><math xmlns="http://www.w3.org/1998/Math/MathML" display="block">') in page
-    assert "<mi>&#x003A8;</mi>" in page
+    tags = [(name, attrs) for name, attrs, _ in document(page)]
+    at = tags.index(("div", {"class": "math-display", "tabindex": "0", "role": "region",
+                             "aria-label": "Equation 1 (scrolls sideways on narrow screens)"}))
+    assert tags[at + 1] == ("math", {"xmlns": "http://www.w3.org/1998/Math/MathML", "display": "block"})
+    assert "\N{GREEK CAPITAL LETTER PSI}" in texts(page, "mi")  # \Psi in the fixture's index.md
     assert not re.search(r"mathjax|katex", page, re.I)
 
 
 def test_widget_placeholder_and_script_only_where_placed(fixture_site):
     page = (fixture_site / "index.html").read_text()
-    assert 'data-widget="bytes-per-param"' in page
-    assert 'data-options="{&#34;gpus&#34;: [&#34;a100-80gb&#34;], &#34;model&#34;: &#34;gpt2&#34;}"' in page
-    assert '<script src="static/widgets.js" defer></script>' in page
+    widget = next(attrs for _, attrs, _ in document(page) if attrs.get("data-widget") == "bytes-per-param")
+    assert widget["data-options"] == '{"gpus": ["a100-80gb"], "model": "gpt2"}'
+    assert {"src": "static/widgets.js", "defer": ""} in attributes(page, "script")
     assert "<script" not in (fixture_site / "references.html").read_text()
 
 
