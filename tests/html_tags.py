@@ -7,45 +7,76 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
 from html.parser import HTMLParser
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
+@dataclass(frozen=True)
+class Node:
+    """One element of a page: its tag, its attributes (character references resolved), all the text inside it
+    (references resolved) and its parent's index in the page's list of nodes (-1: none)."""
+
+    tag: str
+    attrs: dict[str, str]
+    text: str
+    parent: int
+
+
 class Elements(HTMLParser):
-    """Every element of a page, in document order: its tag, its attributes (character references resolved)
-    and its text (all the text inside it, references resolved)."""
+    """Every element of a page, in document order, with its text and its parent."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.elements: list[tuple[str, dict[str, str], list[str]]] = []
-        self.open: list[tuple[str, list[str]]] = []
+        self.elements: list[tuple[str, dict[str, str], list[str], int]] = []
+        self.open: list[tuple[str, list[str], int]] = []
 
     def handle_starttag(self, tag, attrs):
         text: list[str] = []
-        self.elements.append((tag, {key: value or "" for key, value in attrs}, text))
+        self.elements.append((tag, {key: value or "" for key, value in attrs}, text,
+                              self.open[-1][2] if self.open else -1))
         if tag not in VOID:
-            self.open.append((tag, text))
+            self.open.append((tag, text, len(self.elements) - 1))
 
     def handle_startendtag(self, tag, attrs):
-        self.elements.append((tag, {key: value or "" for key, value in attrs}, []))
+        self.elements.append((tag, {key: value or "" for key, value in attrs}, [], self.open[-1][2] if self.open else -1))
 
     def handle_endtag(self, tag):
-        if any(name == tag for name, _ in self.open):
+        if any(name == tag for name, _, _ in self.open):
             while self.open.pop()[0] != tag:
                 pass
 
     def handle_data(self, data):
-        for _, text in self.open:
+        for _, text, _ in self.open:
             text.append(data)
+
+
+def nodes(page: str) -> list[Node]:
+    """Every element of `page` in document order (tag and attribute names in lower case)."""
+    parser = Elements()
+    parser.feed(page)
+    parser.close()
+    return [Node(name, attrs, "".join(text), parent) for name, attrs, text, parent in parser.elements]
+
+
+def children(found: list[Node], index: int) -> list[int]:
+    """The indices of the children of node `index` (-1: the top-level elements), in order."""
+    return [at for at, node in enumerate(found) if node.parent == index]
+
+
+def descendants(found: list[Node], index: int) -> list[int]:
+    """The indices of every element inside node `index`, in order."""
+    inside = {index}
+    for at in range(index + 1, len(found)):
+        if found[at].parent in inside:
+            inside.add(at)
+    return sorted(inside - {index})
 
 
 def document(page: str) -> list[tuple[str, dict[str, str], str]]:
     """(tag, attributes, text) of every element of `page` in document order (names in lower case)."""
-    parser = Elements()
-    parser.feed(page)
-    parser.close()
-    return [(name, attrs, "".join(text)) for name, attrs, text in parser.elements]
+    return [(node.tag, node.attrs, node.text) for node in nodes(page)]
 
 
 def elements(page: str, tag: str) -> list[tuple[dict[str, str], str]]:

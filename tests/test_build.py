@@ -25,7 +25,7 @@ from builder.grids import format_amount
 from builder.model import Breakdown, Config, Part, param_count
 from builder.release import project_version
 from builder.serve import make_server
-from tests.html_tags import attributes, document, texts
+from tests.html_tags import attributes, children, descendants, document, nodes, texts
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "site-small"
@@ -619,16 +619,33 @@ def test_a_formula_note_given_above_on_the_page_links_to_it(real_site):
     part, formula, source and simplification) keeps its part and per-unit rule and links to those notes instead of
     repeating them; the notes it links to hold that part's formula and source. On the calculator page the five
     common runs and the fits-on table draw the same runs, so the fits-on notes all link."""
-    page = (real_site / "calculator.html").read_text(encoding="utf-8")
-    blocks = dict(re.findall(r'<details class="formulas" id="formulas-([\w-]+)">(.*?)</details>', page, re.S))
-    linked = re.findall(r'<dt><strong>([^<]+)</strong>[^\n]*</dt>\n<dd>Formula and source as in the notes of '
-                        r'<a href="#formulas-([\w-]+)">', page)
+    found = nodes((real_site / "calculator.html").read_text(encoding="utf-8"))
+    blocks = {node.attrs["id"].removeprefix("formulas-"): at for at, node in enumerate(found)
+              if node.tag == "details" and node.attrs.get("class") == "formulas"}
+    is_span = lambda at, css: found[at].tag == "span" and found[at].attrs.get("class") == css  # noqa: E731
+
+    def notes(block: int) -> dict[str, int]:
+        """A formulas block's notes: part name (its <dt>'s <strong>) -> the <dd> that follows."""
+        pairs = {}
+        for dl in (at for at in children(found, block) if found[at].tag == "dl"):
+            items = children(found, dl)
+            for dt, dd in zip(items, items[1:]):
+                if found[dt].tag == "dt" and found[dd].tag == "dd":
+                    pairs[next(found[at].text for at in children(found, dt) if found[at].tag == "strong")] = dd
+        return pairs
+
+    lead = "Formula and source as in the notes of "
+    linked = [(name, found[children(found, dd)[0]].attrs["href"].removeprefix("#formulas-"))
+              for name, dd in notes(blocks["fits-on"]).items() if found[dd].text.startswith(lead)]
     assert linked and set(blocks) == {"step-phases", "representative", "fits-on", "assumptions"}
     for name, target in linked:
-        assert re.search(rf'<dt><strong>{re.escape(name)}</strong>[^\n]*</dt>\n<dd><span class="formula">.*?'
-                         r'<span class="source">Source: ', blocks[target]), (name, target)
-    assert '<span class="formula">' not in blocks["fits-on"]  # every note is one of the five common runs' above
-    assert '<span class="formula">' in blocks["step-phases"]  # the first chart on the page gives its own
+        dd = notes(blocks[target])[name]
+        inside = descendants(found, dd)
+        assert is_span(inside[0], "formula"), (name, target)  # the note opens with the formula
+        assert any(is_span(at, "source") and found[at].text.startswith("Source: ") for at in inside), (name, target)
+    # every note is one of the five common runs' above; the first chart on the page gives its own
+    assert not any(is_span(at, "formula") for at in descendants(found, blocks["fits-on"]))
+    assert any(is_span(at, "formula") for at in descendants(found, blocks["step-phases"]))
 
 
 def test_a_note_that_names_itself_a_simplification_is_labelled_once(real_site):
