@@ -41,6 +41,7 @@ from builder.content import (COMMON_WIDGET_OPTIONS, SLUG_PATTERN, WIDGET_ID_MAX,
                              Reference, convert_widget_option, parse_options)
 from builder.exercises import Exercise
 from builder.figures import figure_links, load_cairosvg
+from builder.page_minify import minify_page
 from builder.model.cite import Cite, pieces
 from builder.sources import bibliography, short_form, source_filter
 from builder.symbols import symbols_line
@@ -530,7 +531,7 @@ def render_figure_page(templates: jinja2.Environment, chart: EvaluatedChart, svg
         configuration=chart.definition.description,
         sources=chart_sources(chart, bibliography(templates)),
         links={key: url.split("/", 1)[1] for key, url in links.items() if key != "embed"})
-    return html.replace("__CSP__", make_csp(html), 1)
+    return finish_page(html, page.path)
 
 
 def render_chart_block(templates: jinja2.Environment, chart: EvaluatedChart, svg: str | None,
@@ -686,4 +687,11 @@ def render_page(templates: jinja2.Environment, page: Page, pages: list[Page], si
     context = {"site": site, "page": page, "nav": make_navigation(pages, page), "body": Markup(body),
                "csp": "__CSP__"} | extra
     html = templates.get_template(f"{page.template}.html").render(context)
+    return finish_page(html, page.path)
+
+
+def finish_page(html: str, path: str) -> str:
+    """A rendered page as it is written: minified (builder/page_minify.py), then its CSP filled in from the
+    minified text, so the hashes of its inline <style> elements match what the browser reads."""
+    html = minify_page(html, path)
     return html.replace("__CSP__", make_csp(html), 1)

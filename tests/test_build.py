@@ -25,6 +25,7 @@ from builder.grids import format_amount
 from builder.model import Breakdown, Config, Part, param_count
 from builder.release import project_version
 from builder.serve import make_server
+from tests.html_tags import attributes, children, descendants, document, nodes, texts
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "site-small"
@@ -157,7 +158,7 @@ def test_grid_makes_one_bar_per_value_in_the_chosen_unit(fixture_site):
 def test_table_placement_has_no_figure_and_chart_placement_has_one(fixture_site):
     page = (fixture_site / "index.html").read_text()
     assert page.count("<figure") == 1
-    assert '<svg xmlns="http://www.w3.org/2000/svg" role="img"' in page
+    assert [svg.get("role") for svg in attributes(page, "svg")].count("img") == 1
     assert "states-title" in page and "tokens-title" not in page
 
 
@@ -174,17 +175,19 @@ def test_math_is_mathml_without_math_javascript(fixture_site):
     page = (fixture_site / "index.html").read_text()
     assert page.count("<math ") == 2
     # A display equation scrolls sideways inside its own focusable, labelled region (issue 18).
-    assert ('<div class="math-display" tabindex="0" role="region" aria-label="Equation 1 (scrolls sideways on narrow '
-            'screens)"><math xmlns="http://www.w3.org/1998/Math/MathML" display="block">') in page
-    assert "<mi>&#x003A8;</mi>" in page
+    tags = [(name, attrs) for name, attrs, _ in document(page)]
+    at = tags.index(("div", {"class": "math-display", "tabindex": "0", "role": "region",
+                             "aria-label": "Equation 1 (scrolls sideways on narrow screens)"}))
+    assert tags[at + 1] == ("math", {"xmlns": "http://www.w3.org/1998/Math/MathML", "display": "block"})
+    assert "\N{GREEK CAPITAL LETTER PSI}" in texts(page, "mi")  # \Psi in the fixture's index.md
     assert not re.search(r"mathjax|katex", page, re.I)
 
 
 def test_widget_placeholder_and_script_only_where_placed(fixture_site):
     page = (fixture_site / "index.html").read_text()
-    assert 'data-widget="bytes-per-param"' in page
-    assert 'data-options="{&#34;gpus&#34;: [&#34;a100-80gb&#34;], &#34;model&#34;: &#34;gpt2&#34;}"' in page
-    assert '<script src="static/widgets.js" defer></script>' in page
+    widget = next(attrs for _, attrs, _ in document(page) if attrs.get("data-widget") == "bytes-per-param")
+    assert widget["data-options"] == '{"gpus": ["a100-80gb"], "model": "gpt2"}'
+    assert {"src": "static/widgets.js", "defer": ""} in attributes(page, "script")
     assert "<script" not in (fixture_site / "references.html").read_text()
 
 
@@ -616,16 +619,33 @@ def test_a_formula_note_given_above_on_the_page_links_to_it(real_site):
     part, formula, source and simplification) keeps its part and per-unit rule and links to those notes instead of
     repeating them; the notes it links to hold that part's formula and source. On the calculator page the five
     common runs and the fits-on table draw the same runs, so the fits-on notes all link."""
-    page = (real_site / "calculator.html").read_text(encoding="utf-8")
-    blocks = dict(re.findall(r'<details class="formulas" id="formulas-([\w-]+)">(.*?)</details>', page, re.S))
-    linked = re.findall(r'<dt><strong>([^<]+)</strong>[^\n]*</dt>\n<dd>Formula and source as in the notes of '
-                        r'<a href="#formulas-([\w-]+)">', page)
+    found = nodes((real_site / "calculator.html").read_text(encoding="utf-8"))
+    blocks = {node.attrs["id"].removeprefix("formulas-"): at for at, node in enumerate(found)
+              if node.tag == "details" and node.attrs.get("class") == "formulas"}
+    is_span = lambda at, css: found[at].tag == "span" and found[at].attrs.get("class") == css  # noqa: E731
+
+    def notes(block: int) -> dict[str, int]:
+        """A formulas block's notes: part name (its <dt>'s <strong>) -> the <dd> that follows."""
+        pairs = {}
+        for dl in (at for at in children(found, block) if found[at].tag == "dl"):
+            items = children(found, dl)
+            for dt, dd in zip(items, items[1:]):
+                if found[dt].tag == "dt" and found[dd].tag == "dd":
+                    pairs[next(found[at].text for at in children(found, dt) if found[at].tag == "strong")] = dd
+        return pairs
+
+    lead = "Formula and source as in the notes of "
+    linked = [(name, found[children(found, dd)[0]].attrs["href"].removeprefix("#formulas-"))
+              for name, dd in notes(blocks["fits-on"]).items() if found[dd].text.startswith(lead)]
     assert linked and set(blocks) == {"step-phases", "representative", "fits-on", "assumptions"}
     for name, target in linked:
-        assert re.search(rf'<dt><strong>{re.escape(name)}</strong>[^\n]*</dt>\n<dd><span class="formula">.*?'
-                         r'<span class="source">Source: ', blocks[target]), (name, target)
-    assert '<span class="formula">' not in blocks["fits-on"]  # every note is one of the five common runs' above
-    assert '<span class="formula">' in blocks["step-phases"]  # the first chart on the page gives its own
+        dd = notes(blocks[target])[name]
+        inside = descendants(found, dd)
+        assert is_span(inside[0], "formula"), (name, target)  # the note opens with the formula
+        assert any(is_span(at, "source") and found[at].text.startswith("Source: ") for at in inside), (name, target)
+    # every note is one of the five common runs' above; the first chart on the page gives its own
+    assert not any(is_span(at, "formula") for at in descendants(found, blocks["fits-on"]))
+    assert any(is_span(at, "formula") for at in descendants(found, blocks["step-phases"]))
 
 
 def test_a_note_that_names_itself_a_simplification_is_labelled_once(real_site):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from builder.build import SitePaths, build_site
 from builder.model.breakdown import BUCKETS
 from builder.palette import THEMES, load_stylesheet, parse_stylesheet
+from tests.html_tags import svg_element
 
 ROOT = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
@@ -214,7 +214,7 @@ def adjacent_pairs(svgs: list[str]) -> set[tuple[tuple[str, ...], tuple[str, ...
     pairs = set()
     for svg in svgs:
         bars: dict[str, list[tuple[str, ...]]] = {}
-        for group in ElementTree.fromstring(svg).iter(f"{SVG}g"):
+        for group in svg_element(svg).iter(f"{SVG}g"):
             match = re.fullmatch(r"(.+-bar\d+)-.+", group.get("id", ""))
             if match:
                 bars.setdefault(match.group(1), []).append(tuple(group.find(f"{SVG}path").get("class").split()))
@@ -237,7 +237,7 @@ def test_adjacent_parts_in_every_built_chart_differ_by_at_least_10(chart_svgs, t
 
 def test_parts_of_one_bucket_cycle_through_its_shades_in_the_vocabulary_chart(chart_svgs):
     vocabulary = next(svg for svg in chart_svgs if 'id="vocabulary-title"' in svg)
-    root = ElementTree.fromstring(vocabulary)
+    root = svg_element(vocabulary)
     stack = [g.find(f"{SVG}path").get("class").split() for g in root.iter(f"{SVG}g")
              if g.get("id", "").startswith("vocabulary-bar1-activations")]
     assert len(stack) >= 5
@@ -260,7 +260,7 @@ def test_hatch_and_capacity_lines_keep_3_to_1_with_what_is_behind_them(chart_svg
     assert SHEET.resolve(["tm-halo"], theme)["stroke"] == background
     seen = {"tm-overflow-hatch": 0, "tm-capacity": 0}
     for svg in chart_svgs:
-        paths = list(ElementTree.fromstring(svg).iter(f"{SVG}path"))
+        paths = list(svg_element(svg).iter(f"{SVG}path"))
         for before, path in zip(paths, paths[1:]):
             css = path.get("class", "")
             if css in seen:

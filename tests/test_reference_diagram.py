@@ -27,7 +27,7 @@ from builder.charts import (
 from builder.model import Config, estimate
 from builder.model.breakdown import Breakdown, Part
 from builder.model.units import GB, GiB
-from tests.test_charts import polylines
+from tests.html_tags import path_subpaths, svg_element
 
 SVG = "{http://www.w3.org/2000/svg}"
 SEVEN_B = 7_000_000_000
@@ -57,7 +57,7 @@ def capacity_segments(root: ElementTree.Element) -> list[tuple[float, float, flo
             continue
         assert path.get("stroke-dasharray"), "a capacity line is dashed"
         half = float(path.get("stroke-width", "1")) / 2
-        for points in polylines(path.get("d")):
+        for points in path_subpaths(path.get("d")):
             pieces += [(x0, y0, x1, y1, half) for (x0, y0), (x1, y1) in zip(points, points[1:])]
     return pieces
 
@@ -75,7 +75,7 @@ def crossings(root: ElementTree.Element) -> list[str]:
 
 def page_charts(html: str) -> list[ElementTree.Element]:
     """Every chart SVG (wide and narrow) inlined in a page."""
-    return [ElementTree.fromstring(m.group()) for m in re.finditer(r'<svg[^>]*class="tm-chart[^"]*".*?</svg>', html, re.S)]
+    return [svg_element(m.group()) for m in re.finditer(r'<svg[^>]*class="tm-chart[^"]*".*?</svg>', html, re.S)]
 
 
 # --- Seed 003's numbers, as the model works them out ------------------------------------------------------------
