@@ -554,7 +554,8 @@ def bundle_scripts(static_dir: Path, wanted: dict[str, tuple[str, ...]], memo: d
 def page_sources(sources: list[Path], widgets: tuple[str, ...]) -> list[Path]:
     """The sources of one page's script, in name order: its widgets' own files, plus each shared
     file that defines no top-level name (99-boot.js) or defines a name the chosen files use."""
-    texts = {path: path.read_text(encoding="utf-8") for path in sources}
+    # Full-line comments left out: a word in a comment ("written") is not a use of a shared name.
+    texts = {path: FULL_LINE_COMMENT.sub("", path.read_text(encoding="utf-8")) for path in sources}
     chosen = {path for path in sources if source_widget(path) in widgets}
     # Each shared file's top-level names, as one pattern matching a use of any of them (None: no names).
     defines = {path: TOP_LEVEL_NAME.findall(texts[path]) for path in sources if source_widget(path) is None}
@@ -572,6 +573,7 @@ def page_sources(sources: list[Path], widgets: tuple[str, ...]) -> list[Path]:
 
 
 TOP_LEVEL_NAME = re.compile(r"^(?:const|let|function)\s+([\w$]+)", re.M)
+FULL_LINE_COMMENT = re.compile(r"^[ \t]*//.*$", re.M)
 BUNDLE_HEAD = ['(() => {', '"use strict";']  # the sources share one strict-mode function scope
 
 

@@ -3,10 +3,10 @@
 const addUp = (list) => list.reduce((a, b) => a + b, 0);
 // Attributes written only where they change (what this script last wrote to the element is kept beside it): a
 // slider step moves a few bars, and every write of an SVG attribute costs its element's style and layout.
-const written = new WeakMap();
+const attrsWritten = new WeakMap();
 const setAttrs = (el, attrs) => {
-  let had = written.get(el);
-  if (!had) written.set(el, had = {});
+  let had = attrsWritten.get(el);
+  if (!had) attrsWritten.set(el, had = {});
   for (const k in attrs) {
     const v = String(attrs[k]);
     if (had[k] !== v) el.setAttribute(k, had[k] = v);
