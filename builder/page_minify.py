@@ -10,7 +10,8 @@ What it keeps, and why (tdewolff/minify v2.24.12, html/html.go and bindings/py/m
   - the digits of numbers in the widgets' <script type="application/json"> data (json-keep-numbers): that
     data is only stripped of whitespace, never re-encoded.
 An inline SVG whose <text> holds other elements (a <tspan> after a space: "full model <tspan>...") is left
-as it is: the SVG minifier trims every text node, which would drop that space on screen.
+as it is: the SVG minifier trims every text node, which would drop that space on screen. So is every SVG that
+is not a chart (a widget's bars and axes, which its script redraws exactly as the server wrote them).
 The options are process-wide in the Python binding (minify.config rebuilds every minifier from these keys);
 the keys not given here (JavaScript, CSS) stay at their defaults, so the widget scripts and the stylesheet
 (builder/build.py) come out byte for byte as before.
@@ -29,6 +30,9 @@ OPTIONS = {"html-keep-quotes": True, "html-keep-end-tags": True, "html-keep-docu
 minify.config(OPTIONS)
 
 INLINE_SVG = re.compile(r"<svg\b.*?</svg>", re.S)
+# Only the charts' SVGs are compacted: a widget's own SVG (bars, axes) is written by its script as the server
+# wrote it, and the browser tests hold the two equal byte for byte, so it goes as builder.widgets wrote it.
+CHART = re.compile(r'<svg\b[^>]*\bclass="tm-chart\b')
 MIXED_TEXT = re.compile(r"<text\b[^>]*>[^<]*<(?!/text\b)")  # a <text> holding an element (a <tspan>, a link)
 KEEP = "tm-kept-svg-{}"  # a placeholder element: the HTML minifier writes an unknown element as it is
 
@@ -38,7 +42,7 @@ def minify_page(html: str, path: str) -> str:
     kept: list[str] = []
 
     def keep(match: re.Match) -> str:
-        if not MIXED_TEXT.search(match.group(0)):
+        if CHART.match(match.group(0)) and not MIXED_TEXT.search(match.group(0)):
             return match.group(0)
         kept.append(match.group(0))
         name = KEEP.format(len(kept) - 1)
