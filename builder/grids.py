@@ -156,7 +156,8 @@ def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str
     except ValueError as error:
         option, _, reason = str(error).partition(": ")
         where = origins.get(option, (path, bar.line))
-        named = f"front matter `{option}`" if option in FRONT_MATTER_OPTIONS and reason else "value out of range"
+        named = FRONT_MATTER_OPTIONS[option].spelled(FRONT_MATTER) if option in FRONT_MATTER_OPTIONS and reason \
+            else "value out of range"
         return None, [ContentError(where[0], where[1], f"{what}: {named}: {reason or error}")]
     return config, []
 
