@@ -592,6 +592,24 @@ def test_real_site_pages_show_no_internal_wording(real_site):
         assert not re.findall(r"(?i)\bseed 0\d\d", page.read_text()), page.name
 
 
+JINJA_MARKS = ("{#", "#}", "{%", "%}")
+
+
+def test_no_page_shows_template_syntax_to_a_reader(real_site):
+    """A template comment that holds a Jinja delimiter ends early and prints the rest of itself on the page (the
+    calculator once showed '): the built page is minified, ... -#}' under its heading). No page, pinned copy or
+    figure page shows {# #} or {% %} in the text a reader sees."""
+    leaks = {}
+    for page in sorted(real_site.rglob("*.html")):
+        reader = ReaderText()
+        reader.feed(page.read_text(encoding="utf-8"))
+        text = " ".join(reader.pieces)
+        found = [mark for mark in JINJA_MARKS if mark in text]
+        if found:
+            leaks[str(page.relative_to(real_site))] = found
+    assert leaks == {}
+
+
 def test_real_site_pages_link_to_their_pinned_twins(real_site):
     """Issue 16 item 4: every latest page's footer links to its twin under v/<version>/, which is there, carries
     the banner and points back; the What changed page lists every key configuration."""
