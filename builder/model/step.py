@@ -118,8 +118,10 @@ LIVE = {
     # saved tensors only the embedding's and the first layer's own (added per moment).
     "first_layer_backward": ("weights", "optimizer", "gradients", "kept", "comm/gathered_params",
                              "comm/unsharded_grads", "comm/reduce_bucket", "activations/embedding"),
+    # After the first layer's backward, which freed the layer it recomputed: the recomputed layer is live here only
+    # as the stand-in for that layer's backward where the op list has no moment inside it (RECOMPUTED_AT_END).
     "backward_end": ("weights", "optimizer", "gradients", "kept", "comm/gathered_params", "comm/unsharded_grads",
-                     "comm/reduce_bucket", "activations/recompute_working_layer"),
+                     "comm/reduce_bucket", "recomputed_at_end"),
     "optimizer_step": ("weights", "optimizer", "gradients", "kept", "comm/reduce_bucket"),
     # Saving a checkpoint after the step (builder.model.checkpoint): the model states and the gradients (freed only by
     # the next step's zero_grad in the loop assumed here), no activations, and the save's own temporaries.
@@ -152,6 +154,19 @@ FULL_TUNING = eq(sym("lora_rank"), 0)
 FRESH = both(eq(sym("grad_accum"), 1), eq(_part("comm/unsharded_grads"), 0), negate(sym("in_backward")),
              negate(sym("grads_kept")))
 STEP_IMPL = sym("step_impl")
+# A tied embedding's backward, the last of the step: its dense gradient and the sum with the output layer's gradient
+# of the shared matrix (TRANSIENTS' backward_end).
+TIED_TEMPORARIES = when(both(HEAD, EMBEDDING, sym("tied_embeddings"), FULL_TUNING),
+                        2 * sym("op_V") * sym("hidden") * sym("grad_bytes"), 0)
+# Under full recomputation the first layer's backward recomputes the layer, and frees it before the embedding's
+# backward runs (autograd runs the embedding's backward last; torch.utils.checkpoint's recomputed tensors go with the
+# layer's backward): the end of backward holds no recomputed layer. Where the op list has no moment inside the first
+# layer's backward (a compiled layer), the recomputed layer stands in for that moment here, in place of the tied
+# embedding's temporaries when it is the larger (the two are never live at once). Measured on CPU (builder.validate's
+# peak cases, GPT-2 with tied embeddings and full recomputation): the backward's peak is the first layer's moment,
+# not the recomputed layer on top of the embedding's temporaries.
+RECOMPUTED_AT_END = both(negate(sym("moment_first_layer_backward")),
+                         _part("activations/recompute_working_layer") > TIED_TEMPORARIES)
 
 
 def _stepping_in_backward() -> PartRule:
@@ -227,7 +242,8 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
         PartRule("gradients/tied_embedding_temporaries", 2 * sym("op_V") * sym("hidden") * sym("grad_bytes"),
                  "2 x V/t x h x bytes(grad)", TIED, "2 V x h gradients",
                  "unsharded: the sum is formed before any reduce-scatter",
-                 when=both(HEAD, EMBEDDING, sym("tied_embeddings"), FULL_TUNING), transient=True),
+                 when=both(HEAD, EMBEDDING, sym("tied_embeddings"), FULL_TUNING, negate(RECOMPUTED_AT_END)),
+                 transient=True),
         _stepping_in_backward(),
     ),
     # builder.model.optimizers: what each optimizer's step allocates, by implementation (fused: nothing).
@@ -268,6 +284,8 @@ def _selects(selector: str) -> Expr:
         return both(eq(sym("bucket"), "gradients"), sym("grad_accum") > 1)
     if selector == "kept":
         return either(isin(sym("name"), *KEPT_PARTS), both(eq(sym("name"), "gradients"), sym("grads_kept")))
+    if selector == "recomputed_at_end":
+        return both(eq(sym("name"), "activations/recompute_working_layer"), RECOMPUTED_AT_END)
     if selector == "stepping":
         return both(eq(sym("bucket"), "gradients"), sym("in_backward"))
     return eq(sym("name"), selector) if "/" in selector else eq(sym("bucket"), selector)

@@ -380,6 +380,13 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
             PeakCase(INSIDE_LLAMA.with_changes(kv_heads=8, dtype="bfloat16"), optimizer="sgd-momentum"),
             PeakCase(INSIDE_LLAMA.with_changes(autocast=True), optimizer="sgd-momentum"),
             PeakCase(INSIDE_LLAMA.with_changes(recompute="full"), optimizer="sgd-momentum"),
+            # Tied embeddings under full recomputation, wide enough (h above the tokens) that the embedding's backward
+            # (the end of backward) comes near the first layer's: the two moments are apart, the recomputed layer
+            # freed before the embedding's gradient is made (builder.model.step, RECOMPUTED_AT_END).
+            PeakCase(INSIDE_GPT2.with_changes(recompute="full", attention="sdpa", batch=1, seq_len=512, hidden=1024,
+                                              heads=16, vocab=8192), optimizer="sgd-momentum"),
+            PeakCase(INSIDE_GPT2.with_changes(recompute="full", attention="sdpa", batch=1, seq_len=256, hidden=1024,
+                                              heads=16, vocab=16384), optimizer="adamw", optimizer_impl="fused"),
             PeakCase(INSIDE_GPT2, optimizer="sgd-momentum"),
             PeakCase(INSIDE_GPT2.with_changes(attention="sdpa", batch=4, seq_len=128), optimizer="sgd-momentum"),
             PeakCase(INSIDE_GPT2.with_changes(attention="sdpa", dtype="bfloat16", batch=1, seq_len=256, hidden=768,
