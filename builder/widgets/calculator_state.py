@@ -141,26 +141,29 @@ RUN_INPUTS = tuple(name for name in (*FORM_RULES.symbols, *RUN_RULES.symbols)
                    if name not in ("precision", "zero", "chosen_param_dtype", GPUS))
 
 
+def typed_value(kind: str, text: str) -> Any:
+    """A control's text as its value, by its type (CONTROL_TYPES: count, number, box, choice)."""
+    if kind == "count":
+        return int(text) if WHOLE.fullmatch(text) else 0
+    if kind == "number":  # exact, as config_inputs reads a Config's fraction; 0 when not a finite number
+        try:
+            number = float(text)
+        except ValueError:
+            number = 0.0
+        return Fraction(str(number)) if math.isfinite(number) else Fraction(0)
+    if kind == "box":
+        return int(text == "1")
+    return text
+
+
 def typed(state: Mapping[str, str], types: Mapping[str, str]) -> dict[str, Any]:
-    """Each control's text as its value (CONTROL types: count, number, box, choice), keyed `form.<key>`."""
-    values: dict[str, Any] = {}
-    for key, kind in types.items():
-        if PREFIX + key not in FORM_READS:
-            continue
-        text = state[key]
-        if kind == "count":
-            values[PREFIX + key] = int(text) if WHOLE.fullmatch(text) else 0
-        elif kind == "number":  # exact, as config_inputs reads a Config's fraction; 0 when not a finite number
-            try:
-                number = float(text)
-            except ValueError:
-                number = 0.0
-            values[PREFIX + key] = Fraction(str(number)) if math.isfinite(number) else Fraction(0)
-        elif kind == "box":
-            values[PREFIX + key] = int(text == "1")
-        else:
-            values[PREFIX + key] = text
-    return values
+    """Each control's value that FORM_RULES read, keyed `form.<key>`."""
+    return {PREFIX + key: typed_value(kind, state[key]) for key, kind in types.items() if PREFIX + key in FORM_READS}
+
+
+def typed_values(state: Mapping[str, str], types: Mapping[str, str]) -> dict[str, Any]:
+    """Each control's value in `state`, by its key (what builder.widgets.calculator_fixes' program reads as `form`)."""
+    return {key: typed_value(kind, state[key]) for key, kind in types.items() if key in state}
 
 
 def config_values(state: Mapping[str, str], types: Mapping[str, str]) -> dict[str, Any]:
