@@ -29,6 +29,7 @@ from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS, UNSET as BUCKET_UN
 from builder.model.config import FSDP_STAGE, FSDP_STRATEGIES
 from builder.model.expr import Expr, at, both, either, eq, isin, ne, negate, sym, when
 from builder.model.options import OPTION_OF
+from builder.model.overrides import overridden
 from builder.model.partrules import RuleSet
 from builder.model.zero3 import DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 from builder.widgets import full_model
@@ -126,13 +127,14 @@ def _policy(name: str) -> Expr:
     return at(at(sym(POLICIES), sym("precision")), name)
 
 
-# What config_inputs works out from such a Config: the ZeRO stage, the policy's dtypes with the form's overrides,
+# What config_inputs works out from such a Config: the ZeRO stage, the policy's dtypes with the form's overrides
+# (builder.model.overrides' rule, which Config.policy evaluates too),
 # the parameter count of the architecture (its shape's `parameters`), and the GPUs the run uses (dp x tp x pp x cp:
 # expert parallelism is carved out of data parallelism).
 RUN_RULES = RuleSet(symbols={
     "shard_stage": when(sym("fsdp"), lookup(FSDP_STAGE, sym("fsdp")), sym("zero")),
     **{name: _policy(name) for name in full_model.POLICY_INPUTS},
-    **{name: when(sym(chosen), sym(chosen), _policy(name)) for name, chosen in CHOSEN.items()},
+    **{name: overridden(name, sym(chosen), _policy(name)) for name, chosen in CHOSEN.items()},
     "params": sym("parameters"),
     GPUS: sym("dp") * sym("tp") * sym("pp") * sym("cp"),
 }, parts=())
