@@ -86,6 +86,7 @@ def in_turn(kinds: dict[str, Search], most: int) -> Search:
         """`name` derived by `rule` in this phase for a candidate of this kind, kept as it is otherwise."""
         return name, when(both(eq(phase, step), eq(kind, of_kind)), rule, sym(name))
 
+    leaving = eq(phase, "leave")
     steps: list[tuple[str, Expr]] = [
         # The kinds' rules read the value measured as PROBE, and a refused run as one that needs more than fits.
         (PROBE, when(eq(phase, "measure"), at(sym(PROBE), "value"), 0)),
@@ -96,14 +97,13 @@ def in_turn(kinds: dict[str, Search], most: int) -> Search:
         # Measure: the kind's search moves on.
         *(in_phase("measure", of_kind, name, rule)
           for of_kind, search in kinds.items() for name, rule in search.after.items()),
-    ]
-    leaving = eq(phase, "leave")
-    steps += [
-        ("found", when(both(leaving, ne(by_kind("answer"), 0)),
-                       concat(found, table(row(1, entry=entry, value=by_kind("answer")))), found)),
+        # Leave: the candidate's answer kept where it found a value, and the next candidate entered.
+        ("answered", when(leaving, by_kind("answer"), 0)),
+        ("found", when(ne(sym("answered"), 0), concat(found, table(row(1, entry=entry, value=sym("answered")))), found)),
         ("entry", when(leaving, entry + 1, entry)),
         ("phase", when(leaving, "enter", when(by_kind("going"), "measure", "leave"))),
     ]
+    # Every name a kind's search derives, until its candidate is entered.
     state = {name: lift(0) for search in kinds.values() for name in search.start}
     return Search(start={"entry": lift(0), "found": table(), "phase": lift("enter"), **state},
                   going=both(entry < total(sym("candidates"), 1), total(found, 1) < most),
