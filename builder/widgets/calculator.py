@@ -42,7 +42,7 @@ from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS
 from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS
 from builder.widgets import calculator_state as form_rules, full_model, link_notice
 from builder.widgets.choices import sent as sent_choices
-from builder.widgets.calculator_fixes import FIXING, MAX_FIXES, REFUSED, encode as fixes_program
+from builder.widgets.calculator_fixes import FIXING, REFUSED, encode as fixes_program
 from builder.widgets.calculator_state import KEY, OVERLAP, WEIGHTS, typed_values
 from builder.widgets.renames import renamed
 from builder.model.options import OPTION_OF
@@ -580,8 +580,8 @@ def fixes(state: dict[str, str], models: dict[str, Architecture], capacity: int)
                                      "capacity": capacity}):
         fix, value = candidates[kept["entry"]], int(kept["value"])
         changed = trial_state(state, fix, value)
-        found.append((fix["text"].format(f"{value:,}" if fix["key"] else "", gpu_count(config_from_state(changed, models))),
-                      changed))
+        gpus = gpu_count(config_from_state(changed, models))
+        found.append((fix["text"].format(f"{value:,}" if fix["key"] else "", gpus), changed))
     return found
 
 

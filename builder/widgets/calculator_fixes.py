@@ -99,7 +99,8 @@ def in_turn(kinds: dict[str, Search], most: int) -> Search:
           for of_kind, search in kinds.items() for name, rule in search.after.items()),
         # Leave: the candidate's answer kept where it found a value, and the next candidate entered.
         ("answered", when(leaving, by_kind("answer"), 0)),
-        ("found", when(ne(sym("answered"), 0), concat(found, table(row(1, entry=entry, value=sym("answered")))), found)),
+        ("found", when(ne(sym("answered"), 0),
+                       concat(found, table(row(1, entry=entry, value=sym("answered")))), found)),
         ("entry", when(leaving, entry + 1, entry)),
         ("phase", when(leaving, "enter", when(by_kind("going"), "measure", "leave"))),
     ]
