@@ -284,7 +284,7 @@ def test_suggestions_are_links_that_carry_their_state():
     assert result["fixes_head"] == "What would fit on H100 SXM 80GB:"
     # The data the script evaluates is the same list, in the same order.
     data = make_context()["data"]
-    assert data["fixes"] == calc.FIXES and data["maxFixes"] == calc.MAX_FIXES
+    assert data["fixes"] == {"candidates": calc.FIXES, "program": calc.FIXING.encode(), "refused": calc.REFUSED}
 
 
 def test_the_server_renders_the_suggestions_as_links(tmp_path):

@@ -13,6 +13,8 @@ from typing import Any
 from builder.model.architecture import Architecture
 from builder.model.cite import Cite
 from builder.model.checks import first_refusal
+from builder.model.expr import evaluate
+from builder.model.overrides import CHOSEN, POLICY, POLICY_OVERRIDES, RULES as OVERRIDE_RULES
 from builder.model.units import DTYPE_BYTES
 
 MODES = ("train", "serve")
@@ -231,19 +233,12 @@ class Config:
 
     @property
     def policy(self) -> PrecisionPolicy:
-        """The effective precision policy after per-field overrides."""
+        """The effective precision policy after per-field overrides (builder.model.overrides' rule: an override wins
+        over the policy; master_dtype 'none' removes the master copy)."""
         base = PRECISIONS[self.precision]
-        master = base.master if self.master_dtype is None else self.master_dtype
-        return replace(
-            base,
-            param=self.param_dtype or base.param,
-            master=None if master == "none" else master,
-            grad=self.grad_dtype or base.grad,
-            optimizer_state=self.optimizer_state_dtype or base.optimizer_state,
-            exp_avg=self.exp_avg_dtype or base.exp_avg,
-            exp_avg_sq=self.exp_avg_sq_dtype or base.exp_avg_sq,
-            activation=self.activation_dtype or base.activation,
-        )
+        return replace(base, **{state: evaluate(OVERRIDE_RULES[option], {CHOSEN: getattr(self, option) or "",
+                                                                         POLICY: getattr(base, state) or ""}) or None
+                                for option, state in POLICY_OVERRIDES.items()})
 
 
 OPTION_NAMES = tuple(f.name for f in fields(Config))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 Value = Any  # Fraction | int | str | dict | list
 
@@ -609,10 +609,11 @@ def evaluate(expr: Expr, env: Mapping[str, Value]) -> Value:
     return (expr._fn or compiled(expr))(env)
 
 
-def derive(symbols: Mapping[str, Expr], env: Mapping[str, Value]) -> dict[str, Value]:
-    """`env` with each derived symbol added, in order (a symbol may use those before it)."""
+def derive(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]], env: Mapping[str, Value]) -> dict[str, Value]:
+    """`env` with each derived symbol added, in order (a symbol may use those before it); `symbols` a mapping or
+    (name, rule) pairs, where a name derived again replaces its value."""
     out = dict(env)
-    for name, expr in symbols.items():
+    for name, expr in (symbols.items() if isinstance(symbols, Mapping) else symbols):
         out[name] = (expr._fn or compiled(expr))(out)
     return out
 

@@ -15,12 +15,16 @@ and lands at or next to the answer; every third guess halves the bracket, so the
 
 The loop's first two measurements are `low` and `limit` themselves (`probes` 0 and 1); guesses inside the bracket
 follow (`probes` 2 on).
+
+The same loop runs other programs too (builder/widgets/calculator_fixes.py: the calculator's suggested fixes, which
+runs this search for some of its candidates): a step whose `probe` is none (a row() whose condition does not hold)
+measures nothing, and `after` may be a sequence of (name, rule) pairs that derives a name more than once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from builder.model.expr import (Expr, both, ceil, derive, encode, eq, evaluate, lift, maximum, minimum, mod, negate,
                                 sym, when)
@@ -31,28 +35,34 @@ PROBE, MEASURED = "probe", "measured"
 
 @dataclass(frozen=True)
 class Search:
-    """A search as rules: `start` (derived from the inputs), `going` (another measurement is wanted), `probe` (the
-    value to measure), `after` (derived once the need at `probe` is known, bound as MEASURED) and `answer`."""
+    """A search as rules: `start` (derived from the inputs), `going` (another step is wanted), `probe` (the value to
+    measure, or none for a step that measures nothing), `after` (derived once the need at `probe` is known, bound as
+    MEASURED; None where nothing was measured) and `answer`."""
 
     start: dict[str, Expr]
     going: Expr
     probe: Expr
-    after: dict[str, Expr]
+    after: Mapping[str, Expr] | Sequence[tuple[str, Expr]]
     answer: Expr
 
-    def run(self, measure: Callable[[int], int], inputs: Mapping[str, Any]) -> Any:
+    def run(self, measure: Callable[[Any], Any], inputs: Mapping[str, Any]) -> Any:
         """The answer for `inputs`, measuring the need with `measure` wherever the rules ask."""
         env = derive(self.start, inputs)
         while evaluate(self.going, env):
             at = evaluate(self.probe, env)
-            env = derive(self.after, {**env, PROBE: at, MEASURED: measure(at)})
+            env = derive(self.after, {**env, PROBE: at, MEASURED: None if at is None else measure(at)})
         return evaluate(self.answer, env)
 
     def encode(self) -> dict[str, Any]:
-        """The JSON the browser runs (02-model.js `largest`): rules in the expression language's JSON form."""
+        """The JSON the browser runs (02-model.js `searchRunner`): rules in the expression language's JSON form."""
         return {"start": [[name, encode(rule)] for name, rule in self.start.items()], "going": encode(self.going),
-                "probe": encode(self.probe), "after": [[name, encode(rule)] for name, rule in self.after.items()],
+                "probe": encode(self.probe), "after": [[name, encode(rule)] for name, rule in pairs(self.after)],
                 "answer": encode(self.answer), "names": [PROBE, MEASURED]}
+
+
+def pairs(symbols: Mapping[str, Expr] | Sequence[tuple[str, Expr]]) -> Sequence[tuple[str, Expr]]:
+    """Derived symbols as (name, rule) pairs, in order."""
+    return list(symbols.items()) if isinstance(symbols, Mapping) else list(symbols)
 
 
 _probes, _capacity, _step = sym("probes"), sym("capacity"), sym("step")

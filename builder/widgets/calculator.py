@@ -36,14 +36,14 @@ from builder.model.partnames import PART_NAMES, reader_name
 from builder.model.peak import Need, assess, need
 from builder.model.states import SHARDING as STATE_SHARDING
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
-from builder.model.search import largest
 from builder.model.units import format_bytes
 from builder.model.ranges import RANGE_OF
 from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS
 from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS
 from builder.widgets import calculator_state as form_rules, full_model, link_notice
 from builder.widgets.choices import sent as sent_choices
-from builder.widgets.calculator_state import KEY, OVERLAP, WEIGHTS
+from builder.widgets.calculator_fixes import FIXING, REFUSED, encode as fixes_program
+from builder.widgets.calculator_state import KEY, OVERLAP, WEIGHTS, typed_values
 from builder.widgets.renames import renamed
 from builder.model.options import OPTION_OF
 from builder.content import Reference
@@ -155,39 +155,44 @@ TEXTS = {
 }
 
 # When a run does not fit the chosen GPU, the result names the nearest changes that make it fit, as the CLI's
-# --max answers do, each a link to that state. The candidates and their order are defined here, once, per mode:
-# Python evaluates them for the server-rendered state (`fixes`) and the script (30-calculator.js) evaluates the
-# same data with the browser's model (browserModel's estimate and largest). A candidate is
-# [kind, key, settings, text]: `settings` (form values) apply first, then by kind
-#   "set"     nothing more: the run with those settings;
-#   "lower"   the largest value of `key` below the current one that fits (a multiple of cp for seq_len), as
-#             questions.max_micro_batch and max_seq_len search;
-#   "double"  the current value of `key`, then twice, four times, ... up to the limit: the first that fits.
-# A candidate is shown when it changes the state and its run is valid and fits; at most MAX_FIXES of them. The
-# text is filled with the value found ({0}) and the GPUs the changed run uses ({1}).
+# --max answers do, each a link to that state. The candidates and their order are defined here, once, per mode, and
+# tried by one program (builder.widgets.calculator_fixes.FIXING: what each kind of candidate does, and MAX_FIXES),
+# which Python runs for the server-rendered state (`fixes`) and the script (30-calculator.js) runs from the same data
+# with the browser's model. A candidate's `settings` (form values) apply first, then by kind "set" (nothing more),
+# "lower" (the largest value of `key` below the current one that fits, in steps of `step_by`'s value) or "double"
+# (the current value of `key`, then twice, four times, ... up to `ceiling`: the first that fits). The text is filled
+# with the value found ({0}) and the GPUs the changed run uses ({1}).
+FIX_LIMITS = {"dp": 4096, "tp": 64}
+
+
+def candidate(kind: str, text: str, key: str = "", settings: dict[str, str] | None = None) -> dict[str, Any]:
+    """One row of FIXES, as the program reads it."""
+    return {"kind": kind, "key": key, "text": text, "step_by": STEPS.get(key, ""), "ceiling": FIX_LIMITS.get(key, 0),
+            "settings": [{"control": control, "value": value} for control, value in (settings or {}).items()]}
+
+
 FIXES = {
     "train": [
-        ["lower", "micro_batch", {}, "fits with micro-batch {0}"],
-        ["set", "", {"recompute": "selective"}, "fits with selective recomputation"],
-        ["set", "", {"recompute": "full"}, "fits with full recomputation"],
-        ["double", "dp", {KEY["zero"]: "3"}, "fits on {1} GPUs with ZeRO-3"],
-        ["double", "dp", {KEY["zero"]: "3", "recompute": "full"}, "fits on {1} GPUs with ZeRO-3 and full recomputation"],
-        ["lower", "seq_len", {}, "fits with sequences of {0} tokens"],
+        candidate("lower", "fits with micro-batch {0}", "micro_batch"),
+        candidate("set", "fits with selective recomputation", settings={"recompute": "selective"}),
+        candidate("set", "fits with full recomputation", settings={"recompute": "full"}),
+        candidate("double", "fits on {1} GPUs with ZeRO-3", "dp", {KEY["zero"]: "3"}),
+        candidate("double", "fits on {1} GPUs with ZeRO-3 and full recomputation", "dp",
+                  {KEY["zero"]: "3", "recompute": "full"}),
+        candidate("lower", "fits with sequences of {0} tokens", "seq_len"),
     ],
     "serve": [
-        ["lower", "batch", {}, "fits with {0} concurrent sequences"],
-        ["set", "", {"kv_dtype": "fp8"}, "fits with an fp8 KV cache"],
-        ["set", "", {WEIGHTS: "int8"}, "fits with int8 weights"],
-        ["double", "tp", {}, "fits on {1} GPUs with tensor parallel {0}"],
-        ["lower", "context", {}, "fits with a context of {0} tokens"],
+        candidate("lower", "fits with {0} concurrent sequences", "batch"),
+        candidate("set", "fits with an fp8 KV cache", settings={"kv_dtype": "fp8"}),
+        candidate("set", "fits with int8 weights", settings={WEIGHTS: "int8"}),
+        candidate("double", "fits on {1} GPUs with tensor parallel {0}", "tp"),
+        candidate("lower", "fits with a context of {0} tokens", "context"),
     ],
 }
-FIX_LIMITS = {"dp": 4096, "tp": 64}
 # Release 0.1.0's keys (builder.widgets.renames): the controls of these options took their full-word URL keys
 # (builder.model.options' `url`) after it.
 RENAMED = renamed("0.1.0", shard=KEY["zero"], formula=KEY["implementation"], sp=KEY["sequence_parallel"],
                   vpp=KEY["pp_virtual_stages"], tied="tied_embeddings")
-MAX_FIXES = 4
 
 
 @dataclass(frozen=True)
@@ -555,41 +560,28 @@ def _need_bytes(state: dict[str, str], models: dict[str, Architecture]) -> int |
         return None
 
 
+def trial_state(state: dict[str, str], fix: dict[str, Any], value: Any) -> dict[str, str]:
+    """The form state a candidate of FIXES leads to: its settings, then its key (if it has one) at `value`."""
+    trial = {**state, **{setting["control"]: setting["value"] for setting in fix["settings"]}}
+    return {**trial, fix["key"]: str(value)} if fix["key"] else trial
+
+
 def fixes(state: dict[str, str], models: dict[str, Architecture], capacity: int) -> list[tuple[str, dict[str, str]]]:
-    """The nearest changes that make the run of `state` fit `capacity` (FIXES, in order, at most MAX_FIXES): each
-    as its text and the state it leads to."""
+    """The nearest changes that make the run of `state` fit `capacity` (FIXES, in order, tried by the program
+    calculator_fixes.FIXING, at most MAX_FIXES): each as its text and the state it leads to."""
+    candidates = FIXES[state["mode"]]
+
+    def need_at(probe: dict[str, Any]) -> int:
+        needed = _need_bytes(trial_state(state, candidates[probe["entry"]], probe["value"]), models)
+        return REFUSED if needed is None else needed
+
     found = []
-
-    def fits_at(trial: dict[str, str]) -> bool:
-        needed = _need_bytes(trial, models)
-        return needed is not None and needed <= capacity
-
-    for kind, key, settings, text in FIXES[state["mode"]]:
-        base = {**state, **settings}
-        value = None
-        if kind == "set":
-            if base != state and fits_at(base):
-                value = ""
-        elif kind == "lower":
-            step = _int(state[STEPS[key]]) if key in STEPS else 1
-            limit = _int(state[key]) - step
-            if limit >= step:
-                value = largest(lambda n: _need_bytes({**base, key: str(n)}, models) or capacity + 1, capacity,
-                                 step, limit, step)
-        else:
-            n = max(1, _int(state[key]))
-            while n <= FIX_LIMITS[key] and value is None:
-                trial = {**base, key: str(n)}
-                if trial != state and fits_at(trial):
-                    value = n
-                n *= 2
-        if value is None:
-            continue
-        changed = {**base, key: str(value)} if key and value != "" else base
-        found.append((text.format(f"{value:,}" if value != "" else "", gpu_count(config_from_state(changed, models))),
-                      changed))
-        if len(found) == MAX_FIXES:
-            break
+    for kept in FIXING.run(need_at, {"candidates": candidates, "form": typed_values(state, CONTROL_TYPES),
+                                     "capacity": capacity}):
+        fix, value = candidates[kept["entry"]], int(kept["value"])
+        changed = trial_state(state, fix, value)
+        gpus = gpu_count(config_from_state(changed, models))
+        found.append((fix["text"].format(f"{value:,}" if fix["key"] else "", gpus), changed))
     return found
 
 
@@ -644,7 +636,8 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "t": TEXTS | VERDICTS,
         # Every part's reader-facing name (builder.model.partnames): the script shows these, never the keys.
         "names": PART_NAMES,
-        "fixes": FIXES, "fixLimits": FIX_LIMITS, "maxFixes": MAX_FIXES,
+        # The suggested fixes: the candidates of each mode and the program that tries them (calculator_fixes).
+        "fixes": {"candidates": FIXES, **fixes_program()},
         # The shard factor's rules (builder.model.states.SHARDING) and the other unit for each.
         "sharding": SHARD_RULES.encode(), "otherUnit": OTHER_UNIT,
         # The named starting points: the form state each sets (every control but the GPU), as its differences

@@ -29,6 +29,7 @@ from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS, UNSET as BUCKET_UN
 from builder.model.config import FSDP_STAGE, FSDP_STRATEGIES
 from builder.model.expr import Expr, at, both, either, eq, isin, ne, negate, sym, when
 from builder.model.options import OPTION_OF
+from builder.model.overrides import overridden
 from builder.model.partrules import RuleSet
 from builder.model.zero3 import DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 from builder.widgets import full_model
@@ -126,13 +127,14 @@ def _policy(name: str) -> Expr:
     return at(at(sym(POLICIES), sym("precision")), name)
 
 
-# What config_inputs works out from such a Config: the ZeRO stage, the policy's dtypes with the form's overrides,
+# What config_inputs works out from such a Config: the ZeRO stage, the policy's dtypes with the form's overrides
+# (builder.model.overrides' rule, which Config.policy evaluates too),
 # the parameter count of the architecture (its shape's `parameters`), and the GPUs the run uses (dp x tp x pp x cp:
 # expert parallelism is carved out of data parallelism).
 RUN_RULES = RuleSet(symbols={
     "shard_stage": when(sym("fsdp"), lookup(FSDP_STAGE, sym("fsdp")), sym("zero")),
     **{name: _policy(name) for name in full_model.POLICY_INPUTS},
-    **{name: when(sym(chosen), sym(chosen), _policy(name)) for name, chosen in CHOSEN.items()},
+    **{name: overridden(name, sym(chosen), _policy(name)) for name, chosen in CHOSEN.items()},
     "params": sym("parameters"),
     GPUS: sym("dp") * sym("tp") * sym("pp") * sym("cp"),
 }, parts=())
@@ -141,26 +143,29 @@ RUN_INPUTS = tuple(name for name in (*FORM_RULES.symbols, *RUN_RULES.symbols)
                    if name not in ("precision", "zero", "chosen_param_dtype", GPUS))
 
 
+def typed_value(kind: str, text: str) -> Any:
+    """A control's text as its value, by its type (CONTROL_TYPES: count, number, box, choice)."""
+    if kind == "count":
+        return int(text) if WHOLE.fullmatch(text) else 0
+    if kind == "number":  # exact, as config_inputs reads a Config's fraction; 0 when not a finite number
+        try:
+            number = float(text)
+        except ValueError:
+            number = 0.0
+        return Fraction(str(number)) if math.isfinite(number) else Fraction(0)
+    if kind == "box":
+        return int(text == "1")
+    return text
+
+
 def typed(state: Mapping[str, str], types: Mapping[str, str]) -> dict[str, Any]:
-    """Each control's text as its value (CONTROL types: count, number, box, choice), keyed `form.<key>`."""
-    values: dict[str, Any] = {}
-    for key, kind in types.items():
-        if PREFIX + key not in FORM_READS:
-            continue
-        text = state[key]
-        if kind == "count":
-            values[PREFIX + key] = int(text) if WHOLE.fullmatch(text) else 0
-        elif kind == "number":  # exact, as config_inputs reads a Config's fraction; 0 when not a finite number
-            try:
-                number = float(text)
-            except ValueError:
-                number = 0.0
-            values[PREFIX + key] = Fraction(str(number)) if math.isfinite(number) else Fraction(0)
-        elif kind == "box":
-            values[PREFIX + key] = int(text == "1")
-        else:
-            values[PREFIX + key] = text
-    return values
+    """Each control's value that FORM_RULES read, keyed `form.<key>`."""
+    return {PREFIX + key: typed_value(kind, state[key]) for key, kind in types.items() if PREFIX + key in FORM_READS}
+
+
+def typed_values(state: Mapping[str, str], types: Mapping[str, str]) -> dict[str, Any]:
+    """Each control's value in `state`, by its key (what builder.widgets.calculator_fixes' program reads as `form`)."""
+    return {key: typed_value(kind, state[key]) for key, kind in types.items() if key in state}
 
 
 def config_values(state: Mapping[str, str], types: Mapping[str, str]) -> dict[str, Any]:

@@ -91,17 +91,22 @@ function browserModel(M) {
     return { parts: best[0].filter((p) => p[1]), total: sum(best[0]), host: sum(best[1]) * toNumber(best[2]), need: need[0], phase: need[1] };
   };
   // builder.model.search.LARGEST, the search --max runs: limit if it fits, else the largest multiple of step above
-  // low (low included) below limit that fits, 0 if none. Python sends the search as rules (`start`, `going`, `probe`,
-  // `after`, `answer`); here is only the loop that runs them, measuring the need where they ask.
-  const { start, going, probe, after, answer, names: [probed, measured] } = M.largest;
+  // low (low included) below limit that fits, 0 if none.
+  const search = searchRunner(M.largest);
+  const largest = (size, capacity, low, limit, step) => search(size, { capacity, low, limit, step });
+  return { shapeOf, refuse, shapeChecks, estimate, largest };
+}
+// builder.model.search.Search.run: a program Python sends as rules (`start`, `going`, `probe`, `after`, `answer`)
+// -> a function of (measure, inputs) that runs it; here is only the loop, measuring where the rules ask (a step
+// whose probe is none measures nothing).
+function searchRunner({ start, going, probe, after, answer, names: [probed, measured] }) {
   const [begin, next] = [start, after].map(deriver), [more, at, result] = [going, probe, answer].map(compileRule);
-  const largest = (size, capacity, low, limit, step) => {
-    let env = flat(begin({ capacity, low, limit, step }));
+  return (measure, inputs) => {
+    let env = flat(begin(inputs));
     while (more(env)) {
       const x = at(env);
-      env = flat(next(new Scope({ [probed]: x, [measured]: size(x) }, scopeOf(env))));
+      env = flat(next(new Scope({ [probed]: x, [measured]: x === null ? null : measure(x) }, scopeOf(env))));
     }
     return result(env);
   };
-  return { shapeOf, refuse, shapeChecks, estimate, largest };
 }

@@ -116,8 +116,9 @@ WIDGETS.calculator = (root, D) => {
       }).join("") + (need > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(end - gpu[2])) : "") + (need != total ? put("peak", pc(need), y - C.peak_rise, y + C.line_drop) : "")
       + tags + put("label", pc(need), y + C.label_drop + below, ...side(need), need == total ? fmtBytes(total, U) : fill(T.bar_label, fmtBytes(need, U))));
   };
-  // calculator.fixes: the nearest changes that make a run fit (D.fixes, defined once in Python, in its order), each as
-  // its text and the state it leads to. A form state's need, or null when the model refuses the run.
+  // calculator.fixes: the nearest changes that make a run fit (D.fixes.candidates, defined once in Python, tried by
+  // its program, builder.widgets.calculator_fixes, run here by 02-model.js's searchRunner), each as its text and the
+  // state it leads to. A form state's need, or null when the model refuses the run.
   const needOf = (st) => {
     try {
       return estimate(cfg(st), false).need;
@@ -126,29 +127,23 @@ WIDGETS.calculator = (root, D) => {
       return null;
     }
   };
-  const fixes = (st, cap) => {
-    const found = [], fitsAt = (trial) => { const n = needOf(trial); return n !== null && n <= cap; };
-    const same = (a, b) => Object.keys(a).every((k) => a[k] == b[k]);
-    for (const [kind, key, settings, text] of D.fixes[st.mode]) {
-      const base = { ...st, ...settings };
-      let value = null;
-      if (kind == "set") {
-        if (!same(base, st) && fitsAt(base)) value = "";
-      } else if (kind == "lower") {
-        const step = D.steps[key] ? +st[D.steps[key]] : 1, limit = +st[key] - step;
-        if (limit >= step) value = largest((n) => needOf({ ...base, [key]: String(n) }) ?? cap + 1, cap, step, limit, step) || null;
-      } else {
-        for (let n = max(1, +st[key] || 0); n <= D.fixLimits[key] && value === null; n *= 2) {
-          const trial = { ...base, [key]: String(n) };
-          if (!same(trial, st) && fitsAt(trial)) value = n;
-        }
-      }
-      if (value === null) continue;
-      const to = key && value !== "" ? { ...base, [key]: String(value) } : base;
-      found.push([fill(text, value === "" ? "" : commas(value), cfg(to).gpus), to]);
-      if (found.length == D.maxFixes) break;
-    }
-    return found;
+  // calculator.trial_state: a candidate's settings, then its key (if it has one) at the value.
+  const trialState = (st, fix, value) => {
+    const trial = { ...st };
+    for (const { control, value: v } of fix.settings) trial[control] = v;
+    if (fix.key) trial[fix.key] = String(value);
+    return trial;
+  };
+  const suggest = searchRunner(D.fixes.program);
+  const fixes = (st, capacity) => {
+    const candidates = D.fixes.candidates[st.mode], form = {};
+    // calculator_state.typed_values: each control's value, by its type.
+    for (const [k, kind] of Object.entries(D.types)) if (k in st) form[k] = typed(kind, st[k]);
+    const measure = ({ entry, value }) => needOf(trialState(st, candidates[entry], value)) ?? D.fixes.refused;
+    return suggest(measure, { candidates, form, capacity }).map(({ entry, value }) => {
+      const fix = candidates[entry], to = trialState(st, fix, value);
+      return [fill(fix.text, fix.key ? commas(value) : "", cfg(to).gpus), to];
+    });
   };
   // The answers that take many estimates (the largest batch and sequence, the suggested fixes), written into the
   // figure: its parts, sum, peak and verdict come first, these in a later task (after the next frame is painted,
