@@ -134,6 +134,7 @@ def _conditions() -> dict[str, Expr]:
         "learned_positions": learned, "rotary": negate(learned),
         "embedding_dropout": either(eq(sym("norm"), "layernorm"), negate(hf)),
         "full_recompute": full, "no_full_recompute": negate(full),
+        "all_recomputed": both(full, eq(sym("recompute_layers"), 0)),
         "autocast": autocast, "no_autocast": negate(autocast),
         "separate_inputs": separate, "shared_input": negate(separate),
         "o_input_kept": either(negate(recipe), negate(eager), projection_original),

@@ -165,6 +165,9 @@ TIED_TEMPORARIES = when(both(HEAD, EMBEDDING, sym("tied_embeddings"), FULL_TUNIN
 # embedding's temporaries when it is the larger (the two are never live at once). Measured on CPU (builder.validate's
 # peak cases, GPT-2 with tied embeddings and full recomputation): the backward's peak is the first layer's moment,
 # not the recomputed layer on top of the embedding's temporaries.
+LEARNED_POSITIONS = sym("position_embeddings") > 0
+EMBEDDING_LOCALS = (Cite("transformers-5-23", "src/transformers/models/gpt2/modeling_gpt2.py GPT2Model.forward, "
+                         "models/llama/modeling_llama.py LlamaModel.forward") + "; measured: see the Validation page")
 RECOMPUTED_AT_END = both(negate(sym("moment_first_layer_backward")),
                          _part("activations/recompute_working_layer") > TIED_TEMPORARIES)
 
@@ -235,7 +238,23 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  "two chunks' output-layer weight gradients and their sum, before the sum goes to .grad",
                  when=both(HEAD, FULL_TUNING), transient=True),
     ),
-    "layer_forward": (_dequantised(backward=False),),
+    "layer_forward": (
+        _dequantised(backward=False),
+        # transformers' model forward keeps its embedding outputs in locals until it returns: GPT-2's token and
+        # position embeddings (GPT2Model.forward `inputs_embeds`, `position_embeds`; their sum is the first layer's
+        # input), Llama's token embedding (LlamaModel.forward `inputs_embeds`), which below fp32 (without autocast)
+        # no layer saves unless the first layer is checkpointed: its input norm saves an fp32 copy instead.
+        PartRule("activations/embedding_outputs",
+                 when(LEARNED_POSITIONS, (sym("op_T") + sym("op_s")) * sym("hidden"), sym("op_T") * sym("hidden"))
+                 * when(sym("autocast"), 4, sym("act_bytes")),
+                 when(LEARNED_POSITIONS, "(b x s + s) x h x bytes(residual stream)", "b x s x h x bytes(activation dtype)"),
+                 EMBEDDING_LOCALS, per_token(sym("op_T") * sym("hidden") * when(sym("autocast"), 4, sym("act_bytes"))),
+                 "the model's forward holds them until it returns (freed before the loss)",
+                 when=both(EMBEDDING, eq(sym("implementation"), "hf"),
+                           either(LEARNED_POSITIONS, both(ne(sym("recompute"), "full"), negate(sym("autocast")),
+                                                          ne(sym("activation_dtype"), "fp32")))),
+                 transient=True),
+    ),
     "layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),
     "first_layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),
     "backward_end": (
