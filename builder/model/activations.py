@@ -143,7 +143,7 @@ def _conditions() -> dict[str, Expr]:
         # transformers' Llama-family eager attention takes the softmax in fp32 (RMSNorm models); under autocast the
         # fp32 mask promotes GPT-2's scores too.
         "compiled_scores": compiled_scores, "no_compiled_scores": negate(compiled_scores),
-        "loss_logprobs": isin(sym("loss"), "eager", "chunked"), "loss_compiled": eq(sym("loss"), "compiled"),
+        "loss_logprobs": isin(sym("loss"), "eager", "chunked"), "loss_compiled": isin(sym("loss"), "compiled", "chunked-compiled"),
         "loss_fused_linear": eq(sym("loss"), "fused-linear"), "no_loss_fused_linear": ne(sym("loss"), "fused-linear"),
         **{name: eq(sym("lora_rank"), 0) for name in FULL_TRAINING},
         **{f"lora_{target}": rule for target, rule in lora.items()},

@@ -87,7 +87,8 @@ CONDITIONS = {
                        "fp32, or autocast): it keeps the scores, their row max and sum, and the causal mask",
     # How the loss is computed (builder.model.config.LOSSES).
     "loss_logprobs": "an eager loss (whole or chunked) saves the fp32 log-probabilities for its backward",
-    "loss_compiled": "a compiled loss saves the logits and a per-token logsumexp instead",
+    "loss_compiled": "a compiled loss (whole, or each of torchtune's chunks) saves the logits and a per-token "
+                     "logsumexp instead",
     "loss_fused_linear": "a fused linear cross-entropy computes the gradients in the forward and keeps no logits",
     "no_loss_fused_linear": "not loss_fused_linear",
     # LoRA adapters (PEFT): each adapted projection casts its input to the fp32 adapter
@@ -269,7 +270,8 @@ HF_MIXTRAL_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith
 # log-softmax (transformers ForCausalLMLoss upcasts logits.float()) and int64 labels. A compiled loss
 # (torch.compile fuses the upcast and the log-softmax) keeps the logits themselves and a per-token logsumexp
 # (measured: Cut Cross-Entropy's README, torch.compile row); torchtune's chunked loss keeps every chunk's
-# log-probabilities, as many in all; Liger Kernel's fused linear cross-entropy
+# log-probabilities, as many in all, and with each chunk's upcast and cross-entropy compiled (torchtune's
+# compile_loss) every chunk's logits and logsumexp, as a compiled loss does; Liger Kernel's fused linear cross-entropy
 # (liger_kernel/ops/fused_linear_cross_entropy.py) computes the lm_head input's and weight's gradients chunk by
 # chunk in the forward and keeps them for backward, never the logits.
 FIRST_STAGE = (
