@@ -134,6 +134,7 @@ def _conditions() -> dict[str, Expr]:
         "learned_positions": learned, "rotary": negate(learned),
         "embedding_dropout": either(eq(sym("norm"), "layernorm"), negate(hf)),
         "full_recompute": full, "no_full_recompute": negate(full),
+        "all_recomputed": both(full, eq(sym("recompute_layers"), 0)),
         "autocast": autocast, "no_autocast": negate(autocast),
         "separate_inputs": separate, "shared_input": negate(separate),
         "o_input_kept": either(negate(recipe), negate(eager), projection_original),
@@ -142,7 +143,7 @@ def _conditions() -> dict[str, Expr]:
         # transformers' Llama-family eager attention takes the softmax in fp32 (RMSNorm models); under autocast the
         # fp32 mask promotes GPT-2's scores too.
         "compiled_scores": compiled_scores, "no_compiled_scores": negate(compiled_scores),
-        "loss_logprobs": isin(sym("loss"), "eager", "chunked"), "loss_compiled": eq(sym("loss"), "compiled"),
+        "loss_logprobs": isin(sym("loss"), "eager", "chunked"), "loss_compiled": isin(sym("loss"), "compiled", "chunked-compiled"),
         "loss_fused_linear": eq(sym("loss"), "fused-linear"), "no_loss_fused_linear": ne(sym("loss"), "fused-linear"),
         **{name: eq(sym("lora_rank"), 0) for name in FULL_TRAINING},
         **{f"lora_{target}": rule for target, rule in lora.items()},

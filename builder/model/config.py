@@ -30,9 +30,11 @@ OPTIMIZERS = ("adamw", "adam", "adam8bit", "paged-adamw", "paged-adamw8bit", "ad
 OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused", "in-backward")
 # How the language-model loss is computed (builder.model.oplists' loss rows, builder.model.step's transients):
 # 'eager' (transformers ForCausalLMLoss: logits.float() then cross_entropy), 'compiled' (the same under
-# torch.compile, which fuses the upcast and log-softmax), 'chunked' (torchtune CEWithChunkedOutputLoss, 8 chunks)
-# or 'fused-linear' (Liger Kernel's fused linear cross-entropy: no logits at all).
-LOSSES = ("eager", "compiled", "chunked", "fused-linear")
+# torch.compile, which fuses the upcast and log-softmax), 'chunked' (torchtune CEWithChunkedOutputLoss, 8 chunks),
+# 'chunked-compiled' (the same with each chunk's upcast and cross-entropy under torch.compile, as torchtune's
+# training.compile_loss does when compile=True) or 'fused-linear' (Liger Kernel's fused linear cross-entropy: no
+# logits at all).
+LOSSES = ("eager", "compiled", "chunked", "chunked-compiled", "fused-linear")
 # How a checkpoint is saved between steps (builder.model.checkpoint; "none": no save moment in the step), in each
 # framework's words: torch.save of the state dicts, FSDP's StateDictType.FULL_STATE_DICT (FullStateDictConfig's
 # defaults, or offload_to_cpu and rank0_only), SHARDED_STATE_DICT, torch.distributed.checkpoint (dcp) of FSDP2's
@@ -170,7 +172,7 @@ class Config:
     recompute: str = "none"  # 'none', 'selective' (attention core) or 'full' (only layer inputs kept)
     recompute_layers: int = 0  # with 'full': 0 = every layer; K = the first K layers of each pipeline stage
     attention: str = "sdpa"  # 'eager' saves s x s scores; 'sdpa'/'flash' save none
-    loss: str = "eager"  # 'eager', 'compiled', 'chunked' or 'fused-linear' (LOSSES)
+    loss: str = "eager"  # 'eager', 'compiled', 'chunked', 'chunked-compiled' or 'fused-linear' (LOSSES)
     activation_formula: str = "ops"  # 'ops' (op by op) or 'korthikanti' (Table 2 reference formula)
     implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers), 'megatron', 'torchtune'
     dropout: bool = False  # dropout layers active (each saves a 1-byte mask)

@@ -54,6 +54,8 @@ CONDITIONS = {
     "embedding_dropout": "a dropout layer after the embeddings (GPT-2's embd_pdrop; Llama-style models have none)",
     "full_recompute": "full activation recomputation (checkpointed layers)",
     "no_full_recompute": "not full_recompute",
+    "all_recomputed": "full recomputation of every layer (no recompute_layers count): the stage's last layer is "
+                      "checkpointed too",
     # torch.autocast over fp32 weights (amp-bf16): the residual stream stays fp32, and each
     # linear layer casts its input itself, so projections sharing an input save a copy each.
     "autocast": "torch.autocast over fp32 weights (the residual stream, norms and rotary tables stay fp32)",
@@ -85,7 +87,8 @@ CONDITIONS = {
                        "fp32, or autocast): it keeps the scores, their row max and sum, and the causal mask",
     # How the loss is computed (builder.model.config.LOSSES).
     "loss_logprobs": "an eager loss (whole or chunked) saves the fp32 log-probabilities for its backward",
-    "loss_compiled": "a compiled loss saves the logits and a per-token logsumexp instead",
+    "loss_compiled": "a compiled loss (whole, or each of torchtune's chunks) saves the logits and a per-token "
+                     "logsumexp instead",
     "loss_fused_linear": "a fused linear cross-entropy computes the gradients in the forward and keeps no logits",
     "no_loss_fused_linear": "not loss_fused_linear",
     # LoRA adapters (PEFT): each adapted projection casts its input to the fp32 adapter
@@ -267,7 +270,8 @@ HF_MIXTRAL_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith
 # log-softmax (transformers ForCausalLMLoss upcasts logits.float()) and int64 labels. A compiled loss
 # (torch.compile fuses the upcast and the log-softmax) keeps the logits themselves and a per-token logsumexp
 # (measured: Cut Cross-Entropy's README, torch.compile row); torchtune's chunked loss keeps every chunk's
-# log-probabilities, as many in all; Liger Kernel's fused linear cross-entropy
+# log-probabilities, as many in all, and with each chunk's upcast and cross-entropy compiled (torchtune's
+# compile_loss) every chunk's logits and logsumexp, as a compiled loss does; Liger Kernel's fused linear cross-entropy
 # (liger_kernel/ops/fused_linear_cross_entropy.py) computes the lm_head input's and weight's gradients chunk by
 # chunk in the forward and keeps them for backward, never the logits.
 FIRST_STAGE = (
@@ -511,12 +515,83 @@ def _with_grads(moment: Moment, grads: tuple[Row, ...]) -> Moment:
 
 
 _DENSE_MOMENTS = (_SWIGLU_BACKWARD, _GELU_PYTHON_BACKWARD, _GELU_FUSED_BACKWARD)
+
+
+# The MLP's forward in a checkpointed layer. torch.utils.checkpoint (non-reentrant, transformers' default; PyTorch
+# 2.13 torch/utils/checkpoint.py _checkpoint_hook: its pack hook keeps no tensor) saves nothing in the forward, so a
+# tensor lives only while the layer's Python code holds it, and the rows up to the anchor stand for what it holds
+# only once corrected: the rows freed by then are subtracted, the locals that are no saved row added. transformers
+# 5.23's decoder layers bind the attention weights eager attention returns to `_` (GPT2Block.forward
+# `attn_output, _ = self.attn(...)`, LlamaDecoderLayer.forward `hidden_states, _ = self.self_attn(...)`): the
+# softmax output (its cast to V's or the query's dtype, or its dropout output) lives until the layer returns, on
+# top of the MLP's own tensors. Without recomputation these are saved rows anyway, and the end of the forward,
+# which adds the output layer's, holds more. Measured on CPU: content/validation/peak.json, the GPT-2 eager
+# '-full-' case with h1024 (the forward peaks in the GeLU's last product, the softmax output still live).
+def _freed(block: tuple[Row, ...], ops: tuple[str, ...], condition: str = "") -> tuple[Row, ...]:
+    """The block's rows `ops` as freed rows (negative): made in the layer's forward, dropped before this moment."""
+    return tuple(r._replace(group="forward", op=f"less {r.op} (freed: a checkpointed forward saves nothing)",
+                            coefficient=-r.coefficient, condition="&".join(c for c in (r.condition, condition) if c))
+                 for r in block if r.op in ops)
+
+
+def _held_attention_weights(block: tuple[Row, ...], softmax: str, freed_softmax: tuple[str, ...]) -> tuple[Row, ...]:
+    """Of the attention weights' rows, those `_` does not hold (freed): the dropout mask, and the softmax output
+    (`softmax`) under `freed_softmax` conditions, where its cast or dropout output is what is held."""
+    return (*_freed(block, ("attention dropout mask",)),
+            *(r for condition in freed_softmax for r in _freed(block, (softmax,), condition)))
+
+
+_GPT2_ATTENTION_FREED = ("c_attn input (ln_1 output)", "Q, K and V as the attention op saves them",
+                         "Q, and K and V repeated to every query head (repeat_kv)",
+                         "fused kernel: logsumexp per head and row (fp32)", "c_proj input (merged heads)",
+                         "c_proj input, quantised copy", "residual dropout mask after attention")
+_GPT2_MLP_HELD = (
+    *_fp32_under_autocast("forward", "the residual stream after attention, held for the MLP's residual add", 1,
+                          "Tr h"),
+    Row("forward", "the attention output projection's output, held by the block (attn_output)", 1, "Tr h", "act"),
+    *_freed(HF_GPT2_BLOCK, _GPT2_ATTENTION_FREED),
+    # The softmax output: freed where its dropout output is held (the fp32 one under autocast always: its cast is).
+    *_held_attention_weights(HF_GPT2_BLOCK, "softmax output", ("dropout",)),
+    *_freed(HF_GPT2_BLOCK, ("softmax output (fp32: the fp32 mask promotes the scores under autocast)",)),
+    # Under autocast c_fc's saved 16-bit cast is made and freed inside c_fc: ln_2's fp32 output is what is held.
+    *_freed(HF_GPT2_BLOCK, ("c_fc input (ln_2 output)",), "autocast"),
+    Row("forward", "ln_2 output (fp32 under autocast), held for the MLP", 1, "Tr h", "fp32", "autocast"),
+)
+_GPT2_MLP_FORWARD = (
+    # NewGELUActivation: 0.5 * x * (1 + tanh(...)): as 1 + tanh is made, x, 0.5 * x and the tanh are live.
+    Moment("layer_forward", "a checkpointed layer's MLP GeLU (its last factor made)", "all_recomputed&gelu_python",
+           "GeLU: 1+tanh factor", _GPT2_MLP_HELD),
+    Moment("layer_forward", "a checkpointed layer's MLP GeLU", "all_recomputed&gelu_fused", "GeLU input",
+           (*_GPT2_MLP_HELD, Row("forward", "GeLU output", 1, "T f", "act"))),
+)
+# LlamaMLP: down(act(gate(x)) * up(x)): as the product is made, the SiLU output and the up projection's are live
+# (the gate projection's output is freed once the SiLU is made).
+_LLAMA_MLP_FORWARD = Moment(
+    "layer_forward", "a checkpointed layer's MLP product", "all_recomputed&swiglu",
+    "up projection output (factor of the product)",
+    (*_fp32_under_autocast("forward", "the residual stream after attention, held for the MLP's residual add", 1,
+                           "Tr h"),
+     Row("forward", "the product, being made (the down projection's input)", 1, "T f", "act"),
+     *_freed(HF_LLAMA_BLOCK, ("q/k/v projection input (RMSNorm output)",
+                              "q, k and v projection inputs, each cast by autocast or quantised by a recipe",
+                              "Q, K and V as the attention op saves them",
+                              "Q, and K and V repeated to every query head (repeat_kv)",
+                              "fused kernel: logsumexp per head and row (fp32)", "o_proj input (merged heads)",
+                              "o_proj input, quantised copy", "SiLU input (gate projection output)")),
+     # softmax(dtype=float32).to(query.dtype): below fp32 the cast is held, with dropout the dropout output.
+     *_held_attention_weights(HF_LLAMA_BLOCK, "softmax output (fp32)", ("low_precision&no_dropout", "dropout")),
+     # Separate casts (autocast, a recipe) are made and freed inside each projection: the norm's output is held.
+     *_freed(HF_LLAMA_BLOCK, ("gate and up projection inputs, each cast by autocast or quantised by a recipe",)),
+     *_fp32_under_autocast("forward", "post_attention_layernorm output, held for the MLP", 1, "Tr h",
+                           "separate_inputs")))
 _SOFTMAX_BACKWARD = _with_grads(_softmax_backward(False), _BLOCK_GRADS)
 _FP32_SOFTMAX_BACKWARD = _with_grads(_softmax_backward(True), _BLOCK_GRADS)
 MOMENTS = {
     "megatron": (_softmax_forward(False, False), _SOFTMAX_BACKWARD, *_DENSE_MOMENTS),
-    "hf-gpt2": (_softmax_forward(False, True), _MASK_ADD_UNDER_AUTOCAST, _SOFTMAX_BACKWARD, *_DENSE_MOMENTS),
-    "hf-llama": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _FP32_SOFTMAX_BACKWARD, *_DENSE_MOMENTS),
+    "hf-gpt2": (_softmax_forward(False, True), _MASK_ADD_UNDER_AUTOCAST, *_GPT2_MLP_FORWARD, _SOFTMAX_BACKWARD,
+               *_DENSE_MOMENTS),
+    "hf-llama": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _LLAMA_MLP_FORWARD, _FP32_SOFTMAX_BACKWARD,
+                 *_DENSE_MOMENTS),
     # Mixtral: the experts' own backward is not a moment here (builder.model.peak.unmodelled names it).
     "hf-mixtral": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST,
                    _with_grads(_softmax_backward(True), _MOE_GRADS)),

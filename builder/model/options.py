@@ -247,7 +247,8 @@ OPTIONS: tuple[Option, ...] = (
        flag="--recompute-num-layers", default=0, metavar="K", url="recompute_layers", source="megatron-d98e8a6"),
     _o("attention", "choice", "", "run", choices=ATTENTION, default="sdpa", url="attention"),
     _o("loss", "choice", "how the loss is computed: eager (transformers), compiled (torch.compile), chunked "
-       "(torchtune, 8 chunks) or fused-linear (Liger Kernel: no logits)", "run", choices=LOSSES, default="eager",
+       "(torchtune, 8 chunks), chunked-compiled (torchtune's chunks, each chunk's upcast and cross-entropy compiled, "
+       "as its compile=True does) or fused-linear (Liger Kernel: no logits)", "run", choices=LOSSES, default="eager",
        url="loss"),
     _o("activation_formula", "choice", "'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 "
        "(reference)", "run", choices=ACTIVATION_FORMULAS, default="ops", url="implementation"),
@@ -266,7 +267,7 @@ OPTIONS: tuple[Option, ...] = (
        "(stage3_gather_16bit_weights_on_model_save); none: no save", "run", choices=CHECKPOINT_SAVES, default="none",
        url="checkpoint_save"),
     _o("compile", "flag", "every transformer layer under torch.compile (inductor): what its partitioner saves for "
-       "backward, measured on CPU; the loss is compiled only with --loss compiled", "run", default=False,
+       "backward, measured on CPU; the loss is compiled only with --loss compiled or chunked-compiled", "run", default=False,
        url="compile"),
     # The precision policy's states one by one (each None: the policy's own).
     *(_o(name, "dtype", "", "dtypes", choices=_DTYPES + (("none",) if name == "master_dtype" else ()),

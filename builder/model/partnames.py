@@ -62,6 +62,7 @@ PART_NAMES: dict[str, str] = {
     "activations/logits_fp32": "Logits in fp32",
     "activations/loss_chunk": "Loss chunk",
     "activations/final_hidden_fp32": "Final hidden states in fp32",
+    "activations/embedding_outputs": "Embedding outputs held by the model's forward",
     "activations/loss_grads": "Loss gradients",
     "activations/checkpoint": "Layer checkpoints",
     "activations/offloaded": "Offloaded activations",

@@ -59,9 +59,18 @@ COMPILED_LOSS = (Cite("wijmans2024") + " (Cut Cross-Entropy) and its README's be
                  "12,000 MB (fp32 and bf16 gradients of the logits)")
 CHUNKED_LOSS = (Cite("torchtune-0-6", "torchtune/modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss")
                 + " (num_output_chunks=8): each chunk upcast and cross-entropied on its own")
+# torchtune's compile=True compiles the chunked loss in place: training.compile_loss replaces
+# CEWithChunkedOutputLoss.compute_cross_entropy (logits.float() then F.cross_entropy, one chunk) with its
+# torch.compile'd version (torchtune/training/_compile.py compile_loss, recipes/full_finetune_single_device.py
+# line 292, commit 1814feb; the same in 0.6's ce_chunked_output_loss.py). Each chunk's compiled upcast and
+# cross-entropy saves what a compiled loss saves (the chunk's 16-bit logits and a per-token logsumexp: no fp32 copy),
+# and its backward makes the chunk's fp32 gradient and its cast, as a compiled loss's does, one chunk at a time.
+CHUNKED_COMPILED_LOSS = (Cite("torchtune-0-6", "torchtune/training/_compile.py compile_loss") + " (1814feb: "
+                         "compute_cross_entropy of each chunk compiled) and " + COMPILED_LOSS)
 FUSED_LINEAR = (Cite("liger-kernel", "src/liger_kernel/ops/fused_linear_cross_entropy.py") + ": chunk_size = "
                 "next_power_of_2(cdiv(BT, cdiv(V, H))), one chunk's logits at a time, overwritten by their gradient")
 LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss's num_output_chunks
+CHUNKED = isin(sym("loss"), "chunked", "chunked-compiled")  # torchtune's chunked loss, eager or compiled
 # The share of the whole T x V loss tensors one moment holds: the whole for an eager loss, one chunk for
 # torchtune's chunked loss; and the source of the eager and chunked losses' tensors.
 LOSS_SHARE = when(eq(sym("loss"), "chunked"), Fraction(1, LOSS_CHUNKS),
@@ -165,6 +174,9 @@ TIED_TEMPORARIES = when(both(HEAD, EMBEDDING, sym("tied_embeddings"), FULL_TUNIN
 # embedding's temporaries when it is the larger (the two are never live at once). Measured on CPU (builder.validate's
 # peak cases, GPT-2 with tied embeddings and full recomputation): the backward's peak is the first layer's moment,
 # not the recomputed layer on top of the embedding's temporaries.
+LEARNED_POSITIONS = sym("position_embeddings") > 0
+EMBEDDING_LOCALS = (Cite("transformers-5-23", "src/transformers/models/gpt2/modeling_gpt2.py GPT2Model.forward, "
+                         "models/llama/modeling_llama.py LlamaModel.forward") + "; measured: see the Validation page")
 RECOMPUTED_AT_END = both(negate(sym("moment_first_layer_backward")),
                          _part("activations/recompute_working_layer") > TIED_TEMPORARIES)
 
@@ -213,6 +225,11 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  when(eq(sym("loss"), "chunked"), "one chunk's gradients of the log-probabilities and fp32 logits",
                       "gradient of the log-probabilities and of the fp32 logits"),
                  when=both(HEAD, LOSS_SHARE > 0), transient=True),
+        PartRule("activations/loss_grads", sym("op_T") * sym("op_V") * (4 + sym("act_bytes")) / LOSS_CHUNKS,
+                 "b x s x V x (4 B + bytes(activation dtype)) / 8", CHUNKED_COMPILED_LOSS,
+                 per_token(sym("op_T") * sym("op_V") * (4 + sym("act_bytes")) / LOSS_CHUNKS),
+                 "one chunk's fp32 gradient of its logits and its cast (the chunks run one at a time)",
+                 when=both(HEAD, eq(sym("loss"), "chunked-compiled")), transient=True),
         PartRule("activations/loss_grads", sym("op_T") * sym("op_V") * (4 + sym("act_bytes")),
                  "b x s x V x (4 B + bytes(activation dtype))", COMPILED_LOSS,
                  per_token(sym("op_T") * sym("op_V") * (4 + sym("act_bytes"))),
@@ -235,7 +252,23 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  "two chunks' output-layer weight gradients and their sum, before the sum goes to .grad",
                  when=both(HEAD, FULL_TUNING), transient=True),
     ),
-    "layer_forward": (_dequantised(backward=False),),
+    "layer_forward": (
+        _dequantised(backward=False),
+        # transformers' model forward keeps its embedding outputs in locals until it returns: GPT-2's token and
+        # position embeddings (GPT2Model.forward `inputs_embeds`, `position_embeds`; their sum is the first layer's
+        # input), Llama's token embedding (LlamaModel.forward `inputs_embeds`), which below fp32 (without autocast)
+        # no layer saves unless the first layer is checkpointed: its input norm saves an fp32 copy instead.
+        PartRule("activations/embedding_outputs",
+                 when(LEARNED_POSITIONS, (sym("op_T") + sym("op_s")) * sym("hidden"), sym("op_T") * sym("hidden"))
+                 * when(sym("autocast"), 4, sym("act_bytes")),
+                 when(LEARNED_POSITIONS, "(b x s + s) x h x bytes(residual stream)", "b x s x h x bytes(activation dtype)"),
+                 EMBEDDING_LOCALS, per_token(sym("op_T") * sym("hidden") * when(sym("autocast"), 4, sym("act_bytes"))),
+                 "the model's forward holds them until it returns (freed before the loss)",
+                 when=both(EMBEDDING, eq(sym("implementation"), "hf"),
+                           either(LEARNED_POSITIONS, both(ne(sym("recompute"), "full"), negate(sym("autocast")),
+                                                          ne(sym("activation_dtype"), "fp32")))),
+                 transient=True),
+    ),
     "layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),
     "first_layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),
     "backward_end": (
@@ -388,7 +421,7 @@ STEP = RuleSet(symbols={
     "step_live": table(*(row(sym(f"moment_{phase}") if phase in MOMENT_PHASES else
                              negate(sym("in_backward")) if phase == "optimizer_step" else
                              ne(sym("checkpoint_save"), "none") if phase == "checkpoint_save" else
-                             both(HEAD, eq(sym("loss"), "chunked")) if phase == "head_backward" else 1, phase=phase,
+                             both(HEAD, CHUNKED) if phase == "head_backward" else 1, phase=phase,
                              allocated=total(sym(f"step_{phase}"), sym("bytes"))) for phase in PHASES)),
     "step_totals": by(sym("step_live"), "phase", sym("allocated") + RESERVED),
     "peak_phase": top(sym("step_totals")),

@@ -387,6 +387,10 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
                                               heads=16, vocab=8192), optimizer="sgd-momentum"),
             PeakCase(INSIDE_GPT2.with_changes(recompute="full", attention="sdpa", batch=1, seq_len=256, hidden=1024,
                                               heads=16, vocab=16384), optimizer="adamw", optimizer_impl="fused"),
+            # The same shape with eager attention: the checkpointed last layer's forward peaks in the MLP's GeLU with
+            # the softmax output still held by the block (builder.model.oplists, _GPT2_MLP_FORWARD).
+            PeakCase(INSIDE_GPT2.with_changes(recompute="full", attention="eager", batch=1, seq_len=512, hidden=1024,
+                                              heads=16, vocab=8192), optimizer="sgd-momentum"),
             PeakCase(INSIDE_GPT2, optimizer="sgd-momentum"),
             PeakCase(INSIDE_GPT2.with_changes(attention="sdpa", batch=4, seq_len=128), optimizer="sgd-momentum"),
             PeakCase(INSIDE_GPT2.with_changes(attention="sdpa", dtype="bfloat16", batch=1, seq_len=256, hidden=768,
