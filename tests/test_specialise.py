@@ -57,7 +57,7 @@ def values(data: dict[str, Any], config: Config) -> dict[str, Any]:
     out["shapes"] = evaluated(sets["shapes"], shape_inputs(arch))[0]
     for stage in stages(arch, config):
         held, _ = evaluated(sets["holding"], {**run, **stage.inputs()})
-        for name in ("states", "autocast", "checkpoint", "comm", "host", "serving"):
+        for name in ("states", "autocast", "checkpoint", "comm", "host") + (() if out["training"] else ("serving",)):
             out[name, stage] = evaluated(sets[name], held)
         conditions, _ = evaluated(sets["conditions"], held)
         activations, out["activations", stage] = evaluated(sets["activations"], conditions)

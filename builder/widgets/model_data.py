@@ -82,4 +82,6 @@ def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str],
         plain = {"dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()}, "phases": PHASE_TITLES}
     if fixed is not None:
         sent = specialise(sent, fixed, set(varying))
+        if sent.get("training") == 1:  # every run is priced as training: the serving rules are never evaluated
+            sent["ruleSets"]["serving"] = {"reads": [], "symbols": [], "parts": []}
     return packed.pack(sent, plain)

@@ -17,8 +17,8 @@ runs the teaching widgets against Python's estimate of the whole model), and the
 emits: no script holds a formula.
 
 A name is fixed only where nothing else binds it: a symbol some rule set derives, a field of a table's rows and an
-input the caller lists as varying (`varying`) are never replaced; `reads` (the inputs a rule set's results are
-reused for) stay as they were.
+input the caller lists as varying (`varying`) are never replaced. A rule set's `reads` (the inputs the browser
+compares to reuse its last result) lose the fixed ones, which never change.
 """
 
 from __future__ import annotations
@@ -151,7 +151,8 @@ def specialise(sent: dict[str, Any], fixed: Mapping[str, Any], varying: set[str]
             when = rule(when)
             if not _false(when):
                 parts.append([name, when, *(rule(r) for r in rest[:4]), *rest[4:]])
-        rule_sets[set_name] = {"reads": rule_set["reads"], "parts": parts,
+        # A fixed input read is the same for every run: the browser need not compare it to reuse a result.
+        rule_sets[set_name] = {"reads": [name for name in rule_set["reads"] if name not in known], "parts": parts,
                                "symbols": [[name, rule(data)] for name, data in rule_set["symbols"]]}
     checks = {key: [[refused, rule(message)] for refused, message in ((rule(c), m) for c, m in sent[key])
                     if not _false(refused)] for key in ("checks", "shapeChecks")}
