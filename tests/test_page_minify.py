@@ -104,3 +104,17 @@ def test_markup_the_minifier_rejects_names_the_page():
 def test_document_reads_the_tree_in_order(minified):
     tags = [tag for tag, _, _ in document(minified)]
     assert tags[:3] == ["html", "head", "meta"]
+
+
+def test_a_chart_segment_keeps_its_tooltip_in_its_box_without_the_group():
+    """A page's chart writes each segment as its box holding its tooltip (page_minify.lean_segments); the chart's
+    own markup (the downloads are made from it) keeps the group and its id."""
+    from builder.charts import render_figure
+    from tests.test_charts import make_spec
+
+    figure = render_figure(make_spec())
+    page = minify_page(f"<!doctype html><html><head><title>t</title></head><body>{figure}</body></html>", "p.md")
+    tooltips = re.findall(r"<title>([^<]*)</title>", figure)
+    assert '<g id="train-7b-bar0-weights">' in figure and "<g" not in page
+    assert re.findall(r"<title>([^<]*)</title>", page) == ["t", *tooltips]
+    assert len(re.findall(r'<path d="[^"]*"[^>]*class="[^"]*tm-segment"><title>', page)) == figure.count("<g id=")

@@ -288,12 +288,13 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
             "nearestTick": encode(NEAREST_TICK), "sum": f"{float(total_bpp):g}",
             "presets": read_presets(options.get("presets") or default_presets(catalogs), catalogs),
             "precision": options.get("precision", "bf16-mixed"), "optimizer": options.get("optimizer", "adamw"),
-            "rules": SEGMENTS.encode(), "t": TEXTS, "full": full_model.comparison_data(models), "units": UNITS,
+            "rules": SEGMENTS.encode(), "t": TEXTS, "full": None, "units": UNITS,
             "stages": STAGE_NAMES, "bounds": LINK_BOUNDS,
             "layout": {**LAYOUT, "end_at": float(LAYOUT["end_at"])}, "digits": PARAM_DIGITS,
             "link": {"words": link_notice.WORDS, "keys": {key: link_notice.whole(*bounds) for key, bounds in LINK_BOUNDS.items()}}}
     data["start"] = {"params": params, "zero": zero, "dp": gpu_count}
     data["base"] = full_model.run_base(full_config(data, 0, 1))
+    data["full"] = full_model.comparison_data(models, full_config(data, 0, 1))
     compared = comparisons(params, zero, gpu_count, data, models)
     needs = [c["need"] for c in compared]
     return {"data": data, "params": params, "zero": zero, "gpu_count": gpu_count,

@@ -48,11 +48,21 @@ def policy_inputs(precision: str) -> dict[str, Any]:
     return {key: inputs[key] for key in POLICY_INPUTS}
 
 
-def comparison_data(models: dict[str, Architecture]) -> dict[str, Any]:
+# The inputs the teaching widgets' scripts change from their `base` when they price a run (nearestModel's `changes`):
+# the ZeRO stage and GPU count (10-bytes-per-param.js), the batch, the sequence and a precision policy's inputs
+# (20-memory-budget.js). One list for both, so two widgets on a page send the same specialised model once.
+CHANGED = ("shard_stage", "dp", "micro_batch", "seq_len", *POLICY_INPUTS)
+
+
+def comparison_data(models: dict[str, Architecture], config: Config) -> dict[str, Any]:
     """What the script needs to evaluate the full model for the nearest catalog model: numbers only (the line shows
     the need, the moment and the sum, never a part's words: 03-teaching.js calls `estimate(run, false)`; the
-    widgets' controls stay in range, so no refusal is shown), which sends about 40% fewer bytes gzipped."""
-    return {"model": model_data(words=False, refusals=False), "catalog": catalog_rows(models), "nearest": encode(NEAREST),
+    widgets' controls stay in range, so no refusal is shown), which sends about 40% fewer bytes gzipped. Every run
+    is `config`'s inputs (the script's `base`, run_base) with a catalog model's shape, its count and inputs of CHANGED
+    set, so the rules go specialised to the rest (builder.widgets.specialise)."""
+    shaped = {"params", *(key for arch in models.values() for key in shape_inputs(arch))}
+    model = model_data(words=False, refusals=False, fixed=config_inputs(config), varying=shaped | set(CHANGED))
+    return {"model": model, "catalog": catalog_rows(models), "nearest": encode(NEAREST),
             "shapes": {key: shape_inputs(arch) for key, arch in models.items()}, "t": TEXTS}
 
 

@@ -178,7 +178,7 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     breakdown = options.get("breakdown", True)
     data = {"start": start, "capacity": capacity, "capacityText": capacity_text, "hidden": HIDDEN, "layers": LAYERS,
             "unit": HALF_BILLION, "rules": BUDGET.encode(), "t": TEXTS | {"words": {k: v[1] for k, v in FULL_POLICY.items()}},
-            "full": full_model.comparison_data(models),
+            "full": full_model.comparison_data(models, Config()),
             "base": full_model.run_base(Config()),
             "policies": {key: full_model.policy_inputs(policy) for key, (policy, _) in FULL_POLICY.items()},
             "precisions": list(BUDGET_PRECISIONS), "keys": KEYS,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Collection, Mapping
 
 from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
 from builder.model.autocast import AUTOCAST_COPIES
@@ -31,6 +31,7 @@ from builder.model.step import PHASE_TITLES, STEP
 from builder.model.tensors import SHAPES
 from builder.model.units import DTYPE_BYTES
 from builder.widgets import packed
+from builder.widgets.specialise import specialise
 
 # The rule sets the script evaluates, by the name it reads them under.
 RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "conditions": OP_CONDITIONS,
@@ -51,14 +52,17 @@ STAGE_SETS = ("shapes", "holding", "states")
 
 
 def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str], str] = html.escape,
-               words: bool = True, refusals: bool = True) -> dict[str, Any]:
+               words: bool = True, refusals: bool = True, fixed: Mapping[str, Any] | None = None,
+               varying: Collection[str] = ()) -> dict[str, Any]:
     """The rule sets, stages, checks, dtype sizes and phase titles, as JSON-ready data packed (packed.pack: each
     distinct text once, the rules compact; packed.unpack gives them as `encode` wrote them). `sets`: the named rule sets
     only, with what 02-model.js stageModel reads beside them (the stages and the checks: an engine's accounting),
     and nothing a full estimate adds (the training test, dtype sizes, phase titles, the search); `source_html`
     renders the parts' sources (builder.sources.html_renderer: citations linked); `words=False` leaves out the
     parts' words (per-unit words, notes, sources) for a widget that shows no part's words, and `refusals=False` the
-    checks' messages for one that never shows a refused run or shape (the teaching widgets)."""
+    checks' messages for one that never shows a refused run or shape (the teaching widgets); `fixed`: the inputs
+    (name -> value) every run of the widget keeps, all but those named in `varying`, whose consequences are worked
+    out before sending (builder.widgets.specialise: the rules those values never reach are left out)."""
     def checks(listed: tuple = CHECKS) -> list[list[Any]]:
         return encode_checks(listed) if refusals else [[refused, EMPTY_TEXT] for refused, _ in encode_checks(listed)]
 
@@ -76,4 +80,8 @@ def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str],
         # The dtype sizes and the moments of a step in words (builder.model.step's rules name the one that sets the
         # need), read by the teaching widgets' scripts as they are.
         plain = {"dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()}, "phases": PHASE_TITLES}
+    if fixed is not None:
+        sent = specialise(sent, fixed, set(varying))
+        if sent.get("training") == 1:  # every run is priced as training: the serving rules are never evaluated
+            sent["ruleSets"]["serving"] = {"reads": [], "symbols": [], "parts": []}
     return packed.pack(sent, plain)
