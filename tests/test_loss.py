@@ -122,3 +122,31 @@ def test_the_output_layers_backward_is_a_moment_of_the_chunked_loss_only():
 
     assert "head_backward" not in {p.name for p in phases(llama(loss="eager"))}
     assert "head_backward" in {p.name for p in phases(llama(precision="bf16", loss="chunked"))}
+
+
+def test_a_compiled_chunked_bf16_step_measures_as_predicted():
+    """torchtune's compile_loss (torchtune/training/_compile.py at 1814feb) compiles each chunk's
+    compute_cross_entropy: measured on CPU (content/validation/peak.json, builder/validate/peak.py's ChunkedOutputLoss,
+    PyTorch 2.13 inductor; the Llama shape h256, V 8192, bf16). On 4 x 256 tokens the backward peaks in the output
+    layer's backward at 72,778,888 B, as the eager chunks' does; on 16 x 256 at the start of backward, 198,171,788 B,
+    where one chunk's compiled backward writes its bf16 gradient and no fp32 one (the rule inferred before, an fp32
+    gradient and its cast, 6 B per entry, gives 214.9 MB: +8.5%). The forward peaks as the last chunk's logits are
+    made, with the final norm's output still live (T x h x 2 B; not a moment of the model): 1.0% and 1.2% above the
+    end of the forward the model gives."""
+    from tests.test_peak import llama
+
+    def peaks(batch):
+        config = llama(precision="bf16", optimizer="sgd-momentum", loss="chunked-compiled", micro_batch=batch)
+        totals = {p.name: p.total for p in phases(config)}
+        return totals, max(totals["forward"], totals.get("layer_forward", 0)), max(
+            v for k, v in totals.items() if "backward" in k)
+
+    totals, forward, backward = peaks(4)
+    assert backward == totals["head_backward"] == pytest.approx(72778888, rel=0.0001)
+    assert forward == pytest.approx(65055520, rel=0.011)
+    totals, forward, backward = peaks(16)
+    assert backward == totals["backward_start"] == pytest.approx(198171788, rel=0.0001)
+    assert forward == pytest.approx(192043904, rel=0.013)
+    start = {p.name: p.bytes for p in next(p for p in phases(llama(
+        precision="bf16", loss="chunked-compiled", micro_batch=16)) if p.name == "backward_start").parts}
+    assert start["activations/loss_grads"] == 16 * 256 * (8192 * 2 + 4) // 8  # one chunk's bf16 gradient and a sum

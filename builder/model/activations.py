@@ -144,6 +144,7 @@ def _conditions() -> dict[str, Expr]:
         # fp32 mask promotes GPT-2's scores too.
         "compiled_scores": compiled_scores, "no_compiled_scores": negate(compiled_scores),
         "loss_logprobs": isin(sym("loss"), "eager", "chunked"), "loss_compiled": isin(sym("loss"), "compiled", "chunked-compiled"),
+        "loss_chunked_compiled": eq(sym("loss"), "chunked-compiled"),
         "loss_fused_linear": eq(sym("loss"), "fused-linear"), "no_loss_fused_linear": ne(sym("loss"), "fused-linear"),
         **{name: eq(sym("lora_rank"), 0) for name in FULL_TRAINING},
         **{f"lora_{target}": rule for target, rule in lora.items()},

@@ -89,6 +89,7 @@ CONDITIONS = {
     "loss_logprobs": "an eager loss (whole or chunked) saves the fp32 log-probabilities for its backward",
     "loss_compiled": "a compiled loss (whole, or each of torchtune's chunks) saves the logits and a per-token "
                      "logsumexp instead",
+    "loss_chunked_compiled": "each of torchtune's compiled chunks also saves its per-token row max (measured on CPU)",
     "loss_fused_linear": "a fused linear cross-entropy computes the gradients in the forward and keeps no logits",
     "no_loss_fused_linear": "not loss_fused_linear",
     # LoRA adapters (PEFT): each adapted projection casts its input to the fp32 adapter
@@ -271,7 +272,8 @@ HF_MIXTRAL_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith
 # (torch.compile fuses the upcast and the log-softmax) keeps the logits themselves and a per-token logsumexp
 # (measured: Cut Cross-Entropy's README, torch.compile row); torchtune's chunked loss keeps every chunk's
 # log-probabilities, as many in all, and with each chunk's upcast and cross-entropy compiled (torchtune's
-# compile_loss) every chunk's logits and logsumexp, as a compiled loss does; Liger Kernel's fused linear cross-entropy
+# compile_loss) every chunk's logits, its row max and the log of its sum of exponentials (measured on CPU, PyTorch
+# 2.13: inductor's graph saves both per-token values); Liger Kernel's fused linear cross-entropy
 # (liger_kernel/ops/fused_linear_cross_entropy.py) computes the lm_head input's and weight's gradients chunk by
 # chunk in the forward and keeps them for backward, never the logits.
 FIRST_STAGE = (
@@ -294,6 +296,8 @@ _HEAD_AND_LOSS = (
     Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32", "loss_logprobs"),
     Row("loss", "logits kept for the compiled loss's backward", 1, "T V", "act", "loss_compiled"),
     Row("loss", "per-token logsumexp (fp32)", 1, "T", "fp32", "loss_compiled"),
+    Row("loss", "per-token row max (fp32), saved beside the log-sum by each compiled chunk", 1, "T", "fp32",
+        "loss_chunked_compiled"),
     Row("loss", "gradient of the lm_head input, made in the forward", 1, "T h", "act", "loss_fused_linear"),
     Row("loss", "lm_head weight gradient, made in the forward", 1, "V h", "grad", "loss_fused_linear&grad_head"),
     Row("loss", "shifted labels (int64)", 1, "T", "int64"),

@@ -62,11 +62,17 @@ CHUNKED_LOSS = (Cite("torchtune-0-6", "torchtune/modules/loss/ce_chunked_output_
 # torchtune's compile=True compiles the chunked loss in place: training.compile_loss replaces
 # CEWithChunkedOutputLoss.compute_cross_entropy (logits.float() then F.cross_entropy, one chunk) with its
 # torch.compile'd version (torchtune/training/_compile.py compile_loss, recipes/full_finetune_single_device.py
-# line 292, commit 1814feb; the same in 0.6's ce_chunked_output_loss.py). Each chunk's compiled upcast and
-# cross-entropy saves what a compiled loss saves (the chunk's 16-bit logits and a per-token logsumexp: no fp32 copy),
-# and its backward makes the chunk's fp32 gradient and its cast, as a compiled loss's does, one chunk at a time.
+# line 292, commit 1814feb; the same in 0.6's ce_chunked_output_loss.py). Measured on CPU (PyTorch 2.13, inductor;
+# content/validation/peak.json, builder/validate/peak.py's ChunkedOutputLoss): each chunk's compiled graph saves its
+# 16-bit logits (its input), its labels and two fp32 values per token (the row max and the log of the sum of
+# exponentials; no fp32 copy of the logits), and its backward is one pass over the chunk (nll_loss's scatter
+# decomposed into a where over an iota, the softmax recomputed from the saved logits, row max and log-sum) that writes
+# the chunk's gradient in the logits' dtype directly: no fp32 gradient is made, only a per-token fp32 sum beside it.
+# The gradient replaces the chunk's logits, which the same call frees, one chunk at a time.
 CHUNKED_COMPILED_LOSS = (Cite("torchtune-0-6", "torchtune/training/_compile.py compile_loss") + " (1814feb: "
-                         "compute_cross_entropy of each chunk compiled) and " + COMPILED_LOSS)
+                         "compute_cross_entropy of each chunk compiled); measured on CPU (PyTorch 2.13, inductor): "
+                         "each chunk's compiled backward writes its gradient in the logits' dtype, no fp32 gradient; "
+                         "see the Validation page")
 FUSED_LINEAR = (Cite("liger-kernel", "src/liger_kernel/ops/fused_linear_cross_entropy.py") + ": chunk_size = "
                 "next_power_of_2(cdiv(BT, cdiv(V, H))), one chunk's logits at a time, overwritten by their gradient")
 LOSS_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss's num_output_chunks
@@ -225,10 +231,11 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  when(eq(sym("loss"), "chunked"), "one chunk's gradients of the log-probabilities and fp32 logits",
                       "gradient of the log-probabilities and of the fp32 logits"),
                  when=both(HEAD, LOSS_SHARE > 0), transient=True),
-        PartRule("activations/loss_grads", sym("op_T") * sym("op_V") * (4 + sym("act_bytes")) / LOSS_CHUNKS,
-                 "b x s x V x (4 B + bytes(activation dtype)) / 8", CHUNKED_COMPILED_LOSS,
-                 per_token(sym("op_T") * sym("op_V") * (4 + sym("act_bytes")) / LOSS_CHUNKS),
-                 "one chunk's fp32 gradient of its logits and its cast (the chunks run one at a time)",
+        PartRule("activations/loss_grads", sym("op_T") * (sym("op_V") * sym("act_bytes") + 4) / LOSS_CHUNKS,
+                 "b x s x (V x bytes(activation dtype) + 4 B) / 8", CHUNKED_COMPILED_LOSS,
+                 per_token(sym("op_T") * (sym("op_V") * sym("act_bytes") + 4) / LOSS_CHUNKS),
+                 "one chunk's gradient of its logits, in their dtype, and a per-token fp32 sum (the chunks run one "
+                 "at a time)",
                  when=both(HEAD, eq(sym("loss"), "chunked-compiled")), transient=True),
         PartRule("activations/loss_grads", sym("op_T") * sym("op_V") * (4 + sym("act_bytes")),
                  "b x s x V x (4 B + bytes(activation dtype))", COMPILED_LOSS,

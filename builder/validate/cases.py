@@ -307,7 +307,9 @@ class PeakCase:
     lora_rank: int = 0  # > 0: every base weight frozen, LoRA adapters on q, k, v, o (as StateCase)
     # How the step runs (builder.model.config.OPTIMIZER_IMPLS): foreach, the CUDA default, unless named.
     optimizer_impl: str = "foreach"
-    loss: str = "eager"  # 'eager' (transformers' loss) or 'chunked' (torchtune's 8 chunks, builder.validate.peak)
+    # 'eager' (transformers' loss), 'chunked' (torchtune's 8 chunks) or 'chunked-compiled' (each chunk's
+    # compute_cross_entropy under torch.compile, as torchtune's compile_loss does; builder.validate.peak)
+    loss: str = "eager"
 
     @property
     def name(self) -> str:
@@ -366,6 +368,13 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
             # weight gradients and their sum are live (builder.model.step, head_backward).
             PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16"), optimizer="sgd-momentum", loss="chunked"),
             PeakCase(PEAK_LLAMA, optimizer="sgd-momentum", loss="chunked"),
+            # The same with each chunk's compute_cross_entropy under torch.compile (torchtune's compile_loss): on 4 x 256
+            # tokens the backward peaks in the output layer's backward, as the eager chunks' does; on 16 x 256 (more
+            # tokens than 8 x h) at the start of backward, where one chunk's compiled backward writes its bf16 gradient
+            # (no fp32 gradient: builder.model.step, CHUNKED_COMPILED_LOSS).
+            PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16"), optimizer="sgd-momentum", loss="chunked-compiled"),
+            PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16", batch=16), optimizer="sgd-momentum",
+                     loss="chunked-compiled"),
             PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16", recompute="full")),
             PeakCase(PEAK_GPT2.with_changes(dtype="bfloat16")),
             PeakCase(PEAK_GPT2.with_changes(dtype="bfloat16", **few)),

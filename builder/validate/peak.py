@@ -132,6 +132,62 @@ def chunked_loss(model, token_ids):
     return total / (labels != -100).sum()
 
 
+class ChunkedOutputLoss:
+    """torchtune's CEWithChunkedOutputLoss as torchtune writes it (torchtune/modules/loss/ce_chunked_output_loss.py at
+    commit 1814feb17a9038e1a8053ce93111bd26774a8db6, the commit of the README's memory table; torchtune is not a
+    dependency): compute_cross_entropy upcasts one chunk and cross-entropies it (reduction "sum"); forward counts the
+    labels kept, flattens each chunk of labels and logits and sums the chunks' losses one at a time."""
+
+    def __init__(self, num_output_chunks: int = 8, ignore_index: int = -100) -> None:
+        self.num_output_chunks = num_output_chunks
+        self.ignore_index = ignore_index
+
+    def compute_cross_entropy(self, logits, labels, normalize: bool = True):
+        """Upcast logits to fp32 and compute cross entropy loss."""
+        import torch.nn.functional as F
+
+        return F.cross_entropy(logits.float(), labels, ignore_index=self.ignore_index, reduction="sum")
+
+    def __call__(self, logits: list, labels):
+        total_elements = (labels != self.ignore_index).sum()
+        labels = [target_chunk.reshape(-1) for target_chunk in labels.chunk(self.num_output_chunks, dim=1)]
+        logits = [logit_chunk.reshape(-1, logit_chunk.size(-1)) for logit_chunk in logits]
+        total_loss = 0.0
+        for logits_chunk, labels_chunk in zip(logits, labels):
+            total_loss += self.compute_cross_entropy(logits_chunk, labels_chunk)
+        return total_loss / total_elements
+
+
+def compile_loss(loss: ChunkedOutputLoss) -> ChunkedOutputLoss:
+    """torchtune's training.compile_loss for CEWithChunkedOutputLoss (torchtune/training/_compile.py at 1814feb, which
+    recipes/full_finetune_single_device.py calls when compile=True): only compute_cross_entropy, the upcast and the
+    cross-entropy of one chunk, is compiled (inductor, TORCH_COMPILE_BACKEND's default), in place; the chunking stays
+    eager. Dynamo's caches are cleared first, so each case compiles afresh."""
+    import torch
+
+    torch._dynamo.reset()
+    loss.compute_cross_entropy = torch.compile(loss.compute_cross_entropy, backend="inductor")
+    return loss
+
+
+def torchtune_chunked_loss(loss_fn: ChunkedOutputLoss):
+    """A loss_of for training_step that runs a step as torchtune's recipe does with the chunked loss: the decoder's
+    last hidden state cut into num_output_chunks along the sequence, the output layer applied to each
+    (TransformerDecoder.chunked_output, torchtune/modules/transformer.py at 1814feb), the labels shifted by one and
+    padded with ignore_index (full_finetune_single_device.py _loss_step), then `loss_fn` over the list."""
+    import torch
+
+    def loss_of(model, token_ids):
+        hidden = model.model(input_ids=token_ids).last_hidden_state
+        ignore = torch.full((token_ids.shape[0], 1), loss_fn.ignore_index, dtype=token_ids.dtype,
+                            device=token_ids.device)
+        labels = torch.hstack((token_ids[..., 1:], ignore))
+        logits = [model.lm_head(chunk) for chunk in hidden.chunk(loss_fn.num_output_chunks, dim=1)]
+        return loss_fn(logits, labels)
+
+    return loss_of
+
+
 def training_step(model, optimizer, token_ids, grad_accum: int, meter, measured: bool, autocast: bool = False,
                   loss_of=None) -> None:
     """One step: zero_grad(set_to_none), forward (under torch.autocast(bfloat16) when `autocast`) + backward
@@ -193,6 +249,7 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
     from builder.validate.hf_models import build_model, make_token_ids
     from builder.validate.measure import enable_checkpointing
     from builder.validate.states import add_lora, count_model_states
+    from builder.model.step import LOSS_CHUNKS
 
     config = hf_config(case.forward, case.layers)
     # The previous case's tensors (a model in a reference cycle) are freed now, not inside this case's profile,
@@ -209,9 +266,11 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = step_optimizer(case, trainable)
         token_ids = make_token_ids(case.forward.batch, case.forward.seq_len, case.forward.vocab).to(device)
-        for step in range(2):
-            training_step(model, optimizer, token_ids, case.grad_accum, meter, measured=step == 1,
-                          loss_of=chunked_loss if case.loss == "chunked" else None,
+        loss_of = chunked_loss if case.loss == "chunked" else None
+        if case.loss == "chunked-compiled":
+            loss_of = torchtune_chunked_loss(compile_loss(ChunkedOutputLoss(LOSS_CHUNKS)))
+        for step in range(2):  # the first step compiles (unmeasured); the second runs the compiled chunks
+            training_step(model, optimizer, token_ids, case.grad_accum, meter, measured=step == 1, loss_of=loss_of,
                           autocast=case.forward.autocast)
         states = count_model_states(model, optimizer)
     measured = {f"peak_{name}": meter.peaks[name] for name in MEASURED_PHASES}
