@@ -19,7 +19,7 @@ import pytest
 from builder.build import SitePaths, build_site
 from builder.model.breakdown import BUCKETS
 from builder.palette import THEMES, load_stylesheet, parse_stylesheet
-from tests.html_tags import svg_element
+from tests.html_tags import path_subpaths, svg_element
 
 ROOT = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
@@ -209,16 +209,24 @@ def chart_svgs(site_html) -> list[str]:
     return svgs
 
 
+def bars(svg: str) -> list[list[tuple[str, ...]]]:
+    """The class lists of each stacked bar's segments, left to right, in a page's chart: a page writes a segment as
+    its box (a path of class tm-segment holding its tooltip, builder/page_minify.lean_segments), so a bar is the
+    segments whose boxes start on one line (the same top edge), in the order they are drawn."""
+    rows: dict[float, list[tuple[float, tuple[str, ...]]]] = {}
+    for path in svg_element(svg).iter(f"{SVG}path"):
+        classes = tuple(path.get("class", "").split())
+        if "tm-segment" in classes:
+            left, top = min(path_subpaths(path.get("d"))[0], key=lambda point: (point[1], point[0]))
+            rows.setdefault(round(top, 2), []).append((left, classes))
+    return [[classes for _, classes in sorted(row)] for _, row in sorted(rows.items())]
+
+
 def adjacent_pairs(svgs: list[str]) -> set[tuple[tuple[str, ...], tuple[str, ...]]]:
     """Class lists of the segments that touch in a stacked bar, in every chart."""
     pairs = set()
     for svg in svgs:
-        bars: dict[str, list[tuple[str, ...]]] = {}
-        for group in svg_element(svg).iter(f"{SVG}g"):
-            match = re.fullmatch(r"(.+-bar\d+)-.+", group.get("id", ""))
-            if match:
-                bars.setdefault(match.group(1), []).append(tuple(group.find(f"{SVG}path").get("class").split()))
-        for stack in bars.values():
+        for stack in bars(svg):
             pairs.update(zip(stack, stack[1:]))
     return pairs
 
@@ -238,8 +246,7 @@ def test_adjacent_parts_in_every_built_chart_differ_by_at_least_10(chart_svgs, t
 def test_parts_of_one_bucket_cycle_through_its_shades_in_the_vocabulary_chart(chart_svgs):
     vocabulary = next(svg for svg in chart_svgs if 'id="vocabulary-title"' in svg)
     root = svg_element(vocabulary)
-    stack = [g.find(f"{SVG}path").get("class").split() for g in root.iter(f"{SVG}g")
-             if g.get("id", "").startswith("vocabulary-bar1-activations")]
+    stack = [classes for classes in bars(vocabulary)[0] if classes[0] == "tm-bucket-activations"]
     assert len(stack) >= 5
     shades = [next(c for c in classes if c.startswith("tm-shade-")) for classes in stack]
     assert shades[:4] == ["tm-shade-0", "tm-shade-1", "tm-shade-2", "tm-shade-0"]
