@@ -40,7 +40,7 @@ from typing import Any, Callable
 from builder.model import engine_hf as hf
 from builder.model import engine_sglang as sglang
 from builder.model.cite import Cite
-from builder.model.expr import both, ceil, floor, fmt, maximum, minimum, real, sym, when
+from builder.model.expr import both, ceil, derive, floor, fmt, maximum, minimum, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import KV_CACHE_PER_TOKEN_HEAD, KV_SYMBOLS, PER_TOKEN_HEAD, PER_TOKEN_HEAD_SCALE_BYTES
 from builder.model.units import GiB as GIB
@@ -130,8 +130,11 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, context
             if settings.swa_full_tokens_ratio is not None else 0,
             "gpu_memory_utilization": DEFAULT_UTILIZATION if utilization is None else Fraction(str(utilization)),
             "max_model_len": settings.max_model_len or context,
-            "max_num_seqs": settings.max_num_seqs or seqs,
-            "max_num_batched_tokens": settings.max_num_batched_tokens or tokens,
+            # vLLM's batch limits as given (0: the engine's default) and its defaults for this GPU; the rules clamp
+            # the defaults as arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args does (BATCH_SYMBOLS).
+            "max_num_seqs_given": settings.max_num_seqs or 0,
+            "max_num_batched_tokens_given": settings.max_num_batched_tokens or 0,
+            "default_max_num_seqs": seqs, "default_max_num_batched_tokens": tokens,
             "block_size": settings.block_size, "enforce_eager": int(settings.enforce_eager),
             "kv_scale_bytes": PER_TOKEN_HEAD_SCALE_BYTES if settings.kv_cache_dtype in KV_CACHE_PER_TOKEN_HEAD else 0,
             "kv_cache_memory": settings.kv_cache_memory or 0}
@@ -143,8 +146,21 @@ def gib_text(x: Any) -> Any:
 
 
 T, R = sym("max_num_batched_tokens"), sym("profile_requests")
+SEQS_GIVEN, TOKENS_GIVEN = sym("max_num_seqs_given"), sym("max_num_batched_tokens_given")
+# The batch limits as vLLM settles them (vllm/engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args,
+# v0.27.1; with chunked prefill, vLLM's default for generating models): a value given is kept; a default
+# max_num_batched_tokens is at most max_num_seqs x max_model_len ("Ensure max_num_batched_tokens does not exceed model
+# limit"), then a default max_num_seqs at most max_num_batched_tokens. Only a max_num_seqs given above the tokens per
+# step is refused (engine_report, as SchedulerConfig._verify_args refuses it).
+BATCH_SYMBOLS = {
+    "max_num_batched_tokens": when(TOKENS_GIVEN, TOKENS_GIVEN, minimum(
+        when(SEQS_GIVEN, SEQS_GIVEN, sym("default_max_num_seqs")) * sym("max_model_len"),
+        sym("default_max_num_batched_tokens"))),
+    "max_num_seqs": when(SEQS_GIVEN, SEQS_GIVEN, minimum(sym("default_max_num_seqs"), T)),
+}
 VLLM = RuleSet(
     symbols={
+        **BATCH_SYMBOLS,
         **KV_SYMBOLS,
         "requested": ceil(sym("gpu_total") * sym("gpu_memory_utilization")),
         "profile_requests": minimum(T, sym("max_num_seqs")),
@@ -393,10 +409,13 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
     validate_config(config)
     arch, worst = config.model, None
     engine = engine_inputs(settings, gpu_total, gpu_id, config.context)
-    if settings.engine == "vllm" and engine["max_num_batched_tokens"] < engine["max_num_seqs"]:
-        # vLLM's own refusal (vllm/config/scheduler.py SchedulerConfig._verify_args).
-        raise ValueError(f"max_num_seqs: max_num_batched_tokens ({engine['max_num_batched_tokens']}) must be greater "
-                         f"than or equal to max_num_seqs ({engine['max_num_seqs']}).")
+    if settings.engine == "vllm":
+        limits = derive(BATCH_SYMBOLS, engine)
+        if limits["max_num_batched_tokens"] < limits["max_num_seqs"]:
+            # vLLM's own refusal (vllm/config/scheduler.py SchedulerConfig._verify_args): only with max_num_seqs given,
+            # since a default one is clamped to the tokens (BATCH_SYMBOLS).
+            raise ValueError(f"max_num_seqs: max_num_batched_tokens ({limits['max_num_batched_tokens']}) must be "
+                             f"greater than or equal to max_num_seqs ({limits['max_num_seqs']}).")
     if settings.engine == "hf":
         hf.checked(settings, config)
         engine.update(hf.inputs_of(settings, config))
