@@ -103,9 +103,15 @@ class EngineSettings:
 
 
 def batch_defaults(gpu_total: int, gpu_id: str) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) `vllm serve` picks for a GPU: vllm/engine/arg_utils.py
-    get_batch_defaults (OPENAI_API_SERVER): 1024 and 16384 from 160 GiB up, 1024 and 8192 from 70 GiB up
-    except A100s, 256 and 2048 below."""
+    """(max_num_seqs, max_num_batched_tokens) `vllm serve` picks for a GPU before its clamps (BATCH_SYMBOLS):
+    vllm/engine/arg_utils.py get_batch_defaults (OPENAI_API_SERVER): 1024 and 16384 from 160 GiB up, 1024 and 8192
+    from 70 GiB up except A100s, 256 and 2048 below.
+
+    The 160 GiB tier (B200/B300, MI300X here) is on upstream main after the v0.27 releases and ships in v0.28.0 (tag
+    commit 2cf0a69, 2026-08-24: "for GPUs like B200/B300 with >= 160GB memory, use the largest defaults"); the
+    v0.27.0 and v0.27.1 releases have no such tier and give those GPUs 8192 tokens a step. Not confirmed in a stored
+    vLLM copy: read from second-hand accounts of the v0.27.1 and v0.28.0 sources, so a log from a v0.27 release on a
+    B200 profiles 8192 tokens (--max-num-batched-tokens 8192 reproduces it)."""
     if gpu_total >= 160 * GIB:
         return 1024, 16384
     if gpu_total >= 70 * GIB and "a100" not in gpu_id.lower():
