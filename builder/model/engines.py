@@ -64,7 +64,10 @@ NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.
                     "one 48 GB GPU) of non-torch memory (cuBLAS and attention workspaces, NCCL and all-reduce buffers)")
 CUDA_GRAPHS = Fraction(42, 100) * GIB
 CUDA_GRAPHS_SOURCE = ("assumed 0.42 GiB: vLLM's own estimate in a published log (vllm PR #57047, Sep 2026: 'CUDA graph "
-                      "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager")
+                      "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager. vLLM measures "
+                      "it per run (subtracted by default since v0.21.0) and it grows with the graphs captured: "
+                      "0.52 GiB for Qwen3-8B with 51 piecewise and 35 full graphs (LMCache issue #3430, v0.21.0), "
+                      "0.13 to 0.36 GiB with 5 to 16 graphs (a small --max-num-seqs)")
 
 # vLLM's own defaults (vllm/config/cache.py, vllm/engine/arg_utils.py get_batch_defaults for `vllm serve`).
 DEFAULT_UTILIZATION = Fraction(92, 100)
