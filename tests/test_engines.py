@@ -126,6 +126,20 @@ def test_the_request_is_a_share_of_the_gpus_total_and_the_rest_goes_to_blocks():
     assert eager.values["available"] - v["available"] == v["cuda_graphs"] > 0
 
 
+def test_default_batch_limits_are_clamped_as_vllm_settles_them():
+    # vllm/engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args (v0.27.1): a default
+    # max_num_batched_tokens is at most max_num_seqs x max_model_len, then a default max_num_seqs at most the tokens.
+    short = report(MODELS["qwen3-14b"], max_model_len=1024, max_num_seqs=4).values
+    assert (short["max_num_batched_tokens"], short["max_num_seqs"], short["profile_requests"]) == (4096, 4, 4)
+    few = report(MODELS["qwen3-14b"], max_model_len=32768, max_num_batched_tokens=512).values
+    assert (few["max_num_batched_tokens"], few["max_num_seqs"]) == (512, 512)  # no refusal: max_num_seqs defaulted
+    given = report(MODELS["qwen3-14b"], max_model_len=1024, max_num_seqs=4, max_num_batched_tokens=8192).values
+    assert given["max_num_batched_tokens"] == 8192  # a value given is kept
+    with pytest.raises(ValueError, match=r"max_num_batched_tokens \(512\) must be greater than or equal to "
+                                         r"max_num_seqs \(1024\)"):
+        report(MODELS["qwen3-14b"], max_model_len=32768, max_num_batched_tokens=512, max_num_seqs=1024)
+
+
 # End to end, vllm PR #57047's "Current kv cache memory in use is 36.88 GiB" (AWQ Qwen3-4B, 47.37 GiB, utilization
 # 0.85) within 3%, and each log's token count given its KV memory: builder/validate/published.py, tests/test_published.py.
 

@@ -40,7 +40,7 @@ from typing import Any, Callable
 from builder.model import engine_hf as hf
 from builder.model import engine_sglang as sglang
 from builder.model.cite import Cite
-from builder.model.expr import both, ceil, floor, fmt, maximum, minimum, real, sym, when
+from builder.model.expr import both, ceil, derive, floor, fmt, maximum, minimum, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import KV_CACHE_PER_TOKEN_HEAD, KV_SYMBOLS, PER_TOKEN_HEAD, PER_TOKEN_HEAD_SCALE_BYTES
 from builder.model.units import GiB as GIB
@@ -64,7 +64,10 @@ NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.
                     "one 48 GB GPU) of non-torch memory (cuBLAS and attention workspaces, NCCL and all-reduce buffers)")
 CUDA_GRAPHS = Fraction(42, 100) * GIB
 CUDA_GRAPHS_SOURCE = ("assumed 0.42 GiB: vLLM's own estimate in a published log (vllm PR #57047, Sep 2026: 'CUDA graph "
-                      "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager")
+                      "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager. vLLM measures "
+                      "it per run (subtracted by default since v0.21.0) and it grows with the graphs captured: "
+                      "0.52 GiB for Qwen3-8B with 51 piecewise and 35 full graphs (LMCache issue #3430, v0.21.0), "
+                      "0.13 to 0.36 GiB with 5 to 16 graphs (a small --max-num-seqs)")
 
 # vLLM's own defaults (vllm/config/cache.py, vllm/engine/arg_utils.py get_batch_defaults for `vllm serve`).
 DEFAULT_UTILIZATION = Fraction(92, 100)
@@ -103,9 +106,15 @@ class EngineSettings:
 
 
 def batch_defaults(gpu_total: int, gpu_id: str) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) `vllm serve` picks for a GPU: vllm/engine/arg_utils.py
-    get_batch_defaults (OPENAI_API_SERVER): 1024 and 16384 from 160 GiB up, 1024 and 8192 from 70 GiB up
-    except A100s, 256 and 2048 below."""
+    """(max_num_seqs, max_num_batched_tokens) `vllm serve` picks for a GPU before its clamps (BATCH_SYMBOLS):
+    vllm/engine/arg_utils.py get_batch_defaults (OPENAI_API_SERVER): 1024 and 16384 from 160 GiB up, 1024 and 8192
+    from 70 GiB up except A100s, 256 and 2048 below.
+
+    The 160 GiB tier (B200/B300, MI300X here) is on upstream main after the v0.27 releases and ships in v0.28.0 (tag
+    commit 2cf0a69, 2026-08-24: "for GPUs like B200/B300 with >= 160GB memory, use the largest defaults"); the
+    v0.27.0 and v0.27.1 releases have no such tier and give those GPUs 8192 tokens a step. Not confirmed in a stored
+    vLLM copy: read from second-hand accounts of the v0.27.1 and v0.28.0 sources, so a log from a v0.27 release on a
+    B200 profiles 8192 tokens (--max-num-batched-tokens 8192 reproduces it)."""
     if gpu_total >= 160 * GIB:
         return 1024, 16384
     if gpu_total >= 70 * GIB and "a100" not in gpu_id.lower():
@@ -130,8 +139,11 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, context
             if settings.swa_full_tokens_ratio is not None else 0,
             "gpu_memory_utilization": DEFAULT_UTILIZATION if utilization is None else Fraction(str(utilization)),
             "max_model_len": settings.max_model_len or context,
-            "max_num_seqs": settings.max_num_seqs or seqs,
-            "max_num_batched_tokens": settings.max_num_batched_tokens or tokens,
+            # vLLM's batch limits as given (0: the engine's default) and its defaults for this GPU; the rules clamp
+            # the defaults as arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args does (BATCH_SYMBOLS).
+            "max_num_seqs_given": settings.max_num_seqs or 0,
+            "max_num_batched_tokens_given": settings.max_num_batched_tokens or 0,
+            "default_max_num_seqs": seqs, "default_max_num_batched_tokens": tokens,
             "block_size": settings.block_size, "enforce_eager": int(settings.enforce_eager),
             "kv_scale_bytes": PER_TOKEN_HEAD_SCALE_BYTES if settings.kv_cache_dtype in KV_CACHE_PER_TOKEN_HEAD else 0,
             "kv_cache_memory": settings.kv_cache_memory or 0}
@@ -143,8 +155,21 @@ def gib_text(x: Any) -> Any:
 
 
 T, R = sym("max_num_batched_tokens"), sym("profile_requests")
+SEQS_GIVEN, TOKENS_GIVEN = sym("max_num_seqs_given"), sym("max_num_batched_tokens_given")
+# The batch limits as vLLM settles them (vllm/engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args,
+# v0.27.1; with chunked prefill, vLLM's default for generating models): a value given is kept; a default
+# max_num_batched_tokens is at most max_num_seqs x max_model_len ("Ensure max_num_batched_tokens does not exceed model
+# limit"), then a default max_num_seqs at most max_num_batched_tokens. Only a max_num_seqs given above the tokens per
+# step is refused (engine_report, as SchedulerConfig._verify_args refuses it).
+BATCH_SYMBOLS = {
+    "max_num_batched_tokens": when(TOKENS_GIVEN, TOKENS_GIVEN, minimum(
+        when(SEQS_GIVEN, SEQS_GIVEN, sym("default_max_num_seqs")) * sym("max_model_len"),
+        sym("default_max_num_batched_tokens"))),
+    "max_num_seqs": when(SEQS_GIVEN, SEQS_GIVEN, minimum(sym("default_max_num_seqs"), T)),
+}
 VLLM = RuleSet(
     symbols={
+        **BATCH_SYMBOLS,
         **KV_SYMBOLS,
         "requested": ceil(sym("gpu_total") * sym("gpu_memory_utilization")),
         "profile_requests": minimum(T, sym("max_num_seqs")),
@@ -393,10 +418,13 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
     validate_config(config)
     arch, worst = config.model, None
     engine = engine_inputs(settings, gpu_total, gpu_id, config.context)
-    if settings.engine == "vllm" and engine["max_num_batched_tokens"] < engine["max_num_seqs"]:
-        # vLLM's own refusal (vllm/config/scheduler.py SchedulerConfig._verify_args).
-        raise ValueError(f"max_num_seqs: max_num_batched_tokens ({engine['max_num_batched_tokens']}) must be greater "
-                         f"than or equal to max_num_seqs ({engine['max_num_seqs']}).")
+    if settings.engine == "vllm":
+        limits = derive(BATCH_SYMBOLS, engine)
+        if limits["max_num_batched_tokens"] < limits["max_num_seqs"]:
+            # vLLM's own refusal (vllm/config/scheduler.py SchedulerConfig._verify_args): only with max_num_seqs given,
+            # since a default one is clamped to the tokens (BATCH_SYMBOLS).
+            raise ValueError(f"max_num_seqs: max_num_batched_tokens ({limits['max_num_batched_tokens']}) must be "
+                             f"greater than or equal to max_num_seqs ({limits['max_num_seqs']}).")
     if settings.engine == "hf":
         hf.checked(settings, config)
         engine.update(hf.inputs_of(settings, config))
