@@ -100,6 +100,19 @@ def test_swiglu_rmsnorm_layer_is_not_34_sbh():
     assert per_layer == expected
 
 
+def test_megatron_fused_swiglu_saves_only_its_input():
+    # Megatron-LM megatron/core/fusions/fused_bias_swiglu.py SwiGLUFunction.forward: ctx.save_for_backward(input), the
+    # first linear's 2f-wide output; --swiglu turns it on by default (training/arguments.py: bias_activation_fusion =
+    # bias_swiglu_fusion). The MLP keeps 2f (that input) + f (the second linear's input) per token, 16-bit, beside
+    # the first linear's input h; transformers' LlamaMLP keeps SiLU's input, its output, the up output and the product.
+    arch = MODELS["llama-3-8b"]
+    tokens, h, f = 4096, arch.hidden, arch.ffn
+    mlp = {impl: estimate(Config(model=arch, seq_len=4096, attention="flash", implementation=impl)).get("activations/mlp")
+           for impl in ("megatron", "hf")}
+    assert mlp["megatron"] == arch.layers * tokens * 2 * (h + 3 * f)
+    assert mlp["hf"] == arch.layers * tokens * 2 * (h + 4 * f)
+
+
 def test_full_recompute_keeps_layer_inputs_plus_one_working_layer():
     arch = MODELS["llama-3-8b"]
     b = estimate(Config(model=arch, seq_len=4096, recompute="full"))

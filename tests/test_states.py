@@ -107,6 +107,21 @@ def test_offload_moves_optimizer_states_to_host_per_node():
     assert b.host_total > 0
 
 
+def test_offloaded_optimizer_keeps_fp32_gradients_on_the_host():
+    # DeepSpeed docs/code-docs/source/memory.rst (commit edaa722): with the optimizer offloaded the host holds
+    # "16b for fp32: 4b params, 4b grads, 4b momentum and 4b variance" per parameter, 18 with the fp16 params offloaded
+    # too (estimate_zero2_model_states_mem_needs / estimate_zero3_model_states_mem_needs' 16 and 18 before their 1.5
+    # additional_buffer_factor); stage_1_and_2.py and stage3.py initialize_optimizer_states make the host gradient
+    # partitions in the fp32 master dtype.
+    n = 2_851_000_000
+    for zero, offload, per_param in ((2, "optimizer", 16), (3, "optimizer", 16), (3, "both", 18)):
+        b = estimate(Config(params=n, zero=zero, dp=8, gpus_per_node=8, precision="fp16-mixed", offload=offload))
+        host = {p.name: p.bytes for p in b.host_parts}
+        assert host["host/gradients"] == 8 * 4 * n // 8
+        assert b.host_total == per_param * n
+        assert b.get("gradients") == 0
+
+
 def test_lora_freezes_the_base():
     # Hu et al. 2021: only r x (in + out) per adapted matrix trains; frozen weights get no grads or states.
     arch = MODELS["llama-2-7b"]

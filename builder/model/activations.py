@@ -131,6 +131,8 @@ def _conditions() -> dict[str, Expr]:
         "eager": eager, "fused": negate(eager), "gqa_repeat": gqa_repeat, "no_gqa_repeat": negate(gqa_repeat),
         "dropout": sym("dropout"), "no_dropout": negate(sym("dropout")), "low_precision": low_precision,
         "gelu_python": gelu_python, "gelu_fused": both(negate(swiglu), negate(gelu_python)), "swiglu": swiglu,
+        "swiglu_fused": both(swiglu, eq(sym("implementation"), "megatron")),
+        "swiglu_unfused": both(swiglu, ne(sym("implementation"), "megatron")),
         "learned_positions": learned, "rotary": negate(learned),
         "embedding_dropout": either(eq(sym("norm"), "layernorm"), negate(hf)),
         "full_recompute": full, "no_full_recompute": negate(full),

@@ -49,6 +49,8 @@ CONDITIONS = {
     "gelu_python": "GeLU written in Python ops (transformers NewGELUActivation)",
     "gelu_fused": "GeLU as one op (saves only its input)",
     "swiglu": "SwiGLU MLP",
+    "swiglu_fused": "SwiGLU as Megatron-LM's fused kernel (bias_swiglu_fusion, its default): saves only its input",
+    "swiglu_unfused": "SwiGLU as separate ops (transformers LlamaMLP: SiLU, then the product)",
     "learned_positions": "learned position embeddings",
     "rotary": "rotary position embeddings",
     "embedding_dropout": "a dropout layer after the embeddings (GPT-2's embd_pdrop; Llama-style models have none)",
@@ -166,9 +168,14 @@ LORA = tuple(
 
 MLP_INNER = (
     # SwiGLU (transformers LlamaMLP): down(act(gate(x)) * up(x)).
-    Row("mlp", "SiLU input (gate projection output)", 1, "T f", "act", "swiglu"),
-    Row("mlp", "SiLU output (factor of the product)", 1, "T f", "act", "swiglu"),
-    Row("mlp", "up projection output (factor of the product)", 1, "T f", "act", "swiglu"),
+    # Megatron-LM's fused SwiGLU (bias_swiglu_impl, its default: --swiglu sets bias_activation_fusion from
+    # bias_swiglu_fusion, True unless --no-bias-swiglu-fusion) saves only its input, the first linear's output with
+    # gate and up side by side (megatron/core/fusions/fused_bias_swiglu.py SwiGLUFunction.forward:
+    # ctx.save_for_backward(input_for_backward)), and recomputes SiLU and the factors in its backward.
+    Row("mlp", "first linear output, gate and up (saved by the fused SwiGLU)", 2, "T f", "act", "swiglu_fused"),
+    Row("mlp", "SiLU input (gate projection output)", 1, "T f", "act", "swiglu_unfused"),
+    Row("mlp", "SiLU output (factor of the product)", 1, "T f", "act", "swiglu_unfused"),
+    Row("mlp", "up projection output (factor of the product)", 1, "T f", "act", "swiglu_unfused"),
     Row("mlp", "down projection input (the product)", 1, "T f", "lin", "swiglu&grad_mlp_out"),
     # GeLU as one op (Megatron fused bias-GeLU, torch.nn.GELU).
     Row("mlp", "GeLU input", 1, "T f", "act", "gelu_fused"),

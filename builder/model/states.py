@@ -28,6 +28,10 @@ FSDP = Cite("zhao2023", "section 3")
 DEEPSPEED_ZERO3_GRADS = (Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage3.py") + ": the gradient partitions "
                          "are one flat buffer in data_types.grad_accum_dtype (grad_partitions_flat_buffer)")
 MIXED = Cite("micikevicius2017", "section 3") + " (fp32 master weights)"
+OFFLOADED_GRADS = (Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage_1_and_2.py and stage3.py "
+                        "initialize_optimizer_states") + ": an offloaded optimizer's gradient partitions are fp32 "
+                   "tensors in host memory, beside the fp32 master copy; " + Cite("deepspeed-memory-estimator")
+                   + " (4b grads of its 16 bytes per parameter)")
 TM101 = Cite("anthony2023")
 ADAM = Cite("kingma2014", "Algorithm 1") + "; " + ZERO
 BNB = (Cite("dettmers2021") + "; " + Cite("bitsandbytes-optimizer", "bitsandbytes/optim/optimizer.py")
@@ -197,7 +201,15 @@ OPTIMIZER_STATE_DTYPE = {
     # second buffer beside them. (ZeRO-2 accumulates in the gradients' own dtype whatever grad_accum_dtype says:
     # builder.model.checks refuses it.)
     "zero3_accumulates": both(eq(sym("shard_stage"), 3), negate(sym("fsdp")), sym("grad_accum_dtype")),
-    "stored_grad_dtype": when(sym("zero3_accumulates"), sym("grad_accum_dtype"), sym("grad_dtype")),
+    # An offloaded optimizer steps the fp32 master copy on the host with fp32 gradients: DeepSpeed's ZeRO-Offload
+    # keeps each gradient partition in host memory in the master dtype (stage_1_and_2.py initialize_optimizer_states:
+    # torch.zeros(partition_size, dtype=single_partition_of_fp32_groups[i].dtype, device=self.device), the device
+    # 'cpu' under cpu_offload; stage3.py initialize_optimizer_states likewise, fp32_partitioned_groups_flat[i].grad),
+    # as docs/code-docs/source/memory.rst counts it: '16b for fp32: 4b params, 4b grads, 4b momentum and 4b variance'.
+    "offloaded_optimizer": isin(sym("offload"), "optimizer", "both"),
+    "host_grads_fp32": both(sym("offloaded_optimizer"), sym("master_dtype"), ne(sym("master_dtype"), sym("grad_dtype"))),
+    "stored_grad_dtype": when(sym("host_grads_fp32"), sym("master_dtype"),
+                              when(sym("zero3_accumulates"), sym("grad_accum_dtype"), sym("grad_dtype"))),
 }
 _ON_GPU = negate(isin(sym("offload"), "params", "both"))
 _ADAM_BLOCK = 1 + Fraction(4, 256)
@@ -310,7 +322,7 @@ MODEL_STATES = RuleSet(
                  when=both(PLAIN_STATES, sym("master_grads"), ne(sym("grad_dtype"), "fp32")),
                  sharded_by=sym("optimizer_ranks")),
         PartRule("gradients", sym("grads_here") * bytes_of(sym("stored_grad_dtype")), "N x bytes(grad dtype)",
-                 when(sym("zero3_accumulates"), DEEPSPEED_ZERO3_GRADS, MIXED),
+                 when(sym("host_grads_fp32"), OFFLOADED_GRADS, when(sym("zero3_accumulates"), DEEPSPEED_ZERO3_GRADS, MIXED)),
                  per_param(bytes_of(sym("stored_grad_dtype")), sym("stored_grad_dtype")),
                  when=both(PLAIN_STATES, negate(sym("in_backward")), eq(sym("msamp_fp8_linear"), 0)),
                  sharded_by=sym("grad_ranks")),
