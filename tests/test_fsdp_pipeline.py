@@ -50,3 +50,29 @@ def test_deepspeed_refuses_zero_2_and_3_with_pipeline_parallelism(zero):
         validate_config(Config(model=LLAMA, zero=zero, dp=8, pp=2, grad_accum=4))
     validate_config(Config(model=LLAMA, zero=1, dp=8, pp=2, grad_accum=4))
     validate_config(Config(model=LLAMA, fsdp="FULL_SHARD", dp=8, pp=2, grad_accum=4))
+
+
+def test_fsdp2_backward_holds_the_previous_reduce_scatter_input_and_the_root_gradients():
+    """PyTorch FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py at 002a76f, FSDPParamGroup.post_backward;
+    _fsdp_collectives.py at 010ae4a, foreach_reduce): a unit's post_backward copies its unsharded gradients into a new
+    reduce-scatter input of the reduce dtype and keeps it in comm_ctx.reduce_scatter_state until the next unit's
+    post_backward, so inside a block's backward the previous block's input is live beside the block's own gradients.
+    The root unit (embeddings, output layer) reduces only in _root_post_backward_final_callback: the output layer's
+    unsharded gradient lives through every layer's backward, not at the loss gradients' moment before it is made."""
+    from builder.model.peak import phases
+    config = Config(model=LLAMA, fsdp="FULL_SHARD", dp=8, recompute="full", seq_len=4096)
+    parts = parts_of(config)
+    layer = (param_count(LLAMA) - 2 * 128_256 * 8192 - 8192) // 80
+    assert parts["comm/unsharded_grads"] == 2 * layer
+    assert parts["comm/reduce_scatter_input"] == 2 * layer
+    assert parts["comm/root_grads"] == 2 * 128_256 * 8192
+    live = {p.name: {q.name for q in p.parts} for p in phases(config)}
+    for moment in ("layer_backward", "first_layer_backward"):
+        assert {"comm/reduce_scatter_input", "comm/root_grads"} <= live[moment]
+    assert "comm/root_grads" not in live["backward_start"] and "comm/reduce_scatter_input" not in live["backward_start"]
+    assert "comm/root_grads" not in live["optimizer_step"]
+    # fp32 reduction: the reduce-scatter input is fp32, the output layer's autograd gradient stays bf16.
+    fp32 = parts_of(config.with_changes(reduce_dtype="fp32"))
+    assert fp32["comm/reduce_scatter_input"] == 4 * layer and fp32["comm/root_grads"] == 2 * 128_256 * 8192
+    # Pipeline stages keep theirs whole (the rule above), so neither part applies there.
+    assert "comm/reduce_scatter_input" not in parts_of(config.with_changes(pp=4, grad_accum=8))

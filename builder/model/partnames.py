@@ -80,6 +80,8 @@ PART_NAMES: dict[str, str] = {
     "comm/reused_params": "Parameters kept for reuse",
     "comm/unsharded_grads": "Unsharded gradients",
     "comm/reduce_bucket": "Gradient reduce bucket",
+    "comm/reduce_scatter_input": "Previous block's reduce-scatter input",
+    "comm/root_grads": "Root unit's unsharded gradients",
     # Saving a checkpoint (checkpoint)
     "checkpoint/state_dict_copies": "State dict copies",
     "checkpoint/gathered_units": "Units gathered for the save",

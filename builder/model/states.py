@@ -384,6 +384,28 @@ WHOLE_STAGE = both(sym("pp") > 1, sym("fsdp"))
 # prefetching and reuse limits of its own (builder.model.zero3). A unit's gradients are whole until they are
 # reduce-scattered.
 _ZERO3_BYTES = bytes_of(sym("param_dtype"))
+# FSDP2's backward, read from PyTorch (_fsdp_param_group.py at 002a76f, _fsdp_collectives.py at 010ae4a): a unit's
+# post_backward copies its unsharded gradients into a new reduce-scatter input of the reduce dtype (foreach_reduce),
+# frees them, and keeps that input in comm_ctx.reduce_scatter_state until the next unit's post_backward waits on its
+# event; so while a block's gradients are made (comm/unsharded_grads) the previous block's input is still live. The
+# root unit (embeddings and output layer, builder.model.placement's root_unit) has no input that needs a gradient, so
+# its post_backward runs in the root's final callback: the output layer's unsharded gradient, made at the start of
+# backward, is live through every layer's backward. Full fine-tuning only (frozen weights make no gradients).
+FSDP2_UNITS = both(TRAIN, sym("has_architecture"), sym("fsdp"), negate(WHOLE_STAGE), sym("grad_ranks") > 1,
+                   eq(sym("lora_rank"), 0))
+FSDP2_REDUCE_SCATTER = (Cite("pytorch-fsdp2", "_fsdp_param_group.py FSDPParamGroup.post_backward")
+                        + ": comm_ctx.reduce_scatter_state = ReduceScatterState(reduce_scatter_input, ...), cleared by "
+                        "the next unit's post_backward; " + Cite("pytorch-fsdp2", "_fsdp_collectives.py foreach_reduce")
+                        + ": reduce_scatter_input allocated in the reduce dtype, unsharded_grads.clear() after the copy-in")
+FSDP2_REDUCE_SCATTER_NOTE = ("simplification: counted inside every layer's backward; at the last layer's, the first to "
+                             "run, no block has been reduced yet, and the next layer's holds one with that layer's "
+                             "saved tensors already freed")
+FSDP2_ROOT = (Cite("pytorch-fsdp2", "_fsdp_param_group.py FSDPParamGroup.post_backward") + " and "
+              + Cite("pytorch-fsdp2", "_fsdp_state.py _root_post_backward_final_callback")
+              + ": the root unit, whose forward input (token ids) needs no gradient, reduces its gradients only at the "
+              "end of backward")
+FSDP2_ROOT_NOTE = ("simplification: the root unit is the embeddings and the output layer (fully_shard on each block, "
+                   "then on the model); the embedding's own gradient, made last, is left out of the end of backward")
 ZERO3_NOTE = ("simplification: DeepSpeed prefetches whole parameters, so a prefetch can pass the bucket by up to one "
               "parameter (left out), and the largest module's bias is left out")
 ZERO3_KEPT_NOTE = ("simplification: whole blocks from the last, the block that half the reuse distance falls in "
@@ -420,6 +442,16 @@ COMM = RuleSet(
                                    "backward", "simplification: one unit's full gradients before its reduce-scatter"),
                  when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1),
                            negate(sym("deepspeed_zero")))),
+        # FSDP2 (fully_shard) keeps a unit's reduce-scatter input until the next unit's post_backward, and the root
+        # unit's gradients (its post_backward runs in the final callback) until the end of backward.
+        PartRule("comm/reduce_scatter_input", sym("layer_unit") * bytes_of(sym("gradient_reduce_dtype")),
+                 "one block's gradients x bytes(reduce dtype)", FSDP2_REDUCE_SCATTER,
+                 fmt("the previous block's ({0})", sym("gradient_reduce_dtype")), FSDP2_REDUCE_SCATTER_NOTE,
+                 when=FSDP2_UNITS),
+        PartRule("comm/root_grads", when(sym("stage_has_head"), sym("vocab_rows"), 0) * bytes_of(sym("param_dtype")),
+                 "output layer's gradient x bytes(param dtype)", FSDP2_ROOT,
+                 fmt("the output layer's unsharded gradient ({0})", sym("param_dtype")), FSDP2_ROOT_NOTE,
+                 when=both(FSDP2_UNITS, sym("stage_has_head"), sym("stage_has_embedding"))),
         # DeepSpeed ZeRO reduces gradients through buckets of its own size (builder.model.buckets).
         PartRule("comm/unsharded_grads", buckets.STAGE12_ELEMENTS * bytes_of(sym("param_dtype")),
                  when(sym("ds_contiguous"),

@@ -126,17 +126,19 @@ LIVE = {
     # A chunked loss's backward has run (its saved log-probabilities are freed): the output layer's backward, chunk
     # by chunk, summing the weight gradient of every chunk.
     "head_backward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
-                      "comm/reduce_bucket", "saved_less_loss"),
+                      "comm/reduce_bucket", "comm/root_grads", "saved_less_loss"),
     # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
-    "layer_backward": (*_IN_BACKWARD, "stepping"),
+    # FSDP2: the previous block's reduce-scatter input and the root unit's output-layer gradient (builder.model.states).
+    "layer_backward": (*_IN_BACKWARD, "comm/reduce_scatter_input", "comm/root_grads", "stepping"),
     # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
     # saved tensors only the embedding's and the first layer's own (added per moment).
     "first_layer_backward": ("weights", "optimizer", "gradients", "kept", "comm/gathered_params",
-                             "comm/unsharded_grads", "comm/reduce_bucket", "activations/embedding"),
+                             "comm/unsharded_grads", "comm/reduce_bucket", "comm/reduce_scatter_input",
+                             "comm/root_grads", "activations/embedding"),
     # After the first layer's backward, which freed the layer it recomputed: the recomputed layer is live here only
     # as the stand-in for that layer's backward where the op list has no moment inside it (RECOMPUTED_AT_END).
     "backward_end": ("weights", "optimizer", "gradients", "kept", "comm/gathered_params", "comm/unsharded_grads",
-                     "comm/reduce_bucket", "recomputed_at_end"),
+                     "comm/reduce_bucket", "comm/root_grads", "recomputed_at_end"),
     "optimizer_step": ("weights", "optimizer", "gradients", "kept", "comm/reduce_bucket"),
     # Saving a checkpoint after the step (builder.model.checkpoint): the model states and the gradients (freed only by
     # the next step's zero_grad in the loop assumed here), no activations, and the save's own temporaries.
