@@ -55,15 +55,19 @@ function liveTemplates(tpl) {
   const make = (name, values, svg) => {
     const p = proto(name, svg), frag = p.frag.cloneNode(true);
     const attrs = p.attrs.map(([path, attr, pieces]) => ({ el: at(frag, path), attr, pieces, text: null }));
-    const places = p.places.map(([path, index]) => ({ anchor: at(frag, path), index, items: [], markup: null,
+    const places = p.places.map(([path, index]) => ({ anchor: at(frag, path), index, items: [], markup: null, value: undefined,
       svg: at(frag, path).parentNode === frag ? svg : at(frag, path).parentNode.namespaceURI == SVG }));
     const made = { name, attrs, places, first: frag.firstChild, last: frag.lastChild, values: [], frag };
     write(made, values);
     return made;
   };
   const write = (made, values) => {
+    const old = made.values;
     made.values = values;
     for (const a of made.attrs) {
+      let same = a.text !== null;
+      for (let i = 1; same && i < a.pieces.length; i += 2) same = values[a.pieces[i]] === old[a.pieces[i]];
+      if (same) continue;  // none of its values changed
       let text = a.pieces[0];
       for (let i = 1; i < a.pieces.length; i += 2) text += values[a.pieces[i]] + a.pieces[i + 1];
       if (a.text !== text) a.el.setAttribute(a.attr, a.text = text);
@@ -78,6 +82,8 @@ function liveTemplates(tpl) {
   };
   // One place's value: a text, markup, a view or a list of views.
   const put = (place, value) => {
+    if (value === place.value) return;  // the same text (a view is a new object every time)
+    place.value = value;
     const { anchor } = place;
     if (value && typeof value == "object") {
       if (place.markup !== null) { remove(place.markup); place.markup = null; }
@@ -98,6 +104,11 @@ function liveTemplates(tpl) {
   };
   // The views of a place: each drawn into the next unused copy of its template there, or a new one; unused copies go.
   const views = (place, list) => {
+    const had = place.items;
+    if (had.length == list.length && list.every((v, i) => v.name == had[i].name)) {
+      list.forEach((v, i) => write(had[i], v.values));  // the same templates in the same order
+      return;
+    }
     const unused = new Map();
     for (const made of place.items) (unused.get(made.name) || unused.set(made.name, []).get(made.name)).push(made);
     const items = [];

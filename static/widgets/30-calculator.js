@@ -177,12 +177,28 @@ WIDGETS.calculator = (root, D) => {
   };
   // The previous answers' text, kept in the figure while the new ones are worked out ('' for none).
   const kept = (k) => { if (!(k in shownAnswers)) { const e = out(k); shownAnswers[k] = e ? e.textContent : ""; } return shownAnswers[k]; };
+  // A form state's run, its estimate with words and its readouts, for the figure. The last hundred are kept by state
+  // here: the answers' searches and fixes price many runs, which push the figure's out of the rule sets' memos, and a
+  // reader comes back to the states just shown (a slider moved back and forth).
+  const figures = new Map();
+  const figureOf = (st) => {
+    const key = JSON.stringify(st);
+    let made = figures.get(key);
+    if (made === undefined) {
+      const c = cfg(st), inputs = runInputs(c);
+      made = { c, inputs, est: priced(inputs, true), arch: archText(c.A), shards: shardsText(inputs) };
+      if (figures.size >= 100) figures.delete(figures.keys().next().value);
+    }
+    figures.delete(key);
+    figures.set(key, made);  // newest last
+    return made;
+  };
   const render = (st, deferred) => {
     const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n, U = st.unit;
     let text, error = "";
     const mine = ++turn;
     try {
-      const c = cfg(st), inputs = runInputs(c), { parts, host, need, phase } = priced(inputs, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
+      const { c, est: { parts, host, need, phase }, arch, shards } = figureOf(st), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
       const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
       if (train && st[D.shardKey] != "0") items.push(control(D.shardKey).selectedOptions[0].text);
       const [opt, r, ql, b, s] = D.runText[st.mode].map((k) => c.run[k]);
@@ -195,7 +211,7 @@ WIDGETS.calculator = (root, D) => {
       const figure = [chart(parts, total, need, gpu, U), ok, ok ? "" : put("badge"), verdict(need, gpu, U), need, both(need, U), basis,
         total, both(total, U), host ? put("host", fill(T.host, fmtBytes(host, U))) : "",
         parts.map(([name, n, rule, source]) => put("row", name, n, css(name), fmtBytes(n, U), rule, source, D.names[name])),
-        D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U)))], arch = archText(A), shards = shardsText(inputs);
+        D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U)))];
       const draw = () => live.draw(result, put("result", ...figure, kept("max_batch"), kept("max_seq"), fixesShown, U, arch, shards));
       draw();
       result.setAttribute("aria-busy", "true");
