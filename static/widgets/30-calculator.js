@@ -177,42 +177,50 @@ WIDGETS.calculator = (root, D) => {
   };
   // The previous answers' text, kept in the figure while the new ones are worked out ('' for none).
   const kept = (k) => { if (!(k in shownAnswers)) { const e = out(k); shownAnswers[k] = e ? e.textContent : ""; } return shownAnswers[k]; };
-  // A form state's run, its estimate with words and its readouts, for the figure. The last hundred are kept by state
-  // here: the answers' searches and fixes price many runs, which push the figure's out of the rule sets' memos, and a
-  // reader comes back to the states just shown (a slider moved back and forth).
+  // A form state's figure but its answers: its run (c), the GPU chosen, whether the run fits there, the summary and
+  // the views of the figure (the result template's values up to its answers), and its readouts.
+  const figure = (st) => {
+    const gpu = D.gpus.find((g) => g[0] == st.gpu), U = st.unit;
+    const c = cfg(st), inputs = runInputs(c), { parts, host, need, phase } = priced(inputs, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
+    const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
+    if (train && st[D.shardKey] != "0") items.push(control(D.shardKey).selectedOptions[0].text);
+    const [opt, r, ql, b, s] = D.runText[st.mode].map((k) => c.run[k]);
+    const run = train ? fill(T.train, st.precision, opt, r ? fill(T.lora, r, ql ? T.qlora : "") : "", b, commas(s)) : fill(T.serve, st.weights, b, commas(s));
+    const basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve;
+    const text = fill(T.summary, nameOf(st), commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need, U), fmtBytes(need, D.otherUnit[U]), basis, fmtBytes(total, U), verdict(need, gpu, U));
+    const views = [chart(parts, total, need, gpu, U), ok, ok ? "" : put("badge"), verdict(need, gpu, U), need, both(need, U), basis,
+      total, both(total, U), host ? put("host", fill(T.host, fmtBytes(host, U))) : "",
+      parts.map(([name, n, rule, source]) => put("row", name, n, css(name), fmtBytes(n, U), rule, source, D.names[name])),
+      D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U)))];
+    return { c, gpu, ok, text, views, readouts: [U, archText(A), shardsText(inputs)] };
+  };
+  // The last hundred figures, by form state: the answers' searches and fixes price many runs, which push a shown run out
+  // of the rule sets' memos, and a reader comes back to the states just shown (a slider moved back and forth).
   const figures = new Map();
   const figureOf = (st) => {
     const key = JSON.stringify(st);
     let made = figures.get(key);
     if (made === undefined) {
-      const c = cfg(st), inputs = runInputs(c);
-      made = { c, inputs, est: priced(inputs, true), arch: archText(c.A), shards: shardsText(inputs) };
+      made = figure(st);
       if (figures.size >= 100) figures.delete(figures.keys().next().value);
     }
     figures.delete(key);
     figures.set(key, made);  // newest last
     return made;
   };
+  const nameOf = (st) => (st.model == "custom" ? T.custom : D.models[st.model].n);
+  // An output's text, written when it changes.
+  const show = (k, text) => { const e = out(k); if (e.textContent !== text) e.textContent = text; };
   const render = (st, deferred) => {
-    const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n, U = st.unit;
     let text, error = "";
-    const mine = ++turn;
+    const mine = ++turn, result = out("result");
     try {
-      const { c, est: { parts, host, need, phase }, arch, shards } = figureOf(st), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
-      const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
-      if (train && st[D.shardKey] != "0") items.push(control(D.shardKey).selectedOptions[0].text);
-      const [opt, r, ql, b, s] = D.runText[st.mode].map((k) => c.run[k]);
-      const run = train ? fill(T.train, st.precision, opt, r ? fill(T.lora, r, ql ? T.qlora : "") : "", b, commas(s)) : fill(T.serve, st.weights, b, commas(s));
-      const basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve, result = out("result");
-      text = fill(T.summary, name, commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need, U), fmtBytes(need, D.otherUnit[U]), basis, fmtBytes(total, U), verdict(need, gpu, U));
+      const { c, gpu, ok, views, readouts, ...shown } = figureOf(st);
+      text = shown.text;
       // The figure, drawn now with the answers on screen (the previous ones, and no fixes for a run that fits) and
       // again with the new answers once they are in.
       if (ok) fixesShown = "";
-      const figure = [chart(parts, total, need, gpu, U), ok, ok ? "" : put("badge"), verdict(need, gpu, U), need, both(need, U), basis,
-        total, both(total, U), host ? put("host", fill(T.host, fmtBytes(host, U))) : "",
-        parts.map(([name, n, rule, source]) => put("row", name, n, css(name), fmtBytes(n, U), rule, source, D.names[name])),
-        D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U)))];
-      const draw = () => live.draw(result, put("result", ...figure, kept("max_batch"), kept("max_seq"), fixesShown, U, arch, shards));
+      const draw = () => live.draw(result, put("result", ...views, kept("max_batch"), kept("max_seq"), fixesShown, ...readouts));
       draw();
       result.setAttribute("aria-busy", "true");
       const finish = () => answer(st, c, gpu, ok, text, draw);
@@ -226,14 +234,14 @@ WIDGETS.calculator = (root, D) => {
     } catch (e) {
       if (!e.msg) throw e;
       error = e.msg;
-      text = fill(T.invalid, name, error);
-      out("result").removeAttribute("aria-busy");
+      text = fill(T.invalid, nameOf(st), error);
+      result.removeAttribute("aria-busy");
       out("live").textContent = text;
     }
-    out("result").hidden = !!error;
+    result.hidden = !!error;
     out("error").hidden = !error;
-    out("error").textContent = error;
-    out("summary").textContent = text;
+    show("error", error);
+    show("summary", text);
   };
 
   // The form: read, keep the URL in step, redraw (CSS shows what applies). Run and Recompute are native radio buttons.
