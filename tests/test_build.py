@@ -271,6 +271,7 @@ def test_each_page_loads_one_script_with_only_its_widgets(real_site):
     # Shared helper files come only with the widgets that use them (tree shaking by file).
     names = lambda *widgets: [p.name for p in page_sources(sources, widgets)]  # noqa: E731
     assert names("calculator") == ["00-core.js", "01-rules.js", "02-model.js", "04-link-notice.js", "06-choices.js",
+                                   "07-live-templates.js",
                                    "30-calculator.js", "99-boot.js"]
     assert names("bytes-per-param") == ["00-core.js", "01-rules.js", "02-model.js", "03-teaching.js", "04-link-notice.js",
                                         "05-radio-group.js",

@@ -12,7 +12,8 @@ WIDGETS.calculator = (root, D) => {
   // replaced when it is redrawn).
   const outs = {}, out = (k) => { const e = outs[k]; return e && e.isConnected ? e : (outs[k] = $(root, `[data-out=${k}]`)); };
   const form = $(root, "form"), T = D.t;
-  const put = (k, ...v) => fill(D.tpl[k], ...v);
+  // The figure's markup: the partial's templates, drawn in place (07-live-templates.js); put(k, ...v) is a view.
+  const live = liveTemplates(D.tpl), put = live.view;
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
   // The full model (02-model.js): its estimate, checks and searches, from the rules in D.model.
@@ -98,23 +99,24 @@ WIDGETS.calculator = (root, D) => {
     const C = D.chart, lines = D.gpus.filter((g) => D.shown.includes(g[0]) || g == gpu), end = max(total, need), scale = max(end, ...lines.map((g) => g[2])) * C.margin;
     const pc = (x) => (100 * x / scale).toFixed(2) + "%", y = C.line_step * lines.length + C.bar_gap, side = (x) => (x / scale > C.end_at ? ["end", -C.dx] : ["start", C.dx]);
     const shade = {}, runs = bucketRuns(parts).map(([b, at, n]) => [D.names[b], at, n]);
-    let x = 0, depth = 0, tags = "";
+    let x = 0, depth = 0;
+    const tags = [];
     for (const [layout, width] of D.tags.layouts) {
       for (const [mid, left, row, text] of tagLayout(runs, scale, width)) {
         const ty = y + C.tag_drop + D.tags.row_px * row;
         depth = max(depth, row + 1);
-        tags += put("tag", layout, mid.toFixed(2) + "%", y + C.tag_top, ty - C.tag_rise, left.toFixed(2) + "%", ty, text);
+        tags.push(put("tag", layout, mid.toFixed(2) + "%", y + C.tag_top, ty - C.tag_rise, left.toFixed(2) + "%", ty, text));
       }
     }
     const below = D.tags.row_px * depth, row = (i) => C.line_text + C.line_step * i;
-    return put("svg", y + C.height_extra + below, lines.map(([, , size, short], i) => put("capacity", pc(size), row(i) - C.line_rise, y + C.line_drop, row(i), ...side(size), short + ": " + fmtBytes(size, U))).join("")
-      + parts.map(([name, n]) => {
+    return put("svg", y + C.height_extra + below, [...lines.map(([, , size, short], i) => put("capacity", pc(size), row(i) - C.line_rise, y + C.line_drop, row(i), ...side(size), short + ": " + fmtBytes(size, U))),
+      ...parts.map(([name, n]) => {
         const b = css(name);
         shade[b] = (shade[b] ?? -1) + 1;
         x += n;
         return put("segment", b, shade[b] % C.shades, pc(x - n), y, pc(n), D.names[name] + ": " + fmtBytes(n, U));
-      }).join("") + (need > gpu[2] ? put("overflow", pc(gpu[2]), y, pc(end - gpu[2])) : "") + (need != total ? put("peak", pc(need), y - C.peak_rise, y + C.line_drop) : "")
-      + tags + put("label", pc(need), y + C.label_drop + below, ...side(need), need == total ? fmtBytes(total, U) : fill(T.bar_label, fmtBytes(need, U))));
+      }), ...(need > gpu[2] ? [put("overflow", pc(gpu[2]), y, pc(end - gpu[2]))] : []), ...(need != total ? [put("peak", pc(need), y - C.peak_rise, y + C.line_drop)] : []),
+      ...tags, put("label", pc(need), y + C.label_drop + below, ...side(need), need == total ? fmtBytes(total, U) : fill(T.bar_label, fmtBytes(need, U)))]);
   };
   // calculator.fixes: the nearest changes that make a run fit (D.fixes.candidates, defined once in Python, tried by
   // its program, builder.widgets.calculator_fixes, run here by 02-model.js's searchRunner), each as its text and the
@@ -149,47 +151,74 @@ WIDGETS.calculator = (root, D) => {
   // figure: its parts, sum, peak and verdict come first, these in a later task (after the next frame is painted,
   // cancelled by the next input); meanwhile the figure keeps the previous answers and is aria-busy, and the live
   // region announces the summary once the answers are final.
-  let shownFixes = [], turn = 0;
+  let shownFixes = [], fixesShown = "", turn = 0;
   // The answers' texts on screen (max_batch, max_seq): kept here as they are written, read from the page at first.
   const shownAnswers = {};
-  const answer = (st, c, gpu, ok, text) => {
+  const answer = (st, c, gpu, ok, text, draw) => {
     // The largest batch and sequence (D.searches: the input searched, its limit and the input its step is).
     const [mb, ms] = D.searches[st.mode].map(([k, limit, step]) => {
       const by = step ? c.run[step] : 1;
       return largest((n) => estimate({ ...c, run: { ...c.run, [k]: n } }, false).need, gpu[2], by, limit, by);
     });
-    const answers = T[st.mode + "_answers"], result = out("result");
+    const answers = T[st.mode + "_answers"];
     shownFixes = ok ? [] : fixes(st, gpu[2]);
-    out("max_batch").textContent = shownAnswers.max_batch = fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]);
-    out("max_seq").textContent = shownAnswers.max_seq = fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]);
-    $$(result, ".calc-fixes").forEach((e) => e.remove());
-    if (!ok) $(result, ".calc-verdict").insertAdjacentHTML("afterend", shownFixes.length
-      ? put("fixes", fill(T.fixes, gpu[1]), shownFixes.map(([text, to]) => put("fix", href(to), text)).join("")) : put("nofix", fill(T.fixes_none, gpu[1])));
-    result.removeAttribute("aria-busy");
+    shownAnswers.max_batch = fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]);
+    shownAnswers.max_seq = fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]);
+    fixesShown = ok ? "" : shownFixes.length ? put("fixes", fill(T.fixes, gpu[1]), shownFixes.map(([text, to]) => put("fix", href(to), text)))
+      : put("nofix", fill(T.fixes_none, gpu[1]));
+    draw();
+    out("result").removeAttribute("aria-busy");
     out("live").textContent = text;
   };
   // The previous answers' text, kept in the figure while the new ones are worked out ('' for none).
   const kept = (k) => { if (!(k in shownAnswers)) { const e = out(k); shownAnswers[k] = e ? e.textContent : ""; } return shownAnswers[k]; };
+  // A form state's figure but its answers: its run (c), the GPU chosen, whether the run fits there, the summary and
+  // the views of the figure (the result template's values up to its answers), and its readouts.
+  const figure = (st) => {
+    const gpu = D.gpus.find((g) => g[0] == st.gpu), U = st.unit;
+    const c = cfg(st), inputs = runInputs(c), { parts, host, need, phase } = priced(inputs, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
+    const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
+    if (train && st[D.shardKey] != "0") items.push(control(D.shardKey).selectedOptions[0].text);
+    const [opt, r, ql, b, s] = D.runText[st.mode].map((k) => c.run[k]);
+    const run = train ? fill(T.train, st.precision, opt, r ? fill(T.lora, r, ql ? T.qlora : "") : "", b, commas(s)) : fill(T.serve, st.weights, b, commas(s));
+    const basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve;
+    const text = fill(T.summary, nameOf(st), commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need, U), fmtBytes(need, D.otherUnit[U]), basis, fmtBytes(total, U), verdict(need, gpu, U));
+    const views = [chart(parts, total, need, gpu, U), ok, ok ? "" : put("badge"), verdict(need, gpu, U), need, both(need, U), basis,
+      total, both(total, U), host ? put("host", fill(T.host, fmtBytes(host, U))) : "",
+      parts.map(([name, n, rule, source]) => put("row", name, n, css(name), fmtBytes(n, U), rule, source, D.names[name])),
+      D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U)))];
+    return { c, gpu, ok, text, views, readouts: [U, archText(A), shardsText(inputs)] };
+  };
+  // The last hundred figures, by form state: the answers' searches and fixes price many runs, which push a shown run out
+  // of the rule sets' memos, and a reader comes back to the states just shown (a slider moved back and forth).
+  const figures = new Map();
+  const figureOf = (st) => {
+    const key = JSON.stringify(st);
+    let made = figures.get(key);
+    if (made === undefined) {
+      made = figure(st);
+      if (figures.size >= 100) figures.delete(figures.keys().next().value);
+    }
+    figures.delete(key);
+    figures.set(key, made);  // newest last
+    return made;
+  };
+  const nameOf = (st) => (st.model == "custom" ? T.custom : D.models[st.model].n);
+  // An output's text, written when it changes.
+  const show = (k, text) => { const e = out(k); if (e.textContent !== text) e.textContent = text; };
   const render = (st, deferred) => {
-    const gpu = D.gpus.find((g) => g[0] == st.gpu), name = st.model == "custom" ? T.custom : D.models[st.model].n, U = st.unit;
     let text, error = "";
-    const mine = ++turn;
+    const mine = ++turn, result = out("result");
     try {
-      const c = cfg(st), inputs = runInputs(c), { parts, host, need, phase } = priced(inputs, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
-      const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
-      if (train && st[D.shardKey] != "0") items.push(control(D.shardKey).selectedOptions[0].text);
-      const [opt, r, ql, b, s] = D.runText[st.mode].map((k) => c.run[k]);
-      const run = train ? fill(T.train, st.precision, opt, r ? fill(T.lora, r, ql ? T.qlora : "") : "", b, commas(s)) : fill(T.serve, st.weights, b, commas(s));
-      const basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve, result = out("result");
-      text = fill(T.summary, name, commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need, U), fmtBytes(need, D.otherUnit[U]), basis, fmtBytes(total, U), verdict(need, gpu, U));
-      const before = $(result, ".calc-fixes"), fixList = ok || !before ? "" : before.outerHTML;
-      result.innerHTML = put("result", chart(parts, total, need, gpu, U), ok, ok ? "" : D.tpl.badge, verdict(need, gpu, U), need, both(need, U), basis,
-        total, both(total, U), host ? put("host", fill(T.host, fmtBytes(host, U))) : "",
-        parts.map(([name, n, rule, source]) => put("row", name, n, css(name), fmtBytes(n, U), rule, source, D.names[name])).join(""),
-        D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U))).join(""),
-        kept("max_batch"), kept("max_seq"), fixList, U, archText(A), shardsText(inputs));
+      const { c, gpu, ok, views, readouts, ...shown } = figureOf(st);
+      text = shown.text;
+      // The figure, drawn now with the answers on screen (the previous ones, and no fixes for a run that fits) and
+      // again with the new answers once they are in.
+      if (ok) fixesShown = "";
+      const draw = () => live.draw(result, put("result", ...views, kept("max_batch"), kept("max_seq"), fixesShown, ...readouts));
+      draw();
       result.setAttribute("aria-busy", "true");
-      const finish = () => answer(st, c, gpu, ok, text);
+      const finish = () => answer(st, c, gpu, ok, text, draw);
       // A search the model refuses shows its message as the estimate's would (drawn again, at once).
       const whenCurrent = () => {
         if (mine != turn) return;
@@ -200,14 +229,14 @@ WIDGETS.calculator = (root, D) => {
     } catch (e) {
       if (!e.msg) throw e;
       error = e.msg;
-      text = fill(T.invalid, name, error);
-      out("result").removeAttribute("aria-busy");
+      text = fill(T.invalid, nameOf(st), error);
+      result.removeAttribute("aria-busy");
       out("live").textContent = text;
     }
-    out("result").hidden = !!error;
+    result.hidden = !!error;
     out("error").hidden = !error;
-    out("error").textContent = error;
-    out("summary").textContent = text;
+    show("error", error);
+    show("summary", text);
   };
 
   // The form: read, keep the URL in step, redraw (CSS shows what applies). Run and Recompute are native radio buttons.

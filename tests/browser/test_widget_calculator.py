@@ -160,6 +160,32 @@ def test_default_state_equals_server_render(calculator):
     assert "<svg" in served and "<tr data-part" in served and live == served
 
 
+# The figure after each state redrawn in place (07-live-templates.js): parts, GPU lines, overflow, badge and suggestions
+# come and go, and the architecture, mode and GPU change.
+REDRAWN = [{"micro_batch": "4", "seq_len": "8192"}, {"micro_batch": "2"}, {"mode": "serve", "model": "llama-3-70b"},
+           {"mode": "train", "model": "custom", "layers": "6", "gpu": "l4"}, {"sharding": "3", "lora_rank": "16"}, {"micro_batch": "16", "sharding": "0", "dp": "1", "recompute": "none"}]
+FIGURE = """async (selector) => { const root = document.querySelector(selector);
+  await (""" + SETTLED + """)(root); return root.querySelector('[data-out=result]').innerHTML; }"""
+
+
+def test_a_figure_redrawn_in_place_is_what_a_first_draw_writes(calculator, open_page):
+    """Redrawn in place from the previous state's figure, the figure's markup is what the page opened at that state's
+    link draws afresh; back at the defaults, it is the served page's."""
+    page, data, visit = calculator
+    served = page.evaluate(FIGURE, WIDGET)
+    state = dict(data["defaults"])
+    for changes in REDRAWN:
+        state |= changes
+        set_state(page, state)
+        redrawn = page.evaluate(FIGURE, WIDGET)
+        page.wait_for_timeout(400)  # the URL is written 300 ms after the change
+        with open_page(PAGE + page.evaluate("location.search")) as fresh:
+            assert fresh.page.evaluate(FIGURE, WIDGET) == redrawn, changes
+    set_state(page, data["defaults"])
+    assert page.evaluate(FIGURE, WIDGET) == served
+    assert visit.problems() == []
+
+
 def test_every_select_offers_the_forms_choices_once_the_script_runs(calculator):
     """The page sends a select's chosen option and the words only it has (calculator.page_choices, issue 14); the
     script adds the rest: every select then offers the form's choices (calculator.form_groups), in order, each with
