@@ -211,7 +211,7 @@ MODE_VALUES = {"precision": list(PRECISIONS), "param_dtype": ["policy", "fp32", 
                "recompute_layers": ["0", "3", "-1"],
                "attention": ["eager", "flash"], "loss": ["compiled", "fused-linear"], "implementation": ["hf", "megatron", "korthikanti"], "dropout": ["0", "1"], "offload_activations": ["0", "1"],
                "compile": ["0", "1"],
-               "lora_rank": ["0", "-3", "64"], "lora_dropout": ["0", "0.1", "7"], "qlora": ["0", "1"], "sharding": ["0", "3", "FULL_SHARD", "HYBRID_SHARD"],
+               "lora_rank": ["0", "-3", "64"], "lora_dropout": ["0", "0.1", "7"], "qlora": ["0", "1"], "kbit_prepare": ["none", "prepare", "prepare-bf16"], "sharding": ["0", "3", "FULL_SHARD", "HYBRID_SHARD"],
                "offload": ["none", "both"], "checkpoint_save": ["none", "full-state-dict", "deepspeed-16bit"], "sequence_parallel": ["0", "1"], "virtual_stages": ["1", "5"], "cp": ["1", "3"],
                "weights": ["bf16", "int4", "fp8"], "kv_dtype": ["auto", "fp8"], "batch": ["0", "64"],
                "context": ["0", "8192"]}

@@ -63,6 +63,8 @@ def range_checks(bounds: Range) -> tuple[Check, ...]:
 CHECKS: tuple[Check, ...] = (
     *(check for bounds in RANGES for check in range_checks(bounds)),
     Check(both(sym("qlora"), eq(sym("lora_rank"), 0)), fmt("qlora: QLoRA needs lora_rank > 0")),
+    Check(both(ne(sym("kbit_prepare"), "none"), negate(sym("qlora"))),
+          fmt("kbit_prepare: {0} prepares a 4-bit model for training; it needs qlora", sym("kbit_prepare"))),
     Check(both(sym("lora_dropout") > 0, eq(sym("lora_rank"), 0)),
           fmt("lora_dropout: LoRA dropout acts on the adapters' input and needs lora_rank > 0")),
     Check(both(eq(sym("mode"), "train"), ne(sym("recipe"), ""), sym("qlora")),

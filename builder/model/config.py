@@ -49,6 +49,12 @@ FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
 PIPELINE_SCHEDULES = ("1f1b", "interleaved")
 OFFLOAD = ("none", "optimizer", "params", "both")
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+# What a QLoRA run does to the parameters bitsandbytes leaves unquantised (embeddings, norms, output layer):
+# none keeps them in the model's 16-bit dtype (get_peft_model alone; TRL's SFTTrainer from v0.26.0);
+# prepare is PEFT's prepare_model_for_kbit_training (peft/utils/other.py: every fp16/bf16 parameter that is not
+# Params4bit cast to fp32); prepare-bf16 is that followed by the embeddings and the output layer cast back to bf16,
+# the norms left in fp32 (artidoro/qlora qlora.py with --bf16; TRL's peft_module_casting_to_bf16 up to v0.25).
+KBIT_PREPARE = ("none", "prepare", "prepare-bf16")
 
 
 @dataclass(frozen=True)
@@ -215,6 +221,7 @@ class Config:
     lora_dropout: float = 0.0  # PEFT LoraConfig.lora_dropout: p > 0 saves each adapter's dropout mask and output
     qlora: bool = False  # base weights in 4-bit NF4 with their quantisation constants
     qlora_double_quant: bool = True  # QLoRA double quantisation of the constants
+    kbit_prepare: str = "none"  # KBIT_PREPARE: which unquantised parameters a QLoRA run casts to fp32
 
     # Serving -----------------------------------------------------------------------
     batch: int = 1  # concurrent sequences
@@ -262,6 +269,7 @@ def validate_config(config: Config) -> None:
         "recompute": RECOMPUTE, "attention": ATTENTION, "loss": LOSSES, "activation_formula": ACTIVATION_FORMULAS,
         "implementation": IMPLEMENTATIONS,
         "pp_schedule": PIPELINE_SCHEDULES, "offload": OFFLOAD, "checkpoint_save": CHECKPOINT_SAVES,
+        "kbit_prepare": KBIT_PREPARE,
     }
     for option, allowed in choices.items():
         if getattr(config, option) not in allowed:

@@ -68,7 +68,7 @@ def config_inputs(config: Config) -> dict[str, Any]:
             "reduce_dtype": config.reduce_dtype or "", "kv_dtype": config.kv_dtype or "",
             "lora_rank": config.lora_rank, "lora_targets": list(config.lora_targets),
             "lora_dropout": Fraction(str(config.lora_dropout)), "qlora": int(config.qlora),
-            "qlora_double_quant": int(config.qlora_double_quant), "batch": config.batch, "context": config.context,
+            "qlora_double_quant": int(config.qlora_double_quant), "kbit_prepare": config.kbit_prepare, "batch": config.batch, "context": config.context,
             "allocator_reserve": Fraction(str(config.allocator_reserve)),
             "overhead_fraction": Fraction(str(config.overhead_fraction)), "overhead_bytes": config.overhead_bytes,
             "cuda_context_bytes": config.cuda_context_bytes, "dtype_bytes": DTYPE_BYTES,

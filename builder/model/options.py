@@ -24,7 +24,7 @@ from typing import Any
 
 from builder.model.buckets import DEFAULTS as BUCKET_DEFAULTS, MEANINGS as BUCKET_MEANINGS
 from builder.model.config import (ACTIVATION_FORMULAS, ATTENTION, CHECKPOINT_SAVES, FSDP_STRATEGIES, IMPLEMENTATIONS,
-                                  LORA_TARGETS, LOSSES, MODES, OFFLOAD, OPTIMIZER_IMPLS, OPTIMIZERS,
+                                  KBIT_PREPARE, LORA_TARGETS, LOSSES, MODES, OFFLOAD, OPTIMIZER_IMPLS, OPTIMIZERS,
                                   PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
 from builder.model.ranges import RANGE_OF, Range
 from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD
@@ -317,6 +317,12 @@ OPTIONS: tuple[Option, ...] = (
     _o("lora_dropout", "fraction", "PEFT's lora_dropout: p > 0 saves each adapter's dropout mask and output (needs "
        "--lora-rank)", "tune", default=0.0, metavar="P", url="lora_dropout", source="peft-lora"),
     _o("qlora", "flag", "4-bit NF4 base weights (needs --lora-rank)", "tune", default=False, url="qlora"),
+    _o("kbit_prepare", "choice", "with --qlora, what is done to the weights bitsandbytes leaves unquantised "
+       "(embeddings, norms, output layer): none keeps them 16-bit (get_peft_model alone; TRL's SFTTrainer from "
+       "v0.26); prepare is PEFT's prepare_model_for_kbit_training, which casts them all to fp32; prepare-bf16 casts "
+       "the embeddings and output layer back to bf16 after it, norms left fp32 (the QLoRA repository's qlora.py "
+       "--bf16; TRL's SFTTrainer up to v0.25 with bf16)", "tune", choices=KBIT_PREPARE, default="none",
+       url="kbit_prepare", source="peft-kbit"),
     _o("qlora_double_quant", "flag", "QLoRA double quantisation of the quantisation constants", flag=None,
        surfaces=_FRONT),
     # Serving.

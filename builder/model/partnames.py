@@ -30,6 +30,7 @@ PART_NAMES: dict[str, str] = {
     "weights/low_precision_copies": "Low-precision weight copies",
     "weights/scaling_linear": "Linear weights with scaling factors",
     "weights/unquantised": "Unquantised weights",
+    "weights/unquantised_fp32": "Unquantised weights cast to fp32",
     "weights/lora_adapters": "LoRA adapters",
     "weights/dequantised_linear": "Dequantised 4-bit weight",
     # Gradients (states, step, peak's moments)

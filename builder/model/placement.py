@@ -70,6 +70,7 @@ HOLDING = RuleSet(symbols={
     "layer_unit": _in_one_block(1),
     "layer_expert": _in_one_block(eq(sym("group"), "mlp/experts")),
     "layer_linear": _in_one_block(ne(sym("group"), "norms")),
+    "layer_norms": _in_one_block(eq(sym("group"), "norms")),
     "layer_matrices": _in_one_block(both(ne(sym("group"), "norms"), sym("rest") > 1)),
     # The weight matrices of a block's GEMMs that a low-precision recipe quantises (builder.model.recipes): the
     # linear layers' weights, not the norms, the biases or the MoE router (a plain 16-bit layer in Megatron-LM),

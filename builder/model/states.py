@@ -21,6 +21,7 @@ from builder.model.paging import PAGED, PAGED_NOTE
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
 from builder.model import buckets
+from builder.model.tensors import NORM_TENSORS
 from builder.model.zero3 import COORDINATOR as ZERO3_COORDINATOR, ESTIMATOR as ZERO3_ESTIMATOR, SYMBOLS as ZERO3_SYMBOLS
 
 ZERO = Cite("rajbhandari2019", "section 5") + " (Pos, Pos+g, Pos+g+p)"
@@ -137,6 +138,16 @@ QUANTISATION = {
     "weights_here": sharded(sym("dense"), sym("expert"), sym("param_ranks"), sym("expert_param_ranks")),
     "linear_weights": sym("weights_here") * when(sym("dense") + sym("expert"),
                                                  sym("linear") / (sym("dense") + sym("expert")), 1),
+    # QLoRA's unquantised parameters that the preparation casts to fp32 (builder.model.config.KBIT_PREPARE): all of
+    # them (PEFT's prepare_model_for_kbit_training: every fp16/bf16 parameter that is not Params4bit), or the norms
+    # alone (the embeddings and the output layer cast back to bf16 after it: qlora.py --bf16, TRL up to v0.25).
+    "kbit_fp32": when(both(sym("qlora"), eq(sym("mode"), "train")),
+                      when(eq(sym("kbit_prepare"), "prepare"), sym("weights_here") - sym("linear_weights"),
+                           when(eq(sym("kbit_prepare"), "prepare-bf16"),
+                                when(sym("has_architecture"),
+                                     (sym("layer_norms") * sym("stage_layers")
+                                      + when(sym("stage_has_head"), sym("hidden") * NORM_TENSORS, 0))
+                                     / sym("param_ranks"), 0), 0)), 0),
 }
 
 # Adafactor's factored second moment (Shazeer & Stern 2018, section 3): rows + columns per matrix, the
@@ -177,6 +188,17 @@ RECIPE_STATES = {
 }
 # Sources are rules of their own, not derived symbols: the browser gets each part's source with its citations
 # already rendered (RuleSet.encode), which only reaches the text the part's own rule holds.
+# PEFT's prepare_model_for_kbit_training and what the QLoRA recipes do after it (builder.model.config.KBIT_PREPARE).
+KBIT_PREPARE_SOURCE = when(eq(sym("kbit_prepare"), "prepare"),
+                           Cite("peft-kbit", "peft/utils/other.py prepare_model_for_kbit_training") + ": every fp16 or "
+                           "bf16 parameter that is not Params4bit is cast to fp32",
+                           Cite("peft-kbit", "peft/utils/other.py prepare_model_for_kbit_training") + " casts them to "
+                           "fp32; " + Cite("qlora-repo", "qlora.py get_accelerate_model") + " (--bf16) then casts "
+                           "lm_head and embed_tokens back to bf16 and leaves the norms in fp32")
+KBIT_NOTE = ("not modelled: the fp32 activations this makes; an fp32 norm weight makes its output fp32, bitsandbytes' "
+             "Linear4bit.forward casts its output back to its input's dtype, and (prepare) an fp32 embedding makes "
+             "the residual stream fp32, so the saved activations grow too (" + Cite("bitsandbytes-95f9af3",
+             "bitsandbytes/nn/modules.py Linear4bit.forward") + ")")
 QUANTISATION_SOURCE = when(eq(sym("quantised_bytes"), 1), when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
                            when(_QLORA_OR_NF4, QLORA, GPTQ))
 RECIPE_SOURCE = by_recipe("source", "")
@@ -296,11 +318,20 @@ MODEL_STATES = RuleSet(
                  PerUnit(sym("constant_bytes"), "param",
                          words=fmt("{0} B/param ({1})", fixed(sym("constant_bytes"), 4), sym("constants_are"))),
                  when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
-        PartRule("weights/unquantised", (sym("weights_here") - sym("linear_weights")) * 2,
-                 "N_embeddings+norms x 2 B", QUANTISATION_SOURCE,
+        PartRule("weights/unquantised", (sym("weights_here") - sym("linear_weights") - sym("kbit_fp32")) * 2,
+                 when(eq(sym("kbit_prepare"), "prepare-bf16"), "N_embeddings+output layer x 2 B",
+                      "N_embeddings+norms x 2 B"), QUANTISATION_SOURCE,
                  per_param(2, when(sym("qlora"), "bf16", "fp16")),
-                 "embeddings, norms and output layer are kept in 16-bit",
-                 when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
+                 when(eq(sym("kbit_prepare"), "prepare-bf16"),
+                      "embeddings and output layer cast back to bf16 after prepare_model_for_kbit_training",
+                      "embeddings, norms and output layer are kept in 16-bit"),
+                 when=both(_ON_GPU, sym("quantised"), negate(both(sym("kbit_fp32"),
+                                                                   eq(sym("kbit_prepare"), "prepare")))),
+                 sharded_by=sym("param_ranks")),
+        PartRule("weights/unquantised_fp32", sym("kbit_fp32") * 4,
+                 when(eq(sym("kbit_prepare"), "prepare"), "N_embeddings+norms+output layer x 4 B", "N_norms x 4 B"),
+                 KBIT_PREPARE_SOURCE, per_param(4, "fp32"), KBIT_NOTE,
+                 when=both(_ON_GPU, sym("quantised"), sym("kbit_fp32") > 0), sharded_by=sym("param_ranks")),
         # PEFT keeps adapters in fp32 (autocast_adapter_dtype=True): fp32 weights, fp32 grads, no master.
         PartRule("weights/lora_adapters", sym("adapters") / sym("param_ranks") * 4, "N_adapters x 4 B", LORA,
                  "4 B/adapter param (fp32)", when=both(TRAIN, sym("lora")), sharded_by=sym("param_ranks")),

@@ -269,6 +269,10 @@ TRAIN_CONTROLS = (
     of("lora_rank", "LoRA rank", "train", low=0, high=4096, hint="0 = full fine-tuning"),
     of("lora_dropout", "LoRA dropout", "train", low=0, high=1, hint="PEFT's lora_dropout", step="0.01"),
     of("qlora", "QLoRA (4-bit base)", "train"),
+    # PEFT's prepare_model_for_kbit_training and the recipes around it (builder.model.config.KBIT_PREPARE).
+    of("kbit_prepare", "QLoRA unquantised weights", "train",
+       (("none", "16-bit (TRL SFTTrainer 0.26+)"), ("prepare", "fp32 (prepare_model_for_kbit_training)"),
+        ("prepare-bf16", "fp32 norms only (qlora.py --bf16)")), hint="embeddings, norms, output layer"),
 )
 ARCH_KEYS = {c.key for c in ARCH_CONTROLS}
 SERVE_CONTROLS = (
@@ -358,7 +362,7 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute,
                "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention,
                "loss": _PLAIN.loss,
-               KEY["implementation"]: "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", WEIGHTS: "bf16", "kv_dtype": "auto",
+               KEY["implementation"]: "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "kbit_prepare": _PLAIN.kbit_prepare, WEIGHTS: "bf16", "kv_dtype": "auto",
                **{option: str(default) for option, default in ZERO3_OPTIONS.items()},
                **{option: str(default) for option, default in BUCKET_OPTIONS.items()}, "overlap_comm": "default",
                "contiguous_gradients": "1", "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), KEY["zero"]: "0", "offload": "none",

@@ -97,7 +97,7 @@ FORM_RULES = RuleSet(symbols={
     **{option: form(option) for option in ("micro_batch", "seq_len", "grad_accum", "recompute", "recompute_layers",
                                            "attention", "loss", "dropout", "offload_activations", "compile", "dp",
                                            "tp", "pp", "cp", "ep", "offload", "checkpoint_save", "lora_rank",
-                                           "lora_dropout", "qlora", "batch", "context")},
+                                           "lora_dropout", "qlora", "kbit_prepare", "batch", "context")},
     "activation_formula": when(eq(form(KEY["implementation"]), "korthikanti"), "korthikanti", "ops"),
     "implementation": when(eq(form(KEY["implementation"]), "korthikanti"), "hf", form(KEY["implementation"])),
     "fsdp": when(_FSDP, form(KEY["zero"]), ""),
