@@ -60,7 +60,8 @@ def test_default_figure_is_the_models_estimate():
     from builder.model.peak import need
 
     needed = need(config)
-    assert result["need"] == needed.bytes > breakdown.total and needed.peak.name == "backward_start"
+    # Below the sum of parts, which also counts FSDP2's buffers made later in the backward (the next test).
+    assert result["need"] == needed.bytes < breakdown.total and needed.peak.name == "backward_start"
     assert result["summary"].startswith("Llama 3 8B (8,030,261,248 parameters), training, bf16-mixed, adamw")
     assert (f"needs {format_bytes(needed.bytes)} ({format_bytes(needed.bytes, 'GB')}) per GPU, the peak of a step, "
             f"at the start of backward (loss gradients); sum of parts {format_bytes(breakdown.total)}") in result["summary"]
@@ -71,9 +72,10 @@ def test_default_figure_is_the_models_estimate():
 
 def test_the_calculator_page_shows_the_peak_of_its_starting_run():
     """The widget's total is the sum of parts; the page's step-phases chart shows builder.model.peak's phases
-    for the widget's starting state, and its prose says the peak is the start of backward, above the sum:
+    for the widget's starting state, and its prose says the peak is the start of backward, below the sum:
     Llama 3 8B, 4,096 tokens, FSDP on 8 GPUs, where the loss gradients (2 x 4096 x 128256 x 4 B = 3.9 GiB)
-    are live with every saved activation."""
+    are live with every saved activation, and the sum also counts FSDP2's output-layer gradient (128256 x 4096 x
+    2 B) and previous block's reduce-scatter input, made only later in the backward (PyTorch fully_shard)."""
     from builder.content import read_page
     from builder.model.peak import peak
 
@@ -85,8 +87,13 @@ def test_the_calculator_page_shows_the_peak_of_its_starting_run():
     config = Config(model=MODELS["llama-3-8b"], seq_len=4096, recompute="selective", fsdp="FULL_SHARD", dp=8)
     assert calc.config_from_state(state(), MODELS) == config
     top = peak(config)
-    assert top.name == "backward_start" and top.total > estimate(config).total
-    assert "peak comes at the start of the backward pass, above the sum of parts" in " ".join(page.body.split())
+    parts = {part.name: part.bytes for part in estimate(config).parts}
+    assert parts["comm/root_grads"] == 128256 * 4096 * 2
+    assert top.name == "backward_start"
+    assert estimate(config).total - parts["comm/root_grads"] - parts["comm/reduce_scatter_input"] < top.total \
+        < estimate(config).total
+    assert "peak comes at the start of the backward pass, where the loss gradients are live with every saved " \
+           "activation. It lies a little below the sum of parts" in " ".join(page.body.split())
 
 
 def test_gpus_are_sorted_by_capacity_and_the_chart_draws_the_chosen_ones():
