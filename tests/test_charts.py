@@ -244,6 +244,26 @@ def test_text_size_is_said_once_on_the_page_and_on_every_text_in_a_download():
         assert "font-weight" not in names or names.index("font-weight") == 0
 
 
+def test_segments_leave_their_outline_width_to_the_page_and_a_download_writes_it_back():
+    """Every bar segment is outlined at drawing.SEGMENT_EDGE, which the page's stylesheet gives it (the page's copy
+    names no width on a segment; a segment drawn at another width would keep its own, which the rule leaves alone);
+    the download writes it back where a box's width goes, after its path data."""
+    from builder.charts.drawing import SEGMENT_EDGE
+
+    svg = render_chart(make_spec())
+    segments = [path for path in ElementTree.fromstring(svg).iter(f"{SVG}path")
+                if "tm-segment" in path.get("class", "").split()]
+    assert len(segments) > 5 and all("stroke-width" not in path.attrib for path in segments)
+    css = CSS_PATH.read_text(encoding="utf-8")
+    assert re.search(r"svg\.tm-chart \.tm-segment:not\(\[stroke-width\]\) \{ stroke-width: ([\d.]+)px; \}",
+                     css).group(1) == f"{SEGMENT_EDGE:g}"
+    written = [path for path in parse_file(standalone_svg(svg)).iter(f"{SVG}path")
+               if "tm-segment" in path.get("class", "").split()]
+    assert len(written) == len(segments)
+    assert all(list(path.attrib)[:3] == ["d", "stroke-width", "class"] and path.get("stroke-width") == "0.5"
+               for path in written)
+
+
 def test_lines_and_rounded_boxes_step_along_the_axes_with_h_and_v_and_a_download_spells_them_as_l():
     """A page's line is H x / V y where it runs along an axis (the point L x y names, a number shorter); the
     download writes each step as L x y again, the same numbers."""

@@ -3,10 +3,10 @@ stylesheet written back, for the light and dark SVG files a reader downloads and
 (builder/figures.py).
 
 A page's copy of a chart is lean (issue 14's page weight): classes but no colours or font, the text size once on
-the root, axis-aligned steps as H and V, or h and v where shorter (builder/charts/pathdata.py), overflow hatches as
+the root, no outline width on a bar segment, axis-aligned steps as H and V, or h and v where shorter (builder/charts/pathdata.py), overflow hatches as
 a pattern. A file of its own has no stylesheet and no page weight to save, so standalone_svg undoes each of those,
 in an order that gives the same bytes as the files had when the page carried them too: steps made absolute,
-hatches drawn out, sizes and steps spelled out, then the colours and font of static/charts.css written in as
+hatches drawn out, segments' outline widths, sizes and steps spelled out, then the colours and font of static/charts.css written in as
 presentation attributes (builder/palette.py; no style="" and no <style>).
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ElementTree
 
-from builder.charts.drawing import Strokes
+from builder.charts.drawing import SEGMENT_EDGE, Strokes
 from builder.charts.layout import make_hatch
 from builder.charts.pathdata import absolute, spelled_out
-from builder.charts.svg import NS, SVG_NAMESPACE, shape_element
+from builder.charts.svg import NS, SVG_NAMESPACE, number, shape_element
 from builder.palette import THEMES, load_stylesheet
 
 
@@ -38,6 +38,18 @@ def draw_hatches(root: ElementTree.Element) -> None:
             element = shape_element(strokes, "")
             element.tail = "\n"
             root.insert(index + offset, element)
+
+
+def spell_out_segment_edges(root: ElementTree.Element) -> None:
+    """A bar segment's outline width, which the page's stylesheet gives it (svg.is_segment_edge), written back where
+    svg.shape_element writes a box's width: after its path data."""
+    for path in root.iter(f"{NS}path"):
+        if "tm-segment" in path.get("class", "").split() and "stroke-width" not in path.attrib:
+            attributes = dict(path.attrib)
+            path.attrib.clear()
+            path.set("d", attributes.pop("d"))
+            path.set("stroke-width", number(SEGMENT_EDGE))
+            path.attrib.update(attributes)
 
 
 def spell_out_sizes(root: ElementTree.Element) -> None:
@@ -92,6 +104,7 @@ def standalone_svg(svg: str, theme: str = "light") -> str:
     root = ElementTree.fromstring(svg)
     absolute_steps(root)  # before draw_hatches, which reads a hatched box's corners
     draw_hatches(root)
+    spell_out_segment_edges(root)
     spell_out_sizes(root)
     spell_out_steps(root)
     paint_svg(root, theme)

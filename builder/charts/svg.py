@@ -17,6 +17,7 @@ that markup was most of the heaviest pages' weight (issue 14):
 - no colour, halo or font: the page's stylesheet (static/charts.css) gives them to each class, and its rules win
   over presentation attributes anyway, so the page rendered the same before they were left out;
 - the text size once, on the root (every text inherits it), and on a text only where it differs;
+- no stroke-width on a bar segment: the stylesheet gives each the one width (drawing.SEGMENT_EDGE);
 - an axis-aligned step of a line or of a rounded box's side as H x or V y (the point L x y names, a number shorter),
   and as h dx or v dy where that is shorter still and both ends are whole or half units (builder/charts/pathdata.py);
 - an overflow hatch as a <pattern> (one tile of its lines and their halo) filling its rectangle, the only url()
@@ -30,7 +31,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ElementTree
 from dataclasses import replace
 
-from builder.charts.drawing import FONT_SIZE, HATCH_SPACING, Box, Drawing, Strokes, Words
+from builder.charts.drawing import FONT_SIZE, HATCH_SPACING, SEGMENT_EDGE, Box, Drawing, Strokes, Words
 from builder.charts.layout import make_hatch
 from builder.charts.pathdata import relative
 
@@ -92,7 +93,7 @@ def shape_element(item: Box | Strokes, chart_id: str) -> ElementTree.Element | N
     attributes = {"d": box_path(item)}
     if not item.fill:
         attributes["fill"] = "none"
-    if item.stroke and item.line_width:
+    if item.stroke and item.line_width and not is_segment_edge(item):
         attributes["stroke-width"] = number(item.line_width)
     attributes["class"] = classes(item.fill, item.stroke if item.line_width else "")
     path = ElementTree.Element(f"{NS}path", attributes)
@@ -102,6 +103,12 @@ def shape_element(item: Box | Strokes, chart_id: str) -> ElementTree.Element | N
     ElementTree.SubElement(group, f"{NS}title").text = item.tooltip
     group.append(path)
     return group
+
+
+def is_segment_edge(box: Box) -> bool:
+    """Whether a box is a bar segment outlined at the width the page's stylesheet gives every segment (SEGMENT_EDGE),
+    which its page markup then leaves out."""
+    return box.stroke == "tm-segment" and box.line_width == SEGMENT_EDGE
 
 
 def hatch_elements(halo: Strokes, hatch: Strokes, pattern_id: str) -> list[ElementTree.Element]:
