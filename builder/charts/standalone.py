@@ -14,28 +14,28 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ElementTree
+from dataclasses import replace
 
-from builder.charts.drawing import SEGMENT_EDGE, Strokes
+from builder.charts.drawing import SEGMENT_EDGE
 from builder.charts.layout import make_hatch
 from builder.charts.pathdata import absolute, spelled_out
-from builder.charts.svg import NS, SVG_NAMESPACE, number, shape_element
+from builder.charts.svg import HATCH_REFERENCE, NS, SVG_NAMESPACE, hatch_tile, hatch_width, number, shape_element
 from builder.palette import THEMES, load_stylesheet
 
 
 def draw_hatches(root: ElementTree.Element) -> None:
-    """Each patterned overflow area (svg.hatch_elements) drawn out again as its halo and hatch lines (make_hatch):
-    CairoSVG renders a pattern's tile at one pixel per unit and blurs it in the PNG's 2x."""
-    elements = list(root)
-    for pattern in (e for e in elements if e.tag == f"{NS}pattern"):
-        area = elements[elements.index(pattern) + 1]
+    """Each patterned overflow area (svg.hatch_elements: the page's pattern of its hatch width, the area moved to
+    the pattern's phase) drawn out again where it stands as its halo and hatch lines (make_hatch of the rectangle it
+    covers): a file has no page to hold the pattern, and CairoSVG renders a pattern's tile at one pixel per unit and
+    blurs it in the PNG's 2x."""
+    for area in [e for e in root if e.get("class") == "tm-overflow-area"]:
+        shift = float(re.fullmatch(r"translate\(([-\d.]+)\)", area.get("transform", "translate(0)")).group(1))
         x0, y0, x1, y1 = (float(v) for v in re.findall(r"[-\d.]+", area.get("d"))[:4])  # box_path's M x0 y0 H x1 V y1
-        lines = make_hatch(x0, y0, x1, y1)
-        index = list(root).index(pattern)
-        root.remove(pattern)
+        lines = make_hatch(round(x0 + shift, 2), y0, round(x1 + shift, 2), y1)
+        index = list(root).index(area)
         root.remove(area)
-        for offset, tile in enumerate(pattern):
-            strokes = Strokes(lines, tile.get("class"), float(tile.get("stroke-width")))
-            element = shape_element(strokes, "")
+        for offset, tile in enumerate(hatch_tile(hatch_width(HATCH_REFERENCE.fullmatch(area.get("fill")).group(1)))):
+            element = shape_element(replace(tile, lines=lines), "")
             element.tail = "\n"
             root.insert(index + offset, element)
 
