@@ -46,6 +46,7 @@ from builder.model.cite import Cite, pieces
 from builder.sources import bibliography, short_form, source_filter
 from builder.symbols import symbols_line
 from builder.charts import name_bucket, name_part
+from builder.charts.svg import page_hatches
 from builder.grids import EvaluatedChart, format_amount, group_amounts
 
 PLACEMENT_LINE = re.compile(r"^\{\{<\s*(?P<kind>[a-z]+)\s+(?P<name>[a-z0-9-]+)(?P<options>[^>]*?)\s*>\}\}$")
@@ -690,8 +691,18 @@ def render_page(templates: jinja2.Environment, page: Page, pages: list[Page], si
     return finish_page(html, page.path)
 
 
+MAIN_START = re.compile(r"<main\b[^>]*>")
+
+
 def finish_page(html: str, path: str) -> str:
-    """A rendered page as it is written: minified (builder/page_minify.py), then its CSP filled in from the
-    minified text, so the hashes of its inline <style> elements match what the browser reads."""
+    """A rendered page as it is written: the hatch patterns its charts fill overflow with, once each at the top of
+    its <main> (charts.svg.page_hatches; the handout takes <main> whole), minified (builder/page_minify.py), then
+    its CSP filled in from the minified text, so the hashes of its inline <style> elements match what the browser
+    reads."""
+    hatches = page_hatches(html)
+    if hatches:
+        if not MAIN_START.search(html):
+            raise ValueError(f"{path}: a page with hatched charts needs a <main> to hold their patterns")
+        html = MAIN_START.sub(lambda start: start.group(0) + hatches, html, count=1)
     html = minify_page(html, path)
     return html.replace("__CSP__", make_csp(html), 1)

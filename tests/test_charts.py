@@ -31,7 +31,7 @@ from builder.charts import (
     standalone_svg,
 )
 from builder.charts.pathdata import absolute, relative, spelled_out
-from builder.charts.svg import box_path, number, strokes_path
+from builder.charts.svg import box_path, number, page_hatches, strokes_path
 from builder.model.breakdown import Breakdown, Part, Rate
 from builder.model.partnames import PART_NAMES
 from builder.model.units import GB, GiB, MiB
@@ -207,9 +207,15 @@ def test_svg_has_its_natural_size_is_self_contained_and_free_of_inline_styles():
     assert "style=" not in svg and "<style" not in svg  # strict CSP: no inline styles
     assert re.search(r'<rect class="tm-background" width="(\d+)" height="(\d+)"', svg).groups() == (width, height)
     assert "href" not in svg and "@import" not in svg and "<image" not in svg
-    # The one url(): the overflow hatch's pattern, defined in this very SVG.
-    ids = {element.get("id") for element in root.iter()}
-    assert re.findall(r"url\(([^)]*)\)", svg) == ["#train-7b-hatch0"] and "train-7b-hatch0" in ids
+    # The one url(): the overflow hatch's pattern, the page's (svg.page_hatches: once a page, whatever its charts),
+    # defined in an SVG that takes no room, with the tile of that hatch width, painted by charts.css as a chart is.
+    assert re.findall(r"url\(([^)]*)\)", svg) == ["#tm-hatch-0_9"] and "<pattern" not in svg
+    defs = parse(page_hatches(svg + svg))
+    assert [p.get("id") for p in defs.iter(f"{SVG}pattern")] == ["tm-hatch-0_9"] and page_hatches(svg[:200]) == ""
+    assert (defs.get("class"), defs.get("width"), defs.get("height"), defs.get("aria-hidden")) == (
+        "tm-chart tm-defs", "0", "0", "true")
+    assert [(p.get("class"), p.get("stroke-width")) for p in defs.iter(f"{SVG}path")] == [
+        ("tm-halo", "3.3"), ("tm-overflow-hatch", "0.9")]
     assert not svg.startswith("<?xml")
     assert len(svg.encode()) < 25_000
 
@@ -242,6 +248,26 @@ def test_text_size_is_said_once_on_the_page_and_on_every_text_in_a_download():
         assert text.get("font-size") == "12"
         assert names.index("font-size") == names.index("class") - 1
         assert "font-weight" not in names or names.index("font-weight") == 0
+
+
+def test_segments_leave_their_outline_width_to_the_page_and_a_download_writes_it_back():
+    """Every bar segment is outlined at drawing.SEGMENT_EDGE, which the page's stylesheet gives it (the page's copy
+    names no width on a segment; a segment drawn at another width would keep its own, which the rule leaves alone);
+    the download writes it back where a box's width goes, after its path data."""
+    from builder.charts.drawing import SEGMENT_EDGE
+
+    svg = render_chart(make_spec())
+    segments = [path for path in ElementTree.fromstring(svg).iter(f"{SVG}path")
+                if "tm-segment" in path.get("class", "").split()]
+    assert len(segments) > 5 and all("stroke-width" not in path.attrib for path in segments)
+    css = CSS_PATH.read_text(encoding="utf-8")
+    assert re.search(r"svg\.tm-chart \.tm-segment:not\(\[stroke-width\]\) \{ stroke-width: ([\d.]+)px; \}",
+                     css).group(1) == f"{SEGMENT_EDGE:g}"
+    written = [path for path in parse_file(standalone_svg(svg)).iter(f"{SVG}path")
+               if "tm-segment" in path.get("class", "").split()]
+    assert len(written) == len(segments)
+    assert all(list(path.attrib)[:3] == ["d", "stroke-width", "class"] and path.get("stroke-width") == "0.5"
+               for path in written)
 
 
 def test_lines_and_rounded_boxes_step_along_the_axes_with_h_and_v_and_a_download_spells_them_as_l():
@@ -296,7 +322,7 @@ def test_colours_are_classes_on_the_page_and_written_in_a_download():
     static/charts.css gives that class written in as a presentation attribute."""
     svg = render_chart(make_spec(group_by="part"))
     assert not re.search(r"\b(rgb|hsl)a?\(", svg) and not re.search(r"#[0-9a-fA-F]{3}", svg)
-    assert set(re.findall(r' (fill|stroke)="([^"]*)"', svg)) == {("fill", "none"), ("fill", "url(#train-7b-hatch0)")}
+    assert set(re.findall(r' (fill|stroke)="([^"]*)"', svg)) == {("fill", "none"), ("fill", "url(#tm-hatch-0_9)")}
     assert "paint-order" not in svg and "opacity" not in svg  # the text halo too is the stylesheet's
     css = CSS_PATH.read_text(encoding="utf-8")
     light, _ = read_theme_colours(css)
@@ -326,7 +352,8 @@ def test_every_class_the_svg_uses_is_styled_in_charts_css():
     specs = [make_spec(group_by="part"), make_spec(bars=(ChartBar("kv", make_serving()),), gpus=())]
     used = set()
     for spec in specs:
-        for element in parse(render_chart(spec)).iter():
+        svg = render_chart(spec)  # with the page's hatch patterns (svg.page_hatches), painted by the same rules
+        for element in [*parse(svg).iter(), *(parse(page_hatches(svg)).iter() if page_hatches(svg) else ())]:
             used.update(element.get("class", "").split())
     # hooks for tests and page CSS, with no rule of their own
     hooks = {"tm-tick", "tm-axis-title", "tm-bar-label", "tm-bar-total", "tm-example", "tm-shade-0"}
@@ -501,9 +528,9 @@ def test_capacity_lines_are_dashed_and_labelled_with_usable_memory():
 
 
 def overflow_marks(root: ElementTree.Element) -> tuple[list[str], int]:
-    """The DOESN'T FIT texts and the number of hatch paths."""
+    """The DOESN'T FIT texts and the number of hatched areas (each filled with the page's hatch pattern)."""
     marks = [t for t in strings_of(root) if "DOESN'T FIT" in t]
-    hatches = [p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-overflow-hatch"]
+    hatches = [p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-overflow-area"]
     return marks, len(hatches)
 
 
@@ -524,6 +551,8 @@ def test_hatch_starts_at_the_lowest_exceeded_line_and_ends_at_the_bar_top():
     a100_line = next(p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-capacity" and p is not None)
     bar = segments_of(root, "train-7b", 0)
     x0, y0, x1, y1 = path_box(hatch.get("d"))
+    shift = float(re.fullmatch(r"translate\(([-\d.]+)\)", hatch.get("transform", "translate(0)")).group(1))
+    x0, x1 = x0 + shift, x1 + shift  # drawn that far left, moved right to the pattern's phase
     line_y = path_box(a100_line.get("d"))[1]
     assert y1 == pytest.approx(line_y, abs=0.6)
     assert y0 == pytest.approx(min(box[1] for box in bar.values()), abs=0.6)

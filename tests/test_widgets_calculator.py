@@ -4,6 +4,7 @@ Config, texts, and the data the script evaluates (which must say what builder.mo
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 
 from pathlib import Path
 
@@ -193,9 +194,10 @@ def test_data_is_compact_and_safe_to_embed():
     model = unpack(data["model"])
     assert model["checks"] == encode_checks() and "does not divide the" in json.dumps(model["checks"])
     assert "sbh(34 + 5as/h)" in json.dumps(model["ruleSets"]["activations"])
-    assert data["models"]["llama-3-8b"]["form"] == calc.arch_state(MODELS["llama-3-8b"])
+    # A model's custom-architecture fields are its shape inputs, but for a mixture of experts with no dense FFN.
+    assert "form" not in data["models"]["llama-3-8b"] and data["models"]["qwen3-30b-a3b"]["form"] == {"ffn": "768"}
     # The whole-number controls read as whole numbers (builder.widgets.calculator_state.typed), vpp among them.
-    assert {key for key, kind in data["types"].items() if kind == "count"} >= {
+    assert {key for key, kind in calc.CONTROL_TYPES.items() if kind == "count"} >= {
         "micro_batch", "seq_len", "grad_accum", "dp", "tp", "pp", "cp", "ep", "virtual_stages", "batch", "context"}
     assert set(data["models"]) == set(MODELS) and data["models"]["llama-3-8b"]["kv_heads"] == 8
     assert data["model"]["dtypes"]["nf4"] == 0.5
@@ -452,3 +454,76 @@ def test_a_select_sends_its_choice_and_the_words_only_the_page_has():
     choices = {c.key: c.choices for _, _, controls in groups for c in controls}
     assert sent["checkpoint_save"] == choices["checkpoint_save"]  # "none" is chosen; the others have their own words
     assert sent["precision"] == (("bf16-mixed", "bf16-mixed"),)
+
+
+class FormMarkup(HTMLParser):
+    """The named controls of a rendered calculator form: each one's input (tag, type, attributes, the data-show of
+    the nearest element that has one), in order."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.shows: list[tuple[str, str | None]] = []  # (tag, its data-show) of each open element that can hold others
+        self.controls: list[dict] = []
+        self.select: dict | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {key: value or "" for key, value in attrs}
+        show = a.get("data-show", next((s for _, s in reversed(self.shows) if s is not None), None))
+        if tag in ("input", "select"):
+            self.controls.append({"tag": tag, "show": show, "options": [], **a})
+            self.select = self.controls[-1] if tag == "select" else None
+        elif tag == "option" and self.select is not None:
+            self.select["options"].append(a)
+        elif tag in ("div", "fieldset", "form"):
+            self.shows.append((tag, a.get("data-show")))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("div", "fieldset", "form"):
+            self.shows.pop()
+
+
+def test_the_form_markup_holds_what_the_script_reads_from_it():
+    """Issue 14 (page weight): the script reads each control's type, default, link values, mode and custom field from
+    the form's own markup (30-calculator.js, the table after `form`); the data sends only the rest
+    (calc.control_table). Read here the same way from the rendered form, they are Python's tables."""
+    from builder.render import make_templates
+
+    context = make_context()
+    parser = FormMarkup()
+    parser.feed(make_templates(Path("templates")).get_template("partials/widget-calculator.html").render(
+        state=context, widget_id="calc", legacy_id="", renamed="", widget=None))
+    table = context["data"]["controls"]
+    modes = [c["value"] for c in parser.controls if c.get("name") == "mode"]
+    types, defaults, keys, mode_only, arch = {}, {}, {}, {}, {}
+    for c in parser.controls:
+        k, kind, row = c["name"], c.get("type", "select"), table.get(c["name"], {})
+        whole = c.get("step") == "1"
+        types[k] = ("count" if whole else "number") if kind == "number" else "box" if kind == "checkbox" else "choice"
+        if kind == "radio":
+            keys.setdefault(k, ["choice"]).append(c["value"])
+            if "checked" in c:
+                defaults[k] = c["value"]
+        elif kind == "checkbox":
+            keys[k], defaults[k] = ["choice", "0", "1"], "1" if "checked" in c else "0"
+        elif kind == "number":
+            keys[k] = ["whole", int(c["min"]), int(c["max"])] if whole else ["fraction", c["min"], c["max"]]
+            defaults[k] = c["value"]
+        else:
+            keys[k] = ["choice", *row["values"]]
+            defaults[k] = next(o["value"] for o in c["options"] if "selected" in o)
+        if c["show"] in modes:
+            mode_only[k] = c["show"]
+        if c["show"] == calc.CUSTOM:
+            arch[k] = row.get("inputs", [k])
+    assert types == calc.CONTROL_TYPES and defaults == context["defaults"] and mode_only == calc.MODE_ONLY
+    assert keys == calc.link_keys(GPUS, MODELS)
+    assert {k: table.get(k, {}).get("plain", defaults[k]) for k in mode_only} == {k: calc.PLAIN_STATE[k] for k in mode_only}
+    assert arch == {c.key: list(calc.ARCH_INPUTS.get(c.key, (c.key,))) for c in calc.ARCH_CONTROLS}
+    # A row says only what the markup cannot: a select's values, a plain value not the default, a field's inputs.
+    assert all(row for row in table.values()) and {k for k, row in table.items() if "plain" in row} == {
+        k for k in calc.MODE_ONLY if calc.PLAIN_STATE[k] != context["defaults"][k]}
+    # Each catalog model's custom fields: its shape inputs (each field's first input), unless the data says otherwise.
+    data = context["data"]["models"]
+    for key, arch_model in MODELS.items():
+        shown = {k: data[key].get("form", {}).get(k, str(data[key][inputs[0]])) for k, inputs in arch.items()}
+        assert shown == calc.arch_state(arch_model), key

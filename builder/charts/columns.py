@@ -8,7 +8,7 @@ import math
 from builder.catalog import Gpu
 from builder.charts.annotate import (Column, Note, fits_inside, give_full_notes, inside_label, inside_lines,
                                      note_words, place_column, plan_capacity_notes, write_notes)
-from builder.charts.drawing import (ASIDE_SIZE, ASIDE_WIDTH, BAR_GAP, COLUMN_GAP, FONT_SIZE, LINE_HEIGHT, MARGIN,
+from builder.charts.drawing import (SEGMENT_EDGE, ASIDE_SIZE, ASIDE_WIDTH, BAR_GAP, COLUMN_GAP, FONT_SIZE, LINE_HEIGHT, MARGIN,
                                     MIN_PLOT_HEIGHT, MIN_WIDTH, NOTE_GAP, PLOT_TOP, SINGLE_PLOT_HEIGHT, SMALL_SIZE,
                                     Box, Drawing, Rect, Strokes, Words)
 from builder.charts.format import format_both
@@ -49,7 +49,7 @@ def plan_bar(index: int, bar: ChartBar, stack: list[Segment], texts: list[tuple[
         top_y, bottom_y = frame.y_of(base + segment.bytes), frame.y_of(base)
         tooltip = "\n".join((f"{bar.label}: {describe_segment(segment, spec.unit, spec.also_unit)}",) + segment.detail)
         gid = f"bar{index}-{segment.key.replace('/', '-')}"
-        items.append(Box(x, top_y, width, bottom_y - top_y, segment.css, "tm-segment", 0.5, gid, tooltip))
+        items.append(Box(x, top_y, width, bottom_y - top_y, segment.css, "tm-segment", SEGMENT_EDGE, gid, tooltip))
         inside = inside_lines(spec, index, segment, "columns")
         if fits_inside(inside, width, bottom_y - top_y):
             label, tag = inside_label(inside, (x, top_y, x + width, bottom_y))

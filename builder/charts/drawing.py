@@ -22,6 +22,10 @@ SWATCH = 8  # side of the colour square in front of a note
 SWATCH_GAP = 4
 COLUMN_GAP = 18  # between one bar's notes and the next bar
 HATCH_SPACING = 6
+# The line between two bar segments (their stroke, the background's colour): the page's stylesheet gives every
+# segment this width (static/charts.css, `svg.tm-chart .tm-segment:not([stroke-width])`), so a page's chart writes it
+# on none (svg.shape_element) and a file of its own writes it back (standalone.spell_out_segment_edges).
+SEGMENT_EDGE = 0.5
 HALO = 2.4  # how much wider than its line the background band under a hatch or capacity line is
 EXAMPLE_PADDING = 8
 EXAMPLE_LINE = 16

@@ -7,7 +7,7 @@ import math
 
 from builder.charts.annotate import Callout, fits_inside, flow_chips, give_full_notes, inside_label, inside_lines, \
     row_chips, stack_callouts
-from builder.charts.drawing import (ASIDE_SIZE, FONT_SIZE, LINE_HEIGHT, MARGIN, ROW_BAR_HEIGHT, ROW_GAP, SMALL_SIZE,
+from builder.charts.drawing import (SEGMENT_EDGE, ASIDE_SIZE, FONT_SIZE, LINE_HEIGHT, MARGIN, ROW_BAR_HEIGHT, ROW_GAP, SMALL_SIZE,
                                     Box, Drawing, Strokes, Words)
 from builder.charts.format import format_amount, format_both
 from builder.charts.layout import choose_ticks, dashed_box, make_hatch, open_spans, plan_example, with_halo
@@ -69,7 +69,7 @@ def plan_rows(spec: ChartSpec, width: float) -> Drawing:
         for segment in stack:
             x0, x1 = x_of(base), x_of(base + segment.bytes)
             tooltip = "\n".join((f"{bar.label}: {describe_segment(segment, spec.unit, spec.also_unit)}",) + segment.detail)
-            shapes.append(Box(x0, y, round(x1 - x0, 2), ROW_BAR_HEIGHT, segment.css, "tm-segment", 0.5,
+            shapes.append(Box(x0, y, round(x1 - x0, 2), ROW_BAR_HEIGHT, segment.css, "tm-segment", SEGMENT_EDGE,
                               f"bar{index}-{segment.key.replace('/', '-')}", tooltip))
             inside = inside_lines(spec, index, segment, "rows")
             if fits_inside(inside, x1 - x0, ROW_BAR_HEIGHT):

@@ -3,10 +3,10 @@ stylesheet written back, for the light and dark SVG files a reader downloads and
 (builder/figures.py).
 
 A page's copy of a chart is lean (issue 14's page weight): classes but no colours or font, the text size once on
-the root, axis-aligned steps as H and V, or h and v where shorter (builder/charts/pathdata.py), overflow hatches as
+the root, no outline width on a bar segment, axis-aligned steps as H and V, or h and v where shorter (builder/charts/pathdata.py), overflow hatches as
 a pattern. A file of its own has no stylesheet and no page weight to save, so standalone_svg undoes each of those,
 in an order that gives the same bytes as the files had when the page carried them too: steps made absolute,
-hatches drawn out, sizes and steps spelled out, then the colours and font of static/charts.css written in as
+hatches drawn out, segments' outline widths, sizes and steps spelled out, then the colours and font of static/charts.css written in as
 presentation attributes (builder/palette.py; no style="" and no <style>).
 """
 
@@ -14,30 +14,42 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ElementTree
+from dataclasses import replace
 
-from builder.charts.drawing import Strokes
+from builder.charts.drawing import SEGMENT_EDGE
 from builder.charts.layout import make_hatch
 from builder.charts.pathdata import absolute, spelled_out
-from builder.charts.svg import NS, SVG_NAMESPACE, shape_element
+from builder.charts.svg import HATCH_REFERENCE, NS, SVG_NAMESPACE, hatch_tile, hatch_width, number, shape_element
 from builder.palette import THEMES, load_stylesheet
 
 
 def draw_hatches(root: ElementTree.Element) -> None:
-    """Each patterned overflow area (svg.hatch_elements) drawn out again as its halo and hatch lines (make_hatch):
-    CairoSVG renders a pattern's tile at one pixel per unit and blurs it in the PNG's 2x."""
-    elements = list(root)
-    for pattern in (e for e in elements if e.tag == f"{NS}pattern"):
-        area = elements[elements.index(pattern) + 1]
+    """Each patterned overflow area (svg.hatch_elements: the page's pattern of its hatch width, the area moved to
+    the pattern's phase) drawn out again where it stands as its halo and hatch lines (make_hatch of the rectangle it
+    covers): a file has no page to hold the pattern, and CairoSVG renders a pattern's tile at one pixel per unit and
+    blurs it in the PNG's 2x."""
+    for area in [e for e in root if e.get("class") == "tm-overflow-area"]:
+        shift = float(re.fullmatch(r"translate\(([-\d.]+)\)", area.get("transform", "translate(0)")).group(1))
         x0, y0, x1, y1 = (float(v) for v in re.findall(r"[-\d.]+", area.get("d"))[:4])  # box_path's M x0 y0 H x1 V y1
-        lines = make_hatch(x0, y0, x1, y1)
-        index = list(root).index(pattern)
-        root.remove(pattern)
+        lines = make_hatch(round(x0 + shift, 2), y0, round(x1 + shift, 2), y1)
+        index = list(root).index(area)
         root.remove(area)
-        for offset, tile in enumerate(pattern):
-            strokes = Strokes(lines, tile.get("class"), float(tile.get("stroke-width")))
-            element = shape_element(strokes, "")
+        for offset, tile in enumerate(hatch_tile(hatch_width(HATCH_REFERENCE.fullmatch(area.get("fill")).group(1)))):
+            element = shape_element(replace(tile, lines=lines), "")
             element.tail = "\n"
             root.insert(index + offset, element)
+
+
+def spell_out_segment_edges(root: ElementTree.Element) -> None:
+    """A bar segment's outline width, which the page's stylesheet gives it (svg.is_segment_edge), written back where
+    svg.shape_element writes a box's width: after its path data."""
+    for path in root.iter(f"{NS}path"):
+        if "tm-segment" in path.get("class", "").split() and "stroke-width" not in path.attrib:
+            attributes = dict(path.attrib)
+            path.attrib.clear()
+            path.set("d", attributes.pop("d"))
+            path.set("stroke-width", number(SEGMENT_EDGE))
+            path.attrib.update(attributes)
 
 
 def spell_out_sizes(root: ElementTree.Element) -> None:
@@ -92,6 +104,7 @@ def standalone_svg(svg: str, theme: str = "light") -> str:
     root = ElementTree.fromstring(svg)
     absolute_steps(root)  # before draw_hatches, which reads a hatched box's corners
     draw_hatches(root)
+    spell_out_segment_edges(root)
     spell_out_sizes(root)
     spell_out_steps(root)
     paint_svg(root, theme)

@@ -17,20 +17,24 @@ that markup was most of the heaviest pages' weight (issue 14):
 - no colour, halo or font: the page's stylesheet (static/charts.css) gives them to each class, and its rules win
   over presentation attributes anyway, so the page rendered the same before they were left out;
 - the text size once, on the root (every text inherits it), and on a text only where it differs;
+- no stroke-width on a bar segment: the stylesheet gives each the one width (drawing.SEGMENT_EDGE);
 - an axis-aligned step of a line or of a rounded box's side as H x or V y (the point L x y names, a number shorter),
   and as h dx or v dy where that is shorter still and both ends are whole or half units (builder/charts/pathdata.py);
-- an overflow hatch as a <pattern> (one tile of its lines and their halo) filling its rectangle, the only url()
-  in the markup: the hatches' lines written out were a tenth of a page's chart markup.
+- an overflow hatch as a rectangle filled with a <pattern> (one tile of its lines and their halo), the only url()
+  in the markup: the hatches' lines written out were a tenth of a page's chart markup. The pattern is the page's,
+  written once whatever its charts (page_hatches, which builder/render.py puts at the top of <main>), one per hatch
+  width, and a rectangle is moved (translate) to where the tile's lines fall as make_hatch phases them.
 No style="" and no <style>, so a strict Content-Security-Policy holds. builder/charts/standalone.py writes all of
 that back for the light and dark files a reader downloads.
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import replace
 
-from builder.charts.drawing import FONT_SIZE, HATCH_SPACING, Box, Drawing, Strokes, Words
+from builder.charts.drawing import FONT_SIZE, HALO, HATCH_SPACING, SEGMENT_EDGE, Box, Drawing, Strokes, Words
 from builder.charts.layout import make_hatch
 from builder.charts.pathdata import relative
 
@@ -92,7 +96,7 @@ def shape_element(item: Box | Strokes, chart_id: str) -> ElementTree.Element | N
     attributes = {"d": box_path(item)}
     if not item.fill:
         attributes["fill"] = "none"
-    if item.stroke and item.line_width:
+    if item.stroke and item.line_width and not is_segment_edge(item):
         attributes["stroke-width"] = number(item.line_width)
     attributes["class"] = classes(item.fill, item.stroke if item.line_width else "")
     path = ElementTree.Element(f"{NS}path", attributes)
@@ -104,24 +108,71 @@ def shape_element(item: Box | Strokes, chart_id: str) -> ElementTree.Element | N
     return group
 
 
-def hatch_elements(halo: Strokes, hatch: Strokes, pattern_id: str) -> list[ElementTree.Element]:
-    """An overflow hatch (layout.make_hatch with its with_halo band) as a <pattern> of one HATCH_SPACING tile and
-    the rectangle it fills: the same '/' lines, phased as make_hatch phases them (x + y = x0 + y0 + k x spacing),
-    clipped to the rectangle instead of ending there. A tile of three lines instead of every line written out: the
-    hatches were a tenth of a page's chart markup (issue 14's page weight)."""
-    x0, y0, x1, y1 = hatch_box(hatch.lines)
-    tile = number(HATCH_SPACING)
-    pattern = ElementTree.Element(f"{NS}pattern", {"id": pattern_id, "patternUnits": "userSpaceOnUse",
-                                                   "x": number((x0 + y0) % HATCH_SPACING), "y": "0",
-                                                   "width": tile, "height": tile})
-    # Tile coordinates: lines u + v = 0, spacing and 2 x spacing, each drawn past the tile's edges.
-    lines = Strokes(((( -1, 1), (1, -1)), ((0, HATCH_SPACING), (HATCH_SPACING, 0)),
-                     ((HATCH_SPACING - 1, HATCH_SPACING + 1), (HATCH_SPACING + 1, HATCH_SPACING - 1))), "")
-    for strokes in (halo, hatch):
-        pattern.append(shape_element(replace(lines, stroke=strokes.stroke, line_width=strokes.line_width), ""))
-    area = ElementTree.Element(f"{NS}path", {"d": box_path(Box(x0, y0, x1 - x0, y1 - y0, "")),
-                                             "fill": f"url(#{pattern_id})", "class": "tm-overflow-area"})
-    return [pattern, area]
+def is_segment_edge(box: Box) -> bool:
+    """Whether a box is a bar segment outlined at the width the page's stylesheet gives every segment (SEGMENT_EDGE),
+    which its page markup then leaves out."""
+    return box.stroke == "tm-segment" and box.line_width == SEGMENT_EDGE
+
+
+# A page's hatch patterns: one per hatch width, named by it ('tm-hatch-1_2'), defined once by the page (page_hatches).
+HATCH_ID = "tm-hatch-"
+HATCH_REFERENCE = re.compile(r"url\(#(" + HATCH_ID + r"[0-9_]+)\)")
+
+
+def hatch_id(width: float) -> str:
+    """The page's pattern of hatch lines `width` wide (and their halo)."""
+    return HATCH_ID + number(width).replace(".", "_")
+
+
+def hatch_width(pattern_id: str) -> float:
+    """The hatch line width a pattern id names (hatch_id's inverse)."""
+    return float(pattern_id.removeprefix(HATCH_ID).replace("_", "."))
+
+
+def hatch_tile(width: float) -> list[Strokes]:
+    """The halo and the hatch of one HATCH_SPACING tile (tile coordinates: lines u + v = 0, spacing and 2 x spacing,
+    each drawn past the tile's edges), as layout.with_halo draws a hatch of this width."""
+    lines = (((-1, 1), (1, -1)), ((0, HATCH_SPACING), (HATCH_SPACING, 0)),
+             ((HATCH_SPACING - 1, HATCH_SPACING + 1), (HATCH_SPACING + 1, HATCH_SPACING - 1)))
+    return [Strokes(lines, "tm-halo", round(width + HALO, 2)), Strokes(lines, "tm-overflow-hatch", width)]
+
+
+def hatch_elements(halo: Strokes, hatch: Strokes) -> list[ElementTree.Element]:
+    """An overflow hatch (layout.make_hatch with its with_halo band) as the rectangle the page's pattern of its width
+    fills (hatch_id, page_hatches): the same '/' lines, phased as make_hatch phases them (x + y = x0 + y0 + k x
+    spacing) by moving the rectangle that far right (translate) and drawing it as far left, clipped to the
+    rectangle instead of ending there. A tile of three lines instead of every line written out: the hatches were a
+    tenth of a page's chart markup (issue 14's page weight); one tile a page, not one per hatch, was 1.3 KB of the
+    heaviest chart page's."""
+    x0, y0, x1, y1 = (float(number(v)) for v in hatch_box(hatch.lines))
+    phase = float(number((sum(hatch_box(hatch.lines)[:2])) % HATCH_SPACING))
+    attributes = {"d": box_path(Box(x0 - phase, y0, x1 - x0, y1 - y0, ""))}
+    if phase:
+        attributes["transform"] = f"translate({number(phase)})"
+    attributes |= {"fill": f"url(#{hatch_id(hatch.line_width)})", "class": "tm-overflow-area"}
+    return [ElementTree.Element(f"{NS}path", attributes)]
+
+
+def page_hatches(html: str) -> str:
+    """The hatch patterns a page's charts fill their overflow with (hatch_elements), each once, in an SVG of no size
+    of its own that shows nothing (class tm-chart, so static/charts.css paints the tiles' lines as it paints a
+    chart's); '' for a page with no hatch."""
+    ids = sorted(set(HATCH_REFERENCE.findall(html)))
+    if not ids:
+        return ""
+    ElementTree.register_namespace("", SVG_NAMESPACE)
+    root = ElementTree.Element(f"{NS}svg", {"class": "tm-chart tm-defs", "width": "0", "height": "0",
+                                            "aria-hidden": "true", "focusable": "false"})
+    defs = ElementTree.SubElement(root, f"{NS}defs")
+    for pattern_id in ids:
+        tile = number(HATCH_SPACING)
+        pattern = ElementTree.SubElement(defs, f"{NS}pattern", {"id": pattern_id, "patternUnits": "userSpaceOnUse",
+                                                                "width": tile, "height": tile})
+        for strokes in hatch_tile(hatch_width(pattern_id)):
+            path = shape_element(strokes, "")
+            path.set("d", relative(path.get("d")))
+            pattern.append(path)
+    return ElementTree.tostring(root, encoding="unicode")
 
 
 def shape_elements(items: tuple[Box | Strokes | Words, ...], chart_id: str) -> list[ElementTree.Element]:
@@ -134,7 +185,7 @@ def shape_elements(items: tuple[Box | Strokes | Words, ...], chart_id: str) -> l
         if isinstance(after, Strokes) and is_hatch(item, after):
             continue  # drawn with its hatch, next
         if isinstance(before, Strokes) and is_hatch(before, item):
-            elements += hatch_elements(before, item, f"{chart_id}-hatch{sum(e.tag == f'{NS}pattern' for e in elements)}")
+            elements += hatch_elements(before, item)
             continue
         element = shape_element(item, chart_id)
         if element is not None:
@@ -146,7 +197,8 @@ def is_hatch(halo: Box | Strokes, hatch: Box | Strokes) -> bool:
     """Whether two shapes are an overflow hatch of more than one line on its halo (with_halo's pair)."""
     return (isinstance(halo, Strokes) and isinstance(hatch, Strokes) and hatch.stroke == "tm-overflow-hatch"
             and halo.stroke == "tm-halo" and halo.lines == hatch.lines and len(hatch.lines) > 1
-            and make_hatch(*hatch_box(hatch.lines)) == hatch.lines)
+            and make_hatch(*hatch_box(hatch.lines)) == hatch.lines
+            and [halo, hatch] == [replace(tile, lines=hatch.lines) for tile in hatch_tile(hatch.line_width)])
 
 
 def hatch_box(lines: tuple[tuple[tuple[float, float], ...], ...]) -> tuple[float, float, float, float]:

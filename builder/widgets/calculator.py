@@ -616,8 +616,10 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
     """Everything model-specific the script needs, as compact JSON-ready data; the parts' sources come as HTML,
     their citations linked to the References page as the server-side rows link them."""
     return {
-        "models": {key: shape_inputs(arch) | {"n": html.escape(arch.extra.get("display", key)),
-                                              "form": arch_state(arch)} for key, arch in models.items()},
+        # Each catalog architecture as the rules read it, its name and, where its custom-architecture fields are not
+        # its own shape inputs (arch_fields), the fields that differ.
+        "models": {key: shape_inputs(arch) | {"n": html.escape(arch.extra.get("display", key))}
+                   | ({"form": arch_fields(arch)} if arch_fields(arch) else {}) for key, arch in models.items()},
         "model": model_data(source_html=html_renderer(references or {})),
         # What each precision policy sets, as the rules read it (the weights' dtype is the form's where it sets one).
         "policies": {name: full_model.policy_inputs(name) for name in PRECISIONS},
@@ -626,15 +628,11 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                         for key, value in config_inputs(Config()).items() if key in FIXED_INPUTS},
         "gpus": [[key, html.escape(display), size, html.escape(short_gpu_name(display))] for key, display, size in gpus],
         "shown": shown,
-        "defaults": defaults,
-        "modeOnly": MODE_ONLY,
-        # The form state -> the run's inputs: each control's type, then the rules (builder.widgets.calculator_state).
-        "types": CONTROL_TYPES, "form": form_rules.encode(),
-        "plain": {key: PLAIN_STATE[key] for key in MODE_ONLY},
-        # The custom-architecture controls (kept in links only for a custom model), each with the inputs it sets
-        # and whether its value is a name (else a whole number), and the inputs no control sets.
-        "arch": {control.key: [ARCH_INPUTS.get(control.key, (control.key,)), int(control.kind == "select")]
-                 for control in ARCH_CONTROLS},
+        # What the script cannot read from the form's markup, one row per control (control_table).
+        "controls": control_table(gpus, models, defaults),
+        # The form state -> the run's inputs (builder.widgets.calculator_state), and the custom architecture's
+        # inputs that no control sets.
+        "form": form_rules.encode(),
         "custom": custom_base(),
         "searches": SEARCHES, "steps": STEPS, "layout": LAYOUT, "runText": RUN_TEXT, "shardKey": KEY["zero"],
         "t": TEXTS | VERDICTS,
@@ -649,9 +647,48 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         "tags": TAGS, "chart": CHART,
         "starts": {key: {k: v for k, v in start_state(key, models, defaults["gpu"]).items()
                          if k != "gpu" and v != defaults[k]} for key, *_ in starts(models)},
-        # What a link may set (every control's values) and the words for what it could not (builder.widgets.link_notice).
-        "link": {"words": link_notice.WORDS, "keys": link_keys(gpus, models)},
+        # The words for what a link could not set (builder.widgets.link_notice; what it may set: control_table).
+        "link": {"words": link_notice.WORDS},
     }
+
+
+def control_table(gpus: list[tuple[str, str, int]], models: dict[str, Architecture],
+                  defaults: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Per control, what the script cannot read from the form's markup (issue 14, page weight), as one row where it
+    has any: a select's values in the form's order (`values`: the page sends only some of its options; the script's
+    fillChoices puts the rest back and a link may give any of them), the plain value a control of one mode counts at
+    in the other where it is not the control's default (`plain`: effective_state), and the inputs a
+    custom-architecture field sets where they are not its own name (`inputs`: ARCH_INPUTS).
+
+    The rest is the form's own markup, which static/widgets/30-calculator.js reads once (`formTable`;
+    tests/test_widgets_calculator.py holds it equal to these tables): a control's type by its input (CONTROL_TYPES:
+    a number input stepping by 1 a count, by less a number, a box, else a choice), its default by its served value
+    (the page is served in the default state), what a link may give it by a number's min, max and step, a box's 0 or
+    1 or a radio group's values (link_keys), the mode it counts in by the data-show of the part of the form that
+    shows it, when that is one of the Run choices' values (MODE_ONLY), and a custom-architecture field by the
+    custom group it sits in (ARCH_CONTROLS)."""
+    table: dict[str, dict[str, Any]] = {}
+    for _, _, controls in form_groups(gpus, models):
+        for control in controls:
+            row: dict[str, Any] = {}
+            if control.kind == "select":
+                row["values"] = [value for value, _ in control.choices]
+            if control.key in MODE_ONLY and PLAIN_STATE[control.key] != defaults[control.key]:
+                row["plain"] = PLAIN_STATE[control.key]
+            if control.key in ARCH_INPUTS:
+                row["inputs"] = list(ARCH_INPUTS[control.key])
+            if row:
+                table[control.key] = row
+    return table
+
+
+def arch_fields(arch: Architecture) -> dict[str, str]:
+    """The custom-architecture fields of a catalog architecture (arch_state) that are not what the script reads from
+    its shape inputs (the field's first input, ARCH_INPUTS, as text): a mixture of experts with no dense FFN shows
+    its experts' width."""
+    shape = shape_inputs(arch)
+    return {key: value for key, value in arch_state(arch).items()
+            if value != str(shape[ARCH_INPUTS.get(key, (key,))[0]])}
 
 
 def link_keys(gpus: list[tuple[str, str, int]], models: dict[str, Architecture]) -> dict[str, list]:

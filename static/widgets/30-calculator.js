@@ -14,14 +14,35 @@ WIDGETS.calculator = (root, D) => {
   const form = $(root, "form"), T = D.t;
   // The figure's markup: the partial's templates, drawn in place (07-live-templates.js); put(k, ...v) is a view.
   const live = liveTemplates(D.tpl), put = live.view;
+  // Each control as the form's markup describes it, read once (calculator.control_table; D.controls adds a select's
+  // values, a plain value that is not the default and a custom field's inputs): its type by its input
+  // (calculator.CONTROL_TYPES), its default by its served value, what a link may give it (calculator.link_keys), the
+  // mode it counts in by the part of the form that shows it, when that is a Run choice (calculator.MODE_ONLY), with
+  // its plain value in the other, and the custom architecture's fields with the inputs each sets and whether its
+  // value is a name (else a whole number).
+  const types = {}, defaults = {}, keys = {}, modeOnly = {}, plain = {}, arch = {}, modes = [...form.elements.mode].map((e) => e.value);
+  for (const e of form.elements) {
+    const k = e.name, row = D.controls[k] || {}, show = e.closest("[data-show]")?.dataset.show, whole = e.step == "1";
+    if (!k) continue;
+    if (e.type == "radio") {
+      (keys[k] ||= ["choice"]).push(e.value);
+      if (e.defaultChecked) defaults[k] = e.value;
+    } else if (e.type == "checkbox") [keys[k], defaults[k]] = [["choice", "0", "1"], e.defaultChecked ? "1" : "0"];
+    else if (e.type == "number") [keys[k], defaults[k]] = [whole ? ["whole", +e.min, +e.max] : ["fraction", e.min, e.max], e.defaultValue];
+    else [keys[k], defaults[k]] = [["choice", ...row.values], [...e.options].find((o) => o.defaultSelected).value];
+    types[k] = e.type == "number" ? (whole ? "count" : "number") : e.type == "checkbox" ? "box" : "choice";
+    if (modes.includes(show)) modeOnly[k] = show;
+    if (show == "custom") arch[k] = [row.inputs || [k], +(e.type != "number" && e.type != "checkbox")];
+  }
+  for (const k in modeOnly) plain[k] = D.controls[k]?.plain ?? defaults[k];
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
   // The full model (02-model.js): its estimate, checks and searches, from the rules in D.model.
   const { shapeOf, refuse, shapeChecks, estimate: priced, largest } = browserModel(D.model);
 
   // The state the model reads (calculator.effective_state): a control of the other mode counts at its plain value.
-  const effective = (st) => Object.fromEntries(Object.entries(st).map(([k, v]) => [k, (D.modeOnly[k] || st.mode) == st.mode ? v : D.plain[k]]));
-  // A control's text as its value, by its type (D.types; calculator_state.typed): a whole number, a number, a box
+  const effective = (st) => Object.fromEntries(Object.entries(st).map(([k, v]) => [k, (modeOnly[k] || st.mode) == st.mode ? v : plain[k]]));
+  // A control's text as its value, by its type (types; calculator_state.typed): a whole number, a number, a box
   // or a choice.
   const typed = (kind, text) => (kind == "count" ? (/^-?\d+$/.test(text) ? +text : 0) : kind == "number" ? +text || 0 : kind == "box" ? +(text == "1") : text);
   // The form state -> the run's inputs (calculator.config_from_state): the controls' values, then the rules that
@@ -33,11 +54,11 @@ WIDGETS.calculator = (root, D) => {
     if (!A) {
       // The custom architecture the controls describe (calculator.custom_arch), checked as Architecture does.
       A = { ...D.custom };
-      for (const [k, [names, text]] of Object.entries(D.arch)) for (const name of names) A[name] = text ? st[k] : typed("count", st[k]);
+      for (const [k, [names, text]] of Object.entries(arch)) for (const name of names) A[name] = text ? st[k] : typed("count", st[k]);
       refuse(shapeChecks, A);
     }
     const env = { [D.form.policies]: D.policies, ...shapeOf(A) };
-    for (const [k, kind] of Object.entries(D.types)) env[D.form.prefix + k] = typed(kind, st[k]);
+    for (const [k, kind] of Object.entries(types)) env[D.form.prefix + k] = typed(kind, st[k]);
     const all = formRules.reduce((e, rules) => rules(e), env), run = {};
     for (const k of D.form.inputs) run[k] = look(all, k);
     return { A, train: st.mode == "train", gpus: look(all, D.form.gpus), run };
@@ -140,7 +161,7 @@ WIDGETS.calculator = (root, D) => {
   const fixes = (st, capacity) => {
     const candidates = D.fixes.candidates[st.mode], form = {};
     // calculator_state.typed_values: each control's value, by its type.
-    for (const [k, kind] of Object.entries(D.types)) if (k in st) form[k] = typed(kind, st[k]);
+    for (const [k, kind] of Object.entries(types)) if (k in st) form[k] = typed(kind, st[k]);
     const measure = ({ entry, value }) => needOf(trialState(st, candidates[entry], value)) ?? D.fixes.refused;
     return suggest(measure, { candidates, form, capacity }).map(({ entry, value }) => {
       const fix = candidates[entry], to = trialState(st, fix, value);
@@ -251,20 +272,21 @@ WIDGETS.calculator = (root, D) => {
   const save = stateWriter(root.id);
   // calculator.link_state: what a link carries (the values that differ from the defaults; the custom architecture's
   // fields only for a custom model, by key in sorted order), and a suggestion's link (00-core.js readState reads it).
-  const linked = (st) => Object.fromEntries(Object.entries(st).sort(([a], [b]) => (a < b ? -1 : a > b)).filter(([k, v]) => v != D.defaults[k] && (st.model == "custom" || !(k in D.arch))));
+  const linked = (st) => Object.fromEntries(Object.entries(st).sort(([a], [b]) => (a < b ? -1 : a > b)).filter(([k, v]) => v != defaults[k] && (st.model == "custom" || !(k in arch))));
   const href = (st) => "?" + new URLSearchParams(Object.entries(linked(st)).map(([k, v]) => [root.id + "." + k, v]));
   const set = (k, v) => {
     const e = control(k);
     if (e.type == "checkbox") e.checked = v == "1"; else if (e.value !== v) e.value = v;
   };
   const update = (event) => {
-    // Picking a catalog model fills the custom fields with its shape (calculator.arch_state): a custom model starts from it.
+    // Picking a catalog model fills the custom fields with its shape (calculator.arch_state: each field's first
+    // input, or the model's own form where that differs, calculator.arch_fields): a custom model starts from it.
     const A = event && event.target.name == "model" && D.models[event.target.value];
-    if (A) for (const k in A.form) set(k, A.form[k]);
+    if (A) for (const [k, [names]] of Object.entries(arch)) set(k, A.form?.[k] ?? String(A[names[0]]));
     // A named starting point (calculator.STARTS) sets the form; changing any other setting leaves it.
     const start = event && event.target.name == "start" && D.starts[event.target.value];
     if (start) {
-      for (const [k, v] of Object.entries({ ...D.defaults, ...start })) if (k != "gpu") set(k, v);
+      for (const [k, v] of Object.entries({ ...defaults, ...start })) if (k != "gpu") set(k, v);
     } else if (event && event.target.name && event.target.name != "start") set("start", "");
     const st = read();
     save(linked(st));
@@ -272,8 +294,8 @@ WIDGETS.calculator = (root, D) => {
   };
   // The selects' other options (calculator.page_choices): a catalog model or GPU named as the data names it.
   const names = { model: (v) => D.models[v]?.n, gpu: (v) => D.gpus.find((g) => g[0] == v)?.[1] };
-  for (const select of $$(form, "select")) fillChoices(select, D.link.keys[select.name].slice(1), names[select.name]);
-  const { taken, refused } = checkLink(readState(root.id), D.link.keys);
+  for (const select of $$(form, "select")) fillChoices(select, keys[select.name].slice(1), names[select.name]);
+  const { taken, refused } = checkLink(readState(root.id), keys);
   for (const [k, v] of Object.entries(taken)) set(k, v);
   linkNotice(root, D.link.words, refused);
   form.addEventListener("input", update);

@@ -70,9 +70,18 @@ READ = """async (selector) => {
 }"""
 
 
+# The state the form is served in (the widget's defaults: the script reads them from the markup too, issue 14), from
+# the controls' default values, whatever the script or a link has set since.
+SERVED = """(selector) => Object.fromEntries([...document.querySelector(selector + ' form').elements]
+  .filter(e => e.name && (e.type !== 'radio' || e.defaultChecked)).map(e => [e.name, e.type === 'checkbox'
+    ? (e.defaultChecked ? '1' : '0') : e.tagName === 'SELECT' ? [...e.options].find(o => o.defaultSelected).value
+    : e.defaultValue]))"""
+
+
 def widget_data(page) -> dict:
-    """The JSON the server embedded for the calculator."""
-    return json.loads(page.locator(f"{WIDGET} script[type='application/json']").text_content())
+    """The JSON the server embedded for the calculator, with the widget's defaults as its form is served."""
+    data = json.loads(page.locator(f"{WIDGET} script[type='application/json']").text_content())
+    return data | {"defaults": page.evaluate(SERVED, WIDGET)}
 
 
 def set_state(page, changes: dict[str, str]) -> dict:
