@@ -528,9 +528,10 @@ def test_capacity_lines_are_dashed_and_labelled_with_usable_memory():
 
 
 def overflow_marks(root: ElementTree.Element) -> tuple[list[str], int]:
-    """The DOESN'T FIT texts and the number of hatched areas (each filled with the page's hatch pattern)."""
+    """The DOESN'T FIT texts and the number of hatches: areas filled with the page's hatch pattern, and hatches of
+    one line (a sliver of overflow), which are drawn as that line."""
     marks = [t for t in strings_of(root) if "DOESN'T FIT" in t]
-    hatches = [p for p in root.iter(f"{SVG}path") if p.get("class") == "tm-overflow-area"]
+    hatches = [p for p in root.iter(f"{SVG}path") if p.get("class") in ("tm-overflow-area", "tm-overflow-hatch")]
     return marks, len(hatches)
 
 
