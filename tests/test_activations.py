@@ -158,3 +158,47 @@ def test_lora_drops_weight_gradient_saves_and_adds_adapter_saves():
     # The frozen output layer and final norm weight need no inputs for weight gradients either:
     # only the final RMSNorm's fp32 input and rsqrt stay.
     assert lora.get("activations/final_norm") == 4 * s * h + 4 * s
+
+
+def _moe_parts(arch, **knobs):
+    b = estimate(Config(model=arch, seq_len=4096, attention="flash", **knobs))
+    return {g: b.get(f"activations/{g}") / arch.layers for g in ("mlp", "router")}
+
+
+def test_megatron_moe_counts_top_k_routed_tokens_and_the_router():
+    # Megatron-LM's MoE layer at commit d98e8a6, its defaults (oplists.MEGATRON_MOE_BLOCK): per token and layer, bf16,
+    # Mixtral 8x7B (h 4096, expert f 14336, E 8, K 2), tp = ep = 1, 4096 tokens.
+    # mlp: the router's saved input h (moe_utils.py RouterGatingLinearFunction: save_for_backward(inp, ...)), the
+    #   permuted copies K x h (experts.py SequentialMLP -> mlp.py MLP linear_fc1 input), the weighted fused SwiGLU's
+    #   input K x 2f and routing weight K (fused_bias_swiglu.py WeightedSwiGLUFunction: save_for_backward(input,
+    #   weights)), the second linear's input K x f: 2 x (4096 + 8192 + 57344 + 2 + 28672) = 196,612 B (192.0 KiB).
+    # router: top-k indices 8K, top-k softmax 4K (moe_utils.py topk_routing_with_score_function), aux-loss softmax 4E
+    #   (compute_routing_scores_for_aux_loss), masked_select's routing weights 2E and bool map E
+    #   (token_dispatcher.py MoEAllGatherTokenDispatcher.dispatch_postprocess), permute's int64 indices 8K: 96 B.
+    # The dense Megatron block gave 92 KiB (one expert's MLP, no router): an understatement by 100 KiB per token-layer.
+    arch = MODELS["mixtral-8x7b"]
+    tokens, h, f, E, K = 4096, arch.hidden, arch.n_expert_ffn, arch.experts, arch.top_k
+    assert (h, f, E, K) == (4096, 14336, 8, 2)
+    megatron = _moe_parts(arch, implementation="megatron")
+    assert megatron["mlp"] == tokens * 2 * (h + K * h + 3 * K * f + K) == tokens * 196_612
+    assert megatron["router"] == tokens * (8 * K + 4 * K + 4 * E + 2 * E + E + 8 * K) == tokens * 96
+    # tp 2 with sequence parallelism, ep 2: the router reads T/t tokens; the dispatcher gathers T x ep over tp x ep and
+    # keeps E/ep experts' columns (T x E entries), T x K routed tokens on average; the expert width divides by tp.
+    split = _moe_parts(arch, implementation="megatron", tp=2, sequence_parallel=True, ep=2, dp=2)
+    assert split["mlp"] == tokens * 2 * (h / 2 + K * h + 3 * K * f / 2 + K) == tokens * 104 * 1024 + tokens * 4
+    assert split["router"] == tokens * ((8 * K + 4 * K + 4 * E) / 2 + 2 * E + E + 8 * K) == tokens * 68
+    # The transformers and torchtune op lists do not move (Mixtral: 264 KiB and 56 B per token-layer, as before).
+    for impl in ("hf", "torchtune"):
+        assert _moe_parts(arch, implementation=impl) == {"mlp": tokens * 264 * 1024, "router": tokens * 56}
+
+
+def test_megatron_moe_shared_experts_and_tp_without_sp():
+    # DeepSeek-V2-Lite: 2 shared experts of 1408 (shared_experts.py SharedExpertMLP, one MLP of 2816, fused SwiGLU:
+    # 2 x 2816 + 2816 saved per token beside the routed experts' rows).
+    arch = MODELS["deepseek-v2-lite"]
+    tokens, h, f, K, g = 4096, arch.hidden, arch.n_expert_ffn, arch.top_k, arch.shared_experts * arch.n_expert_ffn
+    megatron = _moe_parts(arch, implementation="megatron")
+    assert megatron["mlp"] == tokens * 2 * (h + K * h + 3 * K * f + K + 3 * g)
+    # moe_layer.py MoELayer.forward: training over tp > 1 ranks without sequence parallelism raises.
+    with pytest.raises(ValueError, match="sequence parallelism"):
+        estimate(Config(model=MODELS["mixtral-8x7b"], implementation="megatron", tp=2, seq_len=4096))

@@ -51,6 +51,13 @@ HF_CODE = (Cite("transformers-5-23", "modeling code") + ", " + Cite("pytorch-2-1
 TORCHTUNE_CODE = (Cite("transformers-5-23", "op lists") + "; "
                   + Cite("torchtune-attention", "torchtune/modules/attention.py L284-290") + ": K, V copied to all heads")
 CHEN = Cite("chen2016", "section 3")
+# Megatron-LM's MoE layer (oplists.MEGATRON_MOE_BLOCK): its defaults, dropless, routing balanced.
+MEGATRON_MOE = (Cite("megatron-d98e8a6", "megatron/core/transformer/moe/ router.py TopKRouter, moe_utils.py "
+                     "RouterGatingLinearFunction and permute, token_dispatcher.py MoEAllGatherTokenDispatcher, "
+                     "experts.py SequentialMLP")
+                + " and " + Cite("megatron-d98e8a6", "megatron/core/fusions/fused_bias_swiglu.py WeightedSwiGLUFunction")
+                + " (defaults: dropless, allgather dispatcher, unfused permute, aux loss counted as on; routing "
+                  "balanced, T x top_k routed tokens per GPU)")
 MEGATRON_BLOCK = (Cite("megatron-767a8a8", "megatron/core/transformer/transformer_block.py _checkpointed_forward")
                   + " (recompute_method 'block': the first recompute_num_layers layers of each pipeline stage)")
 OFFLOAD = (Cite("torchtune-0-6", "torchtune/training/_activation_offloading.py OffloadActivations") + " (saved tensors "
@@ -84,6 +91,8 @@ OP_SYMBOLS = {
     "op_E": sym("experts"),
     "op_K": sym("top_k"),
     "op_r": sym("lora_rank"),
+    # The shared experts of an MoE layer as one MLP (Megatron-LM's moe_shared_expert_intermediate_size), tensor parallel.
+    "op_g": sym("shared_experts") * sym("expert_ffn") // TP,
 }
 
 
@@ -152,6 +161,7 @@ def _conditions() -> dict[str, Expr]:
         **{f"lora_{target}": rule for target, rule in lora.items()},
         **{f"lora_in_{target}": own_input(target) for target in LORA_TARGETS},
         "lora_dropout": both(sym("lora_rank") > 0, lora_dropout), "lora_frozen_o": sym("lora_rank") > 0,
+        "shared_experts": sym("shared_experts") > 0,
     }
 
 
@@ -161,7 +171,7 @@ assert set(CONDITION_RULES) == set(oplists.CONDITIONS), set(CONDITION_RULES) ^ s
 # Which op list describes one block.
 # Compiled transformers layers (torch.compile) have op lists of their own (oplists.HF_*_COMPILED).
 COMPILED = sym("compile")
-BLOCK = when(eq(sym("implementation"), "megatron"), "megatron",
+BLOCK = when(eq(sym("implementation"), "megatron"), when(sym("experts") > 0, "megatron-moe", "megatron"),
              when(eq(sym("norm"), "layernorm"), when(COMPILED, "hf-gpt2-compiled", "hf-gpt2"),
                   when(sym("experts") > 0, "hf-mixtral", when(COMPILED, "hf-llama-compiled", "hf-llama"))))
 
@@ -233,7 +243,9 @@ LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), isin(sym("implementation"), "h
 # The conditions (holds_<name>), the block and the dtype sizes: what a run's shape and settings decide, not its
 # sizes, so a search over batch or sequence length derives them once.
 OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in CONDITION_RULES.items()}, "block": BLOCK,
-                                 "op_source": when(eq(sym("implementation"), "megatron"), KORTHIKANTI,
+                                 "op_source": when(eq(sym("implementation"), "megatron"),
+                                                   when(sym("experts") > 0, KORTHIKANTI + "; " + MEGATRON_MOE,
+                                                        KORTHIKANTI),
                                                    when(eq(sym("implementation"), "torchtune"), TORCHTUNE_CODE,
                                                         HF_CODE)),
                                  "act_bytes": bytes_of(sym("activation_dtype")),

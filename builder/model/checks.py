@@ -94,6 +94,12 @@ CHECKS: tuple[Check, ...] = (
     Check(both(ARCH, sym("ep") > 1, either(negate(sym("experts")), mod(sym("experts"), sym("ep")))),
           fmt("ep: {0} must divide the experts of an MoE model ({1} has {2})", sym("ep"), sym("model_name"),
               sym("experts"))),
+    # Megatron-LM refuses to train an MoE layer over tensor-parallel ranks without sequence parallelism
+    # (megatron/core/transformer/moe/moe_layer.py MoELayer.forward raises a ValueError, commit d98e8a6).
+    Check(both(ARCH, eq(sym("mode"), "train"), eq(sym("implementation"), "megatron"), sym("experts") > 0,
+               sym("tp") > 1, negate(sym("sequence_parallel"))),
+          fmt("sequence_parallel: Megatron-LM trains a mixture-of-experts layer over tp = {0} ranks only with "
+              "sequence parallelism on (MoELayer.forward raises otherwise)", sym("tp"))),
     Check(both(ARCH, sym("ep") > 1, mod(sym("dp"), sym("ep"))),
           fmt("ep: expert parallelism is carved out of data parallelism: {0} must divide dp {1}", sym("ep"),
               sym("dp"))),

@@ -13,7 +13,8 @@ Each row is (group, op, coefficient, shape, dtype, condition, core):
 Symbols (per GPU, one micro-batch): T tokens (b x s), Tr tokens in TP-replicated regions
 (T / t under sequence parallelism, else T), b micro-batch, s query tokens (after context
 parallelism), S keys per query, h hidden, a query heads (/t), k KV heads (max(1, k/t)),
-d head dim, f MLP inner width (/t), V vocabulary rows (/t), E experts, K top-k, r LoRA rank.
+d head dim, f MLP inner width (/t), V vocabulary rows (/t), E experts, K top-k, r LoRA rank, g the shared experts'
+inner width together (/t; DeepSeek-style shared experts).
 
 Because they are data, the same rows are evaluated by builder.model.activations, shown
 on the Activations page, compared with measurements (builder.validate) and shipped to the
@@ -106,6 +107,7 @@ CONDITIONS = {
        for t in ("q", "k", "v", "o", "gate", "up", "down")},
     "lora_dropout": "LoRA dropout is on (PEFT lora_dropout > 0)",
     "lora_frozen_o": "LoRA training: the output projection's base weight is frozen",
+    "shared_experts": "the MoE layer has shared experts every token passes through (DeepSeek-style)",
 }
 
 def _fp32_under_autocast(group: str, op: str, coefficient: int, shape: str, condition: str = "") -> tuple[Row, Row]:
@@ -191,7 +193,7 @@ MLP_INNER = (
 
 # Megatron GPT block, Korthikanti et al. 2022 section 4.1 (LayerNorm statistics neglected
 # as in the paper). With a GeLU 4h MLP and dropout this sums to sbh(34 + 5as/h).
-MEGATRON_BLOCK = (
+_MEGATRON_ATTENTION = (
     Row("norms", "LayerNorm 1 input", 1, "Tr h", "act"),
     Row("attention", "QKV projection input", 1, "Tr h", "lin", "grad_qkv"),
     Row("attention", "Q for QK^T", 1, "T a d", "act"),
@@ -202,8 +204,76 @@ MEGATRON_BLOCK = (
     Row("attention", "output projection input, quantised copy", 1, "T a d", "lin", "grad_o&o_input_quantised"),
     Row("dropout", "attention output dropout mask", 1, "Tr h", "bool", "dropout"),
     Row("norms", "LayerNorm 2 input", 1, "Tr h", "act"),
+)
+MEGATRON_BLOCK = (
+    *_MEGATRON_ATTENTION,
     Row("mlp", "first MLP linear input", 1, "Tr h", "lin", "grad_mlp_in"),
     *MLP_INNER,
+    Row("dropout", "MLP output dropout mask", 1, "Tr h", "bool", "dropout"),
+    *LORA,
+)
+
+# Megatron-LM's MoE layer (megatron/core/transformer/moe/, commit d98e8a6), with its defaults: dropless
+# (moe_expert_capacity_factor None), softmax top-k routing in the input's dtype (moe_router_dtype None,
+# moe_router_pre_softmax False, moe_router_fusion False), the allgather token dispatcher
+# (moe_token_dispatcher_type 'allgather', moe_permute_fusion False), SequentialMLP experts (moe_grouped_gemm False)
+# with the expert tensor-parallel size equal to tp (training/arguments.py: expert_tensor_parallel_size defaults to
+# tensor_model_parallel_size), the fused SwiGLU on (bias_activation_fusion). Per GPU and micro-batch:
+# - moe_layer.py MoELayer.forward: the router reads the local Tr tokens (sequence parallelism is required with tp > 1
+#   in training; a ValueError otherwise).
+# - moe_utils.py RouterGatingLinearFunction.forward: ctx.save_for_backward(inp, weight, bias): the pre-MLP norm's
+#   output (the shared experts' first linear reads the same tensor).
+# - moe_utils.py topk_routing_with_score_function: torch.topk(logits, k) (TopkBackward0 keeps the int64 indices, the
+#   same tensor the scatter into the routing probabilities keeps), then torch.softmax(scores, dtype=float32)
+#   (SoftmaxBackward0 keeps its fp32 [Tr, K] output) cast back to the logits' dtype.
+# - router.py TopKRouter.routing with an aux loss on (--moe-aux-loss-coeff > 0; the default 0.0 turns it off, Megatron-
+#   LM's examples/mixtral/train_mixtral_8x7b_distributed.sh sets 1e-2): compute_routing_scores_for_aux_loss's
+#   softmax over every expert, fp32 [Tr, E], kept by its backward. Counted as on: an overstatement of 4E bytes per
+#   token when it is off.
+# - token_dispatcher.py MoEAllGatherTokenDispatcher: token_dispatch all-gathers the tokens, the routing map and the
+#   routing probabilities over the tp x ep ranks (no tensor saved: the gather's backward is a reduce-scatter);
+#   dispatch_postprocess keeps the local experts' columns, E/ep of them, of T x ep gathered tokens (T x E entries) and
+#   masked_select (MaskedSelectBackward0 keeps its input, in the logits' dtype, and the bool mask) picks the routed
+#   tokens' weights; moe_utils.py permute (unfused) copies each routed token with index_select (IndexSelectBackward0
+#   keeps the int64 indices, which the dispatcher also keeps for unpermute). Its scatter_add keeps only those indices.
+# - Routed tokens per GPU: the ep ranks' T x ep tokens, top-k each, over E/ep of the experts: T x K, with routing
+#   balanced (real routing is uneven; the busiest GPU holds more).
+# - experts.py SequentialMLP.forward -> transformer/mlp.py MLP.forward(per_token_scale=probs): the first linear keeps
+#   its input (the permuted copy, T x K x h), fused_bias_swiglu.py WeightedSwiGLUFunction.forward
+#   ctx.save_for_backward(input, weights) keeps the first linear's 2f-wide output and the routing weight, the second
+#   linear keeps its f-wide input. A GeLU expert cannot use the fused kernel with a routing weight (MLP.forward raises
+#   unless bias_activation_fusion is off): gelu keeps its input, the weighting product its output and the weight.
+# - shared_experts.py SharedExpertMLP (moe_shared_expert_intermediate_size = shared experts x their width, tensor
+#   parallel like a dense MLP): the dense MLP's rows at width g.
+_MEGATRON_MOE = (
+    Row("mlp", "MoE layer input, the pre-MLP norm output (saved by the router's gating linear and the shared "
+               "experts' first linear)", 1, "Tr h", "act"),
+    Row("router", "router top-k expert indices (int64, saved by topk and the scatter)", 1, "Tr K", "int64"),
+    Row("router", "router softmax over the top-k logits (fp32)", 1, "Tr K", "fp32"),
+    Row("router", "router softmax over every expert for the load-balancing loss (fp32; counted as on)", 1, "Tr E",
+        "fp32"),
+    Row("router", "routing weights of the local experts for every gathered token (saved by masked_select)", 1, "T E",
+        "act"),
+    Row("router", "routing map of the local experts for every gathered token (bool, saved by masked_select)", 1,
+        "T E", "bool"),
+    Row("router", "permutation indices of the routed tokens (int64, saved by index_select and kept for unpermute)",
+        1, "T K", "int64"),
+    Row("mlp", "expert first linear input: the permuted copy of every routed token", 1, "T K h", "lin",
+        "grad_mlp_in"),
+    Row("mlp", "expert first linear output, gate and up (saved by the fused weighted SwiGLU)", 2, "T K f", "act",
+        "swiglu"),
+    Row("mlp", "expert GeLU input", 1, "T K f", "act", "gelu_fused"),
+    Row("mlp", "expert GeLU output (saved by the product with the routing weight)", 1, "T K f", "act", "gelu_fused"),
+    Row("mlp", "routing weight of every routed token (saved by the weighted activation)", 1, "T K", "act"),
+    Row("mlp", "expert second linear input (the weighted activation output)", 1, "T K f", "lin", "grad_mlp_out"),
+    Row("mlp", "shared experts' first linear output, gate and up (saved by the fused SwiGLU)", 2, "T g", "act",
+        "shared_experts&swiglu"),
+    Row("mlp", "shared experts' GeLU input", 1, "T g", "act", "shared_experts&gelu_fused"),
+    Row("mlp", "shared experts' second linear input", 1, "T g", "lin", "shared_experts&grad_mlp_out"),
+)
+MEGATRON_MOE_BLOCK = (
+    *_MEGATRON_ATTENTION,
+    *_MEGATRON_MOE,
     Row("dropout", "MLP output dropout mask", 1, "Tr h", "bool", "dropout"),
     *LORA,
 )
@@ -386,6 +456,7 @@ HF_LLAMA_BLOCK_COMPILED = (
 
 BLOCKS = {
     "megatron": MEGATRON_BLOCK,
+    "megatron-moe": MEGATRON_MOE_BLOCK,
     "hf-gpt2": HF_GPT2_BLOCK,
     "hf-llama": HF_LLAMA_BLOCK,
     "hf-mixtral": HF_MIXTRAL_BLOCK,
@@ -599,6 +670,8 @@ _SOFTMAX_BACKWARD = _with_grads(_softmax_backward(False), _BLOCK_GRADS)
 _FP32_SOFTMAX_BACKWARD = _with_grads(_softmax_backward(True), _BLOCK_GRADS)
 MOMENTS = {
     "megatron": (_softmax_forward(False, False), _SOFTMAX_BACKWARD, *_DENSE_MOMENTS),
+    # Megatron-LM's MoE layer: as transformers' Mixtral, its experts' own backward is not a moment here.
+    "megatron-moe": (_softmax_forward(False, False), _with_grads(_softmax_backward(False), _MOE_GRADS)),
     "hf-gpt2": (_softmax_forward(False, True), _MASK_ADD_UNDER_AUTOCAST, *_GPT2_MLP_FORWARD, _SOFTMAX_BACKWARD,
                *_DENSE_MOMENTS),
     "hf-llama": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _LLAMA_MLP_FORWARD, _FP32_SOFTMAX_BACKWARD,
@@ -613,7 +686,8 @@ MOMENTS = {
 }
 
 # Every weight gradient of one layer (what the first layer's moments have not made yet is the rest).
-LAYER_GRADS = {name: _QKV_GRADS + (_MOE_GRADS if name == "hf-mixtral" else _BLOCK_GRADS) for name in MOMENTS}
+LAYER_GRADS = {name: _QKV_GRADS + (_MOE_GRADS if name in ("hf-mixtral", "megatron-moe") else _BLOCK_GRADS)
+               for name in MOMENTS}
 
 # Made by the output layer's backward before any layer's: the weight gradients of the head and final norm.
 HEAD_GRADS = _layer_grads(Row("", "output layer weight gradient", 1, "V h", "grad", "grad_head"),

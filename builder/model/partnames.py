@@ -41,6 +41,7 @@ PART_NAMES: dict[str, str] = {
     # Optimizer (states, step)
     "optimizer/master": "Master weights",
     "optimizer/master_grads": "Gradients copied to fp32 for the step",
+    "optimizer/grad_partition_fp32": "Gradient partition flattened and cast to fp32 for the step",
     "optimizer/adam_m": "Adam first moment",
     "optimizer/adam_v": "Adam second moment",
     "optimizer/momentum": "Momentum",

@@ -40,14 +40,15 @@ from builder.model import dequant, oplists
 from builder.model.activations import LAYER_GROUPS, per_token
 from builder.model.cite import Cite
 from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, floor, fmt, get, isin, maximum,
-                                negate, ne, row, sym, table, top, total, when, within)
+                                minimum, negate, ne, row, sym, table, top, total, when, within)
 from builder.model.optimizers import (FOREACH_ADAFACTOR, FOREACH_ADAM, FOREACH_LION, IN_BACKWARD, LOOP_SOURCE,
                                       OPTIMIZER_STEP)
 from builder.model.gradbuffers import KEPT_PARTS, SYMBOLS as GRAD_BUFFERS
 from builder.model.overheads import OVERHEADS
 from builder.model.paging import CODE_SHARE, PAGED, PAGED_IN_NOTE, PAGED_PARTS
-from builder.model.partrules import PartRule, RuleSet
+from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.states import SHARDING
+from builder.model.buckets import DEEPSPEED_ZERO
 
 LOSS = (Cite("transformers-loss", "src/transformers/loss/loss_utils.py ForCausalLMLoss") + " (logits.float(), "
         "transformers 5.23) and " + Cite("pytorch-2-13", "log_softmax / nll_loss backward")
@@ -189,6 +190,53 @@ RECOMPUTED_AT_END = both(negate(sym("moment_first_layer_backward")),
                          _part("activations/recompute_working_layer") > TIED_TEMPORARIES)
 
 
+# DeepSpeed ZeRO's step with the optimizer on the GPU: for each parameter group (stages 1 and 2) or sub-group (stage 3)
+# it flattens the group's gradient partition into a new tensor, casts that to fp32 for the optimizer, frees the flat
+# copy, steps and frees the fp32 gradient (DeepSpeed edaa722 deepspeed/runtime/zero/stage_1_and_2.py step:
+# flat_grad_partition = self.flatten(self.averaged_gradients[i]); single_grad_partition = flat_grad_partition.to(
+# self.single_partition_of_fp32_groups[i].dtype); del flat_grad_partition; ... self.single_partition_of_fp32_groups[
+# i].grad = None; stage3.py _prepare_fp32_grad_for_sub_group: self.flatten(self.averaged_gradients[sub_group_id]).to(
+# self.fp32_partitioned_groups_flat[sub_group_id].dtype), freed by _release_sub_group). A stage 3 sub-group closes once
+# its parameters' partitions reach sub_group_size (stage3.py _create_fp16_sub_groups; config.py sub_group_size
+# pp_int(1e9)), so it holds at most sub_group_size + one parameter's partition. The gradient partition's elements, per
+# pipeline stage: the stage's master part over bytes(master dtype) where there is one, else its gradients part over
+# bytes(grad dtype) (under ZeRO-1, whose gradients are whole, over the optimizer's ranks: an expert's share is taken as
+# a dense one's there). The gradients are in grad_accum_dtype under ZeRO-3 when one is set (stage3.py
+# grad_partitions_flat_buffer), else in the gradient dtype; already fp32, .to() makes no copy.
+DEEPSPEED_STEP_GRADS = (Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage_1_and_2.py step")
+                        + ": the flat gradient partition and its fp32 cast, one parameter group at a time; "
+                        + Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage3.py _prepare_fp32_grad_for_sub_group")
+                        + ": the same per sub-group, up to sub_group_size (1e9, config.py) elements")
+DEEPSPEED_SUB_GROUP = 10**9
+_DS_GRAD_DTYPE = when(both(eq(sym("shard_stage"), 3), sym("grad_accum_dtype")), sym("grad_accum_dtype"),
+                      sym("grad_dtype"))
+_DS_PARTITION = when(_part("optimizer/master") > 0, _part("optimizer/master") / bytes_of(sym("master_dtype")),
+                     _part("gradients") / bytes_of(_DS_GRAD_DTYPE)
+                     / when(sym("shard_stage") < 2, sym("optimizer_ranks"), 1))
+_DS_ELEMENTS = when(eq(sym("shard_stage"), 3),
+                    minimum(_DS_PARTITION, DEEPSPEED_SUB_GROUP + sym("largest_tensor") / sym("optimizer_ranks")),
+                    _DS_PARTITION)
+_DS_BYTES = bytes_of(_DS_GRAD_DTYPE) + when(eq(_DS_GRAD_DTYPE, "fp32"), 0, 4)
+
+
+def _deepspeed_step_grads() -> PartRule:
+    """DeepSpeed ZeRO's flat gradient partition and its fp32 cast, made and freed inside its step."""
+    return PartRule("optimizer/grad_partition_fp32", _DS_ELEMENTS * _DS_BYTES,
+                    when(eq(sym("shard_stage"), 3),
+                         when(eq(_DS_GRAD_DTYPE, "fp32"), "min(N, sub_group_size) x 4 B",
+                              "min(N, sub_group_size) x (bytes(grad) + 4 B)"),
+                         when(eq(_DS_GRAD_DTYPE, "fp32"), "N x 4 B", "N x (bytes(grad) + 4 B)")),
+                    DEEPSPEED_STEP_GRADS,
+                    PerUnit(_DS_BYTES, "param", when(eq(_DS_GRAD_DTYPE, "fp32"), "flat fp32 copy",
+                                                     fmt("flat {0} copy + fp32 cast", _DS_GRAD_DTYPE))),
+                    "one parameter group (stage 3: sub-group) at a time, counted as the whole partition (stage 3: up "
+                    "to sub_group_size + one parameter's partition); the flat copy is freed before the optimizer "
+                    "runs, so beside the step's own temporaries this is an upper bound by it",
+                    when=both(DEEPSPEED_ZERO, FULL_TUNING, negate(isin(sym("offload"), "optimizer", "both")),
+                              negate(sym("in_backward")), negate(sym("master_grads")), negate(sym("msamp"))),
+                    transient=True)
+
+
 def _stepping_in_backward() -> PartRule:
     """The temporaries of one parameter's step, run inside backward (a moment of backward's own)."""
     return PartRule("optimizer/step_temporaries", sym("loop_temporaries"), "k x largest tensor x bytes(state dtype)",
@@ -290,6 +338,7 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
     ),
     # builder.model.optimizers: what each optimizer's step allocates, by implementation (fused: nothing).
     "optimizer_step": (
+        _deepspeed_step_grads(),
         PartRule("optimizer/step_temporaries", _part("optimizer/adam_v"), "one second-moment-sized tensor",
                  FOREACH_ADAM, "as the second moment", "torch.optim foreach; fused optimizers have none",
                  when=both(eq(STEP_IMPL, "foreach"), isin(sym("optimizer"), "adam", "adamw")), transient=True),
