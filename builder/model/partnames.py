@@ -41,7 +41,7 @@ PART_NAMES: dict[str, str] = {
     # Optimizer (states, step)
     "optimizer/master": "Master weights",
     "optimizer/master_grads": "Gradients copied to fp32 for the step",
-    "optimizer/grad_partition_fp32": "Gradient partition flattened and cast to fp32 for the step",
+    "optimizer/grad_partition_fp32": "Gradient partition cast to fp32",
     "optimizer/adam_m": "Adam first moment",
     "optimizer/adam_v": "Adam second moment",
     "optimizer/momentum": "Momentum",
@@ -64,7 +64,7 @@ PART_NAMES: dict[str, str] = {
     "activations/logits_fp32": "Logits in fp32",
     "activations/loss_chunk": "Loss chunk",
     "activations/final_hidden_fp32": "Final hidden states in fp32",
-    "activations/embedding_outputs": "Embedding outputs held by the model's forward",
+    "activations/embedding_outputs": "Held embedding outputs",
     "activations/loss_grads": "Loss gradients",
     "activations/checkpoint": "Layer checkpoints",
     "activations/offloaded": "Offloaded activations",
@@ -82,8 +82,8 @@ PART_NAMES: dict[str, str] = {
     "comm/reused_params": "Parameters kept for reuse",
     "comm/unsharded_grads": "Unsharded gradients",
     "comm/reduce_bucket": "Gradient reduce bucket",
-    "comm/reduce_scatter_input": "Previous block's reduce-scatter input",
-    "comm/root_grads": "Root unit's unsharded gradients",
+    "comm/reduce_scatter_input": "Reduce-scatter input",
+    "comm/root_grads": "Root unit gradients",
     # Saving a checkpoint (checkpoint)
     "checkpoint/state_dict_copies": "State dict copies",
     "checkpoint/gathered_units": "Units gathered for the save",
