@@ -74,8 +74,10 @@ def crossings(root: ElementTree.Element) -> list[str]:
 
 
 def page_charts(html: str) -> list[ElementTree.Element]:
-    """Every chart SVG (wide and narrow) inlined in a page."""
-    return [svg_element(m.group()) for m in re.finditer(r'<svg[^>]*class="tm-chart[^"]*".*?</svg>', html, re.S)]
+    """Every chart SVG (wide and narrow) inlined in a page (not the page's hatch patterns, class tm-defs, which
+    draw nothing)."""
+    return [svg_element(m.group()) for m in re.finditer(r'<svg[^>]*class="tm-chart[^"]*".*?</svg>', html, re.S)
+            if "tm-defs" not in m.group().split(">", 1)[0]]
 
 
 # --- Seed 003's numbers, as the model works them out ------------------------------------------------------------
