@@ -191,10 +191,10 @@ def random_states(defaults: dict[str, str], count: int) -> list[dict[str, str]]:
 def measure_states(page, throttle, site: Path) -> dict:
     """The calculator over random states: p50/p95/max ms from the change event to the updated DOM, unthrottled and
     throttled; or why it cannot run (the states come from tests/browser/test_parity.py's strategy)."""
-    import json
+    from tests.browser.test_widget_calculator import widget_data
 
     page.goto((site / "calculator.html").as_uri())
-    data = json.loads(page.locator("[data-widget=calculator] script[type='application/json']").text_content())
+    data = widget_data(page)  # the defaults as the form is served (the data no longer sends them)
     try:
         states = random_states(data["defaults"], RANDOM_STATES)
     except ImportError as error:
