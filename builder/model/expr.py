@@ -609,11 +609,16 @@ def evaluate(expr: Expr, env: Mapping[str, Value]) -> Value:
     return (expr._fn or compiled(expr))(env)
 
 
+def pairs(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]]) -> list[tuple[str, Expr]]:
+    """Derived symbols as (name, rule) pairs, in order: a mapping's items, or the pairs themselves."""
+    return list(symbols.items()) if isinstance(symbols, Mapping) else list(symbols)
+
+
 def derive(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]], env: Mapping[str, Value]) -> dict[str, Value]:
     """`env` with each derived symbol added, in order (a symbol may use those before it); `symbols` a mapping or
-    (name, rule) pairs, where a name derived again replaces its value."""
+    (name, rule) pairs (`pairs`), where a name derived again replaces its value."""
     out = dict(env)
-    for name, expr in (symbols.items() if isinstance(symbols, Mapping) else symbols):
+    for name, expr in pairs(symbols):
         out[name] = (expr._fn or compiled(expr))(out)
     return out
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from builder.model.expr import (Expr, both, ceil, derive, encode, eq, evaluate, lift, maximum, minimum, mod, negate,
-                                sym, when)
+                                pairs, sym, when)
 
 # The names the loop binds before working out `after`: the value just measured, and what the run needs there.
 PROBE, MEASURED = "probe", "measured"
@@ -58,11 +58,6 @@ class Search:
         return {"start": [[name, encode(rule)] for name, rule in self.start.items()], "going": encode(self.going),
                 "probe": encode(self.probe), "after": [[name, encode(rule)] for name, rule in pairs(self.after)],
                 "answer": encode(self.answer), "names": [PROBE, MEASURED]}
-
-
-def pairs(symbols: Mapping[str, Expr] | Sequence[tuple[str, Expr]]) -> Sequence[tuple[str, Expr]]:
-    """Derived symbols as (name, rule) pairs, in order."""
-    return list(symbols.items()) if isinstance(symbols, Mapping) else list(symbols)
 
 
 _probes, _capacity, _step = sym("probes"), sym("capacity"), sym("step")
