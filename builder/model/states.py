@@ -424,17 +424,15 @@ _ZERO3_BYTES = bytes_of(sym("param_dtype"))
 # backward, is live through every layer's backward. Full fine-tuning only (frozen weights make no gradients).
 FSDP2_UNITS = both(TRAIN, sym("has_architecture"), sym("fsdp"), negate(WHOLE_STAGE), sym("grad_ranks") > 1,
                    eq(sym("lora_rank"), 0))
-FSDP2_REDUCE_SCATTER = (Cite("pytorch-fsdp2", "_fsdp_param_group.py FSDPParamGroup.post_backward")
-                        + ": comm_ctx.reduce_scatter_state = ReduceScatterState(reduce_scatter_input, ...), cleared by "
-                        "the next unit's post_backward; " + Cite("pytorch-fsdp2", "_fsdp_collectives.py foreach_reduce")
-                        + ": reduce_scatter_input allocated in the reduce dtype, unsharded_grads.clear() after the copy-in")
+FSDP2_REDUCE_SCATTER = (Cite("pytorch-fsdp2", "_fsdp_param_group.py FSDPParamGroup.post_backward") + " and "
+                        + Cite("pytorch-fsdp2", "_fsdp_collectives.py foreach_reduce")
+                        + ": a block's reduce-scatter input, in the reduce dtype, lives until the next block's "
+                        "post-backward")
 FSDP2_REDUCE_SCATTER_NOTE = ("simplification: counted inside every layer's backward; at the last layer's, the first to "
                              "run, no block has been reduced yet, and the next layer's holds one with that layer's "
                              "saved tensors already freed")
-FSDP2_ROOT = (Cite("pytorch-fsdp2", "_fsdp_param_group.py FSDPParamGroup.post_backward") + " and "
-              + Cite("pytorch-fsdp2", "_fsdp_state.py _root_post_backward_final_callback")
-              + ": the root unit, whose forward input (token ids) needs no gradient, reduces its gradients only at the "
-              "end of backward")
+FSDP2_ROOT = (Cite("pytorch-fsdp2", "_fsdp_state.py _root_post_backward_final_callback")
+              + ": the root unit reduces its gradients only at the end of backward")
 FSDP2_ROOT_NOTE = ("simplification: the root unit is the embeddings and the output layer (fully_shard on each block, "
                    "then on the model); the embedding's own gradient, made last, is left out of the end of backward")
 ZERO3_NOTE = ("simplification: DeepSpeed prefetches whole parameters, so a prefetch can pass the bucket by up to one "
