@@ -47,8 +47,8 @@ from builder.model.gradbuffers import KEPT_PARTS, SYMBOLS as GRAD_BUFFERS
 from builder.model.overheads import OVERHEADS
 from builder.model.paging import CODE_SHARE, PAGED, PAGED_IN_NOTE, PAGED_PARTS
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
-from builder.model.states import SHARDING
-from builder.model.buckets import DEEPSPEED_ZERO
+from builder.model.states import SHARDING, TRAIN
+from builder.model.buckets import DEEPSPEED_ENGINE
 
 LOSS = (Cite("transformers-loss", "src/transformers/loss/loss_utils.py ForCausalLMLoss") + " (logits.float(), "
         "transformers 5.23) and " + Cite("pytorch-2-13", "log_softmax / nll_loss backward")
@@ -232,7 +232,7 @@ def _deepspeed_step_grads() -> PartRule:
                     "one parameter group (stage 3: sub-group) at a time, counted as the whole partition (stage 3: up "
                     "to sub_group_size + one parameter's partition); the flat copy is freed before the optimizer "
                     "runs, so beside the step's own temporaries this is an upper bound by it",
-                    when=both(DEEPSPEED_ZERO, FULL_TUNING, negate(isin(sym("offload"), "optimizer", "both")),
+                    when=both(TRAIN, DEEPSPEED_ENGINE, FULL_TUNING, negate(isin(sym("offload"), "optimizer", "both")),
                               negate(sym("in_backward")), negate(sym("master_grads")), negate(sym("msamp"))),
                     transient=True)
 
