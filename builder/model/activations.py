@@ -51,6 +51,10 @@ HF_CODE = (Cite("transformers-5-23", "modeling code") + ", " + Cite("pytorch-2-1
 TORCHTUNE_CODE = (Cite("transformers-5-23", "op lists") + "; "
                   + Cite("torchtune-attention", "torchtune/modules/attention.py L284-290") + ": K, V copied to all heads")
 CHEN = Cite("chen2016", "section 3")
+# A padded micro-batch under transformers' SDPA attention (the 'padding_mask' condition, oplists._PADDING_MASK).
+PADDED = (Cite("transformers-sdpa-mask", "masking_utils.py sdpa_mask, integrations/sdpa_attention.py use_gqa_in_sdpa")
+          + " and " + Cite("pytorch-sdpa-mask", "attention.cpp convert_boolean_attn_mask")
+          + ": padded batch, K and V copied to every query head, each layer's kernel saves the mask")
 # Megatron-LM's MoE layer (oplists.MEGATRON_MOE_BLOCK): its defaults, dropless, routing balanced.
 MEGATRON_MOE = (Cite("megatron-d98e8a6", "megatron/core/transformer/moe/ router.py TopKRouter, moe_utils.py "
                      "RouterGatingLinearFunction and permute, token_dispatcher.py MoEAllGatherTokenDispatcher, "
@@ -105,8 +109,16 @@ def _conditions() -> dict[str, Expr]:
     swiglu = eq(sym("mlp"), "swiglu")
     low_precision = ne(sym("activation_dtype"), "fp32")
     gelu_python = both(negate(swiglu), eq(sym("activation_function"), "gelu_tanh_python"), hf)
+    # transformers' SDPA attention given a 4-D mask (the 'padded' input: a padded micro-batch, or packed sequences
+    # whose position ids restart; oplists._PADDING_MASK has the sources): the kernel saves the mask, and K and V are
+    # copied to every query head as eager attention copies them (integrations/sdpa_attention.py use_gqa_in_sdpa,
+    # repeat_kv). From a single KV head on the GPU, repeat_kv's expand and reshape make a view (stride 0 over the
+    # heads), no copy, and the kernel saves that view: K and V stay at their own size (measured on CPU, the kv1 padded
+    # case; eager attention's matmul copies them anyway).
+    padding_mask = both(sym("padded"), eq(sym("attention"), "sdpa"), eq(sym("implementation"), "hf"))
     gqa_repeat = both(ne(sym("kv_heads"), sym("heads")),
-                      either(both(eager, eq(sym("implementation"), "hf")), eq(sym("implementation"), "torchtune")))
+                      either(both(eager, eq(sym("implementation"), "hf")), both(padding_mask, OP_SYMBOLS["op_k"] > 1),
+                             eq(sym("implementation"), "torchtune")))
     full = eq(sym("recompute"), "full")
     # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
     # input) stays fp32; the op lists' 'autocast' rows apply.
@@ -138,6 +150,7 @@ def _conditions() -> dict[str, Expr]:
 
     return {
         "eager": eager, "fused": negate(eager), "gqa_repeat": gqa_repeat, "no_gqa_repeat": negate(gqa_repeat),
+        "padding_mask": padding_mask,
         "dropout": sym("dropout"), "no_dropout": negate(sym("dropout")), "low_precision": low_precision,
         "gelu_python": gelu_python, "gelu_fused": both(negate(swiglu), negate(gelu_python)), "swiglu": swiglu,
         "swiglu_fused": both(swiglu, eq(sym("implementation"), "megatron")),
@@ -247,7 +260,8 @@ OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in COND
                                                    when(sym("experts") > 0, KORTHIKANTI + "; " + MEGATRON_MOE,
                                                         KORTHIKANTI),
                                                    when(eq(sym("implementation"), "torchtune"), TORCHTUNE_CODE,
-                                                        HF_CODE)),
+                                                        when(CONDITION_RULES["padding_mask"],
+                                                             HF_CODE + "; " + PADDED, HF_CODE))),
                                  "act_bytes": bytes_of(sym("activation_dtype")),
                                  "grad_bytes": bytes_of(sym("grad_dtype")),
                                  # A linear layer's saved input: the activation dtype, or a recipe's quantised copy.

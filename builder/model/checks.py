@@ -146,6 +146,19 @@ CHECKS: tuple[Check, ...] = (
     Check(both(sym("compile"), ne(sym("recipe"), "")),
           fmt("compile: compiled layers are measured without a Transformer Engine recipe ({0}); choose a precision "
               "such as bf16-mixed", sym("recipe"))),
+    # A padded micro-batch's mask (builder.model.oplists._PADDING_MASK): transformers' SDPA attention, op by op, in
+    # training, and not yet measured under torch.compile.
+    Check(both(sym("padded"), ne(sym("mode"), "train")),
+          fmt("padded: a padded micro-batch changes what a training step saves for backward; a served model saves "
+              "none")),
+    Check(both(sym("padded"), ne(sym("implementation"), "hf")),
+          fmt("padded: the padding mask counted is transformers' (implementation hf), not {0}'s",
+              sym("implementation"))),
+    Check(both(sym("padded"), eq(sym("activation_formula"), "korthikanti")),
+          fmt("padded: the Table 2 reference formula has no attention mask; count activations op by op "
+              "(activation_formula ops)")),
+    Check(both(sym("padded"), sym("compile")),
+          fmt("padded: compiled layers with a padding mask are not measured yet; leave compile off or padded off")),
     Check(both(ne(sym("loss"), "eager"), eq(sym("activation_formula"), "korthikanti")),
           fmt("loss: the Table 2 reference formula leaves out the logits and the loss, so loss {0} would change "
               "nothing; count activations op by op (activation_formula ops)", sym("loss"))),

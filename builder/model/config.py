@@ -178,6 +178,9 @@ class Config:
     recompute: str = "none"  # 'none', 'selective' (attention core) or 'full' (only layer inputs kept)
     recompute_layers: int = 0  # with 'full': 0 = every layer; K = the first K layers of each pipeline stage
     attention: str = "sdpa"  # 'eager' saves s x s scores; 'sdpa'/'flash' save none
+    # TRL's DataCollatorForLanguageModeling with padding_free=False, HF's DataCollatorWithPadding; transformers'
+    # masking_utils.sdpa_mask and sdpa_attention.py use_gqa_in_sdpa (builder.model.oplists._PADDING_MASK).
+    padded: bool = False  # padded micro-batch (attention mask with zeros): SDPA keeps a mask a layer, K and V per head
     loss: str = "eager"  # 'eager', 'compiled', 'chunked', 'chunked-compiled' or 'fused-linear' (LOSSES)
     activation_formula: str = "ops"  # 'ops' (op by op) or 'korthikanti' (Table 2 reference formula)
     implementation: str = "hf"  # whose op list 'ops' follows: 'hf' (transformers), 'megatron', 'torchtune'

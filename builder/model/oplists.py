@@ -44,8 +44,10 @@ CONDITIONS = {
     "no_dropout": "dropout is off",
     "eager": "attention computed in eager PyTorch (s x s scores materialised)",
     "fused": "attention by a fused kernel (SDPA / FlashAttention)",
-    "gqa_repeat": "fewer KV heads than query heads, K and V copied to every query head before attention: transformers' eager attention (repeat_kv) or torchtune's MultiHeadAttention (expand, then flatten)",
+    "gqa_repeat": "fewer KV heads than query heads, K and V copied to every query head before attention: transformers' eager attention, or its SDPA attention given a mask (repeat_kv), or torchtune's MultiHeadAttention (expand, then flatten)",
     "no_gqa_repeat": "not gqa_repeat",
+    "padding_mask": "transformers' SDPA attention given a 4-D mask (a padded micro-batch, or packed sequences whose "
+                    "position ids restart): each layer's kernel saves the mask, converted to the activation dtype",
     "low_precision": "activation dtype narrower than fp32 (an extra cast is saved)",
     "gelu_python": "GeLU written in Python ops (transformers NewGELUActivation)",
     "gelu_fused": "GeLU as one op (saves only its input)",
@@ -283,6 +285,24 @@ _QKV_AS_SAVED = (
     Row("attention", "Q, K and V as the attention op saves them", 2, "T k d", "act", "no_gqa_repeat"),
     Row("attention", "Q, and K and V repeated to every query head (repeat_kv)", 3, "T a d", "act", "gqa_repeat"),
 )
+# A padded micro-batch under transformers' SDPA attention (transformers 5.23): masking_utils.sdpa_mask keeps the 4-D
+# mask only when some key is masked beyond causality (_ignore_causal_mask_sdpa: a padding mask that is all ones, or
+# none, is skipped for is_causal=True) and makes it once per forward, bool, b x 1 x s x S (the padding mask's
+# (b, 1, 1, S) and the causal (1, 1, s, S) combined); integrations/sdpa_attention.py then repeats K and V to every
+# query head (use_gqa_in_sdpa is false with a mask on CUDA: the 'gqa_repeat' rows above, a copy from two KV heads a
+# GPU on; from one, repeat_kv's reshape is a stride-0 view and nothing is copied) and passes the mask to
+# torch.nn.functional.scaled_dot_product_attention. PyTorch 2.13 (aten/src/ATen/native/transformers/attention.cpp
+# scaled_dot_product_attention) converts a bool mask inside every call (convert_boolean_attn_mask: at::where to 0 and
+# -inf in the query's dtype; the cuDNN backend's twin uses -65504), so each layer makes its own b x 1 x s x S copy,
+# and the kernel that takes a mask, cuDNN attention or the memory-efficient kernel (FlashAttention takes none:
+# sdp_utils check_for_attn_mask), saves it as attn_bias for its backward, broadcast over the heads (preprocess_mask
+# expands a stride-0 view after padding rows to a multiple of 8 keys when S is not one: not counted). Measured on CPU
+# (CPU flash attention saves the converted mask the same way): the '-padded' cases of content/validation/
+# activations.json, and tests/test_padded.py.
+_PADDING_MASK = (
+    Row("attention", "padding mask as the attention kernel saves it (converted to the activation dtype in each layer)",
+        1, "b s S", "act", "padding_mask", True),
+)
 
 # transformers GPT2Block (LayerNorm, Conv1D, eager or SDPA attention, dropout).
 HF_GPT2_BLOCK = (
@@ -290,6 +310,7 @@ HF_GPT2_BLOCK = (
     Row("norms", "ln_1 mean and rstd (fp32)", 2, "Tr", "fp32"),
     Row("attention", "c_attn input (ln_1 output)", 1, "Tr h", "lin", "grad_qkv"),
     *_QKV_AS_SAVED,
+    *_PADDING_MASK,
     *CORE_16BIT_SOFTMAX,
     Row("attention", "c_proj input (merged heads)", 1, "T a d", "act", "grad_o&o_input_kept"),
     Row("attention", "c_proj input, quantised copy", 1, "T a d", "lin", "grad_o&o_input_quantised"),
@@ -332,6 +353,7 @@ HF_LLAMA_BLOCK = (
     Row("attention", "q, k and v projection inputs, each cast by autocast or quantised by a recipe", 3, "Tr h", "lin",
         "grad_qkv&separate_inputs"),
     *_QKV_AS_SAVED,
+    *_PADDING_MASK,
     *CORE_FP32_SOFTMAX,
     Row("attention", "o_proj input (merged heads)", 1, "T a d", "act", "grad_o&o_input_kept"),
     Row("attention", "o_proj input, quantised copy", 1, "T a d", "lin", "grad_o&o_input_quantised"),
@@ -364,6 +386,10 @@ FIRST_STAGE = (
     *_fp32_under_autocast("embedding", "4-D causal mask kept as a checkpoint input (made in the weights' dtype)",
                           1, "b s S", "eager&full_recompute"),
     Row("embedding", "position ids kept as a checkpoint input (int64)", 1, "s", "int64", "rotary&full_recompute"),
+    # SDPA's 4-D padding mask (bool, made once per forward: masking_utils.sdpa_mask) is an argument of every
+    # checkpointed layer, kept by the checkpoint (measured on CPU: tests/test_padded.py).
+    Row("embedding", "4-D padding mask kept as a checkpoint input (bool)", 1, "b s S", "bool",
+        "padding_mask&full_recompute"),
     # A compiled eager attention that recomputes its softmax keeps the 4-D causal mask (shared by every layer).
     *_fp32_under_autocast("embedding", "4-D causal mask kept by the compiled layers (made in the weights' dtype)", 1,
                           "b s S", "compiled_scores&no_full_recompute"),
@@ -624,7 +650,7 @@ def _held_attention_weights(block: tuple[Row, ...], softmax: str, freed_softmax:
 
 
 _GPT2_ATTENTION_FREED = ("c_attn input (ln_1 output)", "Q, K and V as the attention op saves them",
-                         "Q, and K and V repeated to every query head (repeat_kv)",
+                         "Q, and K and V repeated to every query head (repeat_kv)", _PADDING_MASK[0].op,
                          "fused kernel: logsumexp per head and row (fp32)", "c_proj input (merged heads)",
                          "c_proj input, quantised copy", "residual dropout mask after attention")
 _GPT2_MLP_HELD = (
@@ -657,7 +683,7 @@ _LLAMA_MLP_FORWARD = Moment(
      *_freed(HF_LLAMA_BLOCK, ("q/k/v projection input (RMSNorm output)",
                               "q, k and v projection inputs, each cast by autocast or quantised by a recipe",
                               "Q, K and V as the attention op saves them",
-                              "Q, and K and V repeated to every query head (repeat_kv)",
+                              "Q, and K and V repeated to every query head (repeat_kv)", _PADDING_MASK[0].op,
                               "fused kernel: logsumexp per head and row (fp32)", "o_proj input (merged heads)",
                               "o_proj input, quantised copy", "SiLU input (gate projection output)")),
      # softmax(dtype=float32).to(query.dtype): below fp32 the cast is held, with dropout the dropout output.

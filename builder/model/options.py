@@ -246,6 +246,12 @@ OPTIONS: tuple[Option, ...] = (
        "(Megatron-LM --recompute-method block --recompute-num-layers K); 0 = every layer", "run",
        flag="--recompute-num-layers", default=0, metavar="K", url="recompute_layers", source="megatron-d98e8a6"),
     _o("attention", "choice", "", "run", choices=ATTENTION, default="sdpa", url="attention"),
+    _o("padded", "flag", "the micro-batch carries padding marked by an attention mask (TRL's SFTTrainer and HF's "
+       "Trainer collators without packing or padding_free, sequences of different lengths), or packed sequences whose "
+       "position ids restart: with sdpa attention transformers then passes a 4-D mask, copies K and V to every query "
+       "head, and each layer's attention kernel saves the mask in the activation dtype (eager attention counts its "
+       "mask already; transformers' flash_attention_2 unpads instead)", "run", default=False, url="padded",
+       source="transformers-5-23"),
     _o("loss", "choice", "how the loss is computed: eager (transformers), compiled (torch.compile), chunked "
        "(torchtune, 8 chunks), chunked-compiled (torchtune's chunks, each chunk's upcast and cross-entropy compiled, "
        "as its compile=True does) or fused-linear (Liger Kernel: no logits)", "run", choices=LOSSES, default="eager",

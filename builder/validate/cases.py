@@ -36,6 +36,7 @@ class ActivationCase:
     top_k: int = 0  # Mixtral: experts per token
     autocast: bool = False  # forward under torch.autocast(bfloat16) over a float32 model (the amp-bf16 policy)
     compile: bool = False  # every layer under torch.compile (inductor, the default backend; builder.validate.measure)
+    padded: bool = False  # every sequence but the first padded on the right from seq_len // 2 (an attention_mask)
 
     @property
     def name(self) -> str:
@@ -53,6 +54,8 @@ class ActivationCase:
             parts.append("amp")
         if self.compile:
             parts.append("compiled")
+        if self.padded:
+            parts.append("padded")
         return "-".join(parts)
 
     @property
@@ -144,7 +147,25 @@ def small_activation_cases() -> list[ActivationCase]:
     cases = grid_cases(GPT2_BASE, {"batch": (3,), "seq_len": (96,)})
     cases += grid_cases(LLAMA_BASE, {"kv_heads": (1, 4), "vocab": (512,)})
     cases += autocast_cases(small=True)
+    cases += padded_cases(small=True)
     return unique_cases(cases)
+
+
+def padded_cases(small: bool = False) -> list[ActivationCase]:
+    """Padded micro-batches (an attention_mask with zeros): SDPA in both dtypes and both families, with full
+    recomputation, and eager attention, whose mask is there with or without padding (and, in the full set, every
+    GQA ratio and autocast)."""
+    cases = []
+    for base in (GPT2_BASE, LLAMA_BASE):
+        for dtype in DTYPES:
+            cases.append(base.with_changes(attention="sdpa", dtype=dtype, padded=True))
+        cases += [base.with_changes(attention="sdpa", dtype="bfloat16", recompute="full", padded=True),
+                  base.with_changes(attention="eager", dtype="bfloat16", padded=True)]
+    if not small:
+        cases += [LLAMA_BASE.with_changes(attention="sdpa", dtype="bfloat16", kv_heads=kv, padded=True)
+                  for kv in (1, 4)]
+        cases += [base.with_changes(attention="sdpa", autocast=True, padded=True) for base in (GPT2_BASE, LLAMA_BASE)]
+    return cases
 
 
 def autocast_cases(small: bool = False) -> list[ActivationCase]:
@@ -180,6 +201,7 @@ def full_activation_cases() -> list[ActivationCase]:
     mixtral = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
     cases += grid_cases(mixtral, {}, switches=False)
     cases += autocast_cases()
+    cases += padded_cases()
     return unique_cases(cases)
 
 

@@ -85,7 +85,8 @@ def predicted_activations(inputs: dict[str, Any], hf_config: dict[str, Any], lay
 
     config = Config(model=architecture_for(hf_config, layers, name), mode="train", precision=precision_of(inputs),
                     micro_batch=inputs["batch"], seq_len=inputs["seq_len"], attention=inputs["attention"],
-                    recompute=inputs["recompute"], dropout=inputs["dropout"], compile=inputs.get("compile", False))
+                    recompute=inputs["recompute"], dropout=inputs["dropout"], compile=inputs.get("compile", False),
+                    padded=inputs.get("padded", False))
     amount = estimate(config).get("activations", default=None, transient=False)
     if amount is None:
         raise NotImplementedError("the estimate has no 'activations' part")

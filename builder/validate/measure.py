@@ -36,13 +36,26 @@ def run_forward(case: ActivationCase, layers: int, fake: bool = False, name_ops:
         if case.compile:
             compile_layers(model)
         token_ids = make_token_ids(case.batch, case.seq_len, case.vocab)
-        recorder = SavedTensorRecorder(model, inputs=[token_ids])
+        padding = {"attention_mask": padding_mask(case)} if case.padded else {}
+        recorder = SavedTensorRecorder(model, inputs=[token_ids, *padding.values()])
         amp = torch.autocast("cpu", dtype=torch.bfloat16) if case.autocast else contextlib.nullcontext()
         with torch.enable_grad(), cuda_style_dropout(), recorder, CheckpointProbe(model, recorder), amp:
-            output = model(input_ids=token_ids, labels=token_ids)
+            output = model(input_ids=token_ids, labels=token_ids, **padding)
         if name_ops and case.recompute == "none" and not case.compile:  # a compiled layer's node names no op
             recorder.name_ops(output.loss.grad_fn)
     return recorder
+
+
+def padding_mask(case: ActivationCase):
+    """A padded micro-batch's attention_mask, as TRL's DataCollatorForLanguageModeling makes it (padding on the
+    right, 0 on the padding): the first sequence fills seq_len, every other one stops at seq_len // 2."""
+    import torch
+
+    if case.batch < 2:
+        raise ValueError(f"{case.name}: a padded case needs two sequences or more (one is padded to no length)")
+    mask = torch.ones(case.batch, case.seq_len, dtype=torch.long)
+    mask[1:, case.seq_len // 2:] = 0
+    return mask
 
 
 def compile_layers(model) -> None:

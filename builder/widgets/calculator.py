@@ -260,6 +260,8 @@ TRAIN_CONTROLS = (
        kind="radio"),
     of("recompute_layers", "Recomputed layers per stage", "train", low=0, high=1024, hint="with full: 0 = every layer"),
     of("attention", "Attention", "train"),
+    # A padded micro-batch: transformers' SDPA attention gets a mask (builder.model.oplists._PADDING_MASK).
+    of("padded", "Padded batches", "train", hint="an attention mask marks the padding"),
     of("loss", "Loss", "train"),
     # One control for two options: whose op list (implementation) or Korthikanti's formula (activation_formula).
     of("implementation", "Activations counted", "train", tuple(FORMULAS.items())),
@@ -360,7 +362,7 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                "optimizer_impl": _PLAIN.optimizer_impl or "default",
                "micro_batch": str(_PLAIN.micro_batch), "seq_len": str(_PLAIN.seq_len),
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute,
-               "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention,
+               "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention, "padded": "0",
                "loss": _PLAIN.loss,
                KEY["implementation"]: "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "kbit_prepare": _PLAIN.kbit_prepare, WEIGHTS: "bf16", "kv_dtype": "auto",
                **{option: str(default) for option, default in ZERO3_OPTIONS.items()},

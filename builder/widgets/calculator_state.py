@@ -95,7 +95,7 @@ FORM_RULES = RuleSet(symbols={
     **{CHOSEN.get(option, option): _unless(option, "policy")
        for option in ("optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "grad_accum_dtype")},
     **{option: form(option) for option in ("micro_batch", "seq_len", "grad_accum", "recompute", "recompute_layers",
-                                           "attention", "loss", "dropout", "offload_activations", "compile", "dp",
+                                           "attention", "padded", "loss", "dropout", "offload_activations", "compile", "dp",
                                            "tp", "pp", "cp", "ep", "offload", "checkpoint_save", "lora_rank",
                                            "lora_dropout", "qlora", "kbit_prepare", "batch", "context")},
     "activation_formula": when(eq(form(KEY["implementation"]), "korthikanti"), "korthikanti", "ops"),
