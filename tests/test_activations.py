@@ -187,9 +187,15 @@ def test_megatron_moe_counts_top_k_routed_tokens_and_the_router():
     split = _moe_parts(arch, implementation="megatron", tp=2, sequence_parallel=True, ep=2, dp=2)
     assert split["mlp"] == tokens * 2 * (h / 2 + K * h + 3 * K * f / 2 + K) == tokens * 104 * 1024 + tokens * 4
     assert split["router"] == tokens * ((8 * K + 4 * K + 4 * E) / 2 + 2 * E + E + 8 * K) == tokens * 68
-    # The transformers and torchtune op lists do not move (Mixtral: 264 KiB and 56 B per token-layer, as before).
+    # The transformers and torchtune op lists (oplists._HF_MOE, transformers 5.23 MixtralSparseMoeBlock with the
+    # grouped_mm experts; measured byte for byte on CPU, content/validation/moe.json). Per token and layer, bf16:
+    # mlp: the norm output h, the sorted expert inputs K x h, the first grouped matmul's 2f-wide output, SiLU's output
+    #   and the product (4 x K x f), the experts' outputs K x h (2 B each), the sorted fp32 routing weights 4K:
+    #   270,344 B; router: fp32 softmax 4E, int64 top-k indices 8K, the renormalising division's fp32 copy 4K and sum
+    #   4, three int64 gather indices 3 x 8K: 108 B, and once per layer the int32 offsets of the E experts (4E B).
+    assert 2 * (h + K * h + 4 * K * f + K * h) + 4 * K == 270_344 and 4 * E + 8 * K + 4 * K + 4 + 3 * 8 * K == 108
     for impl in ("hf", "torchtune"):
-        assert _moe_parts(arch, implementation=impl) == {"mlp": tokens * 264 * 1024, "router": tokens * 56}
+        assert _moe_parts(arch, implementation=impl) == {"mlp": tokens * 270_344, "router": tokens * 108 + 4 * E}
 
 
 def test_megatron_moe_shared_experts_and_tp_without_sp():

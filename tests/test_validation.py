@@ -145,6 +145,39 @@ def test_dropout_masks_are_one_byte():
     assert with_dropout - without == 2 * b * s * h + b * a * s * s + 4 * b * a * s * s
 
 
+@pytest.mark.parametrize("name", ["qwen2_moe-sdpa-bf16-b2-s64-h64-a4-kv2-f96-e4k2-sh2-nonorm-v256-none-nodrop",
+                                  "deepseek_v3-sdpa-fp32-b2-s64-h64-a4-kv4-f96-e4k2-sh1-g2-v256-none-nodrop"])
+def test_moe_blocks_measure_as_committed(name):
+    """transformers 5.23's Qwen2-MoE and DeepSeek-V3 blocks with grouped_mm experts, measured now, save what
+    content/validation/moe.json holds (its byte sums are derived op by op in tests/test_moe_activations.py)."""
+    import json
+
+    from builder.validate.cases import moe_cases
+    from builder.validate.results import VALIDATION_DIR
+
+    committed = next(c for c in json.loads((VALIDATION_DIR / "moe.json").read_text())["cases"] if c["name"] == name)
+    result = measure(next(c for c in moe_cases() if c.name == name))
+    assert result["moe_block"] == committed["moe_block"]
+    assert result["per_layer"] == committed["per_layer"]
+
+
+@pytest.mark.parametrize("family", ["qwen2_moe", "deepseek_v2"])
+def test_moe_parameters_as_transformers_builds_them(family):
+    """Every parameter of a two-layer Qwen2-MoE (its shared expert's gate, Linear(h, 1), included) and DeepSeek-V2
+    model as transformers 5.23 builds it is counted (builder.model.tensors), element for element. (DeepSeek-V3's
+    e_score_correction_bias is a buffer in transformers 5.23, a stored tensor in the checkpoint whose count the
+    catalog pins.)"""
+    from builder.model import from_hf_config
+    from builder.model.architecture import param_count
+    from builder.validate.cases import MOE_BASE, hf_config
+    from builder.validate.hf_models import build_model
+
+    case = MOE_BASE.with_changes(family=family, shared_experts=2, kv_heads=4 if family == "deepseek_v2" else 2)
+    config = hf_config(case, 2)
+    model = build_model(config, "float32")
+    assert param_count(from_hf_config(config)) == sum(p.numel() for p in model.parameters())
+
+
 # Model states ---------------------------------------------------------------------------
 
 def states(case: StateCase) -> dict:

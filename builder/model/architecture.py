@@ -18,6 +18,7 @@ from builder.model.checks import SHAPE_CHECKS, first_refusal
 from builder.model.tensors import SHAPES
 
 MLP_TYPES = ("gelu", "swiglu")
+MOE_BLOCKS = ("", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITION_TYPES = ("learned", "rotary")
 
@@ -58,6 +59,9 @@ class Architecture:
     v_head_dim: int = 0  # per-head value width under MLA (128); head_dim is the query/key width (nope + rope)
     first_dense_layers: int = 0  # MoE: the first layers keep a dense MLP of width ffn (DeepSeek first_k_dense_replace)
     router_bias: bool = False  # MoE: a per-expert bias on the router (DeepSeek-V3's e_score_correction_bias)
+    moe_block: str = ""  # MoE block of transformers' code: mixtral (''), qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3
+    norm_topk: bool = True  # MoE: the top-k routing weights renormalised to sum to 1 (norm_topk_prob; Mixtral always)
+    group_limited: bool = False  # MoE: DeepSeek-V2's group-limited routing (topk_method 'group_limited_greedy')
     sandwich_norms: bool = False  # RMSNorms after attention and after the MLP too: 4 per block (Gemma 2 and 3)
     activation: str = "gelu_tanh_python"  # how the GeLU is computed, for activation accounting
     family: str = ""  # 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2': picks op-level accounting
@@ -74,6 +78,10 @@ class Architecture:
             raise ValueError(refused)
         if self.mlp not in MLP_TYPES:
             raise ValueError(f"{self.name}: mlp must be one of {MLP_TYPES}, got {self.mlp!r}")
+        if self.moe_block not in MOE_BLOCKS:
+            raise ValueError(f"{self.name}: moe_block must be one of {MOE_BLOCKS[1:]}, got {self.moe_block!r}")
+        if self.group_limited and self.moe_block != "deepseek_v2":
+            raise ValueError(f"{self.name}: group_limited is DeepSeek-V2's routing (moe_block 'deepseek_v2')")
         if self.norm not in NORM_TYPES:
             raise ValueError(f"{self.name}: norm must be one of {NORM_TYPES}, got {self.norm!r}")
         if self.positions not in POSITION_TYPES:
@@ -133,7 +141,8 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "sliding_window_pattern": arch.sliding_window_pattern, "kv_lora_rank": arch.kv_lora_rank,
             "qk_rope_head_dim": arch.qk_rope_head_dim, "q_lora_rank": arch.q_lora_rank,
             "v_head_dim": arch.v_head_dim or arch.d_head, "first_dense_layers": arch.first_dense_layers,
-            "router_bias": int(arch.router_bias), "sandwich_norms": int(arch.sandwich_norms)}
+            "router_bias": int(arch.router_bias), "sandwich_norms": int(arch.sandwich_norms),
+            "moe_block": arch.moe_block, "norm_topk": int(arch.norm_topk), "group_limited": int(arch.group_limited)}
 
 
 @lru_cache(maxsize=256)
@@ -196,6 +205,7 @@ _HF_FAMILIES = {
     "mixtral": "mixtral",
     "qwen2": "qwen2",
     "qwen3": "qwen3",
+    "qwen2_moe": "qwen2",
     "qwen3_moe": "qwen3",
     "deepseek_v2": "deepseek",
     "deepseek_v3": "deepseek",
@@ -203,8 +213,8 @@ _HF_FAMILIES = {
 }
 
 
-_QWEN = ("qwen2", "qwen3", "qwen3_moe")  # sliding_window is set but off unless use_sliding_window
-_ROTARY = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+_QWEN = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")  # sliding_window is set but off unless use_sliding_window
+_ROTARY = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3")
 _DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 
 
@@ -222,7 +232,7 @@ UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
     (("gpt2",), "reorder_and_upcast_attn", _truthy, "attention scores upcast to fp32 before the softmax"),
     (("gpt2",), "add_cross_attention", _truthy, "cross-attention layers"),
     (("gpt2",), "scale_attn_by_inverse_layer_idx", _truthy, "attention scores scaled per layer (one more s x s tensor)"),
-    (("mixtral", "qwen3_moe"), "output_router_logits", _truthy,
+    (("mixtral", "qwen2_moe", "qwen3_moe"), "output_router_logits", _truthy,
      "the router logits every layer keeps for the auxiliary load-balancing loss"),
     (_DEEPSEEK, "moe_layer_freq", lambda v, c: v not in (None, 1), "MoE layers only every few layers"),
     (_DEEPSEEK, "num_nextn_predict_layers", _truthy,
@@ -315,14 +325,21 @@ def _deepseek(config: dict[str, Any], need: Any) -> dict[str, Any]:
         fields.update(experts=need("n_routed_experts"), top_k=need("num_experts_per_tok"),
                       shared_experts=config.get("n_shared_experts") or 0, expert_ffn=need("moe_intermediate_size"),
                       first_dense_layers=config.get("first_k_dense_replace") or 0,
-                      router_bias=config.get("topk_method") == "noaux_tc")
+                      router_bias=config.get("topk_method") == "noaux_tc", moe_block=config["model_type"])
+        # transformers 5.23 DeepseekV2TopkRouter.forward never renormalises the top-k weights (norm_topk_prob is
+        # read by DeepSeek-V3's router only) and limits the routing to the best groups for topk_method
+        # 'group_limited_greedy'; DeepseekV3TopkRouter.forward renormalises when norm_topk_prob (default True).
+        if config["model_type"] == "deepseek_v2":
+            fields.update(norm_topk=False, group_limited=config.get("topk_method") == "group_limited_greedy")
+        else:
+            fields.update(norm_topk=bool(config.get("norm_topk_prob", True)))
     return fields
 
 
 def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture:
     """Build an Architecture from a Hugging Face `config.json` dictionary.
 
-    Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3 and
+    Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3 and
     gemma2 (the families whose modeling code this module's counts follow). Raises ValueError naming the missing
     key.
     """
@@ -373,14 +390,27 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         arch.update(tied_embeddings=bool(config.get("tie_word_embeddings", True)), sandwich_norms=True)
     if model_type == "mixtral":
         arch.update(experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
-                    expert_ffn=need("intermediate_size"))
-    if model_type == "qwen3_moe":
-        # Every layer is an MoE layer (decoder_sparse_step 1, no mlp_only_layers) in the released Qwen3 MoE models.
+                    expert_ffn=need("intermediate_size"), moe_block="mixtral")
+    if model_type in ("qwen2_moe", "qwen3_moe"):
+        # Every layer is an MoE layer (decoder_sparse_step 1, no mlp_only_layers) in the released Qwen MoE models.
         if config.get("mlp_only_layers") or config.get("decoder_sparse_step", 1) != 1:
-            raise ValueError("config.json (qwen3_moe): dense layers among MoE layers (mlp_only_layers, "
+            raise ValueError(f"config.json ({model_type}): dense layers among MoE layers (mlp_only_layers, "
                              "decoder_sparse_step) are not modelled")
+        # transformers 5.23 Qwen2MoeTopKRouter / Qwen3MoeTopKRouter renormalise when norm_topk_prob, False by default
+        # in both configurations (configuration_qwen2_moe.py, configuration_qwen3_moe.py; Qwen3-30B-A3B's config.json
+        # sets it True).
         arch.update(ffn=0, experts=need("num_experts"), top_k=need("num_experts_per_tok"),
-                    expert_ffn=need("moe_intermediate_size"))
+                    expert_ffn=need("moe_intermediate_size"), moe_block=model_type,
+                    norm_topk=bool(config.get("norm_topk_prob", False)))
+    if model_type == "qwen2_moe":
+        # modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock: one shared expert MLP of shared_expert_intermediate_size,
+        # counted as that width over the routed experts' (Qwen1.5-MoE-A2.7B: 5632 = 4 x 1408), and q/k/v biases
+        # (configuration_qwen2_moe.py qkv_bias, default True).
+        width, shared = need("moe_intermediate_size"), need("shared_expert_intermediate_size")
+        if shared % width:
+            raise ValueError(f"config.json (qwen2_moe): shared_expert_intermediate_size {shared} is not a multiple of "
+                             f"moe_intermediate_size {width}; shared experts are modelled as whole experts")
+        arch.update(shared_experts=shared // width, qkv_bias=bool(config.get("qkv_bias", True)))
     return Architecture(**arch)
 
 

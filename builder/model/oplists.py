@@ -6,7 +6,7 @@ Each row is (group, op, coefficient, shape, dtype, condition, core):
   shape      a product of symbols (below); elements = coefficient x product
   dtype      'act' (the activation dtype), 'lin' (a linear layer's input as the layer saves it: the activation
              dtype, or the quantised copy a low-precision recipe keeps, builder.model.recipes), 'fp32', 'bool'
-             (1 byte) or 'int64'
+             (1 byte), 'int64' or 'int32'
   condition  when the row applies: '' always, or names joined by '&' (see CONDITIONS)
   core       inside core attention: selective recompute drops it
 
@@ -110,6 +110,14 @@ CONDITIONS = {
     "lora_dropout": "LoRA dropout is on (PEFT lora_dropout > 0)",
     "lora_frozen_o": "LoRA training: the output projection's base weight is frozen",
     "shared_experts": "the MoE layer has shared experts every token passes through (DeepSeek-style)",
+    # transformers' MoE blocks (_HF_MOE), by the architecture's moe_block.
+    "router_fp32": "DeepSeek's router linear runs in fp32 (below fp32 it saves fp32 copies of its input and weight)",
+    "group_limited": "DeepSeek-V2's group-limited routing (topk_method 'group_limited_greedy')",
+    "topk_renormalised": "the top-k routing weights are divided by their sum (Mixtral; Qwen and DeepSeek-V3 with "
+                         "norm_topk_prob)",
+    "routing_weights_cast": "the router casts the routing weights to the activation dtype (Qwen's MoE routers)",
+    "routing_weights_fp32": "the routing weights stay fp32 (Mixtral's and DeepSeek's routers)",
+    "shared_expert_gate": "a sigmoid gate scales the shared expert's output (Qwen2-MoE)",
 }
 
 def _fp32_under_autocast(group: str, op: str, coefficient: int, shape: str, condition: str = "") -> tuple[Row, Row]:
@@ -334,16 +342,68 @@ def _rmsnorm(name: str, group: str = "norms") -> tuple[Row, ...]:
     )
 
 
-_MOE = (
-    Row("router", "router softmax output (fp32)", 1, "T E", "fp32"),
-    Row("router", "top-k routing weights (fp32)", 1, "T K", "fp32"),
+# transformers 5.23's MoE blocks (modeling_mixtral.py MixtralSparseMoeBlock, modeling_qwen2_moe.py
+# Qwen2MoeSparseMoeBlock, modeling_qwen3_moe.py Qwen3MoeSparseMoeBlock, modeling_deepseek_v2.py DeepseekV2Moe,
+# modeling_deepseek_v3.py DeepseekV3MoE) under PyTorch 2.13 autograd, with the experts implementation transformers
+# 5.23 picks when none is asked for: 'grouped_mm' (modeling_utils.py PreTrainedModel.get_correct_experts_implementation;
+# integrations/moe.py grouped_mm_experts_forward over the fused 3-D gate_up_proj and down_proj). Measured tensor by
+# tensor on CPU for each block (content/validation/moe.json; tests/test_validation.py).
+# - The routers. Mixtral (MixtralTopKRouter): the linear saves the norm output, softmax(logits.float()) keeps its fp32
+#   [T, E] output, topk its int64 indices, and the in-place division by the top-k sum keeps that sum and a copy of the
+#   weights before it (autograd's original-self copy). Qwen (Qwen2MoeTopKRouter, Qwen3MoeTopKRouter): the same, the
+#   division only when norm_topk_prob, then .to(router_logits.dtype) casts the weights to the activation dtype.
+#   DeepSeek-V2 (DeepseekV2TopkRouter): F.linear(hidden_states.type(float32), weight.type(float32)) saves fp32 copies of
+#   its input and weight below fp32, softmax keeps its fp32 output, topk its indices; no renormalisation (norm_topk_prob
+#   is not read), the routed scaling multiplies by a number (nothing saved); group_limited_greedy's masked_fill keeps its
+#   [T, E] bool mask (the group maximum and the group top-k feed only that mask, whose branch dies with the forward's
+#   locals). DeepSeek-V3 (DeepseekV3TopkRouter): the fp32 linear, sigmoid keeps its fp32 output (the gather keeps it
+#   too), the gather keeps the top-k indices, the division (norm_topk_prob) its sum and copy; the group selection
+#   feeds only the indices, so what its ops save is freed when the forward returns (the harness counts the tensors
+#   the loss's graph still holds).
+# - grouped_mm_experts_forward: hidden_states[perm // top_k], sample_weights[perm] and weighted_out[inv_perm] keep
+#   three int64 [T x K] indices; both grouped matmuls keep the int32 offsets (one tensor of E); the first keeps its
+#   sorted input, T x K rows of h; _default_apply_gate's chunk gives SiLU and the product views of one [T x K, 2f]
+#   output (one storage, counted as the two rows below), the product keeps SiLU's output, the second grouped matmul its
+#   f-wide input, and proj_out * sample_weights keeps the experts' outputs and the sorted routing weights (fp32 but
+#   for Qwen's cast). Every routed pair is a row whatever the routing: T x K rows, however uneven.
+# - Shared experts: DeepSeek's shared_experts (DeepseekV2MLP of moe_intermediate_size x n_shared_experts) and Qwen2-MoE's
+#   shared_expert (Qwen2MoeMLP of shared_expert_intermediate_size) are LlamaMLPs on the norm output: the dense rows at
+#   width g. Qwen2-MoE gates it: sigmoid(shared_expert_gate(x)) * shared_expert_output keeps the [T, 1] sigmoid output
+#   and the shared expert's output.
+# The norm output the router and the shared experts read is the block's 'gate/up projection input' row. Named
+# simplification: DeepSeek's router keeps only its fp32 copy below fp32, so a DeepSeek layer without shared experts
+# would not keep the 16-bit norm output that row counts (no released DeepSeek model has none).
+_HF_MOE = (
+    Row("router", "router input cast to fp32 (DeepSeek's router linear runs in fp32)", 1, "Tr h", "fp32",
+        "router_fp32"),
+    Row("router", "router weight cast to fp32 (saved by DeepSeek's fp32 router linear)", 1, "E h", "fp32",
+        "router_fp32"),
+    Row("router", "router scores over every expert (fp32: the softmax, or DeepSeek-V3's sigmoid)", 1, "T E", "fp32"),
+    Row("router", "group-limited routing mask (bool, saved by masked_fill)", 1, "T E", "bool", "group_limited"),
     Row("router", "top-k expert indices (int64)", 1, "T K", "int64"),
-    Row("mlp", "expert inputs gathered per routed token", 1, "T K h", "lin"),
-    Row("mlp", "SiLU input (gate projection output)", 1, "T K f", "act"),
+    Row("router", "top-k routing weights before renormalising (fp32, kept by the in-place division)", 1, "T K",
+        "fp32", "topk_renormalised"),
+    Row("router", "sum of the top-k routing weights (fp32, the divisor)", 1, "T", "fp32", "topk_renormalised"),
+    Row("router", "routed pairs' token index, sort order and its inverse (int64, saved by three gathers)", 3, "T K",
+        "int64"),
+    Row("router", "routed pairs per expert, cumulated (int32, saved by both grouped matmuls)", 1, "E", "int32"),
+    Row("mlp", "expert inputs gathered per routed token, sorted by expert", 1, "T K h", "lin"),
+    Row("mlp", "SiLU input (gate half of the first grouped matmul's output)", 1, "T K f", "act"),
     Row("mlp", "SiLU output (factor of the product)", 1, "T K f", "act"),
-    Row("mlp", "up projection output (factor of the product)", 1, "T K f", "act"),
+    Row("mlp", "up half of the first grouped matmul's output (factor of the product)", 1, "T K f", "act"),
     Row("mlp", "down projection input (the product)", 1, "T K f", "lin"),
+    Row("mlp", "routing weight of every routed pair, sorted (fp32, saved by the weighting product)", 1, "T K", "fp32",
+        "routing_weights_fp32"),
+    Row("mlp", "routing weight of every routed pair, sorted (cast by Qwen's router, saved by the weighting product)",
+        1, "T K", "act", "routing_weights_cast"),
     Row("mlp", "expert outputs before routing-weight scaling", 1, "T K h", "act"),
+    Row("mlp", "shared experts' SiLU input (gate projection output)", 1, "T g", "act", "shared_experts"),
+    Row("mlp", "shared experts' SiLU output (factor of the product)", 1, "T g", "act", "shared_experts"),
+    Row("mlp", "shared experts' up projection output (factor of the product)", 1, "T g", "act", "shared_experts"),
+    Row("mlp", "shared experts' down projection input (the product)", 1, "T g", "lin",
+        "shared_experts&grad_mlp_out"),
+    Row("mlp", "shared expert gate's sigmoid output", 1, "T", "act", "shared_expert_gate"),
+    Row("mlp", "shared expert's output (saved by the gate's product)", 1, "T h", "act", "shared_expert_gate"),
 )
 
 # transformers Llama / Mistral / Qwen2 decoder layer (RMSNorm, SwiGLU, rotary, GQA).
@@ -364,7 +424,8 @@ HF_LLAMA_BLOCK = (
     *MLP_INNER,
     *LORA,
 )
-HF_MIXTRAL_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith("swiglu")) + _MOE
+# transformers' MoE decoder layers: the Llama layer with an MoE block for its MLP.
+HF_MOE_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith("swiglu")) + _HF_MOE
 
 # Non-layer parts. Embedding backward needs the token ids; the loss keeps the fp32
 # log-softmax (transformers ForCausalLMLoss upcasts logits.float()) and int64 labels. A compiled loss
@@ -485,7 +546,7 @@ BLOCKS = {
     "megatron-moe": MEGATRON_MOE_BLOCK,
     "hf-gpt2": HF_GPT2_BLOCK,
     "hf-llama": HF_LLAMA_BLOCK,
-    "hf-mixtral": HF_MIXTRAL_BLOCK,
+    "hf-moe": HF_MOE_BLOCK,
     "hf-gpt2-compiled": HF_GPT2_BLOCK_COMPILED,
     "hf-llama-compiled": HF_LLAMA_BLOCK_COMPILED,
 }
@@ -588,10 +649,19 @@ _BLOCK_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d
                             Row("", "first MLP weight gradient", 1, "h f", "grad", "grad_mlp_in&gelu_fused"),
                             Row("", "first MLP weight gradient", 1, "h f", "grad", "grad_mlp_in&gelu_python"),
                             Row("", "second MLP weight gradient", 1, "h f", "grad", "grad_mlp_out"))
+# An MoE layer's weights. transformers 5 keeps each layer's experts as two fused 3-D parameters (gate_up_proj
+# [E, 2f, h], down_proj [E, h, f]): grouped_mm's backward (PyTorch 2.13 GroupedMmBackward0) writes one gradient
+# for each, every expert's slice included (zeros for an expert no token reached), made when the experts' backward
+# runs, before attention's. Megatron-LM's SequentialMLP has a gradient per local expert, all of them made by then
+# too. Shared experts: a dense MLP's three gradients at width g; Qwen2-MoE's shared expert gate its own (1 x h).
 _MOE_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o"),
                           Row("", "post-attention norm weight gradient", 1, "h", "grad", "grad_norm"),
                           Row("", "router weight gradient", 1, "h E", "grad", "grad_mlp_in"),
-                          Row("", "expert weight gradients (gate, up, down)", 3, "E h f", "grad", "grad_mlp_in"))
+                          Row("", "expert weight gradients (gate, up, down)", 3, "E h f", "grad", "grad_mlp_in"),
+                          Row("", "shared experts' gate, up and down weight gradients", 3, "h g", "grad",
+                              "grad_mlp_in&shared_experts"),
+                          Row("", "shared expert gate weight gradient", 1, "h", "grad",
+                              "grad_mlp_in&shared_expert_gate"))
 _QKV_GRADS = _layer_grads(Row("", "input norm weight gradient", 1, "h", "grad", "grad_norm"),
                           Row("", "q, k and v weight gradients", 1, "h a d", "grad", "grad_qkv"),
                           Row("", "q, k and v weight gradients", 2, "h k d", "grad", "grad_qkv"))
@@ -696,15 +766,15 @@ _SOFTMAX_BACKWARD = _with_grads(_softmax_backward(False), _BLOCK_GRADS)
 _FP32_SOFTMAX_BACKWARD = _with_grads(_softmax_backward(True), _BLOCK_GRADS)
 MOMENTS = {
     "megatron": (_softmax_forward(False, False), _SOFTMAX_BACKWARD, *_DENSE_MOMENTS),
-    # Megatron-LM's MoE layer: as transformers' Mixtral, its experts' own backward is not a moment here.
+    # Megatron-LM's MoE layer: as transformers' MoE layers, its experts' own backward is not a moment here.
     "megatron-moe": (_softmax_forward(False, False), _with_grads(_softmax_backward(False), _MOE_GRADS)),
     "hf-gpt2": (_softmax_forward(False, True), _MASK_ADD_UNDER_AUTOCAST, *_GPT2_MLP_FORWARD, _SOFTMAX_BACKWARD,
                *_DENSE_MOMENTS),
     "hf-llama": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _LLAMA_MLP_FORWARD, _FP32_SOFTMAX_BACKWARD,
                  *_DENSE_MOMENTS),
-    # Mixtral: the experts' own backward is not a moment here (builder.model.peak.unmodelled names it).
-    "hf-mixtral": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST,
-                   _with_grads(_softmax_backward(True), _MOE_GRADS)),
+    # transformers' MoE layers: the experts' own backward is not a moment here (builder.model.peak.unmodelled names it).
+    "hf-moe": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST,
+               _with_grads(_softmax_backward(True), _MOE_GRADS)),
     # A compiled layer runs its forward and its backward as generated kernels: their own temporaries are not
     # modelled (builder.model.peak.unmodelled names them), so a compiled layer has no moments of its own.
     "hf-gpt2-compiled": (),
@@ -712,7 +782,7 @@ MOMENTS = {
 }
 
 # Every weight gradient of one layer (what the first layer's moments have not made yet is the rest).
-LAYER_GRADS = {name: _QKV_GRADS + (_MOE_GRADS if name in ("hf-mixtral", "megatron-moe") else _BLOCK_GRADS)
+LAYER_GRADS = {name: _QKV_GRADS + (_MOE_GRADS if name in ("hf-moe", "megatron-moe") else _BLOCK_GRADS)
                for name in MOMENTS}
 
 # Made by the output layer's backward before any layer's: the weight gradients of the head and final norm.

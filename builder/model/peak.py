@@ -151,7 +151,7 @@ def unmodelled(config: Config) -> tuple[str, ...]:
     """What the phases leave out for this configuration, in words."""
     notes = []
     if config.model is not None and config.model.is_moe:
-        notes.append("the instants inside the expert MLPs' backward")
+        notes.append("the instants inside the expert MLPs (forward and backward)")
     if config.dropout and config.attention == "eager":
         notes.append("the attention dropout's own instant (the dropout mask and output exist; their instant is not "
                      "measured on a GPU yet)")

@@ -9,7 +9,8 @@ The layout follows Hugging Face transformers, whose modules the counts are check
   head), RMSNorm (a weight), SwiGLU's gate, up and down;
 - modeling_mixtral.py, modeling_qwen3_moe.py: a router Linear(h, experts) and per expert w1, w3 (ffn, h) and
   w2 (h, ffn);
-  shared experts (DeepSeek-style) as another set of MLPs every token passes through.
+  shared experts (DeepSeek-style) as another set of MLPs every token passes through; modeling_qwen2_moe.py's
+  shared expert also has a gate, Linear(h, 1) (Qwen2MoeSparseMoeBlock.shared_expert_gate).
 
 Each row is one tensor shape: its group (where tensor parallelism splits it, builder.model.placement),
 dim0 (the first dimension, along which FSDP2 shards), rest (the product of the other dimensions), count
@@ -88,6 +89,8 @@ PARAMETER_TENSORS = table(
         in_block=1),
     *_mlp("mlp/experts", sym("expert_ffn"), sym("experts") * MOE_SHARE, sym("experts")),
     *_mlp("mlp/shared_experts", sym("expert_ffn"), sym("shared_experts") * MOE_SHARE, sym("shared_experts")),
+    row(both(sym("shared_experts"), eq(sym("moe_block"), "qwen2_moe")), group="mlp/router", dim0=1, rest=h,
+        count=MOE_SHARE, in_block=1),
     row(1, group="final_norm", dim0=h, rest=1, count=NORM_TENSORS, in_block=0),
     row(negate(sym("tied_embeddings")), group="lm_head", dim0=sym("vocab"), rest=h, count=1, in_block=0),
 )

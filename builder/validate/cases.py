@@ -10,7 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-FAMILIES = ("gpt2", "llama", "qwen2", "mistral", "mixtral")
+FAMILIES = ("gpt2", "llama", "qwen2", "mistral", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+# transformers' MoE families (builder.model.oplists._HF_MOE), and those whose attention the op lists follow (Llama's;
+# Qwen3's q/k norms and DeepSeek's latent attention are not in them, so only their MoE blocks are compared).
+MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+LLAMA_ATTENTION = ("llama", "qwen2", "mistral", "mixtral", "qwen2_moe")
 DTYPES = {"float32": "fp32", "bfloat16": "bf16"}  # torch dtype name -> short name / Config precision
 # Dropout probability used when a case has dropout on (GPT-2's default resid/embd/attn_pdrop).
 DROPOUT_P = 0.1
@@ -32,8 +36,11 @@ class ActivationCase:
     vocab: int = 256
     recompute: str = "none"  # 'none' or 'full' (gradient checkpointing of every layer)
     dropout: bool = False
-    experts: int = 0  # Mixtral: routed experts per layer
-    top_k: int = 0  # Mixtral: experts per token
+    experts: int = 0  # MoE: routed experts per layer
+    top_k: int = 0  # MoE: experts per token
+    shared_experts: int = 0  # MoE (Qwen2-MoE, DeepSeek): shared experts of the routed experts' width
+    norm_topk: bool = True  # MoE (Qwen, DeepSeek-V3): norm_topk_prob
+    groups: int = 0  # MoE (DeepSeek): n_group (> 0 on DeepSeek-V2: topk_method 'group_limited_greedy'), topk_group 1
     autocast: bool = False  # forward under torch.autocast(bfloat16) over a float32 model (the amp-bf16 policy)
     compile: bool = False  # every layer under torch.compile (inductor, the default backend; builder.validate.measure)
     padded: bool = False  # every sequence but the first padded on the right from seq_len // 2 (an attention_mask)
@@ -49,6 +56,9 @@ class ActivationCase:
             parts.append(f"f{self.ffn}")
         if self.experts:
             parts.append(f"e{self.experts}k{self.top_k}")
+            parts += [f"sh{self.shared_experts}"] if self.shared_experts else []
+            parts += [f"g{self.groups}"] if self.groups else []
+            parts += ["nonorm"] if not self.norm_topk else []
         parts += [f"v{self.vocab}", self.recompute, "drop" if self.dropout else "nodrop"]
         if self.autocast:
             parts.append("amp")
@@ -109,6 +119,28 @@ def hf_config(case: ActivationCase, layers: int) -> dict[str, Any]:
         config["use_sliding_window"] = False
     if case.family == "mixtral":
         config.update(num_local_experts=case.experts, num_experts_per_tok=case.top_k, router_jitter_noise=0.0)
+    if case.family in ("qwen2_moe", "qwen3_moe"):
+        # Every layer an MoE layer; intermediate_size (the dense MLP of mlp_only_layers) is then unused.
+        config.update(num_experts=case.experts, num_experts_per_tok=case.top_k, moe_intermediate_size=case.inner,
+                      norm_topk_prob=case.norm_topk, decoder_sparse_step=1, mlp_only_layers=[],
+                      use_sliding_window=False, sliding_window=None)
+        if case.family == "qwen2_moe":
+            config["shared_expert_intermediate_size"] = case.shared_experts * case.inner
+    if case.family in ("deepseek_v2", "deepseek_v3"):
+        # Latent attention with every head its own KV head (DeepSeek's configs), query without a low-rank
+        # projection, head_dim split into a non-rotary and a rotary part; every layer an MoE layer.
+        d = case.hidden // case.heads
+        config.update(num_key_value_heads=case.heads, n_routed_experts=case.experts, num_experts_per_tok=case.top_k,
+                      n_shared_experts=case.shared_experts, moe_intermediate_size=case.inner,
+                      first_k_dense_replace=0, kv_lora_rank=2 * d, q_lora_rank=None, qk_nope_head_dim=d - d // 4,
+                      qk_rope_head_dim=d // 4, v_head_dim=d, routed_scaling_factor=2.5 if case.groups else 1.0)
+        config.pop("head_dim")
+        if case.family == "deepseek_v2":
+            config.update(topk_method="group_limited_greedy" if case.groups else "greedy", n_group=case.groups or 1,
+                          topk_group=1)
+        else:
+            config.update(topk_method="noaux_tc", n_group=case.groups or 1, topk_group=1,
+                          norm_topk_prob=case.norm_topk)
     return config
 
 
@@ -202,6 +234,31 @@ def full_activation_cases() -> list[ActivationCase]:
     cases += grid_cases(mixtral, {}, switches=False)
     cases += autocast_cases()
     cases += padded_cases()
+    return unique_cases(cases)
+
+
+# Tiny MoE layers of each transformers family (builder.model.oplists._HF_MOE): 4 experts, top 2, expert width 96.
+MOE_BASE = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
+
+
+def moe_cases() -> list[ActivationCase]:
+    """transformers' MoE blocks, fp32 and bf16, SDPA (the attention is measured elsewhere): Mixtral, Qwen2-MoE with
+    its gated shared expert, Qwen3-MoE with and without renormalised top-k weights, DeepSeek-V2 greedy and
+    group-limited, DeepSeek-V3 (grouped sigmoid routing), each with the routing switches its code reads."""
+    cases = []
+    for dtype in DTYPES:
+        base = MOE_BASE.with_changes(attention="sdpa", dtype=dtype)
+        deepseek = base.with_changes(kv_heads=4)  # DeepSeek's latent attention: a KV head per query head
+        cases += [base, base.with_changes(family="qwen2_moe", shared_experts=2, norm_topk=False),
+                  base.with_changes(family="qwen3_moe"), base.with_changes(family="qwen3_moe", norm_topk=False),
+                  deepseek.with_changes(family="deepseek_v2", shared_experts=2, norm_topk=False),
+                  deepseek.with_changes(family="deepseek_v2", shared_experts=2, norm_topk=False, groups=2),
+                  deepseek.with_changes(family="deepseek_v3", shared_experts=1, groups=2)]
+    # Shapes: more experts and tokens, a wider top-k (each symbol of the rows moves once).
+    bf16 = MOE_BASE.with_changes(attention="sdpa", dtype="bfloat16")
+    cases += [bf16.with_changes(family="qwen2_moe", shared_experts=1, experts=8, top_k=3, norm_topk=False, batch=3),
+              bf16.with_changes(family="deepseek_v3", kv_heads=4, shared_experts=2, experts=8, top_k=3, groups=4,
+                                seq_len=40)]
     return unique_cases(cases)
 
 
@@ -362,6 +419,7 @@ PEAK_GPT2 = ActivationCase(family="gpt2", attention="sdpa", batch=4, seq_len=256
 # layer_forward, layer_backward and first_layer_backward), not at the loss.
 INSIDE_LLAMA = PEAK_LLAMA.with_changes(attention="eager", batch=2, seq_len=512, vocab=512)
 INSIDE_GPT2 = PEAK_GPT2.with_changes(attention="eager", batch=2, seq_len=512, vocab=512)
+INSIDE_MOE = dict(experts=4, top_k=2, ffn=256)  # an MoE layer for the peak shapes: 4 experts of 256, top 2
 
 
 def peak_cases(small: bool = False) -> list[PeakCase]:
@@ -428,5 +486,14 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
                                               heads=12), optimizer="sgd-momentum"),
             PeakCase(INSIDE_LLAMA.with_changes(attention="sdpa", batch=4, seq_len=128, ffn=4096),
                      optimizer="sgd-momentum"),
+            # transformers' MoE layers (grouped_mm experts): in the last layer's backward every expert's weight
+            # gradient exists (the fused 3-D parameters' gradients), and Qwen2-MoE's shared expert's and its gate's;
+            # and one loss-bound step.
+            PeakCase(INSIDE_LLAMA.with_changes(family="mixtral", **INSIDE_MOE), optimizer="sgd-momentum"),
+            PeakCase(INSIDE_LLAMA.with_changes(family="qwen2_moe", shared_experts=2, norm_topk=False, **INSIDE_MOE),
+                     optimizer="sgd-momentum"),
+            PeakCase(INSIDE_LLAMA.with_changes(family="qwen2_moe", shared_experts=2, norm_topk=False, dtype="bfloat16",
+                                               **INSIDE_MOE), optimizer="sgd-momentum"),
+            PeakCase(PEAK_LLAMA.with_changes(family="qwen2_moe", shared_experts=2, norm_topk=False, **INSIDE_MOE)),
         ]
     return sorted(cases, key=lambda c: c.name)

@@ -4,7 +4,7 @@
   --write   measure the full set and write content/validation/*.json
   --committed  compare the committed content/validation/*.json without measuring
   --only KIND  measure only these kinds (comma-separated: activations, model_states,
-            large_shapes, sharding, peak, op_lists, compiled); with --write, only their files
+            large_shapes, sharding, peak, op_lists, compiled, moe); with --write, only their files
             change (compiled: every layer under torch.compile, not in --small)
   --gpu     measure the peak cases on the CUDA GPU (needs torch with CUDA and a GPU);
             with --write, writes content/validation/peak_gpu.json

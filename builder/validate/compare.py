@@ -14,7 +14,7 @@ from typing import Any
 from builder.model.peak import PHASES
 from builder.validate.cases import DTYPES
 
-TOLERANCES = {"per_layer": 0.02, "rest": 0.05, "weights": 0.0, "gradients": 0.0, "optimizer": 0.0,
+TOLERANCES = {"per_layer": 0.02, "rest": 0.05, "moe_block": 0.0, "weights": 0.0, "gradients": 0.0, "optimizer": 0.0,
               "peak_forward": 0.03, "peak_backward": 0.03, "peak_optimizer_step": 0.03}
 PEAK_QUANTITIES = ("peak_forward", "peak_backward", "peak_optimizer_step")
 FAILING = ("fail", "unsupported")
@@ -110,6 +110,34 @@ def compare_activation_case(file: str, case: dict[str, Any]) -> list[Row]:
             judge(file, case["name"], "rest", measured_rest, one - per_layer)]
 
 
+def predicted_moe_block(inputs: dict[str, Any], hf_config: dict[str, Any], name: str) -> int:
+    """What the one-layer model's MoE block saves, as the model predicts it: its 'mlp' and 'router' groups
+    (builder.model.oplists._HF_MOE and the norm output its router reads)."""
+    from builder.model import Config, estimate
+
+    config = Config(model=architecture_for(hf_config, 1, name), mode="train", precision=precision_of(inputs),
+                    micro_batch=inputs["batch"], seq_len=inputs["seq_len"], attention=inputs["attention"],
+                    recompute=inputs["recompute"], dropout=inputs["dropout"])
+    breakdown = estimate(config)
+    return breakdown.get("activations/mlp") + breakdown.get("activations/router")
+
+
+def compare_moe_case(file: str, case: dict[str, Any]) -> list[Row]:
+    """An MoE case: its MoE block, byte-exact (the tensors the loss's graph still holds), and where the op lists
+    follow the family's attention (builder.validate.cases.LLAMA_ATTENTION) the whole layer and the rest."""
+    from builder.validate.cases import LLAMA_ATTENTION
+
+    measured = case["moe_block"]["kept_bytes"]
+    try:
+        predicted = predicted_moe_block(case["inputs"], case["hf_config"], case["name"])
+    except Exception as error:
+        return [judge(file, case["name"], "moe_block", measured, None, f"{type(error).__name__}: {error}")]
+    rows = [judge(file, case["name"], "moe_block", measured, predicted)]
+    if case["inputs"]["family"] in LLAMA_ATTENTION:
+        rows += compare_activation_case(file, case)
+    return rows
+
+
 def predicted_states(inputs: dict[str, Any], hf_config: dict[str, Any], name: str, **parallel: Any) -> dict[str, int]:
     """weights / gradients / optimizer bytes the model predicts (master copy counted in weights)."""
     from builder.model import Config, estimate
@@ -185,6 +213,8 @@ def compare_documents(documents: dict[str, dict[str, Any]]) -> list[Row]:
         for case in data.get("cases", []):
             if kind in ("activations", "large_shapes", "compiled"):
                 rows += compare_activation_case(file, case)
+            elif kind == "moe":
+                rows += compare_moe_case(file, case)
             elif kind == "model_states":
                 rows += compare_state_case(file, case)
             elif kind == "peak":

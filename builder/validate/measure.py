@@ -104,7 +104,31 @@ def measure_activation_case(case: ActivationCase, fake: bool = False) -> dict[st
         result["sdpa_kernel"] = observed_sdpa_kernel(one_layer.records)
     if case.compile:
         result["saved_in_layer"] = layer_listing(case, one_layer.records)
+    if case.experts and case.recompute == "none" and not case.compile:
+        result["moe_block"] = moe_block_listing(one_layer.records)
     return result
+
+
+MOE_BLOCK_MODULE = "model.layers.0.mlp"  # the one-layer model's MoE block (its router, experts and shared experts)
+
+
+def moe_block_listing(records: list[SavedRecord]) -> dict[str, Any]:
+    """What the one-layer model's MoE block saves, storage by storage (the storages first packed inside it: the
+    norm output its router reads is one), and how much of it the loss's graph still holds when the forward returns
+    (kept_bytes). A storage is kept when a node reachable from the loss names it (SavedTensorRecorder.name_ops); the
+    others belong to branches whose outputs died with the forward's locals (DeepSeek's group selection), so autograd
+    has freed them by the backward. Needs named ops: a case without recomputation or compilation."""
+    named = {r.storage_key for r in records if r.op is not None}
+    tensors, seen = [], set()
+    for r in records:
+        if r.kind != "activation" or not r.module.startswith(MOE_BLOCK_MODULE) or r.is_duplicate:
+            continue
+        seen.add(r.storage_key)
+        tensors.append({"module": r.module.removeprefix(MOE_BLOCK_MODULE).lstrip("."), "op": r.op, "slot": r.slot,
+                        "shape": list(r.shape), "dtype": r.dtype, "storage_bytes": r.storage_bytes,
+                        "kept": r.storage_key in named})
+    return {"saved_bytes": sum(t["storage_bytes"] for t in tensors),
+            "kept_bytes": sum(t["storage_bytes"] for t in tensors if t["kept"]), "tensors": tensors}
 
 
 def layer_listing(case: ActivationCase, records: list[SavedRecord]) -> list[dict[str, Any]]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from builder.validate.cases import (DTYPES, compiled_cases, full_activation_cases, op_list_cases, peak_cases, small_activation_cases,
-                                    state_cases)
+from builder.validate.cases import (DTYPES, compiled_cases, full_activation_cases, moe_cases, op_list_cases,
+                                    peak_cases, small_activation_cases, state_cases)
 from builder.validate.results import document, environment
 
 ACTIVATIONS_DESCRIPTION = (
@@ -54,7 +54,15 @@ COMPILED_DESCRIPTION = (
     "(the rotary tables and a causal mask it saves are shared by every layer, so they count outside the layers)."
 )
 
-KINDS = ("activations", "model_states", "large_shapes", "sharding", "peak", "op_lists", "compiled")
+MOE_DESCRIPTION = (
+    "As activations.json, for transformers' MoE layers (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2, DeepSeek-V3) with "
+    "the experts implementation transformers picks by default (grouped_mm). moe_block lists what the one-layer "
+    "model's MoE block saves, storage by storage (the storages first packed inside model.layers.0.mlp), and kept_bytes "
+    "counts those a node reachable from the loss still holds (SavedTensorRecorder.name_ops): DeepSeek's group "
+    "selection saves tensors on a branch that dies with the forward's locals, which autograd frees before backward."
+)
+
+KINDS = ("activations", "model_states", "large_shapes", "sharding", "peak", "op_lists", "compiled", "moe")
 
 
 def measure_suite(small: bool, progress: Callable[[str], None] | None = None,
@@ -84,6 +92,7 @@ def measure_suite(small: bool, progress: Callable[[str], None] | None = None,
     measure("sharding", "sharding (FSDP2, fake process group)", SHARDING_DESCRIPTION, shard_cases(small=small),
             measure_shard_case)
     measure("peak", "peak by phase (real steps)", PEAK_DESCRIPTION, peak_cases(small=small), measure_peak_case)
+    measure("moe", "MoE layers (transformers' MoE blocks)", MOE_DESCRIPTION, moe_cases(), measure_activation_case)
     if not small:  # inductor compiles C++ for every case: minutes, so not in the quick set
         measure("compiled", "compiled layers (torch.compile, inductor)", COMPILED_DESCRIPTION, compiled_cases(),
                 measure_activation_case)

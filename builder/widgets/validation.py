@@ -17,6 +17,7 @@ from builder.validate.results import VALIDATION_DIR, read_json
 QUANTITY_NAMES = {
     "per_layer": "activations per layer",
     "rest": "activations outside the layers",
+    "moe_block": "activations of an MoE block",
     "weights": "weights",
     "gradients": "gradients",
     "optimizer": "optimizer states",
@@ -24,10 +25,11 @@ QUANTITY_NAMES = {
     "peak_backward": "peak in the backward pass",
     "peak_optimizer_step": "peak in the optimizer step",
 }
-MARKERS = {"per_layer": "circle", "rest": "square", "weights": "diamond", "gradients": "diamond",
+MARKERS = {"per_layer": "circle", "rest": "square", "moe_block": "circle", "weights": "diamond", "gradients": "diamond",
            "optimizer": "diamond", "peak_forward": "triangle", "peak_backward": "triangle",
            "peak_optimizer_step": "triangle"}
-MARKER_CLASS = {"per_layer": "tm-bucket-activations", "rest": "tm-bucket-gradients", "weights": "tm-bucket-weights",
+MARKER_CLASS = {"per_layer": "tm-bucket-activations", "rest": "tm-bucket-gradients",
+                "moe_block": "tm-bucket-activations", "weights": "tm-bucket-weights",
                 "gradients": "tm-bucket-weights", "optimizer": "tm-bucket-weights",
                 "peak_forward": "tm-bucket-optimizer", "peak_backward": "tm-bucket-optimizer",
                 "peak_optimizer_step": "tm-bucket-optimizer"}
@@ -37,6 +39,7 @@ FILE_NAMES = {
     "activations.json": "Activations (transformers models on CPU)",
     "large_shapes.json": "Real 7B-70B layer shapes (FakeTensorMode, nothing allocated)",
     "compiled.json": "Layers under torch.compile (inductor, on CPU)",
+    "moe.json": "Mixture-of-experts layers (transformers' MoE blocks, on CPU)",
     "model_states.json": "Model states after an optimizer step",
     "sharding.json": "FSDP2 sharding (fake process group)",
     "peak.json": "Peak of a real training step, by phase (CPU allocator)",
