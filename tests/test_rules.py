@@ -11,8 +11,9 @@ import pytest
 from builder.catalog import default_models
 from builder.model import Config, estimate
 from builder.model.architecture import Architecture
-from builder.model.expr import (RuleError, best, by, ceil, concat, decode, each, encode, eq, evaluate, fixed, fmt, isin,
-                                maximum, minimum, per_unit, row, sym, symbols_of, table, top, total, when, within)
+from builder.model.expr import (RuleError, best, by, ceil, concat, decode, derive, each, encode, eq, evaluate, fixed,
+                                fmt, isin, maximum, minimum, per_unit, row, sym, symbols_of, table, top, total, when,
+                                within)
 from builder.model.inputs import rule_inputs, stages
 from builder.model.serving import SERVING
 
@@ -90,6 +91,29 @@ def test_rows_made_from_rows_and_the_largest():
     assert evaluate(top(by(sym("parts"), "name", sym("bytes"))), {"parts": parts}) == "gradients"
     with pytest.raises(RuleError, match="top: .* is empty"):
         evaluate(top(by(table(), "name", 0)), {})
+
+
+def test_constants_in_comparisons_branches_and_extremes_keep_exact_values():
+    """A number constant beside a symbol is read when the rule is compiled (builder.model.expr _comparison, _extreme,
+    _if): the values stay exact and the same (int or Fraction as written), on either side."""
+    half = Fraction(1, 2)
+    assert [evaluate(rule, {"x": 2}) for rule in (sym("x") > 1, 3 > sym("x"), sym("x") >= 2, sym("x") < half,
+                                                  sym("x") <= 2)] == [1, 1, 1, 0, 1]
+    assert evaluate(maximum(half, sym("x")), {"x": Fraction(1, 4)}) == half
+    assert type(evaluate(maximum(sym("x"), 2), {"x": Fraction(4, 2)})) is Fraction  # the first of two largest
+    assert evaluate(minimum(sym("x"), 1), {"x": True}) == 1 and evaluate(sym("x") - half, {"x": 1.5}) == 1
+    assert evaluate(when(sym("a") > 1, 7, sym("b")), {"a": 2}) == 7  # the branch not taken reads nothing
+    assert evaluate(when(sym("a") > 1, sym("b"), "none"), {"a": 0}) == "none"
+
+
+def test_a_row_reads_its_fields_over_the_symbols_around_it_and_unknown_names_are_named():
+    rows = [{"x": 1, "w": 10}, {"x": 2}]
+    assert evaluate(total(sym("rows"), sym("x") * sym("w")), {"rows": rows, "w": 3}) == 10 + 6
+    for rule, env in ((total(sym("rows"), sym("y")), {"rows": rows}), (sym("y") + 1, {}), (when(sym("a"), 1, 2), {})):
+        with pytest.raises(RuleError, match="unknown symbol"):
+            evaluate(rule, env)
+    with pytest.raises(RuleError, match="unknown symbol 'later'"):
+        derive({"first": sym("later") + 1, "later": 2}, {})
 
 
 def test_words():
