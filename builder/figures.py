@@ -142,12 +142,12 @@ def render_png(light_svg: str, cache: Path | None = None) -> bytes | None:
 
 def figure_files(slug: str, chart_id: str, figure_svg: str, cache: Path | None = None) -> dict[str, bytes]:
     """The downloadable files of one chart, keyed by output path (the PNG from `cache` when it holds it)."""
-    from builder.charts import standalone_svg
+    from builder.charts.standalone import standalone_svgs
 
     stem = f"{FOLDER}/{figure_name(slug, chart_id)}"
-    wide = wide_layout(figure_svg)
-    light = standalone_svg(wide, "light")
-    files = {f"{stem}.svg": light.encode("utf-8"), f"{stem}-dark.svg": standalone_svg(wide, "dark").encode("utf-8")}
+    svgs = standalone_svgs(wide_layout(figure_svg), ("light", "dark"))
+    light = svgs["light"]
+    files = {f"{stem}.svg": light.encode("utf-8"), f"{stem}-dark.svg": svgs["dark"].encode("utf-8")}
     png = render_png(light, cache)
     if png is not None:
         files[f"{stem}.png"] = png

@@ -234,6 +234,17 @@ def test_text_stays_text_with_no_font_embedded():
         assert "<text" in text and "glyph" not in text and "<use" not in text and "@font-face" not in text
 
 
+def test_both_themes_written_from_one_reading_are_each_themes_file():
+    """figure_files writes the light and dark files from one reading of the markup (standalone_svgs): each is the
+    file standalone_svg writes for its theme alone."""
+    from builder.charts.standalone import standalone_svgs
+
+    svg = render_chart(make_spec())
+    files = standalone_svgs(svg)
+    assert files == {"light": standalone_svg(svg, "light"), "dark": standalone_svg(svg, "dark")}
+    assert files["light"] != files["dark"] and standalone_svgs(svg, ("dark",)) == {"dark": files["dark"]}
+
+
 def test_text_size_is_said_once_on_the_page_and_on_every_text_in_a_download():
     """Every text inherits FONT_SIZE from the page copy's root; the download (cairo, other editors) names it on
     each text again, after its weight and before its class, and not on the root."""
