@@ -5,10 +5,13 @@ cairo's own work, and its import).
 What it follows: CairoSVG 2.9.1's Surface.__init__ and set_context_size (the surface and the viewBox), Surface.draw
 (per element: save, transform, line join, cap and dash, miter limit 4, the shape, then fill and stroke, children),
 helpers.transform, path.path, shapes.rect, colors.color, the parser's attribute inheritance and white space, and
-builder/cairotext.py's reading of text.text (one x and one y, letters placed one by one). Calls that place no ink
-are left out: cairo draws nothing for a fill or stroke with a fully transparent colour (cairo-surface.c
-`nothing_to_do`), so an unfilled text is not shown and an unstroked text is not turned into a path, and the
-miter limit, 4 in every element, is set once. The calls that place ink keep their order.
+text.text's straight-line case (one x and one y, letters placed one by one, as builder/cairotext.py drew it before
+this module). Calls that place no ink are left out: cairo draws nothing for a fill or stroke with a fully
+transparent colour (cairo-surface.c `nothing_to_do`), so an unfilled text is not shown and an unstroked text is not
+turned into a path; the miter limit, 4 in every element, is set once; and a white halo (a text's stroke-only copy,
+builder/figures.py halo_as_copies) over pixels that are all white already is not stroked, as it would leave each of
+them white (Drawing.all_white): most of the halos, and the largest part of cairo's own work on a chart. The calls that
+place ink keep their order.
 
 It knows the SVG builder/charts writes: svg, g, path (M L H V Q Z), rect, text (no tspan), title and desc, colours
 as #rrggbb or none, lengths as plain numbers, rotate() and translate(). Anything else raises Unsupported, and
@@ -39,6 +42,7 @@ SKIPPED = frozenset(("title", "desc"))  # drawn as nothing, their text never sho
 JOINS = {"round": cairolib.LINE_JOIN_ROUND, "bevel": cairolib.LINE_JOIN_BEVEL}
 CAPS = {"round": cairolib.LINE_CAP_ROUND, "square": cairolib.LINE_CAP_SQUARE}
 COLOUR = re.compile(r"#[0-9a-f]{6}")
+WHITE = (1.0, 1.0, 1.0, 1)
 PATH_DATA = re.compile(r"(?:[MLHVQZz]|-?\d+(?:\.\d+)?|[ ,])*")
 PATH_TOKEN = re.compile(r"[MLHVQZz]|-?\d+(?:\.\d+)?")
 ROTATE = re.compile(r"rotate\((-?[\d.]+)(?: (-?[\d.]+) (-?[\d.]+))?\)")
@@ -108,7 +112,8 @@ class Drawing:
         attributes = self.attributes(self.root, {}, "svg")
         lib = self.lib
         width, height, viewbox = self.viewport(attributes)
-        self.surface = lib.cairo_image_surface_create(cairolib.FORMAT_ARGB32, int(round(width)), int(round(height)))
+        self.height = int(round(height))
+        self.surface = lib.cairo_image_surface_create(cairolib.FORMAT_ARGB32, int(round(width)), self.height)
         self.cr = lib.cairo_create(self.surface)
         try:
             self.set_viewport(width, height, viewbox)
@@ -354,6 +359,9 @@ class Drawing:
             y_align = baseline_shift(attributes.get("dominant-baseline"), ascent, descent)
         advances = {letter: self.measure(letter)[4] for letter in set(text)}
         shift = x_align or y_align
+        if not fill[3] and stroke == WHITE and self.all_white(self.ink_box(text, x0 + x_align, y0 + y_align,
+                                                                           width, pen)):
+            return  # a halo on white only: cairo would leave every pixel as it is (all_white)
         if stroked:  # text_path in Surface.draw's drawing step, then the stroke after the fill
             self.letters(text, x0, y0, x_align, y_align, shift, advances, lib.cairo_text_path)
         if fill[3]:
@@ -361,6 +369,47 @@ class Drawing:
             self.letters(text, x0, y0, x_align, y_align, shift, advances, lib.cairo_show_text)
         if stroked:
             self.stroke(stroke, width, pen)
+
+    def ink_box(self, text: str, x: float, y: float, width: float, pen: Pen) -> tuple[int, int, int, int] | None:
+        """The device pixels (left, top, right, bottom; right and bottom excluded) a stroke `width` wide of the
+        letters placed from (x, y) can touch: each letter's ink extents, the stroke's reach beyond the outline (half
+        its width, a miter up to the miter limit 4 times that) and 2 pixels of antialiasing; None where the matrix
+        turns or skews (not worked out here)."""
+        matrix = cairolib.Matrix()
+        self.lib.cairo_get_matrix(self.cr, matrix)
+        if matrix.yx or matrix.xy:
+            return None
+        reach = width / 2 * (4 if pen.join == cairolib.LINE_JOIN_MITER else 1)
+        left = top = math.inf
+        right = bottom = -math.inf
+        for letter in text:
+            x_bearing, y_bearing, ink_width, ink_height, advance = self.measure(letter)[:5]
+            if not letter.isspace():
+                left, right = min(left, x + x_bearing), max(right, x + x_bearing + ink_width)
+                top, bottom = min(top, y + y_bearing), max(bottom, y + y_bearing + ink_height)
+            x += advance
+        if left == math.inf:
+            return None
+        xs = sorted((matrix.xx * (left - reach) + matrix.x0, matrix.xx * (right + reach) + matrix.x0))
+        ys = sorted((matrix.yy * (top - reach) + matrix.y0, matrix.yy * (bottom + reach) + matrix.y0))
+        return math.floor(xs[0]) - 2, math.floor(ys[0]) - 2, math.ceil(xs[1]) + 3, math.ceil(ys[1]) + 3
+
+    def all_white(self, box: tuple[int, int, int, int] | None) -> bool:
+        """Whether every pixel of `box` (clipped to the surface) is opaque white. Cairo strokes an opaque colour by
+        interpolating each pixel towards it by the coverage in 8-bit steps rounded exactly (pixman's and cairo's
+        image compositors: x * a / 255 rounded), so white over white stays white whatever the coverage: a white
+        stroke inside such a box places no ink."""
+        if box is None:
+            return False
+        lib = self.lib
+        lib.cairo_surface_flush(self.surface)
+        stride = lib.cairo_image_surface_get_stride(self.surface)
+        data = lib.cairo_image_surface_get_data(self.surface)
+        left, top = max(box[0], 0), max(box[1], 0)
+        right, bottom = min(box[2], stride // 4), min(box[3], self.height)
+        white = b"\xff" * (4 * (right - left))
+        return all(ctypes.string_at(data + row * stride + 4 * left, 4 * (right - left)) == white
+                   for row in range(top, bottom))
 
     def letters(self, text, x, y, x_align, y_align, shift, advances, draw) -> None:
         """Each letter placed at the running x (and the anchor's shift) and drawn by `draw`; spaces only advance."""

@@ -142,7 +142,8 @@ def text_cases(*texts: str) -> str:
 
 
 # What builder/svgdraw.py draws itself: anchors, a central baseline, spaces (runs of them as one), a superscript, a
-# rotated axis title, a dashed line with round joins inherited from a group, a translated group, a curve, bold.
+# rotated axis title, a dashed line with round joins inherited from a group, a translated group, a curve, bold, halos
+# on white only (not drawn: white over white) and one whose edge meets a line (drawn).
 DRAWN_SVG = text_cases(
     '<text x="10" y="20" font-size="12">Start: 1.9 GiB per GPU</text>',
     '<text x="160" y="40" font-size="13" text-anchor="middle" font-weight="700">Middle (GB = 10⁹ bytes)</text>',
@@ -154,6 +155,9 @@ DRAWN_SVG = text_cases(
     ' fill="none" stroke="#2d333b" stroke-width="2.5" stroke-dasharray="6,4.5"/>'
     '<path d="M200 150H260V190H200z" fill="#1c6fca" stroke="#ffffff" stroke-width="0.5"/></g>',
     '<text x="200" y="80" font-size="14" fill="#cc0000" stroke="#1c6fca" stroke-width="1">Both</text>',
+    '<path d="M40 174.8H140" stroke="#1c6fca" stroke-width="1"/>',  # just under the halo of a text on white
+    '<text x="45" y="173" font-size="12" paint-order="stroke" stroke="#ffffff" stroke-width="3" fill="#cc0000"'
+    ' stroke-linejoin="round">Tall HIM</text>',
     '<rect x="290" y="180" width="0" height="10" fill="#000000"/>')
 # No background: some pixels stay transparent, and cairo's own writer writes the PNG (RGBA).
 TRANSPARENT_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20" viewBox="0 0 40 20">'
