@@ -200,3 +200,16 @@ def test_configuration_checks_are_rules_with_one_line_reasons(settings, message)
             validate_config(config)
     else:
         validate_config(config)
+
+
+def test_a_configurations_inputs_are_a_fresh_dict_each_time_with_its_own_values():
+    """config_inputs is worked out once per configuration (an estimate asks several times) but hands out a dict a
+    caller may change without changing the next one's."""
+    from builder.model.inputs import config_inputs
+
+    first = config_inputs(Config(micro_batch=2))
+    first["micro_batch"] = 99
+    again = config_inputs(Config(micro_batch=2))
+    assert again is not first and again["micro_batch"] == 2 and again["dp"] == 1
+    assert config_inputs(Config(micro_batch=3))["micro_batch"] == 3
+    assert config_inputs(Config(precision="fp32"))["param_dtype"] == "fp32"
