@@ -135,13 +135,15 @@ def states_per_param_all_gpus(config: Config, served) -> Fraction:
     return states_per_param(config, served) * config.dp
 
 
+def engine_values(config: Config, served: Served) -> dict[str, Any]:
+    """The engine's start-up numbers for a served configuration (builder.model.engines.engine_report's values)."""
+    from builder.model.engines import EngineSettings, engine_report
+    return engine_report(config, EngineSettings(**served.settings), served.gpu_total, served.gpu).values
+
+
 def engine(value: str, unit: str) -> Callable:
-    """One of the engine's start-up numbers (builder.model.engines.engine_report's values)."""
-    def quantity(config: Config, served: Served) -> Fraction:
-        from builder.model.engines import EngineSettings, engine_report
-        return _in(unit, engine_report(config, EngineSettings(**served.settings), served.gpu_total, served.gpu)
-                   .values[value])
-    return quantity
+    """One of the engine's start-up numbers (engine_values)."""
+    return lambda config, served: _in(unit, engine_values(config, served)[value])
 
 
 def kv_tokens(config: Config, served: Served) -> Fraction:
@@ -150,8 +152,9 @@ def kv_tokens(config: Config, served: Served) -> Fraction:
     v0.13.0 and v0.17.1 among them).
     With one group it is blocks x block size, which the later print, int(concurrency x max_model_len), equals when
     max_model_len is a multiple of the block size; with a hybrid model's groups the two differ."""
-    blocks = engine("num_blocks", "tokens")(config, served)
-    groups = engine("full_groups", "tokens")(config, served) + engine("sliding_groups", "tokens")(config, served)
+    values = engine_values(config, served)  # one accounting for the three numbers
+    blocks = _in("tokens", values["num_blocks"])
+    groups = _in("tokens", values["full_groups"]) + _in("tokens", values["sliding_groups"])
     return (blocks // groups) * served.settings.get("block_size", 16)
 
 
