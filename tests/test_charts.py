@@ -324,6 +324,25 @@ def test_absolute_undoes_relative_for_any_numbers_of_two_decimals(steps, x, y):
     assert absolute(relative(data)) == data
 
 
+OPERANDS = {"M": 2, "L": 2, "H": 1, "V": 1, "Q": 4, "z": 0}
+
+
+@given(st.lists(st.tuples(st.sampled_from("MLHVQz"), st.lists(st.integers(-100_000, 100_000), min_size=4, max_size=4)),
+                max_size=8))
+def test_path_data_without_the_commands_a_rewrite_changes_comes_back_as_it_is(steps):
+    """pathdata's rewrites return data with none of the commands they rewrite as it is (pathdata.unchanged): the
+    commands it reads, put back together, are the data itself."""
+    from builder.charts.pathdata import commands, unchanged
+
+    data = "".join(command + " ".join(number(value / 100) for value in values[:OPERANDS[command]])
+                   for command, values in [("M", [0, 0, 0, 0])] + steps)
+    for rewritten in ("HV", "hv"):
+        if unchanged(data, rewritten):
+            assert "".join(command + operands for command, operands, _, _ in commands(data)) == data
+    if not any(c in data for c in "HVhv"):
+        assert relative(data) == absolute(data) == spelled_out(data) == data
+
+
 # --- Colours are classes ------------------------------------------------------------------------
 
 
