@@ -213,3 +213,21 @@ def test_a_configurations_inputs_are_a_fresh_dict_each_time_with_its_own_values(
     assert again is not first and again["micro_batch"] == 2 and again["dp"] == 1
     assert config_inputs(Config(micro_batch=3))["micro_batch"] == 3
     assert config_inputs(Config(precision="fp32"))["param_dtype"] == "fp32"
+
+
+def test_an_estimate_without_words_has_the_same_parts_and_numbers_and_no_words():
+    """estimate(config, words=False), what the Validation page's comparisons read: every part, byte, sharding,
+    transient flag and rate of the full estimate (host parts and pipeline stages included), without the words."""
+    from dataclasses import replace
+
+    configs = (Config(model=MODELS["llama-3-8b"], zero=3, dp=8, offload="optimizer", recompute="selective"),
+               Config(model=MODELS["llama-3-8b"], lora_rank=16, pp=2, grad_accum=4, attention="eager"),
+               Config(model=MODELS["mistral-7b"], mode="serve", context=32768))
+    for config in configs:
+        full, numbers = estimate(config), estimate(config, words=False)
+        blank = dict(formula="", source="", per_unit="", simplification="")
+        assert numbers.parts == tuple(replace(p, **blank) for p in full.parts) and len(full.parts) >= 3
+        assert numbers.host_parts == tuple(replace(p, **blank) for p in full.host_parts)
+        assert (numbers.total, numbers.params, numbers.notes, numbers.where) == (full.total, full.params, full.notes, {})
+        assert all(p.source for p in full.parts)
+    assert estimate(configs[0]).host_parts  # an offloaded run keeps host parts

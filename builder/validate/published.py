@@ -108,19 +108,19 @@ def step_peak(unit: str) -> Callable:
 
 def part(name: str, unit: str) -> Callable:
     """One part (or bucket) of the breakdown."""
-    return lambda config, _served: _in(unit, estimate(config).get(name))
+    return lambda config, _served: _in(unit, estimate(config, words=False).get(name))
 
 
 def layer_activations(config: Config, _served) -> Fraction:
     """The saved activations of one transformer layer (the op list's layer groups over the layers)."""
-    breakdown = estimate(config)
+    breakdown = estimate(config, words=False)
     groups = (*LAYER_GROUPS, "checkpoint")  # under full recomputation a layer keeps only its input, its checkpoint
     return Fraction(sum(breakdown.get(f"activations/{g}") for g in groups), config.model.layers)
 
 
 def total(unit: str) -> Callable:
     """The sum of every part."""
-    return lambda config, _served: _in(unit, estimate(config).total)
+    return lambda config, _served: _in(unit, estimate(config, words=False).total)
 
 
 def states_per_param(config: Config, _served) -> Fraction:
