@@ -3,9 +3,12 @@
 For a chart `<chart-id>` on page `<slug>.html` the build writes, under figures/:
 - `<slug>-<chart-id>.svg` and `<slug>-<chart-id>-dark.svg`: the chart's wide layout with its colours and font
   written in (builder.charts.standalone_svg), light and dark;
-- `<slug>-<chart-id>.png`: the light SVG rasterised at 2x with CairoSVG (pure Python over the system's cairo
-  library) and written by builder.png (cairo's pixels, its PNG writer's work at a fraction of the CPU), left out, with its link, where cairo cannot be loaded; kept in the build cache by a hash of the SVG,
-  this module and the cairo versions, so an unchanged chart is not rasterised again (it is most of a cold build);
+- `<slug>-<chart-id>.png`: the light SVG rasterised at 2x over the system's cairo library, with CairoSVG's pixels:
+  drawn by builder.svgdraw (the calls CairoSVG makes, without its Python per element) or, for an SVG outside what
+  that drawer knows, by CairoSVG itself, and written by builder.png (cairo's pixels, its PNG writer's work at a
+  fraction of the CPU); left out, with its link, where cairo or CairoSVG cannot be loaded. A PNG builder.svgdraw
+  drew is kept in the build cache by a hash of the SVG, the drawing code and the cairo version, so an unchanged
+  chart is not rasterised again (it is most of a cold build);
 - `<slug>-<chart-id>.html`: the figure alone, with its caption, for an iframe or a slide.
 The page links them from the chart's block, whose anchor `chart-<chart-id>` the embed page also carries.
 """
@@ -47,27 +50,24 @@ def wide_layout(figure_svg: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def load_cairosvg():
-    """CairoSVG, or None where it or the cairo library is missing (then no PNG is written)."""
-    try:
-        import cairosvg
-    except (ImportError, OSError):
-        return None
-    return cairosvg
+def png_available() -> bool:
+    """Whether PNGs can be drawn: libcairo opens (builder.cairolib) and CairoSVG, for an SVG builder.svgdraw does
+    not know, is installed (found, not imported: a build imports it only for such an SVG)."""
+    from importlib.util import find_spec
+
+    from builder import cairolib
+
+    return cairolib.load() is not None and find_spec("cairosvg") is not None
 
 
 @lru_cache(maxsize=1)
 def rasteriser_version() -> bytes:
-    """What a PNG depends on besides its SVG: this module's, builder/cairotext.py's and builder/png.py's code and
-    the CairoSVG and cairo versions."""
-    cairosvg = load_cairosvg()
-    import cairocffi
+    """What a PNG drawn by builder.svgdraw depends on besides its SVG: this module's, builder/svgdraw.py's,
+    builder/cairolib.py's and builder/png.py's code, the cairo version and PNG_SCALE."""
+    from builder import cairolib, png, svgdraw
 
-    from builder import cairotext, png
-
-    code = b"".join(Path(module.__file__).read_bytes() for module in (cairotext, png))
-    return (Path(__file__).read_bytes() + code + f"\0{cairosvg.__version__}\0{cairocffi.cairo_version_string()}"
-            f"\0{PNG_SCALE}".encode())
+    code = b"".join(Path(module.__file__).read_bytes() for module in (svgdraw, cairolib, png))
+    return Path(__file__).read_bytes() + code + f"\0{cairolib.version()}\0{PNG_SCALE}".encode()
 
 
 def png_cache_path(light_svg: str, cache: Path | None) -> Path | None:
@@ -101,16 +101,13 @@ def halo_as_copies(root: ElementTree.Element) -> ElementTree.Element:
     return root
 
 
-def rasterise(cairosvg, svg: bytes) -> bytes:
-    """`svg` drawn by CairoSVG at PNG_SCALE (as its svg2png does: 96 dpi), written by builder.png (same pixels as
-    cairo's PNG writer, a fraction of its CPU time)."""
+def cairosvg_png(svg: bytes) -> bytes:
+    """`svg` drawn by CairoSVG itself at PNG_SCALE (as its svg2png does: 96 dpi), written by builder.png."""
     from cairosvg.parser import Tree
     from cairosvg.surface import PNGSurface
 
-    from builder.cairotext import install
     from builder.png import surface_png
 
-    install()  # CairoSVG's text drawer with less Python per letter, same pixels (builder/cairotext.py)
     drawing = PNGSurface(Tree(bytestring=svg), None, 96, scale=PNG_SCALE)  # output None: draw, write nothing
     try:
         return surface_png(drawing.cairo)
@@ -119,17 +116,22 @@ def rasterise(cairosvg, svg: bytes) -> bytes:
 
 
 def render_png(light_svg: str, cache: Path | None = None) -> bytes | None:
-    """The light SVG as a PNG at PNG_SCALE, from the cache when it holds it; None without CairoSVG. Cairo ignores
-    paint-order, so the halo that keeps notes legible where a line passes behind them (a background stroke painted
-    under the text) is drawn as a stroke-only copy of the text placed just before it (halo_as_copies)."""
-    cairosvg = load_cairosvg()
-    if cairosvg is None:
+    """The light SVG as a PNG at PNG_SCALE, from the cache when it holds it; None without cairo or CairoSVG. Cairo
+    ignores paint-order, so the halo that keeps notes legible where a line passes behind them (a background stroke
+    painted under the text) is drawn as a stroke-only copy of the text placed just before it (halo_as_copies).
+    Only builder.svgdraw's PNGs are cached: CairoSVG's also depend on its version."""
+    from builder.svgdraw import Unsupported, draw_png
+
+    if not png_available():
         return None
     path = png_cache_path(light_svg, cache)
     if path is not None and path.is_file():
         return path.read_bytes()
     root = halo_as_copies(ElementTree.fromstring(light_svg.split("?>", 1)[-1]))
-    png = rasterise(cairosvg, ElementTree.tostring(root))
+    try:
+        png = draw_png(root, PNG_SCALE)
+    except Unsupported:
+        return cairosvg_png(ElementTree.tostring(root))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # never a half-written PNG under its name
@@ -140,12 +142,12 @@ def render_png(light_svg: str, cache: Path | None = None) -> bytes | None:
 
 def figure_files(slug: str, chart_id: str, figure_svg: str, cache: Path | None = None) -> dict[str, bytes]:
     """The downloadable files of one chart, keyed by output path (the PNG from `cache` when it holds it)."""
-    from builder.charts import standalone_svg
+    from builder.charts.standalone import standalone_svgs
 
     stem = f"{FOLDER}/{figure_name(slug, chart_id)}"
-    wide = wide_layout(figure_svg)
-    light = standalone_svg(wide, "light")
-    files = {f"{stem}.svg": light.encode("utf-8"), f"{stem}-dark.svg": standalone_svg(wide, "dark").encode("utf-8")}
+    svgs = standalone_svgs(wide_layout(figure_svg), ("light", "dark"))
+    light = svgs["light"]
+    files = {f"{stem}.svg": light.encode("utf-8"), f"{stem}-dark.svg": svgs["dark"].encode("utf-8")}
     png = render_png(light, cache)
     if png is not None:
         files[f"{stem}.png"] = png

@@ -39,19 +39,28 @@ def opaque_rgb_rows(data: bytes, width: int, height: int) -> bytes | None:
     return b"".join(b"\0" + rgb[start:start + row] for start in range(0, 3 * pixels, row))
 
 
+def rgb_png(data: bytes, width: int, height: int, stride: int) -> bytes | None:
+    """PNG bytes of cairo ARGB32 pixels (`stride` bytes a row) as 8-bit RGB; None when a pixel is not opaque, or for
+    a layout this does not read (padded rows, a big-endian machine): then cairo's writer is the one to use."""
+    if sys.byteorder != "little" or stride != 4 * width:
+        return None
+    rows = opaque_rgb_rows(data, width, height)
+    if rows is None:
+        return None
+    header = struct.pack(">IIBBBBB", width, height, 8, COLOUR_TYPE_RGB, 0, 0, 0)
+    return SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, LEVEL)) + chunk(b"IEND", b"")
+
+
 def surface_png(surface) -> bytes:
-    """PNG bytes of a cairo ARGB32 image surface (cairocffi): RGB when opaque, else cairo's own writer."""
+    """PNG bytes of a cairo ARGB32 image surface (cairocffi): RGB when opaque (rgb_png), else cairo's own writer."""
     import cairocffi
 
     surface.flush()
-    width, height = surface.get_width(), surface.get_height()
-    rows = None
-    if (sys.byteorder == "little" and surface.get_format() == cairocffi.FORMAT_ARGB32
-            and surface.get_stride() == 4 * width):
-        rows = opaque_rgb_rows(bytes(surface.get_data()), width, height)
-    if rows is None:
+    png = None
+    if surface.get_format() == cairocffi.FORMAT_ARGB32:
+        png = rgb_png(bytes(surface.get_data()), surface.get_width(), surface.get_height(), surface.get_stride())
+    if png is None:
         output = io.BytesIO()
         surface.write_to_png(output)
-        return output.getvalue()
-    header = struct.pack(">IIBBBBB", width, height, 8, COLOUR_TYPE_RGB, 0, 0, 0)
-    return SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, LEVEL)) + chunk(b"IEND", b"")
+        png = output.getvalue()
+    return png

@@ -40,7 +40,7 @@ from builder.widgets import WIDGETS, to_json, widget_context
 from builder.content import (COMMON_WIDGET_OPTIONS, SLUG_PATTERN, WIDGET_ID_MAX, ContentError, Page,
                              Reference, convert_widget_option, parse_options)
 from builder.exercises import Exercise
-from builder.figures import figure_links, load_cairosvg
+from builder.figures import figure_links, png_available
 from builder.page_minify import minify_page
 from builder.model.cite import Cite, pieces
 from builder.sources import bibliography, short_form, source_filter
@@ -234,7 +234,7 @@ def render_placement(self: Any, tokens: list[Token], index: int, options: Any, e
                                question_html(context, meta["name"]))
     chart = context.charts[meta["name"]]
     svg = context.svgs.get(meta["name"]) if meta["kind"] == "chart" else None
-    links = figure_links(context.page.slug, meta["name"], load_cairosvg() is not None) if svg is not None else None
+    links = figure_links(context.page.slug, meta["name"], png_available()) if svg is not None else None
     return render_chart_block(context.templates, chart, svg, links, context.noted)
 
 
@@ -526,7 +526,7 @@ def render_figure_page(templates: jinja2.Environment, chart: EvaluatedChart, svg
                        site: dict[str, str], stylesheet: str) -> str:
     """The embed view of one chart (figures/<slug>-<chart-id>.html): the figure, its caption and its downloads,
     with the page's stylesheet and a CSP of its own; every URL relative to figures/."""
-    links = figure_links(page.slug, chart.spec.chart_id, load_cairosvg() is not None)
+    links = figure_links(page.slug, chart.spec.chart_id, png_available())
     html = templates.get_template("figure.html").render(
         chart=chart.spec, svg=Markup(svg), page=page, site=site, stylesheet=f"../{stylesheet}", csp="__CSP__",
         configuration=chart.definition.description,

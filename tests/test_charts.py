@@ -234,6 +234,17 @@ def test_text_stays_text_with_no_font_embedded():
         assert "<text" in text and "glyph" not in text and "<use" not in text and "@font-face" not in text
 
 
+def test_both_themes_written_from_one_reading_are_each_themes_file():
+    """figure_files writes the light and dark files from one reading of the markup (standalone_svgs): each is the
+    file standalone_svg writes for its theme alone."""
+    from builder.charts.standalone import standalone_svgs
+
+    svg = render_chart(make_spec())
+    files = standalone_svgs(svg)
+    assert files == {"light": standalone_svg(svg, "light"), "dark": standalone_svg(svg, "dark")}
+    assert files["light"] != files["dark"] and standalone_svgs(svg, ("dark",)) == {"dark": files["dark"]}
+
+
 def test_text_size_is_said_once_on_the_page_and_on_every_text_in_a_download():
     """Every text inherits FONT_SIZE from the page copy's root; the download (cairo, other editors) names it on
     each text again, after its weight and before its class, and not on the root."""
@@ -311,6 +322,25 @@ def test_absolute_undoes_relative_for_any_numbers_of_two_decimals(steps, x, y):
 
     data = f"M{text(x)} {text(y)}" + "".join(command + text(value) for command, value in steps) + "z"
     assert absolute(relative(data)) == data
+
+
+OPERANDS = {"M": 2, "L": 2, "H": 1, "V": 1, "Q": 4, "z": 0}
+
+
+@given(st.lists(st.tuples(st.sampled_from("MLHVQz"), st.lists(st.integers(-100_000, 100_000), min_size=4, max_size=4)),
+                max_size=8))
+def test_path_data_without_the_commands_a_rewrite_changes_comes_back_as_it_is(steps):
+    """pathdata's rewrites return data with none of the commands they rewrite as it is (pathdata.unchanged): the
+    commands it reads, put back together, are the data itself."""
+    from builder.charts.pathdata import commands, unchanged
+
+    data = "".join(command + " ".join(number(value / 100) for value in values[:OPERANDS[command]])
+                   for command, values in [("M", [0, 0, 0, 0])] + steps)
+    for rewritten in ("HV", "hv"):
+        if unchanged(data, rewritten):
+            assert "".join(command + operands for command, operands, _, _ in commands(data)) == data
+    if not any(c in data for c in "HVhv"):
+        assert relative(data) == absolute(data) == spelled_out(data) == data
 
 
 # --- Colours are classes ------------------------------------------------------------------------

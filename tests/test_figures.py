@@ -89,7 +89,7 @@ def test_embed_view_is_the_figure_alone_with_its_anchor_caption_and_a_way_back(s
 
 HALO_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="200" height="40" viewBox="0 0 200 40">'
             '<rect width="200" height="40" fill="#ffffff"/>'
-            '<line x1="0" y1="18" x2="200" y2="18" stroke="#000000" stroke-width="2"/>'
+            '<path d="M0 18L200 18" stroke="#000000" stroke-width="2"/>'
             '<text x="10" y="23" font-size="14" fill="#cc0000" paint-order="stroke" stroke="#ffffff" stroke-width="4"'
             ' stroke-linejoin="round">Halo text here</text></svg>')
 
@@ -97,13 +97,13 @@ HALO_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="200" height="40" vie
 def test_png_keeps_the_text_halo_that_cairo_cannot_paint_in_order():
     """CairoSVG ignores paint-order (SVG 2), so the PNG gets the halo as a stroke-only copy under each text: a line
     passing behind a note is broken around it in the download as on the page, and the text stays on top."""
-    from builder.figures import halo_as_copies, load_cairosvg, render_png
+    from builder.figures import halo_as_copies, png_available, render_png
 
     root = halo_as_copies(ElementTree.fromstring(HALO_SVG))
     halo, text = root.findall(f"{SVG}text")
     assert (halo.get("fill"), halo.get("stroke"), halo.get("paint-order")) == ("none", "#ffffff", None)
     assert (text.get("fill"), text.get("stroke")) == ("#cc0000", None)
-    if load_cairosvg() is None:
+    if not png_available():
         pytest.skip("CairoSVG or cairo is not installed")
     from io import BytesIO
 
@@ -118,15 +118,12 @@ def test_png_keeps_the_text_halo_that_cairo_cannot_paint_in_order():
     assert dark(row[30:200]) < 0.5  # behind the text: broken by the halo
 
 
-def cairosvg_own_png(svg: bytes, monkeypatch) -> bytes:
-    """`svg` as CairoSVG 2.9's svg2png writes it with its own text drawer (cairosvg/text.py) and cairo's own PNG
-    writer: the pixels builder/cairotext.py and builder/png.py must reproduce."""
-    from cairosvg import surface, svg2png, text
+def cairosvg_own_png(svg: bytes) -> bytes:
+    """`svg` as CairoSVG's svg2png writes it, with cairo's own PNG writer: the pixels builder/svgdraw.py and
+    builder/png.py must reproduce."""
+    from cairosvg import svg2png
 
-    with monkeypatch.context() as patch:
-        patch.setitem(surface.TAGS, "text", text.text)
-        patch.setattr(surface, "text", text.text)
-        return svg2png(bytestring=svg, scale=2)
+    return svg2png(bytestring=svg, scale=2)
 
 
 def pixels(png: bytes) -> tuple[str, tuple[int, int], bytes]:
@@ -138,48 +135,78 @@ def pixels(png: bytes) -> tuple[str, tuple[int, int], bytes]:
     return image.mode, image.size, image.tobytes()
 
 
-# Texts the faster drawer handles itself (anchors, a central baseline, spaces, a superscript, a rotated axis title)
-# and those it hands to CairoSVG's own (an x of 0, letter-spacing, per-letter x, dx).
-TEXT_CASES_SVG = (
-    '<svg xmlns="http://www.w3.org/2000/svg" width="320" height="200" viewBox="0 0 320 200" font-family="\'DejaVu Sans\', '
-    'sans-serif"><rect width="320" height="200" fill="#ffffff"/>'
-    '<text x="10" y="20" font-size="12">Start: 1.9 GiB per GPU</text>'
-    '<text x="160" y="40" font-size="13" text-anchor="middle" font-weight="700">Middle (GB = 10⁹ bytes)</text>'
+def text_cases(*texts: str) -> str:
+    return ('<svg xmlns="http://www.w3.org/2000/svg" width="320" height="200" viewBox="0 0 320 200" '
+            'font-family="\'DejaVu Sans\', sans-serif"><rect width="320" height="200" fill="#ffffff"/>'
+            + "".join(texts) + "</svg>")
+
+
+# What builder/svgdraw.py draws itself: anchors, a central baseline, spaces (runs of them as one), a superscript, a
+# rotated axis title, a dashed line with round joins inherited from a group, a translated group, a curve, bold, halos
+# on white only (not drawn: white over white) and one whose edge meets a line (drawn).
+DRAWN_SVG = text_cases(
+    '<text x="10" y="20" font-size="12">Start: 1.9 GiB per GPU</text>',
+    '<text x="160" y="40" font-size="13" text-anchor="middle" font-weight="700">Middle (GB = 10⁹ bytes)</text>',
     '<text x="310" y="60" font-size="12" text-anchor="end" paint-order="stroke" stroke="#ffffff" stroke-width="3"'
-    ' fill="#cc0000">End,  two  spaces</text>'
+    ' fill="#cc0000">End,  two  spaces</text>',
     '<text x="15" y="150" font-size="12" text-anchor="middle" dominant-baseline="central"'
-    ' transform="rotate(-90 15 150)">Rotated axis</text>'
-    '<text x="0" y="90" font-size="12">x of zero</text>'
-    '<text x="40" y="110" font-size="12" letter-spacing="2">spaced</text>'
-    '<text x="40 60 80" y="130" font-size="12">abc</text>'
-    '<text x="120" y="130" dx="3" font-size="12">dx</text></svg>')
+    ' transform="rotate(-90 15 150)">Rotated axis</text>',
+    '<g stroke-linejoin="round" transform="translate(3.5)"><path d="M40 90L120 100Q150 130 180 90V120H40z"'
+    ' fill="none" stroke="#2d333b" stroke-width="2.5" stroke-dasharray="6,4.5"/>'
+    '<path d="M200 150H260V190H200z" fill="#1c6fca" stroke="#ffffff" stroke-width="0.5"/></g>',
+    '<text x="200" y="80" font-size="14" fill="#cc0000" stroke="#1c6fca" stroke-width="1">Both</text>',
+    '<path d="M40 174.8H140" stroke="#1c6fca" stroke-width="1"/>',  # just under the halo of a text on white
+    '<text x="45" y="173" font-size="12" paint-order="stroke" stroke="#ffffff" stroke-width="3" fill="#cc0000"'
+    ' stroke-linejoin="round">Tall HIM</text>',
+    '<rect x="290" y="180" width="0" height="10" fill="#000000"/>')
+# No background: some pixels stay transparent, and cairo's own writer writes the PNG (RGBA).
+TRANSPARENT_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20" viewBox="0 0 40 20">'
+                   '<path d="M5 5H35V15H5z" fill="#cc0000"/></svg>')
+# What it hands to CairoSVG's own drawer: an x of 0, letter-spacing, per-letter x, dx, a circle.
+HANDED_ON_SVGS = [text_cases(case) for case in (
+    '<text x="0" y="90" font-size="12">x of zero</text>',
+    '<text x="40" y="110" font-size="12" letter-spacing="2">spaced</text>',
+    '<text x="40 60 80" y="130" font-size="12">abc</text>',
+    '<text x="120" y="130" dx="3" font-size="12">dx</text>',
+    '<circle cx="50" cy="50" r="20" fill="#cc0000"/>')]
 
 
-def test_png_has_the_pixels_cairosvg_draws_and_writes_itself(monkeypatch):
-    """builder/cairotext.py leaves out only the cairo calls that place no ink, and builder/png.py writes an opaque
-    surface as RGB as cairo's writer does (src/cairo-png.c): the PNG's pixels are CairoSVG's own, byte for byte."""
-    from builder.figures import halo_as_copies, load_cairosvg, render_png
+def test_png_has_the_pixels_cairosvg_draws_and_writes_itself():
+    """builder/svgdraw.py makes only CairoSVG's calls that place ink, in its order, and builder/png.py writes an
+    opaque surface as RGB as cairo's writer does (src/cairo-png.c): the PNG's pixels are CairoSVG's own, byte for
+    byte; an SVG the drawer does not know is drawn by CairoSVG itself."""
+    from builder.figures import PNG_SCALE, halo_as_copies, png_available, render_png
+    from builder.svgdraw import Unsupported, draw_png
 
-    if load_cairosvg() is None:
+    if not png_available():
         pytest.skip("CairoSVG or cairo is not installed")
-    for svg in (TEXT_CASES_SVG, HALO_SVG):
+    for svg in (DRAWN_SVG, HALO_SVG, TRANSPARENT_SVG):
+        assert draw_png(halo_as_copies(ElementTree.fromstring(svg)), PNG_SCALE)[:8] == b"\x89PNG\r\n\x1a\n"
+    for svg in HANDED_ON_SVGS:
+        with pytest.raises(Unsupported):
+            draw_png(halo_as_copies(ElementTree.fromstring(svg)), PNG_SCALE)
+    assert pixels(render_png(TRANSPARENT_SVG))[0] == "RGBA"
+    for svg in (DRAWN_SVG, HALO_SVG, TRANSPARENT_SVG, *HANDED_ON_SVGS):
         ours = render_png(svg)
         assert ours[:8] == b"\x89PNG\r\n\x1a\n"
-        theirs = cairosvg_own_png(ElementTree.tostring(halo_as_copies(ElementTree.fromstring(svg))), monkeypatch)
+        theirs = cairosvg_own_png(ElementTree.tostring(halo_as_copies(ElementTree.fromstring(svg))))
         assert pixels(ours) == pixels(theirs)
 
 
-def test_every_chart_png_has_the_pixels_cairosvg_draws_itself(site, monkeypatch):
-    """Every chart of the site, rasterised by the build, against CairoSVG's own drawer and cairo's PNG writer."""
-    from builder.figures import halo_as_copies, load_cairosvg
+def test_every_chart_png_has_the_pixels_cairosvg_draws_itself(site):
+    """Every chart of the site, drawn by builder/svgdraw.py in the build, against CairoSVG's own drawer and cairo's
+    PNG writer."""
+    from builder.figures import PNG_SCALE, halo_as_copies, png_available
+    from builder.svgdraw import draw_png
 
-    if load_cairosvg() is None:
+    if not png_available():
         pytest.skip("CairoSVG or cairo is not installed")
     charts = sorted(p for p in (site / "figures").glob("*.svg") if not p.name.endswith("-dark.svg"))
     assert len(charts) >= 20
     for chart in charts:
-        light = ElementTree.fromstring(chart.read_text(encoding="utf-8").split("?>", 1)[-1])
-        theirs = cairosvg_own_png(ElementTree.tostring(halo_as_copies(light)), monkeypatch)
+        light = halo_as_copies(ElementTree.fromstring(chart.read_text(encoding="utf-8").split("?>", 1)[-1]))
+        draw_png(light, PNG_SCALE)  # the drawer knows every chart (none handed to CairoSVG)
+        theirs = cairosvg_own_png(ElementTree.tostring(light))
         assert pixels(chart.with_suffix(".png").read_bytes()) == pixels(theirs), chart.name
 
 

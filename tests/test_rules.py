@@ -11,8 +11,9 @@ import pytest
 from builder.catalog import default_models
 from builder.model import Config, estimate
 from builder.model.architecture import Architecture
-from builder.model.expr import (RuleError, best, by, ceil, concat, decode, each, encode, eq, evaluate, fixed, fmt, isin,
-                                maximum, minimum, per_unit, row, sym, symbols_of, table, top, total, when, within)
+from builder.model.expr import (RuleError, best, by, ceil, concat, decode, derive, each, encode, eq, evaluate, fixed,
+                                fmt, isin, maximum, minimum, per_unit, row, sym, symbols_of, table, top, total, when,
+                                within)
 from builder.model.inputs import rule_inputs, stages
 from builder.model.serving import SERVING
 
@@ -90,6 +91,29 @@ def test_rows_made_from_rows_and_the_largest():
     assert evaluate(top(by(sym("parts"), "name", sym("bytes"))), {"parts": parts}) == "gradients"
     with pytest.raises(RuleError, match="top: .* is empty"):
         evaluate(top(by(table(), "name", 0)), {})
+
+
+def test_constants_in_comparisons_branches_and_extremes_keep_exact_values():
+    """A number constant beside a symbol is read when the rule is compiled (builder.model.expr _comparison, _extreme,
+    _if): the values stay exact and the same (int or Fraction as written), on either side."""
+    half = Fraction(1, 2)
+    assert [evaluate(rule, {"x": 2}) for rule in (sym("x") > 1, 3 > sym("x"), sym("x") >= 2, sym("x") < half,
+                                                  sym("x") <= 2)] == [1, 1, 1, 0, 1]
+    assert evaluate(maximum(half, sym("x")), {"x": Fraction(1, 4)}) == half
+    assert type(evaluate(maximum(sym("x"), 2), {"x": Fraction(4, 2)})) is Fraction  # the first of two largest
+    assert evaluate(minimum(sym("x"), 1), {"x": True}) == 1 and evaluate(sym("x") - half, {"x": 1.5}) == 1
+    assert evaluate(when(sym("a") > 1, 7, sym("b")), {"a": 2}) == 7  # the branch not taken reads nothing
+    assert evaluate(when(sym("a") > 1, sym("b"), "none"), {"a": 0}) == "none"
+
+
+def test_a_row_reads_its_fields_over_the_symbols_around_it_and_unknown_names_are_named():
+    rows = [{"x": 1, "w": 10}, {"x": 2}]
+    assert evaluate(total(sym("rows"), sym("x") * sym("w")), {"rows": rows, "w": 3}) == 10 + 6
+    for rule, env in ((total(sym("rows"), sym("y")), {"rows": rows}), (sym("y") + 1, {}), (when(sym("a"), 1, 2), {})):
+        with pytest.raises(RuleError, match="unknown symbol"):
+            evaluate(rule, env)
+    with pytest.raises(RuleError, match="unknown symbol 'later'"):
+        derive({"first": sym("later") + 1, "later": 2}, {})
 
 
 def test_words():
@@ -176,3 +200,34 @@ def test_configuration_checks_are_rules_with_one_line_reasons(settings, message)
             validate_config(config)
     else:
         validate_config(config)
+
+
+def test_a_configurations_inputs_are_a_fresh_dict_each_time_with_its_own_values():
+    """config_inputs is worked out once per configuration (an estimate asks several times) but hands out a dict a
+    caller may change without changing the next one's."""
+    from builder.model.inputs import config_inputs
+
+    first = config_inputs(Config(micro_batch=2))
+    first["micro_batch"] = 99
+    again = config_inputs(Config(micro_batch=2))
+    assert again is not first and again["micro_batch"] == 2 and again["dp"] == 1
+    assert config_inputs(Config(micro_batch=3))["micro_batch"] == 3
+    assert config_inputs(Config(precision="fp32"))["param_dtype"] == "fp32"
+
+
+def test_an_estimate_without_words_has_the_same_parts_and_numbers_and_no_words():
+    """estimate(config, words=False), what the Validation page's comparisons read: every part, byte, sharding,
+    transient flag and rate of the full estimate (host parts and pipeline stages included), without the words."""
+    from dataclasses import replace
+
+    configs = (Config(model=MODELS["llama-3-8b"], zero=3, dp=8, offload="optimizer", recompute="selective"),
+               Config(model=MODELS["llama-3-8b"], lora_rank=16, pp=2, grad_accum=4, attention="eager"),
+               Config(model=MODELS["mistral-7b"], mode="serve", context=32768))
+    for config in configs:
+        full, numbers = estimate(config), estimate(config, words=False)
+        blank = dict(formula="", source="", per_unit="", simplification="")
+        assert numbers.parts == tuple(replace(p, **blank) for p in full.parts) and len(full.parts) >= 3
+        assert numbers.host_parts == tuple(replace(p, **blank) for p in full.host_parts)
+        assert (numbers.total, numbers.params, numbers.notes, numbers.where) == (full.total, full.params, full.notes, {})
+        assert all(p.source for p in full.parts)
+    assert estimate(configs[0]).host_parts  # an offloaded run keeps host parts

@@ -85,3 +85,25 @@ def test_an_engines_model_carries_what_its_accounting_reads():
     assert set(engine["ruleSets"]) == set(STAGE_SETS) and set(full) - set(engine) == {
         "training", "dtypes", "phases", "largest"}
     assert engine["checks"] == full["checks"] and engine["stages"] == full["stages"]
+
+
+def test_model_data_is_made_once_for_the_same_inputs_and_afresh_for_others():
+    """The teaching widgets ask for the same specialised data (one site: three times); it is made once, and other
+    inputs, or inputs whose repr would not say all they are, give data of their own."""
+    from builder.model import Config
+    from builder.model.inputs import config_inputs
+
+    fixed = config_inputs(Config())
+    first = model_data(words=False, refusals=False, fixed=fixed, varying={"dp", "micro_batch"})
+    assert model_data(words=False, refusals=False, fixed=dict(fixed), varying=["micro_batch", "dp"]) is first
+    eight = model_data(words=False, refusals=False, fixed={**fixed, "dp": 8}, varying={"micro_batch"})
+    assert eight is not first and unpack(eight) != unpack(first)
+    assert model_data(words=True, refusals=False, fixed=fixed, varying={"dp", "micro_batch"}) is not first
+
+    class Opaque:  # a value its repr does not write out: never a memo key
+        def __repr__(self) -> str:
+            return "Opaque"
+    odd = {**fixed, "unread": Opaque()}
+    again = model_data(words=False, refusals=False, fixed=odd, varying={"dp", "micro_batch"})
+    assert again is not model_data(words=False, refusals=False, fixed=odd, varying={"dp", "micro_batch"})
+    assert unpack(again) == unpack(first)

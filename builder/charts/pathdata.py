@@ -46,10 +46,18 @@ def commands(data: str) -> Iterator[tuple[str, str, Decimal, Decimal]]:
                 start_x, start_y = x, y
 
 
+def unchanged(data: str, commands_rewritten: str) -> bool:
+    """Whether a rewrite of the commands in `commands_rewritten` gives `data` back as it is: it has none of them and
+    starts with a command (so that `commands` reads all of it)."""
+    return data[:1] in "MLHVQzhv" and not any(command in data for command in commands_rewritten)
+
+
 def relative(data: str) -> str:
     """Path data with each H x and V y written as h dx or v dy where that is shorter (a tie stays absolute) and
     both ends are whole or half units: binary fractions that any floating-point parser reads, and adds, exactly,
     so the browser reaches the very point the absolute command names."""
+    if unchanged(data, "HV"):
+        return data
     written = []
     for command, operands, x, y in commands(data):
         written.append(command + operands)
@@ -62,6 +70,8 @@ def relative(data: str) -> str:
 
 def absolute(data: str) -> str:
     """What `relative` took: each h dx and v dy written as the H x or V y it reaches."""
+    if unchanged(data, "hv"):
+        return data
     written = []
     for command, operands, x, y in commands(data):
         if command in "hv":
@@ -73,6 +83,8 @@ def absolute(data: str) -> str:
 
 def spelled_out(data: str) -> str:
     """Absolute path data with each H x and V y written as the L x y it names."""
+    if unchanged(data, "HV"):
+        return data
     written = []
     for command, operands, x, y in commands(data):
         if command == "H":

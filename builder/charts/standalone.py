@@ -12,6 +12,7 @@ presentation attributes (builder/palette.py; no style="" and no <style>).
 
 from __future__ import annotations
 
+import copy
 import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import replace
@@ -98,8 +99,14 @@ def paint_svg(root: ElementTree.Element, theme: str) -> None:
 def standalone_svg(svg: str, theme: str = "light") -> str:
     """A chart's page markup as a file of its own: an XML declaration, hatches, sizes and steps written out, and
     every colour that of `theme` ('light' or 'dark'). Byte-identical for equal input."""
-    if theme not in THEMES:
-        raise ValueError(f"theme {theme!r} (use {' or '.join(THEMES)})")
+    return standalone_svgs(svg, (theme,))[theme]
+
+
+def standalone_svgs(svg: str, themes: tuple[str, ...] = THEMES) -> dict[str, str]:
+    """standalone_svg of `svg` in each of `themes`, the markup read and written out once for all of them."""
+    for theme in themes:
+        if theme not in THEMES:
+            raise ValueError(f"theme {theme!r} (use {' or '.join(THEMES)})")
     ElementTree.register_namespace("", SVG_NAMESPACE)
     root = ElementTree.fromstring(svg)
     absolute_steps(root)  # before draw_hatches, which reads a hatched box's corners
@@ -107,5 +114,9 @@ def standalone_svg(svg: str, theme: str = "light") -> str:
     spell_out_segment_edges(root)
     spell_out_sizes(root)
     spell_out_steps(root)
-    paint_svg(root, theme)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
+    files = {}
+    for number, theme in enumerate(themes):
+        painted = root if number == len(themes) - 1 else copy.deepcopy(root)
+        paint_svg(painted, theme)
+        files[theme] = '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(painted, encoding="unicode") + "\n"
+    return files

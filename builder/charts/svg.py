@@ -7,8 +7,8 @@ SVG afterwards (placeholder colours back into classes, style="" into attributes,
 back to the planned spot) cost 0.5 s of CPU to import matplotlib in every cold build, plus its drawing, and took
 more code than writing the markup. Written directly, the markup is deterministic by construction (no hash salt, no
 date), no larger than before, and a build never imports matplotlib. Geometry is the plan's, to 0.01 unit; the 34
-charts of the site rasterise to the same pixels as matplotlib's output did. PNGs for figure downloads come from
-CairoSVG (builder/figures.py), which renders the file builder/charts/standalone.py makes of this markup.
+charts of the site rasterise to the same pixels as matplotlib's output did. PNGs for figure downloads have
+CairoSVG's pixels (builder/figures.py, builder/svgdraw.py) for the file builder/charts/standalone.py makes of it.
 
 What the markup holds: <title> and <desc> (ids prefixed with the chart's id, named by aria-labelledby), a
 background, every shape as a <path> with its CSS classes, a <title> tooltip in the group of each bar segment, then

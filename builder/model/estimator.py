@@ -27,41 +27,42 @@ from builder.model.states import ADAPTERS, COMM, HOST, MODEL_STATES
 # Model states (builder.model.states)
 # ---------------------------------------------------------------------------------------
 
-def model_state_parts(inputs: dict, config: Config) -> list[Part]:
+def model_state_parts(inputs: dict, config: Config, words: bool = True) -> list[Part]:
     """Weights, master copy, gradients, adapters and optimizer states (builder.model.states' rules)."""
     if config.optimizer == "adafactor" and config.mode == "train" and config.model is None:
         raise ValueError("optimizer: adafactor's factored state needs an architecture, not a raw count")
-    return MODEL_STATES.evaluate(inputs)
+    return MODEL_STATES.evaluate(inputs, words)
 
 
 # ---------------------------------------------------------------------------------------
 # Activations
 # ---------------------------------------------------------------------------------------
 
-def activation_parts(arch: Architecture | None, inputs: dict) -> list[Part]:
+def activation_parts(arch: Architecture | None, inputs: dict, words: bool = True) -> list[Part]:
     """Saved activations for the micro-batches in flight on this stage (builder.model.activations' rules)."""
-    return ACTIVATIONS.evaluate(OP_CONDITIONS.environment(inputs)) if arch is not None else []
+    return ACTIVATIONS.evaluate(OP_CONDITIONS.environment(inputs), words) if arch is not None else []
 
 
 # ---------------------------------------------------------------------------------------
 # Serving
 # ---------------------------------------------------------------------------------------
 
-def serving_parts(arch: Architecture | None, config: Config, stage: Stage, inputs: dict) -> list[Part]:
+def serving_parts(arch: Architecture | None, config: Config, stage: Stage, inputs: dict, words: bool = True
+                  ) -> list[Part]:
     """KV cache (GQA- and sliding-window-aware) and a small activation working set (builder.model.serving)."""
     if arch is None:
         return []
-    return SERVING.evaluate(inputs)
+    return SERVING.evaluate(inputs, words)
 
 
 # ---------------------------------------------------------------------------------------
 # Communication buffers, offload and overheads
 # ---------------------------------------------------------------------------------------
 
-def overhead_parts(config: Config, allocated: int) -> list[Part]:
+def overhead_parts(config: Config, allocated: int, words: bool = True) -> list[Part]:
     """CUDA context, allocator reserve and a framework percentage of `allocated`, as named assumptions
     (builder.model.overheads)."""
-    return OVERHEADS.evaluate({**config_inputs(config), "allocated": allocated})
+    return OVERHEADS.evaluate({**config_inputs(config), "allocated": allocated}, words)
 
 
 def offload_parts(parts: list[Part], inputs: dict) -> tuple[list[Part], list[Part]]:
@@ -76,43 +77,47 @@ def offload_parts(parts: list[Part], inputs: dict) -> tuple[list[Part], list[Par
 # The orchestrator
 # ---------------------------------------------------------------------------------------
 
-def estimate_stage(config: Config, stage: Stage) -> tuple[list[Part], list[Part]]:
-    """GPU parts and host parts (per GPU) for one pipeline stage."""
+def estimate_stage(config: Config, stage: Stage, words: bool = True) -> tuple[list[Part], list[Part]]:
+    """GPU parts and host parts (per GPU) for one pipeline stage (words=False: numbers only, PartRule.part)."""
     arch = config.model
     inputs = rule_inputs(arch, config, stage)
-    parts = model_state_parts(inputs, config)
+    parts = model_state_parts(inputs, config, words)
     if config.mode == "train":
-        parts += activation_parts(arch, inputs)
-        parts += AUTOCAST_COPIES.evaluate(inputs)
-        parts += CHECKPOINT_SAVE.evaluate(inputs)
+        parts += activation_parts(arch, inputs, words)
+        parts += AUTOCAST_COPIES.evaluate(inputs, words)
+        parts += CHECKPOINT_SAVE.evaluate(inputs, words)
     else:
-        parts += serving_parts(arch, config, stage, inputs)
-    parts += COMM.evaluate(inputs)
+        parts += serving_parts(arch, config, stage, inputs, words)
+    parts += COMM.evaluate(inputs, words)
     gpu, host = offload_parts(parts, inputs)
-    host += HOST.evaluate(inputs)
+    host += HOST.evaluate(inputs, words)
     allocated = sum(p.bytes for p in gpu)
-    gpu += overhead_parts(config, allocated)
+    gpu += overhead_parts(config, allocated, words)
     return gpu, host
 
 
-def stage_estimates(config: Config) -> list[tuple[Stage, list[Part], list[Part]]]:
+def stage_estimates(config: Config, words: bool = True) -> list[tuple[Stage, list[Part], list[Part]]]:
     """(stage, GPU parts, host parts per GPU) for every pipeline stage worth evaluating (config validated)."""
     validate_config(config)
-    return [(stage, *estimate_stage(config, stage)) for stage in stages(config.model, config)]
+    return [(stage, *estimate_stage(config, stage, words)) for stage in stages(config.model, config)]
 
 
-def estimate(config: Config) -> Breakdown:
-    """Per-GPU memory of the fullest pipeline stage, as named parts that sum to the total."""
-    return breakdown_of(config, stage_estimates(config))
+def estimate(config: Config, words: bool = True) -> Breakdown:
+    """Per-GPU memory of the fullest pipeline stage, as named parts that sum to the total. words=False: the same
+    parts and numbers without their words (formulas, sources, per-unit words, notes and the symbols' meanings), for
+    a caller that reads numbers only (the Validation page's comparisons)."""
+    return breakdown_of(config, stage_estimates(config, words), words)
 
 
-def breakdown_of(config: Config, evaluated: list[tuple[Stage, list[Part], list[Part]]]) -> Breakdown:
+def breakdown_of(config: Config, evaluated: list[tuple[Stage, list[Part], list[Part]]], words: bool = True
+                 ) -> Breakdown:
     """The Breakdown of the stage whose parts sum the highest (the first such) among `stage_estimates`."""
     arch = config.model
     fullest = max(range(len(evaluated)), key=lambda i: (sum(p.bytes for p in evaluated[i][1]), -i))
     stage, gpu, host = evaluated[fullest]
     per_node = int(rule_inputs(arch, config, stage)["host_copies"])
-    host_parts = tuple(Part(f"host/{p.name}", p.bytes * per_node, f"{per_node} GPUs per node x ({p.formula})",
+    host_parts = tuple(Part(f"host/{p.name}", p.bytes * per_node,
+                            f"{per_node} GPUs per node x ({p.formula})" if words else "",
                             p.source, p.per_unit, p.simplification, rate=p.rate) for p in host)
     params = param_count(arch) if arch else int(config.params or 0)
     trainable = params
@@ -130,7 +135,7 @@ def breakdown_of(config: Config, evaluated: list[tuple[Stage, list[Part], list[P
                      "the pipeline holds that many in flight")
     return Breakdown(params=params, parts=join_parts(gpu), host_parts=join_parts(host_parts),
                      trainable_params=trainable if config.mode == "train" else 0, notes=tuple(notes),
-                     where=_symbols(config))
+                     where=_symbols(config) if words else {})
 
 
 def _symbols(config: Config) -> dict[str, str]:

@@ -26,7 +26,9 @@ fixed (f"{x:.kf}"). Logic returns 1 or 0 and, like Python, treats 0 and "" as fa
 from __future__ import annotations
 
 import math
+import operator
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any, Callable, Iterable, Mapping
 
 Value = Any  # Fraction | int | str | dict | list
@@ -267,17 +269,21 @@ def bytes_text(value: Fraction) -> str:
     return f"{float(value):.3g}"
 
 
-class _RowScope:
-    """A row's fields over the symbols around it (looked up, not copied: a sum runs once per row)."""
+class _RowScope(dict):
+    """A row's fields over the symbols around it: a copy of the row (a field is read as a dict entry, without a call)
+    whose missing names are looked up around it (a sum runs once per row)."""
 
-    __slots__ = ("row", "env")
+    __slots__ = ("env",)
 
-    def __init__(self, row: Mapping[str, Value], env: Mapping[str, Value]):
-        self.row, self.env = row, env
+    def __missing__(self, name: str) -> Value:
+        return self.env[name]
 
-    def __getitem__(self, name: str) -> Value:
-        row = self.row
-        return row[name] if name in row else self.env[name]
+
+def _scope(row: Mapping[str, Value], env: Mapping[str, Value]) -> _RowScope:
+    """The scope of `row` inside `env`."""
+    scope = _RowScope(row)
+    scope.env = env
+    return scope
 
 
 # Compilation: each rule becomes a Python function of the symbols once (kept on the node), as the browser's
@@ -291,14 +297,9 @@ def _unknown(name: str) -> RuleError:
 
 
 def _symbol(args: tuple[Any, ...], fs: list[_Fn]) -> _Fn:
-    name = args[0]
-
-    def value(env: Mapping[str, Value]) -> Value:
-        try:
-            return env[name]
-        except KeyError:
-            raise _unknown(name) from None
-    return value
+    """env[name], read without a Python call (an unknown name's KeyError becomes a RuleError where evaluation
+    starts: evaluate, derive)."""
+    return itemgetter(args[0])
 
 
 def _constant(args: tuple[Any, ...], fs: list[_Fn]) -> _Fn:
@@ -359,10 +360,43 @@ def _unary(function: Callable[[Any], Value]) -> Callable[[tuple, list[_Fn]], _Fn
 
 
 def _binary_numbers(function: Callable[[Any, Any], Value]) -> Callable[[tuple, list[_Fn]], _Fn]:
-    """An operator of two numbers."""
+    """An operator of two numbers; a number constant among them is read once, when compiled."""
     def make(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
         a, b = fs
+        x, y = _folded(args[0]), _folded(args[1])
+        if y is not None:
+            return lambda env: function(_number(a(env)), y)
+        if x is not None:
+            return lambda env: function(x, _number(b(env)))
         return lambda env: function(_number(a(env)), _number(b(env)))
+    return make
+
+
+def _comparison(test: Callable[[Any, Any], bool]) -> Callable[[tuple, list[_Fn]], _Fn]:
+    """A comparison of two numbers, 1 or 0; a number constant among them is read once, when compiled."""
+    def make(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+        a, b = fs
+        x, y = _folded(args[0]), _folded(args[1])
+        if y is not None:
+            return lambda env: 1 if test(_number(a(env)), y) else 0
+        if x is not None:
+            return lambda env: 1 if test(x, _number(b(env))) else 0
+        return lambda env: 1 if test(_number(a(env)), _number(b(env))) else 0
+    return make
+
+
+def _extreme(choose: Callable[..., Value]) -> Callable[[tuple, list[_Fn]], _Fn]:
+    """min or max of numbers (the first of the smallest or largest); of two, a number constant is read once."""
+    def make(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+        if len(fs) == 2:
+            a, b = fs
+            x, y = _folded(args[0]), _folded(args[1])
+            if x is not None:
+                return lambda env: choose(x, _number(b(env)))
+            if y is not None:
+                return lambda env: choose(_number(a(env)), y)
+            return lambda env: choose(_number(a(env)), _number(b(env)))
+        return lambda env: choose(_number(f(env)) for f in fs)
     return make
 
 
@@ -404,6 +438,11 @@ def _if(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
                 raise _unknown(name) from None
             return a(env) if condition else b(env)
         return choose
+    then, otherwise = (arg.args[0] if arg.op in ("num", "str") else None for arg in args[1:])
+    if otherwise is not None:  # a constant branch is its value, read without a call
+        return lambda env: a(env) if c(env) else otherwise
+    if then is not None:
+        return lambda env: then if c(env) else b(env)
     return lambda env: a(env) if c(env) else b(env)
 
 
@@ -430,7 +469,7 @@ def _get(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
 
 def _sum_rows(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     rows, body = fs
-    return lambda env: sum(_number(body(_RowScope(row, env))) for row in rows(env))
+    return lambda env: sum(_number(body(_scope(row, env))) for row in rows(env))
 
 
 def _by_rows(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
@@ -441,7 +480,7 @@ def _by_rows(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
         key_name = field(env)
         for row in rows(env):
             key = row[key_name]
-            out[key] = out.get(key, 0) + _number(body(_RowScope(row, env)))
+            out[key] = out.get(key, 0) + _number(body(_scope(row, env)))
         return out
     return sums
 
@@ -452,7 +491,7 @@ def _each(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     def table_of(env: Mapping[str, Value]) -> list[Value]:
         out = []
         for r in rows(env):
-            fields = made(_RowScope(r, env))
+            fields = made(_scope(r, env))
             if fields is not None:
                 out.append(fields)
         return out
@@ -465,7 +504,7 @@ def _best(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     def first_largest(env: Mapping[str, Value]) -> Value:
         chosen, most = None, None
         for r in rows(env):
-            value = _number(body(_RowScope(r, env)))
+            value = _number(body(_scope(r, env)))
             if most is None or value > most:
                 chosen, most = r, value
         return chosen
@@ -479,7 +518,7 @@ def _within(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
         r = one(env)
         if not isinstance(r, Mapping):
             raise RuleError(f"within: {r!r} is not a row")
-        return body(_RowScope(r, env))
+        return body(_scope(r, env))
     return value
 
 
@@ -533,6 +572,10 @@ def _member(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
 
 
 def _all(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    if len(fs) == 2:
+        a, b = fs
+        return lambda env: 1 if a(env) and b(env) else 0
+
     def both(env: Mapping[str, Value]) -> int:  # int(all(...)) without a generator: it stops at the first false
         for f in fs:
             if not f(env):
@@ -542,6 +585,10 @@ def _all(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
 
 
 def _any(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
+    if len(fs) == 2:
+        a, b = fs
+        return lambda env: 1 if a(env) or b(env) else 0
+
     def either(env: Mapping[str, Value]) -> int:  # int(any(...)) without a generator: it stops at the first true
         for f in fs:
             if f(env):
@@ -556,21 +603,21 @@ OPERATORS: dict[str, _Compiler] = {
     "num": _constant,
     "str": _constant,
     "+": _add,
-    "-": _binary_numbers(lambda x, y: x - y),
+    "-": _binary_numbers(operator.sub),
     "*": _multiply,
     "/": _divide,
     "neg": _unary(lambda x: -x),
-    "%": _binary_numbers(lambda x, y: x % y),
+    "%": _binary_numbers(operator.mod),
     "floor": _unary(math.floor),
     "ceil": _unary(math.ceil),
-    "min": lambda args, fs: lambda env: min(_number(f(env)) for f in fs),
-    "max": lambda args, fs: lambda env: max(_number(f(env)) for f in fs),
+    "min": _extreme(min),
+    "max": _extreme(max),
     "==": _equal,
     "!=": _binary_values(lambda x, y: int(x != y)),
-    "<": _binary_numbers(lambda x, y: int(x < y)),
-    "<=": _binary_numbers(lambda x, y: int(x <= y)),
-    ">": _binary_numbers(lambda x, y: int(x > y)),
-    ">=": _binary_numbers(lambda x, y: int(x >= y)),
+    "<": _comparison(operator.lt),
+    "<=": _comparison(operator.le),
+    ">": _comparison(operator.gt),
+    ">=": _comparison(operator.ge),
     "and": _all,
     "or": _any,
     "not": lambda args, fs: (lambda a: lambda env: int(not bool(a(env))))(fs[0]),
@@ -606,7 +653,10 @@ def compiled(expr: Expr) -> _Fn:
 
 def evaluate(expr: Expr, env: Mapping[str, Value]) -> Value:
     """The exact value of a rule with the symbols in `env` (numbers come back as ints or Fractions)."""
-    return (expr._fn or compiled(expr))(env)
+    try:
+        return (expr._fn or compiled(expr))(env)
+    except KeyError as error:  # a symbol read where `env` does not have it (_symbol)
+        raise _unknown(error.args[0]) from None
 
 
 def pairs(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]]) -> list[tuple[str, Expr]]:
@@ -618,8 +668,11 @@ def derive(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]], env: Mappin
     """`env` with each derived symbol added, in order (a symbol may use those before it); `symbols` a mapping or
     (name, rule) pairs (`pairs`), where a name derived again replaces its value."""
     out = dict(env)
-    for name, expr in pairs(symbols):
-        out[name] = (expr._fn or compiled(expr))(out)
+    try:
+        for name, expr in pairs(symbols):
+            out[name] = (expr._fn or compiled(expr))(out)
+    except KeyError as error:  # a symbol read before it is given or derived (_symbol)
+        raise _unknown(error.args[0]) from None
     return out
 
 

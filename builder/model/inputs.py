@@ -40,7 +40,13 @@ def architecture_inputs(arch: Architecture | None) -> dict[str, Any]:
 
 
 def config_inputs(config: Config) -> dict[str, Any]:
-    """The run's settings as the rules read them (the precision policy resolved to one dtype per state)."""
+    """The run's settings as the rules read them (the precision policy resolved to one dtype per state). A fresh
+    dict each call, worked out once for the last configurations asked for: an estimate asks four or five times."""
+    return dict(_config_inputs(config))
+
+
+@lru_cache(maxsize=64)
+def _config_inputs(config: Config) -> dict[str, Any]:
     policy = config.policy
     return {"mode": config.mode, "micro_batch": config.micro_batch, "seq_len": config.seq_len,
             "grad_accum": config.grad_accum, "pp_schedule": config.pp_schedule,

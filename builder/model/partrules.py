@@ -70,10 +70,13 @@ class PartRule:
         """Whether the part exists in an environment already derived."""
         return bool(evaluate(self.when, env))
 
-    def part(self, env: Mapping[str, Value]) -> Part:
-        words = [evaluate(getattr(self, name), env) for name in ("formula", "source", "per_unit", "note")]
+    def part(self, env: Mapping[str, Value], words: bool = True) -> Part:
+        """The part in an environment already derived; words=False: its numbers only (formula, source, per-unit
+        words and note left empty, as 02-model.js `estimate(run, false)` leaves them), for a caller that reads none."""
+        texts = [evaluate(getattr(self, name), env) for name in ("formula", "source", "per_unit", "note")] if words \
+            else ["", "", "", ""]
         rate = Rate(evaluate(self.rate[0], env), self.rate[1]) if self.rate is not None else None
-        return Part(self.name, whole_bytes(evaluate(self.bytes, env)), *words, int(evaluate(self.sharded_by, env)),
+        return Part(self.name, whole_bytes(evaluate(self.bytes, env)), *texts, int(evaluate(self.sharded_by, env)),
                     self.transient, rate)
 
 
@@ -91,13 +94,13 @@ class RuleSet:
         """The inputs with every derived symbol added."""
         return derive(self.symbols, inputs)
 
-    def evaluate(self, inputs: Mapping[str, Value]) -> list[Part]:
-        """The parts whose condition holds, in order."""
-        return self.parts_of(self.environment(inputs))
+    def evaluate(self, inputs: Mapping[str, Value], words: bool = True) -> list[Part]:
+        """The parts whose condition holds, in order (words=False: numbers only, PartRule.part)."""
+        return self.parts_of(self.environment(inputs), words)
 
-    def parts_of(self, env: Mapping[str, Value]) -> list[Part]:
+    def parts_of(self, env: Mapping[str, Value], words: bool = True) -> list[Part]:
         """The parts whose condition holds in an environment already derived (`environment`)."""
-        return [rule.part(env) for rule in self.parts if rule.when_holds(env)]
+        return [rule.part(env, words) for rule in self.parts if rule.when_holds(env)]
 
     def reads(self) -> list[str]:
         """The inputs the set reads (every symbol its rules use that it does not derive), sorted; a table's row

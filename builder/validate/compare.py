@@ -87,7 +87,7 @@ def predicted_activations(inputs: dict[str, Any], hf_config: dict[str, Any], lay
                     micro_batch=inputs["batch"], seq_len=inputs["seq_len"], attention=inputs["attention"],
                     recompute=inputs["recompute"], dropout=inputs["dropout"], compile=inputs.get("compile", False),
                     padded=inputs.get("padded", False))
-    amount = estimate(config).get("activations", default=None, transient=False)
+    amount = estimate(config, words=False).get("activations", default=None, transient=False)
     if amount is None:
         raise NotImplementedError("the estimate has no 'activations' part")
     return amount
@@ -144,7 +144,7 @@ def predicted_states(inputs: dict[str, Any], hf_config: dict[str, Any], name: st
 
     config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train",
                     precision=precision_of(inputs), optimizer=inputs["optimizer"], **lora_of(inputs), **parallel)
-    breakdown = estimate(config)
+    breakdown = estimate(config, words=False)
     return {
         "weights": breakdown.get("weights") + breakdown.get("master"),
         "gradients": breakdown.get("gradients"),
@@ -182,7 +182,7 @@ def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str
                     seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
                     dropout=inputs["dropout"], grad_accum=inputs["grad_accum"],
                     optimizer_impl=inputs.get("optimizer_impl", "foreach"), loss=inputs.get("loss", "eager"))
-    breakdown = estimate(config)
+    breakdown = estimate(config, words=False)
     totals = {phase.name: phase.total for phase in phases(config, breakdown)}
     # With the step inside backward, optimizer.step() has nothing left to do: the weights and states are live.
     after = breakdown.get("weights") + breakdown.get("optimizer")

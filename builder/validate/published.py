@@ -108,19 +108,19 @@ def step_peak(unit: str) -> Callable:
 
 def part(name: str, unit: str) -> Callable:
     """One part (or bucket) of the breakdown."""
-    return lambda config, _served: _in(unit, estimate(config).get(name))
+    return lambda config, _served: _in(unit, estimate(config, words=False).get(name))
 
 
 def layer_activations(config: Config, _served) -> Fraction:
     """The saved activations of one transformer layer (the op list's layer groups over the layers)."""
-    breakdown = estimate(config)
+    breakdown = estimate(config, words=False)
     groups = (*LAYER_GROUPS, "checkpoint")  # under full recomputation a layer keeps only its input, its checkpoint
     return Fraction(sum(breakdown.get(f"activations/{g}") for g in groups), config.model.layers)
 
 
 def total(unit: str) -> Callable:
     """The sum of every part."""
-    return lambda config, _served: _in(unit, estimate(config).total)
+    return lambda config, _served: _in(unit, estimate(config, words=False).total)
 
 
 def states_per_param(config: Config, _served) -> Fraction:
@@ -135,13 +135,15 @@ def states_per_param_all_gpus(config: Config, served) -> Fraction:
     return states_per_param(config, served) * config.dp
 
 
+def engine_values(config: Config, served: Served) -> dict[str, Any]:
+    """The engine's start-up numbers for a served configuration (builder.model.engines.engine_report's values)."""
+    from builder.model.engines import EngineSettings, engine_report
+    return engine_report(config, EngineSettings(**served.settings), served.gpu_total, served.gpu).values
+
+
 def engine(value: str, unit: str) -> Callable:
-    """One of the engine's start-up numbers (builder.model.engines.engine_report's values)."""
-    def quantity(config: Config, served: Served) -> Fraction:
-        from builder.model.engines import EngineSettings, engine_report
-        return _in(unit, engine_report(config, EngineSettings(**served.settings), served.gpu_total, served.gpu)
-                   .values[value])
-    return quantity
+    """One of the engine's start-up numbers (engine_values)."""
+    return lambda config, served: _in(unit, engine_values(config, served)[value])
 
 
 def kv_tokens(config: Config, served: Served) -> Fraction:
@@ -150,8 +152,9 @@ def kv_tokens(config: Config, served: Served) -> Fraction:
     v0.13.0 and v0.17.1 among them).
     With one group it is blocks x block size, which the later print, int(concurrency x max_model_len), equals when
     max_model_len is a multiple of the block size; with a hybrid model's groups the two differ."""
-    blocks = engine("num_blocks", "tokens")(config, served)
-    groups = engine("full_groups", "tokens")(config, served) + engine("sliding_groups", "tokens")(config, served)
+    values = engine_values(config, served)  # one accounting for the three numbers
+    blocks = _in("tokens", values["num_blocks"])
+    groups = _in("tokens", values["full_groups"]) + _in("tokens", values["sliding_groups"])
     return (blocks // groups) * served.settings.get("block_size", 16)
 
 

@@ -13,7 +13,9 @@ once before compiling).
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Callable, Collection, Mapping
 
 from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
@@ -63,6 +65,40 @@ def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str],
     checks' messages for one that never shows a refused run or shape (the teaching widgets); `fixed`: the inputs
     (name -> value) every run of the widget keeps, all but those named in `varying`, whose consequences are worked
     out before sending (builder.widgets.specialise: the rules those values never reach are left out)."""
+    if fixed is not None and not plain(fixed):
+        return made.__wrapped__(sets, source_html, words, refusals, Fixed("", fixed), frozenset(varying))
+    return made(sets, source_html, words, refusals, None if fixed is None else Fixed(repr(sorted(fixed.items())), fixed),
+                frozenset(varying))
+
+
+PLAIN = (bool, int, float, str, Fraction, type(None))
+
+
+def plain(value: Any) -> bool:
+    """Whether `value` is data its repr writes out whole (numbers, text, None, and lists, tuples and mappings of
+    them), so that equal reprs mean equal values."""
+    if isinstance(value, PLAIN):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(plain(item) for item in value)
+    if isinstance(value, dict):
+        return all(plain(key) and plain(item) for key, item in value.items())
+    return False
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A widget's fixed inputs as a memo key: their repr, name by name (`plain` data only)."""
+
+    key: str
+    inputs: Mapping[str, Any] = field(compare=False, hash=False)
+
+
+@lru_cache(maxsize=4)
+def made(sets: tuple[str, ...] | None, source_html: Callable[[str], str], words: bool, refusals: bool,
+         fixed: Fixed | None, varying: frozenset[str]) -> dict[str, Any]:
+    """model_data's work, memoised on all it depends on besides this code (the teaching widgets on one site ask for
+    the same data several times: about 0.15 s each). The data is shared: the widgets only serialise it."""
     def checks(listed: tuple = CHECKS) -> list[list[Any]]:
         return encode_checks(listed) if refusals else [[refused, EMPTY_TEXT] for refused, _ in encode_checks(listed)]
 
@@ -81,7 +117,7 @@ def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str],
         # need), read by the teaching widgets' scripts as they are.
         plain = {"dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()}, "phases": PHASE_TITLES}
     if fixed is not None:
-        sent = specialise(sent, fixed, set(varying))
+        sent = specialise(sent, fixed.inputs, set(varying))
         if sent.get("training") == 1:  # every run is priced as training: the serving rules are never evaluated
             sent["ruleSets"]["serving"] = {"reads": [], "symbols": [], "parts": []}
     return packed.pack(sent, plain)
