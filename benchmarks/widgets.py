@@ -100,7 +100,9 @@ RANDOM_STATES = 240
 START = "(name) => performance.getEntriesByName(name)[0].duration"
 
 # (page, widget, the control that gets input events, the element whose layout is forced, values to cycle)
-# The calculator re-estimates and runs its two searches (largest micro-batch and sequence) on every input.
+# The calculator's micro-batch cycles through ten values: the first pass estimates each state and runs its searches (a
+# frame later); later passes meet states whose figure and answers are kept (the last hundred), as a reader moving a
+# slider back and forth does. States met for the first time are what the random states below measure.
 # The serving widget gets request lengths (its number field), powers of two from 256 to 256k tokens: some fit, the
 # longest are refused by the engine's own check, both are on screen for a reader.
 CASES = (
