@@ -3,14 +3,17 @@
 In headless Chromium, on the page that embeds it, each widget's slider gets 300 input events, from the
 page as loaded (no warm-up: the first visit of each value, JIT and caches cold, is what a reader meets
 first; `first_p95_ms` is the p95 over those first visits alone); for each, performance.now() is read
-before dispatching `input` and after the handler has updated the DOM (handlers run synchronously:
-every text, bar and attribute is written when dispatchEvent returns) -- the `p95_ms` the target
-applies to -- and again after forcing style and layout of the page (`layout_p95_ms`, which depends
-on the whole page and on the machine's load). The calculator draws its parts, sum, peak and verdict in the
-handler and works out the answers that take many estimates (the largest micro-batch and sequence, the suggested
-fixes) a frame later, its figure aria-busy meanwhile: `settled_p95_ms` is the time from the input until those
-answers are in (tests/browser/helpers.py SETTLED; for the other widgets, the handler's own time). Each input waits
-for the previous one's answers.
+before dispatching `input` and after the handler has updated the DOM it updates synchronously (what is written
+when dispatchEvent returns) -- the `p95_ms` the target applies to -- and again after forcing style and layout of
+the page (`layout_p95_ms`, which depends on the whole page and on the machine's load). What a widget leaves for a
+frame later is marked aria-busy until it lands: the calculator's answers that take many estimates (the largest
+micro-batch and sequence, the suggested fixes; its parts, sum, peak and verdict are drawn in the handler), and a
+teaching widget's figure for a model or run not priced yet (the handler writes the controls' values). `settled_p95_ms`
+is the time from the input until nothing is aria-busy (tests/browser/helpers.py SETTLED; the handler's own time where
+nothing was deferred), `deferred` how many inputs left work for later and `deferred_p95_ms` their input-to-settled
+p95, so a handler made fast by deferring shows what it deferred. Each input waits for the previous one to settle.
+`late_mutations` counts DOM changes after the last input settled (two frames watched): work deferred without
+aria-busy, which the settled times would miss; a widget with any does not meet the target.
 The calculator is also timed over random states (the parity test's hypothesis strategy: catalog
 and custom models, training and serving, every parallel layout, some refused), from the form's change event to
 the updated DOM: its worst case is what a reader meets when a search needs many estimates.
@@ -45,24 +48,33 @@ THROTTLE = 4  # Emulation.setCPUThrottlingRate's rate for the throttled run (iss
 
 MEASURE = """async ([selector, control, summarySelector, values, inputs]) => {
   const root = document.querySelector(selector), slider = root.querySelector(control), settled = SETTLED;
-  const summary = root.querySelector(summarySelector), times = [], laid = [], final = [];
+  const summary = root.querySelector(summarySelector), times = [], laid = [], final = [], waited = [];
   const low = +slider.min, high = +slider.max;
   const pick = (i) => values.length ? values[i % values.length] : low + ((i * 37) % (high - low + 1));
   for (let i = 0; i < inputs; i++) {
     slider.value = pick(i);
     const start = performance.now();
     slider.dispatchEvent(new Event('input', {bubbles: true}));
-    const updated = performance.now();
+    const updated = performance.now(), busy = !!root.querySelector('[aria-busy="true"]');
     summary.getBoundingClientRect();  // force style and layout of the updated DOM
     times.push(updated - start);
     laid.push(performance.now() - start);
     final.push(await settled(root) - start);
+    if (busy) waited.push(final[final.length - 1]);
   }
+  // Work a widget left for later without marking it aria-busy: DOM changes once the last input has settled.
+  let late = 0;
+  const watch = new MutationObserver((records) => { late += records.length; });
+  watch.observe(root, {attributes: true, childList: true, characterData: true, subtree: true});
+  await new Promise((done) => requestAnimationFrame(() => setTimeout(() => requestAnimationFrame(() => setTimeout(done)))));
+  late += watch.takeRecords().length;
+  watch.disconnect();
   const at = (list, q) => list.sort((a, b) => a - b)[Math.min(list.length - 1, Math.ceil(q * list.length) - 1)];
   const seen = new Set(), first = times.filter((t, i) => !seen.has(String(pick(i))) && seen.add(String(pick(i))));
   return {inputs, p50_ms: at(times, 0.5), p95_ms: at(times, 0.95), max_ms: at(times, 1),
           first_visits: first.length, first_p95_ms: at(first, 0.95),
-          layout_p50_ms: at(laid, 0.5), layout_p95_ms: at(laid, 0.95), settled_p95_ms: at(final, 0.95)};
+          layout_p50_ms: at(laid, 0.5), layout_p95_ms: at(laid, 0.95), settled_p95_ms: at(final, 0.95),
+          deferred: waited.length, deferred_p95_ms: waited.length ? at(waited, 0.95) : 0, late_mutations: late};
 }""".replace("SETTLED", SETTLED)
 
 # Set every control of the calculator for one state, then one change event; per state, ms to updated DOM.
@@ -88,7 +100,9 @@ RANDOM_STATES = 240
 START = "(name) => performance.getEntriesByName(name)[0].duration"
 
 # (page, widget, the control that gets input events, the element whose layout is forced, values to cycle)
-# The calculator re-estimates and runs its two searches (largest micro-batch and sequence) on every input.
+# The calculator's micro-batch cycles through ten values: the first pass estimates each state and runs its searches (a
+# frame later); later passes meet states whose figure and answers are kept (the last hundred), as a reader moving a
+# slider back and forth does. States met for the first time are what the random states below measure.
 # The serving widget gets request lengths (its number field), powers of two from 256 to 256k tokens: some fit, the
 # longest are refused by the engine's own check, both are on screen for a reader.
 CASES = (
@@ -225,13 +239,15 @@ def bench_widgets() -> dict:
             "input_p95_ms": max(row["p95_ms"] for row in sliders.values()),
             "throttled_input_p95_ms": max(row["throttled_p95_ms"] for row in sliders.values()),
             "slowest_widget": max(sliders, key=lambda name: sliders[name]["throttled_p95_ms"]),
-            "meets_targets": all(row["throttled_p95_ms"] <= TARGETS["input_p95_ms"] for row in sliders.values()),
+            "meets_targets": all(row["throttled_p95_ms"] <= TARGETS["input_p95_ms"] and not row["late_mutations"]
+                                 and not row["throttled_late_mutations"] for row in sliders.values()),
             "targets": TARGETS}
 
 
-def verdict(ms: float) -> str:
-    """'ok' or 'OVER 4.0 ms' against the input target."""
-    return "ok" if ms <= TARGETS["input_p95_ms"] else f"OVER {TARGETS['input_p95_ms']} ms"
+def verdict(ms: float, late: int = 0) -> str:
+    """'ok' or 'OVER 4.0 ms' against the input target; with DOM changes after the inputs settled (`late`), that too."""
+    said = "ok" if ms <= TARGETS["input_p95_ms"] else f"OVER {TARGETS['input_p95_ms']} ms"
+    return said + (f", {late} DOM changes after settling (deferred work not aria-busy)" if late else "")
 
 
 def print_widgets(result: dict) -> None:
@@ -239,11 +255,12 @@ def print_widgets(result: dict) -> None:
     rate = result.get("cpu_throttling_rate", THROTTLE)
     print(f"widgets on {result['cores']} cores, 1-minute load {result['load_average_1min']} (Chromium, slider input "
           f"-> updated DOM, ms; 'start': the widget's start on page load; 'layout' adds forcing the page's style and "
-          f"layout; target p95 <= "
+          f"layout; 'settled': until nothing is aria-busy, 'deferred': over the inputs (n) that left work aria-busy for "
+          f"a frame later; target p95 <= "
           f"{TARGETS['input_p95_ms']} ms with the CPU throttled {rate}x)")
     print(f"  {'widget':<18} {'inputs':>6} {'start':>7} {'p50':>7} {'p95':>7} {'max':>7} {'layout p95':>10} |"
           f" {f'{rate}x: start':>11} {'p50':>7} {'p95':>7} {'max':>7} {'layout p95':>10} {'first-visit p95':>15}"
-          f" {'answers p95':>11}")
+          f" {'settled p95':>11} {'deferred p95':>16}")
     for name, row in result["widgets"].items():
         if name == "calculator_states":
             continue
@@ -252,7 +269,8 @@ def print_widgets(result: dict) -> None:
               f" {row['throttled_p50_ms']:7.3f} {row['throttled_p95_ms']:7.3f}"
               f" {row['throttled_max_ms']:7.3f} {row['throttled_layout_p95_ms']:10.3f}"
               f" {row['throttled_first_p95_ms']:9.3f} ({row['throttled_first_visits']:3d})"
-              f" {row['throttled_settled_p95_ms']:11.3f}  {verdict(row['throttled_p95_ms'])}")
+              f" {row['throttled_settled_p95_ms']:11.3f} {row['throttled_deferred_p95_ms']:9.3f} ({row['throttled_deferred']:3d})"
+              f"  {verdict(row['throttled_p95_ms'], row['late_mutations'] + row['throttled_late_mutations'])}")
     states = result["widgets"].get("calculator_states", {})
     if "skipped" in states:
         print(f"  calculator, random states: not measured: {states['skipped']}")

@@ -8,6 +8,35 @@ const GiB = 2 ** 30;
 const $ = (root, selector) => root.querySelector(selector);
 const $$ = (root, selector) => Array.from(root.querySelectorAll(selector));
 
+// A store of the last `limit` values made, by key: kept(key, make) gives the value kept for the key, else make()'s,
+// kept as the newest (a value used again becomes the newest; the oldest goes first when the store is full).
+// kept.has(key): whether a value is kept for the key. For what a reader comes back to: the states just shown, a
+// model just priced, a search's probes.
+function keepLast(limit) {
+  const store = new Map();
+  const kept = (key, make) => {
+    let value = store.get(key);
+    if (value === undefined) {
+      value = make();
+      if (store.size >= limit) store.delete(store.keys().next().value);
+    } else store.delete(key);
+    store.set(key, value);
+    return value;
+  };
+  kept.has = (key) => store.has(key);
+  return kept;
+}
+
+// Work that takes many estimates, after the input's cheap part is on screen: later(work) runs work in a task
+// queued once the next frame is painted; any later call, with work or without, cancels work still waiting.
+function afterFrame() {
+  let turn = 0;
+  return (work) => {
+    const mine = ++turn;
+    if (work) requestAnimationFrame(() => setTimeout(() => { if (mine == turn) work(); }));
+  };
+}
+
 // Same text as Python's builder.model.units.format_bytes: '13.0 GiB' / '161.4 GB'. toFixed rounds
 // the double correctly but sends exact ties up; Python sends them to even. A tie is exact only
 // when x * 2^(digits+1) is an odd integer.

@@ -54,16 +54,9 @@ function browserModel(M) {
   // path segment, bytes), what is live at each with the reserved parts on top; [bytes, phase] of the highest. The
   // same parts are the same table (kept by their names and bytes, the last hundred), so the step, memoised on what
   // it reads, is reused when a run comes back.
-  const stepOf = ruleScope(M.ruleSets.step), tables = new Map();
-  const partTable = (onGpu) => {
-    const key = onGpu.map(([name, bytes]) => name + " " + bytes).join("\n");
-    let parts = tables.get(key);
-    if (parts === undefined) {
-      if (tables.size >= 100) tables.clear();
-      tables.set(key, parts = onGpu.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes })));
-    }
-    return parts;
-  };
+  const stepOf = ruleScope(M.ruleSets.step), tables = keepLast(100);
+  const partTable = (onGpu) => tables(onGpu.map(([name, bytes]) => name + " " + bytes).join("\n"),
+    () => onGpu.map(([name, bytes]) => ({ name, bucket: name.split("/")[0], bytes })));
   const peakOf = (inputs, onGpu) => {
     const step = stepOf(new Scope({ parts: partTable(onGpu) }, momentSymbols(activationSymbols(opConditions(inputs))))).o;
     return [toNumber(step.step_need), step.peak_phase];

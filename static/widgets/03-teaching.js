@@ -16,17 +16,24 @@ const isInt = (v, lo, hi) => Number.isSafeInteger(+v) && +v >= lo && +v <= hi;
 
 // builder.widgets.full_model.compare: the full model (02-model.js) for the catalog model nearest `params` (the NEAREST
 // rule), run with `base`'s settings and `changes`; `line(words)` is TEXTS['line'] for it.
-// A model and run already priced on this page are not priced again (a slider passes the same nearest model many times).
+// Kept, the last hundred of each: the catalog model nearest a count, and each model and run priced on this page (a
+// slider passes the same counts and the same nearest model many times). compare.priced(params, changes): whether
+// that run is priced already (a widget draws a first pricing a frame later).
 function nearestModel(F, base) {
-  const model = browserModel(F.model), nearest = compileRule(F.nearest), priced = new Map();
-  return (params, changes) => {
-    const pick = nearest({ catalog: F.catalog, asked: params }), key = JSON.stringify([pick.id, changes]);
-    if (!priced.has(key)) priced.set(key, model.estimate({ ...base, ...model.shapeOf(F.shapes[pick.id]), params: pick.parameters, ...changes }, false));
-    const full = priced.get(key);
+  const model = browserModel(F.model), nearest = compileRule(F.nearest), picks = keepLast(100), priced = keepLast(100);
+  const keyOf = (params, changes) => {
+    const pick = picks(params, () => nearest({ catalog: F.catalog, asked: params }));
+    return [pick, JSON.stringify([pick.id, changes])];
+  };
+  const compare = (params, changes) => {
+    const [pick, key] = keyOf(params, changes);
+    const full = priced(key, () => model.estimate({ ...base, ...model.shapeOf(F.shapes[pick.id]), params: pick.parameters, ...changes }, false));
     const line = (words) => fillText(F.t.line, pick.name, commas(pick.parameters), words, fmtBytes(full.need),
       F.model.phases[full.phase], fmtBytes(full.total));
     return { pick, need: full.need, line };
   };
+  compare.priced = (params, changes) => priced.has(keyOf(params, changes)[1]);
+  return compare;
 }
 
 // Every [data-t] element gets texts[key] (summary, live region and table share keys); the URL
@@ -37,10 +44,29 @@ function painter(root, st) {
   const paint = (T, quiet) => {
     for (let i = 0; i < els.length; i++) {
       const text = T[keys[i]];
-      if (shown[i] !== text) els[i].textContent = shown[i] = text;
+      if (text !== undefined && shown[i] !== text) els[i].textContent = shown[i] = text;
     }
     if (!quiet) save(st);
   };
   paint.url = save.url;  // the link to what is on screen, for Copy link
   return paint;
+}
+
+// A teaching widget's redraw (`draw(...args)`, the whole figure) when its state asks for a model not priced yet
+// (`ready()` false): at once only what is cheap (`cheap(...args)`: the controls' values), the summary and the live
+// region aria-busy, and the whole figure a frame later (afterFrame: the next redraw cancels it), which clears
+// aria-busy. A priced state is drawn whole at once (the first draw calls `draw` itself).
+function drawWhenPriced(root, ready, cheap, draw) {
+  const later = afterFrame(), summary = $$(root, "[data-t=sum]");
+  const whole = (...args) => {
+    later();
+    draw(...args);
+    for (const e of summary) e.removeAttribute("aria-busy");
+  };
+  return (...args) => {
+    if (ready()) return whole(...args);
+    cheap(...args);
+    for (const e of summary) e.setAttribute("aria-busy", "true");
+    later(() => whole(...args));
+  };
 }

@@ -19,11 +19,19 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   const bytes = (z, n) => segmentBytes({ params: st.params, zero_stage: z, gpus: n, segments: segs }).segment_bytes.map((r) => r.bytes);
   const left = (t, c) => (t <= c ? fill(T0.yes, fmtBytes(c - t)) : fill(T0.no, fmtBytes(t - c)));
   // full_model.compare: the nearest catalog model, run with the widget's precision and optimizer, ZeRO stage z on n GPUs.
+  const run = (z, n) => ({ shard_stage: z, dp: n });
   const priced = (z, n) => {
-    const { need, line } = compare(st.params, { shard_stage: z, dp: n }), where = z ? fill(T0.sharded, z, n) : T0.one;
+    const { need, line } = compare(st.params, run(z, n)), where = z ? fill(T0.sharded, z, n) : T0.one;
     return [need, line(fill(T0.run, d.precision, d.optimizer, d.base.micro_batch, commas(d.base.seq_len), where))];
   };
-  function draw(from) {
+  // The controls' own state: the slider's words (and its position, unless the slider moved), the preset pressed.
+  const controls = (P, from) => {
+    const u = d.units.find((x) => x[1] && P.endsWith(x[1]));
+    setAttrs(slider, { "aria-valuetext": fill(T0.valuetext, u ? P.slice(0, -1) + " " + u[2] : P) });
+    if (from !== "slider") slider.value = nearestTick({ ticks, asked: st.params }).index;
+    chips.forEach((c, i) => setAttrs(c, { "aria-pressed": presets[i].params === st.params }));
+  };
+  function drawWhole(from) {
     const { params: p, zero: z, dp: n } = st, full = bytes(0, 1), per = bytes(z, n), tot = addUp(full), gpu = addUp(per);
     const P = fmtParams(p, d.units, d.digits), zs = fill(T0.zero, d.stages[z]), needs = [priced(0, 1), priced(z, n)], shown = needs[z ? 1 : 0][0];
     const T = { p: P, tot: fmtBytes(tot), per: fmtBytes(gpu), hper: fill(T0.hper, zs, n), model: needs[z ? 1 : 0][1],
@@ -59,15 +67,17 @@ WIDGETS["bytes-per-param"] = (root, d) => {
       const end = caps[i] / scale > L.end_at;
       setAttrs(t, { x: pc(caps[i]), dx: end ? -L.dx : L.dx, "text-anchor": end ? "end" : "start" });
     });
-    root.dataset.needs = needs.map((x) => x[0]);
     bars[1].hidden = fper.hidden = !z;
-    root.dataset.params = p;
-    root.dataset.bytes = full + ";" + per;
-    const u = d.units.find((x) => x[1] && P.endsWith(x[1]));
-    setAttrs(slider, { "aria-valuetext": fill(T0.valuetext, u ? P.slice(0, -1) + " " + u[2] : P) });
-    if (from !== "slider") slider.value = nearestTick({ ticks, asked: p }).index;
-    chips.forEach((c, i) => setAttrs(c, { "aria-pressed": presets[i].params === p }));
+    setAttrs(root, { "data-needs": needs.map((x) => x[0]), "data-params": p, "data-bytes": full + ";" + per });
+    controls(P, from);
   }
+  // A move to a model or run not priced yet: the parameter count and the controls at once, the figure a frame later.
+  const draw = drawWhenPriced(root, () => compare.priced(st.params, run(0, 1)) && compare.priced(st.params, run(st.zero, st.dp)),
+    (from) => {
+      const P = fmtParams(st.params, d.units, d.digits);
+      paint({ p: P }, true);
+      controls(P, from);
+    }, drawWhole);
   const setZero = radioGroup(group, (v) => { st.zero = +v; draw(); });
   const { taken, refused } = checkLink(readState(root.id), d.link.keys);
   for (const k in taken) st[k] = +taken[k];
@@ -90,5 +100,5 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   });
   copyLink($(root, ".wdg-copy"), $(root, ".wdg-status"), paint.url, root.id);
   $(root, ".wdg-controls").hidden = false;
-  draw("start");
+  drawWhole("start");
 };

@@ -66,6 +66,11 @@ WIDGETS.calculator = (root, D) => {
   // builder.model.inputs.run_inputs: the names every rule set reads, for the form's config.
   const runInputs = (c) => ({ ...D.fixedInputs, ...shapeOf(c.A), ...c.run });
   const estimate = (c, words) => priced(runInputs(c), words);
+  // A run's need, kept by its architecture and inputs (the last thousand): the answers' searches and the fixes probe
+  // many runs, and the same ones again when a reader comes back to a state or moves one control (the largest batch
+  // does not change with the batch; a fix that lowers the batch probes what that search probed).
+  const needs = keepLast(1000), fractions = (k, v) => (v instanceof Ratio ? v.n + "/" + v.d : v);
+  const needAt = (c) => needs(JSON.stringify([c.A, c.run], fractions), () => estimate(c, false).need);
 
   // Texts and figure, as calculator.results and the partial's macros make them.
   const verdict = (total, g, U) => fill(T.verdict, g[1], fmtBytes(g[2], U), fill(T[total <= g[2] ? "fits" : "exceeds"], fmtBytes(Math.abs(g[2] - total), U)));
@@ -144,7 +149,7 @@ WIDGETS.calculator = (root, D) => {
   // state it leads to. A form state's need, or null when the model refuses the run.
   const needOf = (st) => {
     try {
-      return estimate(cfg(st), false).need;
+      return needAt(cfg(st));
     } catch (e) {
       if (!e.msg) throw e;
       return null;
@@ -171,25 +176,28 @@ WIDGETS.calculator = (root, D) => {
   // The answers that take many estimates (the largest batch and sequence, the suggested fixes), written into the
   // figure: its parts, sum, peak and verdict come first, these in a later task (after the next frame is painted,
   // cancelled by the next input); meanwhile the figure keeps the previous answers and is aria-busy, and the live
-  // region announces the summary once the answers are final.
-  let shownFixes = [], fixesShown = "", turn = 0;
+  // region announces the summary once the answers are final. They are kept with the state's figure (figureOf): a
+  // state shown before is drawn whole at once.
+  let shownFixes = [], fixesShown = "";
+  const later = afterFrame();
   // The answers' texts on screen (max_batch, max_seq): kept here as they are written, read from the page at first.
   const shownAnswers = {};
-  const answer = (st, c, gpu, ok, text, draw) => {
-    // The largest batch and sequence (D.searches: the input searched, its limit and the input its step is).
+  // The answers' texts (max_batch, max_seq), the fixes and their view, worked out once per figure: the largest batch
+  // and sequence (D.searches: the input searched, its limit and the input its step is) and the suggested fixes.
+  const answersOf = (st, { c, gpu, ok }) => {
     const [mb, ms] = D.searches[st.mode].map(([k, limit, step]) => {
       const by = step ? c.run[step] : 1;
-      return largest((n) => estimate({ ...c, run: { ...c.run, [k]: n } }, false).need, gpu[2], by, limit, by);
+      return largest((n) => needAt({ ...c, run: { ...c.run, [k]: n } }), gpu[2], by, limit, by);
     });
-    const answers = T[st.mode + "_answers"];
-    shownFixes = ok ? [] : fixes(st, gpu[2]);
-    shownAnswers.max_batch = fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]);
-    shownAnswers.max_seq = fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]);
-    fixesShown = ok ? "" : shownFixes.length ? put("fixes", fill(T.fixes, gpu[1]), shownFixes.map(([text, to]) => put("fix", href(to), text)))
-      : put("nofix", fill(T.fixes_none, gpu[1]));
+    const answers = T[st.mode + "_answers"], found = ok ? [] : fixes(st, gpu[2]);
+    return [fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]), found,
+      ok ? "" : found.length ? put("fixes", fill(T.fixes, gpu[1]), found.map(([text, to]) => put("fix", href(to), text))) : put("nofix", fill(T.fixes_none, gpu[1]))];
+  };
+  const answer = (st, made, draw) => {
+    [shownAnswers.max_batch, shownAnswers.max_seq, shownFixes, fixesShown] = made.answers ||= answersOf(st, made);
     draw();
     out("result").removeAttribute("aria-busy");
-    out("live").textContent = text;
+    out("live").textContent = made.text;
   };
   // The previous answers' text, kept in the figure while the new ones are worked out ('' for none).
   const kept = (k) => { if (!(k in shownAnswers)) { const e = out(k); shownAnswers[k] = e ? e.textContent : ""; } return shownAnswers[k]; };
@@ -212,41 +220,28 @@ WIDGETS.calculator = (root, D) => {
   };
   // The last hundred figures, by form state: the answers' searches and fixes price many runs, which push a shown run out
   // of the rule sets' memos, and a reader comes back to the states just shown (a slider moved back and forth).
-  const figures = new Map();
-  const figureOf = (st) => {
-    const key = JSON.stringify(st);
-    let made = figures.get(key);
-    if (made === undefined) {
-      made = figure(st);
-      if (figures.size >= 100) figures.delete(figures.keys().next().value);
-    }
-    figures.delete(key);
-    figures.set(key, made);  // newest last
-    return made;
-  };
+  const figures = keepLast(100), figureOf = (st) => figures(JSON.stringify(st), () => figure(st));
   const nameOf = (st) => (st.model == "custom" ? T.custom : D.models[st.model].n);
   // An output's text, written when it changes.
   const show = (k, text) => { const e = out(k); if (e.textContent !== text) e.textContent = text; };
   const render = (st, deferred) => {
     let text, error = "";
-    const mine = ++turn, result = out("result");
+    const result = out("result");
+    later();  // answers still waiting are for an earlier state
     try {
-      const { c, gpu, ok, views, readouts, ...shown } = figureOf(st);
-      text = shown.text;
-      // The figure, drawn now with the answers on screen (the previous ones, and no fixes for a run that fits) and
-      // again with the new answers once they are in.
+      const made = figureOf(st), { ok, views, readouts } = made;
+      text = made.text;
       if (ok) fixesShown = "";
       const draw = () => live.draw(result, put("result", ...views, kept("max_batch"), kept("max_seq"), fixesShown, ...readouts));
-      draw();
-      result.setAttribute("aria-busy", "true");
-      const finish = () => answer(st, c, gpu, ok, text, draw);
-      // A search the model refuses shows its message as the estimate's would (drawn again, at once).
-      const whenCurrent = () => {
-        if (mine != turn) return;
-        try { finish(); } catch (e) { if (!e.msg) throw e; render(st, false); }
-      };
-      if (deferred) requestAnimationFrame(() => setTimeout(whenCurrent));
-      else finish();
+      const finish = () => answer(st, made, draw);
+      // New answers: the figure drawn now with the answers on screen (the previous ones, and no fixes for a run that
+      // fits), and again with the new ones once they are in; a search the model refuses shows its message as the
+      // estimate's would (drawn again, at once). Answers worked out before: the whole figure at once.
+      if (deferred && !made.answers) {
+        draw();
+        result.setAttribute("aria-busy", "true");
+        later(() => { try { finish(); } catch (e) { if (!e.msg) throw e; render(st, false); } });
+      } else finish();
     } catch (e) {
       if (!e.msg) throw e;
       error = e.msg;

@@ -49,6 +49,13 @@ SETTLED = """(root) => new Promise((done) => {
   });
   watch.observe(root, {attributes: true, attributeFilter: ['aria-busy'], subtree: true});
 })"""
+
+
+def drawn(page, selector: str) -> None:
+    """Wait until nothing in the widget at `selector` is aria-busy: what it draws a frame later is in (SETTLED)."""
+    page.evaluate(f"(selector) => ({SETTLED})(document.querySelector(selector)).then(() => true)", selector)
+
+
 DEFAULT_VIEWPORT = (1280, 800)
 LOAD_TIMEOUT_MS = 15_000
 

@@ -214,8 +214,9 @@ def bpp_actions(data: dict):
     return st.tuples(place, rest).map(lambda pair: pair[0] | pair[1])
 
 
-BPP_BATCH = ("([selector, actions]) => actions.map((action) => (" + bpp.DRIVE.replace("READ(root)", f"({bpp.READ})(root)")
-             + ")([selector, action]))")
+# One action at a time: each read waits until nothing is aria-busy (bpp.DRIVE).
+BPP_BATCH = ("async ([selector, actions]) => { const out = []; for (const action of actions) out.push(await ("
+             + bpp.DRIVE.replace("READ(root)", f"({bpp.READ})(root)") + ")([selector, action])); return out; }")
 
 
 def check_bpp(page, data: dict, batches: int) -> dict:
@@ -260,8 +261,8 @@ def budget_actions(bounds: tuple):
                                   "s": st.integers(*bounds[2]), "q": st.sampled_from(["fp32", "bf16", "fp16", "fp8"])})
 
 
-BUDGET_BATCH = ("([selector, actions]) => actions.map((action) => (" + budget.DRIVE.replace("READ(root)", f"({budget.READ})(root)")
-                + ")([selector, action]))")
+BUDGET_BATCH = ("async ([selector, actions]) => { const out = []; for (const action of actions) out.push(await ("
+                + budget.DRIVE.replace("READ(root)", f"({budget.READ})(root)") + ")([selector, action])); return out; }")
 
 
 def check_budget(page, data: dict, bounds: tuple, batches: int) -> dict:

@@ -17,7 +17,7 @@ import pytest
 from builder.catalog import default_models
 from builder.widgets.bytes_per_param import comparisons, figure_bytes, format_params, params_words, texts
 from tests.browser import checks
-from tests.browser.helpers import SiteBrowser, serve_directory
+from tests.browser.helpers import SETTLED, SiteBrowser, serve_directory
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.browser
@@ -26,17 +26,19 @@ WIDGET = "[data-widget=bytes-per-param]"
 NARROW, WIDE = (360, 740), (1280, 800)
 MODELS = default_models()
 
-# One evaluate per state: drive the controls like a user would (input events, clicks), read back
-# every displayed text ([data-t] key -> texts), the exact bytes and the ARIA state.
-DRIVE = """([selector, action]) => {
+# One evaluate per state: drive the controls like a user would (input events, clicks), read back, once nothing is
+# aria-busy (a model not priced yet is drawn a frame later), every displayed text ([data-t] key -> texts), the exact
+# bytes and the ARIA state.
+DRIVE = """async ([selector, action]) => {
   const root = document.querySelector(selector);
   const slider = root.querySelector('[type=range]'), count = root.querySelector('[type=number]');
   if (action.step !== undefined) { slider.value = action.step; slider.dispatchEvent(new Event('input', {bubbles: true})); }
   if (action.preset !== undefined) root.querySelectorAll('[aria-pressed]')[action.preset].click();
   if (action.zero !== undefined) root.querySelectorAll('[role=radio]')[action.zero].click();
   if (action.gpus !== undefined) { count.value = action.gpus; count.dispatchEvent(new Event('input', {bubbles: true})); }
+  await (SETTLED)(root);
   return READ(root);
-}"""
+}""".replace("SETTLED", SETTLED)
 READ = """(root) => ({
   texts: [...root.querySelectorAll('[data-t]')].map(e => [e.dataset.t, e.textContent]),
   params: Number(root.dataset.params), bytes: root.dataset.bytes,
@@ -49,7 +51,7 @@ READ = """(root) => ({
   perGpuShown: !root.querySelectorAll('.wdg-bar')[1].hidden,
   widths: [...root.querySelectorAll('.wdg-bar')].map(b => [...b.querySelectorAll('rect')].map(r => r.getAttribute('width'))),
 })"""
-READ_JS = "(root) => (" + READ + ")(root)"
+READ_JS = "async (root) => { await (" + SETTLED + ")(root); return (" + READ + ")(root); }"
 
 
 def widget_data(page, selector: str = WIDGET) -> dict:

@@ -10,6 +10,7 @@ import pytest
 from builder.catalog import default_models
 from builder.widgets.memory_budget import KEYS as URL_KEYS, RENAMED, bucket_bytes, texts
 from tests.browser import checks
+from tests.browser.helpers import SETTLED
 from tests.browser.test_widget_bytes_per_param import (  # noqa: F401 - fixtures
     OVERLAPS, open_fixture, widget_data, widget_site, widget_site_url)
 
@@ -23,15 +24,18 @@ NEW = {old: new for old, (new, _) in RENAMED.items()}
 SHORT = json.dumps({new: old for old, new in NEW.items()})
 MODELS = default_models()
 
-DRIVE = """([selector, action]) => {
+# The controls set through their own events; the figure read once nothing is aria-busy (a model or run not priced
+# yet is drawn a frame later).
+DRIVE = """async ([selector, action]) => {
   const root = document.querySelector(selector), short = SHORT;
   for (const r of root.querySelectorAll('[type=range]')) {
     const k = short[r.dataset.k];
     if (action[k] !== undefined) { r.value = action[k]; r.dispatchEvent(new Event('input', {bubbles: true})); }
   }
   if (action.q !== undefined) root.querySelector(`[role=radio][data-value=${action.q}]`).click();
+  await (SETTLED)(root);
   return READ(root);
-}"""
+}""".replace("SETTLED", SETTLED)
 READ = """(root) => {
   const value = k => Number(root.querySelector(`[data-k=${k}]`).value);
   return {
@@ -51,7 +55,7 @@ DRIVE = DRIVE.replace("SHORT", SHORT)
 
 def read(page, selector: str = WIDGET) -> dict:
     """The widget's displayed state."""
-    return page.locator(selector).evaluate(READ)
+    return page.locator(selector).evaluate("async (root) => { await (" + SETTLED + ")(root); return (" + READ + ")(root); }")
 
 
 def drive(page, action: dict, selector: str = WIDGET) -> dict:

@@ -16,6 +16,7 @@ from builder.model.units import GiB, format_bytes
 from builder.widgets import bytes_per_param as bpp
 from tests.browser.test_widget_bytes_per_param import (  # noqa: F401 - fixtures
     open_fixture, widget_site, widget_site_url)
+from tests.browser.helpers import SETTLED, drawn
 from tests.seeds.conftest import CATALOGS, GPU_CATALOG, MODELS
 
 PAGE = "index.html"
@@ -40,7 +41,9 @@ def needs(params: int, zero: int = 0, gpus: int = 8) -> list[int]:
 
 
 def text(page, key: str) -> str:
-    """The first element showing text `key` (its text content, shown or not)."""
+    """The first element showing text `key` (its text content, shown or not), once the figure is drawn (a model not
+    priced yet is drawn a frame later)."""
+    drawn(page, W)
     return page.locator(f"{W} [data-t={key}]").first.text_content()
 
 
@@ -51,12 +54,14 @@ def output(page) -> str:
 
 def table(page) -> list[list[str]]:
     """The segment table's body rows as the reader sees them: segment, per param, on one GPU, per GPU."""
+    drawn(page, W)
     return [[cell.inner_text().strip() for cell in row.locator("th, td").all()]
             for row in page.locator(f"{W} table tbody tr").all()]
 
 
 def badges(page) -> list[bool]:
     """Whether each bar's DOESN'T FIT badge is shown."""
+    drawn(page, W)
     return [b.is_visible() for b in page.locator(f"{W} .wdg-badge").all()]
 
 
@@ -223,6 +228,7 @@ def test_per_gpu_bar_appears_once_zero_is_active(show):
     second = page.locator(f"{W} .wdg-bar").nth(1)
     assert second.is_hidden()
     page.locator(W).get_by_role("radio", name="Stage 1").click()
+    drawn(page, W)
     assert second.is_visible()
     texts = want(START, 1, 8)
     assert second.locator(".wdg-bar-head").inner_text().startswith(f"Per GPU (ZeRO stage 1, 8 GPUs): {texts['per']}")
@@ -298,6 +304,7 @@ def test_figure_role_with_summary_naming_params_total_and_per_gpu(show):
     assert page.get_by_role("figure", name=want(START)["sum"]).count() == 1
     root.get_by_role("radio", name="Stage 3").click()
     texts = want(START, 3, 8)
+    drawn(page, W)
     assert summary.inner_text() == texts["sum"]
     assert f"{bpp.format_params(START)} parameters" in texts["sum"] and f"{texts['per']} per GPU" in texts["sum"]
 
@@ -307,6 +314,7 @@ def test_live_region_mirrors_the_summary(show):
     live = page.locator(f"{W} [aria-live=polite]")
     page.locator(f"{W} [type=range]").focus()
     page.keyboard.press("Home")
+    drawn(page, W)
     assert live.text_content() == want(DATA["ticks"][0]["value"])["sum"]
     assert live.text_content() == page.locator(f"{W} .wdg-summary").text_content()
 
@@ -347,6 +355,7 @@ def test_reduced_motion_zero_detail_enters_without_movement(show):
     page.emulate_media(reduced_motion="reduce")
     page.locator(f"{W} [type=range]").focus()
     page.keyboard.press("z")
+    drawn(page, W)
     second = page.locator(f"{W} .wdg-bar").nth(1)
     assert second.is_visible()
     # Two frames later nothing moves (with motion the bars glide for 0.2 s).
@@ -354,11 +363,13 @@ def test_reduced_motion_zero_detail_enters_without_movement(show):
       done(document.querySelector('{W}').getAnimations({{subtree: true}}).filter(a => a.playState === 'running').length))))"""
     assert page.evaluate(settled) == 0
     page.emulate_media(reduced_motion="no-preference")
-    # With motion, the same change starts 0.2 s glides: read in the task that makes the change, so a loaded
-    # machine's slow frames cannot let them finish before they are counted.
-    gliding = f"""() => {{
+    # With motion, the same change starts 0.2 s glides: read as the change is drawn (at once, or a frame later for a
+    # run not priced yet: in the microtask after that task), so a loaded machine's slow frames cannot let them
+    # finish before they are counted.
+    gliding = f"""async () => {{
       const root = document.querySelector('{W}');
       root.querySelector('[type=range]').dispatchEvent(new KeyboardEvent('keydown', {{key: 'z', bubbles: true}}));
+      await ({SETTLED})(root);
       return root.getAnimations({{subtree: true}}).filter(a => a.effect.getTiming().duration >= 100).length;
     }}"""
     assert page.evaluate(gliding) > 0

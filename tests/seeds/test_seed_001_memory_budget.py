@@ -16,6 +16,7 @@ from builder.model.units import GiB, format_bytes
 from builder.widgets import memory_budget as mb
 from tests.browser.test_widget_bytes_per_param import (  # noqa: F401 - fixtures
     open_fixture, widget_site, widget_site_url)
+from tests.browser.helpers import drawn
 from tests.seeds.conftest import CATALOGS, MODELS
 
 PAGE = "index.html"
@@ -35,6 +36,8 @@ def want(halves: int = 14, batch: int = 1, seq_len: int = 2048, precision: str =
 
 
 def text(page, key: str) -> str:
+    """The first element showing text `key`, once the figure is drawn (a model or run not priced yet: a frame later)."""
+    drawn(page, W)
     return page.locator(f"{W} [data-t={key}]").first.text_content()
 
 
@@ -49,6 +52,7 @@ def slider(page, key: str):
 
 
 def legend(page) -> list[str]:
+    drawn(page, W)
     return page.locator(f"{W} .wdg-legend li").all_inner_texts()
 
 
@@ -244,6 +248,7 @@ def test_live_region_mirrors_the_summary(show):
     page = show()
     slider(page, "b").focus()
     page.keyboard.press("End")
+    drawn(page, W)
     live = page.locator(f"{W} [aria-live=polite]")
     assert live.text_content() == want(14, 64)["texts"]["sum"] == page.locator(f"{W} .wdg-summary").text_content()
 
