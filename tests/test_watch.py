@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.watch import is_input_path, watch_folders
+from builder.watch import STEP_MS, is_input_path, watch_folders
 
 QUIET_S = 0.6  # longer than a burst's quiet time plus a poll
 
@@ -82,12 +82,20 @@ def test_an_atomic_rename_save_gives_one_callback(watching):
 
 def test_several_writes_in_a_row_give_one_callback(watching):
     page = watching.folder / "index.md"
+    written = []
     for number in range(5):
         page.write_text(f"draft {number}\n")
+        written.append(time.monotonic())
         time.sleep(0.005)
     with page.open("a") as file:
         file.write("more\n")
-    assert watching.settle() == [{"index.md"}]
+    written.append(time.monotonic())
+    # Writes 5 ms apart are one burst. On a loaded machine a write can come later than the watcher's quiet time
+    # (STEP_MS) after the one before, which is a new save as far as any watcher can tell: only such gaps (counted
+    # from half the quiet time, for the events' own delay) may split the burst.
+    gaps = sum(later - earlier > STEP_MS / 2000 for earlier, later in zip(written, written[1:]))
+    calls = watching.settle()
+    assert 1 <= len(calls) <= 1 + gaps and all(call == {"index.md"} for call in calls), (calls, gaps)
 
 
 def test_vim_style_save_gives_one_callback(watching):
