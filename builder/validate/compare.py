@@ -123,19 +123,19 @@ def predicted_moe_block(inputs: dict[str, Any], hf_config: dict[str, Any], name:
 
 
 def compare_moe_case(file: str, case: dict[str, Any]) -> list[Row]:
-    """An MoE case: its MoE block, byte-exact (the tensors the loss's graph still holds), and where the op lists
-    follow the family's attention (builder.validate.cases.LLAMA_ATTENTION) the whole layer and the rest."""
-    from builder.validate.cases import LLAMA_ATTENTION
-
-    measured = case["moe_block"]["kept_bytes"]
+    """An MoE case: its MoE block, byte-exact (the tensors the loss's graph still holds), the whole layer and the
+    rest. The whole layer is compared as the loss's graph holds it too: less what the MoE block saves on branches
+    that die with the forward (DeepSeek's group selection, saved_bytes - kept_bytes)."""
+    block = case["moe_block"]
+    measured = block["kept_bytes"]
     try:
         predicted = predicted_moe_block(case["inputs"], case["hf_config"], case["name"])
     except Exception as error:
         return [judge(file, case["name"], "moe_block", measured, None, f"{type(error).__name__}: {error}")]
-    rows = [judge(file, case["name"], "moe_block", measured, predicted)]
-    if case["inputs"]["family"] in LLAMA_ATTENTION:
-        rows += compare_activation_case(file, case)
-    return rows
+    held = case["per_layer"]["activation_storage_bytes"] - (block["saved_bytes"] - block["kept_bytes"])
+    return [judge(file, case["name"], "moe_block", measured, predicted),
+            *compare_activation_case(file, {**case, "per_layer": {**case["per_layer"],
+                                                                   "activation_storage_bytes": held}})]
 
 
 def predicted_states(inputs: dict[str, Any], hf_config: dict[str, Any], name: str, **parallel: Any) -> dict[str, int]:

@@ -1,0 +1,136 @@
+"""transformers' attention variants in the hf op list (builder.model.oplists _QK_NORMS, _LATENT_ATTENTION): Qwen3's
+RMSNorms over each query and key head, and DeepSeek's multi-head latent attention, pinned to whole small layers
+measured on CPU with transformers 5.23.0 under torch 2.13.0 (content/validation/activations.json: the dense Qwen3
+cases; content/validation/moe.json: Qwen3-MoE, DeepSeek-V2 and DeepSeek-V3). Sources:
+models/qwen3/modeling_qwen3.py Qwen3Attention.forward and Qwen3RMSNorm.forward; models/deepseek_v2/modeling_deepseek_v2.py
+and models/deepseek_v3/modeling_deepseek_v3.py, DeepseekV2Attention / DeepseekV3Attention forward and expand_kv."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from builder.catalog import default_models
+from builder.model import Config, estimate
+from builder.validate.compare import compare_documents
+from builder.validate.results import VALIDATION_DIR
+
+MODELS = default_models()
+ACTIVATIONS = json.loads((VALIDATION_DIR / "activations.json").read_text())
+MOE = json.loads((VALIDATION_DIR / "moe.json").read_text())
+
+
+def case(document: dict, name: str) -> dict:
+    return next(c for c in document["cases"] if c["name"] == name)
+
+
+def rows(file: str, document: dict, name: str) -> dict:
+    return {r.quantity: r for r in compare_documents({file: {**document, "cases": [case(document, name)]}})}
+
+
+# The measured shapes: T = 2 x 64 tokens, h 64, a 4 query heads of d 16, k KV heads.
+T, H, A, D = 128, 64, 4, 16
+
+
+def qk_norms(k: int, fp32_input: int, cast_back: int) -> int:
+    """q_norm and k_norm, bytes: each head's input in fp32 (saved by pow and the multiply), the rsqrt per token and
+    head (fp32), the normalised input cast back (saved by the weight's product)."""
+    return sum(T * heads * (fp32_input * D + 4 + cast_back * D) for heads in (A, k))
+
+
+@pytest.mark.parametrize("qwen3, expected", [
+    # fp32: the input in fp32 is q_proj's (k_proj's) output itself, the cast back is the normalised tensor.
+    ("qwen3-sdpa-fp32-b2-s64-h64-a4-kv2-f176-v256-none-nodrop", qk_norms(2, 4, 4)),
+    ("qwen3-eager-fp32-b2-s64-h64-a4-kv2-f176-v256-none-nodrop", qk_norms(2, 4, 4)),
+    # bf16: a new fp32 copy of the projection's output, the bf16 cast back.
+    ("qwen3-sdpa-bf16-b2-s64-h64-a4-kv2-f176-v256-none-nodrop", qk_norms(2, 4, 2)),
+    ("qwen3-eager-bf16-b2-s64-h64-a4-kv2-f176-v256-none-nodrop", qk_norms(2, 4, 2)),
+    ("qwen3-sdpa-bf16-b2-s64-h64-a4-kv4-f176-v256-none-nodrop", qk_norms(4, 4, 2)),
+    # torch.autocast over fp32 weights: the projections return bf16, so as bf16 (the residual stream's norms, fp32
+    # under autocast, are Llama's).
+    ("qwen3-sdpa-fp32-b2-s64-h64-a4-kv2-f176-v256-none-nodrop-amp", qk_norms(2, 4, 2)),
+    # Full recomputation: a checkpointed layer saves nothing of its own.
+    ("qwen3-sdpa-bf16-b2-s64-h64-a4-kv2-f176-v256-full-nodrop", 0),
+])
+def test_a_qwen3_layer_is_a_llama_layer_and_its_qk_norms(qwen3, expected):
+    """A Qwen3 layer saves, measured, what the Llama layer of the same shape saves and the q/k norms' tensors; the op
+    list predicts it byte for byte."""
+    llama = qwen3.replace("qwen3", "llama", 1)
+    measured = case(ACTIVATIONS, qwen3)["per_layer"]["activation_storage_bytes"]
+    assert measured - case(ACTIVATIONS, llama)["per_layer"]["activation_storage_bytes"] == expected
+    compared = rows("activations.json", ACTIVATIONS, qwen3)
+    assert compared["per_layer"].predicted == measured
+    assert compared["rest"].predicted == compared["rest"].measured
+
+
+@pytest.mark.parametrize("name", ["qwen3_moe-sdpa-fp32-b2-s64-h64-a4-kv2-f96-e4k2-v256-none-nodrop",
+                                  "qwen3_moe-sdpa-bf16-b2-s64-h64-a4-kv2-f96-e4k2-nonorm-v256-none-nodrop",
+                                  "qwen3_moe-eager-bf16-b2-s64-h64-a4-kv2-f96-e4k2-v256-none-nodrop"])
+def test_a_qwen3_moe_layer_is_predicted_whole(name):
+    """Qwen3-MoE, whole layer: 11-14% above the op lists without the q/k norms, exact with them."""
+    compared = rows("moe.json", MOE, name)
+    assert compared["per_layer"].predicted == compared["per_layer"].measured
+    assert compared["moe_block"].predicted == compared["moe_block"].measured
+
+
+# Latent attention of the measured DeepSeek layers (builder.validate.cases.hf_config): kv_lora_rank c = 2d, rotary
+# part p = d/4 of each query/key head, non-rotary part n = d - p, values v = d.
+C, P, N, V = 32, 4, 12, 16
+
+
+def latent_attention(act: int, fused: bool, q_lora: int = 0) -> int:
+    """The attention half of a DeepSeek layer, bytes: the input norm (fp32 input, rsqrt, cast back), the input of
+    q_proj (q_a_proj) and kv_a_proj_with_mqa (one tensor), q_a_layernorm and q_b_proj's input with a low-rank query,
+    kv_a_layernorm (its fp32 input: in an fp32 model a view of kv_a_proj_with_mqa's output, whose storage holds the
+    rotary key too; else a copy of the latent), kv_b_proj's input, the query and key SDPA saves (new tensors, d wide),
+    its value (a view of kv_b_proj's output: n + v per head) or eager attention's copy (v) and its fp32 softmax, the
+    logsumexp, the kernel's output (heads first) and o_proj's input (its copy), and the post-attention norm."""
+    norm = 4 * T * H + 4 * T + act * T * H
+    query = (4 * T * q_lora + 4 * T + act * T * q_lora + act * T * q_lora) if q_lora else 0
+    latent = 4 * T * (C + (P if act == 4 else 0)) + 4 * T + act * T * C + act * T * C
+    heads = act * T * A * D * 2
+    if fused:
+        core = act * T * A * (N + V) + 4 * T * A + act * T * A * V
+    else:
+        core = act * T * A * V + 4 * A * T * 64  # the fp32 softmax output, b x a x s x s
+    return norm + act * T * H + query + latent + heads + core + act * T * A * V + norm
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("deepseek_v2-sdpa-fp32-b2-s64-h64-a4-kv4-f96-e4k2-sh2-nonorm-v256-none-nodrop", latent_attention(4, True)),
+    ("deepseek_v2-sdpa-bf16-b2-s64-h64-a4-kv4-f96-e4k2-sh2-nonorm-v256-none-nodrop", latent_attention(2, True)),
+    ("deepseek_v2-sdpa-bf16-b2-s64-h64-a4-kv4-f96-e4k2-sh2-g2-nonorm-v256-none-nodrop", latent_attention(2, True)),
+    ("deepseek_v2-eager-fp32-b2-s64-h64-a4-kv4-f96-e4k2-sh2-nonorm-v256-none-nodrop", latent_attention(4, False)),
+    ("deepseek_v3-sdpa-fp32-b2-s64-h64-a4-kv4-f96-e4k2-sh1-g2-v256-none-nodrop", latent_attention(4, True)),
+    ("deepseek_v3-sdpa-fp32-b2-s64-h64-a4-kv4-f96-e4k2-sh1-g2-q24-v256-none-nodrop", latent_attention(4, True, 24)),
+    ("deepseek_v3-sdpa-bf16-b2-s64-h64-a4-kv4-f96-e4k2-sh1-g2-q24-v256-none-nodrop", latent_attention(2, True, 24)),
+])
+def test_a_deepseek_layer_saves_its_latent_attention_and_moe_block(name, expected):
+    """A DeepSeek layer, measured: its latent attention (derived above) and its MoE block's kept tensors, plus what the
+    group selection saves on a branch that dies with the forward (builder.validate.compare.compare_moe_case leaves
+    it out). Predicted byte for byte (8-10% under before the latent attention's rows)."""
+    measured = case(MOE, name)
+    block = measured["moe_block"]
+    assert measured["per_layer"]["activation_storage_bytes"] == expected + block["saved_bytes"]
+    compared = rows("moe.json", MOE, name)
+    assert compared["per_layer"].predicted == expected + block["kept_bytes"]
+    assert compared["rest"].predicted == compared["rest"].measured
+
+
+def test_deepseek_v3_attention_in_the_catalog():
+    """DeepSeek-V3 (config.json: h 7168, 128 heads of 192 = 128 + 64, v 128, kv_lora_rank 512, q_lora_rank 1536),
+    bf16, 4096 tokens, flash attention, per layer: norms (input and post-attention norms, q_a_layernorm,
+    kv_a_layernorm: fp32 input, rsqrt, bf16 cast back) and attention (the norm output, q_b_proj's and kv_b_proj's
+    inputs, query and key 2 x 2ad, the value's storage 2a(n + v), the logsumexp 4a, the kernel's output and o_proj's
+    input 2 x 2av)."""
+    arch = MODELS["deepseek-v3"]
+    h, a, d, v, c, q, p = 7168, 128, 192, 128, 512, 1536, 64
+    assert (arch.hidden, arch.heads, arch.d_head, arch.v_head_dim, arch.kv_lora_rank, arch.q_lora_rank,
+            arch.qk_rope_head_dim) == (h, a, d, v, c, q, p)
+    tokens = 4096
+    breakdown = estimate(Config(model=arch, seq_len=tokens, attention="flash"))
+    norms, attention = (breakdown.get(f"activations/{group}") / arch.layers for group in ("norms", "attention"))
+    assert norms == tokens * (2 * (4 * h + 4 + 2 * h) + (4 * q + 4 + 2 * q) + (4 * c + 4 + 2 * c))
+    assert attention == tokens * (2 * h + 2 * q + 2 * c + 2 * 2 * a * d + 2 * a * (d - p + v) + 4 * a
+                                  + 2 * 2 * a * v)
