@@ -134,3 +134,47 @@ def test_deepseek_v3_attention_in_the_catalog():
     assert norms == tokens * (2 * (4 * h + 4 + 2 * h) + (4 * q + 4 + 2 * q) + (4 * c + 4 + 2 * c))
     assert attention == tokens * (2 * h + 2 * q + 2 * c + 2 * 2 * a * d + 2 * a * (d - p + v) + 4 * a
                                   + 2 * 2 * a * v)
+
+
+# DeepSeek's first dense layers (first_k_dense_replace 1; builder.validate.cases.FIRST_DENSE_FFN, F = 136): the
+# two-layer model is one dense layer (latent attention and a dense SwiGLU MLP) and one MoE layer.
+F_DENSE = 136
+
+
+@pytest.mark.parametrize("name, moe_layer, act, q_lora", [
+    ("deepseek_v2-sdpa-fp32-b2-s64-h64-a4-kv4-f96-e4k2-sh2-nonorm-fd1-v256-none-nodrop",
+     "deepseek_v2-sdpa-fp32-b2-s64-h64-a4-kv4-f96-e4k2-sh2-nonorm-v256-none-nodrop", 4, 0),
+    ("deepseek_v3-sdpa-bf16-b2-s64-h64-a4-kv4-f96-e4k2-sh1-g2-q24-fd1-v256-none-nodrop",
+     "deepseek_v3-sdpa-bf16-b2-s64-h64-a4-kv4-f96-e4k2-sh1-g2-q24-v256-none-nodrop", 2, 24),
+])
+def test_deepseek_first_dense_layer_keeps_a_dense_mlp(name, moe_layer, act, q_lora):
+    """The two-layer model with a first dense layer, measured (moe.json): the embedding, final norm and loss and the
+    MoE layer as the all-MoE case of the same shape measures them, and a dense layer: its latent attention and a
+    LlamaMLP of F (the norm output gate and up read, SiLU's input and output, up's output, the product). Predicted
+    byte for byte (20-28% over when the dense layer counted as an MoE layer)."""
+    fd, moe = case(MOE, name), case(MOE, moe_layer)
+    dense_layer = latent_attention(act, True, q_lora) + act * T * H + 4 * act * T * F_DENSE
+    assert (fd["two_layers"]["activation_storage_bytes"] + fd["two_layers"]["input_bytes"]
+            == moe["rest"]["activation_storage_bytes"] + moe["rest"]["input_bytes"]
+            + moe["per_layer"]["activation_storage_bytes"] + dense_layer)
+    compared = rows("moe.json", MOE, name)
+    unkept = fd["moe_block"]["saved_bytes"] - fd["moe_block"]["kept_bytes"]
+    assert compared["whole_model"].measured == compared["whole_model"].predicted
+    assert compared["whole_model"].predicted == (fd["two_layers"]["activation_storage_bytes"]
+                                                 + fd["two_layers"]["input_bytes"] - unkept)
+
+
+def test_deepseek_v3_first_dense_layers_in_the_catalog():
+    """DeepSeek-V3 (config.json: 61 layers, first_k_dense_replace 3, intermediate_size 18432), bf16, 4096 tokens: the
+    MLP part is 3 dense layers (the norm output 2h, SiLU's input and output, up's output and the product, 4 x 2F) and
+    58 MoE layers; the router part the 58 MoE layers' only."""
+    arch = MODELS["deepseek-v3"]
+    assert (arch.layers, arch.first_dense_layers, arch.ffn) == (61, 3, 18432)
+    tokens, h, F = 4096, arch.hidden, arch.ffn
+    config = Config(model=arch, seq_len=tokens, attention="flash")
+    every_moe = estimate(config.with_changes(model=arch.with_changes(first_dense_layers=0)))
+    breakdown = estimate(config)
+    dense_mlp = tokens * (2 * h + 4 * 2 * F)
+    moe_mlp, moe_router = (every_moe.get(f"activations/{group}") // 61 for group in ("mlp", "router"))
+    assert breakdown.get("activations/mlp") == 3 * dense_mlp + 58 * moe_mlp
+    assert breakdown.get("activations/router") == 58 * moe_router

@@ -109,10 +109,13 @@ def test_deepseek_v2_lite_shared_experts_in_the_transformers_op_list():
     """DeepSeek-V2-Lite, bf16, 4096 tokens, per layer (h 2048, E 64, K 6, f 1408, 2 shared experts: g 2816):
     mlp: norm output 2h, sorted inputs and experts' outputs 2 x 2Kh, the grouped matmuls' 4 x 2Kf, fp32 routing
     weights 4K, the shared experts' 4 x 2g; router: its fp32 input 4h, softmax 4E, indices 8K, three gather indices
-    3 x 8K, and per layer its weight's fp32 copy (4Eh) and the offsets (4E)."""
+    3 x 8K, and per layer its weight's fp32 copy (4Eh) and the offsets (4E). Of its 27 layers the first
+    (first_k_dense_replace 1) is dense: a LlamaMLP of F = 10944 (the norm output 2h, 4 x 2F)."""
     arch = MODELS["deepseek-v2-lite"]
     tokens, h, f, E, K, g = 4096, arch.hidden, arch.n_expert_ffn, arch.experts, arch.top_k, 2 * arch.n_expert_ffn
+    assert (arch.layers, arch.first_dense_layers, arch.ffn) == (27, 1, 10944)
     breakdown = estimate(Config(model=arch, seq_len=tokens, attention="flash"))
-    mlp, router = (breakdown.get(f"activations/{group}") / arch.layers for group in ("mlp", "router"))
-    assert mlp == tokens * (2 * h + 4 * K * h + 8 * K * f + 4 * K + 8 * g) == tokens * 143_384
-    assert router == tokens * (4 * h + 4 * E + 8 * K + 24 * K) + 4 * E * h + 4 * E
+    mlp, router = (breakdown.get(f"activations/{group}") for group in ("mlp", "router"))
+    assert mlp == 26 * tokens * (2 * h + 4 * K * h + 8 * K * f + 4 * K + 8 * g) + tokens * (2 * h + 8 * arch.ffn)
+    assert 2 * h + 4 * K * h + 8 * K * f + 4 * K + 8 * g == 143_384
+    assert router == 26 * (tokens * (4 * h + 4 * E + 8 * K + 24 * K) + 4 * E * h + 4 * E)

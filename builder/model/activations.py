@@ -110,6 +110,12 @@ OP_SYMBOLS = {
     "op_p": sym("qk_rope_head_dim"),
     "op_n": sym("head_dim") - sym("qk_rope_head_dim"),
     "op_v": sym("v_head_dim"),
+    # An MoE model's first dense layers (oplists.Row.layers): the dense MLP's width, and the dense and MoE layers'
+    # shares of the average layer.
+    "op_F": sym("ffn") // TP,
+    "op_dense_share": when(both(sym("experts") > 0, sym("first_dense_layers") > 0),
+                           sym("first_dense_layers") / maximum(1, sym("layers")), 0),
+    "op_moe_share": 1 - sym("op_dense_share"),
 }
 
 
@@ -194,6 +200,7 @@ def _conditions() -> dict[str, Expr]:
         "qk_norm": both(hf, sym("qk_norm")), "latent": latent, "no_latent": negate(latent),
         "q_lora": both(latent, sym("q_lora_rank") > 0),
         "fp32_projections": both(negate(low_precision), negate(autocast)),
+        "first_dense": both(hf, sym("experts") > 0, sym("first_dense_layers") > 0),
         "rotary_complex": eq(sym("moe_block"), "deepseek_v2"), "rotary_real": ne(sym("moe_block"), "deepseek_v2"),
         # transformers' MoE blocks (the architecture's moe_block; oplists._HF_MOE).
         "router_fp32": both(hf, low_precision, isin(sym("moe_block"), "deepseek_v2", "deepseek_v3")),
@@ -228,7 +235,8 @@ def _bytes(r: oplists.Row) -> Expr:
     sizes = {"act": sym("act_bytes"), "lin": sym("lin_bytes"), "grad": sym("grad_bytes"), "int64": lift(8),
              "int32": lift(4)}
     size = sizes[r.dtype] if r.dtype in sizes else DTYPE_BYTES[r.dtype]
-    return Expr("*", r.coefficient, *(sym(f"op_{x}") for x in r.shape.split()), size)
+    share = (sym(f"op_{r.layers}_share"),) if r.layers else ()  # an MoE model's dense or MoE layers (Row.layers)
+    return Expr("*", r.coefficient, *(sym(f"op_{x}") for x in r.shape.split()), size, *share)
 
 
 def rows_rule(rows: tuple[oplists.Row, ...], *fields: str) -> Expr:
@@ -390,7 +398,11 @@ LAYER_NOTES = {
     "norms": ((both(sym("qk_norm"), COMPILED_HF),
                "simplification: under torch.compile, the RMSNorms over each query and key head (Qwen3) are not "
                "counted (not measured compiled)"),),
-    **{group: ((MOE_FIRST_DENSE, "simplification: the first dense layers are counted as MoE layers"),
+    **{group: ((both(MOE_FIRST_DENSE, eq(sym("implementation"), "megatron")),
+                "simplification: the first dense layers are counted as MoE layers"),
+               (both(MOE_FIRST_DENSE, ne(sym("implementation"), "megatron")),
+                "simplification: every layer counts the average of the first dense layers and the MoE layers (exact "
+                "over the whole model; a pipeline stage gets the average layer)"),
                # torchtune builds MoE layers of its own (a token-choice router and grouped experts), not measured.
                (both(sym("experts") > 0, eq(sym("implementation"), "torchtune")),
                 "simplification: torchtune's own MoE layer is counted with transformers' rows (not measured)"))

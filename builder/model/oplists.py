@@ -16,7 +16,7 @@ parallelism), S keys per query, h hidden, a query heads (/t), k KV heads (max(1,
 d head dim, f MLP inner width (/t), V vocabulary rows (/t), E experts, K top-k, r LoRA rank, g the shared experts'
 inner width together (/t; DeepSeek-style shared experts); latent attention (DeepSeek): c the latent (kv_lora_rank),
 q the query's low rank (q_lora_rank), p the rotary part of a query/key head (qk_rope_head_dim), n its non-rotary part
-(d - p), v a value head.
+(d - p), v a value head; F the dense MLP's inner width (/t) in the first dense layers of an MoE model.
 
 Because they are data, the same rows are evaluated by builder.model.activations, shown
 on the Activations page, compared with measurements (builder.validate) and shipped to the
@@ -38,6 +38,11 @@ class Row(NamedTuple):
     dtype: str
     condition: str = ""
     core: bool = False
+    # Which layers of an MoE model whose first layers keep a dense MLP (DeepSeek's first_k_dense_replace) the row is
+    # in: '' every layer, 'moe' the MoE layers, 'dense' the first dense layers. One layer of the op list is the
+    # average layer: a 'moe' row counts the MoE layers' share of it, a 'dense' row the dense layers' (exact over the
+    # whole model; each pipeline stage gets the average layer).
+    layers: str = ""
 
 
 # Conditions a row may require (all joined by '&' must hold).
@@ -119,6 +124,7 @@ CONDITIONS = {
     "no_latent": "not latent",
     "q_lora": "latent attention whose query has a low-rank projection and its RMSNorm (q_lora_rank > 0: DeepSeek-V3)",
     "fp32_projections": "the projections return fp32 (an fp32 model without autocast)",
+    "first_dense": "an MoE model whose first layers keep a dense MLP (DeepSeek's first_k_dense_replace)",
     "rotary_complex": "rotary as complex numbers (DeepSeek-V2's freqs_cis; told by its MoE block, as every released "
                       "DeepSeek-V2 model has one)",
     "rotary_real": "not rotary_complex",
@@ -492,8 +498,15 @@ HF_LLAMA_BLOCK = (
     *MLP_INNER,
     *LORA,
 )
-# transformers' MoE decoder layers: the Llama layer with an MoE block for its MLP.
-HF_MOE_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith("swiglu")) + _HF_MOE
+# transformers' MoE decoder layers: the Llama layer with an MoE block for its MLP. DeepSeek's first
+# first_k_dense_replace layers keep a dense MLP of intermediate_size (modeling_deepseek_v2.py DeepseekV2DecoderLayer,
+# modeling_deepseek_v3.py DeepseekV3DecoderLayer: DeepseekV2MLP / DeepseekV3MLP, a LlamaMLP, below that index): the
+# Llama layer's MLP rows at width F, in those layers only, and the MoE block's rows in the others (Row.layers).
+_FIRST_DENSE_MLP = tuple(r._replace(op=f"first dense layers: {r.op}", shape=r.shape.replace("f", "F"),
+                                    condition=f"{r.condition}&first_dense", layers="dense")
+                         for r in HF_LLAMA_BLOCK if r.condition in ("swiglu_unfused", "swiglu&grad_mlp_out"))
+HF_MOE_BLOCK = (tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith("swiglu")) + _FIRST_DENSE_MLP
+                + tuple(r._replace(layers="moe") for r in _HF_MOE))
 
 # Non-layer parts. Embedding backward needs the token ids; the loss keeps the fp32
 # log-softmax (transformers ForCausalLMLoss upcasts logits.float()) and int64 labels. A compiled loss

@@ -41,6 +41,7 @@ class ActivationCase:
     norm_topk: bool = True  # MoE (Qwen, DeepSeek-V3): norm_topk_prob
     groups: int = 0  # MoE (DeepSeek): n_group (> 0 on DeepSeek-V2: topk_method 'group_limited_greedy'), topk_group 1
     q_lora_rank: int = 0  # DeepSeek's latent attention: the query's low rank (q_a_proj, q_a_layernorm, q_b_proj); 0: q_proj
+    first_dense: int = 0  # MoE (DeepSeek): first_k_dense_replace, the first layers with a dense MLP of width `ffn_dense`
     autocast: bool = False  # forward under torch.autocast(bfloat16) over a float32 model (the amp-bf16 policy)
     compile: bool = False  # every layer under torch.compile (inductor, the default backend; builder.validate.measure)
     padded: bool = False  # every sequence but the first padded on the right from seq_len // 2 (an attention_mask)
@@ -61,6 +62,8 @@ class ActivationCase:
             parts += ["nonorm"] if not self.norm_topk else []
         if self.q_lora_rank:
             parts.append(f"q{self.q_lora_rank}")
+        if self.first_dense:
+            parts.append(f"fd{self.first_dense}")
         parts += [f"v{self.vocab}", self.recompute, "drop" if self.dropout else "nodrop"]
         if self.autocast:
             parts.append("amp")
@@ -135,7 +138,8 @@ def hf_config(case: ActivationCase, layers: int) -> dict[str, Any]:
         d = case.hidden // case.heads
         config.update(num_key_value_heads=case.heads, n_routed_experts=case.experts, num_experts_per_tok=case.top_k,
                       n_shared_experts=case.shared_experts, moe_intermediate_size=case.inner,
-                      first_k_dense_replace=0, kv_lora_rank=2 * d, q_lora_rank=case.q_lora_rank or None,
+                      intermediate_size=FIRST_DENSE_FFN if case.first_dense else case.inner,
+                      first_k_dense_replace=case.first_dense, kv_lora_rank=2 * d, q_lora_rank=case.q_lora_rank or None,
                       qk_nope_head_dim=d - d // 4,
                       qk_rope_head_dim=d // 4, v_head_dim=d, routed_scaling_factor=2.5 if case.groups else 1.0)
         config.pop("head_dim")
@@ -246,6 +250,10 @@ def full_activation_cases() -> list[ActivationCase]:
     return unique_cases(cases)
 
 
+# The dense MLP width of DeepSeek's first dense layers in the measured cases (first_dense): distinct from every other
+# size, so its rows read back as their own symbol.
+FIRST_DENSE_FFN = 136
+
 # Tiny MoE layers of each transformers family (builder.model.oplists._HF_MOE): 4 experts, top 2, expert width 96.
 MOE_BASE = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
 
@@ -253,7 +261,8 @@ MOE_BASE = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
 def moe_cases() -> list[ActivationCase]:
     """transformers' MoE blocks, fp32 and bf16, SDPA (the attention is measured elsewhere): Mixtral, Qwen2-MoE with
     its gated shared expert, Qwen3-MoE with and without renormalised top-k weights, DeepSeek-V2 greedy and
-    group-limited, DeepSeek-V3 (grouped sigmoid routing), each with the routing switches its code reads."""
+    group-limited, DeepSeek-V3 (grouped sigmoid routing), each with the routing switches its code reads; whole layers of
+    the attention variants, and DeepSeek models with a first dense layer."""
     cases = []
     for dtype in DTYPES:
         base = MOE_BASE.with_changes(attention="sdpa", dtype=dtype)
@@ -276,6 +285,11 @@ def moe_cases() -> list[ActivationCase]:
               fp32.with_changes(family="deepseek_v2", kv_heads=4, shared_experts=2, norm_topk=False, attention="eager"),
               *(fp32.with_changes(family="deepseek_v3", kv_heads=4, shared_experts=1, groups=2, q_lora_rank=24,
                                   dtype=dtype) for dtype in DTYPES)]
+    # DeepSeek's first dense layers (first_k_dense_replace 1, a dense MLP of FIRST_DENSE_FFN): the whole two-layer
+    # model, one dense layer and one MoE layer, is compared.
+    cases += [fp32.with_changes(family="deepseek_v2", kv_heads=4, shared_experts=2, norm_topk=False, first_dense=1),
+              fp32.with_changes(family="deepseek_v3", kv_heads=4, shared_experts=1, groups=2, q_lora_rank=24,
+                                dtype="bfloat16", first_dense=1)]
     return unique_cases(cases)
 
 
