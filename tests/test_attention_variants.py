@@ -178,3 +178,19 @@ def test_deepseek_v3_first_dense_layers_in_the_catalog():
     moe_mlp, moe_router = (every_moe.get(f"activations/{group}") // 61 for group in ("mlp", "router"))
     assert breakdown.get("activations/mlp") == 3 * dense_mlp + 58 * moe_mlp
     assert breakdown.get("activations/router") == 58 * moe_router
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-v2-lite", "qwen3-8b", "qwen3-30b-a3b", "llama-3-8b"])
+def test_a_layers_weight_gradients_are_its_parameters(name):
+    """The weight gradients one layer's backward makes (builder.model.oplists LAYER_GRADS, which the peak inside the
+    last layer's backward reads) are its parameters, tensor for tensor: latent attention's q_a_proj, q_a_layernorm,
+    q_b_proj (or q_proj), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj and a v-wide o_proj; Qwen3's q_norm and
+    k_norm. fp32 gradients, an MoE layer (DeepSeek's first dense layers set aside); DeepSeek-V3's router bias
+    (e_score_correction_bias, E values) is a buffer in transformers 5.23, with no gradient."""
+    from builder.model.activations import moment_environment
+    from builder.model.architecture import layer_param_groups
+
+    arch = MODELS[name].with_changes(first_dense_layers=0)
+    grads = moment_environment(arch, Config(model=arch, seq_len=4096, precision="fp32"))["layer_grads"]
+    buffers = arch.experts if arch.router_bias else 0
+    assert grads == 4 * (sum(layer_param_groups(arch).values()) - buffers)

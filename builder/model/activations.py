@@ -198,7 +198,7 @@ def _conditions() -> dict[str, Expr]:
         # transformers' attention variants (oplists._QK_NORMS, _LATENT_ATTENTION); torchtune's Qwen3 attention has the
         # same q/k norms (its RMSNorm saves what transformers' does).
         "qk_norm": both(hf, sym("qk_norm")), "latent": latent, "no_latent": negate(latent),
-        "q_lora": both(latent, sym("q_lora_rank") > 0),
+        "q_lora": both(latent, sym("q_lora_rank") > 0), "no_q_lora": both(latent, eq(sym("q_lora_rank"), 0)),
         "fp32_projections": both(negate(low_precision), negate(autocast)),
         "first_dense": both(hf, sym("experts") > 0, sym("first_dense_layers") > 0),
         "rotary_complex": eq(sym("moe_block"), "deepseek_v2"), "rotary_real": ne(sym("moe_block"), "deepseek_v2"),

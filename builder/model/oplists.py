@@ -123,6 +123,7 @@ CONDITIONS = {
               "RMSNorm over the latent, a rotary part of each head",
     "no_latent": "not latent",
     "q_lora": "latent attention whose query has a low-rank projection and its RMSNorm (q_lora_rank > 0: DeepSeek-V3)",
+    "no_q_lora": "latent attention with one q_proj (q_lora_rank 0: DeepSeek-V2 and V2-Lite)",
     "fp32_projections": "the projections return fp32 (an fp32 model without autocast)",
     "first_dense": "an MoE model whose first layers keep a dense MLP (DeepSeek's first_k_dense_replace)",
     "rotary_complex": "rotary as complex numbers (DeepSeek-V2's freqs_cis; told by its MoE block, as every released "
@@ -731,7 +732,8 @@ def _layer_grads(*rows: Row) -> tuple[Row, ...]:
 
 
 # Every dense block's weights, by the op lists' conditions (SwiGLU: gate and up; GeLU: one first linear).
-_BLOCK_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o"),
+_BLOCK_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o&no_latent"),
+                            Row("", "output projection weight gradient (v wide)", 1, "a v h", "grad", "grad_o&latent"),
                             Row("", "post-attention norm weight gradient", 1, "h", "grad", "grad_norm"),
                             Row("", "gate and up weight gradients", 2, "h f", "grad", "grad_mlp_in&swiglu"),
                             Row("", "first MLP weight gradient", 1, "h f", "grad", "grad_mlp_in&gelu_fused"),
@@ -742,7 +744,8 @@ _BLOCK_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d
 # for each, every expert's slice included (zeros for an expert no token reached), made when the experts' backward
 # runs, before attention's. Megatron-LM's SequentialMLP has a gradient per local expert, all of them made by then
 # too. Shared experts: a dense MLP's three gradients at width g; Qwen2-MoE's shared expert gate its own (1 x h).
-_MOE_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o"),
+_MOE_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o&no_latent"),
+                          Row("", "output projection weight gradient (v wide)", 1, "a v h", "grad", "grad_o&latent"),
                           Row("", "post-attention norm weight gradient", 1, "h", "grad", "grad_norm"),
                           Row("", "router weight gradient", 1, "h E", "grad", "grad_mlp_in"),
                           Row("", "expert weight gradients (gate, up, down)", 3, "E h f", "grad", "grad_mlp_in"),
@@ -750,9 +753,23 @@ _MOE_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h
                               "grad_mlp_in&shared_experts"),
                           Row("", "shared expert gate weight gradient", 1, "h", "grad",
                               "grad_mlp_in&shared_expert_gate"))
+# The attention's weights: q, k and v; Qwen3's q/k norms (_QK_NORMS); latent attention's projections and norms
+# (_LATENT_ATTENTION: q_proj, or q_a_proj, q_a_layernorm and q_b_proj; kv_a_proj_with_mqa, c + p wide;
+# kv_a_layernorm; kv_b_proj, n + v per head).
 _QKV_GRADS = _layer_grads(Row("", "input norm weight gradient", 1, "h", "grad", "grad_norm"),
-                          Row("", "q, k and v weight gradients", 1, "h a d", "grad", "grad_qkv"),
-                          Row("", "q, k and v weight gradients", 2, "h k d", "grad", "grad_qkv"))
+                          Row("", "q, k and v weight gradients", 1, "h a d", "grad", "grad_qkv&no_latent"),
+                          Row("", "q, k and v weight gradients", 2, "h k d", "grad", "grad_qkv&no_latent"),
+                          Row("", "q_norm and k_norm weight gradients", 2, "d", "grad", "grad_norm&qk_norm"),
+                          Row("", "q_proj weight gradient", 1, "h a d", "grad", "grad_qkv&latent&no_q_lora"),
+                          Row("", "q_a_proj weight gradient", 1, "h q", "grad", "grad_qkv&q_lora"),
+                          Row("", "q_a_layernorm weight gradient", 1, "q", "grad", "grad_norm&q_lora"),
+                          Row("", "q_b_proj weight gradient", 1, "q a d", "grad", "grad_qkv&q_lora"),
+                          Row("", "kv_a_proj_with_mqa weight gradient (latent)", 1, "h c", "grad", "grad_qkv&latent"),
+                          Row("", "kv_a_proj_with_mqa weight gradient (rotary key)", 1, "h p", "grad",
+                              "grad_qkv&latent"),
+                          Row("", "kv_a_layernorm weight gradient", 1, "c", "grad", "grad_norm&latent"),
+                          Row("", "kv_b_proj weight gradient (non-rotary keys)", 1, "c a n", "grad", "grad_qkv&latent"),
+                          Row("", "kv_b_proj weight gradient (values)", 1, "c a v", "grad", "grad_qkv&latent"))
 _DOWN_GRAD = _layer_grads(Row("", "second MLP weight gradient", 1, "h f", "grad", "grad_mlp_out"))
 
 # The MLP's product backward (MulBackward0): the gradient of the product (from the second linear's
