@@ -161,6 +161,27 @@ def test_moe_blocks_measure_as_committed(name):
     assert result["per_layer"] == committed["per_layer"]
 
 
+@pytest.mark.parametrize("name, document", [
+    ("qwen3-sdpa-bf16-b2-s64-h64-a4-kv2-f176-v256-none-nodrop", "activations.json"),
+    ("deepseek_v3-sdpa-bf16-b2-s64-h64-a4-kv4-f96-e4k2-sh1-g2-q24-v256-none-nodrop", "moe.json"),
+    ("deepseek_v3-sdpa-bf16-b2-s64-h64-a4-kv4-f96-e4k2-sh1-g2-q24-fd1-v256-none-nodrop", "moe.json")])
+def test_attention_variants_measure_as_committed(name, document):
+    """transformers 5.23's Qwen3 layer (q/k norms), DeepSeek-V3 layer with a low-rank query (latent attention) and
+    DeepSeek-V3 model with a first dense layer, measured now, save what the committed files hold (their byte sums are
+    derived op by op in tests/test_attention_variants.py)."""
+    import json
+
+    from builder.validate.cases import full_activation_cases, moe_cases
+    from builder.validate.results import VALIDATION_DIR
+
+    committed = next(c for c in json.loads((VALIDATION_DIR / document).read_text())["cases"] if c["name"] == name)
+    result = measure(next(c for c in full_activation_cases() + moe_cases() if c.name == name))
+    assert result["per_layer"] == committed["per_layer"]
+    assert result["rest"] == committed["rest"]
+    assert result["two_layers"] == committed["two_layers"]
+    assert result.get("moe_block") == committed.get("moe_block")
+
+
 @pytest.mark.parametrize("family", ["qwen2_moe", "deepseek_v2"])
 def test_moe_parameters_as_transformers_builds_them(family):
     """Every parameter of a two-layer Qwen2-MoE (its shared expert's gate, Linear(h, 1), included) and DeepSeek-V2

@@ -58,6 +58,9 @@ PADDED = (Cite("transformers-sdpa-mask", "masking_utils.py sdpa_mask, integratio
 # transformers' MoE blocks (oplists._HF_MOE) with the experts implementation transformers picks by default.
 HF_MOE = (Cite("transformers-moe", "integrations/moe.py grouped_mm_experts_forward") + " and each family's router "
           "and shared experts (measured byte for byte: see the Validation page)")
+# transformers' attention variants (oplists._QK_NORMS, _LATENT_ATTENTION), measured whole layer on CPU.
+HF_ATTENTION = (Cite("transformers-attention-variants", "Qwen3Attention, DeepseekV2Attention and DeepseekV3Attention")
+                + ": Qwen3's q/k norms, DeepSeek's latent attention (measured: see the Validation page)")
 # Megatron-LM's MoE layer (oplists.MEGATRON_MOE_BLOCK): its defaults, dropless, routing balanced.
 MEGATRON_MOE = (Cite("megatron-d98e8a6", "megatron/core/transformer/moe/ router.py TopKRouter, moe_utils.py "
                      "RouterGatingLinearFunction and permute, token_dispatcher.py MoEAllGatherTokenDispatcher, "
@@ -100,6 +103,19 @@ OP_SYMBOLS = {
     "op_r": sym("lora_rank"),
     # The shared experts of an MoE layer as one MLP (Megatron-LM's moe_shared_expert_intermediate_size), tensor parallel.
     "op_g": sym("shared_experts") * sym("expert_ffn") // TP,
+    # DeepSeek's latent attention (oplists._LATENT_ATTENTION): the latent and the query's low rank are whole on every
+    # GPU; the head widths are per head.
+    "op_c": sym("kv_lora_rank"),
+    "op_q": sym("q_lora_rank"),
+    "op_p": sym("qk_rope_head_dim"),
+    "op_n": sym("head_dim") - sym("qk_rope_head_dim"),
+    "op_v": sym("v_head_dim"),
+    # An MoE model's first dense layers (oplists.Row.layers): the dense MLP's width, and the dense and MoE layers'
+    # shares of the average layer.
+    "op_F": sym("ffn") // TP,
+    "op_dense_share": when(both(sym("experts") > 0, sym("first_dense_layers") > 0),
+                           sym("first_dense_layers") / maximum(1, sym("layers")), 0),
+    "op_moe_share": 1 - sym("op_dense_share"),
 }
 
 
@@ -139,6 +155,7 @@ def _conditions() -> dict[str, Expr]:
     lora = {target: both(sym("lora_rank") > 0, has(sym("lora_targets"), target)) for target in LORA_TARGETS}
 
     lora_dropout = sym("lora_dropout") > 0
+    latent = both(hf, sym("kv_lora_rank") > 0)
 
     def own_input(target: str) -> Expr:
         # Each adapter casts its input to fp32 for lora_A; below fp32 each cast is a new tensor, and with LoRA dropout
@@ -178,6 +195,13 @@ def _conditions() -> dict[str, Expr]:
         **{f"lora_in_{target}": own_input(target) for target in LORA_TARGETS},
         "lora_dropout": both(sym("lora_rank") > 0, lora_dropout), "lora_frozen_o": sym("lora_rank") > 0,
         "shared_experts": sym("shared_experts") > 0,
+        # transformers' attention variants (oplists._QK_NORMS, _LATENT_ATTENTION); torchtune's Qwen3 attention has the
+        # same q/k norms (its RMSNorm saves what transformers' does).
+        "qk_norm": both(hf, sym("qk_norm")), "latent": latent, "no_latent": negate(latent),
+        "q_lora": both(latent, sym("q_lora_rank") > 0), "no_q_lora": both(latent, eq(sym("q_lora_rank"), 0)),
+        "fp32_projections": both(negate(low_precision), negate(autocast)),
+        "first_dense": both(hf, sym("experts") > 0, sym("first_dense_layers") > 0),
+        "rotary_complex": eq(sym("moe_block"), "deepseek_v2"), "rotary_real": ne(sym("moe_block"), "deepseek_v2"),
         # transformers' MoE blocks (the architecture's moe_block; oplists._HF_MOE).
         "router_fp32": both(hf, low_precision, isin(sym("moe_block"), "deepseek_v2", "deepseek_v3")),
         "group_limited": both(hf, sym("group_limited"), eq(sym("moe_block"), "deepseek_v2")),
@@ -211,7 +235,8 @@ def _bytes(r: oplists.Row) -> Expr:
     sizes = {"act": sym("act_bytes"), "lin": sym("lin_bytes"), "grad": sym("grad_bytes"), "int64": lift(8),
              "int32": lift(4)}
     size = sizes[r.dtype] if r.dtype in sizes else DTYPE_BYTES[r.dtype]
-    return Expr("*", r.coefficient, *(sym(f"op_{x}") for x in r.shape.split()), size)
+    share = (sym(f"op_{r.layers}_share"),) if r.layers else ()  # an MoE model's dense or MoE layers (Row.layers)
+    return Expr("*", r.coefficient, *(sym(f"op_{x}") for x in r.shape.split()), size, *share)
 
 
 def rows_rule(rows: tuple[oplists.Row, ...], *fields: str) -> Expr:
@@ -266,6 +291,7 @@ LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), isin(sym("implementation"), "h
 
 # The conditions (holds_<name>), the block and the dtype sizes: what a run's shape and settings decide, not its
 # sizes, so a search over batch or sequence length derives them once.
+HF_SOURCE = when(either(CONDITION_RULES["qk_norm"], CONDITION_RULES["latent"]), HF_CODE + "; " + HF_ATTENTION, HF_CODE)
 OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in CONDITION_RULES.items()}, "block": BLOCK,
                                  "op_source": when(eq(sym("implementation"), "megatron"),
                                                    when(sym("experts") > 0, KORTHIKANTI + "; " + MEGATRON_MOE,
@@ -273,10 +299,11 @@ OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in COND
                                                    when(eq(sym("implementation"), "torchtune"), TORCHTUNE_CODE,
                                                         when(CONDITION_RULES["padding_mask"],
                                                              when(sym("experts") > 0,
-                                                                  HF_CODE + "; " + HF_MOE + "; " + PADDED,
-                                                                  HF_CODE + "; " + PADDED),
-                                                             when(sym("experts") > 0, HF_CODE + "; " + HF_MOE,
-                                                                  HF_CODE)))),
+                                                                  fmt("{0}; {1}; {2}", HF_SOURCE, HF_MOE, PADDED),
+                                                                  fmt("{0}; {1}", HF_SOURCE, PADDED)),
+                                                             when(sym("experts") > 0,
+                                                                  fmt("{0}; {1}", HF_SOURCE, HF_MOE),
+                                                                  HF_SOURCE)))),
                                  "act_bytes": bytes_of(sym("activation_dtype")),
                                  "grad_bytes": bytes_of(sym("grad_dtype")),
                                  # A linear layer's saved input: the activation dtype, or a recipe's quantised copy.
@@ -361,16 +388,21 @@ def _noted(base: Any, *notes: tuple[Any, str]) -> Any:
 # Layer shapes the op lists do not follow, named on the parts they leave out (measured on small layers with
 # transformers 5.23 on CPU: content/validation/moe.json, whole layer against the op lists).
 MOE_FIRST_DENSE = both(sym("experts") > 0, sym("first_dense_layers") > 0)
+# A compiled dense layer's op list (oplists.HF_LLAMA_BLOCK_COMPILED) is Llama's: Qwen3's q/k norms and DeepSeek's latent
+# attention were measured without torch.compile only (oplists._QK_NORMS, _LATENT_ATTENTION).
+COMPILED_HF = both(COMPILED, isin(sym("implementation"), "hf", "torchtune"), eq(sym("experts"), 0))
 LAYER_NOTES = {
-    "attention": ((sym("kv_lora_rank") > 0,
-                   "simplification: latent attention (DeepSeek) is counted as standard attention with head_dim-wide "
-                   "keys and values; its down and up projections, their RMSNorm and its rotary split save other "
-                   "tensors (on small measured layers the whole layer is 8-10% above this count: see the Validation "
-                   "page)"),),
-    "norms": ((sym("qk_norm"),
-               "simplification: the RMSNorms over each query and key head (Qwen3) are not counted (on small measured "
-               "Qwen3-MoE layers the whole layer is 11-14% above this count: see the Validation page)"),),
-    **{group: ((MOE_FIRST_DENSE, "simplification: the first dense layers are counted as MoE layers"),
+    "attention": ((both(sym("kv_lora_rank") > 0, COMPILED_HF),
+                   "simplification: under torch.compile, latent attention (DeepSeek) is counted as standard attention "
+                   "with head_dim-wide keys and values (not measured compiled)"),),
+    "norms": ((both(sym("qk_norm"), COMPILED_HF),
+               "simplification: under torch.compile, the RMSNorms over each query and key head (Qwen3) are not "
+               "counted (not measured compiled)"),),
+    **{group: ((both(MOE_FIRST_DENSE, eq(sym("implementation"), "megatron")),
+                "simplification: the first dense layers are counted as MoE layers"),
+               (both(MOE_FIRST_DENSE, ne(sym("implementation"), "megatron")),
+                "simplification: every layer counts the average of the first dense layers and the MoE layers (exact "
+                "over the whole model; a pipeline stage gets the average layer)"),
                # torchtune builds MoE layers of its own (a token-choice router and grouped experts), not measured.
                (both(sym("experts") > 0, eq(sym("implementation"), "torchtune")),
                 "simplification: torchtune's own MoE layer is counted with transformers' rows (not measured)"))

@@ -14,7 +14,9 @@ Symbols (per GPU, one micro-batch): T tokens (b x s), Tr tokens in TP-replicated
 (T / t under sequence parallelism, else T), b micro-batch, s query tokens (after context
 parallelism), S keys per query, h hidden, a query heads (/t), k KV heads (max(1, k/t)),
 d head dim, f MLP inner width (/t), V vocabulary rows (/t), E experts, K top-k, r LoRA rank, g the shared experts'
-inner width together (/t; DeepSeek-style shared experts).
+inner width together (/t; DeepSeek-style shared experts); latent attention (DeepSeek): c the latent (kv_lora_rank),
+q the query's low rank (q_lora_rank), p the rotary part of a query/key head (qk_rope_head_dim), n its non-rotary part
+(d - p), v a value head; F the dense MLP's inner width (/t) in the first dense layers of an MoE model.
 
 Because they are data, the same rows are evaluated by builder.model.activations, shown
 on the Activations page, compared with measurements (builder.validate) and shipped to the
@@ -36,6 +38,11 @@ class Row(NamedTuple):
     dtype: str
     condition: str = ""
     core: bool = False
+    # Which layers of an MoE model whose first layers keep a dense MLP (DeepSeek's first_k_dense_replace) the row is
+    # in: '' every layer, 'moe' the MoE layers, 'dense' the first dense layers. One layer of the op list is the
+    # average layer: a 'moe' row counts the MoE layers' share of it, a 'dense' row the dense layers' (exact over the
+    # whole model; each pipeline stage gets the average layer).
+    layers: str = ""
 
 
 # Conditions a row may require (all joined by '&' must hold).
@@ -110,6 +117,18 @@ CONDITIONS = {
     "lora_dropout": "LoRA dropout is on (PEFT lora_dropout > 0)",
     "lora_frozen_o": "LoRA training: the output projection's base weight is frozen",
     "shared_experts": "the MoE layer has shared experts every token passes through (DeepSeek-style)",
+    # Attention variants of transformers' code (HF_LLAMA_BLOCK: _QK_NORMS, _LATENT_ATTENTION).
+    "qk_norm": "an RMSNorm over each query and key head before rotary (Qwen3's q_norm and k_norm)",
+    "latent": "DeepSeek's multi-head latent attention (kv_lora_rank > 0): latent down and up projections, an "
+              "RMSNorm over the latent, a rotary part of each head",
+    "no_latent": "not latent",
+    "q_lora": "latent attention whose query has a low-rank projection and its RMSNorm (q_lora_rank > 0: DeepSeek-V3)",
+    "no_q_lora": "latent attention with one q_proj (q_lora_rank 0: DeepSeek-V2 and V2-Lite)",
+    "fp32_projections": "the projections return fp32 (an fp32 model without autocast)",
+    "first_dense": "an MoE model whose first layers keep a dense MLP (DeepSeek's first_k_dense_replace)",
+    "rotary_complex": "rotary as complex numbers (DeepSeek-V2's freqs_cis; told by its MoE block, as every released "
+                      "DeepSeek-V2 model has one)",
+    "rotary_real": "not rotary_complex",
     # transformers' MoE blocks (_HF_MOE), by the architecture's moe_block.
     "router_fp32": "DeepSeek's router linear runs in fp32 (below fp32 it saves fp32 copies of its input and weight)",
     "group_limited": "DeepSeek-V2's group-limited routing (topk_method 'group_limited_greedy')",
@@ -290,7 +309,15 @@ MEGATRON_MOE_BLOCK = (
 
 _QKV_AS_SAVED = (
     Row("attention", "Q, K and V as the attention op saves them", 1, "T a d", "act", "no_gqa_repeat"),
-    Row("attention", "Q, K and V as the attention op saves them", 2, "T k d", "act", "no_gqa_repeat"),
+    Row("attention", "Q, K and V as the attention op saves them", 2, "T k d", "act", "no_gqa_repeat&no_latent"),
+    # Latent attention (_LATENT_ATTENTION): a key per head, and the value as SDPA or eager attention keeps it.
+    Row("attention", "K as the attention op saves it (latent attention: non-rotary and rotary parts copied into one "
+                     "tensor per head)", 1, "T a d", "act", "latent"),
+    Row("attention", "V as SDPA saves it: a view of kv_b_proj's output (the value part)", 1, "T a v", "act",
+        "latent&fused"),
+    Row("attention", "V as SDPA saves it: the rest of that storage (the non-rotary keys)", 1, "T a n", "act",
+        "latent&fused"),
+    Row("attention", "V as scores x V saves it (a copy, v wide)", 1, "T a v", "act", "latent&eager"),
     Row("attention", "Q, and K and V repeated to every query head (repeat_kv)", 3, "T a d", "act", "gqa_repeat"),
 )
 # A padded micro-batch under transformers' SDPA attention (transformers 5.23): masking_utils.sdpa_mask keeps the 4-D
@@ -332,13 +359,20 @@ HF_GPT2_BLOCK = (
 )
 
 
-def _rmsnorm(name: str, group: str = "norms") -> tuple[Row, ...]:
-    """transformers LlamaRMSNorm: x.to(fp32), pow, mean, rsqrt, multiply, cast back, times weight."""
+def _rmsnorm(name: str, group: str = "norms", rows: str = "Tr", width: str = "h", condition: str = "",
+             residual: bool = True) -> tuple[Row, ...]:
+    """transformers LlamaRMSNorm (Qwen3RMSNorm, DeepseekV2RMSNorm and DeepseekV3RMSNorm are the same code):
+    x.to(fp32), pow, mean, rsqrt, multiply, cast back, times weight. `rows` are the vectors normalised (the rsqrt's
+    shape), each `width` wide. A norm on the residual stream (`residual`) reads an fp32 input under autocast, so its
+    cast back is fp32 there; one on a projection's output (Qwen3's q/k norms, latent attention's) reads the autocast
+    dtype and casts back to it."""
+    both = condition + "&" if condition else ""
+    cast = f"{name}: normalised input cast back to the input's dtype (saved by weight x)"
     return (
-        Row(group, f"{name}: input in fp32 (saved by pow and the multiply)", 1, "Tr h", "fp32"),
-        Row(group, f"{name}: rsqrt of the mean square (fp32)", 1, "Tr", "fp32"),
-        *_fp32_under_autocast(group, f"{name}: normalised input cast back to the input's dtype (saved by weight x)",
-                              1, "Tr h", "grad_norm"),
+        Row(group, f"{name}: input in fp32 (saved by pow and the multiply)", 1, f"{rows} {width}", "fp32", condition),
+        Row(group, f"{name}: rsqrt of the mean square (fp32)", 1, rows, "fp32", condition),
+        *(_fp32_under_autocast(group, cast, 1, f"{rows} {width}", both + "grad_norm") if residual
+          else (Row(group, cast, 1, f"{rows} {width}", "act", both + "grad_norm"),)),
     )
 
 
@@ -406,17 +440,58 @@ _HF_MOE = (
     Row("mlp", "shared expert's output (saved by the gate's product)", 1, "T h", "act", "shared_expert_gate"),
 )
 
-# transformers Llama / Mistral / Qwen2 decoder layer (RMSNorm, SwiGLU, rotary, GQA).
+# Qwen3's q/k norms (transformers 5.23 models/qwen3/modeling_qwen3.py Qwen3Attention.forward, the same in
+# models/qwen3_moe/modeling_qwen3_moe.py): q_norm(q_proj(x).view(..., head_dim)) and k_norm(k_proj(x).view(...)), a
+# Qwen3RMSNorm over each head's head_dim, before rotary. Each saves what a Llama RMSNorm saves, per head: its input in
+# fp32 (in an fp32 model the projection's output itself; below fp32, or under autocast, whose projections return
+# bf16, a new fp32 copy), the rsqrt (one per token and head) and the normalised input cast back (saved by the weight's
+# product; gone when the weight is frozen). Rotary then multiplies by the shared cos and sin, saving nothing of q and
+# k. Measured on CPU: the qwen3 and qwen3_moe cases of content/validation/moe.json (tests/test_attention_variants.py).
+_QK_NORMS = (*_rmsnorm("q_norm", rows="T a", width="d", condition="qk_norm", residual=False),
+             *_rmsnorm("k_norm", rows="T k", width="d", condition="qk_norm", residual=False))
+
+# DeepSeek's multi-head latent attention (transformers 5.23 models/deepseek_v2/modeling_deepseek_v2.py and
+# models/deepseek_v3/modeling_deepseek_v3.py, DeepseekV2Attention / DeepseekV3Attention forward and expand_kv).
+# Symbols: c kv_lora_rank, q q_lora_rank, p qk_rope_head_dim, n qk_nope_head_dim (d - p), v v_head_dim; d the
+# query/key head width n + p. q_proj (or, with q_lora_rank, q_a_proj) and kv_a_proj_with_mqa read the input norm's
+# output (the shared projection input row). With q_lora_rank: q_a_layernorm (an RMSNorm over q) and q_b_proj's input.
+# kv_a_proj_with_mqa's output (c + p wide) is split: kv_a_layernorm normalises the latent (c), whose fp32 input in an
+# fp32 model is a view of that output, so its storage holds the rotary key too; kv_b_proj reads the normalised latent
+# and returns each head's non-rotary key and value (n + v). Rotary (V2's complex product, V3's cos/sin products) saves
+# only the shared tables. The query is a new tensor (torch.cat of its parts), the key too (new_empty, then the copies),
+# the value a view of kv_b_proj's output: SDPA saves query and key (d wide) and the value's whole storage (n + v);
+# eager attention's scores x V copies the value (v). The fused kernel's output follows the query's layout (heads
+# first), so o_proj's input (v) is a copy (`.transpose(1, 2).contiguous()`). Measured on CPU: the deepseek cases of
+# content/validation/moe.json (tests/test_attention_variants.py).
+_LATENT_ATTENTION = (
+    *_rmsnorm("q_a_layernorm", rows="T", width="q", condition="q_lora", residual=False),
+    Row("attention", "q_b_proj input (q_a_layernorm output)", 1, "T q", "lin", "grad_qkv&q_lora"),
+    *_rmsnorm("kv_a_layernorm", rows="T", width="c", condition="latent", residual=False),
+    Row("norms", "kv_a_layernorm: the rotary key beside its input, one storage in an fp32 model (kv_a_proj_with_mqa's "
+                 "output)", 1, "T p", "fp32", "latent&fp32_projections"),
+    Row("attention", "kv_b_proj input (kv_a_layernorm output)", 1, "T c", "lin", "grad_qkv&latent"),
+)
+
+# transformers Llama / Mistral / Qwen2 decoder layer (RMSNorm, SwiGLU, rotary, GQA), with Qwen3's q/k norms and
+# DeepSeek's latent attention where the architecture has them.
 HF_LLAMA_BLOCK = (
     *_rmsnorm("input_layernorm"),
     Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "lin", "grad_qkv&shared_input"),
     Row("attention", "q, k and v projection inputs, each cast by autocast or quantised by a recipe", 3, "Tr h", "lin",
-        "grad_qkv&separate_inputs"),
+        "grad_qkv&separate_inputs&no_latent"),
+    Row("attention", "q and kv_a_proj_with_mqa inputs, each cast by autocast or quantised by a recipe", 2, "Tr h",
+        "lin", "grad_qkv&separate_inputs&latent"),
+    *_QK_NORMS,
+    *_LATENT_ATTENTION,
     *_QKV_AS_SAVED,
     *_PADDING_MASK,
     *CORE_FP32_SOFTMAX,
-    Row("attention", "o_proj input (merged heads)", 1, "T a d", "act", "grad_o&o_input_kept"),
-    Row("attention", "o_proj input, quantised copy", 1, "T a d", "lin", "grad_o&o_input_quantised"),
+    Row("attention", "attention output as the fused kernel returns it (heads first, the query's layout)", 1, "T a v",
+        "act", "latent&fused"),
+    Row("attention", "o_proj input (merged heads)", 1, "T a d", "act", "grad_o&o_input_kept&no_latent"),
+    Row("attention", "o_proj input, quantised copy", 1, "T a d", "lin", "grad_o&o_input_quantised&no_latent"),
+    Row("attention", "o_proj input (merged heads, v wide)", 1, "T a v", "act", "grad_o&o_input_kept&latent"),
+    Row("attention", "o_proj input, quantised copy (v wide)", 1, "T a v", "lin", "grad_o&o_input_quantised&latent"),
     *_rmsnorm("post_attention_layernorm"),
     Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "lin", "grad_mlp_in&shared_input"),
     Row("mlp", "gate and up projection inputs, each cast by autocast or quantised by a recipe", 2, "Tr h", "lin",
@@ -424,8 +499,15 @@ HF_LLAMA_BLOCK = (
     *MLP_INNER,
     *LORA,
 )
-# transformers' MoE decoder layers: the Llama layer with an MoE block for its MLP.
-HF_MOE_BLOCK = tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith("swiglu")) + _HF_MOE
+# transformers' MoE decoder layers: the Llama layer with an MoE block for its MLP. DeepSeek's first
+# first_k_dense_replace layers keep a dense MLP of intermediate_size (modeling_deepseek_v2.py DeepseekV2DecoderLayer,
+# modeling_deepseek_v3.py DeepseekV3DecoderLayer: DeepseekV2MLP / DeepseekV3MLP, a LlamaMLP, below that index): the
+# Llama layer's MLP rows at width F, in those layers only, and the MoE block's rows in the others (Row.layers).
+_FIRST_DENSE_MLP = tuple(r._replace(op=f"first dense layers: {r.op}", shape=r.shape.replace("f", "F"),
+                                    condition=f"{r.condition}&first_dense", layers="dense")
+                         for r in HF_LLAMA_BLOCK if r.condition in ("swiglu_unfused", "swiglu&grad_mlp_out"))
+HF_MOE_BLOCK = (tuple(r for r in HF_LLAMA_BLOCK if not r.condition.startswith("swiglu")) + _FIRST_DENSE_MLP
+                + tuple(r._replace(layers="moe") for r in _HF_MOE))
 
 # Non-layer parts. Embedding backward needs the token ids; the loss keeps the fp32
 # log-softmax (transformers ForCausalLMLoss upcasts logits.float()) and int64 labels. A compiled loss
@@ -440,8 +522,15 @@ FIRST_STAGE = (
     Row("embedding", "token ids for the embedding backward (int64)", 1, "T", "int64"),
     Row("embedding", "position ids (int64)", 1, "s", "int64", "learned_positions"),
     Row("embedding", "embedding dropout mask (GPT-2 embd_pdrop)", 1, "Tr h", "bool", "dropout&embedding_dropout"),
-    # Shared by every layer, so counted once: rotary cos and sin of shape (1, s, d) each.
-    *_fp32_under_autocast("embedding", "rotary cos and sin (shared by every layer)", 2, "s d", "rotary"),
+    # Shared by every layer, so counted once: rotary cos and sin of shape (1, s, d) each. Latent attention rotates
+    # only p of each head: DeepSeek-V3's cos and sin are (1, s, p) (its interleaved rotary multiplies by slices of
+    # them, one storage each); DeepSeek-V2's rotary is one complex64 table freqs_cis (1, s, p/2), 4 bytes per p
+    # whatever the activation dtype (modeling_deepseek_v2.py DeepseekV2RotaryEmbedding.forward, apply_rotary_emb).
+    *_fp32_under_autocast("embedding", "rotary cos and sin (shared by every layer)", 2, "s d", "rotary&no_latent"),
+    *_fp32_under_autocast("embedding", "rotary cos and sin of the rotary part (shared by every layer)", 2, "s p",
+                          "latent&rotary_real"),
+    Row("embedding", "rotary table of the rotary part as complex numbers (complex64, shared by every layer)", 1,
+        "s p", "fp32", "latent&rotary_complex"),
     # Checkpointed layers keep their tensor arguments: the 4-D causal mask eager attention
     # gets (b x 1 x s x S) and, for rotary models, the position ids. Shared by every layer.
     *_fp32_under_autocast("embedding", "4-D causal mask kept as a checkpoint input (made in the weights' dtype)",
@@ -643,7 +732,8 @@ def _layer_grads(*rows: Row) -> tuple[Row, ...]:
 
 
 # Every dense block's weights, by the op lists' conditions (SwiGLU: gate and up; GeLU: one first linear).
-_BLOCK_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o"),
+_BLOCK_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o&no_latent"),
+                            Row("", "output projection weight gradient (v wide)", 1, "a v h", "grad", "grad_o&latent"),
                             Row("", "post-attention norm weight gradient", 1, "h", "grad", "grad_norm"),
                             Row("", "gate and up weight gradients", 2, "h f", "grad", "grad_mlp_in&swiglu"),
                             Row("", "first MLP weight gradient", 1, "h f", "grad", "grad_mlp_in&gelu_fused"),
@@ -654,7 +744,8 @@ _BLOCK_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d
 # for each, every expert's slice included (zeros for an expert no token reached), made when the experts' backward
 # runs, before attention's. Megatron-LM's SequentialMLP has a gradient per local expert, all of them made by then
 # too. Shared experts: a dense MLP's three gradients at width g; Qwen2-MoE's shared expert gate its own (1 x h).
-_MOE_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o"),
+_MOE_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad", "grad_o&no_latent"),
+                          Row("", "output projection weight gradient (v wide)", 1, "a v h", "grad", "grad_o&latent"),
                           Row("", "post-attention norm weight gradient", 1, "h", "grad", "grad_norm"),
                           Row("", "router weight gradient", 1, "h E", "grad", "grad_mlp_in"),
                           Row("", "expert weight gradients (gate, up, down)", 3, "E h f", "grad", "grad_mlp_in"),
@@ -662,9 +753,23 @@ _MOE_GRADS = _layer_grads(Row("", "output projection weight gradient", 1, "a d h
                               "grad_mlp_in&shared_experts"),
                           Row("", "shared expert gate weight gradient", 1, "h", "grad",
                               "grad_mlp_in&shared_expert_gate"))
+# The attention's weights: q, k and v; Qwen3's q/k norms (_QK_NORMS); latent attention's projections and norms
+# (_LATENT_ATTENTION: q_proj, or q_a_proj, q_a_layernorm and q_b_proj; kv_a_proj_with_mqa, c + p wide;
+# kv_a_layernorm; kv_b_proj, n + v per head).
 _QKV_GRADS = _layer_grads(Row("", "input norm weight gradient", 1, "h", "grad", "grad_norm"),
-                          Row("", "q, k and v weight gradients", 1, "h a d", "grad", "grad_qkv"),
-                          Row("", "q, k and v weight gradients", 2, "h k d", "grad", "grad_qkv"))
+                          Row("", "q, k and v weight gradients", 1, "h a d", "grad", "grad_qkv&no_latent"),
+                          Row("", "q, k and v weight gradients", 2, "h k d", "grad", "grad_qkv&no_latent"),
+                          Row("", "q_norm and k_norm weight gradients", 2, "d", "grad", "grad_norm&qk_norm"),
+                          Row("", "q_proj weight gradient", 1, "h a d", "grad", "grad_qkv&latent&no_q_lora"),
+                          Row("", "q_a_proj weight gradient", 1, "h q", "grad", "grad_qkv&q_lora"),
+                          Row("", "q_a_layernorm weight gradient", 1, "q", "grad", "grad_norm&q_lora"),
+                          Row("", "q_b_proj weight gradient", 1, "q a d", "grad", "grad_qkv&q_lora"),
+                          Row("", "kv_a_proj_with_mqa weight gradient (latent)", 1, "h c", "grad", "grad_qkv&latent"),
+                          Row("", "kv_a_proj_with_mqa weight gradient (rotary key)", 1, "h p", "grad",
+                              "grad_qkv&latent"),
+                          Row("", "kv_a_layernorm weight gradient", 1, "c", "grad", "grad_norm&latent"),
+                          Row("", "kv_b_proj weight gradient (non-rotary keys)", 1, "c a n", "grad", "grad_qkv&latent"),
+                          Row("", "kv_b_proj weight gradient (values)", 1, "c a v", "grad", "grad_qkv&latent"))
 _DOWN_GRAD = _layer_grads(Row("", "second MLP weight gradient", 1, "h f", "grad", "grad_mlp_out"))
 
 # The MLP's product backward (MulBackward0): the gradient of the product (from the second linear's
@@ -755,7 +860,12 @@ _LLAMA_MLP_FORWARD = Moment(
                               "Q, K and V as the attention op saves them",
                               "Q, and K and V repeated to every query head (repeat_kv)", _PADDING_MASK[0].op,
                               "fused kernel: logsumexp per head and row (fp32)", "o_proj input (merged heads)",
-                              "o_proj input, quantised copy", "SiLU input (gate projection output)")),
+                              "o_proj input, quantised copy", "SiLU input (gate projection output)",
+                              # latent attention (_LATENT_ATTENTION)
+                              *(r.op for r in _QKV_AS_SAVED if "latent" in r.condition.split("&")),
+                              "q_b_proj input (q_a_layernorm output)", "kv_b_proj input (kv_a_layernorm output)",
+                              "attention output as the fused kernel returns it (heads first, the query's layout)",
+                              "o_proj input (merged heads, v wide)", "o_proj input, quantised copy (v wide)")),
      # softmax(dtype=float32).to(query.dtype): below fp32 the cast is held, with dropout the dropout output.
      *_held_attention_weights(HF_LLAMA_BLOCK, "softmax output (fp32)", ("low_precision&no_dropout", "dropout")),
      # Separate casts (autocast, a recipe) are made and freed inside each projection: the norm's output is held.

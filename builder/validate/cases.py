@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-FAMILIES = ("gpt2", "llama", "qwen2", "mistral", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
-# transformers' MoE families (builder.model.oplists._HF_MOE), and those whose attention the op lists follow (Llama's;
-# Qwen3's q/k norms and DeepSeek's latent attention are not in them, so only their MoE blocks are compared).
+FAMILIES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2",
+            "deepseek_v3")
+# transformers' MoE families (builder.model.oplists._HF_MOE).
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
-LLAMA_ATTENTION = ("llama", "qwen2", "mistral", "mixtral", "qwen2_moe")
 DTYPES = {"float32": "fp32", "bfloat16": "bf16"}  # torch dtype name -> short name / Config precision
 # Dropout probability used when a case has dropout on (GPT-2's default resid/embd/attn_pdrop).
 DROPOUT_P = 0.1
@@ -41,6 +40,8 @@ class ActivationCase:
     shared_experts: int = 0  # MoE (Qwen2-MoE, DeepSeek): shared experts of the routed experts' width
     norm_topk: bool = True  # MoE (Qwen, DeepSeek-V3): norm_topk_prob
     groups: int = 0  # MoE (DeepSeek): n_group (> 0 on DeepSeek-V2: topk_method 'group_limited_greedy'), topk_group 1
+    q_lora_rank: int = 0  # DeepSeek's latent attention: the query's low rank (q_a_proj, q_a_layernorm, q_b_proj); 0: q_proj
+    first_dense: int = 0  # MoE (DeepSeek): first_k_dense_replace, the first layers with a dense MLP of width `ffn_dense`
     autocast: bool = False  # forward under torch.autocast(bfloat16) over a float32 model (the amp-bf16 policy)
     compile: bool = False  # every layer under torch.compile (inductor, the default backend; builder.validate.measure)
     padded: bool = False  # every sequence but the first padded on the right from seq_len // 2 (an attention_mask)
@@ -59,6 +60,10 @@ class ActivationCase:
             parts += [f"sh{self.shared_experts}"] if self.shared_experts else []
             parts += [f"g{self.groups}"] if self.groups else []
             parts += ["nonorm"] if not self.norm_topk else []
+        if self.q_lora_rank:
+            parts.append(f"q{self.q_lora_rank}")
+        if self.first_dense:
+            parts.append(f"fd{self.first_dense}")
         parts += [f"v{self.vocab}", self.recompute, "drop" if self.dropout else "nodrop"]
         if self.autocast:
             parts.append("amp")
@@ -115,7 +120,7 @@ def hf_config(case: ActivationCase, layers: int) -> dict[str, Any]:
     }
     if case.family in ("mistral", "mixtral"):
         config["sliding_window"] = None
-    if case.family == "qwen2":
+    if case.family in ("qwen2", "qwen3"):
         config["use_sliding_window"] = False
     if case.family == "mixtral":
         config.update(num_local_experts=case.experts, num_experts_per_tok=case.top_k, router_jitter_noise=0.0)
@@ -127,12 +132,15 @@ def hf_config(case: ActivationCase, layers: int) -> dict[str, Any]:
         if case.family == "qwen2_moe":
             config["shared_expert_intermediate_size"] = case.shared_experts * case.inner
     if case.family in ("deepseek_v2", "deepseek_v3"):
-        # Latent attention with every head its own KV head (DeepSeek's configs), query without a low-rank
-        # projection, head_dim split into a non-rotary and a rotary part; every layer an MoE layer.
+        # Latent attention with every head its own KV head (DeepSeek's configs), the query with a low-rank projection
+        # when q_lora_rank (DeepSeek-V3's) or one q_proj (V2-Lite's), head_dim split into a non-rotary and a rotary
+        # part; every layer an MoE layer.
         d = case.hidden // case.heads
         config.update(num_key_value_heads=case.heads, n_routed_experts=case.experts, num_experts_per_tok=case.top_k,
                       n_shared_experts=case.shared_experts, moe_intermediate_size=case.inner,
-                      first_k_dense_replace=0, kv_lora_rank=2 * d, q_lora_rank=None, qk_nope_head_dim=d - d // 4,
+                      intermediate_size=FIRST_DENSE_FFN if case.first_dense else case.inner,
+                      first_k_dense_replace=case.first_dense, kv_lora_rank=2 * d, q_lora_rank=case.q_lora_rank or None,
+                      qk_nope_head_dim=d - d // 4,
                       qk_rope_head_dim=d // 4, v_head_dim=d, routed_scaling_factor=2.5 if case.groups else 1.0)
         config.pop("head_dim")
         if case.family == "deepseek_v2":
@@ -228,14 +236,23 @@ def full_activation_cases() -> list[ActivationCase]:
         "ffn": (256,),
     })
     cases += grid_cases(LLAMA_BASE.with_changes(hidden=128, heads=8, kv_heads=2, ffn=344), {}, switches=False)
-    for family in ("qwen2", "mistral"):
+    for family in ("qwen2", "mistral", "qwen3"):
         cases += grid_cases(LLAMA_BASE.with_changes(family=family), {}, switches=False)
+    # Qwen3's q/k norms (builder.model.oplists._QK_NORMS): a KV head per query head, full recomputation, autocast.
+    qwen3 = LLAMA_BASE.with_changes(family="qwen3")
+    cases += [qwen3.with_changes(attention="sdpa", dtype="bfloat16", kv_heads=4),
+              qwen3.with_changes(attention="sdpa", dtype="bfloat16", recompute="full"),
+              qwen3.with_changes(attention="sdpa", autocast=True)]
     mixtral = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
     cases += grid_cases(mixtral, {}, switches=False)
     cases += autocast_cases()
     cases += padded_cases()
     return unique_cases(cases)
 
+
+# The dense MLP width of DeepSeek's first dense layers in the measured cases (first_dense): distinct from every other
+# size, so its rows read back as their own symbol.
+FIRST_DENSE_FFN = 136
 
 # Tiny MoE layers of each transformers family (builder.model.oplists._HF_MOE): 4 experts, top 2, expert width 96.
 MOE_BASE = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
@@ -244,7 +261,8 @@ MOE_BASE = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
 def moe_cases() -> list[ActivationCase]:
     """transformers' MoE blocks, fp32 and bf16, SDPA (the attention is measured elsewhere): Mixtral, Qwen2-MoE with
     its gated shared expert, Qwen3-MoE with and without renormalised top-k weights, DeepSeek-V2 greedy and
-    group-limited, DeepSeek-V3 (grouped sigmoid routing), each with the routing switches its code reads."""
+    group-limited, DeepSeek-V3 (grouped sigmoid routing), each with the routing switches its code reads; whole layers of
+    the attention variants, and DeepSeek models with a first dense layer."""
     cases = []
     for dtype in DTYPES:
         base = MOE_BASE.with_changes(attention="sdpa", dtype=dtype)
@@ -259,6 +277,19 @@ def moe_cases() -> list[ActivationCase]:
     cases += [bf16.with_changes(family="qwen2_moe", shared_experts=1, experts=8, top_k=3, norm_topk=False, batch=3),
               bf16.with_changes(family="deepseek_v3", kv_heads=4, shared_experts=2, experts=8, top_k=3, groups=4,
                                 seq_len=40)]
+    # Whole layers of the attention variants (builder.model.oplists _QK_NORMS, _LATENT_ATTENTION): eager attention
+    # (scores x V copies the value) and DeepSeek-V3's low-rank query (q_lora_rank). (Qwen3's q/k norms under autocast
+    # are measured on the dense layer, activations.json: the MoE blocks under autocast are not modelled.)
+    fp32 = MOE_BASE.with_changes(attention="sdpa")
+    cases += [fp32.with_changes(family="qwen3_moe", attention="eager", dtype="bfloat16"),
+              fp32.with_changes(family="deepseek_v2", kv_heads=4, shared_experts=2, norm_topk=False, attention="eager"),
+              *(fp32.with_changes(family="deepseek_v3", kv_heads=4, shared_experts=1, groups=2, q_lora_rank=24,
+                                  dtype=dtype) for dtype in DTYPES)]
+    # DeepSeek's first dense layers (first_k_dense_replace 1, a dense MLP of FIRST_DENSE_FFN): the whole two-layer
+    # model, one dense layer and one MoE layer, is compared.
+    cases += [fp32.with_changes(family="deepseek_v2", kv_heads=4, shared_experts=2, norm_topk=False, first_dense=1),
+              fp32.with_changes(family="deepseek_v3", kv_heads=4, shared_experts=1, groups=2, q_lora_rank=24,
+                                dtype="bfloat16", first_dense=1)]
     return unique_cases(cases)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from builder.model.peak import PHASES
 from builder.validate.cases import DTYPES
 
-TOLERANCES = {"per_layer": 0.02, "rest": 0.05, "moe_block": 0.0, "weights": 0.0, "gradients": 0.0, "optimizer": 0.0,
+TOLERANCES = {"per_layer": 0.02, "rest": 0.05, "moe_block": 0.0, "whole_model": 0.02, "weights": 0.0, "gradients": 0.0, "optimizer": 0.0,
               "peak_forward": 0.03, "peak_backward": 0.03, "peak_optimizer_step": 0.03}
 PEAK_QUANTITIES = ("peak_forward", "peak_backward", "peak_optimizer_step")
 FAILING = ("fail", "unsupported")
@@ -115,27 +115,40 @@ def predicted_moe_block(inputs: dict[str, Any], hf_config: dict[str, Any], name:
     (builder.model.oplists._HF_MOE and the norm output its router reads)."""
     from builder.model import Config, estimate
 
-    config = Config(model=architecture_for(hf_config, 1, name), mode="train", precision=precision_of(inputs),
-                    micro_batch=inputs["batch"], seq_len=inputs["seq_len"], attention=inputs["attention"],
-                    recompute=inputs["recompute"], dropout=inputs["dropout"])
+    # One MoE layer (a case with DeepSeek's first dense layers measures its first MoE block).
+    config = Config(model=architecture_for({**hf_config, "first_k_dense_replace": 0}, 1, name), mode="train",
+                    precision=precision_of(inputs), micro_batch=inputs["batch"], seq_len=inputs["seq_len"],
+                    attention=inputs["attention"], recompute=inputs["recompute"], dropout=inputs["dropout"])
     breakdown = estimate(config)
     return breakdown.get("activations/mlp") + breakdown.get("activations/router")
 
 
 def compare_moe_case(file: str, case: dict[str, Any]) -> list[Row]:
-    """An MoE case: its MoE block, byte-exact (the tensors the loss's graph still holds), and where the op lists
-    follow the family's attention (builder.validate.cases.LLAMA_ATTENTION) the whole layer and the rest."""
-    from builder.validate.cases import LLAMA_ATTENTION
-
-    measured = case["moe_block"]["kept_bytes"]
+    """An MoE case: its MoE block, byte-exact (the tensors the loss's graph still holds), the whole layer and the
+    rest. The whole layer is compared as the loss's graph holds it too: less what the MoE block saves on branches
+    that die with the forward (DeepSeek's group selection, saved_bytes - kept_bytes)."""
+    block = case["moe_block"]
+    measured = block["kept_bytes"]
     try:
         predicted = predicted_moe_block(case["inputs"], case["hf_config"], case["name"])
     except Exception as error:
         return [judge(file, case["name"], "moe_block", measured, None, f"{type(error).__name__}: {error}")]
-    rows = [judge(file, case["name"], "moe_block", measured, predicted)]
-    if case["inputs"]["family"] in LLAMA_ATTENTION:
-        rows += compare_activation_case(file, case)
-    return rows
+    unkept = block["saved_bytes"] - block["kept_bytes"]
+    if case["inputs"].get("first_dense"):
+        # DeepSeek's first dense layers: the one-layer model is dense, so the whole two-layer model (a dense layer and
+        # an MoE layer) is compared, with the token ids the embedding's backward saves.
+        whole = case["two_layers"]["activation_storage_bytes"] + case["two_layers"]["input_bytes"] - unkept
+        try:
+            two = predicted_activations(case["inputs"], case["hf_config"], 2, case["name"])
+        except Exception as error:
+            return [judge(file, case["name"], "moe_block", measured, predicted),
+                    judge(file, case["name"], "whole_model", whole, None, f"{type(error).__name__}: {error}")]
+        return [judge(file, case["name"], "moe_block", measured, predicted),
+                judge(file, case["name"], "whole_model", whole, two)]
+    held = case["per_layer"]["activation_storage_bytes"] - unkept
+    return [judge(file, case["name"], "moe_block", measured, predicted),
+            *compare_activation_case(file, {**case, "per_layer": {**case["per_layer"],
+                                                                   "activation_storage_bytes": held}})]
 
 
 def predicted_states(inputs: dict[str, Any], hf_config: dict[str, Any], name: str, **parallel: Any) -> dict[str, int]:

@@ -105,14 +105,16 @@ def measure_activation_case(case: ActivationCase, fake: bool = False) -> dict[st
     if case.compile:
         result["saved_in_layer"] = layer_listing(case, one_layer.records)
     if case.experts and case.recompute == "none" and not case.compile:
-        result["moe_block"] = moe_block_listing(one_layer.records)
+        # DeepSeek's first dense layers (first_dense): the first MoE block is the two-layer model's second layer's.
+        result["moe_block"] = moe_block_listing((two_layers if case.first_dense else one_layer).records,
+                                                f"model.layers.{case.first_dense}.mlp")
     return result
 
 
 MOE_BLOCK_MODULE = "model.layers.0.mlp"  # the one-layer model's MoE block (its router, experts and shared experts)
 
 
-def moe_block_listing(records: list[SavedRecord]) -> dict[str, Any]:
+def moe_block_listing(records: list[SavedRecord], module: str = MOE_BLOCK_MODULE) -> dict[str, Any]:
     """What the one-layer model's MoE block saves, storage by storage (the storages first packed inside it: the
     norm output its router reads is one), and how much of it the loss's graph still holds when the forward returns
     (kept_bytes). A storage is kept when a node reachable from the loss names it (SavedTensorRecorder.name_ops); the
@@ -121,10 +123,10 @@ def moe_block_listing(records: list[SavedRecord]) -> dict[str, Any]:
     named = {r.storage_key for r in records if r.op is not None}
     tensors, seen = [], set()
     for r in records:
-        if r.kind != "activation" or not r.module.startswith(MOE_BLOCK_MODULE) or r.is_duplicate:
+        if r.kind != "activation" or not r.module.startswith(module) or r.is_duplicate:
             continue
         seen.add(r.storage_key)
-        tensors.append({"module": r.module.removeprefix(MOE_BLOCK_MODULE).lstrip("."), "op": r.op, "slot": r.slot,
+        tensors.append({"module": r.module.removeprefix(module).lstrip("."), "op": r.op, "slot": r.slot,
                         "shape": list(r.shape), "dtype": r.dtype, "storage_bytes": r.storage_bytes,
                         "kept": r.storage_key in named})
     return {"saved_bytes": sum(t["storage_bytes"] for t in tensors),

@@ -56,8 +56,10 @@ COMPILED_DESCRIPTION = (
 
 MOE_DESCRIPTION = (
     "As activations.json, for transformers' MoE layers (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2, DeepSeek-V3) with "
-    "the experts implementation transformers picks by default (grouped_mm). moe_block lists what the one-layer "
-    "model's MoE block saves, storage by storage (the storages first packed inside model.layers.0.mlp), and kept_bytes "
+    "the experts implementation transformers picks by default (grouped_mm). moe_block lists what the first MoE block "
+    "saves, storage by storage (the storages first packed inside model.layers.0.mlp; with first_dense, DeepSeek's "
+    "first_k_dense_replace, the two-layer model's model.layers.1.mlp, and the whole two-layer model is what is "
+    "compared), and kept_bytes "
     "counts those a node reachable from the loss still holds (SavedTensorRecorder.name_ops): DeepSeek's group "
     "selection saves tensors on a branch that dies with the forward's locals, which autograd frees before backward."
 )

@@ -18,6 +18,7 @@ QUANTITY_NAMES = {
     "per_layer": "activations per layer",
     "rest": "activations outside the layers",
     "moe_block": "activations of an MoE block",
+    "whole_model": "activations of a whole two-layer model",
     "weights": "weights",
     "gradients": "gradients",
     "optimizer": "optimizer states",
@@ -25,11 +26,12 @@ QUANTITY_NAMES = {
     "peak_backward": "peak in the backward pass",
     "peak_optimizer_step": "peak in the optimizer step",
 }
-MARKERS = {"per_layer": "circle", "rest": "square", "moe_block": "circle", "weights": "diamond", "gradients": "diamond",
+MARKERS = {"per_layer": "circle", "rest": "square", "moe_block": "circle", "whole_model": "circle", "weights": "diamond", "gradients": "diamond",
            "optimizer": "diamond", "peak_forward": "triangle", "peak_backward": "triangle",
            "peak_optimizer_step": "triangle"}
 MARKER_CLASS = {"per_layer": "tm-bucket-activations", "rest": "tm-bucket-gradients",
-                "moe_block": "tm-bucket-activations", "weights": "tm-bucket-weights",
+                "moe_block": "tm-bucket-activations", "whole_model": "tm-bucket-activations",
+                "weights": "tm-bucket-weights",
                 "gradients": "tm-bucket-weights", "optimizer": "tm-bucket-weights",
                 "peak_forward": "tm-bucket-optimizer", "peak_backward": "tm-bucket-optimizer",
                 "peak_optimizer_step": "tm-bucket-optimizer"}
