@@ -259,10 +259,10 @@ MOE_BASE = LLAMA_BASE.with_changes(family="mixtral", experts=4, top_k=2, ffn=96)
 
 
 def moe_cases() -> list[ActivationCase]:
-    """transformers' MoE blocks, fp32 and bf16, SDPA (the MoE block alone, and whole layers below): Mixtral, Qwen2-MoE with
-    its gated shared expert, Qwen3-MoE with and without renormalised top-k weights, DeepSeek-V2 greedy and group-
-    limited, DeepSeek-V3 (grouped sigmoid routing), each with the routing switches its code reads; whole layers of the
-    attention variants, and DeepSeek models with a first dense layer."""
+    """transformers' MoE blocks, fp32 and bf16, SDPA (the MoE block alone, and whole layers below): Mixtral,
+    Qwen2-MoE with its gated shared expert, Qwen3-MoE with and without renormalised top-k weights, DeepSeek-V2 greedy
+    and group-limited, DeepSeek-V3 (grouped sigmoid routing), each with the routing switches its code reads; whole
+    layers of the attention variants, and DeepSeek models with a first dense layer."""
     cases = []
     for dtype in DTYPES:
         base = MOE_BASE.with_changes(attention="sdpa", dtype=dtype)
