@@ -65,7 +65,7 @@ def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str],
     checks' messages for one that never shows a refused run or shape (the teaching widgets); `fixed`: the inputs
     (name -> value) every run of the widget keeps, all but those named in `varying`, whose consequences are worked
     out before sending (builder.widgets.specialise: the rules those values never reach are left out)."""
-    if fixed is not None and not plain(fixed):
+    if fixed is not None and not is_plain(fixed):
         return made.__wrapped__(sets, source_html, words, refusals, Fixed("", fixed), frozenset(varying))
     return made(sets, source_html, words, refusals, None if fixed is None else Fixed(repr(sorted(fixed.items())), fixed),
                 frozenset(varying))
@@ -74,21 +74,21 @@ def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str],
 PLAIN = (bool, int, float, str, Fraction, type(None))
 
 
-def plain(value: Any) -> bool:
+def is_plain(value: Any) -> bool:
     """Whether `value` is data its repr writes out whole (numbers, text, None, and lists, tuples and mappings of
     them), so that equal reprs mean equal values."""
     if isinstance(value, PLAIN):
         return True
     if isinstance(value, (list, tuple)):
-        return all(plain(item) for item in value)
+        return all(is_plain(item) for item in value)
     if isinstance(value, dict):
-        return all(plain(key) and plain(item) for key, item in value.items())
+        return all(is_plain(key) and is_plain(item) for key, item in value.items())
     return False
 
 
 @dataclass(frozen=True)
 class Fixed:
-    """A widget's fixed inputs as a memo key: their repr, name by name (`plain` data only)."""
+    """A widget's fixed inputs as a memo key: their repr, name by name (is_plain data only)."""
 
     key: str
     inputs: Mapping[str, Any] = field(compare=False, hash=False)
