@@ -6,8 +6,9 @@ number: torchtune's README "Optimization flags" table (commit 1814feb: Llama 3.2
 al. 2022 Table 2 (GPT-3 175B layer), Transformer Math 101 (112 GB), DeepSpeed memory.rst / stage3.py (18 B per
 parameter), Megatron-LM's dist_optimizer.md table (commit d98e8a6), vLLM start-up logs (LMCache #1739, vLLM PR #57047,
 #20665, issues #25350, #34076, recipes PR #12; Gemma 3 1B's sliding-window groups: vLLM 0.13.0's log in
-eole-nlp/eole benchmarks/genai/results.md, commit 6633d06: 950,864 tokens and 461.21x from 25.39 GiB) and SGLang
-start-up logs (PRs #23669, #11716). The tolerances are those the tests held before the numbers moved here: exact,
+eole-nlp/eole benchmarks/genai/results.md, commit 6633d06: 950,864 tokens and 461.21x from 25.39 GiB; vLLM 0.19.0's
+logs on one H100 in llm-d-incubation/llm-d-planner accuracy/results/v0.19.0/logs, commit d3121e0: tokens from the
+logged KV memory and "Model loading took") and SGLang start-up logs (PRs #23669, #11716). The tolerances are those the tests held before the numbers moved here: exact,
 the printed rounding, or a stated share (3% at most).
 """
 

@@ -200,6 +200,16 @@ EOLE = ("vLLM 0.13.0 log (google/gemma-3-1b-it, bf16, max_model_len 2048, gpu_me
         "max_num_batched_tokens 8192) in eole-nlp/eole benchmarks/genai/results.md, commit 6633d06 (2026-01-16)")
 EOLE_URL = ("https://github.com/eole-nlp/eole/blob/6633d065dba3b01eea1d2152016464b1e242ac33/benchmarks/genai/"
             "results.md")
+# llm-d-planner's accuracy sweep: vLLM 0.19.0 (the banner and "Initializing a V1 LLM engine (v0.19.0)") on one H100
+# 80GB ("total_memory=79.19GiB"), --gpu-memory-utilization 0.95, --no-enable-prefix-caching, --max-model-len 8192, the
+# rest vLLM's defaults; one log a run, its file name under the commit below.
+LLMD = ("vLLM 0.19.0 start-up log, H100 80GB, --gpu-memory-utilization 0.95, --max-model-len 8192, prefix caching "
+        "off (llm-d-incubation/llm-d-planner accuracy/results/v0.19.0/logs, commit d3121e0, 2026-04-22): {0}")
+LLMD_URL = ("https://github.com/llm-d-incubation/llm-d-planner/blob/d3121e059da88662db39a926a3ead964be97359b/accuracy/"
+            "results/v0.19.0/logs/{0}")
+WEIGHTS_TOLERANCE = ("1%: the log's 0.01 GiB rounding and the buffers loaded beside the parameters (the rotary cos/sin "
+                     "cache, max_position_embeddings x rotary dim x the weights' bytes: 0.03 GiB for Llama 3.1's "
+                     "131,072 positions in bf16; per-channel quantisation scales; MLA's absorbed projections)")
 
 
 TORCHTUNE = ("torchtune README, \"Optimization flags\" table, Llama 3.2 3B rows (PR #2003, commit 1814feb, "
@@ -341,6 +351,17 @@ def _vllm_given(models: dict[str, Architecture], name: str, model: str, printed:
                 rel=rel, tolerance=tolerance, unit_note=note)
 
 
+def _vllm_weights(models: dict[str, Architecture], name: str, model: str, printed: str, log: str, words: str,
+                  tp: int = 1, **dtypes) -> Case:
+    """A vLLM log's "Model loading took X GiB": the weights as loaded on one rank, against the model's weights part."""
+    config = Config(model=models[model], mode="serve", tp=tp, **dtypes)
+    return Case(name, "serving", "budget", "weights as loaded on one rank (\"Model loading took\")",
+                f"{config.model.name} ({words}), --tensor-parallel-size {tp}", LLMD.format(log), LLMD_URL.format(log),
+                Fraction(printed), "GiB", engine("weights_bytes", "GiB"), config,
+                Served("h100-80gb", {"kv_cache_memory": GIB, "max_model_len": 8192}), rel=Fraction(1, 100),
+                tolerance=WEIGHTS_TOLERANCE, unit_note=VLLM_GIB)
+
+
 def _sglang(name: str, run: tuple, compared: str, value: str, published: str, unit: str, **tolerance) -> Case:
     source, url, setup, config, served = run
     return Case(name, "serving", "budget", compared, setup, source, url, Fraction(published), unit,
@@ -387,6 +408,54 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
              engine("needed", "GiB"), Config(model=models["qwen3-30b-a3b"], mode="serve"),
              Served("h100-80gb", {"kv_cache_memory": int(Fraction("3.18") * GIB), "max_model_len": 262_144}),
              unit_note=VLLM_GIB),
+    )
+
+    # vLLM 0.19.0 on one H100 (llm-d-planner's sweep, LLMD): the tokens a logged KV memory holds, over the page sizes of
+    # full attention at bf16, fp8 and fp32, tensor parallelism, MLA, Gemma 2's sliding-window groups and an MoE.
+    logs = {"8b": "meta-llama-llama-3-1-8b---h100-80gb--tp1pp1dp1--8192.log",
+            "8b-kv-fp8": "meta-llama---h100-80gb--tp1pp1dp1--8192-dtbf16-kvfp8.log",
+            "8b-fp32": "meta-llama-llama-3--h100-80gb--tp1pp1dp1--8192-dtf32.log",
+            "8b-fp8": "meta-llama-llama-3---h100-80gb--tp1pp1dp1--8192-qfp8.log",
+            "8b-tp2": "meta-llama-llama-3-1-8b---h100-80gb--tp2pp1dp1--8192.log",
+            "dsv2": "deepseek-ai-deepseek-v2---h100-80gb--tp1pp1dp1--8192.log",
+            "gemma2": "google-gemma-2-9b-it--h100-80gb--tp1pp1dp1--8192.log",
+            "mixtral": "mistralai-mixtral-8x7b-i--h100-80gb--tp2pp1dp1--8192.log",
+            "qwen3-moe": "qwen-qwen3-30b-a3b--h100-80gb--tp1pp1dp1--8192.log",
+            "70b-w8a8": "redhatai-llama-3-3-70b-i--h100-80gb--tp2pp1dp1--8192.log",
+            "70b-fp8": "fp8dyn-llama-3-3-70b--h100-80gb--tp4pp1dp1--8192.log"}
+    given = (("llama-3.1-8b", "llama-3-8b", "58.11", 476_016, "8b", {}),
+             ("llama-3.1-8b-fp8-cache", "llama-3-8b", "58.11", 952_032, "8b-kv-fp8", {"kv_dtype": "fp8"}),
+             # --dtype float32 with --kv-cache-dtype auto: the cache takes the weights' fp32.
+             ("llama-3.1-8b-fp32", "llama-3-8b", "42.8", 175_296, "8b-fp32", {"kv_dtype": "fp32"}),
+             ("llama-3.1-8b-tp2", "llama-3-8b", "63.76", 1_044_688, "8b-tp2", {"tp": 2}),
+             ("deepseek-v2-lite-tp1", "deepseek-v2-lite", "43.61", 1_505_552, "dsv2", {}),
+             ("gemma-2-9b", "gemma-2-9b", "54.12", 168_880, "gemma2", {}),
+             ("mixtral-8x7b-tp2", "mixtral-8x7b", "28.44", 465_936, "mixtral", {"tp": 2}),
+             ("llama-3.3-70b-tp4", "llama-3-70b", "54.09", 708_992, "70b-fp8", {"tp": 4}))
+    serving += tuple(_vllm_given(models, f"vllm-0.19-{name}-kv-tokens", model, printed, 8192, tokens,
+                                 LLMD.format(logs[log]), LLMD_URL.format(logs[log]), **settings)
+                     for name, model, printed, tokens, log, settings in given)
+    # Gemma 2 9B: 21 full and 21 sliding layers (window 4,096) make two groups of 21; a request of 8,192 tokens takes
+    # 512 blocks in the full group and ceil(min(4,095 + 8,192, 8,192) / 16) + 1 = 513 in the sliding one.
+    serving += (_vllm_given(models, "vllm-0.19-gemma-2-9b-max-concurrency", "gemma-2-9b", "54.12", 8192, "20.60",
+                            LLMD.format(logs["gemma2"]), LLMD_URL.format(logs["gemma2"]), figure="concurrency"),)
+    serving += (
+        _vllm_weights(models, "vllm-0.19-llama-3.1-8b-weights", "llama-3-8b", "14.99", logs["8b"], "bf16"),
+        _vllm_weights(models, "vllm-0.19-llama-3.1-8b-fp32-weights", "llama-3-8b", "29.98", logs["8b-fp32"],
+                      "--dtype float32", precision="fp32"),
+        # --quantization fp8: vLLM quantises the linear weights to fp8 at load; embeddings and lm_head stay bf16.
+        _vllm_weights(models, "vllm-0.19-llama-3.1-8b-fp8-weights", "llama-3-8b", "8.49", logs["8b-fp8"],
+                      "--quantization fp8", param_dtype="fp8"),
+        _vllm_weights(models, "vllm-0.19-llama-3.3-70b-w8a8-tp2-weights", "llama-3-70b", "33.88", logs["70b-w8a8"],
+                      "RedHatAI's w8a8 checkpoint: int8 linear weights", tp=2, param_dtype="int8"),
+        _vllm_weights(models, "vllm-0.19-qwen3-30b-a3b-weights", "qwen3-30b-a3b", "56.88", logs["qwen3-moe"], "bf16"),
+        _vllm_weights(models, "vllm-0.19-mixtral-8x7b-tp2-weights", "mixtral-8x7b", "43.51", logs["mixtral"], "bf16",
+                      tp=2),
+        _vllm_weights(models, "vllm-0.19-gemma-2-9b-weights", "gemma-2-9b", "17.22", logs["gemma2"], "bf16"),
+        # 0.59% under: beside the YaRN cos/sin cache, vLLM's MLA keeps the absorbed W_UK and W_UV it splits from
+        # kv_b_proj after loading (about 0.1 GiB over 27 layers), which the model does not count.
+        _vllm_weights(models, "vllm-0.19-deepseek-v2-lite-weights", "deepseek-v2-lite", "29.43", logs["dsv2"],
+                      "bf16"),
     )
 
     sglang_qwen = ("SGLang PR #23669 log (upstream main, 2026-04-27)",
