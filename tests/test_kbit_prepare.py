@@ -35,9 +35,10 @@ def test_llama3_8b_prepare_casts_embeddings_norms_and_head_to_fp32():
 
 
 def test_llama3_8b_prepare_bf16_keeps_only_the_norms_in_fp32():
-    """qlora.py --bf16 (and TRL's SFTTrainer up to 0.25 with bf16): the norms stay fp32, the vocabulary matrices bf16."""
+    """qlora.py --bf16 (and TRL's SFTTrainer up to 0.25 with bf16, both under Trainer's bf16 autocast): the norms stay
+    fp32, the vocabulary matrices bf16."""
     norms = 65 * 4096
-    b = estimate(_qlora(kbit_prepare="prepare-bf16"))
+    b = estimate(_qlora(kbit_prepare="prepare-bf16", precision="amp-bf16"))
     assert b.get("weights/unquantised_fp32") == 4 * norms
     assert b.get("weights/unquantised") == 2 * 2 * 128256 * 4096
 

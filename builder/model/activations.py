@@ -119,6 +119,17 @@ OP_SYMBOLS = {
 }
 
 
+# PEFT's prepare_model_for_kbit_training (kbit_prepare "prepare") casts the embeddings, norms and output layer to fp32:
+# the residual stream is fp32 from the embedding on, each norm's output is fp32, and bitsandbytes' Linear4bit.forward
+# casts its input to the compute dtype for the 4-bit matmul and its output back to the input's dtype (fp32), so
+# without torch.autocast every saved activation is fp32 whatever the policy's activation dtype (measured with
+# bitsandbytes 0.50.2 and PEFT 0.21.2 on CPU: content/validation/qlora.json). The dequantised weight copies stay in
+# the compute dtype (builder.model.dequant reads the policy's activation dtype).
+PREPARED_FP32 = both(sym("qlora"), eq(sym("kbit_prepare"), "prepare"), negate(sym("autocast")))
+# The dtype a training run's activations are saved in: the policy's, or fp32 for a prepared QLoRA model.
+SAVED_DTYPE = when(PREPARED_FP32, "fp32", sym("activation_dtype"))
+
+
 def _conditions() -> dict[str, Expr]:
     """The op lists' conditions (oplists.CONDITIONS) as rules of the run's inputs."""
     # torchtune's modules follow transformers' op for op (RMSNorm, rotary, SwiGLU), so its runs take the transformers
@@ -126,7 +137,7 @@ def _conditions() -> dict[str, Expr]:
     hf = isin(sym("implementation"), "hf", "torchtune")
     eager = eq(sym("attention"), "eager")
     swiglu = eq(sym("mlp"), "swiglu")
-    low_precision = ne(sym("activation_dtype"), "fp32")
+    low_precision = ne(SAVED_DTYPE, "fp32")
     gelu_python = both(negate(swiglu), eq(sym("activation_function"), "gelu_tanh_python"), hf)
     # transformers' SDPA attention given a 4-D mask (the 'padded' input: a padded micro-batch, or packed sequences
     # whose position ids restart; oplists._PADDING_MASK has the sources): the kernel saves the mask, and K and V are
@@ -141,7 +152,10 @@ def _conditions() -> dict[str, Expr]:
     full = eq(sym("recompute"), "full")
     # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
     # input) stays fp32; the op lists' 'autocast' rows apply.
-    autocast = both(sym("autocast"), hf)
+    # QLoRA without prepare_model_for_kbit_training keeps 16-bit embeddings and norms: under autocast its residual
+    # stream stays 16-bit, and only the adapters see autocast (bf16_stream_amp).
+    bf16_stream_amp = both(sym("autocast"), hf, sym("qlora"), eq(sym("kbit_prepare"), "none"))
+    autocast = both(sym("autocast"), hf, negate(bf16_stream_amp))
     # A low-precision recipe (builder.model.recipes): every linear layer saves a quantised copy of its input.
     # Megatron-LM has the attention output projection keep its original input instead (save_original_input) for
     # every recipe but delayed scaling; a fused attention kernel saves that input as its own output regardless.
@@ -161,11 +175,18 @@ def _conditions() -> dict[str, Expr]:
         # Each adapter casts its input to fp32 for lora_A; below fp32 each cast is a new tensor, and with LoRA dropout
         # each adapter's dropout output is, but in an fp32 model without it the cast is the input itself: adapters on
         # projections that share an input save it once, and o's is the fused attention kernel's own saved output.
+        # Under autocast over a 16-bit stream (QLoRA without prepare) PEFT's bitsandbytes layer skips the cast
+        # (peft/tuners/lora/bnb.py Linear4bit.forward: requires_conversion = not torch.is_autocast_enabled()), and
+        # lora_A saves the 16-bit input itself, shared as in an fp32 model.
+        # The output projection's input is the attention's 16-bit output under autocast: PEFT's bitsandbytes layer
+        # passes it to lora_A as it is, the fused kernel's own saved output.
+        copied = both(low_precision, negate(bf16_stream_amp))
         if target == "o":
-            return both(lora[target], either(low_precision, lora_dropout, eager))
+            return both(lora[target], either(both(low_precision, negate(both(sym("autocast"), hf, sym("qlora")))),
+                                             lora_dropout, eager))
         group = next((g for g in LORA_SHARED_INPUTS if target in g), (target,))
         earlier = [has(sym("lora_targets"), other) for other in group[:group.index(target)]]
-        return both(lora[target], either(low_precision, lora_dropout, negate(either(*earlier)))) if earlier \
+        return both(lora[target], either(copied, lora_dropout, negate(either(*earlier)))) if earlier \
             else lora[target]
 
     return {
@@ -180,6 +201,8 @@ def _conditions() -> dict[str, Expr]:
         "full_recompute": full, "no_full_recompute": negate(full),
         "all_recomputed": both(full, eq(sym("recompute_layers"), 0)),
         "autocast": autocast, "no_autocast": negate(autocast),
+        # The adapters under torch.autocast (any stream): lora_A casts its input and lora_B's is lora_A's 16-bit output.
+        "lora_amp": both(sym("autocast"), hf), "lora_fp32": negate(both(sym("autocast"), hf)),
         "separate_inputs": separate, "shared_input": negate(separate),
         "o_input_kept": either(negate(recipe), negate(eager), projection_original),
         "o_input_quantised": both(recipe, negate(projection_original)),
@@ -232,7 +255,8 @@ def _holds(condition: str) -> Any:
 def _bytes(r: oplists.Row) -> Expr:
     """A row's bytes: coefficient x its shape's symbols x the size of its dtype ('act': the activation dtype,
     'lin': a linear layer's input as it saves it, 'grad': the gradient dtype)."""
-    sizes = {"act": sym("act_bytes"), "lin": sym("lin_bytes"), "grad": sym("grad_bytes"), "int64": lift(8),
+    sizes = {"act": sym("act_bytes"), "lin": sym("lin_bytes"), "proj": sym("proj_bytes"), "grad": sym("grad_bytes"),
+             "int64": lift(8),
              "int32": lift(4)}
     size = sizes[r.dtype] if r.dtype in sizes else DTYPE_BYTES[r.dtype]
     share = (sym(f"op_{r.layers}_share"),) if r.layers else ()  # an MoE model's dense or MoE layers (Row.layers)
@@ -304,11 +328,15 @@ OP_CONDITIONS = RuleSet(symbols={**{f"holds_{name}": rule for name, rule in COND
                                                              when(sym("experts") > 0,
                                                                   fmt("{0}; {1}", HF_SOURCE, HF_MOE),
                                                                   HF_SOURCE)))),
-                                 "act_bytes": bytes_of(sym("activation_dtype")),
+                                 "act_bytes": bytes_of(SAVED_DTYPE),
+                                 # A projection's output: bitsandbytes' Linear4bit casts it back to its input's dtype,
+                                 # fp32 in a prepared QLoRA model's stream, also under autocast.
+                                 "proj_bytes": when(both(sym("qlora"), sym("holds_autocast")), DTYPE_BYTES["fp32"],
+                                                    bytes_of(SAVED_DTYPE)),
                                  "grad_bytes": bytes_of(sym("grad_dtype")),
                                  # A linear layer's saved input: the activation dtype, or a recipe's quantised copy.
-                                 "lin_bytes": when(recipe_on(), by_recipe("saved_input"),
-                                                   bytes_of(sym("activation_dtype")))}, parts=())
+                                 "lin_bytes": when(recipe_on(), by_recipe("saved_input"), bytes_of(SAVED_DTYPE))},
+                         parts=())
 # The symbols every activation rule reads (on top of OP_CONDITIONS'): the op-list symbols, the block's rows (with
 # their places, for the moments), what one layer keeps saved per group (selective recompute drops core attention,
 # full recompute everything: its checkpoint is a part of its own) and the embedding's and head's rows.

@@ -9,8 +9,9 @@ copies are made again in its backward.
 from __future__ import annotations
 
 from builder.model.cite import Cite
-from builder.model.expr import both, eq, fmt, per_unit, sym, when
+from builder.model.expr import both, eq, fmt, ne, negate, per_unit, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.states import ADAPTERS
 
 AUTOCAST = (Cite("pytorch-2-13", "aten/src/ATen/autocast_mode.cpp cached_cast") + " (autocast): a linear layer "
             "under torch.autocast casts its fp32 weight to the autocast dtype and autograd saves that copy for backward")
@@ -18,12 +19,21 @@ NOT_MODELLED = ("simplification: the op lists follow autocast's device-independe
                 "stream, norms and rotary tables; one input copy per projection); CUDA autocast also runs pow, "
                 "exp and softmax in fp32, which changes GPT-2's Python GeLU (not modelled)")
 copy_bytes = bytes_of(sym("activation_dtype"))
+# QLoRA: bitsandbytes' MatMul4Bit keeps the packed 4-bit weight for backward and dequantises it there, so the 4-bit
+# linear layers leave no autocast copy; the output layer is 16-bit unless PEFT's prepare_model_for_kbit_training cast
+# it to fp32 (kbit_prepare "prepare"; a 16-bit weight is not copied). The LoRA adapters are fp32 and train: each is
+# cast and its copy saved. Measured with bitsandbytes 0.50.2 and PEFT 0.21.2 on CPU (content/validation/qlora.json).
+QLORA = (Cite("bitsandbytes-95f9af3", "bitsandbytes/autograd/_functions.py MatMul4Bit.forward: ctx.tensors = (None, B)")
+         + "; " + Cite("peft-kbit", "peft/utils/other.py prepare_model_for_kbit_training"))
+FP32_HEAD = negate(both(sym("qlora"), ne(sym("kbit_prepare"), "prepare")))
 
 AUTOCAST_COPIES = RuleSet(symbols={}, parts=(
     PartRule("activations/autocast_weight_copies",
-             (when(eq(sym("recompute"), "full"), 0, sym("linear_matrices"))
-              + when(sym("stage_has_head"), sym("vocab_rows"), 0)) * copy_bytes * sym("stage_in_flight"),
-             "in_flight x (linear weights of the stage's layers + head) x bytes(autocast dtype)", AUTOCAST,
+             (when(eq(sym("recompute"), "full"), 0, when(sym("qlora"), 0, sym("linear_matrices"))
+                   + when(sym("lora_rank") > 0, ADAPTERS["adapters"], 0))
+              + when(both(sym("stage_has_head"), FP32_HEAD), sym("vocab_rows"), 0)) * copy_bytes * sym("stage_in_flight"),
+             "in_flight x (linear weights of the stage's layers + LoRA adapters + head) x bytes(autocast dtype)",
+             AUTOCAST + "; " + QLORA,
              fmt("{0} B/linear param ({1})", per_unit(copy_bytes), sym("activation_dtype")), NOT_MODELLED,
              when=both(sym("has_architecture"), sym("autocast"), eq(sym("mode"), "train"))),
 ))

@@ -65,6 +65,12 @@ CHECKS: tuple[Check, ...] = (
     Check(both(sym("qlora"), eq(sym("lora_rank"), 0)), fmt("qlora: QLoRA needs lora_rank > 0")),
     Check(both(ne(sym("kbit_prepare"), "none"), negate(sym("qlora"))),
           fmt("kbit_prepare: {0} prepares a 4-bit model for training; it needs qlora", sym("kbit_prepare"))),
+    # prepare-bf16 casts the output layer back to bf16 and leaves the norms in fp32: the final norm's fp32 output meets
+    # a bf16 lm_head, which F.linear refuses without torch.autocast ("expected m1 and m2 to have the same dtype",
+    # measured with PEFT 0.21.2 and bitsandbytes 0.50.2); artidoro/qlora runs it under Trainer's bf16 autocast.
+    Check(both(eq(sym("mode"), "train"), eq(sym("kbit_prepare"), "prepare-bf16"), negate(sym("autocast"))),
+          fmt("kbit_prepare: prepare-bf16 leaves the final norm's output fp32 and the output layer bf16, which only "
+              "runs under torch.autocast; choose precision amp-bf16 (Trainer's bf16=True) or kbit_prepare prepare")),
     Check(both(sym("lora_dropout") > 0, eq(sym("lora_rank"), 0)),
           fmt("lora_dropout: LoRA dropout acts on the adapters' input and needs lora_rank > 0")),
     Check(both(eq(sym("mode"), "train"), ne(sym("recipe"), ""), sym("qlora")),

@@ -26,6 +26,7 @@ from fractions import Fraction
 
 from builder.model.cite import Cite
 from builder.model.expr import Expr, best, both, eq, fmt, ne, sym, when, within
+from builder.model.partrules import bytes_of
 from builder.model.placement import TP_SHARE
 
 COMMIT = "bitsandbytes-95f9af3"  # bitsandbytes 0.50.2.dev0 (commit 95f9af3), a key of content/references.toml
@@ -60,8 +61,10 @@ SYMBOLS: dict[str, Expr] = {
 }
 # The copy in the compute dtype (the activation dtype here), and with double quantisation the fp32 absmax made
 # from the 8-bit one: two of them in the forward's fallback (absmax_dq and absmax_dq + offset), one in the backward.
-SYMBOLS["dequant_forward_bytes"] = sym("dequant_largest") * (sym("act_bytes") + when(DOUBLE, 2 * ABSMAX_BYTES, 0))
-SYMBOLS["dequant_backward_bytes"] = sym("dequant_largest") * (sym("act_bytes") + when(DOUBLE, ABSMAX_BYTES, 0))
+# The copy is in the compute dtype (the policy's activation dtype), also where a prepared model saves fp32 activations.
+COMPUTE_BYTES = bytes_of(sym("activation_dtype"))
+SYMBOLS["dequant_forward_bytes"] = sym("dequant_largest") * (COMPUTE_BYTES + when(DOUBLE, 2 * ABSMAX_BYTES, 0))
+SYMBOLS["dequant_backward_bytes"] = sym("dequant_largest") * (COMPUTE_BYTES + when(DOUBLE, ABSMAX_BYTES, 0))
 FORWARD, BACKWARD = sym("dequant_forward_bytes"), sym("dequant_backward_bytes")
 FORWARD_FORMULA = when(DOUBLE, "N x K x (bytes(compute dtype) + 2 x 4 B / 64)", "N x K x bytes(compute dtype)")
 BACKWARD_FORMULA = when(DOUBLE, "N x K x (bytes(compute dtype) + 4 B / 64)", "N x K x bytes(compute dtype)")

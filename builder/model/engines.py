@@ -62,6 +62,18 @@ GROUPS = (Cite("vllm-001cabc", "vllm/v1/core/kv_cache_utils.py _get_kv_cache_gro
 NON_TORCH = GIB // 4
 NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.2, one H100) to 0.31 GiB (Sep 2026, "
                     "one 48 GB GPU) of non-torch memory (cuBLAS and attention workspaces, NCCL and all-reduce buffers)")
+# With tensor parallelism over an NVLink switch, non-torch memory grows by about 1.8 GiB a rank, the same in vLLM
+# versions a year apart (likely NCCL's NVLink SHARP buffers and the all-reduce buffers, allocated outside PyTorch);
+# PCIe boards without it stay near the single-GPU figure (0.25 GiB on two RTX 4090s, vLLM issue #13061; 0.20 GiB on
+# RTX 3090s, vLLM PR #14447).
+NON_TORCH_TP = Fraction(21, 10) * GIB
+NON_TORCH_TP_SOURCE = ("assumed 2.1 GiB at tensor parallel size 2 and more on a GPU of an NVLink switch board (HGX "
+                       "H100, H200, B200): " + Cite("llmd-planner-d3121e0", "vLLM 0.19.0 logs, 'non-torch memory'")
+                       + " show 2.06 to 2.21 GiB a rank at sizes 2 and 4 against 0.24 to 0.27 GiB at size 1; "
+                       + Cite("vllm-pr-10511", "Meta-Llama-3-8B at -tp 2") + " shows the same 1.8 GiB step")
+# The GPUs of NVLink switch boards with NVLink SHARP (Hopper and Blackwell HGX), by catalog id; other GPUs, PCIe
+# boards among them, keep the single-GPU figure at any tensor parallel size.
+NVLINK_SWITCH_GPUS = ("h100-80gb", "h200", "b200")
 CUDA_GRAPHS = Fraction(42, 100) * GIB
 CUDA_GRAPHS_SOURCE = ("assumed 0.42 GiB: vLLM's own estimate in a published log (vllm PR #57047, Sep 2026: 'CUDA graph "
                       "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager. vLLM measures "
@@ -145,6 +157,7 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, context
             "max_num_batched_tokens_given": settings.max_num_batched_tokens or 0,
             "default_max_num_seqs": seqs, "default_max_num_batched_tokens": tokens,
             "block_size": settings.block_size, "enforce_eager": int(settings.enforce_eager),
+            "nvlink_switch": int(gpu_id in NVLINK_SWITCH_GPUS),
             "kv_scale_bytes": PER_TOKEN_HEAD_SCALE_BYTES if settings.kv_cache_dtype in KV_CACHE_PER_TOKEN_HEAD else 0,
             "kv_cache_memory": settings.kv_cache_memory or 0}
 
@@ -184,7 +197,7 @@ VLLM = RuleSet(
         # requests, leaves room for no more than about 4 bytes per logit: vllm PR #57047).
         "profile_sampler": R * sym("vocab") * 4,
         "profile_peak": maximum(sym("profile_forward"), sym("profile_sampler")),
-        "non_torch": NON_TORCH,
+        "non_torch": when(both(sym("tp") > 1, sym("nvlink_switch")), NON_TORCH_TP, NON_TORCH),
         "cuda_graphs": when(sym("enforce_eager"), 0, CUDA_GRAPHS),
         "available": when(sym("kv_cache_memory"), sym("kv_cache_memory"),
                           sym("requested") - sym("weights_bytes") - sym("non_torch") - sym("profile_peak")
@@ -248,7 +261,9 @@ VLLM = RuleSet(
                  fmt("{0} tokens, {1} logits rows", sym("max_num_batched_tokens"), sym("profile_requests")),
                  "estimate: the profile run's peak from its tensors (attention skipped, as vLLM's profile run "
                  "does); vLLM measures it"),
-        PartRule("overhead/non_torch", sym("non_torch"), "fixed", NON_TORCH_SOURCE, "fixed", "assumed"),
+        PartRule("overhead/non_torch", sym("non_torch"), "fixed",
+                 when(both(sym("tp") > 1, sym("nvlink_switch")), NON_TORCH_TP_SOURCE, NON_TORCH_SOURCE), "fixed",
+                 "assumed"),
         PartRule("overhead/cuda_graphs", sym("cuda_graphs"), "fixed", CUDA_GRAPHS_SOURCE, "fixed", "assumed",
                  when=sym("cuda_graphs")),
         PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request",

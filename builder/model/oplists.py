@@ -5,7 +5,9 @@ Each row is (group, op, coefficient, shape, dtype, condition, core):
   op         the operation and what it saves, in words
   shape      a product of symbols (below); elements = coefficient x product
   dtype      'act' (the activation dtype), 'lin' (a linear layer's input as the layer saves it: the activation
-             dtype, or the quantised copy a low-precision recipe keeps, builder.model.recipes), 'fp32', 'bool'
+             dtype, or the quantised copy a low-precision recipe keeps, builder.model.recipes), 'proj' (a
+             projection's output: the activation dtype, or fp32 where bitsandbytes' 4-bit layer returns its fp32
+             input's dtype under autocast), 'fp32', 'bool'
              (1 byte), 'int64' or 'int32'
   condition  when the row applies: '' always, or names joined by '&' (see CONDITIONS)
   core       inside core attention: selective recompute drops it
@@ -114,6 +116,9 @@ CONDITIONS = {
     # with LoRA dropout, each adapter's input is its own tensor.
     **{f"lora_in_{t}": f"the LoRA adapter on {t} saves an input of its own"
        for t in ("q", "k", "v", "o", "gate", "up", "down")},
+    "lora_amp": "the adapters run under torch.autocast: lora_A saves its input as autocast casts it (16-bit) and "
+                "lora_B saves lora_A's 16-bit output",
+    "lora_fp32": "not lora_amp",
     "lora_dropout": "LoRA dropout is on (PEFT lora_dropout > 0)",
     "lora_frozen_o": "LoRA training: the output projection's base weight is frozen",
     "shared_experts": "the MoE layer has shared experts every token passes through (DeepSeek-style)",
@@ -186,9 +191,13 @@ LORA = tuple(
                           ("gate", "Tr h"), ("up", "Tr h"), ("down", "T f"))
     for row in (
         Row("lora", f"LoRA {target}: input cast to fp32, or its dropout output (saved by lora_A)", 1, shape, "fp32",
-            f"lora_in_{target}"),
+            f"lora_in_{target}&lora_fp32"),
+        Row("lora", f"LoRA {target}: input as autocast casts it for lora_A", 1, shape, "act",
+            f"lora_in_{target}&lora_amp"),
         Row("lora", f"LoRA {target}: dropout mask", 1, shape, "bool", f"lora_{target}&lora_dropout"),
-        Row("lora", f"LoRA {target}: lora_A output (saved by lora_B)", 1, "T r", "fp32", f"lora_{target}"),
+        Row("lora", f"LoRA {target}: lora_A output (saved by lora_B)", 1, "T r", "fp32", f"lora_{target}&lora_fp32"),
+        Row("lora", f"LoRA {target}: lora_A output under autocast (saved by lora_B)", 1, "T r", "act",
+            f"lora_{target}&lora_amp"),
     )
 ) + (
     # The fused attention kernel saves its output for its own backward whether or not o_proj trains; in full training
@@ -204,9 +213,9 @@ MLP_INNER = (
     # gate and up side by side (megatron/core/fusions/fused_bias_swiglu.py SwiGLUFunction.forward:
     # ctx.save_for_backward(input_for_backward)), and recomputes SiLU and the factors in its backward.
     Row("mlp", "first linear output, gate and up (saved by the fused SwiGLU)", 2, "T f", "act", "swiglu_fused"),
-    Row("mlp", "SiLU input (gate projection output)", 1, "T f", "act", "swiglu_unfused"),
-    Row("mlp", "SiLU output (factor of the product)", 1, "T f", "act", "swiglu_unfused"),
-    Row("mlp", "up projection output (factor of the product)", 1, "T f", "act", "swiglu_unfused"),
+    Row("mlp", "SiLU input (gate projection output)", 1, "T f", "proj", "swiglu_unfused"),
+    Row("mlp", "SiLU output (factor of the product)", 1, "T f", "proj", "swiglu_unfused"),
+    Row("mlp", "up projection output (factor of the product)", 1, "T f", "proj", "swiglu_unfused"),
     Row("mlp", "down projection input (the product)", 1, "T f", "lin", "swiglu&grad_mlp_out"),
     # GeLU as one op (Megatron fused bias-GeLU, torch.nn.GELU).
     Row("mlp", "GeLU input", 1, "T f", "act", "gelu_fused"),

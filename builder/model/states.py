@@ -195,10 +195,10 @@ KBIT_PREPARE_SOURCE = when(eq(sym("kbit_prepare"), "prepare"),
                            Cite("peft-kbit", "peft/utils/other.py prepare_model_for_kbit_training") + " casts them to "
                            "fp32; " + Cite("qlora-repo", "qlora.py get_accelerate_model") + " (--bf16) then casts "
                            "lm_head and embed_tokens back to bf16 and leaves the norms in fp32")
-KBIT_NOTE = ("not modelled: the fp32 activations this makes; an fp32 norm weight makes its output fp32, bitsandbytes' "
+KBIT_NOTE = ("the saved activations grow too: an fp32 norm weight makes its output fp32, bitsandbytes' "
              "Linear4bit.forward casts its output back to its input's dtype, and (prepare) an fp32 embedding makes "
-             "the residual stream fp32, so the saved activations grow too (" + Cite("bitsandbytes-95f9af3",
-             "bitsandbytes/nn/modules.py Linear4bit.forward") + ")")
+             "the residual stream fp32 (" + Cite("bitsandbytes-95f9af3", "bitsandbytes/nn/modules.py Linear4bit.forward")
+             + "); counted in the activations (fp32 without autocast, fp32 stream and MLP under autocast)")
 QUANTISATION_SOURCE = when(eq(sym("quantised_bytes"), 1), when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
                            when(_QLORA_OR_NF4, QLORA, GPTQ))
 RECIPE_SOURCE = by_recipe("source", "")

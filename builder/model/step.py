@@ -37,7 +37,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from builder.model import dequant, oplists
-from builder.model.activations import LAYER_GROUPS, per_token
+from builder.model.activations import LAYER_GROUPS, SAVED_DTYPE, per_token
 from builder.model.cite import Cite
 from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, floor, fmt, get, isin, maximum,
                                 minimum, negate, ne, row, sym, table, top, total, when, within)
@@ -264,7 +264,7 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  per_token(sym("op_T") * sym("op_V") * 4 * LOSS_SHARE),
                  when(eq(sym("loss"), "chunked"), "one chunk of eight upcast to fp32 at a time",
                       "the loss upcasts the logits to fp32"),
-                 when=both(HEAD, ne(sym("activation_dtype"), "fp32"), LOSS_SHARE > 0), transient=True),
+                 when=both(HEAD, ne(SAVED_DTYPE, "fp32"), LOSS_SHARE > 0), transient=True),
         PartRule("activations/loss_chunk", ceil(sym("op_T") / ceil(sym("op_V") / sym("hidden"))) * sym("op_V")
                  * sym("act_bytes"), "ceil(b x s / ceil(V / h)) x V x bytes(activation dtype)", FUSED_LINEAR,
                  "one chunk's logits", "simplification: Liger rounds the chunk up to a power of two, up to twice this",
@@ -323,7 +323,7 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  "the model's forward holds them until it returns (freed before the loss)",
                  when=both(EMBEDDING, eq(sym("implementation"), "hf"),
                            either(LEARNED_POSITIONS, both(ne(sym("recompute"), "full"), negate(sym("autocast")),
-                                                          ne(sym("activation_dtype"), "fp32")))),
+                                                          ne(SAVED_DTYPE, "fp32")))),
                  transient=True),
     ),
     "layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),

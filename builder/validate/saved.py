@@ -201,7 +201,7 @@ class SavedTensorRecorder:
             self._unpacked.clear()
             try:
                 getattr(node, "_saved_" + slot)
-            except RuntimeError:
+            except (RuntimeError, AttributeError):  # a custom Function's ctx (bitsandbytes' MatMul4Bit) has no _saved_
                 continue
             self._assign(op, slot)
         if hasattr(node, "saved_tensors") and not slots:
