@@ -31,10 +31,9 @@ def plan_chart(spec: ChartSpec, layout: str = "columns", width: float = WIDE_WID
     return LAYOUTS[layout](spec, width)
 
 
-def write_chart(spec: ChartSpec, drawing: Drawing, css: str = "tm-chart", description_id: str = "") -> str:
-    """The markup of a planned chart; its <desc> is the spec's description, else a summary of every bar (none where
-    `description_id` names the page's <desc> of the same chart: svg.write_svg)."""
-    return write_svg(drawing, spec.chart_id, spec.title, spec.description or describe_chart(spec), css, description_id)
+def write_chart(spec: ChartSpec, drawing: Drawing, css: str = "tm-chart") -> str:
+    """The markup of a planned chart; its <desc> is the spec's description, else a summary of every bar."""
+    return write_svg(drawing, spec.chart_id, spec.title, spec.description or describe_chart(spec), css)
 
 
 def render_chart(spec: ChartSpec, layout: str = "columns", width: float = WIDE_WIDTH) -> str:
@@ -46,13 +45,11 @@ def render_chart(spec: ChartSpec, layout: str = "columns", width: float = WIDE_W
 def render_figure(spec: ChartSpec) -> str:
     """What a page shows: the chart for a wide column (the columns layout when it fits WIDE_WIDTH, else rows at
     WIDE_WIDTH) and for a narrow one (rows at NARROW_WIDTH), switched by static/site.css at 48rem with no script.
-    The narrow one's ids are prefixed '<chart_id>-narrow'; it names the wide one's <desc> (aria-labelledby) instead of
-    carrying a copy of that summary of every bar (issue 14's page weight: 0.6 KB gzipped on the heaviest chart
-    page), and keeps its own <title>, the tooltip of its background."""
+    The narrow one's ids are prefixed '<chart_id>-narrow'."""
     wide = plan_chart(spec, "columns")
     if wide.width > WIDE_WIDTH:
         wide = plan_chart(spec, "rows", WIDE_WIDTH)
     narrow_spec = replace(spec, chart_id=f"{spec.chart_id}-narrow")
     narrow = plan_chart(narrow_spec, "rows", NARROW_WIDTH)
     return (write_chart(spec, wide, "tm-chart tm-chart-wide") + "\n"
-            + write_chart(narrow_spec, narrow, "tm-chart tm-chart-narrow", f"{spec.chart_id}-desc"))
+            + write_chart(narrow_spec, narrow, "tm-chart tm-chart-narrow"))

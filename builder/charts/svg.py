@@ -226,23 +226,19 @@ def text_element(words: Words) -> ElementTree.Element:
     return element
 
 
-def write_svg(drawing: Drawing, chart_id: str, title: str, description: str, css: str = "tm-chart",
-              description_id: str = "") -> str:
+def write_svg(drawing: Drawing, chart_id: str, title: str, description: str, css: str = "tm-chart") -> str:
     """The chart's page markup (no XML declaration; lean, as the module docstring says), its root of class `css`:
-    shapes in plan order, then text on top of them. Byte-identical for equal input. `description_id`: the id of a
-    <desc> the page already has for the same chart (the wide layout's, which the narrow one names instead of a copy of
-    its own; a hidden element named by aria-labelledby still gives its text); `description` is then not written."""
+    shapes in plan order, then text on top of them. Byte-identical for equal input."""
     ElementTree.register_namespace("", SVG_NAMESPACE)
     width, height = f"{drawing.width:g}", f"{drawing.height:g}"
     # Natural size: text renders at its designed size; the page lets wide charts break out of the text column and
     # scroll sideways inside their figure on narrow screens.
     root = ElementTree.Element(f"{NS}svg", {"viewBox": f"0 0 {width} {height}", "width": width, "height": height,
                                             "class": css, "role": "img",
-                                            "aria-labelledby": f"{chart_id}-title {description_id or chart_id + '-desc'}",
+                                            "aria-labelledby": f"{chart_id}-title {chart_id}-desc",
                                             "font-size": f"{FONT_SIZE:g}"})
     ElementTree.SubElement(root, f"{NS}title", id=f"{chart_id}-title").text = title
-    if not description_id:
-        ElementTree.SubElement(root, f"{NS}desc", id=f"{chart_id}-desc").text = description
+    ElementTree.SubElement(root, f"{NS}desc", id=f"{chart_id}-desc").text = description
     ElementTree.SubElement(root, f"{NS}rect", {"class": "tm-background", "width": width, "height": height})
     root.extend(shape_elements(drawing.items, chart_id))
     root.extend(text_element(item) for item in drawing.items if isinstance(item, Words))
