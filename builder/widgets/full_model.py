@@ -61,7 +61,9 @@ def comparison_data(models: dict[str, Architecture], config: Config) -> dict[str
     is `config`'s inputs (the script's `base`, run_base) with a catalog model's shape, its count and inputs of CHANGED
     set, so the rules go specialised to the rest (builder.widgets.specialise)."""
     shaped = {"params", *(key for arch in models.values() for key in shape_inputs(arch))}
-    model = model_data(words=False, refusals=False, fixed=config_inputs(config), varying=shaped | set(CHANGED))
+    runs = [{**shape_inputs(arch), "params": param_count(arch)} for arch in models.values()]
+    model = model_data(words=False, refusals=False, fixed=config_inputs(config), varying=shaped | set(CHANGED),
+                       domain=runs)
     return {"model": model, "catalog": catalog_rows(models), "nearest": encode(NEAREST),
             "shapes": {key: shape_inputs(arch) for key, arch in models.items()}, "t": TEXTS}
 

@@ -16,7 +16,7 @@ import html
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from builder.model.activations import ACTIVATIONS, MOMENTS, OP_CONDITIONS
 from builder.model.autocast import AUTOCAST_COPIES
@@ -33,13 +33,16 @@ from builder.model.step import PHASE_TITLES, STEP
 from builder.model.tensors import SHAPES
 from builder.model.units import DTYPE_BYTES
 from builder.widgets import packed
-from builder.widgets.specialise import specialise
+from builder.widgets.specialise import prune, specialise
 
 # The rule sets the script evaluates, by the name it reads them under.
 RULE_SETS = {"shapes": SHAPES, "holding": HOLDING, "states": MODEL_STATES, "conditions": OP_CONDITIONS,
              "activations": ACTIVATIONS, "moments": MOMENTS, "autocast": AUTOCAST_COPIES,
              "checkpoint": CHECKPOINT_SAVE, "serving": SERVING,
              "comm": COMM, "host": HOST, "overheads": OVERHEADS, "step": STEP}
+# The derived symbols static/widgets/02-model.js looks up by name (`look`, and the step's own values), beside those
+# the rules read: a specialised model keeps these and drops the symbols nothing reads (specialise.prune).
+READ = ("offloaded", "host_copies", "step_need", "peak_phase")
 # A run is priced as training (saved activations, the moments of a step) or as serving (the KV cache).
 TRAINING = eq(sym("mode"), "train")
 
@@ -55,7 +58,7 @@ STAGE_SETS = ("shapes", "holding", "states")
 
 def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str], str] = html.escape,
                words: bool = True, refusals: bool = True, fixed: Mapping[str, Any] | None = None,
-               varying: Collection[str] = ()) -> dict[str, Any]:
+               varying: Collection[str] = (), domain: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The rule sets, stages, checks, dtype sizes and phase titles, as JSON-ready data packed (packed.pack: each
     distinct text once, the rules compact; packed.unpack gives them as `encode` wrote them). `sets`: the named rule sets
     only, with what 02-model.js stageModel reads beside them (the stages and the checks: an engine's accounting),
@@ -64,11 +67,15 @@ def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str],
     parts' words (per-unit words, notes, sources) for a widget that shows no part's words, and `refusals=False` the
     checks' messages for one that never shows a refused run or shape (the teaching widgets); `fixed`: the inputs
     (name -> value) every run of the widget keeps, all but those named in `varying`, whose consequences are worked
-    out before sending (builder.widgets.specialise: the rules those values never reach are left out)."""
-    if fixed is not None and not is_plain(fixed):
-        return made.__wrapped__(sets, source_html, words, refusals, Fixed("", fixed), frozenset(varying))
+    out before sending (builder.widgets.specialise: the rules those values never reach are left out, and so is the
+    search for the largest value that fits, which such a widget never runs); `domain`: the values some varying inputs
+    take together, one mapping per possibility, where the widget's runs take no others (the catalog models' shapes:
+    specialise.Domain)."""
+    runs = Fixed(repr([sorted(entry.items()) for entry in domain]), tuple(domain))
+    if fixed is not None and not (is_plain(fixed) and all(is_plain(dict(entry)) for entry in domain)):
+        return made.__wrapped__(sets, source_html, words, refusals, Fixed("", fixed), frozenset(varying), runs)
     return made(sets, source_html, words, refusals, None if fixed is None else Fixed(repr(sorted(fixed.items())), fixed),
-                frozenset(varying))
+                frozenset(varying), runs)
 
 
 PLAIN = (bool, int, float, str, Fraction, type(None))
@@ -96,7 +103,7 @@ class Fixed:
 
 @lru_cache(maxsize=4)
 def made(sets: tuple[str, ...] | None, source_html: Callable[[str], str], words: bool, refusals: bool,
-         fixed: Fixed | None, varying: frozenset[str]) -> dict[str, Any]:
+         fixed: Fixed | None, varying: frozenset[str], domain: Fixed) -> dict[str, Any]:
     """model_data's work, memoised on all it depends on besides this code (the teaching widgets on one site ask for
     the same data several times: about 0.15 s each). The data is shared: the widgets only serialise it."""
     def checks(listed: tuple = CHECKS) -> list[list[Any]]:
@@ -117,7 +124,11 @@ def made(sets: tuple[str, ...] | None, source_html: Callable[[str], str], words:
         # need), read by the teaching widgets' scripts as they are.
         plain = {"dtypes": {name: float(size) for name, size in DTYPE_BYTES.items()}, "phases": PHASE_TITLES}
     if fixed is not None:
-        sent = specialise(sent, fixed.inputs, set(varying))
+        sent = specialise(sent, fixed.inputs, set(varying), domain.inputs)
         if sent.get("training") == 1:  # every run is priced as training: the serving rules are never evaluated
             sent["ruleSets"]["serving"] = {"reads": [], "symbols": [], "parts": []}
+        # A widget whose runs keep inputs fixed (a teaching widget) prices runs and never searches (--max is the
+        # calculator's): no search, and then no symbol only the search read (prune).
+        sent.pop("largest", None)
+        sent = prune(sent, READ)
     return packed.pack(sent, plain)

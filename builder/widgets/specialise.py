@@ -24,9 +24,9 @@ compares to reuse its last result) lose the fixed ones, which never change.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
-from builder.model.expr import Expr, RuleError, decode, encode, evaluate, lift
+from builder.model.expr import Expr, RuleError, decode, encode, evaluate, lift, symbols_of
 
 # Operators whose value is 1 or 0, so `and` of one of them is the operand itself.
 _TRUTH = {"==", "!=", "<", "<=", ">", ">=", "and", "or", "not", "in", "has"}
@@ -49,26 +49,31 @@ def _rows(e: Expr) -> Iterator[Expr]:
             yield from _rows(a)
 
 
-def simplify(e: Expr, known: Mapping[str, Any]) -> Expr:
+def simplify(e: Expr, known: Mapping[str, Any], fold: Callable[[Expr], Expr | None] = lambda e: None) -> Expr:
     """`e` with the symbols of `known` (name -> int, Fraction or str) replaced by their values and what they decide
-    worked out (the module docstring)."""
+    worked out (the module docstring); `fold` gives a condition's constant value where it has one for every run the
+    widget makes (Domain.fold), else None."""
+    if e.op in _TRUTH:
+        folded = fold(e)
+        if folded is not None:
+            return folded
     if e.op == "sym":
         name = e.args[0]
         return lift(known[name]) if name in known else e
     if e.op in ("num", "str"):
         return e
     if e.op == "row":  # field names (odd places) are plain strings
-        return Expr("row", *(a if i % 2 else simplify(a, known) for i, a in enumerate(e.args)))
+        return Expr("row", *(a if i % 2 else simplify(a, known, fold) for i, a in enumerate(e.args)))
     if e.op == "if":
-        condition = simplify(e.args[0], known)
+        condition = simplify(e.args[0], known, fold)
         if _is_constant(condition):
-            return simplify(e.args[1] if _value(condition) else e.args[2], known)
-        return Expr("if", condition, simplify(e.args[1], known), simplify(e.args[2], known))
+            return simplify(e.args[1] if _value(condition) else e.args[2], known, fold)
+        return Expr("if", condition, simplify(e.args[1], known, fold), simplify(e.args[2], known, fold))
     if e.op in ("and", "or"):
         deciding = e.op == "or"  # the operand value that decides: true for or, false for and
         kept = []
         for a in e.args:
-            a = simplify(a, known)
+            a = simplify(a, known, fold)
             if not _is_constant(a):
                 kept.append(a)
             elif bool(_value(a)) == deciding:  # the result whatever the others are
@@ -78,7 +83,7 @@ def simplify(e: Expr, known: Mapping[str, Any]) -> Expr:
         if len(kept) == 1 and kept[0].op in _TRUTH:
             return kept[0]
         return Expr(e.op, *kept)
-    args = [simplify(a, known) for a in e.args]
+    args = [simplify(a, known, fold) for a in e.args]
     if e.op == "table":
         args = [a for a in args if not (a.op == "row" and _is_constant(a.args[0]) and not _value(a.args[0]))]
     node = Expr(e.op, *args)
@@ -119,16 +124,62 @@ def bound_names(sent: Mapping[str, Any]) -> tuple[dict[str, int], set[str]]:
     return derived, fields
 
 
-def specialise(sent: dict[str, Any], fixed: Mapping[str, Any], varying: set[str] | frozenset[str]) -> dict[str, Any]:
+class Domain:
+    """The runs a widget can make, as far as its jointly varying inputs go: one mapping of their values each (the
+    catalog models' shapes and counts: a teaching widget prices only the catalog model nearest a count). For each, the
+    values of the known inputs, of those inputs and of every derived symbol they decide (`learn`), so that a condition
+    reading only those (`fold`) is worked out for every run at once: where it comes out the same for all, it is that
+    constant (a Megatron op list on a page whose runs are all Hugging Face models)."""
+
+    def __init__(self, entries: Sequence[Mapping[str, Any]], known: Mapping[str, Any]) -> None:
+        self.envs = [{**known, **entry} for entry in entries]
+        self.names = set.intersection(*(set(env) for env in self.envs)) if self.envs else set()
+
+    def values(self, e: Expr) -> list[Any] | None:
+        """`e`'s value in every run of the domain, or None where one of them cannot be evaluated here (it reads a
+        symbol the domain does not decide)."""
+        if not self.envs or not symbols_of(e) <= self.names:
+            return None
+        try:
+            return [evaluate(e, env) for env in self.envs]
+        except (RuleError, ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+            return None
+
+    def learn(self, name: str, e: Expr) -> list[Any] | None:
+        """`name`'s values in the domain's runs, from its rule `e`, kept for the rules after it (None: not decided)."""
+        found = self.values(e)
+        if found is not None:
+            for env, value in zip(self.envs, found):
+                env[name] = value
+            self.names.add(name)
+        return found
+
+    def fold(self, e: Expr) -> Expr | None:
+        """A condition's value where every run of the domain gives the same one, else None."""
+        found = self.values(e)
+        if found is None or any(value != found[0] or type(value) is not type(found[0]) for value in found):
+            return None
+        return lift(found[0]) if isinstance(found[0], Scalar) and not isinstance(found[0], bool) else None
+
+
+def specialise(sent: dict[str, Any], fixed: Mapping[str, Any], varying: set[str] | frozenset[str],
+               domain: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The model data `sent` (model_data's, before packing) simplified for runs whose inputs `fixed` (name -> value
     as the run has it: ints, Fractions, text; other values are left unused) never change, while the inputs named in
-    `varying` do; the search for the largest value that fits is sent as it is."""
+    `varying` do; `domain`: the values some of the varying inputs take together, one mapping per possibility (Domain),
+    when the widget's runs take no others. The search for the largest value that fits is sent as it is."""
     derived, fields = bound_names(sent)
     inputs = set(fixed) | set(varying)
     known = {name: value for name, value in fixed.items() if name not in varying and name not in derived
              and name not in fields and isinstance(value, Scalar) and not isinstance(value, bool)}
+    if any(set(entry) - set(varying) for entry in domain):
+        raise ValueError("specialise: a domain names varying inputs only")
+    # An input some rule derives again or binds as a row's field is not decided by the domain (as not by `fixed`).
+    runs = Domain([{name: value for name, value in entry.items() if name not in derived and name not in fields}
+                   for entry in domain], known)
     # A derived symbol derived in one place only, and neither an input's name nor a row's field, whose rule comes out
-    # constant is known too; to a fixed point, since a rule set may read what a later one derives.
+    # constant is known too, and one the domain decides is learnt for each of its runs (a constant where they all
+    # agree); to a fixed point, since a rule set may read what a later one derives.
     grew = True
     while grew:
         grew = False
@@ -136,13 +187,20 @@ def specialise(sent: dict[str, Any], fixed: Mapping[str, Any], varying: set[str]
             for name, data in rule_set["symbols"]:
                 if derived[name] != 1 or name in inputs or name in fields or name in known:
                     continue
-                simple = simplify(decode(data), known)
+                simple = simplify(decode(data), known, runs.fold)
+                if not _is_constant(simple) and name not in runs.names and runs.learn(name, simple) is not None:
+                    same = runs.fold(simple)
+                    simple = simple if same is None else same  # the same in every run: a constant
+                    grew = True
                 if _is_constant(simple):
                     known[name] = _value(simple)
+                    for env in runs.envs:
+                        env[name] = known[name]
+                    runs.names.add(name)
                     grew = True
 
     def rule(data: Any) -> Any:
-        return encode(simplify(decode(data), known))
+        return encode(simplify(decode(data), known, runs.fold))
 
     rule_sets = {}
     for set_name, rule_set in sent["ruleSets"].items():
@@ -160,3 +218,28 @@ def specialise(sent: dict[str, Any], fixed: Mapping[str, Any], varying: set[str]
     if "training" in sent:
         out["training"] = rule(sent["training"])
     return out
+
+
+def prune(sent: dict[str, Any], read: Collection[str]) -> dict[str, Any]:
+    """`sent` (specialise's) without the derived symbols nothing reads: no rule of it (a rule set's symbols and parts,
+    the checks, the stages, the training test, the search) and none of `read`, the names the script looks up itself
+    (model_data.READ); to a fixed point, since a symbol dropped may have been the only reader of another. Specialised
+    rules drop many (the op lists' symbols of runs the widget never makes); nothing else changes."""
+    rule_sets = {name: dict(rule_set) for name, rule_set in sent["ruleSets"].items()}
+    search = sent.get("largest", {})
+    fixed_rules = [sent["stages"], sent.get("training", 0), *(rule for check in sent["checks"] + sent["shapeChecks"]
+                                                               for rule in check),
+                   *(rule for key in ("start", "after") for _, rule in search.get(key, [])),
+                   *(search[key] for key in ("going", "probe", "answer") if key in search)]
+    while True:
+        rules = fixed_rules + [rule for rule_set in rule_sets.values()
+                               for rule in [data for _, data in rule_set["symbols"]]
+                               + [rule for part in rule_set["parts"] for rule in part[1:6]]]
+        used = set(read).union(*(symbols_of(decode(rule)) for rule in rules))
+        dropped = False
+        for rule_set in rule_sets.values():
+            kept = [symbol for symbol in rule_set["symbols"] if symbol[0] in used]
+            dropped |= len(kept) < len(rule_set["symbols"])
+            rule_set["symbols"] = kept
+        if not dropped:
+            return {**sent, "ruleSets": rule_sets}

@@ -84,8 +84,8 @@ function browserModel(M) {
     return { parts: best[0].filter((p) => p[1]), total: sum(best[0]), host: sum(best[1]) * toNumber(best[2]), need: need[0], phase: need[1] };
   };
   // builder.model.search.LARGEST, the search --max runs: limit if it fits, else the largest multiple of step above
-  // low (low included) below limit that fits, 0 if none.
-  const search = searchRunner(M.largest);
+  // low (low included) below limit that fits, 0 if none. A teaching widget's data has no search (it never runs one).
+  const search = M.largest && searchRunner(M.largest);
   const largest = (size, capacity, low, limit, step) => search(size, { capacity, low, limit, step });
   return { shapeOf, refuse, shapeChecks, estimate, largest };
 }
