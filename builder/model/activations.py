@@ -128,6 +128,13 @@ OP_SYMBOLS = {
 PREPARED_FP32 = both(sym("qlora"), eq(sym("kbit_prepare"), "prepare"), negate(sym("autocast")))
 # The dtype a training run's activations are saved in: the policy's, or fp32 for a prepared QLoRA model.
 SAVED_DTYPE = when(PREPARED_FP32, "fp32", sym("activation_dtype"))
+# torch.autocast over 16-bit weights (Trainer's bf16=True on a model loaded in bf16, or a QLoRA model whose
+# unquantised weights were not prepared): the residual stream stays 16-bit and autocast's casts of 16-bit tensors are
+# the tensors themselves; only the fp32 LoRA adapters see a cast. Over fp32 weights (amp-bf16, a prepared QLoRA model)
+# the stream stays fp32 (FP32_STREAM_AMP: the op lists' 'autocast' rows).
+STREAM_16BIT_AMP = both(sym("autocast"), when(sym("qlora"), eq(sym("kbit_prepare"), "none"),
+                                              ne(sym("param_dtype"), "fp32")))
+FP32_STREAM_AMP = both(sym("autocast"), negate(STREAM_16BIT_AMP))
 
 
 def _conditions() -> dict[str, Expr]:
@@ -152,10 +159,9 @@ def _conditions() -> dict[str, Expr]:
     full = eq(sym("recompute"), "full")
     # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
     # input) stays fp32; the op lists' 'autocast' rows apply.
-    # QLoRA without prepare_model_for_kbit_training keeps 16-bit embeddings and norms: under autocast its residual
-    # stream stays 16-bit, and only the adapters see autocast (bf16_stream_amp).
-    bf16_stream_amp = both(sym("autocast"), hf, sym("qlora"), eq(sym("kbit_prepare"), "none"))
-    autocast = both(sym("autocast"), hf, negate(bf16_stream_amp))
+    # Over 16-bit weights autocast leaves the stream 16-bit (STREAM_16BIT_AMP): only the adapters see it.
+    bf16_stream_amp = both(hf, STREAM_16BIT_AMP)
+    autocast = both(hf, FP32_STREAM_AMP)
     # A low-precision recipe (builder.model.recipes): every linear layer saves a quantised copy of its input.
     # Megatron-LM has the attention output projection keep its original input instead (save_original_input) for
     # every recipe but delayed scaling; a fused attention kernel saves that input as its own output regardless.
@@ -177,10 +183,11 @@ def _conditions() -> dict[str, Expr]:
         # projections that share an input save it once, and o's is the fused attention kernel's own saved output.
         # Under autocast over a 16-bit stream (QLoRA without prepare) PEFT's bitsandbytes layer skips the cast
         # (peft/tuners/lora/bnb.py Linear4bit.forward: requires_conversion = not torch.is_autocast_enabled()), and
-        # lora_A saves the 16-bit input itself, shared as in an fp32 model.
+        # lora_A saves the 16-bit input itself, shared as in an fp32 model; PEFT's plain layer casts to fp32 all the
+        # same, and autocast casts that back for lora_A: a 16-bit copy of its own per adapter.
         # The output projection's input is the attention's 16-bit output under autocast: PEFT's bitsandbytes layer
         # passes it to lora_A as it is, the fused kernel's own saved output.
-        copied = both(low_precision, negate(bf16_stream_amp))
+        copied = both(low_precision, negate(both(bf16_stream_amp, sym("qlora"))))
         if target == "o":
             return both(lora[target], either(both(low_precision, negate(both(sym("autocast"), hf, sym("qlora")))),
                                              lora_dropout, eager))

@@ -9,7 +9,7 @@ copies are made again in its backward.
 from __future__ import annotations
 
 from builder.model.cite import Cite
-from builder.model.expr import both, eq, fmt, ne, negate, per_unit, sym, when
+from builder.model.expr import both, eq, fmt, negate, per_unit, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.states import ADAPTERS
 
@@ -25,11 +25,14 @@ copy_bytes = bytes_of(sym("activation_dtype"))
 # cast and its copy saved. Measured with bitsandbytes 0.50.2 and PEFT 0.21.2 on CPU (content/validation/qlora.json).
 QLORA = (Cite("bitsandbytes-95f9af3", "bitsandbytes/autograd/_functions.py MatMul4Bit.forward: ctx.tensors = (None, B)")
          + "; " + Cite("peft-kbit", "peft/utils/other.py prepare_model_for_kbit_training"))
-FP32_HEAD = negate(both(sym("qlora"), ne(sym("kbit_prepare"), "prepare")))
+# Which weights are fp32, so that autocast copies them: the policy's weights (16-bit weights under autocast are not
+# copied: the cast of a bf16 tensor to bf16 is the tensor), or for QLoRA only the output layer after prepare.
+FP32_LINEARS = both(negate(sym("qlora")), eq(sym("param_dtype"), "fp32"))
+FP32_HEAD = when(sym("qlora"), eq(sym("kbit_prepare"), "prepare"), eq(sym("param_dtype"), "fp32"))
 
 AUTOCAST_COPIES = RuleSet(symbols={}, parts=(
     PartRule("activations/autocast_weight_copies",
-             (when(eq(sym("recompute"), "full"), 0, when(sym("qlora"), 0, sym("linear_matrices"))
+             (when(eq(sym("recompute"), "full"), 0, when(FP32_LINEARS, sym("linear_matrices"), 0)
                    + when(sym("lora_rank") > 0, ADAPTERS["adapters"], 0))
               + when(both(sym("stage_has_head"), FP32_HEAD), sym("vocab_rows"), 0)) * copy_bytes * sym("stage_in_flight"),
              "in_flight x (linear weights of the stage's layers + LoRA adapters + head) x bytes(autocast dtype)",

@@ -137,6 +137,14 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
         PrecisionPolicy("amp-bf16", "fp32", None, "fp32", "fp32", "bf16",
                         "fp32 weights and gradients, bf16 autocast activations, no separate master",
                         Cite("pytorch-2-13", "torch.autocast") + " with fp32 parameters", autocast=True),
+        # Hugging Face Trainer's bf16=True on a model loaded in bf16 (from_pretrained(dtype=torch.bfloat16)): the
+        # weights, their gradients and torch.optim's states (zeros_like the parameter) are bf16, no master copy, and
+        # the forward runs under torch.autocast, which leaves 16-bit tensors as they are and casts the fp32 LoRA
+        # adapters (transformers trainer.py autocast_smart_context_manager; accelerate's mixed_precision "bf16").
+        PrecisionPolicy("bf16-autocast", "bf16", None, "bf16", "bf16", "bf16",
+                        "bf16 weights, gradients and optimizer states, the forward under bf16 autocast (Trainer's "
+                        "bf16=True on a bf16 model)",
+                        Cite("pytorch-2-13", "torch.autocast") + " with bf16 parameters", autocast=True),
         PrecisionPolicy("fp32", "fp32", None, "fp32", "fp32", "fp32",
                         "everything in fp32", Cite("micikevicius2017") + ", baseline"),
         PrecisionPolicy("bf16", "bf16", None, "bf16", "bf16", "bf16",

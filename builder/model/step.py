@@ -37,7 +37,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from builder.model import dequant, oplists
-from builder.model.activations import LAYER_GROUPS, SAVED_DTYPE, per_token
+from builder.model.activations import FP32_STREAM_AMP, LAYER_GROUPS, SAVED_DTYPE, per_token
 from builder.model.cite import Cite
 from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, floor, fmt, get, isin, maximum,
                                 minimum, negate, ne, row, sym, table, top, total, when, within)
@@ -272,7 +272,7 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
         PartRule("activations/final_hidden_fp32", sym("op_T") * sym("hidden") * 4, "b x s x h x 4 B", LOSS,
                  per_token(sym("op_T") * sym("hidden") * 4),
                  "the final norm's fp32 output, held by the model output until the loss is computed",
-                 when=both(HEAD, sym("autocast")), transient=True),
+                 when=both(HEAD, FP32_STREAM_AMP), transient=True),
     ),
     "backward_start": (
         PartRule("activations/loss_grads", 2 * sym("op_T") * sym("op_V") * 4 * LOSS_SHARE, "2 x b x s x V x 4 B",
@@ -317,12 +317,12 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
         # no layer saves unless the first layer is checkpointed: its input norm saves an fp32 copy instead.
         PartRule("activations/embedding_outputs",
                  when(LEARNED_POSITIONS, (sym("op_T") + sym("op_s")) * sym("hidden"), sym("op_T") * sym("hidden"))
-                 * when(sym("autocast"), 4, sym("act_bytes")),
+                 * when(FP32_STREAM_AMP, 4, sym("act_bytes")),
                  when(LEARNED_POSITIONS, "(b x s + s) x h x bytes(residual stream)", "b x s x h x bytes(activation dtype)"),
-                 EMBEDDING_LOCALS, per_token(sym("op_T") * sym("hidden") * when(sym("autocast"), 4, sym("act_bytes"))),
+                 EMBEDDING_LOCALS, per_token(sym("op_T") * sym("hidden") * when(FP32_STREAM_AMP, 4, sym("act_bytes"))),
                  "the model's forward holds them until it returns (freed before the loss)",
                  when=both(EMBEDDING, eq(sym("implementation"), "hf"),
-                           either(LEARNED_POSITIONS, both(ne(sym("recompute"), "full"), negate(sym("autocast")),
+                           either(LEARNED_POSITIONS, both(ne(sym("recompute"), "full"), negate(FP32_STREAM_AMP),
                                                           ne(SAVED_DTYPE, "fp32")))),
                  transient=True),
     ),

@@ -68,8 +68,11 @@ def architecture_for(hf_config: dict[str, Any], layers: int, name: str):
 
 
 def precision_of(inputs: dict[str, Any]) -> str:
-    """The builder.model precision policy a measured case ran: 'fp32', 'bf16' or 'amp-bf16' (autocast)."""
-    return "amp-bf16" if inputs.get("autocast") else DTYPES[inputs["dtype"]]
+    """The builder.model precision policy a measured case ran: 'fp32', 'bf16', or under autocast 'amp-bf16' (an fp32
+    model) or 'bf16-autocast' (a bf16 model)."""
+    if inputs.get("autocast"):
+        return "amp-bf16" if inputs["dtype"] == "float32" else "bf16-autocast"
+    return DTYPES[inputs["dtype"]]
 
 
 def lora_of(inputs: dict[str, Any]) -> dict[str, Any]:

@@ -9,10 +9,11 @@ recorder (builder.validate.saved: each storage once). As in builder.validate.mea
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from builder.validate.cases import LORA_TARGET_MODULES, ActivationCase, hf_config
+from builder.validate.cases import DTYPES, LORA_TARGET_MODULES, ActivationCase, hf_config
 
 PEFT_VERSION = "0.21.2"
 
@@ -25,18 +26,28 @@ class LoraCase:
     rank: int = 8
     targets: tuple[str, ...] = ("q", "k", "v", "o")
     dropout: float = 0.0
+    autocast: bool = False  # the forward under torch.autocast(bfloat16): Trainer's bf16=True
 
     @property
     def name(self) -> str:
         targets = "all" if set(self.targets) == set(LORA_TARGET_MODULES) else "".join(self.targets)
-        return f"{self.base.name}-lora{self.rank}-{targets}-p{self.dropout:g}"
+        return f"{self.base.name}-lora{self.rank}-{targets}-p{self.dropout:g}" + ("-amp" if self.autocast else "")
+
+    @property
+    def precision(self) -> str:
+        """The policy the case runs: the model's dtype, or under autocast amp-bf16 (fp32 weights) or bf16-autocast."""
+        if not self.autocast:
+            return DTYPES[self.base.dtype]
+        return "amp-bf16" if self.base.dtype == "float32" else "bf16-autocast"
 
 
 def lora_cases() -> list[LoraCase]:
-    """fp32 and bf16, SDPA and eager attention, the attention projections or all seven, with and without dropout."""
-    return [LoraCase(ActivationCase(family="llama", attention=attention, dtype=dtype, kv_heads=2), 8, targets, p)
+    """fp32 and bf16, SDPA and eager attention, the attention projections or all seven, with and without dropout,
+    with and without autocast."""
+    return [LoraCase(ActivationCase(family="llama", attention=attention, dtype=dtype, kv_heads=2), 8, targets, p, amp)
             for dtype in ("float32", "bfloat16") for attention in ("sdpa", "eager")
-            for targets in (("q", "k", "v", "o"), tuple(LORA_TARGET_MODULES)) for p in (0.0, 0.1)]
+            for targets in (("q", "k", "v", "o"), tuple(LORA_TARGET_MODULES)) for p in (0.0, 0.1)
+            for amp in (False, True)]
 
 
 def adapted_model(case: LoraCase, layers: int):
@@ -61,7 +72,8 @@ def saved_bytes(case: LoraCase, layers: int) -> int:
     model = adapted_model(case, layers)
     ids = make_token_ids(case.base.batch, case.base.seq_len, case.base.vocab)
     recorder = SavedTensorRecorder(model, inputs=[ids])
-    with torch.enable_grad(), cuda_style_dropout(), recorder:
+    amp = torch.autocast("cpu", dtype=torch.bfloat16) if case.autocast else contextlib.nullcontext()
+    with torch.enable_grad(), cuda_style_dropout(), recorder, amp:
         model(input_ids=ids, labels=ids)
     return total_saved(recorder.records).activation_storage_bytes
 
@@ -86,11 +98,11 @@ def adapter_dtypes(case: LoraCase) -> dict[str, set[str]]:
 def predicted_per_layer(case: LoraCase) -> int:
     """The per-layer activation bytes the model predicts for the case."""
     from builder.model import Config, estimate
-    from builder.validate.compare import architecture_for, precision_of
+    from builder.validate.compare import architecture_for
 
     def saved(layers: int) -> int:
         config = Config(model=architecture_for(hf_config(case.base, layers), layers, case.name), mode="train",
-                        precision=precision_of(case.base.as_dict()), micro_batch=case.base.batch,
+                        precision=case.precision, micro_batch=case.base.batch,
                         seq_len=case.base.seq_len, attention=case.base.attention, lora_rank=case.rank,
                         lora_targets=case.targets, lora_dropout=case.dropout)
         return estimate(config).get("activations", default=None, transient=False)
