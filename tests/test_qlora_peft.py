@@ -28,8 +28,8 @@ else:
 
 from builder.model import Config, estimate  # noqa: E402
 from builder.validate.cases import ActivationCase  # noqa: E402
-from builder.validate.qlora import (BITSANDBYTES_VERSION, QLoraCase, measure_qlora_case, predicted_per_layer,  # noqa: E402
-                                    qlora_cases, qlora_model)
+from builder.validate.qlora import (  # noqa: E402
+    BITSANDBYTES_VERSION, QLoraCase, measure_qlora_case, predicted_per_layer, qlora_cases, qlora_model)
 
 torch.set_num_threads(1)
 SDPA = ActivationCase(family="llama", attention="sdpa", dtype="bfloat16", kv_heads=2)

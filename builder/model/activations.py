@@ -123,7 +123,7 @@ OP_SYMBOLS = {
 # the residual stream is fp32 from the embedding on, each norm's output is fp32, and bitsandbytes' Linear4bit.forward
 # casts its input to the compute dtype for the 4-bit matmul and its output back to the input's dtype (fp32), so
 # without torch.autocast every saved activation is fp32 whatever the policy's activation dtype (measured with
-# bitsandbytes 0.50.2 and PEFT 0.21.2 on CPU: content/validation/qlora.json). The dequantised weight copies stay in
+# bitsandbytes 0.50.2 and PEFT 0.21.2 on CPU: tests/test_qlora_peft.py). The dequantised weight copies stay in
 # the compute dtype (builder.model.dequant reads the policy's activation dtype).
 PREPARED_FP32 = both(sym("qlora"), eq(sym("kbit_prepare"), "prepare"), negate(sym("autocast")))
 # The dtype a training run's activations are saved in: the policy's, or fp32 for a prepared QLoRA model.
@@ -158,8 +158,8 @@ def _conditions() -> dict[str, Expr]:
                              eq(sym("implementation"), "torchtune")))
     full = eq(sym("recompute"), "full")
     # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
-    # input) stays fp32; the op lists' 'autocast' rows apply.
-    # Over 16-bit weights autocast leaves the stream 16-bit (STREAM_16BIT_AMP): only the adapters see it.
+    # input) stays fp32; the op lists' 'autocast' rows apply. Over 16-bit weights autocast leaves the stream 16-bit
+    # (STREAM_16BIT_AMP): only the adapters see it.
     bf16_stream_amp = both(hf, STREAM_16BIT_AMP)
     autocast = both(hf, FP32_STREAM_AMP)
     # A low-precision recipe (builder.model.recipes): every linear layer saves a quantised copy of its input.
@@ -261,10 +261,9 @@ def _holds(condition: str) -> Any:
 
 def _bytes(r: oplists.Row) -> Expr:
     """A row's bytes: coefficient x its shape's symbols x the size of its dtype ('act': the activation dtype,
-    'lin': a linear layer's input as it saves it, 'grad': the gradient dtype)."""
+    'lin': a linear layer's input as it saves it, 'proj': a projection's output, 'grad': the gradient dtype)."""
     sizes = {"act": sym("act_bytes"), "lin": sym("lin_bytes"), "proj": sym("proj_bytes"), "grad": sym("grad_bytes"),
-             "int64": lift(8),
-             "int32": lift(4)}
+             "int64": lift(8), "int32": lift(4)}
     size = sizes[r.dtype] if r.dtype in sizes else DTYPE_BYTES[r.dtype]
     share = (sym(f"op_{r.layers}_share"),) if r.layers else ()  # an MoE model's dense or MoE layers (Row.layers)
     return Expr("*", r.coefficient, *(sym(f"op_{x}") for x in r.shape.split()), size, *share)

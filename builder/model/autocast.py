@@ -22,7 +22,7 @@ copy_bytes = bytes_of(sym("activation_dtype"))
 # QLoRA: bitsandbytes' MatMul4Bit keeps the packed 4-bit weight for backward and dequantises it there, so the 4-bit
 # linear layers leave no autocast copy; the output layer is 16-bit unless PEFT's prepare_model_for_kbit_training cast
 # it to fp32 (kbit_prepare "prepare"; a 16-bit weight is not copied). The LoRA adapters are fp32 and train: each is
-# cast and its copy saved. Measured with bitsandbytes 0.50.2 and PEFT 0.21.2 on CPU (content/validation/qlora.json).
+# cast and its copy saved. Measured with bitsandbytes 0.50.2 and PEFT 0.21.2 on CPU (tests/test_qlora_peft.py).
 QLORA = (Cite("bitsandbytes-95f9af3", "bitsandbytes/autograd/_functions.py MatMul4Bit.forward: ctx.tensors = (None, B)")
          + "; " + Cite("peft-kbit", "peft/utils/other.py prepare_model_for_kbit_training"))
 # Which weights are fp32, so that autocast copies them: the policy's weights (16-bit weights under autocast are not
@@ -34,7 +34,8 @@ AUTOCAST_COPIES = RuleSet(symbols={}, parts=(
     PartRule("activations/autocast_weight_copies",
              (when(eq(sym("recompute"), "full"), 0, when(FP32_LINEARS, sym("linear_matrices"), 0)
                    + when(sym("lora_rank") > 0, ADAPTERS["adapters"], 0))
-              + when(both(sym("stage_has_head"), FP32_HEAD), sym("vocab_rows"), 0)) * copy_bytes * sym("stage_in_flight"),
+              + when(both(sym("stage_has_head"), FP32_HEAD), sym("vocab_rows"), 0))
+             * copy_bytes * sym("stage_in_flight"),
              "in_flight x (linear weights of the stage's layers + LoRA adapters + head) x bytes(autocast dtype)",
              AUTOCAST + "; " + QLORA,
              fmt("{0} B/linear param ({1})", per_unit(copy_bytes), sym("activation_dtype")), NOT_MODELLED,

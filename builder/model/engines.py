@@ -74,6 +74,7 @@ NON_TORCH_TP_SOURCE = ("assumed 2.1 GiB at tensor parallel size 2 and more on a 
 # The GPUs of NVLink switch boards with NVLink SHARP (Hopper and Blackwell HGX), by catalog id; other GPUs, PCIe
 # boards among them, keep the single-GPU figure at any tensor parallel size.
 NVLINK_SWITCH_GPUS = ("h100-80gb", "h200", "b200")
+TP_OVER_SWITCH = both(sym("tp") > 1, sym("nvlink_switch"))
 CUDA_GRAPHS = Fraction(42, 100) * GIB
 CUDA_GRAPHS_SOURCE = ("assumed 0.42 GiB: vLLM's own estimate in a published log (vllm PR #57047, Sep 2026: 'CUDA graph "
                       "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager. vLLM measures "
@@ -197,7 +198,7 @@ VLLM = RuleSet(
         # requests, leaves room for no more than about 4 bytes per logit: vllm PR #57047).
         "profile_sampler": R * sym("vocab") * 4,
         "profile_peak": maximum(sym("profile_forward"), sym("profile_sampler")),
-        "non_torch": when(both(sym("tp") > 1, sym("nvlink_switch")), NON_TORCH_TP, NON_TORCH),
+        "non_torch": when(TP_OVER_SWITCH, NON_TORCH_TP, NON_TORCH),
         "cuda_graphs": when(sym("enforce_eager"), 0, CUDA_GRAPHS),
         "available": when(sym("kv_cache_memory"), sym("kv_cache_memory"),
                           sym("requested") - sym("weights_bytes") - sym("non_torch") - sym("profile_peak")
@@ -262,8 +263,7 @@ VLLM = RuleSet(
                  "estimate: the profile run's peak from its tensors (attention skipped, as vLLM's profile run "
                  "does); vLLM measures it"),
         PartRule("overhead/non_torch", sym("non_torch"), "fixed",
-                 when(both(sym("tp") > 1, sym("nvlink_switch")), NON_TORCH_TP_SOURCE, NON_TORCH_SOURCE), "fixed",
-                 "assumed"),
+                 when(TP_OVER_SWITCH, NON_TORCH_TP_SOURCE, NON_TORCH_SOURCE), "fixed", "assumed"),
         PartRule("overhead/cuda_graphs", sym("cuda_graphs"), "fixed", CUDA_GRAPHS_SOURCE, "fixed", "assumed",
                  when=sym("cuda_graphs")),
         PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request",
