@@ -286,9 +286,10 @@ WIDGETS.calculator = (root, D) => {
   // The form's named controls, found once (the form keeps its controls), with their types.
   const controls = [...form.elements].filter((e) => e.name).map((e) => [e, e.name, e.type]), named = {};
   const control = (k) => (named[k] ||= form.elements[k]);
+  const valueOf = (e) => (e.type == "checkbox" ? (e.checked ? "1" : "0") : e.value);
   const read = () => {
     const st = {};
-    for (const [e, name, type] of controls) if (type != "radio" || e.checked) st[name] = type == "checkbox" ? (e.checked ? "1" : "0") : e.value;
+    for (const [e, name, type] of controls) if (type != "radio" || e.checked) st[name] = valueOf(e);
     return st;
   };
   // calculator.link_state: what a link carries (the values that differ from the defaults; the custom architecture's
@@ -300,6 +301,7 @@ WIDGETS.calculator = (root, D) => {
     const e = control(k);
     if (e.type == "checkbox") e.checked = v == "1"; else if (e.value !== v) e.value = v;
   };
+  let state = null;  // the form state last read
   const update = (event, first = false) => {
     // Picking a catalog model fills the custom fields with its shape (calculator.arch_state: each field's first
     // input, or the model's own form where that differs, calculator.arch_fields): a custom model starts from it.
@@ -310,7 +312,9 @@ WIDGETS.calculator = (root, D) => {
     if (start) {
       for (const [k, v] of Object.entries({ ...defaults, ...start })) if (k != "gpu") set(k, v);
     } else if (event && event.target.name && event.target.name != "start") set("start", "");
-    const st = read();
+    // The form read whole, but after a change of one control alone (a slider step): the last state with its value.
+    const one = !A && !start && state && event?.target.name;
+    const st = state = one ? { ...state, start: control("start").value, [one]: valueOf(event.target) } : read();
     save(st);
     render(st, first);
   };
