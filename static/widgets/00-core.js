@@ -30,19 +30,19 @@ function keepLast(limit) {
 // Work that takes many estimates, after the input's cheap part is on screen: later(work) runs work in a task
 // queued once the next frame is painted; any later call, with work or without, cancels work still waiting. Work
 // that is a generator function (each step one estimate: a search's probe) runs in slices, each its own task of at
-// most SLICE_MS (a step is not begun when the slowest step so far would overrun it), so that the browser paints and
+// most SLICE_MS (a step is not begun when one as long as the last would overrun it), so that the browser paints and
 // handles input between them (Lighthouse counts a task over 50 ms, on a phone 4x slower, as blocking); a later call
 // cancels its steps not yet run.
 const SLICE_MS = 10;
 function afterFrame() {
-  let turn = 0, slowest = 0;
+  let turn = 0;
   const slices = (steps, mine) => {
     const begun = performance.now();
-    for (let at = begun, now; mine == turn; at = now) {
+    for (let at = begun; mine == turn; ) {
       if (steps.next().done) return;
-      now = performance.now();
-      slowest = Math.max(slowest, now - at);
-      if (now - begun + slowest > SLICE_MS) return nextTask(() => slices(steps, mine));
+      const now = performance.now(), last = now - at;
+      at = now;
+      if (now - begun + last > SLICE_MS) return nextTask(() => slices(steps, mine));
     }
   };
   return (work) => {

@@ -258,6 +258,7 @@ WIDGETS.calculator = (root, D) => {
     yield* model.steps();
     const made = figureOf(st, key);
     if (!made.error && !made.answers) {
+      yield;
       show(st, made);
       yield;
       try {
