@@ -55,7 +55,7 @@ function liveTemplates(tpl) {
   const make = (name, values, svg) => {
     const p = proto(name, svg), frag = p.frag.cloneNode(true);
     const attrs = p.attrs.map(([path, attr, pieces]) => ({ el: at(frag, path), attr, pieces, text: null }));
-    const places = p.places.map(([path, index]) => ({ anchor: at(frag, path), index, items: [], markup: null, value: undefined,
+    const places = p.places.map(([path, index]) => ({ anchor: at(frag, path), shown: "", index, items: [], markup: null, value: undefined,
       svg: at(frag, path).parentNode === frag ? svg : at(frag, path).parentNode.namespaceURI == SVG }));
     const made = { name, attrs, places, first: frag.firstChild, last: frag.lastChild, values: [], frag };
     write(made, values);
@@ -89,7 +89,7 @@ function liveTemplates(tpl) {
     if (value && typeof value == "object") {
       if (place.markup !== null) { remove(place.markup); place.markup = null; }
       views(place, Array.isArray(value) ? value : [value]);
-      if (anchor.data) anchor.data = "";
+      if (place.shown) anchor.data = place.shown = "";
       return;
     }
     const text = String(value), markup = /[<&]/.test(text);
@@ -101,7 +101,7 @@ function liveTemplates(tpl) {
       if (frag.firstChild) anchor.before(frag); else place.markup = null;
     }
     const shown = markup ? "" : text;
-    if (anchor.data !== shown) anchor.data = shown;
+    if (place.shown !== shown) anchor.data = place.shown = shown;
   };
   // The views of a place: each drawn into the next unused copy of its template there, or a new one; unused copies go.
   const views = (place, list) => {

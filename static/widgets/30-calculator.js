@@ -183,8 +183,6 @@ WIDGETS.calculator = (root, D) => {
   // are final. They are kept with the state's figure (figureOf): a state shown before is drawn whole at once.
   let shownFixes = [], fixesShown = "";
   const later = afterFrame();
-  // The answers' texts on screen (max_batch, max_seq): kept here as they are written, read from the page at first.
-  const shownAnswers = {};
   // The answers' texts (max_batch, max_seq), the fixes and their view, worked out once per figure: the largest batch
   // and sequence (D.searches: the input searched, its limit and the input its step is) and the suggested fixes. A
   // generator (a probe a step) whose value is the answers.
@@ -198,8 +196,13 @@ WIDGETS.calculator = (root, D) => {
     return [fill(answers[0], gpu[1], sizes[0] ? commas(sizes[0]) : T.none[0]), fill(answers[1], gpu[1], sizes[1] ? fill(T.tokens, commas(sizes[1])) : T.none[1]), found,
       ok ? "" : found.length ? put("fixes", fill(T.fixes, gpu[1]), found.map(([text, to]) => put("fix", href(to), text))) : put("nofix", fill(T.fixes_none, gpu[1]))];
   }
-  // The previous answers' text, kept in the figure while the new ones are worked out ('' for none).
-  const kept = (k) => { if (!(k in shownAnswers)) { const e = out(k); shownAnswers[k] = e ? e.textContent : ""; } return shownAnswers[k]; };
+  // The texts on screen of the outputs this script alone writes (error, summary, live; the answers max_batch and
+  // max_seq, in the figure, kept there while the next ones are worked out), as written, read from the page at first
+  // ('' for none).
+  const texts = {}, onScreen = (k) => {
+    if (!(k in texts)) texts[k] = out(k)?.textContent ?? "";
+    return texts[k];
+  };
   // A form state's figure but its answers: its run (c), the GPU chosen, whether the run fits there, the summary and
   // the views of the figure (the result template's values up to its answers), and its readouts.
   const figure = (st) => {
@@ -230,7 +233,7 @@ WIDGETS.calculator = (root, D) => {
   });
   const nameOf = (st) => (st.model == "custom" ? T.custom : D.models[st.model].n);
   // An output's text, written when it changes; the summary and the figure marked aria-busy or not.
-  const write = (k, text) => { const e = out(k); if (e.textContent !== text) e.textContent = text; };
+  const write = (k, text) => { if (onScreen(k) !== text) out(k).textContent = texts[k] = text; };
   const busy = (on) => {
     for (const k of ["summary", "result"]) if (on) out(k).setAttribute("aria-busy", "true"); else out(k).removeAttribute("aria-busy");
   };
@@ -238,9 +241,9 @@ WIDGETS.calculator = (root, D) => {
   // fits); or the model's message. Its summary (the live region's text once it is final).
   const show = (st, made) => {
     const { error = "" } = made, result = out("result"), text = error ? fill(T.invalid, nameOf(st), error) : made.text;
-    if (made.answers) [shownAnswers.max_batch, shownAnswers.max_seq, shownFixes, fixesShown] = made.answers;
+    if (made.answers) [texts.max_batch, texts.max_seq, shownFixes, fixesShown] = made.answers;
     else if (made.ok) fixesShown = "";
-    if (!error) live.draw(result, put("result", ...made.views, kept("max_batch"), kept("max_seq"), fixesShown, ...made.readouts));
+    if (!error) live.draw(result, put("result", ...made.views, onScreen("max_batch"), onScreen("max_seq"), fixesShown, ...made.readouts));
     if (result.hidden != !!error) result.hidden = !!error;
     if (out("error").hidden != !error) out("error").hidden = !error;
     write("error", error);
