@@ -92,9 +92,9 @@ function* browserModelSteps(M) {
   // builder.model.search.LARGEST, the search --max runs: limit if it fits, else the largest multiple of step above
   // low (low included) below limit that fits, 0 if none. largest.steps: the same search one probe at a time (a
   // generator whose value is the answer, for afterFrame's slices).
-  const search = searchRunner(M.largest);
-  const largest = (size, capacity, low, limit, step) => search(size, { capacity, low, limit, step });
-  largest.steps = (size, capacity, low, limit, step) => search.steps(size, { capacity, low, limit, step });
+  const search = searchRunner(M.largest), bounds = (capacity, low, limit, step) => ({ capacity, low, limit, step });
+  const largest = (size, ...at) => search(size, bounds(...at));
+  largest.steps = (size, ...at) => search.steps(size, bounds(...at));
   return { shapeOf, refuse, shapeChecks, estimate, largest };
 }
 // builder.model.search.Search.run: a program Python sends as rules (`start`, `going`, `probe`, `after`, `answer`)
