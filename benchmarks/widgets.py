@@ -6,9 +6,10 @@ first; `first_p95_ms` is the p95 over those first visits alone); for each, perfo
 before dispatching `input` and after the handler has updated the DOM it updates synchronously (what is written
 when dispatchEvent returns) -- the `p95_ms` the target applies to -- and again after forcing style and layout of
 the page (`layout_p95_ms`, which depends on the whole page and on the machine's load). What a widget leaves for a
-frame later is marked aria-busy until it lands: the calculator's answers that take many estimates (the largest
-micro-batch and sequence, the suggested fixes; its parts, sum, peak and verdict are drawn in the handler), and a
-teaching widget's figure for a model or run not priced yet (the handler writes the controls' values). `settled_p95_ms`
+frame later is marked aria-busy until it lands: the calculator's figure for a state not shown before (its parts,
+sum, peak and verdict a frame later, then the answers that take many estimates -- the largest micro-batch and
+sequence, the suggested fixes -- a probe at a time in short tasks; a state shown before is drawn whole in the
+handler), and a teaching widget's figure for a model or run not priced yet (the handler writes the controls' values). `settled_p95_ms`
 is the time from the input until nothing is aria-busy (tests/browser/helpers.py SETTLED; the handler's own time where
 nothing was deferred), `deferred` how many inputs left work for later and `deferred_p95_ms` their input-to-settled
 p95, so a handler made fast by deferring shows what it deferred. Each input waits for the previous one to settle.
@@ -18,7 +19,8 @@ The calculator is also timed over random states (the parity test's hypothesis st
 and custom models, training and serving, every parallel layout, some refused), from the form's change event to
 the updated DOM: its worst case is what a reader meets when a search needs many estimates.
 Each widget's start on page load (99-boot.js's "widget start" measure: rules compiled, first draw) is reported
-too: it is the script's part of Lighthouse's Total Blocking Time. Every widget with a slider or number input
+too: it is the script's part of Lighthouse's Total Blocking Time. (The calculator keeps the figure the server
+rendered and compiles its model after the page is painted, in short tasks: its start is the controls' set-up.) Every widget with a slider or number input
 is measured twice: as the machine runs, and with Chrome's
 CPU throttled 4x (DevTools Protocol `Emulation.setCPUThrottlingRate` {rate: 4}, what Lighthouse's mobile
 preset simulates: a mid-range phone). Issue 14's target, p95 <= 4 ms, applies to the throttled run.
@@ -101,8 +103,8 @@ START = "(name) => performance.getEntriesByName(name)[0].duration"
 
 # (page, widget, the control that gets input events, the element whose layout is forced, values to cycle)
 # The calculator's micro-batch cycles through ten values: the first pass estimates each state and runs its searches (a
-# frame later); later passes meet states whose figure and answers are kept (the last hundred), as a reader moving a
-# slider back and forth does. States met for the first time are what the random states below measure.
+# frame later, aria-busy until they are in); later passes meet states whose figure and answers are kept (the last
+# hundred), as a reader moving a slider back and forth does. States met for the first time are what the random states below measure.
 # The serving widget gets request lengths (its number field), powers of two from 256 to 256k tokens: some fit, the
 # longest are refused by the engine's own check, both are on screen for a reader.
 CASES = (

@@ -572,7 +572,7 @@ def page_sources(sources: list[Path], widgets: tuple[str, ...]) -> list[Path]:
     return [path for path in sources if path in chosen]
 
 
-TOP_LEVEL_NAME = re.compile(r"^(?:const|let|function)\s+([\w$]+)", re.M)
+TOP_LEVEL_NAME = re.compile(r"^(?:const|let|function\*?)\s+([\w$]+)", re.M)
 FULL_LINE_COMMENT = re.compile(r"^[ \t]*//.*$", re.M)
 BUNDLE_HEAD = ['(() => {', '"use strict";']  # the sources share one strict-mode function scope
 

@@ -42,10 +42,16 @@ function engineModel(M, engines) {
   };
   return { shapeOf, report };
 }
-function browserModel(M) {
+// The full model: its estimate, checks and searches, from the rules `M`, made at once.
+const browserModel = (M) => madeInSteps(browserModelSteps(M))();
+// The same made in steps (a generator whose value is the model): the rules unpacked, the stages' rules compiled, the
+// estimate's rule sets compiled, each its own step, each a few milliseconds (a page compiles them while it loads).
+function* browserModelSteps(M) {
   M = unpacked(M);
+  yield;
   const sum = sumParts, training = compileRule(M.training);
   const { shapeOf, stagesOf, checks, shapeChecks, refuse, inputsOf, states } = stageModel(M);
+  yield;
   // The rule sets of builder.model (serving, overheads, ...), compiled once.
   const R = M.ruleSets;
   const [activations, autocast, checkpoint, serving, comm, hostParts, overheads] = [R.activations, R.autocast, R.checkpoint, R.serving, R.comm, R.host, R.overheads].map(ruleSet);
@@ -85,21 +91,30 @@ function browserModel(M) {
   };
   // builder.model.search.LARGEST, the search --max runs: limit if it fits, else the largest multiple of step above
   // low (low included) below limit that fits, 0 if none. A teaching widget's data has no search (it never runs one).
+  // largest.steps: the same search one probe at a time (a generator whose value is the answer, for afterFrame's
+  // slices).
   const search = M.largest && searchRunner(M.largest);
-  const largest = (size, capacity, low, limit, step) => search(size, { capacity, low, limit, step });
+  const bounds = (capacity, low, limit, step) => ({ capacity, low, limit, step });
+  const largest = (size, ...at) => search(size, bounds(...at));
+  largest.steps = (size, ...at) => search.steps(size, bounds(...at));
   return { shapeOf, refuse, shapeChecks, estimate, largest };
 }
 // builder.model.search.Search.run: a program Python sends as rules (`start`, `going`, `probe`, `after`, `answer`)
 // -> a function of (measure, inputs) that runs it; here is only the loop, measuring where the rules ask (a step
-// whose probe is none measures nothing).
+// whose probe is none measures nothing). Its .steps(measure, inputs): a generator that runs the same loop, pausing
+// after each step, whose value is the answer.
 function searchRunner({ start, going, probe, after, answer, names: [probed, measured] }) {
   const [begin, next] = [start, after].map(deriver), [more, at, result] = [going, probe, answer].map(compileRule);
-  return (measure, inputs) => {
+  const steps = function* (measure, inputs) {
     let env = flat(begin(inputs));
     while (more(env)) {
       const x = at(env);
       env = flat(next(new Scope({ [probed]: x, [measured]: x === null ? null : measure(x) }, scopeOf(env))));
+      yield;
     }
     return result(env);
   };
+  const run = (measure, inputs) => madeInSteps(steps(measure, inputs))();
+  run.steps = steps;
+  return run;
 }

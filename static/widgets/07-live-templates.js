@@ -55,7 +55,7 @@ function liveTemplates(tpl) {
   const make = (name, values, svg) => {
     const p = proto(name, svg), frag = p.frag.cloneNode(true);
     const attrs = p.attrs.map(([path, attr, pieces]) => ({ el: at(frag, path), attr, pieces, text: null }));
-    const places = p.places.map(([path, index]) => ({ anchor: at(frag, path), index, items: [], markup: null, value: undefined,
+    const places = p.places.map(([path, index]) => ({ anchor: at(frag, path), shown: "", index, items: [], markup: null, value: undefined,
       svg: at(frag, path).parentNode === frag ? svg : at(frag, path).parentNode.namespaceURI == SVG }));
     const made = { name, attrs, places, first: frag.firstChild, last: frag.lastChild, values: [], frag };
     write(made, values);
@@ -63,6 +63,7 @@ function liveTemplates(tpl) {
   };
   const write = (made, values) => {
     const old = made.values;
+    if (values === old) return;  // the same view (see view)
     made.values = values;
     for (const a of made.attrs) {
       let same = a.text !== null;
@@ -88,7 +89,7 @@ function liveTemplates(tpl) {
     if (value && typeof value == "object") {
       if (place.markup !== null) { remove(place.markup); place.markup = null; }
       views(place, Array.isArray(value) ? value : [value]);
-      if (anchor.data) anchor.data = "";
+      if (place.shown) anchor.data = place.shown = "";
       return;
     }
     const text = String(value), markup = /[<&]/.test(text);
@@ -100,7 +101,7 @@ function liveTemplates(tpl) {
       if (frag.firstChild) anchor.before(frag); else place.markup = null;
     }
     const shown = markup ? "" : text;
-    if (anchor.data !== shown) anchor.data = shown;
+    if (place.shown !== shown) anchor.data = place.shown = shown;
   };
   // The views of a place: each drawn into the next unused copy of its template there, or a new one; unused copies go.
   const views = (place, list) => {
@@ -109,10 +110,19 @@ function liveTemplates(tpl) {
       list.forEach((v, i) => write(had[i], v.values));  // the same templates in the same order
       return;
     }
-    const unused = new Map();
-    for (const made of place.items) (unused.get(made.name) || unused.set(made.name, []).get(made.name)).push(made);
+    // The copies of each template kept, in order, as many as the list uses; the others removed first (else a copy
+    // that goes would make each one after it move).
+    const wanted = new Map(), unused = new Map(), kept = [];
+    for (const v of list) wanted.set(v.name, (wanted.get(v.name) || 0) + 1);
+    for (const made of place.items) {
+      const left = wanted.get(made.name);
+      if (!left) { remove(made); continue; }
+      wanted.set(made.name, left - 1);
+      kept.push(made);
+      (unused.get(made.name) || unused.set(made.name, []).get(made.name)).push(made);
+    }
     const items = [];
-    let next = place.items.length ? place.items[0].first : place.anchor;
+    let next = kept.length ? kept[0].first : place.anchor;
     for (const view of list) {
       const free = unused.get(view.name), made = free && free.length ? free.shift() : null;
       let item = made;
@@ -122,7 +132,6 @@ function liveTemplates(tpl) {
       items.push(item);
       next = item.last.nextSibling;
     }
-    for (const left of unused.values()) left.forEach(remove);
     place.items = items;
   };
   const move = (made, next) => {
@@ -130,7 +139,14 @@ function liveTemplates(tpl) {
     for (let node = made.first; node; node = node === made.last ? null : node.nextSibling) nodes.push(node);
     next.before(...nodes);
   };
-  const view = (name, ...values) => ({ name, values });
+  // A view: a template's name and its values. A view of texts and numbers only is the one made before for the same
+  // ones (the last ten thousand kept), so that drawing it where it is drawn already writes nothing and compares nothing
+  // (a slider step leaves most parts' rows and many of the chart's marks as they were).
+  const same = keepLast(10 * 1000);
+  const view = (name, ...values) => {
+    if (values.some((v) => v && typeof v == "object")) return { name, values };
+    return same(name + "\u0000" + values.join("\u0000"), () => ({ name, values }));
+  };
   // Draw a view as the whole content of `parent`: in place when the parent holds a drawing of the same template.
   const drawn = new WeakMap();
   const draw = (parent, v) => {

@@ -37,8 +37,9 @@ WIDGETS.calculator = (root, D) => {
   for (const k in modeOnly) plain[k] = D.controls[k]?.plain ?? defaults[k];
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
 
-  // The full model (02-model.js): its estimate, checks and searches, from the rules in D.model.
-  const { shapeOf, refuse, shapeChecks, estimate: priced, largest } = browserModel(D.model);
+  // The full model (02-model.js): its estimate, checks and searches, from the rules in D.model; compiled in steps
+  // after the page is painted (render), or at once where a state needs it first.
+  const model = madeInSteps(browserModelSteps(D.model)), shapeOf = (A) => model().shapeOf(A);
 
   // The state the model reads (calculator.effective_state): a control of the other mode counts at its plain value.
   const effective = (st) => Object.fromEntries(Object.entries(st).map(([k, v]) => [k, (modeOnly[k] || st.mode) == st.mode ? v : plain[k]]));
@@ -55,7 +56,7 @@ WIDGETS.calculator = (root, D) => {
       // The custom architecture the controls describe (calculator.custom_arch), checked as Architecture does.
       A = { ...D.custom };
       for (const [k, [names, text]] of Object.entries(arch)) for (const name of names) A[name] = text ? st[k] : typed("count", st[k]);
-      refuse(shapeChecks, A);
+      model().refuse(model().shapeChecks, A);
     }
     const env = { [D.form.policies]: D.policies, ...shapeOf(A) };
     for (const [k, kind] of Object.entries(types)) env[D.form.prefix + k] = typed(kind, st[k]);
@@ -65,7 +66,7 @@ WIDGETS.calculator = (root, D) => {
   };
   // builder.model.inputs.run_inputs: the names every rule set reads, for the form's config.
   const runInputs = (c) => ({ ...D.fixedInputs, ...shapeOf(c.A), ...c.run });
-  const estimate = (c, words) => priced(runInputs(c), words);
+  const estimate = (c, words) => model().estimate(runInputs(c), words);
   // A run's need, kept by its architecture and inputs (the last thousand): the answers' searches and the fixes probe
   // many runs, and the same ones again when a reader comes back to a state or moves one control (the largest batch
   // does not change with the batch; a fix that lowers the batch probes what that search probed).
@@ -163,49 +164,50 @@ WIDGETS.calculator = (root, D) => {
     return trial;
   };
   const suggest = searchRunner(D.fixes.program);
-  const fixes = (st, capacity) => {
+  // A generator (a probe a step, for afterFrame's slices) whose value is the fixes.
+  function* fixes(st, capacity) {
     const candidates = D.fixes.candidates[st.mode], form = {};
     // calculator_state.typed_values: each control's value, by its type.
     for (const [k, kind] of Object.entries(types)) if (k in st) form[k] = typed(kind, st[k]);
     const measure = ({ entry, value }) => needOf(trialState(st, candidates[entry], value)) ?? D.fixes.refused;
-    return suggest(measure, { candidates, form, capacity }).map(({ entry, value }) => {
+    const found = yield* suggest.steps(measure, { candidates, form, capacity });
+    return found.map(({ entry, value }) => {
       const fix = candidates[entry], to = trialState(st, fix, value);
       return [fill(fix.text, fix.key ? commas(value) : "", cfg(to).gpus), to];
     });
-  };
+  }
   // The answers that take many estimates (the largest batch and sequence, the suggested fixes), written into the
-  // figure: its parts, sum, peak and verdict come first, these in a later task (after the next frame is painted,
-  // cancelled by the next input); meanwhile the figure keeps the previous answers and is aria-busy, and the live
-  // region announces the summary once the answers are final. They are kept with the state's figure (figureOf): a
-  // state shown before is drawn whole at once.
+  // figure: they are worked out after the next frame is painted, a probe at a time in tasks short enough for the
+  // page to stay responsive (afterFrame), cancelled by the next input; meanwhile the figure keeps the previous
+  // answers and the summary and figure are aria-busy, and the live region announces the summary once the answers
+  // are final. They are kept with the state's figure (figureOf): a state shown before is drawn whole at once.
   let shownFixes = [], fixesShown = "";
   const later = afterFrame();
-  // The answers' texts on screen (max_batch, max_seq): kept here as they are written, read from the page at first.
-  const shownAnswers = {};
   // The answers' texts (max_batch, max_seq), the fixes and their view, worked out once per figure: the largest batch
-  // and sequence (D.searches: the input searched, its limit and the input its step is) and the suggested fixes.
-  const answersOf = (st, { c, gpu, ok }) => {
-    const [mb, ms] = D.searches[st.mode].map(([k, limit, step]) => {
+  // and sequence (D.searches: the input searched, its limit and the input its step is) and the suggested fixes. A
+  // generator (a probe a step) whose value is the answers.
+  function* answersOf(st, { c, gpu, ok }) {
+    const sizes = [];
+    for (const [k, limit, step] of D.searches[st.mode]) {
       const by = step ? c.run[step] : 1;
-      return largest((n) => needAt({ ...c, run: { ...c.run, [k]: n } }), gpu[2], by, limit, by);
-    });
-    const answers = T[st.mode + "_answers"], found = ok ? [] : fixes(st, gpu[2]);
-    return [fill(answers[0], gpu[1], mb ? commas(mb) : T.none[0]), fill(answers[1], gpu[1], ms ? fill(T.tokens, commas(ms)) : T.none[1]), found,
+      sizes.push(yield* model().largest.steps((n) => needAt({ ...c, run: { ...c.run, [k]: n } }), gpu[2], by, limit, by));
+    }
+    const answers = T[st.mode + "_answers"], found = ok ? [] : yield* fixes(st, gpu[2]);
+    return [fill(answers[0], gpu[1], sizes[0] ? commas(sizes[0]) : T.none[0]), fill(answers[1], gpu[1], sizes[1] ? fill(T.tokens, commas(sizes[1])) : T.none[1]), found,
       ok ? "" : found.length ? put("fixes", fill(T.fixes, gpu[1]), found.map(([text, to]) => put("fix", href(to), text))) : put("nofix", fill(T.fixes_none, gpu[1]))];
+  }
+  // The texts on screen of the outputs this script alone writes (error, summary, live; the answers max_batch and
+  // max_seq, in the figure, kept there while the next ones are worked out), as written, read from the page at first
+  // ('' for none).
+  const texts = {}, onScreen = (k) => {
+    if (!(k in texts)) texts[k] = out(k)?.textContent ?? "";
+    return texts[k];
   };
-  const answer = (st, made, draw) => {
-    [shownAnswers.max_batch, shownAnswers.max_seq, shownFixes, fixesShown] = made.answers ||= answersOf(st, made);
-    draw();
-    out("result").removeAttribute("aria-busy");
-    out("live").textContent = made.text;
-  };
-  // The previous answers' text, kept in the figure while the new ones are worked out ('' for none).
-  const kept = (k) => { if (!(k in shownAnswers)) { const e = out(k); shownAnswers[k] = e ? e.textContent : ""; } return shownAnswers[k]; };
   // A form state's figure but its answers: its run (c), the GPU chosen, whether the run fits there, the summary and
   // the views of the figure (the result template's values up to its answers), and its readouts.
   const figure = (st) => {
     const gpu = D.gpus.find((g) => g[0] == st.gpu), U = st.unit;
-    const c = cfg(st), inputs = runInputs(c), { parts, host, need, phase } = priced(inputs, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
+    const c = cfg(st), inputs = runInputs(c), { parts, host, need, phase } = model().estimate(inputs, true), total = sum(parts), { A, train } = c, ok = need <= gpu[2];
     const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
     if (train && st[D.shardKey] != "0") items.push(control(D.shardKey).selectedOptions[0].text);
     const [opt, r, ql, b, s] = D.runText[st.mode].map((k) => c.run[k]);
@@ -218,62 +220,93 @@ WIDGETS.calculator = (root, D) => {
       D.gpus.map((g) => put("fit", g[0], need <= g[2], need <= g[2] ? "✓" : "✗", verdict(need, g, U)))];
     return { c, gpu, ok, text, views, readouts: [U, archText(A), shardsText(inputs)] };
   };
-  // The last hundred figures, by form state: the answers' searches and fixes price many runs, which push a shown run out
-  // of the rule sets' memos, and a reader comes back to the states just shown (a slider moved back and forth).
-  const figures = keepLast(100), figureOf = (st) => figures(JSON.stringify(st), () => figure(st));
-  const nameOf = (st) => (st.model == "custom" ? T.custom : D.models[st.model].n);
-  // An output's text, written when it changes.
-  const show = (k, text) => { const e = out(k); if (e.textContent !== text) e.textContent = text; };
-  const render = (st, deferred) => {
-    let text, error = "";
-    const result = out("result");
-    later();  // answers still waiting are for an earlier state
+  // The last hundred figures, by form state (a state the model refuses as its message, {error}): the answers'
+  // searches and fixes price many runs, which push a shown run out of the rule sets' memos, and a reader comes back
+  // to the states just shown (a slider moved back and forth).
+  const figures = keepLast(100), figureOf = (st, key) => figures(key, () => {
     try {
-      const made = figureOf(st), { ok, views, readouts } = made;
-      text = made.text;
-      if (ok) fixesShown = "";
-      const draw = () => live.draw(result, put("result", ...views, kept("max_batch"), kept("max_seq"), fixesShown, ...readouts));
-      const finish = () => answer(st, made, draw);
-      // New answers: the figure drawn now with the answers on screen (the previous ones, and no fixes for a run that
-      // fits), and again with the new ones once they are in; a search the model refuses shows its message as the
-      // estimate's would (drawn again, at once). Answers worked out before: the whole figure at once.
-      if (deferred && !made.answers) {
-        draw();
-        result.setAttribute("aria-busy", "true");
-        later(() => { try { finish(); } catch (e) { if (!e.msg) throw e; render(st, false); } });
-      } else finish();
+      return figure(st);
     } catch (e) {
       if (!e.msg) throw e;
-      error = e.msg;
-      text = fill(T.invalid, nameOf(st), error);
-      result.removeAttribute("aria-busy");
-      out("live").textContent = text;
+      return { error: e.msg };
     }
-    result.hidden = !!error;
-    out("error").hidden = !error;
-    show("error", error);
-    show("summary", text);
+  });
+  const nameOf = (st) => (st.model == "custom" ? T.custom : D.models[st.model].n);
+  // An output's text, written when it changes; the summary and the figure marked aria-busy or not.
+  const write = (k, text) => { if (onScreen(k) !== text) out(k).textContent = texts[k] = text; };
+  const busy = (on) => {
+    for (const k of ["summary", "result"]) if (on) out(k).setAttribute("aria-busy", "true"); else out(k).removeAttribute("aria-busy");
+  };
+  // A figure on screen with its answers, once they are in, else the answers shown so far (no fixes for a run that
+  // fits); or the model's message. Its summary (the live region's text once it is final).
+  const show = (st, made) => {
+    const { error = "" } = made, result = out("result"), text = error ? fill(T.invalid, nameOf(st), error) : made.text;
+    if (made.answers) [texts.max_batch, texts.max_seq, shownFixes, fixesShown] = made.answers;
+    else if (made.ok) fixesShown = "";
+    if (!error) live.draw(result, put("result", ...made.views, onScreen("max_batch"), onScreen("max_seq"), fixesShown, ...made.readouts));
+    if (result.hidden != !!error) result.hidden = !!error;
+    if (out("error").hidden != !error) out("error").hidden = !error;
+    write("error", error);
+    write("summary", text);
+    return text;
+  };
+  const settle = (st, made) => {
+    write("live", show(st, made));
+    busy(false);
+  };
+  // What a state not yet shown whole needs, a step at a time (afterFrame): the model compiled (the first time), the
+  // state's figure (one estimate), drawn with the answers on screen, then its answers (a probe a step; a search the
+  // model refuses shows its message as the estimate's would), then all of it.
+  function* land(st, key) {
+    yield* model.steps();
+    const made = figureOf(st, key);
+    if (!made.error && !made.answers) {
+      yield;
+      show(st, made);
+      yield;
+      try {
+        made.answers = yield* answersOf(st, made);
+      } catch (e) {
+        if (!e.msg) throw e;
+        made.error = e.msg;
+      }
+    }
+    settle(st, made);
+  }
+  // A form state on screen: a state shown whole before at once; else the figure (when kept) at once, and the rest
+  // later, aria-busy until it is in. At load (`first`), the state the server rendered is left as it is, and only the
+  // model is compiled, after the page is painted.
+  const render = (st, first) => {
+    const key = JSON.stringify(st), made = figures.has(key) && figureOf(st, key);
+    if (first && !Object.keys(linked(st)).length) return later(model.steps);
+    later();  // what is still waiting is for an earlier state
+    if (made && (made.error || made.answers)) return settle(st, made);
+    if (made) show(st, made);
+    busy(true);
+    later(() => land(st, key));
   };
 
   // The form: read, keep the URL in step, redraw (CSS shows what applies). Run and Recompute are native radio buttons.
   // The form's named controls, found once (the form keeps its controls), with their types.
   const controls = [...form.elements].filter((e) => e.name).map((e) => [e, e.name, e.type]), named = {};
   const control = (k) => (named[k] ||= form.elements[k]);
+  const valueOf = (e) => (e.type == "checkbox" ? (e.checked ? "1" : "0") : e.value);
   const read = () => {
     const st = {};
-    for (const [e, name, type] of controls) if (type != "radio" || e.checked) st[name] = type == "checkbox" ? (e.checked ? "1" : "0") : e.value;
+    for (const [e, name, type] of controls) if (type != "radio" || e.checked) st[name] = valueOf(e);
     return st;
   };
-  const save = stateWriter(root.id);
   // calculator.link_state: what a link carries (the values that differ from the defaults; the custom architecture's
   // fields only for a custom model, by key in sorted order), and a suggestion's link (00-core.js readState reads it).
   const linked = (st) => Object.fromEntries(Object.entries(st).sort(([a], [b]) => (a < b ? -1 : a > b)).filter(([k, v]) => v != defaults[k] && (st.model == "custom" || !(k in arch))));
   const href = (st) => "?" + new URLSearchParams(Object.entries(linked(st)).map(([k, v]) => [root.id + "." + k, v]));
+  const save = stateWriter(root.id, linked);
   const set = (k, v) => {
     const e = control(k);
     if (e.type == "checkbox") e.checked = v == "1"; else if (e.value !== v) e.value = v;
   };
-  const update = (event) => {
+  let state = null;  // the form state last read
+  const update = (event, first = false) => {
     // Picking a catalog model fills the custom fields with its shape (calculator.arch_state: each field's first
     // input, or the model's own form where that differs, calculator.arch_fields): a custom model starts from it.
     const A = event && event.target.name == "model" && D.models[event.target.value];
@@ -283,9 +316,11 @@ WIDGETS.calculator = (root, D) => {
     if (start) {
       for (const [k, v] of Object.entries({ ...defaults, ...start })) if (k != "gpu") set(k, v);
     } else if (event && event.target.name && event.target.name != "start") set("start", "");
-    const st = read();
-    save(linked(st));
-    render(st, !!event);
+    // The form read whole, but after a change of one control alone (a slider step): the last state with its value.
+    const one = !A && !start && state && event?.target.name;
+    const st = state = one ? { ...state, start: control("start").value, [one]: valueOf(event.target) } : read();
+    save(st);
+    render(st, first);
   };
   // The selects' other options (calculator.page_choices): a catalog model or GPU named as the data names it.
   const names = { model: (v) => D.models[v]?.n, gpu: (v) => D.gpus.find((g) => g[0] == v)?.[1] };
@@ -299,9 +334,10 @@ WIDGETS.calculator = (root, D) => {
   // A suggestion applies its change here (its link still opens it in a new tab or without this script).
   out("result").addEventListener("click", (event) => {
     const link = event.target.closest("[data-fix]");
-    if (!link) return;
+    const fix = link && shownFixes[$$(out("result"), "[data-fix]").indexOf(link)];
+    if (!fix) return;  // a suggestion the server wrote, before the script has worked it out: its link opens it
     event.preventDefault();
-    const to = shownFixes[$$(out("result"), "[data-fix]").indexOf(link)][1];
+    const to = fix[1];
     for (const [k, v] of Object.entries(to)) set(k, v);
     update();
     $(root, ".calc-verdict").focus();
@@ -309,6 +345,6 @@ WIDGETS.calculator = (root, D) => {
   $(root, "fieldset").disabled = false;
   $(root, "[data-nojs]").hidden = true;
   copyLink($(root, "[data-copy]"), out("copied"), save.url, root.id);
-  update();
+  update(undefined, true);
 };
 }

@@ -20,7 +20,7 @@ from builder.model.partnames import reader_name
 from builder.sources import default_references, source_text
 from builder.widgets import calculator as calc
 from tests.browser import checks
-from tests.browser.helpers import SETTLED
+from tests.browser.helpers import SETTLED, drawn
 
 pytestmark = pytest.mark.browser
 
@@ -290,18 +290,25 @@ def test_every_control_by_keyboard(calculator):
 
 
 def test_every_control_by_pointer(calculator):
-    """Clicks on radios and checkboxes, picking options and typing into number fields all update the figure."""
+    """Clicks on radios and checkboxes, picking options and typing into number fields all update the figure (read
+    once it is drawn: a state not shown before is drawn a frame later, aria-busy until then)."""
     page, data, _ = calculator
-    summary = lambda: page.locator(f"{WIDGET} [data-out=summary]").text_content()  # noqa: E731
+
+    def summary() -> str:
+        drawn(page, WIDGET)
+        return page.locator(f"{WIDGET} [data-out=summary]").text_content()
+
     page.locator(f"{WIDGET} label:has(> [name=mode][value=serve])").click()
     assert "serving" in summary()
     page.locator(f"{WIDGET} [name=weights]").select_option("int4")
+    drawn(page, WIDGET)
     assert page.locator(f"{WIDGET} [data-part='weights/quantised_linear']").count() == 1
     page.locator(f"{WIDGET} [name=batch]").fill("8")
     page.locator(f"{WIDGET} [name=batch]").dispatch_event("change")
     assert "8 x 4,096 tokens" in summary()
     page.locator(f"{WIDGET} label:has(> [name=mode][value=train])").click()
     page.locator(f"{WIDGET} label:has(> [name=recompute][value=full])").click()
+    drawn(page, WIDGET)
     assert page.locator(f"{WIDGET} [data-part='activations/checkpoint']").count() == 1
     page.locator(f"{WIDGET} [name=model]").select_option("custom")
     assert summary().startswith("Custom model")
