@@ -70,7 +70,8 @@ CHECKS: tuple[Check, ...] = (
     # measured with PEFT 0.21.2 and bitsandbytes 0.50.2); artidoro/qlora runs it under Trainer's bf16 autocast.
     Check(both(eq(sym("mode"), "train"), eq(sym("kbit_prepare"), "prepare-bf16"), negate(sym("autocast"))),
           fmt("kbit_prepare: prepare-bf16 leaves the final norm's output fp32 and the output layer bf16, which only "
-              "runs under torch.autocast; choose precision amp-bf16 (Trainer's bf16=True) or kbit_prepare prepare")),
+              "runs under torch.autocast; choose a precision under autocast (amp-bf16 or bf16-autocast: Trainer's "
+              "bf16=True) or kbit_prepare prepare")),
     Check(both(sym("lora_dropout") > 0, eq(sym("lora_rank"), 0)),
           fmt("lora_dropout: LoRA dropout acts on the adapters' input and needs lora_rank > 0")),
     Check(both(eq(sym("mode"), "train"), ne(sym("recipe"), ""), sym("qlora")),

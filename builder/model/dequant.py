@@ -59,9 +59,9 @@ SYMBOLS: dict[str, Expr] = {
     "dequant_forward": both(sym("qlora"), eq(sym("mode"), "train"), sym("op_T") > FUSED_ROWS),
     "dequant_backward": both(sym("qlora"), eq(sym("mode"), "train")),
 }
-# The copy in the compute dtype (the activation dtype here), and with double quantisation the fp32 absmax made
-# from the 8-bit one: two of them in the forward's fallback (absmax_dq and absmax_dq + offset), one in the backward.
-# The copy is in the compute dtype (the policy's activation dtype), also where a prepared model saves fp32 activations.
+# The copy in the compute dtype (the policy's activation dtype, also where a prepared model saves fp32 activations),
+# and with double quantisation the fp32 absmax made from the 8-bit one: two of them in the forward's fallback
+# (absmax_dq and absmax_dq + offset), one in the backward.
 COMPUTE_BYTES = bytes_of(sym("activation_dtype"))
 SYMBOLS["dequant_forward_bytes"] = sym("dequant_largest") * (COMPUTE_BYTES + when(DOUBLE, 2 * ABSMAX_BYTES, 0))
 SYMBOLS["dequant_backward_bytes"] = sym("dequant_largest") * (COMPUTE_BYTES + when(DOUBLE, ABSMAX_BYTES, 0))
