@@ -6,16 +6,12 @@ tests/test_lora_peft.py)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from tests import validate_extra
+
 pytestmark = pytest.mark.validate
-if os.environ.get("TM_REQUIRE_TORCH"):
-    import torch
-else:
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
+torch, _ = validate_extra.modules("torch", "transformers")
 
 from builder.model import Config, estimate  # noqa: E402
 from builder.validate.cases import ActivationCase  # noqa: E402

@@ -9,9 +9,9 @@ all prepare_model_for_kbit_training looks at, so what is measured is the cast, n
 
 from __future__ import annotations
 
-import os
-
 import pytest
+
+from tests import validate_extra
 
 from builder.catalog import default_models
 from builder.model import Config, estimate
@@ -52,8 +52,7 @@ def test_prepare_needs_qlora():
 def test_prepare_model_for_kbit_training_casts_what_the_model_counts():
     """A small bf16 Llama whose decoder linear weights are Params4bit stand-ins: after PEFT's
     prepare_model_for_kbit_training the fp32 bytes are the model's weights/unquantised_fp32."""
-    if not os.environ.get("TM_REQUIRE_TORCH"):
-        pytest.importorskip("torch"), pytest.importorskip("transformers"), pytest.importorskip("peft")
+    validate_extra.modules("torch", "transformers", "peft")
     import torch
     from peft import prepare_model_for_kbit_training
     from transformers import LlamaConfig, LlamaForCausalLM

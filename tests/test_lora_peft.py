@@ -9,18 +9,12 @@ gradient; native_dropout saves its bool mask).
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from tests import validate_extra
+
 pytestmark = pytest.mark.validate
-if os.environ.get("TM_REQUIRE_TORCH"):
-    import peft  # noqa: F401
-    import torch
-else:
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    pytest.importorskip("peft")
+torch, *_ = validate_extra.modules("torch", "transformers", "peft")
 
 from builder.catalog import default_models  # noqa: E402
 from builder.model import Config, estimate  # noqa: E402

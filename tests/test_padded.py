@@ -14,10 +14,11 @@ right and returns the attention_mask). Published: PEFT method_comparison/MetaMat
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 import pytest
+
+from tests import validate_extra
 
 from builder.catalog import default_models
 from builder.model import Config, estimate
@@ -109,8 +110,7 @@ def test_a_padded_batch_saves_what_the_rows_say(dtype):
     kernels do): a Llama layer, b=2, s=64, 4 heads of 16, 2 KV heads, the second sequence padded from token 32.
     Each layer's attention node saves its own b x 1 x s x s mask in the model's dtype and K, V at 4 heads; the
     difference from the unpadded batch is 2 T (a - k) d + b s s elements a layer, nothing outside the layers."""
-    if not os.environ.get("TM_REQUIRE_TORCH"):
-        pytest.importorskip("torch"), pytest.importorskip("transformers")
+    validate_extra.modules("torch", "transformers")
     from builder.validate.cases import LLAMA_BASE
     from builder.validate.compare import compare_activation_case
     from builder.validate.measure import measure_activation_case, run_forward
@@ -133,8 +133,7 @@ def test_torch_2_13_kernels_that_take_a_mask_save_it():
     """The installed PyTorch 2.13 build's autograd nodes (meta tensors, so no GPU): the memory-efficient and cuDNN
     attention ops save the bias they are given as attn_bias, the b x 1 x s x S tensor broadcast over the heads
     (stride 0), and the efficient kernel its logsumexp for a multiple of 32 rows."""
-    if not os.environ.get("TM_REQUIRE_TORCH"):
-        pytest.importorskip("torch")
+    validate_extra.modules("torch")
     import torch
 
     assert torch.__version__.startswith("2.13.")
@@ -152,8 +151,7 @@ def test_transformers_makes_a_mask_only_for_padding_and_then_repeats_k_and_v():
     """masking_utils.sdpa_mask: None for an all-ones padding mask (is_causal=True instead), a bool b x 1 x s x s mask
     with padding; sdpa_attention.use_gqa_in_sdpa: SDPA's own GQA only without a mask (this CPU build is neither XPU
     nor MPS, the branches that keep it)."""
-    if not os.environ.get("TM_REQUIRE_TORCH"):
-        pytest.importorskip("torch"), pytest.importorskip("transformers")
+    validate_extra.modules("torch", "transformers")
     import torch
     from transformers.integrations.sdpa_attention import use_gqa_in_sdpa
     from transformers.masking_utils import sdpa_mask

@@ -11,20 +11,12 @@ its input and its weight, and autograd saves the casts).
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from tests import validate_extra
+
 pytestmark = pytest.mark.validate
-if os.environ.get("TM_REQUIRE_TORCH"):
-    import bitsandbytes  # noqa: F401
-    import peft  # noqa: F401
-    import torch
-else:
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    pytest.importorskip("peft")
-    pytest.importorskip("bitsandbytes")
+torch, *_ = validate_extra.modules("torch", "transformers", "peft", "bitsandbytes")
 
 from builder.model import Config, estimate  # noqa: E402
 from builder.validate.cases import ActivationCase  # noqa: E402

@@ -7,20 +7,14 @@ code, then the `--small` comparison of every case against builder.model.estimate
 
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
 
+from tests import validate_extra
+
 pytestmark = pytest.mark.validate
-# `make test-site` runs without torch (1.5 GB): there these tests skip. `make test` sets TM_REQUIRE_TORCH=1, so
-# there a missing torch or transformers is an error, never a silent skip.
-if os.environ.get("TM_REQUIRE_TORCH"):
-    import torch
-    import transformers  # noqa: F401
-else:
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
+torch, _ = validate_extra.modules("torch", "transformers")
 
 from builder.validate import MISSING_EXTRA, MissingExtra, require_torch  # noqa: E402
 from builder.validate.cases import (ActivationCase, StateCase, peak_cases, small_activation_cases,  # noqa: E402

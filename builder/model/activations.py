@@ -162,6 +162,7 @@ def _conditions() -> dict[str, Expr]:
     # (STREAM_16BIT_AMP): only the adapters see it.
     bf16_stream_amp = both(hf, STREAM_16BIT_AMP)
     autocast = both(hf, FP32_STREAM_AMP)
+    adapters_amp = both(sym("autocast"), hf)  # the adapters under autocast, whatever the stream
     # A low-precision recipe (builder.model.recipes): every linear layer saves a quantised copy of its input.
     # Megatron-LM has the attention output projection keep its original input instead (save_original_input) for
     # every recipe but delayed scaling; a fused attention kernel saves that input as its own output regardless.
@@ -189,7 +190,7 @@ def _conditions() -> dict[str, Expr]:
         # passes it to lora_A as it is, the fused kernel's own saved output.
         copied = both(low_precision, negate(both(bf16_stream_amp, sym("qlora"))))
         if target == "o":
-            return both(lora[target], either(both(low_precision, negate(both(sym("autocast"), hf, sym("qlora")))),
+            return both(lora[target], either(both(low_precision, negate(both(adapters_amp, sym("qlora")))),
                                              lora_dropout, eager))
         group = next((g for g in LORA_SHARED_INPUTS if target in g), (target,))
         earlier = [has(sym("lora_targets"), other) for other in group[:group.index(target)]]
@@ -209,7 +210,7 @@ def _conditions() -> dict[str, Expr]:
         "all_recomputed": both(full, eq(sym("recompute_layers"), 0)),
         "autocast": autocast, "no_autocast": negate(autocast),
         # The adapters under torch.autocast (any stream): lora_A casts its input and lora_B's is lora_A's 16-bit output.
-        "lora_amp": both(sym("autocast"), hf), "lora_fp32": negate(both(sym("autocast"), hf)),
+        "lora_amp": adapters_amp, "lora_fp32": negate(adapters_amp),
         "separate_inputs": separate, "shared_input": negate(separate),
         "o_input_kept": either(negate(recipe), negate(eager), projection_original),
         "o_input_quantised": both(recipe, negate(projection_original)),
