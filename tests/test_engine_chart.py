@@ -43,8 +43,11 @@ def test_vllm_startup_chart_is_the_gpu_as_vllm_divides_it(page):
     spec = chart(page, "vllm-startup")
     (bar,) = spec.bars
     parts = {p.name: p.bytes for p in bar.breakdown.parts}
-    assert set(parts) == {"weights", "activations/profile_peak", "overhead/non_torch", "overhead/cuda_graphs",
-                          "kv_cache", "unrequested"}
+    assert set(parts) == {"weights", "weights/rotary_table", "activations/profile_peak", "overhead/non_torch",
+                          "overhead/cuda_graphs", "kv_cache", "unrequested"}
+    # The rotary cos/sin table: Qwen3-4B's config.json max_position_embeddings 40,960 x head_dim 128, 2 bytes (vLLM
+    # rotary_embedding/base.py keeps it in the model's 16-bit dtype).
+    assert parts["weights/rotary_table"] == 40_960 * 128 * 2
     # The parts divide the GPU's total (each rounded up to a whole byte).
     assert 0 <= bar.breakdown.total - int(Fraction("47.37") * GIB) <= len(parts)
     # The published log's KV cache memory, within the 3 %.
@@ -59,7 +62,10 @@ def test_vllm_startup_chart_is_the_gpu_as_vllm_divides_it(page):
 def test_sglang_startup_chart_is_the_published_pool(page):
     spec = chart(page, "sglang-startup")
     parts = {p.name: p.bytes for p in spec.bars[0].breakdown.parts}
-    assert set(parts) == {"weights", "kv_cache", "overhead/runtime_slack", "overhead/before_weights"}
+    assert set(parts) == {"weights", "weights/rotary_table", "kv_cache", "overhead/runtime_slack",
+                          "overhead/before_weights"}
+    # Qwen3-8B's 40,960 positions x head_dim 128 in fp32 (SGLang layers/rotary_embedding.py keeps it fp32 on CUDA).
+    assert parts["weights/rotary_table"] == 40_960 * 128 * 4
     tokens = int(spec.example.split("#tokens: ")[1].split(",")[0])
     assert abs(tokens - 992_896) <= 0.0005 * 992_896
 

@@ -44,6 +44,8 @@ class Architecture:
     tied_embeddings: bool = False  # lm_head shares the token embedding matrix
     positions: str = "rotary"  # 'learned' adds a max_positions x h table; 'rotary' has no parameters
     max_positions: int = 0  # rows of the learned position table
+    # Serving engines' rotary cos/sin table (builder.model.rotary); parameter counts and training do not read it.
+    max_position_embeddings: int = 0  # rotary: the positions vLLM and SGLang precompute cos/sin for (config.json's; YaRN: original x factor); 0: none
     experts: int = 0  # routed experts per MoE layer (0 = dense MLP)
     top_k: int = 0  # experts each token is routed to
     shared_experts: int = 0  # experts every token passes through (DeepSeek-style)
@@ -88,6 +90,9 @@ class Architecture:
             raise ValueError(f"{self.name}: positions must be one of {POSITION_TYPES}, got {self.positions!r}")
         if self.positions == "learned" and self.max_positions <= 0:
             raise ValueError(f"{self.name}: learned positions need max_positions > 0")
+        if self.max_position_embeddings < 0 or (self.max_position_embeddings and self.positions != "rotary"):
+            raise ValueError(f"{self.name}: max_position_embeddings is a rotary model's (>= 0); learned positions "
+                             "use max_positions")
         if self.sliding_window_pattern and not self.sliding_window:
             raise ValueError(f"{self.name}: sliding_window_pattern needs a sliding_window")
         if self.sliding_window_pattern < 0 or self.sliding_window_pattern > self.layers:
@@ -136,6 +141,7 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "shared_experts": arch.shared_experts, "sliding_window": arch.sliding_window or 0, "mlp": arch.mlp,
             "norm": arch.norm, "tied_embeddings": int(arch.tied_embeddings),
             "position_embeddings": arch.max_positions if arch.positions == "learned" else 0,
+            "rope_positions": arch.max_position_embeddings, "rope_tables": rope_tables(arch),
             "fused_qkv": int(arch.family == "gpt2"), "qkv_bias": int(arch.qkv_bias), "out_bias": int(arch.out_bias),
             "mlp_bias": int(arch.mlp_bias), "qk_norm": int(arch.qk_norm), "activation_function": arch.activation,
             "sliding_window_pattern": arch.sliding_window_pattern, "kv_lora_rank": arch.kv_lora_rank,
@@ -143,6 +149,16 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "v_head_dim": arch.v_head_dim or arch.d_head, "first_dense_layers": arch.first_dense_layers,
             "router_bias": int(arch.router_bias), "sandwich_norms": int(arch.sandwich_norms),
             "moe_block": arch.moe_block, "norm_topk": int(arch.norm_topk), "group_limited": int(arch.group_limited)}
+
+
+def rope_tables(arch: Architecture) -> int:
+    """Rotary cos/sin tables a serving engine builds: one per distinct rotary setting, since get_rope hands every
+    layer with the same setting one shared module (vLLM rotary_embedding/__init__.py and SGLang rotary_embedding.py
+    _ROPE_DICT). Gemma 3's sliding layers rotate with rope_local_base_freq and its full layers with rope_theta (vLLM
+    models/gemma3.py): two tables. 0 without positions to build one for."""
+    if not arch.max_position_embeddings:
+        return 0
+    return 2 if arch.family == "gemma3" and arch.sliding_window_pattern else 1
 
 
 @lru_cache(maxsize=256)
@@ -270,6 +286,23 @@ def dropout_of(config: dict[str, Any], model_type: str) -> dict[str, bool]:
     return {"dropout": on, "attention_dropout_differs": attention != on}
 
 
+def rope_positions_of(config: dict[str, Any]) -> int:
+    """Rows of the rotary cos/sin table vLLM and SGLang build (get_rope, vllm rotary_embedding/__init__.py and its
+    classes): original_max_position_embeddings x factor under YaRN (DeepSeek's too); max_position_embeddings x factor
+    under linear and dynamic NTK scaling; max_position_embeddings otherwise (llama3's scaling keeps the rows)."""
+    scaling = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    if not isinstance(scaling, dict):
+        raise ValueError(f"config.json field 'rope_scaling' must be an object, got {scaling!r}")
+    kind, factor = scaling.get("rope_type") or scaling.get("type") or "default", scaling.get("factor")
+    rows = config.get("max_position_embeddings") or 0
+    if kind in ("yarn", "deepseek_yarn"):
+        rows = scaling.get("original_max_position_embeddings") or rows
+    for key, value in (("max_position_embeddings", rows), ("rope_scaling.factor", factor or 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1 << 40:
+            raise ValueError(f"config.json field {key!r} must be a non-negative number, got {value!r}")
+    return int(rows * factor) if factor and kind in ("yarn", "deepseek_yarn", "linear", "dynamic") else int(rows)
+
+
 def sliding_window_of(config: dict[str, Any], model_type: str) -> int | None:
     """The attention window every layer uses, or None (full attention); a mix of kinds is refused by name.
     transformers: `layer_types` where given; else Mistral slides when sliding_window is set, and Qwen models
@@ -377,7 +410,7 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         out_bias=bool(config.get("attention_bias", False)),
         mlp_bias=bool(config.get("mlp_bias", False)),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)), positions="rotary",
-        activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe"), extra=extra,
+        max_position_embeddings=rope_positions_of(config), activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe"), extra=extra,
     )
     window = sliding_window_of(config, model_type)
     if window:

@@ -41,6 +41,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from builder.model import rotary
 from builder.model.cite import Cite
 from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet
@@ -134,7 +135,9 @@ SGLANG = RuleSet(
         "before_weights": when(sym("cuda_context_bytes"), sym("cuda_context_bytes"),
                                BEFORE_WEIGHTS + BEFORE_WEIGHTS_PER_RANK * (sym("tp") * sym("pp") - 1)),
         "pre": sym("gpu_total") - sym("before_weights"),
-        "after_weights": sym("pre") - sym("weights_bytes"),
+        # The weight load's memory: the parameters and the rotary cos/sin table (fp32 on CUDA).
+        **rotary.loaded_symbols(4),
+        "after_weights": sym("pre") - sym("loaded_weights"),
         "slack": sym("pre") * (1 - sym("fraction")),
         "rest": floor(sym("after_weights") - sym("slack")),
         # A model mixing full and sliding-window layers gets two pools (HybridSWAPoolConfigurator): the sliding
@@ -190,6 +193,7 @@ SGLANG = RuleSet(
     },
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded", BUDGET, "as loaded"),
+        rotary.table_part(rotary.SGLANG_SOURCE),
         PartRule("kv_cache", maximum(0, sym("rest")), "free after the weights - pre x (1 - mem_fraction_static)",
                  BUDGET + "; tokens: " + CELL, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"),
                                            when(eq(floor(sym("cell")), sym("cell")), sym("cell"), fixed(sym("cell"), 1)))),

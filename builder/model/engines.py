@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 from builder.model import engine_hf as hf
 from builder.model import engine_sglang as sglang
+from builder.model import rotary
 from builder.model.cite import Cite
 from builder.model.expr import both, ceil, derive, floor, fmt, maximum, minimum, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
@@ -200,8 +201,10 @@ VLLM = RuleSet(
         "profile_peak": maximum(sym("profile_forward"), sym("profile_sampler")),
         "non_torch": when(TP_OVER_SWITCH, NON_TORCH_TP, NON_TORCH),
         "cuda_graphs": when(sym("enforce_eager"), 0, CUDA_GRAPHS),
+        # The weights as "Model loading took" reports them: the parameters and the rotary cos/sin table.
+        **rotary.loaded_symbols(bytes_of(sym("activation_dtype"))),
         "available": when(sym("kv_cache_memory"), sym("kv_cache_memory"),
-                          sym("requested") - sym("weights_bytes") - sym("non_torch") - sym("profile_peak")
+                          sym("requested") - sym("loaded_weights") - sym("non_torch") - sym("profile_peak")
                           - sym("cuda_graphs")),
         # One block of one layer: block_size tokens of K and V for this rank's KV heads (or of the latent, MLA), and
         # with a per-token-head mode an fp32 k and v scale per token and KV head (AttentionSpec.page_size_bytes).
@@ -257,6 +260,7 @@ VLLM = RuleSet(
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded (torch-allocated)", AVAILABLE,
                  "as loaded"),
+        rotary.table_part(rotary.VLLM_SOURCE),
         PartRule("activations/profile_peak", sym("profile_peak"),
                  "max(tokens x (3h + 3f/t) x bytes, requests x V x 4)", PROFILE,
                  fmt("{0} tokens, {1} logits rows", sym("max_num_batched_tokens"), sym("profile_requests")),
@@ -274,7 +278,7 @@ VLLM = RuleSet(
                  when(sym("hybrid"), fmt("{0} groups of {1} layers ({2} full, {3} sliding-window)",
                                          sym("full_groups") + sym("sliding_groups"), sym("group_layers"),
                                          sym("full_groups"), sym("sliding_groups")), "")),
-        PartRule("unrequested", maximum(0, sym("gpu_total") - sym("weights_bytes") - sym("profile_peak")
+        PartRule("unrequested", maximum(0, sym("gpu_total") - sym("loaded_weights") - sym("profile_peak")
                                         - sym("non_torch") - sym("cuda_graphs") - maximum(0, sym("available"))),
                  "total - the parts above", REQUEST, "not requested",
                  "outside the engine's budget: the CUDA context and NCCL set-up come out of it"),

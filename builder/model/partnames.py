@@ -33,6 +33,7 @@ PART_NAMES: dict[str, str] = {
     "weights/unquantised_fp32": "Unquantised weights cast to fp32",
     "weights/lora_adapters": "LoRA adapters",
     "weights/dequantised_linear": "Dequantised 4-bit weight",
+    "weights/rotary_table": "Rotary position table",
     # Gradients (states, step, peak's moments)
     "gradients/accumulation_buffer": "Gradient accumulation buffer",
     "gradients/tied_embedding_temporaries": "Tied-embedding gradient temporaries",
