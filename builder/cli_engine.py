@@ -66,9 +66,16 @@ def engine_flags_given(args: argparse.Namespace, engine: str | None = None) -> l
             if dest not in own and getattr(args, dest) != parser.get_default(dest)]
 
 
+# The engines' flags for a request's tokens: a --context given stands for them where they are not given; neither
+# given, the engine takes the model's own limit (engines.default_length), as vLLM and SGLang do.
+LENGTH_FLAGS = ("max_model_len", "context_length")
+
+
 def settings_from_args(args: argparse.Namespace) -> EngineSettings:
-    return EngineSettings(engine=args.engine, kv_cache_dtype=args.kv_cache_dtype,
-                          **{flag: getattr(args, flag) for flag in ENGINE_FLAGS})
+    flags = {flag: getattr(args, flag) for flag in ENGINE_FLAGS}
+    if args.context != args.estimate_parser.get_default("context"):
+        flags |= {flag: flags[flag] or args.context for flag in LENGTH_FLAGS}
+    return EngineSettings(engine=args.engine, kv_cache_dtype=args.kv_cache_dtype, **flags)
 
 
 def report_json(report: EngineReport, gpu: Gpu) -> dict[str, Any]:

@@ -55,14 +55,19 @@ def test_qwen3_8b_on_one_b200_reproduces_the_published_pool():
     # avail mem (±0.01 GiB), #tokens (0.05%) and K size (±0.015 GiB) against the log: tests/test_published.py.
     assert v["max_total_num_tokens"] % 64 == 0
     assert v["max_running_requests"] == 4096
+    # No --context-length: SGLang's own, from config.json (configs/model_config.py get_context_length), 40,960.
+    assert v["context_len"] == 40_960
+    # 'mem usage=15.28 GB' is the parameters' 15.26 GiB and the fp32 rotary table, 40,960 x 128 x 4 B (tested against
+    # the log in tests/test_published.py).
+    assert v["rotary_table"] == 40_960 * 128 * 4
 
 
 def test_llama_3_3_70b_at_tp8_on_h200s_reproduces_the_published_pool():
-    """sglang PR #11716 (2025-10-16), meta-llama/Llama-3.3-70B-Instruct (Llama 3 70B's shape), --tp 8 on H200s,
+    """sglang PR #11716 (2025-10-16), meta-llama/Llama-3.3-70B-Instruct, --tp 8 on H200s,
     the default fraction of that release (0.897, the v0.5.3 rule: no prefill-graph term), page 1:
     'KV Cache is allocated. #tokens: 2795207, K size: 53.31 GB, V size: 53.31 GB'; 'Load weight begin.
     avail mem=137.34 GB'."""
-    v = report("llama-3-70b", "h200", tp=8, mem_fraction_static=0.897).values
+    v = report("llama-3.3-70b", "h200", tp=8, mem_fraction_static=0.897).values
     assert v["kv_heads_per_gpu"] == 1 and v["cell"] == 2 * 128 * 80 * 2
     # avail mem (±0.03 GiB), #tokens (0.2%) and K size (±0.1 GiB) against the log: tests/test_published.py.
 

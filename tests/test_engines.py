@@ -172,8 +172,9 @@ def test_cli_speaks_vllms_flags_and_words(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--gpu-memory-utilization", "1.5"], "argument --gpu-memory-utilization: must be in (0, 1], got 1.5"),
     (["--tp", "3"], "argument --tp: 3 does not divide the 40 attention heads"),
-    (["--kv-cache-memory", "1GiB"], "argument --kv-cache-memory: the engine would refuse this run: To serve at "
-                                    "least one request with the model's max seq len (32768), (5.0 GiB KV cache"),
+    (["--kv-cache-memory", "1GiB"], "argument --kv-cache-memory: the engine would refuse this run (--max-model-len "
+                                    "also moves it): To serve at least one request with the model's max seq len "
+                                    "(32768), (5.0 GiB KV cache"),
 ])
 def test_bad_engine_input_gets_one_line_naming_the_flag(capsys, argv, message):
     base = ["estimate", "--model", "qwen3-14b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
@@ -181,3 +182,21 @@ def test_bad_engine_input_gets_one_line_naming_the_flag(capsys, argv, message):
     assert main(base + argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_request_holds_the_models_own_length_when_no_flag_gives_one(capsys):
+    """vLLM derives max_model_len from config.json when --max-model-len is not given (vllm/config/model.py
+    _get_and_verify_max_len): Llama 3.1 8B's max_position_embeddings, 131,072 (huggingface.co/meta-llama/Llama-3.1-8B
+    config.json). One such request's KV cache is 131,072 x 128 KiB = 16 GiB, more than a 24 GB card leaves, so vLLM
+    refuses at start-up: the failure the RTX 3090 user of vllm-project/vllm issue #10517 avoided with a shorter
+    --max-model-len."""
+    base = ["estimate", "--model", "llama-3.1-8b", "--mode", "serve", "--engine", "vllm", "--gpu", "rtx-3090"]
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert "argument --gpu-memory-utilization: the engine would refuse this run (--max-model-len also moves it)" in err
+    assert "the model's max seq len (131072), (16.0 GiB KV cache is needed" in err
+    # A --context given stands for the engine's length flag; a model without its own limit takes the run's context.
+    assert main(base + ["--context", "8192"]) == 0
+    assert "Maximum concurrency for 8,192 tokens per request" in capsys.readouterr().out
+    assert report(MODELS["llama-3.1-8b"]).values["max_model_len"] == 131_072
+    assert report(MODELS["llama-3.1-8b"].with_changes(max_position_embeddings=0)).values["max_model_len"] == 4096

@@ -83,7 +83,8 @@ FLAGS = (
     ("cuda_graph_max_bs", "whole", "N",
      "largest decode batch captured in a CUDA graph (SGLang default: by GPU and TP)"),
     ("max_running_requests", "whole", "N", "requests at once (SGLang default: from the pool, 2048 to 4096)"),
-    ("context_length", "whole", "TOKENS", "tokens per request (default: --context)"),
+    ("context_length", "whole", "TOKENS",
+     "tokens per request (default: --context where given, else SGLang's: the model's max_position_embeddings)"),
     ("swa_full_tokens_ratio", "float", "R",
      "sliding-window pool size as a share of the full-attention pool, for models mixing both (SGLang default 0.8)"),
 )

@@ -94,7 +94,7 @@ class EngineSettings:
 
     engine: str = "vllm"
     gpu_memory_utilization: float | None = None  # share of the GPU's total the engine requests (default 0.92)
-    max_model_len: int | None = None  # tokens per request (default: the config's context)
+    max_model_len: int | None = None  # tokens per request (default: default_length, the model's own)
     max_num_seqs: int | None = None  # requests per step (default: 1024 on H100/H200-class GPUs, else 256)
     max_num_batched_tokens: int | None = None  # tokens per step (default: 8192 on H100/H200-class GPUs, else 2048)
     block_size: int = DEFAULT_BLOCK_SIZE  # tokens per KV-cache block
@@ -109,7 +109,7 @@ class EngineSettings:
     chunked_prefill_size: int | None = None  # tokens per prefill chunk (default by GPU: 2048 to 16384)
     cuda_graph_max_bs: int | None = None  # largest decode batch captured in a CUDA graph (default by GPU and TP)
     max_running_requests: int | None = None  # requests at once (default from the pool, 2048 to 4096)
-    context_length: int | None = None  # tokens per request (default: the run's context)
+    context_length: int | None = None  # tokens per request (default: default_length, the model's own)
     swa_full_tokens_ratio: float | None = None  # sliding-window pool / full pool tokens, hybrid models (default 0.8)
     # Hugging Face generate's (GenerationConfig, from_pretrained; builder.model.engine_hf):
     cache_implementation: str | None = None  # "dynamic" (transformers' default) or "static"
@@ -136,8 +136,17 @@ def batch_defaults(gpu_total: int, gpu_id: str) -> tuple[int, int]:
     return 256, 2048
 
 
-def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, context: int) -> dict[str, Any]:
-    """The engine's settings as the rules read them, its defaults filled in."""
+def default_length(config: Any) -> int:
+    """The tokens a request may hold when --max-model-len (vLLM) or --context-length (SGLang) is not given: the
+    model's own limit, as the engines derive it from config.json (vllm/config/model.py _get_and_verify_max_len;
+    SGLang configs/model_config.py get_context_length: max_position_embeddings, under YaRN the original times the
+    factor, the rows of the rotary table), else the run's context for a model that does not give one."""
+    return (config.model.max_position_embeddings if config.model is not None else 0) or config.context
+
+
+def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length: int) -> dict[str, Any]:
+    """The engine's settings as the rules read them, its defaults filled in (`length`: a request's tokens when the
+    engine's flag for it is not given, default_length)."""
     seqs, tokens = batch_defaults(gpu_total, gpu_id)
     utilization, fraction = settings.gpu_memory_utilization, settings.mem_fraction_static
     blackwell = gpu_id.lower().startswith(("b100", "b200", "b300", "gb200", "gb300"))
@@ -148,11 +157,11 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, context
             "chunked_prefill_size": settings.chunked_prefill_size or 0,
             "cuda_graph_max_bs": settings.cuda_graph_max_bs or 0,
             "running_requests": settings.max_running_requests or 0,
-            "context_len": settings.context_length or context,
+            "context_len": settings.context_length or length,
             "swa_full_tokens_ratio": Fraction(str(settings.swa_full_tokens_ratio))
             if settings.swa_full_tokens_ratio is not None else 0,
             "gpu_memory_utilization": DEFAULT_UTILIZATION if utilization is None else Fraction(str(utilization)),
-            "max_model_len": settings.max_model_len or context,
+            "max_model_len": settings.max_model_len or length,
             # vLLM's batch limits as given (0: the engine's default) and its defaults for this GPU; the rules clamp
             # the defaults as arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args does (BATCH_SYMBOLS).
             "max_num_seqs_given": settings.max_num_seqs or 0,
@@ -298,8 +307,8 @@ def vllm_lines(values: dict[str, Any]) -> list[str]:
 def vllm_refused_by(values: dict[str, Any]) -> tuple[str, ...]:
     """The option a refusal names: the KV memory given (--kv-cache-memory), else the share of the GPU requested
     (kv_cache_utils.py _check_enough_kv_cache_memory: "Try increasing `gpu_memory_utilization` ... or decreasing
-    `max_model_len`")."""
-    return ("kv_cache_memory",) if values["kv_cache_memory"] else ("gpu_memory_utilization",)
+    `max_model_len`"), with --max-model-len, which also moves it."""
+    return ("kv_cache_memory" if values["kv_cache_memory"] else "gpu_memory_utilization", "max_model_len")
 
 
 def vllm_summary(values: dict[str, Any]) -> dict[str, Any]:
@@ -317,7 +326,8 @@ def vllm_summary(values: dict[str, Any]) -> dict[str, Any]:
 VLLM_FLAGS = (
     ("gpu_memory_utilization", "float", "F",
      "share of the GPU's memory the engine requests, in (0, 1] (vLLM default 0.92)"),
-    ("max_model_len", "whole", "TOKENS", "tokens per request (default: --context)"),
+    ("max_model_len", "whole", "TOKENS",
+     "tokens per request (default: --context where given, else vLLM's: the model's max_position_embeddings)"),
     ("max_num_seqs", "whole", "N", "requests per step (vLLM default: 1024 on H100/H200-class GPUs, else 256)"),
     ("max_num_batched_tokens", "whole", "N",
      "tokens per step (vLLM default: 8192 on H100/H200-class GPUs, else 2048)"),
@@ -436,7 +446,7 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
     _checked(settings, config)
     validate_config(config)
     arch, worst = config.model, None
-    engine = engine_inputs(settings, gpu_total, gpu_id, config.context)
+    engine = engine_inputs(settings, gpu_total, gpu_id, default_length(config))
     if settings.engine == "vllm":
         limits = derive(BATCH_SYMBOLS, engine)
         if limits["max_num_batched_tokens"] < limits["max_num_seqs"]:

@@ -468,6 +468,17 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
         _vllm_weights(models, "vllm-0.19-mixtral-8x7b-tp2-weights", "mixtral-8x7b", "43.51", logs["mixtral"], "bf16",
                       tp=2),
         _vllm_weights(models, "vllm-0.19-gemma-2-9b-weights", "gemma-2-9b", "17.22", logs["gemma2"], "bf16"),
+        # An older log with four decimals: vLLM 0.6 printed "Loading model weights took %.4f GB" of
+        # model_memory_usage / float(2**30) (vllm/worker/model_runner.py load_model): 14.9575 GiB of parameters and
+        # the 0.0313 GiB rotary table of 131,072 positions x 128 in bf16.
+        Case("vllm-llama-3.1-8b-rtx-3090-weights", "serving", "budget",
+             "weights as loaded (\"Loading model weights took\")", "Llama 3.1 8B Instruct, bf16, one RTX 3090",
+             "vLLM log (v0.6, Dec 2024) in vllm-project/vllm issue #10517",
+             "https://github.com/vllm-project/vllm/issues/10517", Fraction("14.9888"), "GiB",
+             engine("loaded_weights", "GiB"), Config(model=models["llama-3.1-8b"], mode="serve"),
+             Served("rtx-3090", {"kv_cache_memory": GIB, "max_model_len": 20_000}), abs=Fraction(5, 100_000),
+             tolerance="±0.00005 GiB (the log's four decimals)",
+             unit_note="vLLM 0.6 printed GB for bytes / 2**30: GiB"),
         # 0.53% under (its YaRN cos/sin table counted): MLA_WEIGHTS_TOLERANCE.
         _vllm_weights(models, "vllm-0.19-deepseek-v2-lite-weights", "deepseek-v2-lite", "29.43", logs["dsv2"],
                       "bf16", rel=Fraction(1, 100), tolerance=MLA_WEIGHTS_TOLERANCE),
@@ -487,6 +498,8 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
                 "max_total_num_tokens", "992896", "tokens", rel=Fraction(5, 10000), tolerance="0.05% (3 pages of 64)"),
         _sglang("sglang-qwen3-8b-b200-k-size", sglang_qwen, "K cache size (\"K size\")", "k_size", "68.18", "GiB",
                 abs=Fraction(15, 1000), tolerance="±0.015 GiB"),
+        _sglang("sglang-qwen3-8b-b200-weights", sglang_qwen, "weights as loaded (\"Load weight end. ... mem usage\")",
+                "loaded_weights", "15.28", "GiB", abs=Fraction(5, 1000), tolerance="±0.005 GiB (the log's two decimals)"),
         _sglang("sglang-qwen3-8b-b200-avail-mem", sglang_qwen,
                 "free memory before the weights (\"Load weight begin. avail mem\")", "pre", "177.57", "GiB",
                 abs=Fraction(1, 100), tolerance="±0.01 GiB"),
