@@ -13,7 +13,8 @@ import pytest
 from builder.model.states import MODEL_STATES
 from builder.render import SAME_AS, SHARED_MIN_CHARS, PageContext, widget_json
 from builder.widgets.model_data import STAGE_SETS, model_data
-from builder.widgets.packed import REFERENCE, RULES, TEXTS, compact, expand, pack, unpack
+from builder.widgets.packed import (CODE_ALPHABET, NAMES, REFERENCE, RULES, TEXTS, UNQUOTED, code, coded, compact,
+                                    expand, pack, unpack)
 
 
 def context() -> PageContext:
@@ -53,8 +54,10 @@ def test_each_text_is_sent_once_and_the_rules_come_back_as_encode_wrote_them():
         assert pack({key: value for key, value in rules.items() if key not in plain}, plain) == data
         assert TEXTS not in rules and RULES not in rules and '"' not in data[RULES]
         texts = data[TEXTS]
-        references = [int(i) for i in re.findall(rf"\[{re.escape(REFERENCE)},(\d+)\]", data[RULES])]
-        assert len(set(texts)) == len(texts) and "[str," not in data[RULES]
+        by_code = {code(index): name for index, name in enumerate(data[NAMES])}
+        written = UNQUOTED.sub(lambda match: by_code[match.group(0)], data[RULES])  # names in place of their codes
+        references = [int(i) for i in re.findall(rf"\[{re.escape(REFERENCE)},(\d+)\]", written)]
+        assert len(set(texts)) == len(texts) and "[str," not in written
         assert len(references) == json.dumps(rules).count('["str", ') > len(texts)  # every text, each once
         assert set(references) == set(range(len(texts)))
 
@@ -71,7 +74,26 @@ def test_the_compact_form_reads_back_names_numbers_and_operators():
     assert expand(compact(COMPACT)) == COMPACT
 
 
-@pytest.mark.parametrize("value", [{"rules": [REFERENCE, 3]}, {TEXTS: []}, {"a": "two words"}, {"a": "3d"},
+def test_each_name_is_sent_once_as_a_code_the_most_frequent_in_one_character():
+    """builder/widgets/packed.py `coded`: the rules name each symbol, operator and key by a code of CODE_ALPHABET,
+    the most frequent names by one character; the codes are distinct, never read as numbers, and expand gives back
+    the rules as they were written."""
+    data = model_data()
+    names, tokens = data[NAMES], UNQUOTED.findall(data[RULES])
+    assert len(set(names)) == len(names) > len(CODE_ALPHABET)  # two-character codes are in use too
+    codes = [code(index) for index in range(len(names))]
+    assert len(set(codes)) == len(codes) and set(tokens) == set(codes)
+    assert all(UNQUOTED.fullmatch(c) and not c[0].isdigit() for c in codes)
+    counts = {name: tokens.count(c) for name, c in zip(names, codes)}
+    short = [counts[name] for name in names[:len(CODE_ALPHABET)]]
+    assert min(short) >= max(counts[name] for name in names[len(CODE_ALPHABET):])
+    text = compact(COMPACT)
+    assert expand(*coded(text)) == expand(text) == COMPACT
+    with pytest.raises(ValueError):
+        code(len(CODE_ALPHABET) * (len(CODE_ALPHABET) + 1))
+
+
+@pytest.mark.parametrize("value", [{"rules": [REFERENCE, 3]}, {TEXTS: []}, {NAMES: []}, {"a": "two words"}, {"a": "3d"},
                                    {"a": "true"}, {"a": True}, {"a": None}, {"a": ""}, {"a": 'say "hi"'}])
 def test_data_the_packing_cannot_carry_is_refused(value):
     with pytest.raises(ValueError):

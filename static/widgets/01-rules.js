@@ -282,17 +282,26 @@ const ruleSet = ({ reads, symbols, parts }) => {
   };
 };
 // The model data as it travels (builder/widgets/packed.py): the rules as one string, JSON without quotes around
-// names, and each distinct text once, in `texts`, where a rule has ["$", i] for the i-th. Here, once per data (a
-// page's widgets share one), before any rule is compiled: quotes back around every name (a whole token between JSON's
-// punctuation that is not a number), each ["$", i] written as ["str", text], then one JSON.parse: the rules as
+// names and each name written as a code of one or two characters of CODE_ALPHABET (the `i`-th of `names`: packed.code),
+// and each distinct text once, in `texts`, where a rule has ["$", i] for the i-th. Here, once per data (a page's
+// widgets share one), before any rule is compiled: each code replaced by its name in quotes (a whole token between
+// JSON's punctuation that is not a number), each ["$", i] written as ["str", text], then one JSON.parse: the rules as
 // Python's encode wrote them, with the data's other values as they came (two native passes, no walk over the rules).
+const CODE_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_$";
+const codeOf = (i) => {
+  const n = CODE_ALPHABET.length;
+  if (i < n) return CODE_ALPHABET[i];
+  i -= n;
+  return CODE_ALPHABET[Math.floor(i / n)] + CODE_ALPHABET[i % n];
+};
 const unpackedData = new WeakMap();
 const unpacked = (data) => {
   let out = unpackedData.get(data);
   if (out === undefined) {
-    const { rules, texts, ...plain } = data, quoted = texts.map((text) => JSON.stringify(["str", text]));
-    const named = rules.replace(/(?<![^[{,:])(?!-?\d)[^[\]{},:]+/g, '"$&"');
-    unpackedData.set(data, out = { ...JSON.parse(named.replace(/\["\$",(\d+)\]/g, (_, i) => quoted[i])), ...plain });
+    const { rules, texts, names, ...plain } = data, quoted = texts.map((text) => JSON.stringify(["str", text]));
+    const named = new Map(names.map((name, i) => [codeOf(i), JSON.stringify(name)]));
+    const json = rules.replace(/(?<![^[{,:])(?!-?\d)[^[\]{},:]+/g, (code) => named.get(code));
+    unpackedData.set(data, out = { ...JSON.parse(json.replace(/\["\$",(\d+)\]/g, (_, i) => quoted[i])), ...plain });
   }
   return out;
 };
