@@ -489,14 +489,17 @@ def run_models(args: argparse.Namespace) -> int:
     if args.json:
         rows = {k: {"display": a.extra.get("display", k), "params": param_count(a),
                     "active_params": active_param_count(a), "layers": a.layers, "hidden": a.hidden,
-                    "heads": a.heads, "kv_heads": a.n_kv_heads, "vocab": a.vocab, "source": a.source}
+                    "heads": a.heads, "kv_heads": a.n_kv_heads, "vocab": a.vocab,
+                    "max_position_embeddings": a.max_position_embeddings or a.max_positions, "source": a.source}
                 for k, a in models.items()}
         print(json.dumps(rows, indent=2))
         return 0
     for model_id, arch in models.items():
         active = f" ({active_param_count(arch):,} active)" if arch.is_moe else ""
         print(f"{model_id:<16} {param_count(arch):>17,} params{active}  L={arch.layers} h={arch.hidden} "
-              f"a={arch.heads} kv={arch.n_kv_heads} V={arch.vocab}")
+              f"a={arch.heads} kv={arch.n_kv_heads} V={arch.vocab}"
+              + (f" positions={arch.max_position_embeddings or arch.max_positions}"
+                 if arch.max_position_embeddings or arch.max_positions else ""))
     return 0
 
 

@@ -10,6 +10,7 @@ Dettmers et al. 2023 (QLoRA), arXiv:2305.14314, section 3: paged optimizers evic
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,25 @@ def test_paged_refuses_what_bitsandbytes_does_not_run(changes, words):
     with pytest.raises(ValueError) as error:
         validate_config(Config(model=LLAMA, optimizer="paged-adamw", **changes))
     assert str(error.value).startswith(words) and "\n" not in str(error.value)
+
+
+def test_paged_adamw8bit_stepped_in_backward_pages_one_parameter_in_while_backward_runs():
+    """torchtune's single-device full fine-tune of Llama 3.1 8B (recipes/configs/llama3_1/8B_full_single_device.yaml:
+    bitsandbytes.optim.PagedAdamW8bit with optimizer_in_bwd: True, one optimizer per parameter stepped from its
+    gradient hook, torchtune/training/memory.py register_optim_in_bwd_hooks): no optimizer-step phase follows
+    backward; the gradients in flight are one tensor's; backward's moments hold the largest parameter's two paged
+    8-bit moments (the output layer's 128,256 x 4,096 codes, 1 B each) while it is stepped."""
+    config = Config(model=default_models()["llama-3.1-8b"], precision="bf16", optimizer="paged-adamw8bit",
+                    optimizer_impl="in-backward", implementation="torchtune", recompute="full", micro_batch=2,
+                    seq_len=2048, loss="chunked", attention="flash")
+    validate_config(config)
+    parts, phases = _step(config)
+    assert "optimizer_step" not in phases
+    assert parts["gradients"] == 2 * EMBEDDING  # the output layer's bf16 gradient, the largest
+    for moment in ("layer_backward", "first_layer_backward", "backward_end"):
+        assert phases[moment]["optimizer/paged_in"] == 2 * 1 * EMBEDDING
+    assert "optimizer/paged_in" not in phases["forward"]
+    # The Fine-tuning page's figure is the model's need (torchtune's README lists 18.9 GiB for the run, with settings
+    # it does not print: shown on the page, not pinned).
+    need = assess(config)[1].bytes
+    assert f"need is {need / 2**30:.2f} GiB" in (Path(__file__).resolve().parent.parent / "content" / "fine-tuning.md").read_text(encoding="utf-8")

@@ -14,7 +14,9 @@ What bitsandbytes 0.50.2.dev0 (commit 95f9af3) does:
 
 So the states stay in the sum of parts (the estimate), in full; the need counts of them only what must be on the GPU:
 the plain ones (parameters under 1e5 elements, and the absmax), at every moment, and at the optimizer step the paged
-states of one parameter, the largest, which the step prefetches and updates before the next. Simplification, named:
+states of one parameter, the largest, which the step prefetches and updates before the next. Stepped inside backward
+(one optimizer per parameter, from its gradient hook: torchtune's optimizer_in_bwd with PagedAdamW8bit), each
+parameter's paged states come in with its step, so backward's moments hold the largest one's. Simplification, named:
 the driver keeps more pages on the GPU whenever there is room (the need is a floor, not what a profiler shows), the
 time paging costs is not modelled, and the host memory that holds evicted states is not counted on the host.
 """
@@ -36,7 +38,8 @@ PAGED = (Cite("bitsandbytes-95f9af3", "bitsandbytes/optim/optimizer.py Optimizer
          + Cite("dettmers2023", "section 3"))
 PAGED_NOTE = ("paged: in CUDA unified memory, which the driver evicts to host memory when the GPU runs short; counted "
               "in full in the sum of parts, while the need counts only the states of parameters under 100,000 "
-              "elements (and the 8-bit absmax) and, at the optimizer step, one parameter's paged states")
+              "elements (and the 8-bit absmax) and, while a parameter is stepped (at the optimizer step, or inside "
+              "backward with in-backward), that parameter's paged states")
 PAGED_IN_NOTE = ("simplification: the step prefetches and updates one parameter's paged states at a time, so the "
                  "largest parameter's are counted; the driver may keep more of them on the GPU while there is room")
 RESIDENT_NOTE = "its paged states can sit in host memory: only the plain GPU tensors among them are counted"

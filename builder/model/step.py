@@ -246,6 +246,15 @@ def _stepping_in_backward() -> PartRule:
                     transient=True)
 
 
+def _paging_in(inside_backward: bool) -> PartRule:
+    """A paged optimizer's states of the parameter it steps, paged in for its step: at the optimizer step, or inside
+    backward when each parameter is stepped from its gradient hook (builder.model.paging)."""
+    return PartRule("optimizer/paged_in", sym("paged_in"), "largest parameter x 2 moments x bytes(state code)", PAGED,
+                    "one parameter's two moments", PAGED_IN_NOTE,
+                    when=both(sym("in_backward"), sym("paged_in") > 0) if inside_backward else sym("paged_in") > 0,
+                    transient=True)
+
+
 def _dequantised(backward: bool) -> PartRule:
     """QLoRA's dequantised copy of the largest 4-bit weight inside a layer's forward or backward
     (builder.model.dequant)."""
@@ -326,8 +335,8 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                                                           ne(SAVED_DTYPE, "fp32")))),
                  transient=True),
     ),
-    "layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),
-    "first_layer_backward": (_stepping_in_backward(), _dequantised(backward=True)),
+    "layer_backward": (_stepping_in_backward(), _paging_in(inside_backward=True), _dequantised(backward=True)),
+    "first_layer_backward": (_stepping_in_backward(), _paging_in(inside_backward=True), _dequantised(backward=True)),
     "backward_end": (
         PartRule("gradients/tied_embedding_temporaries", 2 * sym("op_V") * sym("hidden") * sym("grad_bytes"),
                  "2 x V/t x h x bytes(grad)", TIED, "2 V x h gradients",
@@ -335,6 +344,7 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  when=both(HEAD, EMBEDDING, sym("tied_embeddings"), FULL_TUNING, negate(RECOMPUTED_AT_END)),
                  transient=True),
         _stepping_in_backward(),
+        _paging_in(inside_backward=True),
     ),
     # builder.model.optimizers: what each optimizer's step allocates, by implementation (fused: nothing).
     "optimizer_step": (
@@ -351,8 +361,7 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
         PartRule("optimizer/step_temporaries", sym("loop_temporaries"), "k x largest tensor x bytes(state dtype)",
                  LOOP_SOURCE, "one parameter's step at a time", "the for-loop steps one tensor at a time",
                  when=both(eq(STEP_IMPL, "for-loop"), sym("loop_temporaries") > 0), transient=True),
-        PartRule("optimizer/paged_in", sym("paged_in"), "largest parameter x 2 moments x bytes(state code)", PAGED,
-                 "one parameter's two moments", PAGED_IN_NOTE, when=sym("paged_in") > 0, transient=True),
+        _paging_in(inside_backward=False),
     ),
 }
 
