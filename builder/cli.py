@@ -20,7 +20,8 @@ from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
 from builder.model.config import OPTION_NAMES as CONFIG_FIELDS, PRECISIONS
 from builder.model.options import CLI, FLAG_OF, GROUPS, OPTIONS, Option, OptionError
-from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED
+from builder.model.serving import (KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED, MODEL_DTYPES,
+                                   QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED)
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 from builder.model.assumed import assumed_shape
@@ -213,7 +214,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     given = {option.name: getattr(args, option.dest or option.name) for option in OPTIONS
              if CLI in option.surfaces and option.name in CONFIG_FIELDS}
     return Config(**given | dict(
-        model=arch, precision=precision, param_dtype=args.param_dtype or param_dtype, zero=zero,
+        model=arch, precision=precision, param_dtype=resolve_quantization(args) or param_dtype, zero=zero,
         kv_dtype=resolve_kv_dtype(args), shaped_like=shaped_like, overhead_fraction=overhead_fraction,
         overhead_bytes=overhead_bytes))
 
@@ -279,9 +280,37 @@ def resolve_kv_dtype(args: argparse.Namespace) -> str | None:
     return KV_CACHE_DTYPES[value]
 
 
+def engine_word(args: argparse.Namespace, flag: str, value: str, words: dict, unmodelled: dict, instead: str) -> Any:
+    """What an engine's word for a serving option (--quantization, --dtype) stands for; UsageError naming the flag
+    when the run is not serving, the option is also given in the model's own word (`instead`), or the word is not
+    one the model follows."""
+    if args.mode != "serve":
+        raise UsageError(f"argument {flag}: a serving engine's word (--mode serve); training takes {instead}")
+    if getattr(args, instead.removeprefix("--").replace("-", "_")) is not None:
+        raise UsageError(f"argument {flag}: give it once, with {flag} or {instead}, not both")
+    if value in unmodelled:
+        raise UsageError(f"argument {flag}: {value!r} is not modelled ({unmodelled[value]})")
+    if value not in words:
+        raise UsageError(f"argument {flag}: {value!r} is not one of {', '.join(words)}")
+    return words[value]
+
+
+def resolve_quantization(args: argparse.Namespace) -> str | None:
+    """--param-dtype, or --quantization in the engines' words mapped to a weight dtype."""
+    if args.quantization is None:
+        return args.param_dtype
+    return engine_word(args, "--quantization", args.quantization, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED,
+                       "--param-dtype")
+
+
 def resolve_precision(args: argparse.Namespace) -> tuple[str, str | None]:
-    """(policy name, weight dtype override) from --precision, which accepts a dtype when serving."""
+    """(policy name, weight dtype override) from --precision, which accepts a dtype when serving, or from the
+    engines' --dtype."""
     value = args.precision
+    if args.dtype is not None:
+        dtype = engine_word(args, "--dtype", args.dtype, MODEL_DTYPES, {}, "--precision")
+        # fp32 is a policy of its own (activations and the "auto" KV cache in fp32 too); fp16 is bf16's bytes.
+        return ("fp32", None) if dtype == "fp32" else ("bf16", None if dtype in (None, "bf16") else dtype)
     if value is None:
         return ("bf16-mixed", None) if args.mode == "train" else ("bf16", None)
     if value in PRECISIONS and not (args.mode == "serve" and value in DTYPE_BYTES):

@@ -200,3 +200,33 @@ def test_a_request_holds_the_models_own_length_when_no_flag_gives_one(capsys):
     assert "Maximum concurrency for 8,192 tokens per request" in capsys.readouterr().out
     assert report(MODELS["llama-3.1-8b"]).values["max_model_len"] == 131_072
     assert report(MODELS["llama-3.1-8b"].with_changes(max_position_embeddings=0)).values["max_model_len"] == 4096
+
+
+@pytest.mark.parametrize("words, loaded", [
+    # llm-d-planner's vLLM 0.19.0 H100 logs (builder/validate/published.py LLMD): "Model loading took 8.49 GiB" with
+    # --quantization fp8 (linear weights quantised at load, embeddings and output layer kept bf16), "29.98 GiB" with
+    # --dtype float32 (weights and the rotary table in fp32).
+    (["--quantization", "fp8"], "8.49"),
+    (["--dtype", "float32"], "29.98"),
+])
+def test_the_engines_words_for_weight_formats(capsys, words, loaded):
+    base = ["estimate", "--model", "llama-3.1-8b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
+            "--max-model-len", "8192", "--json"]
+    assert main(base + words) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    assert (parts["weights"] + parts["weights/rotary_table"]) / GIB == pytest.approx(float(loaded), rel=0.001)
+
+
+@pytest.mark.parametrize("words, message", [
+    (["--quantization", "gptq", "--param-dtype", "int4"], "argument --quantization: give it once, with "
+                                                          "--quantization or --param-dtype, not both"),
+    (["--quantization", "compressed-tensors"], "argument --quantization: 'compressed-tensors' is not modelled"),
+    (["--quantization", "int3"], "argument --quantization: 'int3' is not one of awq, awq_marlin, gptq"),
+    (["--dtype", "bf16"], "argument --dtype: 'bf16' is not one of auto, bfloat16, float16, half, float32, float"),
+    (["--dtype", "half", "--precision", "fp16"], "argument --dtype: give it once, with --dtype or --precision"),
+])
+def test_the_engines_words_refuse_what_they_do_not_name(capsys, words, message):
+    base = ["estimate", "--model", "llama-3.1-8b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb"]
+    assert main(base + words) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

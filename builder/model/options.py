@@ -27,7 +27,7 @@ from builder.model.config import (ACTIVATION_FORMULAS, ATTENTION, CHECKPOINT_SAV
                                   KBIT_PREPARE, LORA_TARGETS, LOSSES, MODES, OFFLOAD, OPTIMIZER_IMPLS, OPTIMIZERS,
                                   PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
 from builder.model.ranges import RANGE_OF, Range
-from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD
+from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, MODEL_DTYPES, QUANTIZATION_DTYPES
 from builder.model.units import DTYPE_BYTES, clip, parse_count, parse_size
 from builder.model.zero3 import DEFAULTS as ZERO3_DEFAULTS, MEANINGS as ZERO3_MEANINGS
 
@@ -338,6 +338,12 @@ OPTIONS: tuple[Option, ...] = (
     _o("kv_cache_dtype", "text", "the KV cache's dtype in the engines' own words (vLLM and SGLang --kv-cache-dtype: "
        f"{', '.join(KV_CACHE_DTYPES)}; vLLM's {', '.join(KV_CACHE_PER_TOKEN_HEAD)} with --engine vllm); instead of "
        "--kv-dtype", "serve", metavar="DTYPE", surfaces=_CLI, source="vllm-6adad08"),
+    _o("quantization", "text", "the weights' quantisation in the engines' own words (vLLM and SGLang --quantization: "
+       f"{', '.join(QUANTIZATION_DTYPES)}: 4-bit AWQ and GPTQ, fp8 at load); instead of --param-dtype", "serve",
+       metavar="METHOD", surfaces=_CLI, source="vllm-6adad08"),
+    _o("dtype", "text", "the weights' and activations' dtype in the engines' own words (vLLM and SGLang --dtype: "
+       f"{', '.join(MODEL_DTYPES)}); instead of --precision", "serve", metavar="DTYPE", surfaces=_CLI,
+       source="vllm-6adad08"),
     # Overheads (named assumptions).
     _o("overhead", "overhead", "framework overhead: a percentage of the rest ('10%') or a size ('1.5GiB')", "overheads",
        metavar="X", surfaces=_CLI),

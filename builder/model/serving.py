@@ -28,6 +28,26 @@ PREFILL_CHUNK = 8192  # tokens per prefill step: vLLM's max_num_batched_tokens d
 # (KVQuantMode.FP8_PER_TENSOR: 8 bytes a layer, with the layer's weights, not in the KV cache's pages).
 KV_CACHE_DTYPES = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16",
                    "float32": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+# The engines' --quantization words for the weight formats the model counts (builder.model.states QUANTISATION): AWQ
+# and GPTQ checkpoints at 4 bits (an fp16 scale and zero per group of 128; the Marlin kernels' names too), and fp8
+# (vLLM quantises a 16-bit checkpoint's linear weights at load, per-tensor scales, embeddings and output layer kept
+# 16-bit: vllm/model_executor/layers/quantization/fp8.py; SGLang the same word). The formats whose layout the model
+# does not follow are refused by name.
+QUANTIZATION_DTYPES = {"awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "fp8": "fp8"}
+QUANTIZATION_UNMODELLED = {
+    "compressed-tensors": "the checkpoint's own scheme decides the format: give it with --param-dtype (int8 for "
+                          "W8A8, fp8 for FP8, int4 for W4A16)",
+    "bitsandbytes": "vLLM's in-flight NF4 blocks and their constants are not modelled: give --param-dtype nf4 for "
+                    "bitsandbytes' own 4-bit layout",
+    "gguf": "GGUF's block formats are not modelled",
+    "mxfp4": "MXFP4's packed values and block scales are not modelled",
+    "modelopt": "the checkpoint's own scheme decides the format: give it with --param-dtype",
+    "experts_int8": "int8 experts beside 16-bit attention are not modelled",
+}
+# The engines' --dtype words (vLLM and SGLang): the weights' and activations' dtype; "auto" keeps the checkpoint's.
+MODEL_DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
+                "float": "fp32"}
+
 # vLLM's per-token-head modes (vllm/v1/kv_cache_interface.py get_kv_quant_mode, KVQuantMode.FP8_PER_TOKEN_HEAD and
 # INT8_PER_TOKEN_HEAD, commit 001cabc): 1-byte values, and an fp32 k and v scale per token and KV head carved from the
 # cache's own pages (AttentionSpec.page_size_bytes: real page + 2 x block_size x num_kv_heads x 4 B). The dtype each
