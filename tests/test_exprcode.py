@@ -28,18 +28,18 @@ def typed(value):
 
 @contextmanager
 def closures(monkeypatch):
-    """Within this context, derive runs each rule's compiled function (no program)."""
+    """Within this context, every rule is evaluated by its compiled functions (no program)."""
     with monkeypatch.context() as patch:
-        patch.setattr(expr, "_program", lambda pairs: None)
+        patch.setattr(exprcode.Lazy, "get", lambda self: None)
         yield
 
 
 @contextmanager
 def programs(monkeypatch):
-    """Within this context, derive runs a program from the first time (one per list of pairs)."""
+    """Within this context, every program is made the first time it is asked for."""
+    get = exprcode.Lazy.get
     with monkeypatch.context() as patch:
-        patch.setattr(exprcode, "_PROGRAMS", {})
-        patch.setattr(expr, "_program", lambda pairs: exprcode.program(pairs) or exprcode.program(pairs))
+        patch.setattr(exprcode.Lazy, "get", lambda self: get(self) or get(self))
         yield
 
 

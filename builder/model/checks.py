@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from builder.model import exprcode
 from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym, when
 from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.gradbuffers import DDP
@@ -301,12 +302,22 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
+_PROGRAMS: dict[tuple[Check, ...], exprcode.Lazy] = {}  # checks -> the program of them all (builder.model.exprcode)
+
+
 def first_refusal(inputs: Mapping[str, Value], checks: tuple[Check, ...] = CHECKS) -> str | None:
     """The message of the first of `checks` that refuses these inputs, or None."""
-    for check in checks:
-        if evaluate(check.refused, inputs):
-            return evaluate(check.message, inputs)
-    return None
+    lazy = _PROGRAMS.get(checks)
+    if lazy is None:
+        lazy = _PROGRAMS.setdefault(checks, exprcode.guarded([(c.refused, (c.message,)) for c in checks], first=True))
+    run = lazy.get()
+    if run is None:
+        for check in checks:
+            if evaluate(check.refused, inputs):
+                return evaluate(check.message, inputs)
+        return None
+    refused = exprcode.run(run, inputs)
+    return refused[0][1][0] if refused else None
 
 
 def encode_checks(checks: tuple[Check, ...] = CHECKS) -> list[list[Any]]:

@@ -703,7 +703,7 @@ def derive(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]], env: Mappin
     (name, rule) pairs (`pairs`), where a name derived again replaces its value."""
     out = dict(env)
     listed = tuple(symbols.items()) if isinstance(symbols, Mapping) else tuple(symbols)
-    run = _program(listed)  # the pairs as one Python function, once they are derived again (builder.model.exprcode)
+    run = _code.program(listed)  # the pairs as one Python function, once they are derived again (builder.model.exprcode)
     try:
         if run is not None:
             run(out)
@@ -758,4 +758,4 @@ def symbols_of(expr: Expr) -> set[str]:
     return set().union(*(symbols_of(a) for a in expr.args))
 
 
-from builder.model.exprcode import program as _program  # noqa: E402 (it reads this module's operators)
+from builder.model import exprcode as _code  # noqa: E402 (last: it reads this module's operators)

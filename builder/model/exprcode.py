@@ -11,13 +11,16 @@ to the type: the same ints and Fractions, texts, rows and errors. `get`, and an 
 call the rule's compiled function.
 
 A program is made the second time the same pairs are derived (`program`): a list derived once is not worth compiling.
+The same writer makes the program of guarded groups of rules (`guarded`): a rule set's parts, each evaluated where its
+condition holds (builder.model.partrules), and the configuration checks, up to the first that refuses
+(builder.model.checks).
 """
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 from builder.model import expr as rules
 from builder.model.expr import Expr
@@ -81,8 +84,21 @@ class _Writer:
             code, numeric = self.code(node, "env", 0)
             lines.append(f"    v{index} = env[{name!r}] = {code}")
             self.local[name] = (f"v{index}", numeric)
-        lines.append("    return None")
-        exec(compile("\n".join(lines), "<derived symbols>", "exec"), self.names)
+        return self.made(lines + ["    return None"])
+
+    def guarded(self, groups: list[tuple[Expr, tuple[Expr, ...]]], first: bool) -> Callable[[Mapping], list]:
+        """The function that gives (index, [values]) for each group whose guard holds, in order: the group's rules
+        evaluated, in order, only where its guard holds; `first`: for the first such group only."""
+        lines = ["def program(env):", "    out = []"]
+        for index, (guard, rules_) in enumerate(groups):
+            values = "".join(f"{self.value(node, 'env', 0)}, " for node in rules_)
+            lines += [f"    if {self.value(guard, 'env', 0)}:", f"        out.append(({index}, [{values}]))"]
+            if first:
+                lines.append("        return out")
+        return self.made(lines + ["    return out"])
+
+    def made(self, lines: list[str]) -> Callable:
+        exec(compile("\n".join(lines), "<rules>", "exec"), self.names)
         return self.names["program"]
 
 
@@ -183,19 +199,53 @@ WRITTEN: dict[str, Callable[[_Writer, Expr, str, int], tuple[str, bool]]] = {
     "fmt": _fmt, "bytes": _call("BYTES", 1, False), "real": _call("REAL", 1, False), "fixed": _call("FIXED", 1, False),
 }
 
-_PROGRAMS: dict[tuple, Callable[[dict], None] | None] = {}  # pairs -> program (None: derived once so far)
-_CLOSURES = object()  # pairs left to the compiled functions
+class Lazy:
+    """A program made the second time it is asked for (`get`; None before): rules evaluated once are not worth
+    compiling."""
+
+    __slots__ = ("make", "asked", "program")
+
+    def __init__(self, make: Callable[[], Callable | None]) -> None:
+        self.make, self.asked, self.program = make, 0, None
+
+    def get(self) -> Callable | None:
+        if self.program is None:
+            self.asked += 1
+            if self.asked < 2:
+                return None
+            self.program = self.make() or _CLOSURES
+        return self.program if self.program is not _CLOSURES else None
+
+
+_CLOSURES = object()  # rules left to the compiled functions (a plain value among them: they fail as those fail)
+_PROGRAMS: dict[tuple, Lazy] = {}  # derived (name, rule) pairs -> their program
 MAX_PROGRAMS = 1024  # lists remembered at most (a caller making new rules on every call must not grow it for ever)
 
 
+def run(program: Callable, env: Mapping) -> Any:
+    """program(env), a symbol the environment lacks (a KeyError) raised as expr.evaluate raises it."""
+    try:
+        return program(env)
+    except KeyError as error:
+        raise rules._unknown(error.args[0]) from None
+
+
+def rules_only(nodes: Iterable[Any]) -> bool:
+    """Whether every one is a rule (else the compiled functions evaluate them, and fail as they do)."""
+    return all(type(node) is Expr for node in nodes)
+
+
 def program(pairs: tuple[tuple[str, Expr], ...]) -> Callable[[dict], None] | None:
-    """The compiled program of these (name, rule) pairs, made the second time they are asked for; None before."""
-    made = _PROGRAMS.get(pairs, False)
-    if made is False:
+    """The program of derived (name, rule) pairs (`_Writer.program`), made the second time they are asked for."""
+    lazy = _PROGRAMS.get(pairs)
+    if lazy is None:
+        lazy = Lazy(lambda: _Writer().program(list(pairs)) if rules_only(rule for _, rule in pairs) else None)
         if len(_PROGRAMS) < MAX_PROGRAMS:
-            _PROGRAMS[pairs] = None
-        return None
-    if made is None:  # a rule that is not one (a plain value) fails as the compiled functions fail on it
-        made = _PROGRAMS[pairs] = _Writer().program(list(pairs)) if all(type(rule) is Expr for _, rule in pairs) \
-            else _CLOSURES
-    return made if made is not _CLOSURES else None
+            _PROGRAMS[pairs] = lazy
+    return lazy.get()
+
+
+def guarded(groups: list[tuple[Expr, tuple[Expr, ...]]], first: bool = False) -> Lazy:
+    """The program of guarded groups of rules (`_Writer.guarded`), made the second time it is asked for."""
+    return Lazy(lambda: _Writer().guarded(groups, first)
+                if rules_only(node for guard, rules_ in groups for node in (guard, *rules_)) else None)
