@@ -15,7 +15,15 @@ from __future__ import annotations
 import io
 import struct
 import sys
+import warnings
 import zlib
+
+with warnings.catch_warnings():  # deprecated since Python 3.11 (PEP 594), gone in 3.13: then opaque_rgb_sliced
+    warnings.simplefilter("ignore", DeprecationWarning)
+    try:
+        import audioop
+    except ImportError:
+        audioop = None
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVEL = 1  # zlib level: flat chart colours compress well even at the fastest level
@@ -30,13 +38,31 @@ def chunk(kind: bytes, data: bytes) -> bytes:
 def opaque_rgb_rows(data: bytes, width: int, height: int) -> bytes | None:
     """Scanlines of 8-bit RGB, each led by filter byte 0, from cairo ARGB32 rows (bytes B, G, R, A on a
     little-endian machine, no row padding); None when a pixel is not opaque."""
-    pixels = width * height
+    rgb = opaque_rgb(data) if audioop is not None else opaque_rgb_sliced(data, width * height)
+    if rgb is None:
+        return None
+    rows, row = memoryview(rgb), 3 * width
+    return b"".join([part for start in range(0, len(rgb), row) for part in (b"\0", rows[start:start + row])])
+
+
+def opaque_rgb(data: bytes) -> bytes | None:
+    """The pixels' R, G, B bytes (None when one is not opaque), three passes in C: each pixel read as a signed
+    32-bit little-endian number, A * 2**24 + R * 2**16 + G * 2**8 + B, is opaque when it lies in [-2**24, -1]; its
+    bytes reversed (A, R, G, B) and cut to the top three bytes of the 32-bit number they make (audioop.lin2lin from
+    width 4 to 3), they are R, G, B."""
+    low, high = audioop.minmax(data, 4)
+    if low < -(1 << 24) or high > -1:
+        return None
+    return audioop.lin2lin(audioop.byteswap(data, 4), 4, 3)
+
+
+def opaque_rgb_sliced(data: bytes, pixels: int) -> bytearray | None:
+    """opaque_rgb by slices, where there is no audioop (Python 3.13 removed it): about twice as slow."""
     if data[3::4] != b"\xff" * pixels:
         return None
     rgb = bytearray(3 * pixels)
     rgb[0::3], rgb[1::3], rgb[2::3] = data[2::4], data[1::4], data[0::4]
-    row = 3 * width
-    return b"".join(b"\0" + rgb[start:start + row] for start in range(0, 3 * pixels, row))
+    return rgb
 
 
 def rgb_png(data: bytes, width: int, height: int, stride: int) -> bytes | None:
