@@ -45,7 +45,7 @@ class Expr:
     """One node of a rule: an operator and its operands (other nodes). Build with sym(), the
     arithmetic operators (+ - * / // and unary -), comparisons (< <= > >=) and the functions below."""
 
-    __slots__ = ("op", "args", "_fn")
+    __slots__ = ("op", "args", "_fn", "_symbols")
 
     def __init__(self, op: str, *args: Any):
         self.op = op
@@ -749,13 +749,22 @@ def decode(data: Any) -> Expr:
     return Expr(op, *(decode(a) for a in args))
 
 
-def symbols_of(expr: Expr) -> set[str]:
-    """Every symbol a rule reads (row fields inside a sum included)."""
+def symbols_of(expr: Expr) -> frozenset[str]:
+    """Every symbol a rule reads (row fields inside a sum included); worked out once per node (kept on it, as a rule
+    does not change), since a caller asks again of the rules inside (builder.widgets.specialise folds every condition
+    of a rule)."""
+    try:
+        return expr._symbols
+    except AttributeError:
+        pass
     if expr.op == "sym":
-        return {expr.args[0]}
-    if expr.op in _LEAVES:
-        return set()
-    return set().union(*(symbols_of(a) for a in expr.args))
+        found = frozenset(expr.args[:1])
+    elif expr.op in _LEAVES:
+        found = frozenset()
+    else:
+        found = frozenset().union(*(symbols_of(a) for a in expr.args))
+    expr._symbols = found
+    return found
 
 
 from builder.model import exprcode as _code  # noqa: E402 (last: it reads this module's operators)
