@@ -35,17 +35,17 @@ def chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
-def opaque_rgb_rows(data: bytes, width: int, height: int) -> bytes | None:
+def opaque_rgb_rows(data: bytes | memoryview, width: int, height: int) -> bytes | None:
     """Scanlines of 8-bit RGB, each led by filter byte 0, from cairo ARGB32 rows (bytes B, G, R, A on a
     little-endian machine, no row padding); None when a pixel is not opaque."""
-    rgb = opaque_rgb(data) if audioop is not None else opaque_rgb_sliced(data, width * height)
+    rgb = opaque_rgb(data) if audioop is not None else opaque_rgb_sliced(bytes(data), width * height)
     if rgb is None:
         return None
     rows, row = memoryview(rgb), 3 * width
     return b"".join([part for start in range(0, len(rgb), row) for part in (b"\0", rows[start:start + row])])
 
 
-def opaque_rgb(data: bytes) -> bytes | None:
+def opaque_rgb(data: bytes | memoryview) -> bytes | None:
     """The pixels' R, G, B bytes (None when one is not opaque), three passes in C: each pixel read as a signed
     32-bit little-endian number, A * 2**24 + R * 2**16 + G * 2**8 + B, is opaque when it lies in [-2**24, -1]; its
     bytes reversed (A, R, G, B) and cut to the top three bytes of the 32-bit number they make (audioop.lin2lin from
@@ -65,7 +65,7 @@ def opaque_rgb_sliced(data: bytes, pixels: int) -> bytearray | None:
     return rgb
 
 
-def rgb_png(data: bytes, width: int, height: int, stride: int) -> bytes | None:
+def rgb_png(data: bytes | memoryview, width: int, height: int, stride: int) -> bytes | None:
     """PNG bytes of cairo ARGB32 pixels (`stride` bytes a row) as 8-bit RGB; None when a pixel is not opaque, or for
     a layout this does not read (padded rows, a big-endian machine): then cairo's writer is the one to use."""
     if sys.byteorder != "little" or stride != 4 * width:
