@@ -12,6 +12,7 @@ A surface with any transparent pixel (none today) is left to cairo's writer, whi
 
 from __future__ import annotations
 
+import array
 import io
 import struct
 import sys
@@ -28,6 +29,7 @@ with warnings.catch_warnings():  # deprecated since Python 3.11 (PEP 594), gone 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVEL = 1  # zlib level: flat chart colours compress well even at the fastest level
 COLOUR_TYPE_RGB = 2
+WORD = next(code for code in "IL" if array.array(code).itemsize == 4)  # an array of 32-bit numbers
 
 
 def chunk(kind: bytes, data: bytes) -> bytes:
@@ -48,12 +50,15 @@ def opaque_rgb_rows(data: bytes | memoryview, width: int, height: int) -> bytes 
 def opaque_rgb(data: bytes | memoryview) -> bytes | None:
     """The pixels' R, G, B bytes (None when one is not opaque), three passes in C: each pixel read as a signed
     32-bit little-endian number, A * 2**24 + R * 2**16 + G * 2**8 + B, is opaque when it lies in [-2**24, -1]; its
-    bytes reversed (A, R, G, B) and cut to the top three bytes of the 32-bit number they make (audioop.lin2lin from
-    width 4 to 3), they are R, G, B."""
+    bytes reversed (A, R, G, B: an array's byteswap) and cut to the top three bytes of the 32-bit number they make
+    (audioop.lin2lin from width 4 to 3), they are R, G, B."""
     low, high = audioop.minmax(data, 4)
     if low < -(1 << 24) or high > -1:
         return None
-    return audioop.lin2lin(audioop.byteswap(data, 4), 4, 3)
+    swapped = array.array(WORD)
+    swapped.frombytes(data)
+    swapped.byteswap()  # several times quicker than audioop.byteswap
+    return audioop.lin2lin(swapped, 4, 3)
 
 
 def opaque_rgb_sliced(data: bytes, pixels: int) -> bytearray | None:
