@@ -35,7 +35,7 @@ SCOPED = {"sum": ("_summed", 1, True), "by": ("_sums_by", 2, False), "each": ("_
 # expr's functions a program calls, by the names it calls them.
 HELPERS = {"N": rules._number, "TEXT": rules._text, "QUOTIENT": rules._quotient, "ENTRY": rules._entry,
            "TOP": rules._top_key, "FLOOR": math.floor, "CEIL": math.ceil, "BYTES": rules.bytes_text,
-           "REAL": rules._real_text, "FIXED": rules._fixed_text, "HAS": rules._member_of,
+           "REAL": rules._real_text, "FIXED": rules._fixed_text, "HAS": rules._member_of, "SCOPE": rules._scope,
            **{name: getattr(rules, name) for name, _, _ in SCOPED.values()}}
 
 
@@ -106,6 +106,10 @@ def _scoped(w: _Writer, node: Expr, env: str, depth: int) -> tuple[str, bool]:
     function, before, numeric = SCOPED[node.op]
     w.scopes += 1
     scope = f"s{w.scopes}"
+    if node.op == "sum":  # expr._summed written out: the body inline, over each row's scope
+        rows, body = node.args
+        return (f"sum([{w.number(body, scope, depth)} for r{w.scopes} in {w.value(rows, env, depth)} "
+                f"for {scope} in [SCOPE(r{w.scopes}, {env})]])"), True
     operands = [w.value(a, env, depth) for a in node.args[:before]]
     if node.op == "by":  # by(rows, field, body) runs as _sums_by(field, rows, ...): the field is evaluated first
         operands.reverse()
