@@ -302,15 +302,18 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-_PROGRAMS: dict[tuple[Check, ...], exprcode.Lazy] = {}  # checks -> the program of them all (builder.model.exprcode)
+# id of a tuple of checks -> (the tuple, kept alive; the program of them all, builder.model.exprcode). By id: a tuple
+# of checks hashes every rule in it.
+_PROGRAMS: dict[int, tuple[tuple[Check, ...], exprcode.Lazy]] = {}
 
 
 def first_refusal(inputs: Mapping[str, Value], checks: tuple[Check, ...] = CHECKS) -> str | None:
     """The message of the first of `checks` that refuses these inputs, or None."""
-    lazy = _PROGRAMS.get(checks)
-    if lazy is None:
-        lazy = _PROGRAMS.setdefault(checks, exprcode.guarded([(c.refused, (c.message,)) for c in checks], first=True))
-    run = lazy.get()
+    known = _PROGRAMS.get(id(checks))
+    if known is None or known[0] is not checks:
+        known = _PROGRAMS[id(checks)] = (checks, exprcode.guarded([(c.refused, (c.message,)) for c in checks],
+                                                                  first=True))
+    run = known[1].get()
     if run is None:
         for check in checks:
             if evaluate(check.refused, inputs):
