@@ -701,9 +701,16 @@ def pairs(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]]) -> list[tupl
 def derive(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]], env: Mapping[str, Value]) -> dict[str, Value]:
     """`env` with each derived symbol added, in order (a symbol may use those before it); `symbols` a mapping or
     (name, rule) pairs (`pairs`), where a name derived again replaces its value."""
-    out = dict(env)
     listed = tuple(symbols.items()) if isinstance(symbols, Mapping) else tuple(symbols)
-    run = _code.program(listed)  # the pairs as one Python function, once they are derived again (builder.model.exprcode)
+    # The pairs as one Python function, once they are derived again (builder.model.exprcode).
+    return derive_pairs(listed, env, _code.program(listed))
+
+
+def derive_pairs(listed: tuple[tuple[str, Expr], ...], env: Mapping[str, Value], run: Callable | None
+                 ) -> dict[str, Value]:
+    """`derive` of (name, rule) pairs by their program `run` (builder.model.exprcode), or by each rule's compiled
+    function where there is none (None)."""
+    out = dict(env)
     try:
         if run is not None:
             run(out)

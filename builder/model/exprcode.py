@@ -243,10 +243,15 @@ def program(pairs: tuple[tuple[str, Expr], ...]) -> Callable[[dict], None] | Non
     """The program of derived (name, rule) pairs (`_Writer.program`), made the second time they are asked for."""
     lazy = _PROGRAMS.get(pairs)
     if lazy is None:
-        lazy = Lazy(lambda: _Writer().program(list(pairs)) if rules_only(rule for _, rule in pairs) else None)
+        lazy = derived(pairs)
         if len(_PROGRAMS) < MAX_PROGRAMS:
             _PROGRAMS[pairs] = lazy
     return lazy.get()
+
+
+def derived(pairs: tuple[tuple[str, Expr], ...]) -> Lazy:
+    """The program of derived (name, rule) pairs (`_Writer.program`), for a caller that keeps it (a rule set)."""
+    return Lazy(lambda: _Writer().program(list(pairs)) if rules_only(rule for _, rule in pairs) else None)
 
 
 def guarded(groups: list[tuple[Expr, tuple[Expr, ...]]], first: bool = False) -> Lazy:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 
 from builder.model.breakdown import Part, Rate, whole_bytes
 from builder.model import exprcode
-from builder.model.expr import Expr, Value, at, derive, encode, evaluate, fmt, lift, per_unit, sym, symbols_of
+from builder.model.expr import Expr, Value, at, derive_pairs, encode, evaluate, fmt, lift, per_unit, sym, symbols_of
 from builder.model.partnames import is_registered
 
 
@@ -101,6 +101,16 @@ class RuleSet:
         object.__setattr__(self, "symbols", {name: lift(expr) for name, expr in self.symbols.items()})
 
     @cached_property
+    def pairs(self) -> tuple[tuple[str, Expr], ...]:
+        """The derived symbols as (name, rule) pairs."""
+        return tuple(self.symbols.items())
+
+    @cached_property
+    def symbols_program(self) -> exprcode.Lazy:
+        """The derived symbols as one program (builder.model.exprcode), made once they are derived again."""
+        return exprcode.derived(self.pairs)
+
+    @cached_property
     def programs(self) -> dict[bool, exprcode.Lazy]:
         """The parts as one program (builder.model.exprcode) with words and one without, each made once the set's
         parts are worked out again."""
@@ -108,7 +118,7 @@ class RuleSet:
 
     def environment(self, inputs: Mapping[str, Value]) -> dict[str, Value]:
         """The inputs with every derived symbol added."""
-        return derive(self.symbols, inputs)
+        return derive_pairs(self.pairs, inputs, self.symbols_program.get())
 
     def evaluate(self, inputs: Mapping[str, Value], words: bool = True) -> list[Part]:
         """The parts whose condition holds, in order (words=False: numbers only, PartRule.part)."""
