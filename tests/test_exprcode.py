@@ -1,5 +1,5 @@
-"""Derived symbols run as one compiled program (builder.model.exprcode) give what the rules' own compiled functions
-give: the same values of the same types, and the same errors."""
+"""Rules run as compiled programs (builder.model.exprcode: derived symbols, a rule set's parts, the checks) give what
+the rules' own compiled functions give: the same values of the same types, and the same errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from builder.catalog import default_models
-from builder.model import Config, estimate, expr, exprcode
+from builder.model import Config, estimate, exprcode
 from builder.model.expr import (RuleError, at, best, by, ceil, concat, derive, each, eq, fixed, fmt, get, has, isin,
                                 maximum, minimum, mod, ne, negate, per_unit, real, row, sym, table, top, total, when,
                                 within, both, either, floor)
@@ -62,7 +62,8 @@ RULES = {
     "entry": at(sym("sizes"), sym("kind")) + get(sym("sizes"), "none", sym("a")) + has(sym("names"), "q"),
     "rows": table(row(sym("a") > 1, name="first", bytes=sym("a") * 2), row(0, name="never", bytes=1),
                   row(1, name="second", bytes=sym("n"))),
-    "all": concat(sym("rows"), each(sym("rows"), row(sym("bytes") > 1, name=sym("name"), bytes=sym("bytes") + sym("a")))),
+    "all": concat(sym("rows"), each(sym("rows"), row(sym("bytes") > 1, name=sym("name"),
+                                                      bytes=sym("bytes") + sym("a")))),
     "total": total(sym("all"), sym("bytes") * sym("a")),
     "grouped": by(sym("all"), "name", sym("bytes")),
     "largest": top(sym("grouped")),

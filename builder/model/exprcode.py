@@ -185,7 +185,8 @@ def _extreme(w: _Writer, node: Expr, env: str, depth: int) -> tuple[str, bool]:
 
 
 WRITTEN: dict[str, Callable[[_Writer, Expr, str, int], tuple[str, bool]]] = {
-    **{op: _arithmetic for op in ARITHMETIC}, **{op: _comparison for op in COMPARISONS}, **{op: _scoped for op in SCOPED},
+    **{op: _arithmetic for op in ARITHMETIC}, **{op: _comparison for op in COMPARISONS},
+    **{op: _scoped for op in SCOPED},
     "/": _quotient,
     "neg": lambda w, node, env, depth: (f"(-{w.number(node.args[0], env, depth)})", True),
     "floor": _call("FLOOR", 1, True), "ceil": _call("CEIL", 1, True),
