@@ -104,14 +104,16 @@ def run_build(args: argparse.Namespace) -> int:
     """Build once; print errors as 'path:line: message' and return 2 on content errors."""
     from builder.build import build_site
     from builder.content import BuildFailed
+    from builder.gcpolicy import one_build
 
     problems = check_folders(args)
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         return EXIT_CONTENT_ERROR
     try:
-        build_site(site_paths(args), quiet=args.quiet, force=getattr(args, "force", False),
-                   answers=getattr(args, "answers", True), url=getattr(args, "url", None))
+        with one_build():  # the build's imports done: collect less (builder.gcpolicy)
+            build_site(site_paths(args), quiet=args.quiet, force=getattr(args, "force", False),
+                       answers=getattr(args, "answers", True), url=getattr(args, "url", None))
     except BuildFailed as failure:
         print_errors(failure)
         return EXIT_CONTENT_ERROR

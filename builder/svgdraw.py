@@ -458,7 +458,9 @@ class Drawing:
         lib = self.lib
         lib.cairo_surface_flush(self.surface)
         stride = lib.cairo_image_surface_get_stride(self.surface)
-        data = ctypes.string_at(lib.cairo_image_surface_get_data(self.surface), stride * height)
+        # The surface's own memory, read in place (not copied: it lives until png() destroys the surface).
+        data = memoryview((ctypes.c_ubyte * (stride * height)).from_address(
+            lib.cairo_image_surface_get_data(self.surface))).cast("B")
         png = rgb_png(data, width, height, stride)
         if png is not None:
             return png

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from builder.model import exprcode
 from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym, when
 from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.gradbuffers import DDP
@@ -303,12 +304,25 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
+# id of a tuple of checks -> (the tuple, kept alive; the program of them all, builder.model.exprcode). By id: a tuple
+# of checks hashes every rule in it.
+_PROGRAMS: dict[int, tuple[tuple[Check, ...], exprcode.Lazy]] = {}
+
+
 def first_refusal(inputs: Mapping[str, Value], checks: tuple[Check, ...] = CHECKS) -> str | None:
     """The message of the first of `checks` that refuses these inputs, or None."""
-    for check in checks:
-        if evaluate(check.refused, inputs):
-            return evaluate(check.message, inputs)
-    return None
+    known = _PROGRAMS.get(id(checks))
+    if known is None or known[0] is not checks:
+        known = _PROGRAMS[id(checks)] = (checks, exprcode.guarded([(c.refused, (c.message,)) for c in checks],
+                                                                  first=True))
+    run = known[1].get()
+    if run is None:
+        for check in checks:
+            if evaluate(check.refused, inputs):
+                return evaluate(check.message, inputs)
+        return None
+    refused = exprcode.run(run, inputs)
+    return refused[0][1][0] if refused else None
 
 
 def encode_checks(checks: tuple[Check, ...] = CHECKS) -> list[list[Any]]:

@@ -45,7 +45,7 @@ class Expr:
     """One node of a rule: an operator and its operands (other nodes). Build with sym(), the
     arithmetic operators (+ - * / // and unary -), comparisons (< <= > >=) and the functions below."""
 
-    __slots__ = ("op", "args", "_fn")
+    __slots__ = ("op", "args", "_fn", "_symbols")
 
     def __init__(self, op: str, *args: Any):
         self.op = op
@@ -338,17 +338,19 @@ def _multiply(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     return lambda env: math.prod([_number(f(env)) for f in fs])
 
 
+def _quotient(x: int | Fraction, y: int | Fraction, node: Expr) -> Value:
+    """x / y exactly, for the division `node`."""
+    if y == 0:
+        raise RuleError(f"division by zero in {encode(node)!r}")
+    if type(x) is int and type(y) is int:  # a whole quotient stays an int (exact, and fast)
+        return x // y if x % y == 0 else Fraction(x, y)  # one Fraction made, not two: the same value
+    return Fraction(x) / y
+
+
 def _divide(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     a, b = fs
-
-    def quotient(env: Mapping[str, Value]) -> Value:
-        x, y = _number(a(env)), _number(b(env))
-        if y == 0:
-            raise RuleError(f"division by zero in {encode(Expr('/', *args))!r}")
-        if type(x) is int and type(y) is int:  # a whole quotient stays an int (exact, and fast)
-            return x // y if x % y == 0 else Fraction(x, y)  # one Fraction made, not two: the same value
-        return Fraction(x) / y
-    return quotient
+    node = Expr("/", *args)
+    return lambda env: _quotient(_number(a(env)), _number(b(env)), node)
 
 
 def _unary(function: Callable[[Any], Value]) -> Callable[[tuple, list[_Fn]], _Fn]:
@@ -446,16 +448,72 @@ def _if(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     return lambda env: a(env) if c(env) else b(env)
 
 
+# The operators over tables, as functions of their operands' values and of the body (a function of a row's scope):
+# the compiled rules below call them, and so do the programs builder.model.exprcode writes.
+
+def _entry(table: Value, key: Value, node: Expr) -> Value:
+    """`at`: the entry `key` of the table `node` evaluated to."""
+    try:
+        return table[key]
+    except (KeyError, IndexError, TypeError):
+        raise RuleError(f"no entry {key!r} in {encode(node)!r}") from None
+
+
+def _summed(rows: Iterable[Mapping], body: _Fn, env: Mapping[str, Value]) -> Value:
+    """`sum`: the body summed over the rows."""
+    return sum(_number(body(_scope(row, env))) for row in rows)
+
+
+def _sums_by(key_name: Value, rows: Iterable[Mapping], body: _Fn, env: Mapping[str, Value]) -> dict[Value, Value]:
+    """`by`: the body summed per value of the rows' field `key_name`, in first-seen order."""
+    out: dict[Value, Value] = {}
+    for row in rows:
+        key = row[key_name]
+        out[key] = out.get(key, 0) + _number(body(_scope(row, env)))
+    return out
+
+
+def _table_of(rows: Iterable[Mapping], made: _Fn, env: Mapping[str, Value]) -> list[Value]:
+    """`each`: the row `made` in every row's scope, where its condition holds."""
+    out = []
+    for r in rows:
+        fields = made(_scope(r, env))
+        if fields is not None:
+            out.append(fields)
+    return out
+
+
+def _first_largest(rows: Iterable[Mapping], body: _Fn, env: Mapping[str, Value]) -> Value:
+    """`best`: the first row whose body is largest (None for no rows)."""
+    chosen, most = None, None
+    for r in rows:
+        value = _number(body(_scope(r, env)))
+        if most is None or value > most:
+            chosen, most = r, value
+    return chosen
+
+
+def _within_row(r: Value, body: _Fn, env: Mapping[str, Value]) -> Value:
+    """`within`: the body in one row's scope."""
+    if not isinstance(r, Mapping):
+        raise RuleError(f"within: {r!r} is not a row")
+    return body(_scope(r, env))
+
+
+def _top_key(mapping: Mapping[Value, Value], node: Expr) -> Value:
+    """`top`: the first key of the mapping `node` evaluated to whose value is largest."""
+    chosen, most = None, None
+    for k, v in mapping.items():
+        if most is None or _number(v) > most:
+            chosen, most = k, _number(v)
+    if most is None:
+        raise RuleError(f"top: {encode(node)!r} is empty")
+    return chosen
+
+
 def _lookup(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     t, k = fs
-
-    def entry(env: Mapping[str, Value]) -> Value:
-        table, key = t(env), k(env)
-        try:
-            return table[key]
-        except (KeyError, IndexError, TypeError):
-            raise RuleError(f"no entry {key!r} in {encode(args[0])!r}") from None
-    return entry
+    return lambda env: _entry(t(env), k(env), args[0])
 
 
 def _get(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
@@ -469,71 +527,32 @@ def _get(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
 
 def _sum_rows(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     rows, body = fs
-    return lambda env: sum(_number(body(_scope(row, env))) for row in rows(env))
+    return lambda env: _summed(rows(env), body, env)
 
 
 def _by_rows(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     rows, field, body = fs
-
-    def sums(env: Mapping[str, Value]) -> dict[Value, Value]:
-        out: dict[Value, Value] = {}
-        key_name = field(env)
-        for row in rows(env):
-            key = row[key_name]
-            out[key] = out.get(key, 0) + _number(body(_scope(row, env)))
-        return out
-    return sums
+    return lambda env: _sums_by(field(env), rows(env), body, env)
 
 
 def _each(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     rows, made = fs
-
-    def table_of(env: Mapping[str, Value]) -> list[Value]:
-        out = []
-        for r in rows(env):
-            fields = made(_scope(r, env))
-            if fields is not None:
-                out.append(fields)
-        return out
-    return table_of
+    return lambda env: _table_of(rows(env), made, env)
 
 
 def _best(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     rows, body = fs
-
-    def first_largest(env: Mapping[str, Value]) -> Value:
-        chosen, most = None, None
-        for r in rows(env):
-            value = _number(body(_scope(r, env)))
-            if most is None or value > most:
-                chosen, most = r, value
-        return chosen
-    return first_largest
+    return lambda env: _first_largest(rows(env), body, env)
 
 
 def _within(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     one, body = fs
-
-    def value(env: Mapping[str, Value]) -> Value:
-        r = one(env)
-        if not isinstance(r, Mapping):
-            raise RuleError(f"within: {r!r} is not a row")
-        return body(_scope(r, env))
-    return value
+    return lambda env: _within_row(one(env), body, env)
 
 
 def _top(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     mapping = fs[0]
-
-    def key(env: Mapping[str, Value]) -> Value:
-        chosen, most = None, None
-        for k, v in mapping(env).items():
-            if most is None or _number(v) > most:
-                chosen, most = k, _number(v)
-        if most is None:
-            raise RuleError(f"top: {encode(args[0])!r} is empty")
-        return chosen
-    return key
+    return lambda env: _top_key(mapping(env), args[0])
 
 
 def _row(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
@@ -556,9 +575,19 @@ def _fmt(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     return lambda env: _text(template(env)).format(*(_text(f(env)) for f in rest))
 
 
+def _fixed_text(x: int | Fraction, digits: Value) -> str:
+    """`fixed`: f"{x:.{digits}f}"."""
+    return f"{float(x):.{int(digits)}f}"
+
+
+def _real_text(x: int | Fraction) -> str:
+    """`real`: a number as Python writes a float."""
+    return repr(float(x))
+
+
 def _fixed(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     a, k = fs
-    return lambda env: f"{float(_number(a(env))):.{int(k(env))}f}"
+    return lambda env: _fixed_text(_number(a(env)), k(env))
 
 
 def _member(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
@@ -597,6 +626,11 @@ def _any(args: tuple[Expr, ...], fs: list[_Fn]) -> _Fn:
     return either
 
 
+def _member_of(table: Value, x: Value) -> int:
+    """`has`: 1 when the list holds x."""
+    return int(x in table)
+
+
 _Compiler = Callable[[tuple, list[_Fn]], _Fn]
 OPERATORS: dict[str, _Compiler] = {
     "sym": _symbol,
@@ -623,7 +657,7 @@ OPERATORS: dict[str, _Compiler] = {
     "not": lambda args, fs: (lambda a: lambda env: int(not bool(a(env))))(fs[0]),
     "if": _if,
     "in": _member,
-    "has": _binary_values(lambda table, x: int(x in table)),
+    "has": _binary_values(_member_of),
     "at": _lookup,
     "get": _get,
     "sum": _sum_rows,
@@ -637,7 +671,7 @@ OPERATORS: dict[str, _Compiler] = {
     "top": _top,
     "fmt": _fmt,
     "bytes": _unary(bytes_text),
-    "real": _unary(lambda x: repr(float(x))),
+    "real": _unary(_real_text),
     "fixed": _fixed,
 }
 
@@ -667,10 +701,22 @@ def pairs(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]]) -> list[tupl
 def derive(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]], env: Mapping[str, Value]) -> dict[str, Value]:
     """`env` with each derived symbol added, in order (a symbol may use those before it); `symbols` a mapping or
     (name, rule) pairs (`pairs`), where a name derived again replaces its value."""
+    listed = tuple(symbols.items()) if isinstance(symbols, Mapping) else tuple(symbols)
+    # The pairs as one Python function, once they are derived again (builder.model.exprcode).
+    return derive_pairs(listed, env, _code.program(listed))
+
+
+def derive_pairs(listed: tuple[tuple[str, Expr], ...], env: Mapping[str, Value], run: Callable | None
+                 ) -> dict[str, Value]:
+    """`derive` of (name, rule) pairs by their program `run` (builder.model.exprcode), or by each rule's compiled
+    function where there is none (None)."""
     out = dict(env)
     try:
-        for name, expr in pairs(symbols):
-            out[name] = (expr._fn or compiled(expr))(out)
+        if run is not None:
+            run(out)
+        else:
+            for name, expr in listed:
+                out[name] = (expr._fn or compiled(expr))(out)
     except KeyError as error:  # a symbol read before it is given or derived (_symbol)
         raise _unknown(error.args[0]) from None
     return out
@@ -710,10 +756,22 @@ def decode(data: Any) -> Expr:
     return Expr(op, *(decode(a) for a in args))
 
 
-def symbols_of(expr: Expr) -> set[str]:
-    """Every symbol a rule reads (row fields inside a sum included)."""
+def symbols_of(expr: Expr) -> frozenset[str]:
+    """Every symbol a rule reads (row fields inside a sum included); worked out once per node (kept on it, as a rule
+    does not change), since a caller asks again of the rules inside (builder.widgets.specialise folds every condition
+    of a rule)."""
+    try:
+        return expr._symbols
+    except AttributeError:
+        pass
     if expr.op == "sym":
-        return {expr.args[0]}
-    if expr.op in _LEAVES:
-        return set()
-    return set().union(*(symbols_of(a) for a in expr.args))
+        found = frozenset(expr.args[:1])
+    elif expr.op in _LEAVES:
+        found = frozenset()
+    else:
+        found = frozenset().union(*(symbols_of(a) for a in expr.args))
+    expr._symbols = found
+    return found
+
+
+from builder.model import exprcode as _code  # noqa: E402 (last: it reads this module's operators)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Mapping
 
 from builder.model.breakdown import Part, Rate, whole_bytes
-from builder.model.expr import Expr, Value, at, derive, encode, evaluate, fmt, lift, per_unit, sym, symbols_of
+from builder.model import exprcode
+from builder.model.expr import Expr, Value, at, derive_pairs, encode, evaluate, fmt, lift, per_unit, sym, symbols_of
 from builder.model.partnames import is_registered
 
 
@@ -73,11 +75,19 @@ class PartRule:
     def part(self, env: Mapping[str, Value], words: bool = True) -> Part:
         """The part in an environment already derived; words=False: its numbers only (formula, source, per-unit
         words and note left empty, as 02-model.js `estimate(run, false)` leaves them), for a caller that reads none."""
-        texts = [evaluate(getattr(self, name), env) for name in ("formula", "source", "per_unit", "note")] if words \
-            else ["", "", "", ""]
-        rate = Rate(evaluate(self.rate[0], env), self.rate[1]) if self.rate is not None else None
-        return Part(self.name, whole_bytes(evaluate(self.bytes, env)), *texts, int(evaluate(self.sharded_by, env)),
-                    self.transient, rate)
+        return self.made([evaluate(rule, env) for rule in self.evaluated(words)], words)
+
+    def evaluated(self, words: bool) -> tuple[Expr, ...]:
+        """The rules `part` evaluates, in order: the words (with `words`), the rate's amount (with a rate), the bytes
+        and the sharding."""
+        return ((self.formula, self.source, self.per_unit, self.note) if words else ()) \
+            + ((self.rate[0],) if self.rate is not None else ()) + (self.bytes, self.sharded_by)
+
+    def made(self, values: list[Value], words: bool) -> Part:
+        """The part from the values of the rules `evaluated` gives, in its order."""
+        texts = values[:4] if words else ["", "", "", ""]
+        rate = Rate(values[-3], self.rate[1]) if self.rate is not None else None
+        return Part(self.name, whole_bytes(values[-2]), *texts, int(values[-1]), self.transient, rate)
 
 
 @dataclass(frozen=True)
@@ -90,9 +100,25 @@ class RuleSet:
     def __post_init__(self) -> None:
         object.__setattr__(self, "symbols", {name: lift(expr) for name, expr in self.symbols.items()})
 
+    @cached_property
+    def pairs(self) -> tuple[tuple[str, Expr], ...]:
+        """The derived symbols as (name, rule) pairs."""
+        return tuple(self.symbols.items())
+
+    @cached_property
+    def symbols_program(self) -> exprcode.Lazy:
+        """The derived symbols as one program (builder.model.exprcode), made once they are derived again."""
+        return exprcode.derived(self.pairs)
+
+    @cached_property
+    def programs(self) -> dict[bool, exprcode.Lazy]:
+        """The parts as one program (builder.model.exprcode) with words and one without, each made once the set's
+        parts are worked out again."""
+        return {words: exprcode.guarded([(r.when, r.evaluated(words)) for r in self.parts]) for words in (True, False)}
+
     def environment(self, inputs: Mapping[str, Value]) -> dict[str, Value]:
         """The inputs with every derived symbol added."""
-        return derive(self.symbols, inputs)
+        return derive_pairs(self.pairs, inputs, self.symbols_program.get())
 
     def evaluate(self, inputs: Mapping[str, Value], words: bool = True) -> list[Part]:
         """The parts whose condition holds, in order (words=False: numbers only, PartRule.part)."""
@@ -100,7 +126,11 @@ class RuleSet:
 
     def parts_of(self, env: Mapping[str, Value], words: bool = True) -> list[Part]:
         """The parts whose condition holds in an environment already derived (`environment`)."""
-        return [rule.part(env, words) for rule in self.parts if rule.when_holds(env)]
+        run = self.programs[words].get()
+        if run is None:
+            return [rule.part(env, words) for rule in self.parts if rule.when_holds(env)]
+        parts = self.parts
+        return [parts[index].made(values, words) for index, values in exprcode.run(run, env)]
 
     def reads(self) -> list[str]:
         """The inputs the set reads (every symbol its rules use that it does not derive), sorted; a table's row

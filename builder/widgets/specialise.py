@@ -231,11 +231,18 @@ def prune(sent: dict[str, Any], read: Collection[str]) -> dict[str, Any]:
                                                                for rule in check),
                    *(rule for key in ("start", "after") for _, rule in search.get(key, [])),
                    *(search[key] for key in ("going", "probe", "answer") if key in search)]
+    reads: dict[int, frozenset[str]] = {}  # id of a rule's JSON (alive in `sent` throughout) -> the symbols it reads
+
+    def symbols(rule: Any) -> frozenset[str]:
+        if id(rule) not in reads:
+            reads[id(rule)] = symbols_of(decode(rule))
+        return reads[id(rule)]
+
     while True:
         rules = fixed_rules + [rule for rule_set in rule_sets.values()
                                for rule in [data for _, data in rule_set["symbols"]]
                                + [rule for part in rule_set["parts"] for rule in part[1:6]]]
-        used = set(read).union(*(symbols_of(decode(rule)) for rule in rules))
+        used = set(read).union(*(symbols(rule) for rule in rules))
         dropped = False
         for rule_set in rule_sets.values():
             kept = [symbol for symbol in rule_set["symbols"] if symbol[0] in used]
