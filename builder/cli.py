@@ -74,6 +74,17 @@ def cli_type(option: Option):
     return read
 
 
+class StoreGiven(argparse.Action):
+    """Store the value and record the flag in args.given, so that a value typed out equal to its default is told
+    apart from no value (--context 4096 given stands for an engine's length flag; left out, the engine's own
+    default holds)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.given = getattr(namespace, "given", frozenset()) | {self.dest}
+
+
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of every model input on the command line, from the option table (builder.model.options): its
     groups in order, each flag with its default, choices, placeholder and help."""
@@ -93,6 +104,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
         if option.type == "flag":
             keywords["action"] = argparse.BooleanOptionalAction if option.negatable else "store_true"
         else:
+            keywords["action"] = StoreGiven
             if option.metavar:
                 keywords["metavar"] = option.metavar
             if option.type in ("choice", "stage", "dtype") and not option.metavar:

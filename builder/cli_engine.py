@@ -73,7 +73,7 @@ LENGTH_FLAGS = ("max_model_len", "context_length")
 
 def settings_from_args(args: argparse.Namespace) -> EngineSettings:
     flags = {flag: getattr(args, flag) for flag in ENGINE_FLAGS}
-    if args.context != args.estimate_parser.get_default("context"):
+    if "context" in getattr(args, "given", ()):
         flags |= {flag: flags[flag] or args.context for flag in LENGTH_FLAGS}
     return EngineSettings(engine=args.engine, kv_cache_dtype=args.kv_cache_dtype, **flags)
 

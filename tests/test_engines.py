@@ -198,6 +198,8 @@ def test_a_request_holds_the_models_own_length_when_no_flag_gives_one(capsys):
     # A --context given stands for the engine's length flag; a model without its own limit takes the run's context.
     assert main(base + ["--context", "8192"]) == 0
     assert "Maximum concurrency for 8,192 tokens per request" in capsys.readouterr().out
+    assert main(base + ["--context", "4096"]) == 0  # typed out, the default value is given all the same
+    assert "Maximum concurrency for 4,096 tokens per request" in capsys.readouterr().out
     assert report(MODELS["llama-3.1-8b"]).values["max_model_len"] == 131_072
     assert report(MODELS["llama-3.1-8b"].with_changes(max_position_embeddings=0)).values["max_model_len"] == 4096
 

@@ -29,11 +29,10 @@ FORMULA = "tables x positions x rotary dim x bytes"
 VLLM_SOURCE = (Cite("vllm-6adad08", "vllm/model_executor/layers/rotary_embedding/base.py RotaryEmbeddingBase.__init__ "
                                     "and __init__.py get_rope")
                + ": a cos/sin buffer of max_position_embeddings x rotary_dim in the model's dtype, one per rotary "
-               "setting (_ROPE_DICT)")
+               "setting (_ROPE_DICT), whole on every rank")
 SGLANG_SOURCE = (Cite("sglang-d315eb7", "python/sglang/srt/layers/rotary_embedding.py RotaryEmbedding.__init__ and "
                                         "get_rope")
                  + ": the same table, kept in fp32 on CUDA")
-NOTE = "in the weights the engine reports as loaded; held whole by every tensor-parallel rank"
 
 
 def table_bytes(element_bytes: Any) -> Any:
@@ -52,5 +51,5 @@ def table_part(source: str) -> PartRule:
     """The table as an engine's part (symbol rotary_table), where the model has one."""
     return PartRule("weights/rotary_table", sym("rotary_table"), FORMULA, source,
                     fmt("{0}{1} positions x {2}", when(sym("rope_tables") > 1, fmt("{0} tables of ", sym("rope_tables")),
-                                                        ""), sym("rope_positions"), ROTARY_DIM), NOTE,
+                                                        ""), sym("rope_positions"), ROTARY_DIM),
                     when=sym("rotary_table"))

@@ -209,8 +209,8 @@ LLMD_URL = ("https://github.com/llm-d-incubation/llm-d-planner/blob/d3121e059da8
             "results/v0.19.0/logs/{0}")
 WEIGHTS_TOLERANCE = ("0.1%: the log's 0.01 GiB rounding (up to 0.06% at 8.49 GiB) and the per-channel quantisation "
                      "scales loaded beside quantised weights")
-MLA_WEIGHTS_TOLERANCE = ("1%: vLLM's MLA also keeps the absorbed W_UK and W_UV it splits from kv_b_proj after loading "
-                         "(about 0.1 GiB over 27 layers), which the model does not count")
+MLA_WEIGHTS_TOLERANCE = ("1%: the model is 0.5% under this log, a gap not yet traced (vLLM's MLA splits W_UK and W_UV "
+                         "from kv_b_proj after loading, as views in the upstream code read, so they add nothing)")
 
 
 TORCHTUNE = ("torchtune README, \"Optimization flags\" table, Llama 3.2 3B rows (PR #2003, commit 1814feb, "
