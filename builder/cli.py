@@ -406,7 +406,7 @@ def print_engine(args: argparse.Namespace, config: Config, gpus: dict[str, Gpu])
     except ValueError as error:
         option, _, message = str(error).partition(": ")
         raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
-    refused = refusal_of(report)
+    refused = refusal_of(report, getattr(args, "given", frozenset()))
     if refused:
         raise UsageError(refused)
     print(text)
@@ -524,6 +524,12 @@ def describe_answer(answer: dict) -> str:
 # catalogs
 # ---------------------------------------------------------------------------------------
 
+def positions_of(arch: Any) -> int:
+    """The positions a model serves (its rotary table's rows, or GPT-2's n_positions); 0 where the catalog gives
+    none."""
+    return arch.max_position_embeddings or arch.max_positions
+
+
 def run_models(args: argparse.Namespace) -> int:
     """List catalog models with their parameter counts."""
     models = default_models()
@@ -531,7 +537,7 @@ def run_models(args: argparse.Namespace) -> int:
         rows = {k: {"display": a.extra.get("display", k), "params": param_count(a),
                     "active_params": active_param_count(a), "layers": a.layers, "hidden": a.hidden,
                     "heads": a.heads, "kv_heads": a.n_kv_heads, "vocab": a.vocab,
-                    "max_position_embeddings": a.max_position_embeddings or a.max_positions, "source": a.source}
+                    "positions": positions_of(a), "source": a.source}
                 for k, a in models.items()}
         print(json.dumps(rows, indent=2))
         return 0
@@ -539,8 +545,7 @@ def run_models(args: argparse.Namespace) -> int:
         active = f" ({active_param_count(arch):,} active)" if arch.is_moe else ""
         print(f"{model_id:<16} {param_count(arch):>17,} params{active}  L={arch.layers} h={arch.hidden} "
               f"a={arch.heads} kv={arch.n_kv_heads} V={arch.vocab}"
-              + (f" positions={arch.max_position_embeddings or arch.max_positions}"
-                 if arch.max_position_embeddings or arch.max_positions else ""))
+              + (f" positions={positions_of(arch)}" if positions_of(arch) else ""))
     return 0
 
 

@@ -114,14 +114,16 @@ def run_engine(args: argparse.Namespace, config: Config, gpu: Gpu) -> tuple[Engi
     return report, text
 
 
-def refusal_of(report: EngineReport) -> str | None:
+def refusal_of(report: EngineReport, given: frozenset = frozenset()) -> str | None:
     """The usage error of a run the engine would refuse at start-up, naming the flag at fault and any other that
     also moves it (the engine's refused_by), in the engine's own words; None when it starts, or where the engine
     never refuses at start-up (generate runs out of memory mid-call: its report says so)."""
     options = ENGINES[report.engine].refused_by(report.values)
     if report.fits or not options:
         return None
-    flag, *others = ("--" + option.replace("_", "-") for option in options)
+    # A --context given stood in for the engine's length flag (settings_from_args): name the flag typed.
+    typed = {option: "context" for option in LENGTH_FLAGS if "context" in given and option not in given}
+    flag, *others = ("--" + typed.get(option, option).replace("_", "-") for option in options)
     also = f" ({', '.join(others)} also moves it)" if others else ""
     return f"argument {flag}: the engine would refuse this run{also}: {report.values['error']}"
 

@@ -103,7 +103,8 @@ def test_a_request_that_does_not_fit_gets_vllms_own_error(available, estimated):
 def test_needed_memory_prints_as_vllm_prints_it():
     # vllm issue #34076 (Qwen3-Coder-30B-A3B, the Qwen3-30B-A3B attention: 48 layers x 4 KV heads x 128, bf16):
     # "(24.0 GiB KV cache is needed, ..." at max seq len 262144: 98,304 B/token x 262,144 = 24 GiB exactly.
-    r = report(MODELS["qwen3-30b-a3b"], kv_cache_memory=int(Fraction("3.18") * GIB), max_model_len=262_144)
+    coder = MODELS["qwen3-30b-a3b"].with_changes(max_position_embeddings=262_144)  # Qwen3-Coder's config.json
+    r = report(coder, kv_cache_memory=int(Fraction("3.18") * GIB), max_model_len=262_144)
     assert r.values["needed"] == 24 * GIB
     assert "(24.0 GiB KV cache is needed, which is larger than the available KV cache memory (3.18 GiB)" \
         in r.values["error"]
@@ -232,3 +233,34 @@ def test_the_engines_words_refuse_what_they_do_not_name(capsys, words, message):
     assert main(base + words) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    # vllm/config/model.py _get_and_verify_max_len: a length above config.json's max_position_embeddings is refused
+    # unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set (the message as published logs print it, e.g. a Qwen2.5-72B run:
+    # "User-specified max_model_len (131072) is greater than the derived max_model_len (max_position_embeddings=32768
+    # or model_max_length=None in model's config.json)").
+    (["--model", "llama-3-8b", "--engine", "vllm", "--max-model-len", "16384"],
+     "argument --max-model-len: the engine would refuse this run: User-specified max_model_len (16384) is greater "
+     "than the derived max_model_len (max_position_embeddings=8192 or model_max_length=None in model's "
+     "config.json)."),
+    # GPT-2's learned positions: n_positions 1,024, which is also vLLM's default length for it.
+    (["--model", "gpt2", "--engine", "vllm", "--max-model-len", "2048"],
+     "(n_positions=1024 or model_max_length=None"),
+    # SGLang configs/model_config.py, unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set.
+    (["--model", "llama-3-8b", "--engine", "sglang", "--context-length", "16384"],
+     "argument --context-length: the engine would refuse this run: User-specified context_length (16384) is greater "
+     "than the derived context_length (8192)."),
+    # A --context given stands for the length flag, and the refusal names it.
+    (["--model", "llama-3-8b", "--engine", "vllm", "--context", "16384"],
+     "argument --context: the engine would refuse this run: User-specified max_model_len (16384)"),
+])
+def test_a_length_above_the_models_own_is_refused_as_the_engine_refuses_it(capsys, argv, message):
+    assert main(["estimate", "--mode", "serve", "--gpu", "h100-80gb"] + argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_gpt2_serves_its_own_1024_positions_by_default():
+    """vLLM's derived max_model_len for GPT-2 is config.json's n_positions (1,024)."""
+    assert report(MODELS["gpt2"]).values["max_model_len"] == 1024

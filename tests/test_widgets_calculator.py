@@ -166,8 +166,9 @@ def test_the_script_evaluates_the_models_own_rules():
     ("int8", "1 B/param (int8)", "0.0010 B/param (fp32 scale per output row)"),
     # fp8 (Micikevicius et al. 2022): one scale per tensor, negligible.
     ("fp8", "1 B/param (fp8)", "0.0000 B/param (per-tensor scales)"),
-    # GPTQ (Frantar et al. 2022) group size 128: an fp16 scale and zero per 128 weights: 4/128 B/param.
-    ("int4", "0.5 B/param (int4)", "0.0312 B/param (fp16 scale + zero per 128 weights)"),
+    # GPTQ (Frantar et al. 2022) group size 128: an fp16 scale and a 4-bit zero per 128 weights (vLLM awq.py and
+    # gptq.py create_weights: qzeros packed eight to an int32): 2.5/128 B/param.
+    ("int4", "0.5 B/param (int4)", "0.0195 B/param (fp16 scale + 4-bit zero per 128 weights)"),
     # QLoRA (Dettmers et al. 2023, section 3): double quantisation brings the constants to 0.127 bits/param.
     ("nf4", "0.5 B/param (nf4)", "0.0159 B/param (NF4 constants (block 64, double quantised))"),
 ])

@@ -290,16 +290,20 @@ def rope_positions_of(config: dict[str, Any]) -> int:
     """Rows of the rotary cos/sin table vLLM and SGLang build (get_rope, vllm rotary_embedding/__init__.py and its
     classes): original_max_position_embeddings x factor under YaRN (DeepSeek's too); max_position_embeddings x factor
     under linear and dynamic NTK scaling; max_position_embeddings otherwise (llama3's scaling keeps the rows)."""
-    scaling = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    key = "rope_scaling" if config.get("rope_scaling") else "rope_parameters"
+    scaling = config.get(key) or {}
     if not isinstance(scaling, dict):
-        raise ValueError(f"config.json field 'rope_scaling' must be an object, got {scaling!r}")
+        raise ValueError(f"config.json field {key!r} must be an object, got {scaling!r}")
+    if scaling and all(isinstance(value, dict) for value in scaling.values()):
+        raise ValueError(f"config.json field {key!r} sets rotary parameters per layer type; one setting for every "
+                         "layer is modelled")
     kind, factor = scaling.get("rope_type") or scaling.get("type") or "default", scaling.get("factor")
     rows = config.get("max_position_embeddings") or 0
     if kind in ("yarn", "deepseek_yarn"):
         rows = scaling.get("original_max_position_embeddings") or rows
-    for key, value in (("max_position_embeddings", rows), ("rope_scaling.factor", factor or 1)):
+    for name, value in (("max_position_embeddings", rows), (f"{key}.factor", factor or 1)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1 << 40:
-            raise ValueError(f"config.json field {key!r} must be a non-negative number, got {value!r}")
+            raise ValueError(f"config.json field {name!r} must be a non-negative number, got {value!r}")
     return int(rows * factor) if factor and kind in ("yarn", "deepseek_yarn", "linear", "dynamic") else int(rows)
 
 

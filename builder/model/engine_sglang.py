@@ -44,8 +44,8 @@ from typing import Any
 from builder.model import rotary
 from builder.model.cite import Cite
 from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, negate, real, sym, when
-from builder.model.partrules import PartRule, RuleSet
-from builder.model.serving import KV_SYMBOLS
+from builder.model.partrules import PartRule, RuleSet, bytes_of
+from builder.model.serving import KV_SYMBOLS, MODEL_LENGTH
 from builder.model.units import GiB as GIB
 from builder.model.units import MiB as MIB
 
@@ -136,8 +136,9 @@ SGLANG = RuleSet(
         "before_weights": when(sym("cuda_context_bytes"), sym("cuda_context_bytes"),
                                BEFORE_WEIGHTS + BEFORE_WEIGHTS_PER_RANK * (sym("tp") * sym("pp") - 1)),
         "pre": sym("gpu_total") - sym("before_weights"),
-        # The weight load's memory: the parameters and the rotary cos/sin table (fp32 on CUDA).
-        **rotary.loaded_symbols(4),
+        # The weight load's memory: the parameters and the rotary cos/sin table (fp32 on CUDA, the model's dtype on
+        # ROCm).
+        **rotary.loaded_symbols(when(sym("rocm"), bytes_of(sym("activation_dtype")), 4)),
         "after_weights": sym("pre") - sym("loaded_weights"),
         "slack": sym("pre") * (1 - sym("fraction")),
         "rest": floor(sym("after_weights") - sym("slack")),
@@ -177,8 +178,16 @@ SGLANG = RuleSet(
         "latent": sym("kv_lora_rank") > 0,
         "kv_dtype_name": _torch_dtype(KV_TORCH_DTYPES),
         "minimum_fraction": 1 - sym("after_weights") / sym("pre"),
-        "fits": both(sym("rest") > 0, sym("max_total_num_tokens") > 0, negate(sym("swa_too_small"))),
-        "error": when(sym("rest") <= 0, fmt(
+        # A context_length above the model's own is refused at start-up (configs/model_config.py, unless
+        # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set).
+        "too_long": both(MODEL_LENGTH > 0, sym("context_len") > MODEL_LENGTH),
+        "fits": both(negate(sym("too_long")), sym("rest") > 0, sym("max_total_num_tokens") > 0,
+                     negate(sym("swa_too_small"))),
+        "error": when(sym("too_long"), fmt(
+            "User-specified context_length ({0}) is greater than the derived context_length ({1}). This may lead to "
+            "incorrect model outputs or CUDA errors. Note that the derived context_length may differ from "
+            "max_position_embeddings in the model's config. To allow overriding this maximum, set the env var "
+            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", sym("context_len"), MODEL_LENGTH), when(sym("rest") <= 0, fmt(
             "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={0}. Raise "
             "--mem-fraction-static above {1} (minimum viable = 1 - available/pre = {2}). If using speculative "
             "decoding, draft weights are now counted.", real(sym("fraction")),
@@ -190,7 +199,7 @@ SGLANG = RuleSet(
                 when(sym("swa_too_small"), fmt(
                     "SWA pool ({0} tokens) cannot hold even one request: the prefill admission floor is "
                     "sliding_window_size ({1}) + page_size ({2}). Increase --swa-full-tokens-ratio or the total KV "
-                    "budget.", sym("swa_max_total_num_tokens"), sym("swa_window"), sym("page")), ""))),
+                    "budget.", sym("swa_max_total_num_tokens"), sym("swa_window"), sym("page")), "")))),
     },
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded", BUDGET, "as loaded"),
@@ -230,6 +239,8 @@ def refused_by(values: dict[str, Any]) -> tuple[str, ...]:
     "Increase --swa-full-tokens-ratio or the total KV budget", the budget being --mem-fraction-static's); no room
     for the pool at all is --mem-fraction-static's (the two errors above name it: "Raise --mem-fraction-static",
     "Please try to increase --mem-fraction-static")."""
+    if values["too_long"]:
+        return ("context_length",)
     if values["rest"] > 0 and values["max_total_num_tokens"] > 0 and values["swa_too_small"]:
         return ("swa_full_tokens_ratio", "mem_fraction_static")
     return ("mem_fraction_static",)

@@ -41,9 +41,10 @@ from builder.model import engine_hf as hf
 from builder.model import engine_sglang as sglang
 from builder.model import rotary
 from builder.model.cite import Cite
-from builder.model.expr import both, ceil, derive, floor, fmt, maximum, minimum, real, sym, when
+from builder.model.expr import both, ceil, derive, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
-from builder.model.serving import KV_CACHE_PER_TOKEN_HEAD, KV_SYMBOLS, PER_TOKEN_HEAD, PER_TOKEN_HEAD_SCALE_BYTES
+from builder.model.serving import (KV_CACHE_PER_TOKEN_HEAD, KV_SYMBOLS, LENGTH_KEY, MODEL_LENGTH, PER_TOKEN_HEAD,
+                                   PER_TOKEN_HEAD_SCALE_BYTES)
 from builder.model.units import GiB as GIB
 
 VLLM_VERSION = "vLLM 0.27 (upstream main 6adad08, 2026-08-14)"
@@ -141,7 +142,8 @@ def default_length(config: Any) -> int:
     model's own limit, as the engines derive it from config.json (vllm/config/model.py _get_and_verify_max_len;
     SGLang configs/model_config.py get_context_length: max_position_embeddings, under YaRN the original times the
     factor, the rows of the rotary table), else the run's context for a model that does not give one."""
-    return (config.model.max_position_embeddings if config.model is not None else 0) or config.context
+    arch = config.model
+    return (arch.max_position_embeddings or arch.max_positions if arch is not None else 0) or config.context
 
 
 def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length: int) -> dict[str, Any]:
@@ -169,6 +171,7 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length:
             "default_max_num_seqs": seqs, "default_max_num_batched_tokens": tokens,
             "block_size": settings.block_size, "enforce_eager": int(settings.enforce_eager),
             "nvlink_switch": int(gpu_id in NVLINK_SWITCH_GPUS),
+            "rocm": int(gpu_id.lower().startswith(("mi2", "mi3"))),  # AMD Instinct: ROCm, not CUDA
             "kv_scale_bytes": PER_TOKEN_HEAD_SCALE_BYTES if settings.kv_cache_dtype in KV_CACHE_PER_TOKEN_HEAD else 0,
             "kv_cache_memory": settings.kv_cache_memory or 0}
 
@@ -246,14 +249,21 @@ VLLM = RuleSet(
         "concurrent_requests": floor(sym("max_concurrency")),
         "available_gib": gib_text(sym("available")),  # as the "Available KV cache memory" line prints it
         "needed": sym("group_layers") * sym("page") * sym("blocks_per_request"),
-        "fits": both(sym("available") > 0, sym("needed") <= sym("available")),
+        # A max_model_len above the model's own limit is refused before any memory is measured
+        # (vllm/config/model.py _get_and_verify_max_len, unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set).
+        "too_long": both(MODEL_LENGTH > 0, sym("max_model_len") > MODEL_LENGTH),
+        "fits": both(negate(sym("too_long")), sym("available") > 0, sym("needed") <= sym("available")),
         # The largest max_model_len whose blocks fit: vLLM's binary search lands on it (with sliding groups, where
         # their windows are already capped: the simplification an estimate in an error message allows).
         "estimated_max_model_len": minimum(sym("max_model_len"), maximum(0, sym("block_size") * floor(
             (sym("available") / (sym("group_layers") * sym("page"))
              - when(sym("hybrid"), sym("sliding_groups") * sym("window_blocks"), 0))
             / maximum(sym("full_groups"), 1)))),
-        "error": when(sym("fits"), "", when(
+        "error": when(sym("too_long"), fmt(
+            "User-specified max_model_len ({0}) is greater than the derived max_model_len ({1}={2} or "
+            "model_max_length=None in model's config.json). To allow overriding this maximum, set the env var "
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution.",
+            sym("max_model_len"), LENGTH_KEY, MODEL_LENGTH), when(sym("fits"), "", when(
             sym("available") > 0,
             fmt("To serve at least one request with the model's max seq len ({0}), ({1} GiB KV cache is needed, "
                 "which is larger than the available KV cache memory ({2} GiB). {3}Try increasing "
@@ -264,7 +274,7 @@ VLLM = RuleSet(
                      fmt("Based on the available memory, the estimated maximum model length is {0}. ",
                          sym("estimated_max_model_len")), "")),
             "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
-            "the engine.")),
+            "the engine."))),
     },
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded (torch-allocated)", AVAILABLE,
@@ -307,7 +317,10 @@ def vllm_lines(values: dict[str, Any]) -> list[str]:
 def vllm_refused_by(values: dict[str, Any]) -> tuple[str, ...]:
     """The option a refusal names: the KV memory given (--kv-cache-memory), else the share of the GPU requested
     (kv_cache_utils.py _check_enough_kv_cache_memory: "Try increasing `gpu_memory_utilization` ... or decreasing
-    `max_model_len`"), with --max-model-len, which also moves it."""
+    `max_model_len`"), with --max-model-len, which also moves it; a length above the model's own, --max-model-len
+    alone."""
+    if values["too_long"]:
+        return ("max_model_len",)
     return ("kv_cache_memory" if values["kv_cache_memory"] else "gpu_memory_utilization", "max_model_len")
 
 

@@ -339,7 +339,8 @@ OPTIONS: tuple[Option, ...] = (
        f"{', '.join(KV_CACHE_DTYPES)}; vLLM's {', '.join(KV_CACHE_PER_TOKEN_HEAD)} with --engine vllm); instead of "
        "--kv-dtype", "serve", metavar="DTYPE", surfaces=_CLI, source="vllm-6adad08"),
     _o("quantization", "text", "the weights' quantisation in the engines' own words (vLLM and SGLang --quantization: "
-       f"{', '.join(QUANTIZATION_DTYPES)}: 4-bit AWQ and GPTQ, fp8 at load); instead of --param-dtype", "serve",
+       f"{', '.join(QUANTIZATION_DTYPES)}: 4-bit AWQ and GPTQ, fp8 at load; an 8-bit GPTQ checkpoint takes "
+       "--param-dtype int8); instead of --param-dtype", "serve",
        metavar="METHOD", surfaces=_CLI, source="vllm-6adad08"),
     _o("dtype", "text", "the weights' and activations' dtype in the engines' own words (vLLM and SGLang --dtype: "
        f"{', '.join(MODEL_DTYPES)}); instead of --precision", "serve", metavar="DTYPE", surfaces=_CLI,

@@ -65,6 +65,13 @@ KV_CACHE_UNMODELLED = {
 }
 
 
+# The model's own length limit as vLLM and SGLang derive it from config.json (vllm/config/model.py
+# _get_and_verify_max_len; SGLang configs/model_config.py get_context_length): max_position_embeddings (the rotary
+# table's rows: under YaRN the original times the factor), or GPT-2's n_positions; 0 where the model gives none.
+# A length asked above it is refused at start-up by both engines.
+MODEL_LENGTH = maximum(sym("rope_positions"), sym("position_embeddings"))
+LENGTH_KEY = when(sym("rope_positions") > 0, "max_position_embeddings", "n_positions")
+
 # The KV cache per token of this stage, shared with the engines' accounting (builder.model.engines, engine_sglang).
 LATENT = sym("kv_lora_rank") > 0
 KV_SYMBOLS = {

@@ -55,7 +55,9 @@ QLORA = (Cite("dettmers2023", "section 3") + ": NF4 with block size 64, double q
          "absmax per 256)")
 FP8 = Cite("micikevicius2022")
 INT8 = Cite("dettmers2022")
-GPTQ = Cite("frantar2022") + "; group size 128"
+GPTQ = (Cite("frantar2022") + "; group size 128; " + Cite("vllm-6adad08", "vllm/model_executor/layers/quantization/awq.py "
+                                                              "and gptq.py create_weights")
+        + ": fp16 scales and qzeros, 4-bit zeros packed eight to an int32, per group")
 OFFLOAD = Cite("ren2021", "section 4") + ": fp32 states and gradients on the host"
 MAIN_GRAD = Cite("megatron-memory", "megatron/training/theoretical_memory_usage.py") + " (the main_grad buffer)"
 DIST_OPTIMIZER = (Cite("megatron-d98e8a6", "megatron/core/optimizer/distrib_optimizer.py "
@@ -121,20 +123,20 @@ QUANTISATION = {
     # fp8: one fp32 scale per tensor (negligible); int8: one fp32 scale per output row (LLM.int8, section 3),
     # 4/h B/param; NF4: an fp32 absmax per 64 weights or, double quantised, an 8-bit absmax per 64 plus an fp32
     # constant per 256 blocks (QLoRA section 3: 0.5 -> 0.127 bits per parameter); GPTQ/AWQ int4: an fp16 scale
-    # and zero per group of 128.
+    # and a 4-bit zero (packed eight to an int32) per group of 128.
     "constant_bytes": when(eq(sym("quantised_bytes"), 1),
                            when(eq(sym("param_dtype"), "fp8"), 0,
                                 4 / when(sym("hidden"), sym("hidden"), 4096)),
                            when(_QLORA_OR_NF4,
                                 when(sym("qlora_double_quant"), Fraction(1, 64) + Fraction(4, 64 * 256),
                                      Fraction(4, 64)),
-                                Fraction(2 + 2, 128))),
+                                Fraction(2, 128) + Fraction(1, 2 * 128))),
     "constants_are": when(eq(sym("quantised_bytes"), 1),
                           when(eq(sym("param_dtype"), "fp8"), "per-tensor scales", "fp32 scale per output row"),
                           when(_QLORA_OR_NF4,
                                when(sym("qlora_double_quant"), "NF4 constants (block 64, double quantised)",
                                     "NF4 constants (fp32 absmax per 64)"),
-                               "fp16 scale + zero per 128 weights")),
+                               "fp16 scale + 4-bit zero per 128 weights")),
     "weights_here": sharded(sym("dense"), sym("expert"), sym("param_ranks"), sym("expert_param_ranks")),
     "linear_weights": sym("weights_here") * when(sym("dense") + sym("expert"),
                                                  sym("linear") / (sym("dense") + sym("expert")), 1),

@@ -180,7 +180,7 @@ GPT3 = Architecture(name="gpt3-175b", family="gpt2", layers=96, hidden=12288, he
 # Qwen3-Coder-480B-A35B (config.json): 62 layers, 96 query heads, 8 KV heads of 128, hidden 6144.
 QWEN3_CODER_480B = Architecture(name="qwen3-coder-480b-a35b", layers=62, hidden=6144, heads=96, kv_heads=8,
                                 head_dim=128, vocab=151936, ffn=0, experts=160, top_k=8, expert_ffn=2560,
-                                qk_norm=True, family="qwen3")
+                                qk_norm=True, family="qwen3", max_position_embeddings=262_144)
 
 CCE = ("Cut Cross-Entropy README, Gemma 2 2B benchmark table (Wijmans et al. 2024, arXiv:2411.09009; "
        "apple/ml-cross-entropy, PyTorch 2.4.1)")
@@ -406,9 +406,10 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
              unit_note=VLLM_GIB),
         Case("vllm-qwen3-30b-a3b-kv-needed", "serving", "budget",
              "KV cache one request of the maximum length needs (\"KV cache is needed\")",
-             "Qwen3-Coder-30B-A3B (Qwen3-30B-A3B's attention), bf16, --max-model-len 262,144",
+             "Qwen3-Coder-30B-A3B (Qwen3-30B-A3B's attention, 262,144 positions), bf16, --max-model-len 262,144",
              "vLLM issue #34076 log", "https://github.com/vllm-project/vllm/issues/34076", Fraction(24), "GiB",
-             engine("needed", "GiB"), Config(model=models["qwen3-30b-a3b"], mode="serve"),
+             engine("needed", "GiB"),
+             Config(model=models["qwen3-30b-a3b"].with_changes(max_position_embeddings=262_144), mode="serve"),
              Served("h100-80gb", {"kv_cache_memory": int(Fraction("3.18") * GIB), "max_model_len": 262_144}),
              unit_note=VLLM_GIB),
     )
