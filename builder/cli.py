@@ -20,8 +20,9 @@ from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
 from builder.model.config import OPTION_NAMES as CONFIG_FIELDS, PRECISIONS
 from builder.model.options import CLI, FLAG_OF, GROUPS, OPTIONS, Option, OptionError
+from builder.model.engine_sglang import KV_TORCH_DTYPES as TORCH_DTYPES
 from builder.model.serving import (KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED, MODEL_DTYPES,
-                                   QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED)
+                                   QUANTIZATION_ACT_DTYPES, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED)
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 from builder.model.assumed import assumed_shape
@@ -311,8 +312,14 @@ def resolve_quantization(args: argparse.Namespace) -> str | None:
     """--param-dtype, or --quantization in the engines' words mapped to a weight dtype."""
     if args.quantization is None:
         return args.param_dtype
-    return engine_word(args, "--quantization", args.quantization, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED,
-                       "--param-dtype")
+    dtype = engine_word(args, "--quantization", args.quantization, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED,
+                        "--param-dtype")
+    runs_in = QUANTIZATION_ACT_DTYPES[args.quantization]
+    asked = MODEL_DTYPES.get(args.dtype)
+    if asked not in (None, *runs_in):  # vLLM's own refusal (vllm/config/vllm.py VllmConfig._get_quantization_config)
+        raise UsageError(f"argument --dtype: {TORCH_DTYPES[asked]} is not supported for quantization method "
+                         f"{args.quantization}. Supported dtypes: [{', '.join(TORCH_DTYPES[d] for d in runs_in)}]")
+    return dtype
 
 
 def resolve_precision(args: argparse.Namespace) -> tuple[str, str | None]:

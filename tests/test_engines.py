@@ -227,6 +227,13 @@ def test_the_engines_words_for_weight_formats(capsys, words, loaded):
     (["--quantization", "int3"], "argument --quantization: 'int3' is not one of awq, awq_marlin, gptq"),
     (["--dtype", "bf16"], "argument --dtype: 'bf16' is not one of auto, bfloat16, float16, half, float32, float"),
     (["--dtype", "half", "--precision", "fp16"], "argument --dtype: give it once, with --dtype or --precision"),
+    # vLLM's get_supported_act_dtypes: AWQ's own kernel runs float16 only, fp8 float16 and bfloat16.
+    (["--quantization", "awq", "--dtype", "bfloat16"],
+     "argument --dtype: torch.bfloat16 is not supported for quantization method awq. Supported dtypes: "
+     "[torch.float16]"),
+    (["--quantization", "fp8", "--dtype", "float32"],
+     "argument --dtype: torch.float32 is not supported for quantization method fp8. Supported dtypes: "
+     "[torch.float16, torch.bfloat16]"),
 ])
 def test_the_engines_words_refuse_what_they_do_not_name(capsys, words, message):
     base = ["estimate", "--model", "llama-3.1-8b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb"]

@@ -44,6 +44,11 @@ QUANTIZATION_UNMODELLED = {
     "modelopt": "the checkpoint's own scheme decides the format: give it with --param-dtype",
     "experts_int8": "int8 experts beside 16-bit attention are not modelled",
 }
+# The activation dtypes each method runs in (vLLM's get_supported_act_dtypes: awq.py and gptq.py float16 only, their
+# Marlin kernels and fp8.py float16 and bfloat16); another --dtype is refused at start-up
+# (vllm/config/vllm.py VllmConfig._get_quantization_config).
+QUANTIZATION_ACT_DTYPES = {"awq": ("fp16",), "gptq": ("fp16",), "awq_marlin": ("fp16", "bf16"),
+                           "gptq_marlin": ("fp16", "bf16"), "fp8": ("fp16", "bf16")}
 # The engines' --dtype words (vLLM and SGLang): the weights' and activations' dtype; "auto" keeps the checkpoint's.
 MODEL_DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
                 "float": "fp32"}
