@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from builder.sources import default_references, source_text
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
-from builder.cli_engine import (add_engine_arguments, engine_flags_given, question_of, refusal_of, run_engine,
+from builder.cli_engine import (StoreGiven, add_engine_arguments, engine_flags_given, question_of, refusal_of, run_engine,
                                  run_question)
 from builder.model.engine_questions import QUESTIONS as ENGINE_QUESTIONS
 from builder.model.peak import Need, assess, unmodelled
@@ -73,17 +73,6 @@ def cli_type(option: Option):
             raise argparse.ArgumentTypeError(error.reason) from None
     read.__name__ = option.name  # argparse names the type in some messages
     return read
-
-
-class StoreGiven(argparse.Action):
-    """Store the value and record the flag in args.given, so that a value typed out equal to its default is told
-    apart from no value (--context 4096 given stands for an engine's length flag; left out, the engine's own
-    default holds)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        setattr(namespace, self.dest, values)
-        namespace.given = getattr(namespace, "given", frozenset()) | {self.dest}
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:

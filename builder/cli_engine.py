@@ -27,6 +27,17 @@ from builder.model.units import format_bytes
 ENGINE_FLAGS = tuple(option for engine in ENGINES.values() for option in engine.options)
 
 
+class StoreGiven(argparse.Action):
+    """Store the value and record the flag in args.given, so that a value typed out equal to its default is told
+    apart from no value (--context 4096 given stands for an engine's length flag; left out, the engine's own
+    default holds). Every flag with a value uses it (builder.cli add_model_arguments and the engines' flags)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.given = getattr(namespace, "given", frozenset()) | {self.dest}
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser, whole: Callable, size: Callable) -> None:
     """--engine, then one group per engine of its own flags, built from the engine's table (whole: a count type,
     size: a byte-size type); a flag's default is EngineSettings' default."""
@@ -43,9 +54,11 @@ def add_engine_arguments(parser: argparse.ArgumentParser, whole: Callable, size:
             if kind == "switch":
                 group.add_argument(flag, action="store_true", help=text)
             elif kind == "choice":
-                group.add_argument(flag, choices=chosen.choices[option], default=defaults[option], help=text)
+                group.add_argument(flag, choices=chosen.choices[option], default=defaults[option], help=text,
+                                   action=StoreGiven)
             else:
-                group.add_argument(flag, type=types[kind], default=defaults[option], metavar=metavar, help=text)
+                group.add_argument(flag, type=types[kind], default=defaults[option], metavar=metavar, help=text,
+                                   action=StoreGiven)
 
 
 def count(text: str) -> int:
