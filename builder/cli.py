@@ -520,12 +520,6 @@ def describe_answer(answer: dict) -> str:
 # catalogs
 # ---------------------------------------------------------------------------------------
 
-def positions_of(arch: Any) -> int:
-    """The positions a model serves (its rotary table's rows, or GPT-2's n_positions); 0 where the catalog gives
-    none."""
-    return arch.max_position_embeddings or arch.max_positions
-
-
 def run_models(args: argparse.Namespace) -> int:
     """List catalog models with their parameter counts."""
     models = default_models()
@@ -533,7 +527,7 @@ def run_models(args: argparse.Namespace) -> int:
         rows = {k: {"display": a.extra.get("display", k), "params": param_count(a),
                     "active_params": active_param_count(a), "layers": a.layers, "hidden": a.hidden,
                     "heads": a.heads, "kv_heads": a.n_kv_heads, "vocab": a.vocab,
-                    "positions": positions_of(a), "source": a.source}
+                    "positions": a.served_positions, "source": a.source}
                 for k, a in models.items()}
         print(json.dumps(rows, indent=2))
         return 0
@@ -541,7 +535,7 @@ def run_models(args: argparse.Namespace) -> int:
         active = f" ({active_param_count(arch):,} active)" if arch.is_moe else ""
         print(f"{model_id:<16} {param_count(arch):>17,} params{active}  L={arch.layers} h={arch.hidden} "
               f"a={arch.heads} kv={arch.n_kv_heads} V={arch.vocab}"
-              + (f" positions={positions_of(arch)}" if positions_of(arch) else ""))
+              + (f" positions={arch.served_positions}" if arch.served_positions else ""))
     return 0
 
 

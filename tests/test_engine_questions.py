@@ -264,7 +264,7 @@ def test_cli_answers_in_the_engines_words_and_json(capsys):
     out = capsys.readouterr().out
     # The blocks would hold one request of 42,656 tokens, but Qwen3-14B's config.json allows 40,960 positions.
     assert "GPU KV cache size: 42,656 tokens, Maximum concurrency for 40,960 tokens per request: 1.04x" in out
-    assert out.rstrip().endswith(": 40,960")
+    assert out.rstrip().endswith(": 40,960 (the model's own limit: the engine refuses a longer one)")
     assert main(base[:-2] + ["--max", "max-num-seqs", "--max-model-len", "32768", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     # 2,666 blocks over 2,048 blocks per request: the log's 1.30x, one whole request.

@@ -124,6 +124,12 @@ class Architecture:
         return self.experts > 0
 
     @property
+    def served_positions(self) -> int:
+        """The positions serving engines allow (their default request length): the rotary table's rows, or the
+        learned position table's; 0 where the model gives none."""
+        return self.max_position_embeddings or self.max_positions
+
+    @property
     def mlp_matrices(self) -> int:
         """Weight matrices per MLP: 2 for GeLU (up, down), 3 for SwiGLU (gate, up, down)."""
         return 3 if self.mlp == "swiglu" else 2

@@ -142,8 +142,7 @@ def default_length(config: Any) -> int:
     model's own limit, as the engines derive it from config.json (vllm/config/model.py _get_and_verify_max_len;
     SGLang configs/model_config.py get_context_length: max_position_embeddings, under YaRN the original times the
     factor, the rows of the rotary table), else the run's context for a model that does not give one."""
-    arch = config.model
-    return (arch.max_position_embeddings or arch.max_positions if arch is not None else 0) or config.context
+    return (config.model.served_positions if config.model is not None else 0) or config.context
 
 
 def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length: int) -> dict[str, Any]:
