@@ -45,7 +45,7 @@ from builder.model import rotary
 from builder.model.cite import Cite
 from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
-from builder.model.serving import KV_SYMBOLS, MODEL_LENGTH
+from builder.model.serving import KV_SYMBOLS, MODEL_LENGTH, beyond_model
 from builder.model.units import GiB as GIB
 from builder.model.units import MiB as MIB
 
@@ -180,7 +180,7 @@ SGLANG = RuleSet(
         "minimum_fraction": 1 - sym("after_weights") / sym("pre"),
         # A context_length above the model's own is refused at start-up (configs/model_config.py, unless
         # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set).
-        "too_long": both(MODEL_LENGTH > 0, sym("context_len") > MODEL_LENGTH),
+        "too_long": beyond_model(sym("context_len")),
         "fits": both(negate(sym("too_long")), sym("rest") > 0, sym("max_total_num_tokens") > 0,
                      negate(sym("swa_too_small"))),
         "error": when(sym("too_long"), fmt(

@@ -44,7 +44,7 @@ from builder.model.cite import Cite
 from builder.model.expr import both, ceil, derive, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import (KV_CACHE_PER_TOKEN_HEAD, KV_SYMBOLS, LENGTH_KEY, MODEL_LENGTH, PER_TOKEN_HEAD,
-                                   PER_TOKEN_HEAD_SCALE_BYTES)
+                                   PER_TOKEN_HEAD_SCALE_BYTES, beyond_model)
 from builder.model.units import GiB as GIB
 
 VLLM_VERSION = "vLLM 0.27 (upstream main 6adad08, 2026-08-14)"
@@ -250,7 +250,7 @@ VLLM = RuleSet(
         "needed": sym("group_layers") * sym("page") * sym("blocks_per_request"),
         # A max_model_len above the model's own limit is refused before any memory is measured
         # (vllm/config/model.py _get_and_verify_max_len, unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set).
-        "too_long": both(MODEL_LENGTH > 0, sym("max_model_len") > MODEL_LENGTH),
+        "too_long": beyond_model(sym("max_model_len")),
         "fits": both(negate(sym("too_long")), sym("available") > 0, sym("needed") <= sym("available")),
         # The largest max_model_len whose blocks fit: vLLM's binary search lands on it (with sliding groups, where
         # their windows are already capped: the simplification an estimate in an error message allows).

@@ -701,7 +701,7 @@ def pairs(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]]) -> list[tupl
 def derive(symbols: Mapping[str, Expr] | Iterable[tuple[str, Expr]], env: Mapping[str, Value]) -> dict[str, Value]:
     """`env` with each derived symbol added, in order (a symbol may use those before it); `symbols` a mapping or
     (name, rule) pairs (`pairs`), where a name derived again replaces its value."""
-    listed = tuple(symbols.items()) if isinstance(symbols, Mapping) else tuple(symbols)
+    listed = tuple(pairs(symbols))
     # The pairs as one Python function, once they are derived again (builder.model.exprcode).
     return derive_pairs(listed, env, _code.program(listed))
 

@@ -5,8 +5,10 @@ Evaluated by the estimator for `mode = serve` and, from the same rules, by the c
 
 from __future__ import annotations
 
+from typing import Any
+
 from builder.model.cite import Cite
-from builder.model.expr import fmt, maximum, minimum, per_unit, sym, when
+from builder.model.expr import both, fmt, maximum, minimum, per_unit, sym, when
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 
 KV = Cite("kwon2023", "section 3") + ": 2 x layers x kv_heads x head_dim x tokens x bytes"
@@ -76,6 +78,11 @@ KV_CACHE_UNMODELLED = {
 # A length asked above it is refused at start-up by both engines.
 MODEL_LENGTH = maximum(sym("rope_positions"), sym("position_embeddings"))
 LENGTH_KEY = when(sym("rope_positions") > 0, "max_position_embeddings", "n_positions")
+
+
+def beyond_model(length: Any) -> Any:
+    """Whether a request `length` (a rule) passes the model's own limit, where the model gives one."""
+    return both(MODEL_LENGTH > 0, length > MODEL_LENGTH)
 
 # The KV cache per token of this stage, shared with the engines' accounting (builder.model.engines, engine_sglang).
 LATENT = sym("kv_lora_rank") > 0
