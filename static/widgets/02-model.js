@@ -26,12 +26,18 @@ function engineModel(M, engines) {
   const { shapeOf, stagesOf, checks, refuse, inputsOf, states } = stageModel(M);
   const compiled = {};
   for (const [name, e] of Object.entries(engines)) compiled[name] = { symbols: ruleScope(e.rules), parts: ruleSet(e.rules), fewest: e.fewest };
+  // What a run's stages hold does not depend on the engine's settings: worked out once per run (the same object),
+  // so a reader changing only a request length or a memory share meets the engine's rules alone.
+  const held = new WeakMap(), stagesHeld = (run) => held.get(run) || held.set(run, stagesOf(run).map((st) => {
+    const inputs = inputsOf(run, st);
+    return [inputs, sumParts(states(inputs, false))];
+  })).get(run);
   const report = (run, engine, settings) => {
     refuse(checks, run);
     const e = compiled[engine];
     let worst = null;
-    for (const st of stagesOf(run)) {
-      const inputs = inputsOf(run, st), env = new Scope({ ...settings, weights_bytes: sumParts(states(inputs, false)) }, inputs);
+    for (const [inputs, weights] of stagesHeld(run)) {
+      const env = new Scope({ ...settings, weights_bytes: weights }, inputs);
       const values = e.symbols(env);
       if (!worst || order(look(values, e.fewest), look(worst[0], e.fewest)) < 0) worst = [values, env];
     }

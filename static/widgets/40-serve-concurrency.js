@@ -14,11 +14,15 @@ WIDGETS["serve-concurrency"] = (root, d) => {
     if (text !== undefined) el.textContent = text;
     return el;
   };
+  // A run is the same object while its model, TP degree and KV dtype stay (engineModel keeps what its stages hold
+  // per run); a state is evaluated once (the last hundred kept), as a reader going back to a length meets it.
+  const runs = keepLast(100), shown = keepLast(100);
+  const runOf = () => runs([st.model, st.tp, st.kv_dtype].join(" "), () => ({ ...d.base, ...model.shapeOf(d.shapes[st.model]),
+    params: d.parameters[st.model], tp: +st.tp, kv_dtype: st.kv_dtype === "auto" ? "" : st.kv_dtype }));
   // serve_concurrency.evaluate: every text and the parts for the state on screen.
   function evaluate() {
     const w = words(), title = d.engines[st.engine].title, gpu = d.gpus[st.gpu], length = +st[w.length], share = st[w.share];
-    const run = { ...d.base, ...model.shapeOf(d.shapes[st.model]), params: d.parameters[st.model], tp: +st.tp,
-      kv_dtype: st.kv_dtype === "auto" ? "" : st.kv_dtype };
+    const run = runOf();
     const settings = { ...gpu.engine[st.engine], [w.length_input]: length };
     if (share !== "") settings[w.share_input] = +share;
     const out = { answer: "", pool: "", requests: 0, parts: [], share: "" };
@@ -39,7 +43,7 @@ WIDGETS["serve-concurrency"] = (root, d) => {
     return out;
   }
   function draw(quiet) {
-    const out = evaluate(), w = words();
+    const out = shown(JSON.stringify(st), evaluate), w = words();
     paint({ summary: out.summary, answer: out.answer, pool: out.pool, lengthflag: "--" + w.length.replace(/_/g, "-"), shareflag: "--" + w.share.replace(/_/g, "-") }, quiet);
     root.dataset.requests = out.requests;
     // The bar and its legend are made again only when the parts changed (a request length changes the answer, not
