@@ -178,6 +178,6 @@ def run_question(args: argparse.Namespace, config: Config, gpu: Gpu) -> str:
     at = config.with_changes(tp=found.value) if found.question.setting == "tp" else config
     # A length answer at the model's own limit is that limit, not the memory's (a longer one is refused).
     capped = (found.question.setting in LENGTH_FLAGS and config.model is not None
-              and found.value == config.model.served_positions)
+              and found.value == config.model.engine_positions(settings.engine))
     return (render_report(found.report, at, gpu, args.unit) + f"\n\n{asks} on {gpu.display}: {found.value:,}"
             + (" (the model's own limit: the engine refuses a longer one)" if capped else ""))

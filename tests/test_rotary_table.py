@@ -69,3 +69,49 @@ def test_latent_attention_rotates_its_decoupled_key_only():
     config = Config(model=MODELS["deepseek-v2-lite"], mode="serve")
     values = engine_report(config, EngineSettings(max_model_len=8192), 80 * 2**30, "h100-80gb").values
     assert values["rotary_table"] == 163_840 * 64 * 2
+
+
+# Qwen3-8B's config.json with YaRN switched on as its model card says (max_position_embeddings stays 40,960).
+QWEN3_YARN = {**LLAMA, "model_type": "qwen3", "head_dim": 128, "max_position_embeddings": 40960,
+              "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
+
+
+@pytest.mark.parametrize("engine, length", [
+    # vllm/config/model.py _get_and_verify_max_len: under YaRN original_max_position_embeddings x factor.
+    ("vllm", 131072),
+    # SGLang python/sglang/srt/utils/hf_transformers_utils.py get_context_length (commit 2aa2e2d): a rope_scaling
+    # naming original_max_position_embeddings keeps factor 1, so max_position_embeddings as it stands.
+    ("sglang", 40960),
+])
+def test_yarn_with_an_original_gives_each_engine_its_own_default_length(engine, length):
+    arch = from_hf_config(QWEN3_YARN)
+    assert arch.max_position_embeddings == 131072 and arch.engine_positions(engine) == length
+    values = engine_report(Config(model=arch, mode="serve"), EngineSettings(engine=engine), 141 * 2**30,
+                           "h200").values
+    assert values["max_model_len" if engine == "vllm" else "context_len"] == length
+    # Both engines build the table's 131,072 rows (YaRNScalingRotaryEmbedding: original x factor).
+    assert values["rotary_table"] == 131072 * 128 * (2 if engine == "vllm" else 4)
+
+
+def test_sglang_refuses_a_context_above_its_own_limit_that_vllm_serves():
+    arch = from_hf_config(QWEN3_YARN)
+    sglang = engine_report(Config(model=arch, mode="serve"), EngineSettings(engine="sglang", context_length=65536),
+                           141 * 2**30, "h200").values
+    assert sglang["too_long"] and "greater than the derived context_length (40960)" in sglang["error"]
+    vllm = engine_report(Config(model=arch, mode="serve"), EngineSettings(engine="vllm", max_model_len=65536),
+                         141 * 2**30, "h200").values
+    assert not vllm["too_long"]
+
+
+@pytest.mark.parametrize("fields", [
+    # llama3's scaling keeps max_position_embeddings in both engines (SGLang sets factor 1 for it too).
+    {"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                                         "original_max_position_embeddings": 8192}},
+    # DeepSeek-V2-Lite: 4,096 x 40 is its max_position_embeddings: one length.
+    {"max_position_embeddings": 163840, "rope_scaling": {"type": "yarn", "factor": 40,
+                                                         "original_max_position_embeddings": 4096}},
+    {"max_position_embeddings": 8192, "rope_scaling": {"type": "linear", "factor": 8.0}},
+])
+def test_engines_agree_where_the_config_is_consistent(fields):
+    arch = from_hf_config({**LLAMA, **fields})
+    assert arch.config_positions == 0 and arch.engine_positions("sglang") == arch.engine_positions("vllm")

@@ -46,6 +46,7 @@ class Architecture:
     max_positions: int = 0  # rows of the learned position table
     # Serving engines' rotary cos/sin table (builder.model.rotary); parameter counts and training do not read it.
     max_position_embeddings: int = 0  # rotary: the positions vLLM and SGLang precompute cos/sin for (config.json's; YaRN: original x factor); 0: none
+    config_positions: int = 0  # rotary: SGLang's own length where it is not those rows (config.json's max_position_embeddings beside a rope_scaling original_max_position_embeddings); 0: the rows
     experts: int = 0  # routed experts per MoE layer (0 = dense MLP)
     top_k: int = 0  # experts each token is routed to
     shared_experts: int = 0  # experts every token passes through (DeepSeek-style)
@@ -93,6 +94,9 @@ class Architecture:
         if self.max_position_embeddings < 0 or (self.max_position_embeddings and self.positions != "rotary"):
             raise ValueError(f"{self.name}: max_position_embeddings is a rotary model's (>= 0); learned positions "
                              "use max_positions")
+        if self.config_positions < 0 or (self.config_positions and not self.max_position_embeddings):
+            raise ValueError(f"{self.name}: config_positions (>= 0) is a rotary model's, beside its "
+                             "max_position_embeddings")
         if self.sliding_window_pattern and not self.sliding_window:
             raise ValueError(f"{self.name}: sliding_window_pattern needs a sliding_window")
         if self.sliding_window_pattern < 0 or self.sliding_window_pattern > self.layers:
@@ -125,9 +129,14 @@ class Architecture:
 
     @property
     def served_positions(self) -> int:
-        """The positions serving engines allow (their default request length): the rotary table's rows, or the
-        learned position table's; 0 where the model gives none."""
+        """The positions vLLM allows (its default request length): the rotary table's rows, or the learned position
+        table's; 0 where the model gives none."""
         return self.max_position_embeddings or self.max_positions
+
+    def engine_positions(self, engine: str) -> int:
+        """The positions `engine` allows: SGLang's differ from vLLM's where a YaRN config's max_position_embeddings
+        is not original_max_position_embeddings x factor (config_positions); 0 where the model gives none."""
+        return (engine == "sglang" and self.config_positions) or self.served_positions
 
     @property
     def mlp_matrices(self) -> int:
@@ -148,6 +157,7 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "norm": arch.norm, "tied_embeddings": int(arch.tied_embeddings),
             "position_embeddings": arch.max_positions if arch.positions == "learned" else 0,
             "rope_positions": arch.max_position_embeddings, "rope_tables": rope_tables(arch),
+            "context_positions": arch.config_positions or arch.max_position_embeddings,
             "fused_qkv": int(arch.family == "gpt2"), "qkv_bias": int(arch.qkv_bias), "out_bias": int(arch.out_bias),
             "mlp_bias": int(arch.mlp_bias), "qk_norm": int(arch.qk_norm), "activation_function": arch.activation,
             "sliding_window_pattern": arch.sliding_window_pattern, "kv_lora_rank": arch.kv_lora_rank,
@@ -313,6 +323,21 @@ def rope_positions_of(config: dict[str, Any]) -> int:
     return int(rows * factor) if factor and kind in ("yarn", "deepseek_yarn", "linear", "dynamic") else int(rows)
 
 
+def context_positions_of(config: dict[str, Any]) -> int:
+    """SGLang's own length where it is not the rotary table's rows (rope_positions_of), else 0. SGLang's
+    get_context_length (python/sglang/srt/utils/hf_transformers_utils.py, commit 2aa2e2d) multiplies max_position_embeddings by the scaling factor
+    unless rope_scaling names original_max_position_embeddings or is llama3's: with an original it takes
+    max_position_embeddings as it stands, where vLLM (and the table) take original x factor under YaRN and
+    max_position_embeddings x factor under dynamic scaling. Qwen3 with YaRN switched on (40,960 positions, original
+    32,768, factor 4): SGLang 40,960, vLLM 131,072. (SGLang reads max_sequence_length, seq_length, max_seq_len and
+    model_max_length before max_position_embeddings; a config.json that sets them is a simplification here.)"""
+    scaling = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    if not isinstance(scaling, dict) or "original_max_position_embeddings" not in scaling:
+        return 0
+    own = config.get("max_position_embeddings") or 0
+    return own if own and own != rope_positions_of(config) else 0
+
+
 def sliding_window_of(config: dict[str, Any], model_type: str) -> int | None:
     """The attention window every layer uses, or None (full attention); a mix of kinds is refused by name.
     transformers: `layer_types` where given; else Mistral slides when sliding_window is set, and Qwen models
@@ -420,7 +445,7 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         out_bias=bool(config.get("attention_bias", False)),
         mlp_bias=bool(config.get("mlp_bias", False)),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)), positions="rotary",
-        max_position_embeddings=rope_positions_of(config), activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe"), extra=extra,
+        max_position_embeddings=rope_positions_of(config), config_positions=context_positions_of(config), activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe"), extra=extra,
     )
     window = sliding_window_of(config, model_type)
     if window:

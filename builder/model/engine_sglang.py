@@ -45,7 +45,7 @@ from builder.model import rotary
 from builder.model.cite import Cite
 from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
-from builder.model.serving import KV_SYMBOLS, MODEL_LENGTH, beyond_model
+from builder.model.serving import CONTEXT_LENGTH, KV_SYMBOLS, beyond_model
 from builder.model.units import GiB as GIB
 from builder.model.units import MiB as MIB
 
@@ -180,14 +180,14 @@ SGLANG = RuleSet(
         "minimum_fraction": 1 - sym("after_weights") / sym("pre"),
         # A context_length above the model's own is refused at start-up (configs/model_config.py, unless
         # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set).
-        "too_long": beyond_model(sym("context_len")),
+        "too_long": beyond_model(sym("context_len"), CONTEXT_LENGTH),
         "fits": both(negate(sym("too_long")), sym("rest") > 0, sym("max_total_num_tokens") > 0,
                      negate(sym("swa_too_small"))),
         "error": when(sym("too_long"), fmt(
             "User-specified context_length ({0}) is greater than the derived context_length ({1}). This may lead to "
             "incorrect model outputs or CUDA errors. Note that the derived context_length may differ from "
             "max_position_embeddings in the model's config. To allow overriding this maximum, set the env var "
-            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", sym("context_len"), MODEL_LENGTH), when(sym("rest") <= 0, fmt(
+            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", sym("context_len"), CONTEXT_LENGTH), when(sym("rest") <= 0, fmt(
             "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={0}. Raise "
             "--mem-fraction-static above {1} (minimum viable = 1 - available/pre = {2}). If using speculative "
             "decoding, draft weights are now counted.", real(sym("fraction")),

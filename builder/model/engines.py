@@ -137,12 +137,12 @@ def batch_defaults(gpu_total: int, gpu_id: str) -> tuple[int, int]:
     return 256, 2048
 
 
-def default_length(config: Any) -> int:
+def default_length(config: Any, engine: str) -> int:
     """The tokens a request may hold when --max-model-len (vLLM) or --context-length (SGLang) is not given: the
-    model's own limit, as the engines derive it from config.json (vllm/config/model.py _get_and_verify_max_len;
-    SGLang configs/model_config.py get_context_length: max_position_embeddings, under YaRN the original times the
-    factor, the rows of the rotary table), else the run's context for a model that does not give one."""
-    return (config.model.served_positions if config.model is not None else 0) or config.context
+    model's own limit, as `engine` derives it from config.json (vllm/config/model.py _get_and_verify_max_len;
+    SGLang srt/utils/hf_transformers_utils.py get_context_length: Architecture.engine_positions), else the run's
+    context for a model that does not give one."""
+    return (config.model.engine_positions(engine) if config.model is not None else 0) or config.context
 
 
 def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length: int) -> dict[str, Any]:
@@ -458,7 +458,7 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
     _checked(settings, config)
     validate_config(config)
     arch, worst = config.model, None
-    engine = engine_inputs(settings, gpu_total, gpu_id, default_length(config))
+    engine = engine_inputs(settings, gpu_total, gpu_id, default_length(config, settings.engine))
     if settings.engine == "vllm":
         limits = derive(BATCH_SYMBOLS, engine)
         if limits["max_num_batched_tokens"] < limits["max_num_seqs"]:

@@ -72,17 +72,19 @@ KV_CACHE_UNMODELLED = {
 }
 
 
-# The model's own length limit as vLLM and SGLang derive it from config.json (vllm/config/model.py
-# _get_and_verify_max_len; SGLang configs/model_config.py get_context_length): max_position_embeddings (the rotary
-# table's rows: under YaRN the original times the factor), or GPT-2's n_positions; 0 where the model gives none.
+# The model's own length limit as vLLM derives it from config.json (vllm/config/model.py _get_and_verify_max_len):
+# max_position_embeddings (the rotary table's rows: under YaRN the original times the factor), or GPT-2's
+# n_positions; SGLang's (get_context_length, CONTEXT_LENGTH) differs only where a YaRN config's
+# max_position_embeddings is not original x factor (architecture.context_positions_of). 0 where the model gives none.
 # A length asked above it is refused at start-up by both engines.
 MODEL_LENGTH = maximum(sym("rope_positions"), sym("position_embeddings"))
+CONTEXT_LENGTH = maximum(sym("context_positions"), sym("position_embeddings"))
 LENGTH_KEY = when(sym("rope_positions") > 0, "max_position_embeddings", "n_positions")
 
 
-def beyond_model(length: Any) -> Any:
-    """Whether a request `length` (a rule) passes the model's own limit, where the model gives one."""
-    return both(MODEL_LENGTH > 0, length > MODEL_LENGTH)
+def beyond_model(length: Any, limit: Any = MODEL_LENGTH) -> Any:
+    """Whether a request `length` (a rule) passes the model's own `limit` (vLLM's by default), where it has one."""
+    return both(limit > 0, length > limit)
 
 # The KV cache per token of this stage, shared with the engines' accounting (builder.model.engines, engine_sglang).
 LATENT = sym("kv_lora_rank") > 0
