@@ -229,6 +229,17 @@ TORCHTUNE_SETUP = ("Llama 3.2 3B, full fine-tuning on one A100 (full_finetune_si
                    "Assumed, not published: the packed batch's flex attention saves what a flash kernel saves (Q, K, "
                    "V, output, logsumexp); active bytes equal allocated bytes (one stream)")
 TORCHTUNE_UNIT = "torchtune's get_memory_stats divides by 1024**3: GiB"
+TORCHTITAN_LOSS = "torchtitan docs/chunked_loss.md, the 8,192-token row's peak active memory (commit 94609ad)"
+TORCHTITAN_LOSS_URL = ("https://github.com/pytorch/torchtitan/blob/94609ad7f862c04b0c79434c8e98e410b23948c3/docs/"
+                       "chunked_loss.md")
+TORCHTITAN_LOSS_SETUP = (
+    "Qwen3-14B on 8 H100s: tensor parallel 4 (torchtitan's plan, sequence parallel), FSDP2 over 2 data-parallel "
+    "ranks (bf16 parameters, fp32 reductions: torchtitan's mixed_precision_param and mixed_precision_reduce "
+    "defaults), 327,680 tokens per data-parallel rank (40 sequences of 8,192), variable-length attention, full "
+    "activation checkpointing, AdamW (torchtitan's fused default), the LM head and loss in chunks of 8,192 tokens. "
+    "Assumed, not published: the chunked head and loss stand as a fused linear cross-entropy (the doc's 1,024- and "
+    "8,192-token chunks give the same 83.56 GiB, so the peak is not at the loss); variable-length attention saves "
+    "what flash attention saves; active bytes equal allocated bytes")
 
 
 def _torchtune(models: dict[str, Architecture], name: str, published: str, words: str, **changes) -> Case:
@@ -278,6 +289,13 @@ def training(models: dict[str, Architecture]) -> tuple[Case, ...]:
                dict(recompute="full", optimizer_impl="in-backward")),
               ("offloading", "21.8", ", as that row, activations offloaded to the CPU (the \"+ Activation "
                "Offloading\" row)", dict(recompute="full", optimizer_impl="in-backward", offload_activations=True)))),
+        Case("torchtitan-qwen3-14b-tp4-fsdp2", "training", "peak",
+             "peak active memory of a training step (torch.cuda.memory_stats' active_bytes.all.peak)",
+             TORCHTITAN_LOSS_SETUP, TORCHTITAN_LOSS, TORCHTITAN_LOSS_URL, Fraction("83.56"), "GiB", step_peak("GiB"),
+             Config(model=models["qwen3-14b"], dp=2, fsdp="FULL_SHARD", tp=4, sequence_parallel=True,
+                    micro_batch=40, seq_len=8192, recompute="full", attention="flash", loss="fused-linear",
+                    reduce_dtype="fp32", optimizer="adamw", optimizer_impl="fused"),
+             rel=Fraction(3, 100), tolerance="3%", unit_note="torchtitan prints GiB (bytes / 2**30)"),
         Case("cce-gemma-2-2b-eager-loss-gradients", "training", "need",
              "loss gradients live at the start of backward (the README's baseline \"Gradient\" column)", CCE_SETUP, CCE,
              CCE_URL, Fraction(16000), "MiB", at_moment("backward_start", "activations/loss_grads", "MiB"),
