@@ -325,8 +325,9 @@ def rope_positions_of(config: dict[str, Any]) -> int:
 
 def context_positions_of(config: dict[str, Any]) -> int:
     """SGLang's own length where it is not the rotary table's rows (rope_positions_of), else 0. SGLang's
-    get_context_length (python/sglang/srt/utils/hf_transformers_utils.py, commit 2aa2e2d) multiplies max_position_embeddings by the scaling factor
-    unless rope_scaling names original_max_position_embeddings or is llama3's: with an original it takes
+    get_context_length (python/sglang/srt/utils/hf_transformers_utils.py, commit 2aa2e2d) multiplies
+    max_position_embeddings by the scaling factor unless rope_scaling names original_max_position_embeddings or is
+    llama3's: with an original it takes
     max_position_embeddings as it stands, where vLLM (and the table) take original x factor under YaRN and
     max_position_embeddings x factor under dynamic scaling. Qwen3 with YaRN switched on (40,960 positions, original
     32,768, factor 4): SGLang 40,960, vLLM 131,072. (SGLang reads max_sequence_length, seq_length, max_seq_len and
@@ -445,7 +446,8 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         out_bias=bool(config.get("attention_bias", False)),
         mlp_bias=bool(config.get("mlp_bias", False)),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)), positions="rotary",
-        max_position_embeddings=rope_positions_of(config), config_positions=context_positions_of(config), activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe"), extra=extra,
+        max_position_embeddings=rope_positions_of(config), config_positions=context_positions_of(config),
+        activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe"), extra=extra,
     )
     window = sliding_window_of(config, model_type)
     if window:
