@@ -409,8 +409,9 @@ RECOMPUTED = sum((when(_have(g), 0, _group_delta(g)) for g in LAYER_GROUPS), Exp
 # torchtitan's per-op checkpointing (builder.model.activations' 'activations/op_outputs'): inside the last layer its own
 # kept outputs are not all there. In the forward, at the MLP product, down's output (and its reduce-scatter output) is
 # not made yet; in the backward the recomputation has taken every kept output from the cache (torch.utils.checkpoint's
-# _CachedTorchDispatchMode pops it; torchtitan's early_stop=False recomputes the whole layer first): those autograd
-# saves again are the moment's rows (v, the attention output and logsumexp, the gate output), the others are freed.
+# _CachedTorchDispatchMode marks each entry consumed; torchtitan's early_stop=False recomputes the whole layer first):
+# those autograd saves again are the moment's rows (v, the attention output and logsumexp, the gate output), the others
+# are freed.
 OP_OUTPUTS = "activations/op_outputs"
 OP_OUTPUTS_DELTA = when(OP_SAC, when(eq(sym("phase"), "layer_forward"), -SAC_AFTER_PRODUCT, -SAC_LAYER), 0)
 MADE = when(both(FRESH, eq(sym("phase"), "layer_backward")),
