@@ -506,8 +506,7 @@ ACTIVATIONS = RuleSet(symbols=SYMBOLS, parts=(
     PartRule("activations/recompute_working_layer", when(OP_SAC, maximum(0, LAYER - SAC_LAYER), LAYER),
              when(OP_SAC, "one layer's saved tensors, recomputed during its backward, less that layer's kept op outputs",
                   "one layer's saved tensors, recomputed during its backward"),
-             when(OP_SAC, fmt("{0}; {1}", CHEN, TORCHTITAN_SAC), CHEN),
-             per_token(when(OP_SAC, maximum(0, LAYER - SAC_LAYER), LAYER)),
+             CHEN, per_token(when(OP_SAC, maximum(0, LAYER - SAC_LAYER), LAYER)),
              when(OP_SAC, "peak during backward, not saved across layers; simplification: torchtitan's block is counted "
                           "with transformers' op list (its fused RMSNorm and complex-number rotary are not measured)",
                   "peak during backward, not saved across layers"), when=both(OPS, CHECKPOINTED),
