@@ -33,6 +33,7 @@ from typing import Any
 from builder.model import oplists
 from builder.model.architecture import Architecture
 from builder.model.cite import Cite
+from builder.model.checks import OP_SAC
 from builder.model.config import CHECKPOINTING, LORA_TARGETS, Config
 from builder.model.expr import (Expr, at, both, by, ceil, derive, either, eq, evaluate, fixed, fmt, get, has, isin,
                                 lift, maximum, minimum, ne, negate, per_unit, row, sym, table, total, when)
@@ -327,7 +328,6 @@ SELECTIVE = eq(sym("recompute"), "selective")
 NOTHING = by(table(), "group", 0)  # an empty mapping
 FULL = eq(sym("recompute"), "full")
 # torchtitan's per-op selective checkpointing (oplists.TORCHTITAN_OP_SAC), and the modes that checkpoint layers.
-OP_SAC = eq(sym("recompute"), "selective-op")
 CHECKPOINTED = isin(sym("recompute"), *CHECKPOINTING)
 # Full recomputation of every layer of a stage, or of its first `recompute_layers` only (Megatron-LM's block
 # method); the checks keep that count below every stage's layers, so a stage's last layer is then never checkpointed.

@@ -11,13 +11,15 @@ from typing import Any, Mapping
 
 from builder.model import exprcode
 from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym, when
-OP_SAC = eq(sym("recompute"), "selective-op")  # torchtitan's per-op checkpointing (builder.model.activations.OP_SAC)
 from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.gradbuffers import DDP
 from builder.model.ranges import RANGES, Range
 from builder.model.states import HYBRID_GROUP, SHARD_RANKS
 from builder.model.buckets import DEEPSPEED_ENGINE, UNSET as BUCKET_UNSET
 from builder.model.zero3 import DEEPSPEED_ZERO3, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
+
+# torchtitan's per-op selective checkpointing as the rules name it (builder.model.activations reads it from here).
+OP_SAC = eq(sym("recompute"), "selective-op")
 
 # Whole-number options that must be at least 1 and are always given, in the order they are checked.
 POSITIVE = tuple(r.option for r in RANGES if r.whole and r.low == 1 and r.unset is None)
