@@ -33,7 +33,8 @@ from typing import Any
 from builder.model import oplists
 from builder.model.architecture import Architecture
 from builder.model.cite import Cite
-from builder.model.config import LORA_TARGETS, Config
+from builder.model.checks import OP_SAC
+from builder.model.config import CHECKPOINTING, LORA_TARGETS, Config
 from builder.model.expr import (Expr, at, both, by, ceil, derive, either, eq, evaluate, fixed, fmt, get, has, isin,
                                 lift, maximum, minimum, ne, negate, per_unit, row, sym, table, total, when)
 from builder.model.inputs import run_inputs, stages
@@ -70,6 +71,11 @@ MEGATRON_MOE = (Cite("megatron-d98e8a6", "megatron/core/transformer/moe/ router.
                   "balanced, T x top_k routed tokens per GPU)")
 MEGATRON_BLOCK = (Cite("megatron-767a8a8", "megatron/core/transformer/transformer_block.py _checkpointed_forward")
                   + " (recompute_method 'block': the first recompute_num_layers layers of each pipeline stage)")
+# torchtitan's per-op selective activation checkpointing (oplists.TORCHTITAN_OP_SAC has the rule and the sources).
+TORCHTITAN_SAC = (Cite("torchtitan-ac-b5bcd76", "torchtitan/distributed/activation_checkpoint.py SelectiveAC._wrap_block, "
+                                                "_get_default_save_ops")
+                  + " (every second matrix multiply of a block recomputed, the other listed ops' outputs saved) and "
+                  + Cite("pytorch-2-13", "torch/utils/checkpoint.py create_selective_checkpoint_contexts"))
 OFFLOAD = (Cite("torchtune-0-6", "torchtune/training/_activation_offloading.py OffloadActivations") + " (saved tensors "
            "of 1,024 bytes or more copied to pinned host memory in the forward and brought back node by node in the "
            "backward, the 5 latest kept until their copies finish) and get_act_offloading_ctx_manager (the output "
@@ -157,6 +163,7 @@ def _conditions() -> dict[str, Expr]:
                       either(both(eager, eq(sym("implementation"), "hf")), both(padding_mask, OP_SYMBOLS["op_k"] > 1),
                              eq(sym("implementation"), "torchtune")))
     full = eq(sym("recompute"), "full")
+    op_sac = eq(sym("recompute"), "selective-op")
     # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
     # input) stays fp32; the op lists' 'autocast' rows apply. Over 16-bit weights autocast leaves the stream 16-bit
     # (STREAM_16BIT_AMP): only the adapters see it.
@@ -207,7 +214,10 @@ def _conditions() -> dict[str, Expr]:
         "learned_positions": learned, "rotary": negate(learned),
         "embedding_dropout": either(eq(sym("norm"), "layernorm"), negate(hf)),
         "full_recompute": full, "no_full_recompute": negate(full),
-        "all_recomputed": both(full, eq(sym("recompute_layers"), 0)),
+        # Every layer checkpointed: full recomputation without a recompute_layers count, or torchtitan's per-op
+        # checkpointing, which wraps every block (its forward saves nothing for autograd but the kept op outputs).
+        "all_recomputed": either(both(full, eq(sym("recompute_layers"), 0)), op_sac),
+        "sac_reduce_scatter": both(op_sac, sym("tp") > 1, sym("sequence_parallel")),
         "autocast": autocast, "no_autocast": negate(autocast),
         # The adapters under torch.autocast (any stream): lora_A casts its input and lora_B's is lora_A's 16-bit output.
         "lora_amp": adapters_amp, "lora_fp32": negate(adapters_amp),
@@ -303,9 +313,13 @@ KORTHIKANTI_TABLE = {
     "full1": ("2sbh", 2, 0, 0), "fullt": ("2sbh", 2, 0, 0), "fulls": ("2sbh/t", 0, 2, 0),
 }
 _LAYOUT = when(eq(TP, 1), "1", when(sym("sequence_parallel"), "s", "t"))
+# Table 2 has no row for torchtitan's per-op checkpointing: the checks refuse the reference mode with it, and its row
+# here (all zero) only keeps the symbol defined for the op-by-op count.
 KORTHIKANTI_ROW = at(table(*(row(both(eq(sym("recompute"), key[:-1]), eq(_LAYOUT, key[-1])), notation=notation,
                                  constant=c, per_t=c_t, attention=k)
-                             for key, (notation, c, c_t, k) in KORTHIKANTI_TABLE.items())), 0)
+                             for key, (notation, c, c_t, k) in KORTHIKANTI_TABLE.items()),
+                           row(eq(sym("recompute"), "selective-op"), notation="no Table 2 row", constant=0, per_t=0,
+                               attention=0)), 0)
 KORTHIKANTI_LAYER = sym("op_s") * sym("micro_batch") * sym("hidden") * (
     at(sym("korthikanti"), "constant") + at(sym("korthikanti"), "per_t") / TP
     + at(sym("korthikanti"), "attention") * 5 * sym("heads") * sym("op_s") / (sym("hidden") * TP))
@@ -313,9 +327,12 @@ KORTHIKANTI_LAYER = sym("op_s") * sym("micro_batch") * sym("hidden") * (
 SELECTIVE = eq(sym("recompute"), "selective")
 NOTHING = by(table(), "group", 0)  # an empty mapping
 FULL = eq(sym("recompute"), "full")
+# torchtitan's per-op selective checkpointing (oplists.TORCHTITAN_OP_SAC), and the modes that checkpoint layers.
+CHECKPOINTED = isin(sym("recompute"), *CHECKPOINTING)
 # Full recomputation of every layer of a stage, or of its first `recompute_layers` only (Megatron-LM's block
 # method); the checks keep that count below every stage's layers, so a stage's last layer is then never checkpointed.
-ALL_RECOMPUTED = both(FULL, eq(sym("recompute_layers"), 0))
+# torchtitan's per-op checkpointing wraps every layer (the checks refuse a count with it).
+ALL_RECOMPUTED = either(both(FULL, eq(sym("recompute_layers"), 0)), OP_SAC)
 OPS = eq(sym("activation_formula"), "ops")
 LAST_ROWS = when(both(eq(sym("norm"), "rmsnorm"), isin(sym("implementation"), "hf", "torchtune")),
                  rows_rule(oplists.LAST_STAGE_RMSNORM), rows_rule(oplists.LAST_STAGE_LAYERNORM))
@@ -360,7 +377,7 @@ SYMBOLS: dict[str, Any] = {
     "stage_copies": sym("stage_layers") * sym("stage_in_flight"),
     # The stage's checkpointed layers (all of them under full recomputation, or the first recompute_layers) and the
     # others, each per micro-batch in flight.
-    "checkpointed": when(FULL, when(sym("recompute_layers"), sym("recompute_layers"), sym("stage_layers")), 0)
+    "checkpointed": when(CHECKPOINTED, when(sym("recompute_layers"), sym("recompute_layers"), sym("stage_layers")), 0)
                     * sym("stage_in_flight"),
     "plain_layers": sym("stage_copies") - sym("checkpointed"),
     # Offloaded activations (torchtune): the GPU holds one layer's saved tensors (or checkpoint) at a time, the host
@@ -395,6 +412,13 @@ LAST_GROUPS = _groups(oplists.LAST_STAGE_LAYERNORM, oplists.LAST_STAGE_RMSNORM)
 SOURCE = sym("op_source")
 CHECKPOINT = sym("op_Tr") * sym("hidden") * when(sym("holds_autocast"), DTYPE_BYTES["fp32"], sym("act_bytes"))
 LAYER = total(sym("layer_rows"), sym("bytes"))
+# torchtitan's per-op checkpointing: the op outputs one layer keeps (oplists.TORCHTITAN_OP_SAC), those of them the
+# recomputed layer's autograd holds again, and those made after a checkpointed forward's MLP product.
+SAC_LAYER = rows_total(oplists.TORCHTITAN_OP_SAC)
+SAC_AFTER_PRODUCT = rows_total(tuple(r for r in oplists.TORCHTITAN_OP_SAC
+                                     if r.op in oplists.TORCHTITAN_OP_SAC_AFTER_PRODUCT))
+assert {r.op for r in oplists.TORCHTITAN_OP_SAC} >= set(oplists.TORCHTITAN_OP_SAC_AFTER_PRODUCT) | set(
+    oplists.TORCHTITAN_OP_SAC_SHARED)
 # What a stage's layers keep saved across the step: the layers that are not checkpointed their groups, the others
 # their checkpoint.
 STAGE_KEPT = (sum((get(sym("layer_saved"), group, 0) for group in LAYER_GROUPS), Expr("num", 0)) * sym("plain_layers")
@@ -453,18 +477,39 @@ ACTIVATIONS = RuleSet(symbols=SYMBOLS, parts=(
     *(PartRule(f"activations/{group}", at_group * sym("gpu_plain"), IN_LAYERS, SOURCE, per_token(at_group),
                _noted(ON_GPU_NOTE, *LAYER_NOTES.get(group, ())), when=OPS)
       for group in LAYER_GROUPS for at_group in [get(sym("layer_saved"), group, 0)]),
-    # Checkpointing keeps the block's input (Chen et al. 2016; Korthikanti et al. 2022 section 4.1: 2sbh).
+    # Checkpointing keeps the block's input (Chen et al. 2016; Korthikanti et al. 2022 section 4.1: 2sbh), and so does
+    # torchtitan's per-op checkpointing (its ptd_checkpoint_wrapper around each block).
     PartRule("activations/checkpoint", CHECKPOINT * sym("gpu_checkpoints"), IN_CHECKPOINTS,
-             when(SOME_RECOMPUTED, fmt("{0}; {1}", SOURCE, MEGATRON_BLOCK), SOURCE), per_token(CHECKPOINT),
-             ON_GPU_NOTE, when=both(OPS, FULL)),
+             when(SOME_RECOMPUTED, fmt("{0}; {1}", SOURCE, MEGATRON_BLOCK),
+                  when(OP_SAC, fmt("{0}; {1}", SOURCE, TORCHTITAN_SAC), SOURCE)), per_token(CHECKPOINT),
+             ON_GPU_NOTE, when=both(OPS, CHECKPOINTED)),
+    # torchtitan's per-op checkpointing: the outputs of the ops its policy saves, in every layer (oplists.
+    # TORCHTITAN_OP_SAC: 1st, 3rd, 5th and 7th matmul of the block, the attention kernel, reduce-scatters).
+    PartRule("activations/op_outputs", SAC_LAYER * sym("gpu_checkpoints"),
+             "L_stage x in_flight x (q, v, attention output and logsumexp, gate and down outputs of one layer)",
+             TORCHTITAN_SAC, per_token(SAC_LAYER),
+             "every second matmul recomputed (k, o, up); tensor parallelism: down's output is each rank's partial sum "
+             "(T x h), and with sequence parallelism the reduce-scatter outputs of o and down are kept too; "
+             "simplifications: separate bias-free q, k and v projections (torchtitan's Llama 3 configurations at "
+             "b5bcd76 fuse them into one wqkv matmul, which keeps k too), the flash kernel's philox seed and offset "
+             "not counted", when=both(OPS, OP_SAC)),
     # Offloaded: every layer's saved tensors in pinned host memory (builder.model.placement moves this part there).
     PartRule("activations/offloaded", STAGE_KEPT,
              "L_stage x in_flight x one layer's saved tensors, in host memory", OFFLOAD,
              per_token(STAGE_KEPT / maximum(1, sym("stage_copies"))),
              "the embedding's and final norm's saved tensors are counted on the GPU (torchtune offloads them too; "
              "only the output layer's stay)", when=both(OPS, OFFLOADED)),
-    PartRule("activations/recompute_working_layer", LAYER, "one layer's saved tensors, recomputed during its backward",
-             CHEN, per_token(LAYER), "peak during backward, not saved across layers", when=both(OPS, FULL),
+    # Under torchtitan's per-op checkpointing the recomputation takes the layer's kept outputs from the cache: those
+    # autograd saves again (v, the attention output and logsumexp, the gate output) are the kept tensors, the others
+    # (q, down) are freed once the recomputed forward has used them, so the layer adds its saved tensors less its kept
+    # outputs.
+    PartRule("activations/recompute_working_layer", when(OP_SAC, maximum(0, LAYER - SAC_LAYER), LAYER),
+             when(OP_SAC, "one layer's saved tensors, recomputed during its backward, less that layer's kept op outputs",
+                  "one layer's saved tensors, recomputed during its backward"),
+             CHEN, per_token(when(OP_SAC, maximum(0, LAYER - SAC_LAYER), LAYER)),
+             when(OP_SAC, "peak during backward, not saved across layers; simplification: torchtitan's block is counted "
+                          "with transformers' op list (its fused RMSNorm and complex-number rotary are not measured)",
+                  "peak during backward, not saved across layers"), when=both(OPS, CHECKPOINTED),
              transient=True),
     *(PartRule(f"activations/{group}", amount, "sum of saved tensors", SOURCE, per_token(amount),
                when=both(OPS, sym(stage)))

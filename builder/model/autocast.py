@@ -9,7 +9,8 @@ copies are made again in its backward.
 from __future__ import annotations
 
 from builder.model.cite import Cite
-from builder.model.expr import both, eq, fmt, negate, per_unit, sym, when
+from builder.model.config import CHECKPOINTING
+from builder.model.expr import both, eq, fmt, isin, negate, per_unit, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.states import ADAPTERS
 
@@ -32,7 +33,7 @@ FP32_HEAD = when(sym("qlora"), eq(sym("kbit_prepare"), "prepare"), eq(sym("param
 
 AUTOCAST_COPIES = RuleSet(symbols={}, parts=(
     PartRule("activations/autocast_weight_copies",
-             (when(eq(sym("recompute"), "full"), 0, when(FP32_LINEARS, sym("linear_matrices"), 0)
+             (when(isin(sym("recompute"), *CHECKPOINTING), 0, when(FP32_LINEARS, sym("linear_matrices"), 0)
                    + when(sym("lora_rank") > 0, ADAPTERS["adapters"], 0))
               + when(both(sym("stage_has_head"), FP32_HEAD), sym("vocab_rows"), 0))
              * copy_bytes * sym("stage_in_flight"),

@@ -18,6 +18,9 @@ from builder.model.states import HYBRID_GROUP, SHARD_RANKS
 from builder.model.buckets import DEEPSPEED_ENGINE, UNSET as BUCKET_UNSET
 from builder.model.zero3 import DEEPSPEED_ZERO3, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 
+# torchtitan's per-op selective checkpointing as the rules name it (builder.model.activations reads it from here).
+OP_SAC = eq(sym("recompute"), "selective-op")
+
 # Whole-number options that must be at least 1 and are always given, in the order they are checked.
 POSITIVE = tuple(r.option for r in RANGES if r.whole and r.low == 1 and r.unset is None)
 
@@ -132,6 +135,48 @@ CHECKS: tuple[Check, ...] = (
               "op (activation_formula ops) to offload them")),
     Check(both(sym("offload_activations"), negate(ARCH)),
           fmt("offload_activations: saved activations need an architecture, not a raw count")),
+    # torchtitan's per-op selective checkpointing (builder.model.oplists.TORCHTITAN_OP_SAC): which op outputs the
+    # policy keeps depends on the order and kind of a block's matrix multiplies, modelled for a dense Llama-style block
+    # (RMSNorm, separate bias-free q, k and v projections, SwiGLU) in PyTorch eager mode, and refused elsewhere.
+    *(Check(both(eq(sym("mode"), "train"), OP_SAC, refused), fmt("recompute: selective-op " + why, *args))
+      for refused, why, args in (
+          (negate(ARCH), "counts a block's op outputs and needs an architecture, not a raw count", ()),
+          (eq(sym("activation_formula"), "korthikanti"),
+           "is counted op by op; the Table 2 reference formula has no row for it (activation_formula ops)", ()),
+          (eq(sym("implementation"), "megatron"),
+           "is torchtitan's policy over PyTorch eager blocks; Megatron-LM's layers recompute with selective or full",
+           ()),
+          (both(ARCH, sym("experts") > 0),
+           "is modelled for dense models; {0} is a mixture-of-experts model (torchtitan saves its router's top-k and "
+           "all-to-all outputs and force-recomputes the router gate's matmuls, not modelled)", (sym("model_name"),)),
+          (both(ARCH, sym("kv_lora_rank") > 0),
+           "is modelled for separate q, k and v projections; {0}'s latent attention has other matmuls, counted in "
+           "another order by the policy's every-second-matmul rule", (sym("model_name"),)),
+          (both(ARCH, either(ne(sym("norm"), "rmsnorm"), ne(sym("mlp"), "swiglu"), sym("fused_qkv"))),
+           "is modelled for a Llama-style block (RMSNorm, separate q, k and v projections, SwiGLU) whose seven "
+           "matmuls the policy counts; {0} has another block", (sym("model_name"),)),
+          (both(ARCH, either(sym("qkv_bias"), sym("out_bias"), sym("mlp_bias"))),
+           "is modelled for bias-free projections; {0}'s biases make addmm ops, which the policy saves without "
+           "counting them as matmuls", (sym("model_name"),)),
+          (eq(sym("attention"), "eager"),
+           "with eager attention would keep the scores' batched matmuls (the policy saves every bmm); choose sdpa or "
+           "flash, the fused kernels torchtitan runs", ()),
+          (sym("compile"),
+           "under torch.compile saves the compiled regions' outputs (inductor_compiled_code), not modelled; leave "
+           "compile off", ()),
+          (sym("lora_rank") > 0,
+           "with LoRA adapters (lora_rank {0}): the adapters' matmuls shift the policy's every-second count, not "
+           "modelled", (sym("lora_rank"),)),
+          (ne(sym("recipe"), ""),
+           "with the low-precision recipe {0}: the policy keeps scaled matmuls' outputs and amax reductions, not "
+           "modelled; choose a precision such as bf16-mixed", (sym("recipe"),)),
+          (sym("padded"), "with a padding mask is not modelled (torchtitan trains on packed, unpadded sequences)", ()),
+          (sym("cp") > 1, "with context parallelism (cp {0}): ring attention's per-step kernel outputs are not "
+           "modelled", (sym("cp"),)),
+          (sym("offload_activations"),
+           "keeps op outputs on the GPU; offloading saved activations is torchtune's, modelled with none or full",
+           ()),
+      )),
     # torch.compile over transformers' layers (builder.model.oplists' compiled lists, measured on CPU): what was
     # measured, and nothing else.
     Check(both(sym("compile"), ne(sym("mode"), "train")),

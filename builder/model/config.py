@@ -41,7 +41,13 @@ LOSSES = ("eager", "compiled", "chunked", "chunked-compiled", "fused-linear")
 # sharded state dict, DeepSpeed's save_checkpoint, and with stage3_gather_16bit_weights_on_model_save.
 CHECKPOINT_SAVES = ("none", "torch-save", "full-state-dict", "full-state-dict-offload", "sharded-state-dict", "dcp",
                     "deepspeed", "deepspeed-16bit")
-RECOMPUTE = ("none", "selective", "full")
+# Recomputation modes, each in its framework's words: 'selective' is Megatron-LM's (the attention core recomputed),
+# 'full' keeps each layer's input only, 'selective-op' is torchtitan's per-op selective activation checkpointing
+# (SelectiveAC in torchtitan/distributed/activation_checkpoint.py at b5bcd76; activation_checkpoint.mode = selective
+# with selective_ac_option = op in older releases): every layer checkpointed, the outputs of its listed ops kept.
+RECOMPUTE = ("none", "selective", "full", "selective-op")
+# The modes that wrap every layer in a checkpoint (the layer's input kept, the layer recomputed in its backward).
+CHECKPOINTING = ("full", "selective-op")
 ATTENTION = ("eager", "sdpa", "flash")
 ACTIVATION_FORMULAS = ("ops", "korthikanti")
 IMPLEMENTATIONS = ("hf", "megatron", "torchtune")
@@ -183,7 +189,7 @@ class Config:
     micro_batch: int = 1  # b: sequences per GPU per forward pass
     seq_len: int = 2048  # s: tokens per sequence
     grad_accum: int = 1  # micro-batches accumulated before a step (memory-neutral unless a buffer is kept)
-    recompute: str = "none"  # 'none', 'selective' (attention core) or 'full' (only layer inputs kept)
+    recompute: str = "none"  # 'none', 'selective' (attention core), 'full' (only layer inputs kept) or 'selective-op'
     recompute_layers: int = 0  # with 'full': 0 = every layer; K = the first K layers of each pipeline stage
     attention: str = "sdpa"  # 'eager' saves s x s scores; 'sdpa'/'flash' save none
     # TRL's DataCollatorForLanguageModeling with padding_free=False, HF's DataCollatorWithPadding; transformers'

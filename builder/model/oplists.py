@@ -68,8 +68,10 @@ CONDITIONS = {
     "embedding_dropout": "a dropout layer after the embeddings (GPT-2's embd_pdrop; Llama-style models have none)",
     "full_recompute": "full activation recomputation (checkpointed layers)",
     "no_full_recompute": "not full_recompute",
-    "all_recomputed": "full recomputation of every layer (no recompute_layers count): the stage's last layer is "
-                      "checkpointed too",
+    "sac_reduce_scatter": "torchtitan's per-op checkpointing over tensor-parallel ranks with sequence parallelism: the "
+                          "reduce-scatter outputs are saved",
+    "all_recomputed": "full recomputation of every layer (no recompute_layers count), or torchtitan's per-op "
+                      "checkpointing (every layer wrapped): the stage's last layer is checkpointed too",
     # torch.autocast over fp32 weights (amp-bf16): the residual stream stays fp32, and each
     # linear layer casts its input itself, so projections sharing an input save a copy each.
     "autocast": "torch.autocast over fp32 weights (the residual stream, norms and rotary tables stay fp32)",
@@ -638,6 +640,58 @@ HF_LLAMA_BLOCK_COMPILED = (
     Row("mlp", "up projection output (factor of the product)", 1, "T f", "act"),
     Row("mlp", "down projection input (the product)", 1, "T f", "lin", "grad_mlp_out"),
 )
+
+# torchtitan's per-op selective activation checkpointing (torchtitan/distributed/activation_checkpoint.py at commit
+# b5bcd76, SelectiveAC._wrap_block and its _get_custom_policy; the same rule as _apply_ac_to_transformer_block's
+# _custom_policy in torchtitan/parallelisms/parallelize_llama.py at ba24697, December 2024): every transformer block is
+# wrapped in ptd_checkpoint_wrapper with create_selective_checkpoint_contexts(policy), the policy's counter fresh for
+# each call of the block. It MUST_SAVEs the outputs of the ops of _get_default_save_ops() (get_default_op_list().
+# compute_intensive_ops: aten.mm, addmm, bmm, the SDPA flash and efficient kernels, _scaled_mm; aten.linear, aten.max,
+# flex_attention, topk, reduce_scatter_tensor, all_to_all_single), except every second aten.mm / aten.linear (the count
+# is incremented before the test `meta[mm_count_key] % 2 == 0`: the 1st, 3rd, 5th and 7th mm of a block are saved, the
+# 2nd, 4th and 6th recomputed), and PREFER_RECOMPUTEs every other op. The checkpoint wrapper keeps the block's input
+# (the 'activations/checkpoint' part, as under full recomputation). So a Llama-style block (torchtitan's Attention with
+# separate wq, wk, wv, then wo, and FeedForward w2(F.silu(w1(x)) * w3(x)); transformers' LlamaAttention calls q_proj,
+# k_proj, v_proj, then o_proj, and LlamaMLP down_proj(act_fn(gate_proj(x)) * up_proj(x)), gate before up) keeps, per
+# GPU and micro-batch:
+#   mm 1 q (saved), mm 2 k (recomputed), mm 3 v (saved), the attention kernel's outputs (saved), mm 4 o (recomputed),
+#   mm 5 gate / w1 (saved), mm 6 up / w3 (recomputed), mm 7 down / w2 (saved).
+# Tensor parallelism (torchtitan's plan: q, k, v, gate and up column-parallel, o and down row-parallel): the column-
+# parallel outputs are per rank (/t, as the symbols say); a row-parallel mm's local output is the rank's partial sum,
+# T x h in full before the reduction, so down's (the 7th mm, saved) counts T x h on every rank. Under sequence
+# parallelism DTensor turns that partial sum into Tr x h with _c10d_functional.reduce_scatter_tensor, which the policy
+# saves too (comm ops): o's and down's reduce-scatter outputs, Tr x h each. Without sequence parallelism the reduction
+# is an all-reduce, which the policy recomputes (re-runs in the backward). The projections are bias-free (nn.Linear
+# without bias: aten.mm; a bias would make aten.addmm, saved but not counted, which the checks refuse).
+# Named simplifications: the flash kernel's philox seed and offset (two scalars) are not counted; the logsumexp is
+# b x a x s fp32, as FlashAttention's (the memory-efficient kernel pads its rows to a multiple of 32).
+# `shared` names the rows the recomputed layer's autograd saves again as the same tensor (the cache hands the recompute
+# the kept output, which the backward then holds): V (the attention op saves v_proj's output as it is), the kernel's
+# output (o_proj's input, the merged heads a view of it) and logsumexp, and the gate output (SiLU's input).
+TORCHTITAN_OP_SAC = (
+    Row("op_outputs", "q projection output (1st matmul of the block: saved)", 1, "T a d", "act"),
+    Row("op_outputs", "v projection output (3rd matmul: saved)", 1, "T k d", "act"),
+    Row("op_outputs", "attention kernel output (SDPA flash or efficient: saved)", 1, "T a d", "act"),
+    Row("op_outputs", "attention kernel logsumexp per head and row (fp32: saved)", 1, "b a s", "fp32"),
+    Row("op_outputs", "gate projection output (5th matmul: saved)", 1, "T f", "act"),
+    Row("op_outputs", "down projection output (7th matmul: saved; under tensor parallelism each rank's partial sum, "
+                      "T x h before the reduction)", 1, "T h", "act"),
+    Row("op_outputs", "o projection's reduce-scatter output (sequence parallelism: saved as a comm op)", 1, "Tr h",
+        "act", "sac_reduce_scatter"),
+    Row("op_outputs", "down projection's reduce-scatter output (sequence parallelism: saved as a comm op)", 1, "Tr h",
+        "act", "sac_reduce_scatter"),
+)
+# The rows of TORCHTITAN_OP_SAC the recomputed layer's autograd saves again (see above), by op.
+TORCHTITAN_OP_SAC_SHARED = ("v projection output (3rd matmul: saved)",
+                            "attention kernel output (SDPA flash or efficient: saved)",
+                            "attention kernel logsumexp per head and row (fp32: saved)",
+                            "gate projection output (5th matmul: saved)")
+# Made after the instant of a checkpointed forward's MLP product (the 'layer_forward' moments): down's output and its
+# reduce-scatter output.
+TORCHTITAN_OP_SAC_AFTER_PRODUCT = (
+    "down projection output (7th matmul: saved; under tensor parallelism each rank's partial sum, T x h before the "
+    "reduction)",
+    "down projection's reduce-scatter output (sequence parallelism: saved as a comm op)")
 
 BLOCKS = {
     "megatron": MEGATRON_BLOCK,

@@ -240,7 +240,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("grad_accum", "count", "micro-batches per optimizer step (pipeline: micro-batches in flight)", "run",
        default=1, metavar="M", url="grad_accum"),
     _o("recompute", "choice", "selective: Megatron-LM's (the attention core); full: every layer keeps only its input "
-       "(Megatron-LM full, Hugging Face gradient_checkpointing, DeepSpeed activation checkpointing, torchtitan full AC)",
+       "(Megatron-LM full, Hugging Face gradient_checkpointing, DeepSpeed activation checkpointing, torchtitan full AC); "
+       "selective-op: torchtitan's per-op selective activation checkpointing (SelectiveAC; activation_checkpoint.mode "
+       "selective with selective_ac_option op in older releases): every layer keeps its input and the outputs of its "
+       "1st, 3rd, 5th and 7th matmul and of the attention kernel (dense Llama-style models)",
        "run", choices=RECOMPUTE, default="none", url="recompute"),
     _o("recompute_layers", "count", "with --recompute full: only the first K layers of each pipeline stage "
        "(Megatron-LM --recompute-method block --recompute-num-layers K); 0 = every layer", "run",

@@ -68,6 +68,7 @@ PART_NAMES: dict[str, str] = {
     "activations/embedding_outputs": "Held embedding outputs",
     "activations/loss_grads": "Loss gradients",
     "activations/checkpoint": "Layer checkpoints",
+    "activations/op_outputs": "Kept op outputs (per-op checkpointing)",
     "activations/offloaded": "Offloaded activations",
     "activations/recompute_working_layer": "Recomputed layer",
     "activations/recomputed_in_last_layer": "Tensors recomputed in the last layer",

@@ -37,7 +37,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from builder.model import dequant, oplists
-from builder.model.activations import FP32_STREAM_AMP, LAYER_GROUPS, SAVED_DTYPE, per_token
+from builder.model.activations import (CHECKPOINTED, FP32_STREAM_AMP, LAYER_GROUPS, OP_SAC, SAC_AFTER_PRODUCT,
+                                       SAC_LAYER, SAVED_DTYPE, per_token)
 from builder.model.cite import Cite
 from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, floor, fmt, get, isin, maximum,
                                 minimum, negate, ne, row, sym, table, top, total, when, within)
@@ -331,7 +332,7 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  EMBEDDING_LOCALS, per_token(sym("op_T") * sym("hidden") * when(FP32_STREAM_AMP, 4, sym("act_bytes"))),
                  "the model's forward holds them until it returns (freed before the loss)",
                  when=both(EMBEDDING, eq(sym("implementation"), "hf"),
-                           either(LEARNED_POSITIONS, both(ne(sym("recompute"), "full"), negate(FP32_STREAM_AMP),
+                           either(LEARNED_POSITIONS, both(negate(CHECKPOINTED), negate(FP32_STREAM_AMP),
                                                           ne(SAVED_DTYPE, "fp32")))),
                  transient=True),
     ),
@@ -405,10 +406,20 @@ def _have(group: str) -> Expr:
 # in the backward, the weight gradients made so far. The output layer's saved tensors (gone then) are the same
 # for every moment, so they are left out of the choice and out of the rows instead.
 RECOMPUTED = sum((when(_have(g), 0, _group_delta(g)) for g in LAYER_GROUPS), Expr("num", 0))
+# torchtitan's per-op checkpointing (builder.model.activations' 'activations/op_outputs'): inside the last layer its own
+# kept outputs are not all there. In the forward, at the MLP product, down's output (and its reduce-scatter output) is
+# not made yet; in the backward the recomputation has taken every kept output from the cache (torch.utils.checkpoint's
+# _CachedTorchDispatchMode marks each entry consumed; torchtitan's early_stop=False recomputes the whole layer first):
+# those autograd saves again are the moment's rows (v, the attention output and logsumexp, the gate output), the others
+# are freed.
+OP_OUTPUTS = "activations/op_outputs"
+OP_OUTPUTS_DELTA = when(OP_SAC, when(eq(sym("phase"), "layer_forward"), -SAC_AFTER_PRODUCT, -SAC_LAYER), 0)
 MADE = when(both(FRESH, eq(sym("phase"), "layer_backward")),
             sym("made") + when(HEAD, sym("head_grads"), 0), 0)
 LAST_LAYER = (sum((when(_have(g), ceil(_have(g) + _group_delta(g)) - _have(g), 0) for g in LAYER_GROUPS),
-                  Expr("num", 0)) + ceil(RECOMPUTED) + ceil(sym("temporaries")) + ceil(MADE))
+                  Expr("num", 0))
+              + when(_part(OP_OUTPUTS), ceil(_part(OP_OUTPUTS) + OP_OUTPUTS_DELTA) - _part(OP_OUTPUTS), 0)
+              + ceil(RECOMPUTED) + ceil(sym("temporaries")) + ceil(MADE))
 # Inside the first layer's backward: every gradient but the layer's own not made yet, the layer's rows live then
 # and the temporaries.
 UNMADE = sym("layer_grads") - sym("made")
@@ -462,7 +473,9 @@ def _moment_symbols(phase: str) -> dict[str, Expr]:
     if phase != "first_layer_backward":
         out[f"change_{phase}"] = when(sym(f"moment_{phase}"), by(table(*(
             row(1, part=f"activations/{g}", delta=within(sym(f"moment_{phase}"), _group_delta(g)))
-            for g in LAYER_GROUPS)), "part", sym("delta")), by(table(), "part", 0))
+            for g in LAYER_GROUPS), row(OP_SAC, part=OP_OUTPUTS, delta=within(sym(f"moment_{phase}"),
+                                                                                OP_OUTPUTS_DELTA))),
+            "part", sym("delta")), by(table(), "part", 0))
     return out
 
 

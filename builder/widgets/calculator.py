@@ -52,7 +52,7 @@ from builder.widgets.model_data import json_value, model_data
 
 CUSTOM = "custom"
 # Recomputation named by its framework (the Activations page's table): Megatron-LM's selective recomputation.
-RECOMPUTE_WORDS = {"selective": "selective (Megatron)"}
+RECOMPUTE_WORDS = {"selective": "selective (Megatron)", "selective-op": "selective per-op (torchtitan)"}
 # Training's parameter dtype (Config.param_dtype, overriding the policy's) and the dtype gradients are reduced in
 # (Config.reduce_dtype, FSDP MixedPrecision.reduce_dtype); "policy": the precision policy's own.
 PARAM_DTYPES = ("fp32", "bf16", "fp16")
