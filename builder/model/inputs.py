@@ -106,16 +106,22 @@ def stages(arch: Architecture | None, config: Config) -> list[Stage]:
     return stages_of(run_inputs(arch, config))
 
 
+def run_key(config: Config) -> tuple[Config, str | None]:
+    """What the rules' answers for `config` depend on, as a memo key: the config, and the assumed shape's display
+    name, which run_inputs reads and an Architecture's equality leaves out."""
+    shaped = config.shaped_like
+    return config, shaped.extra.get("display") if shaped is not None else None
+
+
 def rule_inputs(arch: Architecture | None, config: Config, stage: Stage) -> dict[str, Any]:
     """Everything a rule set may read for one stage of `config` (its architecture `arch`): the run's inputs,
     the stage's and what one GPU of the stage holds (builder.model.placement.HOLDING). A fresh dict each call
-    (a caller may add to it), worked out once for the last few stages asked for: an estimate asks twice. The key
-    adds the assumed shape's display name, which run_inputs reads and an Architecture's equality leaves out."""
-    shaped = config.shaped_like
-    return dict(_rule_inputs(arch, config, stage, shaped.extra.get("display") if shaped is not None else None))
+    (a caller may add to it), worked out once for the last few stages asked for (run_key): an estimate asks
+    twice."""
+    return dict(_rule_inputs(arch, stage, *run_key(config)))
 
 
 @lru_cache(maxsize=16)
-def _rule_inputs(arch: Architecture | None, config: Config, stage: Stage, shaped_display: str | None
+def _rule_inputs(arch: Architecture | None, stage: Stage, config: Config, shaped_display: str | None
                  ) -> dict[str, Any]:
     return HOLDING.environment({**run_inputs(arch, config), **stage.inputs()})
