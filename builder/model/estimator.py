@@ -117,7 +117,7 @@ def estimate(config: Config, words: bool = True) -> Breakdown:
 def saved_activations(config: Config) -> int | None:
     """`estimate(config, words=False).get("activations", default=None, transient=False)`: the activation bytes saved
     for backward on the reported GPU (None: no activation part), for a caller that wants that one number (the
-    Validation page asks it of 448 measured cases). A training run with one pipeline stage to evaluate (every
+    Validation page asks it 448 times, twice per measured case). A training run with one pipeline stage to evaluate (every
     measured case) is priced by the rules of 'activations/' parts alone (training_activation_parts, then the
     offload that may move them): the model states, checkpoint saves, buffers and overheads, a third of an
     estimate's work, cannot change the number, since with one stage there is no fuller stage for them to pick. The
