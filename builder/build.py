@@ -157,8 +157,17 @@ def file_digest(path: Path) -> str:
 
 
 def hash_tree(folder: Path) -> dict[str, str]:
-    """Relative path -> sha256 of every file in a built site."""
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in list_files(folder)}
+    """Relative path -> sha256 of every file in a built site. A file under several paths (one inode: write_site
+    hard-links the snapshot's copies of the latest files, about half of the bytes) is read and hashed once."""
+    digests: dict[tuple[int, int], str] = {}  # (device, inode) -> sha256
+    hashes = {}
+    for path in list_files(folder):
+        status = path.stat()
+        file = (status.st_dev, status.st_ino)
+        if file not in digests:
+            digests[file] = hashlib.sha256(path.read_bytes()).hexdigest()
+        hashes[path.relative_to(folder).as_posix()] = digests[file]
+    return hashes
 
 
 def is_up_to_date(paths: SitePaths, fingerprint: str) -> bool:
