@@ -40,3 +40,20 @@ def test_the_report_reads_the_content_folder_it_is_given(tmp_path):
     expected = compare_documents({"peak.json": load_documents(VALIDATION_DIR)["peak.json"]})
     assert report["summary"]["total"] == len(expected) == 3 * len(load_documents(tmp_path)["peak.json"]["cases"])
     assert [group["title"] for group in report["groups"]] == ["Peak of a real training step, by phase (CPU allocator)"]
+
+
+def test_saved_activations_is_the_estimates_activation_bytes():
+    """saved_activations prices a one-stage training run from the 'activations/' rules alone: the same number as the
+    whole estimate's, with the activations offloaded, recomputed, autocast, and where pipeline stages make it fall
+    back to the whole estimate."""
+    from builder.catalog import default_models
+    from builder.model import Config, estimate
+    from builder.model.estimator import saved_activations
+
+    models = default_models()
+    base = Config(model=models["llama-3-8b"], mode="train", precision="bf16", micro_batch=2, seq_len=512)
+    for config in (base, base.with_changes(offload_activations=True), base.with_changes(recompute="full"),
+                   base.with_changes(precision="amp-bf16"), base.with_changes(pp=2, grad_accum=4),
+                   base.with_changes(model=models["gpt2"], dropout=True, attention="eager")):
+        assert saved_activations(config) == estimate(config, words=False).get("activations", default=None,
+                                                                              transient=False)

@@ -43,6 +43,12 @@ def activation_parts(arch: Architecture | None, inputs: dict, words: bool = True
     return ACTIVATIONS.evaluate(OP_CONDITIONS.environment(inputs), words) if arch is not None else []
 
 
+def training_activation_parts(arch: Architecture | None, inputs: dict, words: bool = True) -> list[Part]:
+    """Every part a training stage prices under 'activations/': the saved activations and the autocast copies of
+    the weights (builder.model.autocast), in the estimate's order."""
+    return activation_parts(arch, inputs, words) + AUTOCAST_COPIES.evaluate(inputs, words)
+
+
 # ---------------------------------------------------------------------------------------
 # Serving
 # ---------------------------------------------------------------------------------------
@@ -83,8 +89,7 @@ def estimate_stage(config: Config, stage: Stage, words: bool = True) -> tuple[li
     inputs = rule_inputs(arch, config, stage)
     parts = model_state_parts(inputs, config, words)
     if config.mode == "train":
-        parts += activation_parts(arch, inputs, words)
-        parts += AUTOCAST_COPIES.evaluate(inputs, words)
+        parts += training_activation_parts(arch, inputs, words)
         parts += CHECKPOINT_SAVE.evaluate(inputs, words)
     else:
         parts += serving_parts(arch, config, stage, inputs, words)
@@ -107,6 +112,24 @@ def estimate(config: Config, words: bool = True) -> Breakdown:
     parts and numbers without their words (formulas, sources, per-unit words, notes and the symbols' meanings), for
     a caller that reads numbers only (the Validation page's comparisons)."""
     return breakdown_of(config, stage_estimates(config, words), words)
+
+
+def saved_activations(config: Config) -> int | None:
+    """`estimate(config, words=False).get("activations", default=None, transient=False)`: the activation bytes saved
+    for backward on the reported GPU (None: no activation part), for a caller that wants that one number (the
+    Validation page asks it 448 times, twice per measured case). A training run with one pipeline stage to evaluate (every
+    measured case) is priced by the rules of 'activations/' parts alone (training_activation_parts, then the
+    offload that may move them): the model states, checkpoint saves, buffers and overheads, a third of an
+    estimate's work, cannot change the number, since with one stage there is no fuller stage for them to pick. The
+    configuration is checked as `estimate` checks it; a rule set this leaves out is not evaluated, so it refuses
+    nothing here. Any other run gets the whole estimate."""
+    validate_config(config)
+    evaluated = stages(config.model, config)
+    if config.mode != "train" or len(evaluated) != 1:
+        return estimate(config, words=False).get("activations", default=None, transient=False)
+    inputs = rule_inputs(config.model, config, evaluated[0])
+    gpu, _ = offload_parts(training_activation_parts(config.model, inputs, words=False), inputs)
+    return Breakdown(params=0, parts=join_parts(gpu)).get("activations", default=None, transient=False)
 
 
 def breakdown_of(config: Config, evaluated: list[tuple[Stage, list[Part], list[Part]]], words: bool = True

@@ -87,10 +87,17 @@ def lift(value: Any) -> Expr:
     if isinstance(value, int):
         return Expr("num", value)
     if isinstance(value, Fraction):
-        return Expr("num", value.numerator if value.denominator == 1 else value)
+        return Expr("num", exact(value))
     if isinstance(value, str):
         return Expr("str", value)
     raise TypeError(f"a rule takes ints, Fractions, strings and rules, not {value!r}")
+
+
+def exact(value: Any) -> Any:
+    """A number as the rules keep it: a whole Fraction as its int (as `lift` writes a constant), anything else as it
+    is. The same value; arithmetic on ints is several times quicker than on Fractions, and a Fraction times a
+    Fraction stays one even when whole (bf16's Fraction(2) bytes made every sum of a layer's tensors Fraction sums)."""
+    return value.numerator if type(value) is Fraction and value.denominator == 1 else value
 
 
 def sym(name: str) -> Expr:

@@ -84,7 +84,7 @@ class _Writer:
             code, numeric = self.code(node, "env", 0)
             lines.append(f"    v{index} = env[{name!r}] = {code}")
             self.local[name] = (f"v{index}", numeric)
-        return self.made(lines + ["    return None"])
+        return self.made(lines + ["    return None"], f"deriving {pairs[0][0]}.." if pairs else "deriving nothing")
 
     def guarded(self, groups: list[tuple[Expr, tuple[Expr, ...]]], first: bool) -> Callable[[Mapping], list]:
         """The function that gives (index, [values]) for each group whose guard holds, in order: the group's rules
@@ -95,11 +95,19 @@ class _Writer:
             lines += [f"    if {self.value(guard, 'env', 0)}:", f"        out.append(({index}, [{values}]))"]
             if first:
                 lines.append("        return out")
-        return self.made(lines + ["    return out"])
+        return self.made(lines + ["    return out"], f"{len(groups)} guarded groups")
 
-    def made(self, lines: list[str]) -> Callable:
-        exec(compile("\n".join(lines), "<rules>", "exec"), self.names)
+    def made(self, lines: list[str], what: str) -> Callable:
+        """The function `lines` define, compiled under a file name of its own ('<rules 12: deriving op_s..>'): a
+        profiler keys functions by file, line and name, so programs sharing one name would be reported as one,
+        the others' time lost (pstats keeps one entry)."""
+        global _MADE
+        _MADE += 1
+        exec(compile("\n".join(lines), f"<rules {_MADE}: {what}>", "exec"), self.names)
         return self.names["program"]
+
+
+_MADE = 0  # programs made so far in this process (each one's file name: _Writer.made)
 
 
 def _scoped(w: _Writer, node: Expr, env: str, depth: int) -> tuple[str, bool]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from builder.model.architecture import Architecture, param_count, shape_with_tensors
 from builder.model.config import Config, _shard_stage
+from builder.model.expr import exact
 from builder.model.placement import HOLDING, Stage, stages_of
 from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS, UNSET as BUCKET_UNSET
 from builder.model.ranges import RANGE_OF
@@ -88,10 +89,15 @@ def _config_inputs(config: Config) -> dict[str, Any]:
             **ASSUMED_NONE}
 
 
+# The dtype sizes as the rules read them (expr.exact): whole sizes as ints, the same values. config_inputs keeps
+# DTYPE_BYTES itself, whose Fractions the widgets send as they always have (full_model.run_base).
+RULE_DTYPE_BYTES = {name: exact(size) for name, size in DTYPE_BYTES.items()}
+
+
 def run_inputs(arch: Architecture | None, config: Config) -> dict[str, Any]:
-    """The inputs of a run, before a pipeline stage is chosen; a bare count with an assumed shape
-    (Config.shaped_like) gets that shape's terms (builder.model.zero3.assumed_inputs)."""
-    inputs = {**architecture_inputs(arch), **config_inputs(config)}
+    """The inputs of a run, before a pipeline stage is chosen (the dtype sizes as RULE_DTYPE_BYTES); a bare count
+    with an assumed shape (Config.shaped_like) gets that shape's terms (builder.model.zero3.assumed_inputs)."""
+    inputs = {**architecture_inputs(arch), **config_inputs(config), "dtype_bytes": RULE_DTYPE_BYTES}
     shaped = config.shaped_like
     if arch is None and shaped is not None:
         whole = {**architecture_inputs(shaped), **config_inputs(config)}
@@ -106,16 +112,22 @@ def stages(arch: Architecture | None, config: Config) -> list[Stage]:
     return stages_of(run_inputs(arch, config))
 
 
+def run_key(config: Config) -> tuple[Config, str | None]:
+    """What the rules' answers for `config` depend on, as a memo key: the config, and the assumed shape's display
+    name, which run_inputs reads and an Architecture's equality leaves out."""
+    shaped = config.shaped_like
+    return config, shaped.extra.get("display") if shaped is not None else None
+
+
 def rule_inputs(arch: Architecture | None, config: Config, stage: Stage) -> dict[str, Any]:
     """Everything a rule set may read for one stage of `config` (its architecture `arch`): the run's inputs,
     the stage's and what one GPU of the stage holds (builder.model.placement.HOLDING). A fresh dict each call
-    (a caller may add to it), worked out once for the last few stages asked for: an estimate asks twice. The key
-    adds the assumed shape's display name, which run_inputs reads and an Architecture's equality leaves out."""
-    shaped = config.shaped_like
-    return dict(_rule_inputs(arch, config, stage, shaped.extra.get("display") if shaped is not None else None))
+    (a caller may add to it), worked out once for the last few stages asked for (run_key): an estimate asks
+    twice."""
+    return dict(_rule_inputs(arch, stage, *run_key(config)))
 
 
 @lru_cache(maxsize=16)
-def _rule_inputs(arch: Architecture | None, config: Config, stage: Stage, shaped_display: str | None
+def _rule_inputs(arch: Architecture | None, stage: Stage, config: Config, shaped_display: str | None
                  ) -> dict[str, Any]:
     return HOLDING.environment({**run_inputs(arch, config), **stage.inputs()})

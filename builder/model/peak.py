@@ -10,12 +10,14 @@ events on CPU, torch.cuda.max_memory_allocated on a GPU) and the Validation page
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from builder.model.activations import moment_environment
 from builder.model.breakdown import Breakdown, Part, join_parts
 from builder.model.config import Config
 from builder.model.estimator import breakdown_of, estimate, overhead_parts, stage_estimates
 from builder.model.gradbuffers import KEPT_NOTE
+from builder.model.inputs import run_key
 from builder.model.paging import PAGED_PARTS, RESIDENT_NOTE
 from builder.model.step import (ACCUMULATE, AUTOGRAD, MOMENT_PARTS, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, PHASES,
                                 STEP, TRANSIENTS)
@@ -142,7 +144,17 @@ def need(config: Config, evaluated: list | None = None) -> Need:
 
 
 def assess(config: Config) -> tuple[Breakdown, Need]:
-    """The estimate and the need of `config`, from one evaluation of its pipeline stages."""
+    """The estimate and the need of `config`, from one evaluation of its pipeline stages; worked out once for the
+    last ASSESSED configurations asked for (inputs.run_key): a site build asks again for about one in six, the same
+    run drawn on two charts, answered in an exercise and shown by a widget. The answer is shared (both frozen)."""
+    return _assess(*run_key(config))
+
+
+ASSESSED = 256  # a site build assesses about 140 distinct configurations
+
+
+@lru_cache(maxsize=ASSESSED)
+def _assess(config: Config, shaped_display: str | None) -> tuple[Breakdown, Need]:
     evaluated = stage_estimates(config)
     return breakdown_of(config, evaluated), need(config, evaluated)
 

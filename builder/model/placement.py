@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping
 
-from builder.model.expr import (both, ceil, either, eq, evaluate, isin, minimum, ne, negate, row, sym, table, total,
-                                when)
+from builder.model.expr import (both, ceil, either, eq, evaluate, exact, isin, minimum, ne, negate, row, sym, table,
+                                total, when)
 from builder.model.partrules import RuleSet
 from builder.model.tensors import NORM_TENSORS
 
@@ -114,9 +114,9 @@ class Stage:
     in_flight: Fraction  # micro-batches whose activations are held at the peak
 
     def inputs(self) -> dict[str, Any]:
-        """The stage as the rules read it."""
+        """The stage as the rules read it (micro-batches in flight a whole number as an int: expr.exact)."""
         return {"stage_layers": self.layers, "stage_has_embedding": int(self.has_embedding),
-                "stage_has_head": int(self.has_head), "stage_in_flight": self.in_flight}
+                "stage_has_head": int(self.has_head), "stage_in_flight": exact(self.in_flight)}
 
 
 def stages_of(inputs: Mapping[str, Any]) -> list[Stage]:

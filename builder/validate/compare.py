@@ -84,13 +84,14 @@ def lora_of(inputs: dict[str, Any]) -> dict[str, Any]:
 
 def predicted_activations(inputs: dict[str, Any], hf_config: dict[str, Any], layers: int, name: str) -> int:
     """Activation bytes the model predicts for the measured case with `layers` blocks."""
-    from builder.model import Config, estimate
+    from builder.model import Config
+    from builder.model.estimator import saved_activations
 
     config = Config(model=architecture_for(hf_config, layers, name), mode="train", precision=precision_of(inputs),
                     micro_batch=inputs["batch"], seq_len=inputs["seq_len"], attention=inputs["attention"],
                     recompute=inputs["recompute"], dropout=inputs["dropout"], compile=inputs.get("compile", False),
                     padded=inputs.get("padded", False))
-    amount = estimate(config, words=False).get("activations", default=None, transient=False)
+    amount = saved_activations(config)
     if amount is None:
         raise NotImplementedError("the estimate has no 'activations' part")
     return amount

@@ -102,9 +102,9 @@ def _false(rule: Any) -> bool:
     return isinstance(rule, int) and not isinstance(rule, bool) and rule == 0 or rule == ["str", ""]
 
 
-def bound_names(sent: Mapping[str, Any]) -> tuple[dict[str, int], set[str]]:
+def bound_names(sent: Mapping[str, Any], decoded: Callable[[Any], Expr] = decode) -> tuple[dict[str, int], set[str]]:
     """The names a rule binds rather than reads: how many times each derived symbol is derived (over every rule set
-    and the search), and the fields of every table's rows."""
+    and the search), and the fields of every table's rows; `decoded` gives a rule's tree from its JSON."""
     derived: dict[str, int] = {}
     fields: set[str] = set()
     rules: list[Any] = []
@@ -118,7 +118,7 @@ def bound_names(sent: Mapping[str, Any]) -> tuple[dict[str, int], set[str]]:
             derived[name] = derived.get(name, 0) + 1
     rules += [sent["stages"]] + [rule for check in sent["checks"] + sent["shapeChecks"] for rule in check]
     for rule in rules:
-        for node in _rows(decode(rule)):
+        for node in _rows(decoded(rule)):
             if node.op == "row":
                 fields.update(a.args[0] for a in node.args[1::2])
     return derived, fields
@@ -168,7 +168,19 @@ def specialise(sent: dict[str, Any], fixed: Mapping[str, Any], varying: set[str]
     as the run has it: ints, Fractions, text; other values are left unused) never change, while the inputs named in
     `varying` do; `domain`: the values some of the varying inputs take together, one mapping per possibility (Domain),
     when the widget's runs take no others. The search for the largest value that fits is sent as it is."""
-    derived, fields = bound_names(sent)
+    trees: dict[int, Expr] = {}  # id of a rule's JSON (alive in `sent` throughout) -> the rule it decodes to
+
+    def decoded(data: Any) -> Expr:
+        """The rule `data` encodes, decoded once however often it is asked for: bound_names reads every rule, the
+        fixed point below reads the symbols' rules once a pass, and the result is made from every rule again (about
+        a third of the CPU time of specialising a teaching widget's model, decoded each time). A tree is shared,
+        never changed: simplify makes new nodes."""
+        tree = trees.get(id(data))
+        if tree is None:
+            tree = trees[id(data)] = decode(data)
+        return tree
+
+    derived, fields = bound_names(sent, decoded)
     inputs = set(fixed) | set(varying)
     known = {name: value for name, value in fixed.items() if name not in varying and name not in derived
              and name not in fields and isinstance(value, Scalar) and not isinstance(value, bool)}
@@ -187,7 +199,7 @@ def specialise(sent: dict[str, Any], fixed: Mapping[str, Any], varying: set[str]
             for name, data in rule_set["symbols"]:
                 if derived[name] != 1 or name in inputs or name in fields or name in known:
                     continue
-                simple = simplify(decode(data), known, runs.fold)
+                simple = simplify(decoded(data), known, runs.fold)
                 if not _is_constant(simple) and name not in runs.names and runs.learn(name, simple) is not None:
                     same = runs.fold(simple)
                     simple = simple if same is None else same  # the same in every run: a constant
@@ -200,7 +212,7 @@ def specialise(sent: dict[str, Any], fixed: Mapping[str, Any], varying: set[str]
                     grew = True
 
     def rule(data: Any) -> Any:
-        return encode(simplify(decode(data), known, runs.fold))
+        return encode(simplify(decoded(data), known, runs.fold))
 
     rule_sets = {}
     for set_name, rule_set in sent["ruleSets"].items():
