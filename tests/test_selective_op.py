@@ -28,7 +28,7 @@ MODELS = default_models()
 LLAMA = MODELS["llama-3.1-8b"]
 # The setting of torchtitan's benchmark Table 1 (benchmarks/llama3_h100_202412_torchtitan.md): Llama 3.1 8B, FSDP over
 # 8 GPUs, local batch 2, sequence 8,192, selective (op) activation checkpointing, bf16 mixed precision.
-TABLE_1 = Config(model=LLAMA, dp=8, fsdp="FULL_SHARD", micro_batch=2, seq_len=8192, attention="flash",
+TABLE_1 = Config(model=LLAMA, dp=8, fsdp="FULL_SHARD", micro_batch=2, seq_len=8192, attention="sdpa",
                  precision="bf16-mixed", recompute="selective-op")
 
 
@@ -47,7 +47,7 @@ def kept_per_layer(config: Config) -> int:
 
 def test_llama_3_1_8b_keeps_what_torchtitans_policy_saves():
     """Llama 3.1 8B (h 4096, 32 query heads and 8 KV heads of d 128, SwiGLU width f 14,336) at 2 x 8,192 tokens,
-    T = 16,384 tokens, bf16 (2 bytes), FlashAttention, one GPU's layer under torchtitan's per-op policy:
+    T = 16,384 tokens, bf16 (2 bytes), SDPA's flash kernel (aten), one GPU's layer under torchtitan's per-op policy:
 
       block input (kept by the checkpoint wrapper)   T x h x 2       = 16,384 x 4,096 x 2   = 134,217,728
       q_proj output (1st mm, saved)                  T x 32 x 128 x 2                        = 134,217,728
@@ -120,7 +120,7 @@ def test_what_is_not_modelled_is_refused_in_one_line(model, why):
 
 
 def test_other_refusals_name_the_option():
-    for changes in ({"attention": "eager"}, {"compile": True}, {"lora_rank": 16}, {"cp": 2},
+    for changes in ({"attention": "eager"}, {"attention": "flash"}, {"compile": True}, {"lora_rank": 16}, {"cp": 2},
                     {"implementation": "megatron"}, {"activation_formula": "korthikanti"}):
         with pytest.raises(ValueError, match=r"^recompute: selective-op "):
             validate_config(TABLE_1.with_changes(**changes))
@@ -134,7 +134,7 @@ def test_the_command_line_offers_it(capsys):
     assert tuple(action.choices) == RECOMPUTE
     assert "torchtitan's per-op selective activation checkpointing" in action.help
     code, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--dp", "8", "--fsdp", "FULL_SHARD",
-                       "--micro-batch", "2", "--seq-len", "8192", "--recompute", "selective-op", "--attention", "flash")
+                       "--micro-batch", "2", "--seq-len", "8192", "--recompute", "selective-op", "--attention", "sdpa")
     assert code == 0 and "activations/op_outputs" in out
     code, _, err = run(capsys, "estimate", "--model", "mixtral-8x7b", "--recompute", "selective-op")
     assert code != 0 and "selective-op is modelled for dense models" in err
@@ -149,7 +149,7 @@ def test_the_calculator_form_offers_it():
     assert ("selective-op", "selective per-op (torchtitan)") in recompute.choices
     assert [value for value, _ in recompute.choices] == list(RECOMPUTE)
     result = calc.results(state(model="llama-3.1-8b", recompute="selective-op", seq_len="8192", micro_batch="2",
-                                attention="flash"), MODELS, GPUS, [])
+                                attention="sdpa"), MODELS, GPUS, [])
     assert not result["error"]
     refused = calc.results(state(model="mixtral-8x7b", recompute="selective-op"), MODELS, GPUS, [])
     assert refused["error"].startswith("recompute: selective-op is modelled for dense models")

@@ -134,8 +134,9 @@ class Architecture:
         return self.max_position_embeddings or self.max_positions
 
     def engine_positions(self, engine: str) -> int:
-        """The positions `engine` allows: SGLang's differ from vLLM's where a YaRN config's max_position_embeddings
-        is not original_max_position_embeddings x factor (config_positions); 0 where the model gives none."""
+        """The positions `engine` allows: SGLang's differ from vLLM's where a rope_scaling that names
+        original_max_position_embeddings scales the rows to other than max_position_embeddings (config_positions:
+        YaRN, linear or dynamic scaling with an original); 0 where the model gives none."""
         return (engine == "sglang" and self.config_positions) or self.served_positions
 
     @property
@@ -331,7 +332,8 @@ def context_positions_of(config: dict[str, Any]) -> int:
     max_position_embeddings as it stands, where vLLM (and the table) take original x factor under YaRN and
     max_position_embeddings x factor under dynamic scaling. Qwen3 with YaRN switched on (40,960 positions, original
     32,768, factor 4): SGLang 40,960, vLLM 131,072. (SGLang reads max_sequence_length, seq_length, max_seq_len and
-    model_max_length before max_position_embeddings; a config.json that sets them is a simplification here.)"""
+    model_max_length before max_position_embeddings, and scales by the factor for any rope type without an
+    original, longrope among them, which the table's rows do not: a config.json with those is a simplification here.)"""
     scaling = config.get("rope_scaling") or config.get("rope_parameters") or {}
     if not isinstance(scaling, dict) or "original_max_position_embeddings" not in scaling:
         return 0

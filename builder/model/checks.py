@@ -159,8 +159,13 @@ CHECKS: tuple[Check, ...] = (
            "is modelled for bias-free projections; {0}'s biases make addmm ops, which the policy saves without "
            "counting them as matmuls", (sym("model_name"),)),
           (eq(sym("attention"), "eager"),
-           "with eager attention would keep the scores' batched matmuls (the policy saves every bmm); choose sdpa or "
-           "flash, the fused kernels torchtitan runs", ()),
+           "with eager attention would keep the scores' batched matmuls (the policy saves every bmm); choose sdpa, "
+           "PyTorch's fused kernels, which torchtitan runs", ()),
+          # flash is transformers' flash_attention_2 (the flash-attn package): its kernel, flash_attn::
+          # _flash_attn_forward, is not in _get_default_save_ops(), so the policy would recompute it.
+          (eq(sym("attention"), "flash"),
+           "with the flash-attn package's kernel would recompute it (it is not among the ops the policy saves); "
+           "choose sdpa, PyTorch's fused kernels, which torchtitan runs and whose outputs the policy keeps", ()),
           (sym("compile"),
            "under torch.compile saves the compiled regions' outputs (inductor_compiled_code), not modelled; leave "
            "compile off", ()),

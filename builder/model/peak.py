@@ -146,7 +146,8 @@ def need(config: Config, evaluated: list | None = None) -> Need:
 def assess(config: Config) -> tuple[Breakdown, Need]:
     """The estimate and the need of `config`, from one evaluation of its pipeline stages; worked out once for the
     last ASSESSED configurations asked for (inputs.run_key): a site build asks again for about one in six, the same
-    run drawn on two charts, answered in an exercise and shown by a widget. The answer is shared (both frozen)."""
+    run drawn on two charts, answered in an exercise and shown by a widget. The answer is shared (both frozen, but
+    Breakdown.where is a dict): callers read it and never change it."""
     return _assess(*run_key(config))
 
 

@@ -74,8 +74,9 @@ KV_CACHE_UNMODELLED = {
 
 # The model's own length limit as vLLM derives it from config.json (vllm/config/model.py _get_and_verify_max_len):
 # max_position_embeddings (the rotary table's rows: under YaRN the original times the factor), or GPT-2's
-# n_positions; SGLang's (get_context_length, CONTEXT_LENGTH) differs only where a YaRN config's
-# max_position_embeddings is not original x factor (architecture.context_positions_of). 0 where the model gives none.
+# n_positions; SGLang's (get_context_length, CONTEXT_LENGTH) differs only where a rope_scaling that names
+# original_max_position_embeddings scales it (YaRN, or linear or dynamic scaling with an original): SGLang then keeps
+# max_position_embeddings as it stands (architecture.context_positions_of). 0 where the model gives none.
 # A length asked above it is refused at start-up by both engines.
 MODEL_LENGTH = maximum(sym("rope_positions"), sym("position_embeddings"))
 CONTEXT_LENGTH = maximum(sym("context_positions"), sym("position_embeddings"))

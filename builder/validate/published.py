@@ -233,13 +233,14 @@ TORCHTITAN_LOSS = "torchtitan docs/chunked_loss.md, the 8,192-token row's peak a
 TORCHTITAN_LOSS_URL = ("https://github.com/pytorch/torchtitan/blob/94609ad7f862c04b0c79434c8e98e410b23948c3/docs/"
                        "chunked_loss.md")
 TORCHTITAN_LOSS_SETUP = (
-    "Qwen3-14B on 8 H100s: tensor parallel 4 (torchtitan's plan, sequence parallel), FSDP2 over 2 data-parallel "
-    "ranks (bf16 parameters, fp32 reductions: torchtitan's mixed_precision_param and mixed_precision_reduce "
-    "defaults), 327,680 tokens per data-parallel rank (40 sequences of 8,192), variable-length attention, full "
-    "activation checkpointing, AdamW (torchtitan's fused default), the LM head and loss in chunks of 8,192 tokens. "
-    "Assumed, not published: the chunked head and loss stand as a fused linear cross-entropy (the doc's 1,024- and "
-    "8,192-token chunks give the same 83.56 GiB, so the peak is not at the loss); variable-length attention saves "
-    "what flash attention saves; active bytes equal allocated bytes")
+    "Qwen3-14B on 8 H100s, tensor parallel 4, data parallel 2, 327,680 tokens per data-parallel rank, variable-length "
+    "attention, full activation checkpointing, a maximum context of 8,192, the LM head and loss in chunks of 8,192 "
+    "tokens. Assumed, not published (torchtitan's defaults and plan at b5bcd76): sequence parallelism with the tensor "
+    "parallelism; FSDP2 over the 2 data-parallel ranks with bf16 parameters and fp32 reductions "
+    "(mixed_precision_param, mixed_precision_reduce); the tokens as 40 sequences of 8,192, one micro-batch; AdamW, "
+    "fused; the chunked head and loss stand as a fused linear cross-entropy (the doc's 1,024- and 8,192-token chunks "
+    "give the same 83.56 GiB, so the peak is not at the loss); variable-length attention saves what flash attention "
+    "saves; active bytes equal allocated bytes")
 
 
 def _torchtune(models: dict[str, Architecture], name: str, published: str, words: str, **changes) -> Case:
