@@ -229,3 +229,14 @@ def test_largest_is_the_unique_maximum_for_any_step_and_limit():
                     expected = None if threshold < step else limit if threshold >= limit else threshold // step * step
                     assert got == expected, (shape, step, limit, threshold)
                     assert len(calls) <= 3 * math.log2(limit) + 4, (shape, step, limit, threshold, calls)
+
+def test_fsdp_with_lora_reduces_only_the_adapters_gradients():
+    """FSDP2 reduce-scatters the gradients of the parameters that have one (_fsdp_param_group.py
+    FSDPParamGroup.post_backward at 002a76f: fsdp_params_with_grad); LoRA's frozen base weights make none. Llama 3.1
+    70B (80 layers, h 8192, 8 KV heads of 128), LoRA rank 16 on q, k, v and o: a block's adapters are
+    16 x ((8192 + 8192) + (8192 + 1024) + (8192 + 1024) + (8192 + 8192)) = 819,200 parameters, fp32 gradients."""
+    arch = MODELS["llama-3.1-70b"]
+    lora = estimate(Config(model=arch, lora_rank=16, fsdp="FULL_SHARD", dp=8, micro_batch=1, seq_len=2048))
+    assert lora.get("comm/unsharded_grads") == 819_200 * 4
+    full = estimate(Config(model=arch, fsdp="FULL_SHARD", dp=8, micro_batch=1, seq_len=2048))
+    assert full.get("comm/unsharded_grads") > 1000 * lora.get("comm/unsharded_grads")  # a whole block, bf16
