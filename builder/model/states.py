@@ -442,7 +442,9 @@ ZERO3_NOTE = ("simplification: DeepSpeed prefetches whole parameters, so a prefe
 ZERO3_KEPT_NOTE = ("simplification: whole blocks from the last, the block that half the reuse distance falls in "
                    "counted whole; held from the last layer's forward to its backward")
 COMM = RuleSet(
-    symbols={**SHARDING, **ADAPTERS,
+    # The stage's LoRA adapters under a name of their own (a symbol derived by one rule set only stays simplifiable
+    # in a widget's specialised rules: builder.widgets.specialise).
+    symbols={**SHARDING, "unit_adapters": ADAPTERS["adapters"],
              "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype")),
              "stage_unsharded": sym("dense") + sym("expert"), **ZERO3_SYMBOLS, **buckets.SYMBOLS},
     parts=(
@@ -473,17 +475,18 @@ COMM = RuleSet(
                  when(WHOLE_STAGE, "pipeline parallelism accumulates the stage's unsharded gradients until the last "
                                    "backward", "simplification: one unit's full gradients before its reduce-scatter"),
                  when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1),
-                           negate(sym("deepspeed_zero")), negate(sym("lora")))),
+                           negate(sym("deepspeed_zero")), eq(sym("lora_rank"), 0))),
         # With LoRA the frozen weights make no gradients: a unit's unsharded gradients are its adapters' (fp32, as
         # PEFT keeps them: the 'gradients' part), a block's share of the stage's adapters.
-        PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("adapters"), sym("adapters") / sym("stage_layers")) * 4,
+        PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("unit_adapters"),
+                                              sym("unit_adapters") / sym("stage_layers")) * 4,
                  when(WHOLE_STAGE, "the stage's adapter gradients x 4 B", "one block's adapter gradients x 4 B"),
                  when(WHOLE_STAGE, PIPELINED_FSDP, FSDP),
                  when(WHOLE_STAGE, "the stage's adapters (fp32)", "1 block's adapters (fp32)"),
                  "frozen base weights make no gradients; simplification: one unit's adapter gradients before its "
                  "reduce-scatter",
                  when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1),
-                           negate(sym("deepspeed_zero")), sym("lora"))),
+                           negate(sym("deepspeed_zero")), sym("lora_rank") > 0)),
         # FSDP2 (fully_shard) keeps a unit's reduce-scatter input until the next unit's post_backward, and the root
         # unit's gradients (its post_backward runs in the final callback) until the end of backward.
         PartRule("comm/reduce_scatter_input", sym("layer_unit") * bytes_of(sym("gradient_reduce_dtype")),
