@@ -6,7 +6,7 @@ import pytest
 
 from builder.catalog import default_models
 from builder.model import Config, estimate, param_count
-from builder.model.peak import need
+from builder.model.peak import need, phases
 from builder.model.questions import Fit, fits, max_micro_batch, max_seq_len, min_gpus
 
 MODELS = default_models()
@@ -62,19 +62,54 @@ def test_zero_paper_example_7_5b_on_64_gpus():
 
 def test_fsdp_strategies_map_onto_zero_stages():
     arch = MODELS["llama-2-7b"]
+    shard = param_count(arch) // 8  # every Llama 2 7B tensor's dim 0 divides by 8: FSDP's chunks are even
     full = estimate(Config(model=arch, fsdp="FULL_SHARD", dp=8))
     zero3 = estimate(Config(model=arch, zero=3, dp=8))
-    # The same model states; the communication buffers differ (DeepSpeed's coordinator, builder.model.zero3, and its
-    # reduce bucket, builder.model.buckets).
-    states = lambda b: {k: v for k, v in b.as_dict().items() if not k.startswith("comm/")}  # noqa: E731
-    assert states(full) == states(zero3)
+    states = lambda b: {k: v for k, v in b.as_dict().items()  # noqa: E731
+                        if k.split("/")[0] in ("weights", "optimizer", "gradients")}
+    # Under bf16-mixed they differ: PyTorch FSDP keeps one sharded parameter in its declared dtype (fp32), which the
+    # optimizer steps, and casts the reduced gradients to it (torch 2.13 _fsdp_param.py FSDPParam._init_sharded_param,
+    # _fsdp_collectives.py foreach_reduce); DeepSpeed ZeRO-3 keeps bf16 parameters and gradients beside an fp32 master.
+    assert states(full) == {"weights": 4 * shard, "gradients": 4 * shard, "optimizer/adam_m": 4 * shard,
+                            "optimizer/adam_v": 4 * shard}
+    assert states(zero3) == {"weights": 2 * shard, "optimizer/master": 4 * shard, "gradients": 2 * shard,
+                             "optimizer/adam_m": 4 * shard, "optimizer/adam_v": 4 * shard}
+    # Without mixed precision there is no master to tell them apart: the same model states; the communication buffers
+    # differ (DeepSpeed's coordinator, builder.model.zero3, and its reduce bucket, builder.model.buckets).
+    for precision in ("fp32", "bf16"):
+        assert (states(estimate(Config(model=arch, fsdp="FULL_SHARD", dp=8, precision=precision)))
+                == states(estimate(Config(model=arch, zero=3, dp=8, precision=precision))))
     grad_op = estimate(Config(model=arch, fsdp="SHARD_GRAD_OP", dp=8))
-    assert grad_op.get("weights") == 2 * param_count(arch)  # weights stay whole
+    assert grad_op.get("weights") == 2 * param_count(arch)  # the 16-bit copies held from forward to backward, whole
+    assert grad_op.get("optimizer/master") == 4 * shard  # the fp32 sharded flat parameter the optimizer steps
+    assert grad_op.get("gradients") == 4 * shard  # cast to the flat parameter's dtype (_cast_grad_to_param_dtype)
     no_shard = estimate(Config(model=arch, fsdp="NO_SHARD", dp=8))
-    assert no_shard.get("optimizer") == 12 * param_count(arch)
+    # NO_SHARD: the whole fp32 parameters, stepped in place (no master), fp32 gradients, Adam's 8 B.
+    assert no_shard.get("weights") == no_shard.get("gradients") == 4 * param_count(arch)
+    assert no_shard.get("optimizer") == 8 * param_count(arch)
     hybrid = estimate(Config(model=arch, fsdp="HYBRID_SHARD", dp=32, fsdp_shard_group=8))
     assert hybrid.part("optimizer/adam_m").sharded_by == 8
     assert hybrid.get("comm/gathered_params") > 0
+
+
+def test_fsdp_mixed_precision_holds_one_fp32_shard_at_backward_start():
+    # PyTorch 2.13 FSDP2 (_fsdp_param.py FSDPParam._init_sharded_param: _sharded_param_data in the parameter's own
+    # dtype; all_gather_inputs casts it to param_dtype for the all-gather) and FSDP1 (_flat_param.py FlatParamHandle:
+    # the flat parameter keeps its dtype, _mp_shard is freed after the all-gather): under bf16-mixed each rank keeps
+    # one fp32 shard, which the optimizer steps. At the start of backward no gradient exists yet: 4 B + Adam's 8 B per
+    # parameter per shard, where DeepSpeed ZeRO-3 holds 2 B (bf16) + 4 B (fp32 master) + 8 B.
+    arch = MODELS["llama-2-7b"]
+    shard = param_count(arch) // 8
+
+    def states_at_backward_start(config: Config) -> int:
+        moment = next(p for p in phases(config) if p.name == "backward_start")
+        return sum(p.bytes for p in moment.parts if p.name.split("/")[0] in ("weights", "optimizer", "gradients"))
+
+    fsdp = states_at_backward_start(Config(model=arch, fsdp="FULL_SHARD", dp=8))
+    zero3 = states_at_backward_start(Config(model=arch, zero=3, dp=8))
+    assert fsdp == 12 * shard
+    assert zero3 == 14 * shard
+    assert zero3 - fsdp == 2 * shard
 
 
 def test_tensor_and_pipeline_parallel_divide_states():

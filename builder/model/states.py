@@ -29,6 +29,27 @@ FSDP = Cite("zhao2023", "section 3")
 DEEPSPEED_ZERO3_GRADS = (Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage3.py") + ": the gradient partitions "
                          "are one flat buffer in data_types.grad_accum_dtype (grad_partitions_flat_buffer)")
 MIXED = Cite("micikevicius2017", "section 3") + " (fp32 master weights)"
+# PyTorch FSDP under a mixed precision policy keeps one sharded parameter, in the dtype it was declared in (the master
+# dtype, fp32), which the optimizer steps: no separate master copy. The policy's param_dtype is only what that shard is
+# cast to for the all-gather (the gathered copies are comm/gathered_params), and the sharded gradient is cast back to
+# the sharded parameter's dtype after the reduce-scatter (reduce_dtype is only the collective's). Read in PyTorch 2.13:
+# FSDP2 torch/distributed/fsdp/_fully_shard/_fsdp_param.py FSDPParam._init_sharded_param (_sharded_param_data is
+# param_data.new_zeros(...): the parameter's own dtype), init_dtype_attrs (orig_dtype = sharded_param.dtype) and
+# all_gather_inputs (_to_dtype_if_needed(sharded_param_data, self.param_dtype)); _fsdp_collectives.py foreach_reduce
+# (reduce_output = _to_dtype_if_needed(reduce_output, orig_dtype), then sharded_param.grad). FSDP1
+# torch/distributed/fsdp/_flat_param.py FlatParamHandle (the flat parameter keeps its original dtype; _mp_shard, a
+# low-precision copy of the local shard, is made in pre_unshard/_use_low_precision_shard for the all-gather and freed
+# in post_unshard, _free_low_precision_sharded_param; under NO_SHARD it is the compute copy, freed in post_reshard) and
+# _runtime_utils.py _cast_grad_to_param_dtype (the sharded gradient cast to the flat parameter's dtype).
+FSDP_MIXED_SOURCE = (Cite("pytorch-2-13", "torch/distributed/fsdp/_fully_shard/_fsdp_param.py "
+                          "FSDPParam._init_sharded_param, init_dtype_attrs and all_gather_inputs")
+                     + " (the sharded parameter keeps its own dtype; param_dtype is the all-gather's) and "
+                     + Cite("pytorch-2-13", "_fsdp_collectives.py foreach_reduce")
+                     + " (the reduced gradient cast to the sharded parameter's dtype); FSDP1: "
+                     + Cite("pytorch-2-13", "torch/distributed/fsdp/_flat_param.py FlatParamHandle")
+                     + " (the flat parameter keeps its dtype; _mp_shard, the low-precision copy, freed by "
+                     "_free_low_precision_sharded_param) and "
+                     + Cite("pytorch-2-13", "_runtime_utils.py _cast_grad_to_param_dtype"))
 OFFLOADED_GRADS = (Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage_1_and_2.py and stage3.py "
                         "initialize_optimizer_states") + ": an offloaded optimizer's gradient partitions are fp32 "
                    "tensors in host memory, beside the fp32 master copy; " + Cite("deepspeed-memory-estimator")
@@ -175,7 +196,7 @@ MSAMP_SCOPE = {
         both(sym("stage_has_head"), negate(sym("tied_embeddings"))), sym("vocab_rows"), 0), 0),
     "msamp_fp8_linear": sym("msamp_linear_here") + when(
         both(_MSAMP_ARCH, sym("stage_has_head"), sym("tied_embeddings")), sym("vocab_rows"), 0),
-    "kept_dtype": when(_MSAMP_ARCH, "fp32", sym("param_dtype")),
+    "kept_dtype": when(_MSAMP_ARCH, "fp32", when(sym("fsdp_shard_is_master"), sym("master_dtype"), sym("param_dtype"))),
     "kept_grad_dtype": when(_MSAMP_ARCH, "fp32", sym("grad_dtype")),
 }
 
@@ -208,6 +229,24 @@ RECIPE_NOTE = fmt("{0}; {1}", KEPT_HIGH, by_recipe("left_out", ""))
 
 TRAIN = eq(sym("mode"), "train")
 PLAIN_STATES = both(TRAIN, negate(sym("lora")))
+# FSDP with a master dtype apart from the param dtype (bf16-mixed, fp16-mixed): the sharded parameter stays in the
+# master dtype and the sharded gradients are cast to it (FSDP_MIXED_SOURCE). DeepSpeed ZeRO and Megatron keep 16-bit
+# parameters and gradients beside an fp32 master. Left as they are: a recipe's quantised parameters and MS-AMP, whose
+# parameters are their own.
+FSDP_MIXED = both(sym("fsdp"), sym("master_dtype"), ne(sym("master_dtype"), sym("param_dtype")),
+                  negate(sym("quantised_params")), negate(sym("msamp")))
+# The kept weights are that fp32 shard (FULL_SHARD, HYBRID_SHARD) or the whole fp32 parameters (NO_SHARD), with no
+# optimizer/master part. SHARD_GRAD_OP (reshard_after_forward=False) is counted as before: its 16-bit weights, whole,
+# stand for the unsharded copies held from the forward to the backward, and optimizer/master for the fp32 sharded
+# flat parameter the optimizer steps.
+FSDP_SHARD_IS_MASTER = both(FSDP_MIXED, ne(sym("fsdp"), "SHARD_GRAD_OP"))
+SHARD_GRAD_OP_MIXED = both(FSDP_MIXED, eq(sym("fsdp"), "SHARD_GRAD_OP"))
+SHARD_GRAD_OP_NOTE = ("FSDP SHARD_GRAD_OP keeps the 16-bit copies gathered in the forward until the backward: counted "
+                      "here whole, with the fp32 sharded flat parameter as the master part; simplification: counted at "
+                      "every moment, though the backward frees each unit's")
+NO_SHARD_NOTE = ("FSDP NO_SHARD keeps the parameters whole in fp32 and the optimizer steps them; simplification: the "
+                 "16-bit copy of the unit being computed (FSDP1's _mp_shard, made before its forward or backward and "
+                 "freed after) is left out")
 OPTIMIZER_STATE_DTYPE = {
     # torch keeps optimizer states in the parameter's dtype: LoRA adapters are fp32.
     "state_dtype": STATE_DTYPE,
@@ -232,8 +271,12 @@ OPTIMIZER_STATE_DTYPE = {
     # as docs/code-docs/source/memory.rst counts it: '16b for fp32: 4b params, 4b grads, 4b momentum and 4b variance'.
     "offloaded_optimizer": isin(sym("offload"), "optimizer", "both"),
     "host_grads_fp32": both(sym("offloaded_optimizer"), sym("master_dtype"), ne(sym("master_dtype"), sym("grad_dtype"))),
+    # FSDP under mixed precision casts the reduced gradient to the sharded parameter's dtype (FSDP_MIXED_SOURCE).
+    "fsdp_mixed": FSDP_MIXED,
+    "fsdp_shard_is_master": FSDP_SHARD_IS_MASTER,
     "stored_grad_dtype": when(sym("host_grads_fp32"), sym("master_dtype"),
-                              when(sym("zero3_accumulates"), sym("grad_accum_dtype"), sym("grad_dtype"))),
+                              when(sym("zero3_accumulates"), sym("grad_accum_dtype"),
+                                   when(sym("fsdp_mixed"), sym("master_dtype"), sym("grad_dtype")))),
 }
 _ON_GPU = negate(isin(sym("offload"), "params", "both"))
 _ADAM_BLOCK = 1 + Fraction(4, 256)
@@ -271,15 +314,22 @@ MODEL_STATES = RuleSet(
         PartRule("weights", (sym("weights_here") - when(sym("quantised_gemms"), sym("gemms_here"), 0)
                              - sym("msamp_linear_here")) * bytes_of(sym("kept_dtype")),
                  when(either(sym("quantised_gemms"), sym("msamp_linear_here")), "(N_gpu - N_linear) x bytes(param dtype)",
-                      "N_gpu x bytes(param dtype)"),
-                 when(sym("msamp_linear_here"), MSAMP_LINEAR, when(sym("master_dtype"), MIXED, TM101)),
+                      when(sym("fsdp_shard_is_master"), "N_gpu x bytes(master dtype)", "N_gpu x bytes(param dtype)")),
+                 when(sym("msamp_linear_here"), MSAMP_LINEAR,
+                      when(sym("fsdp_mixed"), FSDP_MIXED_SOURCE, when(sym("master_dtype"), MIXED, TM101))),
                  per_param(bytes_of(sym("kept_dtype")), sym("kept_dtype")),
-                 when(sym("param_ranks") > 1, fmt("{0} shards weights over {1} ranks", sym("shard_label"),
-                                                  sym("param_ranks")),
-                      when(sym("quantised_gemms"), "the weights the recipe does not quantise (embeddings, norms, "
-                                                   "biases, router, output layer)",
-                           when(sym("msamp_linear_here"), "the parameters MS-AMP leaves as declared (embeddings, norms, "
-                                                          "biases), in fp32", ""))),
+                 when(sym("param_ranks") > 1,
+                      when(sym("fsdp_shard_is_master"),
+                           fmt("{0} shards weights over {1} ranks; each rank keeps its shard in {2}, which the "
+                               "optimizer steps (no separate master copy), and gathers {3} copies for compute (comm)",
+                               sym("shard_label"), sym("param_ranks"), sym("master_dtype"), sym("param_dtype")),
+                           fmt("{0} shards weights over {1} ranks", sym("shard_label"), sym("param_ranks"))),
+                      when(both(sym("fsdp_shard_is_master"), eq(sym("fsdp"), "NO_SHARD")), NO_SHARD_NOTE,
+                           when(SHARD_GRAD_OP_MIXED, SHARD_GRAD_OP_NOTE,
+                                when(sym("quantised_gemms"), "the weights the recipe does not quantise (embeddings, "
+                                                             "norms, biases, router, output layer)",
+                                     when(sym("msamp_linear_here"), "the parameters MS-AMP leaves as declared "
+                                                                    "(embeddings, norms, biases), in fp32", ""))))),
                  when=both(_ON_GPU, negate(sym("quantised"))), sharded_by=sym("param_ranks")),
         PartRule("weights/scaling_linear", sym("msamp_fp8_linear") * bytes_of(sym("param_dtype")),
                  "N_linear x bytes(param dtype)", MSAMP_LINEAR,
@@ -342,10 +392,16 @@ MODEL_STATES = RuleSet(
                  sharded_by=sym("grad_ranks")),
         PartRule("optimizer/master", sharded(sym("dense"), sym("expert"), sym("optimizer_ranks"),
                                              sym("expert_optimizer_ranks")) * bytes_of(sym("master_dtype")),
-                 "N x bytes(master dtype)", MIXED,
-                 PerUnit(bytes_of(sym("master_dtype")), "param", fmt("{0} master copy", sym("master_dtype"))),
-                 "counted with optimizer states, as ZeRO's K does",
-                 when=both(PLAIN_STATES, sym("master_dtype"), ne(sym("master_dtype"), sym("param_dtype"))),
+                 "N x bytes(master dtype)", when(SHARD_GRAD_OP_MIXED, FSDP_MIXED_SOURCE, MIXED),
+                 PerUnit(bytes_of(sym("master_dtype")), "param",
+                         when(SHARD_GRAD_OP_MIXED, fmt("{0} sharded flat parameter", sym("master_dtype")),
+                              fmt("{0} master copy", sym("master_dtype")))),
+                 when(SHARD_GRAD_OP_MIXED, "FSDP's sharded parameter, which the optimizer steps; counted with "
+                                           "optimizer states, as ZeRO's K does",
+                      "counted with optimizer states, as ZeRO's K does"),
+                 # FSDP (but SHARD_GRAD_OP) keeps no master apart: its fp32 shard is the weights part.
+                 when=both(PLAIN_STATES, sym("master_dtype"), ne(sym("master_dtype"), sym("param_dtype")),
+                           negate(sym("fsdp_shard_is_master"))),
                  sharded_by=sym("optimizer_ranks")),
         # Megatron-LM with fp16 gradients: the optimizer steps on an fp32 copy of its shard of them, made at the step
         # and freed by the next zero_grad (builder.model.step counts it at the optimizer step only).
@@ -354,8 +410,11 @@ MODEL_STATES = RuleSet(
                  "live from the optimizer step to the next zero_grad; sharded with the optimizer states",
                  when=both(PLAIN_STATES, sym("master_grads"), ne(sym("grad_dtype"), "fp32")),
                  sharded_by=sym("optimizer_ranks")),
-        PartRule("gradients", sym("grads_here") * bytes_of(sym("stored_grad_dtype")), "N x bytes(grad dtype)",
-                 when(sym("host_grads_fp32"), OFFLOADED_GRADS, when(sym("zero3_accumulates"), DEEPSPEED_ZERO3_GRADS, MIXED)),
+        PartRule("gradients", sym("grads_here") * bytes_of(sym("stored_grad_dtype")),
+                 when(sym("fsdp_mixed"), "N x bytes(master dtype)", "N x bytes(grad dtype)"),
+                 when(sym("host_grads_fp32"), OFFLOADED_GRADS,
+                      when(sym("zero3_accumulates"), DEEPSPEED_ZERO3_GRADS,
+                           when(sym("fsdp_mixed"), FSDP_MIXED_SOURCE, MIXED))),
                  per_param(bytes_of(sym("stored_grad_dtype")), sym("stored_grad_dtype")),
                  when=both(PLAIN_STATES, negate(sym("in_backward")), eq(sym("msamp_fp8_linear"), 0)),
                  sharded_by=sym("grad_ranks")),
@@ -378,7 +437,10 @@ MODEL_STATES = RuleSet(
         PartRule("gradients/accumulation_buffer", sym("grads_here") * bytes_of(sym("grad_accum_dtype")),
                  "N x bytes(accumulation dtype)", fmt("{0}; {1}", BF16_OPTIMIZER, MAIN_GRAD),
                  per_param(bytes_of(sym("grad_accum_dtype")), sym("grad_accum_dtype")), KEPT_NOTE,
-                 when=both(PLAIN_STATES, sym("grad_accum_dtype"), ne(sym("grad_accum_dtype"), sym("grad_dtype")),
+                 # FSDP's sharded gradients under mixed precision are already in the master dtype (stored_grad_dtype).
+                 when=both(PLAIN_STATES, sym("grad_accum_dtype"),
+                           ne(sym("grad_accum_dtype"), when(sym("fsdp_mixed"), sym("stored_grad_dtype"),
+                                                            sym("grad_dtype"))),
                            negate(sym("zero3_accumulates"))),
                  sharded_by=sym("grad_ranks")),
         # PyTorch DDP's reducer buckets (builder.model.gradbuffers): a second copy of every gradient, unless the
@@ -532,7 +594,10 @@ COMM = RuleSet(
 # Offloaded weights (ZeRO-Infinity / FSDP CPU offload of parameters) live in host memory, one copy per GPU.
 HOST = RuleSet(
     symbols=SHARDING,
+    # FSDP's offloaded parameters under mixed precision are its fp32 shards (FSDP_MIXED_SOURCE).
     parts=(PartRule("weights", (sym("dense") / sym("param_ranks") + sym("expert") / sym("expert_param_ranks"))
-                    * bytes_of(sym("param_dtype")), "N_gpu x bytes(param dtype)", OFFLOAD, "on the host",
+                    * bytes_of(when(FSDP_SHARD_IS_MASTER, sym("master_dtype"), sym("param_dtype"))),
+                    when(FSDP_SHARD_IS_MASTER, "N_gpu x bytes(master dtype)", "N_gpu x bytes(param dtype)"),
+                    when(FSDP_SHARD_IS_MASTER, fmt("{0}; {1}", OFFLOAD, FSDP_MIXED_SOURCE), OFFLOAD), "on the host",
                     when=isin(sym("offload"), "params", "both")),),
 )
