@@ -277,3 +277,16 @@ def test_fsdp_with_lora_reduces_only_the_adapters_gradients():
     # Full fine-tuning: a whole block's gradients in bf16, 8192 x (8192 + 1024 + 1024 + 8192) + 3 x 8192 x 28,672
     # + 2 x 8192 (its norms) = 855,654,400 parameters.
     assert full.get("comm/unsharded_grads") == 855_654_400 * 2
+
+
+def test_fsdp_mixed_precision_refuses_an_accumulation_dtype_that_changes_nothing():
+    """FSDP casts each reduced gradient to the sharded parameter's dtype (PyTorch 2.13 _fsdp_collectives.py
+    foreach_reduce, FSDP1 _runtime_utils.py _cast_grad_to_param_dtype): under bf16-mixed the sharded gradients are
+    fp32 already, so grad_accum_dtype fp32 would change nothing and is refused in one line, as ZeRO-2's is."""
+    from builder.model.config import validate_config
+
+    config = Config(model=MODELS["llama-2-7b"], fsdp="FULL_SHARD", dp=8, grad_accum_dtype="fp32")
+    with pytest.raises(ValueError, match=r"^grad_accum_dtype: FSDP under mixed precision keeps the sharded gradients "
+                                         r"in the parameters' own dtype \(fp32\), so fp32 would change nothing"):
+        validate_config(config)
+    validate_config(config.with_changes(fsdp=None, zero=3))  # DeepSpeed ZeRO-3 keeps fp32 partitions on request

@@ -14,7 +14,7 @@ from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, 
 from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.gradbuffers import DDP
 from builder.model.ranges import RANGES, Range
-from builder.model.states import HYBRID_GROUP, SHARD_RANKS
+from builder.model.states import FSDP_MIXED, HYBRID_GROUP, SHARD_RANKS
 from builder.model.buckets import DEEPSPEED_ENGINE, UNSET as BUCKET_UNSET
 from builder.model.zero3 import DEEPSPEED_ZERO3, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 
@@ -299,6 +299,13 @@ CHECKS: tuple[Check, ...] = (
           fmt("grad_accum_dtype: DeepSpeed's ZeRO stage 2 accumulates gradients in their own dtype ({0}) whatever "
               "grad_accum_dtype says, so {1} would change nothing; leave grad_accum_dtype out, or use zero 1 "
               "(BF16_Optimizer's fp32 buffer) or zero 3 (fp32 gradient partitions)", sym("grad_dtype"),
+              sym("grad_accum_dtype"))),
+    # FSDP under mixed precision casts every reduced gradient to the sharded parameter's dtype (the master dtype:
+    # builder.model.states.FSDP_MIXED_SOURCE), so accumulating in that dtype is what it does already.
+    Check(both(eq(sym("mode"), "train"), FSDP_MIXED, sym("grad_accum_dtype"),
+               eq(sym("grad_accum_dtype"), sym("master_dtype"))),
+          fmt("grad_accum_dtype: FSDP under mixed precision keeps the sharded gradients in the parameters' own dtype "
+              "({0}), so {1} would change nothing; leave grad_accum_dtype out", sym("master_dtype"),
               sym("grad_accum_dtype"))),
     # Saving a checkpoint (builder.model.checkpoint): each save is one framework's, and works on the states that
     # framework shards.

@@ -513,7 +513,7 @@ def test_a_run_that_does_not_fit_names_what_would_as_python_does(calculator):
         assert problems == []
         shown.append([text for text, _ in got["fixes"]])
     assert shown[0] == ["fits with micro-batch 1", "fits with full recomputation",
-                        "fits on 8 GPUs with ZeRO-3 and full recomputation", "fits with sequences of 2,112 tokens"]
+                        "fits on 8 GPUs with ZeRO-3 and full recomputation", "fits with sequences of 2,175 tokens"]
     assert shown[2] == ["fits with int8 weights", "fits on 16 GPUs with tensor parallel 2"]
     assert shown[4] == []  # no single change fits: the result says so (compare checked the words)
     assert page.locator(f"{WIDGET} .calc-fixes").text_content().startswith("None of the usual changes")
@@ -604,7 +604,9 @@ def test_choosing_fp8_or_fp4_shows_the_recipes_copies_as_python_does(calculator,
     page, data, visit = calculator
     assert precision in [o for o in page.locator(f"{WIDGET} [name=precision] option").evaluate_all(
         "os => os.map(o => o.value)")]
-    state = data["defaults"] | {"model": "llama-3-8b", "precision": precision, "seq_len": "4096"}
+    # Without FSDP, whose mixed precision keeps each shard in fp32 (the Sharding page): Megatron's bf16 weights.
+    state = data["defaults"] | {"model": "llama-3-8b", "precision": precision, "seq_len": "4096", "sharding": "0",
+                                "dp": "1"}
     got = set_state(page, state)
     problems, worst = compare(got, expected(state, data["shown"]), precision)
     assert problems == [] and worst == 0
@@ -701,7 +703,7 @@ PRESET_FLAGS = ("--model", "llama-3-8b", "--seq-len", "4096", "--recompute", "se
 
 
 @pytest.mark.parametrize("key, value", [("optimizer_state_dtype", "bf16"), ("exp_avg_dtype", "fp8"),
-                                        ("exp_avg_sq_dtype", "fp16"), ("grad_accum_dtype", "fp32")])
+                                        ("exp_avg_sq_dtype", "fp16"), ("reduce_dtype", "fp32")])
 def test_a_link_with_a_dtype_key_opens_that_setting_and_prices_it_as_the_cli(open_page, key, value):
     """calc.<option>=<dtype> in a link (the Config option's own name, as in front matter) sets that control; the
     live figure is Python's for the same state, and its need and sum of parts are the command line's with

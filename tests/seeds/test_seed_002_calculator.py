@@ -77,7 +77,8 @@ def test_reduce_dtype_select(form):
 
 
 def test_mixed_precision_keeps_a_master_weights_copy(form):
-    shown = rows(read(form))
+    # Without sharding: FSDP's mixed precision keeps one fp32 shard, which is the master (the Sharding page).
+    shown = rows(set_form(form, {"sharding": "0", "dp": "1"}))
     assert shown["optimizer/master"][1] == "4 B/param (fp32 master copy)"
     assert [reader_name(n) for n in ("optimizer/master", "optimizer/adam_m", "optimizer/adam_v")] == [
         "Master weights", "Adam first moment", "Adam second moment"]

@@ -153,8 +153,10 @@ def test_model_select(form):
 
 @pytest.mark.parametrize("policy", ["bf16-mixed", "fp16-mixed"])
 def test_precision_sets_bytes_per_parameter(form, policy):
+    # Without sharding, as the seed's calculator had none (FSDP's mixed precision keeps fp32 shards: the Sharding page).
+    set_form(form, {"sharding": "0", "dp": "1"})
     form.locator(W).get_by_label("Precision policy").select_option(policy)
-    assert rows(read(form))["weights"] == want_rows(DEFAULTS | {"precision": policy})["weights"]
+    assert rows(read(form))["weights"] == want_rows(DEFAULTS | {"precision": policy, "sharding": "0", "dp": "1"})["weights"]
     assert rows(read(form))["weights"][1] == f"2 B/param ({policy[:4]})"
 
 
@@ -268,8 +270,9 @@ def test_precision_fp8_and_fp4_as_the_recipes_hold_them(form, policy):
     Megatron-LM runs them: bf16 weights stay, and each linear weight gets a cached quantised copy in both layouts,
     2 B (fp8 data + transpose) or 2 x (0.5 + 1/16) B (NVFP4 data + E4M3 scale per 16) per weight (TE 2.20
     tensor/float8_tensor.py, nvfp4_tensor.py); the page says why it is not 1 byte per parameter."""
+    set_form(form, {"sharding": "0", "dp": "1"})  # Megatron-LM's bf16 weights, not FSDP's fp32 shards
     form.locator(W).get_by_label("Precision policy").select_option(policy)
-    shown, want = read(form), want_rows(DEFAULTS | {"precision": policy})
+    shown, want = read(form), want_rows(DEFAULTS | {"precision": policy, "sharding": "0", "dp": "1"})
     assert rows(shown) == want
     assert rows(shown)["weights"][1] == "2 B/param (bf16)"
     assert "weights/low_precision_copies" in rows(shown)
