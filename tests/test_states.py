@@ -277,6 +277,8 @@ def test_fsdp_with_lora_reduces_only_the_adapters_gradients():
     # Full fine-tuning: a whole block's gradients in bf16, 8192 x (8192 + 1024 + 1024 + 8192) + 3 x 8192 x 28,672
     # + 2 x 8192 (its norms) = 855,654,400 parameters.
     assert full.get("comm/unsharded_grads") == 855_654_400 * 2
+    # The frozen base weights stay bf16 shards (the model loaded in bf16), where full fine-tuning keeps fp32 shards.
+    assert full.part("weights").bytes == 2 * lora.part("weights").bytes
 
 
 def test_fsdp_mixed_precision_refuses_an_accumulation_dtype_that_changes_nothing():

@@ -233,8 +233,10 @@ PLAIN_STATES = both(TRAIN, negate(sym("lora")))
 # master dtype and the sharded gradients are cast to it (FSDP_MIXED_SOURCE). DeepSpeed ZeRO and Megatron keep 16-bit
 # parameters and gradients beside an fp32 master. Left as they are: a recipe's quantised parameters and MS-AMP, whose
 # parameters are their own.
+# Not with LoRA: its frozen base weights stay in the param dtype the model was loaded in (PEFT's and torchtune's
+# recipes load it in bf16, so FSDP's shards are bf16), and only the adapters train.
 FSDP_MIXED = both(sym("fsdp"), sym("master_dtype"), ne(sym("master_dtype"), sym("param_dtype")),
-                  negate(sym("quantised_params")), negate(sym("msamp")))
+                  negate(sym("quantised_params")), negate(sym("msamp")), eq(sym("lora_rank"), 0))
 # The kept weights are that fp32 shard (FULL_SHARD, HYBRID_SHARD) or the whole fp32 parameters (NO_SHARD), with no
 # optimizer/master part. SHARD_GRAD_OP (reshard_after_forward=False) is counted as before: its 16-bit weights, whole,
 # stand for the unsharded copies held from the forward to the backward, and optimizer/master for the fp32 sharded
