@@ -163,7 +163,6 @@ def _conditions() -> dict[str, Expr]:
                       either(both(eager, eq(sym("implementation"), "hf")), both(padding_mask, OP_SYMBOLS["op_k"] > 1),
                              eq(sym("implementation"), "torchtune")))
     full = eq(sym("recompute"), "full")
-    op_sac = eq(sym("recompute"), "selective-op")
     # transformers code under torch.autocast over fp32 weights: the residual stream (and every layer's
     # input) stays fp32; the op lists' 'autocast' rows apply. Over 16-bit weights autocast leaves the stream 16-bit
     # (STREAM_16BIT_AMP): only the adapters see it.
@@ -216,8 +215,8 @@ def _conditions() -> dict[str, Expr]:
         "full_recompute": full, "no_full_recompute": negate(full),
         # Every layer checkpointed: full recomputation without a recompute_layers count, or torchtitan's per-op
         # checkpointing, which wraps every block (its forward saves nothing for autograd but the kept op outputs).
-        "all_recomputed": either(both(full, eq(sym("recompute_layers"), 0)), op_sac),
-        "sac_reduce_scatter": both(op_sac, sym("tp") > 1, sym("sequence_parallel")),
+        "all_recomputed": either(both(full, eq(sym("recompute_layers"), 0)), OP_SAC),
+        "sac_reduce_scatter": both(OP_SAC, sym("tp") > 1, sym("sequence_parallel")),
         "autocast": autocast, "no_autocast": negate(autocast),
         # The adapters under torch.autocast (any stream): lora_A casts its input and lora_B's is lora_A's 16-bit output.
         "lora_amp": adapters_amp, "lora_fp32": negate(adapters_amp),
@@ -318,7 +317,7 @@ _LAYOUT = when(eq(TP, 1), "1", when(sym("sequence_parallel"), "s", "t"))
 KORTHIKANTI_ROW = at(table(*(row(both(eq(sym("recompute"), key[:-1]), eq(_LAYOUT, key[-1])), notation=notation,
                                  constant=c, per_t=c_t, attention=k)
                              for key, (notation, c, c_t, k) in KORTHIKANTI_TABLE.items()),
-                           row(eq(sym("recompute"), "selective-op"), notation="no Table 2 row", constant=0, per_t=0,
+                           row(OP_SAC, notation="no Table 2 row", constant=0, per_t=0,
                                attention=0)), 0)
 KORTHIKANTI_LAYER = sym("op_s") * sym("micro_batch") * sym("hidden") * (
     at(sym("korthikanti"), "constant") + at(sym("korthikanti"), "per_t") / TP
