@@ -24,7 +24,7 @@ from builder.model.architecture import shape_inputs
 from builder.widgets import full_model
 from builder.widgets.model_data import model_data
 from builder.widgets.packed import unpack
-from builder.widgets.specialise import simplify
+from builder.widgets.specialise import bound_names, one_valued, simplify, specialise
 from builder.model.expr import Expr, sym
 
 MODELS = load_models(Path(__file__).resolve().parent.parent / "content" / "models.toml")
@@ -106,6 +106,48 @@ def test_the_specialised_rules_are_smaller_and_drop_what_the_widgets_never_reach
     parts = lambda data: {p[0] for rule_set in data["ruleSets"].values() for p in rule_set["parts"]}  # noqa: E731
     for name in ("weights/lora_adapters", "checkpoint/gathered_units", "overhead/cuda_context"):  # no LoRA, no save
         assert name in parts(whole) and name not in parts(special)
+    # Symbols several rule sets derive with the same rule (twins) are worked out as one: the paged optimizers' share
+    # (the model states and the step), the exact-shapes test (the sharding every set derives) are constant here.
+    sets_deriving = lambda data, name: [key for key, rule_set in data["ruleSets"].items()  # noqa: E731
+                                        if name in dict(rule_set["symbols"])]
+    for name in ("paged_share", "largest_paged", "exact_shapes"):
+        assert len(sets_deriving(whole, name)) >= 2 and sets_deriving(special, name) == []
+
+
+def twins(x_in_b: Any) -> dict[str, Any]:
+    """Model data of three rule sets: `a` and `b` derive x (a as dp x 2, b as `x_in_b`), `b` and `c` derive y = x + 1
+    with the same rule; each prices one part of x or y bytes."""
+    def rule_set(symbols: list, priced: str) -> dict[str, Any]:
+        return {"reads": ["dp"], "symbols": symbols, "parts": [["weights", 1, priced, *[["str", ""]] * 3, 0]]}
+    y = ["y", ["+", "x", 1]]
+    return {"ruleSets": {"a": rule_set([["x", ["*", "dp", 2]]], "x"), "b": rule_set([["x", x_in_b], y], "y"),
+                         "c": rule_set([y], "y")}, "stages": 1, "checks": [], "shapeChecks": []}
+
+
+def test_a_symbol_several_rule_sets_derive_with_the_same_rule_is_worked_out_as_one():
+    priced = lambda data: {key: rule_set["parts"][0][2] for key, rule_set in data["ruleSets"].items()}  # noqa: E731
+    # The same rule in a and b: x is dp x 2 = 8 everywhere, so y (b's and c's, the same rule over it) is 9.
+    assert priced(specialise(twins(["*", "dp", 2]), {"dp": 4}, set())) == {"a": 8, "b": 9, "c": 9}
+    # Different rules (dp x 2 in a, dp x 3 in b): x has two values, so it is kept apart, and so is y, which reads it,
+    # though b and c derive y with the same rule; the rules are simplified as before, the symbols left to the browser.
+    apart = specialise(twins(["*", "dp", 3]), {"dp": 4}, set())
+    assert priced(apart) == {"a": "x", "b": "y", "c": "y"}
+    assert apart["ruleSets"]["b"]["symbols"] == [["x", 12], ["y", ["+", "x", 1]]]
+
+
+def test_one_valued_leaves_out_what_the_search_derives_inputs_fields_and_a_twin_reading_itself():
+    data = twins(["*", "dp", 2])
+    derived, fields = bound_names(data)
+    assert one_valued(data, derived, fields) == {"x", "y"}
+    assert one_valued(data, derived, {"x"}) == set()  # x an input's name too: neither it nor y, which reads it
+    data["largest"] = {"start": [["y", 0]], "after": []}
+    derived, fields = bound_names(data)
+    assert one_valued(data, derived, fields) == {"x"}
+    data = twins(["*", "dp", 2])
+    for key in ("b", "c"):
+        data["ruleSets"][key]["symbols"][-1] = ["y", ["+", "y", 1]]  # each set's y one more than the y it reads
+    derived, fields = bound_names(data)
+    assert one_valued(data, derived, fields) == {"x"}
 
 
 def test_simplify_keeps_what_it_cannot_decide_and_python_s_truth():

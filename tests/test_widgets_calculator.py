@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from builder.catalog import default_gpus, default_models
 from builder.content import Preset
 from builder.model import Config, estimate, oplists
+from builder.model.architecture import shape_inputs
 from builder.model.config import PRECISIONS
 from builder.model.units import format_bytes
 from builder.sources import default_references, html_renderer
@@ -146,6 +147,12 @@ def test_the_op_lists_reach_the_script_as_the_models_rules():
     # Shapes travel as the rules read them: full input names, no one-letter keys.
     assert data["models"]["llama-3-8b"]["kv_heads"] == 8 and "k" not in data["models"]["llama-3-8b"]
     assert data["custom"]["activation_function"] == "gelu_tanh_python" and "layers" not in data["custom"]
+    # A model leaves out the inputs it has at the custom architecture's values (`custom`), which the script puts back:
+    # Llama 3 8B has no QK norm (the default), Qwen3 8B has one (transformers' Qwen3Attention: q_norm and k_norm).
+    for key, arch in MODELS.items():
+        sent = {name: value for name, value in data["models"][key].items() if name not in ("n", "form")}
+        assert data["custom"] | sent == shape_inputs(arch), key
+    assert "qk_norm" not in data["models"]["llama-3-8b"] and data["models"]["qwen3-8b"]["qk_norm"] == 1
 
 
 def test_the_script_evaluates_the_models_own_rules():

@@ -506,9 +506,9 @@ ZERO3_NOTE = ("simplification: DeepSpeed prefetches whole parameters, so a prefe
 ZERO3_KEPT_NOTE = ("simplification: whole blocks from the last, the block that half the reuse distance falls in "
                    "counted whole; held from the last layer's forward to its backward")
 COMM = RuleSet(
-    # The stage's LoRA adapters under a name of their own (a symbol derived by one rule set only stays simplifiable
-    # in a widget's specialised rules: builder.widgets.specialise).
-    symbols={**SHARDING, "unit_adapters": ADAPTERS["adapters"],
+    # The stage's LoRA adapters, derived here as the model states derive them (one rule: a widget's specialised rules
+    # simplify it as one symbol, builder.widgets.specialise.one_valued).
+    symbols={**SHARDING, "adapters": ADAPTERS["adapters"],
              "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype")),
              "stage_unsharded": sym("dense") + sym("expert"), **ZERO3_SYMBOLS, **buckets.SYMBOLS},
     parts=(
@@ -542,8 +542,7 @@ COMM = RuleSet(
                            negate(sym("deepspeed_zero")), eq(sym("lora_rank"), 0))),
         # With LoRA the frozen weights make no gradients: a unit's unsharded gradients are its adapters' (fp32, as
         # PEFT keeps them: the 'gradients' part), a block's share of the stage's adapters.
-        PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("unit_adapters"),
-                                              sym("unit_adapters") / sym("stage_layers")) * 4,
+        PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("adapters"), sym("adapters") / sym("stage_layers")) * 4,
                  when(WHOLE_STAGE, "the stage's adapter gradients x 4 B", "one block's adapter gradients x 4 B"),
                  when(WHOLE_STAGE, PIPELINED_FSDP, FSDP),
                  when(WHOLE_STAGE, "the stage's adapters (fp32)", "1 block's adapters (fp32)"),

@@ -617,10 +617,14 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
                 defaults: dict[str, str], references: Mapping[str, Reference] | None = None) -> dict[str, Any]:
     """Everything model-specific the script needs, as compact JSON-ready data; the parts' sources come as HTML,
     their citations linked to the References page as the server-side rows link them."""
+    custom = custom_base()
     return {
-        # Each catalog architecture as the rules read it, its name and, where its custom-architecture fields are not
-        # its own shape inputs (arch_fields), the fields that differ.
-        "models": {key: shape_inputs(arch) | {"n": html.escape(arch.extra.get("display", key))}
+        # Each catalog architecture as the rules read it, but the inputs it has at the custom architecture's values
+        # (`custom`, which the script puts back: most models leave most of them at Architecture's defaults), its name
+        # and, where its custom-architecture fields are not its own shape inputs (arch_fields), the fields that differ.
+        "models": {key: {name: value for name, value in shape_inputs(arch).items()
+                         if name not in custom or custom[name] != value}
+                   | {"n": html.escape(arch.extra.get("display", key))}
                    | ({"form": arch_fields(arch)} if arch_fields(arch) else {}) for key, arch in models.items()},
         "model": model_data(source_html=html_renderer(references or {})),
         # What each precision policy sets, as the rules read it (the weights' dtype is the form's where it sets one).
@@ -635,7 +639,7 @@ def script_data(models: dict[str, Architecture], gpus: list[tuple[str, str, int]
         # The form state -> the run's inputs (builder.widgets.calculator_state), and the custom architecture's
         # inputs that no control sets.
         "form": form_rules.encode(),
-        "custom": custom_base(),
+        "custom": custom,
         "searches": SEARCHES, "steps": STEPS, "layout": LAYOUT, "runText": RUN_TEXT, "shardKey": KEY["zero"],
         "t": TEXTS | VERDICTS,
         # Every part's reader-facing name (builder.model.partnames): the script shows these, never the keys.

@@ -9,7 +9,9 @@ and the inputs that stay fixed, and simplifies each rule with their values, as P
 (expr.evaluate): a symbol with a fixed value becomes its value, an operation on constants its result (what cannot
 be evaluated, such as a division by zero in a branch never taken, is left as it is), a condition that is a constant
 picks its branch, `and`/`or` lose their constant operands, and a part, a table's row or a check whose condition is a
-constant false goes. A derived symbol whose rule becomes a constant is a fixed value for the rules after it.
+constant false goes. A derived symbol whose rule becomes a constant is a fixed value for the rules after it, where it
+has one value wherever it is read: derived in one place, or by several rule sets with the same rule (a twin, such as
+the sharding that the model states, communication, host, checkpoint and step sets each derive: `one_valued`).
 
 Nothing is approximated: for every run with those fixed inputs, the simplified rules give the values the whole
 rules give (the same parts, bytes and moments), so the browser's numbers stay Python's (tests/browser/test_parity.py
@@ -23,6 +25,7 @@ compares to reuse its last result) lose the fixed ones, which never change.
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
@@ -100,6 +103,33 @@ def simplify(e: Expr, known: Mapping[str, Any], fold: Callable[[Expr], Expr | No
 def _false(rule: Any) -> bool:
     """Whether an encoded condition is the constant false."""
     return isinstance(rule, int) and not isinstance(rule, bool) and rule == 0 or rule == ["str", ""]
+
+
+def one_valued(sent: Mapping[str, Any], derived: Mapping[str, int], apart: Collection[str],
+               decoded: Callable[[Any], Expr] = decode) -> set[str]:
+    """The derived symbols that have one value wherever a rule reads them, so that a value worked out for one stands
+    for it everywhere: a symbol derived in one place (`derived`: bound_names' counts), and twins, a symbol several rule
+    sets derive with the same rule (its JSON; each set derives it in its own scope, as the model's SHARDING is derived
+    by the model states, communication, host, checkpoint and step sets), where every derived symbol that rule reads is
+    one-valued too and is not the twin itself. A symbol the search derives, or derived by two rule sets with different
+    rules, is not one-valued (kept apart, never simplified), nor is any name of `apart` (an input's name or a row's
+    field, bound elsewhere too) nor a twin that reads one of them."""
+    rules: dict[str, set[str]] = {}  # name -> its rules' JSON, one entry per distinct rule
+    in_sets: dict[str, int] = {}  # name -> how many rule sets derive it
+    reads: dict[str, frozenset[str]] = {}
+    for rule_set in sent["ruleSets"].values():
+        for name, rule in rule_set["symbols"]:
+            rules.setdefault(name, set()).add(json.dumps(rule, sort_keys=True))
+            in_sets[name] = in_sets.get(name, 0) + 1
+            reads[name] = symbols_of(decoded(rule))
+    one = {name for name, count in derived.items() if name not in apart and (
+        count == 1 or count == in_sets.get(name) and len(rules[name]) == 1 and name not in reads[name])}
+    while True:  # a twin reading a symbol that is not one-valued is not either, nor what reads it in turn
+        lost = {name for name in one if derived[name] > 1 and any(read in derived and read not in one
+                                                                   for read in reads[name])}
+        if not lost:
+            return one
+        one -= lost
 
 
 def bound_names(sent: Mapping[str, Any], decoded: Callable[[Any], Expr] = decode) -> tuple[dict[str, int], set[str]]:
@@ -189,15 +219,17 @@ def specialise(sent: dict[str, Any], fixed: Mapping[str, Any], varying: set[str]
     # An input some rule derives again or binds as a row's field is not decided by the domain (as not by `fixed`).
     runs = Domain([{name: value for name, value in entry.items() if name not in derived and name not in fields}
                    for entry in domain], known)
-    # A derived symbol derived in one place only, and neither an input's name nor a row's field, whose rule comes out
-    # constant is known too, and one the domain decides is learnt for each of its runs (a constant where they all
-    # agree); to a fixed point, since a rule set may read what a later one derives.
+    # A one-valued derived symbol (derived in one place only, or by several rule sets with the same rule: one_valued),
+    # neither an input's name nor a row's field, whose rule comes out constant is known too, and one the domain
+    # decides is learnt for each of its runs (a constant where they all agree); to a fixed point, since a rule set may
+    # read what a later one derives. A twin is worked out where it is first met; its other derivations give the same.
+    one = one_valued(sent, derived, inputs | fields, decoded)
     grew = True
     while grew:
         grew = False
         for rule_set in sent["ruleSets"].values():
             for name, data in rule_set["symbols"]:
-                if derived[name] != 1 or name in inputs or name in fields or name in known:
+                if name not in one or name in known:
                     continue
                 simple = simplify(decoded(data), known, runs.fold)
                 if not _is_constant(simple) and name not in runs.names and runs.learn(name, simple) is not None:

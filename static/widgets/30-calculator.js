@@ -36,6 +36,9 @@ WIDGETS.calculator = (root, D) => {
   }
   for (const k in modeOnly) plain[k] = D.controls[k]?.plain ?? defaults[k];
   const sum = (ps) => ps.reduce((s, p) => s + p[1], 0);
+  // The catalog models' shape inputs (calculator.script_data), each with the inputs it has at the custom
+  // architecture's values (D.custom) put back: one object per model, kept.
+  const models = Object.fromEntries(Object.entries(D.models).map(([key, A]) => [key, { ...D.custom, ...A }]));
 
   // The full model (02-model.js): its estimate, checks and searches, from the rules in D.model; compiled in steps
   // after the page is painted (render), or at once where a state needs it first.
@@ -51,7 +54,7 @@ WIDGETS.calculator = (root, D) => {
   const formRules = D.form.rules.map(ruleScope);
   const cfg = (form) => {
     const st = effective(form);
-    let A = D.models[st.model];
+    let A = models[st.model];
     if (!A) {
       // The custom architecture the controls describe (calculator.custom_arch), checked as Architecture does.
       A = { ...D.custom };
@@ -231,7 +234,7 @@ WIDGETS.calculator = (root, D) => {
       return { error: e.msg };
     }
   });
-  const nameOf = (st) => (st.model == "custom" ? T.custom : D.models[st.model].n);
+  const nameOf = (st) => (st.model == "custom" ? T.custom : models[st.model].n);
   // An output's text, written when it changes; the summary and the figure marked aria-busy or not.
   const write = (k, text) => { if (onScreen(k) !== text) out(k).textContent = texts[k] = text; };
   const busy = (on) => {
@@ -309,7 +312,7 @@ WIDGETS.calculator = (root, D) => {
   const update = (event, first = false) => {
     // Picking a catalog model fills the custom fields with its shape (calculator.arch_state: each field's first
     // input, or the model's own form where that differs, calculator.arch_fields): a custom model starts from it.
-    const A = event && event.target.name == "model" && D.models[event.target.value];
+    const A = event && event.target.name == "model" && models[event.target.value];
     if (A) for (const [k, [names]] of Object.entries(arch)) set(k, A.form?.[k] ?? String(A[names[0]]));
     // A named starting point (calculator.STARTS) sets the form; changing any other setting leaves it.
     const start = event && event.target.name == "start" && D.starts[event.target.value];
@@ -323,7 +326,7 @@ WIDGETS.calculator = (root, D) => {
     render(st, first);
   };
   // The selects' other options (calculator.page_choices): a catalog model or GPU named as the data names it.
-  const names = { model: (v) => D.models[v]?.n, gpu: (v) => D.gpus.find((g) => g[0] == v)?.[1] };
+  const names = { model: (v) => models[v]?.n, gpu: (v) => D.gpus.find((g) => g[0] == v)?.[1] };
   for (const select of $$(form, "select")) fillChoices(select, keys[select.name].slice(1), names[select.name]);
   const { taken, refused } = checkLink(readState(root.id), keys);
   for (const [k, v] of Object.entries(taken)) set(k, v);
