@@ -43,11 +43,15 @@ def test_vllm_startup_chart_is_the_gpu_as_vllm_divides_it(page):
     spec = chart(page, "vllm-startup")
     (bar,) = spec.bars
     parts = {p.name: p.bytes for p in bar.breakdown.parts}
-    assert set(parts) == {"weights", "weights/rotary_table", "activations/profile_peak", "overhead/non_torch",
-                          "overhead/cuda_graphs", "kv_cache", "unrequested"}
+    assert set(parts) == {"weights", "weights/rotary_table", "weights/allocator_rounding", "activations/profile_peak",
+                          "overhead/non_torch", "overhead/cuda_graphs", "kv_cache", "unrequested"}
     # The rotary cos/sin table: Qwen3-4B's config.json max_position_embeddings 40,960 x head_dim 128, 2 bytes (vLLM
     # rotary_embedding/base.py keeps it in the model's 16-bit dtype).
     assert parts["weights/rotary_table"] == 40_960 * 128 * 2
+    # The allocator's unsplit blocks (builder.model.allocator): at 4 bits each layer's gate_up_proj is 19,456 x 2,560
+    # x 0.5 B = 23.75 MiB in a 24 MiB segment and its down_proj 11.875 MiB in a 12 MiB one (0.375 MiB a layer, 36
+    # layers), the tied 16-bit embedding 741.875 MiB in 742 MiB.
+    assert parts["weights/allocator_rounding"] == 36 * 3 * 2**17 + 2**17
     # The parts divide the GPU's total (each rounded up to a whole byte).
     assert 0 <= bar.breakdown.total - int(Fraction("47.37") * GIB) <= len(parts)
     # The published log's KV cache memory, within the 3 %.
@@ -63,10 +67,13 @@ def test_vllm_startup_chart_is_the_gpu_as_vllm_divides_it(page):
 def test_sglang_startup_chart_is_the_published_pool(page):
     spec = chart(page, "sglang-startup")
     parts = {p.name: p.bytes for p in spec.bars[0].breakdown.parts}
-    assert set(parts) == {"weights", "weights/rotary_table", "kv_cache", "overhead/runtime_slack",
-                          "overhead/before_weights"}
+    assert set(parts) == {"weights", "weights/rotary_table", "weights/allocator_rounding", "kv_cache",
+                          "overhead/runtime_slack", "overhead/before_weights"}
     # Qwen3-8B's 40,960 positions x head_dim 128 in fp32 (SGLang layers/rotary_embedding.py keeps it fp32 on CUDA).
     assert parts["weights/rotary_table"] == 40_960 * 128 * 4
+    # The embedding and the head, 151,936 x 4,096 x 2 B = 1,187 MiB each, take 1,188 MiB segments; every other
+    # tensor is a whole number of 2 MiB.
+    assert parts["weights/allocator_rounding"] == 2 * 2**20
     tokens = int(spec.example.split("#tokens: ")[1].split(",")[0])
     assert abs(tokens - 992_896) <= 0.0005 * 992_896
 

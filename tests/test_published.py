@@ -8,7 +8,8 @@ parameter), Megatron-LM's dist_optimizer.md table (commit d98e8a6), vLLM start-u
 #20665, issues #25350, #34076, recipes PR #12; Gemma 3 1B's sliding-window groups: vLLM 0.13.0's log in
 eole-nlp/eole benchmarks/genai/results.md, commit 6633d06: 950,864 tokens and 461.21x from 25.39 GiB; vLLM 0.19.0's
 logs on one H100 in llm-d-incubation/llm-d-planner accuracy/results/v0.19.0/logs, commit d3121e0: tokens from the
-logged KV memory and "Model loading took") and SGLang start-up logs (PRs #23669, #11716). The tolerances are those the tests held before the numbers moved here: exact,
+logged KV memory and "Model loading took"; vLLM 0.10.1.1's Qwen2-7B-Instruct logs in dennislee22/vLLM-benchmarking,
+commit b474d1e) and SGLang start-up logs (PRs #23669, #11716; QwQ-32B in didier-durand/llms-in-clouds, commit b001c86). The tolerances are those the tests held before the numbers moved here: exact,
 the printed rounding, or a stated share (3% at most).
 """
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from builder.model import rotary
+from builder.model import allocator, rotary
 from builder.model.cite import Cite
 from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
@@ -136,9 +136,9 @@ SGLANG = RuleSet(
         "before_weights": when(sym("cuda_context_bytes"), sym("cuda_context_bytes"),
                                BEFORE_WEIGHTS + BEFORE_WEIGHTS_PER_RANK * (sym("tp") * sym("pp") - 1)),
         "pre": sym("gpu_total") - sym("before_weights"),
-        # The weight load's memory: the parameters and the rotary cos/sin table (fp32 on CUDA, the model's dtype on
-        # ROCm).
-        **rotary.loaded_symbols(when(sym("rocm"), bytes_of(sym("activation_dtype")), 4)),
+        # The weight load's memory: the parameters, the rotary cos/sin table (fp32 on CUDA, the model's dtype on
+        # ROCm) and the allocator's segments in use, whole (free memory).
+        **allocator.loaded_symbols(when(sym("rocm"), bytes_of(sym("activation_dtype")), 4), free_memory=True),
         "after_weights": sym("pre") - sym("loaded_weights"),
         "slack": sym("pre") * (1 - sym("fraction")),
         "rest": floor(sym("after_weights") - sym("slack")),
@@ -204,6 +204,7 @@ SGLANG = RuleSet(
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded", BUDGET, "as loaded"),
         rotary.table_part(rotary.SGLANG_SOURCE),
+        allocator.rounding_part(allocator.SGLANG_SOURCE, free_memory=True),
         PartRule("kv_cache", maximum(0, sym("rest")), "free after the weights - pre x (1 - mem_fraction_static)",
                  BUDGET + "; tokens: " + CELL, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"),
                                            when(eq(floor(sym("cell")), sym("cell")), sym("cell"), fixed(sym("cell"), 1)))),

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
 
+from builder.model import allocator
 from builder.model import engine_hf as hf
 from builder.model import engine_sglang as sglang
 from builder.model import rotary
@@ -212,8 +213,9 @@ VLLM = RuleSet(
         "profile_peak": maximum(sym("profile_forward"), sym("profile_sampler")),
         "non_torch": when(TP_OVER_SWITCH, NON_TORCH_TP, NON_TORCH),
         "cuda_graphs": when(sym("enforce_eager"), 0, CUDA_GRAPHS),
-        # The weights as "Model loading took" reports them: the parameters and the rotary cos/sin table.
-        **rotary.loaded_symbols(bytes_of(sym("activation_dtype"))),
+        # The weights as "Model loading took" reports them: the parameters, the rotary cos/sin table and the
+        # allocator's unsplit blocks (allocated bytes).
+        **allocator.loaded_symbols(bytes_of(sym("activation_dtype")), free_memory=False),
         "available": when(sym("kv_cache_memory"), sym("kv_cache_memory"),
                           sym("requested") - sym("loaded_weights") - sym("non_torch") - sym("profile_peak")
                           - sym("cuda_graphs")),
@@ -279,6 +281,7 @@ VLLM = RuleSet(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded (torch-allocated)", AVAILABLE,
                  "as loaded"),
         rotary.table_part(rotary.VLLM_SOURCE),
+        allocator.rounding_part(allocator.VLLM_SOURCE, free_memory=False),
         PartRule("activations/profile_peak", sym("profile_peak"),
                  "max(tokens x (3h + 3f/t) x bytes, requests x V x 4)", PROFILE,
                  fmt("{0} tokens, {1} logits rows", sym("max_num_batched_tokens"), sym("profile_requests")),

@@ -34,6 +34,7 @@ PART_NAMES: dict[str, str] = {
     "weights/lora_adapters": "LoRA adapters",
     "weights/dequantised_linear": "Dequantised 4-bit weight",
     "weights/rotary_table": "Rotary position table",
+    "weights/allocator_rounding": "Allocator rounding of the weights",
     # Gradients (states, step, peak's moments)
     "gradients/accumulation_buffer": "Gradient accumulation buffer",
     "gradients/tied_embedding_temporaries": "Tied-embedding gradient temporaries",

@@ -41,13 +41,6 @@ def table_bytes(element_bytes: Any) -> Any:
     return sym("rope_tables") * sym("rope_positions") * ROTARY_DIM * element_bytes
 
 
-def loaded_symbols(element_bytes: Any) -> dict[str, Any]:
-    """An engine's symbols for the table (rotary_table) and the weights as the engine reports them loaded
-    (loaded_weights: the parameters, weights_bytes, and the table)."""
-    return {"rotary_table": table_bytes(element_bytes),
-            "loaded_weights": sym("weights_bytes") + sym("rotary_table")}
-
-
 def table_part(source: str) -> PartRule:
     """The table as an engine's part (symbol rotary_table), where the model has one."""
     return PartRule("weights/rotary_table", sym("rotary_table"), FORMULA, source,

@@ -182,6 +182,26 @@ QWEN3_CODER_480B = Architecture(name="qwen3-coder-480b-a35b", layers=62, hidden=
                                 head_dim=128, vocab=151936, ffn=0, experts=160, top_k=8, expert_ffn=2560,
                                 qk_norm=True, family="qwen3", max_position_embeddings=262_144)
 
+# QwQ-32B (config.json: 64 layers, hidden 5120, 40 query heads and 8 KV heads of 128, intermediate 27648,
+# vocabulary 152064, q/k/v biases, untied head): 131,072 positions, the context_len SGLang 0.4.3 prints for it with no
+# --context-length (get_context_length reads max_position_embeddings).
+QWQ_32B = Architecture(name="qwq-32b", family="qwen2", layers=64, hidden=5120, heads=40, kv_heads=8, head_dim=128,
+                       ffn=27648, vocab=152064, qkv_bias=True, max_position_embeddings=131_072)
+# The Qwen2 and Qwen2.5 Instruct models' config.json holds 32,768 positions ("The current config.json is set for
+# context length up to 32,768 tokens", huggingface.co/Qwen/Qwen2.5-7B-Instruct model card); Qwen2-7B-Instruct has
+# Qwen2.5 7B's sizes.
+QWEN_INSTRUCT_POSITIONS = 32_768
+ROUNDING_TOLERANCE = "±0.005 GiB (the log's two decimals)"
+FOUR_DECIMALS = ("±0.0005 GiB: the log's four decimals and the engine's small buffers the model leaves out "
+                 "(the attention layers' scale scalars, 512 B each, 0.05 MiB)")
+DENNISLEE = ("vLLM 0.10.1.1 start-up log, Qwen2-7B-Instruct on A100 80GB, --gpu-memory-utilization 0.25, "
+             "--max-model-len 16384 (dennislee22/vLLM-benchmarking, commit b474d1e): {0}")
+DENNISLEE_URL = "https://github.com/dennislee22/vLLM-benchmarking/blob/b474d1e053c35c9aef8c02aae4efbc0d8675f033/log/{0}"
+LLMS_IN_CLOUDS = ("SGLang 0.4.3.post4 start-up log, QwQ-32B at --tensor-parallel-size 4 on four L4s "
+                  "(didier-durand/llms-in-clouds docs/sglang.md, commit b001c86, 2025-03-08)")
+LLMS_IN_CLOUDS_URL = ("https://github.com/didier-durand/llms-in-clouds/blob/b001c8690e894d234cf3a2e2345d259173acf293/"
+                      "docs/sglang.md")
+
 CCE = ("Cut Cross-Entropy README, Gemma 2 2B benchmark table (Wijmans et al. 2024, arXiv:2411.09009; "
        "apple/ml-cross-entropy, PyTorch 2.4.1)")
 CCE_URL = "https://github.com/apple/ml-cross-entropy#readme"
@@ -209,7 +229,7 @@ LLMD_URL = ("https://github.com/llm-d-incubation/llm-d-planner/blob/d3121e059da8
             "results/v0.19.0/logs/{0}")
 WEIGHTS_TOLERANCE = ("0.1%: the log's 0.01 GiB rounding (up to 0.06% at 8.49 GiB) and the per-channel quantisation "
                      "scales loaded beside quantised weights")
-MLA_WEIGHTS_TOLERANCE = ("1%: the model is 0.5% under this log, a gap not yet traced (vLLM's MLA splits W_UK and W_UV "
+MLA_WEIGHTS_TOLERANCE = ("1%: the model is 0.4% under this log, a gap not yet traced (vLLM's MLA splits W_UK and W_UV "
                          "from kv_b_proj after loading, as views in the upstream code read, so they add nothing)")
 
 
@@ -371,16 +391,16 @@ def _vllm_given(models: dict[str, Architecture], name: str, model: str, printed:
                 rel=rel, tolerance=tolerance, unit_note=note)
 
 
-def _vllm_weights(models: dict[str, Architecture], name: str, model: str, printed: str, log: str, words: str,
-                  tp: int = 1, rel: Fraction = Fraction(1, 1000), tolerance: str = WEIGHTS_TOLERANCE,
-                  **dtypes) -> Case:
-    """A vLLM log's "Model loading took X GiB": the weights as loaded on one rank, against the model's parameters and
-    rotary cos/sin table (loaded_weights)."""
-    config = Config(model=models[model], mode="serve", tp=tp, **dtypes)
+def _vllm_weights(models: dict[str, Architecture], name: str, model: str | Architecture, printed: str, log: str,
+                  words: str, tp: int = 1, rel: Fraction = Fraction(1, 1000), tolerance: str = WEIGHTS_TOLERANCE,
+                  abs: Fraction = Fraction(0), **dtypes) -> Case:
+    """A vLLM log's "Model loading took X GiB": the weights as loaded on one rank, against the model's parameters,
+    rotary cos/sin table and the allocator's rounding (loaded_weights). `model`: a catalog id or an architecture."""
+    config = Config(model=models[model] if isinstance(model, str) else model, mode="serve", tp=tp, **dtypes)
     return Case(name, "serving", "budget", "weights as loaded on one rank (\"Model loading took\")",
                 f"{config.model.name} ({words}), --tensor-parallel-size {tp}", LLMD.format(log), LLMD_URL.format(log),
                 Fraction(printed), "GiB", engine("loaded_weights", "GiB"), config,
-                Served("h100-80gb", {"kv_cache_memory": GIB, "max_model_len": 8192}), rel=rel,
+                Served("h100-80gb", {"kv_cache_memory": GIB, "max_model_len": 8192}), rel=rel, abs=abs,
                 tolerance=tolerance, unit_note=VLLM_GIB)
 
 
@@ -499,10 +519,34 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
              Served("rtx-3090", {"kv_cache_memory": GIB, "max_model_len": 20_000}), abs=Fraction(5, 100_000),
              tolerance="±0.00005 GiB (the log's four decimals)",
              unit_note="vLLM 0.6 printed GB for bytes / 2**30: GiB"),
-        # 0.53% under (its YaRN cos/sin table counted): MLA_WEIGHTS_TOLERANCE.
+        # 0.44% under (its YaRN cos/sin table and the allocator's rounding counted): MLA_WEIGHTS_TOLERANCE.
         _vllm_weights(models, "vllm-0.19-deepseek-v2-lite-weights", "deepseek-v2-lite", "29.43", logs["dsv2"],
                       "bf16", rel=Fraction(1, 100), tolerance=MLA_WEIGHTS_TOLERANCE),
     )
+    # Qwen2's widths (hidden 3,584, MLP 18,944 and 29,568) leave most of its weight tensors 0.5 or 1 MiB short of the
+    # allocator's 2 MiB segments, blocks vLLM counts whole (builder.model.allocator): 57 MiB above the parameters and
+    # the 8 MiB rotary table at size 1, which the logs show to their last decimal.
+    qwen7 = models["qwen2.5-7b"].with_changes(max_position_embeddings=QWEN_INSTRUCT_POSITIONS)
+    qwen72 = models["qwen2.5-72b"].with_changes(max_position_embeddings=QWEN_INSTRUCT_POSITIONS)
+    instruct = "Instruct, bf16, 32,768 positions"
+    serving += tuple(
+        _vllm_weights(models, f"vllm-0.19-qwen2.5-{size}{'-tp' + str(tp) if tp > 1 else ''}-weights", model, printed,
+                      log, instruct, tp=tp, rel=Fraction(0), abs=Fraction(5, 1000), tolerance=ROUNDING_TOLERANCE)
+        for size, model, printed, log, tp in (
+            ("7b", qwen7, "14.25", "qwen-qwen2-5-7b-instruct--h100-80gb--tp1pp1dp1--8192.log", 1),
+            ("7b", qwen7, "7.12", "qwen-qwen2-5-7b-instruct--h100-80gb--tp2pp1dp1--8192.log", 2),
+            ("7b", qwen7, "3.55", "qwen-qwen2-5-7b-instruct--h100-80gb--tp4pp1dp1--8192.log", 4),
+            ("72b", qwen72, "67.8", "qwen-qwen2-5-72b-instruc--h100-80gb--tp2pp1dp1--8192.log", 2)))
+    serving += tuple(
+        Case(f"vllm-0.10-qwen2-7b{'-tp' + str(tp) if tp > 1 else ''}-weights", "serving", "budget",
+             "weights as loaded on one rank (\"Model loading took\")",
+             f"Qwen2-7B-Instruct (Qwen2.5 7B's sizes, bf16, 32,768 positions), --tensor-parallel-size {tp}",
+             DENNISLEE.format(log), DENNISLEE_URL.format(log), Fraction(printed), "GiB",
+             engine("loaded_weights", "GiB"), Config(model=qwen7, mode="serve", tp=tp),
+             Served("a100-80gb", {"gpu_memory_utilization": 0.25, "max_model_len": 16_384}), abs=Fraction(5, 10_000),
+             tolerance=FOUR_DECIMALS, unit_note=VLLM_GIB)
+        for printed, log, tp in (("14.2488", "vllm-7B-1gpuA10080GB-0.25GRAM.log", 1),
+                                 ("7.1217", "vllm-7B-2gpuA10080GB-0.25GRAM-same-node.log", 2)))
 
     sglang_qwen = ("SGLang PR #23669 log (upstream main, 2026-04-27)",
                    "https://github.com/sgl-project/sglang/pull/23669", "Qwen3-8B, SGLang defaults, one B200",
@@ -527,6 +571,13 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
                 "max_total_num_tokens", "2795207", "tokens", rel=Fraction(2, 1000), tolerance="0.2%"),
         _sglang("sglang-llama-3-70b-tp8-h200-k-size", sglang_llama, "K cache size (\"K size\")", "k_size", "53.31", "GiB",
                 abs=Fraction(1, 10), tolerance="±0.1 GiB"),
+        # SGLang counts free memory: every segment the weights hold, whole (2 MiB-rounded), 225.5 MiB for QwQ-32B at
+        # size 4, beside the 64 MiB fp32 rotary table of 131,072 positions.
+        _sglang("sglang-qwq-32b-tp4-l4-weights",
+                (LLMS_IN_CLOUDS, LLMS_IN_CLOUDS_URL, "QwQ-32B, bf16, --tensor-parallel-size 4 on four L4s",
+                 Config(model=QWQ_32B, mode="serve", tp=4), Served("l4", {"engine": "sglang"})),
+                "weights as loaded on one rank (\"Load weight end. ... mem usage\")", "loaded_weights", "15.54", "GiB",
+                abs=Fraction(5, 1000), tolerance="±0.005 GiB (the log's two decimals)"),
         _sglang("sglang-llama-3-70b-tp8-h200-avail-mem", sglang_llama,
                 "free memory before the weights (\"Load weight begin. avail mem\")", "pre", "137.34", "GiB",
                 abs=Fraction(3, 100), tolerance="±0.03 GiB"),
