@@ -80,8 +80,12 @@ SHARDS = both(sym("fsdp"), ne(sym("fsdp"), "NO_SHARD"))
 # The stage's parameters (every rank of the stage's tensor-parallel split), and this rank's dim-0 chunk of them.
 STAGE = sym("dense") + sym("expert")
 CHUNK = sym("dense") / sym("shard_group") + sym("expert") / sym("expert_shard_group")
-# The largest unit FSDP gathers: one transformer block or the root unit (embeddings, final norm, head).
-LARGEST_UNIT = maximum(sym("layer_unit"), sym("root_unit"))
+# The largest unit FSDP gathers: one transformer block, the root unit (embeddings, final norm, head) or, wrapped as
+# units of their own (torchtune's custom_sharded_layers: builder.model.placement), the token embedding and the output
+# layer, which then leave the root unit (fsdp_root) the rest.
+LARGEST_UNIT = maximum(maximum(sym("layer_unit"), sym("fsdp_root")), maximum(sym("embedding_unit"), sym("output_unit")))
+# The largest unit but the root (gathered beside it while the root stays gathered).
+LARGEST_CHILD = maximum(sym("layer_unit"), maximum(sym("embedding_unit"), sym("output_unit")))
 
 SHARDED = eq(SAVE, "sharded-state-dict")
 OFFLOADED = eq(SAVE, "full-state-dict-offload")
@@ -104,16 +108,22 @@ CHECKPOINT_SAVE = RuleSet(symbols={**SHARDING, "largest_tensor": OPTIMIZER_STEP[
     # The units gathered at the save's fullest moment: FULL_STATE_DICT's root unit (gathered through the call) and
     # the last block, or the root's own clones, whichever is larger; offloaded, one unit at a time;
     # SHARDED_STATE_DICT's root unit and one block.
-    PartRule("checkpoint/gathered_units", when(SHARDED, sym("root_unit") + sym("layer_unit"), LARGEST_UNIT)
+    PartRule("checkpoint/gathered_units", when(SHARDED, sym("fsdp_root") + LARGEST_CHILD, LARGEST_UNIT)
              * full_bytes,
-             when(SHARDED, "(root unit + one block) x bytes(full precision)",
-                  "max(one block, root unit) x bytes(full precision)"),
+             when(SHARDED, when(sym("custom_sharded_layers"), "(root unit + largest other unit) x bytes(full precision)",
+                                "(root unit + one block) x bytes(full precision)"),
+                  when(sym("custom_sharded_layers"), "largest unit x bytes(full precision)",
+                       "max(one block, root unit) x bytes(full precision)")),
              when(SHARDED, SHARDED_STATE_DICT, when(OFFLOADED, FULL_OFFLOAD, FULL_STATE_DICT)),
-             when(SHARDED, "root unit + 1 block", "the largest unit"),
-             when(SHARDED, "the root unit stays gathered through the call while each block is gathered in turn",
+             when(SHARDED, when(sym("custom_sharded_layers"), "root unit + the largest other unit", "root unit + 1 block"),
+                  "the largest unit"),
+             when(SHARDED, "the root unit stays gathered through the call while each other unit is gathered in turn",
                   when(OFFLOADED, "one unit gathered at a time, moved to host memory before it is cloned",
-                       "simplification: the root unit's own clones, or the last block gathered beside the root "
-                       "unit, whichever is larger")),
+                       when(sym("custom_sharded_layers"),
+                            "simplification: the largest unit (a block, the root unit, or the token embedding or "
+                            "output layer as units of their own) gathered beside the clones",
+                            "simplification: the root unit's own clones, or the last block gathered beside the root "
+                            "unit, whichever is larger"))),
              when=both(TRAIN, sym("has_architecture"), SHARDS, isin(SAVE, *FSDP_SAVES)), transient=True),
     # DeepSpeed's 16-bit consolidation: one module's own parameters gathered at a time.
     PartRule("checkpoint/gathered_units", sym("largest_tensor") * bytes_of(sym("param_dtype")),

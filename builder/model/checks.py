@@ -355,6 +355,18 @@ CHECKS: tuple[Check, ...] = (
           fmt("gradient_as_bucket_view: a PyTorch DDP option; it needs training with dp > 1, zero 0 and no fsdp, "
               "not Megatron-LM (a Megatron precision or implementation megatron: it keeps its own grad buffer), no "
               "grad_accum_dtype (DeepSpeed) and no MS-AMP")),
+    # torchtune's custom_sharded_layers (builder.model.placement): units of FSDP's own, beside an architecture's blocks.
+    Check(both(sym("custom_sharded_layers"), either(negate(sym("fsdp")), ne(sym("mode"), "train"))),
+          fmt("custom_sharded_layers: the modules FSDP wraps as units of their own; it needs training with fsdp")),
+    Check(both(sym("custom_sharded_layers"), negate(ARCH)),
+          fmt("custom_sharded_layers: the token embedding and the output layer are an architecture's; give a model, "
+              "not a parameter count")),
+    # A tied output layer is the token embedding's weight: torchtune has no output module then (TiedLinear) and
+    # torchtitan wraps the embeddings, norm and head as one unit (torchtitan/distributed/fsdp.py at b5bcd76).
+    Check(both(sym("custom_sharded_layers"), sym("tied_embeddings")),
+          fmt("custom_sharded_layers: {0} ties its output layer to the token embedding, whose weight then has to stay "
+              "in one unit with it (torchtitan wraps them together; torchtune has no output module of its own): "
+              "leave the embeddings and the head in the root unit", sym("model_name"))),
     Check(both(eq(sym("fsdp"), "HYBRID_SHARD"), mod(SHARD_RANKS, HYBRID_GROUP)),
           fmt("fsdp_shard_group: the shard group ({0} ranks) must divide dp x cp = {1}", HYBRID_GROUP,
               SHARD_RANKS)),

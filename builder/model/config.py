@@ -14,6 +14,7 @@ from builder.model.architecture import Architecture
 from builder.model.cite import Cite
 from builder.model.checks import first_refusal
 from builder.model.expr import evaluate
+from builder.model.placement import CUSTOM_SHARDED_LAYERS
 from builder.model.overrides import CHOSEN, POLICY, POLICY_OVERRIDES, RULES as OVERRIDE_RULES
 from builder.model.units import DTYPE_BYTES
 
@@ -52,6 +53,8 @@ ATTENTION = ("eager", "sdpa", "flash")
 ACTIVATION_FORMULAS = ("ops", "korthikanti")
 IMPLEMENTATIONS = ("hf", "megatron", "torchtune")
 FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
+# The modules FSDP may wrap as units of their own (torchtune's custom_sharded_layers): builder.model.placement's
+# CUSTOM_SHARDED_LAYERS.
 PIPELINE_SCHEDULES = ("1f1b", "interleaved")
 OFFLOAD = ("none", "optimizer", "params", "both")
 LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
@@ -209,6 +212,9 @@ class Config:
     fsdp: str | None = None  # FSDP sharding strategy (overrides zero when set)
     fsdp_shard_group: int | None = None  # HYBRID_SHARD: ranks per shard group (default: gpus_per_node)
     gradient_as_bucket_view: bool = False  # PyTorch DDP's: each .grad a view of DDP's buckets, not a second copy
+    # torchtune's custom_sharded_layers (CUSTOM_SHARDED_LAYERS); none: the embeddings, final norm and output layer are
+    # the root unit
+    custom_sharded_layers: tuple[str, ...] = ()  # FSDP units of their own: tok_embeddings, output (none: in the root)
     tp: int = 1  # tensor-parallel ranks
     sequence_parallel: bool = False  # shard norms/dropouts along the sequence across TP ranks
     pp: int = 1  # pipeline stages
@@ -307,6 +313,9 @@ def validate_config(config: Config) -> None:
     for target in config.lora_targets:
         if target not in LORA_TARGETS:
             fail("lora_targets", f"{target!r} is not one of {', '.join(LORA_TARGETS)}")
+    for layer in config.custom_sharded_layers:
+        if layer not in CUSTOM_SHARDED_LAYERS:
+            fail("custom_sharded_layers", f"{layer!r} is not one of {', '.join(CUSTOM_SHARDED_LAYERS)}")
     if config.fsdp_shard_group is not None and config.fsdp_shard_group < 1:
         fail("fsdp_shard_group", f"must be at least 1 (or unset: gpus_per_node), got {config.fsdp_shard_group}")
     for option in ("allocator_reserve", "overhead_fraction"):

@@ -16,7 +16,7 @@ from typing import Any
 from builder.model.architecture import Architecture, param_count, shape_with_tensors
 from builder.model.config import Config, _shard_stage
 from builder.model.expr import exact
-from builder.model.placement import HOLDING, Stage, stages_of
+from builder.model.placement import CUSTOM_SHARDED_LAYERS, HOLDING, Stage, stages_of
 from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS, UNSET as BUCKET_UNSET
 from builder.model.ranges import RANGE_OF
 from builder.model.units import DTYPE_BYTES
@@ -56,6 +56,7 @@ def _config_inputs(config: Config) -> dict[str, Any]:
             "dp": config.dp, "tp": config.tp, "pp": config.pp, "cp": config.cp, "ep": config.ep,
             "shard_stage": _shard_stage(config), "fsdp": config.fsdp or "",
             "fsdp_shard_group": config.fsdp_shard_group or 0, "gpus_per_node": config.gpus_per_node,
+            "custom_sharded_layers": custom_layers_input(config.custom_sharded_layers),
             "offload": config.offload, "optimizer": config.optimizer, "optimizer_impl": config.optimizer_impl or "",
             "param_dtype": policy.param, "master_dtype": policy.master or "", "grad_dtype": policy.grad,
             "optimizer_state_dtype": policy.optimizer_state, "chosen_state_dtype": config.optimizer_state_dtype or "",
@@ -87,6 +88,12 @@ def _config_inputs(config: Config) -> dict[str, Any]:
             "overlap_comm": BUCKET_UNSET if config.overlap_comm is None else int(config.overlap_comm),
             "contiguous_gradients": int(config.contiguous_gradients),
             **ASSUMED_NONE}
+
+
+def custom_layers_input(layers: tuple[str, ...]) -> str:
+    """torchtune's custom_sharded_layers as the rules read them: one text, the names listed in
+    CUSTOM_SHARDED_LAYERS' order joined by commas ("" for none), the calculator's choice for the same layout."""
+    return ",".join(name for name in CUSTOM_SHARDED_LAYERS if name in layers)
 
 
 # The dtype sizes as the rules read them (expr.exact): whole sizes as ints, the same values. config_inputs keeps

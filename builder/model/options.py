@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from builder.model.buckets import DEFAULTS as BUCKET_DEFAULTS, MEANINGS as BUCKET_MEANINGS
-from builder.model.config import (ACTIVATION_FORMULAS, ATTENTION, CHECKPOINT_SAVES, FSDP_STRATEGIES, IMPLEMENTATIONS,
-                                  KBIT_PREPARE, LORA_TARGETS, LOSSES, MODES, OFFLOAD, OPTIMIZER_IMPLS, OPTIMIZERS,
-                                  PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
+from builder.model.config import (ACTIVATION_FORMULAS, ATTENTION, CHECKPOINT_SAVES, CUSTOM_SHARDED_LAYERS,
+                                  FSDP_STRATEGIES, IMPLEMENTATIONS, KBIT_PREPARE, LORA_TARGETS, LOSSES, MODES, OFFLOAD,
+                                  OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
 from builder.model.ranges import RANGE_OF, Range
 from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, MODEL_DTYPES, QUANTIZATION_DTYPES
 from builder.model.units import DTYPE_BYTES, clip, parse_count, parse_size
@@ -297,6 +297,11 @@ OPTIONS: tuple[Option, ...] = (
        "DDP run only (--dp above 1, no --zero or --fsdp)", "parallel", default=False, url="gradient_as_bucket_view",
        source="pytorch-2-13"),
     _o("fsdp_shard_group", "count", "HYBRID_SHARD group size", "parallel", optional=True),
+    _o("custom_sharded_layers", "names", f"with --fsdp: comma list of {', '.join(CUSTOM_SHARDED_LAYERS)}, the "
+       "modules FSDP wraps as units of their own before the blocks and the root (torchtune's custom_sharded_layers; "
+       "torchtitan wraps both, its output layer with the final norm); default none: the embeddings, final norm and "
+       "output layer stay in the root unit, gathered through the whole step", "parallel", default=(),
+       choices=CUSTOM_SHARDED_LAYERS, metavar="NAMES", url="custom_sharded_layers", source="torchtune-shard-model"),
     _o("tp", "count", "tensor-parallel ranks", "parallel", default=1, url="tp"),
     _o("sequence_parallel", "flag", "Megatron sequence parallelism (with --tp)", "parallel", default=False,
        url="sequence_parallel"),

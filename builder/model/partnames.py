@@ -87,6 +87,10 @@ PART_NAMES: dict[str, str] = {
     "comm/reduce_bucket": "Gradient reduce bucket",
     "comm/reduce_scatter_input": "Reduce-scatter input",
     "comm/root_grads": "Root unit gradients",
+    "comm/gathered_output": "Gathered output layer",
+    "comm/output_reduce_scatter_input": "Output layer reduce-scatter input",
+    "comm/gathered_embeddings": "Gathered token embedding",
+    "comm/embedding_grads": "Token embedding gradients",
     # Saving a checkpoint (checkpoint)
     "checkpoint/state_dict_copies": "State dict copies",
     "checkpoint/gathered_units": "Units gathered for the save",

@@ -19,8 +19,8 @@ from builder.model.estimator import breakdown_of, estimate, overhead_parts, stag
 from builder.model.gradbuffers import KEPT_NOTE
 from builder.model.inputs import run_key
 from builder.model.paging import PAGED_PARTS, RESIDENT_NOTE
-from builder.model.step import (ACCUMULATE, AUTOGRAD, MOMENT_PARTS, MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, PHASES,
-                                STEP, TRANSIENTS)
+from builder.model.step import (ACCUMULATE, AT_PHASE_NOTES, AUTOGRAD, MOMENT_PARTS, MOMENT_PHASES, NOT_SAVED,
+                                PHASE_TITLES, PHASES, STEP, TRANSIENTS)
 
 __all__ = ["NOT_SAVED", "PHASES", "Phase", "Need", "phases", "phases_of", "peak", "need", "assess", "unmodelled"]
 
@@ -88,6 +88,9 @@ def _named(live: dict, named: dict[str, Part], phase: str, op: str, env: dict) -
         return Part(name, amount, part.formula, part.source, part.per_unit, KEPT_NOTE)
     if live["accumulated"]:
         return Part(name, amount, part.formula, ACCUMULATE, part.per_unit, "held across micro-batches",
+                    rate=part.rate)
+    if amount != part.bytes and (phase, name) in AT_PHASE_NOTES:
+        return Part(name, amount, part.formula, part.source, part.per_unit, AT_PHASE_NOTES[phase, name],
                     rate=part.rate)
     if amount != part.bytes and env.get("paged") and name in PAGED_PARTS:
         return Part(name, amount, part.formula, part.source, part.per_unit, RESIDENT_NOTE, rate=part.rate)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import combinations
 from typing import Any, Mapping
 
 from builder.model.expr import (both, ceil, either, eq, evaluate, exact, isin, minimum, ne, negate, row, sym, table,
@@ -64,6 +65,23 @@ def _in_one_block(condition: Any) -> Any:
                                                 sym("dim0") * sym("rest") * sym("count") / TP_SHARE, 0))
 
 
+# The modules FSDP may wrap as units of their own, before the blocks and the root, in torchtune's words
+# (custom_sharded_layers: recipes/full_finetune_distributed.py _setup_model and torchtune/training/_distributed.py
+# shard_model at 30b8519, which calls fully_shard on every module whose name is listed;
+# recipes/configs/llama3_1/70B_full.yaml lists both). torchtitan wraps both in every untied decoder
+# (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder at b5bcd76: tok_embeddings, then norm with lm_head).
+CUSTOM_SHARDED_LAYERS = ("tok_embeddings", "output")
+# torchtune's custom_sharded_layers as the rules read them (builder.model.inputs.custom_layers_input): every
+# selection of CUSTOM_SHARDED_LAYERS, in their order, joined by commas.
+CUSTOM_LAYOUTS = tuple(",".join(chosen) for size in range(1, len(CUSTOM_SHARDED_LAYERS) + 1)
+                       for chosen in combinations(CUSTOM_SHARDED_LAYERS, size))
+
+
+def custom_layer(name: str) -> Any:
+    """Whether the run wraps module `name` (one of CUSTOM_SHARDED_LAYERS) as an FSDP unit of its own."""
+    return isin(sym("custom_sharded_layers"), *(layout for layout in CUSTOM_LAYOUTS if name in layout.split(",")))
+
+
 HOLDING = RuleSet(symbols={
     # One block's parameters on this GPU (an FSDP unit), its experts', its linear layers' (not norms: what 4-bit
     # quantisation touches) and of those its weight matrices alone (biases left out).
@@ -84,6 +102,16 @@ HOLDING = RuleSet(symbols={
                       sym("vocab_rows") + sym("position_embeddings") * sym("hidden"), 0)
     + when(sym("stage_has_head"), sym("hidden") * NORM_TENSORS
            + when(either(negate(sym("tied_embeddings")), negate(sym("stage_has_embedding"))), sym("vocab_rows"), 0), 0),
+    # The modules FSDP wraps as units of their own before the blocks and the root (torchtune's custom_sharded_layers:
+    # torchtune/training/_distributed.py shard_model at 30b8519 calls fully_shard on each module whose name is
+    # listed, then on every block, then on the model; torchtitan/distributed/fsdp.py apply_fsdp_to_decoder at
+    # b5bcd76 wraps tok_embeddings, and norm with lm_head): the token embedding on the stage that has it, the output
+    # layer on the stage with the head (untied: builder.model.checks refuses tied embeddings). The root unit FSDP
+    # keeps is what no unit of its own took: the final norm (with torchtitan, in the output layer's unit: a hidden-
+    # sized vector, left in the root here) and learned position embeddings.
+    "embedding_unit": when(both(custom_layer("tok_embeddings"), sym("stage_has_embedding")), sym("vocab_rows"), 0),
+    "output_unit": when(both(custom_layer("output"), sym("stage_has_head")), sym("vocab_rows"), 0),
+    "fsdp_root": sym("root_unit") - sym("embedding_unit") - sym("output_unit"),
     # Without an architecture (a raw parameter count) every parameter is dense and linear.
     "dense": when(sym("has_architecture"),
                   (sym("layer_unit") - sym("layer_expert")) * sym("stage_layers") + sym("root_unit"), sym("params")),

@@ -500,7 +500,40 @@ FSDP2_REDUCE_SCATTER_NOTE = ("simplification: counted inside every layer's backw
 FSDP2_ROOT = (Cite("pytorch-fsdp2", "_fsdp_state.py _root_post_backward_final_callback")
               + ": the root unit reduces its gradients only at the end of backward")
 FSDP2_ROOT_NOTE = ("simplification: the root unit is the embeddings and the output layer (fully_shard on each block, "
-                   "then on the model); the embedding's own gradient, made last, is left out of the end of backward")
+                   "then on the model); the embedding's own gradient, made last, is counted at the end of backward "
+                   "on its own")
+# torchtune's custom_sharded_layers (builder.model.placement's embedding_unit and output_unit): the token embedding and
+# the output layer as FSDP units of their own, with the blocks' reshard_after_forward (torchtune's shard_model passes
+# the same to each; torchtitan's default policy reshards its tok_embeddings unit after the forward, not its norm and
+# lm_head unit). Read in PyTorch 2.13 (torch/distributed/fsdp/_fully_shard): a unit's pre-forward hook gathers it
+# (_fsdp_param_group.py FSDPParamGroup.pre_forward) and its post-forward frees it (post_forward, reshard); a hook on its
+# outputs gathers it again in the backward (_fsdp_state.py _pre_backward, FSDPParamGroup.pre_backward), which also
+# prefetches the unit that ran before it in the forward (_backward_prefetch: post_forward_order[index - 1]); the
+# RegisterPostBackwardFunction on its forward inputs runs its post_backward once their gradient is made: the reduce-
+# scatter, then the free (reshard_after_backward). So the output unit is gathered for its forward and its backward
+# only, and its gradient is reduce-scattered when its backward ends, its reduce-scatter input live until the last
+# block's post_backward; the embedding's input (token ids) needs no gradient, so its post_backward runs in the final
+# callback, as the root's, with its gradient made last. torchtune's chunked loss calls the output layer once a chunk:
+# each call gathers and frees it again, and its post_backward runs after every chunk's backward, but autograd sums the
+# chunks' weight gradients in the AccumulateGrad node's input buffer and sets .grad only once every chunk's has come
+# (torch/csrc/autograd/node.h: AccumulateGrad's sequence_nr is UINT64_MAX, so it runs as soon as it is ready), so
+# only the last post_backward finds a gradient and reduce-scatters it: the chunks' sum (gradients/head_sum) is as
+# without FSDP (measured on CPU with a fake process group: tests/test_fsdp_units.py).
+CUSTOM_UNITS = (Cite("torchtune-shard-model", "torchtune/training/_distributed.py shard_model")
+                + " (fully_shard on each module named in custom_sharded_layers, then each block, then the model); "
+                + Cite("torchtitan-fsdp-b5bcd76", "torchtitan/distributed/fsdp.py apply_fsdp_to_decoder"))
+FSDP2_GATHER = (Cite("pytorch-2-13", "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py FSDPParamGroup."
+                                     "pre_forward, post_forward and pre_backward")
+                + ": a unit is gathered for its forward, freed after it, gathered again for its backward")
+FSDP2_EMBEDDING_GRADS = (Cite("pytorch-2-13", "torch/distributed/fsdp/_fully_shard/_fsdp_state.py "
+                                              "_root_post_backward_final_callback")
+                         + ": a unit whose forward inputs need no gradient (the token ids: the root, or the token "
+                         "embedding's own unit) reduces its gradients in the final callback")
+FSDP2_OUTPUT_REDUCE = (Cite("pytorch-2-13", "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py "
+                                            "FSDPParamGroup.post_backward")
+                       + " (run by RegisterPostBackwardFunction on the unit's forward inputs) and _fsdp_collectives.py "
+                       "foreach_reduce: the output layer's gradient copied into a reduce-scatter input when its "
+                       "backward ends, kept until the next unit's post_backward")
 ZERO3_NOTE = ("simplification: DeepSpeed prefetches whole parameters, so a prefetch can pass the bucket by up to one "
               "parameter (left out), and the largest module's bias is left out")
 ZERO3_KEPT_NOTE = ("simplification: whole blocks from the last, the block that half the reuse distance falls in "
@@ -521,13 +554,20 @@ COMM = RuleSet(
                  "the last blocks, kept for their backward", fmt("{0}{1}", sym("zero3_assumed"), ZERO3_KEPT_NOTE),
                  when=both(sym("zero3_gathers"), sym("zero3_turn") > sym("zero3_now"))),
         PartRule("comm/gathered_params", when(WHOLE_STAGE, sym("stage_unsharded"),
-                                              2 * sym("layer_unit") + sym("root_unit")) * bytes_of(sym("param_dtype")),
+                                              2 * sym("layer_unit") + sym("fsdp_root")) * bytes_of(sym("param_dtype")),
                  when(WHOLE_STAGE, "the stage's parameters x bytes(param dtype)",
                       "(2 x one block + root unit) x bytes(param dtype)"),
-                 when(WHOLE_STAGE, PIPELINED_FSDP, FSDP), when(WHOLE_STAGE, "the whole stage", "2 blocks + root unit"),
+                 when(WHOLE_STAGE, PIPELINED_FSDP, when(sym("custom_sharded_layers"), fmt("{0}; {1}", FSDP, CUSTOM_UNITS),
+                                                        FSDP)),
+                 when(WHOLE_STAGE, "the whole stage", "2 blocks + root unit"),
                  when(WHOLE_STAGE, "pipeline parallelism keeps the stage's parameters unsharded through the schedule",
-                      "simplification: the block being computed and the prefetched one, plus the root unit "
-                      "(embeddings, head) that stays gathered"),
+                      fmt("simplification: the block being computed and the prefetched one, plus the root unit ({0}) "
+                          "that stays gathered",
+                          when(both(sym("embedding_unit"), sym("output_unit")),
+                               "the final norm: the token embedding and the output layer are units of their own",
+                               when(sym("embedding_unit"), "final norm, head: the token embedding is a unit of its own",
+                                    when(sym("output_unit"), "embeddings, final norm: the output layer is a unit of "
+                                                             "its own", "embeddings, head"))))),
                  when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"))),
         PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("stage_unsharded"), sym("layer_unit"))
                  * bytes_of(sym("gradient_reduce_dtype")),
@@ -558,8 +598,33 @@ COMM = RuleSet(
                  when=FSDP2_UNITS),
         PartRule("comm/root_grads", when(sym("stage_has_head"), sym("vocab_rows"), 0) * bytes_of(sym("param_dtype")),
                  "output layer's gradient x bytes(param dtype)", FSDP2_ROOT,
-                 fmt("the output layer's unsharded gradient ({0})", sym("param_dtype")), FSDP2_ROOT_NOTE,
-                 when=both(FSDP2_UNITS, sym("stage_has_head"), sym("stage_has_embedding"))),
+                 fmt("the output layer's unsharded gradient ({0})", sym("param_dtype")),
+                 when(sym("embedding_unit"), "simplification: the root unit is the final norm and the output layer "
+                                             "(the token embedding is a unit of its own)", FSDP2_ROOT_NOTE),
+                 when=both(FSDP2_UNITS, sym("stage_has_head"), sym("stage_has_embedding"), eq(sym("output_unit"), 0))),
+        # Units of their own (torchtune's custom_sharded_layers; CUSTOM_UNITS above): the output layer gathered for its
+        # backward and its gradient's reduce-scatter input, the token embedding gathered for its backward (prefetched
+        # during the first block's; its gradient, made last, is builder.model.step's transient).
+        PartRule("comm/gathered_output", sym("output_unit") * bytes_of(sym("param_dtype")),
+                 "output layer x bytes(param dtype)", fmt("{0}; {1}", FSDP2_GATHER, CUSTOM_UNITS),
+                 fmt("the output layer's unit ({0})", sym("param_dtype")),
+                 "gathered for its forward and for its backward only (with torchtune's chunked loss once a chunk); "
+                 "counted at the output layer's backward, a moment of the step with torchtune's chunked loss only",
+                 when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"), negate(WHOLE_STAGE),
+                           sym("output_unit") > 0)),
+        PartRule("comm/output_reduce_scatter_input", sym("output_unit") * bytes_of(sym("gradient_reduce_dtype")),
+                 "output layer's gradient x bytes(reduce dtype)", fmt("{0}; {1}", FSDP2_OUTPUT_REDUCE, CUSTOM_UNITS),
+                 fmt("the output layer's ({0})", sym("gradient_reduce_dtype")),
+                 "made when the output layer's backward ends, freed at the last block's post-backward: counted in the "
+                 "last layer's backward", when=both(FSDP2_UNITS, sym("output_unit") > 0)),
+        PartRule("comm/gathered_embeddings", sym("embedding_unit") * bytes_of(sym("param_dtype")),
+                 "token embedding x bytes(param dtype)", fmt("{0}; {1}", FSDP2_GATHER, CUSTOM_UNITS),
+                 fmt("the token embedding's unit ({0})", sym("param_dtype")),
+                 "gathered for its forward and for its backward only, prefetched during the first block's backward "
+                 "(where it stands for the prefetched block): counted there and at the end of backward",
+                 when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"), negate(WHOLE_STAGE),
+                           sym("embedding_unit") > 0)),
+
         # DeepSpeed ZeRO reduces gradients through buckets of its own size (builder.model.buckets).
         PartRule("comm/unsharded_grads", buckets.STAGE12_ELEMENTS * bytes_of(sym("param_dtype")),
                  when(sym("ds_contiguous"),

@@ -48,7 +48,8 @@ from builder.model.gradbuffers import KEPT_PARTS, SYMBOLS as GRAD_BUFFERS
 from builder.model.overheads import OVERHEADS
 from builder.model.paging import CODE_SHARE, PAGED, PAGED_IN_NOTE, PAGED_PARTS
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
-from builder.model.states import SHARDING, TRAIN
+from builder.model.placement import HOLDING
+from builder.model.states import FSDP2_EMBEDDING_GRADS, FSDP2_UNITS, SHARDING, TRAIN, WHOLE_STAGE
 from builder.model.buckets import DEEPSPEED_ENGINE
 
 LOSS = (Cite("transformers-loss", "src/transformers/loss/loss_utils.py ForCausalLMLoss") + " (logits.float(), "
@@ -126,21 +127,27 @@ LIVE = {
                 "comm/reduce_bucket", "saved", "activations/logits"),
     "backward_start": _IN_BACKWARD,
     # A chunked loss's backward has run (its saved log-probabilities are freed): the output layer's backward, chunk
-    # by chunk, summing the weight gradient of every chunk.
+    # by chunk, summing the weight gradient of every chunk. FSDP2: the output layer's unit when it is one of its own;
+    # the root unit's output-layer gradient is the sum being made (gradients/head_sum: .grad is set once every chunk's
+    # has come), so comm/root_grads is not live yet.
     "head_backward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
-                      "comm/reduce_bucket", "comm/root_grads", "saved_less_loss"),
+                      "comm/reduce_bucket", "comm/gathered_output", "saved_less_loss"),
     # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
-    # FSDP2: the previous block's reduce-scatter input and the root unit's output-layer gradient (builder.model.states).
-    "layer_backward": (*_IN_BACKWARD, "comm/reduce_scatter_input", "comm/root_grads", "stepping"),
+    # FSDP2: the previous block's reduce-scatter input and the root unit's output-layer gradient, or the output unit's
+    # reduce-scatter input (freed at the last block's post-backward) (builder.model.states).
+    "layer_backward": (*_IN_BACKWARD, "comm/reduce_scatter_input", "comm/root_grads",
+                       "comm/output_reduce_scatter_input", "stepping"),
     # Inside the first layer's backward: every gradient (less what that layer has not made yet), and of the
-    # saved tensors only the embedding's and the first layer's own (added per moment).
+    # saved tensors only the embedding's and the first layer's own (added per moment). FSDP2: the token embedding's
+    # unit, prefetched, when it is one of its own.
     "first_layer_backward": ("weights", "optimizer", "gradients", "kept", "comm/gathered_params",
                              "comm/unsharded_grads", "comm/reduce_bucket", "comm/reduce_scatter_input",
-                             "comm/root_grads", "activations/embedding"),
+                             "comm/root_grads", "comm/gathered_embeddings", "activations/embedding"),
     # After the first layer's backward, which freed the layer it recomputed: the recomputed layer is live here only
     # as the stand-in for that layer's backward where the op list has no moment inside it (RECOMPUTED_AT_END).
+    # FSDP2: the token embedding's unit, when it is one of its own (its gradient: TRANSIENTS).
     "backward_end": ("weights", "optimizer", "gradients", "kept", "comm/gathered_params", "comm/unsharded_grads",
-                     "comm/reduce_bucket", "comm/root_grads", "recomputed_at_end"),
+                     "comm/reduce_bucket", "comm/root_grads", "comm/gathered_embeddings", "recomputed_at_end"),
     "optimizer_step": ("weights", "optimizer", "gradients", "kept", "comm/reduce_bucket"),
     # Saving a checkpoint after the step (builder.model.checkpoint): the model states and the gradients (freed only by
     # the next step's zero_grad in the loop assumed here), no activations, and the save's own temporaries.
@@ -339,6 +346,14 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
     "layer_backward": (_stepping_in_backward(), _paging_in(inside_backward=True), _dequantised(backward=True)),
     "first_layer_backward": (_stepping_in_backward(), _paging_in(inside_backward=True), _dequantised(backward=True)),
     "backward_end": (
+        # FSDP2: the token embedding's unsharded gradient, made by its backward, the last of the step, and reduce-scattered
+        # only in the final callback by its unit (the root, or its own: its input, the token ids, needs no gradient).
+        # A tied embedding's is the temporaries below.
+        PartRule("comm/embedding_grads", HOLDING.symbols["vocab_rows"] * bytes_of(sym("param_dtype")),
+                 "token embedding's gradient x bytes(param dtype)", FSDP2_EMBEDDING_GRADS,
+                 fmt("the token embedding's unsharded gradient ({0})", sym("param_dtype")),
+                 "made by the embedding's backward, the last of the step",
+                 when=both(FSDP2_UNITS, EMBEDDING, negate(sym("tied_embeddings"))), transient=True),
         PartRule("gradients/tied_embedding_temporaries", 2 * sym("op_V") * sym("hidden") * sym("grad_bytes"),
                  "2 x V/t x h x bytes(grad)", TIED, "2 V x h gradients",
                  "unsharded: the sum is formed before any reduce-scatter",
@@ -428,6 +443,49 @@ FIRST_LAYER = (when(both(FRESH, FIRST_GRADIENTS), maximum(0, ceil(FIRST_GRADIENT
                + ceil(sum((get(sym("live"), g, 0) for g in LAYER_GROUPS), Expr("num", 0))) + ceil(sym("temporaries")))
 
 
+# FSDP2 at two moments where comm/gathered_params' two blocks (the block computed and the one prefetched) are not what
+# its hooks hold (builder.model.states' CUSTOM_UNITS; PyTorch 2.13 torch/distributed/fsdp/_fully_shard/_fsdp_state.py
+# _pre_backward and _fsdp_param_group.py _backward_prefetch: a unit's pre-backward prefetches the unit that ran before it
+# in the forward). At the output layer's backward (torchtune's chunked loss) no block is being computed and none has
+# made a gradient (its weights' or, with LoRA, its adapters'): with the output layer in the root unit, the root's pre-backward has prefetched the last block (one
+# block); with the output layer a unit of its own, each chunk's pre-backward prefetches the output layer itself (its
+# previous call) and the last block only at the first chunk's backward, the last to run, when one chunk's weight
+# gradient is being added to the sum, not two (no block). At the first block's backward with the token embedding a
+# unit of its own, the unit prefetched is the embedding's (comm/gathered_embeddings), not a block. Measured on CPU with
+# a fake process group: tests/test_fsdp_units.py.
+FSDP_BLOCK = HOLDING.symbols["layer_unit"] * bytes_of(sym("param_dtype"))
+# FSDP unit by unit (not a pipeline stage kept whole: builder.model.states' WHOLE_STAGE), fine-tuned whole or with LoRA.
+FSDP_UNITS = both(TRAIN, sym("has_architecture"), sym("fsdp"), negate(WHOLE_STAGE))
+AT_PHASE: dict[str, dict[str, Expr]] = {
+    "head_backward": {
+        "comm/gathered_params": when(both(FSDP_UNITS, sym("param_ranks") > 1),
+                                     ceil(sym("bytes") - when(_part("comm/gathered_output") > 0, 2, 1) * FSDP_BLOCK),
+                                     sym("bytes")),
+        "comm/unsharded_grads": when(FSDP_UNITS, 0, sym("bytes")),
+    },
+    "first_layer_backward": {
+        "comm/gathered_params": when(_part("comm/gathered_embeddings") > 0, ceil(sym("bytes") - FSDP_BLOCK),
+                                     sym("bytes")),
+    },
+}
+# What AT_PHASE changes, in words (builder.model.peak names the part so).
+AT_PHASE_NOTES = {
+    ("head_backward", "comm/gathered_params"): "FSDP2 at the output layer's backward: the root unit, and the last "
+                                               "block prefetched only while the output layer is in the root unit",
+    ("first_layer_backward", "comm/gathered_params"): "FSDP2 at the first block's backward: that block and the root "
+                                                      "unit; the token embedding's unit is the one prefetched",
+}
+
+
+def _at_phase(phase: str, bytes_: Expr) -> Expr:
+    """A part's bytes at `phase` (a row of `parts` in scope): AT_PHASE's where it changes the part, else `bytes_`."""
+    changed = AT_PHASE.get(phase, {})
+    rule = bytes_
+    for name, amount in changed.items():
+        rule = when(eq(sym("name"), name), amount, rule)
+    return rule
+
+
 def _rows(phase: str) -> Expr:
     """The parts live at `phase`, as rows {name, bytes, accumulated, kept}: the parts LIVE selects (inside a layer,
     changed by the worst moment), the moment's own tensors (TRANSIENTS) and, inside a layer, its tensors."""
@@ -439,13 +497,13 @@ def _rows(phase: str) -> Expr:
     moment = sym(f"moment_{phase}")
     kind = MOMENT_PHASES.get(phase)
     if kind is None:
-        held = each(sym("step_parts"), row(selected, name=sym("name"), bytes=sym("bytes"), accumulated=accumulated,
-                                           kept=kept))
+        held = each(sym("step_parts"), row(selected, name=sym("name"), bytes=_at_phase(phase, sym("bytes")),
+                                           accumulated=accumulated, kept=kept))
         extra = table()
     elif phase == "first_layer_backward":
         held = each(sym("step_parts"), row(selected, name=sym("name"), accumulated=accumulated, kept=kept, bytes=when(
             both(FRESH, eq(sym("name"), "gradients")),
-            maximum(0, ceil(sym("bytes") - within(moment, UNMADE))), sym("bytes"))))
+            maximum(0, ceil(sym("bytes") - within(moment, UNMADE))), _at_phase(phase, sym("bytes")))))
         extra = table(row(1, name="activations/first_layer",
                           bytes=ceil(within(moment, sum((get(sym("live"), g, 0) for g in LAYER_GROUPS),
                                                         Expr("num", 0))))),

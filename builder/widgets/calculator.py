@@ -33,6 +33,7 @@ from builder.model.config import CHECKPOINT_SAVES, FSDP_STRATEGIES, OPTIMIZER_IM
 from builder.model.inputs import config_inputs, run_inputs
 from builder.model.partrules import RuleSet
 from builder.model.partnames import PART_NAMES, reader_name
+from builder.model.placement import CUSTOM_LAYOUTS
 from builder.model.peak import Need, assess, need
 from builder.model.states import SHARDING as STATE_SHARDING
 from builder.model.questions import VERDICTS, Fit, max_micro_batch, max_seq_len
@@ -287,11 +288,15 @@ SERVE_CONTROLS = (
 # stage 3 only (widgets.css hides them otherwise); DeepSpeed ZeRO's gradient buckets (builder.model.buckets) with a
 # ZeRO stage and no FSDP strategy (overlap_comm's default depends on the stage); PyTorch DDP's
 # gradient_as_bucket_view with none (the model refuses it without data parallelism, builder.model.checks).
-ZERO3_SHOWN, BUCKETS_SHOWN, DDP_SHOWN = "zero3", "deepspeed", "ddp"
+ZERO3_SHOWN, BUCKETS_SHOWN, DDP_SHOWN, FSDP_SHOWN = "zero3", "deepspeed", "ddp", "fsdp"
 PARALLEL_CONTROLS = (
     of("zero", "ZeRO / FSDP", "train", tuple(SHARDING.items()), kind="select"),
     of("offload", "CPU offload", "train"),
     of("checkpoint_save", "Checkpoint save", "train", tuple(SAVE_WORDS.items())),
+    # torchtune's custom_sharded_layers (builder.model.placement): FSDP units of their own, shown with an FSDP strategy.
+    of("custom_sharded_layers", "FSDP units of their own", FSDP_SHOWN,
+       (("none", "none: the embeddings and head in the root unit"), *_pairs(CUSTOM_LAYOUTS)),
+       hint="torchtune's custom_sharded_layers"),
     of("gradient_as_bucket_view", "DDP gradients as bucket views", DDP_SHOWN, hint="gradient_as_bucket_view"),
     # DeepSpeed ZeRO-3's own limits (builder.model.zero3), in its config's words, shown with ZeRO stage 3 only.
     *(of(option, label, ZERO3_SHOWN, low=int(RANGE_OF[option].low), high=int(RANGE_OF[option].high), hint=option)
@@ -368,7 +373,7 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                **{option: str(default) for option, default in ZERO3_OPTIONS.items()},
                **{option: str(default) for option, default in BUCKET_OPTIONS.items()}, "overlap_comm": "default",
                "contiguous_gradients": "1", "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), KEY["zero"]: "0", "offload": "none",
-               "checkpoint_save": _PLAIN.checkpoint_save, "gradient_as_bucket_view": "0",
+               "checkpoint_save": _PLAIN.checkpoint_save, "gradient_as_bucket_view": "0", "custom_sharded_layers": "none",
                "dp": "1", "tp": "1", KEY["sequence_parallel"]: "0", "pp": "1", KEY["pp_virtual_stages"]: "1", "cp": "1",
                "ep": "1", KEY["overhead_fraction"]: "0"}
 # Controls that mean something in one mode only ('train' or 'serve'): in the other mode they are

@@ -8,7 +8,8 @@ builder.model.ranges' `unset` for a number): the controls whose key is not the o
 takes its key from the option table's `url`: KEY; the serving weights' dtype, WEIGHTS, is the form's own), the
 "policy"/"default"/"auto" choices that leave an option unset, and the gating of the fields
 that count only in some runs (DeepSpeed ZeRO-3's limits with stage 3 only; DeepSpeed's gradient buckets with a
-ZeRO stage, no FSDP strategy and not Megatron-LM; DDP's gradient_as_bucket_view with no sharding).
+ZeRO stage, no FSDP strategy and not Megatron-LM; DDP's gradient_as_bucket_view with no sharding; FSDP's units of their
+own with an FSDP strategy).
 `config_from_state` builds the Config from them. RUN_RULES add what builder.model.inputs.config_inputs works out
 from such a Config (the ZeRO stage a sharding choice amounts to, the precision policy's dtypes with the form's
 overrides, the GPUs a run uses), so the script gets the run's inputs from the same rules
@@ -106,6 +107,9 @@ FORM_RULES = RuleSet(symbols={
     "pp_virtual_stages": form(KEY["pp_virtual_stages"]),
     "pp_schedule": when(form(KEY["pp_virtual_stages"]) > 1, "interleaved", "1f1b"),
     "gradient_as_bucket_view": both(TRAIN, eq(form(KEY["zero"]), DDP_SHARD), form("gradient_as_bucket_view")),
+    # torchtune's custom_sharded_layers, as the rules read it (builder.model.inputs.custom_layers_input), with an FSDP
+    # strategy only.
+    "custom_sharded_layers": when(both(TRAIN, _FSDP), _unless("custom_sharded_layers", "none"), ""),
     **{option: when(both(eq(form(KEY["zero"]), ZERO3_SHARD), ne(form(option), default)), form(option), ZERO3_UNSET)
        for option, default in ZERO3_OPTIONS.items()},
     **{option: when(both(_DEEPSPEED, ne(form(option), default)), form(option), BUCKET_UNSET)
@@ -182,6 +186,8 @@ def config_values(state: Mapping[str, str], types: Mapping[str, str]) -> dict[st
             values[option] = float(value)
         elif kind.type in ("count", "stage"):
             values[option] = int(value)
+        elif kind.type == "names":
+            values[option] = tuple(name for name in value.split(",") if name)
         else:
             values[option] = value
     return values

@@ -265,7 +265,8 @@ def test_every_control_by_keyboard(calculator):
     for name in names:
         page.evaluate(SET_STATE, [WIDGET, base])
         field = page.locator(f"{WIDGET} [name={name}]")
-        for reveal in ({"sharding": "0"}, {"mode": "serve"}):  # DDP's field shows with no sharding; serving's in serving
+        # DDP's field shows with no sharding, FSDP's units with an FSDP strategy, serving's fields in serving.
+        for reveal in ({"sharding": "0"}, {"sharding": "FULL_SHARD"}, {"mode": "serve"}):
             if not field.is_visible():
                 page.evaluate(SET_STATE, [WIDGET, reveal])
         before = page.evaluate(READ, WIDGET)["state"]
@@ -684,6 +685,27 @@ def test_ddp_gradient_as_bucket_view_shows_and_counts_with_no_sharding_only(calc
     one = set_state(page, base | {"sharding": "1", "gradient_as_bucket_view": "1"})
     assert not page.locator(field).is_visible()
     assert one["need"] == set_state(page, base | {"sharding": "1"})["need"]
+
+
+def test_fsdp_units_of_their_own_show_and_count_with_fsdp_only(calculator):
+    """torchtune's custom_sharded_layers (torchtune/training/_distributed.py shard_model at 30b8519) shows with an FSDP
+    strategy only; there the token embedding and the output layer, units of their own, leave the root unit and change
+    the output layer's backward with torchtune's chunked loss exactly as Python's model does (PyTorch 2.13 FSDP2's
+    hooks, tests/test_fsdp_units.py), and with ZeRO stage 3 they neither show nor count."""
+    page, data, _ = calculator
+    field = f"{WIDGET} [name=custom_sharded_layers]"
+    base = data["defaults"] | {"model": "llama-3-8b", "mode": "train", "dp": "8", "sharding": "FULL_SHARD",
+                               "loss": "chunked", "recompute": "full"}
+    root = set_state(page, base)
+    assert page.locator(field).is_visible()
+    units = set_state(page, base | {"custom_sharded_layers": "tok_embeddings,output"})
+    want = expected(units["state"], data["shown"])
+    assert units["need"] == want["need"] and units["need"] < root["need"]
+    assert [p[:2] for p in units["parts"]] == [[p["name"], p["bytes"]] for p in want["parts"]]
+    assert "comm/gathered_output" in [p[0] for p in units["parts"]]
+    zero3 = set_state(page, base | {"sharding": "3", "custom_sharded_layers": "tok_embeddings,output"})
+    assert not page.locator(field).is_visible()
+    assert zero3["need"] == set_state(page, base | {"sharding": "3"})["need"]
 
 
 # Issue 13: the optimizer states' and the accumulation's dtypes, as the command line and a page's settings take them --
