@@ -486,6 +486,9 @@ def render_table(breakdown, needed: Need, config: Config, gpus: dict[str, Gpu], 
         lines.append(f"  {part.name:<{width}}  {part.bytes / divisor:10.2f}  {part.per_unit}")
     lines.append(f"  {'sum of parts':<{width}}  {breakdown.total / divisor:10.2f}")
     lines.append(f"  {'need':<{width}}  {needed.bytes / divisor:10.2f}  {needed.basis}")
+    between = need_against_sum(breakdown, needed, divisor)
+    if between:
+        lines.append(f"  {'':<{width}}  {between}")
     if breakdown.host_parts:
         lines.append(f"  host memory per node: {format_bytes(breakdown.host_total, unit, 2)}")
     targets = [gpus[gpu_id]] if gpu_id else list(gpus.values())
@@ -503,6 +506,29 @@ def render_table(breakdown, needed: Need, config: Config, gpus: dict[str, Gpu], 
         lines.append("")
         lines.extend(f"  note: {n}" for n in notes)
     return "\n".join(lines)
+
+
+def need_against_sum(breakdown, needed: Need, divisor: int) -> str:
+    """How the peak moment differs from the sum of parts, part by part (training; '' when they agree or the moment is
+    not the reported stage's): what was freed by then and what exists only then, such as the optimizer step's
+    temporaries, so that a need above or below the sum has its reason on show."""
+    if needed.peak is None or needed.peak.total != needed.bytes:
+        return ""
+    held, live = {}, {}
+    for part in breakdown.parts:
+        held[part.name] = held.get(part.name, 0) + part.bytes
+    for part in needed.peak.parts:
+        live[part.name] = live.get(part.name, 0) + part.bytes
+    change = {name: live.get(name, 0) - held.get(name, 0) for name in held.keys() | live.keys()}
+    made = sorted(((delta, name) for name, delta in change.items() if delta > 0), reverse=True)
+    freed = -sum(delta for delta in change.values() if delta < 0)
+    if breakdown.total + sum(delta for delta, _ in made) - freed != needed.bytes or not (made or freed):
+        return ""
+    words = [f"- {freed / divisor:.2f} not held then"] if freed else []
+    words += [f"+ {delta / divisor:.2f} {name}" for delta, name in made[:3]]
+    if len(made) > 3:
+        words.append(f"+ {sum(delta for delta, _ in made[3:]) / divisor:.2f} in {len(made) - 3} more")
+    return "= sum of parts " + " ".join(words) + " (--phases lists every moment)"
 
 
 def describe_answer(answer: dict) -> str:

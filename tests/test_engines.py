@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -168,6 +169,18 @@ def test_cli_speaks_vllms_flags_and_words(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["kv_cache_tokens"] == data["num_blocks"] * 16 and data["fits"]
     assert set(data["parts"]) >= {"weights", "activations/profile_peak", "overhead/non_torch", "kv_cache"}
+
+
+def test_the_serving_page_quotes_what_its_command_prints(capsys):
+    """content/serving.md quotes the command's own two lines for the Qwen3-14B example (a whole H100 at vLLM's
+    default utilisation), beside the published log's, which need the log's --kv-cache-memory."""
+    page = " ".join((Path(__file__).parents[1] / "content" / "serving.md").read_text().split())
+    assert main(["estimate", "--model", "qwen3-14b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
+                 "--max-model-len", "32768"]) == 0
+    out = capsys.readouterr().out
+    memory = out.split("Available KV cache memory: ")[1].split(" GiB")[0]
+    tokens, times = out.split("GPU KV cache size: ")[1].split(" tokens")[0], out.split("per request: ")[1].split()[0]
+    assert f"gives `Available KV cache memory: {memory} GiB` and {tokens} tokens ({times})" in page
 
 
 @pytest.mark.parametrize("argv, message", [

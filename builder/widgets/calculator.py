@@ -81,7 +81,7 @@ OTHER_UNIT = {"GiB": "GB", "GB": "GiB"}
 # tokens, selective recomputation counted by Korthikanti's 34sbh, plus a flat 10 % framework overhead: 161.4 GB
 # (content/calculator.md, "Overheads are assumptions").
 STARTS = (
-    ("classic-8b", "Llama 3 8B, one GPU, the classic recipe (161.4 GB)",
+    ("classic-8b", "Llama 3 8B, one GPU, the classic recipe (sum of parts 161.4 GB)",
      {"model": "llama-3-8b", "precision": "bf16-mixed", "optimizer": "adam", "micro_batch": 1, "seq_len": 4096,
       "recompute": "selective", "activation_formula": "korthikanti", "overhead_fraction": 0.1}, {"unit": "GB"}),
     ("fsdp-8b", "Llama 3 8B, FSDP on 8 GPUs",
