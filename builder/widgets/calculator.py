@@ -119,16 +119,19 @@ SEARCHES = {"train": [["micro_batch", SEARCH_LIMITS["micro_batch"], ""], ["seq_l
 STEPS = {"seq_len": "cp"}
 # The parallel ranks the summary names when above 1, and the inputs its run text shows (TEXTS["train"], ["serve"]).
 LAYOUT = ("dp", "tp", "pp", "cp", "ep")
-RUN_TEXT = {"train": ["optimizer", "lora_rank", "qlora", "micro_batch", "seq_len"], "serve": ["", "", "", "batch", "context"]}
+RUN_TEXT = {"train": ["optimizer", "lora_rank", "qlora", "micro_batch", "seq_len", "recompute"],
+            "serve": ["", "", "", "batch", "context", ""]}
 # The texts the widget shows, as str.format templates: the functions below fill them for the
 # server-rendered figure, and the script fills the same templates (sent with its data).
 TEXTS = {
     "summary": "{0} ({1} parameters), {2}, {3}: needs {4} ({5}) per GPU, {6}; sum of parts {7}; {8}.",
     "invalid": "{0}: not a valid configuration: {1}",
     "custom": "Custom model",
-    "train": "training, {0}, {1}{2}, micro-batch {3} x {4} tokens",
+    "train": "training, {0}, {1}{2}, micro-batch {3} x {4} tokens{5}",
     "lora": ", LoRA rank {0}{1}",
     "qlora": " (QLoRA)",
+    # The recomputation a training run uses, in the control's words (none: nothing said).
+    "recompute": {value: f", recompute {value}" if value != "none" else "" for value in RECOMPUTE},
     "serve": "serving {0} weights, {1} x {2} tokens",
     "verdict": "{0} ({1} usable): {2}",
     "host": "Host memory per node for offloaded states: {0}",
@@ -489,10 +492,11 @@ def layout_text(state: dict[str, str], config: Config) -> str:
 
 def run_text(config: Config) -> str:
     """What runs, in words: 'training, bf16-mixed, adamw, micro-batch 1 x 4,096 tokens'."""
-    optimizer, rank, qlora, batch, length = (getattr(config, name) if name else None for name in RUN_TEXT[config.mode])
+    optimizer, rank, qlora, batch, length, recompute = (getattr(config, name) if name else None
+                                                         for name in RUN_TEXT[config.mode])
     if config.mode == "train":
         lora = TEXTS["lora"].format(rank, TEXTS["qlora"] if qlora else "") if rank else ""
-        return TEXTS["train"].format(config.precision, optimizer, lora, batch, f"{length:,}")
+        return TEXTS["train"].format(config.precision, optimizer, lora, batch, f"{length:,}", TEXTS["recompute"][recompute])
     return TEXTS["serve"].format(config.param_dtype, batch, f"{length:,}")
 
 
