@@ -143,16 +143,13 @@ def refusal_of(report: EngineReport, given: frozenset = frozenset()) -> str | No
 
 def question_of(args: argparse.Namespace) -> str | None:
     """What is wrong with `--max` under `--engine` (one line for the usage error), or None: the question must be
-    the engine's own, its target given where it needs one, and the setting it searches left out."""
+    the engine's own and the setting it searches left out."""
     own = [q.name for q in QUESTIONS.values() if q.engine == args.engine]
     question = QUESTIONS.get(args.max)
     if not own:
         return f"argument --max: --engine {args.engine} answers no reverse question; leave --max out"
     if question is None or question.engine != args.engine:
         return f"argument --max: {args.max} is not a question under --engine {args.engine}; ask {', '.join(own)}"
-    if question.needs and getattr(args, question.needs) is None:
-        return (f"argument --max: {args.max} needs --{question.needs.replace('_', '-')}, the concurrency target it "
-                "holds")
     if getattr(args, question.setting) != args.estimate_parser.get_default(question.setting):
         flag = "--tp" if question.setting == "tp" else question.flag
         return f"argument {flag}: --max {args.max} searches it; leave {flag} out"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from fractions import Fraction
 
 import pytest
@@ -257,6 +258,34 @@ def test_largest_length_for_one_request_is_vllms_estimated_maximum_model_length(
     assert low <= estimated <= high and high - low <= 64
 
 
+@pytest.mark.parametrize("engine, question, target", [("vllm", "max-model-len", "--max-num-seqs"),
+                                                    ("sglang", "context-length", "--max-running-requests")])
+def test_a_length_asked_without_a_target_is_the_one_the_engine_starts_with(capsys, engine, question, target):
+    """Without the concurrency target, the largest length is the one the engine starts with: one request of it fits
+    (vLLM's kv_cache_utils.py check_enough_kv_cache_memory, SGLang's context_len against max_total_num_tokens), not
+    the engine's default batch of 256 requests held at once (128 tokens for Llama 3.1 8B on an L4 in vLLM)."""
+    base = ["estimate", "--model", "llama-3.1-8b", "--mode", "serve", "--engine", engine, "--gpu", "l4", "--json"]
+    assert main(base + ["--max", question]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert "starts (its KV" in alone["max"]["asks"]
+    tokens = alone["kv_cache_tokens"] if engine == "vllm" else alone["max_total_num_tokens"]
+    # One request takes the whole cache, to a block (vLLM: 16 tokens) or a page.
+    assert tokens - 16 < alone["max"]["value"] <= tokens
+    assert main(base + ["--max", question, target, "4"]) == 0
+    four = json.loads(capsys.readouterr().out)
+    assert "holds" in four["max"]["asks"] and "4 requests" in four["max"]["asks"]
+    assert four["max"]["value"] <= alone["max"]["value"] // 4
+
+
+def test_the_serving_page_quotes_its_example_answer(capsys):
+    """content/serving.md's example of --max max-model-len with --max-num-seqs 16 quotes what the command answers."""
+    page = " ".join((Path(__file__).parents[1] / "content" / "serving.md").read_text().split())
+    assert main(["estimate", "--model", "qwen3-14b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
+                 "--max-num-seqs", "16", "--max", "max-model-len", "--json"]) == 0
+    value = json.loads(capsys.readouterr().out)["max"]["value"]
+    assert f"--max-num-seqs 16 --max max-model-len` gives {value:,} tokens." in page
+
+
 def test_cli_answers_in_the_engines_words_and_json(capsys):
     base = ["estimate", "--model", "qwen3-14b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
             "--kv-cache-memory", "6.51GiB", "--max-num-seqs", "1"]
@@ -273,8 +302,6 @@ def test_cli_answers_in_the_engines_words_and_json(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--engine", "sglang", "--max", "context-length"],
-     "argument --max: context-length needs --max-running-requests, the concurrency target it holds"),
     (["--engine", "sglang", "--max", "max-model-len"],
      "argument --max: max-model-len is not a question under --engine sglang; ask context-length, "
      "max-running-requests, tp-size"),

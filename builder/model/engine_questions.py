@@ -2,8 +2,9 @@
 
 Three questions for vLLM and SGLang, each under the engine's own flag names (`--max QUESTION` on the command line):
 
-- the largest length for a concurrency target: vLLM's `max-model-len` (its KV cache holds `--max-num-seqs`
-  requests of that many tokens at once), SGLang's `context-length` (the pool holds `--max-running-requests`);
+- the largest length: vLLM's `max-model-len`, SGLang's `context-length`, at which the engine starts (its KV cache
+  holds one request of that many tokens, the check both engines make at start-up), or, where the concurrency target
+  is given (`--max-num-seqs`, `--max-running-requests`), that many requests at once;
 - the largest concurrency for a length: vLLM's `max-num-seqs`, SGLang's `max-running-requests` (that many
   requests of `--max-model-len` / `--context-length` tokens fit at once);
 - the fewest GPUs for a length: vLLM's `tensor-parallel-size`, SGLang's `tp-size` (the smallest tensor-parallel
@@ -73,7 +74,11 @@ class Question:
     kind: str  # 'length' or 'requests' (the largest value that holds), 'tp' (the smallest degree that holds)
     holds: Callable[[dict[str, Any], int], bool]  # (the engine's values, the concurrency target) -> it holds
     words: str  # the question in words, with {target} (the concurrency target) and {length} (tokens per request)
-    needs: str = ""  # an engine option the question needs given (its concurrency target)
+    # A length question asked without its concurrency target: the target is one request (the engine starts), in
+    # these words. The engine's own default target (vLLM's 256 or 1,024 sequences a step) is a batch size for its
+    # scheduler, not a promise that so many full-length requests fit: it would answer 128 tokens for Llama 3.1 8B on
+    # an L4, which starts vLLM with 35,424 tokens of KV cache.
+    alone: str = ""
 
     @property
     def target(self) -> str:
@@ -93,7 +98,9 @@ class Question:
 
 QUESTIONS: dict[str, Question] = {q.name: q for q in (
     Question("max-model-len", "vllm", "max_model_len", "length", holds_target,
-             "the largest --max-model-len whose KV cache holds --max-num-seqs {target} requests of that length at once"),
+             "the largest --max-model-len whose KV cache holds --max-num-seqs {target} requests of that length at once",
+             alone="the largest --max-model-len at which vLLM starts (its KV cache holds one request of that length; "
+                   "give --max-num-seqs to hold that many at once)"),
     Question("max-num-seqs", "vllm", "max_num_seqs", "requests", holds_requests,
              "the largest --max-num-seqs whose requests of --max-model-len {length} tokens all fit in the KV cache at "
              "once"),
@@ -102,7 +109,9 @@ QUESTIONS: dict[str, Question] = {q.name: q for q in (
              "{length}"),
     Question("context-length", "sglang", "context_length", "length", holds_target,
              "the largest --context-length whose KV pool holds --max-running-requests {target} requests of that "
-             "length at once", needs="max_running_requests"),
+             "length at once",
+             alone="the largest --context-length at which SGLang starts (its KV pool holds one request of that "
+                   "length; give --max-running-requests to hold that many at once)"),
     Question("max-running-requests", "sglang", "max_running_requests", "requests", holds_requests,
              "the largest --max-running-requests whose requests of --context-length {length} tokens all fit in the "
              "KV pool at once"),
@@ -124,12 +133,13 @@ class EngineAnswer:
     question: Question
     value: int | None
     report: EngineReport
+    alone: bool = False  # a length question asked without its concurrency target (Question.alone)
 
     @property
     def text(self) -> str:
         """The question in words, with the target or length it was asked for."""
         v, q = self.report.values, self.question
-        return q.words.format(target=f"{v[q.target]:,}", length=f"{v[q.length]:,}",
+        return (q.alone if self.alone else q.words).format(target=f"{v[q.target]:,}", length=f"{v[q.length]:,}",
                               new=f"{v.get('max_new_tokens', 0):,}")
 
 
@@ -155,8 +165,8 @@ def answer(name: str, config: Any, settings: EngineSettings, gpu_total: int, gpu
         own = ", ".join(q.name for q in QUESTIONS.values() if q.engine == settings.engine)
         raise ValueError(f"max: {name} is a question of --engine {question.engine}; under --engine {settings.engine} "
                          f"ask {own}")
-    if question.needs and getattr(settings, question.needs) is None:
-        raise ValueError(f"max: {name} needs --{question.needs.replace('_', '-')}, the concurrency target")
+    target_setting = {"vllm": "max_num_seqs", "sglang": "max_running_requests"}.get(question.engine)
+    alone = bool(question.alone) and getattr(settings, target_setting) is None
 
     def report_at(value: int) -> EngineReport:
         if question.setting in ("tp", "batch"):  # the run's own, not an engine option
@@ -167,7 +177,7 @@ def answer(name: str, config: Any, settings: EngineSettings, gpu_total: int, gpu
 
     def holds(value: int) -> bool:
         # A length question keeps the asked target; a concurrency question's target is the value itself.
-        target = value if question.kind == "requests" else asked.values[question.target]
+        target = value if question.kind == "requests" else 1 if alone else asked.values[question.target]
         return question.holds(report_at(value).values, target)
 
     if question.kind == "length":
@@ -178,4 +188,4 @@ def answer(name: str, config: Any, settings: EngineSettings, gpu_total: int, gpu
         value = _last(holds, 1, limit)
     else:
         value = next((tp for tp in tensor_degrees(config.model) if holds(tp)), None)
-    return EngineAnswer(question, value, report_at(value) if value is not None else asked)
+    return EngineAnswer(question, value, report_at(value) if value is not None else asked, alone)
