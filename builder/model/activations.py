@@ -12,7 +12,8 @@ Two ways to count, chosen by the `activation_formula` input:
   - 'hf': Hugging Face transformers 5.23 modeling code under PyTorch 2.13 autograd,
     measured by `python -m builder validate` (content/validation/).
   - 'torchtune': the transformers list (torchtune's RMSNorm, rotary and SwiGLU save what transformers' do), with K
-    and V copied to every query head before any attention (torchtune/modules/attention.py, TORCHTUNE_CODE).
+    and V copied to every query head before any attention (torchtune/modules/attention.py, TORCHTUNE_CODE), and
+    torchtune's own LoRA adapters, in the model's dtype with no cast (oplists.LORA's 'lora_native' rows).
 * 'korthikanti': the closed-form Table 2 formulas themselves, as a reference mode
   (layers only: the paper's Table 2 leaves out embeddings, logits and loss).
 
@@ -31,6 +32,7 @@ from fractions import Fraction
 from typing import Any
 
 from builder.model import oplists
+from builder.model.adapters import TORCHTUNE
 from builder.model.architecture import Architecture
 from builder.model.cite import Cite
 from builder.model.checks import OP_SAC
@@ -183,6 +185,8 @@ def _conditions() -> dict[str, Expr]:
 
     lora_dropout = sym("lora_dropout") > 0
     latent = both(hf, sym("kv_lora_rank") > 0)
+    # torchtune's adapters (oplists.LORA): in the model's dtype, no cast, so lora_A saves the projection's own input.
+    native = TORCHTUNE
 
     def own_input(target: str) -> Expr:
         # Each adapter casts its input to fp32 for lora_A; below fp32 each cast is a new tensor, and with LoRA dropout
@@ -194,10 +198,14 @@ def _conditions() -> dict[str, Expr]:
         # same, and autocast casts that back for lora_A: a 16-bit copy of its own per adapter.
         # The output projection's input is the attention's 16-bit output under autocast: PEFT's bitsandbytes layer
         # passes it to lora_A as it is, the fused kernel's own saved output.
-        copied = both(low_precision, negate(both(bf16_stream_amp, sym("qlora"))))
+        # torchtune's LoRALinear casts nothing: as in an fp32 PEFT model, only dropout gives an adapter an input of its
+        # own. A compiled layer keeps o_proj's input (the merged heads) in any case (oplists.HF_LLAMA_BLOCK_COMPILED),
+        # so there o's adapter shares it with eager attention too.
+        copied = both(low_precision, negate(both(bf16_stream_amp, sym("qlora"))), negate(native))
         if target == "o":
-            return both(lora[target], either(both(low_precision, negate(both(adapters_amp, sym("qlora")))),
-                                             lora_dropout, eager))
+            return both(lora[target], either(both(low_precision, negate(both(adapters_amp, sym("qlora"))),
+                                                  negate(native)),
+                                             lora_dropout, both(eager, negate(sym("compile")))))
         group = next((g for g in LORA_SHARED_INPUTS if target in g), (target,))
         earlier = [has(sym("lora_targets"), other) for other in group[:group.index(target)]]
         return both(lora[target], either(copied, lora_dropout, negate(either(*earlier)))) if earlier \
@@ -218,8 +226,11 @@ def _conditions() -> dict[str, Expr]:
         "all_recomputed": either(both(full, eq(sym("recompute_layers"), 0)), OP_SAC),
         "sac_reduce_scatter": both(OP_SAC, sym("tp") > 1, sym("sequence_parallel")),
         "autocast": autocast, "no_autocast": negate(autocast),
-        # The adapters under torch.autocast (any stream): lora_A casts its input and lora_B's is lora_A's 16-bit output.
-        "lora_amp": adapters_amp, "lora_fp32": negate(adapters_amp),
+        # PEFT's adapters under torch.autocast (any stream): lora_A casts its input and lora_B's is lora_A's 16-bit
+        # output; outside it they are fp32. torchtune's are in the model's dtype (builder.model.checks refuses
+        # autocast with them).
+        "lora_amp": both(adapters_amp, negate(native)), "lora_fp32": negate(either(adapters_amp, native)),
+        "lora_native": native,
         "separate_inputs": separate, "shared_input": negate(separate),
         "o_input_kept": either(negate(recipe), negate(eager), projection_original),
         "o_input_quantised": both(recipe, negate(projection_original)),
@@ -456,6 +467,11 @@ LAYER_NOTES = {
     "norms": ((both(sym("qk_norm"), COMPILED_HF),
                "simplification: under torch.compile, the RMSNorms over each query and key head (Qwen3) are not "
                "counted (not measured compiled)"),),
+    # torchtune's QLoRA layers compiled: torchao's LinearNF4 saves only its weight in eager code; compiled, the same is
+    # assumed (torchao is not installed where the compiled adapters were measured).
+    "lora": ((both(COMPILED_HF, sym("qlora")),
+              "simplification: under torch.compile, torchao's 4-bit base layers are taken to save what they save "
+              "eagerly, their 4-bit weight only (measured compiled with 16-bit base layers)"),),
     **{group: ((both(MOE_FIRST_DENSE, eq(sym("implementation"), "megatron")),
                 "simplification: the first dense layers are counted as MoE layers"),
                (both(MOE_FIRST_DENSE, ne(sym("implementation"), "megatron")),

@@ -78,6 +78,22 @@ CHECKS: tuple[Check, ...] = (
               "bf16=True) or kbit_prepare prepare")),
     Check(both(sym("lora_dropout") > 0, eq(sym("lora_rank"), 0)),
           fmt("lora_dropout: LoRA dropout acts on the adapters' input and needs lora_rank > 0")),
+    # torchtune's LoRA recipes (recipes/lora_finetune_single_device.py at 30b8519) build the model in one dtype
+    # (training.set_default_dtype) and run it without torch.autocast; its QLoRA weights are torchao's NF4Tensor, whose
+    # to_nf4 always double-quantises the scalers (torchao/dtypes/nf4tensor.py NF4Tensor.from_tensor at v0.5.0), and
+    # it has no prepare_model_for_kbit_training (PEFT's).
+    # The recipe refuses fp16 too ("fp16 precision is not supported in this recipe. Please use fp32 or bf16.").
+    Check(both(eq(sym("mode"), "train"), eq(sym("implementation"), "torchtune"), sym("lora_rank") > 0,
+               either(sym("autocast"), negate(isin(sym("param_dtype"), "bf16", "fp32")))),
+          fmt("precision: torchtune's LoRA recipes run the model in its own dtype, bf16 or fp32, without "
+              "torch.autocast; choose such a precision (bf16 or fp32), not {0} weights{1}", sym("param_dtype"),
+              when(sym("autocast"), " under autocast", ""))),
+    Check(both(eq(sym("implementation"), "torchtune"), sym("qlora"), negate(sym("qlora_double_quant"))),
+          fmt("qlora_double_quant: torchtune's QLoRA weights are torchao's NF4Tensor, whose to_nf4 always "
+              "double-quantises the scalers")),
+    Check(both(eq(sym("implementation"), "torchtune"), ne(sym("kbit_prepare"), "none")),
+          fmt("kbit_prepare: {0} is PEFT's prepare_model_for_kbit_training; torchtune's QLoRA keeps the unquantised "
+              "weights in the model's dtype (kbit_prepare none)", sym("kbit_prepare"))),
     Check(both(eq(sym("mode"), "train"), ne(sym("recipe"), ""), sym("qlora")),
           fmt("qlora: QLoRA's NF4 base weights do not combine with the Transformer Engine recipe {0} (it quantises "
               "16-bit linear weights); choose a precision such as bf16-mixed", sym("recipe"))),
@@ -198,9 +214,18 @@ CHECKS: tuple[Check, ...] = (
     Check(both(sym("compile"), ARCH, sym("experts") > 0),
           fmt("compile: a compiled mixture-of-experts layer ({0}) is not measured yet; leave compile off",
               sym("model_name"))),
-    Check(both(sym("compile"), sym("lora_rank") > 0),
-          fmt("compile: compiled layers with LoRA adapters (lora_rank {0}) are not measured yet; leave compile off or "
-              "set lora_rank 0", sym("lora_rank"))),
+    # Compiled LoRA layers are measured with torchtune's adapters (bf16 and fp32, eager and SDPA attention, lora_dropout
+    # 0: tests/test_lora_torchtune.py), as torchtune's compile_model compiles each layer (torchtune/training/_compile.py
+    # at 30b8519), not with PEFT's fp32 adapters, on Llama-family layers only (torchtune builds no other).
+    Check(both(sym("compile"), sym("lora_rank") > 0, ne(sym("implementation"), "torchtune")),
+          fmt("compile: compiled layers with PEFT's LoRA adapters (lora_rank {0}) are not measured yet; compiled "
+              "LoRA layers are modelled with torchtune's adapters (implementation torchtune)", sym("lora_rank"))),
+    Check(both(sym("compile"), sym("lora_rank") > 0, ARCH, eq(sym("norm"), "layernorm")),
+          fmt("compile: compiled LoRA layers are measured on Llama-family layers (RMSNorm, as torchtune builds them), "
+              "not on {0}'s; leave compile off", sym("model_name"))),
+    Check(both(sym("compile"), sym("lora_dropout") > 0),
+          fmt("compile: a compiled LoRA layer with lora_dropout {0} keeps dropout outputs or masks as the partitioner "
+              "chooses, not modelled; torchtune's configs set lora_dropout 0.0", real(sym("lora_dropout")))),
     Check(both(sym("compile"), ne(sym("recipe"), "")),
           fmt("compile: compiled layers are measured without a Transformer Engine recipe ({0}); choose a precision "
               "such as bf16-mixed", sym("recipe"))),

@@ -241,7 +241,7 @@ class Config:
     # Fine-tuning -------------------------------------------------------------------
     lora_rank: int = 0  # r: LoRA rank (0: full fine-tuning)
     lora_targets: tuple[str, ...] = ("q", "k", "v", "o")  # projections that get adapters
-    lora_dropout: float = 0.0  # PEFT LoraConfig.lora_dropout: p > 0 saves each adapter's dropout mask and output
+    lora_dropout: float = 0.0  # PEFT's or torchtune's lora_dropout: p > 0 saves each adapter's dropout mask and output
     qlora: bool = False  # base weights in 4-bit NF4 with their quantisation constants
     qlora_double_quant: bool = True  # QLoRA double quantisation of the constants
     kbit_prepare: str = "none"  # KBIT_PREPARE: which unquantised parameters a QLoRA run casts to fp32

@@ -108,8 +108,9 @@ CONDITIONS = {
     "loss_chunked_compiled": "each of torchtune's compiled chunks also saves its per-token row max (measured on CPU)",
     "loss_fused_linear": "a fused linear cross-entropy computes the gradients in the forward and keeps no logits",
     "no_loss_fused_linear": "not loss_fused_linear",
-    # LoRA adapters (PEFT): each adapted projection casts its input to the fp32 adapter
-    # dtype (saved by lora_A) and keeps lora_A's output (saved by lora_B).
+    # LoRA adapters. PEFT: each adapted projection casts its input to the fp32 adapter dtype (saved by lora_A) and
+    # keeps lora_A's output (saved by lora_B). torchtune: the adapters are in the model's dtype and lora_A reads the
+    # projection's own input (LORA below has the sources).
     "lora_q": "a LoRA adapter on q", "lora_k": "a LoRA adapter on k", "lora_v": "a LoRA adapter on v",
     "lora_o": "a LoRA adapter on the output projection", "lora_gate": "a LoRA adapter on gate",
     "lora_up": "a LoRA adapter on up", "lora_down": "a LoRA adapter on down",
@@ -120,8 +121,11 @@ CONDITIONS = {
        for t in ("q", "k", "v", "o", "gate", "up", "down")},
     "lora_amp": "the adapters run under torch.autocast: lora_A saves its input as autocast casts it (16-bit) and "
                 "lora_B saves lora_A's 16-bit output",
-    "lora_fp32": "not lora_amp",
-    "lora_dropout": "LoRA dropout is on (PEFT lora_dropout > 0)",
+    "lora_fp32": "PEFT's adapters outside torch.autocast: lora_A saves its input cast to fp32 and lora_B lora_A's "
+                 "fp32 output",
+    "lora_native": "torchtune's adapters, built in the model's dtype: lora_A saves the projection's own input (or its "
+                   "dropout output) uncast, lora_B lora_A's output in that dtype",
+    "lora_dropout": "LoRA dropout is on (lora_dropout > 0, PEFT's or torchtune's)",
     "lora_frozen_o": "LoRA training: the output projection's base weight is frozen",
     "shared_experts": "the MoE layer has shared experts every token passes through (DeepSeek-style)",
     # Attention variants of transformers' code (HF_LLAMA_BLOCK: _QK_NORMS, _LATENT_ATTENTION).
@@ -187,7 +191,16 @@ CORE_FP32_SOFTMAX = (
 # nn.Identity), the dropout's fp32 output, with the dropout's 1-byte mask beside it; lora_B saves lora_A's r-wide
 # output. The scaling multiplies by a Python number and saves nothing. bitsandbytes' MatMul4Bit (QLoRA's base layer)
 # saves only the packed 4-bit weight, a parameter already counted. Measured with PEFT on CPU: tests/test_lora_peft.py.
-LORA = tuple(
+# torchtune (commit 30b8519, the README's memory table; the same in v0.6.1) torchtune/modules/peft/lora.py
+# LoRALinear.forward: out = F.linear(x, self.weight) (linear_nf4(input=x, weight=self.weight) under QLoRA), then
+# lora_out = self.lora_a(self.dropout(x)) and out + (self.alpha / self.rank) * self.lora_b(lora_out), the adapters in
+# the model's dtype (builder.model.adapters.ADAPTER_DTYPE) and no cast: lora_A saves the projection's input itself
+# (the 'lora_native' rows: one tensor for q, k and v, one for gate and up, o's the attention kernel's own output),
+# or with lora_dropout > 0 its own dropout output beside the mask (each LoRALinear has its own nn.Dropout; at 0,
+# every config's value, nn.Identity); lora_B saves lora_A's r-wide output. torchao's LinearNF4.forward (QLoRA's base,
+# torchao/dtypes/nf4tensor.py at v0.5.0) does ctx.save_for_backward(weight): the NF4 weight only. Measured on CPU
+# with LoRALinear's forward copied into a transformers Llama layer, eager and compiled: tests/test_lora_torchtune.py.
+LORA_ADAPTERS = tuple(
     row
     for target, shape in (("q", "Tr h"), ("k", "Tr h"), ("v", "Tr h"), ("o", "T a d"),
                           ("gate", "Tr h"), ("up", "Tr h"), ("down", "T f"))
@@ -200,8 +213,13 @@ LORA = tuple(
         Row("lora", f"LoRA {target}: lora_A output (saved by lora_B)", 1, "T r", "fp32", f"lora_{target}&lora_fp32"),
         Row("lora", f"LoRA {target}: lora_A output under autocast (saved by lora_B)", 1, "T r", "act",
             f"lora_{target}&lora_amp"),
+        Row("lora", f"LoRA {target}: input lora_A saves in the model's dtype (the projection's own input, or its "
+                    "dropout output)", 1, shape, "act", f"lora_in_{target}&lora_native"),
+        Row("lora", f"LoRA {target}: lora_A output in the model's dtype (saved by lora_B)", 1, "T r", "act",
+            f"lora_{target}&lora_native"),
     )
-) + (
+)
+LORA = LORA_ADAPTERS + (
     # The fused attention kernel saves its output for its own backward whether or not o_proj trains; in full training
     # that tensor is the o_proj input row's, under LoRA (o_proj frozen) it is this one.
     Row("attention", "attention output as the fused kernel saves it (o_proj frozen)", 1, "T a d", "act",
@@ -639,6 +657,10 @@ HF_LLAMA_BLOCK_COMPILED = (
     Row("mlp", "SiLU input (gate projection output)", 1, "T f", "act"),
     Row("mlp", "up projection output (factor of the product)", 1, "T f", "act"),
     Row("mlp", "down projection input (the product)", 1, "T f", "lin", "grad_mlp_out"),
+    # LoRA adapters (torchtune's, the only ones compiled: builder.model.checks): the partitioner keeps what eager code
+    # saves, lora_A's input (one tensor per shared input; o's is the kernel output above) and lora_A's output
+    # (measured on CPU: tests/test_lora_torchtune.py).
+    *LORA_ADAPTERS,
 )
 
 # torchtitan's per-op selective activation checkpointing (torchtitan/distributed/activation_checkpoint.py at commit

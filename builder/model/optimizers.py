@@ -36,8 +36,9 @@ not only at the instant that tensor steps.
 
 from __future__ import annotations
 
+from builder.model.adapters import ADAPTER_DTYPE
 from builder.model.cite import Cite
-from builder.model.expr import best, both, either, eq, isin, maximum, negate, sym, when, within
+from builder.model.expr import best, both, eq, isin, maximum, negate, sym, when, within
 from builder.model.paging import PAGED_OPTIMIZERS, PAGING
 from builder.model.partrules import bytes_of
 from builder.model.placement import TP_SHARE
@@ -77,13 +78,14 @@ LOOP_MSAMP = (Cite("msamp", "msamp/optim/adamw.py LBAdamW.adamw_fn") + ": for ea
 LOOP_SOURCE = when(sym("msamp"), LOOP_MSAMP, when(eq(sym("optimizer"), "adafactor"), LOOP_ADAFACTOR,
                    when(eq(sym("optimizer"), "lion"), LOOP_LION,
                         when(isin(sym("optimizer"), *TORCHAO_OPTIMIZERS), LOOP_TORCHAO, LOOP_ADAM))))
-# The state dtype the step computes in: torch keeps states in the parameter's dtype, so LoRA adapters' are fp32
-# (builder.model.states reads the same expression).
+# The state dtype the step computes in: torch keeps states in the parameter's dtype (torch/optim/adamw.py
+# _init_group: exp_avg = torch.zeros_like(p)), so LoRA adapters' are the adapters' dtype: fp32 under PEFT, the model's
+# own under torchtune (builder.model.adapters.ADAPTER_DTYPE; builder.model.states reads the same expression).
 # bitsandbytes' PagedAdamW keeps fp32 states whatever the parameter's dtype (optim_bits=32: get_state_buffer(p,
 # dtype=torch.float32), bitsandbytes/optim/optimizer.py Optimizer2State.init_state).
-STATE_DTYPE = when(either(eq(sym("optimizer"), "paged-adamw"),
-                          both(sym("lora_rank"), sym("has_architecture"), negate(sym("chosen_state_dtype")))), "fp32",
-                   sym("optimizer_state_dtype"))
+STATE_DTYPE = when(eq(sym("optimizer"), "paged-adamw"), "fp32",
+                   when(both(sym("lora_rank"), sym("has_architecture"), negate(sym("chosen_state_dtype"))),
+                        ADAPTER_DTYPE, sym("optimizer_state_dtype")))
 # MS-AMP's step computes in fp32 whatever its states' dtypes (msamp/optim/adamw.py: param.float(), grad.float()).
 STEP_DTYPE = when(sym("msamp"), "fp32", STATE_DTYPE)
 # One parameter tensor of a row (builder.model.tensors) on a GPU: split over the tensor-parallel ranks that share

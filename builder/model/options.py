@@ -262,7 +262,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("activation_formula", "choice", "'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 "
        "(reference)", "run", choices=ACTIVATION_FORMULAS, default="ops", url="implementation"),
     _o("implementation", "choice", "whose op list 'ops' follows: hf (transformers), megatron, or torchtune "
-       "(transformers' list, K and V copied to every query head); megatron also names Megatron-LM's data parallelism "
+       "(transformers' list, K and V copied to every query head; LoRA adapters in the model's dtype, as torchtune builds "
+       "them, where hf has PEFT's fp32 ones); megatron also names Megatron-LM's data parallelism "
        "(its gradient buffer, kept for the run) for a precision PyTorch shares", "run", choices=IMPLEMENTATIONS,
        default="hf", url="implementation"),
     _o("dropout", "flag", "dropout layers active (1-byte masks saved)", "run", default=False, url="dropout"),
@@ -328,8 +329,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("lora_rank", "count", "", "tune", default=0, metavar="R", url="lora_rank"),
     _o("lora_targets", "names", f"comma list of {', '.join(LORA_TARGETS)}", "tune", default="q,k,v,o",
        choices=LORA_TARGETS),
-    _o("lora_dropout", "fraction", "PEFT's lora_dropout: p > 0 saves each adapter's dropout mask and output (needs "
-       "--lora-rank)", "tune", default=0.0, metavar="P", url="lora_dropout", source="peft-lora"),
+    _o("lora_dropout", "fraction", "PEFT's or torchtune's lora_dropout: p > 0 saves each adapter's dropout mask and "
+       "output (needs --lora-rank)", "tune", default=0.0, metavar="P", url="lora_dropout", source="peft-lora"),
     _o("qlora", "flag", "4-bit NF4 base weights (needs --lora-rank)", "tune", default=False, url="qlora"),
     _o("kbit_prepare", "choice", "with --qlora, what is done to the weights bitsandbytes leaves unquantised "
        "(embeddings, norms, output layer): none keeps them 16-bit (get_peft_model alone; TRL's SFTTrainer from "

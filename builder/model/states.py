@@ -14,7 +14,7 @@ from fractions import Fraction
 from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, isin, maximum, minimum, ne, negate,
                                 per_unit, sym, total, when)
 from builder.model.cite import Cite
-from builder.model.adapters import MLP_WIDTH, SHAPES as ADAPTER_SHAPES
+from builder.model.adapters import ADAPTER_DTYPE, ADAPTER_SOURCE, MLP_WIDTH, SHAPES as ADAPTER_SHAPES, TORCHTUNE
 from builder.model.gradbuffers import BF16_OPTIMIZER, DDP_BUCKETS, KEPT_NOTE, SYMBOLS as GRAD_BUFFERS
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.paging import PAGED, PAGED_NOTE
@@ -70,6 +70,7 @@ ADAFACTOR = Cite("shazeer2018", "section 3") + ": factored second moment (rows +
 LION = Cite("chen2023lion", "Algorithm 1") + ": one momentum buffer"
 SGD = Cite("pytorch-2-13", "torch/optim/sgd.py") + " (torch.optim.SGD momentum_buffer); " + TM101
 LORA = Cite("hu2021", "section 4.1")
+ADAPTER_BYTES = bytes_of(ADAPTER_DTYPE)  # bytes of one adapter parameter (and of its gradient)
 QLORA = (Cite("dettmers2023", "section 3") + ": NF4 with block size 64, double quantisation; "
          + Cite("bitsandbytes-95f9af3", "bitsandbytes/functional.py quantize_4bit") + " (blocksize 64; "
          "compress_statistics: the absmax quantised by quantize_blockwise(blocksize=256), uint8 codes and an fp32 "
@@ -137,6 +138,11 @@ ADAPTERS = {
 }
 
 # Quantised weights: bytes per linear weight and the constants each format stores beside it.
+# torchtune's QLoRA weights are torchao's NF4Tensor.
+TORCHAO_QLORA = (Cite("dettmers2023", "section 3") + ": NF4; " + Cite("torchao-nf4", "torchao/dtypes/nf4tensor.py "
+                 "NF4Tensor.from_tensor and double_quantize_scalers") + " (to_nf4 in torchtune's LoRALinear and "
+                 "FrozenNF4Linear: block 64, scaler block 256, int8 scalers, a quantization_factor per scaler block in "
+                 "the weight's dtype)")
 _QLORA_OR_NF4 = either(sym("qlora"), eq(sym("param_dtype"), "nf4"))
 QUANTISATION = {
     "quantised": either(sym("qlora"), both(eq(sym("mode"), "serve"), bytes_of(sym("param_dtype")) < 2)),
@@ -145,19 +151,27 @@ QUANTISATION = {
     # 4/h B/param; NF4: an fp32 absmax per 64 weights or, double quantised, an 8-bit absmax per 64 plus an fp32
     # constant per 256 blocks (QLoRA section 3: 0.5 -> 0.127 bits per parameter); GPTQ/AWQ int4: an fp16 scale
     # and a 4-bit zero (packed eight to an int32) per group of 128.
-    "constant_bytes": when(eq(sym("quantised_bytes"), 1),
-                           when(eq(sym("param_dtype"), "fp8"), 0,
-                                4 / when(sym("hidden"), sym("hidden"), 4096)),
-                           when(_QLORA_OR_NF4,
-                                when(sym("qlora_double_quant"), Fraction(1, 64) + Fraction(4, 64 * 256),
-                                     Fraction(4, 64)),
-                                Fraction(2, 128) + Fraction(1, 2 * 128))),
-    "constants_are": when(eq(sym("quantised_bytes"), 1),
-                          when(eq(sym("param_dtype"), "fp8"), "per-tensor scales", "fp32 scale per output row"),
-                          when(_QLORA_OR_NF4,
-                               when(sym("qlora_double_quant"), "NF4 constants (block 64, double quantised)",
-                                    "NF4 constants (fp32 absmax per 64)"),
-                               "fp16 scale + 4-bit zero per 128 weights")),
+    # torchtune's QLoRA (torchao's NF4Tensor, to_nf4(weight) with block 64 and scaler block 256: NF4Tensor.from_tensor
+    # and double_quantize_scalers at v0.5.0) keeps an int8 scaler per 64 weights and a quantization_factor per 256
+    # scalers in the weight's own dtype (bf16), plus one scaler_mean and the 16-value nf4 table per tensor (left out).
+    "constant_bytes": when(both(sym("qlora"), TORCHTUNE),
+                           Fraction(1, 64) + bytes_of(sym("param_dtype")) / (64 * 256),
+                           when(eq(sym("quantised_bytes"), 1),
+                                when(eq(sym("param_dtype"), "fp8"), 0,
+                                     4 / when(sym("hidden"), sym("hidden"), 4096)),
+                                when(_QLORA_OR_NF4,
+                                     when(sym("qlora_double_quant"), Fraction(1, 64) + Fraction(4, 64 * 256),
+                                          Fraction(4, 64)),
+                                     Fraction(2, 128) + Fraction(1, 2 * 128)))),
+    "constants_are": when(both(sym("qlora"), TORCHTUNE),
+                          fmt("NF4 constants (torchao: int8 scaler per 64, {0} factor per 256 scalers)",
+                              sym("param_dtype")),
+                          when(eq(sym("quantised_bytes"), 1),
+                               when(eq(sym("param_dtype"), "fp8"), "per-tensor scales", "fp32 scale per output row"),
+                               when(_QLORA_OR_NF4,
+                                    when(sym("qlora_double_quant"), "NF4 constants (block 64, double quantised)",
+                                         "NF4 constants (fp32 absmax per 64)"),
+                                    "fp16 scale + 4-bit zero per 128 weights"))),
     "weights_here": sharded(sym("dense"), sym("expert"), sym("param_ranks"), sym("expert_param_ranks")),
     "linear_weights": sym("weights_here") * when(sym("dense") + sym("expert"),
                                                  sym("linear") / (sym("dense") + sym("expert")), 1),
@@ -222,8 +236,9 @@ KBIT_NOTE = ("the saved activations grow too: an fp32 norm weight makes its outp
              "Linear4bit.forward casts its output back to its input's dtype, and (prepare) an fp32 embedding makes "
              "the residual stream fp32 (" + Cite("bitsandbytes-95f9af3", "bitsandbytes/nn/modules.py Linear4bit.forward")
              + "); counted in the activations (fp32 without autocast, fp32 stream and MLP under autocast)")
-QUANTISATION_SOURCE = when(eq(sym("quantised_bytes"), 1), when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
-                           when(_QLORA_OR_NF4, QLORA, GPTQ))
+QUANTISATION_SOURCE = when(both(sym("qlora"), TORCHTUNE), TORCHAO_QLORA,
+                           when(eq(sym("quantised_bytes"), 1), when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
+                                when(_QLORA_OR_NF4, QLORA, GPTQ)))
 RECIPE_SOURCE = by_recipe("source", "")
 RECIPE_NOTE = fmt("{0}; {1}", KEPT_HIGH, by_recipe("left_out", ""))
 
@@ -250,7 +265,7 @@ NO_SHARD_NOTE = ("FSDP NO_SHARD keeps the parameters whole in fp32 and the optim
                  "16-bit copy of the unit being computed (FSDP1's _mp_shard, made before its forward or backward and "
                  "freed after) is left out")
 OPTIMIZER_STATE_DTYPE = {
-    # torch keeps optimizer states in the parameter's dtype: LoRA adapters are fp32.
+    # torch keeps optimizer states in the parameter's dtype: LoRA adapters' are the adapter dtype's (optimizers).
     "state_dtype": STATE_DTYPE,
     # Adam's moments one by one where a policy or an option sets them apart (torch's exp_avg and exp_avg_sq; MS-AMP
     # LBAdamW's exp_avg_dtype and exp_avg_sq_dtype), else the state dtype.
@@ -386,12 +401,18 @@ MODEL_STATES = RuleSet(
                  when(eq(sym("kbit_prepare"), "prepare"), "N_embeddings+norms+output layer x 4 B", "N_norms x 4 B"),
                  KBIT_PREPARE_SOURCE, per_param(4, "fp32"), KBIT_NOTE,
                  when=both(_ON_GPU, sym("quantised"), sym("kbit_fp32") > 0), sharded_by=sym("param_ranks")),
-        # PEFT keeps adapters in fp32 (autocast_adapter_dtype=True): fp32 weights, fp32 grads, no master.
-        PartRule("weights/lora_adapters", sym("adapters") / sym("param_ranks") * 4, "N_adapters x 4 B", LORA,
-                 "4 B/adapter param (fp32)", when=both(TRAIN, sym("lora")), sharded_by=sym("param_ranks")),
-        PartRule("gradients", sym("adapters") / sym("grad_ranks") * 4, "N_adapters x 4 B", LORA,
-                 "4 B/adapter param (fp32); frozen base weights get none", when=both(TRAIN, sym("lora")),
-                 sharded_by=sym("grad_ranks")),
+        # The adapters and their gradients in the adapters' dtype (builder.model.adapters.ADAPTER_DTYPE: fp32 under
+        # PEFT, the model's own under torchtune), no master copy.
+        PartRule("weights/lora_adapters", sym("adapters") / sym("param_ranks") * ADAPTER_BYTES,
+                 "N_adapters x bytes(adapter dtype)", fmt("{0}; {1}", LORA, ADAPTER_SOURCE),
+                 PerUnit(ADAPTER_BYTES, "adapter param", ADAPTER_DTYPE), when=both(TRAIN, sym("lora")),
+                 sharded_by=sym("param_ranks")),
+        PartRule("gradients", sym("adapters") / sym("grad_ranks") * ADAPTER_BYTES, "N_adapters x bytes(adapter dtype)",
+                 fmt("{0}; {1}", LORA, ADAPTER_SOURCE),
+                 PerUnit(ADAPTER_BYTES, "adapter param", ADAPTER_DTYPE,
+                         fmt("{0} B/adapter param ({1}); frozen base weights get none", per_unit(ADAPTER_BYTES),
+                             ADAPTER_DTYPE)),
+                 when=both(TRAIN, sym("lora")), sharded_by=sym("grad_ranks")),
         PartRule("optimizer/master", sharded(sym("dense"), sym("expert"), sym("optimizer_ranks"),
                                              sym("expert_optimizer_ranks")) * bytes_of(sym("master_dtype")),
                  "N x bytes(master dtype)", when(SHARD_GRAD_OP_MIXED, FSDP_MIXED_SOURCE, MIXED),
@@ -447,10 +468,10 @@ MODEL_STATES = RuleSet(
                  sharded_by=sym("grad_ranks")),
         # PyTorch DDP's reducer buckets (builder.model.gradbuffers): a second copy of every gradient, unless the
         # gradients are views of them (gradient_as_bucket_view, then the gradients part is the buckets).
-        PartRule("comm/ddp_buckets", sym("grads_here") * when(sym("lora"), 4, bytes_of(sym("grad_dtype"))),
+        PartRule("comm/ddp_buckets", sym("grads_here") * when(sym("lora"), ADAPTER_BYTES, bytes_of(sym("grad_dtype"))),
                  "N x bytes(grad dtype)", DDP_BUCKETS,
-                 per_param(when(sym("lora"), 4, bytes_of(sym("grad_dtype"))), when(sym("lora"), "fp32",
-                                                                                   sym("grad_dtype"))),
+                 per_param(when(sym("lora"), ADAPTER_BYTES, bytes_of(sym("grad_dtype"))),
+                           when(sym("lora"), ADAPTER_DTYPE, sym("grad_dtype"))),
                  fmt("{0}; param.grad is a separate copy (gradient_as_bucket_view=False)", KEPT_NOTE),
                  when=both(sym("ddp"), negate(sym("gradient_as_bucket_view")))),
         *_adam("m", "first moment", "exp_avg_state_dtype"), *_adam("v", "second moment", "exp_avg_sq_state_dtype"),
@@ -580,12 +601,15 @@ COMM = RuleSet(
                                    "backward", "simplification: one unit's full gradients before its reduce-scatter"),
                  when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1),
                            negate(sym("deepspeed_zero")), eq(sym("lora_rank"), 0))),
-        # With LoRA the frozen weights make no gradients: a unit's unsharded gradients are its adapters' (fp32, as
-        # PEFT keeps them: the 'gradients' part), a block's share of the stage's adapters.
-        PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("adapters"), sym("adapters") / sym("stage_layers")) * 4,
-                 when(WHOLE_STAGE, "the stage's adapter gradients x 4 B", "one block's adapter gradients x 4 B"),
+        # With LoRA the frozen weights make no gradients: a unit's unsharded gradients are its adapters' (in the
+        # adapters' dtype, as the 'gradients' part has them), a block's share of the stage's adapters.
+        PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("adapters"),
+                                              sym("adapters") / sym("stage_layers")) * ADAPTER_BYTES,
+                 when(WHOLE_STAGE, "the stage's adapter gradients x bytes(adapter dtype)",
+                      "one block's adapter gradients x bytes(adapter dtype)"),
                  when(WHOLE_STAGE, PIPELINED_FSDP, FSDP),
-                 when(WHOLE_STAGE, "the stage's adapters (fp32)", "1 block's adapters (fp32)"),
+                 when(WHOLE_STAGE, fmt("the stage's adapters ({0})", ADAPTER_DTYPE),
+                      fmt("1 block's adapters ({0})", ADAPTER_DTYPE)),
                  "frozen base weights make no gradients; simplification: one unit's adapter gradients before its "
                  "reduce-scatter",
                  when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1),

@@ -135,8 +135,11 @@ def calculator_states(draw, defaults: dict[str, str]) -> dict[str, str]:
                      overlap_comm=pick(["default", "on", "off"]), contiguous_gradients=pick("01"))
         if shard == "0":
             s["gradient_as_bucket_view"] = pick("01")
-        # torch.compile is modelled over transformers' dense layers without adapters or a recipe (else refused).
-        s["compile"] = pick("001") if s["implementation"] in ("hf", "torchtune") and not arch.experts and not lora \
+        # torch.compile is modelled over transformers' dense layers without a recipe, with adapters only torchtune's on
+        # Llama-family layers without LoRA dropout (else refused).
+        compiled_lora = not lora or (s["implementation"] == "torchtune" and s["lora_dropout"] == "0"
+                                     and arch.norm == "rmsnorm")
+        s["compile"] = pick("001") if s["implementation"] in ("hf", "torchtune") and not arch.experts and compiled_lora \
             and not PRECISIONS[s["precision"]].recipe else "0"
         if s["recompute"] == "full" and s["implementation"] != "korthikanti" and arch.layers // pp > 1 and pick([1, 0, 0]):
             s["recompute_layers"] = str(draw(st.integers(1, arch.layers // pp - 1)))
