@@ -37,6 +37,7 @@ from builder.model.architecture import Architecture
 from builder.model.cite import Cite
 from builder.model.checks import OP_SAC
 from builder.model.config import CHECKPOINTING, LORA_TARGETS, Config
+from builder.model.float8 import CONDITIONS as FLOAT8_CONDITIONS
 from builder.model.expr import (Expr, at, both, by, ceil, derive, either, eq, evaluate, fixed, fmt, get, has, isin,
                                 lift, maximum, minimum, ne, negate, per_unit, row, sym, table, total, when)
 from builder.model.inputs import run_inputs, stages
@@ -224,6 +225,11 @@ def _conditions() -> dict[str, Expr]:
         # Every layer checkpointed: full recomputation without a recompute_layers count, or torchtitan's per-op
         # checkpointing, which wraps every block (its forward saves nothing for autograd but the kept op outputs).
         "all_recomputed": either(both(full, eq(sym("recompute_layers"), 0)), OP_SAC),
+        # torchao's float8 training (builder.model.float8, oplists.FLOAT8_MOMENTS): the instants of its casts; a
+        # checkpointed layer's forward ones are not moments (its backward casts the same tensors with more live).
+        **FLOAT8_CONDITIONS,
+        "float8_forward": both(FLOAT8_CONDITIONS["float8"],
+                               negate(either(both(full, eq(sym("recompute_layers"), 0)), OP_SAC))),
         "sac_reduce_scatter": both(OP_SAC, sym("tp") > 1, sym("sequence_parallel")),
         "autocast": autocast, "no_autocast": negate(autocast),
         # PEFT's adapters under torch.autocast (any stream): lora_A casts its input and lora_B's is lora_A's 16-bit

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from builder.model import exprcode
 from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym, when
 from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
+from builder.model.float8 import HEAD as FLOAT8_HEAD
 from builder.model.gradbuffers import DDP
 from builder.model.ranges import RANGES, Range
 from builder.model.states import FSDP_MIXED, HYBRID_GROUP, SHARD_RANKS
@@ -229,6 +230,76 @@ CHECKS: tuple[Check, ...] = (
     Check(both(sym("compile"), ne(sym("recipe"), "")),
           fmt("compile: compiled layers are measured without a Transformer Engine recipe ({0}); choose a precision "
               "such as bf16-mixed", sym("recipe"))),
+    Check(both(sym("compile"), ne(sym("float8"), "")),
+          fmt("compile: compiled layers are measured without torchao's float8 layers (float8 {0}): under "
+              "torch.compile the casts fuse and inductor chooses what they save, not measured; leave compile off",
+              sym("float8"))),
+    # torchao's float8 training (builder.model.float8): modelled eager, for a dense Llama-style block every linear of
+    # which torchtitan converts, trained in bf16 without autocast, as torchtitan runs it.
+    *(Check(both(ne(sym("float8"), ""), refused), fmt("float8: " + why, *values)) for refused, why, values in (
+        (ne(sym("mode"), "train"), "torchao's float8 training converts the linear layers of a training run; a served "
+         "model has none (mode {0})", (sym("mode"),)),
+        (ne(sym("recipe"), ""), "torchao's float8 layers and the Transformer Engine recipe {0} are two ways to train "
+         "in fp8; choose one (float8 with precision bf16-mixed, or the recipe alone)", (sym("recipe"),)),
+        (sym("msamp"), "torchao's float8 layers and MS-AMP's own fp8 linear layers (precision msamp-o2) are two ways "
+         "to train in fp8; choose one", ()),
+        (either(ne(sym("param_dtype"), "bf16"), ne(sym("activation_dtype"), "bf16"), sym("autocast")),
+         "modelled with bf16 weights and activations and no torch.autocast, as torchtitan runs it (FSDP's param_dtype "
+         "bfloat16: precision bf16-mixed or bf16), not {0} weights and {1} activations{2}",
+         (sym("param_dtype"), sym("activation_dtype"), when(sym("autocast"), " under autocast", ""))),
+        (negate(ARCH), "torchao's float8 training needs an architecture (which linear layers are converted, and "
+         "their sizes), not a raw count", ()),
+        (eq(sym("activation_formula"), "korthikanti"), "its casts are instants of each linear layer, counted op by op; "
+         "the Table 2 reference formula has none (activation_formula ops)", ()),
+        (eq(sym("implementation"), "megatron"), "torchao's Float8Linear replaces PyTorch's nn.Linear (torchtitan, "
+         "torchtune); Megatron-LM trains in fp8 with Transformer Engine (precision te-fp8)", ()),
+        (isin(sym("recompute"), "selective", "selective-op"), "torchao's float8 training with recompute {0} is not "
+         "modelled (Megatron-LM's selective recomputation is not torchtitan's; torchtitan's per-op policy would save "
+         "the float8 matmuls' outputs and the casts' amax reductions); choose none or full", (sym("recompute"),)),
+        (both(ARCH, sym("experts") > 0), "torchao's float8 training is modelled for dense models; {0}'s experts are "
+         "converted by torchtitan's Float8GroupedExpertsConverter (grouped float8 matmuls), not modelled",
+         (sym("model_name"),)),
+        (both(ARCH, either(ne(sym("norm"), "rmsnorm"), ne(sym("mlp"), "swiglu"), sym("fused_qkv"),
+                           sym("kv_lora_rank") > 0)),
+         "torchao's float8 training is modelled for a Llama-style block (RMSNorm, separate q, k and v projections, "
+         "SwiGLU), torchtitan's; {0} has another block", (sym("model_name"),)),
+        (both(ARCH, either(sym("qkv_bias"), sym("out_bias"), sym("mlp_bias"))), "torchao's float8 training is "
+         "modelled for bias-free projections; {0}'s biases are added after each float8 matmul (Float8Linear.forward), "
+         "not modelled", (sym("model_name"),)),
+        (both(ARCH, either(mod(sym("hidden"), 16), mod(sym("ffn"), 16), mod(sym("heads") * sym("head_dim"), 16),
+                           mod(sym("kv_heads") * sym("head_dim"), 16))),
+         "{0} has a linear layer with a size that 16 does not divide (hidden {1}, ffn {2}, heads x head_dim {3}, "
+         "kv_heads x head_dim {4}), which torchtitan leaves in bf16; a partly converted block is not modelled",
+         (sym("model_name"), sym("hidden"), sym("ffn"), sym("heads") * sym("head_dim"),
+          sym("kv_heads") * sym("head_dim"))),
+        (sym("tp") > 1, "torchao's float8 training with tensor parallelism (tp {0}) is not modelled (torchao's "
+         "float8 tensor-parallel styles gather activations in float8)", (sym("tp"),)),
+        (sym("lora_rank") > 0, "torchao's float8 training with LoRA adapters (lora_rank {0}) is not modelled "
+         "(torchtitan converts the frozen base layers too)", (sym("lora_rank"),)),
+        (both(FLOAT8_HEAD, ne(sym("loss"), "eager")), "the output layer converted to float8 is modelled with the "
+         "eager loss, whose gradient of the logits it casts whole; with loss {0} leave the output layer in bf16 "
+         "(float8_filter_output: torchtitan's filter_fqns output)", (sym("loss"),)),
+    )),
+    Check(both(sym("enable_fsdp_float8_all_gather"), ne(sym("float8"), "tensorwise")),
+          fmt("enable_fsdp_float8_all_gather: FSDP's float8 all-gather casts each weight shard with one scale a "
+              "tensor, so it needs float8 tensorwise (torchao's Float8LinearConfig asserts it; torchtitan gathers "
+              "the rowwise recipes in bf16), got {0}",
+              when(sym("float8"), fmt("float8 {0}", sym("float8")), "float8 off"))),
+    Check(both(sym("enable_fsdp_float8_all_gather"),
+               either(negate(isin(sym("fsdp"), "FULL_SHARD", "HYBRID_SHARD")), SHARD_RANKS < 2)),
+          fmt("enable_fsdp_float8_all_gather: FSDP's float8 all-gather is modelled with fsdp FULL_SHARD or "
+              "HYBRID_SHARD over dp x cp above 1 (torchtitan turns it off without data-parallel sharding), not {0}",
+              when(sym("fsdp"), fmt("fsdp {0} over {1} ranks", sym("fsdp"), SHARD_RANKS),
+                   fmt("zero {0}", sym("shard_stage"))))),
+    Check(both(sym("enable_fsdp_float8_all_gather"), isin(sym("offload"), "params", "both")),
+          fmt("enable_fsdp_float8_all_gather: with the parameters offloaded (offload {0}) the shards are cast to "
+              "float8 from host memory, not modelled", sym("offload"))),
+    Check(both(sym("enable_fsdp_float8_all_gather"), FLOAT8_HEAD, sym("tied_embeddings")),
+          fmt("enable_fsdp_float8_all_gather: {0} ties its output layer to the embedding, which a float8 all-gather "
+              "of the converted output layer would break; leave the output layer in bf16 (float8_filter_output)",
+              sym("model_name"))),
+    Check(both(sym("float8_filter_output"), eq(sym("float8"), "")),
+          fmt("float8_filter_output: leaves the output layer out of float8 training; it needs float8")),
     # A padded micro-batch's mask (builder.model.oplists._PADDING_MASK): transformers' SDPA attention, op by op, in
     # training, and not yet measured under torch.compile.
     Check(both(sym("padded"), ne(sym("mode"), "train")),
@@ -388,6 +459,11 @@ CHECKS: tuple[Check, ...] = (
               "not a parameter count")),
     # A tied output layer is the token embedding's weight: torchtune has no output module then (TiedLinear) and
     # torchtitan wraps the embeddings, norm and head as one unit (torchtitan/distributed/fsdp.py at b5bcd76).
+    # The float8 all-gather's weights are counted in the blocks and the root unit's output layer (states.COMM
+    # float8_gathered); torchtune's own units for the embedding and the output layer are not modelled with it.
+    Check(both(sym("custom_sharded_layers"), sym("enable_fsdp_float8_all_gather")),
+          fmt("custom_sharded_layers: with enable_fsdp_float8_all_gather the output layer's own unit would gather it "
+              "in float8; the two together are not modelled")),
     Check(both(sym("custom_sharded_layers"), sym("tied_embeddings")),
           fmt("custom_sharded_layers: {0} ties its output layer to the token embedding, whose weight then has to stay "
               "in one unit with it (torchtitan wraps them together; torchtune has no output module of its own): "

@@ -15,6 +15,7 @@ from builder.model.cite import Cite
 from builder.model.checks import first_refusal
 from builder.model.expr import evaluate
 from builder.model.placement import CUSTOM_SHARDED_LAYERS
+from builder.model.float8 import RECIPES as FLOAT8_RECIPES
 from builder.model.overrides import CHOSEN, POLICY, POLICY_OVERRIDES, RULES as OVERRIDE_RULES
 from builder.model.units import DTYPE_BYTES
 
@@ -205,6 +206,12 @@ class Config:
     offload_activations: bool = False  # saved activations go to host memory (torchtune's OffloadActivations)
     checkpoint_save: str = "none"  # how a checkpoint is saved after the step, in the framework's words (none: no save)
     compile: bool = False  # every layer under torch.compile (inductor): what its partitioner saves (oplists)
+    # torchao's float8 training as torchtitan (--model.converters float8) and torchtune (enable_fp8_training) run it
+    # (builder.model.float8): Float8LinearConfig.from_recipe_name's recipe (None: off), FSDP2's float8 all-gather of
+    # the converted weights, and the output layer left in bf16 (torchtitan's filter_fqns "output").
+    float8: str | None = None  # torchao's float8 training recipe: tensorwise, rowwise or rowwise_with_gw_hp (null: off)
+    enable_fsdp_float8_all_gather: bool = False  # torchao's Float8LinearConfig field: FSDP gathers weights in float8
+    float8_filter_output: bool = False  # the output layer stays bf16 (torchtitan's filter_fqns output; torchtune's way)
 
     # Parallelism -------------------------------------------------------------------
     dp: int = 1  # data-parallel ranks
@@ -299,6 +306,8 @@ def validate_config(config: Config) -> None:
             fail(option, f"{getattr(config, option)!r} is not one of {', '.join(allowed)}")
     if config.optimizer_impl is not None and config.optimizer_impl not in OPTIMIZER_IMPLS:
         fail("optimizer_impl", f"{config.optimizer_impl!r} is not one of {', '.join(OPTIMIZER_IMPLS)}")
+    if config.float8 is not None and config.float8 not in FLOAT8_RECIPES:
+        fail("float8", f"{config.float8!r} is not one of {', '.join(FLOAT8_RECIPES)}")
     if config.fsdp is not None and config.fsdp not in FSDP_STRATEGIES:
         fail("fsdp", f"{config.fsdp!r} is not one of {', '.join(FSDP_STRATEGIES)}")
     for option in ("param_dtype", "grad_dtype", "grad_accum_dtype", "reduce_dtype",

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from builder.model.float8 import INSTANTS as FLOAT8_INSTANTS
+
 
 class Row(NamedTuple):
     """One saved tensor of an op list."""
@@ -148,6 +150,16 @@ CONDITIONS = {
     "routing_weights_cast": "the router casts the routing weights to the activation dtype (Qwen's MoE routers)",
     "routing_weights_fp32": "the routing weights stay fp32 (Mixtral's and DeepSeek's routers)",
     "shared_expert_gate": "a sigmoid gate scales the shared expert's output (Qwen2-MoE)",
+    # torchao's float8 training (builder.model.float8): the instants of a converted linear layer (FLOAT8_MOMENTS).
+    "float8": "torchao's float8 training: the block's linear layers are Float8Linear",
+    "float8_forward": "float8, in a layer that is not checkpointed (a checkpointed layer's forward casts the same "
+                      "tensors with fewer of them live than its backward)",
+    "float8_weight_cast": "float8 without FSDP's float8 all-gather: every forward and backward casts the bf16 weight",
+    "float8_rowwise_input_grad": "the input gradient's float8 matmul has row-wise scales (rowwise, "
+                                 "rowwise_with_gw_hp): their product is an fp32 tensor of its output's shape",
+    "float8_weight_grad": "the weight gradient's matmul in float8, its operands cast again (tensorwise, rowwise)",
+    "float8_rowwise_weight_grad": "the weight gradient's float8 matmul has row-wise scales (rowwise)",
+    "float8_weight_grad_hp": "the weight gradient's matmul in bf16 (rowwise_with_gw_hp)",
 }
 
 def _fp32_under_autocast(group: str, op: str, coefficient: int, shape: str, condition: str = "") -> tuple[Row, Row]:
@@ -957,6 +969,73 @@ _LLAMA_MLP_FORWARD = Moment(
      *_freed(HF_LLAMA_BLOCK, ("gate and up projection inputs, each cast by autocast or quantised by a recipe",)),
      *_fp32_under_autocast("forward", "post_attention_layernorm output, held for the MLP", 1, "Tr h",
                            "separate_inputs")))
+# torchao's float8 training (builder.model.float8): each converted linear layer's instants (float8.INSTANTS: the casts
+# to float8, the layout copies and the matmuls' outputs) as moments of the layer, with what is live beside them. In
+# the backward, autograd runs a Llama block's nodes newest first (engine.cpp ReadyQueue): down, the SwiGLU product, up
+# (newer than the SiLU), the SiLU, gate, the post-attention norm, o, attention, then v, k and q; a projection's saved
+# input is live during its own backward (its row is the anchor: the rows after it are freed), and so are the
+# gradients made for the nodes still to run. In the forward, down's instants hold every row of the layer: a layer's
+# other projections cast smaller tensors (with ffn at least hidden) with fewer rows live.
+def _float8_moments(linear: str, anchor: str, shapes: dict[str, str], held: tuple[Row, ...] = (),
+                    made: tuple[Row, ...] = (), phase: str = "backward") -> tuple[Moment, ...]:
+    """The instants of `phase` of the converted projection `linear` (its input, output and weight `shapes`) as
+    moments anchored at its saved input's row, with the tensors `held` beside them and the weight gradients `made`
+    before them."""
+    condition = "float8_forward" if phase == "forward" else "float8"
+    return tuple(Moment(f"layer_{phase}", f"the {linear} projection's {instant.op}",
+                        "&".join(c for c in (condition, instant.condition) if c), anchor,
+                        (*held, *(Row(phase, f"{linear}: {term.what}", term.coefficient, shapes[term.operand],
+                                      term.dtype, term.condition) for term in instant.terms), *made))
+                 for instant in FLOAT8_INSTANTS if instant.phase == phase)
+
+
+_MLP_IN, _MLP_OUT = {"in": "T h", "out": "T f", "w": "h f"}, {"in": "T f", "out": "T h", "w": "h f"}
+_UP_GRAD = _layer_grads(Row("", "up weight gradient", 1, "h f", "grad", "grad_mlp_in&swiglu"))
+_MLP_GRADS = (*_DOWN_GRAD, *_UP_GRAD, *_layer_grads(
+    Row("", "gate weight gradient", 1, "h f", "grad", "grad_mlp_in&swiglu"),
+    Row("", "post-attention norm weight gradient", 1, "h", "grad", "grad_norm")))
+_O_GRADS = (*_MLP_GRADS, *_layer_grads(Row("", "output projection weight gradient", 1, "a d h", "grad",
+                                           "grad_o&no_latent")))
+_V_GRAD = _layer_grads(Row("", "v weight gradient", 1, "h k d", "grad", "grad_qkv&no_latent"))
+_K_GRAD = _layer_grads(Row("", "k weight gradient", 1, "h k d", "grad", "grad_qkv&no_latent"))
+_QKV_INPUT = "q/k/v projection input (RMSNorm output)"
+FLOAT8_MOMENTS = (
+    # The forward: the block's input (held by the model's loop over its layers) and the residual stream after
+    # attention (held for the MLP's residual add) are live beside the saved rows, which hold neither (the norms save
+    # fp32 copies); measured on CPU (tests/test_float8.py).
+    *_float8_moments("down", "down projection input (the product)", _MLP_OUT,
+                     (*_fp32_under_autocast("forward", "the block's input, held by the model's loop over the layers",
+                                            1, "Tr h"),
+                      *_fp32_under_autocast("forward", "the residual stream after attention, held for the MLP's "
+                                                       "residual add", 1, "Tr h")), phase="forward"),
+    *_float8_moments("down", "down projection input (the product)", _MLP_OUT, _residual_gradient()),
+    *_float8_moments("up", "SiLU input (gate projection output)", _MLP_IN,
+                     (*_residual_gradient(),
+                      Row("backward", "gradient of the SiLU output (its backward runs after up's)", 1, "T f", "act"),
+                      Row("backward", "gradient of the up projection output", 1, "T f", "act")), _DOWN_GRAD),
+    *_float8_moments("gate", "gate/up projection input (RMSNorm output)", _MLP_IN,
+                     (*_residual_gradient(),
+                      Row("backward", "the up projection's input gradient (summed with gate's)", 1, "T h", "act"),
+                      Row("backward", "gradient of the gate projection output (the SiLU's backward)", 1, "T f",
+                          "act")), (*_DOWN_GRAD, *_UP_GRAD)),
+    *_float8_moments("o", "o_proj input (merged heads)", {"in": "T a d", "out": "T h", "w": "a d h"},
+                     _residual_gradient(), _MLP_GRADS),
+    *_float8_moments("v", _QKV_INPUT, {"in": "T h", "out": "T k d", "w": "h k d"},
+                     (*_residual_gradient(),
+                      Row("backward", "gradient of the query (after rotary)", 1, "T a d", "act"),
+                      Row("backward", "gradients of the key (after rotary) and of the value", 2, "T k d", "act")),
+                     _O_GRADS),
+    *_float8_moments("k", _QKV_INPUT, {"in": "T h", "out": "T k d", "w": "h k d"},
+                     (*_residual_gradient(), Row("backward", "gradient of the query (after rotary)", 1, "T a d", "act"),
+                      Row("backward", "the v projection's input gradient", 1, "T h", "act"),
+                      Row("backward", "gradient of the key (after rotary)", 1, "T k d", "act")),
+                     (*_O_GRADS, *_V_GRAD)),
+    *_float8_moments("q", _QKV_INPUT, {"in": "T h", "out": "T a d", "w": "h a d"},
+                     (*_residual_gradient(),
+                      Row("backward", "the v and k projections' input gradients, summed", 1, "T h", "act"),
+                      Row("backward", "gradient of the query (after rotary)", 1, "T a d", "act")),
+                     (*_O_GRADS, *_V_GRAD, *_K_GRAD)),
+)
 _SOFTMAX_BACKWARD = _with_grads(_softmax_backward(False), _BLOCK_GRADS)
 _FP32_SOFTMAX_BACKWARD = _with_grads(_softmax_backward(True), _BLOCK_GRADS)
 MOMENTS = {
@@ -966,7 +1045,7 @@ MOMENTS = {
     "hf-gpt2": (_softmax_forward(False, True), _MASK_ADD_UNDER_AUTOCAST, *_GPT2_MLP_FORWARD, _SOFTMAX_BACKWARD,
                *_DENSE_MOMENTS),
     "hf-llama": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _LLAMA_MLP_FORWARD, _FP32_SOFTMAX_BACKWARD,
-                 *_DENSE_MOMENTS),
+                 *_DENSE_MOMENTS, *FLOAT8_MOMENTS),
     # transformers' MoE layers: the experts' own backward is not a moment here (builder.model.peak.unmodelled names it).
     "hf-moe": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST,
                _with_grads(_softmax_backward(True), _MOE_GRADS)),

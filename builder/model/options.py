@@ -24,8 +24,9 @@ from typing import Any
 
 from builder.model.buckets import DEFAULTS as BUCKET_DEFAULTS, MEANINGS as BUCKET_MEANINGS
 from builder.model.config import (ACTIVATION_FORMULAS, ATTENTION, CHECKPOINT_SAVES, CUSTOM_SHARDED_LAYERS,
-                                  FSDP_STRATEGIES, IMPLEMENTATIONS, KBIT_PREPARE, LORA_TARGETS, LOSSES, MODES, OFFLOAD,
-                                  OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS, RECOMPUTE)
+                                  FLOAT8_RECIPES, FSDP_STRATEGIES, IMPLEMENTATIONS, KBIT_PREPARE, LORA_TARGETS, LOSSES,
+                                  MODES, OFFLOAD, OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS,
+                                  RECOMPUTE)
 from builder.model.ranges import RANGE_OF, Range
 from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, MODEL_DTYPES, QUANTIZATION_DTYPES
 from builder.model.units import DTYPE_BYTES, clip, parse_count, parse_size
@@ -279,6 +280,17 @@ OPTIONS: tuple[Option, ...] = (
     _o("compile", "flag", "every transformer layer under torch.compile (inductor): what its partitioner saves for "
        "backward, measured on CPU; the loss is compiled only with --loss compiled or chunked-compiled", "run", default=False,
        url="compile"),
+    # torchao's float8 training (builder.model.float8), in torchtitan's and torchao's words.
+    _o("float8", "choice", "torchao's float8 training of the linear layers, by its recipe: tensorwise, rowwise or "
+       "rowwise_with_gw_hp (torchtitan's --model.converters float8 with --float8.recipe_name; torchtune's "
+       "enable_fp8_training with fp8_recipe_name). Every Linear whose sizes divide by 16 becomes a Float8Linear: it "
+       "saves its bf16 input as before and casts its operands to float8 for an instant in its forward and backward; "
+       "modelled eager, without torch.compile (which fuses the casts)", "run", choices=FLOAT8_RECIPES, optional=True,
+       metavar="RECIPE", url="float8", source="torchao-float8-36027d8"),
+    _o("float8_filter_output", "flag", "with --float8: leave the output layer a bf16 nn.Linear (torchtitan's "
+       "--float8.filter_fqns output, lm_head at b5bcd76, as its Llama 3 configurations of 2025 set it; torchtune "
+       "always does); torchtitan's converter converts it otherwise",
+       "run", default=False, url="float8_filter_output", source="torchtitan-float8-b5bcd76"),
     # The precision policy's states one by one (each None: the policy's own).
     *(_o(name, "dtype", "", "dtypes", choices=_DTYPES + (("none",) if name == "master_dtype" else ()),
          optional=True, url=name if name in ("param_dtype", "reduce_dtype", "grad_accum_dtype",
@@ -297,6 +309,11 @@ OPTIONS: tuple[Option, ...] = (
        "gradient buckets (one copy of the gradients, kept for the run) instead of a separate tensor beside them; a "
        "DDP run only (--dp above 1, no --zero or --fsdp)", "parallel", default=False, url="gradient_as_bucket_view",
        source="pytorch-2-13"),
+    _o("enable_fsdp_float8_all_gather", "flag", "with --float8 tensorwise and --fsdp: FSDP gathers the converted "
+       "weights in float8, 1 byte a parameter instead of 2 (torchao's Float8LinearConfig field; torchtitan's "
+       "--float8.enable_fsdp_float8_all_gather; precompute_float8_dynamic_scale_for_fsdp changes when the scales are "
+       "computed, not the bytes)", "parallel", default=False, url="enable_fsdp_float8_all_gather",
+       source="torchao-float8-36027d8"),
     _o("fsdp_shard_group", "count", "HYBRID_SHARD group size", "parallel", optional=True),
     _o("custom_sharded_layers", "names", f"with --fsdp: comma list of {', '.join(CUSTOM_SHARDED_LAYERS)}, the "
        "modules FSDP wraps as units of their own before the blocks and the root (torchtune's custom_sharded_layers; "

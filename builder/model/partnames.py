@@ -68,6 +68,7 @@ PART_NAMES: dict[str, str] = {
     "activations/final_hidden_fp32": "Final hidden states in fp32",
     "activations/embedding_outputs": "Held embedding outputs",
     "activations/loss_grads": "Loss gradients",
+    "activations/float8_casts": "Float8 casts and copies",
     "activations/checkpoint": "Layer checkpoints",
     "activations/op_outputs": "Kept op outputs (per-op checkpointing)",
     "activations/offloaded": "Offloaded activations",

@@ -180,4 +180,8 @@ def unmodelled(config: Config) -> tuple[str, ...]:
         notes.append("Megatron's fused vocab-parallel cross entropy (the loss gradients follow transformers)")
     if config.activation_formula == "korthikanti":
         notes.append("a layer's own instants (the reference formulas have no op list)")
+    if config.float8:
+        notes.append("torchao's float8 scales (one fp32 number per tensor, row or column)")
+    if config.enable_fsdp_float8_all_gather:
+        notes.append("each weight shard's cast to float8 before FSDP's all-gather")
     return tuple(notes)

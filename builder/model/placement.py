@@ -17,8 +17,8 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any, Mapping
 
-from builder.model.expr import (both, ceil, either, eq, evaluate, exact, isin, minimum, ne, negate, row, sym, table,
-                                total, when)
+from builder.model.expr import (both, ceil, either, eq, evaluate, exact, isin, minimum, mod, ne, negate, row, sym,
+                                table, total, when)
 from builder.model.partrules import RuleSet
 from builder.model.tensors import NORM_TENSORS
 
@@ -59,6 +59,11 @@ TP_SHARE = when(isin(sym("group"), "norms", "mlp/router", "attention/latent"), 1
                      when(eq(sym("group"), "mlp/experts"), sym("tp") * sym("ep"), sym("tp"))))
 
 
+# A block's weight that torchtitan converts to float8: a projection's matrix both of whose sizes 16 divides.
+FLOAT8_CONVERTED = both(isin(sym("group"), "attention/q", "attention/kv", "attention/out", "mlp"), sym("rest") > 1,
+                        eq(mod(sym("dim0"), 16), 0), eq(mod(sym("rest"), 16), 0))
+
+
 def _in_one_block(condition: Any) -> Any:
     """One block's parameters on this GPU among the tensor rows where `condition` holds."""
     return total(sym("parameter_tensors"), when(both(sym("in_block"), condition),
@@ -95,6 +100,11 @@ HOLDING = RuleSet(symbols={
     # and of those the routed experts'.
     "layer_gemms": _in_one_block(both(negate(isin(sym("group"), "norms", "mlp/router")), sym("rest") > 1)),
     "layer_expert_gemms": _in_one_block(both(eq(sym("group"), "mlp/experts"), sym("rest") > 1)),
+    # The weights of a block torchtitan converts to torchao's Float8Linear (builder.model.float8): the projections'
+    # matrices whose two sizes 16 divides (torchtitan/components/quantization/utils.py module_filter_fn), and how many.
+    "layer_float8": _in_one_block(FLOAT8_CONVERTED),
+    "layer_float8_tensors": total(sym("parameter_tensors"), when(both(sym("in_block"), FLOAT8_CONVERTED),
+                                                                 sym("count"), 0)),
     "vocab_rows": ceil(sym("vocab") / sym("tp")) * sym("hidden"),
     # The embeddings on the first stage; the final norm and the output layer on the last (an untied head, or
     # the tied copy Megatron-LM keeps on the last stage): the FSDP root unit.

@@ -15,6 +15,7 @@ from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, i
                                 per_unit, sym, total, when)
 from builder.model.cite import Cite
 from builder.model.adapters import ADAPTER_DTYPE, ADAPTER_SOURCE, MLP_WIDTH, SHAPES as ADAPTER_SHAPES, TORCHTUNE
+from builder.model.float8 import ALL_GATHER as FLOAT8_ALL_GATHER, GATHERED as FLOAT8_GATHERED, HEAD as FLOAT8_HEAD
 from builder.model.gradbuffers import BF16_OPTIMIZER, DDP_BUCKETS, KEPT_NOTE, SYMBOLS as GRAD_BUFFERS
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.paging import PAGED, PAGED_NOTE
@@ -564,7 +565,15 @@ COMM = RuleSet(
     # simplify it as one symbol, builder.widgets.specialise.one_valued).
     symbols={**SHARDING, "adapters": ADAPTERS["adapters"],
              "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype")),
-             "stage_unsharded": sym("dense") + sym("expert"), **ZERO3_SYMBOLS, **buckets.SYMBOLS},
+             "stage_unsharded": sym("dense") + sym("expert"), **ZERO3_SYMBOLS, **buckets.SYMBOLS,
+             # The weights FSDP gathers in float8 (enable_fsdp_float8_all_gather) and how many: the converted ones of
+             # the blocks gathered, and the output layer's where it is converted (a tied one is refused).
+             "float8_head_weight": when(both(FLOAT8_HEAD, sym("stage_has_head"), negate(sym("tied_embeddings"))),
+                                        sym("vocab_rows"), 0),
+             "float8_gathered": when(FLOAT8_ALL_GATHER, when(WHOLE_STAGE, sym("stage_layers"), 2)
+                                     * sym("layer_float8") + sym("float8_head_weight"), 0),
+             "float8_gathered_weights": when(FLOAT8_ALL_GATHER, when(WHOLE_STAGE, sym("stage_layers"), 2)
+                                             * sym("layer_float8_tensors") + when(sym("float8_head_weight"), 1, 0), 0)},
     parts=(
         PartRule("comm/gathered_params", sym("zero3_now") * _ZERO3_BYTES,
                  "(small parameters + largest layer + prefetch) x bytes(param dtype)",
@@ -574,13 +583,19 @@ COMM = RuleSet(
                  "modules used again within stage3_max_reuse_distance x bytes(param dtype)", ZERO3_COORDINATOR,
                  "the last blocks, kept for their backward", fmt("{0}{1}", sym("zero3_assumed"), ZERO3_KEPT_NOTE),
                  when=both(sym("zero3_gathers"), sym("zero3_turn") > sym("zero3_now"))),
+        # torchao's float8 all-gather (builder.model.float8): the converted weights gathered in float8, 1 B each, with
+        # an fp32 scale a weight.
         PartRule("comm/gathered_params", when(WHOLE_STAGE, sym("stage_unsharded"),
-                                              2 * sym("layer_unit") + sym("fsdp_root")) * bytes_of(sym("param_dtype")),
-                 when(WHOLE_STAGE, "the stage's parameters x bytes(param dtype)",
-                      "(2 x one block + root unit) x bytes(param dtype)"),
-                 when(WHOLE_STAGE, PIPELINED_FSDP, when(sym("custom_sharded_layers"), fmt("{0}; {1}", FSDP, CUSTOM_UNITS),
-                                                        FSDP)),
-                 when(WHOLE_STAGE, "the whole stage", "2 blocks + root unit"),
+                                              2 * sym("layer_unit") + sym("fsdp_root")) * bytes_of(sym("param_dtype"))
+                 - sym("float8_gathered") * (bytes_of(sym("param_dtype")) - 1) + 4 * sym("float8_gathered_weights"),
+                 fmt("{0}{1}", when(WHOLE_STAGE, "the stage's parameters x bytes(param dtype)",
+                                    "(2 x one block + root unit) x bytes(param dtype)"),
+                     when(FLOAT8_ALL_GATHER, ", the float8 layers' weights at 1 B with a 4 B scale each", "")),
+                 fmt("{0}{1}", when(WHOLE_STAGE, PIPELINED_FSDP,
+                                    when(sym("custom_sharded_layers"), fmt("{0}; {1}", FSDP, CUSTOM_UNITS), FSDP)),
+                     when(FLOAT8_ALL_GATHER, "; " + FLOAT8_GATHERED, "")),
+                 fmt("{0}{1}", when(WHOLE_STAGE, "the whole stage", "2 blocks + root unit"),
+                     when(FLOAT8_ALL_GATHER, ", linear weights in float8", "")),
                  when(WHOLE_STAGE, "pipeline parallelism keeps the stage's parameters unsharded through the schedule",
                       fmt("simplification: the block being computed and the prefetched one, plus the root unit ({0}) "
                           "that stays gathered",

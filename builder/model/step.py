@@ -36,10 +36,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from builder.model import dequant, oplists
+from builder.model import dequant, float8, oplists
 from builder.model.activations import (CHECKPOINTED, FP32_STREAM_AMP, LAYER_GROUPS, OP_SAC, SAC_AFTER_PRODUCT,
                                        SAC_LAYER, SAVED_DTYPE, per_token)
 from builder.model.cite import Cite
+from builder.model.float8 import CASTS as FLOAT8_CASTS, HEAD as FLOAT8_HEAD
 from builder.model.expr import (Expr, at, best, both, by, ceil, concat, each, either, eq, floor, fmt, get, isin, maximum,
                                 minimum, negate, ne, row, sym, table, top, total, when, within)
 from builder.model.optimizers import (FOREACH_ADAFACTOR, FOREACH_ADAM, FOREACH_LION, IN_BACKWARD, LOOP_SOURCE,
@@ -93,11 +94,13 @@ HEAD_BACKWARD = (Cite("pytorch-autograd-engine", "torch/csrc/autograd/engine.cpp
 ACCUMULATE = Cite("pytorch-2-13", "autograd AccumulateGrad") + ": .grad persists across micro-batches until zero_grad"
 AUTOGRAD = (Cite("pytorch-2-13", "torch/csrc/autograd/engine.cpp") + " (autograd: a node's saved tensors are freed "
             "once it has run; derivatives from tools/autograd/derivatives.yaml); measured: see the Validation page")
-PHASES = ("layer_forward", "forward", "backward_start", "head_backward", "layer_backward", "first_layer_backward",
-          "backward_end", "optimizer_step", "checkpoint_save")
-PHASE_TITLES = {"layer_forward": "forward through the last layer", "forward": "end of forward (loss computed)",
+PHASES = ("layer_forward", "head_forward", "forward", "backward_start", "head_backward", "layer_backward",
+          "first_layer_backward", "backward_end", "optimizer_step", "checkpoint_save")
+PHASE_TITLES = {"layer_forward": "forward through the last layer",
+                "head_forward": "forward through the output layer",
+                "forward": "end of forward (loss computed)",
                 "backward_start": "start of backward (loss gradients)",
-                "head_backward": "backward through the output layer (chunked loss)",
+                "head_backward": "backward through the output layer",
                 "layer_backward": "backward through the last layer",
                 "first_layer_backward": "backward through the first layer",
                 "backward_end": "end of backward (all gradients)",
@@ -123,13 +126,17 @@ _IN_BACKWARD = ("weights", "optimizer", "kept", "accumulating", "comm/gathered_p
 LIVE = {
     "layer_forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/reused_params",
                       "comm/reduce_bucket", "saved"),
+    # The output layer converted to float8 (builder.model.float8): its forward's casts, before the loss has saved
+    # anything.
+    "head_forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/reused_params",
+                     "comm/reduce_bucket", "saved_less_loss"),
     "forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/reused_params",
                 "comm/reduce_bucket", "saved", "activations/logits"),
     "backward_start": _IN_BACKWARD,
     # A chunked loss's backward has run (its saved log-probabilities are freed): the output layer's backward, chunk
-    # by chunk, summing the weight gradient of every chunk. FSDP2: the output layer's unit when it is one of its own;
-    # the root unit's output-layer gradient is the sum being made (gradients/head_sum: .grad is set once every chunk's
-    # has come), so comm/root_grads is not live yet.
+    # by chunk, summing the weight gradient of every chunk; or, converted to float8, its backward's casts. FSDP2: the
+    # output layer's unit when it is one of its own; the root unit's output-layer gradient is the sum being made
+    # (gradients/head_sum: .grad is set once every chunk's has come), so comm/root_grads is not live yet.
     "head_backward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
                       "comm/reduce_bucket", "comm/gathered_output", "saved_less_loss"),
     # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
@@ -175,6 +182,18 @@ def _part(name: str) -> Expr:
 HEAD = _part("activations/loss") > 0
 EMBEDDING = _part("activations/embedding") > 0
 FULL_TUNING = eq(sym("lora_rank"), 0)
+# torchao's float8 training with the output layer converted (builder.model.float8.HEAD): the largest instant of its
+# forward and of its backward (float8.INSTANTS), its input b x s x h, its output the b x s x V logits and its weight
+# V x h. FSDP2 counts the output layer's gradient as the root unit's (comm/root_grads) through the whole backward
+# phase: the instants before the weight gradient's matmul are counted less it, that one without its own.
+_FLOAT8_SIZES = {"in": sym("op_T") * sym("hidden"), "out": sym("op_T") * sym("op_V"), "w": sym("op_V") * sym("hidden")}
+_FLOAT8_DTYPES = {"fp32": 4, "fp8": 1, "act": sym("act_bytes"), "grad": sym("grad_bytes")}
+FLOAT8_HEAD_FORWARD, FLOAT8_HEAD_BACKWARD = (
+    float8.largest(phase, _FLOAT8_SIZES, _FLOAT8_DTYPES.__getitem__, lambda name: sym(f"holds_{name}"))
+    for phase in ("forward", "backward"))
+FLOAT8_HEAD_NOTE = ("the largest of its casts, layout copies and matmul outputs, each instant beside the gradient of "
+                    "the logits; under FSDP2 less the output layer's weight gradient (counted as the root unit's "
+                    "gradients) until its matmul makes it")
 # Weight gradients are new tensors of this backward: not accumulated into, not an unsharded unit's, not stepped
 # and freed as they are made.
 FRESH = both(eq(sym("grad_accum"), 1), eq(_part("comm/unsharded_grads"), 0), negate(sym("in_backward")),
@@ -320,11 +339,29 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                  / LOSS_CHUNKS, "(C - 2) / C x b x s x V x bytes(activation dtype)", HEAD_BACKWARD,
                  per_token(sym("op_T") * sym("op_V") * sym("act_bytes") * (LOSS_CHUNKS - 2) / LOSS_CHUNKS),
                  "the logits' gradients of the chunks whose output-layer backward has not run yet",
-                 when=HEAD, transient=True),
+                 when=both(HEAD, CHUNKED), transient=True),
         PartRule("gradients/head_sum", 3 * sym("op_V") * sym("hidden") * sym("grad_bytes"), "3 x V x h x bytes(grad)",
                  HEAD_BACKWARD, "3 V x h gradients",
                  "two chunks' output-layer weight gradients and their sum, before the sum goes to .grad",
-                 when=both(HEAD, FULL_TUNING), transient=True),
+                 when=both(HEAD, CHUNKED, FULL_TUNING), transient=True),
+        # The output layer converted to float8 (eager loss): the loss's backward has made the gradient of the logits
+        # in their dtype (ToCopyBackward of logits.float()), the output layer's incoming gradient, and its backward
+        # casts it, the weight and its saved input (FLOAT8_HEAD_BACKWARD).
+        PartRule("activations/loss_grads", sym("op_T") * sym("op_V") * sym("act_bytes"),
+                 "b x s x V x bytes(activation dtype)", LOSS, per_token(sym("op_T") * sym("op_V") * sym("act_bytes")),
+                 "the gradient of the logits, in their dtype: the output layer's incoming gradient",
+                 when=both(HEAD, FLOAT8_HEAD), transient=True),
+        PartRule("activations/float8_casts", FLOAT8_HEAD_BACKWARD - _part("comm/root_grads"),
+                 "the largest instant of the output layer's float8 backward", FLOAT8_CASTS,
+                 per_token(FLOAT8_HEAD_BACKWARD), FLOAT8_HEAD_NOTE, when=both(HEAD, FLOAT8_HEAD), transient=True),
+    ),
+    # The output layer converted to float8: the largest instant of its forward, the casts of its input and weight and
+    # the logits it makes (FLOAT8_HEAD_FORWARD).
+    "head_forward": (
+        PartRule("activations/float8_casts", FLOAT8_HEAD_FORWARD, "the largest instant of the output layer's float8 "
+                 "forward", FLOAT8_CASTS, per_token(FLOAT8_HEAD_FORWARD),
+                 "the casts of its input and weight, or at its matmul the logits it makes",
+                 when=both(HEAD, FLOAT8_HEAD), transient=True),
     ),
     "layer_forward": (
         _dequantised(backward=False),
@@ -559,7 +596,8 @@ STEP = RuleSet(symbols={
     "step_live": table(*(row(sym(f"moment_{phase}") if phase in MOMENT_PHASES else
                              negate(sym("in_backward")) if phase == "optimizer_step" else
                              ne(sym("checkpoint_save"), "none") if phase == "checkpoint_save" else
-                             both(HEAD, CHUNKED) if phase == "head_backward" else 1, phase=phase,
+                             both(HEAD, either(CHUNKED, FLOAT8_HEAD)) if phase == "head_backward" else
+                             both(HEAD, FLOAT8_HEAD) if phase == "head_forward" else 1, phase=phase,
                              allocated=total(sym(f"step_{phase}"), sym("bytes"))) for phase in PHASES)),
     "step_totals": by(sym("step_live"), "phase", sym("allocated") + RESERVED),
     "peak_phase": top(sym("step_totals")),

@@ -182,15 +182,18 @@ def compare_state_case(file: str, case: dict[str, Any], **parallel: Any) -> list
     return [judge(file, case["name"], quantity, value, predicted[quantity]) for quantity, value in values.items()]
 
 
-# Every candidate moment of the backward pass, in step order (peak.PHASES from its start to its end).
+# Every candidate moment of the forward pass and of the backward pass, in step order (peak.PHASES up to the loss, and
+# from the start of backward to its end).
+FORWARD_PHASES = PHASES[:PHASES.index("forward") + 1]
 BACKWARD_PHASES = PHASES[PHASES.index("backward_start"):PHASES.index("backward_end") + 1]
 
 
-def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str) -> dict[str, int]:
-    """Bytes live at the peak of each measured phase, as builder.model.peak predicts them.
+def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str, **changes: Any) -> dict[str, int]:
+    """Bytes live at the peak of each measured phase, as builder.model.peak predicts them (`changes`: Config options
+    the measurement set apart from its case, as builder.validate.float8's conversion).
 
-    Forward's peak is the larger of its end and the last layer's own moment; backward's is the largest of
-    its two ends and the last layer's moment (builder.model.peak.PHASES)."""
+    Forward's peak is the largest of its end and the moments inside it (the last layer's, the output layer's);
+    backward's is the largest of its two ends and the moments inside it (builder.model.peak.PHASES)."""
     from builder.model import Config, estimate
     from builder.model.peak import phases
 
@@ -198,12 +201,13 @@ def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str
                     precision=precision_of(inputs), optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
                     seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
                     dropout=inputs["dropout"], grad_accum=inputs["grad_accum"],
-                    optimizer_impl=inputs.get("optimizer_impl", "foreach"), loss=inputs.get("loss", "eager"))
+                    optimizer_impl=inputs.get("optimizer_impl", "foreach"), loss=inputs.get("loss", "eager"),
+                    **changes)
     breakdown = estimate(config, words=False)
     totals = {phase.name: phase.total for phase in phases(config, breakdown)}
     # With the step inside backward, optimizer.step() has nothing left to do: the weights and states are live.
     after = breakdown.get("weights") + breakdown.get("optimizer")
-    return {"peak_forward": max(totals["forward"], totals.get("layer_forward", 0)),
+    return {"peak_forward": max(totals[name] for name in FORWARD_PHASES if name in totals),
             "peak_backward": max(totals[name] for name in BACKWARD_PHASES if name in totals),
             "peak_optimizer_step": totals.get("optimizer_step", after)}
 

@@ -244,8 +244,9 @@ def step_optimizer(case: PeakCase, trainable: list):
     return make_optimizer(case.optimizer, trainable, foreach=case.optimizer_impl == "foreach")
 
 
-def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
-    """Peak live bytes per phase of the second of two training steps of `case`."""
+def measure_peak_case(case: PeakCase, device: str = "cpu", convert=None) -> dict[str, Any]:
+    """Peak live bytes per phase of the second of two training steps of `case` (`convert`: a function that swaps
+    the built model's modules before it trains, as torchao's float8 conversion does: builder.validate.float8)."""
     from builder.validate.hf_models import build_model, make_token_ids
     from builder.validate.measure import enable_checkpointing
     from builder.validate.states import add_lora, count_model_states
@@ -258,6 +259,8 @@ def measure_peak_case(case: PeakCase, device: str = "cpu") -> dict[str, Any]:
     meter = CudaMeter() if device == "cuda" else CpuMeter()
     with meter:
         model = build_model(config, case.forward.dtype)
+        if convert is not None:
+            convert(model)
         if case.lora_rank:
             add_lora(model, case.lora_rank, ("q", "k", "v", "o"))  # adapters are made on the CPU: add, then move
         model = model.to(device)

@@ -29,7 +29,8 @@ from builder.model import Config
 from builder.model.architecture import Architecture, shape_inputs
 from builder.model.breakdown import Breakdown
 from builder.model.architecture import active_param_count, param_count
-from builder.model.config import CHECKPOINT_SAVES, FSDP_STRATEGIES, OPTIMIZER_IMPLS, PRECISIONS, RECOMPUTE
+from builder.model.config import (CHECKPOINT_SAVES, FLOAT8_RECIPES, FSDP_STRATEGIES, OPTIMIZER_IMPLS, PRECISIONS,
+                                  RECOMPUTE)
 from builder.model.inputs import config_inputs, run_inputs
 from builder.model.partrules import RuleSet
 from builder.model.partnames import PART_NAMES, reader_name
@@ -272,6 +273,10 @@ TRAIN_CONTROLS = (
     of("dropout", "Dropout on", "train"),
     of("offload_activations", "Offload activations", "train", hint="to host memory, torchtune's way"),
     of("compile", "torch.compile layers", "train", hint="what inductor's partitioner saves"),
+    # torchao's float8 training (builder.model.float8), by its recipe; the output layer left in bf16 or not.
+    of("float8", "float8 training (torchao)", "train", (("none", "off"), *_pairs(FLOAT8_RECIPES)),
+       hint="torchtitan's recipe_name"),
+    of("float8_filter_output", "float8: output layer in bf16", "train", hint="filter_fqns output"),
     of("lora_rank", "LoRA rank", "train", low=0, high=4096, hint="0 = full fine-tuning"),
     of("lora_dropout", "LoRA dropout", "train", low=0, high=1, hint="PEFT's lora_dropout", step="0.01"),
     of("qlora", "QLoRA (4-bit base)", "train"),
@@ -301,6 +306,7 @@ PARALLEL_CONTROLS = (
        (("none", "none: the embeddings and head in the root unit"), *_pairs(CUSTOM_LAYOUTS)),
        hint="torchtune's custom_sharded_layers"),
     of("gradient_as_bucket_view", "DDP gradients as bucket views", DDP_SHOWN, hint="gradient_as_bucket_view"),
+    of("enable_fsdp_float8_all_gather", "FSDP all-gather in float8", "train", hint="with float8 tensorwise"),
     # DeepSpeed ZeRO-3's own limits (builder.model.zero3), in its config's words, shown with ZeRO stage 3 only.
     *(of(option, label, ZERO3_SHOWN, low=int(RANGE_OF[option].low), high=int(RANGE_OF[option].high), hint=option)
       for option, label in (("stage3_max_live_parameters", "Max live parameters"),
@@ -373,6 +379,7 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention, "padded": "0",
                "loss": _PLAIN.loss,
                KEY["implementation"]: "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "kbit_prepare": _PLAIN.kbit_prepare, WEIGHTS: "bf16", "kv_dtype": "auto",
+               "float8": "none", "float8_filter_output": "0", "enable_fsdp_float8_all_gather": "0",
                **{option: str(default) for option, default in ZERO3_OPTIONS.items()},
                **{option: str(default) for option, default in BUCKET_OPTIONS.items()}, "overlap_comm": "default",
                "contiguous_gradients": "1", "batch": str(_PLAIN.batch), "context": str(_PLAIN.context), KEY["zero"]: "0", "offload": "none",

@@ -93,10 +93,12 @@ FORM_RULES = RuleSet(symbols={
     "reduce_dtype": _unless("reduce_dtype", "policy"),
     "optimizer": form("optimizer"),
     "optimizer_impl": _unless("optimizer_impl", "default"),
+    "float8": _unless("float8", "none"),
     **{CHOSEN.get(option, option): _unless(option, "policy")
        for option in ("optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "grad_accum_dtype")},
     **{option: form(option) for option in ("micro_batch", "seq_len", "grad_accum", "recompute", "recompute_layers",
-                                           "attention", "padded", "loss", "dropout", "offload_activations", "compile", "dp",
+                                           "attention", "padded", "loss", "dropout", "offload_activations", "compile",
+                                           "float8_filter_output", "enable_fsdp_float8_all_gather", "dp",
                                            "tp", "pp", "cp", "ep", "offload", "checkpoint_save", "lora_rank",
                                            "lora_dropout", "qlora", "kbit_prepare", "batch", "context")},
     "activation_formula": when(eq(form(KEY["implementation"]), "korthikanti"), "korthikanti", "ops"),

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from builder.model.config import LOSSES, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, validate_config
+from builder.model.config import FLOAT8_RECIPES, LOSSES, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, validate_config
 from builder.widgets import calculator as calc
 from builder.widgets.serve_concurrency import CONTROLS, KV_CHOICES, TP_CHOICES, evaluate
 from tests.browser import test_widget_bytes_per_param as bpp
@@ -141,6 +141,11 @@ def calculator_states(draw, defaults: dict[str, str]) -> dict[str, str]:
                                      and arch.norm == "rmsnorm")
         s["compile"] = pick("001") if s["implementation"] in ("hf", "torchtune") and not arch.experts and compiled_lora \
             and not PRECISIONS[s["precision"]].recipe else "0"
+        # torchao's float8 training (builder.model.float8), its all-gather and the output layer left in bf16.
+        s["float8"] = pick(["none", "none", "none", *FLOAT8_RECIPES])
+        s["enable_fsdp_float8_all_gather"] = pick("001") if s["float8"] == "tensorwise" else "0"
+        s["float8_filter_output"] = pick("01") if s["float8"] != "none" else "0"
+        s["compile"] = "0" if s["float8"] != "none" else s["compile"]  # compiled float8 layers: refused
         if s["recompute"] == "full" and s["implementation"] != "korthikanti" and arch.layers // pp > 1 and pick([1, 0, 0]):
             s["recompute_layers"] = str(draw(st.integers(1, arch.layers // pp - 1)))
         for option, choices in (("optimizer_state_dtype", calc.STATE_DTYPES), ("exp_avg_dtype", calc.STATE_DTYPES),
@@ -154,6 +159,7 @@ def calculator_states(draw, defaults: dict[str, str]) -> dict[str, str]:
             except ValueError as error:
                 option = str(error).split(":")[0]
                 plain = {"optimizer_impl": "default", "optimizer": "adamw", "checkpoint_save": "none", "offload": "none",
+                         "float8": "none", "enable_fsdp_float8_all_gather": "0", "float8_filter_output": "0",
                          **{name: "policy" for name in calc.DTYPE_OVERRIDES}}
                 if option not in plain or s[option] == plain[option]:
                     break
