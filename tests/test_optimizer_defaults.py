@@ -15,6 +15,9 @@ Sources (read at the commits content/references.toml cites):
   [original_param_groups[group_no]]`, one group's flat fp32 partition.
 - Megatron-LM d98e8a6, megatron/core/optimizer/__init__.py: `from transformer_engine.pytorch.optimizers import
   FusedAdam as Adam`, else `from apex.optimizers import FusedAdam as Adam`, torch.optim.AdamW only when neither imports.
+- Megatron-LM d98e8a6, megatron/training/arguments.py (the --bf16 branch of validate_args): `elif not
+  args.accumulate_allreduce_grads_in_fp32 and args.main_grads_dtype == torch.float32:
+  args.accumulate_allreduce_grads_in_fp32 = True`, so a --bf16 run keeps fp32 main grads (unless --grad-reduce-in-bf16).
 - PyTorch 2.13 (installed), torch/optim/optimizer.py _default_to_fused_or_foreach and transformers 5.23 (installed),
   training_args.py default_optim: checked against the installed packages below.
 """
@@ -27,6 +30,7 @@ import inspect
 from builder.catalog import default_gpus, default_models
 from builder.model import Config, estimate
 from builder.model.peak import need, phases
+from builder.widgets.calculator import config_from_state, start_state
 
 MODELS = default_models()
 H100 = default_gpus()["h100-80gb"].usable_bytes
@@ -122,3 +126,13 @@ def test_stage_1_and_2_optimizer_step_foreach_temporary_is_the_partition():
         run = llama8b(dp=8, zero=zero, optimizer_impl="foreach")
         assert step_temporaries(run) == estimate(run).get("optimizer/adam_v") == 8_030_261_248 // 8 * 4
 
+
+def test_arguments_bf16_keeps_fp32_main_grads_in_the_3d_start():
+    """megatron/training/arguments.py: --bf16 sets accumulate_allreduce_grads_in_fp32, so the calculator's Megatron
+    start point (3D parallel 70B) keeps fp32 gradients (precision megatron-bf16: 4 B beside 2 B weights) and, with
+    Megatron's FusedAdam, no step temporaries."""
+    config = config_from_state(start_state("3d-70b", MODELS, "h100-80gb"), MODELS)
+    assert (config.implementation, config.precision, config.policy.grad) == ("megatron", "megatron-bf16", "fp32")
+    parts = estimate(config)
+    assert parts.get("gradients") == 2 * parts.get("weights")
+    assert step_temporaries(config) == 0
