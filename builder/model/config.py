@@ -24,7 +24,8 @@ MODES = ("train", "serve")
 # optim="paged_adamw_32bit" and "paged_adamw_8bit"), whose states live in CUDA unified memory (builder.model.paging).
 OPTIMIZERS = ("adamw", "adam", "adam8bit", "paged-adamw", "paged-adamw8bit", "adamw8bit-torchao", "adamw4bit",
               "adamwfp8", "sgd", "sgd-momentum", "adafactor", "lion")
-# How the optimizer's step runs (None: the optimizer's own default, builder.model.optimizers). torch.optim:
+# How the optimizer's step runs (None: what the framework builds, else the optimizer's own default,
+# builder.model.optimizers' DEFAULT_IMPL). torch.optim:
 # 'for-loop' (foreach=False), 'foreach' (the default on CUDA for Adam, AdamW and SGD,
 # torch/optim/optimizer.py _default_to_fused_or_foreach), 'fused' (fused=True, one kernel per group) or
 # 'in-backward' (a per-parameter optimizer stepped from register_post_accumulate_grad_hook, each gradient freed
@@ -187,7 +188,7 @@ class Config:
 
     # Optimizer ---------------------------------------------------------------------
     optimizer: str = "adamw"  # which optimizer's states are kept (OPTIMIZERS)
-    optimizer_impl: str | None = None  # 'for-loop', 'foreach', 'fused', 'in-backward' (None: the optimizer's own)
+    optimizer_impl: str | None = None  # 'for-loop', 'foreach', 'fused', 'in-backward' (None: the framework's own)
 
     # Workload ----------------------------------------------------------------------
     micro_batch: int = 1  # b: sequences per GPU per forward pass

@@ -28,15 +28,35 @@ The temporaries per optimizer (L: the largest parameter tensor on the GPU, in th
   (checked on CPU with torch 2.13, not on CUDA: derived, not measured) keeps two fp32 parameter-sized buffers for
   AdamW8bit (8 B x L), about 25 B x L for AdamW4bit (two fp32, two int64 and two packed 4-bit buffers), and none of
   a parameter's size for AdamWFp8.
-Simplification, named: 'L' is one tensor as the model holds it (an FSDP2 shard of it under FSDP); DeepSpeed's
-ZeRO hands its optimizer one flat partition per group, which a for-loop step treats as one tensor (not modelled);
-with the step inside backward, the largest tensor's step temporaries are counted at every moment of backward,
-not only at the instant that tensor steps.
+Which implementation a run gets with optimizer_impl unset (DEFAULT_IMPL): the optimizer its framework builds, where
+the model can tell the framework.
+- Megatron-LM (implementation megatron): Transformer Engine's FusedAdam and FusedSGD, else Apex's; torch.optim only
+  when neither is installed (megatron/core/optimizer/__init__.py's imports, Megatron-LM d98e8a6): fused.
+- DeepSpeed's ZeRO (a ZeRO stage, not FSDP, not Megatron-LM: builder.model.buckets' DEEPSPEED_ENGINE): the config's
+  "optimizer" section, type Adam or AdamW, builds DeepSpeed's FusedAdam (one multi_tensor_adam kernel, in place),
+  DeepSpeedCPUAdam when the optimizer is offloaded, torch.optim only with torch_adam; type Lion builds FusedLion
+  (deepspeed/runtime/engine.py _configure_basic_optimizer, DeepSpeed edaa722): fused. DeepSpeed has no SGD,
+  Adafactor or low-bit type, so those are the client's torch.optim (or other) optimizers, with their own defaults.
+- Anything else: torch.optim's own choice, foreach for Adam, AdamW and SGD on CUDA (torch/optim/optimizer.py
+  _default_to_fused_or_foreach), the optimizers' own above for the others. The model cannot tell a Hugging Face
+  Trainer run (whose default optim is adamw_torch_fused with torch >= 2.8: transformers 5.23 training_args.py
+  default_optim) from a plain loop, nor torchtitan (optimizer.implementation "fused" by default:
+  torchtitan/components/optimizer/optimizer.py at b5bcd76) or a torchtune config (fused: True in most recipes,
+  False in others): those choose optimizer_impl themselves.
+DeepSpeed's ZeRO hands the optimizer one flat fp32 partition per parameter group (stages 1 and 2: stage_1_and_2.py
+_optimizer_step, one group at a time) or per sub-group (stage 3: stage3.py _optimizer_step, param_groups[...]['params']
+= [fp32_param], one sub-group of at most sub_group_size elements plus one parameter's partition at a time), so a
+foreach step's list holds one (sub-)group: builder.model.step bounds its temporaries by that.
+Simplification, named: 'L' is one tensor as the model holds it (an FSDP2 shard of it under FSDP); under DeepSpeed's
+ZeRO a for-loop step's one tensor is the flat (sub-)group, not a parameter (not modelled); with the step inside
+backward, the largest tensor's step temporaries are counted at every moment of backward, not only at the instant that
+tensor steps.
 """
 
 from __future__ import annotations
 
 from builder.model.adapters import ADAPTER_DTYPE
+from builder.model.buckets import DEEPSPEED_ENGINE
 from builder.model.cite import Cite
 from builder.model.expr import best, both, eq, isin, maximum, negate, sym, when, within
 from builder.model.paging import PAGED_OPTIMIZERS, PAGING
@@ -63,13 +83,21 @@ LOOP_TORCHAO = (Cite("torchao-low-bit-optim", "torchao/optim/adam.py single_para
                 "parameter at a time); the buffers inductor keeps, read from its generated code on CPU with torch 2.13 "
                 "(not verified on CUDA)")
 TORCHAO_OPTIMIZERS = ("adamw8bit-torchao", "adamw4bit", "adamwfp8")
-# The optimizer's own default implementation: torch.optim's foreach on CUDA, Adafactor's for-loop, lion-pytorch's
-# for-loop, torchao's per-parameter compiled step, bitsandbytes' fused kernel.
+# The optimizers a framework builds itself (the docstring's list; Megatron-LM d98e8a6 megatron/core/optimizer/
+# __init__.py, DeepSpeed edaa722 deepspeed/runtime/engine.py _configure_basic_optimizer): both fused.
+MEGATRON_BUILDS = both(eq(sym("implementation"), "megatron"),
+                       isin(sym("optimizer"), "adam", "adamw", "sgd", "sgd-momentum"))
+DEEPSPEED_BUILDS = both(DEEPSPEED_ENGINE, isin(sym("optimizer"), "adam", "adamw", "lion"))
+# The optimizer's own default implementation: the framework's fused optimizer where it builds one (above), else
+# torch.optim's foreach on CUDA, Adafactor's for-loop, lion-pytorch's for-loop, torchao's per-parameter compiled step,
+# bitsandbytes' fused kernel.
 # MS-AMP's LBAdam/LBAdamW (precision msamp-o2) steps one parameter at a time (msamp/optim/adamw.py adamw_fn: a
 # Python loop over the parameters, param.float() and grads[i].float() each, then two CUDA kernels): a for-loop whose
 # two fp32 copies of one tensor are the for-loop's 2 x L in fp32.
 DEFAULT_IMPL = when(sym("msamp"), "for-loop", when(isin(sym("optimizer"), "adam8bit", *PAGED_OPTIMIZERS), "fused",
-                    when(isin(sym("optimizer"), "adafactor", "lion", *TORCHAO_OPTIMIZERS), "for-loop", "foreach")))
+                    when(either(MEGATRON_BUILDS, DEEPSPEED_BUILDS), "fused",
+                         when(isin(sym("optimizer"), "adafactor", "lion", *TORCHAO_OPTIMIZERS), "for-loop",
+                              "foreach"))))
 # How many tensors of one parameter's size a for-loop step holds at once (in the state dtype).
 LOOP_TENSORS = when(isin(sym("optimizer"), "adam", "adamw", "lion"), 2,
                     when(eq(sym("optimizer"), "adafactor"), 1, 0))

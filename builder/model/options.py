@@ -233,8 +233,9 @@ OPTIONS: tuple[Option, ...] = (
        "(Hugging Face's paged_adamw_32bit and paged_adamw_8bit)", "run", choices=OPTIMIZERS, default="adamw",
        url="optimizer"),
     _o("optimizer_impl", "choice", "how the step runs (torch.optim's words): for-loop, foreach, fused, or in-backward "
-       "(stepped from each gradient's hook, gradients freed at once); default: the optimizer's own (foreach for "
-       "torch.optim's Adam, AdamW and SGD on CUDA, for-loop for Adafactor and Lion, fused for 8-bit AdamW)", "run",
+       "(stepped from each gradient's hook, gradients freed at once); default: what the framework builds (fused "
+       "Adam under Megatron-LM and DeepSpeed's ZeRO), else the optimizer's own (foreach for torch.optim's Adam, "
+       "AdamW and SGD on CUDA, for-loop for Adafactor and Lion, fused for 8-bit AdamW)", "run",
        choices=OPTIMIZER_IMPLS, optional=True, url="optimizer_impl", source="pytorch-2-13"),
     _o("micro_batch", "count", "", "run", default=1, metavar="B", url="micro_batch"),
     _o("seq_len", "count", "", "run", default=2048, metavar="S", url="seq_len"),

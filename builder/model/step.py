@@ -244,6 +244,28 @@ _DS_ELEMENTS = when(eq(sym("shard_stage"), 3),
                     minimum(_DS_PARTITION, DEEPSPEED_SUB_GROUP + sym("largest_tensor") / sym("optimizer_ranks")),
                     _DS_PARTITION)
 _DS_BYTES = bytes_of(_DS_GRAD_DTYPE) + when(eq(_DS_GRAD_DTYPE, "fp32"), 0, 4)
+# The optimizer DeepSpeed's ZeRO steps is handed one flat fp32 (sub-)group at a time (builder.model.optimizers:
+# stage_1_and_2.py _optimizer_step, self.optimizer.param_groups = [original_param_groups[group_no]]; stage3.py
+# _optimizer_step, self.optimizer.param_groups[param_group_id]['params'] = [fp32_param]), so a foreach step's list is
+# that (sub-)group and its temporaries are the (sub-)group's share of the part they are sized like: under stage 3 at
+# most sub_group_size + one parameter's partition of the partition's elements; under stages 1 and 2 one parameter
+# group, counted as the whole partition (as _DS_ELEMENTS).
+_DS_GROUP_SHARE = when(both(DEEPSPEED_ENGINE, _DS_PARTITION > 0), minimum(1, _DS_ELEMENTS / _DS_PARTITION), 1)
+_DS_SUB_GROUP = _DS_GROUP_SHARE < 1
+FOREACH_SUB_GROUP = (Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage3.py _optimizer_step") + ": the optimizer "
+                     "steps one sub-group's flat fp32 partition at a time, param_groups[...]['params'] = [fp32_param], "
+                     "up to sub_group_size (1e9, config.py) elements and one parameter's partition")
+
+
+def _foreach_step(part: str, optimizers: tuple[str, ...], formula: str, source: str, per_unit: str,
+                  note: str) -> PartRule:
+    """A foreach step's temporaries, sized like the GPU's part `part` (under DeepSpeed's ZeRO-3 one sub-group's share
+    of it)."""
+    return PartRule("optimizer/step_temporaries", _part(part) * _DS_GROUP_SHARE,
+                    when(_DS_SUB_GROUP, formula + " of one sub-group: sub_group_size + the largest partition", formula),
+                    when(_DS_SUB_GROUP, fmt("{0}; {1}", source, FOREACH_SUB_GROUP), source),
+                    when(_DS_SUB_GROUP, per_unit + ", one sub-group at a time", per_unit), note,
+                    when=both(eq(STEP_IMPL, "foreach"), isin(sym("optimizer"), *optimizers)), transient=True)
 
 
 def _deepspeed_step_grads() -> PartRule:
@@ -402,15 +424,12 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
     # builder.model.optimizers: what each optimizer's step allocates, by implementation (fused: nothing).
     "optimizer_step": (
         _deepspeed_step_grads(),
-        PartRule("optimizer/step_temporaries", _part("optimizer/adam_v"), "one second-moment-sized tensor",
-                 FOREACH_ADAM, "as the second moment", "torch.optim foreach; fused optimizers have none",
-                 when=both(eq(STEP_IMPL, "foreach"), isin(sym("optimizer"), "adam", "adamw")), transient=True),
-        PartRule("optimizer/step_temporaries", _part("gradients"), "one gradient-sized tensor", FOREACH_ADAFACTOR,
-                 "as the gradients", "the factored second moment expanded to each matrix's shape",
-                 when=both(eq(STEP_IMPL, "foreach"), eq(sym("optimizer"), "adafactor")), transient=True),
-        PartRule("optimizer/step_temporaries", _part("optimizer/momentum"), "one momentum-sized tensor", FOREACH_LION,
-                 "as the momentum", "the interpolated update of every tensor at once",
-                 when=both(eq(STEP_IMPL, "foreach"), eq(sym("optimizer"), "lion")), transient=True),
+        _foreach_step("optimizer/adam_v", ("adam", "adamw"), "one second-moment-sized tensor", FOREACH_ADAM,
+                      "as the second moment", "torch.optim foreach; fused optimizers have none"),
+        _foreach_step("gradients", ("adafactor",), "one gradient-sized tensor", FOREACH_ADAFACTOR, "as the gradients",
+                      "the factored second moment expanded to each matrix's shape"),
+        _foreach_step("optimizer/momentum", ("lion",), "one momentum-sized tensor", FOREACH_LION, "as the momentum",
+                      "the interpolated update of every tensor at once"),
         PartRule("optimizer/step_temporaries", sym("loop_temporaries"), "k x largest tensor x bytes(state dtype)",
                  LOOP_SOURCE, "one parameter's step at a time", "the for-loop steps one tensor at a time",
                  when=both(eq(STEP_IMPL, "for-loop"), sym("loop_temporaries") > 0), transient=True),

@@ -81,6 +81,8 @@ OTHER_UNIT = {"GiB": "GB", "GB": "GiB"}
 # "classic-8b" is seed 004's worked example: Llama 3 8B on one GPU, bf16 with Adam, one sequence of 4,096
 # tokens, selective recomputation counted by Korthikanti's 34sbh, plus a flat 10 % framework overhead: 161.4 GB
 # (content/calculator.md, "Overheads are assumptions").
+# "3d-70b" is a Megatron-LM run: its --bf16 sets accumulate_allreduce_grads_in_fp32 (megatron/training/arguments.py
+# at d98e8a6, unless --grad-reduce-in-bf16), so its gradients are the fp32 main_grad buffer: precision megatron-bf16.
 STARTS = (
     ("classic-8b", "Llama 3 8B, one GPU, the classic recipe (sum of parts 161.4 GB)",
      {"model": "llama-3-8b", "precision": "bf16-mixed", "optimizer": "adam", "micro_batch": 1, "seq_len": 4096,
@@ -92,7 +94,8 @@ STARTS = (
      {"model": "llama-3-8b", "seq_len": 4096, "lora_rank": 16, "qlora": True, "recompute": "full"}, {}),
     ("3d-70b", "Llama 3 70B, 3D parallel on 128 GPUs",
      {"model": "llama-3-70b", "seq_len": 4096, "tp": 8, "sequence_parallel": True, "pp": 4, "grad_accum": 16,
-      "dp": 4, "zero": 1, "implementation": "megatron", "attention": "flash", "recompute": "selective"}, {}),
+      "dp": 4, "zero": 1, "implementation": "megatron", "precision": "megatron-bf16", "attention": "flash",
+      "recompute": "selective"}, {}),
     ("serve-70b", "Llama 3 70B, served on 8 GPUs",
      {"model": "llama-3-70b", "mode": "serve", "tp": 8, "batch": 32, "context": 8192}, {}),
 )
