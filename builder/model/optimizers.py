@@ -58,7 +58,7 @@ from __future__ import annotations
 from builder.model.adapters import ADAPTER_DTYPE
 from builder.model.buckets import DEEPSPEED_ENGINE
 from builder.model.cite import Cite
-from builder.model.expr import best, both, eq, isin, maximum, negate, sym, when, within
+from builder.model.expr import best, both, either, eq, isin, maximum, negate, sym, when, within
 from builder.model.paging import PAGED_OPTIMIZERS, PAGING
 from builder.model.partrules import bytes_of
 from builder.model.placement import TP_SHARE
