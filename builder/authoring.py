@@ -7,7 +7,8 @@ docs/AUTHORING.md is prose written by hand with generated blocks between
 
 `python -m builder authoring-guide` rewrites each block from the registries it documents: the
 front-matter, chart, grid, exercise, reference and site schemas (builder/content.py), the
-placement kinds (builder/render.py), the widgets and their options (builder/widgets WIDGETS), the Config
+placement kinds (builder/render.py), the {{< estimate >}} shortcode's unit rule and options
+(builder/prose_numbers.py), the widgets and their options (builder/widgets WIDGETS), the Config
 options a bar or exercise may set (builder/grids.py, with builder/model/config.py's own
 comments), the questions an exercise may ask (builder/exercises.py) and the catalog fields
 (builder/catalog.py, builder/model/architecture.py). A schema key or option without words
@@ -245,6 +246,16 @@ def placements_block() -> str:
                  [(code(kind), PLACEMENT_WORDS[kind][0], code(PLACEMENT_WORDS[kind][1])) for kind in PLACEMENT_KINDS])
 
 
+def estimate_block() -> str:
+    """The {{< estimate >}} shortcode: how its value is written and its options (builder/prose_numbers.py)."""
+    from builder import prose_numbers
+
+    return "\n\n".join([
+        prose_numbers.UNIT_RULE,
+        table(("option", "what it does", "example"),
+              [(code(key), words, code(example)) for key, (words, example) in prose_numbers.OPTION_WORDS.items()])])
+
+
 def chart_block() -> str:
     """Every chart key, the grid's keys and the keys of one bar."""
     bar_words = {"label": "the bar's label (required)", "preset": "a preset this bar starts from instead of the chart's"}
@@ -374,7 +385,8 @@ def skeleton_block() -> str:
 
 
 BLOCKS: dict[str, Callable[[], str]] = {
-    "front-matter": front_matter_block, "placements": placements_block, "charts": chart_block,
+    "front-matter": front_matter_block, "placements": placements_block, "estimate": estimate_block,
+    "charts": chart_block,
     "config": config_block, "arch": arch_block, "exercises": exercise_block, "widgets": widgets_block,
     "references": references_block, "site": site_block, "models": models_block, "gpus": gpus_block,
     "skeleton": skeleton_block,

@@ -357,6 +357,7 @@ class RenderSetup:
     memory: BuildMemory | None = None  # the last build's, for chart downloads whose SVG did not change
     what_changed_url: str = ""  # the What changed page's URL, when the site has one
     shared: str = ""  # the key of what every page shares (incremental.shared_key; '' without memory)
+    estimates: BuildMemory | None = None  # where the {{< estimate >}} answers are memoised: `memory`, or this build's
 
     def add(self, output: PageOutput, outputs: dict[str, bytes]) -> None:
         """Take one page's outputs, fresh or reused, into the site."""
@@ -414,6 +415,7 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
     memo = memory is not None and bool(shared)
     if memo:
         memory.prune(shared)
+    setup.estimates = memory if memo else BuildMemory()  # identical command lines are evaluated once a build
     evaluated = {page.path: evaluate_page_charts(
         page, gathered, estimate, watch(plain, reads[page.path]),
         memory.chart_evaluator(shared, plain, reads[page.path]) if memo else evaluate_chart) for page in fresh}
@@ -463,6 +465,8 @@ def render_one_page(page: Page, evaluated: tuple[dict[str, EvaluatedChart], list
                           exercises=exercises, answers=setup.answers, notation_url=setup.notation_url)
     if setup.memory is not None and setup.shared:
         context.widget_state = setup.memory.widget_states(setup.shared, page, plain, reads)
+    if setup.estimates is not None:
+        context.estimates = setup.estimates.estimates(setup.shared, plain, reads)
     context.errors += chart_errors + draw_errors + exercise_errors  # the body is still checked, but not rendered
     check_charts_placed(page, context, page.body)
     render_questions(setup.md, context)

@@ -6,9 +6,10 @@ Bad flags or values print one line naming the flag and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from builder.sources import default_references, source_text
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
@@ -41,6 +42,14 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # noqa: D401 - argparse API
         """Print 'prog: error: message' and exit 2."""
         self.exit(2, f"{self.prog}: error: {clip(message)}\n")
+
+
+class RaisingParser(OneLineParser):
+    """argparse that raises UsageError with the message instead of printing it and exiting (estimate_json)."""
+
+    def error(self, message: str) -> None:  # noqa: D401 - argparse API
+        """Raise UsageError('argument --flag: ...')."""
+        raise UsageError(message)
 
 
 def positive_int(text: str) -> int:
@@ -143,12 +152,12 @@ def add_catalog_parsers(subparsers: argparse._SubParsersAction) -> None:
     gpus.set_defaults(handler=run_gpus)
 
 
-def make_parser() -> argparse.ArgumentParser:
-    """The root parser with every subcommand."""
-    parser = OneLineParser(prog="python -m builder",
-                           description="Training Memory, Explained: the memory model, its CLI and the site builder.")
+def make_parser(parser_class: type[OneLineParser] = OneLineParser) -> argparse.ArgumentParser:
+    """The root parser with every subcommand (`parser_class` RaisingParser: errors raise UsageError)."""
+    parser = parser_class(prog="python -m builder",
+                          description="Training Memory, Explained: the memory model, its CLI and the site builder.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                       parser_class=OneLineParser)
+                                       parser_class=parser_class)
     add_estimate_parser(subparsers)
     add_catalog_parsers(subparsers)
     for module in ("builder.cli_site", "builder.cli_authoring", "builder.cli_release", "builder.cli_handout",
@@ -181,10 +190,11 @@ def refuse_shape_flags(args: argparse.Namespace) -> None:
                              "(activations, KV cache and adapters need --model or --config)")
 
 
-def config_from_args(args: argparse.Namespace) -> Config:
-    """Turn parsed flags into a Config, raising UsageError naming the flag."""
+def config_from_args(args: argparse.Namespace, models: Mapping[str, Any] | None = None) -> Config:
+    """Turn parsed flags into a Config, raising UsageError naming the flag (`models`: the model catalog, by default
+    the shipped one)."""
     arch = None
-    models = default_models()
+    models = default_models() if models is None else models
     if args.model is not None:
         if args.model not in models:
             raise UsageError(f"argument --model: unknown model {args.model!r} (see `python -m builder models`)")
@@ -221,7 +231,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         overhead_bytes=overhead_bytes))
 
 
-def shaped_like_of(args: argparse.Namespace, models: dict) -> object:
+def shaped_like_of(args: argparse.Namespace, models: Mapping[str, Any]) -> object:
     """The shape a bare --params count is assumed to have: --shaped-like's model, else the catalog model nearest in
     size (builder.model.assumed); None with --model or --config (UsageError if --shaped-like came with one)."""
     if args.shaped_like is None:
@@ -348,16 +358,42 @@ def plain_capacity(text: str) -> Gpu:
 
 def run_estimate(args: argparse.Namespace) -> int:
     """Print the breakdown (table or JSON), the verdict and any --max answer."""
-    config = config_from_args(args)
-    gpus = default_gpus()
-    if args.gpu is not None and args.gpu not in gpus:
-        gpus[args.gpu] = plain_capacity(args.gpu)
+    print(estimate_output(args))
+    return 0
+
+
+def estimate_json(argv: Sequence[str], models: Mapping[str, Any] | None = None,
+                  gpus: Mapping[str, Gpu] | None = None) -> dict[str, Any]:
+    """What `python -m builder estimate ARGV --json` prints, read back as data: the command line's own parser, model
+    and JSON contract, for a page's {{< estimate >}} numbers (builder/prose_numbers.py). `models` and `gpus` are the
+    catalogs to read (by default the shipped ones). UsageError (or CatalogError) for whatever the command would
+    refuse with exit status 2, in the command's words."""
+    for arg in argv:  # -h, --help or an abbreviation of it (argparse's allow_abbrev) prints the help and exits
+        if arg == "-h" or (arg.startswith("--h") and "--help".startswith(arg)):
+            raise UsageError(f"argument {arg}: prints the help, not an estimate")
+    args = raising_parser().parse_args(["estimate", *argv, "--json"])
+    return json.loads(estimate_output(args, models, gpus))
+
+
+@functools.lru_cache(maxsize=1)
+def raising_parser() -> argparse.ArgumentParser:
+    """The command line's parser, raising UsageError instead of exiting (made once: parsing changes it not)."""
+    return make_parser(RaisingParser)
+
+
+def estimate_output(args: argparse.Namespace, models: Mapping[str, Any] | None = None,
+                    gpus: Mapping[str, Gpu] | None = None) -> str:
+    """The text `estimate` prints (a table, or JSON with --json); UsageError naming the flag at fault."""
+    config = config_from_args(args, models)
+    gpus = default_gpus() if gpus is None else gpus
+    if args.gpu is not None:  # the one GPU asked about: a catalog entry or a given size
+        gpus = {args.gpu: gpus[args.gpu] if args.gpu in gpus else plain_capacity(args.gpu)}
     if args.max and not args.gpu:
         raise UsageError("argument --max: needs --gpu to know the capacity")
     if args.phases and config.mode != "train":
         raise UsageError("argument --phases: phases of a step are for training (--mode train)")
     if args.engine:
-        return print_engine(args, config, gpus)
+        return engine_output(args, config, gpus)
     if args.max in ENGINE_QUESTIONS:
         raise UsageError(f"argument --max: {args.max} is asked under an engine's accounting; add --engine "
                          f"{ENGINE_QUESTIONS[args.max].engine}")
@@ -375,15 +411,12 @@ def run_estimate(args: argparse.Namespace) -> int:
         if args.phases:
             data["phases"] = {phase.name: {"bytes": phase.total, "parts": {p.name: p.bytes for p in phase.parts}}
                               for phase in needed.steps}
-        print(json.dumps(data, indent=2))
-    else:
-        print(render_table(breakdown, needed, config, gpus, args.gpu, args.unit, answer))
-        if args.phases:
-            print(render_phases(needed, config, args.unit))
-    return 0
+        return json.dumps(data, indent=2)
+    text = render_table(breakdown, needed, config, gpus, args.gpu, args.unit, answer)
+    return text + "\n" + render_phases(needed, config, args.unit) if args.phases else text
 
 
-def print_engine(args: argparse.Namespace, config: Config, gpus: dict[str, Gpu]) -> int:
+def engine_output(args: argparse.Namespace, config: Config, gpus: Mapping[str, Gpu]) -> str:
     """--engine: the engine's startup accounting; a run the engine would refuse is a usage error (exit 2) in
     the engine's own words (its other checks are engines.engine_report's)."""
     if not args.gpu:
@@ -396,8 +429,7 @@ def print_engine(args: argparse.Namespace, config: Config, gpus: dict[str, Gpu])
         raise UsageError(wrong)
     try:
         if args.max:
-            print(run_question(args, config, gpus[args.gpu]))
-            return 0
+            return run_question(args, config, gpus[args.gpu])
         report, text = run_engine(args, config, gpus[args.gpu])
     except ValueError as error:
         option, _, message = str(error).partition(": ")
@@ -405,8 +437,7 @@ def print_engine(args: argparse.Namespace, config: Config, gpus: dict[str, Gpu])
     refused = refusal_of(report, getattr(args, "given", frozenset()))
     if refused:
         raise UsageError(refused)
-    print(text)
-    return 0
+    return text
 
 
 def render_phases(needed: Need, config: Config, unit: str) -> str:
@@ -441,7 +472,7 @@ def answer_max(question: str, config: Config, gpu: Gpu) -> dict:
             "how": plan.how if plan else "no plan up to 4096 GPUs keeps this strategy within capacity"}
 
 
-def breakdown_json(breakdown, needed: Need, gpus: dict[str, Gpu], gpu_id: str | None, answer: dict | None) -> dict:
+def breakdown_json(breakdown, needed: Need, gpus: Mapping[str, Gpu], gpu_id: str | None, answer: dict | None) -> dict:
     """The JSON contract: params, per_gpu_bytes (= sum of parts), need_bytes (what `fits` compares), parts,
     host_bytes, fits; for training also peak_bytes and peak_phase (the moment that sets need_bytes)."""
     references = default_references()  # each citation printed as its short form and locator
@@ -471,7 +502,7 @@ def breakdown_json(breakdown, needed: Need, gpus: dict[str, Gpu], gpu_id: str | 
     return data
 
 
-def render_table(breakdown, needed: Need, config: Config, gpus: dict[str, Gpu], gpu_id: str | None, unit: str,
+def render_table(breakdown, needed: Need, config: Config, gpus: Mapping[str, Gpu], gpu_id: str | None, unit: str,
                  answer: dict | None) -> str:
     """A readable table of parts, their sum, what the run needs, the verdict and notes."""
     divisor = GiB if unit == "GiB" else GB

@@ -5,7 +5,8 @@ depends on its own file and on what every page shares:
 - the entries of the model and GPU catalogs it read (content/models.toml, gpus.toml: builder/catalog_reads.py;
   the page collecting the exercises reads what every page with exercises read);
 - every other content file but the pages: presets, references, site.toml, validation data;
-- the templates, the builder's code and the chart palette (static/charts.css);
+- the templates, the builder's code (the memory model's too, which computes its charts, widgets, exercises and the
+  numbers its {{< estimate >}} shortcodes write) and the chart palette (static/charts.css);
 - whether widget scripts exist in static/ (which script a page links);
 - every page's navigation entry (slug, title, short title, in order) and the edition (answers or not);
 - for the page that collects the exercises, the exercises and presets of every page that defines exercises;
@@ -125,6 +126,18 @@ class BuildMemory:
                                lambda watched: widget_context(name, values, page_catalogs | watched))
 
         return state
+
+    def estimates(self, shared: str, catalogs: dict[str, Any], reads: Reads) -> Callable[[str], Any]:
+        """prose_numbers.evaluate for one page's {{< estimate >}} shortcodes: each command line's answer (or its
+        refusal) computed once, for every page that gives the same flags and for later builds while what it reads
+        holds: the shared key (which holds the builder's code, the model's included) and the catalog entries the
+        command read (`recall`)."""
+        from builder.prose_numbers import evaluate
+
+        def answer(flags: str) -> Any:
+            return self.recall((shared, "estimate", flags), catalogs, reads, lambda watched: evaluate(flags, watched))
+
+        return answer
 
     def chart_evaluator(self, shared: str, catalogs: dict[str, Any], reads: Reads) -> Callable[..., Any]:
         """grids.evaluate_chart for one page's charts, reusing the evaluation of the same chart definition on the

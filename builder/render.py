@@ -7,6 +7,9 @@ Placement syntax (a line of its own, with blank lines around it):
     {{< widget bytes-per-param model=llama-3-8b gpus=a100-80gb,h100-80gb >}}
     {{< exercise adam-zero1 >}}                an exercise of this page's front matter, answered by the model
 
+A number the model computes is written inline, in prose or a table cell, as the command line's answer
+(builder/prose_numbers.py): `the model gives {{< estimate "--model llama-3-8b --mode serve" need_bytes >}}`.
+
 A page's `takeaways:` become its "Key takeaways" box (render_takeaways). A display formula is followed by
 its symbols, each linking to the Notation page when the site has one (builder/symbols.py).
 
@@ -42,6 +45,7 @@ from builder.content import (COMMON_WIDGET_OPTIONS, SLUG_PATTERN, WIDGET_ID_MAX,
 from builder.exercises import Exercise
 from builder.figures import figure_links, png_available
 from builder.page_minify import minify_page
+from builder import prose_numbers
 from builder.model.cite import Cite, pieces
 from builder.sources import bibliography, short_form, source_filter
 from builder.symbols import symbols_line
@@ -83,6 +87,8 @@ class PageContext:
     answered: list[tuple[int, str, Exercise]] = field(default_factory=list)  # (number, anchor, exercise) placed with
     # its answer, in page order: the page's "Answers" section for print (templates/partials/print-answers.html)
     widget_state: Any = None  # (name, options, catalogs) -> the widget's state: a build's memo of widget_context
+    estimates: Any = None  # flags -> the command line's JSON answer or its refusal: a build's memo of
+    #   prose_numbers.evaluate (BuildMemory.estimates)
     sent_data: dict[tuple[str, str], str] = field(default_factory=dict)  # (data key, its JSON) -> the widget id
     # that first sent it on this page (widget_json: a later widget's same value is sent as a reference)
     noted: dict[tuple[str, ...], tuple[str, str]] = field(default_factory=dict)  # a formula note (part, formula,
@@ -91,6 +97,12 @@ class PageContext:
     def state_of(self, name: str, values: dict[str, Any]) -> dict[str, Any]:
         """The widget's server-side state (builder.widgets.widget_context), through the build's memo if any."""
         return (self.widget_state or widget_context)(name, values, self.catalogs)
+
+    def estimate(self, flags: str) -> dict[str, Any] | str:
+        """The command line's answer for an {{< estimate >}} shortcode's flags, through the build's memo if any."""
+        if self.estimates is not None:
+            return self.estimates(flags)
+        return prose_numbers.evaluate(flags, self.catalogs)
 
     def error(self, line: int, message: str) -> None:
         """Record a content error on this page."""
@@ -116,10 +128,12 @@ NUMBER_CELL = re.compile(r"[~≈<>+−-]?\d[\d,.]*(?:\s?(?:%|[kMGT]i?B|B|×|x))?
 
 def mark_number_cells(state: StateCore) -> None:
     """Give body cells that hold a number (optionally with a unit and a note in brackets) class="num", so that
-    static/site.css aligns them right and text cells left."""
+    static/site.css aligns them right and text cells left; an {{< estimate >}} shortcode counts as a number."""
     for index, token in enumerate(state.tokens):
-        if token.type == "td_open" and NUMBER_CELL.fullmatch(state.tokens[index + 1].content.strip()):
-            token.attrJoin("class", "num")
+        if token.type == "td_open":
+            cell = prose_numbers.SHORTCODE.sub("0", state.tokens[index + 1].content.strip())
+            if NUMBER_CELL.fullmatch(cell):
+                token.attrJoin("class", "num")
 
 
 def make_markdown() -> MarkdownIt:
@@ -133,10 +147,12 @@ def make_markdown() -> MarkdownIt:
     md.core.ruler.push("number_cells", mark_number_cells)
     md.block.ruler.before("paragraph", "placement", parse_placement)
     md.inline.ruler.before("link", "citation", parse_citation)
+    md.inline.ruler.before("text", "estimate", parse_estimate)
     for name in ("math_inline", "math_inline_double", "math_block", "math_block_label"):
         md.add_render_rule(name, render_math)
     md.add_render_rule("citation", render_citation)
     md.add_render_rule("placement", render_placement)
+    md.add_render_rule("estimate", render_estimate)
     return md
 
 
@@ -145,7 +161,7 @@ def parse_placement(state: StateBlock, start: int, end: int, silent: bool) -> bo
     if state.sCount[start] - state.blkIndent >= 4:
         return False
     text = state.src[state.bMarks[start] + state.tShift[start]:state.eMarks[start]].strip()
-    if not text.startswith("{{<"):
+    if not text.startswith("{{<") or prose_numbers.START.match(text):  # an estimate is prose (parse_estimate)
         return False
     if silent:
         return True
@@ -176,6 +192,21 @@ def parse_citation(state: StateInline, silent: bool) -> bool:
         token = state.push("citation", "", 0)
         token.meta = {"keys": [m.group(1) for m in items], "locators": [m.group(2) or "" for m in items]}
     state.pos = match.end()
+    return True
+
+
+def parse_estimate(state: StateInline, silent: bool) -> bool:
+    """Inline rule: '{{< estimate "FLAGS" FIELD ... >}}' becomes an estimate token (builder/prose_numbers.py),
+    checked and computed by check_estimate; one without its '>}}' is a malformed one, never left as text."""
+    if not prose_numbers.START.match(state.src, state.pos):
+        return False
+    match = prose_numbers.SHORTCODE.match(state.src, state.pos)
+    end = match.end() if match else len(state.src)
+    if not silent:
+        token = state.push("estimate", "", 0)
+        token.content = state.src[state.pos:end]
+        token.meta = {"body": match.group("body")} if match else {"malformed": True}
+    state.pos = end
     return True
 
 
@@ -217,6 +248,11 @@ def render_citation(self: Any, tokens: list[Token], index: int, options: Any, en
         citations=list(zip(references, meta["locators"]))).strip()
 
 
+def render_estimate(self: Any, tokens: list[Token], index: int, options: Any, env: dict) -> str:
+    """The number check_estimate computed, as text."""
+    return str(escape(tokens[index].meta["text"]))
+
+
 def render_placement(self: Any, tokens: list[Token], index: int, options: Any, env: dict) -> str:
     """A chart, table or widget block through its partial."""
     context: PageContext = env["context"]
@@ -252,6 +288,8 @@ def walk_tokens(tokens: list[Token], first_line: int) -> Iterator[tuple[Token, i
             yield child, child_line
             if child.type in ("softbreak", "hardbreak"):
                 child_line += 1
+            elif child.type == "estimate":  # a shortcode may span lines
+                child_line += child.content.count("\n")
 
 
 def check_tokens(tokens: list[Token], context: PageContext, first_line: int | None = None) -> None:
@@ -262,6 +300,8 @@ def check_tokens(tokens: list[Token], context: PageContext, first_line: int | No
             check_citation(token, line, context)
         elif token.type == "placement":
             check_placement(token, line, context)
+        elif token.type == "estimate":
+            check_estimate(token, line, context)
         elif token.type.startswith("math_"):
             convert_math(token, line, context)
         elif token.type == "heading_open" and token.tag == "h1":
@@ -286,6 +326,17 @@ def check_citation(token: Token, line: int, context: PageContext) -> None:
             context.error(line, f"unknown citation key {key!r} (see content/references.toml)")
         elif key not in context.cited:
             context.cited.append(key)
+
+
+def check_estimate(token: Token, line: int, context: PageContext) -> None:
+    """Compute an {{< estimate >}} shortcode's number (builder/prose_numbers.py); a problem is a content error."""
+    if "malformed" in token.meta:
+        context.error(line, f"an estimate shortcode needs its closing '>}}}}': write {prose_numbers.FORM}")
+        return
+    try:
+        token.meta["text"] = prose_numbers.number(token.meta["body"], context.estimate)
+    except ValueError as error:
+        context.error(line, str(error))
 
 
 def check_placement(token: Token, line: int, context: PageContext) -> None:

@@ -5,7 +5,9 @@ RuleSet.encode). One renderer for all of them, so every place shows the same wor
 
 from __future__ import annotations
 
+import functools
 import html
+from pathlib import Path
 from typing import Callable, Mapping
 
 import jinja2
@@ -61,10 +63,22 @@ def unknown_keys(text: str, references: Mapping[str, Reference]) -> list[str]:
 
 
 def default_references() -> dict[str, Reference]:
-    """The shipped bibliography (content/references.toml), for the command line."""
+    """The shipped bibliography (content/references.toml), for the command line: read again only when the file
+    changed (a build asks for it once per distinct {{< estimate >}} command; do not modify the result)."""
     from builder.catalog import CONTENT_DIR
+    path = CONTENT_DIR / "references.toml"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        data = b""
+    return references_of(path, data)
+
+
+@functools.lru_cache(maxsize=2)
+def references_of(path: Path, data: bytes) -> dict[str, Reference]:
+    """The bibliography at `path`, whose bytes are `data` (the cache key of default_references)."""
     from builder.content import read_references
-    references, _ = read_references(CONTENT_DIR / "references.toml", "content/references.toml")
+    references, _ = read_references(path, "content/references.toml")
     return references
 
 

@@ -19,6 +19,7 @@ from builder.catalog import default_gpus, default_models
 from builder.content import read_page
 from builder.grids import evaluate_chart
 from builder.model.estimator import estimate
+from tests.page_text import page_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = ROOT / "content" / "serving.md"
@@ -88,10 +89,10 @@ def test_prose_gives_the_naive_sum_and_the_engines_number(page):
     v = engine_report(Config(model=default_models()["qwen3-4b"], mode="serve", param_dtype="int4"),
                       EngineSettings(gpu_memory_utilization=0.85, max_model_len=2048), total, "47.37GiB").values
     naive = math.floor((total - v["weights_bytes"]) / (v["kv_per_token"] * 2048))
-    text = SERVING.read_text()
+    text = page_text("serving.md")
     assert naive == 159 and "about **159 requests**" in text
     assert v["concurrent_requests"] == 131 and "vLLM reports **131** (its log: 131.13x)" in text
-    assert v["kv_per_token"] == 144 * 1024 and "144\\ \\text{KiB}" in text
+    assert v["kv_per_token"] == 144 * 1024 and f"(47.37 GiB − {v['weights_bytes'] / GIB:.2f} GiB) / (144 KiB × 2,048)" in text
 
 
 def test_an_engine_chart_takes_one_bar_and_a_gpu(tmp_path):

@@ -203,9 +203,9 @@ def test_gemma_2_9b_sliding_layers_hold_the_prompt_until_the_first_decode_step()
 def test_the_serving_page_quotes_the_sliding_window_numbers_the_model_gives():
     """content/serving.md's Gemma 2 9B example (8 x 8,192 prompt tokens, 512 new, flash_attention_2, H100): the
     cache after the prefill and at the last step, and both caches' prefill peaks, as the rules give them."""
-    from pathlib import Path
     from builder.catalog import default_gpus
-    page = Path(__file__).resolve().parents[1].joinpath("content", "serving.md").read_text()
+    from tests.page_text import page_text
+    page = page_text("serving.md")
     gpu = default_gpus()["h100-80gb"]
     config = Config(model=MODELS["gemma-2-9b"], mode="serve", batch=8, context=8192)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 from fractions import Fraction
 
 import pytest
@@ -24,6 +23,7 @@ from builder.model import Config
 from builder.model.engine_questions import LENGTH_LIMIT, QUESTIONS, answer
 from builder.model.engines import EngineSettings, engine_report
 from builder.model.questions import tensor_degrees
+from tests.page_text import page_text
 from tests.test_engines import QWEN3_CODER_480B
 
 MODELS = default_models()
@@ -278,8 +278,9 @@ def test_a_length_asked_without_a_target_is_the_one_the_engine_starts_with(capsy
 
 
 def test_the_serving_page_quotes_its_example_answer(capsys):
-    """content/serving.md's example of --max max-model-len with --max-num-seqs 16 quotes what the command answers."""
-    page = " ".join((Path(__file__).parents[1] / "content" / "serving.md").read_text().split())
+    """content/serving.md's example of --max max-model-len with --max-num-seqs 16 quotes what the command answers
+    (an {{< estimate >}} of the same flags: tests/page_text.py)."""
+    page = page_text("serving.md")
     assert main(["estimate", "--model", "qwen3-14b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
                  "--max-num-seqs", "16", "--max", "max-model-len", "--json"]) == 0
     value = json.loads(capsys.readouterr().out)["max"]["value"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +19,7 @@ from builder.cli import main
 from builder.model import Config
 from builder.model.architecture import Architecture
 from builder.model.engines import LOG_LINE, EngineSettings, engine_report
+from tests.page_text import page_text
 
 MODELS = default_models()
 GIB = 2**30
@@ -172,15 +172,15 @@ def test_cli_speaks_vllms_flags_and_words(capsys):
 
 
 def test_the_serving_page_quotes_what_its_command_prints(capsys):
-    """content/serving.md quotes the command's own two lines for the Qwen3-14B example (a whole H100 at vLLM's
-    default utilisation), beside the published log's, which need the log's --kv-cache-memory."""
-    page = " ".join((Path(__file__).parents[1] / "content" / "serving.md").read_text().split())
+    """content/serving.md quotes the numbers of the command's own two lines for the Qwen3-14B example (a whole H100
+    at vLLM's default utilisation), beside the published log's, which need the log's --kv-cache-memory."""
+    page = page_text("serving.md")
     assert main(["estimate", "--model", "qwen3-14b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
                  "--max-model-len", "32768"]) == 0
     out = capsys.readouterr().out
     memory = out.split("Available KV cache memory: ")[1].split(" GiB")[0]
     tokens, times = out.split("GPU KV cache size: ")[1].split(" tokens")[0], out.split("per request: ")[1].split()[0]
-    assert f"gives `Available KV cache memory: {memory} GiB` and {tokens} tokens ({times})" in page
+    assert f"gives {memory} GiB of available KV cache memory and {tokens} tokens ({times})" in page
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -10,7 +10,6 @@ Dettmers et al. 2023 (QLoRA), arXiv:2305.14314, section 3: paged optimizers evic
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
@@ -18,6 +17,7 @@ from builder.catalog import default_models
 from builder.model import Config
 from builder.model.config import validate_config
 from builder.model.peak import assess
+from tests.page_text import page_text
 
 LLAMA = default_models()["llama-3-8b"]
 N = 8_030_261_248
@@ -101,4 +101,4 @@ def test_paged_adamw8bit_stepped_in_backward_pages_one_parameter_in_while_backwa
     # The Fine-tuning page's figure is the model's need (torchtune's README lists 18.9 GiB for the run, with settings
     # it does not print: shown on the page, not pinned).
     need = assess(config)[1].bytes
-    assert f"need is {need / 2**30:.2f} GiB" in (Path(__file__).resolve().parent.parent / "content" / "fine-tuning.md").read_text(encoding="utf-8")
+    assert f"need is {need / 2**30:.2f} GiB" in page_text("fine-tuning.md")

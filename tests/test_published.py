@@ -62,10 +62,10 @@ def test_the_serving_page_quotes_the_gemma_3_1b_pin_as_the_model_gives_it():
     """content/serving.md's Gemma 3 1B paragraph (vLLM 0.13.0's log in eole-nlp/eole benchmarks/genai/results.md,
     commit 6633d06: 25.39 GiB, --max-model-len 2048, 8,192 tokens a step): the blocks a request takes, the
     concurrency, the token count as that version printed it and as vLLM since PR #50462 prints it, all the rules'."""
-    from pathlib import Path
     from builder.model.engines import EngineSettings, engine_report
     from builder.validate.published import GIB, kv_tokens
-    page = Path(__file__).resolve().parents[1].joinpath("content", "serving.md").read_text()
+    from tests.page_text import page_text
+    page = page_text("serving.md")
     case = next(c for c in CASES if c.name == "vllm-gemma-3-1b-kv-tokens")
     values = engine_report(case.config, EngineSettings(**case.served.settings), 32 * GIB, "h100-80gb").values
     assert (values["full_groups"], values["sliding_groups"], values["group_layers"]) == (1, 6, 4)
