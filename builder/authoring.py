@@ -432,9 +432,10 @@ def generate_guide(text: str, path: str) -> str:
 # A new page ------------------------------------------------------------------------------
 
 def page_skeleton(slug: str, order: int, model: str, gpu: str, title: str | None = None,
-                  model_name: str | None = None) -> str:
+                  model_name: str | None = None, seq_len: int = 2048) -> str:
     """A page that builds as it is: front matter with one chart and one exercise, both placed, and the
-    body's sections. `model` and `gpu` are catalog ids; `model_name` is the model as readers know it."""
+    body's sections. `model` and `gpu` are catalog ids; `model_name` is the model as readers know it; `seq_len` a
+    sequence the model takes (within a learned position table's rows)."""
     title = title or slug.replace("-", " ").capitalize()
     model_name = model_name or model
     return f"""---
@@ -451,7 +452,7 @@ charts:
     title: {yaml_text(f"{model_name} with mixed-precision AdamW, on one GPU and under ZeRO-3 on eight")}
     unit: GiB
     gpus: [{gpu}]
-    config: {{model: {model}, precision: bf16-mixed, optimizer: adamw, seq_len: 2048}}
+    config: {{model: {model}, precision: bf16-mixed, optimizer: adamw, seq_len: {seq_len}}}
     bars:
       - {{label: "1 GPU"}}
       - {{label: "ZeRO-3, 8 GPUs", zero: 3, dp: 8}}
@@ -459,7 +460,7 @@ exercises:
   {slug}-model-states:
     question: {yaml_text(f"How much memory do the model states of {model_name} take per GPU under ZeRO-1 on 8 GPUs?")}
     ask: model-states
-    config: {{model: {model}, precision: bf16-mixed, optimizer: adamw, zero: 1, dp: 8}}
+    config: {{model: {model}, precision: bf16-mixed, optimizer: adamw, seq_len: {seq_len}, zero: 1, dp: 8}}
 ---
 Start with the question this page answers. Cite sources by their key in content/references.toml,
 write math as LaTeX, and let charts and exercises carry the numbers: the model computes them.

@@ -8,19 +8,21 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
+import signal
 import sys
 from typing import Any, Mapping, Sequence
 
 from builder.sources import default_references, source_text
 from builder.catalog import CatalogError, Gpu, default_gpus, default_models, load_hf_config
-from builder.cli_engine import (StoreGiven, add_engine_arguments, engine_flags_given, question_of, refusal_of, run_engine,
-                                 run_question)
+from builder.cli_engine import (BooleanOptionalGiven, StoreGiven, StoreTrueGiven, add_engine_arguments,
+                                 engine_flags_given, question_of, refusal_of, run_engine, run_question)
 from builder.model.engine_questions import QUESTIONS as ENGINE_QUESTIONS
 from builder.model.peak import Need, assess, unmodelled
 from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
 from builder.model.config import OPTION_NAMES as CONFIG_FIELDS, PRECISIONS
-from builder.model.options import CLI, FLAG_OF, GROUPS, OPTIONS, Option, OptionError
+from builder.model.options import CLI, FLAG_OF, GROUPS, OPTIONS, Option, OptionError, unread
 from builder.model.engine_sglang import KV_TORCH_DTYPES as TORCH_DTYPES
 from builder.model.serving import (KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED, MODEL_DTYPES,
                                    QUANTIZATION_ACT_DTYPES, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED)
@@ -101,7 +103,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
         if option.type != "flag" or option.negatable:
             keywords["default"] = option.default
         if option.type == "flag":
-            keywords["action"] = argparse.BooleanOptionalAction if option.negatable else "store_true"
+            keywords["action"] = BooleanOptionalGiven if option.negatable else StoreTrueGiven
         else:
             keywords["action"] = StoreGiven
             if option.metavar:
@@ -190,9 +192,20 @@ def refuse_shape_flags(args: argparse.Namespace) -> None:
                              "(activations, KV cache and adapters need --model or --config)")
 
 
+def refuse_unread(args: argparse.Namespace) -> None:
+    """UsageError naming the first option flag given that the run (--mode, and --engine when serving) does not read
+    (the option table's rule, builder.model.options.unread, which front matter follows too)."""
+    given = getattr(args, "given", frozenset())
+    error = unread([o.name for o in OPTIONS if CLI in o.surfaces and (o.dest or o.name) in given], args.mode,
+                   args.engine, CLI)
+    if error is not None:
+        raise UsageError(f"argument {error.option.flag}: {error.reason}")
+
+
 def config_from_args(args: argparse.Namespace, models: Mapping[str, Any] | None = None) -> Config:
     """Turn parsed flags into a Config, raising UsageError naming the flag (`models`: the model catalog, by default
     the shipped one)."""
+    refuse_unread(args)
     arch = None
     models = default_models() if models is None else models
     if args.model is not None:
@@ -225,6 +238,12 @@ def config_from_args(args: argparse.Namespace, models: Mapping[str, Any] | None 
     # Every option both the command line and Config have, read by its flag; then the ones resolved above.
     given = {option.name: getattr(args, option.dest or option.name) for option in OPTIONS
              if CLI in option.surfaces and option.name in CONFIG_FIELDS}
+    # A length left out takes the run's default, but no more than a learned position table's rows (GPT-2: 1,024),
+    # as the engines default to the model's own limit: only a length given past them is refused.
+    learned = arch.learned_positions if arch is not None else 0
+    for length in ("seq_len", "context"):
+        if learned and length not in getattr(args, "given", frozenset()) and given[length] > learned:
+            given[length] = learned
     return Config(**given | dict(
         model=arch, precision=precision, param_dtype=resolve_quantization(args) or param_dtype, zero=zero,
         kv_dtype=resolve_kv_dtype(args), shaped_like=shaped_like, overhead_fraction=overhead_fraction,
@@ -263,8 +282,6 @@ def distributed_optimizer_stage(args: argparse.Namespace, precision: str) -> int
     if args.zero not in (0, 1):
         raise UsageError(f"{flag}: shards what ZeRO stage 1 shards, not stage {args.zero} (--zero {args.zero}); "
                          "give one of the two")
-    if args.mode != "train":
-        raise UsageError(f"{flag}: shards optimizer states, which only training has (--mode {args.mode})")
     if precision not in MEGATRON_PRECISIONS:
         raise UsageError(f"{flag}: Megatron-LM's distributed optimizer runs with a Megatron precision "
                          f"({', '.join(MEGATRON_PRECISIONS)}), not --precision {precision}; for DeepSpeed's "
@@ -294,10 +311,8 @@ def resolve_kv_dtype(args: argparse.Namespace) -> str | None:
 
 def engine_word(args: argparse.Namespace, flag: str, value: str, words: dict, unmodelled: dict, instead: str) -> Any:
     """What an engine's word for a serving option (--quantization, --dtype) stands for; UsageError naming the flag
-    when the run is not serving, the option is also given in the model's own word (`instead`), or the word is not
-    one the model follows."""
-    if args.mode != "serve":
-        raise UsageError(f"argument {flag}: a serving engine's word (--mode serve); training takes {instead}")
+    when the option is also given in the model's own word (`instead`), or the word is not one the model follows
+    (given in training, refuse_unread has refused it already)."""
     if getattr(args, instead.removeprefix("--").replace("-", "_")) is not None:
         raise UsageError(f"argument {flag}: give it once, with {flag} or {instead}, not both")
     if value in unmodelled:
@@ -466,7 +481,10 @@ def answer_max(question: str, config: Config, gpu: Gpu) -> dict:
         return {"question": name, "gpu": gpu.id, "value": value}
     if question == "seq-len":
         value = max_seq_len(config, capacity)
-        return {"question": "seq_len" if config.mode == "train" else "context", "gpu": gpu.id, "value": value}
+        answer = {"question": "seq_len" if config.mode == "train" else "context", "gpu": gpu.id, "value": value}
+        # At the model's learned positions the answer is that limit, not the memory's (a longer one is refused).
+        learned = config.model.learned_positions if config.model is not None else 0
+        return answer | ({"limit": "learned positions"} if value and value == learned else {})
     plan = min_gpus(config, capacity)
     return {"question": "gpus", "gpu": gpu.id, "value": plan.gpus if plan else None,
             "how": plan.how if plan else "no plan up to 4096 GPUs keeps this strategy within capacity"}
@@ -570,7 +588,8 @@ def describe_answer(answer: dict) -> str:
         return f"no {what} fits on {gpu}" + (f" ({answer['how']})" if "how" in answer else "")
     if answer["question"] == "gpus":
         return f"fewest GPUs on {gpu}: {answer['value']} ({answer['how']})"
-    return f"largest {answer['question'].replace('_', ' ')} that fits on {gpu}: {answer['value']}"
+    capped = " (the model's learned positions: a longer sequence is refused)" if "limit" in answer else ""
+    return f"largest {answer['question'].replace('_', ' ')} that fits on {gpu}: {answer['value']}{capped}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -614,7 +633,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+        return code
     except (UsageError, CatalogError) as error:
         print(f"python -m builder {args.command}: error: {clip(str(error))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`| head`): every output path ends here. What is still buffered goes to /dev/null
+        # so that the interpreter's own flush at exit finds nowhere to fail (Python's signal docs, "Note on
+        # SIGPIPE"), and the exit status is a pipe's: 128 + SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE

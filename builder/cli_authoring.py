@@ -81,7 +81,8 @@ def run_new(args: argparse.Namespace) -> int:
     model_id, model = next(iter(models.items()))
     text = page_skeleton(args.slug, order=order, model=model_id, gpu=next(iter(gpus)),
                          title=args.title.strip() if args.title else None,
-                         model_name=model.extra.get("display", model_id))
+                         model_name=model.extra.get("display", model_id),
+                         seq_len=min(2048, model.learned_positions or 2048))  # GPT-2 takes 1,024 tokens
     try:
         with target.open("x", encoding="utf-8") as handle:  # 'x': never overwrite, even a file made just now
             handle.write(text)

@@ -27,15 +27,28 @@ from builder.model.units import format_bytes
 ENGINE_FLAGS = tuple(option for engine in ENGINES.values() for option in engine.options)
 
 
-class StoreGiven(argparse.Action):
-    """Store the value and record the flag in args.given, so that a value typed out equal to its default is told
+class Given(argparse.Action):
+    """Record the flag in args.given once its action has run, so that a value typed out equal to its default is told
     apart from no value (--context 4096 given stands for an engine's length flag; left out, the engine's own
-    default holds). Every flag with a value uses it (builder.cli add_model_arguments and the engines' flags)."""
+    default holds; an option given for a run that does not read it is refused). Every model option uses one of the
+    actions below (builder.cli add_model_arguments), and the engines' flags with a value StoreGiven."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        setattr(namespace, self.dest, values)
+        super().__call__(parser, namespace, values, option_string)
         namespace.given = getattr(namespace, "given", frozenset()) | {self.dest}
+
+
+class StoreGiven(Given, argparse._StoreAction):
+    """A flag with a value."""
+
+
+class StoreTrueGiven(Given, argparse._StoreTrueAction):
+    """A switch."""
+
+
+class BooleanOptionalGiven(Given, argparse.BooleanOptionalAction):
+    """A switch with a --no- form."""
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, whole: Callable, size: Callable) -> None:
@@ -136,9 +149,18 @@ def refusal_of(report: EngineReport, given: frozenset = frozenset()) -> str | No
         return None
     # A --context given stood in for the engine's length flag (settings_from_args): name the flag typed.
     typed = {option: "context" for option in LENGTH_FLAGS if "context" in given and option not in given}
-    flag, *others = ("--" + typed.get(option, option).replace("_", "-") for option in options)
+    flags = ["--" + typed.get(option, option).replace("_", "-") for option in options]
+    # The error is named after a flag the user gave; with none of them given, after --engine, listing the flags
+    # that would change it (a length flag's stand-in, --context, with it).
+    named = [flag for flag, option in zip(flags, options) if typed.get(option, option) in given]
+    if not named:  # the length first: left out, it is the model's own limit, the longest an engine takes
+        change = " or ".join(flag + (" (or --context)" if option in LENGTH_FLAGS else "")
+                             for flag, option in sorted(zip(flags, options), key=lambda p: p[1] not in LENGTH_FLAGS))
+        return (f"argument --engine: the engine would refuse this run at its defaults (change {change}): "
+                f"{report.values['error']}")
+    others = [flag for flag in flags if flag != named[0]]
     also = f" ({', '.join(others)} also moves it)" if others else ""
-    return f"argument {flag}: the engine would refuse this run{also}: {report.values['error']}"
+    return f"argument {named[0]}: the engine would refuse this run{also}: {report.values['error']}"
 
 
 def question_of(args: argparse.Namespace) -> str | None:

@@ -113,6 +113,9 @@ class BarDefinition:
     settings: dict[str, Any]  # Config field -> raw value from front matter
     lines: dict[str, int]  # Config field (or 'preset', 'label') -> source line
     line: int
+    # The options it sets itself, not through its chart's config or a preset (which may carry both modes' options):
+    # one its run does not read is refused (builder.grids.make_config).
+    own: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -503,7 +506,8 @@ def base_bar(node: Located, path: str) -> BarDefinition:
     preset = node.value.get("preset")
     if preset is not None:
         lines["preset"] = node.line_of("preset")
-    return BarDefinition(label="", preset=preset, settings=settings, lines=lines, line=node.line)
+    return BarDefinition(label="", preset=preset, settings=settings, lines=lines, line=node.line,
+                         own=frozenset(settings))
 
 
 def read_bars(node: Located, base: BarDefinition, what: str, path: str) -> tuple[list[BarDefinition], list[ContentError]]:
@@ -521,7 +525,7 @@ def read_bars(node: Located, base: BarDefinition, what: str, path: str) -> tuple
         preset = values.pop("preset", base.preset)
         lines = dict(base.lines) | {key: bar_node.line_of(key) for key in bar_node.value}
         bars.append(BarDefinition(label=label, preset=preset, settings=base.settings | values, lines=lines,
-                                  line=bar_node.line))
+                                  line=bar_node.line, own=frozenset(values)))
     return bars, errors
 
 
@@ -542,7 +546,7 @@ def read_grid(node: Located, base: BarDefinition, what: str, path: str) -> tuple
         lines = dict(base.lines) | {vary: grid.children["values"].line_of(index)}
         bars.append(BarDefinition(label=template.replace("{value}", str(value)), preset=base.preset,
                                   settings=base.settings | {vary: value}, lines=lines,
-                                  line=grid.children["values"].line_of(index)))
+                                  line=grid.children["values"].line_of(index), own=frozenset((vary,))))
     return bars, errors
 
 

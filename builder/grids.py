@@ -20,11 +20,12 @@ from builder.content import BarDefinition, ChartDefinition, ContentError, Page, 
 from builder.model import Breakdown, Config, validate_config
 from builder.model.architecture import Architecture
 from builder.model.assumed import assumed_shape
+from builder.model.config import MODES
 from builder.model.engines import ENGINES, EngineSettings, engine_report, engine_total
 from builder.model.estimator import estimate as model_estimate
 from builder.model.partnames import reader_name
 from builder.model.peak import assess, phases
-from builder.model.options import FRONT_MATTER, FRONT_MATTER_OPTIONS, OptionError, option_named
+from builder.model.options import FRONT_MATTER, FRONT_MATTER_OPTIONS, OptionError, option_named, unread
 from builder.model.units import clip, parse_count, parse_size
 
 # Config field -> the type of value an author writes for it (builder.model.options: the option table).
@@ -125,13 +126,20 @@ def resolve_settings(bar: BarDefinition, presets: dict[str, Preset], path: str
 
 
 def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str, Architecture], path: str,
-                what: str = "") -> tuple[Config | None, list[ContentError]]:
+                what: str = "", engine: str | None = None) -> tuple[Config | None, list[ContentError]]:
     """The validated Config of one bar, or the errors that stop it (every bad option reported); `what` names
-    the bar in them (default "bar 'label'")."""
+    the bar in them (default "bar 'label'"); `engine`: the engine that serves it (a chart's `engine:`)."""
     what = what or f"bar {bar.label!r}"
     settings, origins, errors = resolve_settings(bar, presets, path)
     if errors:
         return None, errors
+    # An option the bar sets itself that its run does not read (the option table's rule, as the command line's).
+    mode = settings.get("mode", Config.mode)
+    refused = unread(sorted(bar.own & set(settings)), mode, engine if engine in ENGINES else None) \
+        if mode in MODES else None  # a mode that is none is refused below
+    if refused is not None:
+        where = origins.get(refused.option.name, (path, bar.line))
+        return None, [ContentError(where[0], where[1], f"{what}: {refused}")]
     arch_changes = settings.pop("arch", None)
     values = {}
     for option, raw in sorted(settings.items()):
@@ -170,8 +178,10 @@ def evaluate_chart(chart: ChartDefinition, page: Page, presets: dict[str, Preset
               for gpu_id, line in zip(chart.gpus, chart.gpu_lines or (chart.line,) * len(chart.gpus))
               if gpu_id not in gpus]
     configs, bars = [], []
-    for bar in chart.bars:
-        config, bar_errors = make_config(bar, presets, models, page.path)
+    for index, bar in enumerate(chart.bars):
+        # An engine chart's first bar is served by the engine (engine_kind).
+        engine = chart.engine.get("engine", "vllm") if chart.engine and index == 0 else None
+        config, bar_errors = make_config(bar, presets, models, page.path, engine=engine)
         errors += bar_errors
         if config is None:
             continue

@@ -177,3 +177,30 @@ def test_config_fields_the_model_follows():
     assert from_hf_config({**gpt2, "attn_pdrop": 0.0, "resid_pdrop": 0.1, "embd_pdrop": 0.1}).extra == {
         "dropout": True, "attention_dropout_differs": True}
     assert not from_hf_config(LLAMA_CONFIG).extra["dropout"]  # attention_dropout defaults to 0.0
+
+
+def test_a_sequence_past_gpt2s_learned_positions_is_refused_as_transformers_fails_on_it():
+    """transformers' GPT2Model looks each position id up in wpe, a table of n_positions rows (modeling_gpt2.py,
+    5.23): a tiny GPT-2 of 8 positions runs 8 tokens and fails on 9 with an index error. The model takes the same 8
+    and refuses 9, for training (seq_len) and serving (context), naming the option; a rotary model has no table to
+    index past and trains beyond max_position_embeddings (Llama 3 8B: 8,192)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from builder.model import Config, estimate
+
+    tiny = {"model_type": "gpt2", "n_layer": 1, "n_embd": 16, "n_head": 2, "n_positions": 8, "vocab_size": 32}
+    model = GPT2LMHeadModel(GPT2Config(**{k: v for k, v in tiny.items() if k != "model_type"})).eval()
+    with torch.no_grad():
+        model(torch.zeros((1, 8), dtype=torch.long))
+        with pytest.raises(IndexError):
+            model(torch.zeros((1, 9), dtype=torch.long))
+    arch = from_hf_config(tiny, "tiny-gpt2")
+    assert arch.learned_positions == 8
+    estimate(Config(model=arch, seq_len=8))
+    estimate(Config(model=arch, mode="serve", context=8))
+    for changes, option in (({"seq_len": 9}, "seq_len"), ({"mode": "serve", "context": 9}, "context")):
+        with pytest.raises(ValueError, match=f"^{option}: tiny-gpt2 has 8 learned positions"):
+            estimate(Config(model=arch, **changes))
+    assert MODELS["llama-3-8b"].learned_positions == 0
+    estimate(Config(model=MODELS["llama-3-8b"], seq_len=16384))

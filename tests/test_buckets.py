@@ -61,7 +61,7 @@ def test_zero3_holds_its_bucket_at_every_moment_and_copies_one_to_reduce():
 def test_a_small_model_still_allocates_the_whole_zero2_bucket():
     """setup_buckets allocates reduce_bucket_size elements whatever the model: GPT-2's 124M parameters get 1 GB."""
     gpt2 = default_models()["gpt2"]
-    assert comm(Config(model=gpt2, zero=2, dp=8))["comm/unsharded_grads"] == DEFAULT_BUCKET * 2
+    assert comm(Config(model=gpt2, seq_len=1024, zero=2, dp=8))["comm/unsharded_grads"] == DEFAULT_BUCKET * 2
 
 
 def test_zero2_buckets_live_in_the_backward_only():

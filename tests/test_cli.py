@@ -75,7 +75,7 @@ def test_hf_config_flag(capsys, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
                                 "vocab_size": 50257, "n_positions": 1024}))
-    code, out, _ = run(capsys, "estimate", "--config", str(path), "--json")
+    code, out, _ = run(capsys, "estimate", "--config", str(path), "--seq-len", "1024", "--json")
     assert code == 0 and json.loads(out)["params"] == 124_439_808
 
 
@@ -205,6 +205,19 @@ def test_meaningless_or_out_of_range_options_are_refused(capsys, tmp_path):
             "argument --optimizer-state-dtype: adam8bit has no state dtype to choose",
         ("--config", "/dev/zero"): "larger than 1,048,576 bytes",
         ("--model", "gpt2", "--gpu", "80 parsecs"): "argument --gpu: '80 parsecs' is neither a catalog GPU",
+        # The CLI-hygiene QA pass: a bare --overhead (10 was read as 10 bytes, 0.1 as 0), a length past GPT-2's 1,024
+        # learned positions (wpe has n_positions rows), an option the run does not read (silently ignored before),
+        # and ZeRO-3 with FSDP (FSDP silently won).
+        ("--model", "llama-3-8b", "--overhead", "10"): "argument --overhead: '10' has no unit: give a percentage",
+        ("--model", "llama-3-8b", "--overhead", "0.1"): "argument --overhead: '0.1' has no unit",
+        ("--model", "llama-3-8b", "--overhead=-5%"): "argument --overhead: must be a percentage between 0% and 1000%",
+        ("--model", "gpt2", "--seq-len", "2048"): "argument --seq-len: gpt2 has 1024 learned positions",
+        ("--model", "gpt2", "--mode", "serve", "--context", "1025"): "argument --context: gpt2 has 1024 learned",
+        ("--model", "llama-3-8b", "--mode", "serve", "--micro-batch", "4"):
+            "argument --micro-batch: a training option, which --mode serve does not read",
+        ("--model", "llama-3-8b", "--kv-dtype", "fp8"): "argument --kv-dtype: a serving option, which --mode train",
+        ("--model", "llama-3-8b", "--zero", "3", "--fsdp", "FULL_SHARD", "--dp", "8"):
+            "argument --fsdp: FSDP FULL_SHARD and ZeRO stage 3 are two ways to shard",
     }
     listed = tmp_path / "list.json"
     listed.write_text("[1, 2]")
@@ -216,9 +229,9 @@ def test_meaningless_or_out_of_range_options_are_refused(capsys, tmp_path):
 
 def test_gpu_may_be_a_plain_size(capsys):
     """--gpu takes a size as well as a catalog id; GiB and GB are told apart."""
-    data = json.loads(run(capsys, "estimate", "--model", "gpt2", "--gpu", "24GB", "--json")[1])
+    data = json.loads(run(capsys, "estimate", "--model", "gpt2", "--seq-len", "1024", "--gpu", "24GB", "--json")[1])
     assert data["fits"]["24GB"]["capacity_bytes"] == 24 * 10**9
-    data = json.loads(run(capsys, "estimate", "--model", "gpt2", "--gpu", "24GiB", "--json")[1])
+    data = json.loads(run(capsys, "estimate", "--model", "gpt2", "--seq-len", "1024", "--gpu", "24GiB", "--json")[1])
     assert data["fits"]["24GiB"]["capacity_bytes"] == 24 * 2**30
 
 
@@ -228,10 +241,10 @@ def test_config_dropout_follows_the_file(capsys, tmp_path):
             "attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(gpt2))
-    code, out, _ = run(capsys, "estimate", "--config", str(path), "--json")
+    code, out, _ = run(capsys, "estimate", "--config", str(path), "--seq-len", "1024", "--json")
     assert code == 0 and json.loads(out)["parts"]["activations/dropout"] > 0
     path.write_text(json.dumps({**gpt2, "attn_pdrop": 0, "resid_pdrop": 0, "embd_pdrop": 0}))
-    code, _, err = run(capsys, "estimate", "--config", str(path), "--dropout")
+    code, _, err = run(capsys, "estimate", "--config", str(path), "--seq-len", "1024", "--dropout")
     assert code == 2 and "argument --dropout" in err and "runs no dropout" in err
     path.write_text(json.dumps({**gpt2, "reorder_and_upcast_attn": True}))
     code, _, err = run(capsys, "estimate", "--config", str(path))
@@ -243,6 +256,130 @@ def test_config_attention_dropout_apart_is_refused_under_eager(capsys, tmp_path)
             "attn_pdrop": 0.0, "resid_pdrop": 0.1, "embd_pdrop": 0.1}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(gpt2))
-    assert run(capsys, "estimate", "--config", str(path), "--attention", "sdpa")[0] == 0
+    assert run(capsys, "estimate", "--config", str(path), "--seq-len", "1024", "--attention", "sdpa")[0] == 0
     code, _, err = run(capsys, "estimate", "--config", str(path), "--attention", "eager")
     assert code == 2 and "argument --attention" in err and "attn_pdrop" in err
+
+
+@pytest.mark.parametrize("argv, flag, run_words", [
+    (["--mode", "serve", "--micro-batch", "4"], "--micro-batch", "--mode serve"),
+    (["--mode", "serve", "--lora-rank", "8"], "--lora-rank", "--mode serve"),
+    (["--mode", "serve", "--recompute", "full"], "--recompute", "--mode serve"),
+    (["--mode", "serve", "--compile"], "--compile", "--mode serve"),
+    (["--mode", "serve", "--zero", "1"], "--zero", "--mode serve"),
+    (["--mode", "serve", "--contiguous-gradients"], "--contiguous-gradients", "--mode serve"),  # its default, given
+    (["--mode", "serve", "--attention", "eager"], "--attention", "--mode serve"),
+    (["--kv-dtype", "fp8"], "--kv-dtype", "--mode train"),
+    (["--batch", "8"], "--batch", "--mode train"),
+    (["--quantization", "awq"], "--quantization", "--mode train"),
+    (["--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb", "--dropout"], "--dropout",
+     "--mode serve with --engine vllm"),
+    (["--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb", "--overhead", "10%"], "--overhead", "--engine vllm"),
+    (["--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb", "--batch", "8"], "--batch", "--engine sglang"),
+    (["--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb", "--cuda-context", "1GiB"], "--cuda-context",
+     "--engine vllm"),
+])
+def test_an_option_the_run_does_not_read_is_refused_naming_it_and_the_run(capsys, argv, flag, run_words):
+    """One rule (the option table's runs, builder.model.options.unread): an option given that the mode, or under
+    --engine the engine, does not read is refused, never silently ignored."""
+    code, out, err = run(capsys, "estimate", "--model", "llama-3-8b", *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert f"argument {flag}: " in err and run_words in err and "leave it out" in err
+
+
+def test_options_the_run_reads_are_taken():
+    """The same options where the run reads them: --attention under --engine hf (generate's attn_implementation),
+    --batch and --kv-dtype serving, --cuda-context under SGLang."""
+    for argv in (["--mode", "serve", "--engine", "hf", "--gpu", "h100-80gb", "--attention", "eager"],
+                 ["--mode", "serve", "--batch", "8", "--kv-dtype", "fp8"],
+                 ["--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb", "--cuda-context", "1GiB"],
+                 ["--micro-batch", "4", "--lora-rank", "8", "--overhead", "10%"]):
+        assert main(["estimate", "--model", "llama-3-8b", *argv]) == 0, argv
+
+
+def test_overhead_is_a_percentage_or_a_size_as_the_calculators_field_is_a_percentage(capsys):
+    """--overhead 10% and the calculator's overhead field at 10 (its number is a percentage, FORM_RULES divide by
+    100) are one run: the same need; 1.5GiB is a fixed size; the help says which units it takes."""
+    from builder.catalog import default_models
+    from builder.model.peak import need
+    from builder.widgets import calculator
+
+    models = default_models()
+    state = calculator.default_state({"model": "llama-3-8b"}, models, "h100-80gb")
+    state[calculator.KEY["overhead_fraction"]] = "10"
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--overhead", "10%", "--json")
+    assert code == 0 and json.loads(out)["need_bytes"] == need(calculator.config_from_state(state, models)).bytes
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--overhead", "1.5GiB", "--json")
+    assert code == 0 and json.loads(out)["parts"]["overhead/fixed"] == 3 * 2**29
+    code, out, _ = run(capsys, "estimate", "--help")
+    assert "a bare number is refused" in " ".join(out.split()) and "'10%'" in out
+
+
+def test_max_seq_len_stops_at_gpt2s_learned_positions(capsys):
+    """GPT-2 has 1,024 learned positions (huggingface.co/openai-community/gpt2 config.json n_positions): --max seq-len
+    on a B200 answered 303,800 (QA report) where the memory allows far more than the table holds; the answer is the
+    table's rows, and says the limit is what binds. A rotary model is not capped (Llama 3 8B trains past its
+    max_position_embeddings, 8,192)."""
+    code, out, _ = run(capsys, "estimate", "--model", "gpt2", "--seq-len", "512", "--gpu", "b200", "--max", "seq-len")
+    assert code == 0 and ("largest seq len that fits on b200: 1024 (the model's learned positions: a longer sequence "
+                          "is refused)") in out
+    code, out, _ = run(capsys, "estimate", "--model", "gpt2", "--mode", "serve", "--context", "512", "--gpu", "b200",
+                       "--max", "seq-len", "--json")
+    assert code == 0 and json.loads(out)["max"] == {"question": "context", "gpu": "b200", "value": 1024,
+                                                    "limit": "learned positions"}
+    code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--seq-len", "16384", "--gpu", "b200", "--max",
+                       "seq-len", "--json")
+    assert code == 0 and json.loads(out)["max"]["value"] > 8192 and "limit" not in json.loads(out)["max"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "--model", "llama-3-8b", "--mode", "serve", "--engine", "sglang", "--gpu", "l40s"],
+    ["estimate", "--model", "llama-3-8b", "--gpu", "l40s"],
+    ["estimate", "--model", "llama-3-8b", "--gpu", "l40s", "--json"],
+    ["models"],
+])
+def test_a_closed_stdout_ends_quietly_on_every_output_path(argv):
+    """`... | head -3` ended in a BrokenPipeError traceback from print_engine (QA report): a reader gone before the
+    output is written ends every command the same way, with a pipe's exit status (128 + SIGPIPE) and no traceback."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        result = subprocess.run([sys.executable, "-m", "builder", *argv], stdout=write, stderr=subprocess.PIPE,
+                                text=True, cwd=ROOT, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(write)
+    assert result.returncode == 141 and result.stderr == "", result.stderr[-2000:]
+
+
+def test_lora_targets_help_states_the_default_and_peft_s_own(capsys):
+    """The default targets stay q,k,v,o (links depend on it); --help says so and that PEFT's own default for Llama
+    and Qwen is q_proj and v_proj (PEFT 0.21.2 peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_
+    MAPPING)."""
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
+
+    assert PEFT_TARGETS["llama"] == PEFT_TARGETS["qwen2"] == PEFT_TARGETS["gemma3_text"] == ["q_proj", "v_proj"]
+    code, out, _ = run(capsys, "estimate", "--help")
+    words = " ".join(out.split())
+    assert code == 0 and "default q,k,v,o" in words and "q_proj and v_proj" in words
+    adapters = {}
+    for targets in ([], ["--lora-targets", "q,k,v,o"], ["--lora-targets", "q,v"]):
+        code, out, _ = run(capsys, "estimate", "--model", "llama-3-8b", "--lora-rank", "8", *targets, "--json")
+        adapters[tuple(targets)] = json.loads(out)["parts"]["weights/lora_adapters"]
+    # Rank 8 on q, k, v and o of Llama 3 8B's 32 layers: 8 x (4096 + 4096 + 2 x (4096 + 1024) + 4096 + 4096) x 32.
+    assert adapters[()] == adapters[("--lora-targets", "q,k,v,o")] > adapters[("--lora-targets", "q,v")]
+    assert adapters[()] % (8 * 26_624 * 32) == 0
+
+
+def test_a_length_left_out_stops_at_learned_positions(capsys):
+    """GPT-2 has 1,024 learned positions (transformers' GPT2Model indexes wpe with the position ids): a length left
+    out takes the run's default up to them, as the engines default to the model's own limit; one given past them is
+    refused, naming the flag."""
+    code, out, _ = run(capsys, "estimate", "--model", "gpt2", "--json")
+    default = json.loads(out)
+    code, out, _ = run(capsys, "estimate", "--model", "gpt2", "--seq-len", "1024", "--json")
+    assert code == 0 and json.loads(out)["need_bytes"] == default["need_bytes"]
+    code, _, err = run(capsys, "estimate", "--model", "gpt2", "--seq-len", "2048")
+    assert code == 2 and err.strip().endswith("so a sequence of 2048 tokens would index past them; at most 1024")
+    assert "argument --seq-len" in err

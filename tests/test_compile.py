@@ -74,7 +74,7 @@ def test_compile_leaves_the_loss_alone_and_the_compiled_loss_leaves_the_layers_a
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--model", "llama-3-8b", "--mode", "serve"], "a served model saves none"),
+    (["--model", "llama-3-8b", "--mode", "serve"], "a training option, which --mode serve does not read"),
     (["--model", "llama-3-8b", "--activation-formula", "korthikanti"], "count activations op by op"),
     (["--model", "llama-3-8b", "--implementation", "megatron"], "implementation hf"),
     (["--model", "mixtral-8x7b"], "mixture-of-experts"),

@@ -207,8 +207,15 @@ def test_a_request_holds_the_models_own_length_when_no_flag_gives_one(capsys):
     base = ["estimate", "--model", "llama-3.1-8b", "--mode", "serve", "--engine", "vllm", "--gpu", "rtx-3090"]
     assert main(base) == 2
     err = capsys.readouterr().err
-    assert "argument --gpu-memory-utilization: the engine would refuse this run (--max-model-len also moves it)" in err
+    # Neither flag was given: the error names --engine and what would change it, the length first (QA: it named
+    # --gpu-memory-utilization, which the user never typed).
+    assert ("argument --engine: the engine would refuse this run at its defaults (change --max-model-len (or "
+            "--context) or --gpu-memory-utilization)") in err and "argument --gpu-memory-utilization" not in err
     assert "the model's max seq len (131072), (16.0 GiB KV cache is needed" in err
+    # Given, a flag that moves it is named, the other listed.
+    assert main(base + ["--gpu-memory-utilization", "0.9"]) == 2
+    assert ("argument --gpu-memory-utilization: the engine would refuse this run (--max-model-len also moves it)"
+            in capsys.readouterr().err)
     # A --context given stands for the engine's length flag; a model without its own limit takes the run's context.
     assert main(base + ["--context", "8192"]) == 0
     assert "Maximum concurrency for 8,192 tokens per request" in capsys.readouterr().out
@@ -284,3 +291,18 @@ def test_a_length_above_the_models_own_is_refused_as_the_engine_refuses_it(capsy
 def test_gpt2_serves_its_own_1024_positions_by_default():
     """vLLM's derived max_model_len for GPT-2 is config.json's n_positions (1,024)."""
     assert report(MODELS["gpt2"]).values["max_model_len"] == 1024
+
+
+def test_a_refusal_at_the_engines_defaults_names_what_the_user_can_change(capsys):
+    """The QA report: Llama 3.1 8B under vLLM on an L4 with no flag but the GPU was refused as "argument
+    --gpu-memory-utilization", a flag never given; the fix is a shorter --max-model-len (or --context), which vLLM's
+    own message estimates. Both ways out are named, the length first, and the run starts with the length vLLM
+    suggests."""
+    base = ["estimate", "--model", "llama-3.1-8b", "--mode", "serve", "--engine", "vllm", "--gpu", "l4"]
+    assert main(base) == 2
+    (err,) = capsys.readouterr().err.splitlines()
+    assert err.startswith("python -m builder estimate: error: argument --engine: the engine would refuse this run at "
+                          "its defaults (change --max-model-len (or --context) or --gpu-memory-utilization): ")
+    suggested = int(err.split("the estimated maximum model length is ")[1].split(".")[0])
+    assert main(base + ["--max-model-len", str(suggested)]) == 0
+    capsys.readouterr()

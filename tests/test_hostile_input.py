@@ -53,7 +53,8 @@ def test_the_parser_enumeration_covers_the_model_options():
 
 @pytest.mark.parametrize("flag", estimate_flags())
 def test_every_cli_option_refuses_hostile_values_in_one_line(capsys, flag):
-    base = [] if flag in ("--model", "--params", "--config") else ["--model", "gpt2"]
+    # GPT-2 on a sequence its 1,024 learned positions hold (the default 2,048 is refused), the flag's value after it.
+    base = [] if flag in ("--model", "--params", "--config") else ["--model", "gpt2", "--seq-len", "1024"]
     for value in VALUES:
         code, out, err = run(capsys, ["estimate", *base, f"{flag}={value}"])
         shown = value[:12] or "empty"
@@ -81,6 +82,8 @@ def page(bars: list[tuple[str, str, str]]) -> tuple[str, dict[str, int]]:
         lines.append(f"      - label: {label}")
         if option not in ("model", "params"):
             lines.append("        model: gpt2")
+            if option != "seq_len":
+                lines.append("        seq_len: 1024")  # within GPT-2's learned positions
         lines.append(f"        {option}: {value}")
         where[label] = len(lines)
     lines += ["---", "{{< chart hostile >}}", ""]
@@ -170,3 +173,21 @@ def test_every_calculator_url_key_refuses_hostile_values_in_one_sentence():
                                                    *([] if kind == "choice" else allowed[1:]))
             sentence = link_notice.WORDS["line"].format(f"calc.{key}", value[:20], words)
             assert "\n" not in sentence and key in sentence, (key, value[:12])
+
+
+def test_an_option_a_bar_sets_that_its_mode_does_not_read_is_one_line_at_its_line(site, capsys):
+    """The option table's rule (builder.model.options.unread) in front matter: a serving bar that sets micro_batch
+    itself is refused at that line, naming the option and the mode; the same option from the chart's shared config
+    (which may carry both modes' options, as the calculator page's charts do) is not the bar's to refuse."""
+    content, argv = site
+    text = "\n".join(["---", "title: Hostile", "slug: index", "order: 1", "summary: s.", "charts:", "  hostile:",
+                      "    title: Hostile", "    unit: GiB", "    gpus: [a100-80gb]",
+                      "    config: {model: gpt2, seq_len: 1024, micro_batch: 2}", "    bars:",
+                      "      - label: shared", "        mode: serve", "        context: 1024",
+                      "      - label: own", "        mode: serve", "        context: 1024", "        micro_batch: 4",
+                      "---", "{{< chart hostile >}}", ""])
+    errors = build_errors(content, argv, text, capsys)
+    assert errors == [f"{content / 'index.md'}:19: bar 'own': front matter `micro_batch`: a training option, which "
+                      "mode serve does not read; leave it out"]
+    (content / "index.md").write_text(text.replace("        micro_batch: 4\n", ""), encoding="utf-8")
+    assert cli_site.main(argv) == 0

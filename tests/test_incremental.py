@@ -28,7 +28,7 @@ exercises:
     question: How much memory do the model states of GPT-2 take in fp32 with Adam?
     ask: model-states
     unit: GB
-    config: {model: gpt2, precision: fp32, optimizer: adam}
+    config: {model: gpt2, seq_len: 1024, precision: fp32, optimizer: adam}
 ---
 Adam keeps two moments per parameter.
 

@@ -17,7 +17,7 @@ import pytest
 from builder.catalog import default_gpus, default_models
 from builder.cli import main
 from builder.model import Config, estimate
-from builder.model.architecture import from_hf_config, param_count
+from builder.model.architecture import from_hf_config, param_count, shape_inputs
 from builder.model.engine_sglang import MLA_LINE
 from builder.model.engines import LOG_LINE, EngineSettings, engine_report
 
@@ -119,6 +119,51 @@ def test_gemma_2_alternates_and_keeps_the_window_in_half_its_layers():
                            "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
                            "intermediate_size": 14336, "vocab_size": 256000, "sliding_window": 4096}
                           ).sliding_window_pattern == 2
+
+
+# google/gemma-3-1b-it config.json (huggingface.co, transformers_version 4.50.0.dev0): model_type gemma3_text, 26
+# layers, hidden 1152, 4 query heads and 1 KV head of head_dim 256, intermediate 6912, vocabulary 262,144,
+# sliding_window 512 with sliding_window_pattern 6, query_pre_attn_scalar 256, rope_theta 1e6 (full layers) and
+# rope_local_base_freq 1e4 (sliding layers), rope_scaling null, 32,768 positions, tie_word_embeddings left to
+# Gemma3TextConfig's default (True).
+GEMMA3_1B_IT = {
+    "architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "attn_logit_softcapping": None, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 106],
+    "final_logit_softcapping": None, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+    "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768,
+    "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1,
+    "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000,
+    "rope_scaling": None, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
+    "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": True, "vocab_size": 262144}
+
+
+def test_gemma_3_config_json_reads_as_the_catalogs_gemma_3_1b(capsys, tmp_path):
+    """--config reads a Gemma 3 config.json as transformers 5.23's Gemma3TextConfig does (layer_types from
+    sliding_window_pattern; q_norm, k_norm and four RMSNorms a block; tied embeddings): the catalog's gemma-3-1b field
+    for field, 999,885,952 parameters (the safetensors metadata, keras-hub's gemma3_1b preset), two rotary tables (local
+    and global). The per-layer-type rope_parameters transformers 5 saves read the same; what is not modelled
+    (rope_scaling on the full layers only, as Gemma 3 4B has; softcapping; bidirectional attention) is refused by
+    name."""
+    catalog = MODELS["gemma-3-1b"]
+    arch = from_hf_config(GEMMA3_1B_IT, "gemma-3-1b")
+    assert arch == catalog.with_changes(source="", published_params=None) and param_count(arch) == 999_885_952
+    assert shape_inputs(arch)["rope_tables"] == 2
+    saved = {key: value for key, value in GEMMA3_1B_IT.items() if key not in ("rope_theta", "rope_local_base_freq",
+                                                                               "rope_scaling", "sliding_window_pattern")}
+    saved |= {"layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(26)],
+              "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
+    assert from_hf_config(saved, "gemma-3-1b") == arch
+    for field, value in (("rope_scaling", {"factor": 8.0, "rope_type": "linear"}), ("final_logit_softcapping", 30.0),
+                         ("use_bidirectional_attention", True), ("hidden_activation", "silu")):
+        with pytest.raises(ValueError, match=f"config.json \\(gemma3_text\\) field '{field}'"):
+            from_hf_config({**GEMMA3_1B_IT, field: value})
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA3_1B_IT))
+    assert main(["estimate", "--config", str(path), "--mode", "serve", "--context", "32768", "--json"]) == 0
+    served = json.loads(capsys.readouterr().out)
+    assert main(["estimate", "--model", "gemma-3-1b", "--mode", "serve", "--context", "32768", "--json"]) == 0
+    assert served["parts"] == json.loads(capsys.readouterr().out)["parts"]
 
 
 def test_a_regular_layer_types_pattern_is_read_and_an_irregular_one_refused():

@@ -11,7 +11,7 @@ from builder.cli import main
 from builder.model.config import validate_config
 from builder.model import Config, estimate
 from builder.model.peak import need, peak, phases
-from builder.model.questions import Fit, fits, max_micro_batch, max_seq_len, min_gpus
+from builder.model.questions import Fit, fits, length_limit, max_micro_batch, max_seq_len, min_gpus
 
 MODELS = default_models()
 GPUS = default_gpus()
@@ -130,7 +130,7 @@ def test_max_answers_are_exact_at_the_peak(c, question):
     answer is "fits"."""
     config, capacity = make(c), GPUS[c["gpu"]].usable_bytes
     field, search = ("micro_batch", max_micro_batch) if question == "micro-batch" else ("seq_len", max_seq_len)
-    limit = 1 << 16 if question == "micro-batch" else 1 << 22
+    limit = 1 << 16 if question == "micro-batch" else length_limit(config)  # GPT-2: its 1,024 learned positions
     answer = search(config, capacity)
     if answer is None:
         assert need(config.with_changes(**{field: 1})).bytes > capacity
@@ -145,7 +145,8 @@ def test_max_answers_are_exact_at_the_peak(c, question):
 @given(configs.filter(lambda c: c["shard"] != ("zero", 0)))
 def test_fewest_gpus_is_exact_at_the_peak(c):
     """--max gpus raises data parallelism: the plan fits at its peak and one rank fewer does not."""
-    config, capacity = make(c).with_changes(seq_len=4096), GPUS[c["gpu"]].usable_bytes
+    config, capacity = make(c), GPUS[c["gpu"]].usable_bytes
+    config = config.with_changes(seq_len=length_limit(config, 4096))
     plan = min_gpus(config, capacity, limit=512)
     if plan is None:
         assert not fits(config.with_changes(dp=512), capacity)

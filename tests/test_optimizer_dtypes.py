@@ -96,6 +96,6 @@ def test_msamp_gives_a_tied_output_layer_its_own_weight():
     """LinearReplacer._build_fp8linear builds a new FP8Linear parameter for GPT-2's lm_head, which shares the token
     embedding's matrix: the fp32 embedding stays and an fp16 copy of the 50,257 x 768 matrix joins the linear weights."""
     gpt2 = default_models()["gpt2"]
-    parts = states(Config(model=gpt2, precision="msamp-o2"))
+    parts = states(Config(model=gpt2, seq_len=1024, precision="msamp-o2"))
     vocab = 50_257 * 768
     assert parts["weights/scaling_linear"] - 2 * vocab == 2 * 12 * (768 * 3 * 768 + 768 * 768 + 2 * 768 * 3072)

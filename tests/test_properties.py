@@ -23,26 +23,30 @@ sharding = st.sampled_from([("zero", 0), ("zero", 1), ("zero", 2), ("zero", 3), 
                             ("fsdp", "SHARD_GRAD_OP"), ("fsdp", "NO_SHARD"), ("fsdp", "HYBRID_SHARD")])
 
 
+def within(arch, tokens=2048):
+    """A length the model takes: at most its learned positions (GPT-2's 1,024), where it has them."""
+    return min(tokens, arch.learned_positions or tokens)
+
+
 def build(arch, shard=("zero", 0), **kw):
-    """A Config with one sharding choice applied."""
+    """A Config with one sharding choice applied, on a sequence the model takes."""
     key, value = shard
-    return Config(model=arch, **{key: value}, **kw)
+    return Config(model=arch, **{key: value}, **{"seq_len": within(arch), **kw})
 
 
 @SETTINGS
 @given(models, attention, recompute, precision, optimizer, st.integers(1, 16), st.integers(1, 8))
 def test_memory_never_decreases_with_micro_batch(arch, att, rec, prec, opt, b, extra):
-    small = estimate(Config(model=arch, attention=att, recompute=rec, precision=prec, optimizer=opt, micro_batch=b))
-    large = estimate(Config(model=arch, attention=att, recompute=rec, precision=prec, optimizer=opt,
-                            micro_batch=b + extra))
+    small = estimate(build(arch, attention=att, recompute=rec, precision=prec, optimizer=opt, micro_batch=b))
+    large = estimate(build(arch, attention=att, recompute=rec, precision=prec, optimizer=opt, micro_batch=b + extra))
     assert large.total >= small.total
 
 
 @SETTINGS
 @given(models, attention, recompute, st.integers(64, 8192), st.integers(1, 4096))
 def test_memory_never_decreases_with_sequence(arch, att, rec, s, extra):
-    assert estimate(Config(model=arch, attention=att, recompute=rec, seq_len=s + extra)).total >= \
-        estimate(Config(model=arch, attention=att, recompute=rec, seq_len=s)).total
+    assert estimate(build(arch, attention=att, recompute=rec, seq_len=within(arch, s + extra))).total >= \
+        estimate(build(arch, attention=att, recompute=rec, seq_len=within(arch, s))).total
 
 
 @SETTINGS
@@ -56,7 +60,7 @@ def test_memory_never_decreases_with_parameters(n, extra, prec, opt):
 @given(models, st.integers(1, 12))
 def test_memory_never_decreases_with_layers(arch, extra):
     deeper = arch.with_changes(layers=arch.layers + extra)
-    assert estimate(Config(model=deeper)).total >= estimate(Config(model=arch)).total
+    assert estimate(build(deeper)).total >= estimate(build(arch)).total
 
 
 @SETTINGS
@@ -109,6 +113,7 @@ def test_serving_kv_cache_part_follows_the_vllm_formula(arch, batch, context):
     attention (DeepSeek-V2 section 2.1) the latent and the rotary key, kv_lora_rank + qk_rope_head_dim, x 2 B; a
     sliding layer keeps at most its window, a full layer the whole context (every Nth layer full where a pattern is
     given, transformers' sliding_window_pattern)."""
+    context = within(arch, context)
     b = estimate(Config(model=arch, mode="serve", batch=batch, context=context))
     per_layer = (arch.kv_lora_rank + arch.qk_rope_head_dim if arch.kv_lora_rank
                  else 2 * arch.n_kv_heads * arch.d_head) * 2

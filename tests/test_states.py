@@ -230,9 +230,9 @@ def test_uneven_pipeline_split_gives_every_stage_layers():
     from builder.model.inputs import stages
 
     arch = MODELS["gpt2"].with_changes(layers=10)
-    first, last = stages(arch, Config(model=arch, pp=7, grad_accum=7))
+    first, last = stages(arch, Config(model=arch, seq_len=1024, pp=7, grad_accum=7))
     assert (first.layers, last.layers) == (2, 1)
-    b = estimate(Config(model=arch, pp=7, grad_accum=7))
+    b = estimate(Config(model=arch, seq_len=1024, pp=7, grad_accum=7))
     assert all(p.bytes > 0 for p in b.parts)
 
 

@@ -38,7 +38,7 @@ def roots(html: str) -> list[tuple[str, str, str | None]]:
 
 def test_an_author_id_names_the_widget_and_keeps_its_positional_id_as_legacy(tmp_path):
     out = build(tmp_path, "{{< widget bytes-per-param model=gpt2 >}}\n\n{{< widget memory-budget id=budget >}}\n\n"
-                          "{{< widget calculator id=calc model=gpt2 >}}\n")
+                          "{{< widget calculator id=calc model=llama-3-8b >}}\n")
     html = (out / "index.html").read_text(encoding="utf-8")
     assert roots(html) == [("bytes-per-param", "bytes-per-param-1", None), ("memory-budget", "budget", "memory-budget-2"),
                            ("calculator", "calc", "calculator-3")]
@@ -76,7 +76,7 @@ def test_a_bad_widget_id_is_a_content_error_with_its_line(tmp_path, body, line, 
 
 def test_a_widget_id_may_not_take_a_charts_anchor(tmp_path):
     head = ("---\ntitle: T\nslug: index\norder: 1\nsummary: S\ncharts:\n  parts:\n    title: P\n    unit: GiB\n"
-            "    config: {model: gpt2}\n    bars:\n      - label: one\n---\n")
+            "    config: {model: gpt2, seq_len: 1024}\n    bars:\n      - label: one\n---\n")
     body = "{{< chart parts >}}\n\n{{< widget memory-budget id=chart-parts >}}\n"
     with pytest.raises(BuildFailed) as failure:
         build(tmp_path, body, head)

@@ -540,3 +540,26 @@ def test_the_form_markup_holds_what_the_script_reads_from_it():
     for key, arch_model in MODELS.items():
         shown = {k: data[key].get("form", {}).get(k, str(data[key][inputs[0]])) for k, inputs in arch.items()}
         assert shown == calc.arch_state(arch_model), key
+
+
+def test_the_forms_mode_only_controls_agree_with_the_option_tables_runs():
+    """The option table says which runs read an option (builder.model.options, Option.runs; the command line and
+    front matter refuse one given for a run that does not read it); the form hides the other mode's controls
+    instead (MODE_ONLY, effective_state), which keeps both modes' values in links and presets. Every control of an
+    option only training reads is hidden when serving (shown in training, or with a ZeRO or FSDP setting that serving
+    resets), and every control of an option only serving reads is shown when serving only."""
+    from builder.model.options import OPTIONS, SERVE, TRAIN
+
+    shown = {c.key: c.show for _, _, controls in calc.form_groups(GPUS, MODELS) for c in controls}
+    hidden_in_serving = {"train", calc.ZERO3_SHOWN, calc.BUCKETS_SHOWN, calc.DDP_SHOWN, calc.FSDP_SHOWN}
+    checked = 0
+    for option in OPTIONS:
+        if option.url not in shown:
+            continue
+        if option.runs == (TRAIN,):
+            assert shown[option.url] in hidden_in_serving, option.name
+            checked += 1
+        elif TRAIN not in option.runs:
+            assert shown[option.url] == SERVE, option.name
+            checked += 1
+    assert checked >= 30

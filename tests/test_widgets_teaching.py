@@ -124,7 +124,7 @@ def test_zero_3_need_per_gpu_is_the_models(catalogs):
     """Per GPU under ZeRO-3 on 8 GPUs the verdict is the full model's need for that run, sharded as the model
     shards it (Rajbhandari et al. 2019: 16 B/param of model states / 8), with its activations and peak."""
     state = bpp.context({"model": "llama-3-8b", "zero": 3, "dp": 8, "gpus": ["a100-80gb"]}, catalogs)
-    _, needed = assess(Config(model=catalogs["model"]["llama-3-8b"], zero=3, dp=8))
+    _, needed = assess(Config(model=catalogs["model"]["llama-3-8b"], zero=3, dp=8, seq_len=bpp.RUN_TOKENS))
     assert state["texts"]["needn"] == f"{needed.bytes / GiB:.1f} GiB"
     assert state["texts"]["w0"] == f"yes, {(catalogs['gpu']['a100-80gb'].usable_bytes - needed.bytes) / GiB:.1f} GiB left"
     assert state["bars"]["rows"][1]["fits"] and not state["bars"]["rows"][0]["fits"]

@@ -128,6 +128,12 @@ class Architecture:
         return self.experts > 0
 
     @property
+    def learned_positions(self) -> int:
+        """The rows of a learned position table, the longest sequence the model can take (GPT-2: 1,024); 0 for
+        rotary positions, which have no table to index past."""
+        return self.max_positions if self.positions == "learned" else 0
+
+    @property
     def served_positions(self) -> int:
         """The positions vLLM allows (its default request length): the rotary table's rows, or the learned position
         table's; 0 where the model gives none."""
@@ -156,7 +162,7 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "expert_ffn": arch.n_expert_ffn, "vocab": arch.vocab, "experts": arch.experts, "top_k": arch.top_k,
             "shared_experts": arch.shared_experts, "sliding_window": arch.sliding_window or 0, "mlp": arch.mlp,
             "norm": arch.norm, "tied_embeddings": int(arch.tied_embeddings),
-            "position_embeddings": arch.max_positions if arch.positions == "learned" else 0,
+            "position_embeddings": arch.learned_positions,
             "rope_positions": arch.max_position_embeddings, "rope_tables": rope_tables(arch),
             "context_positions": arch.config_positions or arch.max_position_embeddings,
             "fused_qkv": int(arch.family == "gpt2"), "qkv_bias": int(arch.qkv_bias), "out_bias": int(arch.out_bias),
@@ -243,6 +249,7 @@ _HF_FAMILIES = {
     "deepseek_v2": "deepseek",
     "deepseek_v3": "deepseek",
     "gemma2": "gemma2",
+    "gemma3_text": "gemma3",
 }
 
 
@@ -270,8 +277,16 @@ UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
     (_DEEPSEEK, "moe_layer_freq", lambda v, c: v not in (None, 1), "MoE layers only every few layers"),
     (_DEEPSEEK, "num_nextn_predict_layers", _truthy,
      "multi-token-prediction layers (DeepSeek-V3's MTP module, loaded for speculative decoding only)"),
-    (("gemma2",), "hidden_activation", lambda v, c: v not in (None, "gelu_pytorch_tanh"),
-     "an MLP activation other than Gemma 2's tanh GeLU"),
+    (("gemma2", "gemma3_text"), "hidden_activation", lambda v, c: v not in (None, "gelu_pytorch_tanh"),
+     "an MLP activation other than Gemma's tanh GeLU"),
+    # Gemma 3 (transformers 5.23 configuration_gemma3.py, modeling_gemma3.py): rope_scaling scales the full-attention
+    # layers' rotary table only (Gemma 3 4B and larger: linear x 8), softcapping adds tensors to the scores and the
+    # logits, and bidirectional attention (EmbeddingGemma) halves the window: none is in the counts.
+    (("gemma3_text",), "rope_scaling", lambda v, c: v is not None,
+     "a rotary scaling of the full-attention layers alone (their table longer than the sliding layers')"),
+    (("gemma3_text",), "attn_logit_softcapping", lambda v, c: v is not None, "the attention scores softcapped"),
+    (("gemma3_text",), "final_logit_softcapping", lambda v, c: v is not None, "the logits softcapped"),
+    (("gemma3_text",), "use_bidirectional_attention", _truthy, "bidirectional attention (an encoder's)"),
 )
 # The dropout probabilities transformers' code reads, by model type: the hidden-state dropouts (one setting is
 # modelled, so they must agree) and the attention dropout, which saves an s x s mask under eager attention only
@@ -386,6 +401,31 @@ def sliding_window_pattern_of(config: dict[str, Any]) -> int:
     return n if types == expected else 0
 
 
+def gemma3_text(config: dict[str, Any]) -> dict[str, Any]:
+    """A Gemma 3 config.json as transformers 5.23 reads it (configuration_gemma3.py Gemma3TextConfig): layer_types, where
+    not given, from sliding_window_pattern (default 6: five sliding layers, then a full one); rope_parameters given
+    per layer type (how transformers 5 saves it) taken as one setting where both kinds are unscaled, the thetas
+    (rope_theta, rope_local_base_freq: the rotary tables' values, not their size) aside. query_pre_attn_scalar only
+    scales the scores."""
+    config = dict(config)
+    pattern = config.get("sliding_window_pattern", 6)
+    if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+        raise ValueError(f"config.json (gemma3_text) field 'sliding_window_pattern' must be a whole number of at "
+                         f"least 1, got {pattern!r}")
+    if not config.get("layer_types"):
+        layers = config.get("num_hidden_layers")
+        if isinstance(layers, int) and not isinstance(layers, bool) and 0 < layers <= 1 << 16:
+            config["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                                     for i in range(layers)]
+    kinds = config.get("rope_parameters")
+    if isinstance(kinds, dict) and kinds and all(isinstance(value, dict) for value in kinds.values()):
+        if any((value.get("rope_type") or "default") != "default" for value in kinds.values()):
+            raise ValueError("config.json (gemma3_text) field 'rope_parameters' scales a layer type's rotary table, "
+                             "which this model does not follow: one unscaled table a layer type is modelled")
+        del config["rope_parameters"]
+    return config
+
+
 def _deepseek(config: dict[str, Any], need: Any) -> dict[str, Any]:
     """The latent attention and MoE fields of a DeepSeek-V2/V3 config.json (transformers modeling_deepseek_v2.py,
     modeling_deepseek_v3.py): head_dim is the query/key width qk_nope_head_dim + qk_rope_head_dim."""
@@ -410,8 +450,8 @@ def _deepseek(config: dict[str, Any], need: Any) -> dict[str, Any]:
 def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture:
     """Build an Architecture from a Hugging Face `config.json` dictionary.
 
-    Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3 and
-    gemma2 (the families whose modeling code this module's counts follow). Raises ValueError naming the missing
+    Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3,
+    gemma2 and gemma3_text (the families whose modeling code this module's counts follow). Raises ValueError naming the missing
     key.
     """
     model_type = config.get("model_type")
@@ -425,6 +465,8 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         return config[key]
 
     check_fields(config, model_type)
+    if model_type == "gemma3_text":
+        config = gemma3_text(config)
     extra = dropout_of(config, model_type)
 
     if model_type == "gpt2":
@@ -449,7 +491,7 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         mlp_bias=bool(config.get("mlp_bias", False)),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)), positions="rotary",
         max_position_embeddings=rope_positions_of(config), config_positions=context_positions_of(config),
-        activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe"), extra=extra,
+        activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text"), extra=extra,
     )
     window = sliding_window_of(config, model_type)
     if window:
@@ -460,6 +502,11 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     if model_type == "gemma2":
         # Gemma 2 (transformers modeling_gemma2.py): tied embeddings, four RMSNorms a block, a GeGLU MLP.
         arch.update(tied_embeddings=bool(config.get("tie_word_embeddings", True)), sandwich_norms=True)
+    if model_type == "gemma3_text":
+        # Gemma 3 (transformers modeling_gemma3.py): Gemma 2's block with q_norm and k_norm (above), a GeGLU MLP with
+        # the tanh GeLU.
+        arch.update(tied_embeddings=bool(config.get("tie_word_embeddings", True)), sandwich_norms=True,
+                    activation="gelu_tanh")
     if model_type == "mixtral":
         arch.update(experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
                     expert_ffn=need("intermediate_size"), moe_block="mixtral")

@@ -339,6 +339,9 @@ def validate_config(config: Config) -> None:
         fail("model", "tensor, pipeline, context and expert parallelism need an architecture, not a raw count")
     if config.mode == "serve" and (config.zero or config.fsdp):
         fail("zero", "ZeRO/FSDP sharding applies to training; use tp/pp to split a served model")
+    if config.fsdp and config.zero:  # FSDP's strategy would win (_shard_stage) and the stage mean nothing
+        fail("fsdp", f"FSDP {config.fsdp} and ZeRO stage {config.zero} are two ways to shard; give fsdp or zero, "
+                     "not both")
     # Imported here: builder.model.inputs reads a Config, so it imports this module.
     from builder.model.inputs import architecture_inputs, config_inputs
 

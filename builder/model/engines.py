@@ -459,7 +459,10 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
     from builder.model.states import MODEL_STATES
 
     _checked(settings, config)
-    validate_config(config)
+    # vLLM's and SGLang's requests hold their own length (default_length, or their length flags, which their own
+    # too_long rule holds to the model's), not the run's context, which generate's prompt is (engine_hf).
+    validate_config(config if settings.engine == "hf" else
+                    config.with_changes(context=default_length(config, settings.engine)))
     arch, worst = config.model, None
     engine = engine_inputs(settings, gpu_total, gpu_id, default_length(config, settings.engine))
     if settings.engine == "vllm":

@@ -27,6 +27,7 @@ from builder.model.config import (ACTIVATION_FORMULAS, ATTENTION, CHECKPOINT_SAV
                                   FLOAT8_RECIPES, FSDP_STRATEGIES, IMPLEMENTATIONS, KBIT_PREPARE, LORA_TARGETS, LOSSES,
                                   MODES, OFFLOAD, OPTIMIZER_IMPLS, OPTIMIZERS, PIPELINE_SCHEDULES, PRECISIONS,
                                   RECOMPUTE)
+from builder.model.engines import ENGINES
 from builder.model.ranges import RANGE_OF, Range
 from builder.model.serving import KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, MODEL_DTYPES, QUANTIZATION_DTYPES
 from builder.model.units import DTYPE_BYTES, clip, parse_count, parse_size
@@ -45,7 +46,7 @@ TYPES = {
     "names": "a list of names",
     "text": "text",
     "path": "a file's path",
-    "overhead": "a percentage of the rest (10%) or a size (1.5GiB)",
+    "overhead": "a percentage of the rest (10%) or a size with its unit (1.5GiB); a bare number is refused",
 }
 # Surfaces: the command line, a chart bar / preset / exercise in front matter, the calculator's URL state.
 CLI, FRONT_MATTER, URL = "cli", "front matter", "url"
@@ -56,6 +57,13 @@ GROUPS = ("model (one of)", "what runs", "dtype overrides", "parallelism and sha
           "overheads (named assumptions)")
 GROUP_OF_WORD = {word: group for word, group in zip(
     ("model", "run", "dtypes", "parallel", "zero3", "buckets", "tune", "serve", "overheads"), GROUPS)}
+# The runs that read an option (Option.runs): a training step, the plain serving estimate, and each inference engine's
+# start-up accounting (--engine, builder.model.engines), which counts its own overheads. An option given for a run
+# that does not read it is refused (`unread`), never silently ignored.
+TRAIN, SERVE = "train", "serve"
+RUNS = (TRAIN, SERVE, *ENGINES)
+SERVING_RUNS = (SERVE, *ENGINES)
+MODEL_RUNS = (TRAIN, SERVE)
 
 
 class OptionError(ValueError):
@@ -87,6 +95,7 @@ class Option:
     optional: bool = False  # None (unset) is a value
     negatable: bool = False  # a flag with a --no- form (argparse.BooleanOptionalAction)
     dest: str | None = None  # the argparse dest where it differs from the flag's
+    runs: tuple[str, ...] = RUNS  # the runs that read it (RUNS' names); given for another run, it is refused
 
     @property
     def range(self) -> Range | None:
@@ -191,13 +200,27 @@ def _path(option: Option, value: Any, surface: str) -> Path:
 
 
 def _overhead(option: Option, value: Any, surface: str) -> tuple[str, float]:
-    """'10%' (a fraction of the rest) or a size such as '1.5GiB'."""
-    text = _text(option, value, surface)
-    if text.strip().endswith("%"):
+    """'10%' (a percentage of the rest, read as overhead_fraction 0.1) or a size with its unit such as '1.5GiB'. A
+    bare number is refused: 10 could be 10 % (what the calculator's overhead field, which is in percent, reads) or
+    10 bytes (what a size without a unit is elsewhere), and 0.1 a fraction."""
+    text = _text(option, value, surface).strip()
+    try:
+        float(text)
+    except ValueError:
+        pass
+    else:
+        raise ValueError(f"{clip(repr(text))} has no unit: give a percentage of the rest ('10%') or a size "
+                         "('1.5GiB', '300MiB')")
+    if text.endswith("%"):
+        bounds = RANGE_OF["overhead_fraction"]
         try:
-            return "fraction", float(text.strip()[:-1]) / 100
+            fraction = float(text[:-1]) / 100
         except ValueError:
-            raise ValueError(f"{text!r} is not a percentage") from None
+            raise ValueError(f"{clip(repr(text))} is not a percentage") from None
+        if not (math.isfinite(fraction) and bounds.low <= fraction <= bounds.high):
+            raise ValueError(f"must be a percentage between {bounds.low * 100:g}% and {bounds.high * 100:g}%, "
+                             f"got {clip(repr(text))}")
+        return "fraction", fraction
     return "bytes", float(parse_size(text))
 
 
@@ -217,6 +240,7 @@ def _o(name: str, type_: str, help_: str = "", group: str = "", flag: str | None
 _DTYPES = tuple(DTYPE_BYTES)
 _FRONT = (FRONT_MATTER,)
 _CLI = (CLI,)
+_TRAIN = (TRAIN,)
 
 OPTIONS: tuple[Option, ...] = (
     # What is modelled: a catalog model, a raw count, or a Hugging Face config.json (the command line only).
@@ -231,158 +255,170 @@ OPTIONS: tuple[Option, ...] = (
        choices=tuple(PRECISIONS)),
     _o("optimizer", "choice", "paged-adamw and paged-adamw8bit are bitsandbytes' PagedAdamW and PagedAdamW8bit "
        "(Hugging Face's paged_adamw_32bit and paged_adamw_8bit)", "run", choices=OPTIMIZERS, default="adamw",
-       url="optimizer"),
+       url="optimizer", runs=_TRAIN),
     _o("optimizer_impl", "choice", "how the step runs (torch.optim's words): for-loop, foreach, fused, or in-backward "
        "(stepped from each gradient's hook, gradients freed at once); default: what the framework builds (fused "
        "Adam under Megatron-LM and DeepSpeed's ZeRO), else the optimizer's own (foreach for torch.optim's Adam, "
        "AdamW and SGD on CUDA, for-loop for Adafactor and Lion, fused for 8-bit AdamW)", "run",
-       choices=OPTIMIZER_IMPLS, optional=True, url="optimizer_impl", source="pytorch-2-13"),
-    _o("micro_batch", "count", "", "run", default=1, metavar="B", url="micro_batch"),
-    _o("seq_len", "count", "", "run", default=2048, metavar="S", url="seq_len"),
+       choices=OPTIMIZER_IMPLS, optional=True, url="optimizer_impl", source="pytorch-2-13", runs=_TRAIN),
+    _o("micro_batch", "count", "", "run", default=1, metavar="B", url="micro_batch", runs=_TRAIN),
+    _o("seq_len", "count", "", "run", default=2048, metavar="S", url="seq_len", runs=_TRAIN),
     _o("grad_accum", "count", "micro-batches per optimizer step (pipeline: micro-batches in flight)", "run",
-       default=1, metavar="M", url="grad_accum"),
+       default=1, metavar="M", url="grad_accum", runs=_TRAIN),
     _o("recompute", "choice", "selective: Megatron-LM's (the attention core); full: every layer keeps only its input "
        "(Megatron-LM full, Hugging Face gradient_checkpointing, DeepSpeed activation checkpointing, torchtitan full AC); "
        "selective-op: torchtitan's per-op selective activation checkpointing (SelectiveAC; activation_checkpoint.mode "
        "selective with selective_ac_option op in older releases): every layer keeps its input and the outputs of its "
        "1st, 3rd, 5th and 7th matmul and of the attention kernel (dense Llama-style models)",
-       "run", choices=RECOMPUTE, default="none", url="recompute"),
+       "run", choices=RECOMPUTE, default="none", url="recompute", runs=_TRAIN),
     _o("recompute_layers", "count", "with --recompute full: only the first K layers of each pipeline stage "
        "(Megatron-LM --recompute-method block --recompute-num-layers K); 0 = every layer", "run",
-       flag="--recompute-num-layers", default=0, metavar="K", url="recompute_layers", source="megatron-d98e8a6"),
-    _o("attention", "choice", "", "run", choices=ATTENTION, default="sdpa", url="attention"),
+       flag="--recompute-num-layers", default=0, metavar="K", url="recompute_layers", source="megatron-d98e8a6",
+       runs=_TRAIN),
+    _o("attention", "choice", "", "run", choices=ATTENTION, default="sdpa", url="attention", runs=(TRAIN, "hf")),
     _o("padded", "flag", "the micro-batch carries padding marked by an attention mask (TRL's SFTTrainer and HF's "
        "Trainer collators without packing or padding_free, sequences of different lengths), or packed sequences whose "
        "position ids restart: with sdpa attention transformers then passes a 4-D mask, copies K and V to every query "
        "head, and each layer's attention kernel saves the mask in the activation dtype (eager attention counts its "
        "mask already; transformers' flash_attention_2 unpads instead)", "run", default=False, url="padded",
-       source="transformers-5-23"),
+       source="transformers-5-23", runs=_TRAIN),
     _o("loss", "choice", "how the loss is computed: eager (transformers), compiled (torch.compile), chunked "
        "(torchtune, 8 chunks), chunked-compiled (torchtune's chunks, each chunk's upcast and cross-entropy compiled, "
        "as its compile=True does) or fused-linear (Liger Kernel: no logits)", "run", choices=LOSSES, default="eager",
-       url="loss"),
+       url="loss", runs=_TRAIN),
     _o("activation_formula", "choice", "'ops': op by op; 'korthikanti': Table 2 of Korthikanti et al. 2022 "
-       "(reference)", "run", choices=ACTIVATION_FORMULAS, default="ops", url="implementation"),
+       "(reference)", "run", choices=ACTIVATION_FORMULAS, default="ops", url="implementation", runs=_TRAIN),
     _o("implementation", "choice", "whose op list 'ops' follows: hf (transformers), megatron, or torchtune "
        "(transformers' list, K and V copied to every query head; LoRA adapters in the model's dtype, as torchtune builds "
        "them, where hf has PEFT's fp32 ones); megatron also names Megatron-LM's data parallelism "
        "(its gradient buffer, kept for the run) for a precision PyTorch shares", "run", choices=IMPLEMENTATIONS,
-       default="hf", url="implementation"),
-    _o("dropout", "flag", "dropout layers active (1-byte masks saved)", "run", default=False, url="dropout"),
+       default="hf", url="implementation", runs=_TRAIN),
+    _o("dropout", "flag", "dropout layers active (1-byte masks saved)", "run", default=False, url="dropout",
+       runs=_TRAIN),
     _o("offload_activations", "flag", "saved activations go to pinned host memory in the forward and come back in "
        "the backward (torchtune's enable_activation_offloading): one layer's stay on the GPU at a time", "run",
-       default=False, url="offload_activations"),
+       default=False, url="offload_activations", runs=_TRAIN),
     _o("checkpoint_save", "choice", "how a checkpoint is saved after the optimizer step, a moment of the step of its "
        "own: torch-save (torch.save of the state dicts), FSDP's full-state-dict (FULL_STATE_DICT), "
        "full-state-dict-offload (offload_to_cpu, rank0_only), sharded-state-dict (SHARDED_STATE_DICT), dcp "
        "(torch.distributed.checkpoint of FSDP2's shards), deepspeed (save_checkpoint), deepspeed-16bit "
        "(stage3_gather_16bit_weights_on_model_save); none: no save", "run", choices=CHECKPOINT_SAVES, default="none",
-       url="checkpoint_save"),
+       url="checkpoint_save", runs=_TRAIN),
     _o("compile", "flag", "every transformer layer under torch.compile (inductor): what its partitioner saves for "
        "backward, measured on CPU; the loss is compiled only with --loss compiled or chunked-compiled", "run", default=False,
-       url="compile"),
+       url="compile", runs=_TRAIN),
     # torchao's float8 training (builder.model.float8), in torchtitan's and torchao's words.
     _o("float8", "choice", "torchao's float8 training of the linear layers, by its recipe: tensorwise, rowwise or "
        "rowwise_with_gw_hp (torchtitan's --model.converters float8 with --float8.recipe_name; torchtune's "
        "enable_fp8_training with fp8_recipe_name). Every Linear whose sizes divide by 16 becomes a Float8Linear: it "
        "saves its bf16 input as before and casts its operands to float8 for an instant in its forward and backward; "
        "modelled eager, without torch.compile (which fuses the casts)", "run", choices=FLOAT8_RECIPES, optional=True,
-       metavar="RECIPE", url="float8", source="torchao-float8-36027d8"),
+       metavar="RECIPE", url="float8", source="torchao-float8-36027d8", runs=_TRAIN),
     _o("float8_filter_output", "flag", "with --float8: leave the output layer a bf16 nn.Linear (torchtitan's "
        "--float8.filter_fqns output, lm_head at b5bcd76, as its Llama 3 configurations of 2025 set it; torchtune "
        "always does); torchtitan's converter converts it otherwise",
-       "run", default=False, url="float8_filter_output", source="torchtitan-float8-b5bcd76"),
+       "run", default=False, url="float8_filter_output", source="torchtitan-float8-b5bcd76", runs=_TRAIN),
     # The precision policy's states one by one (each None: the policy's own).
     *(_o(name, "dtype", "", "dtypes", choices=_DTYPES + (("none",) if name == "master_dtype" else ()),
          optional=True, url=name if name in ("param_dtype", "reduce_dtype", "grad_accum_dtype",
-                                             "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype") else None)
+                                             "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype") else None,
+         runs=RUNS if name in ("param_dtype", "activation_dtype") else _TRAIN)
       for name in ("param_dtype", "master_dtype", "grad_dtype", "grad_accum_dtype", "reduce_dtype",
                    "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "activation_dtype")),
     # Parallelism and sharding.
     _o("dp", "count", "data-parallel ranks", "parallel", default=1, url="dp"),
-    _o("zero", "stage", "ZeRO stage", "parallel", choices=(0, 1, 2, 3), default=0, url="sharding", source="rajbhandari2019"),
+    _o("zero", "stage", "ZeRO stage", "parallel", choices=(0, 1, 2, 3), default=0, url="sharding",
+       source="rajbhandari2019", runs=_TRAIN),
     _o("use_distributed_optimizer", "flag", "Megatron-LM's flag: shard the fp32 main parameters and optimizer states "
        "over the data-parallel ranks (the same as --zero 1; front matter: zero: 1)", "parallel", default=False,
-       surfaces=_CLI, source="megatron-d98e8a6"),
+       surfaces=_CLI, source="megatron-d98e8a6", runs=_TRAIN),
     _o("fsdp", "choice", "FSDP strategy (instead of --zero)", "parallel", choices=FSDP_STRATEGIES, optional=True,
-       url="sharding"),
+       url="sharding", runs=_TRAIN),
     _o("gradient_as_bucket_view", "flag", "PyTorch DDP's gradient_as_bucket_view=True: each .grad is a view of DDP's "
        "gradient buckets (one copy of the gradients, kept for the run) instead of a separate tensor beside them; a "
        "DDP run only (--dp above 1, no --zero or --fsdp)", "parallel", default=False, url="gradient_as_bucket_view",
-       source="pytorch-2-13"),
+       source="pytorch-2-13", runs=_TRAIN),
     _o("enable_fsdp_float8_all_gather", "flag", "with --float8 tensorwise and --fsdp: FSDP gathers the converted "
        "weights in float8, 1 byte a parameter instead of 2 (torchao's Float8LinearConfig field; torchtitan's "
        "--float8.enable_fsdp_float8_all_gather; precompute_float8_dynamic_scale_for_fsdp changes when the scales are "
        "computed, not the bytes)", "parallel", default=False, url="enable_fsdp_float8_all_gather",
-       source="torchao-float8-36027d8"),
-    _o("fsdp_shard_group", "count", "HYBRID_SHARD group size", "parallel", optional=True),
+       source="torchao-float8-36027d8", runs=_TRAIN),
+    _o("fsdp_shard_group", "count", "HYBRID_SHARD group size", "parallel", optional=True, runs=_TRAIN),
     _o("custom_sharded_layers", "names", f"with --fsdp: comma list of {', '.join(CUSTOM_SHARDED_LAYERS)}, the "
        "modules FSDP wraps as units of their own before the blocks and the root (torchtune's custom_sharded_layers; "
        "torchtitan wraps both, its output layer with the final norm); default none: the embeddings, final norm and "
        "output layer stay in the root unit, gathered through the whole step", "parallel", default=(),
-       choices=CUSTOM_SHARDED_LAYERS, metavar="NAMES", url="custom_sharded_layers", source="torchtune-shard-model"),
+       choices=CUSTOM_SHARDED_LAYERS, metavar="NAMES", url="custom_sharded_layers", source="torchtune-shard-model",
+       runs=_TRAIN),
     _o("tp", "count", "tensor-parallel ranks", "parallel", default=1, url="tp"),
     _o("sequence_parallel", "flag", "Megatron sequence parallelism (with --tp)", "parallel", default=False,
-       url="sequence_parallel"),
+       url="sequence_parallel", runs=_TRAIN),
     _o("pp", "count", "pipeline stages", "parallel", default=1, url="pp"),
-    _o("pp_schedule", "choice", "", "parallel", choices=PIPELINE_SCHEDULES, default="1f1b"),
+    _o("pp_schedule", "choice", "", "parallel", choices=PIPELINE_SCHEDULES, default="1f1b", runs=_TRAIN),
     _o("pp_virtual_stages", "count", "interleaved: chunks per stage", "parallel", flag="--virtual-stages", default=1,
-       url="virtual_stages", dest="virtual_stages"),
-    _o("cp", "count", "context-parallel ranks", "parallel", default=1, url="cp"),
+       url="virtual_stages", dest="virtual_stages", runs=_TRAIN),
+    _o("cp", "count", "context-parallel ranks", "parallel", default=1, url="cp", runs=_TRAIN),
     _o("ep", "count", "expert-parallel ranks (MoE)", "parallel", default=1, url="ep"),
-    _o("offload", "choice", "CPU offload", "parallel", choices=OFFLOAD, default="none", url="offload"),
-    _o("gpus_per_node", "count", "", "parallel", default=8),
+    _o("offload", "choice", "CPU offload", "parallel", choices=OFFLOAD, default="none", url="offload", runs=_TRAIN),
+    _o("gpus_per_node", "count", "", "parallel", default=8, runs=_TRAIN),
     # DeepSpeed ZeRO-3's parameter coordinator and ZeRO's gradient buckets: zero_optimization's own keys.
     *(_o(name, "count", f"{ZERO3_MEANINGS[name]} (DeepSpeed's default {default:.0e})", "zero3", metavar="N",
-         optional=True, url=name, source="deepspeed-zero3-coordinator") for name, default in ZERO3_DEFAULTS.items()),
+         optional=True, url=name, source="deepspeed-zero3-coordinator", runs=_TRAIN)
+      for name, default in ZERO3_DEFAULTS.items()),
     *(_o(name, "count", f"{BUCKET_MEANINGS[name]} (DeepSpeed's default {default:.0e})", "buckets", metavar="N",
-         optional=True, url=name, source="deepspeed-buckets") for name, default in BUCKET_DEFAULTS.items()),
+         optional=True, url=name, source="deepspeed-buckets", runs=_TRAIN)
+      for name, default in BUCKET_DEFAULTS.items()),
     _o("overlap_comm", "flag", f"{BUCKET_MEANINGS['overlap_comm']} (DeepSpeed's default: on with --zero 3, off below)",
-       "buckets", optional=True, negatable=True, url="overlap_comm", source="deepspeed-buckets"),
+       "buckets", optional=True, negatable=True, url="overlap_comm", source="deepspeed-buckets", runs=_TRAIN),
     _o("contiguous_gradients", "flag", f"{BUCKET_MEANINGS['contiguous_gradients']} (DeepSpeed's default: on)",
-       "buckets", default=True, negatable=True, url="contiguous_gradients", source="deepspeed-buckets"),
+       "buckets", default=True, negatable=True, url="contiguous_gradients", source="deepspeed-buckets", runs=_TRAIN),
     _o("shaped_like", "model", "with --params: the catalog model whose shape the count is assumed to have, for "
        "ZeRO-3's largest layer (default: the catalog model nearest in size)", "zero3", metavar="NAME", optional=True),
     # Fine-tuning.
-    _o("lora_rank", "count", "", "tune", default=0, metavar="R", url="lora_rank"),
-    _o("lora_targets", "names", f"comma list of {', '.join(LORA_TARGETS)}", "tune", default="q,k,v,o",
-       choices=LORA_TARGETS),
+    _o("lora_rank", "count", "", "tune", default=0, metavar="R", url="lora_rank", runs=_TRAIN),
+    _o("lora_targets", "names", f"comma list of {', '.join(LORA_TARGETS)}; default q,k,v,o: the four attention "
+       "projections, unlike PEFT's own default for Llama, Qwen and Gemma models, q_proj and v_proj "
+       "(TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, PEFT 0.21.2); give q,v for PEFT's", "tune",
+       default="q,k,v,o", choices=LORA_TARGETS, runs=_TRAIN, source="peft-lora"),
     _o("lora_dropout", "fraction", "PEFT's or torchtune's lora_dropout: p > 0 saves each adapter's dropout mask and "
-       "output (needs --lora-rank)", "tune", default=0.0, metavar="P", url="lora_dropout", source="peft-lora"),
-    _o("qlora", "flag", "4-bit NF4 base weights (needs --lora-rank)", "tune", default=False, url="qlora"),
+       "output (needs --lora-rank)", "tune", default=0.0, metavar="P", url="lora_dropout", source="peft-lora",
+       runs=_TRAIN),
+    _o("qlora", "flag", "4-bit NF4 base weights (needs --lora-rank)", "tune", default=False, url="qlora", runs=_TRAIN),
     _o("kbit_prepare", "choice", "with --qlora, what is done to the weights bitsandbytes leaves unquantised "
        "(embeddings, norms, output layer): none keeps them 16-bit (get_peft_model alone; TRL's SFTTrainer from "
        "v0.26); prepare is PEFT's prepare_model_for_kbit_training, which casts them all to fp32; prepare-bf16 casts "
        "the embeddings and output layer back to bf16 after it, norms left fp32 (the QLoRA repository's qlora.py "
        "--bf16; TRL's SFTTrainer up to v0.25 with bf16)", "tune", choices=KBIT_PREPARE, default="none",
-       url="kbit_prepare", source="peft-kbit"),
+       url="kbit_prepare", source="peft-kbit", runs=_TRAIN),
     _o("qlora_double_quant", "flag", "QLoRA double quantisation of the quantisation constants", flag=None,
-       surfaces=_FRONT),
+       surfaces=_FRONT, runs=_TRAIN),
     # Serving.
-    _o("batch", "count", "concurrent sequences", "serve", default=1, url="batch"),
-    _o("context", "count", "tokens per sequence in the KV cache", "serve", default=4096, url="context"),
-    _o("kv_dtype", "dtype", "", "serve", choices=_DTYPES, optional=True, url="kv_dtype"),
+    _o("batch", "count", "concurrent sequences", "serve", default=1, url="batch", runs=(SERVE, "hf")),
+    _o("context", "count", "tokens per sequence in the KV cache", "serve", default=4096, url="context",
+       runs=SERVING_RUNS),
+    _o("kv_dtype", "dtype", "", "serve", choices=_DTYPES, optional=True, url="kv_dtype", runs=SERVING_RUNS),
     _o("kv_cache_dtype", "text", "the KV cache's dtype in the engines' own words (vLLM and SGLang --kv-cache-dtype: "
        f"{', '.join(KV_CACHE_DTYPES)}; vLLM's {', '.join(KV_CACHE_PER_TOKEN_HEAD)} with --engine vllm); instead of "
-       "--kv-dtype", "serve", metavar="DTYPE", surfaces=_CLI, source="vllm-6adad08"),
+       "--kv-dtype", "serve", metavar="DTYPE", surfaces=_CLI, source="vllm-6adad08", runs=SERVING_RUNS),
     _o("quantization", "text", "the weights' quantisation in the engines' own words (vLLM and SGLang --quantization: "
        f"{', '.join(QUANTIZATION_DTYPES)}: 4-bit AWQ and GPTQ, fp8 at load; an 8-bit GPTQ checkpoint takes "
        "--param-dtype int8); instead of --param-dtype", "serve",
-       metavar="METHOD", surfaces=_CLI, source="vllm-6adad08"),
+       metavar="METHOD", surfaces=_CLI, source="vllm-6adad08", runs=SERVING_RUNS),
     _o("dtype", "text", "the weights' and activations' dtype in the engines' own words (vLLM and SGLang --dtype: "
        f"{', '.join(MODEL_DTYPES)}); instead of --precision", "serve", metavar="DTYPE", surfaces=_CLI,
-       source="vllm-6adad08"),
+       source="vllm-6adad08", runs=SERVING_RUNS),
     # Overheads (named assumptions).
-    _o("overhead", "overhead", "framework overhead: a percentage of the rest ('10%') or a size ('1.5GiB')", "overheads",
-       metavar="X", surfaces=_CLI),
+    _o("overhead", "overhead", "framework overhead: a percentage of the rest ('10%', as the calculator's overhead "
+       "field reads its number) or a size with its unit ('1.5GiB'); a bare number is refused", "overheads", metavar="X",
+       surfaces=_CLI, runs=MODEL_RUNS),
     _o("overhead_fraction", "fraction", "framework overhead, a fraction of the rest (the command line's --overhead "
-       "10%)", flag=None, url="overhead", surfaces=_FRONT),
+       "10%)", flag=None, url="overhead", surfaces=_FRONT, runs=MODEL_RUNS),
     _o("overhead_bytes", "size", "a fixed overhead (the command line's --overhead 1.5GiB)", flag=None,
-       surfaces=_FRONT),
+       surfaces=_FRONT, runs=MODEL_RUNS),
     _o("cuda_context_bytes", "size", "CUDA context size to add, e.g. 500MiB (default: none)", "overheads",
-       flag="--cuda-context", default=0, metavar="SIZE", dest="cuda_context"),
+       flag="--cuda-context", default=0, metavar="SIZE", dest="cuda_context", runs=(TRAIN, SERVE, "sglang", "hf")),
     _o("allocator_reserve", "fraction", "caching-allocator reserve as a fraction of allocated (e.g. 0.05)",
-       "overheads", default=0.0, metavar="FRACTION"),
+       "overheads", default=0.0, metavar="FRACTION", runs=MODEL_RUNS),
 )
 
 OPTION_OF: dict[str, Option] = {option.name: option for option in OPTIONS}
@@ -391,6 +427,31 @@ FRONT_MATTER_OPTIONS: dict[str, Option] = {o.name: o for o in OPTIONS if FRONT_M
 # The command-line flag of each option that has one (builder.cli names the flag in its errors).
 FLAG_OF: dict[str, str] = {o.name: o.flag for o in OPTIONS if o.flag}
 FLAG_OF.update(overhead_fraction="--overhead", overhead_bytes="--overhead")
+
+
+def run_of(mode: str, engine: str | None = None) -> str:
+    """The run a mode (and, when serving, an engine) makes: one of RUNS."""
+    return engine if mode == SERVE and engine else mode
+
+
+def unread(names: Any, mode: str, engine: str | None = None, surface: str = FRONT_MATTER) -> OptionError | None:
+    """The error for the first option among `names` (the ones the user gave) that the run does not read, naming the
+    option and the mode (or engine) as `surface` spells them; None when the run reads them all."""
+    run, dash = run_of(mode, engine), "--" if surface == CLI else ""
+    for name in names:
+        option = OPTION_OF.get(name)
+        if option is None or run in option.runs:
+            continue
+        if run in ENGINES and SERVE in option.runs:
+            return OptionError(option, surface, f"{dash}engine {run} does not read it (the engine's accounting has "
+                                                "its own flags and overheads); leave it out")
+        engines = [r for r in option.runs if r in ENGINES]
+        kind = "a training option" if TRAIN in option.runs else "a serving option"
+        also = (f" (in serving, of {dash}engine {' and '.join(engines)} only)" if TRAIN in option.runs and engines
+                else "")
+        chosen = f"{dash}mode {mode}" + (f" with {dash}engine {run}" if run in ENGINES else "")
+        return OptionError(option, surface, f"{kind}{also}, which {chosen} does not read; leave it out")
+    return None
 
 
 def option_named(name: str, surface: str = FRONT_MATTER) -> Option:

@@ -58,12 +58,21 @@ def max_micro_batch(config: Config, capacity: int, limit: int = 1 << 16) -> int 
     return largest(lambda n: need(config.with_changes(**{field: n})).bytes, capacity, 1, limit)
 
 
+def length_limit(config: Config, limit: int = 1 << 22) -> int:
+    """The longest sequence a search may try: `limit`, or the model's learned positions where fewer (a longer one is
+    refused: builder.model.checks.LEARNED_POSITIONS)."""
+    learned = config.model.learned_positions if config.model is not None else 0
+    return min(limit, learned) if learned else limit
+
+
 def max_seq_len(config: Config, capacity: int, limit: int = 1 << 22) -> int | None:
-    """Longest sequence (training, a multiple of cp) or context (serving) that fits, or None."""
+    """Longest sequence (training, a multiple of cp) or context (serving) that fits, at most the model's learned
+    positions (length_limit), or None."""
+    limit = length_limit(config, limit)
     if config.mode == "serve":
         return largest(lambda n: need(config.with_changes(context=n)).bytes, capacity, 1, limit)
     step = config.cp
-    return largest(lambda n: need(config.with_changes(seq_len=n)).bytes, capacity, step, limit, step)
+    return largest(lambda n: need(config.with_changes(seq_len=n)).bytes, capacity, step, limit - limit % step, step)
 
 
 @dataclass(frozen=True)

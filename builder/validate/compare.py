@@ -158,9 +158,12 @@ def compare_moe_case(file: str, case: dict[str, Any]) -> list[Row]:
 def predicted_states(inputs: dict[str, Any], hf_config: dict[str, Any], name: str, **parallel: Any) -> dict[str, int]:
     """weights / gradients / optimizer bytes the model predicts (master copy counted in weights)."""
     from builder.model import Config, estimate
+    from builder.validate.states import STEP_SHAPE
 
+    batch, tokens = STEP_SHAPE  # the measured step's (states do not depend on it)
     config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train",
-                    precision=precision_of(inputs), optimizer=inputs["optimizer"], **lora_of(inputs), **parallel)
+                    precision=precision_of(inputs), optimizer=inputs["optimizer"], micro_batch=batch, seq_len=tokens,
+                    **lora_of(inputs), **parallel)
     breakdown = estimate(config, words=False)
     return {
         "weights": breakdown.get("weights") + breakdown.get("master"),

@@ -13,6 +13,9 @@ from typing import Any, Iterable
 from builder.validate.cases import LORA_TARGET_MODULES, StateCase, hf_config
 
 STEP_KEYS = ("step",)
+# The batch the measured step trains on (sequences, tokens each): model states do not depend on it, but the
+# prediction's run must be one the model takes (a tiny GPT-2's learned positions hold 16 tokens).
+STEP_SHAPE = (2, 16)
 
 
 def unique_storage_bytes(tensors: Iterable) -> int:
@@ -115,7 +118,7 @@ def train_one_step(model, optimizer, vocab: int) -> None:
     """One forward with loss, backward and optimizer step."""
     from builder.validate.hf_models import make_token_ids
 
-    token_ids = make_token_ids(2, 16, vocab)
+    token_ids = make_token_ids(*STEP_SHAPE, vocab)
     loss = model(input_ids=token_ids, labels=token_ids).loss
     loss.backward()
     optimizer.step()

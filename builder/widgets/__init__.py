@@ -138,7 +138,8 @@ WIDGETS: dict[str, Widget] = {
                      "model": "a catalog model the form starts from (over the preset's)",
                      "gpus": "the GPUs compared in the fits-on list, comma-separated",
                      "gpu": "the GPU the form starts with"},
-               example="model=gpt2", renamed=calculator.RENAMED),
+               # A model whose positions hold the form's default sequence (GPT-2's 1,024 do not: 2,048 is refused).
+               example="model=llama-3-8b", renamed=calculator.RENAMED),
     )
 }
 

@@ -64,7 +64,9 @@ LINK_BOUNDS = {"params": (RANGE_OF["params"].low, int(RANGE_OF["params"].high)),
                "dp": (1, 4096)}
 # Release 0.1.0's keys (builder.widgets.renames).
 RENAMED = renamed("0.1.0", p="params", z="zero", n="dp")
-# The run the full model prices (Config's defaults otherwise: micro-batch 1 x 2,048 tokens, SDPA attention).
+# The run the full model prices (Config's defaults otherwise: micro-batch 1, SDPA attention), of RUN_TOKENS tokens: a
+# sequence every catalog model takes, GPT-2's 1,024 learned positions included (a longer one is refused).
+RUN_TOKENS = 1024
 TEXTS = {
     "run": "{0}, {1}, micro-batch {2} × {3} tokens, {4}",
     "one": "one GPU",
@@ -117,11 +119,12 @@ def fit_text(need: int, gpus: list[dict[str, Any]]) -> str:
 
 def full_config(data: dict[str, Any], zero: int, gpu_count: int) -> Config:
     """The run the full model prices: the widget's precision and optimizer, ZeRO stage `zero` on `gpu_count` GPUs."""
-    return Config(precision=data["precision"], optimizer=data["optimizer"], zero=zero, dp=gpu_count)
+    return Config(precision=data["precision"], optimizer=data["optimizer"], zero=zero, dp=gpu_count,
+                  seq_len=RUN_TOKENS)
 
 
 def run_words(config: Config) -> str:
-    """TEXTS['run'] for a run: 'bf16-mixed, adamw, micro-batch 1 × 2,048 tokens, ZeRO stage 2 on 8 GPUs'."""
+    """TEXTS['run'] for a run: 'bf16-mixed, adamw, micro-batch 1 × 1,024 tokens, ZeRO stage 2 on 8 GPUs'."""
     where = TEXTS["sharded"].format(config.zero, config.dp) if config.zero else TEXTS["one"]
     return TEXTS["run"].format(config.precision, config.optimizer, config.micro_batch, f"{config.seq_len:,}", where)
 

@@ -114,11 +114,15 @@ SAVE_WORDS = {"none": "none", "torch-save": "torch-save (torch.save)",
               "deepspeed-16bit": "deepspeed-16bit (16-bit weights gathered)"}
 assert tuple(SAVE_WORDS) == CHECKPOINT_SAVES
 SEARCH_LIMITS = {"micro_batch": 1 << 16, "seq_len": 1 << 22}
-# The questions the result answers, per mode: [the input searched, its limit, the input its step is ("": 1)], the
-# largest batch then the longest sequence (builder.model.questions: a sequence a multiple of the context-parallel
-# ranks, which a served run has none of).
-SEARCHES = {"train": [["micro_batch", SEARCH_LIMITS["micro_batch"], ""], ["seq_len", SEARCH_LIMITS["seq_len"], "cp"]],
-            "serve": [["batch", SEARCH_LIMITS["micro_batch"], ""], ["context", SEARCH_LIMITS["seq_len"], "cp"]]}
+# The questions the result answers, per mode: [the input searched, its limit, the input its step is ("": 1), the
+# shape input that lowers the limit where it is set ("": none)], the largest batch then the longest sequence
+# (builder.model.questions: a sequence a multiple of the context-parallel ranks, which a served run has none of, and
+# at most a learned position table's rows, length_limit).
+LENGTH_CAP = "position_embeddings"
+SEARCHES = {"train": [["micro_batch", SEARCH_LIMITS["micro_batch"], "", ""],
+                      ["seq_len", SEARCH_LIMITS["seq_len"], "cp", LENGTH_CAP]],
+            "serve": [["batch", SEARCH_LIMITS["micro_batch"], "", ""],
+                      ["context", SEARCH_LIMITS["seq_len"], "cp", LENGTH_CAP]]}
 # A changed value of these inputs moves in steps of another's (a sequence: of the context-parallel ranks).
 STEPS = {"seq_len": "cp"}
 # The parallel ranks the summary names when above 1, and the inputs its run text shows (TEXTS["train"], ["serve"]).

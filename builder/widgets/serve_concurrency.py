@@ -23,7 +23,8 @@ from builder.charts import class_bucket
 from builder.model import Config
 from builder.model.architecture import param_count, shape_inputs
 from builder.model.breakdown import Part
-from builder.model.engines import ENGINES, EngineSettings, engine_gpu_total, engine_inputs, engine_report
+from builder.model.engines import (ENGINES, EngineSettings, default_length, engine_gpu_total, engine_inputs,
+                                   engine_report)
 from builder.model.partnames import reader_name
 from builder.model.ranges import RANGE_OF
 from builder.model.units import format_bytes
@@ -75,9 +76,18 @@ def settings_of(state: dict[str, str]) -> EngineSettings:
 
 
 def config_of(state: dict[str, str], models: dict[str, Any]) -> Config:
-    kv = state.get("kv_dtype", "auto")
-    return Config(model=models[state["model"]], mode="serve", tp=int(state["tp"]),
-                  kv_dtype=None if kv == "auto" else kv)
+    """The served run: its context the engine's own request length for the model (engine_lengths), which the engine
+    holds requests to; the state's length is the engine's setting."""
+    kv, arch = state.get("kv_dtype", "auto"), models[state["model"]]
+    return Config(model=arch, mode="serve", tp=int(state["tp"]), kv_dtype=None if kv == "auto" else kv,
+                  context=default_length(Config(model=arch, mode="serve"), engine_of(state)))
+
+
+def engine_lengths(models: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Each offered engine's request length for each model where its flag is not given (engines.default_length: the
+    model's own limit, GPT-2's 1,024 learned positions among them)."""
+    return {name: {key: default_length(Config(model=arch, mode="serve"), name) for key, arch in models.items()}
+            for name in OFFERED}
 
 
 def shown_parts(parts: tuple[Part, ...], total: int) -> list[dict[str, Any]]:
@@ -159,6 +169,7 @@ def script_data(catalogs: dict[str, Any], start: dict[str, str]) -> dict[str, An
                     for key, engine in OFFERED.items()},
         "controls": CONTROLS,
         "base": run_base(Config(mode="serve")),
+        "lengths": engine_lengths(models),  # a run's context under each engine (config_of)
         "shapes": {key: shape_inputs(arch) for key, arch in models.items()},
         "parameters": {key: param_count(arch) for key, arch in models.items()},
         "names": {key: arch.extra.get("display", key) for key, arch in models.items()},

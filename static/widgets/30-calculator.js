@@ -187,13 +187,14 @@ WIDGETS.calculator = (root, D) => {
   let shownFixes = [], fixesShown = "";
   const later = afterFrame();
   // The answers' texts (max_batch, max_seq), the fixes and their view, worked out once per figure: the largest batch
-  // and sequence (D.searches: the input searched, its limit and the input its step is) and the suggested fixes. A
-  // generator (a probe a step) whose value is the answers.
+  // and sequence (D.searches: the input searched, its limit, the input its step is and the shape input that caps the
+  // limit, a learned position table's rows) and the suggested fixes. A generator (a probe a step) whose value is the
+  // answers.
   function* answersOf(st, { c, gpu, ok }) {
     const sizes = [];
-    for (const [k, limit, step] of D.searches[st.mode]) {
-      const by = step ? c.run[step] : 1;
-      sizes.push(yield* model().largest.steps((n) => needAt({ ...c, run: { ...c.run, [k]: n } }), gpu[2], by, limit, by));
+    for (const [k, limit, step, cap] of D.searches[st.mode]) {
+      const by = step ? c.run[step] : 1, most = cap && c.A[cap] ? Math.min(limit, c.A[cap]) : limit;
+      sizes.push(yield* model().largest.steps((n) => needAt({ ...c, run: { ...c.run, [k]: n } }), gpu[2], by, most - (most % by), by));
     }
     const answers = T[st.mode + "_answers"], found = ok ? [] : yield* fixes(st, gpu[2]);
     return [fill(answers[0], gpu[1], sizes[0] ? commas(sizes[0]) : T.none[0]), fill(answers[1], gpu[1], sizes[1] ? fill(T.tokens, commas(sizes[1])) : T.none[1]), found,
