@@ -110,7 +110,7 @@ def test_bytes_are_gib_with_two_decimals_and_counts_have_separators():
     ('"--params 7e9" need_bytes per=params unit=GB', "option per writes a plain ratio"),
     # A configuration the engine refuses to start, in the engine's own words (vLLM's check_enough_kv_cache_memory).
     ('"--model llama-3.1-8b --mode serve --engine vllm --gpu rtx-4090" kv_cache_bytes',
-     "argument --gpu-memory-utilization: the engine would refuse this run"),
+     "argument --engine: the engine would refuse this run"),
 ])
 def test_bad_shortcodes_say_what_is_wrong(body, message):
     with pytest.raises(ValueError) as error:
@@ -319,8 +319,10 @@ def per_layer(config: Config) -> float:
 
 def coefficient(model: str, **settings) -> float:
     """Bytes per token per layer in units of h (the Activations page's table)."""
-    config = Config(model=MODELS[model], seq_len=4096, micro_batch=1, **settings)
-    return per_layer(config) / (4096 * MODELS[model].hidden)
+    # A coefficient per token: 4,096 tokens, or a learned position table's rows where fewer (GPT-2 XL: 1,024).
+    tokens = min(4096, MODELS[model].learned_positions or 4096)
+    config = Config(model=MODELS[model], seq_len=tokens, micro_batch=1, **settings)
+    return per_layer(config) / (tokens * MODELS[model].hidden)
 
 
 def part(config: Config, name: str) -> int:

@@ -94,11 +94,16 @@ def test_cite_this_page_reads_without_javascript_and_selects_whole_on_click(site
 
 def test_what_changed_lists_every_key_configuration_without_javascript(site_browser):
     from builder.build import SitePaths, gather_content
-    from builder.releases import key_configurations
+    from builder.releases import key_configurations, read_record
     from tests.conftest import ROOT
 
     gathered, _ = gather_content(SitePaths(ROOT / "content", ROOT / "templates", ROOT / "static", ROOT / "unused"))
-    labels = [label for _, label, _ in key_configurations(gathered.models, gathered.presets, gathered.pages)[0]]
+    configurations = key_configurations(gathered.models, gathered.presets, gathered.pages)[0]
+    labels = [label for _, label, _ in configurations]
+    # The released version's own table keeps the labels it published (the classic start's has since named its
+    # 161.4 GB as the sum of parts).
+    record, _ = read_record(ROOT / "content" / "releases" / f"{VERSION}.toml")
+    published = [record.numbers[key].label for key, _, _ in configurations]
     with site_browser.open_page("what-changed.html", js=False) as visit:
         page = visit.page
         heading = page.get_by_role("heading", name=f"Since version {VERSION} (not yet released)")
@@ -106,5 +111,5 @@ def test_what_changed_lists_every_key_configuration_without_javascript(site_brow
         rows = page.locator("#changes-unreleased ~ .table-scroll tbody th").all_inner_texts()
         assert rows == labels and len(labels) == 6
         first = page.locator(f"#changes-v{VERSION.replace('.', '-')} ~ .table-scroll tbody th")
-        assert first.all_inner_texts() == labels
+        assert first.all_inner_texts() == published != labels
         assert visit.problems() == []
