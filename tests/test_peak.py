@@ -44,6 +44,18 @@ def measured(name):
     return next(case["measured"] for case in cases if case["name"] == name)
 
 
+def measured_config(name):
+    """The Config of peak.json's case `name`, as the Validation page predicts it."""
+    from builder.validate.compare import peak_config
+
+    case = next(c for c in json.loads((VALIDATION_DIR / "peak.json").read_text())["cases"] if c["name"] == name)
+    return peak_config(case["inputs"], case["hf_config"], name)
+
+
+def parts_of(phase):
+    return {p.name: p.bytes for p in phase.parts}
+
+
 def test_loss_gradients_are_two_fp32_token_by_vocabulary_tensors():
     """Backward starts with d(log-probs) and d(logits), 2 x 1024 tokens x 8192 x 4 B; the returned logits
     (1024 x 8192 x 4 B) are gone. Measured: backward peak - forward peak = 33,538,016 B (peak.json,
@@ -235,14 +247,16 @@ def test_peak_is_the_largest_phase_and_serving_has_none():
 
 def test_a_phases_chart_draws_the_sum_then_each_phase():
     """`phases: true` in a chart: the sum of parts, then each moment, each bar's total = the phase's. With SDPA
-    the layers' own moments are the MLP's backward (no eager softmax in the forward)."""
+    the layers' own moments are in their backward (no eager softmax in the forward), and an RMSNorm model's final
+    norm has one of its own before the last layer's."""
     from builder.charts import ChartBar
     from builder.grids import phase_bars
 
     config = llama(precision="bf16")
     bars = phase_bars(config, ChartBar(label="", breakdown=estimate(config)))
     assert [bar.label for bar in bars] == ["sum of all parts", "end of forward (loss computed)",
-                                           "start of backward (loss gradients)", "backward through the last layer",
+                                           "start of backward (loss gradients)", "backward through the final norm",
+                                           "backward through the last layer",
                                            "backward through the first layer", "end of backward (all gradients)",
                                            "optimizer step"]
     assert bars[0].breakdown.total == estimate(config).total
@@ -344,6 +358,103 @@ def test_wide_layers_peak_in_the_first_layers_backward():
     assert moment(gpt2, "first_layer_backward").detail == "the MLP GeLU's last product backward"
     assert peak(gpt2).total == pytest.approx(93321248, rel=0.01)
     assert moment(gpt2, "backward_end").total < 0.975 * 93321248
+
+
+FIRST_NORM = "llama-sdpa-bf16-b1-s64-h256-a8-kv4-f256-v512-none-nodrop-L2-sgd-momentum-ga1"
+
+
+def test_the_first_layers_input_norm_holds_fp32_temporaries_before_the_embeddings_gradient_exists():
+    """bf16 Llama (h256, 8 heads, 4 KV, ffn 256, V512, 2 layers), one 64-token sequence. The backward peaks in the
+    first layer's input RMSNorm (transformers 5.23 LlamaRMSNorm: x.to(float32), pow, mean, rsqrt): at its pow's
+    backward five 64 x 256 fp32 tensors are live beside the bf16 gradient of the residual stream, 64 x 256 x (5 x 4 +
+    2) B = 360,448 B, and of the layer's saved tensors only the norm's fp32 input (65,536 B). Every weight gradient
+    exists but the token embedding's (512 x 256 x 2 B = 262,144 B, made by EmbeddingBackward0, which autograd runs
+    after the first layer), and of the shared tensors only the token ids (the rotary cos and sin, 2 x 64 x 32 x 2 B,
+    went with the attention's backward). Measured backward peak 6,463,624 B (peak.json); predicted before, without
+    the norm's instants, 6,299,136 B at the end of backward (-2.5%); with the norm's instants but the embedding's
+    gradient counted, 4.1% high."""
+    config = measured_config(FIRST_NORM)
+    first = moment(config, "first_layer_backward")
+    assert first.detail == "the input_layernorm RMSNorm's backward (its pow)"
+    parts = parts_of(first)
+    assert parts["activations/layer_temporaries"] == 64 * 256 * (5 * 4 + 2) == 360448
+    assert parts["activations/first_layer"] == 64 * 256 * 4
+    assert parts["gradients"] == estimate(config).get("gradients") - 512 * 256 * 2
+    assert estimate(config).get("activations/embedding") == 64 * 8 + 2 * 64 * 32 * 2
+    assert parts["activations/embedding"] == 64 * 8
+    assert peak(config).name == "first_layer_backward"
+    assert first.total == pytest.approx(measured(FIRST_NORM)["peak_backward"], abs=200) == 6463624
+
+
+def test_an_fp32_norm_input_is_its_own_fp32_copy():
+    """The same shape in fp32: x.to(float32) returns x, so the normalising product's gradient of it goes to the
+    input's producer and is added in place to the residual stream's gradient held there (engine.cpp
+    InputBuffer::accumulate): four fp32 temporaries at the pow, not five, and the residual stream's gradient is fp32,
+    64 x 256 x 4 x (4 + 1) B. Measured node by node on CPU: tests/test_validation.py (12,467,848 B at this pow)."""
+    from dataclasses import replace
+
+    config = measured_config(FIRST_NORM)
+    fp32 = replace(config, precision="fp32")
+    first = moment(fp32, "first_layer_backward")
+    assert first.detail == "the input_layernorm RMSNorm's backward (its pow)"
+    assert parts_of(first)["activations/layer_temporaries"] == 64 * 256 * 4 * 5
+
+
+@pytest.mark.parametrize("name, detail", [
+    (FIRST_NORM, "the input_layernorm RMSNorm's backward (its pow)"),
+    ("llama-sdpa-bf16-b1-s64-h256-a8-kv4-f688-v512-none-nodrop-L2-sgd-momentum-ga1",
+     "the input_layernorm RMSNorm's backward (its pow)"),
+    ("llama-eager-fp32-b2-s512-h256-a8-kv4-f688-v512-full-nodrop-L2-sgd-momentum-ga1",
+     "eager attention's softmax backward"),
+    ("gpt2-sdpa-bf16-b1-s256-h768-a12-v512-none-nodrop-L2-sgd-momentum-ga1", "the MLP GeLU's last product backward"),
+])
+def test_measured_steps_that_peak_in_the_first_layer(name, detail):
+    """Steps whose measured backward peaks in the first layer (peak.json): the first layer's moment is the model's
+    peak and within 0.03% of the measurement. Before the embeddings' gradients were left out of it, the Llama with
+    eager attention under full recomputation was 0.65% high (its token embedding's, 512 x 256 x 4 B) and GPT-2 0.44%
+    high (its learned positions', 256 x 768 x 2 B: the tied token embedding's gradient is the output layer's, made
+    first); the two bf16 Llamas peak in the input norm's backward, not modelled before (2.5% and 1.6% low)."""
+    config = measured_config(name)
+    assert peak(config).name == "first_layer_backward"
+    assert peak(config).detail == detail
+    assert peak(config).total == pytest.approx(measured(name)["peak_backward"], rel=3e-4)
+
+
+def test_the_final_norms_backward_is_a_moment_of_its_own():
+    """bf16 Llama (h512, 8 heads, 4 KV, ffn 256, V512), one 256-token sequence: the backward peaks in the final
+    norm's backward, after the output layer's: every layer's saved tensors, the final norm's fp32 input and five fp32
+    temporaries (6 x 256 x 512 x 4 B = 3,145,728 B; no residual stream's gradient: the final norm is not a residual
+    branch) and the output layer's and final norm's weight gradients (512 x 512 x 2 + 512 x 2 = 525,312 B). Measured
+    22,119,688 B (peak.json); the start of backward, the highest moment before, is 4.7% under it."""
+    name = "llama-sdpa-bf16-b1-s256-h512-a8-kv4-f256-v512-none-nodrop-L2-sgd-momentum-ga1"
+    config = measured_config(name)
+    final = moment(config, "final_norm_backward")
+    assert peak(config).name == "final_norm_backward"
+    assert parts_of(final)["activations/layer_temporaries"] == 6 * 256 * 512 * 4
+    assert parts_of(final)["gradients/made_so_far"] == 512 * 512 * 2 + 512 * 2
+    assert "activations/final_norm" not in parts_of(final) and "activations/loss" not in parts_of(final)
+    assert final.total == pytest.approx(measured(name)["peak_backward"], abs=300)
+    assert moment(config, "backward_start").total < 0.96 * measured(name)["peak_backward"]
+
+
+def test_inside_the_first_layer_the_embeddings_own_gradients_are_not_made_yet():
+    """GPT-2 (fp32, one 256-token sequence), hand-derived: untied, it has one more V x h gradient than tied, the token
+    embedding's own, which EmbeddingBackward0 makes after the first layer's backward (tied, that matrix's gradient is
+    the output layer's, made first); a longer learned position table adds its rows' gradients, made by the position
+    embedding's backward, last too. Inside the first layer all three hold the same gradients. GPT-2's final norm is a
+    LayerNorm (one fused backward kernel): no moment of its own."""
+    from dataclasses import replace
+
+    tied = Config(model=MODELS["gpt2"], mode="train", precision="fp32", micro_batch=1, seq_len=256,
+                  attention="sdpa", optimizer="sgd-momentum")
+    untied = replace(tied, model=replace(MODELS["gpt2"], tied_embeddings=False))
+    longer = replace(tied, model=replace(MODELS["gpt2"], max_positions=2048))
+    assert estimate(untied).get("gradients") - estimate(tied).get("gradients") == 50257 * 768 * 4
+    assert estimate(longer).get("gradients") - estimate(tied).get("gradients") == 1024 * 768 * 4
+    first = {name: parts_of(moment(config, "first_layer_backward"))["gradients"]
+             for name, config in (("tied", tied), ("untied", untied), ("longer", longer))}
+    assert first["untied"] == first["tied"] == first["longer"]
+    assert "final_norm_backward" not in totals(tied)
 
 
 def test_the_need_is_the_highest_instant_inside_a_layer_too():

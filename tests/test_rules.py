@@ -157,7 +157,8 @@ def test_every_rule_reads_only_inputs_and_symbols_derived_before_it():
 
     fields = {"group", "dim0", "rest", "count", "in_block", "bytes", "core", "grad", "position",
               # the step's rows: a GPU's parts, a moment inside a layer, a group's change, a moment of the step
-              "name", "bucket", "phase", "op", "live", "temporaries", "made", "part", "delta", "allocated"}
+              "name", "bucket", "phase", "op", "live", "temporaries", "made", "first_freed", "part", "delta",
+              "allocated"}
     inputs = set(rule_inputs(arch, config, stages(arch, config)[0])) | {"allocated"} | fields
     # Saved activations are worked out on top of the op lists' conditions, the instants inside a layer on top of
     # both, the moments of a step on top of all three with the GPU's parts.

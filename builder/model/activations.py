@@ -552,22 +552,25 @@ assert not set(FIRST_GROUPS) & set(LAST_GROUPS) and not set(LAYER_GROUPS) & set(
 def _moment(block: str, moment: oplists.Moment) -> Expr:
     """One oplists.Moment as a row of its block's MOMENTS table: where it holds (its condition), its phase
     and instant, what is live of the layer then per group (the rows up to its anchor; a checkpointed layer's
-    forward has dropped the norms' tensors), its temporaries (activations; freed rows negative) and the weight
-    gradients the layer has made by then."""
-    anchor = [r.op for r in oplists.BLOCKS[block]].index(moment.anchor)
+    forward has dropped the norms' tensors), its temporaries (activations; freed rows negative), the weight
+    gradients the layer has made by then and, in the first layer, the shared first-stage tensors freed by then."""
+    ops = [r.op for r in oplists.BLOCKS[block]]
+    anchor = ops.index(moment.anchor) if moment.anchor else len(ops)
     live = sym("position") <= anchor
     if moment.phase == "layer_forward":
         live = both(live, negate(both(ALL_RECOMPUTED, isin(sym("group"), *NO_GRAD_GONE))))
     return row(_holds(moment.condition), phase=moment.phase, op=moment.op,
                live=by(sym("layer_rows"), "group", when(live, sym("bytes"), 0)),
                temporaries=rows_total(tuple(r for r in moment.temporaries if r.dtype != "grad")),
-               made=rows_total(tuple(r for r in moment.temporaries if r.dtype == "grad")))
+               made=rows_total(tuple(r for r in moment.temporaries if r.dtype == "grad")),
+               first_freed=rows_total(moment.first_freed))
 
 
 # The instants inside a layer whose conditions hold for the run (none for the Korthikanti reference mode), one
-# table per kind (forward, backward) in the op list's order, with every weight gradient of one layer and the
-# output layer's (made before any layer's in the backward). builder.model.step weighs them.
-MOMENT_KINDS = ("layer_forward", "layer_backward")
+# table per kind (forward, backward, and the final norm's backward before the last layer's) in the op list's order,
+# with every weight gradient of one layer and the output layer's (made before any layer's in the backward).
+# builder.model.step weighs them.
+MOMENT_KINDS = ("layer_forward", "layer_backward", "final_norm_backward")
 MOMENT_SYMBOLS = {
     **{f"moments_{kind}": when(OPS, _by_block({block: table(*(_moment(block, m) for m in moments if m.phase == kind))
                                                for block, moments in oplists.MOMENTS.items()}), table())

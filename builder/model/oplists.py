@@ -752,11 +752,14 @@ class Moment(NamedTuple):
     that exist only at that instant, and in the backward the weight gradients the layer has made
     by then."""
 
-    phase: str  # 'layer_forward' or 'layer_backward' (builder.model.peak.PHASES)
+    phase: str  # 'layer_forward', 'layer_backward' or 'final_norm_backward' (builder.model.step.PHASES)
     op: str  # the instant, in words
     condition: str  # when the moment exists ('' always), as Row.condition
-    anchor: str  # the op of the last live row of the block
+    anchor: str  # the op of the last live row of the block ('': a moment outside it, every row saved)
     temporaries: tuple[Row, ...]
+    # Rows of FIRST_STAGE that every layer saves (the rotary tables) and that the first layer's backward has freed by
+    # this instant: gone in the first layer's moment, still held (by the layers before) in the last layer's.
+    first_freed: tuple[Row, ...] = ()
 
 
 def _residual_gradient() -> tuple[Row, Row]:
@@ -1038,6 +1041,76 @@ FLOAT8_MOMENTS = (
 )
 _SOFTMAX_BACKWARD = _with_grads(_softmax_backward(False), _BLOCK_GRADS)
 _FP32_SOFTMAX_BACKWARD = _with_grads(_softmax_backward(True), _BLOCK_GRADS)
+
+
+# transformers 5.23 LlamaRMSNorm.forward (models/llama/modeling_llama.py; the MoE families' and torchtune's RMSNorm are
+# the same ops): x.to(float32), pow(2), mean(-1), + eps, rsqrt, x * rsqrt, .to(input dtype), weight x. Its backward
+# under PyTorch 2.13 autograd (tools/autograd/derivatives.yaml, torch/csrc/autograd/FunctionsManual.cpp) makes the
+# gradients in fp32 whatever the model's dtype: weight x's backward hands on the gradient of the cast (and sums the
+# weight's), ToCopyBackward0 upcasts it, the normalising product's backward makes the gradient of the fp32 input and
+# the rsqrt's, MeanBackward1 expands the gradient of the mean square to the input's shape (a new tensor:
+# sum_backward's expand divided by the width), and PowBackward0 (pow_backward: grad * (2 * x.pow(1))) makes
+# x.pow(1) (a copy), twice it and the product, the C++ temporaries living to the end of the expression. So at the
+# pow's backward four fp32 tensors of the input's size are live beside the gradient of the residual stream, and of
+# the norm's saved tensors only its fp32 input (the cast back, saved by weight x, and the rsqrt, saved by the product
+# and RsqrtBackward0, are freed). A fifth where the input is below fp32: x.to(float32) is a new tensor, and its
+# ToCopyBackward0's input buffer holds the product's gradient of it until the pow's part comes. An fp32 input (an
+# fp32 model, or the fp32 stream under autocast) is its own fp32 copy: that gradient goes to the input's producer
+# and is added in place to the residual stream's gradient held there (engine.cpp InputBuffer::accumulate steals a
+# gradient no one else holds). Measured on CPU: content/validation/peak.json (bf16 Llama cases whose backward peaks
+# in the first layer's input norm) and, node by node, tests/test_validation.py (every norm's pow, fp32 and bf16).
+# In the first layer the input norm's backward runs after the attention's, whose rotary products have freed the
+# shared cos and sin (LlamaModel's forward returned, so nothing else holds them) unless the layer is checkpointed.
+def _rmsnorm_backward(norm: str, made: tuple[Row, ...], first_freed: tuple[Row, ...] = ()) -> Moment:
+    """The instant of the residual-stream RMSNorm `norm`'s backward (its pow's backward), with the layer's weight
+    gradients `made` by then and the FIRST_STAGE rows the first layer has freed by then."""
+    return Moment("layer_backward", f"the {norm} RMSNorm's backward (its pow)", "",
+                  f"{norm}: input in fp32 (saved by pow and the multiply)",
+                  (*_residual_gradient(),
+                   Row("backward", f"{norm}: gradient of its fp32 input from the normalising product, held for the "
+                                   "pow's part", 1, "Tr h", "fp32", "low_precision&no_autocast"),
+                   Row("backward", f"{norm}: gradient of the mean square, expanded to the input's shape", 1, "Tr h",
+                       "fp32"),
+                   Row("backward", f"{norm}: the pow's backward: x.pow(1), 2 x.pow(1) and their product with the "
+                                   "gradient", 3, "Tr h", "fp32"), *made),
+                  first_freed)
+
+
+def _not_attention(grads: tuple[Row, ...]) -> tuple[Row, ...]:
+    """A block's weight gradients made before its attention's backward: all but the output projection's."""
+    return tuple(r for r in grads if not r.op.startswith("output projection"))
+
+
+# The rotary tables (FIRST_STAGE's rotary rows), freed once the first layer's attention backward has run, unless the
+# first layer is checkpointed: torch.utils.checkpoint keeps the layer's arguments, position_embeddings among them, until
+# the layer's backward has ended (measured on CPU: the tables are still live at a checkpointed first layer's input
+# norm).
+_ROTARY_TABLES = tuple(r._replace(condition=f"{r.condition}&no_full_recompute") for r in FIRST_STAGE
+                       if r.op.startswith("rotary"))
+
+
+def _rmsnorm_moments(grads: tuple[Row, ...]) -> tuple[Moment, Moment]:
+    """The post-attention and input norms' backward instants of a block whose weight gradients are `grads` (after
+    the post-attention norm's: every one but the attention's; after the input norm's: all of them)."""
+    return (_rmsnorm_backward("post_attention_layernorm", _not_attention(grads)),
+            _rmsnorm_backward("input_layernorm", _QKV_GRADS + grads, _ROTARY_TABLES))
+
+
+# The final norm's backward (LlamaModel's norm, the same RMSNorm), after the output layer's and before the last layer's:
+# the loss's and the output layer's saved tensors are freed, and of the final norm's own only its fp32 input is live
+# (its rsqrt, its cast back and its output, saved by the product, weight x and the output layer, are freed). No
+# residual stream's gradient is held: the final norm is not a residual branch, so the product's gradient of its fp32
+# input waits in the input buffer whatever the dtype (an fp32 input's producer holds no other gradient to add it
+# to). Every layer's saved tensors are live (the last layer is not recomputed yet); the output layer's weight
+# gradient is made. The anchor '' marks a moment outside the block.
+FINAL_NORM_BACKWARD = Moment(
+    "final_norm_backward", "the final norm RMSNorm's backward (its pow)", "", "",
+    (Row("backward", "final norm: its fp32 input, saved by its pow", 1, "Tr h", "fp32"),
+     Row("backward", "final norm: gradient of its fp32 input from the normalising product, held for the pow's part",
+         1, "Tr h", "fp32"),
+     Row("backward", "final norm: gradient of the mean square, expanded to the input's shape", 1, "Tr h", "fp32"),
+     Row("backward", "final norm: the pow's backward: x.pow(1), 2 x.pow(1) and their product with the gradient", 3,
+         "Tr h", "fp32")))
 MOMENTS = {
     "megatron": (_softmax_forward(False, False), _SOFTMAX_BACKWARD, *_DENSE_MOMENTS),
     # Megatron-LM's MoE layer: as transformers' MoE layers, its experts' own backward is not a moment here.
@@ -1045,10 +1118,10 @@ MOMENTS = {
     "hf-gpt2": (_softmax_forward(False, True), _MASK_ADD_UNDER_AUTOCAST, *_GPT2_MLP_FORWARD, _SOFTMAX_BACKWARD,
                *_DENSE_MOMENTS),
     "hf-llama": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST, _LLAMA_MLP_FORWARD, _FP32_SOFTMAX_BACKWARD,
-                 *_DENSE_MOMENTS, *FLOAT8_MOMENTS),
+                 *_DENSE_MOMENTS, *FLOAT8_MOMENTS, *_rmsnorm_moments(_BLOCK_GRADS), FINAL_NORM_BACKWARD),
     # transformers' MoE layers: the experts' own backward is not a moment here (builder.model.peak.unmodelled names it).
     "hf-moe": (_softmax_forward(True, True), _MASK_ADD_UNDER_AUTOCAST,
-               _with_grads(_softmax_backward(True), _MOE_GRADS)),
+               _with_grads(_softmax_backward(True), _MOE_GRADS), *_rmsnorm_moments(_MOE_GRADS), FINAL_NORM_BACKWARD),
     # A compiled layer runs its forward and its backward as generated kernels: their own temporaries are not
     # modelled (builder.model.peak.unmodelled names them), so a compiled layer has no moments of its own.
     "hf-gpt2-compiled": (),

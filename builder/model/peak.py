@@ -19,10 +19,12 @@ from builder.model.estimator import breakdown_of, estimate, overhead_parts, stag
 from builder.model.gradbuffers import KEPT_NOTE
 from builder.model.inputs import run_key
 from builder.model.paging import PAGED_PARTS, RESIDENT_NOTE
-from builder.model.step import (ACCUMULATE, AT_PHASE_NOTES, AUTOGRAD, MOMENT_PARTS, MOMENT_PHASES, NOT_SAVED,
-                                PHASE_TITLES, PHASES, STEP, TRANSIENTS)
+from builder.model.expr import evaluate, sym, within
+from builder.model.step import (ACCUMULATE, AT_PHASE_NOTES, AUTOGRAD, FIRST_LAYER_NOTES, MOMENT_BODIES, MOMENT_PARTS,
+                                MOMENT_PHASES, NOT_SAVED, PHASE_TITLES, PHASES, STEP, TRANSIENTS)
 
-__all__ = ["NOT_SAVED", "PHASES", "Phase", "Need", "phases", "phases_of", "peak", "need", "assess", "unmodelled"]
+__all__ = ["NOT_SAVED", "PHASES", "Phase", "Need", "phases", "phases_of", "instants", "peak", "need", "assess",
+           "unmodelled"]
 
 
 @dataclass(frozen=True)
@@ -95,11 +97,28 @@ def _named(live: dict, named: dict[str, Part], phase: str, op: str, env: dict) -
     if amount != part.bytes and env.get("paged") and name in PAGED_PARTS:
         return Part(name, amount, part.formula, part.source, part.per_unit, RESIDENT_NOTE, rate=part.rate)
     if amount != part.bytes:
-        change = "the first layer's weight gradients not made yet" if phase == "first_layer_backward" \
+        change = FIRST_LAYER_NOTES.get(name, "what the first layer has not made or has freed") \
+            if phase == "first_layer_backward" \
             else "what the last layer has not made or has freed"
         return Part(name, amount, part.formula, part.source, part.per_unit, f"less {change} at {op}",
                     rate=part.rate)
     return part
+
+
+def instants(config: Config, phase: str, breakdown: Breakdown | None = None) -> dict[str, int]:
+    """Every instant a moment phase inside a layer weighs (MOMENT_PHASES: its oplists.Moment rows that hold for the
+    run), as its op in words -> bytes live then, reserved parts left out; the phase is the largest (the first on
+    ties). Where the run has no such moment, none."""
+    parts = (breakdown or estimate(config)).parts
+    env = step_environment(config, parts)
+    chosen = env.get(f"moment_{phase}")
+    if not chosen:
+        return {}
+    body = MOMENT_BODIES[phase]
+    live = sum(r["bytes"] for r in env[f"step_{phase}"])
+    base = live - evaluate(within(sym("moment"), body), {**env, "moment": chosen})
+    return {m["op"]: int(base + evaluate(within(sym("moment"), body), {**env, "moment": m}))
+            for m in env[f"moments_{MOMENT_PHASES[phase]}"]}
 
 
 def peak(config: Config, breakdown: Breakdown | None = None) -> Phase:
@@ -168,6 +187,8 @@ def unmodelled(config: Config) -> tuple[str, ...]:
     notes = []
     if config.model is not None and config.model.is_moe:
         notes.append("the instants inside the expert MLPs (forward and backward)")
+    if config.model is not None and (config.model.qk_norm or config.model.kv_lora_rank):
+        notes.append("the backward instants of the attention's own RMSNorms (Qwen3's q/k norms, latent attention's)")
     if config.dropout and config.attention == "eager":
         notes.append("the attention dropout's own instant (the dropout mask and output exist; their instant is not "
                      "measured on a GPU yet)")

@@ -16,10 +16,15 @@ accumulation the gradients stay allocated across micro-batches, so they are live
 Inside a layer (oplists.MOMENTS, worked out by builder.model.activations' MOMENTS rules): the instants
 when a layer's own forward or backward temporaries peak, in the last layer (all saved activations still
 live, few gradients) and, for the backward, in the first layer (all gradients but that layer's unmade
-ones, few activations left). Simplifications, named: live memory moves evenly from the last layer to the
-first (the layers are alike), so only those two ends are candidates; like the end of backward, the first
-layer's moment leaves out the saved activations of other micro-batches a pipeline stage still holds; a
-mixture-of-experts layer's expert gradients count every expert (expert parallelism holds E / ep of them).
+ones and the embeddings', made last, few activations left); and an RMSNorm model's final norm, whose
+backward runs between the output layer's and the last layer's. Simplifications, named: live memory moves
+evenly from the last layer to the first (the layers are alike), so only those two ends are candidates; like
+the end of backward, the first layer's moment leaves out the saved activations of other micro-batches a
+pipeline stage still holds; a mixture-of-experts layer's expert gradients count every expert (expert
+parallelism holds E / ep of them); under FSDP and DeepSpeed ZeRO (gradient shards made as each unit's
+gradients are reduced) the first layer's moment counts every shard, the embeddings' and the layer's own
+unmade ones included; the instants inside the projections' own backward (a matrix product making its
+input's and weight's gradients) are not moments.
 The optimizer's temporaries follow how its step runs (builder.model.optimizers: for-loop, foreach, fused, or
 inside backward, where each gradient is freed as its parameter steps and no step phase follows); the loss's
 follow how it is computed (the `loss` input: transformers' eager loss, torch.compile, torchtune's chunks or
@@ -94,13 +99,14 @@ HEAD_BACKWARD = (Cite("pytorch-autograd-engine", "torch/csrc/autograd/engine.cpp
 ACCUMULATE = Cite("pytorch-2-13", "autograd AccumulateGrad") + ": .grad persists across micro-batches until zero_grad"
 AUTOGRAD = (Cite("pytorch-2-13", "torch/csrc/autograd/engine.cpp") + " (autograd: a node's saved tensors are freed "
             "once it has run; derivatives from tools/autograd/derivatives.yaml); measured: see the Validation page")
-PHASES = ("layer_forward", "head_forward", "forward", "backward_start", "head_backward", "layer_backward",
-          "first_layer_backward", "backward_end", "optimizer_step", "checkpoint_save")
+PHASES = ("layer_forward", "head_forward", "forward", "backward_start", "head_backward", "final_norm_backward",
+          "layer_backward", "first_layer_backward", "backward_end", "optimizer_step", "checkpoint_save")
 PHASE_TITLES = {"layer_forward": "forward through the last layer",
                 "head_forward": "forward through the output layer",
                 "forward": "end of forward (loss computed)",
                 "backward_start": "start of backward (loss gradients)",
                 "head_backward": "backward through the output layer",
+                "final_norm_backward": "backward through the final norm",
                 "layer_backward": "backward through the last layer",
                 "first_layer_backward": "backward through the first layer",
                 "backward_end": "end of backward (all gradients)",
@@ -139,6 +145,9 @@ LIVE = {
     # (gradients/head_sum: .grad is set once every chunk's has come), so comm/root_grads is not live yet.
     "head_backward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
                       "comm/reduce_bucket", "comm/gathered_output", "saved_less_loss"),
+    # Between the output layer's backward and the last layer's (an RMSNorm model's final norm): as inside the last
+    # layer, less any block's reduce-scatter input (no block has made gradients yet; FSDP2: AT_PHASE).
+    "final_norm_backward": (*_IN_BACKWARD, "comm/root_grads", "comm/output_reduce_scatter_input", "stepping"),
     # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
     # FSDP2: the previous block's reduce-scatter input and the root unit's output-layer gradient, or the output unit's
     # reduce-scatter input (freed at the last block's post-backward) (builder.model.states).
@@ -167,7 +176,7 @@ STEP_ONLY = ("optimizer/master_grads",)
 AFTER_STEP = ("optimizer_step", "checkpoint_save")
 # The phases inside a layer, and the kind of oplists.Moment each one takes the worst of.
 MOMENT_PHASES = {"layer_forward": "layer_forward", "layer_backward": "layer_backward",
-                 "first_layer_backward": "layer_backward"}
+                 "first_layer_backward": "layer_backward", "final_norm_backward": "final_norm_backward"}
 # The output layer's saved tensors: not made yet inside the last layer's forward, freed before its backward.
 HEAD_SAVED = tuple(dict.fromkeys(f"activations/{r.group}"
                                  for r in oplists.LAST_STAGE_LAYERNORM + oplists.LAST_STAGE_RMSNORM))
@@ -211,6 +220,16 @@ TIED_TEMPORARIES = when(both(HEAD, EMBEDDING, sym("tied_embeddings"), FULL_TUNIN
 # peak cases, GPT-2 with tied embeddings and full recomputation): the backward's peak is the first layer's moment,
 # not the recomputed layer on top of the embedding's temporaries.
 LEARNED_POSITIONS = sym("position_embeddings") > 0
+# The embeddings' weight gradients on a stage with the embeddings, fully fine-tuned: made by the embeddings' backward
+# (EmbeddingBackward0), which autograd runs only once every gradient of its output has come (engine.cpp: a node is
+# ready when its dependencies are met), that is after the first layer's whole backward, so they do not exist inside
+# it. The token embedding's, unless it is tied to the output layer on this stage (then the output layer's backward
+# has already made the shared matrix's gradient), and learned position embeddings' (GPT-2's wpe). Measured on CPU:
+# content/validation/peak.json (bf16 Llamas whose backward peaks in the first layer, and GPT-2 and Llama steps that
+# peak in its MLP or softmax backward).
+EMBEDDING_GRADS = when(both(EMBEDDING, FULL_TUNING),
+                       (when(both(sym("tied_embeddings"), HEAD), 0, sym("op_V")) + sym("position_embeddings"))
+                       * sym("hidden") * sym("grad_bytes"), 0)
 EMBEDDING_LOCALS = (Cite("transformers-5-23", "src/transformers/models/gpt2/modeling_gpt2.py GPT2Model.forward, "
                          "models/llama/modeling_llama.py LlamaModel.forward") + "; measured: see the Validation page")
 RECOMPUTED_AT_END = both(negate(sym("moment_first_layer_backward")),
@@ -402,6 +421,7 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
                                                           ne(SAVED_DTYPE, "fp32")))),
                  transient=True),
     ),
+    "final_norm_backward": (_stepping_in_backward(), _paging_in(inside_backward=True)),
     "layer_backward": (_stepping_in_backward(), _paging_in(inside_backward=True), _dequantised(backward=True)),
     "first_layer_backward": (_stepping_in_backward(), _paging_in(inside_backward=True), _dequantised(backward=True)),
     "backward_end": (
@@ -440,7 +460,8 @@ TRANSIENTS: dict[str, tuple[PartRule, ...]] = {
 # What a moment inside a layer adds, in words: part name -> formula (source AUTOGRAD, at the moment's op).
 MOMENT_PARTS = {
     "activations/recomputed_in_last_layer": "the recomputed layer's tensors made up to this moment",
-    "activations/layer_temporaries": "the op's inputs' and outputs' gradients, or the scores it materialises",
+    "activations/layer_temporaries": "the op's inputs' and outputs' gradients (a norm's in fp32), or the scores it "
+                                     "materialises",
     "gradients/made_so_far": "weight gradients of the output layer and of the last layer's later weights",
     "activations/first_layer": "the first layer's saved tensors still live at this moment",
 }
@@ -485,18 +506,28 @@ RECOMPUTED = sum((when(_have(g), 0, _group_delta(g)) for g in LAYER_GROUPS), Exp
 # are freed.
 OP_OUTPUTS = "activations/op_outputs"
 OP_OUTPUTS_DELTA = when(OP_SAC, when(eq(sym("phase"), "layer_forward"), -SAC_AFTER_PRODUCT, -SAC_LAYER), 0)
-MADE = when(both(FRESH, eq(sym("phase"), "layer_backward")),
+MADE = when(both(FRESH, isin(sym("phase"), "layer_backward", "final_norm_backward")),
             sym("made") + when(HEAD, sym("head_grads"), 0), 0)
 LAST_LAYER = (sum((when(_have(g), ceil(_have(g) + _group_delta(g)) - _have(g), 0) for g in LAYER_GROUPS),
                   Expr("num", 0))
               + when(_part(OP_OUTPUTS), ceil(_part(OP_OUTPUTS) + OP_OUTPUTS_DELTA) - _part(OP_OUTPUTS), 0)
               + ceil(RECOMPUTED) + ceil(sym("temporaries")) + ceil(MADE))
-# Inside the first layer's backward: every gradient but the layer's own not made yet, the layer's rows live then
-# and the temporaries.
-UNMADE = sym("layer_grads") - sym("made")
+# At the final norm's backward (on the stage with the output layer): its temporaries and the output layer's gradient.
+FINAL_NORM = ceil(sym("temporaries")) + ceil(MADE)
+# Inside the first layer's backward: every gradient but the layer's own not made yet and the embeddings' (made by
+# their backward, which autograd runs after the first layer's: EMBEDDING_GRADS), the layer's rows live then, the
+# shared first-stage tensors less those the layer has freed by then (the rotary tables after its attention's
+# backward), and the temporaries.
+UNMADE = sym("layer_grads") - sym("made") + EMBEDDING_GRADS
 FIRST_GRADIENTS = _part("gradients")
+FIRST_SHARED = _part("activations/embedding")
 FIRST_LAYER = (when(both(FRESH, FIRST_GRADIENTS), maximum(0, ceil(FIRST_GRADIENTS - UNMADE)) - FIRST_GRADIENTS, 0)
+               + when(FIRST_SHARED, maximum(0, ceil(FIRST_SHARED - sym("first_freed"))) - FIRST_SHARED, 0)
                + ceil(sum((get(sym("live"), g, 0) for g in LAYER_GROUPS), Expr("num", 0))) + ceil(sym("temporaries")))
+# What the first layer's moment changes of the estimate's parts, in words (builder.model.peak names the part so).
+FIRST_LAYER_NOTES = {"gradients": "the first layer's weight gradients not made yet and the embeddings' (their backward "
+                                  "runs last)",
+                     "activations/embedding": "the rotary tables, freed by the first layer's attention backward"}
 
 
 # FSDP2 at two moments where comm/gathered_params' two blocks (the block computed and the one prefetched) are not what
@@ -523,6 +554,7 @@ AT_PHASE: dict[str, dict[str, Expr]] = {
         "comm/gathered_params": when(_part("comm/gathered_embeddings") > 0, ceil(sym("bytes") - FSDP_BLOCK),
                                      sym("bytes")),
     },
+    "final_norm_backward": {"comm/unsharded_grads": when(FSDP_UNITS, 0, sym("bytes"))},
 }
 # What AT_PHASE changes, in words (builder.model.peak names the part so).
 AT_PHASE_NOTES = {
@@ -530,6 +562,8 @@ AT_PHASE_NOTES = {
                                                "block prefetched only while the output layer is in the root unit",
     ("first_layer_backward", "comm/gathered_params"): "FSDP2 at the first block's backward: that block and the root "
                                                       "unit; the token embedding's unit is the one prefetched",
+    ("final_norm_backward", "comm/unsharded_grads"): "FSDP2 at the final norm's backward: no block has made gradients "
+                                                     "yet",
 }
 
 
@@ -556,10 +590,19 @@ def _rows(phase: str) -> Expr:
         held = each(sym("step_parts"), row(selected, name=sym("name"), bytes=_at_phase(phase, sym("bytes")),
                                            accumulated=accumulated, kept=kept))
         extra = table()
+    elif phase == "final_norm_backward":
+        # Every saved tensor but the output layer's and the loss's (the final norm's own live ones are the moment's
+        # rows), the output layer's weight gradient made and the norm's temporaries.
+        held = each(sym("step_parts"), row(both(selected, negate(isin(sym("name"), *HEAD_SAVED))), name=sym("name"),
+                                      accumulated=accumulated, kept=kept, bytes=_at_phase(phase, sym("bytes"))))
+        extra = table(row(1, name="activations/layer_temporaries", bytes=ceil(at(moment, "temporaries"))),
+                      row(1, name="gradients/made_so_far", bytes=ceil(within(moment, MADE))))
     elif phase == "first_layer_backward":
         held = each(sym("step_parts"), row(selected, name=sym("name"), accumulated=accumulated, kept=kept, bytes=when(
             both(FRESH, eq(sym("name"), "gradients")),
-            maximum(0, ceil(sym("bytes") - within(moment, UNMADE))), _at_phase(phase, sym("bytes")))))
+            maximum(0, ceil(sym("bytes") - within(moment, UNMADE))),
+            when(eq(sym("name"), "activations/embedding"),
+                 maximum(0, ceil(sym("bytes") - at(moment, "first_freed"))), _at_phase(phase, sym("bytes"))))))
         extra = table(row(1, name="activations/first_layer",
                           bytes=ceil(within(moment, sum((get(sym("live"), g, 0) for g in LAYER_GROUPS),
                                                         Expr("num", 0))))),
@@ -578,13 +621,20 @@ def _rows(phase: str) -> Expr:
     return when(moment, concat(held, transients, extra), table()) if kind else concat(held, transients, extra)
 
 
+# What each instant of a moment phase adds to the parts live then (a MOMENTS row in scope): the phase takes the
+# instant where it is largest.
+MOMENT_BODIES = {"layer_forward": LAST_LAYER, "layer_backward": LAST_LAYER, "first_layer_backward": FIRST_LAYER,
+                 "final_norm_backward": FINAL_NORM}
+
+
 def _moment_symbols(phase: str) -> dict[str, Expr]:
     """The worst moment of a phase inside a layer (a MOMENTS row, or none), and for the last layer what it changes
     of each saved group (part name -> bytes)."""
     kind = MOMENT_PHASES[phase]
-    body = FIRST_LAYER if phase == "first_layer_backward" else LAST_LAYER
-    out = {f"moment_{phase}": when(sym("has_activations"), best(sym(f"moments_{kind}"), body), 0)}
-    if phase != "first_layer_backward":
+    body = MOMENT_BODIES[phase]
+    holds = both(sym("has_activations"), HEAD) if phase == "final_norm_backward" else sym("has_activations")
+    out = {f"moment_{phase}": when(holds, best(sym(f"moments_{kind}"), body), 0)}
+    if phase not in ("first_layer_backward", "final_norm_backward"):
         out[f"change_{phase}"] = when(sym(f"moment_{phase}"), by(table(*(
             row(1, part=f"activations/{g}", delta=within(sym(f"moment_{phase}"), _group_delta(g)))
             for g in LAYER_GROUPS), row(OP_SAC, part=OP_OUTPUTS, delta=within(sym(f"moment_{phase}"),

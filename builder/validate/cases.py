@@ -517,6 +517,21 @@ def peak_cases(small: bool = False) -> list[PeakCase]:
                                               heads=12), optimizer="sgd-momentum"),
             PeakCase(INSIDE_LLAMA.with_changes(attention="sdpa", batch=4, seq_len=128, ffn=4096),
                      optimizer="sgd-momentum"),
+            # RMSNorm's backward (builder.model.oplists, _rmsnorm_backward): its fp32 temporaries set the backward's
+            # peak in bf16. One 64-token sequence: the first layer's input norm, after the attention's backward (the
+            # rotary tables freed) and before the embedding's (its gradient not made yet: builder.model.step,
+            # EMBEDDING_GRADS), with ffn equal to hidden and with the default ffn; 256 tokens, h512, ffn 256: the
+            # final norm's, before the last layer's.
+            *(PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16", batch=1, seq_len=64, vocab=512, **ffn),
+                       optimizer="sgd-momentum") for ffn in ({"ffn": 256}, {})),
+            PeakCase(PEAK_LLAMA.with_changes(dtype="bfloat16", batch=1, seq_len=256, hidden=512, ffn=256, vocab=512),
+                     optimizer="sgd-momentum"),
+            # In fp32 (four fp32 temporaries at a norm's pow, not five) the first layer's input norm comes just under
+            # its query projection's backward, which is not a moment (named in builder.model.step).
+            PeakCase(PEAK_LLAMA.with_changes(batch=1, seq_len=128, hidden=512, ffn=512, vocab=512),
+                     optimizer="sgd-momentum"),
+            PeakCase(PEAK_LLAMA.with_changes(batch=1, seq_len=256, hidden=768, heads=12, ffn=768, vocab=512),
+                     optimizer="sgd-momentum"),
             # transformers' MoE layers (grouped_mm experts): in the last layer's backward every expert's weight
             # gradient exists (the fused 3-D parameters' gradients), and Qwen2-MoE's shared expert's and its gate's;
             # and one loss-bound step.

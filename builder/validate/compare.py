@@ -191,21 +191,28 @@ FORWARD_PHASES = PHASES[:PHASES.index("forward") + 1]
 BACKWARD_PHASES = PHASES[PHASES.index("backward_start"):PHASES.index("backward_end") + 1]
 
 
+def peak_config(inputs: dict[str, Any], hf_config: dict[str, Any], name: str, **changes: Any):
+    """The builder.model Config of a measured peak case (its inputs and config.json; `changes`: Config options the
+    measurement set apart from its case)."""
+    from builder.model import Config
+
+    return Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train", **lora_of(inputs),
+                  precision=precision_of(inputs), optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
+                  seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
+                  dropout=inputs["dropout"], grad_accum=inputs["grad_accum"],
+                  optimizer_impl=inputs.get("optimizer_impl", "foreach"), loss=inputs.get("loss", "eager"), **changes)
+
+
 def predicted_peaks(inputs: dict[str, Any], hf_config: dict[str, Any], name: str, **changes: Any) -> dict[str, int]:
     """Bytes live at the peak of each measured phase, as builder.model.peak predicts them (`changes`: Config options
     the measurement set apart from its case, as builder.validate.float8's conversion).
 
     Forward's peak is the largest of its end and the moments inside it (the last layer's, the output layer's);
     backward's is the largest of its two ends and the moments inside it (builder.model.peak.PHASES)."""
-    from builder.model import Config, estimate
+    from builder.model import estimate
     from builder.model.peak import phases
 
-    config = Config(model=architecture_for(hf_config, inputs["layers"], name), mode="train", **lora_of(inputs),
-                    precision=precision_of(inputs), optimizer=inputs["optimizer"], micro_batch=inputs["batch"],
-                    seq_len=inputs["seq_len"], attention=inputs["attention"], recompute=inputs["recompute"],
-                    dropout=inputs["dropout"], grad_accum=inputs["grad_accum"],
-                    optimizer_impl=inputs.get("optimizer_impl", "foreach"), loss=inputs.get("loss", "eager"),
-                    **changes)
+    config = peak_config(inputs, hf_config, name, **changes)
     breakdown = estimate(config, words=False)
     totals = {phase.name: phase.total for phase in phases(config, breakdown)}
     # With the step inside backward, optimizer.step() has nothing left to do: the weights and states are live.

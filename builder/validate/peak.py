@@ -11,6 +11,9 @@ Meters:
   (profile_memory=True), summed in time order from before the model is built, so live
   bytes are absolute; the largest value inside each phase is that phase's peak. Nothing
   else allocates in between (one process, no caching allocator on CPU).
+  The same events give the peak inside each autograd node the measured backward runs (`node_peaks`: the
+  profiler's 'autograd::engine::evaluate_function' ranges), in the order they ran: a moment inside the
+  backward (a norm's, a layer's) measured on its own, not only the phase's largest.
 - CUDA: torch.cuda.reset_peak_memory_stats() before each phase and
   max_memory_allocated() / max_memory_reserved() after it; the CUDA context is the device
   memory in use (cudaMemGetInfo) right after CUDA starts, before torch allocates anything.
@@ -28,6 +31,7 @@ from builder.validate.cases import PeakCase, hf_config
 
 MEASURED_PHASES = ("forward", "backward", "optimizer_step")
 TAG = "tm_phase:"
+NODE = "autograd::engine::evaluate_function: "  # the profiler's range around each autograd node's run
 
 
 class CpuMeter:
@@ -38,6 +42,7 @@ class CpuMeter:
     def __init__(self) -> None:
         self._profile = None
         self.peaks: dict[str, int] = {}
+        self.node_peaks: list[tuple[str, int]] = []  # (autograd node, peak live bytes inside it), measured backward
 
     def __enter__(self) -> "CpuMeter":
         from torch.profiler import ProfilerActivity, profile
@@ -49,7 +54,9 @@ class CpuMeter:
     def __exit__(self, *exc: Any) -> None:
         self._profile.__exit__(*exc)
         if exc[0] is None:
-            self.peaks = self._peaks(self._profile.profiler.kineto_results.events())
+            events = self._profile.profiler.kineto_results.events()
+            self.peaks = self._peaks(events)
+            self.node_peaks = self._node_peaks(events)
 
     @contextlib.contextmanager
     def phase(self, name: str, measured: bool) -> Iterator[None]:
@@ -63,19 +70,39 @@ class CpuMeter:
             yield
 
     @staticmethod
-    def _peaks(events) -> dict[str, int]:
+    def _timeline(events) -> tuple[list[int], list[int]]:
+        """The times of the allocator's changes and the live bytes after each."""
+        changes = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+        return [time for time, _ in changes], list(itertools.accumulate(amount for _, amount in changes))
+
+    @staticmethod
+    def _peak_in(times: list[int], live: list[int], start: int, end: int) -> int:
+        """What is live as the window starts, and after each change inside it (a window that allocates nothing, such
+        as a step already run inside backward, peaks at what it starts with)."""
+        first, last = bisect.bisect_left(times, start), bisect.bisect_right(times, end)
+        return max([live[first - 1] if first else 0, *live[first:last]])
+
+    @classmethod
+    def _peaks(cls, events) -> dict[str, int]:
         windows = sorted((e.start_ns(), e.start_ns() + e.duration_ns(), e.name()[len(TAG):])
                          for e in events if e.name().startswith(TAG))
-        changes = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
-        times = [time for time, _ in changes]
-        live = list(itertools.accumulate(amount for _, amount in changes))
+        times, live = cls._timeline(events)
         peaks: dict[str, int] = {}
         for start, end, name in windows:
-            # What is live as the phase starts, and after each change inside it (a phase that allocates nothing,
-            # such as a step already run inside backward, peaks at what it starts with).
-            first, last = bisect.bisect_left(times, start), bisect.bisect_right(times, end)
-            peaks[name] = max([peaks.get(name, 0), live[first - 1] if first else 0, *live[first:last]])
+            peaks[name] = max(peaks.get(name, 0), cls._peak_in(times, live, start, end))
         return peaks
+
+    @classmethod
+    def _node_peaks(cls, events) -> list[tuple[str, int]]:
+        """Each autograd node run inside the last measured backward, in order, with the peak live bytes inside it."""
+        backward = [(e.start_ns(), e.start_ns() + e.duration_ns()) for e in events if e.name() == TAG + "backward"]
+        if not backward:
+            return []
+        start, end = max(backward)
+        times, live = cls._timeline(events)
+        return [(name[len(NODE):], cls._peak_in(times, live, begin, finish)) for begin, finish, name in sorted(
+            (e.start_ns(), e.start_ns() + e.duration_ns(), e.name()) for e in events
+            if e.name().startswith(NODE) and start <= e.start_ns() <= end)]
 
 
 class CudaMeter:
@@ -244,9 +271,10 @@ def step_optimizer(case: PeakCase, trainable: list):
     return make_optimizer(case.optimizer, trainable, foreach=case.optimizer_impl == "foreach")
 
 
-def measure_peak_case(case: PeakCase, device: str = "cpu", convert=None) -> dict[str, Any]:
+def measure_peak_case(case: PeakCase, device: str = "cpu", convert=None, nodes: tuple[str, ...] = ()) -> dict[str, Any]:
     """Peak live bytes per phase of the second of two training steps of `case` (`convert`: a function that swaps
-    the built model's modules before it trains, as torchao's float8 conversion does: builder.validate.float8)."""
+    the built model's modules before it trains, as torchao's float8 conversion does: builder.validate.float8) and, on
+    CPU, inside each run of the autograd nodes named in `nodes` ('PowBackward0'), in order (measured['nodes'])."""
     from builder.validate.hf_models import build_model, make_token_ids
     from builder.validate.measure import enable_checkpointing
     from builder.validate.states import add_lora, count_model_states
@@ -281,6 +309,8 @@ def measure_peak_case(case: PeakCase, device: str = "cpu", convert=None) -> dict
     measured["input_bytes"] = int(token_ids.numel() * token_ids.element_size())
     measured["optimizer_step_bytes"] = states["optimizer_step_bytes"]
     measured["buffer_bytes"] = sum(int(b.numel() * b.element_size()) for b in model.buffers())
+    if nodes and isinstance(meter, CpuMeter):
+        measured["nodes"] = [[name, peak] for name, peak in meter.node_peaks if name in nodes]
     if isinstance(meter, CudaMeter):
         measured.update({f"reserved_{name}": meter.reserved[name] for name in MEASURED_PHASES})
         measured["cuda_context_bytes"] = meter.context_bytes
