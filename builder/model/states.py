@@ -560,6 +560,15 @@ ZERO3_NOTE = ("simplification: DeepSpeed prefetches whole parameters, so a prefe
               "parameter (left out), and the largest module's bias is left out")
 ZERO3_KEPT_NOTE = ("simplification: whole blocks from the last, the block that half the reuse distance falls in "
                    "counted whole; held from the last layer's forward to its backward")
+def _own_unit_gathered(name: str, unit: str, what: str, note: str) -> PartRule:
+    """A module FSDP wraps as a unit of its own (torchtune's custom_sharded_layers; CUSTOM_UNITS), gathered in the
+    parameter dtype: the symbol `unit` holds its parameters."""
+    return PartRule(name, sym(unit) * bytes_of(sym("param_dtype")), f"{what} x bytes(param dtype)",
+                    fmt("{0}; {1}", FSDP2_GATHER, CUSTOM_UNITS), fmt(f"the {what}'s unit ({{0}})", sym("param_dtype")),
+                    note, when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"),
+                                    negate(WHOLE_STAGE), sym(unit) > 0))
+
+
 COMM = RuleSet(
     # The stage's LoRA adapters, derived here as the model states derive them (one rule: a widget's specialised rules
     # simplify it as one symbol, builder.widgets.specialise.one_valued).
@@ -644,26 +653,19 @@ COMM = RuleSet(
         # Units of their own (torchtune's custom_sharded_layers; CUSTOM_UNITS above): the output layer gathered for its
         # backward and its gradient's reduce-scatter input, the token embedding gathered for its backward (prefetched
         # during the first block's; its gradient, made last, is builder.model.step's transient).
-        PartRule("comm/gathered_output", sym("output_unit") * bytes_of(sym("param_dtype")),
-                 "output layer x bytes(param dtype)", fmt("{0}; {1}", FSDP2_GATHER, CUSTOM_UNITS),
-                 fmt("the output layer's unit ({0})", sym("param_dtype")),
-                 "gathered for its forward and for its backward only (with torchtune's chunked loss once a chunk); "
-                 "counted at the output layer's backward, a moment of the step with torchtune's chunked loss only",
-                 when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"), negate(WHOLE_STAGE),
-                           sym("output_unit") > 0)),
+        _own_unit_gathered("comm/gathered_output", "output_unit", "output layer",
+                           "gathered for its forward and for its backward only (with torchtune's chunked loss once a "
+                           "chunk); counted at the output layer's backward, a moment of the step with torchtune's "
+                           "chunked loss only"),
         PartRule("comm/output_reduce_scatter_input", sym("output_unit") * bytes_of(sym("gradient_reduce_dtype")),
                  "output layer's gradient x bytes(reduce dtype)", fmt("{0}; {1}", FSDP2_OUTPUT_REDUCE, CUSTOM_UNITS),
                  fmt("the output layer's ({0})", sym("gradient_reduce_dtype")),
                  "made when the output layer's backward ends, freed at the last block's post-backward: counted in the "
                  "last layer's backward", when=both(FSDP2_UNITS, sym("output_unit") > 0)),
-        PartRule("comm/gathered_embeddings", sym("embedding_unit") * bytes_of(sym("param_dtype")),
-                 "token embedding x bytes(param dtype)", fmt("{0}; {1}", FSDP2_GATHER, CUSTOM_UNITS),
-                 fmt("the token embedding's unit ({0})", sym("param_dtype")),
-                 "gathered for its forward and for its backward only, prefetched during the first block's backward "
-                 "(where it stands for the prefetched block): counted there and at the end of backward",
-                 when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"), negate(WHOLE_STAGE),
-                           sym("embedding_unit") > 0)),
-
+        _own_unit_gathered("comm/gathered_embeddings", "embedding_unit", "token embedding",
+                           "gathered for its forward and for its backward only, prefetched during the first block's "
+                           "backward (where it stands for the prefetched block): counted there and at the end of "
+                           "backward"),
         # DeepSpeed ZeRO reduces gradients through buckets of its own size (builder.model.buckets).
         PartRule("comm/unsharded_grads", buckets.STAGE12_ELEMENTS * bytes_of(sym("param_dtype")),
                  when(sym("ds_contiguous"),
