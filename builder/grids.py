@@ -157,7 +157,8 @@ def make_config(bar: BarDefinition, presets: dict[str, Preset], models: dict[str
     if errors:
         return None, errors
     if values.get("model") is None and values.get("params") and "shaped_like" not in values:
-        values["shaped_like"] = assumed_shape(models, values["params"])  # the catalog model nearest in size
+        # the catalog model nearest in size that can take the sequence
+        values["shaped_like"] = assumed_shape(models, values["params"], values.get("seq_len", Config.seq_len))
     config = Config(**values)
     try:
         validate_config(config)

@@ -139,6 +139,25 @@ def test_nearest_catalog_model_by_ratio(catalogs, params, model):
     assert full_model.nearest_model(catalogs["model"], params) == model
 
 
+@pytest.mark.parametrize("tokens, model", [(1024, "gpt2-xl"), (2048, "llama-3.2-1b"), (0, "gpt2-xl")])
+def test_nearest_catalog_model_takes_the_sequence(catalogs, tokens, model):
+    """GPT-2 XL (1.56B) has 1,024 learned positions (its config.json n_positions; transformers modeling_gpt2.py
+    indexes wpe with the position ids), so from 2,048 tokens a 1.5B count is priced as Llama 3.2 1B (1.24B, ratio
+    1.21), the nearest rotary model, not refused; 0 tokens (a bare count's shape) takes any model."""
+    assert full_model.nearest_model(catalogs["model"], 15 * 10**8, tokens) == model
+
+
+def test_memory_budget_prices_every_sequence_near_gpt2_xl(catalogs):
+    """The memory budget at 1.5B and 2.0B with 2,048 and 32,768 tokens names a model that takes the sequence and
+    shows its need (at 2.0B and 2K: Llama 3.2 1B at 1.24B is a ratio of 1.618, Llama 3.2 3B at 3.21B 1.606)."""
+    for halves, exponent, name in ((3, 11, "Llama 3.2 1B"), (4, 11, "Llama 3.2 3B"), (4, 15, "Llama 3.2 3B")):
+        state = mb.context({"params": f"{halves / 2}B", "seq_len": 2 ** exponent}, catalogs)
+        assert state["texts"]["mname"] == name, (halves, exponent)
+        arch = next(a for a in catalogs["model"].values() if a.extra.get("display") == name)
+        _, needed = assess(Config(model=arch, micro_batch=1, seq_len=2 ** exponent))
+        assert state["need"] == needed.bytes
+
+
 @pytest.mark.parametrize("options, message", [
     ({"segments": "weights:2"}, "label:bytes per param:stage"),
     ({"segments": "weights:x:3"}, "not a number"),

@@ -76,8 +76,9 @@ def verdict(need: int, capacity: int, capacity_text: str) -> str:
 
 
 def compare(models: dict[str, Architecture], params: int, config: Config, run_words: str) -> dict[str, Any]:
-    """The full model for the catalog model nearest `params`, run as `config`: its id, need and line."""
-    key = nearest_model(models, params)
+    """The full model for the catalog model nearest `params` that can take `config`'s sequence, run as `config`: its
+    id, need and line."""
+    key = nearest_model(models, params, config.seq_len)
     arch = models[key]
     breakdown, needed = assess(config.with_changes(model=arch))
     return {"id": key, "need": needed.bytes, "sum": breakdown.total, "breakdown": breakdown, "needed": needed,

@@ -14,15 +14,16 @@ const setAttrs = (el, attrs) => {
 };
 const isInt = (v, lo, hi) => Number.isSafeInteger(+v) && +v >= lo && +v <= hi;
 
-// builder.widgets.full_model.compare: the full model (02-model.js) for the catalog model nearest `params` (the NEAREST
-// rule), run with `base`'s settings and `changes`; `line(words)` is TEXTS['line'] for it.
+// builder.widgets.full_model.compare: the full model (02-model.js) for the catalog model nearest `params` that can take
+// the run's sequence (the NEAREST rule), run with `base`'s settings and `changes`; `line(words)` is TEXTS['line'] for it.
 // Kept, the last hundred of each: the catalog model nearest a count, and each model and run priced on this page (a
 // slider passes the same counts and the same nearest model many times). compare.priced(params, changes): whether
 // that run is priced already (a widget draws a first pricing a frame later).
 function nearestModel(F, base) {
   const model = browserModel(F.model), nearest = compileRule(F.nearest), picks = keepLast(100), priced = keepLast(100);
   const keyOf = (params, changes) => {
-    const pick = picks(params, () => nearest({ catalog: F.catalog, asked: params }));
+    const tokens = changes.seq_len ?? base.seq_len;
+    const pick = picks(params + "/" + tokens, () => nearest({ catalog: F.catalog, asked: params, tokens }));
     return [pick, JSON.stringify([pick.id, changes])];
   };
   const compare = (params, changes) => {

@@ -40,15 +40,20 @@ LAUNCH_ARGS = [
 ]
 # A promise of the moment (performance.now()) a widget's answers are final: a widget that works some answers out
 # after drawing the rest (the calculator's --max searches and suggested fixes, a frame later) marks the part it has
-# still to fill in aria-busy="true" until then. Resolves at once when nothing is busy.
-SETTLED = """(root) => new Promise((done) => {
+# still to fill in aria-busy="true" until then. Resolves at once when nothing is busy; fails after SETTLE_LIMIT_MS
+# still busy (a script that threw before clearing aria-busy), so a broken widget fails its test instead of hanging
+# the whole run.
+SETTLE_LIMIT_MS = 30_000
+SETTLED = """(root) => new Promise((done, fail) => {
   const busy = () => root.querySelector('[aria-busy="true"]');
   if (!busy()) return done(performance.now());
   const watch = new MutationObserver(() => {
-    if (!busy()) { watch.disconnect(); done(performance.now()); }
+    if (!busy()) { clearTimeout(limit); watch.disconnect(); done(performance.now()); }
   });
+  const limit = setTimeout(() => { watch.disconnect();
+    fail(new Error(`#${root.id}: still aria-busy after LIMIT ms (did its script throw?)`)); }, LIMIT);
   watch.observe(root, {attributes: true, attributeFilter: ['aria-busy'], subtree: true});
-})"""
+})""".replace("LIMIT", str(SETTLE_LIMIT_MS))
 
 
 def drawn(page, selector: str) -> None:

@@ -97,6 +97,19 @@ def test_default_figure_matches_python_and_seed_001(open_page):
     assert dict(live["texts"])["verdict"] == "27.3 GiB headroom"
 
 
+def test_sequences_past_gpt2_xl_positions_name_a_model_that_takes_them(open_page):
+    """At 1.5B and 2.0B with 2K tokens the nearest catalog model in size, GPT-2 XL, has 1,024 learned positions; the
+    full model prices the nearest that takes the sequence (Llama 3.2 1B, 3B), as Python does, and the script settles
+    (it threw an uncaught refusal and stayed aria-busy before)."""
+    with open_page("index.html") as visit:
+        data = widget_data(visit.page, WIDGET)
+        for h, s, name in ((3, 10, "GPT-2 XL (1.5B)"), (3, 11, "Llama 3.2 1B"), (4, 15, "Llama 3.2 3B")):
+            shown = drive(visit.page, {"h": h, "b": 4, "s": s, "q": "fp8"})
+            assert dict(shown["texts"])["mname"] == name, (h, s)
+            assert_matches_python(shown, data)
+        assert visit.problems() == []
+
+
 def test_single_total_mode_equals_python(open_fixture):
     """breakdown=false: one bar, no legend; numbers still Python's, against an RTX 4090's capacity (at random states:
     tests/browser/test_parity.py)."""
