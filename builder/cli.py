@@ -266,7 +266,9 @@ def shaped_like_of(args: argparse.Namespace, models: Mapping[str, Any]) -> objec
 # Megatron-LM's --use-distributed-optimizer (megatron/core/optimizer/distrib_optimizer.py, commit d98e8a6) shards
 # the fp32 main parameters and the optimizer states over the data-parallel ranks and keeps the gradient buffer whole:
 # ZeRO stage 1 in the model. It runs with Megatron's own precisions: those that keep Megatron-LM DDP's gradient
-# buffer (PrecisionPolicy.grad_buffer: megatron-bf16, megatron-fp16 and the Transformer Engine recipes), and fp32.
+# buffer (PrecisionPolicy.grad_buffer: megatron-bf16, megatron-fp16 and the Transformer Engine recipes), and fp32;
+# or with any precision under --implementation megatron, which names Megatron-LM (bf16-mixed there is Megatron's
+# --bf16 --grad-reduce-in-bf16: builder.model.gradbuffers).
 MEGATRON_PRECISIONS = (*(name for name, policy in PRECISIONS.items() if policy.grad_buffer), "fp32")
 
 
@@ -282,10 +284,10 @@ def distributed_optimizer_stage(args: argparse.Namespace, precision: str) -> int
     if args.zero not in (0, 1):
         raise UsageError(f"{flag}: shards what ZeRO stage 1 shards, not stage {args.zero} (--zero {args.zero}); "
                          "give one of the two")
-    if precision not in MEGATRON_PRECISIONS:
+    if precision not in MEGATRON_PRECISIONS and args.implementation != "megatron":
         raise UsageError(f"{flag}: Megatron-LM's distributed optimizer runs with a Megatron precision "
-                         f"({', '.join(MEGATRON_PRECISIONS)}), not --precision {precision}; for DeepSpeed's "
-                         "equivalent use --zero 1")
+                         f"({', '.join(MEGATRON_PRECISIONS)}) or --implementation megatron, not --precision "
+                         f"{precision} alone; for DeepSpeed's equivalent use --zero 1")
     return 1
 
 

@@ -46,6 +46,67 @@ def test_megatron_distributed_optimizer_table(precision, alone, constant, sharde
         == constant + Fraction(sharded, d)
 
 
+@pytest.mark.parametrize("d", [2, 8, 64])
+def test_megatron_bf16_grad_reduce_in_bf16_copies_the_gradients_like_fp16(d):
+    """Megatron-LM --bf16 --grad-reduce-in-bf16 (commit d98e8a6, arguments.py: accumulate_allreduce_grads_in_fp32 off;
+    param_and_grad_buffer.py group_params_for_buffers: a bf16 grad buffer) under implementation megatron, as bf16-mixed
+    or as megatron-bf16 with grad_dtype bf16: the optimizer's main_grad.float() (optimizer.py
+    Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads; distrib_optimizer.py, the shard) is a copy, as
+    for --fp16 in the dist_optimizer.md table: 20 bytes per parameter, 4 + 16/d distributed."""
+    for config in (Config(params=N, precision="bf16-mixed", dp=d, implementation="megatron"),
+                   Config(params=N, precision="megatron-bf16", grad_dtype="bf16", dp=d, implementation="megatron")):
+        assert per_param(config) == 20
+        assert per_param(config.with_changes(zero=1)) == 4 + Fraction(16, d)
+
+
+def test_llama_3_8b_megatron_bf16_reduce_in_bf16_copies_its_shard_at_the_step():
+    """Llama 3 8B, implementation megatron, bf16-mixed (--bf16 --grad-reduce-in-bf16), the distributed optimizer on 8
+    GPUs: distrib_optimizer.py _copy_model_grads_to_main_grads (commit d98e8a6) makes 4 B x N / 8 of fp32 gradients
+    at the optimizer step, which zero_grad at the start of the next train_step frees; with Megatron's default fp32
+    grad buffer (megatron-bf16) .float() is the buffer itself and nothing is copied."""
+    config = Config(model=LLAMA, precision="bf16-mixed", implementation="megatron", dp=8, zero=1)
+    breakdown, needed = assess(config)
+    part = next(p for p in breakdown.parts if p.name == "optimizer/master_grads")
+    assert part.bytes == 4 * 8_030_261_248 // 8 == 4_015_130_624
+    for phase in needed.steps:
+        names = {p.name for p in phase.parts}
+        assert ("optimizer/master_grads" in names) == (phase.name == "optimizer_step"), phase.name
+    fp32_buffer = {p.name for p in assess(config.with_changes(precision="megatron-bf16"))[0].parts}
+    assert "optimizer/master_grads" not in fp32_buffer
+
+
+@pytest.mark.parametrize("buffer_dtype, copied", [("bfloat16", 4), ("float32", 0)])
+def test_megatron_main_grad_float_copies_only_a_16_bit_buffer(buffer_dtype, copied):
+    """Measured on CPU with torch: Megatron-LM's two copies (commit d98e8a6) over one contiguous grad buffer,
+    main_param.grad = model_param.main_grad.float() (optimizer.py, every parameter) and shard_main_param.grad =
+    shard_model_grad.float() (distrib_optimizer.py, shard_model_grad = model_grad.view(-1)[start:end]): new fp32
+    storage of 4 bytes per element copied from a bf16 buffer, none from an fp32 one (Tensor.float() returns it)."""
+    torch = pytest.importorskip("torch")
+    shapes, d = ((512, 256), (256,), (256, 512)), 8
+    numel = sum(torch.Size(shape).numel() for shape in shapes)
+    buffer = torch.zeros(numel, dtype=getattr(torch, buffer_dtype))  # _ParamAndGradBuffer.grad_data
+    views, start = [], 0
+    for shape in shapes:
+        views.append(buffer[start:start + torch.Size(shape).numel()].view(shape))  # each param.main_grad
+        start += torch.Size(shape).numel()
+
+    def new_bytes(tensors):
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+        storages.pop(buffer.untyped_storage().data_ptr(), None)
+        return sum(storages.values())
+
+    assert new_bytes([main_grad.float() for main_grad in views]) == copied * numel
+    shard = numel // d
+    for rank in range(d):
+        low, high, copies, start = rank * shard, (rank + 1) * shard, [], 0
+        for main_grad in views:
+            begin, end = max(low, start) - start, min(high, start + main_grad.numel()) - start
+            if begin < end:
+                copies.append(main_grad.view(-1)[begin:end].float())
+            start += main_grad.numel()
+        assert new_bytes(copies) == copied * shard
+
+
 def test_megatron_fp16_copies_gradients_to_fp32_only_at_the_step():
     _, needed = assess(Config(model=LLAMA, precision="megatron-fp16", dp=8, zero=1))
     for phase in needed.steps:
@@ -92,6 +153,24 @@ def test_megatron_flag_for_the_distributed_optimizer_is_zero_stage_1(capsys):
     flag = json_estimate(capsys, "--precision", "megatron-bf16", "--dp", "8", "--use-distributed-optimizer")
     zero = json_estimate(capsys, "--precision", "megatron-bf16", "--dp", "8", "--zero", "1")
     assert flag["per_gpu_bytes"] == zero["per_gpu_bytes"] == 7_500_000_000
+
+
+def test_megatron_flag_takes_bf16_mixed_under_implementation_megatron(capsys):
+    """--implementation megatron --precision bf16-mixed is Megatron-LM's --bf16 --grad-reduce-in-bf16: its
+    distributed optimizer gives 4 + 16/d bytes per parameter (the fp32 copy of the bf16 gradients sharded too)."""
+    flag = json_estimate(capsys, "--implementation", "megatron", "--dp", "8", "--use-distributed-optimizer")
+    zero = json_estimate(capsys, "--implementation", "megatron", "--dp", "8", "--zero", "1")
+    assert flag["per_gpu_bytes"] == zero["per_gpu_bytes"] == 6_000_000_000
+
+
+def test_megatron_refuses_a_reduce_dtype_apart_from_its_grad_buffer():
+    """Megatron-LM reduces in its grad buffer's dtype (param_and_grad_buffer.py group_params_for_buffers, commit
+    d98e8a6): reduce_dtype bf16 over megatron-bf16's fp32 buffer would change nothing, so it is refused with the way
+    to ask for --grad-reduce-in-bf16."""
+    with pytest.raises(ValueError, match="reduce_dtype: Megatron-LM reduces .* grad_dtype bf16"):
+        validate_config(Config(params=N, precision="megatron-bf16", reduce_dtype="bf16", implementation="megatron"))
+    validate_config(Config(params=N, precision="megatron-bf16", reduce_dtype="fp32", implementation="megatron"))
+    validate_config(Config(params=N, precision="bf16-mixed", reduce_dtype="fp32", fsdp="FULL_SHARD", dp=8))
 
 
 @pytest.mark.parametrize("argv, words", [

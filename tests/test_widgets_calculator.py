@@ -214,7 +214,7 @@ def test_data_is_compact_and_safe_to_embed():
     assert data["policies"]["bf16-mixed"] == {  # Rajbhandari et al. 2019, section 3.1: 2 + 2 + 12 bytes
         "param_dtype": "bf16", "master_dtype": "fp32", "grad_dtype": "bf16", "optimizer_state_dtype": "fp32",
         "activation_dtype": "bf16", "autocast": 0, "recipe": "", "quantised_params": 0, "exp_avg_dtype": "",
-        "exp_avg_sq_dtype": "", "msamp": 0, "master_grads": 0, "grad_buffer": 0}
+        "exp_avg_sq_dtype": "", "msamp": 0, "grad_buffer": 0}
     assert data["policies"]["megatron-bf16"]["grad_buffer"] == 1  # Megatron-LM: main_grad buffer kept for the run
     assert data["policies"]["amp-bf16"]["autocast"] == 1  # torch.autocast: linear layers save weight copies
     msamp = data["policies"]["msamp-o2"]  # MS-AMP O2: exp_avg fp8, exp_avg_sq fp16

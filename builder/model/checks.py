@@ -13,7 +13,7 @@ from builder.model import exprcode
 from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym, when
 from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.float8 import HEAD as FLOAT8_HEAD
-from builder.model.gradbuffers import DDP
+from builder.model.gradbuffers import DDP, MEGATRON
 from builder.model.ranges import RANGES, Range
 from builder.model.serving import beyond_model
 from builder.model.states import FSDP_MIXED, HYBRID_GROUP, SHARD_RANKS
@@ -463,6 +463,15 @@ CHECKS: tuple[Check, ...] = (
           fmt("gradient_as_bucket_view: a PyTorch DDP option; it needs training with dp > 1, zero 0 and no fsdp, "
               "not Megatron-LM (a Megatron precision or implementation megatron: it keeps its own grad buffer), no "
               "grad_accum_dtype (DeepSpeed) and no MS-AMP")),
+    # Megatron-LM reduces the gradients in its grad buffer, in the buffer's own dtype (param_and_grad_buffer.py
+    # group_params_for_buffers, commit d98e8a6: grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype), which
+    # the model's gradients are (builder.model.gradbuffers): a reduce dtype apart from them would change nothing.
+    Check(both(eq(sym("mode"), "train"), MEGATRON, negate(sym("fsdp")), negate(DEEPSPEED_ENGINE), sym("reduce_dtype"),
+               ne(sym("reduce_dtype"), sym("grad_dtype"))),
+          fmt("reduce_dtype: Megatron-LM reduces the gradients in its grad buffer, in the gradients' dtype ({0}), so "
+              "reduce_dtype {1} would change nothing; set the buffer's dtype with grad_dtype (Megatron's "
+              "--grad-reduce-in-bf16 is grad_dtype bf16, or precision bf16-mixed with implementation megatron)",
+              sym("grad_dtype"), sym("reduce_dtype"))),
     # torchtune's custom_sharded_layers (builder.model.placement): units of FSDP's own, beside an architecture's blocks.
     Check(both(sym("custom_sharded_layers"), either(negate(sym("fsdp")), ne(sym("mode"), "train"))),
           fmt("custom_sharded_layers: the modules FSDP wraps as units of their own; it needs training with fsdp")),

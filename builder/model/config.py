@@ -85,7 +85,6 @@ class PrecisionPolicy:
     quantised_params: bool = False  # the recipe's linear weights are stored only quantised (TE quantized_model_init)
     exp_avg: str | None = None  # Adam's first moment (torch's exp_avg), when not optimizer_state
     exp_avg_sq: str | None = None  # Adam's second moment (torch's exp_avg_sq), when not optimizer_state
-    master_grads: bool = False  # the optimizer steps on an fp32 copy of the gradients, made at the step (Megatron fp16)
     msamp: bool = False  # MS-AMP's own optimizer (LBAdam/LBAdamW) steps: Adam or AdamW only, one parameter at a time
     # Megatron-LM's DDP keeps the gradients in one contiguous buffer (main_grad) allocated at model wrap, live through
     # every step (builder.model.gradbuffers)
@@ -136,7 +135,7 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
                         "fp16 weights and main_grad buffer, fp32 master, fp32 copy of the gradients at the step, "
                         "fp32 states",
                         Cite("megatron-dist-optimizer", "docs/user-guide/features/dist_optimizer.md")
-                        + ": 20 bytes/param, 4 + 16/d distributed", master_grads=True, grad_buffer=True),
+                        + ": 20 bytes/param, 4 + 16/d distributed", grad_buffer=True),
         # MS-AMP O2 (Peng et al. 2023, FP8-LM, arXiv:2310.18313, section 2.2; MS-AMP msamp/__init__.py initialize,
         # opt_level 'O2'): fp16 weights (msamp.nn.LinearReplacer, ScalingTensor with a per-tensor scale) with no
         # separate master copy, fp8 weight gradients, LBAdamW's first moment fp8 (exp_avg_dtype=torch.uint8) and

@@ -10,7 +10,12 @@ accumulation keeps them. Three frameworks keep gradient storage for the whole ru
   runs set) at model wrap (a Megatron precision, or implementation megatron), and zeroes it between steps (`zero_grad_buffer`) without freeing it. With
   --use-distributed-optimizer only `param_data` (the gathered parameters) and the optimizer's shards change: the
   grad buffer stays whole on every rank (its reduce-scatter writes into the rank's own slice of it). The model's
-  Megatron precisions (megatron-*, te-*) count their fp32 or fp16 `gradients` as this buffer.
+  Megatron precisions (megatron-*, te-*) count their fp32 or fp16 `gradients` as this buffer; under implementation
+  megatron a 16-bit policy's gradients (bf16-mixed: Megatron's --bf16 --grad-reduce-in-bf16) are this buffer too.
+  Megatron's optimizer (MASTER_GRADS) steps its fp32 main parameters on an fp32 copy of the buffer, `.float()`,
+  which is a copy only where the buffer is not fp32 (--fp16, or --bf16 with --grad-reduce-in-bf16): the whole
+  model's without the distributed optimizer, the rank's shard with it. The copy is made at the optimizer step and
+  freed by `optimizer.zero_grad()` at the start of the next step (builder.model.step counts it from the step on).
 - PyTorch DistributedDataParallel (DDP_BUCKETS): the reducer allocates a flat `gradients` tensor per bucket, covering
   every gradient, at construction; with the default `gradient_as_bucket_view=False` each `param.grad` is a separate
   tensor copied into and back out of its bucket, so at the end of backward two gradient-sized copies are live and
@@ -31,7 +36,7 @@ reduces through temporary flattened buffers instead of persistent buckets (not m
 from __future__ import annotations
 
 from builder.model.cite import Cite
-from builder.model.expr import both, either, eq, negate, sym
+from builder.model.expr import both, either, eq, ne, negate, sym
 
 GRAD_BUFFER = (Cite("megatron-grad-buffer", "megatron/core/distributed/param_and_grad_buffer.py _ParamAndGradBuffer"
                     ".__init__")
@@ -45,6 +50,28 @@ DDP_BUCKETS = (Cite("pytorch-ddp-reducer", "torch/csrc/distributed/c10d/reducer.
                + ": grad copied into its bucket view, or grad = bucket_view with gradient_as_bucket_view; "
                + Cite("pytorch-ddp-reducer", "torch/nn/parallel/distributed.py DistributedDataParallel")
                + ": gradient_as_bucket_view=False by default")
+# Megatron-LM (commit d98e8a6): --grad-reduce-in-bf16 turns accumulate_allreduce_grads_in_fp32 off for --bf16
+# (megatron/training/arguments.py), which DistributedDataParallelConfig.grad_reduce_in_fp32 takes (training.py), and
+# group_params_for_buffers (param_and_grad_buffer.py) gives the buffer grad_dtype = torch.float if grad_reduce_in_fp32
+# else param.dtype. Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads (optimizer.py) sets
+# main_param.grad = model_param.main_grad.float() for every parameter and DistributedOptimizer's
+# (distrib_optimizer.py) shard_main_param.grad = shard_model_grad.float() for its shard; Tensor.float() of an fp32
+# tensor is the tensor itself, so an fp32 buffer is copied nowhere. Both run in prepare_grads at the start of
+# optimizer.step(); zero_grad(set_to_none=True), called at the start of train_step (training.py), drops them.
+# Measured on CPU: those two functions, taken from commit d98e8a6 as they are, run over a bf16 buffer of 8,389,632
+# elements, made 4 B x N of new fp32 storage (whole) and 4 B x N / 8 on each of 8 ranks, and none over an fp32
+# buffer (tests/test_distributed_optimizer.py repeats their copies on torch tensors).
+MASTER_GRADS = (Cite("megatron-d98e8a6", "megatron/core/optimizer/optimizer.py Float16OptimizerWithFloat16Params."
+                     "_copy_model_grads_to_main_grads")
+                + " (main_param.grad = model_param.main_grad.float(), every parameter) and "
+                + Cite("megatron-d98e8a6", "distrib_optimizer.py _copy_model_grads_to_main_grads")
+                + " (shard_main_param.grad = shard_model_grad.float(), the rank's shard): a copy where main_grad is "
+                "not fp32 (--fp16, or --bf16 with --grad-reduce-in-bf16: "
+                + Cite("megatron-d98e8a6", "megatron/training/arguments.py") + ", "
+                + Cite("megatron-d98e8a6", "param_and_grad_buffer.py group_params_for_buffers")
+                + "), dropped by optimizer.zero_grad() at the start of the next train_step; "
+                + Cite("megatron-dist-optimizer", "docs/user-guide/features/dist_optimizer.md")
+                + ": fp16 parameters and gradients, 20 bytes/param, 4 + 16/d distributed")
 BF16_OPTIMIZER = (Cite("deepspeed-edaa722", "deepspeed/runtime/bf16_optimizer.py BF16_Optimizer."
                        "_setup_for_real_optimizer")
                   + ": fp32_groups_gradients_flat = torch.zeros_like(bf16_groups_flat, dtype=torch.float32), "
@@ -60,6 +87,10 @@ DDP = both(eq(sym("mode"), "train"), sym("dp") > 1, eq(sym("shard_stage"), 0), n
            negate(MEGATRON), negate(DEEPSPEED_OPTION), negate(sym("msamp")))
 SYMBOLS = {
     "ddp": DDP,
+    # Megatron-LM's optimizer steps an fp32 copy of a 16-bit grad buffer (MASTER_GRADS): a run of Megatron's own DDP
+    # (not FSDP, whose sharded fp32 parameter is the master) with fp32 main parameters and gradients that are not.
+    "master_grads": both(eq(sym("mode"), "train"), MEGATRON, negate(sym("fsdp")), eq(sym("master_dtype"), "fp32"),
+                         ne(sym("grad_dtype"), "fp32")),
     # The `gradients` part itself is storage kept for the run: Megatron's main_grad buffer, or DDP's buckets that the
     # gradients are views of.
     "grads_kept": both(eq(sym("mode"), "train"), negate(sym("in_backward")),

@@ -63,7 +63,7 @@ def _config_inputs(config: Config) -> dict[str, Any]:
             "exp_avg_dtype": policy.exp_avg or "", "exp_avg_sq_dtype": policy.exp_avg_sq or "",
             "chosen_exp_avg_dtype": config.exp_avg_dtype or "",
             "chosen_exp_avg_sq_dtype": config.exp_avg_sq_dtype or "",
-            "msamp": int(policy.msamp), "master_grads": int(policy.master_grads), "grad_buffer": int(policy.grad_buffer),
+            "msamp": int(policy.msamp), "grad_buffer": int(policy.grad_buffer),
             "gradient_as_bucket_view": int(config.gradient_as_bucket_view),
             "activation_dtype": policy.activation, "autocast": int(policy.autocast),
             "recipe": policy.recipe, "quantised_params": int(policy.quantised_params), "recompute": config.recompute,

@@ -242,6 +242,15 @@ _FRONT = (FRONT_MATTER,)
 _CLI = (CLI,)
 _TRAIN = (TRAIN,)
 
+# Where a dtype override means more than its name: Megatron-LM's grad buffer is the gradients, in the dtype it reduces
+# them in (builder.model.gradbuffers), which FSDP's and DeepSpeed ZeRO-3's reduce_dtype is not.
+_DTYPE_HELP = {
+    "grad_dtype": "the gradients' dtype; under Megatron-LM its grad buffer's, which it reduces the gradients in (bf16 "
+                  "is Megatron's --grad-reduce-in-bf16, and its optimizer step then makes an fp32 copy)",
+    "reduce_dtype": "the dtype FSDP (MixedPrecision.reduce_dtype) or DeepSpeed's ZeRO-3 reduces the gradients in; "
+                    "Megatron-LM reduces them in its grad buffer's dtype, which grad_dtype sets",
+}
+
 OPTIONS: tuple[Option, ...] = (
     # What is modelled: a catalog model, a raw count, or a Hugging Face config.json (the command line only).
     _o("model", "model", "catalog id (see `python -m builder models`)", "model", metavar="NAME", url="model",
@@ -319,7 +328,7 @@ OPTIONS: tuple[Option, ...] = (
        "always does); torchtitan's converter converts it otherwise",
        "run", default=False, url="float8_filter_output", source="torchtitan-float8-b5bcd76", runs=_TRAIN),
     # The precision policy's states one by one (each None: the policy's own).
-    *(_o(name, "dtype", "", "dtypes", choices=_DTYPES + (("none",) if name == "master_dtype" else ()),
+    *(_o(name, "dtype", _DTYPE_HELP.get(name, ""), "dtypes", choices=_DTYPES + (("none",) if name == "master_dtype" else ()),
          optional=True, url=name if name in ("param_dtype", "reduce_dtype", "grad_accum_dtype",
                                              "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype") else None,
          runs=RUNS if name in ("param_dtype", "activation_dtype") else _TRAIN)

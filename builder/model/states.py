@@ -16,7 +16,8 @@ from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, i
 from builder.model.cite import Cite
 from builder.model.adapters import ADAPTER_DTYPE, ADAPTER_SOURCE, MLP_WIDTH, SHAPES as ADAPTER_SHAPES, TORCHTUNE
 from builder.model.float8 import ALL_GATHER as FLOAT8_ALL_GATHER, GATHERED as FLOAT8_GATHERED, HEAD as FLOAT8_HEAD
-from builder.model.gradbuffers import BF16_OPTIMIZER, DDP_BUCKETS, KEPT_NOTE, SYMBOLS as GRAD_BUFFERS
+from builder.model.gradbuffers import (BF16_OPTIMIZER, DDP_BUCKETS, KEPT_NOTE, MASTER_GRADS,
+                                       SYMBOLS as GRAD_BUFFERS)
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.paging import PAGED, PAGED_NOTE
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
@@ -83,10 +84,6 @@ GPTQ = (Cite("frantar2022") + "; group size 128; " + Cite("vllm-6adad08", "vllm/
         + ": fp16 scales and qzeros, 4-bit zeros packed eight to an int32, per group")
 OFFLOAD = Cite("ren2021", "section 4") + ": fp32 states and gradients on the host"
 MAIN_GRAD = Cite("megatron-memory", "megatron/training/theoretical_memory_usage.py") + " (the main_grad buffer)"
-DIST_OPTIMIZER = (Cite("megatron-d98e8a6", "megatron/core/optimizer/distrib_optimizer.py "
-                       "_copy_model_grads_to_main_grads") + " (shard_main_param.grad = shard_model_grad.float()); "
-                  + Cite("megatron-dist-optimizer", "docs/user-guide/features/dist_optimizer.md")
-                  + ": fp16 parameters and gradients, 20 bytes/param, 4 + 16/d distributed")
 MSAMP = (Cite("peng2023fp8lm", "section 2.2") + " (FP8 optimizer); "
          + Cite("msamp", "msamp/optim/adamw_base.py LBAdamWBase")
          + ": exp_avg_dtype=torch.uint8 (fp8 e4m3), exp_avg_sq_dtype=torch.float16")
@@ -427,13 +424,16 @@ MODEL_STATES = RuleSet(
                  when=both(PLAIN_STATES, sym("master_dtype"), ne(sym("master_dtype"), sym("param_dtype")),
                            negate(sym("fsdp_shard_is_master"))),
                  sharded_by=sym("optimizer_ranks")),
-        # Megatron-LM with fp16 gradients: the optimizer steps on an fp32 copy of its shard of them, made at the step
-        # and freed by the next zero_grad (builder.model.step counts it at the optimizer step only).
-        PartRule("optimizer/master_grads", sym("states_here") * 4, "N x 4 B", DIST_OPTIMIZER,
+        # Megatron-LM with a 16-bit grad buffer (--fp16, or --bf16 --grad-reduce-in-bf16): the optimizer steps on an
+        # fp32 copy of the gradients, of its shard of them with the distributed optimizer, made at the step and freed
+        # by the next zero_grad (builder.model.gradbuffers; builder.model.step counts it from the optimizer step on).
+        PartRule("optimizer/master_grads", sym("states_here") * 4, "N x 4 B", MASTER_GRADS,
                  PerUnit(4, "param", "fp32 copy of the gradients"),
-                 "live from the optimizer step to the next zero_grad; sharded with the optimizer states",
-                 when=both(PLAIN_STATES, sym("master_grads"), ne(sym("grad_dtype"), "fp32")),
-                 sharded_by=sym("optimizer_ranks")),
+                 fmt("made at the optimizer step from the {0} grad buffer, live to the next zero_grad; {1}",
+                     sym("grad_dtype"), when(sym("optimizer_ranks") > 1,
+                                             "the distributed optimizer copies only its shard",
+                                             "every gradient, whole")),
+                 when=both(PLAIN_STATES, sym("master_grads")), sharded_by=sym("optimizer_ranks")),
         PartRule("gradients", sym("grads_here") * bytes_of(sym("stored_grad_dtype")),
                  when(sym("fsdp_mixed"), "N x bytes(master dtype)", "N x bytes(grad dtype)"),
                  when(sym("host_grads_fp32"), OFFLOADED_GRADS,

@@ -169,8 +169,8 @@ LIVE = {
     # the next step's zero_grad in the loop assumed here), no activations, and the save's own temporaries.
     "checkpoint_save": ("weights", "optimizer", "gradients", "kept", "comm/reduce_bucket", "checkpoint"),
 }
-# Parts the estimate counts that exist only from the optimizer step on: Megatron-LM's fp32 copy of fp16 gradients,
-# made by the step and freed by the next zero_grad (distrib_optimizer.py _copy_model_grads_to_main_grads), so live
+# Parts the estimate counts that exist only from the optimizer step on: Megatron-LM's fp32 copy of a 16-bit grad
+# buffer (builder.model.gradbuffers.MASTER_GRADS), made by the step and freed by the next step's zero_grad, so live
 # at a checkpoint save after the step too.
 STEP_ONLY = ("optimizer/master_grads",)
 AFTER_STEP = ("optimizer_step", "checkpoint_save")

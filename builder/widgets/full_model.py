@@ -25,8 +25,7 @@ from builder.widgets.model_data import json_value, model_data
 
 # The inputs a precision policy sets (builder.model.inputs.config_inputs), so a widget can switch policy.
 POLICY_INPUTS = ("param_dtype", "master_dtype", "grad_dtype", "optimizer_state_dtype", "activation_dtype", "autocast",
-                 "recipe", "quantised_params", "exp_avg_dtype", "exp_avg_sq_dtype", "msamp", "master_grads",
-                 "grad_buffer")
+                 "recipe", "quantised_params", "exp_avg_dtype", "exp_avg_sq_dtype", "msamp", "grad_buffer")
 # The line both the server and the script fill: model, its count, the run, the need, the moment, the sum.
 TEXTS = {
     "line": "The full model for {0}, {1} parameters, {2}: needs {3} per GPU at the peak of a step, at the {4}; "

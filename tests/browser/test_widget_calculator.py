@@ -246,6 +246,9 @@ INVALID = [
     {"model": "custom", "heads": "32", "kv_heads": "5"},
     {"model": "custom", "experts": "8", "top_k": "9"},
     {"model": "custom", "layers": "0"},
+    # Megatron-LM reduces in its grad buffer's dtype (param_and_grad_buffer.py group_params_for_buffers, d98e8a6).
+    {"model": "llama-3-8b", "precision": "megatron-bf16", "implementation": "megatron", "sharding": "1",
+     "reduce_dtype": "bf16"},
 ]
 
 
