@@ -15,7 +15,7 @@ from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.float8 import HEAD as FLOAT8_HEAD
 from builder.model.gradbuffers import DDP
 from builder.model.ranges import RANGES, Range
-from builder.model.serving import beyond_model
+from builder.model.serving import learned_positions_text, past_learned_positions
 from builder.model.states import FSDP_MIXED, HYBRID_GROUP, SHARD_RANKS
 from builder.model.buckets import DEEPSPEED_ENGINE, UNSET as BUCKET_UNSET
 from builder.model.zero3 import DEEPSPEED_ZERO3, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
@@ -66,18 +66,13 @@ def range_checks(bounds: Range) -> tuple[Check, ...]:
                   fmt("{0}: must be at most {1}, got {2}", bounds.option, bounds.text(bounds.high), value)))
 
 
-# The rows of a learned position table (GPT-2's wpe, n_positions: 1,024); 0 for rotary positions, which a training
-# run may take past max_position_embeddings. transformers' GPT2Model looks each position id up in that table, so a
-# sequence longer than its rows is an index error; vLLM and SGLang refuse such a length at start-up (builder.model.
-# serving.beyond_model, the rule both engines' checks use).
-LEARNED_POSITIONS = sym("position_embeddings")
-
 CHECKS: tuple[Check, ...] = (
     *(check for bounds in RANGES for check in range_checks(bounds)),
-    *(Check(both(eq(sym("mode"), mode), beyond_model(sym(length), LEARNED_POSITIONS)),
-            fmt("{0}: {1} has {2} learned positions (the rows of its position embedding table), so a sequence of "
-                "{3} tokens would index past them; at most {2}", length, sym("model_name"), LEARNED_POSITIONS,
-                sym(length)))
+    # A sequence past a learned position table (builder.model.serving.past_learned_positions); vLLM and SGLang refuse
+    # such a length at start-up (builder.model.serving.beyond_model, the rule both engines' checks use), generate
+    # with its new tokens (builder.model.engine_hf).
+    *(Check(both(eq(sym("mode"), mode), past_learned_positions(sym(length))),
+            fmt("{0}: {1}", length, learned_positions_text(sym(length))))
       for mode, length in (("train", "seq_len"), ("serve", "context"))),
     Check(both(sym("qlora"), eq(sym("lora_rank"), 0)), fmt("qlora: QLoRA needs lora_rank > 0")),
     Check(both(ne(sym("kbit_prepare"), "none"), negate(sym("qlora"))),
