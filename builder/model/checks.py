@@ -40,6 +40,8 @@ ARCH = sym("has_architecture")
 # torchao's AdamW8bit, AdamW4bit and AdamWFp8 (builder.model.states' rules for each).
 LOW_BIT_OPTIMIZERS = ("adam8bit", "paged-adamw8bit", "adamw8bit-torchao", "adamw4bit", "adamwfp8")
 SAVE = sym("checkpoint_save")
+# The states torchtune keeps in its one dtype besides the weights (the CHECKS row on implementation torchtune).
+TORCHTUNE_ONE_DTYPE = ("grad_dtype", "optimizer_state_dtype", "activation_dtype")
 
 # An architecture's shape (its shape inputs, builder.model.tensors; kv_heads as many as the heads where not given).
 SHAPE_CHECKS: tuple[Check, ...] = (
@@ -86,16 +88,30 @@ CHECKS: tuple[Check, ...] = (
               "bf16=True) or kbit_prepare prepare")),
     Check(both(sym("lora_dropout") > 0, eq(sym("lora_rank"), 0)),
           fmt("lora_dropout: LoRA dropout acts on the adapters' input and needs lora_rank > 0")),
-    # torchtune's LoRA recipes (recipes/lora_finetune_single_device.py at 30b8519) build the model in one dtype
-    # (training.set_default_dtype) and run it without torch.autocast; its QLoRA weights are torchao's NF4Tensor, whose
-    # to_nf4 always double-quantises the scalers (torchao/dtypes/nf4tensor.py NF4Tensor.from_tensor at v0.5.0), and
-    # it has no prepare_model_for_kbit_training (PEFT's).
-    # The recipe refuses fp16 too ("fp16 precision is not supported in this recipe. Please use fp32 or bf16.").
-    Check(both(eq(sym("mode"), "train"), eq(sym("implementation"), "torchtune"), sym("lora_rank") > 0,
-               either(sym("autocast"), negate(isin(sym("param_dtype"), "bf16", "fp32")))),
-          fmt("precision: torchtune's LoRA recipes run the model in its own dtype, bf16 or fp32, without "
-              "torch.autocast; choose such a precision (bf16 or fp32), not {0} weights{1}", sym("param_dtype"),
-              when(sym("autocast"), " under autocast", ""))),
+    # torchtune has no mixed precision: every recipe (recipes/full_finetune_single_device.py,
+    # full_finetune_distributed.py, lora_finetune_single_device.py, lora_finetune_distributed.py at 30b8519) reads
+    # cfg.dtype through training.get_dtype (torchtune/training/precision.py PRECISION_STR_TO_DTYPE: bf16, fp32, ...),
+    # builds the model in it (training.set_default_dtype), refuses fp16 ("full fp16 training is not supported with
+    # this recipe. Please use bf16 or fp32 instead."), shards with fully_shard without a MixedPrecisionPolicy
+    # (training.shard_model) and runs without torch.autocast; the docstrings: "When dtype=bf16, all activations,
+    # gradients and optimizer states are in bfloat16 ... Mixed precision training and fp16 precision are currently
+    # not supported." So weights, gradients, optimizer states (torch.optim's zeros_like the parameter) and
+    # activations share the one dtype, with no master copy: precision bf16 or fp32.
+    # Its QLoRA weights are torchao's NF4Tensor, whose to_nf4 always double-quantises the scalers
+    # (torchao/dtypes/nf4tensor.py NF4Tensor.from_tensor at v0.5.0), and it has no prepare_model_for_kbit_training
+    # (PEFT's).
+    Check(both(eq(sym("mode"), "train"), eq(sym("implementation"), "torchtune"),
+               either(sym("autocast"), negate(isin(sym("param_dtype"), "bf16", "fp32")), sym("master_dtype"),
+                      *(ne(sym(state), sym("param_dtype")) for state in TORCHTUNE_ONE_DTYPE),
+                      *(both(sym(moment), ne(sym(moment), sym("param_dtype")))
+                        for moment in ("exp_avg_dtype", "exp_avg_sq_dtype")))),
+          fmt("precision: torchtune trains in one dtype, its recipes' bf16 or fp32 (weights, gradients, optimizer "
+              "states and activations alike, no master copy, no torch.autocast); choose precision bf16 or fp32 "
+              "without per-state dtypes, not {0} weights, {1} gradients, {2} optimizer states and {3} "
+              "activations{4}{5}", sym("param_dtype"), sym("grad_dtype"), sym("optimizer_state_dtype"),
+              sym("activation_dtype"), when(sym("master_dtype"), fmt(" plus a master copy ({0})", sym("master_dtype")),
+                                            ""),
+              when(sym("autocast"), " under torch.autocast", ""))),
     Check(both(eq(sym("implementation"), "torchtune"), sym("qlora"), negate(sym("qlora_double_quant"))),
           fmt("qlora_double_quant: torchtune's QLoRA weights are torchao's NF4Tensor, whose to_nf4 always "
               "double-quantises the scalers")),
