@@ -195,8 +195,5 @@ def run_question(args: argparse.Namespace, config: Config, gpu: Gpu) -> str:
     if found.value is None:
         return f"{asks} on {gpu.display}: none (not even 1)"
     at = config.with_changes(tp=found.value) if found.question.setting == "tp" else config
-    # A length answer at the model's own limit is that limit, not the memory's (a longer one is refused).
-    capped = (found.question.setting in LENGTH_FLAGS and config.model is not None
-              and found.value == config.model.engine_positions(settings.engine))
     return (render_report(found.report, at, gpu, args.unit) + f"\n\n{asks} on {gpu.display}: {found.value:,}"
-            + (" (the model's own limit: the engine refuses a longer one)" if capped else ""))
+            + (" (the model's own limit: the engine refuses a longer one)" if found.capped else ""))

@@ -94,6 +94,11 @@ CASES = {
     "phases with two bars": (replaced("    example: \"8.03B parameters x 16 bytes.\"\n",
                                       "    example: \"8.03B parameters x 16 bytes.\"\n    phases: true\n"),
                              "phases: true", "chart states: phases needs exactly one bar"),
+    # torchtune trains in one dtype (tests/test_torchtune_precision.py): the default bf16-mixed is refused.
+    "combination the model refuses": (replaced("{model: gpt2, seq_len: 1024}",
+                                               "{model: gpt2, seq_len: 1024, implementation: torchtune}"),
+                                      "grid: {vary: micro_batch",
+                                      "bar 'b=1': front matter `precision`: torchtune trains in one dtype"),
     "second h1": (replaced("## Tables only", "# Tables only"), "# Tables only", "the page title is the only h1"),
 }
 

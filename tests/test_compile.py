@@ -79,9 +79,10 @@ def test_compile_leaves_the_loss_alone_and_the_compiled_loss_leaves_the_layers_a
     (["--model", "llama-3-8b", "--implementation", "megatron"], "implementation hf"),
     (["--model", "mixtral-8x7b"], "mixture-of-experts"),
     (["--model", "llama-3-8b", "--lora-rank", "8"], "PEFT's LoRA adapters"),
-    (["--model", "gpt2", "--lora-rank", "8", "--implementation", "torchtune"], "Llama-family layers"),
-    (["--model", "llama-3-8b", "--lora-rank", "8", "--implementation", "torchtune", "--lora-dropout", "0.05"],
-     "lora_dropout 0.05"),
+    (["--model", "gpt2", "--lora-rank", "8", "--implementation", "torchtune", "--precision", "bf16"],
+     "Llama-family layers"),
+    (["--model", "llama-3-8b", "--lora-rank", "8", "--implementation", "torchtune", "--precision", "bf16",
+      "--lora-dropout", "0.05"], "lora_dropout 0.05"),
     (["--params", "7b"], "changes nothing with --params alone"),
 ])
 def test_compile_refused_where_it_was_not_measured(capsys, args, message):

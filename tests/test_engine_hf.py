@@ -360,3 +360,85 @@ def test_eager_scores_of_sliding_layers_span_the_keys_transformers_returns(kind,
     generate_tiny(kind, "eager", cache, 3, prompt, 3, record)
     widest = max(o[1][-1] for o in record.outputs if o[0] == "_softmax" and o[1][2] == prompt)
     assert widest == keys == tiny_report(kind, "eager", cache, 3, prompt, 3)["prefill_keys"]
+
+
+# GPT-2's 1,024 learned positions (huggingface.co/openai-community/gpt2 config.json n_positions; wpe has that many
+# rows). generate feeds the prompt and every new token but the last through the model (the cache ends at prompt +
+# max_new_tokens - 1 tokens, above), each looked up in wpe (models/gpt2/modeling_gpt2.py GPT2Model.forward:
+# position_ids = arange(...) + past_seen_tokens, self.wpe(position_ids)): past the rows is an IndexError, the rule
+# training's seq_len and a served context are held to (builder.model.serving.past_learned_positions).
+@pytest.mark.parametrize("prompt, new, refused", [(1000, 100, True), (900, 124, False), (900, 125, False),
+                                                  (900, 126, True), (1024, 1, False)])
+def test_gpt2_generate_past_its_learned_positions_is_refused(capsys, prompt, new, refused):
+    """1,000 + 100 - 1 = 1,099 positions are refused, 900 + 124 - 1 = 1,023 and 900 + 125 - 1 = 1,024 are not, one
+    more is; the command line names --max-new-tokens (the prompt's --context also moves it), in the training check's
+    words."""
+    values = hf_report(Config(model=MODELS["gpt2"], mode="serve", context=prompt), max_new_tokens=new).values
+    assert values["final_tokens"] == prompt + new - 1
+    assert bool(values["too_long"]) == refused and bool(values["fits"]) != refused
+    code, _, err = run_cli(capsys, "--model", "gpt2", "--context", str(prompt), "--max-new-tokens", str(new))
+    if refused:
+        assert code == 2 and err.strip() == (
+            "python -m builder estimate: error: argument --max-new-tokens: the engine would refuse this run "
+            "(--context also moves it): generate: gpt2 has 1024 learned positions (the rows of its position "
+            f"embedding table), so a sequence of {prompt + new - 1} tokens (prompt + max_new_tokens - 1: the last new "
+            "token is never fed back) would index past them; at most 1024")
+    else:
+        assert code == 0 and err == ""
+
+
+def test_gpt2_default_new_tokens_stop_at_its_learned_positions():
+    """Without max_new_tokens, generate adds 20 tokens but caps max_length at config.max_position_embeddings (GPT-2's
+    n_positions; generation/utils.py _prepare_generated_length), so a 1,020-token prompt gets 4 and fits; a
+    1,024-token one is refused by generate itself (_validate_generated_length: input length >= max_length)."""
+    gpt2 = Config(model=MODELS["gpt2"], mode="serve")
+    assert hf_report(gpt2.with_changes(context=1000)).values["max_new_tokens"] == 20
+    near = hf_report(gpt2.with_changes(context=1020)).values
+    assert near["max_new_tokens"] == 4 and near["final_tokens"] == 1023 and near["fits"]
+    with pytest.raises(ValueError, match="^context: a prompt of 1024 tokens fills gpt2's 1024 learned positions"):
+        hf_report(gpt2.with_changes(context=1024))
+
+
+def test_the_largest_max_new_tokens_for_gpt2_is_its_positions_not_the_memory(capsys):
+    """--max max-new-tokens on a 900-token prompt: 125 (900 + 125 - 1 = 1,024 positions), said to be the model's
+    limit; a model without learned positions is not capped by them."""
+    code, out, _ = run_cli(capsys, "--model", "gpt2", "--context", "900", "--max", "max-new-tokens")
+    assert code == 0 and out.rstrip().endswith(
+        "The largest max_new_tokens for which generate on 1 prompts of 900 tokens peaks within the GPU on H100 SXM "
+        "80GB: 125 (the model's own limit: the engine refuses a longer one)")
+    code, out, _ = run_cli(capsys, "--model", "llama-3-8b", "--context", "900", "--max", "max-new-tokens")
+    assert code == 0 and "own limit" not in out
+
+
+def tiny_gpt2():
+    """A GPT-2 of 8 learned positions (wpe has 8 rows), without an end-of-text token to stop early."""
+    from transformers import GPT2Config
+    return GPT2Config(n_positions=8, n_embd=16, n_layer=1, n_head=2, vocab_size=50, bos_token_id=None,
+                      eos_token_id=None)
+
+
+@pytest.mark.parametrize("prompt, new", [(5, 3), (5, 4), (5, 5), (7, None), (8, None)])
+def test_generate_on_a_gpt2_of_8_positions_fails_where_the_rule_refuses(prompt, new):
+    """transformers 5.23.0 on CPU: 5 + 4 new tokens runs (8 fed back), 5 + 5 raises IndexError in wpe's lookup, as the
+    rule says; with no max_new_tokens, 7 gets 1 new token and 8 is refused by generate (max_length capped at the
+    positions)."""
+    from transformers import GPT2LMHeadModel
+    from builder.model.architecture import from_hf_config
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(tiny_gpt2()).eval()
+    config = Config(model=from_hf_config(tiny_gpt2().to_dict()), mode="serve", context=prompt)
+    try:
+        values = hf_report(config, max_new_tokens=new).values
+        predicted = None if values["fits"] else IndexError
+    except ValueError:
+        predicted = ValueError
+    kwargs = {"max_new_tokens": new, "min_new_tokens": new} if new else {}
+    try:
+        with torch.no_grad():
+            out = model.generate(torch.randint(3, 50, (1, prompt)), do_sample=False, pad_token_id=0, **kwargs)
+        happened = None
+        assert out.shape[1] == min(prompt + (new or 20), 8 if new is None else prompt + new)
+        assert values["max_new_tokens"] == out.shape[1] - prompt
+    except (IndexError, ValueError) as error:
+        happened = type(error)
+    assert happened == predicted

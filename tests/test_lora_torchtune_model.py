@@ -99,9 +99,12 @@ def test_torchao_dequantises_the_largest_weight_in_forward_and_backward():
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(precision="bf16-autocast"), "without torch.autocast"),
+    (dict(precision="bf16-autocast"), "bf16 activations under torch.autocast$"),
     # recipes/lora_finetune_single_device.py: "fp16 precision is not supported in this recipe. Please use fp32 or bf16."
     (dict(precision="fp16-mixed"), "not fp16 weights"),
+    # No mixed precision: the adapters, their gradients and AdamW's moments all in the one dtype
+    # (tests/test_torchtune_precision.py has the sources).
+    (dict(precision="bf16-mixed"), "fp32 optimizer states and bf16 activations plus a master copy \\(fp32\\)$"),
     (dict(qlora=True, qlora_double_quant=False), "always double-quantises"),
     (dict(qlora=True, kbit_prepare="prepare"), "PEFT's prepare_model_for_kbit_training"),
 ])

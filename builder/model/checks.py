@@ -15,7 +15,7 @@ from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.float8 import HEAD as FLOAT8_HEAD
 from builder.model.gradbuffers import DDP, MEGATRON
 from builder.model.ranges import RANGES, Range
-from builder.model.serving import beyond_model
+from builder.model.serving import learned_positions_text, past_learned_positions
 from builder.model.states import FSDP_MIXED, HYBRID_GROUP, SHARD_RANKS
 from builder.model.buckets import DEEPSPEED_ENGINE, UNSET as BUCKET_UNSET
 from builder.model.zero3 import DEEPSPEED_ZERO3, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
@@ -40,6 +40,8 @@ ARCH = sym("has_architecture")
 # torchao's AdamW8bit, AdamW4bit and AdamWFp8 (builder.model.states' rules for each).
 LOW_BIT_OPTIMIZERS = ("adam8bit", "paged-adamw8bit", "adamw8bit-torchao", "adamw4bit", "adamwfp8")
 SAVE = sym("checkpoint_save")
+# The states torchtune keeps in its one dtype besides the weights (the CHECKS row on implementation torchtune).
+TORCHTUNE_ONE_DTYPE = ("grad_dtype", "optimizer_state_dtype", "activation_dtype")
 
 # An architecture's shape (its shape inputs, builder.model.tensors; kv_heads as many as the heads where not given).
 SHAPE_CHECKS: tuple[Check, ...] = (
@@ -66,18 +68,13 @@ def range_checks(bounds: Range) -> tuple[Check, ...]:
                   fmt("{0}: must be at most {1}, got {2}", bounds.option, bounds.text(bounds.high), value)))
 
 
-# The rows of a learned position table (GPT-2's wpe, n_positions: 1,024); 0 for rotary positions, which a training
-# run may take past max_position_embeddings. transformers' GPT2Model looks each position id up in that table, so a
-# sequence longer than its rows is an index error; vLLM and SGLang refuse such a length at start-up (builder.model.
-# serving.beyond_model, the rule both engines' checks use).
-LEARNED_POSITIONS = sym("position_embeddings")
-
 CHECKS: tuple[Check, ...] = (
     *(check for bounds in RANGES for check in range_checks(bounds)),
-    *(Check(both(eq(sym("mode"), mode), beyond_model(sym(length), LEARNED_POSITIONS)),
-            fmt("{0}: {1} has {2} learned positions (the rows of its position embedding table), so a sequence of "
-                "{3} tokens would index past them; at most {2}", length, sym("model_name"), LEARNED_POSITIONS,
-                sym(length)))
+    # A sequence past a learned position table (builder.model.serving.past_learned_positions); vLLM and SGLang refuse
+    # such a length at start-up (builder.model.serving.beyond_model, the rule both engines' checks use), generate
+    # with its new tokens (builder.model.engine_hf).
+    *(Check(both(eq(sym("mode"), mode), past_learned_positions(sym(length))),
+            fmt("{0}: {1}", length, learned_positions_text(sym(length))))
       for mode, length in (("train", "seq_len"), ("serve", "context"))),
     Check(both(sym("qlora"), eq(sym("lora_rank"), 0)), fmt("qlora: QLoRA needs lora_rank > 0")),
     Check(both(ne(sym("kbit_prepare"), "none"), negate(sym("qlora"))),
@@ -91,16 +88,30 @@ CHECKS: tuple[Check, ...] = (
               "bf16=True) or kbit_prepare prepare")),
     Check(both(sym("lora_dropout") > 0, eq(sym("lora_rank"), 0)),
           fmt("lora_dropout: LoRA dropout acts on the adapters' input and needs lora_rank > 0")),
-    # torchtune's LoRA recipes (recipes/lora_finetune_single_device.py at 30b8519) build the model in one dtype
-    # (training.set_default_dtype) and run it without torch.autocast; its QLoRA weights are torchao's NF4Tensor, whose
-    # to_nf4 always double-quantises the scalers (torchao/dtypes/nf4tensor.py NF4Tensor.from_tensor at v0.5.0), and
-    # it has no prepare_model_for_kbit_training (PEFT's).
-    # The recipe refuses fp16 too ("fp16 precision is not supported in this recipe. Please use fp32 or bf16.").
-    Check(both(eq(sym("mode"), "train"), eq(sym("implementation"), "torchtune"), sym("lora_rank") > 0,
-               either(sym("autocast"), negate(isin(sym("param_dtype"), "bf16", "fp32")))),
-          fmt("precision: torchtune's LoRA recipes run the model in its own dtype, bf16 or fp32, without "
-              "torch.autocast; choose such a precision (bf16 or fp32), not {0} weights{1}", sym("param_dtype"),
-              when(sym("autocast"), " under autocast", ""))),
+    # torchtune has no mixed precision: every recipe (recipes/full_finetune_single_device.py,
+    # full_finetune_distributed.py, lora_finetune_single_device.py, lora_finetune_distributed.py at 30b8519) reads
+    # cfg.dtype through training.get_dtype (torchtune/training/precision.py PRECISION_STR_TO_DTYPE: bf16, fp32, ...),
+    # builds the model in it (training.set_default_dtype), refuses fp16 ("full fp16 training is not supported with
+    # this recipe. Please use bf16 or fp32 instead."), shards with fully_shard without a MixedPrecisionPolicy
+    # (training.shard_model) and runs without torch.autocast; the docstrings: "When dtype=bf16, all activations,
+    # gradients and optimizer states are in bfloat16 ... Mixed precision training and fp16 precision are currently
+    # not supported." So weights, gradients, optimizer states (torch.optim's zeros_like the parameter) and
+    # activations share the one dtype, with no master copy: precision bf16 or fp32.
+    # Its QLoRA weights are torchao's NF4Tensor, whose to_nf4 always double-quantises the scalers
+    # (torchao/dtypes/nf4tensor.py NF4Tensor.from_tensor at v0.5.0), and it has no prepare_model_for_kbit_training
+    # (PEFT's).
+    Check(both(eq(sym("mode"), "train"), eq(sym("implementation"), "torchtune"),
+               either(sym("autocast"), negate(isin(sym("param_dtype"), "bf16", "fp32")), sym("master_dtype"),
+                      *(ne(sym(state), sym("param_dtype")) for state in TORCHTUNE_ONE_DTYPE),
+                      *(both(sym(moment), ne(sym(moment), sym("param_dtype")))
+                        for moment in ("exp_avg_dtype", "exp_avg_sq_dtype")))),
+          fmt("precision: torchtune trains in one dtype, its recipes' bf16 or fp32 (weights, gradients, optimizer "
+              "states and activations alike, no master copy, no torch.autocast); choose precision bf16 or fp32 "
+              "without per-state dtypes, not {0} weights, {1} gradients, {2} optimizer states and {3} "
+              "activations{4}{5}", sym("param_dtype"), sym("grad_dtype"), sym("optimizer_state_dtype"),
+              sym("activation_dtype"), when(sym("master_dtype"), fmt(" plus a master copy ({0})", sym("master_dtype")),
+                                            ""),
+              when(sym("autocast"), " under torch.autocast", ""))),
     Check(both(eq(sym("implementation"), "torchtune"), sym("qlora"), negate(sym("qlora_double_quant"))),
           fmt("qlora_double_quant: torchtune's QLoRA weights are torchao's NF4Tensor, whose to_nf4 always "
               "double-quantises the scalers")),

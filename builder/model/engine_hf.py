@@ -56,7 +56,12 @@ Simplifications, named on the page: one GPU (no device_map split, no tensor para
 rounding and fragmentation left out, the attention mask (bool, batch x prompt x keys, materialised for a static cache)
 and the rotary and projection temporaries left out, an MoE layer's working set counted as its top_k experts' dense MLP
 (or the dense MLP of the first layers when larger), the cache counted after every layer's update of a step (one
-token a layer more than while the step runs), and under latent attention the query's and value's own copies left out.
+token a layer more than while the step runs), under latent attention the query's and value's own copies left out, and
+generate's default max_length capped at max_position_embeddings for learned positions only (new_tokens).
+
+Learned positions (GPT-2's wpe): the prompt and every new token but the last are looked up in the table
+(models/gpt2/modeling_gpt2.py GPT2Model.forward), so prompt + max_new_tokens - 1 past its rows is an IndexError, refused
+with the rule training's seq_len is held to (builder.model.serving.past_learned_positions; too_long below).
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ from typing import Any
 from builder.model.cite import Cite
 from builder.model.expr import both, either, eq, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
-from builder.model.serving import KV_SYMBOLS
+from builder.model.serving import KV_SYMBOLS, learned_positions_text, past_learned_positions
 from builder.model.units import GiB as GIB
 
 HF_VERSION = "transformers 5.23.0 (torch 2.13)"
@@ -138,9 +143,22 @@ def inputs_of(settings: Any, config: Any) -> dict[str, Any]:
         implementation = "eager"
     return {"cache_implementation": settings.cache_implementation or "dynamic",
             "attn_implementation": implementation,
-            "max_new_tokens": settings.max_new_tokens or DEFAULT_NEW_TOKENS,
+            "max_new_tokens": new_tokens(settings, config),
             "max_cache_len": settings.max_cache_len or 0,
             "logits_to_keep": 1 if settings.logits_to_keep is None else settings.logits_to_keep}
+
+
+def new_tokens(settings: Any, config: Any) -> int:
+    """max_new_tokens as generate takes it: the one given; else GenerationConfig's default of 20 new tokens, with
+    max_length (prompt + 20) capped at config.max_position_embeddings (utils.py _prepare_generated_length), which for
+    GPT-2 is n_positions (GPT2Config.attribute_map), its learned positions: a prompt 4 short of them gets 4 (measured
+    with a GPT-2 of 8 positions: tests/test_engine_hf.py). Simplification: a rotary model's cap is not applied (its
+    config.json max_position_embeddings is not always the rows Architecture keeps), so a prompt within 20 tokens of
+    it is counted with 20 new tokens. Under 1 where the prompt fills the positions (checked refuses it)."""
+    if settings.max_new_tokens is not None:
+        return settings.max_new_tokens
+    positions = config.model.learned_positions
+    return min(DEFAULT_NEW_TOKENS, positions - config.context) if positions else DEFAULT_NEW_TOKENS
 
 
 B, S, N = sym("batch"), sym("context"), sym("max_new_tokens")
@@ -230,11 +248,16 @@ HF = RuleSet(
         "prefill_is_peak": sym("prefill_peak") >= sym("decode_peak"),
         "peak": maximum(sym("prefill_peak"), sym("decode_peak")),
         "headroom": sym("gpu_total") - sym("peak"),
-        "fits": sym("peak") <= sym("gpu_total"),
+        # The prompt and every new token but the last go through the model: past a learned position table (GPT-2's
+        # wpe) the lookup fails, the rule training's seq_len and a served context are held to.
+        "too_long": past_learned_positions(sym("final_tokens")),
+        "fits": both(negate(sym("too_long")), sym("peak") <= sym("gpu_total")),
         "moment": when(PREFILL, "prefill", "last decode step"),
-        "error": when(sym("fits"), "", fmt(
-            "torch.OutOfMemoryError: CUDA out of memory: generate's peak, {0} GiB at the {1}, is above the GPU's "
-            "{2} GiB", gib(sym("peak")), sym("moment"), gib(sym("gpu_total")))),
+        "error": when(sym("too_long"), fmt("generate: {0}", learned_positions_text(
+            sym("final_tokens"), " (prompt + max_new_tokens - 1: the last new token is never fed back)")),
+            when(sym("fits"), "", fmt(
+                "torch.OutOfMemoryError: CUDA out of memory: generate's peak, {0} GiB at the {1}, is above the "
+                "GPU's {2} GiB", gib(sym("peak")), sym("moment"), gib(sym("gpu_total"))))),
     },
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded", WEIGHTS, "as loaded"),
@@ -319,6 +342,12 @@ def lines(values: dict[str, Any]) -> list[str]:
     return out
 
 
+def refused_by(values: dict[str, Any]) -> tuple[str, ...]:
+    """The options a refusal names: a sequence past the learned positions is --max-new-tokens' (with the prompt's
+    --context, which also moves it); running out of memory happens mid-call, not at start-up, so it names none."""
+    return ("max_new_tokens", "context") if values["too_long"] else ()
+
+
 def summary(values: dict[str, Any]) -> dict[str, Any]:
     """generate's numbers as --json gives them."""
     static = values["cache_implementation"] == "static"
@@ -354,6 +383,12 @@ def checked(settings: Any, config: Any) -> None:
     if implementation == "sdpa" and config.model.family in NO_SDPA:
         raise ValueError(f"attn_implementation: transformers' {config.model.family} models do not take sdpa "
                          "(Gemma 2's softcapping); leave it out for eager, or give flash_attention_2")
+    if new_tokens(settings, config) < 1:
+        # utils.py _validate_generated_length: "Input length of input_ids is 1024, but `max_length` is set to 1024."
+        raise ValueError(f"context: a prompt of {config.context} tokens fills {config.model.name}'s "
+                         f"{config.model.learned_positions} learned positions, where generate's default max_length "
+                         "stops, so generate refuses it (\"Input length of input_ids is ..., but `max_length` is set "
+                         "to ...\"); give a shorter prompt or --max-new-tokens")
     if config.tp > 1 or config.pp > 1:
         raise ValueError(f"{'tp' if config.tp > 1 else 'pp'}: --engine hf is modelled on one GPU (generate without "
                          "a device_map split or a tensor-parallel plan)")

@@ -134,6 +134,9 @@ class EngineAnswer:
     value: int | None
     report: EngineReport
     alone: bool = False  # a length question asked without its concurrency target (Question.alone)
+    # A length answer at the model's own limit, not the memory's: one more is refused as too long (the engine's
+    # too_long rule: vLLM's and SGLang's max positions, generate's learned positions).
+    capped: bool = False
 
     @property
     def text(self) -> str:
@@ -188,4 +191,5 @@ def answer(name: str, config: Any, settings: EngineSettings, gpu_total: int, gpu
         value = _last(holds, 1, limit)
     else:
         value = next((tp for tp in tensor_degrees(config.model) if holds(tp)), None)
-    return EngineAnswer(question, value, report_at(value) if value is not None else asked, alone)
+    capped = question.kind == "length" and value is not None and bool(report_at(value + 1).values["too_long"])
+    return EngineAnswer(question, value, report_at(value) if value is not None else asked, alone, capped)

@@ -388,7 +388,7 @@ def _engines() -> dict[str, Engine]:
                              refused_by=sglang.refused_by),
             "hf": Engine("hf", "Hugging Face generate", hf.HF_VERSION, hf.HF, "headroom", hf.FLAGS, hf.lines,
                          hf.summary, "cuda", "torch's out-of-memory error is against what the CUDA process sees "
-                         "(cudaMemGetInfo's total)", hf.CHOICES)}
+                         "(cudaMemGetInfo's total)", hf.CHOICES, refused_by=hf.refused_by)}
 
 
 def engine_total(engine: str, cuda_total: int, driver_total: int) -> int:

@@ -299,7 +299,7 @@ OPTIONS: tuple[Option, ...] = (
        "(reference)", "run", choices=ACTIVATION_FORMULAS, default="ops", url="implementation", runs=_TRAIN),
     _o("implementation", "choice", "whose op list 'ops' follows: hf (transformers), megatron, or torchtune "
        "(transformers' list, K and V copied to every query head; LoRA adapters in the model's dtype, as torchtune builds "
-       "them, where hf has PEFT's fp32 ones); megatron also names Megatron-LM's data parallelism "
+       "them, where hf has PEFT's fp32 ones; one dtype for everything, precision bf16 or fp32); megatron also names Megatron-LM's data parallelism "
        "(its gradient buffer, kept for the run) for a precision PyTorch shares", "run", choices=IMPLEMENTATIONS,
        default="hf", url="implementation", runs=_TRAIN),
     _o("dropout", "flag", "dropout layers active (1-byte masks saved)", "run", default=False, url="dropout",

@@ -60,7 +60,7 @@ def max_micro_batch(config: Config, capacity: int, limit: int = 1 << 16) -> int 
 
 def length_limit(config: Config, limit: int = 1 << 22) -> int:
     """The longest sequence a search may try: `limit`, or the model's learned positions where fewer (a longer one is
-    refused: builder.model.checks.LEARNED_POSITIONS)."""
+    refused: builder.model.serving.LEARNED_POSITIONS)."""
     learned = config.model.learned_positions if config.model is not None else 0
     return min(limit, learned) if learned else limit
 

@@ -87,6 +87,27 @@ def beyond_model(length: Any, limit: Any = MODEL_LENGTH) -> Any:
     """Whether a request `length` (a rule) passes the model's own `limit` (vLLM's by default), where it has one."""
     return both(limit > 0, length > limit)
 
+
+# The rows of a learned position table (GPT-2's wpe, n_positions: 1,024); 0 for rotary positions, which a training
+# run may take past max_position_embeddings. transformers' GPT2Model looks each position id up in that table, so a
+# sequence longer than its rows is an index error (IndexError: index out of range in self, measured on CPU with a
+# GPT-2 of 8 positions under generate: tests/test_engine_hf.py). One rule for every run that feeds a sequence through
+# the model: training's seq_len, a served context (builder.model.checks) and generate's prompt with its new tokens
+# (builder.model.engine_hf).
+LEARNED_POSITIONS = sym("position_embeddings")
+
+
+def past_learned_positions(tokens: Any) -> Any:
+    """Whether a sequence of `tokens` (a rule) indexes past the model's learned positions, where it has them."""
+    return beyond_model(tokens, LEARNED_POSITIONS)
+
+
+def learned_positions_text(tokens: Any, which: Any = "") -> Any:
+    """Why past_learned_positions refuses, in one line after the option's name; `which` says which tokens the
+    sequence holds where that is not plain (" (...)")."""
+    return fmt("{0} has {1} learned positions (the rows of its position embedding table), so a sequence of {2} "
+               "tokens{3} would index past them; at most {1}", sym("model_name"), LEARNED_POSITIONS, tokens, which)
+
 # The KV cache per token of this stage, shared with the engines' accounting (builder.model.engines, engine_sglang).
 LATENT = sym("kv_lora_rank") > 0
 KV_SYMBOLS = {

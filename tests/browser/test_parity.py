@@ -158,7 +158,9 @@ def calculator_states(draw, defaults: dict[str, str]) -> dict[str, str]:
                 break
             except ValueError as error:
                 option = str(error).split(":")[0]
+                # torchtune trains in one dtype (builder.model.checks): its runs go to precision bf16.
                 plain = {"optimizer_impl": "default", "optimizer": "adamw", "checkpoint_save": "none", "offload": "none",
+                         "precision": "bf16",
                          "float8": "none", "enable_fsdp_float8_all_gather": "0", "float8_filter_output": "0",
                          **{name: "policy" for name in calc.DTYPE_OVERRIDES}}
                 if option not in plain or s[option] == plain[option]:

@@ -758,6 +758,9 @@ def test_a_link_with_a_dtype_key_opens_that_setting_and_prices_it_as_the_cli(ope
     ({"optimizer": "lion", "exp_avg_dtype": "fp8"}, "only Adam and AdamW keep exp_avg; optimizer lion has none"),
     # DeepSpeed (commit edaa722) stage_1_and_2.py: ZeRO-2 accumulates in the gradients' own dtype.
     ({"sharding": "2", "grad_accum_dtype": "fp32"}, "DeepSpeed's ZeRO stage 2 accumulates gradients in their own dtype"),
+    # torchtune has no mixed precision (torchtune/training/precision.py get_dtype at 30b8519; tests/
+    # test_torchtune_precision.py): the preset's bf16-mixed under implementation torchtune.
+    ({"implementation": "torchtune"}, "torchtune trains in one dtype, its recipes' bf16 or fp32"),
 ])
 def test_a_refused_dtype_shows_the_command_lines_sentence(calculator, capsys, changes, words):
     """Picked as a reader picks them, a combination the model refuses shows validate_config's sentence, the one the
