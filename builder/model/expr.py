@@ -49,7 +49,7 @@ class Expr:
 
     def __init__(self, op: str, *args: Any):
         self.op = op
-        self.args = args if op in _LEAVES else tuple(lift(a) for a in args)
+        self.args = args if op in _LEAVES else tuple([a if type(a) is Expr else lift(a) for a in args])
         self._fn: Callable | None = None  # the compiled rule, made on first evaluation
 
     # a + b, b + a (reflected), ... build nodes; a // b is floor(a / b).
