@@ -11,7 +11,7 @@ A surface with any transparent pixel (none today) is left to cairo's writer, whi
 The image goes through in strips of STRIP rows, each converted and handed to one zlib stream: the same bytes as
 compressing the whole image at once (deflate, without a flush, does not depend on how its input is split), with
 buffers of a few hundred KB that the allocator reuses and the CPU cache holds. Whole-image buffers (three of 7 to
-9 MB a chart) came from fresh pages each time: about 0.2 s more CPU over a site's 36 charts.
+9 MB a chart) came from fresh pages each time: 0.1 to 0.2 s more CPU over a site's 36 charts.
 """
 
 from __future__ import annotations
