@@ -270,6 +270,7 @@ class ChartQueue:
 
     def __init__(self, render_chart: Callable, cache: Path | None) -> None:
         self.render_chart, self.cache = render_chart, cache
+        self.drawing_code: bytes | None = None  # what every chart's cache key holds besides its spec (drawing_key)
 
     def request(self, chart: EvaluatedChart) -> Callable[[], str]:
         """The chart from the cache, else a function that draws it (and stores it in the cache)."""
@@ -282,13 +283,18 @@ class ChartQueue:
         """Where the chart is memoised: a hash of the spec, the charts code and the renderer."""
         if self.cache is None:
             return None
-        # The charts code and the palette it writes into every SVG (static/charts.css, through builder/palette.py).
-        from builder.palette import CHARTS_CSS
-        code = sorted((PACKAGE_DIR / "charts").glob("*.py")) + [PACKAGE_DIR / "palette.py", CHARTS_CSS]
-        charts_code = b"".join(path.read_bytes() for path in code if path.exists())
-        renderer = f"{self.render_chart.__module__}.{self.render_chart.__qualname__}".encode()
-        key = hashlib.sha256(repr(chart.spec).encode() + charts_code + renderer).hexdigest()
+        key = hashlib.sha256(repr(chart.spec).encode() + self.drawing_key()).hexdigest()
         return self.cache / "charts" / f"{key}.svg"
+
+    def drawing_key(self) -> bytes:
+        """The charts code, the palette it writes into every SVG (static/charts.css, through builder/palette.py) and
+        the renderer's name: read once a build, not once a chart."""
+        if self.drawing_code is None:
+            code = sorted((PACKAGE_DIR / "charts").glob("*.py")) + [PACKAGE_DIR / "palette.py", CHARTS_CSS]
+            charts_code = b"".join(path.read_bytes() for path in code if path.exists())
+            renderer = f"{self.render_chart.__module__}.{self.render_chart.__qualname__}".encode()
+            self.drawing_code = charts_code + renderer
+        return self.drawing_code
 
     @staticmethod
     def store(path: Path | None, svg: str) -> str:

@@ -8,6 +8,10 @@ premultiplied channels of an opaque pixel are its colour. Rows use filter type 0
 flat chart colours is smaller than cairo's output and several times quicker. Layout: PNG specification (W3C, Third
 Edition), section 5 (signature, chunks and their CRC-32), 11.2.1 (IHDR), 7.3 and 9 (one filter-type byte per row).
 A surface with any transparent pixel (none today) is left to cairo's writer, which un-premultiplies it.
+The image goes through in strips of STRIP rows, each converted and handed to one zlib stream: the same bytes as
+compressing the whole image at once (deflate, without a flush, does not depend on how its input is split), with
+buffers of a few hundred KB that the allocator reuses and the CPU cache holds. Whole-image buffers (three of 7 to
+9 MB a chart) came from fresh pages each time: 0.1 to 0.2 s more CPU over a site's 36 charts.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ with warnings.catch_warnings():  # deprecated since Python 3.11 (PEP 594), gone 
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVEL = 1  # zlib level: flat chart colours compress well even at the fastest level
+STRIP = 64  # rows converted and compressed at a time (rgb_png)
 COLOUR_TYPE_RGB = 2
 WORD = next(code for code in "IL" if array.array(code).itemsize == 4)  # an array of 32-bit numbers
 
@@ -72,14 +77,20 @@ def opaque_rgb_sliced(data: bytes, pixels: int) -> bytearray | None:
 
 def rgb_png(data: bytes | memoryview, width: int, height: int, stride: int) -> bytes | None:
     """PNG bytes of cairo ARGB32 pixels (`stride` bytes a row) as 8-bit RGB; None when a pixel is not opaque, or for
-    a layout this does not read (padded rows, a big-endian machine): then cairo's writer is the one to use."""
+    a layout this does not read (padded rows, a big-endian machine): then cairo's writer is the one to use. The
+    scanlines are compressed STRIP rows at a time into one stream (the module docstring)."""
     if sys.byteorder != "little" or stride != 4 * width:
         return None
-    rows = opaque_rgb_rows(data, width, height)
-    if rows is None:
-        return None
+    compressor = zlib.compressobj(LEVEL)
+    compressed = []
+    for top in range(0, height, STRIP):
+        rows = opaque_rgb_rows(data[top * stride:min(top + STRIP, height) * stride], width, min(STRIP, height - top))
+        if rows is None:
+            return None
+        compressed.append(compressor.compress(rows))
+    compressed.append(compressor.flush())
     header = struct.pack(">IIBBBBB", width, height, 8, COLOUR_TYPE_RGB, 0, 0, 0)
-    return SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, LEVEL)) + chunk(b"IEND", b"")
+    return SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", b"".join(compressed)) + chunk(b"IEND", b"")
 
 
 def surface_png(surface) -> bytes:

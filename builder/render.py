@@ -20,6 +20,7 @@ Math: `$...$` inline and `$$...$$` display, LaTeX converted to MathML at build t
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import re
@@ -435,9 +436,11 @@ def convert_math(token: Token, line: int, context: PageContext) -> None:
 ALIGNED = re.compile(r"^\\begin\{aligned\}(.*)\\end\{aligned\}$", re.S)
 
 
+@functools.lru_cache(maxsize=1024)
 def latex_to_mathml(tex: str, display: str) -> str:
     """MathML for `tex`. latex2mathml leaves the '&' of an aligned environment as a raw
-    character, so `aligned` is built here: one <mtr> per row, one <mtd> per '&' cell."""
+    character, so `aligned` is built here: one <mtr> per row, one <mtd> per '&' cell. Converted once per
+    formula and display (a site writes a third of its formulas more than once)."""
     match = ALIGNED.match(tex)
     if not match:
         mathml = latex2mathml.converter.convert(tex, display=display)

@@ -37,3 +37,22 @@ def test_scanlines_lead_each_row_with_filter_none(monkeypatch):
     assert len(rows) == 3 * (1 + 12) and rows[::13] == b"\0\0\0"
     monkeypatch.setattr(png, "audioop", None)
     assert png.opaque_rgb_rows(data, 4, 3) == rows
+
+
+def test_strips_give_the_bytes_of_one_pass_over_the_image(monkeypatch):
+    """rgb_png compresses STRIP rows at a time into one zlib stream: the PNG holds the very IDAT bytes that
+    compressing every scanline at once gives (what it wrote before the strips), for a height that is not a multiple
+    of STRIP; a pixel that is not opaque in the last strip still hands the image to cairo's writer (None)."""
+    import struct
+    import zlib
+
+    monkeypatch.setattr(png, "STRIP", 4)
+    width, height = 6, 11
+    data = argb_pixels(width, height, seed=5)
+    made = png.rgb_png(data, width, height, 4 * width)
+    whole = zlib.compress(png.opaque_rgb_rows(data, width, height), png.LEVEL)
+    header = struct.pack(">IIBBBBB", width, height, 8, png.COLOUR_TYPE_RGB, 0, 0, 0)
+    assert made == png.SIGNATURE + png.chunk(b"IHDR", header) + png.chunk(b"IDAT", whole) + png.chunk(b"IEND", b"")
+    last = bytearray(data)
+    last[-1] = 0xfe
+    assert png.rgb_png(bytes(last), width, height, 4 * width) is None

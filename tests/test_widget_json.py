@@ -111,7 +111,8 @@ def test_an_engines_model_carries_what_its_accounting_reads():
 
 def test_model_data_is_made_once_for_the_same_inputs_and_afresh_for_others():
     """The teaching widgets ask for the same specialised data (one site: three times); it is made once, and other
-    inputs, or inputs whose repr would not say all they are, give data of their own."""
+    inputs, or inputs whose repr would not say all they are, give data of their own; a varying input's value does
+    not."""
     from builder.model import Config
     from builder.model.inputs import config_inputs
 
@@ -129,3 +130,8 @@ def test_model_data_is_made_once_for_the_same_inputs_and_afresh_for_others():
     again = model_data(words=False, refusals=False, fixed=odd, varying={"dp", "micro_batch"})
     assert again is not model_data(words=False, refusals=False, fixed=odd, varying={"dp", "micro_batch"})
     assert unpack(again) == unpack(first)
+    # A varying input's value is no part of the data (specialise reads none): any of its values finds the same data
+    # (the teaching widgets start at different sequence lengths), which is what that value makes afresh.
+    assert model_data(words=False, refusals=False, fixed={**fixed, "dp": 8}, varying={"dp", "micro_batch"}) is first
+    afresh = model_data(words=False, refusals=False, fixed={**odd, "dp": 8}, varying={"dp", "micro_batch"})
+    assert afresh is not first and unpack(afresh) == unpack(first)

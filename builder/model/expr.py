@@ -49,7 +49,7 @@ class Expr:
 
     def __init__(self, op: str, *args: Any):
         self.op = op
-        self.args = args if op in _LEAVES else tuple(lift(a) for a in args)
+        self.args = args if op in _LEAVES else tuple([a if type(a) is Expr else lift(a) for a in args])
         self._fn: Callable | None = None  # the compiled rule, made on first evaluation
 
     # a + b, b + a (reflected), ... build nodes; a // b is floor(a / b).
@@ -760,7 +760,14 @@ def decode(data: Any) -> Expr:
         return Expr("row", *(Expr("str", a) if i % 2 else decode(a) for i, a in enumerate(args)))
     if op not in OPERATORS or op in _LEAVES:
         raise RuleError(f"unknown operator {op!r}")
-    return Expr(op, *(decode(a) for a in args))
+    return _operation(op, tuple([decode(a) for a in args]))
+
+
+def _operation(op: str, args: tuple[Expr, ...]) -> Expr:
+    """Expr(op, *args) for operands that are nodes already (lift would pass each through unchanged)."""
+    node = Expr.__new__(Expr)
+    node.op, node.args, node._fn = op, args, None
+    return node
 
 
 def symbols_of(expr: Expr) -> frozenset[str]:
@@ -775,8 +782,11 @@ def symbols_of(expr: Expr) -> frozenset[str]:
         found = frozenset(expr.args[:1])
     elif expr.op in _LEAVES:
         found = frozenset()
-    else:
-        found = frozenset().union(*(symbols_of(a) for a in expr.args))
+    else:  # an operand's set, where it holds what the others read (most nodes: no new set)
+        found = frozenset()
+        for read in [symbols_of(a) for a in expr.args]:
+            if not read <= found:
+                found = read if found <= read else found | read
     expr._symbols = found
     return found
 

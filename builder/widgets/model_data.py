@@ -72,9 +72,12 @@ def model_data(sets: tuple[str, ...] | None = None, source_html: Callable[[str],
     take together, one mapping per possibility, where the widget's runs take no others (the catalog models' shapes:
     specialise.Domain)."""
     runs = Fixed(repr([sorted(entry.items()) for entry in domain]), tuple(domain))
-    if fixed is not None and not (is_plain(fixed) and all(is_plain(dict(entry)) for entry in domain)):
+    # The memo key holds the fixed inputs that are not varying: specialise reads no value of a varying one, so widgets
+    # whose runs differ only there (the two teaching widgets' starting sequence) share one specialised model.
+    kept = None if fixed is None else {name: value for name, value in fixed.items() if name not in varying}
+    if kept is not None and not (is_plain(kept) and all(is_plain(dict(entry)) for entry in domain)):
         return made.__wrapped__(sets, source_html, words, refusals, Fixed("", fixed), frozenset(varying), runs)
-    return made(sets, source_html, words, refusals, None if fixed is None else Fixed(repr(sorted(fixed.items())), fixed),
+    return made(sets, source_html, words, refusals, None if fixed is None else Fixed(repr(sorted(kept.items())), fixed),
                 frozenset(varying), runs)
 
 
@@ -95,7 +98,7 @@ def is_plain(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Fixed:
-    """A widget's fixed inputs as a memo key: their repr, name by name (is_plain data only)."""
+    """A widget's fixed inputs as a memo key: the repr of those not varying, name by name (is_plain data only)."""
 
     key: str
     inputs: Mapping[str, Any] = field(compare=False, hash=False)

@@ -47,16 +47,18 @@ def _is_reference(value: Any) -> bool:
 
 def compact(value: Any) -> str:
     """`value` (dicts, lists, numbers and NAME strings) as JSON, keys sorted, with no quotes around the strings."""
-    if isinstance(value, bool) or value is None:
-        raise ValueError(f"packed.compact: {value!r} has no compact form")
-    if isinstance(value, (int, float)):
-        return json.dumps(value)
+    if isinstance(value, (list, tuple)):  # the kinds tested most often first (none is another's)
+        return "[" + ",".join([compact(item) for item in value]) + "]"
     if isinstance(value, str):
         if not NAME.fullmatch(value):
             raise ValueError(f"packed.compact: {value!r} is not a name")
         return value
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(compact(item) for item in value) + "]"
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"packed.compact: {value!r} has no compact form")
+    if isinstance(value, int):
+        return int.__repr__(value)  # what json.dumps writes for an int
+    if isinstance(value, float):
+        return json.dumps(value)
     if isinstance(value, dict):
         return "{" + ",".join(f"{compact(key)}:{compact(value[key])}" for key in sorted(value)) + "}"
     raise ValueError(f"packed.compact: {value!r} has no compact form")

@@ -45,11 +45,13 @@ def _value(e: Expr) -> Any:
 
 
 def _rows(e: Expr) -> Iterator[Expr]:
-    """Every node of a rule."""
-    yield e
-    if e.op not in ("sym", "num", "str"):
-        for a in e.args:
-            yield from _rows(a)
+    """Every node of a rule (depth first, a node before its operands, in order)."""
+    pending = [e]
+    while pending:
+        node = pending.pop()
+        yield node
+        if node.op not in ("sym", "num", "str"):
+            pending.extend(reversed(node.args))
 
 
 def simplify(e: Expr, known: Mapping[str, Any], fold: Callable[[Expr], Expr | None] = lambda e: None) -> Expr:
