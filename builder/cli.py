@@ -21,7 +21,7 @@ from builder.model.engine_questions import QUESTIONS as ENGINE_QUESTIONS
 from builder.model.peak import Need, assess, unmodelled
 from builder.model import Config
 from builder.model.architecture import active_param_count, param_count
-from builder.model.config import OPTION_NAMES as CONFIG_FIELDS, PRECISIONS
+from builder.model.config import MEGATRON_PRECISIONS, OPTION_NAMES as CONFIG_FIELDS, PRECISIONS
 from builder.model.options import CLI, FLAG_OF, GROUPS, OPTIONS, Option, OptionError, unread
 from builder.model.engine_sglang import KV_TORCH_DTYPES as TORCH_DTYPES
 from builder.model.serving import (KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED, MODEL_DTYPES,
@@ -265,11 +265,12 @@ def shaped_like_of(args: argparse.Namespace, models: Mapping[str, Any]) -> objec
 
 # Megatron-LM's --use-distributed-optimizer (megatron/core/optimizer/distrib_optimizer.py, commit d98e8a6) shards
 # the fp32 main parameters and the optimizer states over the data-parallel ranks and keeps the gradient buffer whole:
-# ZeRO stage 1 in the model. It runs with Megatron's own precisions: those that keep Megatron-LM DDP's gradient
-# buffer (PrecisionPolicy.grad_buffer: megatron-bf16, megatron-fp16 and the Transformer Engine recipes), and fp32;
-# or with any precision under --implementation megatron, which names Megatron-LM (bf16-mixed there is Megatron's
-# --bf16 --grad-reduce-in-bf16: builder.model.gradbuffers).
-MEGATRON_PRECISIONS = (*(name for name, policy in PRECISIONS.items() if policy.grad_buffer), "fp32")
+# ZeRO stage 1 in the model, which counts it as Megatron's in a Megatron-LM run (builder.model.buckets). It runs with
+# Megatron's own precisions, those that keep Megatron-LM DDP's gradient buffer (PrecisionPolicy.grad_buffer:
+# megatron-bf16, megatron-fp16 and the Transformer Engine recipes), or with any precision under --implementation
+# megatron, which names Megatron-LM (bf16-mixed there is Megatron's --bf16 --grad-reduce-in-bf16, fp32 Megatron's
+# default: builder.model.gradbuffers). A precision PyTorch shares (fp32, bf16-mixed) alone names no Megatron-LM run:
+# its zero 1 would be DeepSpeed's, so the flag is refused there. MEGATRON_PRECISIONS: builder.model.config's.
 
 
 def distributed_optimizer_stage(args: argparse.Namespace, precision: str) -> int:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from builder.catalog import default_gpus, default_models
 from builder.model.inputs import architecture_inputs
-from builder.model.config import PRECISIONS
+from builder.model.config import MEGATRON_PRECISIONS, PRECISIONS
 from builder.model.inputs import config_inputs
 from builder.widgets import calculator as calc
 from builder.widgets import calculator_state as rules
@@ -58,17 +58,33 @@ def test_hidden_fields_count_only_where_they_show():
     # DeepSpeed edaa722 runtime/zero/config.py: stage3_max_live_parameters applies to stage 3 only.
     assert calc.config_from_state(zero3, MODELS).stage3_max_live_parameters == 10**8
     assert calc.config_from_state(zero3 | {"sharding": "2"}, MODELS).stage3_max_live_parameters is None
-    # DeepSpeed's reduce_bucket_size (default 5e8) counts with a ZeRO stage, not under FSDP nor with Megatron-LM.
+    # DeepSpeed's reduce_bucket_size (default 5e8) counts with a ZeRO stage, not under FSDP nor in a Megatron-LM run:
+    # implementation megatron, or a Megatron precision (its zero 1 is Megatron's distributed optimizer,
+    # builder.model.buckets), each of them.
     bucket = DEFAULTS | {"sharding": "1", "dp": "8", "reduce_bucket_size": "200000000", "overlap_comm": "on"}
     assert calc.config_from_state(bucket, MODELS).reduce_bucket_size == 2 * 10**8
     assert calc.config_from_state(bucket, MODELS).overlap_comm is True
-    for other in ({"sharding": "FULL_SHARD"}, {"implementation": "megatron"}, {"sharding": "0"}):
+    megatron = [{"precision": name} for name in MEGATRON_PRECISIONS]
+    assert {"precision": "megatron-bf16"} in megatron and {"precision": "te-fp8"} in megatron
+    for other in ({"sharding": "FULL_SHARD"}, {"implementation": "megatron"}, {"sharding": "0"}, *megatron):
         config = calc.config_from_state(bucket | other, MODELS)
         assert config.reduce_bucket_size is None and config.overlap_comm is None and config.contiguous_gradients
     # PyTorch DDP's gradient_as_bucket_view: a DDP run only (no ZeRO, no FSDP).
     ddp = DEFAULTS | {"dp": "8", "gradient_as_bucket_view": "1"}
     assert calc.config_from_state(ddp, MODELS).gradient_as_bucket_view
     assert not calc.config_from_state(ddp | {"sharding": "NO_SHARD"}, MODELS).gradient_as_bucket_view
+
+
+def test_the_stylesheet_hides_deepspeeds_buckets_in_a_megatron_run():
+    """Without the script too, the DeepSpeed bucket fields hide where the form does not pass them (FORM_RULES'
+    _DEEPSPEED): implementation megatron, and each Megatron precision (builder.model.config.MEGATRON_PRECISIONS)."""
+    import re
+    from pathlib import Path
+
+    css = (Path(__file__).resolve().parent.parent / "static" / "widgets.css").read_text(encoding="utf-8")
+    hidden = re.findall(r"\[name=precision\] option\[value=([\w-]+)\]:checked\) \[data-show=deepspeed\]", css)
+    assert sorted(hidden) == sorted(MEGATRON_PRECISIONS)
+    assert "[name=implementation] option[value=megatron]:checked) [data-show=deepspeed]" in css
 
 
 def test_the_script_gets_the_rules_and_no_mapping_of_its_own():

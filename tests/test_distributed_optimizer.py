@@ -163,14 +163,89 @@ def test_megatron_flag_takes_bf16_mixed_under_implementation_megatron(capsys):
     assert flag["per_gpu_bytes"] == zero["per_gpu_bytes"] == 6_000_000_000
 
 
-def test_megatron_refuses_a_reduce_dtype_apart_from_its_grad_buffer():
+def test_megatron_refuses_a_reduce_dtype_it_does_not_read():
     """Megatron-LM reduces in its grad buffer's dtype (param_and_grad_buffer.py group_params_for_buffers, commit
-    d98e8a6): reduce_dtype bf16 over megatron-bf16's fp32 buffer would change nothing, so it is refused with the way
-    to ask for --grad-reduce-in-bf16."""
-    with pytest.raises(ValueError, match="reduce_dtype: Megatron-LM reduces .* grad_dtype bf16"):
-        validate_config(Config(params=N, precision="megatron-bf16", reduce_dtype="bf16", implementation="megatron"))
-    validate_config(Config(params=N, precision="megatron-bf16", reduce_dtype="fp32", implementation="megatron"))
-    validate_config(Config(params=N, precision="bf16-mixed", reduce_dtype="fp32", fsdp="FULL_SHARD", dp=8))
+    d98e8a6: grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype), so no reduce_dtype is read, the
+    buffer's own included: it is refused with the way to ask for --grad-reduce-in-bf16 (grad_dtype)."""
+    for reduce in ("bf16", "fp32"):
+        for config in (Config(model=LLAMA, precision="megatron-bf16", reduce_dtype=reduce, dp=8, zero=1),
+                       Config(model=LLAMA, precision="megatron-bf16", reduce_dtype=reduce, dp=8,
+                              implementation="megatron")):
+            with pytest.raises(ValueError, match=r"reduce_dtype: Megatron-LM reduces .* \(fp32\), which grad_dtype "
+                                                 r"sets .* leave reduce_dtype out"):
+                validate_config(config)
+
+
+# Llama 3 8B, 8 GPUs, Megatron's bf16 with its fp32 main_grad buffer.
+MEGATRON_ZERO1 = Config(model=LLAMA, precision="megatron-bf16", dp=8, zero=1)
+
+
+def test_a_megatron_precision_with_zero_1_is_megatrons_distributed_optimizer():
+    """A Megatron precision runs only in Megatron-LM (its --bf16 with the fp32 main_grad buffer,
+    param_and_grad_buffer.py at d98e8a6), so its ZeRO stage 1 is Megatron's distributed optimizer whatever the op list: no DeepSpeed gradient
+    bucket (stage_1_and_2.py setup_buckets at edaa722: 5e8 bf16 elements, 1,000,000,000 B) in the backward, and no
+    DeepSpeed flat fp32 copy of the gradient partition at the step (stage_1_and_2.py step): Megatron's
+    _copy_model_grads_to_main_grads (distrib_optimizer.py) steps on its fp32 buffer, .float() of which is itself.
+    Before, the model counted both (the optimizer step 59.83 GiB with a 3.74 GiB copy, the peak 72.28 GiB); its model
+    states and its moments are those of --implementation megatron's run, part for part."""
+    breakdown, needed = assess(MEGATRON_ZERO1)
+    names = {p.name for p in breakdown.parts}
+    assert "comm/unsharded_grads" not in names
+    step = next(phase for phase in needed.steps if phase.name == "optimizer_step")
+    end = next(phase for phase in needed.steps if phase.name == "backward_end")
+    assert "optimizer/grad_partition_fp32" not in {p.name for p in step.parts}
+    assert step.total == end.total  # fused Adam (Megatron builds it) adds nothing at the step
+    assert breakdown.part("gradients").bytes == 4 * 8_030_261_248  # the whole fp32 buffer on every rank
+    megatron, _ = assess(MEGATRON_ZERO1.with_changes(implementation="megatron"))
+    for bucket in ("weights", "gradients", "optimizer"):
+        assert [(p.name, p.bytes) for p in breakdown.parts if p.bucket == bucket] == \
+            [(p.name, p.bytes) for p in megatron.parts if p.bucket == bucket]
+    # bf16-mixed without implementation megatron is DeepSpeed's ZeRO-1: its bucket and its flat fp32 copy.
+    deepspeed, ds_needed = assess(MEGATRON_ZERO1.with_changes(precision="bf16-mixed"))
+    assert deepspeed.part("comm/unsharded_grads").bytes == 5 * 10**8 * 2
+    ds_step = next(phase for phase in ds_needed.steps if phase.name == "optimizer_step")
+    assert "optimizer/grad_partition_fp32" in {p.name for p in ds_step.parts}
+
+
+def test_llama_3_8b_megatron_bf16_zero_1_before_and_after():
+    """The helper's numbers (commit 0eaf3f0's note): Llama 3 8B, --precision megatron-bf16 --use-distributed-optimizer
+    on 8 GPUs peaked at 72.28 GiB with DeepSpeed's 1e9-byte bucket; without it the peak is that less, exactly."""
+    needed = assess(MEGATRON_ZERO1)[1]
+    assert round(needed.bytes / 2**30, 2) == 71.35
+    assert round((needed.bytes + 10**9) / 2**30, 2) == 72.28
+
+
+@pytest.mark.parametrize("precision, implementation", [
+    ("megatron-bf16", "hf"), ("megatron-fp16", "hf"), ("te-fp8", "hf"), ("bf16-mixed", "megatron"),
+])
+@pytest.mark.parametrize("zero", [2, 3])
+def test_megatron_refuses_deepspeeds_zero_2_and_3(precision, implementation, zero):
+    """Megatron-LM shards with its distributed optimizer, which keeps the grad buffer whole (distrib_optimizer.py,
+    docs/user-guide/features/dist_optimizer.md at d98e8a6): ZeRO stage 1. Stages 2 and 3 without FSDP are DeepSpeed's
+    (stage_1_and_2.py partition_gradients, stage3.py at edaa722), which runs its own bf16 or fp16 precisions, not
+    Megatron's main_grad buffer; Megatron-FSDP is not modelled. Refused in one line naming what to change."""
+    config = Config(model=LLAMA, precision=precision, implementation=implementation, dp=8, zero=zero)
+    with pytest.raises(ValueError, match=rf"^zero: .* is Megatron-LM's, .* ZeRO stage {zero} is DeepSpeed's, .*choose "
+                                         r"zero 1 or fsdp, or a DeepSpeed run \(precision bf16-mixed or fp16-mixed "
+                                         r"without implementation megatron\)$"):
+        validate_config(config)
+    validate_config(config.with_changes(zero=1))
+    validate_config(config.with_changes(zero=0, fsdp="FULL_SHARD"))
+    if implementation == "hf" and precision != "te-fp8":
+        validate_config(config.with_changes(precision=precision.replace("megatron-", "") + "-mixed"))
+
+
+def test_use_distributed_optimizer_refuses_fp32_without_implementation_megatron(capsys):
+    """fp32 is PyTorch's precision too: alone it names no Megatron-LM run, whose --use-distributed-optimizer would be
+    the model's DeepSpeed ZeRO-1 there. --implementation megatron names Megatron-LM: 8 + 8/d bytes per parameter
+    (dist_optimizer.md)."""
+    assert main(["estimate", "--params", "1e9", "--dp", "8", "--precision", "fp32",
+                 "--use-distributed-optimizer"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not --precision fp32 alone" in err[0]
+    flag = json_estimate(capsys, "--precision", "fp32", "--implementation", "megatron", "--dp", "8",
+                         "--use-distributed-optimizer")
+    assert flag["per_gpu_bytes"] == 9 * N
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -66,11 +66,15 @@ def test_engine_configure_basic_optimizer_builds_fused_adam_under_deepspeed_zero
 
 def test_megatron_core_optimizer_init_imports_transformer_engine_fused_adam():
     """megatron/core/optimizer/__init__.py: Adam is Transformer Engine's (or Apex's) FusedAdam, replicated or with the
-    distributed optimizer (zero 1 with implementation megatron)."""
+    distributed optimizer (zero 1 in a Megatron-LM run). A Megatron precision names Megatron-LM by itself (only it keeps
+    the main_grad buffer), so its run builds the same fused Adam under transformers' op list (implementation hf)."""
     for zero in (0, 1):
-        run = llama8b(dp=8, zero=zero, implementation="megatron", precision="megatron-bf16")
-        assert step_temporaries(run) == 0
-        assert step_temporaries(run.with_changes(optimizer_impl="foreach")) == estimate(run).get("optimizer/adam_v")
+        for implementation in ("megatron", "hf"):
+            run = llama8b(dp=8, zero=zero, implementation=implementation, precision="megatron-bf16")
+            assert step_temporaries(run) == 0
+            assert step_temporaries(run.with_changes(optimizer_impl="foreach")) == estimate(run).get("optimizer/adam_v")
+    # A precision PyTorch shares (bf16-mixed) names no framework without implementation megatron: torch.optim's foreach.
+    assert step_temporaries(llama8b(dp=8, precision="bf16-mixed")) > 0
 
 
 def test_optimizer_default_to_fused_or_foreach_picks_foreach_for_a_plain_run():

@@ -79,10 +79,11 @@ def test_front_matter_reads_through_the_table():
 
 
 def test_megatron_precisions_are_the_policies_with_megatrons_gradient_buffer():
-    # Megatron-LM's --use-distributed-optimizer runs with its own precisions (--bf16, --fp16 and Transformer
-    # Engine's --fp8-format / --fp8-recipe / --fp4-format) or fp32: distrib_optimizer.py at commit d98e8a6.
+    # Megatron-LM's own precisions (--bf16 and --fp16 with the main_grad buffer, param_and_grad_buffer.py; Transformer
+    # Engine's --fp8-format / --fp8-recipe / --fp4-format through it), commit d98e8a6: only Megatron-LM runs them, so
+    # --use-distributed-optimizer takes them alone. fp32, which PyTorch shares, names no Megatron-LM run by itself.
     assert set(MEGATRON_PRECISIONS) == {"megatron-bf16", "megatron-fp16", "te-fp8", "te-fp8-params", "te-mxfp8",
-                                        "te-nvfp4", "fp32"}
+                                        "te-nvfp4"}
 
 
 def test_every_option_source_is_a_reference_key():

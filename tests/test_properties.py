@@ -3,7 +3,7 @@
 import math
 from fractions import Fraction
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from builder.catalog import default_models
@@ -79,6 +79,9 @@ def test_more_data_parallel_ranks_never_increase_per_gpu_memory(arch, shard, dp,
 @SETTINGS
 @given(models, sharding, st.integers(2, 64), precision)
 def test_sharded_parts_sum_back_to_the_unsharded_total(arch, shard, dp, prec):
+    # A Megatron precision is Megatron-LM's run, which shards with its distributed optimizer only (zero 1): zero 2 and
+    # 3 are DeepSpeed's, refused with it (builder.model.checks).
+    assume(not (prec == "megatron-bf16" and shard in (("zero", 2), ("zero", 3))))
     if shard == ("fsdp", "HYBRID_SHARD"):
         dp = 8 * (dp % 4 + 1)
     sharded = estimate(build(arch, shard, dp=dp, precision=prec))

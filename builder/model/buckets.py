@@ -19,13 +19,17 @@ Read from DeepSpeed (commit edaa722):
   which torch.cat's the bucket's gradients, padded per rank, into a new flat tensor before the reduce-scatter.
   overlap_comm there puts the reduction on its own stream; it adds no buffer.
 
-The model's ZeRO without an FSDP strategy (and not Megatron-LM's distributed optimizer) is DeepSpeed's.
+The model's ZeRO without an FSDP strategy is DeepSpeed's, unless the run is Megatron-LM's (a Megatron precision, whose
+grad buffer only Megatron-LM keeps, or implementation megatron: builder.model.gradbuffers' MEGATRON): its ZeRO stage 1
+is Megatron's distributed optimizer, which reduces into its grad buffer and has neither these buckets nor DeepSpeed's
+flat fp32 copy of the gradients at the step (builder.model.checks refuses Megatron-LM with ZeRO stages 2 and 3).
 """
 
 from __future__ import annotations
 
 from builder.model.cite import Cite
-from builder.model.expr import Expr, both, either, eq, isin, minimum, ne, negate, sym, when
+from builder.model.expr import Expr, both, either, eq, isin, minimum, negate, sym, when
+from builder.model.gradbuffers import MEGATRON
 
 COMMIT = "deepspeed-edaa722"  # DeepSpeed (commit edaa722), a key of content/references.toml
 CONFIG_SOURCE = Cite(COMMIT, "deepspeed/runtime/zero/config.py:102-138, 383-385 DeepSpeedZeroConfig, overlap_comm_valid")
@@ -49,9 +53,10 @@ MEANINGS = {"reduce_bucket_size": "number of elements reduced/allreduced at a ti
             "overlap_comm": "attempts to overlap the reduction of the gradients with backward computation",
             "contiguous_gradients": "copies the gradients to a contiguous buffer as they are produced"}
 
-# DeepSpeed's ZeRO optimizer: a ZeRO stage with no FSDP strategy and not Megatron-LM's distributed optimizer. Its
-# buckets are counted where the run has an architecture (a bare parameter count counts model states only).
-DEEPSPEED_ENGINE = both(sym("shard_stage") >= 1, negate(sym("fsdp")), ne(sym("implementation"), "megatron"))
+# DeepSpeed's ZeRO optimizer: a ZeRO stage with no FSDP strategy, in a run that is not Megatron-LM's (a Megatron
+# precision or implementation megatron: Megatron's distributed optimizer). Its buckets are counted where the run has an
+# architecture (a bare parameter count counts model states only).
+DEEPSPEED_ENGINE = both(sym("shard_stage") >= 1, negate(sym("fsdp")), negate(MEGATRON))
 DEEPSPEED_ZERO = both(eq(sym("mode"), "train"), DEEPSPEED_ENGINE, sym("has_architecture"))
 _STAGE3 = eq(sym("shard_stage"), 3)
 SYMBOLS: dict[str, Expr] = {

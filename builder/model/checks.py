@@ -16,7 +16,7 @@ from builder.model.float8 import HEAD as FLOAT8_HEAD
 from builder.model.gradbuffers import DDP, MEGATRON
 from builder.model.ranges import RANGES, Range
 from builder.model.serving import learned_positions_text, past_learned_positions
-from builder.model.states import FSDP_MIXED, HYBRID_GROUP, SHARD_RANKS
+from builder.model.states import FSDP_MIXED, HYBRID_GROUP, READS_REDUCE_DTYPE, SHARD_GROUP, SHARD_RANKS
 from builder.model.buckets import DEEPSPEED_ENGINE, UNSET as BUCKET_UNSET
 from builder.model.zero3 import DEEPSPEED_ZERO3, DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 
@@ -156,6 +156,19 @@ CHECKS: tuple[Check, ...] = (
               sym("dp"))),
     Check(both(eq(sym("mode"), "train"), sym("cp") > 1, mod(sym("seq_len"), sym("cp"))),
           fmt("cp: {0} must divide seq_len {1}", sym("cp"), sym("seq_len"))),
+    # Megatron-LM (a Megatron precision, whose grad buffer only Megatron-LM keeps, or implementation megatron:
+    # builder.model.gradbuffers) shards with its distributed optimizer, which shards the fp32 main parameters and the
+    # optimizer states and keeps the grad buffer whole (distrib_optimizer.py, commit d98e8a6): ZeRO stage 1, which the
+    # model counts as Megatron's (builder.model.buckets). ZeRO stages 2 and 3 without an FSDP strategy are DeepSpeed's
+    # (stage_1_and_2.py, stage3.py at edaa722), whose precisions are its own (bf16 or fp16 weights and gradients, with
+    # or without data_types.grad_accum_dtype), not Megatron's main_grad buffer; Megatron-LM's own sharding of the
+    # gradients and parameters, Megatron-FSDP (--use-megatron-fsdp), is not modelled.
+    Check(both(eq(sym("mode"), "train"), MEGATRON, sym("shard_stage") >= 2, negate(sym("fsdp"))),
+          fmt("zero: {0} is Megatron-LM's, whose distributed optimizer (--use-distributed-optimizer) shards only what "
+              "zero 1 shards and keeps its grad buffer whole; ZeRO stage {1} is DeepSpeed's, not Megatron-LM's "
+              "(Megatron-FSDP is not modelled): choose zero 1 or fsdp, or a DeepSpeed run (precision bf16-mixed or "
+              "fp16-mixed without implementation megatron)",
+              when(sym("grad_buffer"), "a Megatron precision", "implementation megatron"), sym("shard_stage"))),
     Check(both(negate(eq(sym("offload"), "none")), sym("shard_stage") < 1),
           fmt("offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards")),
     Check(both(isin(sym("offload"), "params", "both"), sym("shard_stage") < 3),
@@ -465,7 +478,11 @@ CHECKS: tuple[Check, ...] = (
     # DeepSpeed ZeRO's bucket options (builder.model.buckets) mean nothing without DeepSpeed's ZeRO optimizer.
     *(Check(both(refused, negate(DEEPSPEED_ENGINE)),
             fmt("{0}: a DeepSpeed ZeRO option; it needs zero 1, 2 or 3 without fsdp, not {1}", option,
-                when(sym("fsdp"), fmt("fsdp {0}", sym("fsdp")), fmt("zero {0}", sym("shard_stage")))))
+                when(sym("fsdp"), fmt("fsdp {0}", sym("fsdp")),
+                     when(both(MEGATRON, sym("shard_stage") > 0),
+                          fmt("zero {0} under Megatron-LM (a Megatron precision or implementation megatron: its "
+                              "distributed optimizer)", sym("shard_stage")),
+                          fmt("zero {0}", sym("shard_stage"))))))
       for option, refused in (("reduce_bucket_size", ne(sym("reduce_bucket_size"), BUCKET_UNSET)),
                               ("overlap_comm", ne(sym("overlap_comm"), BUCKET_UNSET)),
                               ("contiguous_gradients", negate(sym("contiguous_gradients"))))),
@@ -474,15 +491,48 @@ CHECKS: tuple[Check, ...] = (
           fmt("gradient_as_bucket_view: a PyTorch DDP option; it needs training with dp > 1, zero 0 and no fsdp, "
               "not Megatron-LM (a Megatron precision or implementation megatron: it keeps its own grad buffer), no "
               "grad_accum_dtype (DeepSpeed) and no MS-AMP")),
-    # Megatron-LM reduces the gradients in its grad buffer, in the buffer's own dtype (param_and_grad_buffer.py
-    # group_params_for_buffers, commit d98e8a6: grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype), which
-    # the model's gradients are (builder.model.gradbuffers): a reduce dtype apart from them would change nothing.
-    Check(both(eq(sym("mode"), "train"), MEGATRON, negate(sym("fsdp")), negate(DEEPSPEED_ENGINE), sym("reduce_dtype"),
-               ne(sym("reduce_dtype"), sym("grad_dtype"))),
-          fmt("reduce_dtype: Megatron-LM reduces the gradients in its grad buffer, in the gradients' dtype ({0}), so "
-              "reduce_dtype {1} would change nothing; set the buffer's dtype with grad_dtype (Megatron's "
-              "--grad-reduce-in-bf16 is grad_dtype bf16, or precision bf16-mixed with implementation megatron)",
-              sym("grad_dtype"), sym("reduce_dtype"))),
+    # The reduce dtype is read where the model counts gradients made or copied in it (builder.model.states'
+    # READS_REDUCE_DTYPE): FSDP's reduce-scatter (MixedPrecisionPolicy.reduce_dtype, MixedPrecision.reduce_dtype) and
+    # DeepSpeed's ZeRO-3 (communication_data_type: its reduce bucket). Elsewhere nothing reads it, and it is refused
+    # with what the run reduces in instead:
+    # - Megatron-LM reduces the gradients in its grad buffer, in the buffer's own dtype (param_and_grad_buffer.py
+    #   group_params_for_buffers, commit d98e8a6: grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype),
+    #   which the model's gradients are (builder.model.gradbuffers): grad_dtype sets it;
+    # - PyTorch's DistributedDataParallel has no reduce dtype (torch/nn/parallel/distributed.py, 2.13): its buckets
+    #   are the gradients' dtype; a communication hook (bf16_compress_hook, fp16_compress_hook) casts a bucket to 16
+    #   bits for its all-reduce, not modelled;
+    # - DeepSpeed's ZeRO stages 1 and 2 keep their buckets in the 16-bit parameter dtype; communication_data_type
+    #   (engine.py communication_data_type, default the fp16 or bf16 of the run) only casts a bucket's flat copy for
+    #   its collective (stage_1_and_2.py allreduce_bucket, gradient_reduction_w_predivide: tensor.to(
+    #   communication_data_type), copied back), a transient not modelled;
+    # - FSDP that shards no gradients (NO_SHARD, or one rank), FSDP with LoRA adapters (their gradients' own dtype),
+    #   and a raw parameter count (no unit or bucket to count) count nothing in it either.
+    Check(both(eq(sym("mode"), "train"), sym("reduce_dtype"), negate(READS_REDUCE_DTYPE)),
+          fmt("reduce_dtype: {0}; the reduce dtype is counted for FSDP's reduce-scatter (fsdp FULL_SHARD, "
+              "SHARD_GRAD_OP or HYBRID_SHARD over dp x cp above 1: MixedPrecisionPolicy.reduce_dtype) and DeepSpeed's "
+              "ZeRO-3 (zero 3: communication_data_type); leave reduce_dtype out",
+              when(MEGATRON,
+                   fmt("Megatron-LM reduces the gradients in its grad buffer, in their own dtype ({0}), which "
+                       "grad_dtype sets (Megatron's --grad-reduce-in-bf16 is grad_dtype bf16, or precision bf16-mixed "
+                       "with implementation megatron)", sym("grad_dtype")),
+                   when(negate(ARCH), "it is counted unit by unit or bucket by bucket, which needs an architecture, "
+                                      "not a raw count",
+                        when(sym("fsdp"),
+                             when(sym("lora_rank") > 0, fmt("with LoRA adapters (lora_rank {0}) FSDP's unsharded "
+                                                            "gradients are the adapters', counted in their own dtype",
+                                                            sym("lora_rank")),
+                                  fmt("fsdp {0} over {1} rank(s) reduce-scatters no sharded gradients", sym("fsdp"),
+                                      SHARD_GROUP)),
+                             when(sym("shard_stage") > 0,
+                                  fmt("DeepSpeed's ZeRO stage {0} keeps its buckets in the parameters' dtype ({1}) and "
+                                      "casts a bucket's copy to communication_data_type only for its collective, a "
+                                      "transient not modelled", sym("shard_stage"), sym("param_dtype")),
+                                  when(SHARD_RANKS > 1,
+                                       fmt("data parallelism without sharding (PyTorch DDP, DeepSpeed's stage 0) "
+                                           "reduces the gradients in their own dtype ({0}): DistributedDataParallel "
+                                           "has no reduce dtype, and a communication hook such as bf16_compress_hook "
+                                           "is not modelled", sym("grad_dtype")),
+                                       "one GPU (dp x cp = 1) reduces no gradients"))))))),
     # torchtune's custom_sharded_layers (builder.model.placement): units of FSDP's own, beside an architecture's blocks.
     Check(both(sym("custom_sharded_layers"), either(negate(sym("fsdp")), ne(sym("mode"), "train"))),
           fmt("custom_sharded_layers: the modules FSDP wraps as units of their own; it needs training with fsdp")),

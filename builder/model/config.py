@@ -163,6 +163,11 @@ PRECISIONS: dict[str, PrecisionPolicy] = {
     )
 }
 
+# The precisions only Megatron-LM runs: those that keep its DDP's grad buffer (megatron-bf16, megatron-fp16 and the
+# Transformer Engine recipes). A run with one is Megatron-LM's (builder.model.gradbuffers' MEGATRON), whatever its
+# implementation's op list.
+MEGATRON_PRECISIONS = tuple(name for name, policy in PRECISIONS.items() if policy.grad_buffer)
+
 
 @dataclass(frozen=True)
 class Config:
@@ -179,7 +184,7 @@ class Config:
     master_dtype: str | None = None  # overrides the master copy dtype ('none' removes it)
     grad_dtype: str | None = None  # overrides the gradient dtype
     grad_accum_dtype: str | None = None  # separate accumulation buffer across micro-batches (e.g. fp32)
-    reduce_dtype: str | None = None  # dtype gradients are reduced in (FSDP MixedPrecision.reduce_dtype)
+    reduce_dtype: str | None = None  # gradients reduced in it: FSDP's, DeepSpeed ZeRO-3's (refused elsewhere)
     optimizer_state_dtype: str | None = None  # overrides m/v/momentum dtype
     exp_avg_dtype: str | None = None  # Adam's first moment alone (torch's exp_avg; MS-AMP LBAdamW's exp_avg_dtype)
     exp_avg_sq_dtype: str | None = None  # Adam's second moment alone (exp_avg_sq; MS-AMP's exp_avg_sq_dtype)
@@ -215,7 +220,7 @@ class Config:
 
     # Parallelism -------------------------------------------------------------------
     dp: int = 1  # data-parallel ranks
-    zero: int = 0  # ZeRO stage 0-3 (DeepSpeed)
+    zero: int = 0  # ZeRO stage 0-3 (DeepSpeed; in a Megatron-LM run 1 only: its distributed optimizer)
     fsdp: str | None = None  # FSDP sharding strategy (overrides zero when set)
     fsdp_shard_group: int | None = None  # HYBRID_SHARD: ranks per shard group (default: gpus_per_node)
     gradient_as_bucket_view: bool = False  # PyTorch DDP's: each .grad a view of DDP's buckets, not a second copy

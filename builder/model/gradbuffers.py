@@ -80,7 +80,11 @@ KEPT_NOTE = "allocated once when the model is wrapped and kept through every mom
 
 # The run's framework as the model knows it (inputs from builder.model.inputs): Megatron-LM (and its grad buffer) with
 # its precisions (PrecisionPolicy.grad_buffer) or its op list (implementation megatron, which names Megatron-LM for a
-# precision both share, such as fp32); DeepSpeed's data_types.grad_accum_dtype names DeepSpeed.
+# precision both share, such as fp32); DeepSpeed's data_types.grad_accum_dtype names DeepSpeed. A Megatron precision
+# exists only in Megatron-LM (its --bf16 or --fp16 with the main_grad buffer, the Transformer Engine recipes through
+# it), so its run is Megatron-LM's whatever the op list: its ZeRO stage 1 is Megatron's distributed optimizer, not
+# DeepSpeed's ZeRO-1 (builder.model.buckets' DEEPSPEED_ENGINE), and ZeRO stages 2 and 3 without FSDP are refused
+# (builder.model.checks).
 MEGATRON = either(sym("grad_buffer"), eq(sym("implementation"), "megatron"))
 DEEPSPEED_OPTION = sym("grad_accum_dtype")
 DDP = both(eq(sym("mode"), "train"), sym("dp") > 1, eq(sym("shard_stage"), 0), negate(sym("fsdp")),

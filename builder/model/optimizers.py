@@ -30,7 +30,8 @@ The temporaries per optimizer (L: the largest parameter tensor on the GPU, in th
   a parameter's size for AdamWFp8.
 Which implementation a run gets with optimizer_impl unset (DEFAULT_IMPL): the optimizer its framework builds, where
 the model can tell the framework.
-- Megatron-LM (implementation megatron): Transformer Engine's FusedAdam and FusedSGD, else Apex's; torch.optim only
+- Megatron-LM (a Megatron precision or implementation megatron: builder.model.gradbuffers' MEGATRON): Transformer
+  Engine's FusedAdam and FusedSGD, else Apex's; torch.optim only
   when neither is installed (megatron/core/optimizer/__init__.py's imports, Megatron-LM d98e8a6): fused.
 - DeepSpeed's ZeRO (a ZeRO stage, not FSDP, not Megatron-LM: builder.model.buckets' DEEPSPEED_ENGINE): the config's
   "optimizer" section, type Adam or AdamW, builds DeepSpeed's FusedAdam (one multi_tensor_adam kernel, in place),
@@ -59,6 +60,7 @@ from builder.model.adapters import ADAPTER_DTYPE
 from builder.model.buckets import DEEPSPEED_ENGINE
 from builder.model.cite import Cite
 from builder.model.expr import best, both, either, eq, isin, maximum, negate, sym, when, within
+from builder.model.gradbuffers import MEGATRON
 from builder.model.paging import PAGED_OPTIMIZERS, PAGING
 from builder.model.partrules import bytes_of
 from builder.model.placement import TP_SHARE
@@ -85,7 +87,7 @@ LOOP_TORCHAO = (Cite("torchao-low-bit-optim", "torchao/optim/adam.py single_para
 TORCHAO_OPTIMIZERS = ("adamw8bit-torchao", "adamw4bit", "adamwfp8")
 # The optimizers a framework builds itself (the docstring's list; Megatron-LM d98e8a6 megatron/core/optimizer/
 # __init__.py, DeepSpeed edaa722 deepspeed/runtime/engine.py _configure_basic_optimizer): both fused.
-MEGATRON_BUILDS = both(eq(sym("implementation"), "megatron"),
+MEGATRON_BUILDS = both(MEGATRON,
                        isin(sym("optimizer"), "adam", "adamw", "sgd", "sgd-momentum"))
 DEEPSPEED_BUILDS = both(DEEPSPEED_ENGINE, isin(sym("optimizer"), "adam", "adamw", "lion"))
 # The optimizer's own default implementation: the framework's fused optimizer where it builds one (above), else

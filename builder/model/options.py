@@ -247,8 +247,11 @@ _TRAIN = (TRAIN,)
 _DTYPE_HELP = {
     "grad_dtype": "the gradients' dtype; under Megatron-LM its grad buffer's, which it reduces the gradients in (bf16 "
                   "is Megatron's --grad-reduce-in-bf16, and its optimizer step then makes an fp32 copy)",
-    "reduce_dtype": "the dtype FSDP (MixedPrecision.reduce_dtype) or DeepSpeed's ZeRO-3 reduces the gradients in; "
-                    "Megatron-LM reduces them in its grad buffer's dtype, which grad_dtype sets",
+    "reduce_dtype": "the dtype FSDP reduce-scatters the gradients in (MixedPrecisionPolicy.reduce_dtype; a strategy "
+                    "that shards them, over dp x cp above 1) or DeepSpeed's ZeRO-3 reduces them in "
+                    "(communication_data_type); refused elsewhere, where nothing counted reads it: Megatron-LM reduces "
+                    "in its grad buffer's dtype, which grad_dtype sets, PyTorch DDP in the gradients' own, and "
+                    "DeepSpeed's stages 1 and 2 keep their buckets in the parameters' dtype",
 }
 
 OPTIONS: tuple[Option, ...] = (
@@ -299,8 +302,9 @@ OPTIONS: tuple[Option, ...] = (
        "(reference)", "run", choices=ACTIVATION_FORMULAS, default="ops", url="implementation", runs=_TRAIN),
     _o("implementation", "choice", "whose op list 'ops' follows: hf (transformers), megatron, or torchtune "
        "(transformers' list, K and V copied to every query head; LoRA adapters in the model's dtype, as torchtune builds "
-       "them, where hf has PEFT's fp32 ones; one dtype for everything, precision bf16 or fp32); megatron also names Megatron-LM's data parallelism "
-       "(its gradient buffer, kept for the run) for a precision PyTorch shares", "run", choices=IMPLEMENTATIONS,
+       "them, where hf has PEFT's fp32 ones; one dtype for everything, precision bf16 or fp32); megatron also names "
+       "Megatron-LM's data parallelism (its gradient buffer, kept for the run; zero 1 is its distributed optimizer) for "
+       "a precision PyTorch shares, as a Megatron precision does by itself", "run", choices=IMPLEMENTATIONS,
        default="hf", url="implementation", runs=_TRAIN),
     _o("dropout", "flag", "dropout layers active (1-byte masks saved)", "run", default=False, url="dropout",
        runs=_TRAIN),
@@ -336,10 +340,13 @@ OPTIONS: tuple[Option, ...] = (
                    "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "activation_dtype")),
     # Parallelism and sharding.
     _o("dp", "count", "data-parallel ranks", "parallel", default=1, url="dp"),
-    _o("zero", "stage", "ZeRO stage", "parallel", choices=(0, 1, 2, 3), default=0, url="sharding",
+    _o("zero", "stage", "ZeRO stage: DeepSpeed's; in a Megatron-LM run (a Megatron precision or --implementation "
+       "megatron) stage 1 only, Megatron's distributed optimizer", "parallel", choices=(0, 1, 2, 3), default=0,
+       url="sharding",
        source="rajbhandari2019", runs=_TRAIN),
     _o("use_distributed_optimizer", "flag", "Megatron-LM's flag: shard the fp32 main parameters and optimizer states "
-       "over the data-parallel ranks (the same as --zero 1; front matter: zero: 1)", "parallel", default=False,
+       "over the data-parallel ranks, with a Megatron precision or --implementation megatron (the same as --zero 1 "
+       "there; front matter: zero: 1)", "parallel", default=False,
        surfaces=_CLI, source="megatron-d98e8a6", runs=_TRAIN),
     _o("fsdp", "choice", "FSDP strategy (instead of --zero)", "parallel", choices=FSDP_STRATEGIES, optional=True,
        url="sharding", runs=_TRAIN),

@@ -115,8 +115,9 @@ def sharded(dense: Expr, expert: Expr, dense_ranks: Expr, expert_ranks: Expr) ->
 # group); HYBRID_SHARD shards within a group (default: one node) and replicates across groups.
 SHARD_RANKS = sym("dp") * sym("cp")
 HYBRID_GROUP = when(sym("fsdp_shard_group"), sym("fsdp_shard_group"), minimum(SHARD_RANKS, sym("gpus_per_node")))
+SHARD_GROUP = when(eq(sym("fsdp"), "HYBRID_SHARD"), HYBRID_GROUP, SHARD_RANKS)
 SHARDING = {
-    "shard_group": when(eq(sym("fsdp"), "HYBRID_SHARD"), HYBRID_GROUP, SHARD_RANKS),
+    "shard_group": SHARD_GROUP,
     "expert_shard_group": maximum(1, sym("shard_group") // sym("ep")),
     **{f"{prefix}{state}_ranks": when(sym("shard_stage") >= stage, sym(group), 1)
        for prefix, group in (("", "shard_group"), ("expert_", "expert_shard_group"))
@@ -510,8 +511,16 @@ _ZERO3_BYTES = bytes_of(sym("param_dtype"))
 # root unit (embeddings and output layer, builder.model.placement's root_unit) has no input that needs a gradient, so
 # its post_backward runs in the root's final callback: the output layer's unsharded gradient, made at the start of
 # backward, is live through every layer's backward. Full fine-tuning only (frozen weights make no gradients).
-FSDP2_UNITS = both(TRAIN, sym("has_architecture"), sym("fsdp"), negate(WHOLE_STAGE), sym("grad_ranks") > 1,
-                   eq(sym("lora_rank"), 0))
+# FSDP reduce-scatters the gradients of a unit (or, under pipeline parallelism, of the stage) in the reduce dtype: a
+# strategy that shards them (grad_ranks above 1: SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD) over more than one rank.
+FSDP_REDUCE_SCATTERS = both(TRAIN, sym("has_architecture"), sym("fsdp"), sym("shard_stage") >= 2, SHARD_GROUP > 1)
+FSDP2_UNITS = both(FSDP_REDUCE_SCATTERS, negate(WHOLE_STAGE), eq(sym("lora_rank"), 0))
+# The runs whose parts below read the reduce dtype (gradient_reduce_dtype, the reduce_dtype input where it is set):
+# FSDP reduce-scattering full gradients (with LoRA adapters a unit's unsharded gradients are the adapters', counted in
+# their own dtype) and DeepSpeed's ZeRO-3 (its reduce bucket and the reduce-scatter's flat copy, in
+# communication_data_type). builder.model.checks refuses reduce_dtype in any other run: nothing there reads it.
+READS_REDUCE_DTYPE = either(both(FSDP_REDUCE_SCATTERS, eq(sym("lora_rank"), 0)),
+                            both(buckets.DEEPSPEED_ZERO, eq(sym("shard_stage"), 3)))
 FSDP2_REDUCE_SCATTER = (Cite("pytorch-fsdp2", "_fsdp_param_group.py FSDPParamGroup.post_backward") + " and "
                         + Cite("pytorch-fsdp2", "_fsdp_collectives.py foreach_reduce")
                         + ": a block's reduce-scatter input, in the reduce dtype, lives until the next block's "
@@ -623,8 +632,7 @@ COMM = RuleSet(
                       fmt("1 block ({0})", sym("gradient_reduce_dtype"))),
                  when(WHOLE_STAGE, "pipeline parallelism accumulates the stage's unsharded gradients until the last "
                                    "backward", "simplification: one unit's full gradients before its reduce-scatter"),
-                 when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1),
-                           negate(sym("deepspeed_zero")), eq(sym("lora_rank"), 0))),
+                 when=both(FSDP_REDUCE_SCATTERS, eq(sym("lora_rank"), 0))),
         # With LoRA the frozen weights make no gradients: a unit's unsharded gradients are its adapters' (in the
         # adapters' dtype, as the 'gradients' part has them), a block's share of the stage's adapters.
         PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("adapters"),
@@ -636,8 +644,7 @@ COMM = RuleSet(
                       fmt("1 block's adapters ({0})", ADAPTER_DTYPE)),
                  "frozen base weights make no gradients; simplification: one unit's adapter gradients before its "
                  "reduce-scatter",
-                 when=both(TRAIN, sym("has_architecture"), either(sym("param_ranks") > 1, sym("grad_ranks") > 1),
-                           negate(sym("deepspeed_zero")), sym("lora_rank") > 0)),
+                 when=both(FSDP_REDUCE_SCATTERS, sym("lora_rank") > 0)),
         # FSDP2 (fully_shard) keeps a unit's reduce-scatter input until the next unit's post_backward, and the root
         # unit's gradients (its post_backward runs in the final callback) until the end of backward.
         PartRule("comm/reduce_scatter_input", sym("layer_unit") * bytes_of(sym("gradient_reduce_dtype")),

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from builder.model.buckets import DEEPSPEED_ENGINE
 from builder.model.cite import Cite
 from builder.model.expr import (Expr, best, both, ceil, derive, either, eq, fmt, isin, maximum, minimum, ne, negate,
                                 sym, total, when, within)
@@ -60,7 +61,8 @@ MEANINGS = {"stage3_max_live_parameters": "the maximum number of parameters resi
             "stage3_max_reuse_distance": "do not release a parameter if it will be reused within this threshold of "
                                          "parameters"}
 
-DEEPSPEED_ZERO3 = both(eq(sym("shard_stage"), 3), negate(sym("fsdp")))
+# DeepSpeed's ZeRO-3: stage 3 of DeepSpeed's engine (no FSDP strategy, not Megatron-LM: builder.model.buckets).
+DEEPSPEED_ZERO3 = both(eq(sym("shard_stage"), 3), DEEPSPEED_ENGINE)
 KNOBS = {f"zero3_{name.removeprefix('stage3_')}": when(eq(sym(name), UNSET), default, sym(name))
          for name, default in DEFAULTS.items()}
 

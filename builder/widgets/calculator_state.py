@@ -8,8 +8,8 @@ builder.model.ranges' `unset` for a number): the controls whose key is not the o
 takes its key from the option table's `url`: KEY; the serving weights' dtype, WEIGHTS, is the form's own), the
 "policy"/"default"/"auto" choices that leave an option unset, and the gating of the fields
 that count only in some runs (DeepSpeed ZeRO-3's limits with stage 3 only; DeepSpeed's gradient buckets with a
-ZeRO stage, no FSDP strategy and not Megatron-LM; DDP's gradient_as_bucket_view with no sharding; FSDP's units of their
-own with an FSDP strategy).
+ZeRO stage, no FSDP strategy and not Megatron-LM, implementation megatron or a Megatron precision; DDP's
+gradient_as_bucket_view with no sharding; FSDP's units of their own with an FSDP strategy).
 `config_from_state` builds the Config from them. RUN_RULES add what builder.model.inputs.config_inputs works out
 from such a Config (the ZeRO stage a sharding choice amounts to, the precision policy's dtypes with the form's
 overrides, the GPUs a run uses), so the script gets the run's inputs from the same rules
@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from builder.model import Config
 from builder.model.architecture import Architecture
 from builder.model.buckets import DEFAULTS as BUCKET_OPTIONS, UNSET as BUCKET_UNSET
-from builder.model.config import FSDP_STAGE, FSDP_STRATEGIES
+from builder.model.config import FSDP_STAGE, FSDP_STRATEGIES, MEGATRON_PRECISIONS
 from builder.model.expr import Expr, at, both, either, eq, isin, ne, negate, sym, when
 from builder.model.options import OPTION_OF
 from builder.model.overrides import overridden
@@ -82,7 +82,10 @@ def _unless(key: str, word: str) -> Expr:
 
 
 TRAIN = eq(form("mode"), "train")
-_DEEPSPEED = both(isin(form(KEY["zero"]), *BUCKET_SHARDS), ne(form(KEY["implementation"]), "megatron"))
+# DeepSpeed's ZeRO engine: a ZeRO stage in a run that is not Megatron-LM's (builder.model.buckets' DEEPSPEED_ENGINE: not
+# implementation megatron, nor a Megatron precision, one whose policy keeps Megatron's grad buffer).
+_DEEPSPEED = both(isin(form(KEY["zero"]), *BUCKET_SHARDS), ne(form(KEY["implementation"]), "megatron"),
+                  negate(isin(form("precision"), *MEGATRON_PRECISIONS)))
 _FSDP = isin(form(KEY["zero"]), *FSDP_STRATEGIES)
 
 # Form values -> the Config options they set (by the option's name, or CHOSEN's for a policy override).

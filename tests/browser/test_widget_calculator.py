@@ -249,6 +249,10 @@ INVALID = [
     # Megatron-LM reduces in its grad buffer's dtype (param_and_grad_buffer.py group_params_for_buffers, d98e8a6).
     {"model": "llama-3-8b", "precision": "megatron-bf16", "implementation": "megatron", "sharding": "1",
      "reduce_dtype": "bf16"},
+    # A Megatron precision is Megatron-LM's run: its distributed optimizer is ZeRO stage 1, stage 2 is DeepSpeed's.
+    {"model": "llama-3-8b", "precision": "megatron-bf16", "sharding": "2", "dp": "8"},
+    # DeepSpeed's ZeRO-1 keeps its buckets in the parameters' dtype: no reduce dtype is counted there.
+    {"model": "llama-3-8b", "sharding": "1", "dp": "8", "reduce_dtype": "fp32"},
 ]
 
 
