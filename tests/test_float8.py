@@ -168,16 +168,25 @@ def test_an_output_layer_torchtitan_would_skip_is_not_converted():
 # FSDP's float8 all-gather -----------------------------------------------------------------------------------------
 
 def test_fsdp_float8_all_gather_gathers_one_byte_a_converted_parameter():
-    """fsdp_pre_all_gather casts each shard to float8: the gathered units (two blocks and the root unit) hold Llama 3
-    8B's converted weights at 1 B instead of 2, with an fp32 scale each (7 a block, the output layer's)."""
+    """fsdp_pre_all_gather casts each shard to float8: the gathered units (the block computed and the root unit, and
+    one block's all-gather buffer) hold Llama 3 8B's converted weights at 1 B instead of 2, with an fp32 scale each (7 a
+    block, the output layer's)."""
     block, block_linear, root, head = 218_112_000, 218_103_808, 1_050_677_248, V * H
+
+    def gathered(config):
+        parts = estimate(config)
+        return parts.get("comm/gathered_params") + parts.get("comm/all_gather_output")
+
     base = Config(model=LLAMA, seq_len=T, fsdp="FULL_SHARD", dp=8, float8="tensorwise")
-    bf16 = estimate(base).get("comm/gathered_params")
+    bf16 = gathered(base)
     assert bf16 == (2 * block + root) * 2 == 2_973_802_496
-    gathered = estimate(replace(base, enable_fsdp_float8_all_gather=True)).get("comm/gathered_params")
-    assert gathered == bf16 - (2 * block_linear + head) + 4 * (2 * 7 + 1) == 2_012_258_364
-    kept_head = estimate(replace(base, enable_fsdp_float8_all_gather=True, float8_filter_output=True))
-    assert kept_head.get("comm/gathered_params") == bf16 - 2 * block_linear + 4 * 2 * 7
+    assert estimate(base).get("comm/all_gather_output") == 2 * block
+    assert gathered(replace(base, enable_fsdp_float8_all_gather=True)) \
+        == bf16 - (2 * block_linear + head) + 4 * (2 * 7 + 1) == 2_012_258_364
+    assert estimate(replace(base, enable_fsdp_float8_all_gather=True)).get("comm/all_gather_output") \
+        == 2 * block - block_linear + 4 * 7
+    kept_head = replace(base, enable_fsdp_float8_all_gather=True, float8_filter_output=True)
+    assert gathered(kept_head) == bf16 - 2 * block_linear + 4 * 2 * 7
 
 
 # Whole training steps, measured ---------------------------------------------------------------------------------

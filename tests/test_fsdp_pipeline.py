@@ -27,9 +27,11 @@ def test_a_pipeline_stage_keeps_its_parameters_and_gradients_unsharded():
     stage = 20 * layer + 128_256 * 8192  # the first stage's layers and its embedding
     assert parts["comm/gathered_params"] == 2 * stage
     assert parts["comm/unsharded_grads"] == 2 * stage
-    # The same run without pipeline parallelism gathers two blocks and the root unit at a time.
+    # The same run without pipeline parallelism gathers a unit at a time: the block computed and the root unit, with
+    # one block's all-gather buffer beside them.
     flat = parts_of(config.with_changes(pp=1))
-    assert flat["comm/gathered_params"] == 2 * (2 * layer + 2 * 128_256 * 8192 + 8192)
+    assert flat["comm/gathered_params"] == 2 * (layer + 2 * 128_256 * 8192 + 8192)
+    assert flat["comm/all_gather_output"] == 2 * layer and "comm/all_gather_output" not in parts
 
 
 def test_zero_3_without_fsdp_is_unchanged_by_the_rule():

@@ -10,6 +10,8 @@ _fsdp_state.py and _fsdp_param_group.py) and measured here on CPU with a fake pr
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from builder.catalog import default_models
@@ -50,9 +52,10 @@ def moment(config: Config, name: str):
 def test_the_units_of_llama_3_1_70b_by_hand():
     assert BLOCK == 1_711_308_800 and VOCAB_UNIT == 2_101_346_304
     units = parts_of(TORCHTUNE_70B)
-    # Two blocks (the one computed and the one prefetched, the model's simplification) and the root unit, which keeps
-    # only the final norm once the token embedding and the output layer are units of their own.
-    assert units["comm/gathered_params"] == 2 * BLOCK + NORM
+    # The block computed and the root unit, which keeps only the final norm once the token embedding and the output
+    # layer are units of their own, unsharded; one block's flat all-gather buffer beside them (its own in the forward,
+    # the one prefetched in the backward).
+    assert units["comm/gathered_params"] == BLOCK + NORM and units["comm/all_gather_output"] == BLOCK
     assert units["comm/gathered_output"] == units["comm/gathered_embeddings"] == VOCAB_UNIT
     # The output layer's gradient, reduce-scattered when its backward ends, in the reduce dtype (the gradients', bf16).
     assert units["comm/output_reduce_scatter_input"] == VOCAB_UNIT
@@ -60,7 +63,7 @@ def test_the_units_of_llama_3_1_70b_by_hand():
     # Without them the root unit is the token embedding, the final norm and the output layer, its gradients reduced at
     # the end of backward.
     root = parts_of(ROOT_ONLY)
-    assert root["comm/gathered_params"] == 2 * BLOCK + 2 * VOCAB_UNIT + NORM
+    assert root["comm/gathered_params"] == BLOCK + 2 * VOCAB_UNIT + NORM and root["comm/all_gather_output"] == BLOCK
     assert root["comm/root_grads"] == VOCAB_UNIT
     assert not {"comm/gathered_output", "comm/gathered_embeddings", "comm/output_reduce_scatter_input"} & set(root)
 
@@ -73,13 +76,14 @@ def test_the_output_layers_backward_holds_the_units_gathered_then():
     own: it is gathered for its own backward, and the last block is prefetched only for the last chunk's, when one
     chunk's gradient is added to the sum, not two."""
     root = {p.name: p.bytes for p in moment(ROOT_ONLY, "head_backward").parts}
-    assert root["comm/gathered_params"] == BLOCK + 2 * VOCAB_UNIT + NORM
+    assert root["comm/gathered_params"] == 2 * VOCAB_UNIT + NORM and root["comm/all_gather_output"] == BLOCK
     assert root["gradients/head_sum"] == 3 * VOCAB_UNIT
     assert not {"comm/root_grads", "comm/unsharded_grads"} & set(root)
     units = {p.name: p.bytes for p in moment(TORCHTUNE_70B, "head_backward").parts}
     assert units["comm/gathered_params"] == NORM and units["comm/gathered_output"] == VOCAB_UNIT
     assert units["gradients/head_sum"] == 3 * VOCAB_UNIT
-    assert root.keys() - units.keys() == set() and sum(root.values()) - sum(units.values()) == BLOCK + VOCAB_UNIT
+    assert root.keys() - units.keys() == {"comm/all_gather_output"}
+    assert sum(root.values()) - sum(units.values()) == BLOCK + VOCAB_UNIT
     # Inside the last layer's backward the output unit's reduce-scatter input stands where the root's output-layer
     # gradient stood; the token embedding's unit is gathered from the first block's backward on, and its gradient,
     # made last, is reduced in the final callback as the root's would be.
@@ -95,8 +99,11 @@ def test_torchtunes_readme_row_for_llama_3_1_70b():
     assert units.peak.name == root.peak.name == "head_backward"
     assert round(units.bytes / GIB, 2) == 13.81 and round(root.bytes / GIB, 2) == 17.36
     assert abs(units.bytes - README_70B) / README_70B < 0.01
-    # The Sharding page's table: end of forward, start of backward, the output layer's backward, end of backward.
-    for config, table in ((ROOT_ONLY, (13.33, 15.05, 17.36, 13.77)), (TORCHTUNE_70B, (9.42, 11.13, 13.81, 9.85))):
+    # The Sharding page's table: end of forward, start of backward, the output layer's backward, end of backward. At
+    # the loss nothing is gathered (shard_model reshards the root unit after the forward too, and the chunked loss's
+    # gradients are made before the root's hook gathers it again); at the end of backward the root unit, or the
+    # token embedding's unit and the final norm, and no block.
+    for config, table in ((ROOT_ONLY, (6.23, 7.95, 17.36, 10.58)), (TORCHTUNE_70B, (6.23, 7.95, 13.81, 6.67))):
         got = {phase.name: round(phase.total / GIB, 2) for phase in phases(config)}
         assert tuple(got[name] for name in ("forward", "backward_start", "head_backward", "backward_end")) == table
 
@@ -141,41 +148,109 @@ def test_the_option_reads_the_same_on_every_surface():
     assert calc.config_from_state(form | {"sharding": "3"}, MODELS).custom_sharded_layers == ()
 
 
+GATHERED = ("comm/gathered_params", "comm/all_gather_output", "comm/gathered_output", "comm/gathered_embeddings")
+LAYOUTS = {"default": (), "custom": ("tok_embeddings", "output")}
+
+
+@functools.lru_cache(maxsize=None)
+def measured(layout: str, run: tuple[str, str]) -> dict:
+    """builder.validate.fsdp_units' measurement of the small Llama below (rank 0 of 2, batch 2 of 128 tokens), wrapped
+    and its loss computed as RUNS has it for `run`."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from builder.validate.fsdp_units import llama_config, measure
+    return measure(layout, llama_config(), batch=2, seq_len=128, world_size=2, **RUNS[run])
+
+
+# The runs measured, as the model takes them: (implementation, loss) -> how the measurement wraps and computes it
+# (fully_shard's reshard_after_forward passed to the root, as torchtune's shard_model does, or left to its default, as
+# accelerate 1.15 leaves it; the loss in the model's forward, as transformers' causal LMs compute it given labels).
+RUNS = {("torchtune", "chunked"): dict(reshard_root=True, loss_inside=False),
+        ("hf", "eager"): dict(reshard_root=False, loss_inside=True),
+        ("hf", "chunked"): dict(reshard_root=False, loss_inside=False)}
+
+
+def small_llama(layout: str, implementation: str = "torchtune", loss: str = "chunked", **changes) -> Config:
+    """The measured run as the model takes it."""
+    from builder.validate.fsdp_units import llama_config
+    return Config(model=from_hf_config(llama_config(), "small-llama"), precision="fp32", optimizer="adamw",
+                  optimizer_impl="for-loop", fsdp="FULL_SHARD", dp=2, micro_batch=2, seq_len=128, attention="eager",
+                  loss=loss, implementation=implementation,
+                  custom_sharded_layers=LAYOUTS[layout]).with_changes(**changes)
+
+
+def gathered_at(config: Config) -> dict[str, int]:
+    """The model's gathered parameters at each moment of the step: the unsharded units and the all-gather buffer."""
+    return {phase.name: sum(p.bytes for p in phase.parts if p.name in GATHERED) for phase in phases(config)}
+
+
 @pytest.mark.validate
 def test_fsdp2_units_measured_on_cpu():
     """A small Llama under FSDP2 (fake process group, rank 0 of 2) with torchtune's chunked output and loss, both
     layouts: what the hooks gather and reduce at the output layer's backward, and the live bytes there against the
     model's moment for the same architecture (builder.validate.fsdp_units)."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from builder.validate.fsdp_units import CHUNKS, llama_config, measure
+    from builder.validate.fsdp_units import CHUNKS, llama_config
 
     config = llama_config()
-    measured = {layout: measure(layout, config, batch=2, seq_len=128, world_size=2) for layout in ("default", "custom")}
+    runs = {layout: measured(layout, ("torchtune", "chunked")) for layout in LAYOUTS}
     # The output layer's unit: a post-backward after every chunk's backward, a gradient only at the last (the sum).
-    posts = [mark for mark in measured["custom"]["hooks"] if mark["hook"] == "post" and mark["unit"] == "lm.lm_head"]
+    posts = [mark for mark in runs["custom"]["hooks"] if mark["hook"] == "post" and mark["unit"] == "lm.lm_head"]
     assert len(posts) == CHUNKS and [mark["grads"] for mark in posts] == [()] * (CHUNKS - 1) + [("lm.lm_head.weight",)]
     last_block = f"lm.model.layers.{config['num_hidden_layers'] - 1}"
-    heads = [mark for mark in measured["custom"]["hooks"] if mark["hook"] == "pre" and mark["unit"] == "lm.lm_head"]
+    heads = [mark for mark in runs["custom"]["hooks"] if mark["hook"] == "pre" and mark["unit"] == "lm.lm_head"]
     assert [last_block in mark["gathered"] for mark in heads] == [False] * CHUNKS  # before each chunk's own prefetch
     assert last_block in posts[-1]["gathered"] and last_block not in posts[-2]["gathered"]
-    # The output layer in the root unit: the root's first pre-backward prefetches the last block.
-    roots = [mark for mark in measured["default"]["hooks"] if mark["hook"] == "pre" and mark["unit"] == "root"]
-    assert [last_block in mark["gathered"] for mark in roots] == [False] + [True] * (CHUNKS - 1)
+    # The output layer in the root unit: the root's first pre-backward gathers it again and prefetches the last block.
+    roots = [mark for mark in runs["default"]["hooks"] if mark["hook"] == "pre" and mark["unit"] == "root"]
+    assert [mark["gathered"] for mark in roots] == [()] + [(last_block, "root")] * (CHUNKS - 1)
     # Live bytes at the output layer's backward: the model's moment within 1 KiB (small tensors the model leaves out:
     # AdamW's step counters, the loss scalars, FSDP's own), and so the difference between the layouts.
-    arch = from_hf_config(config, "small-llama")
-    base = Config(model=arch, precision="fp32", optimizer="adamw", optimizer_impl="for-loop", fsdp="FULL_SHARD", dp=2,
-                  micro_batch=2, seq_len=128, attention="eager", loss="chunked")
-    model = {layout: moment(base.with_changes(custom_sharded_layers=layers), "head_backward").total
-             for layout, layers in (("default", ()), ("custom", ("tok_embeddings", "output")))}
+    model = {layout: moment(small_llama(layout), "head_backward").total for layout in LAYOUTS}
     for layout in model:
-        assert abs(measured[layout]["head_backward_peak"] - model[layout]) <= 1024
+        assert abs(runs[layout]["head_backward_peak"] - model[layout]) <= 1024
     hidden, vocab, ffn, kv = config["hidden_size"], config["vocab_size"], config["intermediate_size"], 2 * 16
     block = (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * ffn + 2 * hidden) * 4
     embedding = vocab * hidden * 4
     assert model["default"] - model["custom"] == embedding + block
-    assert abs(measured["default"]["head_backward_peak"] - measured["custom"]["head_backward_peak"]
+    assert abs(runs["default"]["head_backward_peak"] - runs["custom"]["head_backward_peak"]
                - (embedding + block)) <= 64
-    # After the forward the root unit holds the token embedding and the output layer; units of their own do not.
-    assert abs(measured["default"]["start_of_backward"] - measured["custom"]["start_of_backward"] - 2 * embedding) <= 64
+    # At the start of backward neither layout holds a unit gathered (shard_model reshards the root after the forward
+    # too); with the root left to fully_shard's default (reshard_after_forward=None, as accelerate 1.15 leaves it) the
+    # root unit holds the token embedding and the output layer there, units of their own do not.
+    assert abs(runs["default"]["start_of_backward"] - runs["custom"]["start_of_backward"]) <= 64
+    kept = {layout: measured(layout, ("hf", "chunked"))["start_of_backward"] for layout in LAYOUTS}
+    assert abs(kept["default"] - kept["custom"] - 2 * embedding) <= 64
+
+
+@pytest.mark.validate
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("run", RUNS, ids=["-".join(run) for run in RUNS])
+def test_what_fsdp2_holds_gathered_at_every_moment_measured_on_cpu(layout, run):
+    """The bytes FSDP2 holds gathered (the units' unsharded parameters, an all-gather output prefetched or kept for the
+    next copy-out: builder.validate.fsdp_units.gathered_bytes) at each moment of the measured step, against the
+    model's comm parts there, to the byte: inside the last layer's forward a block twice (its parameters and its
+    all-gather output) and the root unit; at the loss and its gradients no block where the loss is outside the model's
+    forward (and the root unit only where fully_shard keeps it), the root and one all-gather buffer where it is
+    inside; one block from the root's pre-backward to the last layer's, two there, one at the first layer's (plus the
+    token embedding's unit where it is one of its own), none after."""
+    implementation, loss = run
+    measured_run = measured(layout, run)["moments"]
+    model = gathered_at(small_llama(layout, implementation, loss))
+    assert set(model) - {"optimizer_step"} <= set(measured_run)
+    assert model["optimizer_step"] == measured_run["optimizer_step"] == 0
+    assert {name: measured_run[name] for name in model} == model
+    hidden, vocab, ffn, kv = 64, 2048, 176, 2 * 16
+    block = (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * ffn + 2 * hidden) * 4
+    vocab_unit, norm = vocab * hidden * 4, hidden * 4
+    root = norm + (0 if layout == "custom" else 2 * vocab_unit)
+    assert measured_run["layer_forward"] == measured_run["layer_backward"] == 2 * block + root
+    kept = 0 if RUNS[run]["reshard_root"] else root
+    assert measured_run["before_first_pre_backward"] == kept
+    assert measured_run["after_roots_pre_backward"] == root + (vocab_unit if layout == "custom" else block)
+    assert measured_run["backward_start"] == (measured_run["after_roots_pre_backward"] if RUNS[run]["loss_inside"]
+                                              else kept)
+    # The output layer's forward (a moment with torchao's float8 output layer, in bf16 with the eager loss: half the
+    # fp32 bytes measured): the last block's all-gather output beside the root, or the output layer's unit twice.
+    float8 = small_llama(layout, implementation, "eager", precision="bf16", float8="tensorwise")
+    assert 2 * gathered_at(float8)["head_forward"] == measured_run["head_forward"] \
+        == root + (2 * vocab_unit if layout == "custom" else block)

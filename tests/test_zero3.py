@@ -104,11 +104,12 @@ def test_a_model_under_half_the_reuse_distance_stays_gathered():
 
 
 def test_fsdp_keeps_its_rule():
-    """FSDP FULL_SHARD: two blocks and the root unit, as before (Zhao et al. 2023)."""
+    """FSDP FULL_SHARD: the block computed and the root unit, and one block's all-gather buffer (PyTorch 2.13's FSDP2,
+    builder.model.states' FSDP2_GATHERED), not ZeRO-3's modules."""
     parts = comm(Config(model=MODELS["llama-3-8b"], fsdp="FULL_SHARD", dp=8))
     root = 2 * LLAMA3_8B_LARGEST + 4096
     block = (param_count(MODELS["llama-3-8b"]) - root) // 32
-    assert parts["comm/gathered_params"] == 2 * (2 * block + root)
+    assert parts["comm/gathered_params"] == 2 * (block + root) and parts["comm/all_gather_output"] == 2 * block
     assert "comm/reused_params" not in parts
 
 

@@ -83,6 +83,7 @@ PART_NAMES: dict[str, str] = {
     # Communication buffers (states)
     "comm/ddp_buckets": "DDP gradient buckets",
     "comm/gathered_params": "Gathered parameters",
+    "comm/all_gather_output": "All-gather buffer",
     "comm/reused_params": "Parameters kept for reuse",
     "comm/unsharded_grads": "Unsharded gradients",
     "comm/reduce_bucket": "Gradient reduce bucket",

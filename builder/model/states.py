@@ -556,6 +556,35 @@ CUSTOM_UNITS = (Cite("torchtune-shard-model", "torchtune/training/_distributed.p
 FSDP2_GATHER = (Cite("pytorch-2-13", "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py FSDPParamGroup."
                                      "pre_forward, post_forward and pre_backward")
                 + ": a unit is gathered for its forward, freed after it, gathered again for its backward")
+# What FSDP2 holds gathered, read in PyTorch 2.13 (torch/distributed/fsdp/_fully_shard) and measured on CPU with a fake
+# process group (builder.validate.fsdp_units, tests/test_fsdp_units.py). A unit's all-gather fills one flat buffer
+# (_fsdp_collectives.py foreach_all_gather: all_gather_output, world size x the unit's padded shard) and its copy-out
+# splits it into the unsharded parameters (foreach_all_gather_copy_out into each FSDPParam's all_gather_outputs): two
+# tensors of a unit's size. In the forward, wait_for_unshard keeps the buffer in comm_ctx.all_gather_state until the
+# next unit's copy-out ("Defer free to allow for overlap of this copy-out with next all-gather collective"), or until
+# the root's post-forward frees the last one (_fsdp_state.py _post_forward): inside a block's forward its parameters
+# and its buffer. A block's post_forward frees its parameters (reshard_after_forward). The root unit is resharded
+# after the forward too where fully_shard is called on it with reshard_after_forward=True, as torchtune's shard_model
+# does (30b8519: fsdp_kwargs on every call, the model's too); fully_shard's default (reshard_after_forward=None) keeps
+# the root gathered (_fsdp_state.py _lazy_init: post_forward_mesh_info = None), and accelerate 1.15's
+# fsdp2_prepare_model leaves its root to that default ("Defer to PyTorch's reshard_after_forward=None heuristic"), as
+# torchtitan does. In the backward a unit's pre_backward (a hook on its forward outputs; the root's on the model's
+# outputs: the logits, or with transformers' loss in the forward the loss) gathers it, frees the buffer once copied
+# out and prefetches the unit before it in the forward (_backward_prefetch: post_forward_order[index - 1]): the buffer
+# then is that unit's, until its own pre_backward. The first block's prefetches none (index 0), or the token
+# embedding's unit where it is one of its own.
+FSDP2_GATHERED = (Cite("pytorch-2-13", "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py FSDPParamGroup."
+                                       "pre_forward, post_forward, pre_backward and _backward_prefetch")
+                  + ": a unit is gathered for its forward, freed after it, gathered again for its backward, the one "
+                    "before it prefetched; "
+                  + Cite("torchtune-shard-model", "torchtune/training/_distributed.py shard_model")
+                  + ": reshard_after_forward passed to the root unit too; "
+                  + Cite("accelerate-1-15", "src/accelerate/utils/fsdp_utils.py fsdp2_prepare_model")
+                  + ": the root left to fully_shard's default, which keeps it gathered after the forward")
+FSDP2_ALL_GATHER_OUTPUT = (Cite("pytorch-2-13", "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py "
+                                                "foreach_all_gather and _fsdp_param_group.py wait_for_unshard")
+                           + ": the flat all-gather output, kept in the forward until the next unit's copy-out; in the "
+                             "backward the prefetched unit's; measured on CPU with a fake process group")
 FSDP2_EMBEDDING_GRADS = (Cite("pytorch-2-13", "torch/distributed/fsdp/_fully_shard/_fsdp_state.py "
                                               "_root_post_backward_final_callback")
                          + ": a unit whose forward inputs need no gradient (the token ids: the root, or the token "
@@ -585,12 +614,13 @@ COMM = RuleSet(
              "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype")),
              "stage_unsharded": sym("dense") + sym("expert"), **ZERO3_SYMBOLS, **buckets.SYMBOLS,
              # The weights FSDP gathers in float8 (enable_fsdp_float8_all_gather) and how many: the converted ones of
-             # the blocks gathered, and the output layer's where it is converted (a tied one is refused).
+             # the block computed (the whole stage under pipeline parallelism), and the output layer's where it is
+             # converted (a tied one is refused); the all-gather buffer's block: comm/all_gather_output.
              "float8_head_weight": when(both(FLOAT8_HEAD, sym("stage_has_head"), negate(sym("tied_embeddings"))),
                                         sym("vocab_rows"), 0),
-             "float8_gathered": when(FLOAT8_ALL_GATHER, when(WHOLE_STAGE, sym("stage_layers"), 2)
+             "float8_gathered": when(FLOAT8_ALL_GATHER, when(WHOLE_STAGE, sym("stage_layers"), 1)
                                      * sym("layer_float8") + sym("float8_head_weight"), 0),
-             "float8_gathered_weights": when(FLOAT8_ALL_GATHER, when(WHOLE_STAGE, sym("stage_layers"), 2)
+             "float8_gathered_weights": when(FLOAT8_ALL_GATHER, when(WHOLE_STAGE, sym("stage_layers"), 1)
                                              * sym("layer_float8_tensors") + when(sym("float8_head_weight"), 1, 0), 0)},
     parts=(
         PartRule("comm/gathered_params", sym("zero3_now") * _ZERO3_BYTES,
@@ -602,27 +632,41 @@ COMM = RuleSet(
                  "the last blocks, kept for their backward", fmt("{0}{1}", sym("zero3_assumed"), ZERO3_KEPT_NOTE),
                  when=both(sym("zero3_gathers"), sym("zero3_turn") > sym("zero3_now"))),
         # torchao's float8 all-gather (builder.model.float8): the converted weights gathered in float8, 1 B each, with
-        # an fp32 scale a weight.
+        # an fp32 scale a weight. FSDP unit by unit: the unsharded parameters of the block computed and of the root
+        # unit; the flat buffer one all-gather fills is comm/all_gather_output (FSDP2_GATHERED); which of them are
+        # live at each moment of a step is builder.model.step's (AT_PHASE).
         PartRule("comm/gathered_params", when(WHOLE_STAGE, sym("stage_unsharded"),
-                                              2 * sym("layer_unit") + sym("fsdp_root")) * bytes_of(sym("param_dtype"))
+                                              sym("layer_unit") + sym("fsdp_root")) * bytes_of(sym("param_dtype"))
                  - sym("float8_gathered") * (bytes_of(sym("param_dtype")) - 1) + 4 * sym("float8_gathered_weights"),
                  fmt("{0}{1}", when(WHOLE_STAGE, "the stage's parameters x bytes(param dtype)",
-                                    "(2 x one block + root unit) x bytes(param dtype)"),
+                                    "(one block + root unit) x bytes(param dtype)"),
                      when(FLOAT8_ALL_GATHER, ", the float8 layers' weights at 1 B with a 4 B scale each", "")),
                  fmt("{0}{1}", when(WHOLE_STAGE, PIPELINED_FSDP,
-                                    when(sym("custom_sharded_layers"), fmt("{0}; {1}", FSDP, CUSTOM_UNITS), FSDP)),
+                                    fmt("{0}; {1}{2}", FSDP, FSDP2_GATHERED,
+                                        when(sym("custom_sharded_layers"), fmt("; {0}", CUSTOM_UNITS), ""))),
                      when(FLOAT8_ALL_GATHER, "; " + FLOAT8_GATHERED, "")),
-                 fmt("{0}{1}", when(WHOLE_STAGE, "the whole stage", "2 blocks + root unit"),
+                 fmt("{0}{1}", when(WHOLE_STAGE, "the whole stage", "1 block + root unit"),
                      when(FLOAT8_ALL_GATHER, ", linear weights in float8", "")),
                  when(WHOLE_STAGE, "pipeline parallelism keeps the stage's parameters unsharded through the schedule",
-                      fmt("simplification: the block being computed and the prefetched one, plus the root unit ({0}) "
-                          "that stays gathered",
+                      fmt("the unsharded parameters of the block being computed and of the root unit ({0}); with "
+                          "torchtune the root unit is resharded after the forward and gathered again when the "
+                          "backward reaches the model's outputs",
                           when(both(sym("embedding_unit"), sym("output_unit")),
                                "the final norm: the token embedding and the output layer are units of their own",
                                when(sym("embedding_unit"), "final norm, head: the token embedding is a unit of its own",
                                     when(sym("output_unit"), "embeddings, final norm: the output layer is a unit of "
                                                              "its own", "embeddings, head"))))),
                  when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"))),
+        PartRule("comm/all_gather_output", sym("layer_unit") * bytes_of(sym("param_dtype"))
+                 - when(FLOAT8_ALL_GATHER, sym("layer_float8") * (bytes_of(sym("param_dtype")) - 1)
+                        - 4 * sym("layer_float8_tensors"), 0),
+                 fmt("one block x bytes(param dtype){0}",
+                     when(FLOAT8_ALL_GATHER, ", the float8 layers' weights at 1 B with a 4 B scale each", "")),
+                 fmt("{0}{1}", FSDP2_ALL_GATHER_OUTPUT, when(FLOAT8_ALL_GATHER, "; " + FLOAT8_GATHERED, "")),
+                 "1 block's all-gather output",
+                 "in the forward the block's own, kept until the next unit's copy-out; in the backward the block "
+                 "before it, prefetched",
+                 when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"), negate(WHOLE_STAGE))),
         PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("stage_unsharded"), sym("layer_unit"))
                  * bytes_of(sym("gradient_reduce_dtype")),
                  when(WHOLE_STAGE, "the stage's gradients x bytes(reduce dtype)",
@@ -662,8 +706,8 @@ COMM = RuleSet(
         # during the first block's; its gradient, made last, is builder.model.step's transient).
         _own_unit_gathered("comm/gathered_output", "output_unit", "output layer",
                            "gathered for its forward and for its backward only (with torchtune's chunked loss once a "
-                           "chunk); counted at the output layer's backward, a moment of the step with torchtune's "
-                           "chunked loss only"),
+                           "chunk); counted at the output layer's backward (a moment of the step with torchtune's "
+                           "chunked loss) and forward (with a float8 output layer)"),
         PartRule("comm/output_reduce_scatter_input", sym("output_unit") * bytes_of(sym("gradient_reduce_dtype")),
                  "output layer's gradient x bytes(reduce dtype)", fmt("{0}; {1}", FSDP2_OUTPUT_REDUCE, CUSTOM_UNITS),
                  fmt("the output layer's ({0})", sym("gradient_reduce_dtype")),
@@ -671,7 +715,7 @@ COMM = RuleSet(
                  "last layer's backward", when=both(FSDP2_UNITS, sym("output_unit") > 0)),
         _own_unit_gathered("comm/gathered_embeddings", "embedding_unit", "token embedding",
                            "gathered for its forward and for its backward only, prefetched during the first block's "
-                           "backward (where it stands for the prefetched block): counted there and at the end of "
+                           "backward (the all-gather buffer then is its own): counted there and at the end of "
                            "backward"),
         # DeepSpeed ZeRO reduces gradients through buckets of its own size (builder.model.buckets).
         PartRule("comm/unsharded_grads", buckets.STAGE12_ELEMENTS * bytes_of(sym("param_dtype")),

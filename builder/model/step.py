@@ -127,24 +127,28 @@ NOT_SAVED = ("activations/logits", "activations/recompute_working_layer")
 # released before the first layer's.
 # DeepSpeed ZeRO-3's reduce bucket (comm/reduce_bucket, builder.model.buckets) is allocated at the optimizer's start:
 # live at every moment, as are the gradient buffers a framework keeps for the run ('kept', builder.model.gradbuffers).
-_IN_BACKWARD = ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/reused_params",
-                "comm/unsharded_grads", "comm/reduce_bucket", "saved")
+# FSDP2's all-gather buffer (comm/all_gather_output, builder.model.states' FSDP2_GATHERED) is live from the first
+# block's forward to the last block's backward that prefetches (AT_PHASE: what is gathered at each moment).
+_IN_BACKWARD = ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/all_gather_output",
+                "comm/reused_params", "comm/unsharded_grads", "comm/reduce_bucket", "saved")
 LIVE = {
-    "layer_forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/reused_params",
-                      "comm/reduce_bucket", "saved"),
+    "layer_forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params",
+                      "comm/all_gather_output", "comm/reused_params", "comm/reduce_bucket", "saved"),
     # The output layer converted to float8 (builder.model.float8): its forward's casts, before the loss has saved
-    # anything.
-    "head_forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/reused_params",
-                     "comm/reduce_bucket", "saved_less_loss"),
-    "forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/reused_params",
-                "comm/reduce_bucket", "saved", "activations/logits"),
+    # anything. FSDP2: the output layer's unit when it is one of its own.
+    "head_forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params",
+                     "comm/all_gather_output", "comm/gathered_output", "comm/reused_params", "comm/reduce_bucket",
+                     "saved_less_loss"),
+    "forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/all_gather_output",
+                "comm/reused_params", "comm/reduce_bucket", "saved", "activations/logits"),
     "backward_start": _IN_BACKWARD,
     # A chunked loss's backward has run (its saved log-probabilities are freed): the output layer's backward, chunk
     # by chunk, summing the weight gradient of every chunk; or, converted to float8, its backward's casts. FSDP2: the
     # output layer's unit when it is one of its own; the root unit's output-layer gradient is the sum being made
     # (gradients/head_sum: .grad is set once every chunk's has come), so comm/root_grads is not live yet.
-    "head_backward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/unsharded_grads",
-                      "comm/reduce_bucket", "comm/gathered_output", "saved_less_loss"),
+    "head_backward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params",
+                      "comm/all_gather_output", "comm/unsharded_grads", "comm/reduce_bucket", "comm/gathered_output",
+                      "saved_less_loss"),
     # Between the output layer's backward and the last layer's (an RMSNorm model's final norm): as inside the last
     # layer, less any block's reduce-scatter input (no block has made gradients yet; FSDP2: AT_PHASE).
     "final_norm_backward": (*_IN_BACKWARD, "comm/root_grads", "comm/output_reduce_scatter_input", "stepping"),
@@ -530,40 +534,81 @@ FIRST_LAYER_NOTES = {"gradients": "the first layer's weight gradients not made y
                      "activations/embedding": "the rotary tables, freed by the first layer's attention backward"}
 
 
-# FSDP2 at two moments where comm/gathered_params' two blocks (the block computed and the one prefetched) are not what
-# its hooks hold (builder.model.states' CUSTOM_UNITS; PyTorch 2.13 torch/distributed/fsdp/_fully_shard/_fsdp_state.py
-# _pre_backward and _fsdp_param_group.py _backward_prefetch: a unit's pre-backward prefetches the unit that ran before it
-# in the forward). At the output layer's backward (torchtune's chunked loss) no block is being computed and none has
-# made a gradient (its weights' or, with LoRA, its adapters'): with the output layer in the root unit, the root's pre-backward has prefetched the last block (one
-# block); with the output layer a unit of its own, each chunk's pre-backward prefetches the output layer itself (its
-# previous call) and the last block only at the first chunk's backward, the last to run, when one chunk's weight
-# gradient is being added to the sum, not two (no block). At the first block's backward with the token embedding a
-# unit of its own, the unit prefetched is the embedding's (comm/gathered_embeddings), not a block. Measured on CPU with
-# a fake process group: tests/test_fsdp_units.py.
-FSDP_BLOCK = HOLDING.symbols["layer_unit"] * bytes_of(sym("param_dtype"))
+# What FSDP2 holds gathered at each moment (builder.model.states' FSDP2_GATHERED: the unsharded parameters of the block
+# computed and of the root unit, comm/gathered_params, and one unit's flat all-gather buffer, comm/all_gather_output),
+# where that is not both. Read in PyTorch 2.13 (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py,
+# _fsdp_state.py) and measured on CPU with a fake process group at every moment below, both layouts, the loss inside
+# and outside the model's forward (builder.validate.fsdp_units, tests/test_fsdp_units.py):
+# - no block is being computed at the output layer's forward and backward, the final norm's backward, the end of
+#   forward and of backward: comm/gathered_params is the root unit alone;
+# - after the forward the root unit is resharded with torchtune (ROOT_RESHARDED: shard_model passes
+#   reshard_after_forward=True to it) and gathered again by its pre-backward, a hook on the model's outputs; it stays
+#   gathered where fully_shard is left its default for the root (accelerate 1.15's fsdp2_prepare_model, torchtitan).
+#   Where the loss is computed outside the model's forward (torchtune's recipes; its chunked loss always is), the loss
+#   gradients are made before the logits' gradient fires that hook: at the end of forward and the start of backward
+#   no block is gathered, and the root only where it is kept. Where transformers' causal LM computes it in its forward
+#   (LOSS_IN_FORWARD), the end of forward is inside the root's forward (the root and the last block's buffer, which the
+#   root's post-forward frees) and the hook sits on the loss, so at the loss gradients the root is gathered with the
+#   last block prefetched;
+# - the buffer is the last block's (or the output layer's own unit's) after the forward's last block, the last block
+#   prefetched from the root's pre-backward until the last layer's backward, none at the first layer's backward (its
+#   pre-backward prefetches nothing, or the token embedding's unit: comm/gathered_embeddings) or after it;
+# - with the output layer a unit of its own: at its forward its buffer is its own, and at its backward (torchtune's
+#   chunked loss) each chunk's pre-backward prefetches the output layer itself (its previous call), already gathered,
+#   and the last block only at the first chunk's backward, the last to run, when one chunk's weight gradient is being
+#   added to the sum, not two: no buffer. At the end of forward (loss in the forward) its buffer is the output layer's,
+#   and at the start of backward the root's pre-backward prefetches it.
+# At the output layer's and the final norm's backward no block has made a gradient (its weights' or, with LoRA, its
+# adapters').
 # FSDP unit by unit (not a pipeline stage kept whole: builder.model.states' WHOLE_STAGE), fine-tuned whole or with LoRA.
 FSDP_UNITS = both(TRAIN, sym("has_architecture"), sym("fsdp"), negate(WHOLE_STAGE))
+# transformers' causal LMs compute the loss in their forward when given labels (LlamaForCausalLM.forward calls
+# self.loss_function; Trainer passes the labels); torchtune's recipes call the loss on the logits the model returns,
+# and its chunked loss takes the chunks torchtune's decoder returns.
+LOSS_IN_FORWARD = both(eq(sym("implementation"), "hf"), negate(CHUNKED))
+# torchtune's shard_model calls fully_shard on the model with its reshard_after_forward (True: FULL_SHARD); accelerate
+# 1.15 (transformers' Trainer) leaves the root to fully_shard's default, which keeps it gathered after the forward.
+ROOT_RESHARDED = eq(sym("implementation"), "torchtune")
+_BUFFER = _part("comm/all_gather_output")  # one block, as gathered (float8 where it is); 0 without FSDP unit by unit
+_OWN_OUTPUT = _part("comm/gathered_output")
+_ROOT_ONLY = ceil(sym("bytes") - _BUFFER)  # comm/gathered_params less the block computed
+# The end of forward and the start of backward: the root unit where the loss is in the forward or the root is kept,
+# and one buffer where the loss is in the forward.
+_AFTER_FORWARD = {"comm/gathered_params": when(_BUFFER > 0, when(either(LOSS_IN_FORWARD, negate(ROOT_RESHARDED)),
+                                                                   _ROOT_ONLY, 0), sym("bytes")),
+                  "comm/all_gather_output": when(LOSS_IN_FORWARD, when(_OWN_OUTPUT > 0, _OWN_OUTPUT, sym("bytes")), 0)}
 AT_PHASE: dict[str, dict[str, Expr]] = {
+    "head_forward": {"comm/gathered_params": when(_BUFFER > 0, _ROOT_ONLY, sym("bytes")),
+                     "comm/all_gather_output": when(_OWN_OUTPUT > 0, _OWN_OUTPUT, sym("bytes"))},
+    "forward": _AFTER_FORWARD,
+    "backward_start": _AFTER_FORWARD,
     "head_backward": {
-        "comm/gathered_params": when(both(FSDP_UNITS, sym("param_ranks") > 1),
-                                     ceil(sym("bytes") - when(_part("comm/gathered_output") > 0, 2, 1) * FSDP_BLOCK),
-                                     sym("bytes")),
+        "comm/gathered_params": when(_BUFFER > 0, _ROOT_ONLY, sym("bytes")),
+        "comm/all_gather_output": when(_OWN_OUTPUT > 0, 0, sym("bytes")),
         "comm/unsharded_grads": when(FSDP_UNITS, 0, sym("bytes")),
     },
-    "first_layer_backward": {
-        "comm/gathered_params": when(_part("comm/gathered_embeddings") > 0, ceil(sym("bytes") - FSDP_BLOCK),
-                                     sym("bytes")),
-    },
-    "final_norm_backward": {"comm/unsharded_grads": when(FSDP_UNITS, 0, sym("bytes"))},
+    "final_norm_backward": {"comm/gathered_params": when(_BUFFER > 0, _ROOT_ONLY, sym("bytes")),
+                            "comm/unsharded_grads": when(FSDP_UNITS, 0, sym("bytes"))},
+    "backward_end": {"comm/gathered_params": when(_BUFFER > 0, _ROOT_ONLY, sym("bytes"))},
 }
 # What AT_PHASE changes, in words (builder.model.peak names the part so).
+_ROOT_NOTE = "FSDP2: no block is being computed, only the root unit is gathered"
+_AFTER_FORWARD_NOTES = {
+    "comm/gathered_params": "FSDP2: no block is being computed; the root unit is gathered where the loss is "
+                            "computed in the model's forward or the root is kept after it (torchtune reshards it)",
+    "comm/all_gather_output": "FSDP2: with the loss computed in the model's forward, the last unit's all-gather "
+                              "buffer, or the one the root's pre-backward prefetches",
+}
 AT_PHASE_NOTES = {
-    ("head_backward", "comm/gathered_params"): "FSDP2 at the output layer's backward: the root unit, and the last "
-                                               "block prefetched only while the output layer is in the root unit",
-    ("first_layer_backward", "comm/gathered_params"): "FSDP2 at the first block's backward: that block and the root "
-                                                      "unit; the token embedding's unit is the one prefetched",
+    ("head_forward", "comm/gathered_params"): _ROOT_NOTE + " (the output layer's forward)",
+    ("head_forward", "comm/all_gather_output"): "FSDP2: the output layer's own unit's all-gather buffer, kept until "
+                                                "the forward ends",
+    **{(phase, name): note for phase in ("forward", "backward_start") for name, note in _AFTER_FORWARD_NOTES.items()},
+    ("head_backward", "comm/gathered_params"): _ROOT_NOTE + " (the output layer's backward)",
+    ("final_norm_backward", "comm/gathered_params"): _ROOT_NOTE + " (the final norm's backward)",
     ("final_norm_backward", "comm/unsharded_grads"): "FSDP2 at the final norm's backward: no block has made gradients "
                                                      "yet",
+    ("backward_end", "comm/gathered_params"): _ROOT_NOTE + " (the token embedding's backward)",
 }
 
 

@@ -9,10 +9,18 @@ torchtune/training/_distributed.py shard_model wraps it (30b8519): fully_shard o
 (the layers and, for the 'custom' layout, torchtune's custom_sharded_layers tok_embeddings and output, here
 transformers' embed_tokens and lm_head), from the last module up, then on the whole model, the root unit.
 
+torchtune passes its reshard_after_forward (True) to every fully_shard call, the root's too; fully_shard left to its
+default (reshard_after_forward=None) reshards every unit but the root after the forward (_fsdp_state.py _lazy_init:
+the root's post_forward_mesh_info = None), and accelerate 1.15's fsdp2_prepare_model and torchtitan leave the root so.
+`reshard_root` picks between the two; `loss_inside` computes the loss in the root's forward, as transformers' causal
+LMs do when given labels, or on the logits it returns, as torchtune's recipes do.
+
 Two steps run (AdamW, for-loop); the second is measured: the CPU allocator's live bytes from torch.profiler's memory
-events (builder.validate.peak.CpuMeter's meter) and, at each FSDP2 pre- and post-backward hook (FSDPParamGroup
-.pre_backward and .post_backward, wrapped here for the measurement and restored after), a marker with the units
-gathered then and the parameters whose unsharded gradient the post-backward finds.
+events (builder.validate.peak.CpuMeter's meter) and, at each FSDP2 pre-forward (after it), pre-backward (before and
+after it) and post-backward hook (FSDPParamGroup.pre_forward, .pre_backward and .post_backward, wrapped here for the
+measurement and restored after), after the final norm's forward and after the loss, a marker with the units gathered
+then, the bytes FSDP holds gathered (GATHERED) and the parameters whose unsharded gradient the post-backward finds.
+`moments` reads the model's moments of a step (builder.model.step.PHASES) off those markers.
 """
 
 from __future__ import annotations
@@ -38,57 +46,106 @@ def llama_config(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: in
             "attn_implementation": "eager"}
 
 
-def _decoder(lm):
+def _decoder(lm, loss_inside: bool):
     """torchtune's TransformerDecoder forward with output chunks, over a transformers causal LM: the decoder's last
-    hidden state (after the final norm), the output layer on each of CHUNKS chunks along the sequence."""
+    hidden state (after the final norm), the output layer on each of CHUNKS chunks along the sequence. With
+    `loss_inside` the forward returns the loss instead, as transformers' causal LMs do when given labels
+    (LlamaForCausalLM.forward calls self.loss_function): the root unit's forward then ends after the loss.
+    `hooks`, when set, is the pair of callbacks `_loss` takes."""
     from torch import nn
 
     class ChunkedDecoder(nn.Module):
         def __init__(self, lm) -> None:
             super().__init__()
             self.lm = lm
+            self.hooks = (None, None)
 
         def forward(self, token_ids):
             hidden = self.lm.model(input_ids=token_ids).last_hidden_state
-            return [self.lm.lm_head(chunk) for chunk in hidden.chunk(CHUNKS, dim=1)]
+            logits = [self.lm.lm_head(chunk) for chunk in hidden.chunk(CHUNKS, dim=1)]
+            return _loss(logits, token_ids, *self.hooks) if loss_inside else logits
 
     return ChunkedDecoder(lm)
 
 
-def _shard(decoder, layout: str) -> None:
-    """torchtune's shard_model: fully_shard on each matching module from the last up, then on the root."""
+def _shard(decoder, layout: str, reshard_root: bool) -> None:
+    """torchtune's shard_model: fully_shard on each matching module from the last up, then on the root; with
+    torchtune's reshard_after_forward=True on every call (`reshard_root`), or fully_shard's default."""
     from torch.distributed.fsdp import fully_shard
 
+    kwargs = {"reshard_after_forward": True} if reshard_root else {}
     custom = ("lm.model.embed_tokens", "lm.lm_head") if layout == "custom" else ()
     for name, module in reversed(list(decoder.named_modules())):
         parts = name.split(".")
         if (len(parts) == 4 and parts[:3] == ["lm", "model", "layers"] and parts[3].isdigit()) or name in custom:
-            fully_shard(module)
-    fully_shard(decoder)
+            fully_shard(module, **kwargs)
+    fully_shard(decoder, **kwargs)
 
 
-def _loss(logits: list, token_ids):
-    """CEWithChunkedOutputLoss: labels shifted by one (the last ignored), each chunk upcast and summed."""
+def _loss(logits: list, token_ids, on_grad=None, on_loss=None):
+    """CEWithChunkedOutputLoss: labels shifted by one (the last ignored), each chunk upcast and summed. `on_grad`,
+    when given, is called as each chunk's cross-entropy input (the upcast chunk, flattened: a view, so its gradient
+    comes before the chunk's own, as an fp32 upcast's does before a 16-bit chunk's) gets its gradient; `on_loss` once
+    the loss is computed."""
     import torch
     import torch.nn.functional as F
 
     ignore = torch.full((token_ids.shape[0], 1), -100, dtype=token_ids.dtype)
     labels = torch.hstack((token_ids[..., 1:], ignore))
-    total = sum(F.cross_entropy(chunk.float().flatten(0, 1), target.flatten(), ignore_index=-100, reduction="sum")
+
+    def upcast(chunk):
+        wide = chunk.float().flatten(0, 1)
+        if on_grad is not None:
+            wide.register_hook(lambda grad: on_grad())
+        return wide
+
+    total = sum(F.cross_entropy(upcast(chunk), target.flatten(), ignore_index=-100, reduction="sum")
                 for chunk, target in zip(logits, labels.chunk(CHUNKS, dim=1)))
-    return total / (labels != -100).sum()
+    loss = total / (labels != -100).sum()
+    if on_loss is not None:
+        on_loss()
+    return loss
+
+
+def _storage_bytes(tensors) -> dict[int, int]:
+    """Each distinct storage among `tensors` (by address) -> its bytes, freed (resized to 0) ones left out."""
+    sizes = {}
+    for tensor in tensors:
+        storage = tensor.untyped_storage()
+        if storage.nbytes():
+            sizes[storage.data_ptr()] = storage.nbytes()
+    return sizes
+
+
+def gathered_bytes(groups) -> dict[str, int]:
+    """What FSDP2 holds gathered now, by where it is held (GATHERED): the unsharded parameters of every unit (each
+    FSDPParam's all_gather_outputs, freed by resizing their storage to 0), the all-gather outputs of units prefetched
+    and not copied out yet (FSDPParamGroup._all_gather_result), and the all-gather output the forward keeps until the
+    next unit's copy-out or the root's post-forward (comm_ctx.all_gather_state: _fsdp_param_group.py wait_for_unshard,
+    "Defer free to allow for overlap of this copy-out with next all-gather")."""
+    unsharded = _storage_bytes(t for g in groups for p in g.fsdp_params for t in p.all_gather_outputs)
+    pending = _storage_bytes(g._all_gather_result.all_gather_output for g in groups
+                             if g._all_gather_result is not None and g._all_gather_result.all_gather_output is not None)
+    held = _storage_bytes(g.comm_ctx.all_gather_state.all_gather_result.all_gather_output for g in groups
+                          if g.comm_ctx.all_gather_state is not None)
+    return {"unsharded": sum(unsharded.values()), "prefetched": sum(pending.values()), "held": sum(held.values())}
+
+
+GATHERED = ("unsharded", "prefetched", "held")
 
 
 @contextlib.contextmanager
-def _markers(marks: list, decoder) -> Iterator[None]:
-    """Wrap FSDPParamGroup.pre_backward and post_backward: each call leaves a profiler marker and a row in `marks`
-    (the hook, its unit, the units gathered before it runs, the parameters with an unsharded gradient)."""
+def _markers(marks: list, decoder) -> Iterator[Any]:
+    """Wrap FSDPParamGroup.pre_forward, pre_backward and post_backward: each call leaves a profiler marker and a row
+    in `marks` (the hook, its unit, the units gathered, the bytes gathered, the parameters with an unsharded
+    gradient); a forward hook on the final norm marks its output. Yields `mark(hook, unit)` for markers of the loop's
+    own."""
     from torch.distributed.fsdp import FSDPModule
     from torch.distributed.fsdp._fully_shard import _fsdp_param_group as groups
     from torch.profiler import record_function
 
     cls = groups.FSDPParamGroup
-    pre, post = cls.pre_backward, cls.post_backward
+    pre_forward, pre, post = cls.pre_forward, cls.pre_backward, cls.post_backward
     every = [group for module in decoder.modules() if isinstance(module, FSDPModule)
              for group in module._get_fsdp_state()._fsdp_param_groups]
 
@@ -97,32 +154,46 @@ def _markers(marks: list, decoder) -> Iterator[None]:
         return tuple(sorted(g._module_fqn or "root" for g in every
                             if g.is_unsharded or g._all_gather_result is not None))
 
-    def mark(hook: str, group, graded: tuple[str, ...] = ()) -> None:
-        marks.append({"hook": hook, "unit": group._module_fqn or "root", "gathered": gathered(), "grads": graded})
+    def mark(hook: str, unit: str, graded: tuple[str, ...] = ()) -> None:
+        marks.append({"hook": hook, "unit": unit, "gathered": gathered(), "bytes": gathered_bytes(every),
+                      "grads": graded})
         with record_function(f"{MARK}{len(marks) - 1}"):
             pass
 
+    def name(group) -> str:
+        return group._module_fqn or "root"
+
+    def wrapped_pre_forward(self, *args: Any) -> Any:
+        out = pre_forward(self, *args)
+        mark("pre_forward", name(self))
+        return out
+
     def pre_backward(self, *args: Any) -> Any:
-        mark("pre", self)
-        return pre(self, *args)
+        mark("pre", name(self))
+        out = pre(self, *args)
+        mark("pre_done", name(self))
+        return out
 
     def post_backward(self, *args: Any) -> Any:
         graded = tuple(p._param_fqn for p in self.fsdp_params
                        if hasattr(p, "_unsharded_param") and p.unsharded_param.grad is not None)
-        mark("post", self, graded)
+        mark("post", name(self), graded)
         return post(self, *args)
 
-    cls.pre_backward, cls.post_backward = pre_backward, post_backward
+    norm = decoder.lm.model.norm.register_forward_hook(lambda *_: mark("final_norm", "lm.model.norm"))
+    cls.pre_forward, cls.pre_backward, cls.post_backward = wrapped_pre_forward, pre_backward, post_backward
     try:
-        yield
+        yield mark
     finally:
-        cls.pre_backward, cls.post_backward = pre, post
+        cls.pre_forward, cls.pre_backward, cls.post_backward = pre_forward, pre, post
+        norm.remove()
 
 
-def measure(layout: str, config: dict[str, Any], batch: int = 2, seq_len: int = 128, world_size: int = 2
-            ) -> dict[str, Any]:
-    """Live bytes of the second step at its start of backward and at each FSDP2 backward hook, with the units
-    gathered there; the peak of the output layer's backward (from the first pre-backward to the first block's)."""
+def measure(layout: str, config: dict[str, Any], batch: int = 2, seq_len: int = 128, world_size: int = 2,
+            reshard_root: bool = True, loss_inside: bool = False) -> dict[str, Any]:
+    """Live bytes of the second step at its start of backward and at each marker (see `_markers`), with the units
+    and bytes gathered there; the peak of the output layer's backward (from the first pre-backward to the first
+    block's)."""
     import torch
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -136,20 +207,26 @@ def measure(layout: str, config: dict[str, Any], batch: int = 2, seq_len: int = 
     try:
         # Profiled from before the model is built, so live bytes are absolute (builder.validate.peak.CpuMeter).
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            decoder = _decoder(build_model(config, "float32"))
-            _shard(decoder, layout)
+            decoder = _decoder(build_model(config, "float32"), loss_inside)
+            _shard(decoder, layout, reshard_root)
             optimizer = torch.optim.AdamW(decoder.parameters(), lr=1e-3, foreach=False)
             token_ids = make_token_ids(batch, seq_len, config["vocab_size"])
             for step in range(2):
                 measured = step == 1
-                with _markers(marks, decoder) if measured else contextlib.nullcontext():
+                with _markers(marks, decoder) if measured else contextlib.nullcontext() as mark:
                     optimizer.zero_grad(set_to_none=True)
-                    loss = _loss(decoder(token_ids), token_ids)
+                    hooks = ((lambda: mark("loss_grad", "")), (lambda: mark("loss", ""))) if measured else (None, None)
+                    decoder.hooks = hooks
+                    out = decoder(token_ids)
+                    loss = out if loss_inside else _loss(out, token_ids, *hooks)
+                    del out
                     if measured:
                         with record_function(f"{MARK}start"):
                             pass
                     loss.backward()
                     del loss
+                    if measured:
+                        mark("step", "")
                     optimizer.step()
         events = prof.profiler.kineto_results.events()
     finally:
@@ -169,6 +246,42 @@ def measure(layout: str, config: dict[str, Any], batch: int = 2, seq_len: int = 
 
     hooks = [{**mark, "live": live_at(at[str(i)])} for i, mark in enumerate(marks)]
     last_layer = f"lm.model.layers.{config['num_hidden_layers'] - 1}"
+    first = next(i for i, mark in enumerate(marks) if mark["hook"] == "pre")
     head_end = next(i for i, mark in enumerate(marks) if mark["hook"] == "pre" and mark["unit"] == last_layer)
     return {"layout": layout, "start_of_backward": live_at(at["start"]), "hooks": hooks,
-            "head_backward_peak": peak(at["0"], at[str(head_end)])}
+            "head_backward_peak": peak(at[str(first)], at[str(head_end)]), "moments": moments(marks, last_layer)}
+
+
+def moments(marks: list, last_layer: str) -> dict[str, int]:
+    """The bytes FSDP2 holds gathered at the model's moments of a step (builder.model.step.PHASES), read off the
+    markers: inside the last layer's forward (after its pre-forward), the output layer's forward (after its first
+    pre-forward when it is a unit of its own, else after the final norm, in the root's forward), the end of forward
+    (the loss computed), the start of backward before and after the first pre-backward (the root's, from a hook on
+    the logits, or the loss where the model's forward computes it), the loss gradients (the largest as each chunk's
+    cross-entropy input gets its gradient: the model's start of backward), the output layer's backward (the largest
+    after its unit's pre-backwards but the last chunk's, which prefetches the last block as one chunk's weight
+    gradient is added to the sum, not the two the model's moment counts; else after the root's), the final norm's
+    backward (before the last block's pre-backward), the last and first layers' backward (after their pre-backward),
+    the end of backward (the root's post-backward, the first of the final callback) and the optimizer step."""
+    def total(mark: dict) -> int:
+        return sum(mark["bytes"][where] for where in GATHERED)
+
+    def find(hook: str, unit: str) -> dict:
+        return next(mark for mark in marks if mark["hook"] == hook and mark["unit"] == unit)
+
+    first = next(mark for mark in marks if mark["hook"] == "pre")
+    output = [mark for mark in marks if mark["hook"] == "pre_done" and mark["unit"] == "lm.lm_head"][:-1]
+    heads = [mark for mark in marks if mark["hook"] == "pre_forward" and mark["unit"] == "lm.lm_head"]
+    block = last_layer.rsplit(".", 1)[0]
+    return {"layer_forward": total(find("pre_forward", last_layer)),
+            "head_forward": total(heads[0] if heads else find("final_norm", "lm.model.norm")),
+            "forward": total(find("loss", "")),
+            "backward_start": max(total(mark) for mark in marks if mark["hook"] == "loss_grad"),
+            "before_first_pre_backward": total(first),
+            "after_roots_pre_backward": total(find("pre_done", "root")),
+            "head_backward": max(map(total, output)) if output else total(find("pre_done", "root")),
+            "final_norm_backward": total(find("pre", last_layer)),
+            "layer_backward": total(find("pre_done", last_layer)),
+            "first_layer_backward": total(find("pre_done", f"{block}.0")),
+            "backward_end": total(find("post", "root")),
+            "optimizer_step": total(find("step", ""))}
