@@ -558,8 +558,8 @@ FIRST_LAYER_NOTES = {"gradients": "the first layer's weight gradients not made y
 #   and the last block only at the first chunk's backward, the last to run, when one chunk's weight gradient is being
 #   added to the sum, not two: no buffer. At the end of forward (loss in the forward) its buffer is the output layer's,
 #   and at the start of backward the root's pre-backward prefetches it.
-# At the output layer's and the final norm's backward no block has made a gradient (its weights' or, with LoRA, its
-# adapters').
+# At the loss gradients, the output layer's and the final norm's backward no block has made a gradient (its
+# weights' or, with LoRA, its adapters').
 # FSDP unit by unit (not a pipeline stage kept whole: builder.model.states' WHOLE_STAGE), fine-tuned whole or with LoRA.
 FSDP_UNITS = both(TRAIN, sym("has_architecture"), sym("fsdp"), negate(WHOLE_STAGE))
 # transformers' causal LMs compute the loss in their forward when given labels (LlamaForCausalLM.forward calls
@@ -576,7 +576,10 @@ _ROOT_ONLY = ceil(sym("bytes") - _BUFFER)  # comm/gathered_params less the block
 # and one buffer where the loss is in the forward.
 _AFTER_FORWARD = {"comm/gathered_params": when(_BUFFER > 0, when(either(LOSS_IN_FORWARD, negate(ROOT_RESHARDED)),
                                                                    _ROOT_ONLY, 0), sym("bytes")),
-                  "comm/all_gather_output": when(LOSS_IN_FORWARD, when(_OWN_OUTPUT > 0, _OWN_OUTPUT, sym("bytes")), 0)}
+                  "comm/all_gather_output": when(LOSS_IN_FORWARD, when(_OWN_OUTPUT > 0, _OWN_OUTPUT, sym("bytes")), 0),
+                  # At the loss gradients no block's backward has run, so none has made gradients (the forward holds
+                  # none in any case).
+                  "comm/unsharded_grads": when(FSDP_UNITS, 0, sym("bytes"))}
 AT_PHASE: dict[str, dict[str, Expr]] = {
     "head_forward": {"comm/gathered_params": when(_BUFFER > 0, _ROOT_ONLY, sym("bytes")),
                      "comm/all_gather_output": when(_OWN_OUTPUT > 0, _OWN_OUTPUT, sym("bytes"))},
@@ -608,6 +611,7 @@ AT_PHASE_NOTES = {
     ("final_norm_backward", "comm/gathered_params"): _ROOT_NOTE + " (the final norm's backward)",
     ("final_norm_backward", "comm/unsharded_grads"): "FSDP2 at the final norm's backward: no block has made gradients "
                                                      "yet",
+    ("backward_start", "comm/unsharded_grads"): "FSDP2 at the loss gradients: no block has made gradients yet",
     ("backward_end", "comm/gathered_params"): _ROOT_NOTE + " (the token embedding's backward)",
 }
 
