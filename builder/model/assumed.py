@@ -23,7 +23,8 @@ from builder.model.expr import Expr, best, each, either, eq, evaluate, maximum, 
 def nearest_row(rows: str | Expr, field: str) -> Expr:
     """The row of table `rows` (an input's name, or a rule making a table) whose `field` is nearest to the `asked`
     input by ratio: the smallest max(value / asked, asked / value), the first such row on a tie."""
-    return best(sym(rows) if isinstance(rows, str) else rows, -(maximum(sym(field) / sym("asked"), sym("asked") / sym(field))))
+    table = sym(rows) if isinstance(rows, str) else rows
+    return best(table, -(maximum(sym(field) / sym("asked"), sym("asked") / sym(field))))
 
 
 # The catalog rows that can take a sequence of `tokens` (learned `positions` at least that many, or none: 0).
