@@ -409,6 +409,15 @@ def test_the_largest_max_new_tokens_for_gpt2_is_its_positions_not_the_memory(cap
     code, out, _ = run_cli(capsys, "--model", "llama-3-8b", "--context", "900", "--max", "max-new-tokens")
     assert code == 0 and "own limit" not in out
 
+    # A prompt that fills the 1,024 positions: generate refuses its default 20 new tokens (checked), but the question
+    # varies max_new_tokens, so it answers 1 (1,024 + 1 - 1 positions), not the default's refusal.
+    code, out, _ = run_cli(capsys, "--model", "gpt2", "--context", "1024", "--max", "max-new-tokens")
+    assert code == 0 and out.rstrip().endswith(
+        "prompts of 1,024 tokens peaks within the GPU on H100 SXM 80GB: 1 (the model's own limit: the engine refuses "
+        "a longer one)")
+    code, _, err = run_cli(capsys, "--model", "gpt2", "--context", "1024")
+    assert code == 2 and "where generate's default max_length stops" in err
+
 
 def tiny_gpt2():
     """A GPT-2 of 8 learned positions (wpe has 8 rows), without an end-of-text token to stop early."""

@@ -176,7 +176,14 @@ def answer(name: str, config: Any, settings: EngineSettings, gpu_total: int, gpu
             return engine_report(config.with_changes(**{question.setting: value}), settings, gpu_total, gpu_id)
         return engine_report(config, dataclasses.replace(settings, **{question.setting: value}), gpu_total, gpu_id)
 
-    asked = engine_report(config, settings, gpu_total, gpu_id)
+    try:
+        asked = engine_report(config, settings, gpu_total, gpu_id)
+    except ValueError:
+        if question.kind != "length" or getattr(settings, question.setting, None) is not None:
+            raise
+        # The length asked about was left out and its default is refused (generate's default 20 new tokens after a
+        # prompt that fills GPT-2's learned positions) where a shorter one is not: the search starts from 1.
+        asked = report_at(1)
 
     def holds(value: int) -> bool:
         # A length question keeps the asked target; a concurrency question's target is the value itself.
