@@ -572,6 +572,8 @@ ROOT_RESHARDED = eq(sym("implementation"), "torchtune")
 _BUFFER = _part("comm/all_gather_output")  # one block, as gathered (float8 where it is); 0 without FSDP unit by unit
 _OWN_OUTPUT = _part("comm/gathered_output")
 _ROOT_ONLY = ceil(sym("bytes") - _BUFFER)  # comm/gathered_params less the block computed
+_ROOT_GATHERED = when(_BUFFER > 0, _ROOT_ONLY, sym("bytes"))  # comm/gathered_params where no block is being computed
+_NO_BLOCK_GRADS = when(FSDP_UNITS, 0, sym("bytes"))  # comm/unsharded_grads before any block's backward has run
 # The end of forward and the start of backward: the root unit where the loss is in the forward or the root is kept,
 # and one buffer where the loss is in the forward.
 _AFTER_FORWARD = {"comm/gathered_params": when(_BUFFER > 0, when(either(LOSS_IN_FORWARD, negate(ROOT_RESHARDED)),
@@ -579,20 +581,20 @@ _AFTER_FORWARD = {"comm/gathered_params": when(_BUFFER > 0, when(either(LOSS_IN_
                   "comm/all_gather_output": when(LOSS_IN_FORWARD, when(_OWN_OUTPUT > 0, _OWN_OUTPUT, sym("bytes")), 0),
                   # At the loss gradients no block's backward has run, so none has made gradients (the forward holds
                   # none in any case).
-                  "comm/unsharded_grads": when(FSDP_UNITS, 0, sym("bytes"))}
+                  "comm/unsharded_grads": _NO_BLOCK_GRADS}
 AT_PHASE: dict[str, dict[str, Expr]] = {
-    "head_forward": {"comm/gathered_params": when(_BUFFER > 0, _ROOT_ONLY, sym("bytes")),
+    "head_forward": {"comm/gathered_params": _ROOT_GATHERED,
                      "comm/all_gather_output": when(_OWN_OUTPUT > 0, _OWN_OUTPUT, sym("bytes"))},
     "forward": _AFTER_FORWARD,
     "backward_start": _AFTER_FORWARD,
     "head_backward": {
-        "comm/gathered_params": when(_BUFFER > 0, _ROOT_ONLY, sym("bytes")),
+        "comm/gathered_params": _ROOT_GATHERED,
         "comm/all_gather_output": when(_OWN_OUTPUT > 0, 0, sym("bytes")),
-        "comm/unsharded_grads": when(FSDP_UNITS, 0, sym("bytes")),
+        "comm/unsharded_grads": _NO_BLOCK_GRADS,
     },
-    "final_norm_backward": {"comm/gathered_params": when(_BUFFER > 0, _ROOT_ONLY, sym("bytes")),
-                            "comm/unsharded_grads": when(FSDP_UNITS, 0, sym("bytes"))},
-    "backward_end": {"comm/gathered_params": when(_BUFFER > 0, _ROOT_ONLY, sym("bytes"))},
+    "final_norm_backward": {"comm/gathered_params": _ROOT_GATHERED,
+                            "comm/unsharded_grads": _NO_BLOCK_GRADS},
+    "backward_end": {"comm/gathered_params": _ROOT_GATHERED},
 }
 # What AT_PHASE changes, in words (builder.model.peak names the part so).
 _ROOT_NOTE = "FSDP2: no block is being computed, only the root unit is gathered"
