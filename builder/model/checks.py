@@ -40,6 +40,10 @@ ARCH = sym("has_architecture")
 # torchao's AdamW8bit, AdamW4bit and AdamWFp8 (builder.model.states' rules for each).
 LOW_BIT_OPTIMIZERS = ("adam8bit", "paged-adamw8bit", "adamw8bit-torchao", "adamw4bit", "adamwfp8")
 SAVE = sym("checkpoint_save")
+# A run of Megatron-LM's own data parallelism (builder.model.gradbuffers' MEGATRON without an FSDP strategy, which
+# the model counts as PyTorch FSDP), and how a message names what made the run Megatron-LM's.
+MEGATRON_DDP = both(eq(sym("mode"), "train"), MEGATRON, negate(sym("fsdp")))
+MEGATRON_NAMED = when(sym("grad_buffer"), "a Megatron precision", "implementation megatron")
 # The states torchtune keeps in its one dtype besides the weights (the CHECKS row on implementation torchtune).
 TORCHTUNE_ONE_DTYPE = ("grad_dtype", "optimizer_state_dtype", "activation_dtype")
 
@@ -168,7 +172,7 @@ CHECKS: tuple[Check, ...] = (
               "zero 1 shards and keeps its grad buffer whole; ZeRO stage {1} is DeepSpeed's, not Megatron-LM's "
               "(Megatron-FSDP is not modelled): choose zero 1 or fsdp, or a DeepSpeed run (precision bf16-mixed or "
               "fp16-mixed without implementation megatron)",
-              when(sym("grad_buffer"), "a Megatron precision", "implementation megatron"), sym("shard_stage"))),
+              MEGATRON_NAMED, sym("shard_stage"))),
     Check(both(negate(eq(sym("offload"), "none")), sym("shard_stage") < 1),
           fmt("offload: CPU offload needs ZeRO stage 1 or more, or an FSDP strategy that shards")),
     Check(both(isin(sym("offload"), "params", "both"), sym("shard_stage") < 3),
@@ -402,8 +406,11 @@ CHECKS: tuple[Check, ...] = (
           (sym("grad_accum_dtype"), "in-backward frees each gradient at once; a separate accumulation buffer "
            "(grad_accum_dtype) is not modelled with it", ()),
           (sym("lora_rank") > 0, "in-backward with LoRA adapters is not modelled", ()),
-          (both(sym("shard_stage") > 0, negate(sym("fsdp"))), "DeepSpeed's ZeRO runs its own optimizer step after "
-           "backward; in-backward is modelled with FSDP or without sharding", ()),
+          (MEGATRON_DDP, "Megatron-LM steps its optimizer after backward (megatron/training/training.py "
+           "train_step: optimizer.step(), Megatron-LM d98e8a6), with or without its distributed optimizer; "
+           "in-backward is modelled with FSDP or without sharding outside Megatron-LM", ()),
+          (both(sym("shard_stage") > 0, negate(sym("fsdp")), negate(MEGATRON)), "DeepSpeed's ZeRO runs its own "
+           "optimizer step after backward; in-backward is modelled with FSDP or without sharding", ()),
           (ne(sym("offload"), "none"), "the optimizer steps on the host under CPU offload, not inside backward",
            ()),
           (either(sym("pp") > 1, sym("ep") > 1), "torchtitan refuses the step in backward with pipeline or expert "
@@ -422,6 +429,15 @@ CHECKS: tuple[Check, ...] = (
          "integration), not modelled; leave zero and fsdp unset", ()),
         (sym("lora_rank") > 0, "lora_rank: precision msamp-o2 with LoRA adapters is not modelled", ()),
     )),
+    # grad_accum_dtype is DeepSpeed's data_types.grad_accum_dtype. Megatron-LM accumulates the micro-batches' gradients
+    # in its grad buffer (main_grad), in the buffer's own dtype (param_and_grad_buffer.py group_params_for_buffers,
+    # commit d98e8a6: torch.float unless --grad-reduce-in-bf16), which the model's grad_dtype is: a second buffer
+    # would be counted on top of it.
+    Check(both(MEGATRON_DDP, sym("grad_accum_dtype")),
+          fmt("grad_accum_dtype: DeepSpeed's data_types.grad_accum_dtype; a Megatron-LM run ({0}) accumulates "
+              "gradients in its grad buffer (main_grad), in grad_dtype ({1}): set grad_dtype instead (Megatron's "
+              "default fp32 buffer is precision megatron-bf16; --grad-reduce-in-bf16 is grad_dtype bf16) and leave "
+              "grad_accum_dtype out", MEGATRON_NAMED, sym("grad_dtype"))),
     # DeepSpeed ZeRO-2 partitions the gradients (partition_gradients), so it keeps no separate grad_accum attribute
     # and accumulates in the gradients' own dtype whatever data_types.grad_accum_dtype says (DeepSpeed commit edaa722,
     # deepspeed/runtime/zero/stage_1_and_2.py: use_grad_accum_attribute only without partition_gradients;
@@ -444,6 +460,11 @@ CHECKS: tuple[Check, ...] = (
     *(Check(both(ne(SAVE, "none"), refused), fmt("checkpoint_save: " + why, *values)) for refused, why, values in (
         (ne(sym("mode"), "train"), "a checkpoint save is a moment of a training step; a served model has none (mode "
          "{0})", (sym("mode"),)),
+        (MEGATRON_DDP, "a Megatron-LM run ({1}) saves with Megatron-LM's own checkpointing "
+         "(megatron/training/checkpointing.py save_checkpoint; --ckpt-format is torch_dist by default, "
+         "megatron/training/config/training_config.py; Megatron-LM d98e8a6), which is not modelled, not with {0}; "
+         "leave checkpoint_save out",
+         (SAVE, MEGATRON_NAMED)),
         (both(isin(SAVE, *GATHERING), negate(ARCH)), "{0} gathers one unit or module at a time, which needs an "
          "architecture, not a raw count", (SAVE,)),
         (both(isin(SAVE, *FSDP_SAVES), negate(sym("fsdp"))), "{0} is FSDP's state_dict type; it needs fsdp (an FSDP "
@@ -454,7 +475,8 @@ CHECKS: tuple[Check, ...] = (
          "full-state-dict, full-state-dict-offload, sharded-state-dict or dcp", (SAVE, sym("fsdp"))),
         (both(eq(SAVE, "deepspeed-16bit"), ne(sym("shard_stage"), 3)), "deepspeed-16bit gathers ZeRO-3's partitioned "
          "weights (stage3_gather_16bit_weights_on_model_save); it needs zero 3, got zero {0}", (sym("shard_stage"),)),
-        (both(isin(SAVE, "torch-save", "dcp"), sym("shard_stage") > 0, negate(sym("fsdp"))), "{0} does not save "
+        (both(isin(SAVE, "torch-save", "dcp"), sym("shard_stage") > 0, negate(sym("fsdp")), negate(MEGATRON)),
+         "{0} does not save "
          "DeepSpeed's ZeRO partitions (zero {1}); choose deepspeed or deepspeed-16bit", (SAVE, sym("shard_stage"))),
         (both(isin(SAVE, *FSDP_SAVES), sym("lora_rank") > 0), "{0} with LoRA adapters is not modelled (the clones "
          "would be the frozen base in its own dtype plus the adapters)", (SAVE,)),
