@@ -28,6 +28,9 @@ class Gpu:
     source: str = ""  # where usable_bytes comes from
     driver_total_bytes: int = 0  # the total nvidia-smi (AMD: rocminfo) prints, at least usable_bytes; 0: not given
     driver_source: str = ""  # where driver_total_bytes comes from
+    multiprocessors: int = 0  # SMs (AMD: compute units), as deviceQuery or PyTorch prints them; 0: not given
+    threads_per_multiprocessor: int = 0  # the threads an SM holds at once; 0: not given
+    multiprocessor_source: str = ""  # where the two come from
 
 
 def short_gpu_name(display: str) -> str:
@@ -105,7 +108,7 @@ def load_gpus(path: Path) -> dict[str, Gpu]:
             problem = f"unknown field(s): {', '.join(sorted(unknown))}" if unknown else \
                 f"missing field(s): {', '.join(sorted(missing))}"
             raise CatalogError(f"{path}:{line}: [{gpu_id}] {problem}")
-        for field in ("usable_bytes", "driver_total_bytes"):
+        for field in ("usable_bytes", "driver_total_bytes", "multiprocessors", "threads_per_multiprocessor"):
             if field in entry and (not isinstance(entry[field], int) or isinstance(entry[field], bool)
                                    or entry[field] <= 0):
                 raise CatalogError(f"{path}:{line}: [{gpu_id}] {field} must be a positive integer")

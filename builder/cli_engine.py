@@ -134,7 +134,7 @@ def run_engine(args: argparse.Namespace, config: Config, gpu: Gpu) -> tuple[Engi
     """The report and its text (JSON or table); ValueError names the option at fault."""
     settings = settings_from_args(args)
     total = engine_gpu_total(settings.engine, gpu)
-    report = engine_report(config, settings, total, gpu.id)
+    report = engine_report(config, settings, total, gpu.id, gpu)
     text = json.dumps(report_json(report, gpu), indent=2) if args.json else render_report(report, config, gpu,
                                                                                           args.unit)
     return report, text
@@ -188,7 +188,7 @@ def run_question(args: argparse.Namespace, config: Config, gpu: Gpu) -> str:
     """The answer to --max under the engine: the engine's report at the answer, then the answer in words (JSON: the
     report's fields with "max"). ValueError names the option at fault."""
     settings = settings_from_args(args)
-    found = answer(args.max, config, settings, engine_gpu_total(settings.engine, gpu), gpu.id)
+    found = answer(args.max, config, settings, engine_gpu_total(settings.engine, gpu), gpu.id, gpu)
     if args.json:
         return json.dumps(report_json(found.report, gpu) | {"max": answer_json(found, gpu)}, indent=2)
     asks = found.text[0].upper() + found.text[1:]

@@ -301,7 +301,7 @@ def engine_bar(options: dict[str, Any], config: Config, label: str, gpus: dict[s
         if key == "kv_cache_memory" and isinstance(value, str):
             options[key] = parse_size(value)
     report = engine_report(config, EngineSettings(engine=name, **options),
-                           engine_total(name, gpu.usable_bytes, gpu.driver_total_bytes), gpu.id)
+                           engine_total(name, gpu.usable_bytes, gpu.driver_total_bytes), gpu.id, gpu)
     if not report.fits:
         raise ValueError(f"the engine would refuse this run: {report.values['error']}")
     breakdown = Breakdown(params=report.values["parameters"], parts=report.parts)

@@ -69,7 +69,14 @@ def test_sglang_startup_chart_is_the_published_pool(page):
     spec = chart(page, "sglang-startup")
     parts = {p.name: p.bytes for p in spec.bars[0].breakdown.parts}
     assert set(parts) == {"weights", "weights/rotary_table", "weights/allocator_rounding", "kv_cache",
-                          "overhead/runtime_slack", "overhead/before_weights"}
+                          "overhead/runtime_slack", "overhead/driver_reserve", "overhead/cuda_context",
+                          "overhead/distributed"}
+    # The memory gone before the weights, in its three terms: nvidia-smi's 183,359 MiB less CUDA's 178.35 GiB (the
+    # catalog's B200 printouts), 148 SMs x 2,048 threads x 2.4 KiB, and the log's own "Init torch distributed ends.
+    # ... mem usage=0.09 GB" (sglang PR #23669), whose sum the log shows as 179.06 - 177.57 = 1.49 GiB.
+    assert parts["overhead/driver_reserve"] == 183_359 * 2**20 - int(Fraction("178.35") * GIB)
+    assert parts["overhead/cuda_context"] == math.ceil(148 * 2048 * Fraction(12, 5) * 1024)
+    assert parts["overhead/distributed"] == math.ceil(Fraction(9, 100) * GIB)
     # Qwen3-8B's 40,960 positions x head_dim 128 in fp32 (SGLang layers/rotary_embedding.py keeps it fp32 on CUDA).
     assert parts["weights/rotary_table"] == 40_960 * 128 * 4
     # The embedding and the head, 151,936 x 4,096 x 2 B = 1,187 MiB each, take 1,188 MiB segments; every other

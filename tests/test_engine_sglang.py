@@ -20,10 +20,67 @@ MODELS = default_models()
 GPUS = default_gpus()
 
 
-def report(model_id, gpu_id, *, tp=1, pp=1, **settings):
-    config = Config(model=MODELS[model_id], mode="serve", tp=tp, pp=pp)
+def report(model_id, gpu_id, *, tp=1, pp=1, cuda_context_bytes=0, **settings):
+    model = MODELS[model_id] if isinstance(model_id, str) else model_id
+    config = Config(model=model, mode="serve", tp=tp, pp=pp, cuda_context_bytes=cuda_context_bytes)
     gpu = GPUS[gpu_id]
-    return engine_report(config, EngineSettings(engine="sglang", **settings), gpu.driver_total_bytes, gpu.id)
+    return engine_report(config, EngineSettings(engine="sglang", **settings), gpu.driver_total_bytes, gpu.id, gpu)
+
+
+GIB = 2**30
+
+
+def before_weights(values):
+    """(driver's reserve, CUDA context, torch.distributed) in GiB."""
+    return tuple(float(values[k]) / GIB for k in ("driver_reserve", "cuda_context", "distributed"))
+
+
+def test_memory_before_the_weights_on_one_b200_is_the_logs_three_terms():
+    """sglang PR #23669 (one B200): nvidia-smi's 183,359 MiB (179.06 GiB) less 'Load weight begin. avail mem=177.57
+    GB' is 1.49 GiB: CUDA's 178.35 GiB total 0.71 GiB below nvidia-smi's (the catalog's two B200 printouts), 'Init
+    torch distributed ends. ... mem usage=0.09 GB' (the log's own), and 0.69 GiB of CUDA context, 2.4 KiB for each of
+    148 SMs x 2,048 threads."""
+    v = report("qwen3-8b", "b200").values
+    driver, context, distributed = before_weights(v)
+    assert v["resident_threads"] == 148 * 2048
+    assert round(driver, 2) == 0.71 and round(context, 2) == 0.69 and distributed == 0.09
+    assert abs(driver + context + distributed - (179.06 - 177.57)) < 0.01
+
+
+def test_memory_before_the_weights_at_tp8_over_the_h200s_switch():
+    """sglang PR #11716 (H200s, TP 8): 140.40 - 137.34 = 3.06 GiB, of which the log prints 1.96 GiB for
+    torch.distributed ('Init torch distributed ends. mem usage=1.96 GB'). The model's NVLink-switch step is vLLM's,
+    2.1 - 0.25 GiB (builder.model.collectives), with 0.62 GiB of context for 132 x 2,048 threads where this older
+    log leaves 0.50: the same sum within 0.01 GiB."""
+    v = report("llama-3.3-70b", "h200", tp=8, mem_fraction_static=0.897).values
+    driver, context, distributed = before_weights(v)
+    assert round(driver, 2) == 0.60 and round(context, 2) == 0.62 and distributed == 1.85
+    assert abs(distributed - 1.96) < 0.12 and abs(driver + context + distributed - (140.40 - 137.34)) < 0.01
+
+
+def test_memory_before_the_weights_at_tp4_over_pcie_l4s():
+    """llms-in-clouds docs/sglang.md (commit b001c86), QwQ-32B on four L4s (PCIe, 'Custom allreduce is disabled'):
+    nvidia-smi's 23,034 MiB (22.49 GiB) less 'avail mem=21.63 GB' is 0.86 GiB, of which the log prints 'Init torch
+    distributed ends. mem usage=0.13 GB'. The model: 0.54 GiB of driver's reserve (the catalog's L4 totals), 0.20 GiB
+    of context for 58 SMs x 1,536 threads, and those 0.13 GiB, 0.88 GiB in all (2.16 GiB before the three terms);
+    'KV Cache is allocated. #tokens: 46611' against the model's, 0.4% fewer (tests/test_published.py)."""
+    from builder.validate.published import QWQ_32B
+    v = report(QWQ_32B, "l4", tp=4, mem_fraction_static=0.85).values
+    driver, context, distributed = before_weights(v)
+    assert round(driver, 2) == 0.54 and round(context, 2) == 0.20 and distributed == 0.13
+    assert abs(driver + context + distributed - (22.49 - 21.63)) < 0.02
+    assert 46_611 * 0.99 <= v["max_total_num_tokens"] < 46_611
+
+
+def test_cuda_context_replaces_the_memory_before_the_weights():
+    """--cuda-context gives the measured whole (nvidia-smi's total less 'avail mem'): the L4 log's 0.86 GiB leaves
+    the log's 21.63 GiB free, in one part, the driver's reserve and torch.distributed's then left out."""
+    from builder.validate.published import QWQ_32B
+    r = report(QWQ_32B, "l4", tp=4, mem_fraction_static=0.85, cuda_context_bytes=int(0.86 * GIB))
+    parts = {p.name: p.bytes for p in r.parts}
+    assert "overhead/driver_reserve" not in parts and "overhead/distributed" not in parts
+    assert parts["overhead/cuda_context"] == int(0.86 * GIB)
+    assert round(float(r.values["pre"]) / GIB, 2) == 21.63
 
 
 @pytest.mark.parametrize("gpu_id, tp, fraction", [

@@ -160,7 +160,8 @@ def _last(holds: Callable[[int], bool], low: int, high: int) -> int | None:
     return good
 
 
-def answer(name: str, config: Any, settings: EngineSettings, gpu_total: int, gpu_id: str) -> EngineAnswer:
+def answer(name: str, config: Any, settings: EngineSettings, gpu_total: int, gpu_id: str,
+           gpu: Any = None) -> EngineAnswer:
     """Answer question `name` for `config` served with `settings` on a GPU of `gpu_total` bytes (ValueError naming
     the option when the question does not belong to the engine or lacks its target)."""
     question = QUESTIONS[name]
@@ -173,11 +174,12 @@ def answer(name: str, config: Any, settings: EngineSettings, gpu_total: int, gpu
 
     def report_at(value: int) -> EngineReport:
         if question.setting in ("tp", "batch"):  # the run's own, not an engine option
-            return engine_report(config.with_changes(**{question.setting: value}), settings, gpu_total, gpu_id)
-        return engine_report(config, dataclasses.replace(settings, **{question.setting: value}), gpu_total, gpu_id)
+            return engine_report(config.with_changes(**{question.setting: value}), settings, gpu_total, gpu_id, gpu)
+        return engine_report(config, dataclasses.replace(settings, **{question.setting: value}), gpu_total, gpu_id,
+                             gpu)
 
     try:
-        asked = engine_report(config, settings, gpu_total, gpu_id)
+        asked = engine_report(config, settings, gpu_total, gpu_id, gpu)
     except ValueError:
         if question.kind != "length" or getattr(settings, question.setting, None) is not None:
             raise

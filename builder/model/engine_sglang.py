@@ -26,9 +26,10 @@ v0.5.18 tag). Paths are under python/sglang/srt/.
 - the log: "KV Cache is allocated. dtype: ..., #tokens: N, K size: X GB, V size: X GB" with buffers one page
   longer than N (mem_cache/memory_pool.py _kv_buffer_shapes); SGLang's "GB" are GiB (memory_pool.py: GB = 1024**3).
 
-One term is an assumption, named as such: the memory gone before the weights (CUDA's total below nvidia-smi's,
-the CUDA context, torch.distributed and NCCL), 1.5 GiB and 0.22 GiB per further rank, from two published logs;
-`--cuda-context` replaces it with a measured amount. Latent attention (MLA) caches kv_lora_rank + qk_rope_head_dim
+The memory gone before the weights is three terms, each placed in published logs (the table below): CUDA's total
+below nvidia-smi's (the GPU catalog's two totals), the CUDA context (assumed: 2.4 KiB for every thread the GPU holds
+at once) and torch.distributed's set-up (assumed: by interconnect, builder.model.collectives' NVLink-switch rule);
+`--cuda-context` replaces all three with a measured amount. Latent attention (MLA) caches kv_lora_rank + qk_rope_head_dim
 per token and layer on every rank (pool_configurator.py _compute_cell_size, MLATokenToKVPool); a model mixing full
 and sliding-window layers gets SGLang's two pools (HybridSWAPoolConfigurator, --swa-full-tokens-ratio). Left out,
 and named: loader temporaries still referenced when the free memory is measured, speculative decoding, the
@@ -43,10 +44,12 @@ from typing import Any
 
 from builder.model import allocator, rotary
 from builder.model.cite import Cite
+from builder.model.collectives import SWITCH_STEP, SWITCH_STEP_SOURCE, TP_OVER_SWITCH
 from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import CONTEXT_LENGTH, KV_SYMBOLS, beyond_model
 from builder.model.units import GiB as GIB
+from builder.model.units import KiB as KIB
 from builder.model.units import MiB as MIB
 
 SGLANG_VERSION = "SGLang 0.5.18 (upstream main d315eb7, 2026-08-22)"
@@ -54,19 +57,61 @@ BUDGET = Cite("sglang-d315eb7", "python/sglang/srt/mem_cache/kv_cache_configurat
 CELL = Cite("sglang-d315eb7", "python/sglang/srt/model_executor/pool_configurator.py _compute_cell_size and "
                               "calculate_pool_sizes")
 RESERVE = Cite("sglang-d315eb7", "python/sglang/srt/server_args.py _handle_gpu_memory_settings and reserve_for_graph_mb")
-# The memory gone before the weights load: published logs show 1.49 GiB on one B200 (nvidia-smi's 179.06 GiB total,
-# 'Load weight begin. avail mem=177.57 GB', sglang PR #23669) and 3.06 GiB per rank at TP 8 on H200s (140.40 GiB
-# total, 'avail mem=137.34 GB' after 'Init torch distributed ends. mem usage=1.96 GB', sglang PR #11716).
-BEFORE_WEIGHTS = Fraction(3, 2) * GIB
-BEFORE_WEIGHTS_PER_RANK = Fraction(22, 100) * GIB
-BEFORE_WEIGHTS_SOURCE = ("assumed 1.5 GiB + 0.22 GiB per further rank (CUDA's total below nvidia-smi's, the CUDA "
-                         "context, torch.distributed and NCCL): published SGLang logs show 1.49 GiB on one B200 "
-                         "(sglang PR #23669) and 3.06 GiB at TP 8 (sglang PR #11716)")
+# The memory gone before the weights load (nvidia-smi's total - "Load weight begin. avail mem"), in three terms, each
+# placed in the published logs by what they print: CUDA's total is the catalog's (the GPU's deviceQuery or
+# PyTorch printout), the distributed set-up is SGLang's own "Init torch distributed ends. mem usage" (memory free
+# before model_runner's init_torch_distributed, less after it: distributed/bootstrap.py), and the CUDA context is
+# what is left. SGLang's "GB" are GiB.
+#   log (SGLang)                           nvidia-smi  CUDA    driver  context  distributed  avail mem
+#   one B200, 2026-04 (PR #23669)          179.06      178.35  0.71    0.69     0.09         177.57
+#   H200s at TP 8, v0.5.3 (PR #11716)      140.40      139.80  0.60    0.50     1.96         137.34
+#   four L4s at TP 4, 0.4.3 (PCIe,         22.49       21.95   0.54    0.19     0.13         21.63
+#     custom all-reduce off; llms-in-clouds)
+# (1) CUDA's total below nvidia-smi's: the catalog's two totals (content/gpus.toml), a reserve the driver keeps.
+# (2) The CUDA context and what PyTorch and SGLang put on the GPU before torch.distributed: most of a context is the
+# local memory CUDA keeps for the stack of every thread the GPU can hold at once (cuCtxSetLimit: CU_LIMIT_STACK_SIZE
+# is "the stack size in bytes of each GPU thread", grown as kernels need and not reset), so it grows with SMs x
+# threads per SM. Assumed 2.4 KiB a thread, from the B200 log (0.69 GiB over 148 x 2,048 threads: the version this
+# module reads); the others give 1.9 (H200, v0.5.3) to 2.2 KiB (L4, 0.4.3), older releases with smaller contexts.
+# A simplification: a whole context as a multiple of its threads (its fixed part and the kernels loaded folded in).
+CONTEXT_PER_THREAD = Fraction(12, 5) * KIB
+CONTEXT_SOURCE = (Cite("cuda-driver-api", "cuCtxSetLimit, CU_LIMIT_STACK_SIZE") + ": a stack for every thread the GPU "
+                  "holds at once (SMs x threads per SM, the catalog's); assumed 2.4 KiB a thread, from "
+                  + Cite("sglang-pr-23669", "one B200: 0.69 GiB of 148 x 2,048 threads")
+                  + "; older logs give 1.9 to 2.2 KiB (" + Cite("sglang-pr-11716", "H200s") + ", "
+                  + Cite("llms-in-clouds-sglang", "L4s") + ")")
+# A GPU given only as a size has no SM count: an H100's 132 SMs x 2,048 threads stand in.
+DEFAULT_RESIDENT_THREADS = 132 * 2048
+
+
+def resident_threads(gpu: Any) -> int:
+    """The threads `gpu` holds at once: its SMs (AMD: compute units) x threads per SM, from the GPU catalog
+    (builder.catalog.Gpu); DEFAULT_RESIDENT_THREADS where the catalog gives none, or for no catalog entry (None)."""
+    threads = getattr(gpu, "multiprocessors", 0) * getattr(gpu, "threads_per_multiprocessor", 0)
+    return threads or DEFAULT_RESIDENT_THREADS
+
+
+# (3) torch.distributed and NCCL, a rank (SGLang's "Init torch distributed ends. mem usage"): 0.09 GiB on one GPU
+# (the B200 log's own print); 0.13 GiB a rank at TP 4 on four L4s, where NCCL crosses PCIe (that log's own print); over an NVLink switch, the 1.85 GiB step vLLM's logs show for the same
+# buffers (builder.model.collectives, the rule both engines read): SGLang's own H200 log prints 1.96 GiB at TP 8,
+# with 0.50 GiB of context against the 0.62 GiB assumed here, the same sum. NVLink SHARP stays off unless
+# --enable-nccl-nvls (entrypoints/engine.py _set_envs_and_config sets NCCL_NVLS_ENABLE from it, read at 001067f).
+DISTRIBUTED_ONE = Fraction(9, 100) * GIB
+DISTRIBUTED_PCIE = Fraction(13, 100) * GIB
+DISTRIBUTED_SOURCE = ("assumed: 0.09 GiB on one GPU (" + Cite("sglang-pr-23669", "'Init torch distributed ends. mem "
+                      "usage=0.09 GB'") + "), 0.13 GiB a rank on more GPUs, tensor parallelism over an NVLink "
+                      "switch aside (" + Cite("llms-in-clouds-sglang", "four L4s: 'mem usage=0.13 GB'") + ")")
+DRIVER_SOURCE = ("nvidia-smi's total (" + Cite("sglang-d315eb7", "python/sglang/srt/utils/common.py "
+                                                   "get_nvgpu_memory_capacity")
+                 + ") less CUDA's, the most the free memory SGLang measures can be (cudaMemGetInfo: "
+                 + Cite("sglang-d315eb7", "python/sglang/srt/distributed/bootstrap.py init_torch_distributed")
+                 + "): the GPU catalog's two totals, memory the driver keeps before any process starts")
+GIVEN_SOURCE = "given with --cuda-context: the whole memory gone before the weights, as measured"
 # The GPU total the rules start from is nvidia-smi's, not cudaMemGetInfo's: SGLang picks its defaults by
 # nvidia-smi's MiB (utils/common.py get_nvgpu_memory_capacity runs nvidia-smi --query-gpu=memory.total), and the memory
-# gone before the weights above was measured against nvidia-smi's total, so it holds CUDA's own shortfall.
+# gone before the weights is counted from it, CUDA's own shortfall (the driver's reserve) first.
 TOTAL_SOURCE = (Cite("sglang-d315eb7", "python/sglang/srt/utils/common.py get_nvgpu_memory_capacity")
-                + " (nvidia-smi --query-gpu=memory.total); the memory gone before the weights was measured from "
+                + " (nvidia-smi --query-gpu=memory.total); the memory gone before the weights is counted from "
                 "nvidia-smi's total")
 # The prefill CUDA-graph token sizes (server_args.py _generate_prefill_cuda_graph_batch_sizes): (start, stop, step)
 # ranges, each up to the graph's largest size (chunked_prefill_size for a model without MLA).
@@ -133,8 +178,14 @@ SGLANG = RuleSet(
         "default_fraction": floor((sym("gpu_mib") - sym("reserve_mib")) * 1000 / sym("gpu_mib") + Fraction(1, 2))
         / 1000,
         "fraction": when(sym("mem_fraction_static"), sym("mem_fraction_static"), sym("default_fraction")),
-        "before_weights": when(sym("cuda_context_bytes"), sym("cuda_context_bytes"),
-                               BEFORE_WEIGHTS + BEFORE_WEIGHTS_PER_RANK * (sym("tp") * sym("pp") - 1)),
+        # The memory gone before the weights: the driver's reserve, the CUDA context and torch.distributed's
+        # set-up, or the amount --cuda-context gives instead (a measured "total - avail mem").
+        "driver_reserve": when(sym("cuda_context_bytes"), 0, sym("gpu_total") - sym("cuda_total")),
+        "cuda_context": when(sym("cuda_context_bytes"), sym("cuda_context_bytes"),
+                             CONTEXT_PER_THREAD * sym("resident_threads")),
+        "distributed": when(sym("cuda_context_bytes"), 0, when(TP_OVER_SWITCH, SWITCH_STEP, when(
+            sym("tp") * sym("pp") > 1, DISTRIBUTED_PCIE, DISTRIBUTED_ONE))),
+        "before_weights": sym("driver_reserve") + sym("cuda_context") + sym("distributed"),
         "pre": sym("gpu_total") - sym("before_weights"),
         # The weight load's memory: the parameters, the rotary cos/sin table (fp32 on CUDA, the model's dtype on
         # ROCm) and the allocator's segments in use, whole (free memory).
@@ -211,8 +262,16 @@ SGLANG = RuleSet(
         PartRule("overhead/runtime_slack", sym("slack"), "pre x (1 - mem_fraction_static)", RESERVE,
                  fmt("{0} of the memory free before the weights", fixed(1 - sym("fraction"), 3)),
                  "kept free for activations, CUDA graphs and the request-to-token table"),
-        PartRule("overhead/before_weights", sym("before_weights"), "total - pre", BEFORE_WEIGHTS_SOURCE, "fixed",
-                 "assumed unless --cuda-context gives it"),
+        PartRule("overhead/driver_reserve", sym("driver_reserve"), "nvidia-smi's total - CUDA's", DRIVER_SOURCE,
+                 "the GPU's two totals", when=sym("driver_reserve")),
+        PartRule("overhead/cuda_context", sym("cuda_context"),
+                 when(sym("cuda_context_bytes"), "given", "threads the GPU holds at once x 2.4 KiB"),
+                 when(sym("cuda_context_bytes"), GIVEN_SOURCE, CONTEXT_SOURCE),
+                 when(sym("cuda_context_bytes"), "given", fmt("{0} threads", sym("resident_threads"))),
+                 when(sym("cuda_context_bytes"), "", "assumed unless --cuda-context gives it")),
+        PartRule("overhead/distributed", sym("distributed"), "a rank, by interconnect",
+                 when(TP_OVER_SWITCH, SWITCH_STEP_SOURCE, DISTRIBUTED_SOURCE),
+                 when(TP_OVER_SWITCH, "a rank, over an NVLink switch", "a rank"), "assumed", when=sym("distributed")),
     ),
 )
 # SGLang's own log lines (memory_pool.py KVCache._finalize_allocation_log; managers/scheduler.py), "GB" being GiB.

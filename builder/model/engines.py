@@ -42,6 +42,8 @@ from builder.model import engine_hf as hf
 from builder.model import engine_sglang as sglang
 from builder.model import rotary
 from builder.model.cite import Cite
+from builder.model.collectives import (NON_TORCH, NON_TORCH_SOURCE, NON_TORCH_TP, NON_TORCH_TP_SOURCE,
+                                       NVLINK_SWITCH_GPUS, TP_OVER_SWITCH)
 from builder.model.expr import both, ceil, derive, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import (KV_CACHE_PER_TOKEN_HEAD, KV_SYMBOLS, LENGTH_KEY, MODEL_LENGTH, PER_TOKEN_HEAD,
@@ -61,23 +63,7 @@ GROUPS = (Cite("vllm-001cabc", "vllm/v1/core/kv_cache_utils.py _get_kv_cache_gro
                                "get_kv_cache_config_from_groups") + " (one pool, blocks of group_size layers); "
           + Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes")
           + ": ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block_size) + 1 blocks a sliding group")
-# Named assumptions, each from a published vLLM startup log.
-NON_TORCH = GIB // 4
-NON_TORCH_SOURCE = ("assumed 0.25 GiB: published vLLM logs show 0.07 GiB (v0.10.2, one H100) to 0.31 GiB (Sep 2026, "
-                    "one 48 GB GPU) of non-torch memory (cuBLAS and attention workspaces, NCCL and all-reduce buffers)")
-# With tensor parallelism over an NVLink switch, non-torch memory grows by about 1.8 GiB a rank, the same in vLLM
-# versions a year apart (likely NCCL's NVLink SHARP buffers and the all-reduce buffers, allocated outside PyTorch);
-# PCIe boards without it stay near the single-GPU figure (0.25 GiB on two RTX 4090s, vLLM issue #13061; 0.20 GiB on
-# RTX 3090s, vLLM PR #14447).
-NON_TORCH_TP = Fraction(21, 10) * GIB
-NON_TORCH_TP_SOURCE = ("assumed 2.1 GiB at tensor parallel size 2 and more on a GPU of an NVLink switch board (HGX "
-                       "H100, H200, B200): " + Cite("llmd-planner-d3121e0", "vLLM 0.19.0 logs, 'non-torch memory'")
-                       + " show 2.06 to 2.21 GiB a rank at sizes 2 and 4 against 0.24 to 0.27 GiB at size 1; "
-                       + Cite("vllm-pr-10511", "Meta-Llama-3-8B at -tp 2") + " shows the same 1.8 GiB step")
-# The GPUs of NVLink switch boards with NVLink SHARP (Hopper and Blackwell HGX), by catalog id; other GPUs, PCIe
-# boards among them, keep the single-GPU figure at any tensor parallel size.
-NVLINK_SWITCH_GPUS = ("h100-80gb", "h200", "b200")
-TP_OVER_SWITCH = both(sym("tp") > 1, sym("nvlink_switch"))
+# Named assumptions, each from a published vLLM startup log (non-torch memory: builder.model.collectives).
 CUDA_GRAPHS = Fraction(42, 100) * GIB
 CUDA_GRAPHS_SOURCE = ("assumed 0.42 GiB: vLLM's own estimate in a published log (vllm PR #57047, Sep 2026: 'CUDA graph "
                       "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager. vLLM measures "
@@ -146,13 +132,18 @@ def default_length(config: Any, engine: str) -> int:
     return (config.model.engine_positions(engine) if config.model is not None else 0) or config.context
 
 
-def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length: int) -> dict[str, Any]:
+def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length: int,
+                  gpu: Any = None) -> dict[str, Any]:
     """The engine's settings as the rules read them, its defaults filled in (`length`: a request's tokens when the
-    engine's flag for it is not given, default_length)."""
+    engine's flag for it is not given, default_length). `gpu`, the catalog entry (builder.catalog.Gpu) where there
+    is one, gives its CUDA total and the threads it holds at once (SGLang's memory before the weights); without
+    one, the CUDA total is `gpu_total` and the threads engine_sglang's stand-in."""
     seqs, tokens = batch_defaults(gpu_total, gpu_id)
     utilization, fraction = settings.gpu_memory_utilization, settings.mem_fraction_static
     blackwell = gpu_id.lower().startswith(("b100", "b200", "b300", "gb200", "gb300"))
     return {"gpu_total": gpu_total,
+            "cuda_total": gpu.usable_bytes if gpu is not None else gpu_total,
+            "resident_threads": sglang.resident_threads(gpu),
             # SGLang's; 0 where the engine picks (server_args.py; trtllm_mha, Blackwell's default, needs 64).
             "mem_fraction_static": Fraction(str(fraction)) if fraction is not None else 0,
             "page": settings.page_size or (64 if blackwell else 1),
@@ -452,8 +443,10 @@ def _checked(settings: EngineSettings, config: Any) -> None:
             raise ValueError(f"{name}: must be at least 1, got {value}")
 
 
-def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id: str) -> EngineReport:
-    """The engine's startup numbers for `config` on a GPU of `gpu_total` bytes (config validated)."""
+def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id: str,
+                  gpu: Any = None) -> EngineReport:
+    """The engine's startup numbers for `config` on a GPU of `gpu_total` bytes (config validated); `gpu`: the
+    catalog entry, where there is one (engine_inputs)."""
     from builder.model.config import validate_config
     from builder.model.inputs import rule_inputs, stages
     from builder.model.states import MODEL_STATES
@@ -464,7 +457,7 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
     validate_config(config if settings.engine == "hf" else
                     config.with_changes(context=default_length(config, settings.engine)))
     arch, worst = config.model, None
-    engine = engine_inputs(settings, gpu_total, gpu_id, default_length(config, settings.engine))
+    engine = engine_inputs(settings, gpu_total, gpu_id, default_length(config, settings.engine), gpu)
     if settings.engine == "vllm":
         limits = derive(BATCH_SYMBOLS, engine)
         if limits["max_num_batched_tokens"] < limits["max_num_seqs"]:

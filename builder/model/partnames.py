@@ -104,7 +104,8 @@ PART_NAMES: dict[str, str] = {
     "overhead/non_torch": "Non-torch memory",
     "overhead/cuda_graphs": "CUDA graphs",
     "overhead/runtime_slack": "Runtime slack",
-    "overhead/before_weights": "Memory in use before the weights",
+    "overhead/driver_reserve": "Driver reserve",
+    "overhead/distributed": "Communication set-up",
     # Serving engines' accounting (engines)
     "unrequested": "Not requested by the engine",
     "kv_cache/concat_copy": "KV cache copy while a layer grows",

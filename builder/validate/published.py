@@ -40,6 +40,7 @@ class Served:
     gpu: str
     settings: dict = field(default_factory=dict)
     gpu_total: int | None = None  # bytes; None: the catalog GPU's total as the engine reads it (filled in by cases())
+    device: Any = None  # the catalog entry (builder.catalog.Gpu) the case runs on (filled in by cases())
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,8 @@ def states_per_param_all_gpus(config: Config, served) -> Fraction:
 def engine_values(config: Config, served: Served) -> dict[str, Any]:
     """The engine's start-up numbers for a served configuration (builder.model.engines.engine_report's values)."""
     from builder.model.engines import EngineSettings, engine_report
-    return engine_report(config, EngineSettings(**served.settings), served.gpu_total, served.gpu).values
+    return engine_report(config, EngineSettings(**served.settings), served.gpu_total, served.gpu,
+                         served.device).values
 
 
 def engine(value: str, unit: str) -> Callable:
@@ -560,6 +562,12 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
                     "Llama 3.3 70B, --tp 8 on H200s, --mem-fraction-static 0.897",
                     Config(model=models["llama-3.3-70b"], mode="serve", tp=8),
                     Served("h200", {"engine": "sglang", "mem_fraction_static": 0.897}))
+    # The run's own server_args: mem_fraction_static=0.85, SGLang 0.4.3's default then (the v0.5.18 rule the model
+    # applies by default picks another).
+    sglang_qwq = (LLMS_IN_CLOUDS, LLMS_IN_CLOUDS_URL,
+                  "QwQ-32B, bf16, --tensor-parallel-size 4 on four L4s, --mem-fraction-static 0.85",
+                  Config(model=QWQ_32B, mode="serve", tp=4),
+                  Served("l4", {"engine": "sglang", "mem_fraction_static": 0.85}))
     serving += (
         _sglang("sglang-qwen3-8b-b200-tokens", sglang_qwen, "KV pool tokens (max_total_num_tokens)",
                 "max_total_num_tokens", "992896", "tokens", rel=Fraction(5, 10000), tolerance="0.05% (3 pages of 64)"),
@@ -576,11 +584,17 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
                 abs=Fraction(1, 10), tolerance="±0.1 GiB"),
         # SGLang counts free memory: every segment the weights hold, whole (2 MiB-rounded), 225.5 MiB for QwQ-32B at
         # size 4, beside the 64 MiB fp32 rotary table of 131,072 positions.
-        _sglang("sglang-qwq-32b-tp4-l4-weights",
-                (LLMS_IN_CLOUDS, LLMS_IN_CLOUDS_URL, "QwQ-32B, bf16, --tensor-parallel-size 4 on four L4s",
-                 Config(model=QWQ_32B, mode="serve", tp=4), Served("l4", {"engine": "sglang"})),
+        _sglang("sglang-qwq-32b-tp4-l4-weights", sglang_qwq,
                 "weights as loaded on one rank (\"Load weight end. ... mem usage\")", "loaded_weights", "15.54", "GiB",
                 abs=Fraction(5, 1000), tolerance="±0.005 GiB (the log's two decimals)"),
+        # Four L4s over PCIe, custom all-reduce off: nvidia-smi's 22.49 GiB less CUDA's 21.95 (the catalog's L4), 58
+        # SMs x 1,536 threads of context and the log's own 0.13 GiB of torch.distributed (engine_sglang).
+        _sglang("sglang-qwq-32b-tp4-l4-avail-mem", sglang_qwq,
+                "free memory before the weights (\"Load weight begin. avail mem\")", "pre", "21.63", "GiB",
+                abs=Fraction(3, 100), tolerance="±0.03 GiB, as for the H200s: totals from other L4s"),
+        _sglang("sglang-qwq-32b-tp4-l4-tokens", sglang_qwq, "KV pool tokens (\"#tokens\")", "max_total_num_tokens",
+                "46611", "tokens", rel=Fraction(1, 100),
+                tolerance="1%: the ±0.03 GiB of free memory it rests on, x 0.85 over 64 KiB a token, is 418 tokens"),
         _sglang("sglang-llama-3-70b-tp8-h200-avail-mem", sglang_llama,
                 "free memory before the weights (\"Load weight begin. avail mem\")", "pre", "137.34", "GiB",
                 abs=Fraction(3, 100), tolerance="±0.03 GiB"),
@@ -603,5 +617,6 @@ def _on_gpu(case: Case, gpus: dict[str, Any]) -> Case:
     from builder.model.engines import EngineSettings, engine_gpu_total
     if case.served.gpu_total is not None:
         return case
-    total = engine_gpu_total(EngineSettings(**case.served.settings).engine, gpus[case.served.gpu])
-    return replace(case, served=replace(case.served, gpu_total=total))
+    gpu = gpus[case.served.gpu]
+    total = engine_gpu_total(EngineSettings(**case.served.settings).engine, gpu)
+    return replace(case, served=replace(case.served, gpu_total=total, device=gpu))

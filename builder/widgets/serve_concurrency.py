@@ -107,7 +107,7 @@ def evaluate(state: dict[str, str], models: dict[str, Any], gpus: dict[str, Any]
     kv = state.get("kv_dtype", "auto")
     try:
         total = engine_gpu_total(engine, gpu)
-        report = engine_report(config_of(state, models), settings_of(state), total, gpu.id)
+        report = engine_report(config_of(state, models), settings_of(state), total, gpu.id, gpu)
     except ValueError as error:
         report, refusal = None, str(error)
     else:
@@ -176,7 +176,7 @@ def script_data(catalogs: dict[str, Any], start: dict[str, str]) -> dict[str, An
         # Each engine's start-up inputs on each GPU (the GPU total each engine starts from: engines.engine_gpu_total).
         "gpus": {key: {"name": gpu.display, "engine": {
             name: {k: json_value(v) for k, v in engine_inputs(
-                EngineSettings(engine=name), engine_gpu_total(name, gpu), gpu.id, 1).items()}
+                EngineSettings(engine=name), engine_gpu_total(name, gpu), gpu.id, 1, gpu).items()}
             for name in OFFERED}} for key, gpu in gpus.items()},
         "parts": {rule.name: {"name": reader_name(rule.name), "css": class_bucket(rule.name.split("/")[0])}
                   for engine in OFFERED.values() for rule in engine.rules.parts},
