@@ -4,9 +4,14 @@ builder.model.placement, builder.model.states' CUSTOM_UNITS, builder.model.step'
 torchtune's full fine-tuning recipe wraps every module named in custom_sharded_layers with fully_shard before the
 layers, with the same reshard_after_forward, then the whole model (torchtune/training/_distributed.py shard_model and
 recipes/full_finetune_distributed.py _setup_model at 30b8519; recipes/configs/llama3_1/70B_full.yaml lists
-tok_embeddings and output). What each unit holds when is read in PyTorch 2.13 (torch/distributed/fsdp/_fully_shard:
-_fsdp_state.py and _fsdp_param_group.py) and measured here on CPU with a fake process group
-(builder.validate.fsdp_units)."""
+tok_embeddings and output). torchtitan wraps the token embedding, then the final norm with the output layer, that unit
+with reshard_after_forward=False under its default policy, then the blocks, then the model with fully_shard's default
+(torchtitan/distributed/fsdp.py apply_fsdp_to_decoder at b5bcd76), and computes the loss on the logits the model
+returns (torchtitan/trainer.py Trainer._forward_backward_body); accelerate 1.15's fsdp2_prepare_model cuts the same
+units. The model takes implementation torchtune for torchtune's layout and any other for torchtitan's
+(builder.model.placement.SHARD_MODEL). What each unit holds when is read in PyTorch 2.13
+(torch/distributed/fsdp/_fully_shard: _fsdp_state.py and _fsdp_param_group.py) and measured here on CPU with a fake
+process group (builder.validate.fsdp_units)."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from builder.catalog import default_models
 from builder.model import Config, validate_config
 from builder.model.architecture import from_hf_config
 from builder.model.peak import assess, phases
+from tests.test_selective_op import TABLE_1
 
 MODELS = default_models()
 GIB = 2**30
@@ -152,21 +158,30 @@ GATHERED = ("comm/gathered_params", "comm/all_gather_output", "comm/gathered_out
 LAYOUTS = {"default": (), "custom": ("tok_embeddings", "output")}
 
 
+def harness_layout(layout: str, implementation: str) -> str:
+    """The measurement's layout for the model's: units of their own cut as torchtune's shard_model cuts them
+    ('custom'), or as torchtitan and accelerate 1.15 do ('titan') outside torchtune (builder.model.placement's
+    SHARD_MODEL)."""
+    return "titan" if layout == "custom" and implementation != "torchtune" else layout
+
+
 @functools.lru_cache(maxsize=None)
-def measured(layout: str, run: tuple[str, str]) -> dict:
+def measured(layout: str, run: tuple[str, str], **changes) -> dict:
     """builder.validate.fsdp_units' measurement of the small Llama below (rank 0 of 2, batch 2 of 128 tokens), wrapped
-    and its loss computed as RUNS has it for `run`."""
+    and its loss computed as RUNS has it for `run` (with `changes` to that)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from builder.validate.fsdp_units import llama_config, measure
-    return measure(layout, llama_config(), batch=2, seq_len=128, world_size=2, **RUNS[run])
+    return measure(harness_layout(layout, run[0]), llama_config(), batch=2, seq_len=128, world_size=2,
+                   **(RUNS[run] | changes))
 
 
 # The runs measured, as the model takes them: (implementation, loss) -> how the measurement wraps and computes it
 # (fully_shard's reshard_after_forward passed to the root, as torchtune's shard_model does, or left to its default, as
-# accelerate 1.15 leaves it; the loss in the model's forward, as transformers' causal LMs compute it given labels).
+# accelerate 1.15 and torchtitan leave it; the loss in the model's forward, as transformers' causal LMs compute it
+# given labels, calling the output layer once; torchtune's chunked loss on the 8 chunks its decoder returns).
 RUNS = {("torchtune", "chunked"): dict(reshard_root=True, loss_inside=False),
-        ("hf", "eager"): dict(reshard_root=False, loss_inside=True),
+        ("hf", "eager"): dict(reshard_root=False, loss_inside=True, chunks=1),
         ("hf", "chunked"): dict(reshard_root=False, loss_inside=False)}
 
 
@@ -215,11 +230,12 @@ def test_fsdp2_units_measured_on_cpu():
     assert abs(runs["default"]["head_backward_peak"] - runs["custom"]["head_backward_peak"]
                - (embedding + block)) <= 64
     # At the start of backward neither layout holds a unit gathered (shard_model reshards the root after the forward
-    # too); with the root left to fully_shard's default (reshard_after_forward=None, as accelerate 1.15 leaves it) the
-    # root unit holds the token embedding and the output layer there, units of their own do not.
+    # too); with the root left to fully_shard's default (reshard_after_forward=None, as accelerate 1.15 and torchtitan
+    # leave it) the root unit holds the token embedding and the output layer there, and torchtitan's units of their
+    # own the final norm and output layer's unit (reshard_after_forward=False), not the token embedding's.
     assert abs(runs["default"]["start_of_backward"] - runs["custom"]["start_of_backward"]) <= 64
     kept = {layout: measured(layout, ("hf", "chunked"))["start_of_backward"] for layout in LAYOUTS}
-    assert abs(kept["default"] - kept["custom"] - 2 * embedding) <= 64
+    assert abs(kept["default"] - kept["custom"] - embedding) <= 64
 
 
 @pytest.mark.validate
@@ -232,7 +248,9 @@ def test_what_fsdp2_holds_gathered_at_every_moment_measured_on_cpu(layout, run):
     all-gather output) and the root unit; at the loss and its gradients no block where the loss is outside the model's
     forward (and the root unit only where fully_shard keeps it), the root and one all-gather buffer where it is
     inside; one block from the root's pre-backward to the last layer's, two there, one at the first layer's (plus the
-    token embedding's unit where it is one of its own), none after."""
+    token embedding's unit where it is one of its own), none after. With torchtitan's units of their own (any
+    implementation but torchtune) the root holds nothing, and the final norm and output layer's unit is gathered from
+    its forward through the loss and its gradients to the final norm's backward."""
     implementation, loss = run
     measured_run = measured(layout, run)["moments"]
     model = gathered_at(small_llama(layout, implementation, loss))
@@ -242,15 +260,103 @@ def test_what_fsdp2_holds_gathered_at_every_moment_measured_on_cpu(layout, run):
     hidden, vocab, ffn, kv = 64, 2048, 176, 2 * 16
     block = (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * ffn + 2 * hidden) * 4
     vocab_unit, norm = vocab * hidden * 4, hidden * 4
-    root = norm + (0 if layout == "custom" else 2 * vocab_unit)
+    titan = harness_layout(layout, implementation) == "titan"
+    root = 0 if titan else norm + (0 if layout == "custom" else 2 * vocab_unit)
+    output = vocab_unit + (norm if titan else 0)  # the output layer's unit, the final norm in it with torchtitan
     assert measured_run["layer_forward"] == measured_run["layer_backward"] == 2 * block + root
-    kept = 0 if RUNS[run]["reshard_root"] else root
+    kept = (0 if RUNS[run]["reshard_root"] else root) + (output if titan else 0)
     assert measured_run["before_first_pre_backward"] == kept
-    assert measured_run["after_roots_pre_backward"] == root + (vocab_unit if layout == "custom" else block)
-    assert measured_run["backward_start"] == (measured_run["after_roots_pre_backward"] if RUNS[run]["loss_inside"]
-                                              else kept)
+    if titan:  # no root unit; the loss gradients come with the output unit kept and nothing prefetched
+        assert "after_roots_pre_backward" not in measured_run
+        assert measured_run["forward"] == output * (2 if RUNS[run]["loss_inside"] else 1)
+        assert measured_run["backward_start"] == measured_run["final_norm_backward"] - block == output
+    else:
+        assert measured_run["after_roots_pre_backward"] == root + (vocab_unit if layout == "custom" else block)
+        assert measured_run["backward_start"] == (measured_run["after_roots_pre_backward"]
+                                                  if RUNS[run]["loss_inside"] else kept)
     # The output layer's forward (a moment with torchao's float8 output layer, in bf16 with the eager loss: half the
     # fp32 bytes measured): the last block's all-gather output beside the root, or the output layer's unit twice.
     float8 = small_llama(layout, implementation, "eager", precision="bf16", float8="tensorwise")
     assert 2 * gathered_at(float8)["head_forward"] == measured_run["head_forward"] \
-        == root + (2 * vocab_unit if layout == "custom" else block)
+        == root + (2 * output if layout == "custom" else block)
+
+
+@pytest.mark.validate
+def test_torchtitans_loop_measured_on_cpu():
+    """torchtitan's own loop: its units (the 'titan' layout), the output layer called once, the loss on the logits the
+    model returns (torchtitan/trainer.py Trainer._forward_backward_body at b5bcd76). As PyTorch 2.13 reads
+    (_fsdp_param_group.py): the final norm and output layer's unit, reshard_after_forward=False, is not freed by its
+    post_forward (reshard returns where _reshard_after_forward is False); its pre_backward finds it gathered (unshard:
+    "if self.is_unsharded: return") and prefetches the last block; its post_backward runs once the final norm's input
+    has its gradient (RegisterPostBackwardFunction on the group's first module's inputs), with both gradients, and
+    frees it (reshard_after_backward)."""
+    from builder.validate.fsdp_units import llama_config
+
+    run = measured("custom", ("hf", "eager"), loss_inside=False)
+    hooks, got = run["hooks"], run["moments"]
+    tail, last_block = "lm.model.norm, lm.lm_head", "lm.model.layers.1"
+    hidden, vocab, ffn, kv = 64, 2048, 176, 2 * 16
+    block = (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * ffn + 2 * hidden) * 4
+    output = (vocab * hidden + hidden) * 4  # the final norm and the output layer, fp32
+
+    def at(hook: str, unit: str = "") -> dict:
+        return next(mark for mark in hooks if mark["hook"] == hook and mark["unit"] == unit)
+
+    # Kept at the loss and its gradients; the root's post-forward has freed its all-gather output before the loss.
+    for mark in (at("loss"), at("loss_grad")):
+        assert mark["gathered"] == (tail,) and mark["bytes"] == {"unsharded": output, "prefetched": 0, "held": 0}
+    # The pre-backward gathers nothing: the unit is already unsharded; it prefetches the last block.
+    assert at("pre", tail)["bytes"]["unsharded"] == at("pre_done", tail)["bytes"]["unsharded"] == output
+    done = at("pre_done", tail)
+    assert done["gathered"] == (last_block, tail) and done["bytes"]["prefetched"] == block
+    # Freed once, after the final norm's backward, by the post-backward that reduces both gradients.
+    posts = [mark for mark in hooks if mark["hook"] == "post" and mark["unit"] == tail]
+    assert [mark["grads"] for mark in posts] == [("lm.model.norm.weight", "lm.lm_head.weight")]
+    assert tail in at("final_norm_grad", "lm.model.norm")["gathered"]
+    assert hooks.index(at("final_norm_grad", "lm.model.norm")) < hooks.index(posts[0])
+    assert tail not in at("pre", last_block)["gathered"]
+    # The model's run for it is transformers' (implementation hf), which computes the loss in the forward: every moment
+    # to the byte but the end of forward, where the model keeps the unit's all-gather output until the root's
+    # post-forward, after the loss (the named simplification); torchtitan's root post-forward frees it before.
+    assert llama_config()["num_hidden_layers"] == 2
+    model = gathered_at(small_llama("custom", "hf", "eager"))
+    same = set(model) - {"forward"}
+    assert {name: got[name] for name in same} == {name: model[name] for name in same}
+    assert model["forward"] - got["forward"] == output and got["forward"] == got["backward_start"] == output
+
+
+# torchtitan's benchmark setting (tests/test_selective_op.TABLE_1: Llama 3.1 8B, FSDP over 8 GPUs, 2 x 8,192 tokens,
+# per-op selective checkpointing, sdpa, bf16 mixed precision) with its units of their own, as the model takes a
+# torchtitan run (implementation hf, the default): the token embedding, and the final norm with the output layer
+# (vocab 128,256 x hidden 4,096 and 4,096 norm values, gathered in bf16: 1,050,681,344 bytes, 0.98 GiB).
+TITAN_8B = TABLE_1.with_changes(custom_sharded_layers=("tok_embeddings", "output"))
+TAIL_8B = (128_256 * 4096 + 4096) * 2
+
+
+def test_torchtitans_output_unit_is_counted_from_the_loss_to_the_final_norms_backward():
+    """Before torchtitan's layout was modelled the same need (67.25 GiB, at the loss gradients) held the output
+    layer's all-gather output where torchtitan holds its kept unit (the root's pre-backward prefetch it stood for
+    finds the unit gathered), and left the unit out at the end of forward (63.33 GiB) and the final norm's backward
+    (45.17)."""
+    assert TAIL_8B == 1_050_681_344
+    moments = {phase.name: phase for phase in phases(TITAN_8B)}
+    parts = {name: {p.name: p.bytes for p in phase.parts} for name, phase in moments.items()}
+    for name in ("forward", "backward_start", "final_norm_backward"):
+        assert parts[name]["comm/gathered_output"] == TAIL_8B
+        assert "comm/gathered_params" not in parts[name]  # the root unit holds nothing of Llama's
+    # transformers' loss in the forward: the unit's all-gather output until the root's post-forward; none after.
+    assert parts["forward"]["comm/all_gather_output"] == TAIL_8B
+    assert "comm/all_gather_output" not in parts["backward_start"]
+    need = assess(TITAN_8B)[1]
+    assert need.peak.name == "backward_start" and need.bytes == 72_206_727_172 and round(need.bytes / GIB, 2) == 67.25
+    assert {name: round(moments[name].total / GIB, 2) for name in ("forward", "final_norm_backward")} \
+        == {"forward": 64.31, "final_norm_backward": 46.15}
+    # With torchtune's chunked loss (outside the forward) the kept unit is all there is at the loss: the peak, at the
+    # end of forward, 55.51 GiB before, 56.48 now.
+    chunked = assess(TITAN_8B.with_changes(loss="chunked"))[1]
+    assert chunked.peak.name == "forward" and round(chunked.bytes / GIB, 2) == 56.48
+    # torchtune's layout for the same shape (its one dtype, bf16) reshards the output layer after its forward.
+    torchtune = {phase.name: {p.name for p in phase.parts}
+                 for phase in phases(TITAN_8B.with_changes(implementation="torchtune", precision="bf16"))}
+    assert not any("comm/gathered_output" in torchtune[name] for name in ("forward", "backward_start",
+                                                                        "final_norm_backward"))

@@ -362,8 +362,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("fsdp_shard_group", "count", "HYBRID_SHARD group size", "parallel", optional=True, runs=_TRAIN),
     _o("custom_sharded_layers", "names", f"with --fsdp: comma list of {', '.join(CUSTOM_SHARDED_LAYERS)}, the "
        "modules FSDP wraps as units of their own before the blocks and the root (torchtune's custom_sharded_layers; "
-       "torchtitan wraps both, its output layer with the final norm); default none: the embeddings, final norm and "
-       "output layer stay in the root unit, gathered through the whole step", "parallel", default=(),
+       "torchtitan and accelerate wrap both); with --implementation torchtune as torchtune does, the output layer "
+       "alone and freed after its forward, otherwise as torchtitan does, the final norm with the output layer and "
+       "kept gathered from its forward to its backward; default none: the embeddings, final norm and output layer "
+       "stay in the root unit, gathered through the whole step", "parallel", default=(),
        choices=CUSTOM_SHARDED_LAYERS, metavar="NAMES", url="custom_sharded_layers", source="torchtune-shard-model",
        runs=_TRAIN),
     _o("tp", "count", "tensor-parallel ranks", "parallel", default=1, url="tp"),

@@ -87,6 +87,19 @@ def custom_layer(name: str) -> Any:
     return isin(sym("custom_sharded_layers"), *(layout for layout in CUSTOM_LAYOUTS if name in layout.split(",")))
 
 
+# Who calls fully_shard, and so how the units are cut and when they are resharded (builder.model.states' COMM and
+# builder.model.step's AT_PHASE read it). torchtune's shard_model (torchtune/training/_distributed.py at 30b8519)
+# passes its reshard_after_forward (True) to every call: the output layer's, alone, and the root's. torchtitan's
+# apply_fsdp_to_decoder (torchtitan/distributed/fsdp.py at b5bcd76, the default policy without pipeline parallelism)
+# wraps the final norm with the output layer, fully_shard([model.norm, model.lm_head],
+# reshard_after_forward=reshard_after_forward_policy == "always"): False by default ("As an optimization, do not
+# reshard_after_forward the last layers by default since FSDP would prefetch them immediately"), and leaves the root
+# to fully_shard's default; accelerate 1.15's fsdp2_prepare_model wraps its tail [final norm, lm_head] with
+# reshard_after_forward=False and its root so too. The model takes implementation torchtune for the first and any
+# other implementation for the second.
+SHARD_MODEL = eq(sym("implementation"), "torchtune")
+
+
 HOLDING = RuleSet(symbols={
     # One block's parameters on this GPU (an FSDP unit), its experts', its linear layers' (not norms: what 4-bit
     # quantisation touches) and of those its weight matrices alone (biases left out).
@@ -116,11 +129,12 @@ HOLDING = RuleSet(symbols={
     # torchtune/training/_distributed.py shard_model at 30b8519 calls fully_shard on each module whose name is
     # listed, then on every block, then on the model; torchtitan/distributed/fsdp.py apply_fsdp_to_decoder at
     # b5bcd76 wraps tok_embeddings, and norm with lm_head): the token embedding on the stage that has it, the output
-    # layer on the stage with the head (untied: builder.model.checks refuses tied embeddings). The root unit FSDP
-    # keeps is what no unit of its own took: the final norm (with torchtitan, in the output layer's unit: a hidden-
-    # sized vector, left in the root here) and learned position embeddings.
+    # layer on the stage with the head (untied: builder.model.checks refuses tied embeddings), with the final norm
+    # outside torchtune (SHARD_MODEL). The root unit FSDP keeps is what no unit of its own took: the final norm with
+    # torchtune, and learned position embeddings.
     "embedding_unit": when(both(custom_layer("tok_embeddings"), sym("stage_has_embedding")), sym("vocab_rows"), 0),
-    "output_unit": when(both(custom_layer("output"), sym("stage_has_head")), sym("vocab_rows"), 0),
+    "output_unit": when(both(custom_layer("output"), sym("stage_has_head")),
+                        sym("vocab_rows") + when(SHARD_MODEL, 0, sym("hidden") * NORM_TENSORS), 0),
     "fsdp_root": sym("root_unit") - sym("embedding_unit") - sym("output_unit"),
     # Without an architecture (a raw parameter count) every parameter is dense and linear.
     "dense": when(sym("has_architecture"),

@@ -21,6 +21,7 @@ from builder.model.gradbuffers import (BF16_OPTIMIZER, DDP_BUCKETS, KEPT_NOTE, M
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.paging import PAGED, PAGED_NOTE
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
+from builder.model.placement import SHARD_MODEL
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
 from builder.model import buckets
 from builder.model.tensors import NORM_TENSORS
@@ -535,24 +536,27 @@ FSDP2_ROOT_NOTE = ("simplification: the root unit is the embeddings and the outp
                    "on its own")
 # torchtune's custom_sharded_layers (builder.model.placement's embedding_unit and output_unit): the token embedding and
 # the output layer as FSDP units of their own, with the blocks' reshard_after_forward (torchtune's shard_model passes
-# the same to each; torchtitan's default policy reshards its tok_embeddings unit after the forward, not its norm and
-# lm_head unit). Read in PyTorch 2.13 (torch/distributed/fsdp/_fully_shard): a unit's pre-forward hook gathers it
-# (_fsdp_param_group.py FSDPParamGroup.pre_forward) and its post-forward frees it (post_forward, reshard); a hook on its
-# outputs gathers it again in the backward (_fsdp_state.py _pre_backward, FSDPParamGroup.pre_backward), which also
-# prefetches the unit that ran before it in the forward (_backward_prefetch: post_forward_order[index - 1]); the
-# RegisterPostBackwardFunction on its forward inputs runs its post_backward once their gradient is made: the reduce-
-# scatter, then the free (reshard_after_backward). So the output unit is gathered for its forward and its backward
-# only, and its gradient is reduce-scattered when its backward ends, its reduce-scatter input live until the last
-# block's post_backward; the embedding's input (token ids) needs no gradient, so its post_backward runs in the final
-# callback, as the root's, with its gradient made last. torchtune's chunked loss calls the output layer once a chunk:
-# each call gathers and frees it again, and its post_backward runs after every chunk's backward, but autograd sums the
-# chunks' weight gradients in the AccumulateGrad node's input buffer and sets .grad only once every chunk's has come
-# (torch/csrc/autograd/node.h: AccumulateGrad's sequence_nr is UINT64_MAX, so it runs as soon as it is ready), so
-# only the last post_backward finds a gradient and reduce-scatters it: the chunks' sum (gradients/head_sum) is as
-# without FSDP (measured on CPU with a fake process group: tests/test_fsdp_units.py).
+# the same to each). torchtitan's default policy reshards its tok_embeddings unit after the forward, not its norm and
+# lm_head unit, and accelerate 1.15 wraps its tail so too (placement.SHARD_MODEL: any implementation but torchtune):
+# that unit, the final norm with the output layer, stays gathered from its forward to the end of the final norm's
+# backward (builder.model.step's AT_PHASE). Read in PyTorch 2.13 (torch/distributed/fsdp/_fully_shard): a unit's
+# pre-forward hook gathers it (_fsdp_param_group.py FSDPParamGroup.pre_forward) and its post-forward frees it
+# (post_forward, reshard); a hook on its outputs gathers it again in the backward (_fsdp_state.py _pre_backward,
+# FSDPParamGroup.pre_backward), which also prefetches the unit that ran before it in the forward (_backward_prefetch:
+# post_forward_order[index - 1]); the RegisterPostBackwardFunction on its forward inputs runs its post_backward once
+# their gradient is made: the reduce-scatter, then the free (reshard_after_backward). So the output unit is gathered for
+# its forward and its backward only, and its gradient is reduce-scattered when its backward ends, its reduce-scatter
+# input live until the last block's post_backward; the embedding's input (token ids) needs no gradient, so its
+# post_backward runs in the final callback, as the root's, with its gradient made last. torchtune's chunked loss calls
+# the output layer once a chunk: each call gathers and frees it again, and its post_backward runs after every chunk's
+# backward, but autograd sums the chunks' weight gradients in the AccumulateGrad node's input buffer and sets .grad only
+# once every chunk's has come (torch/csrc/autograd/node.h: AccumulateGrad's sequence_nr is UINT64_MAX, so it runs as
+# soon as it is ready), so only the last post_backward finds a gradient and reduce-scatters it: the chunks' sum
+# (gradients/head_sum) is as without FSDP (measured on CPU with a fake process group: tests/test_fsdp_units.py).
 CUSTOM_UNITS = (Cite("torchtune-shard-model", "torchtune/training/_distributed.py shard_model")
                 + " (fully_shard on each module named in custom_sharded_layers, then each block, then the model); "
-                + Cite("torchtitan-fsdp-b5bcd76", "torchtitan/distributed/fsdp.py apply_fsdp_to_decoder"))
+                + Cite("torchtitan-fsdp-b5bcd76", "torchtitan/distributed/fsdp.py apply_fsdp_to_decoder")
+                + " (the final norm with the output layer, reshard_after_forward=False by default)")
 FSDP2_GATHER = (Cite("pytorch-2-13", "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py FSDPParamGroup."
                                      "pre_forward, post_forward and pre_backward")
                 + ": a unit is gathered for its forward, freed after it, gathered again for its backward")
@@ -652,10 +656,16 @@ COMM = RuleSet(
                           "torchtune the root unit is resharded after the forward and gathered again when the "
                           "backward reaches the model's outputs",
                           when(both(sym("embedding_unit"), sym("output_unit")),
-                               "the final norm: the token embedding and the output layer are units of their own",
+                               when(SHARD_MODEL, "the final norm: the token embedding and the output layer are units "
+                                                 "of their own",
+                                    "learned position embeddings only, if any: the token embedding, and the final "
+                                    "norm with the output layer, are units of their own"),
                                when(sym("embedding_unit"), "final norm, head: the token embedding is a unit of its own",
-                                    when(sym("output_unit"), "embeddings, final norm: the output layer is a unit of "
-                                                             "its own", "embeddings, head"))))),
+                                    when(sym("output_unit"),
+                                         when(SHARD_MODEL, "embeddings, final norm: the output layer is a unit of its "
+                                                           "own",
+                                              "embeddings: the final norm with the output layer is a unit of its own"),
+                                         "embeddings, head"))))),
                  when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"))),
         PartRule("comm/all_gather_output", sym("layer_unit") * bytes_of(sym("param_dtype"))
                  - when(FLOAT8_ALL_GATHER, sym("layer_float8") * (bytes_of(sym("param_dtype")) - 1)
@@ -705,14 +715,25 @@ COMM = RuleSet(
         # backward and its gradient's reduce-scatter input, the token embedding gathered for its backward (prefetched
         # during the first block's; its gradient, made last, is builder.model.step's transient).
         _own_unit_gathered("comm/gathered_output", "output_unit", "output layer",
-                           "gathered for its forward and for its backward only (with torchtune's chunked loss once a "
-                           "chunk); counted at the output layer's backward (a moment of the step with torchtune's "
-                           "chunked loss) and forward (with a float8 output layer)"),
+                           when(SHARD_MODEL,
+                                "gathered for its forward and for its backward only (with torchtune's chunked loss "
+                                "once a chunk); counted at the output layer's backward (a moment of the step with "
+                                "torchtune's chunked loss) and forward (with a float8 output layer)",
+                                "with the final norm (torchtitan's and accelerate's layout), not resharded after its "
+                                "forward: gathered from its forward through the loss to the end of the final norm's "
+                                "backward; counted at the end of forward, the start of backward, the output layer's "
+                                "forward and backward, and the final norm's backward")),
         PartRule("comm/output_reduce_scatter_input", sym("output_unit") * bytes_of(sym("gradient_reduce_dtype")),
                  "output layer's gradient x bytes(reduce dtype)", fmt("{0}; {1}", FSDP2_OUTPUT_REDUCE, CUSTOM_UNITS),
                  fmt("the output layer's ({0})", sym("gradient_reduce_dtype")),
-                 "made when the output layer's backward ends, freed at the last block's post-backward: counted in the "
-                 "last layer's backward", when=both(FSDP2_UNITS, sym("output_unit") > 0)),
+                 when(SHARD_MODEL,
+                      "made when the output layer's backward ends, freed at the last block's post-backward: counted "
+                      "in the last layer's backward",
+                      "made when the final norm's backward ends, with the norm's gradient, freed at the last block's "
+                      "post-backward: counted in the last layer's backward; simplification: at the final norm's "
+                      "backward it stands for the output layer's unsharded gradient (bytes equal where the reduce "
+                      "dtype is the parameter dtype)"),
+                 when=both(FSDP2_UNITS, sym("output_unit") > 0)),
         _own_unit_gathered("comm/gathered_embeddings", "embedding_unit", "token embedding",
                            "gathered for its forward and for its backward only, prefetched during the first block's "
                            "backward (the all-gather buffer then is its own): counted there and at the end of "

@@ -54,7 +54,7 @@ from builder.model.gradbuffers import KEPT_PARTS, SYMBOLS as GRAD_BUFFERS
 from builder.model.overheads import OVERHEADS
 from builder.model.paging import CODE_SHARE, PAGED, PAGED_IN_NOTE, PAGED_PARTS
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
-from builder.model.placement import HOLDING
+from builder.model.placement import HOLDING, SHARD_MODEL
 from builder.model.states import FSDP2_EMBEDDING_GRADS, FSDP2_UNITS, SHARDING, TRAIN, WHOLE_STAGE
 from builder.model.buckets import DEEPSPEED_ENGINE
 
@@ -139,9 +139,10 @@ LIVE = {
     "head_forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params",
                      "comm/all_gather_output", "comm/gathered_output", "comm/reused_params", "comm/reduce_bucket",
                      "saved_less_loss"),
+    # FSDP2: the output layer's unit where it is kept gathered from its forward to its backward (AT_PHASE).
     "forward": ("weights", "optimizer", "kept", "accumulating", "comm/gathered_params", "comm/all_gather_output",
-                "comm/reused_params", "comm/reduce_bucket", "saved", "activations/logits"),
-    "backward_start": _IN_BACKWARD,
+                "comm/gathered_output", "comm/reused_params", "comm/reduce_bucket", "saved", "activations/logits"),
+    "backward_start": (*_IN_BACKWARD, "comm/gathered_output"),
     # A chunked loss's backward has run (its saved log-probabilities are freed): the output layer's backward, chunk
     # by chunk, summing the weight gradient of every chunk; or, converted to float8, its backward's casts. FSDP2: the
     # output layer's unit when it is one of its own; the root unit's output-layer gradient is the sum being made
@@ -150,8 +151,10 @@ LIVE = {
                       "comm/all_gather_output", "comm/unsharded_grads", "comm/reduce_bucket", "comm/gathered_output",
                       "saved_less_loss"),
     # Between the output layer's backward and the last layer's (an RMSNorm model's final norm): as inside the last
-    # layer, less any block's reduce-scatter input (no block has made gradients yet; FSDP2: AT_PHASE).
-    "final_norm_backward": (*_IN_BACKWARD, "comm/root_grads", "comm/output_reduce_scatter_input", "stepping"),
+    # layer, less any block's reduce-scatter input (no block has made gradients yet; FSDP2: AT_PHASE), and the output
+    # layer's unit where the final norm is in it.
+    "final_norm_backward": (*_IN_BACKWARD, "comm/root_grads", "comm/output_reduce_scatter_input",
+                            "comm/gathered_output", "stepping"),
     # With the optimizer stepping inside backward, the one gradient in flight (and its step, a transient below).
     # FSDP2: the previous block's reduce-scatter input and the root unit's output-layer gradient, or the output unit's
     # reduce-scatter input (freed at the last block's post-backward) (builder.model.states).
@@ -556,8 +559,16 @@ FIRST_LAYER_NOTES = {"gradients": "the first layer's weight gradients not made y
 # - with the output layer a unit of its own: at its forward its buffer is its own, and at its backward (torchtune's
 #   chunked loss) each chunk's pre-backward prefetches the output layer itself (its previous call), already gathered,
 #   and the last block only at the first chunk's backward, the last to run, when one chunk's weight gradient is being
-#   added to the sum, not two: no buffer. At the end of forward (loss in the forward) its buffer is the output layer's,
-#   and at the start of backward the root's pre-backward prefetches it.
+#   added to the sum, not two: no buffer. At the end of forward (loss in the forward) its buffer is the output unit's;
+# - torchtitan's and accelerate 1.15's output unit (the final norm with the output layer, reshard_after_forward=False:
+#   placement.SHARD_MODEL, every implementation but torchtune, so every run with the loss in the forward) stays
+#   gathered from its forward: post_forward's reshard returns at once where _reshard_after_forward is False
+#   (_fsdp_param_group.py FSDPParamGroup.reshard), so at the end of forward and the loss gradients it is gathered, and
+#   a pre-backward or prefetch finds it so (unshard: "if self.is_unsharded: return"): at the loss gradients no
+#   buffer, the loss in the forward or not (torchtitan's Trainer computes it on the logits). Its post_backward
+#   runs when its forward inputs' gradient is made, the final norm's (RegisterPostBackwardFunction on the inputs of
+#   the group's first module), and frees it (reshard_after_backward): it is gathered through the final norm's
+#   backward too.
 # At the loss gradients, the output layer's and the final norm's backward no block has made a gradient (its
 # weights' or, with LoRA, its adapters').
 # FSDP unit by unit (not a pipeline stage kept whole: builder.model.states' WHOLE_STAGE), fine-tuned whole or with LoRA.
@@ -568,17 +579,22 @@ FSDP_UNITS = both(TRAIN, sym("has_architecture"), sym("fsdp"), negate(WHOLE_STAG
 LOSS_IN_FORWARD = both(eq(sym("implementation"), "hf"), negate(CHUNKED))
 # torchtune's shard_model calls fully_shard on the model with its reshard_after_forward (True: FULL_SHARD); accelerate
 # 1.15 (transformers' Trainer) leaves the root to fully_shard's default, which keeps it gathered after the forward.
-ROOT_RESHARDED = eq(sym("implementation"), "torchtune")
+ROOT_RESHARDED = SHARD_MODEL
 _BUFFER = _part("comm/all_gather_output")  # one block, as gathered (float8 where it is); 0 without FSDP unit by unit
 _OWN_OUTPUT = _part("comm/gathered_output")
+# comm/gathered_output where the output unit is kept gathered after its forward (torchtitan's and accelerate 1.15's:
+# placement.SHARD_MODEL), else not live.
+_KEPT_OUTPUT = when(SHARD_MODEL, 0, sym("bytes"))
 _ROOT_ONLY = ceil(sym("bytes") - _BUFFER)  # comm/gathered_params less the block computed
 _ROOT_GATHERED = when(_BUFFER > 0, _ROOT_ONLY, sym("bytes"))  # comm/gathered_params where no block is being computed
 _NO_BLOCK_GRADS = when(FSDP_UNITS, 0, sym("bytes"))  # comm/unsharded_grads before any block's backward has run
 # The end of forward and the start of backward: the root unit where the loss is in the forward or the root is kept,
-# and one buffer where the loss is in the forward.
+# the output layer's unit where it is kept, and one buffer where the loss is in the forward (at the loss gradients
+# none where the output unit is kept: the prefetch finds it gathered).
 _AFTER_FORWARD = {"comm/gathered_params": when(_BUFFER > 0, when(either(LOSS_IN_FORWARD, negate(ROOT_RESHARDED)),
                                                                    _ROOT_ONLY, 0), sym("bytes")),
                   "comm/all_gather_output": when(LOSS_IN_FORWARD, when(_OWN_OUTPUT > 0, _OWN_OUTPUT, sym("bytes")), 0),
+                  "comm/gathered_output": _KEPT_OUTPUT,
                   # At the loss gradients no block's backward has run, so none has made gradients (the forward holds
                   # none in any case).
                   "comm/unsharded_grads": _NO_BLOCK_GRADS}
@@ -586,13 +602,15 @@ AT_PHASE: dict[str, dict[str, Expr]] = {
     "head_forward": {"comm/gathered_params": _ROOT_GATHERED,
                      "comm/all_gather_output": when(_OWN_OUTPUT > 0, _OWN_OUTPUT, sym("bytes"))},
     "forward": _AFTER_FORWARD,
-    "backward_start": _AFTER_FORWARD,
+    "backward_start": {**_AFTER_FORWARD,
+                       "comm/all_gather_output": when(both(LOSS_IN_FORWARD, eq(_OWN_OUTPUT, 0)), sym("bytes"), 0)},
     "head_backward": {
         "comm/gathered_params": _ROOT_GATHERED,
         "comm/all_gather_output": when(_OWN_OUTPUT > 0, 0, sym("bytes")),
         "comm/unsharded_grads": _NO_BLOCK_GRADS,
     },
     "final_norm_backward": {"comm/gathered_params": _ROOT_GATHERED,
+                            "comm/gathered_output": _KEPT_OUTPUT,
                             "comm/unsharded_grads": _NO_BLOCK_GRADS},
     "backward_end": {"comm/gathered_params": _ROOT_GATHERED},
 }
@@ -602,7 +620,10 @@ _AFTER_FORWARD_NOTES = {
     "comm/gathered_params": "FSDP2: no block is being computed; the root unit is gathered where the loss is "
                             "computed in the model's forward or the root is kept after it (torchtune reshards it)",
     "comm/all_gather_output": "FSDP2: with the loss computed in the model's forward, the last unit's all-gather "
-                              "buffer, or the one the root's pre-backward prefetches",
+                              "buffer, or the block the root's pre-backward prefetches (none where the output layer's "
+                              "unit is kept gathered)",
+    "comm/gathered_output": "FSDP2: the final norm and output layer's unit, kept gathered from its forward to its "
+                            "backward (torchtitan's and accelerate's layout)",
 }
 AT_PHASE_NOTES = {
     ("head_forward", "comm/gathered_params"): _ROOT_NOTE + " (the output layer's forward)",
@@ -613,6 +634,9 @@ AT_PHASE_NOTES = {
     ("final_norm_backward", "comm/gathered_params"): _ROOT_NOTE + " (the final norm's backward)",
     ("final_norm_backward", "comm/unsharded_grads"): "FSDP2 at the final norm's backward: no block has made gradients "
                                                      "yet",
+    ("final_norm_backward", "comm/gathered_output"): "FSDP2: the final norm and output layer's unit, freed when the "
+                                                     "final norm's backward ends (torchtitan's and accelerate's "
+                                                     "layout)",
     ("backward_start", "comm/unsharded_grads"): "FSDP2 at the loss gradients: no block has made gradients yet",
     ("backward_end", "comm/gathered_params"): _ROOT_NOTE + " (the token embedding's backward)",
 }
