@@ -1,7 +1,8 @@
 """`estimate --mode serve --engine vllm|sglang|hf`: the engine's startup accounting, in the engine's own flags and words.
 
 Flags carry each engine's names. vLLM (`vllm serve --help`): --gpu-memory-utilization, --max-model-len,
---max-num-seqs, --max-num-batched-tokens, --block-size, --enforce-eager, --kv-cache-memory. SGLang
+--max-num-seqs, --max-num-batched-tokens, --block-size, --enforce-eager, --kv-cache-memory, and
+--vllm-version (the release to model, not a `vllm serve` flag). SGLang
 (`python -m sglang.launch_server --help`): --mem-fraction-static, --page-size, --chunked-prefill-size,
 --cuda-graph-max-bs, --max-running-requests, --context-length. Hugging Face generate (GenerationConfig and
 from_pretrained's words): --cache-implementation, --attn-implementation, --max-new-tokens, --max-cache-len,
@@ -57,7 +58,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser, whole: Callable, size:
     engine = parser.add_argument_group("inference engine (with --mode serve)")
     engine.add_argument("--engine", choices=tuple(ENGINES), default=None,
                         help="size the KV cache as the engine does at startup (needs --gpu)")
-    types = {"float": float, "whole": whole, "size": size, "count": count}
+    types = {"float": float, "whole": whole, "size": size, "count": count, "text": str}
     defaults = {field.name: field.default for field in dataclasses.fields(EngineSettings)}
     for chosen in ENGINES.values():
         group = parser.add_argument_group(f"{chosen.title} (with --engine {chosen.name}; {chosen.title}'s own flag "
@@ -108,7 +109,8 @@ def report_json(report: EngineReport, gpu: Gpu) -> dict[str, Any]:
     """The engine's numbers as --json gives them."""
     references = default_references()  # each citation printed as its short form and locator
     v, engine = report.values, ENGINES[report.engine]
-    return {"engine": report.engine, "engine_version": engine.version, "gpu": gpu.id, "gpu_total_bytes": v["gpu_total"],
+    return {"engine": report.engine, "engine_version": engine.version_in(v), "gpu": gpu.id,
+            "gpu_total_bytes": v["gpu_total"],
             "stage": report.stage, **engine.summary(v), "fits": report.fits, "error": v["error"],
             "parts": {p.name: p.bytes for p in report.parts},
             "sources": {p.name: source_text(p.source, references) for p in report.parts}}
@@ -118,7 +120,8 @@ def render_report(report: EngineReport, config: Config, gpu: Gpu, unit: str) -> 
     """The engine's startup breakdown and its own log lines."""
     v, engine = report.values, ENGINES[report.engine]
     name = config.model.extra.get("display", config.model.name) if config.model else "model"
-    lines = [f"{name} served by {engine.version} on {gpu.display} ({format_bytes(v['gpu_total'], unit, 2)} total):"]
+    total = format_bytes(v["gpu_total"], unit, 2)
+    lines = [f"{name} served by {engine.version_in(v)} on {gpu.display} ({total} total):"]
     width = max(len(p.name) for p in report.parts)
     for p in report.parts:
         note = f"  ({p.simplification})" if p.simplification else ""

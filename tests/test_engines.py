@@ -183,7 +183,76 @@ def test_the_serving_page_quotes_what_its_command_prints(capsys):
     assert f"gives {memory} GiB of available KV cache memory and {tokens} tokens ({times})" in page
 
 
+# --vllm-version: the releases' own sources (PyPI wheels of each release), pinned to published logs.
+LLMD_019 = dict(gpu_memory_utilization=0.95, max_model_len=8192)  # llm-d-planner accuracy/results/v0.19.0, d3121e0
+
+
+@pytest.mark.parametrize("model_id, logged", [
+    # llm-d-planner accuracy/results/v0.19.0/logs (commit d3121e0), vLLM 0.19.0 on one H100, 0.95, 8192, 1,024
+    # sequences: "Available KV cache memory: 58.11 GiB" (Llama 3.1 8B), "54.12 GiB" (Gemma 2 9B), "57.50" (Qwen3-8B).
+    ("llama-3.1-8b", "58.11"), ("gemma-2-9b", "54.12"), ("qwen3-8b", "57.50"),
+])
+def test_a_vllm_0_19_log_is_met_at_its_release_and_missed_at_upstream_main(model_id, logged):
+    at_release = report(MODELS[model_id], vllm_version="0.19", **LLMD_019).values["available"] / GIB
+    upstream = report(MODELS[model_id], **LLMD_019).values["available"] / GIB
+    assert abs(at_release / Fraction(logged) - 1) < Fraction(5, 1000)
+    assert upstream / Fraction(logged) - 1 > Fraction(1, 100)  # graphs subtracted and a 4 B sampler: 1 to 4% over
+
+
+def test_vllm_0_11_logs_are_the_pytorch_sort_of_0_11_1():
+    """llm-d/llm-d-benchmark config_explorer/empirical-vllm-memory-results.md (commit 4f4d449, "vLLM version: 0.11.0"):
+    Llama-3.1-8B on one H100 at 0.9, --max-model-len 16000, --block-size 128: 4.76 GiB of peak activation and 51.38
+    GiB available. PyTorch's sort (38 B a logit, v0.11.1 on) meets both; FlashInfer's sampler, 0.11.0's default
+    where FlashInfer is installed (14 B), would leave 2.9 GiB more."""
+    settings = dict(max_model_len=16_000, block_size=128)
+    sort = report(MODELS["llama-3.1-8b"], vllm_version="0.11.1", **settings).values
+    flashinfer = report(MODELS["llama-3.1-8b"], vllm_version="0.11.0", **settings).values
+    assert abs(sort["profile_peak"] / GIB / Fraction("4.76") - 1) < Fraction(2, 100)
+    assert abs(sort["available"] / GIB / Fraction("51.38") - 1) < Fraction(5, 1000)
+    assert flashinfer["available"] / GIB - Fraction("51.38") > Fraction(28, 10)
+
+
+def test_each_release_selects_its_default_share_graphs_and_sampler_tensors():
+    arch, r = MODELS["llama-3.1-8b"], 1024 * 128256  # 1,024 logits rows of Llama's vocabulary on an H100
+    hidden = (8192 + 2 * 1024) * 4096 * 2  # the profile run's hidden states (all tokens, the last ones, rand_like)
+    values = {v: report(arch, vllm_version=v, max_model_len=8192).values for v in ("0.10", "0.11.1", "0.19", "0.20")}
+    # vllm/config/cache.py: 0.9 up to v0.19.0, 0.92 from v0.20.0.
+    assert [values[v]["utilization"] for v in ("0.19", "0.20")] == [Fraction(9, 10), Fraction(92, 100)]
+    # gpu_worker.py: the CUDA-graph estimate comes out of the budget from v0.20.0 (VLLM_MEMORY_PROFILER_ESTIMATE_
+    # CUDAGRAPHS defaults to 1), and is measured but left out before.
+    graphs = values["0.20"]["cuda_graphs"]
+    assert (values["0.19"]["graphs_in_budget"], values["0.20"]["graphs_in_budget"]) == (0, graphs)
+    # Bytes per logit at the sampler's peak: bf16 logits 2 + fp32 copy 4 + FlashInfer's masked logits and softmax 8
+    # (v0.10), PyTorch's sort 32 (v0.11.1), Triton's probabilities and exponential draw 8 (v0.19).
+    assert [values[v]["profile_sampler"] - hidden for v in ("0.10", "0.11.1", "0.19")] == [r * 14, r * 38, r * 14]
+    # An fp32 model's logits are the fp32 ones: Sampler.forward's .to(torch.float32) copies nothing.
+    fp32 = engine_report(Config(model=arch, mode="serve", precision="fp32"),
+                         EngineSettings(vllm_version="0.11.1", max_model_len=8192), H100.usable_bytes, "h100-80gb")
+    assert fp32.values["profile_sampler"] == r * (4 + 32) + (8192 + 2 * 1024) * 4096 * 4
+    # Left out, upstream main's rules: 0.92, graphs subtracted, one fp32 row per request.
+    upstream = report(arch, max_model_len=8192).values
+    assert (upstream["utilization"], upstream["profile_sampler"]) == (Fraction(92, 100), r * 4)
+
+
+def test_the_160_gib_batch_tier_is_upstream_mains_alone():
+    # vllm/engine/arg_utils.py get_batch_defaults: v0.27.1 has the 70 GiB tier alone, so a B200 profiles 8192 tokens.
+    b200 = default_gpus()["b200"]
+    for version, tokens in ((None, 16384), ("0.27.1", 8192)):
+        values = report(MODELS["qwen3-8b"], b200.usable_bytes, "b200", vllm_version=version, max_model_len=8192).values
+        assert values["max_num_batched_tokens"] == tokens
+
+
+def test_a_release_prints_its_two_log_lines(capsys):
+    assert main(["estimate", "--model", "llama-3.1-8b", "--mode", "serve", "--engine", "vllm", "--gpu", "h100-80gb",
+                 "--gpu-memory-utilization", "0.95", "--max-model-len", "8192", "--vllm-version", "0.19.0"]) == 0
+    out = capsys.readouterr().out
+    assert "served by vLLM 0.19.0 on" in out
+    assert "\nGPU KV cache size: " in out and " tokens\nMaximum concurrency for 8,192 tokens per request: " in out
+
+
 @pytest.mark.parametrize("argv, message", [
+    (["--vllm-version", "0.9"], "argument --vllm-version: '0.9' is not modelled: give a release from 0.10 to 0.27"),
+    (["--vllm-version", "latest"], "argument --vllm-version: 'latest' is not a vLLM release such as 0.19 or 0.19.0"),
     (["--gpu-memory-utilization", "1.5"], "argument --gpu-memory-utilization: must be in (0, 1], got 1.5"),
     (["--tp", "3"], "argument --tp: 3 does not divide the 40 attention heads"),
     (["--kv-cache-memory", "1GiB"], "argument --kv-cache-memory: the engine would refuse this run (--max-model-len "

@@ -6,7 +6,7 @@ GPU and gives what is left after the weights, the profile run's peak, non-torch 
 paged KV cache:
 
 - requested = ceil(total x gpu_memory_utilization)       vllm/v1/worker/utils.py request_memory
-  (total is cudaMemGetInfo's; default utilization 0.92 since v0.21, 0.9 before: vllm/config/cache.py)
+  (total is cudaMemGetInfo's; default utilization 0.92 since v0.20.0, 0.9 before: vllm/config/cache.py)
 - available = requested - weights - non-torch - profile peak - CUDA graphs
                                                           vllm/v1/worker/gpu_worker.py determine_available_memory
   or exactly --kv-cache-memory when given (profiling is then skipped for the budget)
@@ -28,6 +28,12 @@ paged KV cache:
 
 Three terms are assumptions, named as such: non-torch memory, the CUDA-graph estimate and the profile peak
 (an op-level estimate of the profile run, not a measurement).
+
+--vllm-version sizes a run for an older release (the release constants below: BUDGET_CHANGE, SAMPLER_PATHS,
+LARGE_TIER_FROM), read from each release's own Python sources: the
+default utilization and whether the CUDA graphs come out of the budget (both changed in v0.20.0), and the sampler
+warm-up of the profile run, whose tensors differ by release (SAMPLER_PATHS). Left at its default, the rules are
+upstream main's, as above.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from builder.model import rotary
 from builder.model.cite import Cite
 from builder.model.collectives import (NON_TORCH, NON_TORCH_SOURCE, NON_TORCH_TP, NON_TORCH_TP_SOURCE,
                                        NVLINK_SWITCH_GPUS, TP_OVER_SWITCH)
-from builder.model.expr import both, ceil, derive, floor, fmt, maximum, minimum, negate, real, sym, when
+from builder.model.expr import both, ceil, derive, eq, floor, fmt, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import (KV_CACHE_PER_TOKEN_HEAD, KV_SYMBOLS, LENGTH_KEY, MODEL_LENGTH, PER_TOKEN_HEAD,
                                    PER_TOKEN_HEAD_SCALE_BYTES, beyond_model)
@@ -55,6 +61,13 @@ REQUEST = Cite("vllm-6adad08", "vllm/v1/worker/utils.py request_memory") + ": ce
 AVAILABLE = Cite("vllm-6adad08", "vllm/v1/worker/gpu_worker.py determine_available_memory")
 PROFILE = (Cite("vllm-6adad08", "vllm/v1/worker/gpu_model_runner.py profile_run and _dummy_run")
            + " (attention skipped, one logits row per request into the sampler)")
+PROFILE_BY_RELEASE = (Cite("vllm-0.19.0", "vllm/v1/worker/gpu_model_runner.py profile_run, _dummy_sampler_run")
+                      + " and vllm/v1/sample/sampler.py Sampler.forward (the logits in fp32) of the release; its "
+                        "top-k/top-p path: ")
+PROFILE_NOTE = ("estimate: the profile run's peak from its tensors (attention skipped, as vLLM's profile run does); "
+                "vLLM measures it")
+TRITON_BUFFER_NOTE = ("; the Triton kernel's cached buffer, one fp32 row of the vocabulary a streaming multiprocessor "
+                      "(132 rows on an H100), is left out")
 BLOCKS = (Cite("vllm-6adad08", "vllm/v1/core/kv_cache_utils.py get_num_blocks") + ": floor(floor(available / page) / "
           "layers); " + Cite("vllm-6adad08", "vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes"))
 MLA_PAGE = (Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes")
@@ -67,13 +80,102 @@ GROUPS = (Cite("vllm-001cabc", "vllm/v1/core/kv_cache_utils.py _get_kv_cache_gro
 CUDA_GRAPHS = Fraction(42, 100) * GIB
 CUDA_GRAPHS_SOURCE = ("assumed 0.42 GiB: vLLM's own estimate in a published log (vllm PR #57047, Sep 2026: 'CUDA graph "
                       "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager. vLLM measures "
-                      "it per run (subtracted by default since v0.21.0) and it grows with the graphs captured: "
+                      "it per run (subtracted by default since v0.20.0) and it grows with the graphs captured: "
                       "0.52 GiB for Qwen3-8B with 51 piecewise and 35 full graphs (LMCache issue #3430, v0.21.0), "
                       "0.13 to 0.36 GiB with 5 to 16 graphs (a small --max-num-seqs)")
+CUDA_GRAPHS_OUTSIDE = ("assumed 0.42 GiB, as for upstream main, but not taken out of the KV budget: before v0.20.0 "
+                       "vLLM captures the graphs after allocating the KV cache, in the memory above the share "
+                       "requested (" + Cite("vllm-0.19.0", "vllm/v1/worker/gpu_worker.py determine_available_memory")
+                       + ": the estimate applied only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, default 0; "
+                       + Cite("vllm-0.20.0", "vllm/envs.py") + ": default 1)")
 
 # vLLM's own defaults (vllm/config/cache.py, vllm/engine/arg_utils.py get_batch_defaults for `vllm serve`).
 DEFAULT_UTILIZATION = Fraction(92, 100)
 DEFAULT_BLOCK_SIZE = 16
+
+# --- vLLM releases (--vllm-version) --------------------------------------------------------------------------------
+# A release as the rules read it: minor x 100 + patch (vLLM's major is 0), e.g. 0.19.0 -> 1900, 0.11.1 -> 1101. The
+# default, UPSTREAM, stands for upstream main 6adad08 (after v0.27.1, the v0.28 line): the rules above unchanged.
+UPSTREAM = 2800
+OLDEST, NEWEST = (0, 10, 0), (0, 27, 99)  # the releases --vllm-version takes (sources read: 0.10.1.1 to 0.27.1)
+UPSTREAM_WORDS = "upstream main 6adad08, after v0.27.1"
+# From v0.20.0 the default utilization is 0.92 (vllm/config/cache.py: Field(default=0.92); 0.9 in v0.19.0 and
+# before) and the CUDA-graph estimate comes out of the KV budget (vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+# defaults to "1"; "0" in v0.18.0 and v0.19.0, which measured it without subtracting it; no estimate before v0.18).
+BUDGET_CHANGE = 2000
+UTILIZATION_BEFORE = Fraction(9, 10)
+# The 160 GiB tier of `vllm serve`'s batch defaults (batch_defaults) is on upstream main only: v0.27.1's
+# get_batch_defaults has the 70 GiB tier alone, as every release back to v0.10.1.1 does.
+LARGE_TIER_FROM = UPSTREAM
+
+
+@dataclass(frozen=True)
+class SamplerPath:
+    """How a range of releases warms the sampler up in the profile run (gpu_model_runner.py _dummy_sampler_run:
+    compute_logits over one row per request, then Sampler.forward with top_k = V - 1 and top_p = 0.9, so the top-k /
+    top-p path runs): the bytes per logit its tensors hold at its peak besides the logits in the model's dtype and
+    their fp32 copy (Sampler.forward: logits.to(torch.float32), the same tensor for an fp32 model), which tensors
+    those are, and the source."""
+
+    first: int  # the first release (minor x 100 + patch) that takes this path
+    extra: int  # bytes per logit at the peak beyond the model-dtype logits and the fp32 copy
+    words: str
+    source: str
+
+
+# The sampler's top-k/top-p path by release, read from vllm/v1/sample/ops/topk_topp_sampler.py of each: the oldest
+# first. A release uses the last row whose `first` it reaches; from SAMPLER_ASSUMED on, the assumed one fp32 row
+# (profile_sampler) holds.
+SAMPLER_PATHS = (
+    SamplerPath(1000, 8, "FlashInfer's top_k_top_p_sampling_from_logits: the masked logits and their softmax, fp32",
+                Cite("vllm-0.10.1.1", "vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler, flashinfer_sample")
+                + " (FlashInfer on unless VLLM_USE_FLASHINFER_SAMPLER=0, as vLLM's images install it); "
+                + Cite("flashinfer-sampling", "top_k_top_p_sampling_from_logits, top_k_mask_logits")),
+    SamplerPath(1101, 32, "PyTorch's sort: sorted values (fp32) and indices (int64), the sort's reverse indices "
+                          "(int64) and CUB's third keys and values buffers (fp32 + int64)",
+                Cite("vllm-0.11.1", "vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p") + " (FlashInfer "
+                "opt-in since v0.11.1); " + Cite("pytorch-sort-stable", "segmented_sort_pairs") + "; "
+                + Cite("cub-segmented-radix-sort", "DispatchSegmentedRadixSort allocation_sizes")),
+    SamplerPath(1700, 8, "a Triton top-k/top-p kernel in place, then the probabilities and random_sample's "
+                         "exponential draw, fp32",
+                Cite("vllm-0.17.0", "vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p") + "; "
+                + Cite("vllm-0.19.0", "vllm/v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton, "
+                                      "topk_topp_sampler.py forward_native, random_sample")),
+)
+# From v0.21 (read at v0.22.0 and v0.27.1: FlashInfer's sampler on by default again) the model keeps its assumed one
+# fp32 row per request, from a published log of upstream main (profile_sampler); v0.21.0 itself was not read.
+SAMPLER_ASSUMED = 2100
+VERSION_SYMBOL = sym("vllm_version")
+
+
+def by_release(rows: tuple, value: Callable[[Any], Any], after: Any) -> Any:
+    """The rule that picks, for the release in VERSION_SYMBOL, `value(row)` of the last row it reaches (`after` from
+    the release after the rows): rows oldest first."""
+    rule = after
+    for row, later in zip(reversed(rows), (SAMPLER_ASSUMED, *(r.first for r in reversed(rows)))):
+        rule = when(VERSION_SYMBOL >= later, rule, value(row))
+    return rule
+
+
+def release_code(text: Any) -> int:
+    """A release as --vllm-version takes it ('0.19', '0.19.0', 'v0.11.1') as the rules read it (minor x 100 + patch);
+    ValueError naming the option otherwise."""
+    if not isinstance(text, str):  # YAML reads 0.10 as the number 0.1
+        raise ValueError(f"vllm_version: give the release as text, such as '0.19' or '0.19.0', not the number {text!r}")
+    words = text.strip().removeprefix("v")
+    parts = words.split(".")
+    if not (2 <= len(parts) <= 4 and all(p.isdigit() for p in parts)):
+        raise ValueError(f"vllm_version: {text!r} is not a vLLM release such as 0.19 or 0.19.0")
+    release = tuple(int(p) for p in parts[:3]) + (0,) * (3 - len(parts[:3]))
+    if not OLDEST <= release <= NEWEST:
+        raise ValueError(f"vllm_version: {text!r} is not modelled: give a release from 0.10 to 0.27 (left out: "
+                         f"{UPSTREAM_WORDS})")
+    return release[1] * 100 + min(release[2], 99)
+
+
+def release_words(code: int) -> str:
+    """The engine as a report names it for a release code."""
+    return VLLM_VERSION if code == UPSTREAM else f"vLLM 0.{code // 100}.{code % 100}"
 
 
 @dataclass(frozen=True)
@@ -91,6 +193,7 @@ class EngineSettings:
     # --kv-cache-dtype in the engine's own word, where it says more than the dtype (vLLM's per-token-head modes keep
     # fp32 scales in the pages); the dtype itself is the Config's kv_dtype.
     kv_cache_dtype: str | None = None
+    vllm_version: str | None = None  # the vLLM release to size the run for, e.g. "0.19" (default: upstream main)
     # SGLang's (`python -m sglang.launch_server --help`):
     mem_fraction_static: float | None = None  # share of the free memory for weights + KV cache (default by GPU)
     page_size: int | None = None  # tokens per KV page (default 1; 64 on Blackwell, whose default backend needs it)
@@ -107,17 +210,17 @@ class EngineSettings:
     logits_to_keep: int | None = None  # logits rows of the prefill (default 1; 0 keeps them all)
 
 
-def batch_defaults(gpu_total: int, gpu_id: str) -> tuple[int, int]:
+def batch_defaults(gpu_total: int, gpu_id: str, release: int = UPSTREAM) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) `vllm serve` picks for a GPU before its clamps (BATCH_SYMBOLS):
     vllm/engine/arg_utils.py get_batch_defaults (OPENAI_API_SERVER): 1024 and 16384 from 160 GiB up, 1024 and 8192
     from 70 GiB up except A100s, 256 and 2048 below.
 
     The 160 GiB tier (B200/B300, MI300X here) is on upstream main after the v0.27 releases and ships in v0.28.0 (tag
-    commit 2cf0a69, 2026-08-24: "for GPUs like B200/B300 with >= 160GB memory, use the largest defaults"); the
-    v0.27.0 and v0.27.1 releases have no such tier and give those GPUs 8192 tokens a step. Not confirmed in a stored
-    vLLM copy: read from second-hand accounts of the v0.27.1 and v0.28.0 sources, so a log from a v0.27 release on a
-    B200 profiles 8192 tokens (--max-num-batched-tokens 8192 reproduces it)."""
-    if gpu_total >= 160 * GIB:
+    commit 2cf0a69, 2026-08-24: "for GPUs like B200/B300 with >= 160GB memory, use the largest defaults"), so it
+    holds for `release` UPSTREAM only (LARGE_TIER_FROM): the releases --vllm-version takes, v0.10.1.1 to v0.27.1, have
+    the 70 GiB tier alone (arg_utils.py of v0.10.1.1, v0.11.0, v0.19.0 and v0.27.1 read) and give those GPUs 8192
+    tokens a step."""
+    if gpu_total >= 160 * GIB and release >= LARGE_TIER_FROM:
         return 1024, 16384
     if gpu_total >= 70 * GIB and "a100" not in gpu_id.lower():
         return 1024, 8192
@@ -138,7 +241,8 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length:
     engine's flag for it is not given, default_length). `gpu`, the catalog entry (builder.catalog.Gpu) where there
     is one, gives its CUDA total and the threads it holds at once (SGLang's memory before the weights); without
     one, the CUDA total is `gpu_total` and the threads engine_sglang's stand-in."""
-    seqs, tokens = batch_defaults(gpu_total, gpu_id)
+    release = UPSTREAM if settings.vllm_version is None else release_code(settings.vllm_version)
+    seqs, tokens = batch_defaults(gpu_total, gpu_id, release)
     utilization, fraction = settings.gpu_memory_utilization, settings.mem_fraction_static
     blackwell = gpu_id.lower().startswith(("b100", "b200", "b300", "gb200", "gb300"))
     return {"gpu_total": gpu_total,
@@ -153,7 +257,9 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length:
             "context_len": settings.context_length or length,
             "swa_full_tokens_ratio": Fraction(str(settings.swa_full_tokens_ratio))
             if settings.swa_full_tokens_ratio is not None else 0,
-            "gpu_memory_utilization": DEFAULT_UTILIZATION if utilization is None else Fraction(str(utilization)),
+            # vLLM's share as given (0: the release's default, the rules' "utilization") and the release.
+            "gpu_memory_utilization": 0 if utilization is None else Fraction(str(utilization)),
+            "vllm_version": release,
             "max_model_len": settings.max_model_len or length,
             # vLLM's batch limits as given (0: the engine's default) and its defaults for this GPU; the rules clamp
             # the defaults as arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args does (BATCH_SYMBOLS).
@@ -189,7 +295,10 @@ VLLM = RuleSet(
     symbols={
         **BATCH_SYMBOLS,
         **KV_SYMBOLS,
-        "requested": ceil(sym("gpu_total") * sym("gpu_memory_utilization")),
+        # The share requested: as given, else the release's default (BUDGET_CHANGE).
+        "utilization": when(sym("gpu_memory_utilization"), sym("gpu_memory_utilization"),
+                            when(VERSION_SYMBOL >= BUDGET_CHANGE, DEFAULT_UTILIZATION, UTILIZATION_BEFORE)),
+        "requested": ceil(sym("gpu_total") * sym("utilization")),
         "profile_requests": minimum(T, sym("max_num_seqs")),
         # The profile forward, eager and without attention: the residual stream, the MLP's input, its
         # gate-and-up output, the activation and the output at the MLP's down projection, per rank (an MoE
@@ -200,16 +309,28 @@ VLLM = RuleSet(
                                     3 * sym("ffn") // sym("tp"))),
         # The sampler: one fp32 logits row per request (a published log's 0.15 GiB peak for Qwen3-4B, 256
         # requests, leaves room for no more than about 4 bytes per logit: vllm PR #57047).
-        "profile_sampler": R * sym("vocab") * 4,
+        # A release before SAMPLER_ASSUMED holds, at its sampler's peak, the logits in the model's dtype, their fp32
+        # copy (none for an fp32 model), its path's tensors (SAMPLER_PATHS) and the profile run's hidden states
+        # (gpu_model_runner.py profile_run: all tokens' and the last ones' still referenced, and
+        # _dummy_sampler_run's torch.rand_like of the last ones), all in the model's dtype.
+        "profile_sampler": when(
+            VERSION_SYMBOL >= SAMPLER_ASSUMED, R * sym("vocab") * 4,
+            R * sym("vocab") * (bytes_of(sym("activation_dtype"))
+                                + when(eq(bytes_of(sym("activation_dtype")), 4), 0, 4)
+                                + by_release(SAMPLER_PATHS, lambda path: path.extra, 0))
+            + (T + 2 * R) * sym("hidden") * bytes_of(sym("activation_dtype"))),
         "profile_peak": maximum(sym("profile_forward"), sym("profile_sampler")),
         "non_torch": when(TP_OVER_SWITCH, NON_TORCH_TP, NON_TORCH),
         "cuda_graphs": when(sym("enforce_eager"), 0, CUDA_GRAPHS),
+        # The graphs come out of the budget from v0.20.0 (BUDGET_CHANGE); before, they are captured after the KV cache
+        # is allocated, in the memory above the share requested.
+        "graphs_in_budget": when(VERSION_SYMBOL >= BUDGET_CHANGE, sym("cuda_graphs"), 0),
         # The weights as "Model loading took" reports them: the parameters, the rotary cos/sin table and the
         # allocator's unsplit blocks (allocated bytes).
         **allocator.loaded_symbols(bytes_of(sym("activation_dtype")), free_memory=False),
         "available": when(sym("kv_cache_memory"), sym("kv_cache_memory"),
                           sym("requested") - sym("loaded_weights") - sym("non_torch") - sym("profile_peak")
-                          - sym("cuda_graphs")),
+                          - sym("graphs_in_budget")),
         # One block of one layer: block_size tokens of K and V for this rank's KV heads (or of the latent, MLA), and
         # with a per-token-head mode an fp32 k and v scale per token and KV head (AttentionSpec.page_size_bytes).
         "page": sym("block_size") * (sym("kv_per_token_layer") + sym("kv_heads_per_gpu") * sym("kv_scale_bytes")),
@@ -274,13 +395,20 @@ VLLM = RuleSet(
         rotary.table_part(rotary.VLLM_SOURCE),
         allocator.rounding_part(allocator.VLLM_SOURCE, free_memory=False),
         PartRule("activations/profile_peak", sym("profile_peak"),
-                 "max(tokens x (3h + 3f/t) x bytes, requests x V x 4)", PROFILE,
+                 when(VERSION_SYMBOL >= SAMPLER_ASSUMED, "max(tokens x (3h + 3f/t) x bytes, requests x V x 4)",
+                      fmt("max(tokens x (3h + 3f/t) x bytes, requests x V x (bytes + 4 + {0}) + (tokens + 2 x "
+                          "requests) x h x bytes)", by_release(SAMPLER_PATHS, lambda path: path.extra, 0))),
+                 when(VERSION_SYMBOL >= SAMPLER_ASSUMED, PROFILE, fmt(
+                     "{0}{1}", PROFILE_BY_RELEASE, by_release(SAMPLER_PATHS, lambda path: path.words + ": "
+                                                               + path.source, ""))),
                  fmt("{0} tokens, {1} logits rows", sym("max_num_batched_tokens"), sym("profile_requests")),
-                 "estimate: the profile run's peak from its tensors (attention skipped, as vLLM's profile run "
-                 "does); vLLM measures it"),
+                 when(both(VERSION_SYMBOL >= SAMPLER_PATHS[-1].first, VERSION_SYMBOL < SAMPLER_ASSUMED),
+                      PROFILE_NOTE + TRITON_BUFFER_NOTE, PROFILE_NOTE)),
         PartRule("overhead/non_torch", sym("non_torch"), "fixed",
                  when(TP_OVER_SWITCH, NON_TORCH_TP_SOURCE, NON_TORCH_SOURCE), "fixed", "assumed"),
-        PartRule("overhead/cuda_graphs", sym("cuda_graphs"), "fixed", CUDA_GRAPHS_SOURCE, "fixed", "assumed",
+        PartRule("overhead/cuda_graphs", sym("cuda_graphs"), "fixed",
+                 when(VERSION_SYMBOL >= BUDGET_CHANGE, CUDA_GRAPHS_SOURCE, CUDA_GRAPHS_OUTSIDE), "fixed",
+                 when(VERSION_SYMBOL >= BUDGET_CHANGE, "assumed", "assumed; outside the KV budget in this release"),
                  when=sym("cuda_graphs")),
         PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request",
                  fmt("{0}{1}", when(sym("kv_lora_rank") > 0, BLOCKS + "; " + MLA_PAGE,
@@ -301,10 +429,15 @@ LOG_LINE = "GPU KV cache size: {0:,} tokens, Maximum concurrency for {1:,} token
 AVAILABLE_LINE = "Available KV cache memory: {0} GiB"  # gpu_worker.py determine_available_memory
 
 
+# The releases --vllm-version takes print the two on lines of their own (kv_cache_utils.py of v0.19.0 and v0.27.1).
+RELEASE_LOG_LINES = ("GPU KV cache size: {0:,} tokens", "Maximum concurrency for {1:,} tokens per request: {2:.2f}x")
+
+
 def vllm_lines(values: dict[str, Any]) -> list[str]:
-    """vLLM's own startup lines."""
-    return [AVAILABLE_LINE.format(values["available_gib"]),
-            LOG_LINE.format(int(values["kv_cache_tokens"]), values["max_model_len"], float(values["max_concurrency"]))]
+    """vLLM's own startup lines, as the release prints them."""
+    numbers = (int(values["kv_cache_tokens"]), values["max_model_len"], float(values["max_concurrency"]))
+    lines = (LOG_LINE,) if values["vllm_version"] == UPSTREAM else RELEASE_LOG_LINES
+    return [AVAILABLE_LINE.format(values["available_gib"])] + [line.format(*numbers) for line in lines]
 
 
 def vllm_refused_by(values: dict[str, Any]) -> tuple[str, ...]:
@@ -319,7 +452,7 @@ def vllm_refused_by(values: dict[str, Any]) -> tuple[str, ...]:
 
 def vllm_summary(values: dict[str, Any]) -> dict[str, Any]:
     """vLLM's numbers as --json gives them."""
-    return {"gpu_memory_utilization": float(values["gpu_memory_utilization"]),
+    return {"gpu_memory_utilization": float(values["utilization"]),
             "requested_bytes": int(values["requested"]), "max_model_len": values["max_model_len"],
             "max_num_seqs": values["max_num_seqs"], "max_num_batched_tokens": values["max_num_batched_tokens"],
             "block_size": values["block_size"], "kv_cache_bytes": max(0, int(values["available"])),
@@ -340,6 +473,9 @@ VLLM_FLAGS = (
     ("block_size", "whole", "TOKENS", "tokens per KV-cache block"),
     ("enforce_eager", "switch", "", "no CUDA graphs"),
     ("kv_cache_memory", "size", "SIZE", "bytes for the KV cache, given instead of profiled (e.g. 6.51GiB)"),
+    ("vllm_version", "text", "X.Y", "the vLLM release whose start-up to model, 0.10 to 0.27 (e.g. 0.19 or 0.19.0): its "
+     "default utilization, whether CUDA graphs come out of the budget, its sampler warm-up (default: upstream main "
+     "6adad08, after v0.27.1)"),
 )
 
 
@@ -363,6 +499,12 @@ class Engine:
     choices: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # a 'choice' flag's words
     # The EngineSettings fields a refusal at start-up names, the one at fault first (() where it never refuses).
     refused_by: Callable[[dict[str, Any]], tuple[str, ...]] = lambda values: ()
+    # The engine's version as a report names it, from its values (None: `version`, the one the rules model).
+    version_of: Callable[[dict[str, Any]], str] | None = None
+
+    def version_in(self, values: dict[str, Any]) -> str:
+        """The version the report's values are for."""
+        return self.version if self.version_of is None else self.version_of(values)
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -373,7 +515,7 @@ class Engine:
 def _engines() -> dict[str, Engine]:
     return {"vllm": Engine("vllm", "vLLM", VLLM_VERSION, VLLM, "num_blocks", VLLM_FLAGS, vllm_lines, vllm_summary,
                            "cuda", "vllm/v1/worker/utils.py request_memory: total is cudaMemGetInfo's",
-                           refused_by=vllm_refused_by),
+                           refused_by=vllm_refused_by, version_of=lambda values: release_words(values["vllm_version"])),
             "sglang": Engine("sglang", "SGLang", sglang.SGLANG_VERSION, sglang.SGLANG, "max_total_num_tokens",
                              sglang.FLAGS, sglang.log_lines, sglang.summary, "driver", sglang.TOTAL_SOURCE,
                              refused_by=sglang.refused_by),
@@ -433,6 +575,10 @@ def _checked(settings: EngineSettings, config: Any) -> None:
     ratio = settings.swa_full_tokens_ratio
     if ratio is not None and not 0 < ratio <= 1:
         raise ValueError(f"swa_full_tokens_ratio: must be in (0, 1], got {ratio}")
+    if settings.vllm_version is not None:
+        if settings.engine != "vllm":
+            raise ValueError(f"vllm_version: a vLLM release, not an option of {ENGINES[settings.engine].title}")
+        release_code(settings.vllm_version)
     utilization = settings.gpu_memory_utilization
     if utilization is not None and not 0 < utilization <= 1:
         raise ValueError(f"gpu_memory_utilization: must be in (0, 1], got {utilization}")

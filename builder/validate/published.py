@@ -229,6 +229,14 @@ LLMD = ("vLLM 0.19.0 start-up log, H100 80GB, --gpu-memory-utilization 0.95, --m
         "off (llm-d-incubation/llm-d-planner accuracy/results/v0.19.0/logs, commit d3121e0, 2026-04-22): {0}")
 LLMD_URL = ("https://github.com/llm-d-incubation/llm-d-planner/blob/d3121e059da88662db39a926a3ead964be97359b/accuracy/"
             "results/v0.19.0/logs/{0}")
+LLMD_BENCHMARK = ("llm-d/llm-d-benchmark config_explorer/empirical-vllm-memory-results.md (commit 4f4d449, "
+                  "2026-02-26): vLLM start-up logs on one H100 (79.18 GiB), the doc's \"vLLM version: 0.11.0\"")
+LLMD_BENCHMARK_URL = ("https://github.com/llm-d/llm-d-benchmark/blob/4f4d44943c39b76b28e30dfa1fb0dfaf1ee894b5/"
+                      "config_explorer/empirical-vllm-memory-results.md")
+VERSION_TOLERANCE = ("0.5%: the assumed non-torch memory (0.25 GiB against the logs' 0.13 to 0.26) and the sampler's "
+                     "small buffers")
+# The Triton top-k/top-p kernel's cached buffer, one fp32 row of the vocabulary for each of the H100's 132 streaming
+# multiprocessors (0.06 GiB for Llama, 0.13 GiB for Gemma), is not modelled (builder.model.engines TRITON_BUFFER_NOTE).
 WEIGHTS_TOLERANCE = ("0.1%: the log's 0.01 GiB rounding (up to 0.06% at 8.49 GiB) and the per-channel quantisation "
                      "scales loaded beside quantised weights")
 MLA_WEIGHTS_TOLERANCE = ("1%: the model is 0.4% under this log, a gap not yet traced (vLLM's MLA splits W_UK and W_UV "
@@ -496,6 +504,52 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
              rel=Fraction(3, 100), tolerance="3%: one assumed figure for the logs' 2.06 to 2.10 GiB at size 2",
              unit_note=VLLM_GIB)
         for name, model, printed, log, tp in non_torch)
+    # The same logs' budget from the GPU's total under --vllm-version 0.19 (builder.model.engines: the CUDA graphs
+    # measured and not subtracted, the sampler warm-up of 1,024 requests through the Triton top-k/top-p path):
+    # "Available KV cache memory".
+    release = "0.19"
+    run19 = {"gpu_memory_utilization": 0.95, "max_model_len": 8192, "vllm_version": release}
+    qwen7_19 = models["qwen2.5-7b"].with_changes(max_position_embeddings=QWEN_INSTRUCT_POSITIONS)
+    # Their "peak activation" (1.89 GiB for Llama, 3.65 for Gemma 2 9B, 2.21 for Qwen2.5 7B) is 0.1 to 0.16 GiB (5%)
+    # above the model's: the Triton kernel's cached buffer (TRITON_TOLERANCE) is not modelled, so it is not pinned.
+    for name, model, log, available in (
+            ("llama-3.1-8b", models["llama-3.1-8b"], "8b", "58.11"),
+            ("gemma-2-9b", models["gemma-2-9b"], "gemma2", "54.12"),
+            ("qwen2.5-7b", qwen7_19, "qwen-qwen2-5-7b-instruct--h100-80gb--tp1pp1dp1--8192.log", "58.53"),
+            ("qwen3-8b", models["qwen3-8b"], "qwen-qwen3-8b--h100-80gb--tp1pp1dp1--8192.log", "57.50")):
+        file = logs.get(log, log)
+        setup = (f"{model.name}, bf16, --gpu-memory-utilization 0.95, --max-model-len 8192, the GPU's total (79.19 "
+                 f"GiB), vLLM's defaults for an H100 (1,024 requests, 8,192 tokens a step), --vllm-version {release}")
+        config = Config(model=model, mode="serve")
+        serving += (Case(f"vllm-0.19-{name}-available-kv", "serving", "budget",
+                         "KV cache memory from the GPU's total (\"Available KV cache memory\")", setup,
+                         LLMD.format(file), LLMD_URL.format(file), Fraction(available), "GiB",
+                         engine("available", "GiB"), config, Served("h100-80gb", dict(run19)), rel=Fraction(5, 1000),
+                         tolerance=VERSION_TOLERANCE, unit_note=VLLM_GIB),)
+    # llm-d-benchmark's analysis of vLLM "0.11.0" logs on one H100 (util 0.9, --max-model-len 16000, block size 128):
+    # its peaks are PyTorch's sort (38 B a logit), the path from v0.11.1 (FlashInfer's sampler opt-in; 0.11.0 sorts
+    # there too when FlashInfer is not installed), so the cases are at --vllm-version 0.11.1.
+    run11 = {"max_model_len": 16_000, "block_size": 128, "vllm_version": "0.11.1"}
+    qwen3_32b = models["qwen3-14b"].with_changes(name="qwen3-32b", layers=64, heads=64, ffn=25600)
+    for name, model, tp, available, peak, absolute in (
+            ("llama-3.1-8b", models["llama-3.1-8b"], 1, "51.38", "4.76", None),
+            ("qwen3-32b", qwen3_32b, 1, "4.45", "5.64", Fraction(1, 10))):
+        setup = (f"{model.name}, bf16, vLLM's default --gpu-memory-utilization 0.9, --max-model-len 16000, "
+                 f"--block-size 128, --tensor-parallel-size {tp}, vLLM's defaults for an H100 (1,024 requests, 8,192 "
+                 "tokens a step), --vllm-version 0.11.1")
+        config = Config(model=model, mode="serve", tp=tp)
+        serving += (
+            Case(f"vllm-0.11-{name}-available-kv", "serving", "budget",
+                 "KV cache memory from the GPU's total (\"Available KV cache memory\")", setup, LLMD_BENCHMARK,
+                 LLMD_BENCHMARK_URL, Fraction(available), "GiB", engine("available", "GiB"), config,
+                 Served("h100-80gb", dict(run11)), rel=Fraction(0) if absolute else Fraction(5, 1000),
+                 abs=absolute or Fraction(0),
+                 tolerance="±0.1 GiB: what is left of 71.26 GiB after 61 GiB of weights" if absolute
+                 else VERSION_TOLERANCE, unit_note=VLLM_GIB),
+            Case(f"vllm-0.11-{name}-peak-activation", "serving", "budget",
+                 "the profile run's peak (the doc's \"Peak Activation\"): the sampler warm-up", setup, LLMD_BENCHMARK,
+                 LLMD_BENCHMARK_URL, Fraction(peak), "GiB", engine("profile_peak", "GiB"), config,
+                 Served("h100-80gb", dict(run11)), rel=Fraction(2, 100), tolerance="2%", unit_note=VLLM_GIB))
     # Gemma 2 9B: 21 full and 21 sliding layers (window 4,096) make two groups of 21; a request of 8,192 tokens takes
     # 512 blocks in the full group and ceil(min(4,095 + 8,192, 8,192) / 16) + 1 = 513 in the sliding one.
     serving += (_vllm_given(models, "vllm-0.19-gemma-2-9b-max-concurrency", "gemma-2-9b", "54.12", 8192, "20.60",

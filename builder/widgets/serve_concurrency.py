@@ -37,7 +37,7 @@ from builder.widgets.model_data import STAGE_SETS, json_value, model_data
 # of the rules each sets, and the share's bounds (vLLM: (0, 1]; SGLang: (0, 1): engines._checked).
 CONTROLS = {
     "vllm": {"length": "max_model_len", "length_input": "max_model_len", "share": "gpu_memory_utilization",
-             "share_input": "gpu_memory_utilization", "share_max": "1", "share_value": "gpu_memory_utilization",
+             "share_input": "gpu_memory_utilization", "share_max": "1", "share_value": "utilization",
              "tokens": "kv_cache_tokens"},
     "sglang": {"length": "context_length", "length_input": "context_len", "share": "mem_fraction_static",
                "share_input": "mem_fraction_static", "share_max": "0.99", "share_value": "fraction",
