@@ -24,6 +24,24 @@ BROWSER_DIRS = (BROWSER_TESTS_DIR, SEED_TESTS_DIR)
 BUILD_TIMEOUT_S = 300
 
 
+# A test still running this long after it started is a hang the Python-level timeout (pytest-timeout, 900 s in
+# pyproject.toml) could not end: a deadlock that holds the GIL (a C++ thread join while another thread waits for the
+# GIL) stops every Python thread and signal handler. faulthandler's watchdog is a C thread that needs no GIL: it prints
+# every thread's stack and exits, so CI fails at the hang instead of at its 90-minute limit.
+WATCHDOG_S = 960
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    import faulthandler
+
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Mark every test under tests/browser and tests/seeds with the `browser` marker."""
     for item in items:
