@@ -66,8 +66,10 @@ PROFILE_BY_RELEASE = (Cite("vllm-0.19.0", "vllm/v1/worker/gpu_model_runner.py pr
                         "top-k/top-p path: ")
 PROFILE_NOTE = ("estimate: the profile run's peak from its tensors (attention skipped, as vLLM's profile run does); "
                 "vLLM measures it")
-TRITON_BUFFER_NOTE = ("; the Triton kernel's cached buffer, one fp32 row of the vocabulary a streaming multiprocessor "
-                      "(132 rows on an H100), is left out")
+TRITON_BUFFER_NOTE = ("; simplification: the Triton kernel's cached buffer is counted as min(requests, SMs) fp32 rows "
+                      "of the vocabulary (vLLM rounds the rows up to a power of two, at most the SMs: the same from "
+                      "as many requests as SMs), none on a GPU the catalog gives no SM count; under 8 requests vLLM "
+                      "sorts with PyTorch instead, not modelled")
 BLOCKS = (Cite("vllm-6adad08", "vllm/v1/core/kv_cache_utils.py get_num_blocks") + ": floor(floor(available / page) / "
           "layers); " + Cite("vllm-6adad08", "vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes"))
 MLA_PAGE = (Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes")
@@ -121,6 +123,7 @@ class SamplerPath:
     extra: int  # bytes per logit at the peak beyond the model-dtype logits and the fp32 copy
     words: str
     source: str
+    sm_buffer: int = 0  # 1: a cached fp32 buffer of one vocabulary row a program, min(requests, SMs) programs
 
 
 # The sampler's top-k/top-p path by release, read from vllm/v1/sample/ops/topk_topp_sampler.py of each: the oldest
@@ -137,15 +140,22 @@ SAMPLER_PATHS = (
                 "opt-in since v0.11.1); " + Cite("pytorch-sort-stable", "segmented_sort_pairs") + "; "
                 + Cite("cub-segmented-radix-sort", "DispatchSegmentedRadixSort allocation_sizes")),
     SamplerPath(1700, 8, "a Triton top-k/top-p kernel in place, then the probabilities and random_sample's "
-                         "exponential draw, fp32",
+                         "exponential draw, fp32, beside the kernel's cached buffer: one fp32 row of the vocabulary "
+                         "for each of min(requests, SMs) programs",
                 Cite("vllm-0.17.0", "vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p") + "; "
-                + Cite("vllm-0.19.0", "vllm/v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton, "
-                                      "topk_topp_sampler.py forward_native, random_sample")),
+                + Cite("vllm-0.19.0", "vllm/v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton "
+                                      "(_TRITON_BUFFER_CACHE: logits.new_empty((min(next_power_of_2(NUM_PROGRAMS), "
+                                      "num_sm), vocab_size)), NUM_PROGRAMS = min(num_sm, batch_size)), "
+                                      "topk_topp_sampler.py forward_native, random_sample"),
+                sm_buffer=1),
 )
 # From v0.21 (read at v0.22.0 and v0.27.1: FlashInfer's sampler on by default again) the model keeps its assumed one
 # fp32 row per request, from a published log of upstream main (profile_sampler); v0.21.0 itself was not read.
 SAMPLER_ASSUMED = 2100
 VERSION_SYMBOL = sym("vllm_version")
+# The Triton top-k/top-p kernel's cached buffer (SamplerPath.sm_buffer): one fp32 vocabulary row for each of
+# min(requests, SMs) programs, kept for the process (the SMs from the GPU catalog; 0 where it gives none).
+SM_BUFFER = minimum(sym("profile_requests"), sym("multiprocessors")) * sym("vocab") * 4
 
 
 def by_release(rows: tuple, value: Callable[[Any], Any], after: Any) -> Any:
@@ -248,6 +258,7 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length:
     return {"gpu_total": gpu_total,
             "cuda_total": gpu.usable_bytes if gpu is not None else gpu_total,
             "resident_threads": sglang.resident_threads(gpu),
+            "multiprocessors": getattr(gpu, "multiprocessors", 0),
             # SGLang's; 0 where the engine picks (server_args.py; trtllm_mha, Blackwell's default, needs 64).
             "mem_fraction_static": Fraction(str(fraction)) if fraction is not None else 0,
             "page": settings.page_size or (64 if blackwell else 1),
@@ -318,7 +329,8 @@ VLLM = RuleSet(
             R * sym("vocab") * (bytes_of(sym("activation_dtype"))
                                 + when(eq(bytes_of(sym("activation_dtype")), 4), 0, 4)
                                 + by_release(SAMPLER_PATHS, lambda path: path.extra, 0))
-            + (T + 2 * R) * sym("hidden") * bytes_of(sym("activation_dtype"))),
+            + (T + 2 * R) * sym("hidden") * bytes_of(sym("activation_dtype"))
+            + by_release(SAMPLER_PATHS, lambda path: path.sm_buffer, 0) * SM_BUFFER),
         "profile_peak": maximum(sym("profile_forward"), sym("profile_sampler")),
         "non_torch": when(TP_OVER_SWITCH, NON_TORCH_TP, NON_TORCH),
         "cuda_graphs": when(sym("enforce_eager"), 0, CUDA_GRAPHS),
@@ -397,7 +409,9 @@ VLLM = RuleSet(
         PartRule("activations/profile_peak", sym("profile_peak"),
                  when(VERSION_SYMBOL >= SAMPLER_ASSUMED, "max(tokens x (3h + 3f/t) x bytes, requests x V x 4)",
                       fmt("max(tokens x (3h + 3f/t) x bytes, requests x V x (bytes + 4 + {0}) + (tokens + 2 x "
-                          "requests) x h x bytes)", by_release(SAMPLER_PATHS, lambda path: path.extra, 0))),
+                          "requests) x h x bytes{1})", by_release(SAMPLER_PATHS, lambda path: path.extra, 0),
+                          by_release(SAMPLER_PATHS, lambda path: " + min(requests, SMs) x V x 4" if path.sm_buffer
+                                     else "", ""))),
                  when(VERSION_SYMBOL >= SAMPLER_ASSUMED, PROFILE, fmt(
                      "{0}{1}", PROFILE_BY_RELEASE, by_release(SAMPLER_PATHS, lambda path: path.words + ": "
                                                                + path.source, ""))),
