@@ -264,7 +264,7 @@ class Config:
     kv_dtype: str | None = None  # KV-cache dtype (default: weight dtype)
 
     # Overheads (named assumptions) -------------------------------------------------
-    cuda_context_bytes: int = 0  # CUDA context + kernels, given: added to training and to generate; under SGLang, all memory gone before the weights
+    cuda_context_bytes: int = 0  # CUDA context + kernels, given; under SGLang: all memory gone before the weights
     allocator_reserve: float = 0.0  # fraction reserved by the caching allocator beyond allocated
     overhead_fraction: float = 0.0  # framework overhead as a fraction of the rest (seed 004: 0.10)
     overhead_bytes: int = 0  # a fixed extra amount
