@@ -31,10 +31,10 @@ below nvidia-smi's (the GPU catalog's two totals), the CUDA context (assumed: 2.
 at once) and torch.distributed's set-up (assumed: by interconnect, builder.model.collectives' NVLink-switch rule);
 `--cuda-context` replaces all three with a measured amount. Latent attention (MLA) caches kv_lora_rank +
 qk_rope_head_dim per token and layer on every rank (pool_configurator.py _compute_cell_size, MLATokenToKVPool); a
-model mixing full and sliding-window layers gets SGLang's two pools (HybridSWAPoolConfigurator, --swa-full-tokens-ratio). Left out,
-and named: loader temporaries still referenced when the free memory is measured, speculative decoding, the
-SWAChunkCap sizing (an explicit --max-running-requests with the radix cache off), a model whose every layer slides
-(counted full), multimodal and Mamba pools.
+model mixing full and sliding-window layers gets SGLang's two pools (HybridSWAPoolConfigurator,
+--swa-full-tokens-ratio). Left out, and named: loader temporaries still referenced when the free memory is measured,
+speculative decoding, the SWAChunkCap sizing (an explicit --max-running-requests with the radix cache off), a model
+whose every layer slides (counted full), multimodal and Mamba pools.
 """
 
 from __future__ import annotations
@@ -93,9 +93,10 @@ def resident_threads(gpu: Any) -> int:
 
 # (3) torch.distributed and NCCL, a rank (SGLang's "Init torch distributed ends. mem usage"): 0.09 GiB on one GPU
 # (the B200 log's own print); 0.13 GiB a rank at TP 4 on four L4s, where NCCL crosses PCIe (that log's own print);
-# over an NVLink switch, the 1.85 GiB step vLLM's logs show for the same buffers (builder.model.collectives, the rule both engines read): SGLang's own H200 log prints 1.96 GiB at TP 8,
-# with 0.50 GiB of context against the 0.62 GiB assumed here, the same sum. NVLink SHARP stays off unless
-# --enable-nccl-nvls (entrypoints/engine.py _set_envs_and_config sets NCCL_NVLS_ENABLE from it, read at 001067f).
+# over an NVLink switch, the 1.85 GiB step vLLM's logs show for the same buffers (builder.model.collectives, the
+# rule both engines read): SGLang's own H200 log prints 1.96 GiB at TP 8, with 0.50 GiB of context against the 0.62
+# GiB assumed here, the same sum. NVLink SHARP stays off unless --enable-nccl-nvls (entrypoints/engine.py
+# _set_envs_and_config sets NCCL_NVLS_ENABLE from it, read at 001067f).
 DISTRIBUTED_ONE = Fraction(9, 100) * GIB
 DISTRIBUTED_PCIE = Fraction(13, 100) * GIB
 DISTRIBUTED_SOURCE = ("assumed: 0.09 GiB on one GPU (" + Cite("sglang-pr-23669", "'Init torch distributed ends. mem "
