@@ -27,15 +27,22 @@ BUILD_TIMEOUT_S = 300
 # A test still running this long after it started is a hang the Python-level timeout (pytest-timeout, 900 s in
 # pyproject.toml) could not end: a deadlock that holds the GIL (a C++ thread join while another thread waits for the
 # GIL) stops every Python thread and signal handler. faulthandler's watchdog is a C thread that needs no GIL: it prints
-# every thread's stack and exits, so CI fails at the hang instead of at its 90-minute limit.
+# every thread's stack and exits, so CI fails at the hang instead of at its 90-minute limit. It writes to a copy of
+# the terminal's stderr taken at configure time, as pytest's own faulthandler plugin does (during a test stderr is
+# captured, and what is captured is lost when the watchdog exits).
 WATCHDOG_S = 960
+WATCHDOG_FD: list[int] = []
+
+
+def pytest_configure(config) -> None:
+    WATCHDOG_FD.append(os.dup(sys.stderr.fileno()))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     import faulthandler
 
-    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True, file=WATCHDOG_FD[0])
     try:
         yield
     finally:
