@@ -123,7 +123,7 @@ class SamplerPath:
     extra: int  # bytes per logit at the peak beyond the model-dtype logits and the fp32 copy
     words: str
     source: str
-    sm_buffer: int = 0  # 1: a cached fp32 buffer of one vocabulary row a program, min(requests, SMs) programs
+    sm_buffer: bool = False  # a cached fp32 buffer of one vocabulary row a program, min(requests, SMs) programs
 
 
 # The sampler's top-k/top-p path by release, read from vllm/v1/sample/ops/topk_topp_sampler.py of each: the oldest
@@ -147,7 +147,7 @@ SAMPLER_PATHS = (
                                       "(_TRITON_BUFFER_CACHE: logits.new_empty((min(next_power_of_2(NUM_PROGRAMS), "
                                       "num_sm), vocab_size)), NUM_PROGRAMS = min(num_sm, batch_size)), "
                                       "topk_topp_sampler.py forward_native, random_sample"),
-                sm_buffer=1),
+                sm_buffer=True),
 )
 # From v0.21 (read at v0.22.0 and v0.27.1: FlashInfer's sampler on by default again) the model keeps its assumed one
 # fp32 row per request, from a published log of upstream main (profile_sampler); v0.21.0 itself was not read.
@@ -165,6 +165,12 @@ def by_release(rows: tuple, value: Callable[[Any], Any], after: Any) -> Any:
     for row, later in zip(reversed(rows), (SAMPLER_ASSUMED, *(r.first for r in reversed(rows)))):
         rule = when(VERSION_SYMBOL >= later, rule, value(row))
     return rule
+
+
+# The release's sampler path as the rules read it: its bytes per logit beyond the logits and their fp32 copy, and its
+# cached Triton buffer (SM_BUFFER) where the path keeps one.
+SAMPLER_EXTRA = by_release(SAMPLER_PATHS, lambda path: path.extra, 0)
+SAMPLER_BUFFER = by_release(SAMPLER_PATHS, lambda path: SM_BUFFER if path.sm_buffer else 0, 0)
 
 
 def release_code(text: Any) -> int:
@@ -328,9 +334,8 @@ VLLM = RuleSet(
             VERSION_SYMBOL >= SAMPLER_ASSUMED, R * sym("vocab") * 4,
             R * sym("vocab") * (bytes_of(sym("activation_dtype"))
                                 + when(eq(bytes_of(sym("activation_dtype")), 4), 0, 4)
-                                + by_release(SAMPLER_PATHS, lambda path: path.extra, 0))
-            + (T + 2 * R) * sym("hidden") * bytes_of(sym("activation_dtype"))
-            + by_release(SAMPLER_PATHS, lambda path: path.sm_buffer, 0) * SM_BUFFER),
+                                + SAMPLER_EXTRA)
+            + (T + 2 * R) * sym("hidden") * bytes_of(sym("activation_dtype")) + SAMPLER_BUFFER),
         "profile_peak": maximum(sym("profile_forward"), sym("profile_sampler")),
         "non_torch": when(TP_OVER_SWITCH, NON_TORCH_TP, NON_TORCH),
         "cuda_graphs": when(sym("enforce_eager"), 0, CUDA_GRAPHS),
@@ -409,15 +414,15 @@ VLLM = RuleSet(
         PartRule("activations/profile_peak", sym("profile_peak"),
                  when(VERSION_SYMBOL >= SAMPLER_ASSUMED, "max(tokens x (3h + 3f/t) x bytes, requests x V x 4)",
                       fmt("max(tokens x (3h + 3f/t) x bytes, requests x V x (bytes + 4 + {0}) + (tokens + 2 x "
-                          "requests) x h x bytes{1})", by_release(SAMPLER_PATHS, lambda path: path.extra, 0),
+                          "requests) x h x bytes{1})", SAMPLER_EXTRA,
                           by_release(SAMPLER_PATHS, lambda path: " + min(requests, SMs) x V x 4" if path.sm_buffer
                                      else "", ""))),
                  when(VERSION_SYMBOL >= SAMPLER_ASSUMED, PROFILE, fmt(
                      "{0}{1}", PROFILE_BY_RELEASE, by_release(SAMPLER_PATHS, lambda path: path.words + ": "
                                                                + path.source, ""))),
                  fmt("{0} tokens, {1} logits rows", sym("max_num_batched_tokens"), sym("profile_requests")),
-                 when(both(VERSION_SYMBOL >= SAMPLER_PATHS[-1].first, VERSION_SYMBOL < SAMPLER_ASSUMED),
-                      PROFILE_NOTE + TRITON_BUFFER_NOTE, PROFILE_NOTE)),
+                 fmt("{0}{1}", PROFILE_NOTE, by_release(SAMPLER_PATHS, lambda path: TRITON_BUFFER_NOTE
+                                                        if path.sm_buffer else "", ""))),
         PartRule("overhead/non_torch", sym("non_torch"), "fixed",
                  when(TP_OVER_SWITCH, NON_TORCH_TP_SOURCE, NON_TORCH_SOURCE), "fixed", "assumed"),
         PartRule("overhead/cuda_graphs", sym("cuda_graphs"), "fixed",
