@@ -11,6 +11,10 @@
   separate from the .grad tensors unless gradient_as_bucket_view=True (then every .grad is a view of it).
 - DeepSpeed (commit edaa722) deepspeed/runtime/bf16_optimizer.py: fp32_groups_gradients_flat allocated in the
   constructor, the whole flat group (4 B/param), kept.
+- DeepSpeed (commit edaa722) deepspeed/runtime/zero/stage3.py:742-751, DeepSpeedZeroOptimizer_Stage3.
+  _setup_for_real_optimizer: grad_partitions_flat_buffer = torch.zeros(sum of every parameter's partition_numel(),
+  dtype=gradient_accumulation_dtype, device=self.device), made when the optimizer is built, never freed; self.device
+  is the CPU when the optimizer is offloaded (line 328).
 """
 
 from __future__ import annotations
@@ -102,6 +106,25 @@ def test_deepspeed_bf16_optimizer_buffer_is_live_at_every_moment(zero):
     assert "comm/ddp_buckets" not in held  # grad_accum_dtype names DeepSpeed
     for name, live in by_phase(config).items():
         assert live.get("gradients/accumulation_buffer") == held["gradients/accumulation_buffer"], name
+
+
+@pytest.mark.parametrize("grad_accum_dtype", [None, "fp32"])
+def test_deepspeed_zero3_gradient_partitions_are_live_at_every_moment(grad_accum_dtype):
+    """stage3.py:742-751: the rank's flat gradient partitions (8,030,261,248 / 8 parameters, in grad_accum_dtype,
+    else the bf16 parameters' dtype) are allocated with the optimizer, so the forward holds them at grad_accum 1."""
+    config = Config(model=LLAMA, micro_batch=1, seq_len=4096, dp=8, zero=3, grad_accum_dtype=grad_accum_dtype)
+    held = parts(config)
+    assert held["gradients"] == 8_030_261_248 // 8 * (4 if grad_accum_dtype else 2)
+    for name, live in by_phase(config).items():
+        assert live.get("gradients") == held["gradients"], name
+
+
+def test_deepspeed_zero3_with_an_offloaded_optimizer_keeps_no_gradients_on_the_gpu():
+    """stage3.py line 328: self.device is the CPU when the optimizer is offloaded, and the flat gradient partitions
+    with it: no moment of the step holds them on the GPU."""
+    config = Config(model=LLAMA, micro_batch=1, seq_len=4096, dp=8, zero=3, offload="optimizer")
+    assert "gradients" not in parts(config)
+    assert not any("gradients" in live for live in by_phase(config).values())
 
 
 @pytest.mark.parametrize("argv", [

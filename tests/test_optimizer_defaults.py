@@ -115,8 +115,9 @@ def test_stage3_optimizer_step_foreach_temporary_is_one_sub_group():
     assert step_temporaries(foreach) == (10**9 + 128_256 * 8_192 // 16) * 4 == 4_262_668_288
     assert estimate(foreach).get("optimizer/adam_v") == 70_553_706_496 // 16 * 4  # 16.43 GiB, the old count
     assert f"{need(foreach).bytes / GIB:.2f}" == "76.56" and need(foreach).bytes <= H100
-    # DeepSpeed's own FusedAdam (the default): no temporary at all.
-    assert step_temporaries(run) == 0 and f"{need(run).bytes / GIB:.2f}" == "72.59"
+    # DeepSpeed's own FusedAdam (the default): no temporary at all; its peak is then at the start of backward, where
+    # the flat gradient partitions (held from the optimizer's construction: stage3.py:742-751) are live too.
+    assert step_temporaries(run) == 0 and f"{need(run).bytes / GIB:.2f}" == "75.09"
     # A partition within one sub-group (Llama 3 8B over 8 ranks: 1,003,782,656 < 1e9 + its largest partition) keeps
     # the whole second moment.
     small = llama8b(dp=8, zero=3, optimizer_impl="foreach")

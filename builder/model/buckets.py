@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from builder.model.cite import Cite
 from builder.model.expr import Expr, both, either, eq, isin, minimum, negate, sym, when
-from builder.model.gradbuffers import MEGATRON
+from builder.model.gradbuffers import DEEPSPEED_ENGINE, MEGATRON
 
 COMMIT = "deepspeed-edaa722"  # DeepSpeed (commit edaa722), a key of content/references.toml
 CONFIG_SOURCE = Cite(COMMIT, "deepspeed/runtime/zero/config.py:102-138, 383-385 DeepSpeedZeroConfig, overlap_comm_valid")
@@ -53,10 +53,8 @@ MEANINGS = {"reduce_bucket_size": "number of elements reduced/allreduced at a ti
             "overlap_comm": "attempts to overlap the reduction of the gradients with backward computation",
             "contiguous_gradients": "copies the gradients to a contiguous buffer as they are produced"}
 
-# DeepSpeed's ZeRO optimizer: a ZeRO stage with no FSDP strategy, in a run that is not Megatron-LM's (a Megatron
-# precision or implementation megatron: Megatron's distributed optimizer). Its buckets are counted where the run has an
-# architecture (a bare parameter count counts model states only).
-DEEPSPEED_ENGINE = both(sym("shard_stage") >= 1, negate(sym("fsdp")), negate(MEGATRON))
+# DeepSpeed's ZeRO optimizer (builder.model.gradbuffers' DEEPSPEED_ENGINE): its buckets are counted where the run has
+# an architecture (a bare parameter count counts model states only).
 DEEPSPEED_ZERO = both(eq(sym("mode"), "train"), DEEPSPEED_ENGINE, sym("has_architecture"))
 _STAGE3 = eq(sym("shard_stage"), 3)
 SYMBOLS: dict[str, Expr] = {

@@ -25,12 +25,17 @@ from builder.model.placement import SHARD_MODEL
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
 from builder.model import buckets
 from builder.model.tensors import NORM_TENSORS
-from builder.model.zero3 import COORDINATOR as ZERO3_COORDINATOR, ESTIMATOR as ZERO3_ESTIMATOR, SYMBOLS as ZERO3_SYMBOLS
+from builder.model.zero3 import (COORDINATOR as ZERO3_COORDINATOR, DEEPSPEED_ZERO3, ESTIMATOR as ZERO3_ESTIMATOR,
+                                 SYMBOLS as ZERO3_SYMBOLS)
 
 ZERO = Cite("rajbhandari2019", "section 5") + " (Pos, Pos+g, Pos+g+p)"
 FSDP = Cite("zhao2023", "section 3")
-DEEPSPEED_ZERO3_GRADS = (Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage3.py") + ": the gradient partitions "
-                         "are one flat buffer in data_types.grad_accum_dtype (grad_partitions_flat_buffer)")
+DEEPSPEED_ZERO3_GRADS = (Cite("deepspeed-edaa722", "deepspeed/runtime/zero/stage3.py:742-751 "
+                                                   "DeepSpeedZeroOptimizer_Stage3._setup_for_real_optimizer")
+                         + ": the gradient partitions are one flat buffer (grad_partitions_flat_buffer = torch.zeros("
+                           "..., dtype=self.gradient_accumulation_dtype, device=self.device): data_types."
+                           "grad_accum_dtype, else the parameters' dtype), allocated when the optimizer is built and "
+                           "kept")
 MIXED = Cite("micikevicius2017", "section 3") + " (fp32 master weights)"
 # PyTorch FSDP under a mixed precision policy keeps one sharded parameter, in the dtype it was declared in (the master
 # dtype, fp32), which the optimizer steps: no separate master copy. The policy's param_dtype is only what that shard is
@@ -439,7 +444,7 @@ MODEL_STATES = RuleSet(
         PartRule("gradients", sym("grads_here") * bytes_of(sym("stored_grad_dtype")),
                  when(sym("fsdp_mixed"), "N x bytes(master dtype)", "N x bytes(grad dtype)"),
                  when(sym("host_grads_fp32"), OFFLOADED_GRADS,
-                      when(sym("zero3_accumulates"), DEEPSPEED_ZERO3_GRADS,
+                      when(DEEPSPEED_ZERO3, DEEPSPEED_ZERO3_GRADS,
                            when(sym("fsdp_mixed"), FSDP_MIXED_SOURCE, MIXED))),
                  per_param(bytes_of(sym("stored_grad_dtype")), sym("stored_grad_dtype")),
                  when=both(PLAIN_STATES, negate(sym("in_backward")), eq(sym("msamp_fp8_linear"), 0)),
