@@ -277,7 +277,9 @@ def exercise_block() -> str:
         "What `ask:` may be:",
         table(("ask", "the answer"), [(code(ask), words) for ask, words in ASKS.items()]
               + [("a part or bucket name", "those parts' bytes per GPU, e.g. `optimizer`, `optimizer/adam_m`, "
-                                           "`gradients`, `kv_cache`, `activations/attention`")])])
+                                           "`gradients`, `kv_cache`, `activations/attention`"),
+                 ("several, joined by `+`", "their parts' bytes added, e.g. "
+                                            "`activations/attention + activations/attention_scores`")])])
 
 
 def option_choices() -> dict[str, str]:

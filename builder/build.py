@@ -399,7 +399,7 @@ def render_pages(gathered: Gathered, paths: SitePaths, estimate: Callable, queue
         catalogs={"model": gathered.models, "gpu": gathered.gpus, "preset": gathered.presets,
                   "validation_dir": paths.content / "validation", "exercises": [], "answers": answers,
                   "releases": gathered.releases, "pages": gathered.pages, "site_presets": gathered.presets,
-                  "references": gathered.references},
+                  "references": gathered.references, "release": gathered.release},
         has_references_page=any(p.slug == "references" for p in gathered.pages),
         has_widget_script=widget_script_mode(paths.static),
         report=report, log=log, answers=answers, notation_url=notation.url if notation else "", cache=paths.cache,

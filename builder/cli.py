@@ -625,9 +625,14 @@ def run_gpus(args: argparse.Namespace) -> int:
         print(json.dumps({k: {"display": g.display, "usable_bytes": g.usable_bytes, "marketing": g.marketing,
                               "source": g.source} for k, g in gpus.items()}, indent=2))
         return 0
+    # The name's size is nominal: vendors write GB, but the boards carry about that many GiB of raw memory, of which
+    # the driver and CUDA keep some (content/gpus.toml), so the usable GB can be above the name's and the GiB below.
+    print("Usable: the total a CUDA process can allocate (cudaMemGetInfo), which every verdict uses. The size in a\n"
+          "GPU's name is nominal: vendors write GB, but the boards carry about that many GiB of raw memory, less\n"
+          "what the driver and CUDA keep, so the usable GB can exceed the name's number while the GiB stay below it.")
     for gpu_id, gpu in gpus.items():
         print(f"{gpu_id:<10} {gpu.display:<22} usable {format_bytes(gpu.usable_bytes, 'GiB', 2):>11} "
-              f"= {format_bytes(gpu.usable_bytes, 'GB', 2):>10}  (sold as {gpu.marketing})")
+              f"= {format_bytes(gpu.usable_bytes, 'GB', 2):>10}  (name: {gpu.marketing}, nominal)")
     return 0
 
 

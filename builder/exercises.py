@@ -4,6 +4,7 @@ An exercise (builder.content.ExerciseDefinition) names a configuration, read exa
 (builder.grids.make_config: presets, config keys, ranges), and what it asks for (`ask`):
 
     a part or a bucket         'optimizer/adam_m', 'optimizer', 'kv_cache', ...: those parts' bytes per GPU
+    several, joined by '+'     'activations/attention + activations/attention_scores': their parts' bytes added
     model-states               weights + master copy + gradients + optimizer states per GPU
     sum                        every part per GPU added up
     need                       what the run needs per GPU (the peak of a step, reserved parts included)
@@ -142,12 +143,16 @@ def answer(ask: str, config: Config, gpu: Gpu | None, unit: str) -> tuple[int | 
             steps.append(Step(f"{gpu.display} has {short(gpu.usable_bytes, unit)} usable: the run "
                               f"{Fit(gpu.usable_bytes, needed.bytes).verdict(unit)}"))
         return needed.bytes, amount(needed.bytes, unit), steps
-    parts = [p for p in breakdown.parts if p.name == ask or p.name.startswith(ask + "/")]
-    if not parts:
-        known = ", ".join(sorted({p.name for p in breakdown.parts} | {p.bucket for p in breakdown.parts}))
-        raise ValueError(f"this configuration has no memory under {ask!r} (it has: {known}; or ask for "
-                         f"{', '.join(ASKS)})")
-    return parts_answer(parts, breakdown, unit, f"Together ({reader_name(ask)})")
+    names = [name.strip() for name in ask.split("+")]
+    parts: list[Part] = []
+    for name in names:
+        matched = [p for p in breakdown.parts if p.name == name or p.name.startswith(name + "/")]
+        if not matched:
+            known = ", ".join(sorted({p.name for p in breakdown.parts} | {p.bucket for p in breakdown.parts}))
+            raise ValueError(f"this configuration has no memory under {name!r} (it has: {known}; or ask for "
+                             f"{', '.join(ASKS)})")
+        parts += [p for p in matched if all(p is not q for q in parts)]
+    return parts_answer(parts, breakdown, unit, f"Together ({' and '.join(reader_name(n) for n in names)})")
 
 
 def fit_answer(ask: str, config: Config, gpu: Gpu | None, unit: str) -> tuple[int | None, str, list[Step]]:

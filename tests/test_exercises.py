@@ -114,6 +114,21 @@ def test_fit_answers_name_the_needs_on_either_side():
     assert f"Batch {best}:" in steps[1].text and f"Batch {best + 1}:" in steps[2].text
 
 
+def test_an_ask_of_several_parts_adds_them_and_names_each():
+    """Eager attention saves two parts, the tensors around the kernel and the s x s scores: an ask joined by '+'
+    answers with both, each as its own step, and their sum is what the estimate gives for the two."""
+    models = load_models(CONTENT / "models.toml")
+    config = Config(model=models["llama-3-8b"], seq_len=4096, attention="eager", zero=3, dp=8)
+    breakdown = estimate(config)
+    value, text, steps = answer("activations/attention + activations/attention_scores", config, None, "GiB")
+    parts = breakdown.get("activations/attention"), breakdown.get("activations/attention_scores")
+    assert min(parts) > 0 and value == sum(parts) and text.startswith(f"{value / 2**30:,.2f} GiB")
+    assert steps[-1].text.startswith("Together (Attention activations and Attention scores): ")
+    with pytest.raises(ValueError, match="no memory under 'activations/attention_scores'"):
+        answer("activations/attention + activations/attention_scores", config.with_changes(attention="sdpa"), None,
+               "GiB")
+
+
 # Topic pages: takeaways and exercises --------------------------------------------------------
 
 def test_every_topic_page_ends_with_two_exercises_and_has_takeaways():

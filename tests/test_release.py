@@ -316,7 +316,7 @@ def test_a_model_change_shows_as_moved_numbers_since_the_latest_release(real_gat
                ReleaseRecord("0.2.0", "2026-12-01", "Counted the loss buffers.", doctored)]
     state = widget_state(real_gathered, records)
     unreleased, pair = state["sections"]
-    assert unreleased["title"] == "Since version 0.2.0 (not yet released)"
+    assert unreleased["title"] == "Since version 0.2.0: changes in no release yet"
     assert (unreleased["moved"], unreleased["total"]) == (1, 6)
     rows = {row["label"]: row for row in unreleased["rows"]}
     assert len(rows) == 6
@@ -332,6 +332,32 @@ def test_a_model_change_shows_as_moved_numbers_since_the_latest_release(real_gat
     back = f"−1.00 GiB ({-GiB / qlora.need_bytes * 100:.1f} %)"
     assert [row["need_bytes"]["change"] for row in pair["rows"] if row["moved"]] == [back]
     assert state["first"]["version"] == "0.1.0" and len(state["first"]["rows"]) == 6
+
+
+def test_the_unreleased_section_says_which_version_number_the_build_carries(real_gathered):
+    """Numbers that moved since the latest record are this build's. A build that still carries the record's version
+    number writes them into its pages and their pinned copy too, and the page says so; a build with a newer number
+    names it. Nothing moved: nothing to explain."""
+    current = evaluate(key_configurations(real_gathered.models, real_gathered.presets, real_gathered.pages)[0])
+    older = dict(current)
+    qlora = current["calculator/qlora-8b"]
+    older["calculator/qlora-8b"] = replace(qlora, need_bytes=qlora.need_bytes - GiB)
+    record = ReleaseRecord("0.1.0", "2026-11-24", "First release.", older)
+
+    def detail(version: str | None, record: ReleaseRecord = record) -> str:
+        catalogs = {"model": real_gathered.models, "site_presets": real_gathered.presets,
+                    "pages": real_gathered.pages, "releases": [record]}
+        if version is not None:
+            catalogs["release"] = Release(version, "2026-11-24", "", "Site", "")
+        section = what_changed.context({}, catalogs)["sections"][0]
+        assert section["title"] == "Since version 0.1.0: changes in no release yet"
+        return section["detail"]
+
+    assert "still carry the number 0.1.0, so they, and their copy under v/0.1.0/, show these numbers rather than " \
+           "the ones version 0.1.0 recorded on 2026-11-24" in detail("0.1.0")
+    assert detail("0.2.0") == ("The Now column is what this build computes (this build is version 0.2.0); its record "
+                               "will give the reason they moved.")
+    assert detail("0.1.0", replace(record, numbers=current)) == ""
 
 
 def test_added_and_removed_configurations_are_named(real_gathered):

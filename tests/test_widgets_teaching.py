@@ -102,22 +102,31 @@ def test_activations_placeholder_is_stated(catalogs):
 def test_overflow_hatching_starts_at_the_smallest_gpu_the_need_exceeds(catalogs):
     """Issue 13 section 1: the verdicts, the badge and the hatching follow the full model's need (the peak of a
     step for the nearest catalog model, Llama 3 8B for 8B), not the 18 B/param sum; the sum stays on show.
-    Scale: max(sum, need, largest GPU) x 1.15; hatching from the smallest capacity the need exceeds."""
+    Scale: max(sum, both needs, largest GPU) x 1.15; hatching from the smallest capacity the need exceeds.
+    The state is ZeRO none on the default 8 GPUs: the verdicts and the summary use that run's need (DDP's gradient
+    buckets on top of one GPU's), the first bar marks the one-GPU need, and the table gives both, named."""
     state = bpp.context({"params": "8B", "gpus": ["rtx-4090", "h200"]}, catalogs)
-    need = assess(Config(model=catalogs["model"]["llama-3-8b"]))[1].bytes
+    arch = catalogs["model"]["llama-3-8b"]
+    need = assess(Config(model=arch, seq_len=bpp.RUN_TOKENS))[1].bytes  # one GPU
+    ddp = assess(Config(model=arch, dp=8, seq_len=bpp.RUN_TOKENS))[1].bytes  # the state's run
     total = 8 * 10**9 * 18
-    assert total < catalogs["gpu"]["h200"].usable_bytes < need  # the sum fits an H200; the run does not
+    assert total < catalogs["gpu"]["h200"].usable_bytes < need < ddp  # the sum fits an H200; the run does not
     row = state["bars"]["rows"][0]
-    scale = Fraction(need) * Fraction(115, 100)
+    scale = Fraction(ddp) * Fraction(115, 100)
     assert row["over"]["x"] == f"{float(100 * catalogs['gpu']['rtx-4090'].usable_bytes / scale):.3f}"
     assert row["need"] == f"{float(100 * need / scale):.3f}"
+    assert state["bars"]["rows"][1]["need"] == f"{float(100 * ddp / scale):.3f}"
     assert row["rects"][-1]["x"] == f"{float(100 * (total - 16 * 10**9) / scale):.3f}"
     assert not row["fits"]
-    assert state["texts"]["verdict"] == (f"The full model needs {need / GiB:.1f} GiB per GPU: exceeds GeForce RTX 4090 "
-                                         f"24GB by {(need - catalogs['gpu']['rtx-4090'].usable_bytes) / GiB:.1f} GiB; "
-                                         f"exceeds H200 SXM 141GB by "
-                                         f"{(need - catalogs['gpu']['h200'].usable_bytes) / GiB:.1f} GiB.")
-    assert state["texts"]["tot"] == "134.1 GiB"  # the sum, 8e9 x 18 B, still shown
+    verdict = (f"The full model needs {ddp / GiB:.1f} GiB per GPU: exceeds GeForce RTX 4090 "
+               f"24GB by {(ddp - catalogs['gpu']['rtx-4090'].usable_bytes) / GiB:.1f} GiB; "
+               f"exceeds H200 SXM 141GB by {(ddp - catalogs['gpu']['h200'].usable_bytes) / GiB:.1f} GiB.")
+    texts = state["texts"]
+    assert texts["verdict"] == verdict and texts["sum"].endswith(verdict)
+    assert (texts["need1"], texts["needn"]) == (f"{need / GiB:.1f} GiB", f"{ddp / GiB:.1f} GiB")
+    assert texts["w1"] == f"no, {(ddp - catalogs['gpu']['h200'].usable_bytes) / GiB:.1f} GiB over"
+    assert "no ZeRO (DDP) on 8 GPUs: needs" in texts["model"]
+    assert texts["tot"] == "134.1 GiB"  # the sum, 8e9 x 18 B, still shown
 
 
 def test_zero_3_need_per_gpu_is_the_models(catalogs):

@@ -70,6 +70,7 @@ RUN_TOKENS = 1024
 TEXTS = {
     "run": "{0}, {1}, micro-batch {2} × {3} tokens, {4}",
     "one": "one GPU",
+    "replicated": "no ZeRO (DDP) on {0} GPUs",
     "sharded": "ZeRO stage {0} on {1} GPUs",
     "verdict": "The full model needs {0} per GPU: {1}.",
     "fits": "fits on {0} ({1} headroom)",
@@ -125,7 +126,8 @@ def full_config(data: dict[str, Any], zero: int, gpu_count: int) -> Config:
 
 def run_words(config: Config) -> str:
     """TEXTS['run'] for a run: 'bf16-mixed, adamw, micro-batch 1 × 1,024 tokens, ZeRO stage 2 on 8 GPUs'."""
-    where = TEXTS["sharded"].format(config.zero, config.dp) if config.zero else TEXTS["one"]
+    where = (TEXTS["sharded"].format(config.zero, config.dp) if config.zero
+             else TEXTS["replicated"].format(config.dp) if config.dp > 1 else TEXTS["one"])
     return TEXTS["run"].format(config.precision, config.optimizer, config.micro_batch, f"{config.seq_len:,}", where)
 
 
@@ -147,7 +149,7 @@ def texts(params: int, zero: int, gpu_count: int, data: dict[str, Any], models: 
     short = format_params(params)
     stage = TEXTS["zero"].format(STAGE_NAMES[zero])
     alone, shared = compared or comparisons(params, zero, gpu_count, data, models)
-    shown = shared if zero else alone
+    shown = shared  # the state's own run: with no ZeRO on several GPUs, DDP's buckets come on top of one GPU's need
     out = {"p": short, "tot": format_bytes(sum(full)), "per": format_bytes(sum(per)),
            "ftot": TEXTS["ftot"].format(short, data["sum"], format_bytes(sum(full))),
            "fper": TEXTS["fper"].format(stage, gpu_count, format_bytes(sum(per))),
@@ -325,7 +327,7 @@ def bars(params: int, zero: int, gpu_count: int, data: dict[str, Any], needs: li
     hatching past the smallest GPU the need exceeds, capacity lines."""
     full = figure_bytes(params, 0, 1, data["segments"])
     per = figure_bytes(params, zero, gpu_count, data["segments"])
-    scale = max([sum(full), needs[0]] + [g["bytes"] for g in data["gpus"]]) * SCALE_MARGIN
+    scale = max([sum(full), *needs] + [g["bytes"] for g in data["gpus"]]) * SCALE_MARGIN
     percent = lambda amount: f"{float(100 * amount / scale):.3f}"  # noqa: E731 - one formula
     lines = [{"x": percent(g["bytes"]), "end": g["bytes"] / scale > LAYOUT["end_at"], "dx": LAYOUT["dx"],
               "name": short_gpu_name(g["name"]),

@@ -2,7 +2,8 @@
 
 Each release's numbers come from its record (content/releases/<version>.toml, builder/releases.py); the first
 section evaluates the key configurations with the current model and compares them with the latest record, so a
-model change shows up here before it is released.
+model change shows up here before it is released, and says which version number the build's pages carry
+(catalogs["release"], builder.release.Release).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import re
 from typing import Any
 
 from builder.model.units import GiB
-from builder.releases import Numbers, Row, compare, evaluate, key_configurations
+from builder.release import Release
+from builder.releases import Numbers, ReleaseRecord, Row, compare, evaluate, key_configurations
 
 
 def gib(n_bytes: int) -> str:
@@ -58,7 +60,20 @@ def section(title: str, slug: str, note: str, before: dict[str, Numbers], after:
     """One comparison: its heading, why, and every key configuration's two sets of numbers."""
     rows = compare(before, after)
     return {"title": title, "slug": slug, "note": note, "labels": labels, "rows": table_rows(rows),
-            "moved": sum(row.moved for row in rows), "total": len(rows)}
+            "moved": sum(row.moved for row in rows), "total": len(rows), "detail": ""}
+
+
+def unreleased_detail(latest: ReleaseRecord, release: Release | None) -> str:
+    """What the Now column is, beside the latest record: this build's numbers, and which version number they carry
+    (a build that still carries the latest record's number writes its pages, and its pinned copy, with numbers
+    that record does not hold)."""
+    if release is not None and release.version == latest.version:
+        return (f"The Now column is what this build computes. Its pages still carry the number {latest.version}, "
+                f"so they, and their copy under v/{latest.version}/, show these numbers rather than the ones version "
+                f"{latest.version} recorded on {latest.date}. The next version will record them, with the "
+                "reason they moved.")
+    built = f" (this build is version {release.version})" if release is not None else ""
+    return f"The Now column is what this build computes{built}; its record will give the reason they moved."
 
 
 def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]:
@@ -73,8 +88,10 @@ def context(options: dict[str, Any], catalogs: dict[str, Any]) -> dict[str, Any]
     sections = []
     if records:
         latest = records[-1]
-        sections.append(section(f"Since version {latest.version} (not yet released)", "unreleased",
-                                "", latest.numbers, current, (f"Version {latest.version}", "Now")))
+        since = section(f"Since version {latest.version}: changes in no release yet", "unreleased",
+                        "", latest.numbers, current, (f"Version {latest.version}", "Now"))
+        since["detail"] = unreleased_detail(latest, catalogs.get("release")) if since["moved"] else ""
+        sections.append(since)
     for previous, record in reversed(list(zip([None] + records[:-1], records))):
         if previous is None:
             continue

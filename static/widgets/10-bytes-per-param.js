@@ -21,7 +21,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   // full_model.compare: the nearest catalog model, run with the widget's precision and optimizer, ZeRO stage z on n GPUs.
   const run = (z, n) => ({ shard_stage: z, dp: n });
   const priced = (z, n) => {
-    const { need, line } = compare(st.params, run(z, n)), where = z ? fill(T0.sharded, z, n) : T0.one;
+    const { need, line } = compare(st.params, run(z, n)), where = z ? fill(T0.sharded, z, n) : n > 1 ? fill(T0.replicated, n) : T0.one;
     return [need, line(fill(T0.run, d.precision, d.optimizer, d.base.micro_batch, commas(d.base.seq_len), where))];
   };
   // The controls' own state: the slider's words (and its position, unless the slider moved), the preset pressed.
@@ -33,8 +33,8 @@ WIDGETS["bytes-per-param"] = (root, d) => {
   };
   function drawWhole(from) {
     const { params: p, zero: z, dp: n } = st, full = bytes(0, 1), per = bytes(z, n), tot = addUp(full), gpu = addUp(per);
-    const P = fmtParams(p, d.units, d.digits), zs = fill(T0.zero, d.stages[z]), needs = [priced(0, 1), priced(z, n)], shown = needs[z ? 1 : 0][0];
-    const T = { p: P, tot: fmtBytes(tot), per: fmtBytes(gpu), hper: fill(T0.hper, zs, n), model: needs[z ? 1 : 0][1],
+    const P = fmtParams(p, d.units, d.digits), zs = fill(T0.zero, d.stages[z]), needs = [priced(0, 1), priced(z, n)], shown = needs[1][0];
+    const T = { p: P, tot: fmtBytes(tot), per: fmtBytes(gpu), hper: fill(T0.hper, zs, n), model: needs[1][1],
       need1: fmtBytes(needs[0][0]), needn: fmtBytes(needs[1][0]) };
     T.verdict = fill(T0.verdict, fmtBytes(shown), gpus.map((g) => (shown <= g.bytes ? fill(T0.fits, g.name, fmtBytes(g.bytes - shown))
       : fill(T0.exceeds, g.name, fmtBytes(shown - g.bytes)))).join("; "));
@@ -50,9 +50,9 @@ WIDGETS["bytes-per-param"] = (root, d) => {
     caps.forEach((c, i) => { T["v" + i] = left(needs[0][0], c); T["w" + i] = left(needs[1][0], c); });
     T.sum = fill(T0.summary, P, zs, n, T.tot, z ? fill(T0.summary_per_gpu, T.per) : "", T.verdict);
     paint(T, from === "start");
-    // bytes_per_param.bars: one scale, max(total, the one-GPU need, largest GPU) x 1.15 (seed 000); each bar's need
+    // bytes_per_param.bars: one scale, max(total, both needs, largest GPU) x 1.15 (seed 000); each bar's need
     // marked, hatching from the smallest GPU the need exceeds to the bar's end or the need, whichever is further.
-    const L = d.layout, scale = Math.max(tot, needs[0][0], ...caps) * L.margin, pc = (v) => (100 * v / scale).toFixed(3) + "%";
+    const L = d.layout, scale = Math.max(tot, needs[0][0], needs[1][0], ...caps) * L.margin, pc = (v) => (100 * v / scale).toFixed(3) + "%";
     [full, per].forEach((parts, b) => {
       const need = needs[b][0], end = Math.max(addUp(parts), need), exceeded = caps.filter((c) => c < need);
       const over = exceeded.length ? Math.min(...exceeded) : end;
@@ -67,7 +67,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
       const end = caps[i] / scale > L.end_at;
       setAttrs(t, { x: pc(caps[i]), dx: end ? -L.dx : L.dx, "text-anchor": end ? "end" : "start" });
     });
-    bars[1].hidden = fper.hidden = !z;
+    bars[1].hidden = fper.hidden = !(z || n > 1);
     setAttrs(root, { "data-needs": needs.map((x) => x[0]), "data-params": p, "data-bytes": full + ";" + per });
     controls(P, from);
   }
