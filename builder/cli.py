@@ -244,6 +244,11 @@ def config_from_args(args: argparse.Namespace, models: Mapping[str, Any] | None 
     for length in ("seq_len", "context"):
         if learned and length not in getattr(args, "given", frozenset()) and given[length] > learned:
             given[length] = learned
+    # The engines' --dtype float16, or a --quantization whose kernels run in fp16 alone (AWQ, GPTQ: vLLM casts a bf16
+    # model to fp16 for them), runs activations, the 16-bit weights and the "auto" KV cache in fp16.
+    fp16_only = args.quantization is not None and QUANTIZATION_ACT_DTYPES.get(args.quantization) == ("fp16",)
+    if (param_dtype == "fp16" or fp16_only) and given.get("activation_dtype") is None:
+        given["activation_dtype"] = "fp16"
     return Config(**given | dict(
         model=arch, precision=precision, param_dtype=resolve_quantization(args) or param_dtype, zero=zero,
         kv_dtype=resolve_kv_dtype(args), shaped_like=shaped_like, overhead_fraction=overhead_fraction,

@@ -111,10 +111,11 @@ def learned_positions_text(tokens: Any, which: Any = "") -> Any:
 # The KV cache per token of this stage, shared with the engines' accounting (builder.model.engines, engine_sglang).
 LATENT = sym("kv_lora_rank") > 0
 KV_SYMBOLS = {
-    # Sub-byte weights keep a 16-bit KV cache; otherwise the cache is in the weights' dtype ("auto"). An fp8 cache
-    # (vLLM --kv-cache-dtype fp8) adds one fp32 k and v scale per layer, kept with the layer's weights (8 B a layer).
+    # Quantised (sub-2-byte) weights keep a KV cache in the 16-bit dtype the model runs in (--dtype); otherwise the
+    # cache is in the weights' dtype ("auto"). An fp8 cache (vLLM --kv-cache-dtype fp8) adds one fp32 k and v scale
+    # per layer, kept with the layer's weights (8 B a layer).
     "kv_cache_dtype": when(sym("kv_dtype"), sym("kv_dtype"),
-                           when(bytes_of(sym("param_dtype")) < 2, "bf16", sym("param_dtype"))),
+                           when(bytes_of(sym("param_dtype")) < 2, sym("activation_dtype"), sym("param_dtype"))),
     # Tensor parallelism splits KV heads; a rank keeps at least one (replicated when tp > kv_heads). Latent attention
     # caches one latent per token that every rank keeps whole (vLLM's MLA backends, SGLang's MLATokenToKVPool).
     "kv_heads_per_gpu": when(LATENT, 1, maximum(1, sym("kv_heads") // sym("tp"))),

@@ -395,7 +395,7 @@ MODEL_STATES = RuleSet(
         PartRule("weights/unquantised", (sym("weights_here") - sym("linear_weights") - sym("kbit_fp32")) * 2,
                  when(eq(sym("kbit_prepare"), "prepare-bf16"), "N_embeddings+output layer x 2 B",
                       "N_embeddings+norms x 2 B"), QUANTISATION_SOURCE,
-                 per_param(2, when(sym("qlora"), "bf16", "fp16")),
+                 per_param(2, when(sym("qlora"), "bf16", sym("activation_dtype"))),
                  when(eq(sym("kbit_prepare"), "prepare-bf16"),
                       "embeddings and output layer cast back to bf16 after prepare_model_for_kbit_training",
                       "embeddings, norms and output layer are kept in 16-bit"),
