@@ -309,7 +309,8 @@ def config_block() -> str:
         value = TYPES[kind] + (", or null" if FRONT_MATTER_OPTIONS[f.name].optional and kind != "model" else "") \
             + (f": {choices[f.name]}" if f.name in choices else "")
         rows.append((code(f.name), value, code(default) if default else "",
-                     code(FLAG_OF[f.name]) if f.name in FLAG_OF else "", words))
+                     ", ".join(code(flag) for flag in (FLAG_OF[f.name], *FRONT_MATTER_OPTIONS[f.name].aliases))
+                     if f.name in FLAG_OF else "", words))
     return table(("option", "value", "default", "command line", "what it sets"), rows)
 
 

@@ -9,7 +9,7 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterator
 
-from builder.model.architecture import Architecture, from_hf_config
+from builder.model.architecture import Architecture, ConfigFieldError, from_hf_config
 
 
 class CatalogError(ValueError):
@@ -141,8 +141,23 @@ def load_hf_config(path: Path, name: str | None = None) -> Architecture:
         raise CatalogError(f"{path}: a config.json is a JSON object of fields, not {type(config).__name__}")
     try:
         return from_hf_config(config, name or path.stem)
+    except ConfigFieldError as error:
+        line = _json_line(raw.decode("utf-8"), error.field)
+        raise CatalogError(f"{path}:{line}: {error}" if line else f"{path}: {error}") from None
     except ValueError as error:
         raise CatalogError(f"{path}: {error}") from None
+
+
+def _json_line(text: str, field: str) -> int:
+    """The 1-based line of a config.json's key `field` (rope_scaling.factor: the key factor after rope_scaling), or
+    0 where it is not found."""
+    at = 0
+    for key in field.split("."):
+        match = re.compile(r'"' + re.escape(key) + r'"\s*:').search(text, at)
+        if match is None:
+            return 0
+        at = match.end()
+    return text.count("\n", 0, at) + 1
 
 
 CONTENT_DIR = Path(__file__).resolve().parent.parent / "content"

@@ -63,7 +63,7 @@ def positive_int(text: str) -> int:
 
 
 def size_value(text: str) -> int:
-    """argparse type: a size like 512MiB or 1.5GiB."""
+    """argparse type: a size like 512MiB or 1.5GiB (a bare number other than 0 is refused: units.parse_size)."""
     try:
         return parse_size(text)
     except ValueError as error:
@@ -112,7 +112,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                 keywords["choices"] = option.choices
             if option.type not in ("choice", "dtype", "text", "model"):
                 keywords["type"] = cli_type(option)
-        groups[option.group].add_argument(option.flag, **keywords)
+        groups[option.group].add_argument(option.flag, *option.aliases, **keywords)
 
 
 def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -124,13 +124,20 @@ def add_estimate_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog="examples:\n  python -m builder estimate --model llama-3-8b --seq-len 4096 --gpu h100-80gb\n"
                "  python -m builder estimate --model llama-3-70b --zero 3 --dp 64 --max micro-batch --gpu h100-80gb\n"
                "  python -m builder estimate --params 7e9 --precision fp32 --unit GB\n"
-               "  python -m builder estimate --model llama-3-8b --mode serve --batch 16 --context 8192 --kv-dtype fp8",
+               "  python -m builder estimate --model llama-3-8b --mode serve --batch 16 --context 8192 --kv-dtype fp8\n"
+               "\n"
+               "--json keys: parts (bytes per GPU, part by part); sum_of_parts_bytes, the parts added up (also under\n"
+               "its older name per_gpu_bytes); need_bytes, what the verdicts compare with each GPU's capacity: a\n"
+               "training step's peak moment (peak_phase; what is live then, not every part at once, with the\n"
+               "reserved overheads worked out on it), or serving's steady state; fits, per GPU, the capacity,\n"
+               "the headroom and the verdict.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(p)
     add_engine_arguments(p, positive_int, size_value)
 
     out = p.add_argument_group("output")
-    out.add_argument("--gpu", metavar="ID", help="GPU to check against (see `python -m builder gpus`)")
+    out.add_argument("--gpu", metavar="ID", help="GPU to check against: a catalog id (see `python -m builder gpus`; "
+                                                 "a card's usable capacity) or a size with its unit (80GiB, 80GB)")
     out.add_argument("--max", choices=MAX_CHOICES,
                      help="search the largest micro-batch or sequence, or the fewest GPUs; under --engine vllm the "
                           "largest max-model-len (for --max-num-seqs requests at once) or max-num-seqs, or the fewest "
@@ -362,21 +369,43 @@ def resolve_precision(args: argparse.Namespace) -> tuple[str, str | None]:
     raise UsageError(f"argument --precision: {value!r} is not one of {allowed}")
 
 
+def usage_error(args: argparse.Namespace, option: str, message: str) -> UsageError:
+    """The usage error for a model error on `option` (its message after 'option: '): named after the option's flag,
+    or, for the parameter count of an architecture (not a --params given), after the flag that gave the model."""
+    if option == "params" and message and args.params is None:
+        flag = "--config" if args.config else "--model"
+        return UsageError(f"argument {flag}: the architecture's parameter count {message}")
+    return UsageError(f"argument {flag_for(option)}: {message or option}")
+
+
 def flag_for(option: str) -> str:
     """The command-line flag that sets a Config option (the option table's, builder.model.options)."""
     return FLAG_OF.get(option, "--" + option.replace("_", "-"))
 
 
+GIVEN_CAPACITY = "given on the command line"
+
+
 def plain_capacity(text: str) -> Gpu:
-    """--gpu given as a size ('80GiB', '24 GB'): a GPU with that much usable memory."""
+    """--gpu given as a size with its unit ('80GiB', '24 GB'): a GPU with that much usable memory. A bare number is
+    refused (80 could be GiB or GB, and was once read as 80 bytes)."""
     try:
         size = parse_size(text)
     except ValueError:
-        raise UsageError(f"argument --gpu: {text!r} is neither a catalog GPU (see `python -m builder gpus`) "
-                         "nor a size such as 80GiB or 24GB") from None
+        raise UsageError(f"argument --gpu: {text!r} is neither a catalog GPU (see `python -m builder gpus`) nor a "
+                         "size with its unit such as 80GiB or 80GB (a bare number is refused)") from None
     if not 0 < size <= 2**50:
         raise UsageError(f"argument --gpu: {text!r} must be a size between 1 byte and 1 PiB")
-    return Gpu(text, "The given capacity", size, text, source="given on the command line")
+    return Gpu(text, "The given capacity", size, text, source=GIVEN_CAPACITY)
+
+
+def capacity_read_as(gpu: Gpu) -> str:
+    """How a --gpu size was read, in both units, and what a catalog id gives instead ('' for a catalog GPU)."""
+    if gpu.source != GIVEN_CAPACITY:
+        return ""
+    return (f"--gpu {gpu.id} was read as {gpu.usable_bytes / GB:,.2f} GB = {gpu.usable_bytes / GiB:,.2f} GiB (GB is "
+            "10**9 bytes, GiB 2**30); a catalog id such as h100-80gb gives a card's usable capacity, what a CUDA "
+            "process sees, below the size in its name (`python -m builder gpus`)")
 
 
 def run_estimate(args: argparse.Namespace) -> int:
@@ -428,7 +457,7 @@ def estimate_output(args: argparse.Namespace, models: Mapping[str, Any] | None =
         answer = answer_max(args.max, config, gpus[args.gpu]) if args.max else None
     except ValueError as error:
         option, _, message = str(error).partition(": ")
-        raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
+        raise usage_error(args, option, message) from None
     if args.json:
         data = breakdown_json(breakdown, needed, gpus, args.gpu, answer)
         if args.phases:
@@ -456,20 +485,28 @@ def engine_output(args: argparse.Namespace, config: Config, gpus: Mapping[str, G
         report, text = run_engine(args, config, gpus[args.gpu])
     except ValueError as error:
         option, _, message = str(error).partition(": ")
-        raise UsageError(f"argument {flag_for(option)}: {message or option}") from None
+        raise usage_error(args, option, message) from None
     refused = refusal_of(report, getattr(args, "given", frozenset()))
     if refused:
         raise UsageError(refused)
-    return text
+    read_as = capacity_read_as(gpus[args.gpu])
+    return text + f"\n{read_as}" if read_as and not args.json else text
+
+
+# A moment's tensors inside a layer are its rows up to the op running (counted in the layer's saved or recomputed
+# part) plus what the op makes, less those rows already freed by then (builder.model.oplists' freed rows): where more
+# has been freed than made, layer_temporaries is that net change, below 0, and the moment's total is still right.
+NET_CHANGE = " (net: more of the layer's tensors freed by then than made)"
 
 
 def render_phases(needed: Need, config: Config, unit: str) -> str:
     """The candidate peaks of a step, the one that sets the need marked, with what changes between them."""
     divisor = GiB if unit == "GiB" else GB
     stage = f", pipeline stage: {needed.stage}" if needed.stage != "only" else ""
-    lines = ["", f"Peak by phase of a training step ({unit} per GPU{stage}; builder/model/peak.py):"]
+    lines = ["", f"Peak by phase of a training step ({unit} per GPU{stage}: the parts live at each moment):"]
     for phase in needed.steps:
-        extra = ", ".join(f"{p.name} {p.bytes / divisor:.2f}" for p in phase.parts if p.transient)
+        extra = ", ".join(f"{p.name} {p.bytes / divisor:.2f}" + (NET_CHANGE if p.bytes < 0 else "")
+                          for p in phase.parts if p.transient)
         mark = "  <- peak" if phase.name == needed.peak.name else ""
         lines.append(f"  {phase.title:<38}  {phase.total / divisor:10.2f}{mark}")
         if phase.detail:
@@ -499,7 +536,8 @@ def answer_max(question: str, config: Config, gpu: Gpu) -> dict:
 
 
 def breakdown_json(breakdown, needed: Need, gpus: Mapping[str, Gpu], gpu_id: str | None, answer: dict | None) -> dict:
-    """The JSON contract: params, per_gpu_bytes (= sum of parts), need_bytes (what `fits` compares), parts,
+    """The JSON contract: params, sum_of_parts_bytes (the parts added up; per_gpu_bytes, its older name, kept),
+    need_bytes (what `fits` compares), parts,
     host_bytes, fits; for training also peak_bytes and peak_phase (the moment that sets need_bytes)."""
     references = default_references()  # each citation printed as its short form and locator
     chosen = [gpus[gpu_id]] if gpu_id else list(gpus.values())
@@ -510,6 +548,7 @@ def breakdown_json(breakdown, needed: Need, gpus: Mapping[str, Gpu], gpu_id: str
     data = {
         "params": breakdown.params,
         "per_gpu_bytes": breakdown.total,
+        "sum_of_parts_bytes": breakdown.total,
         "need_bytes": needed.bytes,
         "need_basis": needed.basis,
         "parts": breakdown.as_dict(),
@@ -555,6 +594,8 @@ def render_table(breakdown, needed: Need, config: Config, gpus: Mapping[str, Gpu
     for gpu in targets:
         fit = Fit(gpu.usable_bytes, needed.bytes)
         lines.append(f"  {gpu.display} ({format_bytes(gpu.usable_bytes, unit, 1)} usable): {fit.verdict(unit)}")
+        if capacity_read_as(gpu):
+            lines.append(f"    {capacity_read_as(gpu)}")
     if answer is not None:
         lines.append("")
         lines.append(f"  {describe_answer(answer)}")

@@ -9,6 +9,8 @@ run may also succeed. The CLI gets 100 KB of text (an argument list has a limit)
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -191,3 +193,118 @@ def test_an_option_a_bar_sets_that_its_mode_does_not_read_is_one_line_at_its_lin
                       "mode serve does not read; leave it out"]
     (content / "index.md").write_text(text.replace("        micro_batch: 4\n", ""), encoding="utf-8")
     assert cli_site.main(argv) == 0
+
+
+# A Hugging Face config.json given with --config ----------------------------------------------------------------------
+
+# One small config.json per family the reader follows, between them carrying every field it reads
+# (builder.model.architecture.HF_FIELDS, nested ones as rope_scaling.factor, and UNMODELLED_FIELDS' at values it takes).
+_LLAMA = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+          "num_hidden_layers": 2, "vocab_size": 128, "intermediate_size": 128, "max_position_embeddings": 1024,
+          "attention_dropout": 0.0, "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
+          "hidden_act": "silu", "quantization_config": None}
+CONFIGS = {
+    "gpt2": {"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 64, "n_inner": 256, "vocab_size": 128,
+             "n_positions": 1024, "activation_function": "gelu_new", "resid_pdrop": 0.1, "embd_pdrop": 0.1,
+             "attn_pdrop": 0.1, "tie_word_embeddings": True, "reorder_and_upcast_attn": False,
+             "add_cross_attention": False, "scale_attn_by_inverse_layer_idx": False},
+    "llama": {"model_type": "llama", **_LLAMA,
+              "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256}},
+    "qwen3": {"model_type": "qwen3", **_LLAMA,
+              "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256}},
+    "mistral": {"model_type": "mistral", **_LLAMA, "rope_scaling": {"type": "linear", "factor": 2.0},
+                "sliding_window": 512},
+    "qwen2": {"model_type": "qwen2", **_LLAMA, "sliding_window": 512, "use_sliding_window": True,
+              "max_window_layers": 0},
+    "gemma3_text": {"model_type": "gemma3_text", **{k: v for k, v in _LLAMA.items() if k != "hidden_act"},
+                    "hidden_activation": "gelu_pytorch_tanh", "sliding_window": 512, "sliding_window_pattern": 2,
+                    "layer_types": ["sliding_attention", "full_attention"], "rope_scaling": None,
+                    "attn_logit_softcapping": None, "final_logit_softcapping": None,
+                    "use_bidirectional_attention": False},
+    "mixtral": {"model_type": "mixtral", **_LLAMA, "num_local_experts": 4, "num_experts_per_tok": 2,
+                "output_router_logits": False},
+    "qwen2_moe": {"model_type": "qwen2_moe", **_LLAMA, "num_experts": 4, "num_experts_per_tok": 2,
+                  "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64, "decoder_sparse_step": 1,
+                  "mlp_only_layers": [], "norm_topk_prob": False, "qkv_bias": True},
+    "deepseek_v3": {"model_type": "deepseek_v3", **_LLAMA, "kv_lora_rank": 32, "q_lora_rank": 48,
+                    "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16, "n_routed_experts": 4,
+                    "num_experts_per_tok": 2, "n_shared_experts": 1, "moe_intermediate_size": 32,
+                    "first_k_dense_replace": 1, "topk_method": "noaux_tc", "norm_topk_prob": True,
+                    "moe_layer_freq": 1, "num_nextn_predict_layers": 0},
+}
+HOSTILE_JSON = {"0": 0, "-1": -1, "a float": 4096.5, "1e400": "1e400", "a string": "x", "null": None}
+
+
+def _fields(config: dict, prefix: str = "") -> list[str]:
+    """The fields of a config, an object's own as object.field."""
+    out = []
+    for key, value in config.items():
+        out.append(prefix + key)
+        if isinstance(value, dict) and not prefix:
+            out += _fields(value, key + ".")
+    return out
+
+
+def _with(config: dict, field: str, value) -> str:
+    """The config's JSON text with `field` set to `value` (1e400 written as that literal)."""
+    config = json.loads(json.dumps(config))
+    outer, _, inner = field.partition(".")
+    (config[outer] if inner else config)[inner or outer] = "@1e400@" if value == "1e400" else value
+    return json.dumps(config, indent=1).replace('"@1e400@"', "1e400")
+
+
+def _refused_by_table(field: str, value) -> bool:
+    """Whether HF_FIELDS refuses the value outright (a value it takes may still be refused by a later check)."""
+    from builder.model.architecture import HF_FIELDS
+
+    spec = HF_FIELDS[field]
+    if value is None:
+        return False
+    if spec.kind == "whole":
+        return value == "1e400" or isinstance(value, (float, str)) or not spec.low <= value <= spec.high
+    if spec.kind == "number":
+        return isinstance(value, str) or value < spec.low or value > spec.high or (spec.above and value <= spec.low)
+    if spec.kind == "text":
+        return not isinstance(value, str) or value == "1e400" or bool(spec.choices)
+    return True  # flag, object, names: none of the hostile values is one
+
+
+def test_the_hostile_configs_carry_every_field_the_reader_checks():
+    from builder.model.architecture import HF_FIELDS, UNMODELLED_FIELDS
+
+    carried = {field for config in CONFIGS.values() for field in _fields(config)}
+    assert set(HF_FIELDS) <= carried, set(HF_FIELDS) - carried
+    assert {key for _, key, _, _ in UNMODELLED_FIELDS} <= carried
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_every_config_json_field_refuses_hostile_values_in_one_line(capsys, tmp_path, family):
+    """Issue: num_attention_heads 0 gave a ZeroDivisionError traceback, hidden_size 4096.5 was taken, 1e400 gave
+    "Invalid literal for Fraction: 'inf'" and num_hidden_layers 1e8 an error naming --params. Every field read gets
+    0, -1, a float, 1e400, a string and null: each value is taken (exit 0) or refused in one line naming the file, its
+    line and the field (exit 2); a value the field's row in HF_FIELDS does not accept is always refused."""
+    from builder.model.architecture import HF_FIELDS
+
+    base = CONFIGS[family]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(base), encoding="utf-8")
+    assert run(capsys, ["estimate", "--config", str(path), "--mode", "serve", "--context", "128"])[0] == 0
+    for field in _fields(base):
+        if field == "model_type":
+            continue
+        for name, value in HOSTILE_JSON.items():
+            text = _with(base, field, value)
+            path.write_text(text, encoding="utf-8")
+            code, out, err = run(capsys, ["estimate", "--config", str(path), "--mode", "serve", "--context", "128"])
+            assert "Traceback" not in err, (family, field, name, err[-2000:])
+            if code == 0:
+                assert not (field in HF_FIELDS and _refused_by_table(field, value)), (family, field, name)
+                continue
+            assert code == 2 and out == "" and err.count("\n") == 1, (family, field, name, err)
+            assert "argument --config: " in err and field in err, (family, field, name, err)
+            if field in HF_FIELDS and "." not in field and name != "null":  # the file's line (a long path clipped)
+                assert re.search(r"config\.json:\d+: ", err), (family, field, name, err)
+            if field in HF_FIELDS and _refused_by_table(field, value):  # refused by its own row: at its own line
+                key_line = next(i for i, line in enumerate(text.splitlines(), 1)
+                                if f'"{field.rpartition(".")[2]}":' in line)
+                assert f"config.json:{key_line}: config.json field {field}: " in err, (family, field, name, err)

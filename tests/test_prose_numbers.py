@@ -98,7 +98,7 @@ def test_bytes_are_gib_with_two_decimals_and_counts_have_separators():
     ('"--model nope" need_bytes', "argument --model: unknown model 'nope'"),
     ('"--params 7e9 --help" need_bytes', "argument --help: prints the help, not an estimate"),
     ('"--config x.json" need_bytes', "argument --config: a page's numbers come from the catalogs"),
-    ('"--params 7e9" nope.value', "no 'nope' in the answer (there are: params, per_gpu_bytes, need_bytes"),
+    ('"--params 7e9" nope.value', "no 'nope' in the answer (there are: params, per_gpu_bytes, sum_of_parts_bytes, need_bytes"),
     ('"--params 7e9" parts.kv*', "no key of 'parts' starts with 'kv' (there are: weights"),
     ('"--params 7e9" need_basis', "'need_basis' is 'peak of a step, at the optimizer step', not a number"),
     ('"--params 7e9" params.x', "'params' is a value, not a group of fields"),
@@ -154,7 +154,7 @@ def test_errors_name_the_file_and_line(tmp_path):
     assert errors == [
         'content/t.md:7: estimate "--params 7e9 --bogus": unrecognized arguments: --bogus',
         "content/t.md:9: estimate \"--params 7e9\" nope: no 'nope' in the answer (there are: params, per_gpu_bytes, "
-        "need_bytes, need_basis, parts, host_bytes, host_parts, fits, sources, notes, peak_bytes, peak_phase)",
+        "sum_of_parts_bytes, need_bytes, need_basis, parts, host_bytes, host_parts, fits, sources, notes, peak_bytes, peak_phase)",
         "content/t.md:13: estimate \"--model nope\": argument --model: unknown model 'nope' (see `python -m builder "
         "models`)",
         "content/t.md:15: an estimate shortcode needs its closing '>}}': write {{< estimate \"FLAGS\" FIELD "
@@ -205,7 +205,7 @@ def test_a_build_evaluates_identical_flags_once_and_fails_on_a_bad_one(tmp_path,
         build(paths)
     assert [str(error) for error in failure.value.errors] == [
         f'{numbers}:9: estimate "--model gpt2 --seq-len 1024 --gpu a100-81gb": argument --gpu: \'a100-81gb\' is neither a catalog '
-        "GPU (see `python -m builder gpus`) nor a size such as 80GiB or 24GB"]
+        "GPU (see `python -m builder gpus`) nor a size with its unit such as 80GiB or 80GB (a bare number is refused)"]
     assert hash_tree(paths.out) == before
 
 

@@ -37,9 +37,10 @@ def test_config_json_positions_are_the_rows_the_engines_build(fields, rows):
 
 
 @pytest.mark.parametrize("fields, named", [
-    ({"max_position_embeddings": "131072"}, "'max_position_embeddings' must be a non-negative number"),
-    ({"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": "8"}}, "'rope_scaling.factor'"),
-    ({"max_position_embeddings": 4096, "rope_scaling": [8]}, "'rope_scaling' must be an object"),
+    ({"max_position_embeddings": "131072"}, "field max_position_embeddings: must be a whole number"),
+    ({"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": "8"}},
+     "field rope_scaling.factor: must be a finite number"),
+    ({"max_position_embeddings": 4096, "rope_scaling": [8]}, "field rope_scaling: must be an object"),
 ])
 def test_bad_rope_fields_are_named(fields, named):
     with pytest.raises(ValueError, match=named):

@@ -10,6 +10,7 @@ Totals are checked in tests against each model's published count.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -262,6 +263,125 @@ def _truthy(value: Any, config: dict[str, Any]) -> bool:
     return bool(value)
 
 
+class ConfigFieldError(ValueError):
+    """A config.json field the reader refuses: `field` names it (a nested one as rope_scaling.factor), so that the
+    file's reader can add its line (builder.catalog.load_hf_config)."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+def _field_error(field: str, reason: str) -> ConfigFieldError:
+    return ConfigFieldError(field, f"config.json field {field}: {reason}")
+
+
+@dataclass(frozen=True)
+class HfField:
+    """What a config.json field read here accepts. kind: 'whole' (a JSON integer from low to high), 'number' (finite,
+    from low to high; above low where `above`), 'flag' (true or false), 'text' (one of `choices`), 'object', 'names'
+    (a list of text). null is the field not given (transformers' default), except for a field the model needs."""
+
+    kind: str
+    low: int | float = 0
+    high: int | float = 0
+    choices: tuple[str, ...] = ()
+    above: bool = False
+
+
+# Bounds far beyond any released model, so that a typo or a hostile value is refused by name rather than computed:
+# layers, heads and experts up to 2**20, widths and vocabularies up to 2**24, positions up to 2**31 (int32's, which
+# the engines index them in).
+_COUNTS, _WIDTHS, _POSITIONS = 2**20, 2**24, 2**31
+_count_field, _width_field = HfField("whole", 1, _COUNTS), HfField("whole", 1, _WIDTHS)
+_probability = HfField("number", 0, 1)
+_flag_field = HfField("flag")
+# Every config.json field from_hf_config (and what it calls) reads, with what it accepts: checked before any is read
+# (check_values), so each refusal is one line naming the field. UNMODELLED_FIELDS below are read to be refused.
+HF_FIELDS: dict[str, HfField] = {
+    # GPT-2 (transformers GPT2Config)
+    "n_layer": _count_field, "n_head": _count_field, "n_embd": _width_field, "n_inner": _width_field,
+    "n_positions": HfField("whole", 1, _POSITIONS),
+    "activation_function": HfField("text", choices=("gelu", "gelu_new", "gelu_fast", "gelu_python",
+                                                    "gelu_pytorch_tanh")),
+    "resid_pdrop": _probability, "embd_pdrop": _probability, "attn_pdrop": _probability,
+    # Llama-style (LlamaConfig and its kin)
+    "num_hidden_layers": _count_field, "num_attention_heads": _count_field, "num_key_value_heads": _count_field,
+    "hidden_size": _width_field, "head_dim": _width_field, "intermediate_size": _width_field,
+    "vocab_size": _width_field, "max_position_embeddings": HfField("whole", 1, _POSITIONS),
+    "attention_dropout": _probability,
+    "tie_word_embeddings": _flag_field, "attention_bias": _flag_field, "mlp_bias": _flag_field,
+    "rope_scaling": HfField("object"), "rope_parameters": HfField("object"),
+    "rope_scaling.factor": HfField("number", 0, _COUNTS, above=True),
+    "rope_scaling.original_max_position_embeddings": HfField("whole", 1, _POSITIONS),
+    "rope_scaling.rope_type": HfField("text"), "rope_scaling.type": HfField("text"),
+    "rope_parameters.factor": HfField("number", 0, _COUNTS, above=True),
+    "rope_parameters.original_max_position_embeddings": HfField("whole", 1, _POSITIONS),
+    "rope_parameters.rope_type": HfField("text"),
+    # sliding windows (Mistral, Qwen, Gemma): 0 or null is no window
+    "sliding_window": HfField("whole", 0, _POSITIONS), "use_sliding_window": _flag_field,
+    "max_window_layers": HfField("whole", 0, _COUNTS), "layer_types": HfField("names"),
+    "sliding_window_pattern": _count_field,
+    # MoE: Mixtral, Qwen MoE, DeepSeek
+    "num_local_experts": _count_field, "num_experts": _count_field, "num_experts_per_tok": _count_field,
+    "n_routed_experts": _count_field, "n_shared_experts": HfField("whole", 0, _COUNTS),
+    "moe_intermediate_size": _width_field, "shared_expert_intermediate_size": _width_field,
+    "first_k_dense_replace": HfField("whole", 0, _COUNTS), "decoder_sparse_step": _count_field,
+    "mlp_only_layers": HfField("names"), "norm_topk_prob": _flag_field, "qkv_bias": _flag_field,
+    "topk_method": HfField("text", choices=("greedy", "group_limited_greedy", "noaux_tc")),
+    # DeepSeek's latent attention: 0 or null q_lora_rank is one q_proj
+    "kv_lora_rank": _width_field, "q_lora_rank": HfField("whole", 0, _WIDTHS), "qk_rope_head_dim": _width_field,
+    "qk_nope_head_dim": _width_field, "v_head_dim": _width_field,
+}
+
+
+def _checked_value(field: str, value: Any, spec: HfField) -> None:
+    """ConfigFieldError naming `field` where `value` (not null) is not what `spec` accepts."""
+    shown = value if not isinstance(value, str) or len(value) < 40 else value[:20] + "..."
+    if spec.kind == "whole":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _field_error(field, f"must be a whole number (a JSON integer) from {spec.low:,} to {spec.high:,}, "
+                                      f"got {shown!r}")
+        if not spec.low <= value <= spec.high:
+            limit = f"at least {spec.low:,}" if value < spec.low else f"at most {spec.high:,}"
+            raise _field_error(field, f"must be {limit}, got {value:,}" if abs(value) < 10**30 else
+                               f"must be {limit}, got a number of {len(str(abs(value)))} digits")
+    elif spec.kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise _field_error(field, f"must be a finite number, got {shown!r}")
+        if not (spec.low < value if spec.above else spec.low <= value) or value > spec.high:
+            raise _field_error(field, f"must be {'above' if spec.above else 'from'} {spec.low:g} "
+                                      f"{'and at most' if spec.above else 'to'} {spec.high:g}, got {value:g}")
+    elif spec.kind == "flag":
+        if not isinstance(value, bool):
+            raise _field_error(field, f"must be true or false, got {shown!r}")
+    elif spec.kind == "text":
+        if not isinstance(value, str) or (spec.choices and value not in spec.choices):
+            allowed = f"one of {', '.join(spec.choices)}" if spec.choices else "text"
+            raise _field_error(field, f"must be {allowed}, got {shown!r}")
+    elif spec.kind == "object":
+        if not isinstance(value, dict):
+            raise _field_error(field, f"must be an object or null, got {shown!r}")
+    elif spec.kind == "names" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise _field_error(field, f"must be a list of names or null, got {clip_value(value)}")
+
+
+def clip_value(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 40 else text[:20] + "..."
+
+
+def check_values(config: dict[str, Any]) -> None:
+    """ConfigFieldError naming the first field of HF_FIELDS (a nested one under its object) whose value it does not
+    accept; null is not given."""
+    for field, spec in HF_FIELDS.items():
+        outer, _, inner = field.partition(".")
+        holder = config.get(outer) if inner else config
+        key = inner or outer
+        if isinstance(holder, dict) and holder.get(key) is not None:
+            _checked_value(field, holder[key], spec)
+
+
 # config.json fields that change memory in ways the model does not follow: refused by name, never silently
 # ignored. (model types or None for all, field, refused when (value, whole config), what the field would change).
 UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
@@ -299,8 +419,8 @@ def check_fields(config: dict[str, Any], model_type: str) -> None:
     """Raise ValueError naming the first config.json field that changes memory in a way not modelled."""
     for types, key, refused, what in UNMODELLED_FIELDS:
         if (types is None or model_type in types) and key in config and refused(config[key], config):
-            raise ValueError(f"config.json ({model_type}) field {key!r} = {config[key]!r} changes memory in a way "
-                             f"this model does not follow: {what}")
+            raise ConfigFieldError(key, f"config.json ({model_type}) field {key!r} = {clip_value(config[key])} changes "
+                                        f"memory in a way this model does not follow: {what}")
 
 
 def dropout_of(config: dict[str, Any], model_type: str) -> dict[str, bool]:
@@ -311,8 +431,9 @@ def dropout_of(config: dict[str, Any], model_type: str) -> dict[str, bool]:
     prob = lambda key: float(config.get(key, default) or 0)  # noqa: E731 - one lookup
     hidden = {key: prob(key) for key in HIDDEN_DROPOUTS.get(model_type, ())}
     if len({value > 0 for value in hidden.values()}) > 1:
-        raise ValueError(f"config.json ({model_type}) sets some dropouts and not others "
-                         f"({', '.join(f'{k} {v:g}' for k, v in hidden.items())}); one dropout setting is modelled")
+        shown = ", ".join(f"{k} {v:g}" for k, v in hidden.items())
+        raise ConfigFieldError(next(iter(hidden)), f"config.json ({model_type}) sets some dropouts and not others "
+                               f"({shown}); one dropout setting is modelled")
     attention = prob(ATTENTION_DROPOUT.get(model_type, "attention_dropout")) > 0
     on = any(value > 0 for value in hidden.values()) if hidden else attention
     return {"dropout": on, "attention_dropout_differs": attention != on}
@@ -365,25 +486,29 @@ def sliding_window_of(config: dict[str, Any], model_type: str) -> int | None:
     if kinds:
         if kinds == {"full_attention"}:
             return None
+        if not window and "sliding_attention" in kinds:
+            raise _field_error("sliding_window", f"layer_types has sliding_attention layers, which need a window of "
+                                                 f"at least 1 token, got {window!r}")
         if kinds == {"sliding_attention"} and window:
             return int(window)
         if kinds == {"sliding_attention", "full_attention"} and window and sliding_window_pattern_of(config):
             return int(window)
-        raise ValueError(f"config.json ({model_type}) field 'layer_types' mixes {', '.join(sorted(kinds))} in a "
-                         "way other than every Nth layer full: layers of more than one attention kind are modelled "
-                         "only in a regular pattern")
+        raise ConfigFieldError("layer_types", f"config.json ({model_type}) field 'layer_types' mixes "
+                               f"{', '.join(sorted(kinds))} in a way other than every Nth layer full: layers of more "
+                               "than one attention kind are modelled only in a regular pattern")
     if not window:
         return None
     if model_type in _QWEN:
         if not config.get("use_sliding_window", False):
             return None
-        first = int(config.get("max_window_layers", 28))
+        first = config.get("max_window_layers")
+        first = 28 if first is None else int(first)  # null: not given, Qwen2Config's default
         layers = int(config["num_hidden_layers"])
         if first >= layers:
             return None
         if first > 0:
-            raise ValueError(f"config.json ({model_type}) field 'max_window_layers' = {first}: a sliding window in "
-                             f"layers {first} to {layers - 1} only is not modelled")
+            raise ConfigFieldError("max_window_layers", f"config.json ({model_type}) field 'max_window_layers' = "
+                                   f"{first}: a sliding window in layers {first} to {layers - 1} only is not modelled")
     return int(window) if model_type != "gpt2" else None
 
 
@@ -410,8 +535,7 @@ def gemma3_text(config: dict[str, Any]) -> dict[str, Any]:
     config = dict(config)
     pattern = config.get("sliding_window_pattern", 6)
     if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
-        raise ValueError(f"config.json (gemma3_text) field 'sliding_window_pattern' must be a whole number of at "
-                         f"least 1, got {pattern!r}")
+        raise _field_error("sliding_window_pattern", f"must be a whole number of at least 1, got {pattern!r}")
     if not config.get("layer_types"):
         layers = config.get("num_hidden_layers")
         if isinstance(layers, int) and not isinstance(layers, bool) and 0 < layers <= 1 << 16:
@@ -460,10 +584,15 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         raise ValueError(f"config.json model_type {model_type!r} is not supported (supported: {known})")
 
     def need(key: str) -> Any:
+        if key in given and given[key] is None:
+            raise _field_error(key, f"must be given ({model_type} needs it), got null")
         if key not in config:
             raise ValueError(f"config.json ({model_type}) is missing {key!r}")
         return config[key]
 
+    check_values(config)
+    # A field set to null is one not given (transformers' default), unless the model needs it (need).
+    given, config = config, {key: value for key, value in config.items() if value is not None}
     check_fields(config, model_type)
     if model_type == "gemma3_text":
         config = gemma3_text(config)
@@ -512,9 +641,10 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
                     expert_ffn=need("intermediate_size"), moe_block="mixtral")
     if model_type in ("qwen2_moe", "qwen3_moe"):
         # Every layer is an MoE layer (decoder_sparse_step 1, no mlp_only_layers) in the released Qwen MoE models.
-        if config.get("mlp_only_layers") or config.get("decoder_sparse_step", 1) != 1:
-            raise ValueError(f"config.json ({model_type}): dense layers among MoE layers (mlp_only_layers, "
-                             "decoder_sparse_step) are not modelled")
+        if config.get("mlp_only_layers") or config.get("decoder_sparse_step") not in (None, 1):
+            raise ConfigFieldError("mlp_only_layers" if config.get("mlp_only_layers") else "decoder_sparse_step",
+                                   f"config.json ({model_type}): dense layers among MoE layers (mlp_only_layers, "
+                                   "decoder_sparse_step) are not modelled")
         # transformers 5.23 Qwen2MoeTopKRouter / Qwen3MoeTopKRouter renormalise when norm_topk_prob, False by default
         # in both configurations (configuration_qwen2_moe.py, configuration_qwen3_moe.py; Qwen3-30B-A3B's config.json
         # sets it True).

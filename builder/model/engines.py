@@ -94,6 +94,9 @@ CUDA_GRAPHS_OUTSIDE = ("assumed 0.42 GiB, as for upstream main, but not taken ou
 # vLLM's own defaults (vllm/config/cache.py, vllm/engine/arg_utils.py get_batch_defaults for `vllm serve`).
 DEFAULT_UTILIZATION = Fraction(92, 100)
 DEFAULT_BLOCK_SIZE = 16
+# The block sizes `vllm serve --block-size` takes: vllm/config/cache.py BlockSize = Literal[1, 8, 16, 32, 64, 128, 256],
+# which vllm/engine/arg_utils.py get_kwargs turns into the flag's argparse choices (any other is refused before start).
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
 # --- vLLM releases (--vllm-version) --------------------------------------------------------------------------------
 # A release as the rules read it: minor x 100 + patch (vLLM's major is 0), e.g. 0.19.0 -> 1900, 0.11.1 -> 1101. The
@@ -489,7 +492,8 @@ VLLM_FLAGS = (
     ("max_num_seqs", "whole", "N", "requests per step (vLLM default: 1024 on H100/H200-class GPUs, else 256)"),
     ("max_num_batched_tokens", "whole", "N",
      "tokens per step (vLLM default: 8192 on H100/H200-class GPUs, else 2048)"),
-    ("block_size", "whole", "TOKENS", "tokens per KV-cache block"),
+    ("block_size", "whole", "TOKENS", f"tokens per KV-cache block: {', '.join(map(str, BLOCK_SIZES[:-1]))} or "
+     f"{BLOCK_SIZES[-1]} (vLLM default {DEFAULT_BLOCK_SIZE})"),
     ("enforce_eager", "switch", "", "no CUDA graphs"),
     ("kv_cache_memory", "size", "SIZE", "bytes for the KV cache, given instead of profiled (e.g. 6.51GiB)"),
     ("vllm_version", "text", "X.Y", "the vLLM release whose start-up to model, 0.10 to 0.27 (e.g. 0.19 or 0.19.0): its "
@@ -606,6 +610,9 @@ def _checked(settings: EngineSettings, config: Any) -> None:
         value = getattr(settings, name)
         if value is not None and value < 1:
             raise ValueError(f"{name}: must be at least 1, got {value}")
+    if settings.block_size not in BLOCK_SIZES:
+        raise ValueError(f"block_size: vLLM's --block-size takes {', '.join(map(str, BLOCK_SIZES[:-1]))} or "
+                         f"{BLOCK_SIZES[-1]} (vllm/config/cache.py BlockSize), got {settings.block_size}")
 
 
 def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id: str,

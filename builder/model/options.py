@@ -37,8 +37,8 @@ from builder.model.zero3 import DEFAULTS as ZERO3_DEFAULTS, MEANINGS as ZERO3_ME
 TYPES = {
     "model": "a model id",
     "count": "a whole number (4096, 4K, 7B, 7e9 or 7_000_000_000)",
-    "size": "a size (1.5GiB, 300MiB, 2GB or a byte count)",
-    "fraction": "a number",
+    "size": "a size with its unit (1.5GiB, 300MiB, 2GB, 512B), or 0; a bare number is refused",
+    "fraction": "a number, or a percentage (5%)",
     "choice": "one of the names listed",
     "stage": "one of the numbers listed",
     "dtype": "a dtype",
@@ -95,6 +95,9 @@ class Option:
     optional: bool = False  # None (unset) is a value
     negatable: bool = False  # a flag with a --no- form (argparse.BooleanOptionalAction)
     dest: str | None = None  # the argparse dest where it differs from the flag's
+    # The same option under the names other frameworks give it (vLLM's --tensor-parallel-size and -tp, SGLang's
+    # --tp-size): the command line accepts each, for the same value and meaning.
+    aliases: tuple[str, ...] = ()
     runs: tuple[str, ...] = RUNS  # the runs that read it (RUNS' names); given for another run, it is refused
 
     @property
@@ -131,27 +134,38 @@ def _count(option: Option, value: Any, surface: str) -> int:
 
 
 def _size(option: Option, value: Any, surface: str) -> int:
-    if isinstance(value, str):
-        size = parse_size(value)
-        low, high = _bounds(option)
-        if not low <= size <= high:
-            raise ValueError(f"must be between {low:,} and {high:,} bytes, got {value!r}")
-        return size
-    return parse_count(value, *_bounds(option))
+    """A size with its unit, on every surface ('500MiB', '1.5GiB', '80GB', '512B'); 0 alone may go without one. A
+    bare number is refused: 500 could be bytes or MiB, 80 GiB or GB (units.parse_size)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"must be a size with its unit such as 500MiB or 1.5GiB, got {value!r}")
+    size = parse_size(value if isinstance(value, str) else repr(value))
+    low, high = _bounds(option)
+    if not low <= size <= high:
+        raise ValueError(f"must be between {low:,} and {high:,} bytes, got {clip(repr(value))}")
+    return size
 
 
 def _fraction(option: Option, value: Any, surface: str) -> float:
-    if isinstance(value, str) and surface != FRONT_MATTER and len(value) < 64:
+    """A number, or on the command line and in front matter a percentage ('5%' is 0.05). A URL carries the number the
+    calculator's control writes."""
+    shown = value
+    if isinstance(value, str) and len(value) < 64:
+        text = value.strip()
+        percent = text.endswith("%") and surface != URL
         try:
-            value = float(value)
+            if percent or surface != FRONT_MATTER:
+                value = float(text[:-1] if percent else text) / (100 if percent else 1)
         except ValueError:
             pass
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"must be a number, got {value if not isinstance(value, str) else clip(repr(value))}")
+        raise ValueError(f"must be a number or a percentage such as 5%, got "
+                         f"{value if not isinstance(value, str) else clip(repr(value))}")
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value}")
     bounds = option.range
     if surface != FRONT_MATTER and bounds is not None and not (math.isfinite(value) and bounds.low <= value <= bounds.high):
-        raise ValueError(f"must be a number between {bounds.text(bounds.low)} and {bounds.text(bounds.high)}, "
-                         f"got {value}")
+        raise ValueError(f"must be a number between {bounds.text(bounds.low)} and {bounds.text(bounds.high)} (or a "
+                         f"percentage, {bounds.low * 100:g}% to {bounds.high * 100:g}%), got {clip(str(shown))}")
     return float(value)
 
 
@@ -339,14 +353,15 @@ OPTIONS: tuple[Option, ...] = (
       for name in ("param_dtype", "master_dtype", "grad_dtype", "grad_accum_dtype", "reduce_dtype",
                    "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "activation_dtype")),
     # Parallelism and sharding.
-    _o("dp", "count", "data-parallel ranks", "parallel", default=1, url="dp"),
+    _o("dp", "count", "data-parallel ranks (serving: model replicas; vLLM's --data-parallel-size or -dp, SGLang's "
+       "--dp-size)", "parallel", default=1, url="dp", aliases=("--data-parallel-size", "-dp", "--dp-size")),
     _o("zero", "stage", "ZeRO stage: DeepSpeed's; in a Megatron-LM run (a Megatron precision or --implementation "
        "megatron) stage 1 only, Megatron's distributed optimizer", "parallel", choices=(0, 1, 2, 3), default=0,
        url="sharding",
        source="rajbhandari2019", runs=_TRAIN),
     _o("use_distributed_optimizer", "flag", "Megatron-LM's flag: shard the fp32 main parameters and optimizer states "
        "over the data-parallel ranks, with a Megatron precision or --implementation megatron (the same as --zero 1 "
-       "there; front matter: zero: 1)", "parallel", default=False,
+       "there)", "parallel", default=False,
        surfaces=_CLI, source="megatron-d98e8a6", runs=_TRAIN),
     _o("fsdp", "choice", "FSDP strategy (instead of --zero)", "parallel", choices=FSDP_STRATEGIES, optional=True,
        url="sharding", runs=_TRAIN),
@@ -368,10 +383,12 @@ OPTIONS: tuple[Option, ...] = (
        "stay in the root unit, gathered through the whole step", "parallel", default=(),
        choices=CUSTOM_SHARDED_LAYERS, metavar="NAMES", url="custom_sharded_layers", source="torchtune-shard-model",
        runs=_TRAIN),
-    _o("tp", "count", "tensor-parallel ranks", "parallel", default=1, url="tp"),
+    _o("tp", "count", "tensor-parallel ranks (vLLM's --tensor-parallel-size or -tp, SGLang's --tp-size)", "parallel",
+       default=1, url="tp", aliases=("--tensor-parallel-size", "-tp", "--tp-size")),
     _o("sequence_parallel", "flag", "Megatron sequence parallelism (with --tp)", "parallel", default=False,
        url="sequence_parallel", runs=_TRAIN),
-    _o("pp", "count", "pipeline stages", "parallel", default=1, url="pp"),
+    _o("pp", "count", "pipeline stages (vLLM's --pipeline-parallel-size or -pp, SGLang's --pp-size)", "parallel",
+       default=1, url="pp", aliases=("--pipeline-parallel-size", "-pp", "--pp-size")),
     _o("pp_schedule", "choice", "", "parallel", choices=PIPELINE_SCHEDULES, default="1f1b", runs=_TRAIN),
     _o("pp_virtual_stages", "count", "interleaved: chunks per stage", "parallel", flag="--virtual-stages", default=1,
        url="virtual_stages", dest="virtual_stages", runs=_TRAIN),
@@ -418,10 +435,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("kv_cache_dtype", "text", "the KV cache's dtype in the engines' own words (vLLM and SGLang --kv-cache-dtype: "
        f"{', '.join(KV_CACHE_DTYPES)}; vLLM's {', '.join(KV_CACHE_PER_TOKEN_HEAD)} with --engine vllm); instead of "
        "--kv-dtype", "serve", metavar="DTYPE", surfaces=_CLI, source="vllm-6adad08", runs=SERVING_RUNS),
-    _o("quantization", "text", "the weights' quantisation in the engines' own words (vLLM and SGLang --quantization: "
-       f"{', '.join(QUANTIZATION_DTYPES)}: 4-bit AWQ and GPTQ, fp8 at load; an 8-bit GPTQ checkpoint takes "
+    _o("quantization", "text", "the weights' quantisation in the engines' own words (vLLM and SGLang --quantization, "
+       f"vLLM's -q: {', '.join(QUANTIZATION_DTYPES)}: 4-bit AWQ and GPTQ, fp8 at load; an 8-bit GPTQ checkpoint takes "
        "--param-dtype int8); instead of --param-dtype", "serve",
-       metavar="METHOD", surfaces=_CLI, source="vllm-6adad08", runs=SERVING_RUNS),
+       metavar="METHOD", surfaces=_CLI, source="vllm-6adad08", runs=SERVING_RUNS, aliases=("-q",)),
     _o("dtype", "text", "the weights' and activations' dtype in the engines' own words (vLLM and SGLang --dtype: "
        f"{', '.join(MODEL_DTYPES)}); instead of --precision", "serve", metavar="DTYPE", surfaces=_CLI,
        source="vllm-6adad08", runs=SERVING_RUNS),
@@ -433,9 +450,10 @@ OPTIONS: tuple[Option, ...] = (
        "10%)", flag=None, url="overhead", surfaces=_FRONT, runs=MODEL_RUNS),
     _o("overhead_bytes", "size", "a fixed overhead (the command line's --overhead 1.5GiB)", flag=None,
        surfaces=_FRONT, runs=MODEL_RUNS),
-    _o("cuda_context_bytes", "size", "CUDA context size to add, e.g. 500MiB (default: none)", "overheads",
+    _o("cuda_context_bytes", "size", "CUDA context size to add, with its unit, e.g. 500MiB (default: none)",
+       "overheads",
        flag="--cuda-context", default=0, metavar="SIZE", dest="cuda_context", runs=(TRAIN, SERVE, "sglang", "hf")),
-    _o("allocator_reserve", "fraction", "caching-allocator reserve as a fraction of allocated (e.g. 0.05)",
+    _o("allocator_reserve", "fraction", "caching-allocator reserve as a fraction of allocated, 0 to 1 (0.05 or 5%)",
        "overheads", default=0.0, metavar="FRACTION", runs=MODEL_RUNS),
 )
 

@@ -10,7 +10,8 @@ is a choice, checked with the other choices by validate_config.
 Upper bounds are far beyond any real run and exist so that a typo or a hostile value (1e9 sequences, 1e400
 tokens) is refused in one line instead of computing nonsense: 2**20 (about a million) for counts of ranks,
 sequences and micro-batches, 2**24 (about 16.8 million) tokens for a sequence or a context, 10**15 parameters,
-2**50 bytes (1 PiB) for a fixed size and 10 for a fraction.
+2**50 bytes (1 PiB) for a fixed size and 10 for the framework overhead's fraction. The caching allocator's reserve
+stops at 1 (its row says why).
 """
 
 from __future__ import annotations
@@ -76,7 +77,12 @@ RANGES: tuple[Range, ...] = (
     Range("lora_dropout", 0, 1, "LoRA dropout probability (PEFT's lora_dropout; 0: none)", whole=False),
     Range("cuda_context_bytes", 0, BYTES, "bytes of CUDA context"),
     Range("overhead_bytes", 0, BYTES, "bytes of fixed overhead"),
-    Range("allocator_reserve", 0, 10, "caching-allocator reserve, a fraction of what is allocated", whole=False),
+    # PyTorch's caching allocator (builder.model.allocator) gives a tensor of 10 MiB or more a segment of its size
+    # rounded up to 2 MiB, under 20% more; smaller ones share 2 MiB and 20 MiB segments, and a freed block is cached
+    # for the next request that fits. A reserve of 1 (100%) is as much again as is allocated, more than that rounding
+    # and caching make of a step's tensors; a larger value is a typo (5 for 5%), refused.
+    Range("allocator_reserve", 0, 1, "caching-allocator reserve, a fraction of what is allocated (at most 1: as much "
+          "again)", whole=False),
     Range("overhead_fraction", 0, 10, "framework overhead, a fraction of the rest", whole=False),
 )
 

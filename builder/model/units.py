@@ -97,15 +97,17 @@ _LONG_WORD = re.compile(r"[^\s,]{65,}")
 
 
 def clip(message: str) -> str:
-    """A one-line message with any word over 64 characters (a pasted value, 10 MB of text) shown by its start."""
-    return _LONG_WORD.sub(lambda m: m.group(0)[:20] + "...", message)
+    """A one-line message with any word over 64 characters (a pasted value, 10 MB of text) shown by its start and
+    its end, where a long path keeps its file name and line (.../config.json:3:)."""
+    return _LONG_WORD.sub(lambda m: m.group(0)[:20] + "..." + m.group(0)[-24:], message)
 
 
 SIZE_LIMIT = 2**50  # 1 PiB: no size the model takes (a GPU, an overhead) comes near it
 
 
 def parse_size(text: str) -> int:
-    """Parse '1.5GiB', '300 MiB', '2GB' or a plain byte count into bytes."""
+    """Parse '1.5GiB', '300 MiB', '2GB' or '512B' into bytes: the one reader of sizes. A number without a unit is
+    refused (500 could be bytes or MiB, 80 GiB or GB), except 0, which is 0 in every unit."""
     units = {"GIB": GiB, "MIB": MiB, "KIB": KiB, "GB": GB, "MB": MB, "KB": KB, "B": 1, "": 1}
     if len(text) > 64:
         raise ValueError(f"cannot read size {text[:20] + '...'!r} (write e.g. 1.5GiB, 300MiB or 2GB)")
@@ -120,4 +122,7 @@ def parse_size(text: str) -> int:
         raise ValueError(f"cannot read size {text!r} (write e.g. 1.5GiB, 300MiB or 2GB)") from None
     if not math.isfinite(value) or not 0 <= value * units[suffix] <= SIZE_LIMIT:
         raise ValueError(f"size {text!r} must be between 0 bytes and 1 PiB")
+    if not suffix and value:
+        raise ValueError(f"size {text!r} has no unit: write it with one, e.g. {number}GiB, {number}GB, {number}MiB "
+                         f"or {number}B (GiB is 2**30 bytes, GB 10**9)")
     return round(value * units[suffix])
