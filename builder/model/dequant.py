@@ -97,11 +97,12 @@ SYMBOLS["dequant_forward_bytes"] = sym("dequant_largest") * when(TORCHAO, TORCHA
 SYMBOLS["dequant_backward_bytes"] = sym("dequant_largest") * when(TORCHAO, TORCHAO_BYTES,
                                                                   COMPUTE_BYTES + when(DOUBLE, ABSMAX_BYTES, 0))
 FORWARD, BACKWARD = sym("dequant_forward_bytes"), sym("dequant_backward_bytes")
-TORCHAO_FORMULA = "N x K x (8 B + 3 x bytes(compute dtype) + bytes(compute dtype) / 64)"
+TORCHAO_FORMULA = "N_largest x (8 B + 3 x bytes(compute dtype) + bytes(compute dtype) / 64)"
+PLAIN_FORMULA = "N_largest x bytes(compute dtype)"
 FORWARD_FORMULA = when(TORCHAO, TORCHAO_FORMULA,
-                       when(DOUBLE, "N x K x (bytes(compute dtype) + 2 x 4 B / 64)", "N x K x bytes(compute dtype)"))
+                       when(DOUBLE, "N_largest x (bytes(compute dtype) + 2 x 4 B / 64)", PLAIN_FORMULA))
 BACKWARD_FORMULA = when(TORCHAO, TORCHAO_FORMULA,
-                        when(DOUBLE, "N x K x (bytes(compute dtype) + 4 B / 64)", "N x K x bytes(compute dtype)"))
+                        when(DOUBLE, "N_largest x (bytes(compute dtype) + 4 B / 64)", PLAIN_FORMULA))
 PER_UNIT = when(TORCHAO,
                 fmt("torchao's eager dequantisation of the largest quantised weight (int64 codes, {0} halves and the "
                     "{0} copy)", sym("activation_dtype")),
