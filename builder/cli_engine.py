@@ -1,8 +1,9 @@
 """`estimate --mode serve --engine vllm|sglang|hf`: the engine's startup accounting, in the engine's own flags and words.
 
 Flags carry each engine's names. vLLM (`vllm serve --help`): --gpu-memory-utilization, --max-model-len,
---max-num-seqs, --max-num-batched-tokens, --block-size, --enforce-eager, --kv-cache-memory, and
---vllm-version (the release to model, not a `vllm serve` flag). SGLang
+--max-num-seqs, --max-num-batched-tokens, --block-size, --enforce-eager, --kv-cache-memory,
+--vllm-version (the release to model, not a `vllm serve` flag) and --vllm-use-flashinfer-sampler (vLLM's
+VLLM_USE_FLASHINFER_SAMPLER environment variable). SGLang
 (`python -m sglang.launch_server --help`): --mem-fraction-static, --page-size, --chunked-prefill-size,
 --cuda-graph-max-bs, --max-running-requests, --context-length. Hugging Face generate (GenerationConfig and
 from_pretrained's words): --cache-implementation, --attn-implementation, --max-new-tokens, --max-cache-len,

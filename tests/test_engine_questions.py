@@ -276,7 +276,9 @@ def test_a_length_asked_without_a_target_is_the_one_the_engine_starts_with(capsy
     assert main(base + ["--max", question, target, "4"]) == 0
     four = json.loads(capsys.readouterr().out)
     assert "holds" in four["max"]["asks"] and "4 requests" in four["max"]["asks"]
-    assert four["max"]["value"] <= alone["max"]["value"] // 4
+    # Four requests of the length asked fit in the cache of that run (--max-num-seqs 4 also shrinks vLLM's sampler
+    # warm-up, which holds a row of logits per request, so the cache is larger than without it).
+    assert 4 * four["max"]["value"] <= (four["kv_cache_tokens"] if engine == "vllm" else four["max_total_num_tokens"])
 
 
 def test_the_serving_page_quotes_its_example_answer(capsys):

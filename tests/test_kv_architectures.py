@@ -183,13 +183,18 @@ def test_vllm_groups_hybrid_layers_as_its_own_docstring_says():
     layer of each group, so the pool has available / (page x 10) blocks; a request takes ceil(max_model_len / 16) in
     the full group and, in each sliding group, kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes's
     cdiv(min(window - 1 + tokens per step, max_model_len), 16) + 1 ("+1 here because the sliding window may not start
-    from the beginning of the block")."""
+    from the beginning of the block"). That is one batch in flight, as vLLM before 0.26 (--vllm-version 0.24); from
+    v0.26.0 a sliding group holds max_num_batched_tokens for each of two batches in flight (vllm/config/vllm.py
+    max_in_flight_tokens, asynchronous scheduling by default; SlidingWindowSpec.max_admission_blocks_per_request at
+    v0.33.0)."""
     arch = MODELS["gemma-2-9b"].with_changes(layers=30, sliding_window_pattern=3)
-    r = vllm(arch, kv_cache_memory=4 * GIB, max_model_len=32768, max_num_batched_tokens=2048)
+    r = vllm(arch, kv_cache_memory=4 * GIB, max_model_len=32768, max_num_batched_tokens=2048, vllm_version="0.24")
     assert (r["full_layers"], r["sliding_layers"]) == (10, 20)
     assert (r["group_layers"], r["full_groups"], r["sliding_groups"]) == (10, 1, 2)
     assert r["num_blocks"] == 4 * GIB // r["page"] // 10
     assert r["blocks_per_request"] == 32768 // 16 + 2 * (math.ceil((4096 - 1 + 2048) / 16) + 1)
+    newest = vllm(arch, kv_cache_memory=4 * GIB, max_model_len=32768, max_num_batched_tokens=2048)
+    assert newest["blocks_per_request"] == 32768 // 16 + 2 * (math.ceil((4096 - 1 + 2 * 2048) / 16) + 1)
     # Gemma 2 (21 + 21): two groups of 21 layers.
     g = vllm(MODELS["gemma-2-9b"], kv_cache_memory=4 * GIB, max_model_len=8192, max_num_batched_tokens=2048)
     assert (g["group_layers"], g["full_groups"], g["sliding_groups"]) == (21, 1, 1)
@@ -207,7 +212,7 @@ def test_vllm_concurrency_matches_vllms_own_hybrid_test():
                                             sliding_window_pattern=2)
     page = 16 * 2 * 32 * 128 * 2
     r = vllm(arch, kv_dtype="fp16", kv_cache_memory=(1024 + 129) * 3 * 32 * page, max_model_len=16384,
-             max_num_batched_tokens=1024)
+             max_num_batched_tokens=1024, vllm_version="0.24")  # one batch in flight, as at eaba533
     assert (r["page"], r["group_layers"], r["full_groups"], r["sliding_groups"]) == (page, 32, 1, 1)
     assert r["num_blocks"] == (1024 + 129) * 3 and r["blocks_per_request"] == 1024 + 129
     assert r["max_concurrency"] == 3

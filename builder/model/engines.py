@@ -1,39 +1,50 @@
 """Serving as an inference engine allocates it: vLLM's startup accounting, as rules (SGLang's is in
 builder.model.engine_sglang; both are registered in ENGINES below).
 
-vLLM (V1 engine; source read at upstream main 6adad08, 2026-08-14, just after v0.27.1) takes a share of the
-GPU and gives what is left after the weights, the profile run's peak, non-torch memory and CUDA graphs to a
-paged KV cache:
+vLLM (V1 engine; source read at release v0.33.0, the newest on PyPI, with v0.28.0 to v0.32.0 read to date each
+change) takes a share of the GPU and gives what is left after the weights, the profile run's peak, non-torch memory
+and CUDA graphs to a paged KV cache:
 
 - requested = ceil(total x gpu_memory_utilization)       vllm/v1/worker/utils.py request_memory
   (total is cudaMemGetInfo's; default utilization 0.92 since v0.20.0, 0.9 before: vllm/config/cache.py)
-- available = requested - weights - non-torch - profile peak - CUDA graphs
+- available = requested - weights - non-torch - profile peak - CUDA-graph estimate
                                                           vllm/v1/worker/gpu_worker.py determine_available_memory
-  or exactly --kv-cache-memory when given (profiling is then skipped for the budget)
+  or exactly --kv-cache-memory when given (profiling is then skipped for the budget). The log's "N GiB for peak
+  activation" is the profile peak plus the CUDA-graph estimate (peak_activation_memory), and its "N GiB for CUDAGraph
+  memory" the graphs captured afterwards, not the estimate subtracted.
 - profile run: max_num_batched_tokens tokens split over min(tokens, max_num_seqs) requests, eager, with
-  attention skipped, then one logits row per request through the sampler
-                                                          vllm/v1/worker/gpu_model_runner.py profile_run, _dummy_run
-- blocks: num_blocks = floor(floor(available / page) / layers), page = block_size x kv_heads_per_rank x
-  (head_dim + head_dim) x dtype bytes; the minimum over workers  vllm/v1/core/kv_cache_utils.py get_num_blocks,
-  vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes, get_kv_cache_configs
+  attention skipped, then one logits row per request through the sampler. Two model runners do it differently
+  (VLLM_USE_V2_MODEL_RUNNER unset: vllm/config/vllm.py VllmConfig.use_v2_model_runner): the V1 runner
+  (vllm/v1/worker/gpu_model_runner.py) warms the sampler with top-k and top-p on; the V2 runner
+  (vllm/v1/worker/gpu/model_runner.py, every model's default since v0.29.0, a dense model's since v0.26.0) samples
+  the logits as they come, and from v0.33.0 a second time with every sampling parameter on.
+- blocks: num_blocks = floor(available / (page x layers)), page = block_size x kv_heads_per_rank x
+  (head_dim + head_dim) x dtype bytes; the minimum over workers  vllm/v1/core/kv_cache_planning.py
+  get_kv_cache_config_from_groups, _get_kv_cache_bytes_per_block, vllm/v1/kv_cache_interface.py
+  AttentionSpec.page_size_bytes (the same blocks as v0.28.0's floor(floor(available / page) / layers), get_num_blocks)
   (--kv-cache-dtype fp8_per_token_head / int8_per_token_head: + block_size x kv_heads_per_rank x 8 bytes of fp32
   scales, AttentionSpec.page_size_bytes at commit 001cabc)
-- sliding-window groups: ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block_size) + 1 blocks a
-  request, the extra block whether or not max_model_len caps the window (SlidingWindowSpec at commit 001cabc)
+- sliding-window groups: ceil(min(window - 1 + in-flight tokens, max_model_len) / block_size) + 1 blocks a request,
+  the extra block whether or not max_model_len caps the window (SlidingWindowSpec.max_admission_blocks_per_request);
+  the in-flight tokens are max_num_batched_tokens for each batch in flight, two with asynchronous scheduling (on by
+  default) from v0.26.0 (vllm/config/vllm.py max_in_flight_tokens, max_concurrent_batches), one batch before
 - the log: max concurrency = num_blocks / blocks per request (ceil(max_model_len / block_size) for full
   attention), KV cache size = int(concurrency x max_model_len) tokens
                                                           kv_cache_utils.py get_max_concurrency_for_kv_cache_config,
                                                           get_kv_cache_capacity, update_kv_cache_capacity
-- too little for one request of max_model_len: kv_cache_utils.py _check_enough_kv_cache_memory's error.
+- too little for one request of max_model_len: kv_cache_planning.py _check_enough_kv_cache_memory's error.
 
 Three terms are assumptions, named as such: non-torch memory, the CUDA-graph estimate and the profile peak
 (an op-level estimate of the profile run, not a measurement).
 
---vllm-version sizes a run for an older release (the release constants below: BUDGET_CHANGE, SAMPLER_PATHS,
-LARGE_TIER_FROM), read from each release's own Python sources: the
-default utilization and whether the CUDA graphs come out of the budget (both changed in v0.20.0), and the sampler
-warm-up of the profile run, whose tensors differ by release (SAMPLER_PATHS). Left at its default, the rules are
-upstream main's, as above.
+--vllm-version sizes a run for an older release (the release constants below: BUDGET_CHANGE, V2_RUNNER_DENSE_FROM,
+V2_RUNNER_ALL_FROM, V2_GRAPHS_FROM, V2_SAMPLER_WARMUP_FROM, IN_FLIGHT_FROM, LARGE_TIER_FROM, ONE_LINE_LOG_FROM and the
+sampler tables V1_SAMPLER, V2_SAMPLER), read from each release's own Python sources: the default utilization and
+whether the CUDA graphs come out of the budget, the model runner, the sampler warm-up of the profile run, whose tensors
+differ by release and by VLLM_USE_FLASHINFER_SAMPLER (--vllm-use-flashinfer-sampler), the sliding-window blocks, the
+batch defaults and the log lines. Left at its default, the rules are v0.33.0's. Upstream main 6adad08 (2026-08-14,
+read before), which these rules modelled until v0.33.0, shipped in v0.28.0 with the same rules (the 160 GiB batch tier
+and the one-line log): --vllm-version 0.28 stands for it.
 """
 
 from __future__ import annotations
@@ -56,124 +67,227 @@ from builder.model.serving import (KV_CACHE_PER_TOKEN_HEAD, KV_SYMBOLS, LENGTH_K
                                    PER_TOKEN_HEAD_SCALE_BYTES, beyond_model)
 from builder.model.units import GiB as GIB
 
-VLLM_VERSION = "vLLM 0.27 (upstream main 6adad08, 2026-08-14)"
-REQUEST = Cite("vllm-6adad08", "vllm/v1/worker/utils.py request_memory") + ": ceil(total x gpu_memory_utilization)"
-AVAILABLE = Cite("vllm-6adad08", "vllm/v1/worker/gpu_worker.py determine_available_memory")
-PROFILE = (Cite("vllm-6adad08", "vllm/v1/worker/gpu_model_runner.py profile_run and _dummy_run")
-           + " (attention skipped, one logits row per request into the sampler)")
-PROFILE_BY_RELEASE = (Cite("vllm-0.19.0", "vllm/v1/worker/gpu_model_runner.py profile_run, _dummy_sampler_run")
-                      + " and vllm/v1/sample/sampler.py Sampler.forward (the logits in fp32) of the release; its "
-                        "top-k/top-p path: ")
+VLLM_VERSION = "vLLM 0.33.0"
+REQUEST = Cite("vllm-0.33.0", "vllm/v1/worker/utils.py request_memory") + ": ceil(total x gpu_memory_utilization)"
+AVAILABLE = Cite("vllm-0.33.0", "vllm/v1/worker/gpu_worker.py determine_available_memory")
+PROFILE_V1 = (Cite("vllm-0.19.0", "vllm/v1/worker/gpu_model_runner.py profile_run, _dummy_sampler_run")
+              + " and vllm/v1/sample/sampler.py Sampler.forward (the logits in fp32) of the release, V1 model runner; "
+                "its top-k/top-p path: ")
+PROFILE_V2 = (Cite("vllm-0.33.0", "vllm/v1/worker/gpu/model_runner.py profile_run, _dummy_sampler_run")
+              + " and vllm/v1/worker/gpu/sample/sampler.py Sampler.sample of the release, V2 model runner: ")
 PROFILE_NOTE = ("estimate: the profile run's peak from its tensors (attention skipped, as vLLM's profile run does); "
                 "vLLM measures it")
 TRITON_BUFFER_NOTE = ("; simplification: the Triton kernel's cached buffer is counted as min(requests, SMs) fp32 rows "
                       "of the vocabulary (vLLM rounds the rows up to a power of two, at most the SMs: the same from "
-                      "as many requests as SMs), none on a GPU the catalog gives no SM count; under 8 requests vLLM "
-                      "sorts with PyTorch instead, not modelled")
-BLOCKS = (Cite("vllm-6adad08", "vllm/v1/core/kv_cache_utils.py get_num_blocks") + ": floor(floor(available / page) / "
-          "layers); " + Cite("vllm-6adad08", "vllm/v1/kv_cache_interface.py AttentionSpec.real_page_size_bytes"))
+                      "as many requests as SMs), none on a GPU the catalog gives no SM count")
+SMALL_BATCH_NOTE = "; under 8 requests the V1 runner sorts with PyTorch instead, not modelled"
+BLOCKS = (Cite("vllm-0.33.0", "vllm/v1/core/kv_cache_planning.py get_kv_cache_config_from_groups") + ": floor("
+          "available / (page x layers)); " + Cite("vllm-0.33.0", "vllm/v1/kv_cache_interface.py "
+                                                                 "AttentionSpec.page_size_bytes"))
 MLA_PAGE = (Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py MLAAttentionSpec.real_page_size_bytes")
             + ": block_size x 1 x (kv_lora_rank + qk_rope_head_dim) x dtype bytes on every TP rank")
 GROUPS = (Cite("vllm-001cabc", "vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size, "
                                "get_kv_cache_config_from_groups") + " (one pool, blocks of group_size layers); "
-          + Cite("vllm-001cabc", "vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes")
-          + ": ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block_size) + 1 blocks a sliding group")
+          + Cite("vllm-0.33.0", "vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request")
+          + ": ceil(min(window - 1 + in-flight tokens, max_model_len) / block_size) + 1 blocks a sliding group, the "
+            "in-flight tokens max_num_batched_tokens for each batch in flight ("
+          + Cite("vllm-0.33.0", "vllm/config/vllm.py max_in_flight_tokens, max_concurrent_batches")
+          + ": 2 with one pipeline stage and asynchronous scheduling, from v0.26.0)")
 # Named assumptions, each from a published vLLM startup log (non-torch memory: builder.model.collectives).
 CUDA_GRAPHS = Fraction(42, 100) * GIB
 CUDA_GRAPHS_SOURCE = ("assumed 0.42 GiB: vLLM's own estimate in a published log (vllm PR #57047, Sep 2026: 'CUDA graph "
                       "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager. vLLM measures "
-                      "it per run (subtracted by default since v0.20.0) and it grows with the graphs captured: "
-                      "0.52 GiB for Qwen3-8B with 51 piecewise and 35 full graphs (LMCache issue #3430, v0.21.0), "
-                      "0.13 to 0.36 GiB with 5 to 16 graphs (a small --max-num-seqs)")
-CUDA_GRAPHS_OUTSIDE = ("assumed 0.42 GiB, as for upstream main, but not taken out of the KV budget: before v0.20.0 "
+                      "it per run (subtracted by default since v0.20.0 with the V1 model runner, since v0.29.0 with "
+                      "the V2) and it grows with the graphs captured: 0.52 GiB for Qwen3-8B with 51 piecewise and 35 "
+                      "full graphs (LMCache issue #3430, v0.21.0), 0.13 to 0.36 GiB with 5 to 16 graphs (a small "
+                      "--max-num-seqs); the V2 runner extrapolates its full graphs from the largest two ("
+                      + Cite("vllm-0.33.0", "vllm/v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory, "
+                                            "_extrapolate_full_graph_memory") + "), which can give several times "
+                      "the graphs it then captures")
+CUDA_GRAPHS_OUTSIDE = ("assumed 0.42 GiB, as from v0.20.0, but not taken out of the KV budget: before v0.20.0 "
                        "vLLM captures the graphs after allocating the KV cache, in the memory above the share "
                        "requested (" + Cite("vllm-0.19.0", "vllm/v1/worker/gpu_worker.py determine_available_memory")
                        + ": the estimate applied only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, default 0; "
                        + Cite("vllm-0.20.0", "vllm/envs.py") + ": default 1)")
+CUDA_GRAPHS_V2_OUTSIDE = ("assumed 0.42 GiB, as from v0.29.0, but not taken out of the KV budget: the V2 model runner "
+                          "estimates nothing before v0.29.0 ("
+                          + Cite("vllm-0.28.0", "vllm/v1/worker/gpu/model_runner.py profile_cudagraph_memory")
+                          + ": return 0), so the graphs are captured after the KV cache is allocated, in the memory "
+                            "above the share requested")
 
 # vLLM's own defaults (vllm/config/cache.py, vllm/engine/arg_utils.py get_batch_defaults for `vllm serve`).
 DEFAULT_UTILIZATION = Fraction(92, 100)
 DEFAULT_BLOCK_SIZE = 16
-# The block sizes `vllm serve --block-size` takes: vllm/config/cache.py BlockSize = Literal[1, 8, 16, 32, 64, 128, 256],
-# which vllm/engine/arg_utils.py get_kwargs turns into the flag's argparse choices (any other is refused before start).
-BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+# `vllm serve --block-size` takes any whole number from 1 (vllm/config/cache.py CacheConfig.block_size: Field(gt=0)
+# from v0.24.0 to v0.33.0; an unvalidated int in v0.20.0 and v0.22.0): the older BlockSize = Literal[1, 8, ..., 256]
+# list is gone, and each attention backend checks its own kernel block sizes (not modelled).
 
 # --- vLLM releases (--vllm-version) --------------------------------------------------------------------------------
 # A release as the rules read it: minor x 100 + patch (vLLM's major is 0), e.g. 0.19.0 -> 1900, 0.11.1 -> 1101. The
-# default, UPSTREAM, stands for upstream main 6adad08 (after v0.27.1, the v0.28 line): the rules above unchanged.
-UPSTREAM = 2800
-OLDEST, NEWEST = (0, 10, 0), (0, 27, 99)  # the releases --vllm-version takes (sources read: 0.10.1.1 to 0.27.1)
-UPSTREAM_WORDS = "upstream main 6adad08, after v0.27.1"
+# default, DEFAULT_RELEASE, is v0.33.0, the newest release on PyPI (2026-11-29).
+DEFAULT_RELEASE = 3300
+OLDEST, NEWEST = (0, 10, 0), (0, 33, 99)  # the releases --vllm-version takes (sources read: 0.10.1.1 to 0.33.0)
 # From v0.20.0 the default utilization is 0.92 (vllm/config/cache.py: Field(default=0.92); 0.9 in v0.19.0 and
-# before) and the CUDA-graph estimate comes out of the KV budget (vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
-# defaults to "1"; "0" in v0.18.0 and v0.19.0, which measured it without subtracting it; no estimate before v0.18).
+# before) and the V1 runner's CUDA-graph estimate comes out of the KV budget (vllm/envs.py
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to "1"; "0" in v0.18.0 and v0.19.0, which measured it without
+# subtracting it; no estimate before v0.18).
 BUDGET_CHANGE = 2000
 UTILIZATION_BEFORE = Fraction(9, 10)
-# The 160 GiB tier of `vllm serve`'s batch defaults (batch_defaults) is on upstream main only: v0.27.1's
-# get_batch_defaults has the 70 GiB tier alone, as every release back to v0.10.1.1 does.
-LARGE_TIER_FROM = UPSTREAM
+# The model runner (vllm/config/vllm.py VllmConfig.use_v2_model_runner, VLLM_USE_V2_MODEL_RUNNER unset): V1 for every
+# model up to v0.21.0; from v0.26.0 (read at v0.26.0, v0.27.1 and v0.28.0: `is_default_v2_architecture or not
+# model_config.is_moe`) V2 for a model without experts; from v0.29.0 (read at v0.29.0 to v0.33.0) V2 for every model
+# on CUDA. Simplifications: v0.22 to v0.25 took V2 for listed architectures only (v0.22.0: Qwen3ForCausalLM; v0.24.0:
+# Llama, Mistral, Qwen3, DeepSeek-V2, Qwen2-MoE, GraniteMoE; v0.25 not read), modelled as V1; from v0.26.0 to v0.28.0
+# the MoE architectures DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES lists (DeepSeek-V2's, Qwen2-MoE's, GraniteMoE's) take V2
+# too, modelled as V1; ROCm's V1 list of v0.29.0 to v0.31.0 is not modelled.
+V2_RUNNER_DENSE_FROM = 2600
+V2_RUNNER_ALL_FROM = 2900
+# The V2 runner's CUDA-graph estimate: 0 up to v0.28.0 (gpu/model_runner.py profile_cudagraph_memory: return 0),
+# measured and extrapolated from v0.29.0 (gpu/cudagraph_utils.py profile_cudagraph_memory).
+V2_GRAPHS_FROM = 2900
+# The V2 runner's second sampler warm-up, every sampling parameter on (SamplingParams.for_sampler_warmup: top-k 50,
+# top-p 0.9, min-p, penalties, logit bias, logprobs): v0.33.0's gpu/model_runner.py _dummy_sampler_run; one pass with
+# none of them in v0.32.0 and before.
+V2_SAMPLER_WARMUP_FROM = 3300
+# Sliding-window blocks hold max_num_batched_tokens for each batch in flight from v0.26.0 (vllm/config/vllm.py
+# max_in_flight_tokens; v0.24.0's SlidingWindowSpec.max_memory_usage_bytes: one batch, as at commit 001cabc; v0.25 not
+# read).
+IN_FLIGHT_FROM = 2600
+# The 160 GiB tier of `vllm serve`'s batch defaults (batch_defaults) from v0.28.0: v0.27.1's get_batch_defaults has the
+# 70 GiB tier alone, as every release back to v0.10.1.1 does.
+LARGE_TIER_FROM = 2800
+# One log line for the KV cache size and the concurrency from v0.28.0 (kv_cache_utils.py update_kv_cache_capacity;
+# two lines in v0.27.1 and before).
+ONE_LINE_LOG_FROM = 2800
+# VLLM_USE_FLASHINFER_SAMPLER's default with FlashInfer installed, as vLLM's images install it: on up to v0.11.0, opt-in
+# from v0.11.1 (vllm/envs.py: None, FlashInfer only when set to 1), on again from v0.21.0 (vllm/envs.py: default True,
+# read at v0.21.0, v0.22.0, v0.28.0 and v0.33.0).
+FLASHINFER_OPT_IN_FROM, FLASHINFER_ON_AGAIN_FROM = 1101, 2100
 
 
 @dataclass(frozen=True)
 class SamplerPath:
-    """How a range of releases warms the sampler up in the profile run (gpu_model_runner.py _dummy_sampler_run:
-    compute_logits over one row per request, then Sampler.forward with top_k = V - 1 and top_p = 0.9, so the top-k /
-    top-p path runs): the bytes per logit its tensors hold at its peak besides the logits in the model's dtype and
-    their fp32 copy (Sampler.forward: logits.to(torch.float32), the same tensor for an fp32 model), which tensors
-    those are, and the source."""
+    """What the profile run's sampler warm-up holds at its peak for a runner, a range of releases and a top-k/top-p
+    path: the bytes per logit beyond the logits in the model's dtype, the fp32 copy of the logits ('model': unless the
+    model's dtype is fp32, as V1's Sampler.forward logits.to(torch.float32); 'always': V2's torch.empty_like(logits,
+    dtype=torch.float32).copy_(logits); 'none'), the hidden-state rows per request still held beside the profile run's
+    all-token hidden states (V1: the last ones and _dummy_sampler_run's torch.rand_like of them; V2: the last ones),
+    which tensors those are, and the source."""
 
-    first: int  # the first release (minor x 100 + patch) that takes this path
-    extra: int  # bytes per logit at the peak beyond the model-dtype logits and the fp32 copy
+    extra: int  # bytes per logit at the peak beyond the model-dtype logits and their fp32 copy
+    copy: str  # 'model', 'always' or 'none'
+    hidden_rows: int
     words: str
     source: str
     sm_buffer: bool = False  # a cached fp32 buffer of one vocabulary row a program, min(requests, SMs) programs
 
 
-# The sampler's top-k/top-p path by release, read from vllm/v1/sample/ops/topk_topp_sampler.py of each: the oldest
-# first. A release uses the last row whose `first` it reaches; from SAMPLER_ASSUMED on, the assumed one fp32 row
-# (profile_sampler) holds.
-SAMPLER_PATHS = (
-    SamplerPath(1000, 8, "FlashInfer's top_k_top_p_sampling_from_logits: the masked logits and their softmax, fp32",
-                Cite("vllm-0.10.1.1", "vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler, flashinfer_sample")
-                + " (FlashInfer on unless VLLM_USE_FLASHINFER_SAMPLER=0, as vLLM's images install it); "
-                + Cite("flashinfer-sampling", "top_k_top_p_sampling_from_logits, top_k_mask_logits")),
-    SamplerPath(1101, 32, "PyTorch's sort: sorted values (fp32) and indices (int64), the sort's reverse indices "
-                          "(int64) and CUB's third keys and values buffers (fp32 + int64)",
-                Cite("vllm-0.11.1", "vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p") + " (FlashInfer "
-                "opt-in since v0.11.1); " + Cite("pytorch-sort-stable", "segmented_sort_pairs") + "; "
-                + Cite("cub-segmented-radix-sort", "DispatchSegmentedRadixSort allocation_sizes")),
-    SamplerPath(1700, 8, "a Triton top-k/top-p kernel in place, then the probabilities and random_sample's "
-                         "exponential draw, fp32, beside the kernel's cached buffer: one fp32 row of the vocabulary "
-                         "for each of min(requests, SMs) programs",
-                Cite("vllm-0.17.0", "vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p") + "; "
-                + Cite("vllm-0.19.0", "vllm/v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton "
-                                      "(_TRITON_BUFFER_CACHE: logits.new_empty((min(next_power_of_2(NUM_PROGRAMS), "
-                                      "num_sm), vocab_size)), NUM_PROGRAMS = min(num_sm, batch_size)), "
-                                      "topk_topp_sampler.py forward_native, random_sample"),
-                sm_buffer=True),
-)
-# From v0.21 (read at v0.22.0 and v0.27.1: FlashInfer's sampler on by default again) the model keeps its assumed one
-# fp32 row per request, from a published log of upstream main (profile_sampler); v0.21.0 itself was not read.
-SAMPLER_ASSUMED = 2100
+FLASHINFER = Cite("flashinfer-sampling", "top_k_top_p_sampling_from_logits, top_k_mask_logits")
+V1_FLASHINFER = SamplerPath(
+    8, "model", 2, "FlashInfer's top_k_top_p_sampling_from_logits: the masked logits and their softmax, fp32",
+    Cite("vllm-0.10.1.1", "vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler, flashinfer_sample") + "; "
+    + FLASHINFER)
+V1_SORT = SamplerPath(
+    32, "model", 2, "PyTorch's sort: sorted values (fp32) and indices (int64), the sort's reverse indices (int64) and "
+                    "CUB's third keys and values buffers (fp32 + int64)",
+    Cite("vllm-0.11.1", "vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p") + "; "
+    + Cite("pytorch-sort-stable", "segmented_sort_pairs") + "; "
+    + Cite("cub-segmented-radix-sort", "DispatchSegmentedRadixSort allocation_sizes"))
+TRITON_SOURCE = (Cite("vllm-0.19.0", "vllm/v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton "
+                                     "(_TRITON_BUFFER_CACHE: logits.new_empty((min(next_power_of_2(NUM_PROGRAMS), "
+                                     "num_sm), vocab_size)), NUM_PROGRAMS = min(num_sm, batch_size)), "
+                                     "topk_topp_sampler.py forward_native, random_sample"))
+TRITON_WORDS = ("a Triton top-k/top-p kernel in place, then the probabilities and random_sample's exponential draw, "
+                "fp32, beside the kernel's cached buffer: one fp32 row of the vocabulary for each of min(requests, "
+                "SMs) programs")
+V1_TRITON = SamplerPath(8, "model", 2, TRITON_WORDS,
+                        Cite("vllm-0.17.0", "vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p") + "; "
+                        + TRITON_SOURCE, sm_buffer=True)
+V1_TRITON_WARMED = SamplerPath(
+    8, "model", 2, "FlashInfer's sampler where it is on (the masked logits and their softmax, fp32), then, on or off, "
+                   + TRITON_WORDS,
+    Cite("vllm-0.21.0", "vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run") + " ('Also warm forward_native': a "
+    "second call with a generator, which takes forward_native whatever VLLM_USE_FLASHINFER_SAMPLER says); "
+    + TRITON_SOURCE + "; " + FLASHINFER, sm_buffer=True)
+V2_LOGITS = SamplerPath(
+    0, "none", 1, "the logits as they come (no sampling parameter set, so no fp32 copy and no top-k/top-p) into "
+                  "gumbel_sample's Triton kernel",
+    Cite("vllm-0.28.0", "vllm/v1/worker/gpu/sample/sampler.py Sampler.apply_sampling_params, Sampler.sample") + "; "
+    + Cite("vllm-0.28.0", "vllm/v1/worker/gpu/sample/states.py SamplingStates.get_top_k_top_p"))
+V2_WARMUP = (Cite("vllm-0.33.0", "vllm/v1/worker/gpu/model_runner.py _dummy_sampler_run") + " (a second pass with "
+             "SamplingParams.for_sampler_warmup: top-k 50, top-p 0.9, min-p, penalties, logprobs); "
+             + Cite("vllm-0.33.0", "vllm/v1/worker/gpu/sample/sampler.py Sampler.apply_sampling_params, "
+                                   "Sampler._sample_random"))
+V2_FLASHINFER = SamplerPath(
+    8, "always", 1, "the second pass's fp32 copy of the logits, then FlashInfer's top_k_top_p_sampling_from_logits: "
+                    "the masked logits and their softmax, fp32",
+    V2_WARMUP + "; " + Cite("vllm-0.33.0", "vllm/v1/sample/ops/topk_topp_sampler.py flashinfer_sample") + "; "
+    + FLASHINFER)
+V2_TRITON = SamplerPath(
+    0, "always", 1, "the second pass's fp32 copy of the logits, masked in place by the Triton top-k/top-p kernel, "
+                    "beside its cached buffer (one fp32 row of the vocabulary for each of min(requests, SMs) "
+                    "programs), then gumbel_sample's Triton kernel",
+    V2_WARMUP + "; " + Cite("vllm-0.33.0", "vllm/v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton"),
+    sm_buffer=True)
+
+
+@dataclass(frozen=True)
+class SamplerRelease:
+    """The sampler path a range of releases takes from `first` (minor x 100 + patch) on, with FlashInfer's sampler on
+    and off (VLLM_USE_FLASHINFER_SAMPLER)."""
+
+    first: int
+    on: SamplerPath
+    off: SamplerPath
+
+
+# The V1 runner's top-k/top-p path by release, read from vllm/v1/sample/ops/topk_topp_sampler.py and
+# gpu_model_runner.py _dummy_sampler_run of each: the oldest first. Off before v0.17.0: PyTorch's sort (forward_native,
+# as a v0.10.2 log without FlashInfer installed shows); from v0.21.0 the warm-up also calls forward_native, so both
+# take the Triton path's peak.
+V1_SAMPLER = (SamplerRelease(1000, V1_FLASHINFER, V1_SORT),
+              SamplerRelease(1700, V1_FLASHINFER, V1_TRITON),
+              SamplerRelease(2100, V1_TRITON_WARMED, V1_TRITON_WARMED))
+# The V2 runner's (from V2_RUNNER_DENSE_FROM): one pass without top-k/top-p, then from v0.33.0 the second pass, whose
+# top-k/top-p is FlashInfer's fused sampler where it is on (Sampler.use_flashinfer) and the Triton kernel otherwise.
+V2_SAMPLER = (SamplerRelease(V2_RUNNER_DENSE_FROM, V2_LOGITS, V2_LOGITS),
+              SamplerRelease(V2_SAMPLER_WARMUP_FROM, V2_FLASHINFER, V2_TRITON))
 VERSION_SYMBOL = sym("vllm_version")
+V2_RUNNER, FLASHINFER_ON = sym("v2_runner"), sym("flashinfer_sampler")
 # The Triton top-k/top-p kernel's cached buffer (SamplerPath.sm_buffer): one fp32 vocabulary row for each of
 # min(requests, SMs) programs, kept for the process (the SMs from the GPU catalog; 0 where it gives none).
 SM_BUFFER = minimum(sym("profile_requests"), sym("multiprocessors")) * sym("vocab") * 4
 
 
-def by_release(rows: tuple, value: Callable[[Any], Any], after: Any) -> Any:
-    """The rule that picks, for the release in VERSION_SYMBOL, `value(row)` of the last row it reaches (`after` from
-    the release after the rows): rows oldest first."""
-    rule = after
-    for row, later in zip(reversed(rows), (SAMPLER_ASSUMED, *(r.first for r in reversed(rows)))):
-        rule = when(VERSION_SYMBOL >= later, rule, value(row))
+def by_release(rows: tuple, value: Callable[[Any], Any]) -> Any:
+    """The rule that picks, for the release in VERSION_SYMBOL, `value(row)` of the last row it reaches (the first
+    row's below them all): rows oldest first."""
+    rule = value(rows[0])
+    for row in rows[1:]:
+        rule = when(VERSION_SYMBOL >= row.first, value(row), rule)
     return rule
 
 
-# The release's sampler path as the rules read it: its bytes per logit beyond the logits and their fp32 copy, and its
-# cached Triton buffer (SM_BUFFER) where the path keeps one.
-SAMPLER_EXTRA = by_release(SAMPLER_PATHS, lambda path: path.extra, 0)
-SAMPLER_BUFFER = by_release(SAMPLER_PATHS, lambda path: SM_BUFFER if path.sm_buffer else 0, 0)
+def sampler_rule(value: Callable[[SamplerPath], Any]) -> Any:
+    """The rule that picks `value(path)` of the path the release, its runner and VLLM_USE_FLASHINFER_SAMPLER take."""
+    def pick(rows: tuple) -> Any:
+        return by_release(rows, lambda row: when(FLASHINFER_ON, value(row.on), value(row.off)))
+    return when(V2_RUNNER, pick(V2_SAMPLER), pick(V1_SAMPLER))
+
+
+def flashinfer_default(release: int) -> int:
+    """VLLM_USE_FLASHINFER_SAMPLER's default for a release with FlashInfer installed (1 on, 0 off)."""
+    return int(not FLASHINFER_OPT_IN_FROM <= release < FLASHINFER_ON_AGAIN_FROM)
+
+
+# The release's sampler path as the rules read it: its bytes per logit beyond the logits and their fp32 copy, the fp32
+# copy's bytes per logit, the hidden-state rows per request held beside it, and its cached Triton buffer (SM_BUFFER)
+# where the path keeps one.
+SAMPLER_EXTRA = sampler_rule(lambda path: path.extra)
+SAMPLER_COPY = sampler_rule(lambda path: {"model": when(eq(bytes_of(sym("activation_dtype")), 4), 0, 4),
+                                          "always": 4, "none": 0}[path.copy])
+SAMPLER_HIDDEN_ROWS = sampler_rule(lambda path: path.hidden_rows)
+SAMPLER_BUFFER = sampler_rule(lambda path: SM_BUFFER if path.sm_buffer else 0)
 
 
 def release_code(text: Any) -> int:
@@ -187,14 +301,23 @@ def release_code(text: Any) -> int:
         raise ValueError(f"vllm_version: {text!r} is not a vLLM release such as 0.19 or 0.19.0")
     release = tuple(int(p) for p in parts[:3]) + (0,) * (3 - len(parts[:3]))
     if not OLDEST <= release <= NEWEST:
-        raise ValueError(f"vllm_version: {text!r} is not modelled: give a release from 0.10 to 0.27 (left out: "
-                         f"{UPSTREAM_WORDS})")
+        raise ValueError(f"vllm_version: {text!r} is not modelled: give a release from 0.10 to 0.33")
     return release[1] * 100 + min(release[2], 99)
 
 
 def release_words(code: int) -> str:
     """The engine as a report names it for a release code."""
-    return VLLM_VERSION if code == UPSTREAM else f"vLLM 0.{code // 100}.{code % 100}"
+    return f"vLLM 0.{code // 100}.{code % 100}"
+
+
+def flashinfer_given(value: Any) -> int | None:
+    """--vllm-use-flashinfer-sampler as given (0 or 1: the command line's '0' and '1', front matter's numbers), None
+    when not given; ValueError naming the option otherwise."""
+    if value is None:
+        return None
+    if str(value) not in ("0", "1") or isinstance(value, bool):
+        raise ValueError(f"vllm_use_flashinfer_sampler: give 0 or 1 (VLLM_USE_FLASHINFER_SAMPLER), not {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -212,7 +335,10 @@ class EngineSettings:
     # --kv-cache-dtype in the engine's own word, where it says more than the dtype (vLLM's per-token-head modes keep
     # fp32 scales in the pages); the dtype itself is the Config's kv_dtype.
     kv_cache_dtype: str | None = None
-    vllm_version: str | None = None  # the vLLM release to size the run for, e.g. "0.19" (default: upstream main)
+    vllm_version: str | None = None  # the vLLM release to size the run for, e.g. "0.19" (default: 0.33.0)
+    # VLLM_USE_FLASHINFER_SAMPLER, 0 or 1 (the command line's "0" or "1"); None: the release's default with FlashInfer
+    # installed (flashinfer_default).
+    vllm_use_flashinfer_sampler: int | str | None = None
     # SGLang's (`python -m sglang.launch_server --help`):
     mem_fraction_static: float | None = None  # share of the free memory for weights + KV cache (default by GPU)
     page_size: int | None = None  # tokens per KV page (default 1; 64 on Blackwell, whose default backend needs it)
@@ -229,16 +355,16 @@ class EngineSettings:
     logits_to_keep: int | None = None  # logits rows of the prefill (default 1; 0 keeps them all)
 
 
-def batch_defaults(gpu_total: int, gpu_id: str, release: int = UPSTREAM) -> tuple[int, int]:
+def batch_defaults(gpu_total: int, gpu_id: str, release: int = DEFAULT_RELEASE) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) `vllm serve` picks for a GPU before its clamps (BATCH_SYMBOLS):
     vllm/engine/arg_utils.py get_batch_defaults (OPENAI_API_SERVER): 1024 and 16384 from 160 GiB up, 1024 and 8192
     from 70 GiB up except A100s, 256 and 2048 below.
 
-    The 160 GiB tier (B200/B300, MI300X here) is on upstream main after the v0.27 releases and ships in v0.28.0 (tag
-    commit 2cf0a69, 2026-08-24: "for GPUs like B200/B300 with >= 160GB memory, use the largest defaults"), so it
-    holds for `release` UPSTREAM only (LARGE_TIER_FROM): the releases --vllm-version takes, v0.10.1.1 to v0.27.1, have
-    the 70 GiB tier alone (arg_utils.py of v0.10.1.1, v0.11.0, v0.19.0 and v0.27.1 read) and give those GPUs 8192
-    tokens a step."""
+    The 160 GiB tier (B200/B300, MI300X here) is v0.28.0's and after (arg_utils.py of v0.28.0 to v0.33.0 read: "for
+    GPUs like B200/B300 with >= 160GB memory, use the largest defaults"), so it holds from LARGE_TIER_FROM: v0.10.1.1
+    to v0.27.1 have the 70 GiB tier alone (arg_utils.py of v0.10.1.1, v0.11.0, v0.19.0 and v0.27.1 read) and give
+    those GPUs 8192 tokens a step. v0.33.0 also keeps a GB10 (DGX Spark, compute capability 12.1) on the small tier,
+    a GPU the catalog does not list."""
     if gpu_total >= 160 * GIB and release >= LARGE_TIER_FROM:
         return 1024, 16384
     if gpu_total >= 70 * GIB and "a100" not in gpu_id.lower():
@@ -260,7 +386,8 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length:
     engine's flag for it is not given, default_length). `gpu`, the catalog entry (builder.catalog.Gpu) where there
     is one, gives its CUDA total and the threads it holds at once (SGLang's memory before the weights); without
     one, the CUDA total is `gpu_total` and the threads engine_sglang's stand-in."""
-    release = UPSTREAM if settings.vllm_version is None else release_code(settings.vllm_version)
+    release = DEFAULT_RELEASE if settings.vllm_version is None else release_code(settings.vllm_version)
+    flashinfer = flashinfer_given(settings.vllm_use_flashinfer_sampler)
     seqs, tokens = batch_defaults(gpu_total, gpu_id, release)
     utilization, fraction = settings.gpu_memory_utilization, settings.mem_fraction_static
     blackwell = gpu_id.lower().startswith(("b100", "b200", "b300", "gb200", "gb300"))
@@ -280,6 +407,10 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length:
             # vLLM's share as given (0: the release's default, the rules' "utilization") and the release.
             "gpu_memory_utilization": 0 if utilization is None else Fraction(str(utilization)),
             "vllm_version": release,
+            # VLLM_USE_FLASHINFER_SAMPLER as given (1, and its value) or the release's default with FlashInfer
+            # installed (0: not given).
+            "flashinfer_sampler_given": int(flashinfer is not None),
+            "flashinfer_sampler_value": flashinfer if flashinfer is not None else flashinfer_default(release),
             "max_model_len": settings.max_model_len or length,
             # vLLM's batch limits as given (0: the engine's default) and its defaults for this GPU; the rules clamp
             # the defaults as arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args does (BATCH_SYMBOLS).
@@ -320,6 +451,11 @@ VLLM = RuleSet(
                             when(VERSION_SYMBOL >= BUDGET_CHANGE, DEFAULT_UTILIZATION, UTILIZATION_BEFORE)),
         "requested": ceil(sym("gpu_total") * sym("utilization")),
         "profile_requests": minimum(T, sym("max_num_seqs")),
+        # The model runner (V2_RUNNER_DENSE_FROM, V2_RUNNER_ALL_FROM) and VLLM_USE_FLASHINFER_SAMPLER (given, else the
+        # release's default with FlashInfer installed, which engine_inputs fills in).
+        "v2_runner": when(VERSION_SYMBOL >= V2_RUNNER_ALL_FROM, 1,
+                          when(VERSION_SYMBOL >= V2_RUNNER_DENSE_FROM, negate(sym("experts")), 0)),
+        "flashinfer_sampler": sym("flashinfer_sampler_value"),
         # The profile forward, eager and without attention: the residual stream, the MLP's input, its
         # gate-and-up output, the activation and the output at the MLP's down projection, per rank (an MoE
         # layer's fused kernel keeps top_k rows of each token: vllm fused_moe intermediate caches).
@@ -327,24 +463,25 @@ VLLM = RuleSet(
         * (3 * sym("hidden") + when(sym("experts"),
                                     sym("top_k") * (3 * sym("expert_ffn") // sym("tp") + sym("hidden")),
                                     3 * sym("ffn") // sym("tp"))),
-        # The sampler: one fp32 logits row per request (a published log's 0.15 GiB peak for Qwen3-4B, 256
-        # requests, leaves room for no more than about 4 bytes per logit: vllm PR #57047).
-        # A release before SAMPLER_ASSUMED holds, at its sampler's peak, the logits in the model's dtype, their fp32
-        # copy (none for an fp32 model), its path's tensors (SAMPLER_PATHS) and the profile run's hidden states
-        # (gpu_model_runner.py profile_run: all tokens' and the last ones' still referenced, and
-        # _dummy_sampler_run's torch.rand_like of the last ones), all in the model's dtype.
-        "profile_sampler": when(
-            VERSION_SYMBOL >= SAMPLER_ASSUMED, R * sym("vocab") * 4,
-            R * sym("vocab") * (bytes_of(sym("activation_dtype"))
-                                + when(eq(bytes_of(sym("activation_dtype")), 4), 0, 4)
-                                + SAMPLER_EXTRA)
-            + (T + 2 * R) * sym("hidden") * bytes_of(sym("activation_dtype")) + SAMPLER_BUFFER),
+        # The sampler warm-up at its peak (sampler_rule: the release, its runner and VLLM_USE_FLASHINFER_SAMPLER):
+        # one logits row per request in the model's dtype, their fp32 copy (SamplerPath.copy), the path's tensors
+        # (SamplerPath.extra) and the profile run's hidden states in the model's dtype (profile_run: all tokens' and
+        # the last ones' still referenced, and the V1 runner's torch.rand_like of the last ones), with the Triton
+        # kernel's cached buffer where the path runs it.
+        "sampler_copy": SAMPLER_COPY,
+        "sampler_extra": SAMPLER_EXTRA,
+        "sampler_hidden_rows": SAMPLER_HIDDEN_ROWS,
+        "profile_sampler": R * sym("vocab") * (bytes_of(sym("activation_dtype")) + sym("sampler_copy")
+                                               + sym("sampler_extra"))
+        + (T + sym("sampler_hidden_rows") * R) * sym("hidden") * bytes_of(sym("activation_dtype")) + SAMPLER_BUFFER,
         "profile_peak": maximum(sym("profile_forward"), sym("profile_sampler")),
         "non_torch": when(TP_OVER_SWITCH, NON_TORCH_TP, NON_TORCH),
         "cuda_graphs": when(sym("enforce_eager"), 0, CUDA_GRAPHS),
-        # The graphs come out of the budget from v0.20.0 (BUDGET_CHANGE); before, they are captured after the KV cache
-        # is allocated, in the memory above the share requested.
-        "graphs_in_budget": when(VERSION_SYMBOL >= BUDGET_CHANGE, sym("cuda_graphs"), 0),
+        # The graphs come out of the budget from v0.20.0 with the V1 runner (BUDGET_CHANGE), from v0.29.0 with the V2
+        # (V2_GRAPHS_FROM); before, they are captured after the KV cache is allocated, in the memory above the share
+        # requested.
+        "graphs_estimated": VERSION_SYMBOL >= when(V2_RUNNER, V2_GRAPHS_FROM, BUDGET_CHANGE),
+        "graphs_in_budget": when(sym("graphs_estimated"), sym("cuda_graphs"), 0),
         # The weights as "Model loading took" reports them: the parameters, the rotary cos/sin table and the
         # allocator's unsplit blocks (allocated bytes).
         **allocator.loaded_symbols(bytes_of(sym("activation_dtype")), free_memory=False),
@@ -372,8 +509,14 @@ VLLM = RuleSet(
         # (kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes at commit 001cabc: "+1 here because the
         # sliding window may not start from the beginning of the block"). The request's blocks are the sum over
         # groups (get_max_concurrency_for_kv_cache_config).
-        "window_blocks": ceil((sym("sliding_window") - 1 + T) / sym("block_size")) + 1,
-        "sliding_blocks": ceil(minimum(sym("sliding_window") - 1 + T, sym("max_model_len")) / sym("block_size")) + 1,
+        # The tokens in flight (IN_FLIGHT_FROM): max_num_batched_tokens for each concurrent batch, with asynchronous
+        # scheduling (vLLM's default) pp + 1 on the V2 runner, 2 on the V1 with one stage and pp with more
+        # (vllm/config/vllm.py max_concurrent_batches); one batch before v0.26.0.
+        "in_flight": T * when(VERSION_SYMBOL >= IN_FLIGHT_FROM,
+                              when(V2_RUNNER, sym("pp") + 1, maximum(sym("pp"), 2)), 1),
+        "window_blocks": ceil((sym("sliding_window") - 1 + sym("in_flight")) / sym("block_size")) + 1,
+        "sliding_blocks": ceil(minimum(sym("sliding_window") - 1 + sym("in_flight"), sym("max_model_len"))
+                               / sym("block_size")) + 1,
         "blocks_per_request": sym("full_groups") * ceil(sym("max_model_len") / sym("block_size"))
         + sym("sliding_groups") * sym("sliding_blocks"),
         "max_concurrency": sym("num_blocks") / sym("blocks_per_request"),
@@ -415,22 +558,24 @@ VLLM = RuleSet(
         rotary.table_part(rotary.VLLM_SOURCE),
         allocator.rounding_part(allocator.VLLM_SOURCE, free_memory=False),
         PartRule("activations/profile_peak", sym("profile_peak"),
-                 when(VERSION_SYMBOL >= SAMPLER_ASSUMED, "max(tokens x (3h + 3f/t) x bytes, requests x V x 4)",
-                      fmt("max(tokens x (3h + 3f/t) x bytes, requests x V x (bytes + 4 + {0}) + (tokens + 2 x "
-                          "requests) x h x bytes{1})", SAMPLER_EXTRA,
-                          by_release(SAMPLER_PATHS, lambda path: " + min(requests, SMs) x V x 4" if path.sm_buffer
-                                     else "", ""))),
-                 when(VERSION_SYMBOL >= SAMPLER_ASSUMED, PROFILE, fmt(
-                     "{0}{1}", PROFILE_BY_RELEASE, by_release(SAMPLER_PATHS, lambda path: path.words + ": "
-                                                               + path.source, ""))),
-                 fmt("{0} tokens, {1} logits rows", sym("max_num_batched_tokens"), sym("profile_requests")),
-                 fmt("{0}{1}", PROFILE_NOTE, by_release(SAMPLER_PATHS, lambda path: TRITON_BUFFER_NOTE
-                                                        if path.sm_buffer else "", ""))),
+                 fmt("max(tokens x (3h + 3f/t) x bytes, requests x V x (bytes + {0} + {1}) + (tokens + {2} x "
+                     "requests) x h x bytes{3})", sym("sampler_copy"), sym("sampler_extra"),
+                     sym("sampler_hidden_rows"),
+                     sampler_rule(lambda path: " + min(requests, SMs) x V x 4" if path.sm_buffer else "")),
+                 fmt("{0}{1}", when(V2_RUNNER, PROFILE_V2, PROFILE_V1),
+                     sampler_rule(lambda path: path.words + ": " + path.source)),
+                 fmt("{0} tokens, {1} logits rows, {2} model runner, FlashInfer's sampler {3}",
+                     sym("max_num_batched_tokens"), sym("profile_requests"), when(V2_RUNNER, "V2", "V1"),
+                     when(FLASHINFER_ON, "on", "off")),
+                 fmt("{0}{1}{2}", PROFILE_NOTE,
+                     sampler_rule(lambda path: TRITON_BUFFER_NOTE if path.sm_buffer else ""),
+                     when(V2_RUNNER, "", sampler_rule(lambda path: SMALL_BATCH_NOTE if path.sm_buffer else "")))),
         PartRule("overhead/non_torch", sym("non_torch"), "fixed",
                  when(TP_OVER_SWITCH, NON_TORCH_TP_SOURCE, NON_TORCH_SOURCE), "fixed", "assumed"),
         PartRule("overhead/cuda_graphs", sym("cuda_graphs"), "fixed",
-                 when(VERSION_SYMBOL >= BUDGET_CHANGE, CUDA_GRAPHS_SOURCE, CUDA_GRAPHS_OUTSIDE), "fixed",
-                 when(VERSION_SYMBOL >= BUDGET_CHANGE, "assumed", "assumed; outside the KV budget in this release"),
+                 when(sym("graphs_estimated"), CUDA_GRAPHS_SOURCE,
+                      when(V2_RUNNER, CUDA_GRAPHS_V2_OUTSIDE, CUDA_GRAPHS_OUTSIDE)), "fixed",
+                 when(sym("graphs_estimated"), "assumed", "assumed; outside the KV budget in this release"),
                  when=sym("cuda_graphs")),
         PartRule("kv_cache", maximum(0, sym("available")), "what is left of the request",
                  fmt("{0}{1}", when(sym("kv_lora_rank") > 0, BLOCKS + "; " + MLA_PAGE,
@@ -446,19 +591,20 @@ VLLM = RuleSet(
                  "outside the engine's budget: the CUDA context and NCCL set-up come out of it"),
     ),
 )
-# vLLM's startup log line (kv_cache_utils.py update_kv_cache_capacity, one line since #50462, 2026-08-04).
+# vLLM's startup log line (kv_cache_utils.py update_kv_cache_capacity, one line from v0.28.0: ONE_LINE_LOG_FROM; "GPU"
+# is v0.30.0's and later's device name for CUDA, _kv_cache_device_name in v0.33.0).
 LOG_LINE = "GPU KV cache size: {0:,} tokens, Maximum concurrency for {1:,} tokens per request: {2:.2f}x"
 AVAILABLE_LINE = "Available KV cache memory: {0} GiB"  # gpu_worker.py determine_available_memory
 
 
-# The releases --vllm-version takes print the two on lines of their own (kv_cache_utils.py of v0.19.0 and v0.27.1).
+# v0.27.1 and before print the two on lines of their own (kv_cache_utils.py of v0.19.0 and v0.27.1).
 RELEASE_LOG_LINES = ("GPU KV cache size: {0:,} tokens", "Maximum concurrency for {1:,} tokens per request: {2:.2f}x")
 
 
 def vllm_lines(values: dict[str, Any]) -> list[str]:
     """vLLM's own startup lines, as the release prints them."""
     numbers = (int(values["kv_cache_tokens"]), values["max_model_len"], float(values["max_concurrency"]))
-    lines = (LOG_LINE,) if values["vllm_version"] == UPSTREAM else RELEASE_LOG_LINES
+    lines = (LOG_LINE,) if values["vllm_version"] >= ONE_LINE_LOG_FROM else RELEASE_LOG_LINES
     return [AVAILABLE_LINE.format(values["available_gib"])] + [line.format(*numbers) for line in lines]
 
 
@@ -483,7 +629,8 @@ def vllm_summary(values: dict[str, Any]) -> dict[str, Any]:
 
 
 # vLLM's options (`vllm serve --help`) as the command line offers them: (EngineSettings field, kind: 'float',
-# 'whole', 'size' or 'switch', metavar, help); the flag is the field with dashes.
+# 'whole', 'size', 'switch', 'text' or 'choice' (its words in VLLM_CHOICES), metavar, help); the flag is the field with
+# dashes.
 VLLM_FLAGS = (
     ("gpu_memory_utilization", "float", "F",
      "share of the GPU's memory the engine requests, in (0, 1] (vLLM default 0.92)"),
@@ -491,15 +638,22 @@ VLLM_FLAGS = (
      "tokens per request (default: --context where given, else vLLM's: the model's max_position_embeddings)"),
     ("max_num_seqs", "whole", "N", "requests per step (vLLM default: 1024 on H100/H200-class GPUs, else 256)"),
     ("max_num_batched_tokens", "whole", "N",
-     "tokens per step (vLLM default: 8192 on H100/H200-class GPUs, else 2048)"),
-    ("block_size", "whole", "TOKENS", f"tokens per KV-cache block: {', '.join(map(str, BLOCK_SIZES[:-1]))} or "
-     f"{BLOCK_SIZES[-1]} (vLLM default {DEFAULT_BLOCK_SIZE})"),
+     "tokens per step (vLLM default: 16384 from 160 GiB (B200, MI300X; 0.28 on), 8192 on H100/H200-class GPUs, else "
+     "2048)"),
+    ("block_size", "whole", "TOKENS", "tokens per KV-cache block"),
     ("enforce_eager", "switch", "", "no CUDA graphs"),
     ("kv_cache_memory", "size", "SIZE", "bytes for the KV cache, given instead of profiled (e.g. 6.51GiB)"),
-    ("vllm_version", "text", "X.Y", "the vLLM release whose start-up to model, 0.10 to 0.27 (e.g. 0.19 or 0.19.0): its "
-     "default utilization, whether CUDA graphs come out of the budget, its sampler warm-up (default: upstream main "
-     "6adad08, after v0.27.1)"),
+    ("vllm_version", "text", "X.Y", "the vLLM release whose start-up to model, 0.10 to 0.33 (e.g. 0.19 or 0.19.0): its "
+     "default utilization, model runner, whether CUDA graphs come out of the budget, its sampler warm-up, batch "
+     "defaults and log lines (default: 0.33.0, the newest)"),
+    ("vllm_use_flashinfer_sampler", "choice", "{0,1}",
+     "VLLM_USE_FLASHINFER_SAMPLER, vLLM's environment variable (vllm/envs.py): 1 samples top-k/top-p with "
+     "FlashInfer's kernel, 0 with vLLM's own (PyTorch's sort before 0.17, a Triton kernel from 0.17); it moves the "
+     "profile run's sampler warm-up where a release runs top-k/top-p in it (the V1 model runner up to 0.20, the V2 "
+     "from 0.33). Default: what the release does with FlashInfer installed, as vLLM's images have it: 1 up to 0.11.0 "
+     "and from 0.21, 0 from 0.11.1 to 0.20"),
 )
+VLLM_CHOICES = {"vllm_use_flashinfer_sampler": ("0", "1")}
 
 
 @dataclass(frozen=True)
@@ -537,7 +691,7 @@ class Engine:
 
 def _engines() -> dict[str, Engine]:
     return {"vllm": Engine("vllm", "vLLM", VLLM_VERSION, VLLM, "num_blocks", VLLM_FLAGS, vllm_lines, vllm_summary,
-                           "cuda", "vllm/v1/worker/utils.py request_memory: total is cudaMemGetInfo's",
+                           "cuda", "vllm/v1/worker/utils.py request_memory: total is cudaMemGetInfo's", VLLM_CHOICES,
                            refused_by=vllm_refused_by, version_of=lambda values: release_words(values["vllm_version"])),
             "sglang": Engine("sglang", "SGLang", sglang.SGLANG_VERSION, sglang.SGLANG, "max_total_num_tokens",
                              sglang.FLAGS, sglang.log_lines, sglang.summary, "driver", sglang.TOTAL_SOURCE,
@@ -602,6 +756,11 @@ def _checked(settings: EngineSettings, config: Any) -> None:
         if settings.engine != "vllm":
             raise ValueError(f"vllm_version: a vLLM release, not an option of {ENGINES[settings.engine].title}")
         release_code(settings.vllm_version)
+    if settings.vllm_use_flashinfer_sampler is not None:
+        if settings.engine != "vllm":
+            raise ValueError(f"vllm_use_flashinfer_sampler: vLLM's VLLM_USE_FLASHINFER_SAMPLER, not an option of "
+                             f"{ENGINES[settings.engine].title}")
+        flashinfer_given(settings.vllm_use_flashinfer_sampler)
     utilization = settings.gpu_memory_utilization
     if utilization is not None and not 0 < utilization <= 1:
         raise ValueError(f"gpu_memory_utilization: must be in (0, 1], got {utilization}")
@@ -610,9 +769,6 @@ def _checked(settings: EngineSettings, config: Any) -> None:
         value = getattr(settings, name)
         if value is not None and value < 1:
             raise ValueError(f"{name}: must be at least 1, got {value}")
-    if settings.block_size not in BLOCK_SIZES:
-        raise ValueError(f"block_size: vLLM's --block-size takes {', '.join(map(str, BLOCK_SIZES[:-1]))} or "
-                         f"{BLOCK_SIZES[-1]} (vllm/config/cache.py BlockSize), got {settings.block_size}")
 
 
 def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id: str,

@@ -444,10 +444,14 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
         Case("vllm-qwen3-4b-awq-available-kv", "serving", "budget",
              "KV cache memory the engine keeps after profiling (\"kv cache memory in use\")",
              "Qwen3-4B, 4-bit weights (AWQ), --gpu-memory-utilization 0.85, --max-model-len 2,048, a 48 GB GPU whose CUDA "
-             "total is 47.37 GiB", "vLLM PR #57047 log (Sep 2026)", "https://github.com/vllm-project/vllm/pull/57047",
+             "total is 47.37 GiB, --vllm-version 0.29 (the log's 'CUDA graph pool memory: 0.22 GiB (actual), 0.42 GiB "
+             "(estimated)' for a dense model is the V2 model runner's estimate, which v0.29.0 added; its one-pass "
+             "sampler warm-up lasted to v0.32.0)", "vLLM PR #57047 log (Sep 2026)",
+             "https://github.com/vllm-project/vllm/pull/57047",
              Fraction("36.88"), "GiB", engine("available", "GiB"),
              Config(model=models["qwen3-4b"], mode="serve", param_dtype="int4"),
-             Served("rtx-6000-ada", {"gpu_memory_utilization": 0.85, "max_model_len": 2048}, int(Fraction("47.37") * GIB)),
+             Served("rtx-6000-ada", {"gpu_memory_utilization": 0.85, "max_model_len": 2048, "vllm_version": "0.29"},
+                    int(Fraction("47.37") * GIB)),
              rel=Fraction(3, 100), tolerance="3%", unit_note=VLLM_GIB),
         Case("vllm-qwen3-coder-480b-kv-needed", "serving", "budget",
              "KV cache one request of the maximum length needs (\"KV cache is needed\")",
