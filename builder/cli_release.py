@@ -3,8 +3,10 @@
 `python -m builder release` evaluates the key configurations with the current model and prints their
 numbers beside the latest release record's; `--write --note "why"` records them as this version's release
 (content/releases/<version>.toml, the version from pyproject.toml, the date from content/site.toml's
-`released`), which the What changed page compares. Errors are one line naming the file and field or the
-flag, with exit status 2.
+`released`), which the What changed page compares. `--check` is the deploy's guard: it fails (exit 1) where this
+version is already recorded with other numbers, since building would then rewrite the pinned copy under
+site/v/<version>/ that course material links to. Errors are one line naming the file and field or the flag, with
+exit status 2.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "`released`)")
     release.add_argument("--note", default=None, help="with --write: one line saying why numbers moved")
     release.add_argument("--replace", action="store_true", help="with --write: replace this version's existing record")
+    release.add_argument("--check", action="store_true",
+                         help="exit 1 where this version is recorded with numbers the current model no longer gives "
+                              "(a build would change its pinned pages): raise the version and record it first")
     release.set_defaults(handler=run_release)
 
 
@@ -43,6 +48,8 @@ def run_release(args: argparse.Namespace) -> int:
 
     if not args.content.is_dir():
         return fail(f"--content {args.content}: no such folder")
+    if args.check and args.write:
+        return fail("argument --check: not with --write")
     if (args.note is not None or args.replace) and not args.write:
         return fail(f"argument {'--note' if args.note is not None else '--replace'}: only with --write")
     if args.write and not (args.note or "").strip():
@@ -68,6 +75,8 @@ def run_release(args: argparse.Namespace) -> int:
             f"{name} {change(value(row.before, field), value(after, field))}"
             for name, field in (("sum", "per_gpu_bytes"), ("need", "need_bytes")))
         print(f"  {row.key:<36} {sums}{moved}")
+    if args.check:
+        return check_pinned(release.version, gathered.releases, numbers)
     if not args.write:
         return 0
     site_toml = args.content / "site.toml"
@@ -83,3 +92,22 @@ def run_release(args: argparse.Namespace) -> int:
     target.write_text(record_text(record), encoding="utf-8")
     print(f"wrote {display_name(target)}")
     return 0
+
+
+def check_pinned(version: str, records: list, numbers: dict) -> int:
+    """0 where `version` has no record yet, or its record holds `numbers`; else 1, naming what moved."""
+    from builder.releases import compare
+
+    record = next((r for r in records if r.version == version), None)
+    if record is None:
+        print(f"version {version} has no record yet: its pinned pages will be written as the model gives them now")
+        return 0
+    moved = [row.key for row in compare(record.numbers, numbers) if row.moved]
+    if not moved:
+        print(f"version {version}: the current model gives the numbers it recorded")
+        return 0
+    print(f"release --check: version {version} is recorded (content/{FOLDER}/{version}.toml) and the model now moves "
+          f"{len(moved)} of its numbers ({', '.join(moved[:3])}{', ...' if len(moved) > 3 else ''}); a build would "
+          "rewrite its pinned pages. Raise [project] version in pyproject.toml and run `python -m builder release "
+          "--write --note \"why\"`", file=sys.stderr)
+    return 1

@@ -404,6 +404,30 @@ def test_release_command_records_and_refuses_to_overwrite(tmp_path, capsys):
     assert "against version 0.1.0:" in out and out.count("sum unchanged, need unchanged") == 6
 
 
+def test_release_check_guards_a_published_versions_pinned_pages(tmp_path, capsys):
+    """The deploy's guard (.github/workflows/pages.yml): a version with no record passes; so does one whose record
+    holds what the model gives; a record the model has moved away from fails with exit 1, naming what moved."""
+    from builder.cli import main
+
+    content = tmp_path / "content"
+    shutil.copytree(CONTENT, content, ignore=shutil.ignore_patterns("releases"))
+    assert main(["release", "--content", str(content), "--check"]) == 0
+    assert "has no record yet" in capsys.readouterr().out
+    assert main(["release", "--content", str(content), "--write", "--note", "First release."]) == 0
+    capsys.readouterr()
+    assert main(["release", "--content", str(content), "--check"]) == 0
+    assert "gives the numbers it recorded" in capsys.readouterr().out
+    target = content / "releases" / "0.1.0.toml"
+    text = target.read_text(encoding="utf-8")
+    recorded = re.search(r'configurations."calculator/qlora-8b"]\n.*?need_bytes = (\d+)', text, re.S).group(1)
+    target.write_text(text.replace(f"need_bytes = {recorded}", f"need_bytes = {int(recorded) - GiB}", 1),
+                      encoding="utf-8")
+    assert main(["release", "--content", str(content), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "version 0.1.0 is recorded" in err and "calculator/qlora-8b" in err and "Raise [project] version" in err
+    assert main(["release", "--content", str(content), "--check", "--write"]) == 2
+
+
 @pytest.mark.parametrize("text, message", [
     ('[project]\nname = "x"\nversion = "one"\n', "pyproject.toml:3: [project] version: must be a version such as "
                                                  "\"0.1.0\", got 'one'"),
