@@ -23,7 +23,8 @@ from builder.model.cite import Cite
 from builder.model.expr import eq, sym, when
 
 MLP_WIDTH = when(sym("ffn"), sym("ffn"), sym("expert_ffn"))
-# target -> (d_in, d_out) of the projection it adapts (transformers' Llama-family names; GeLU models have no gate).
+# target -> (d_in, d_out) of the projection it adapts in every block (transformers' Llama-family names; GeLU models
+# have no gate).
 SHAPES = {
     "q": (sym("hidden"), sym("heads") * sym("head_dim")),
     "k": (sym("hidden"), sym("kv_heads") * sym("head_dim")),
@@ -33,6 +34,13 @@ SHAPES = {
     "up": (sym("hidden"), MLP_WIDTH),
     "down": (MLP_WIDTH, sym("hidden")),
 }
+# The output layer, once per model (on the pipeline stage with the head), named as PEFT's target_modules name it:
+# transformers' LlamaForCausalLM.lm_head, nn.Linear(hidden, vocab) (PEFT's "all-linear" leaves it out, so it is named:
+# peft/tuners/tuners_utils.py _maybe_include_all_linear_layers); torchtune's apply_lora_to_output=True makes its
+# output_proj a LoRALinear(embed_dim, vocab_size) (torchtune/models/llama3/_component_builders.py lora_llama3 at
+# 30b8519), not quantised under QLoRA ("TODO: quantize_base is not applied to final output_proj currently").
+HEAD = "lm_head"
+HEAD_SHAPE = (sym("hidden"), sym("vocab"))
 
 # A run of torchtune's LoRA code: its LoRALinear adapters and, under QLoRA, torchao's NF4 weights (builder.model.states,
 # .dequant and .activations read it from here).

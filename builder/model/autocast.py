@@ -12,7 +12,7 @@ from builder.model.cite import Cite
 from builder.model.config import CHECKPOINTING
 from builder.model.expr import both, eq, fmt, isin, negate, per_unit, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
-from builder.model.states import ADAPTERS
+from builder.model.states import HEAD_ADAPTERS, LAYER_ADAPTERS
 
 AUTOCAST = (Cite("pytorch-2-13", "aten/src/ATen/autocast_mode.cpp cached_cast") + " (autocast): a linear layer "
             "under torch.autocast casts its fp32 weight to the autocast dtype and autograd saves that copy for backward")
@@ -33,8 +33,10 @@ FP32_HEAD = when(sym("qlora"), eq(sym("kbit_prepare"), "prepare"), eq(sym("param
 
 AUTOCAST_COPIES = RuleSet(symbols={}, parts=(
     PartRule("activations/autocast_weight_copies",
+             # The output layer's adapter (lora_targets lm_head) is outside the checkpointed layers: its copies stay.
              (when(isin(sym("recompute"), *CHECKPOINTING), 0, when(FP32_LINEARS, sym("linear_matrices"), 0)
-                   + when(sym("lora_rank") > 0, ADAPTERS["adapters"], 0))
+                   + when(sym("lora_rank") > 0, LAYER_ADAPTERS * sym("stage_layers"), 0))
+              + when(sym("lora_rank") > 0, HEAD_ADAPTERS, 0)
               + when(both(sym("stage_has_head"), FP32_HEAD), sym("vocab_rows"), 0))
              * copy_bytes * sym("stage_in_flight"),
              "in_flight x (linear weights of the stage's layers + LoRA adapters + head) x bytes(autocast dtype)",

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from builder.model import exprcode
-from builder.model.expr import Expr, Value, both, either, encode, eq, evaluate, fmt, isin, mod, ne, negate, real, sym, when
+from builder.model.adapters import HEAD as LORA_HEAD
+from builder.model.expr import (Expr, Value, both, either, encode, eq, evaluate, fmt, has, isin, mod, ne, negate, real,
+                                sym, when)
 from builder.model.checkpoint import DEEPSPEED_SAVES, FSDP_SAVES, GATHERING
 from builder.model.float8 import HEAD as FLOAT8_HEAD
 from builder.model.gradbuffers import DDP, MEGATRON
@@ -125,6 +127,19 @@ CHECKS: tuple[Check, ...] = (
     Check(both(eq(sym("mode"), "train"), ne(sym("recipe"), ""), sym("qlora")),
           fmt("qlora: QLoRA's NF4 base weights do not combine with the Transformer Engine recipe {0} (it quantises "
               "16-bit linear weights); choose a precision such as bf16-mixed", sym("recipe"))),
+    # An adapter on the output layer (lora_targets lm_head). torchtune refuses it over tied embeddings
+    # (torchtune/models/llama3_2/_component_builders.py lora_llama3_2 at v0.6.1: "apply_lora_to_output is currently
+    # not supporting in llama3.2 1b and 3b, as the projection layer weights are tied to the embeddings"); PEFT accepts
+    # it with a warning (peft/tuners/tuners_utils.py _check_tied_modules, 0.21.2), the adapter its own beside the tied
+    # weight. Liger's fused linear cross-entropy takes self.lm_head.weight and never calls the output layer
+    # (liger_kernel/transformers/model/llama.py lce_forward), so an adapter there would not run.
+    Check(both(sym("lora_rank") > 0, has(sym("lora_targets"), LORA_HEAD), eq(sym("implementation"), "torchtune"),
+               sym("tied_embeddings")),
+          fmt("lora_targets: torchtune refuses an adapter on the output layer (apply_lora_to_output) of {0}, whose "
+              "output layer is tied to the token embedding", sym("model_name"))),
+    Check(both(sym("lora_rank") > 0, has(sym("lora_targets"), LORA_HEAD), eq(sym("loss"), "fused-linear")),
+          fmt("lora_targets: the fused linear cross-entropy (loss fused-linear) reads the output layer's weight and "
+              "never runs the layer, so an adapter on lm_head would not train; choose another loss")),
     Check(both(ARCH, sym("lora_rank") > sym("hidden")),
           fmt("lora_rank: {0} exceeds the hidden size {1} of {2}: a rank above a projection's smaller side adds "
               "parameters, not rank", sym("lora_rank"), sym("hidden"), sym("model_name"))),

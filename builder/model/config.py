@@ -59,7 +59,9 @@ FSDP_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
 # CUSTOM_SHARDED_LAYERS.
 PIPELINE_SCHEDULES = ("1f1b", "interleaved")
 OFFLOAD = ("none", "optimizer", "params", "both")
-LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+# The projections of every block an adapter can target, then the output layer by PEFT's target name (lm_head:
+# builder.model.adapters.HEAD).
+LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down", "lm_head")
 # What a QLoRA run does to the parameters bitsandbytes leaves unquantised (embeddings, norms, output layer):
 # none keeps them in the model's 16-bit dtype (get_peft_model alone; TRL's SFTTrainer from v0.26.0);
 # prepare is PEFT's prepare_model_for_kbit_training (peft/utils/other.py: every fp16/bf16 parameter that is not

@@ -147,7 +147,7 @@ def breakdown_of(config: Config, evaluated: list[tuple[Stage, list[Part], list[P
     if config.lora_rank and arch is not None:
         # The adapters rule (builder.model.states) for the whole model on one rank.
         whole_model = {**architecture_inputs(arch), **config_inputs(config.with_changes(tp=1)),
-                       "stage_layers": arch.layers}
+                       "stage_layers": arch.layers, "stage_has_head": 1}
         trainable = int(derive(ADAPTERS, whole_model)["adapters"])
     notes = []
     if stage.name != "only":

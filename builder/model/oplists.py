@@ -119,8 +119,9 @@ CONDITIONS = {
     # In an fp32 model the fp32 cast is the input itself: adapters on q, k and v (or gate and up)
     # share one saved input, and the adapter on o shares the fused attention kernel's saved output; below fp32, or
     # with LoRA dropout, each adapter's input is its own tensor.
+    "lora_lm_head": "a LoRA adapter on the output layer (lm_head)",
     **{f"lora_in_{t}": f"the LoRA adapter on {t} saves an input of its own"
-       for t in ("q", "k", "v", "o", "gate", "up", "down")},
+       for t in ("q", "k", "v", "o", "gate", "up", "down", "lm_head")},
     "lora_amp": "the adapters run under torch.autocast: lora_A saves its input as autocast casts it (16-bit) and "
                 "lora_B saves lora_A's 16-bit output",
     "lora_fp32": "PEFT's adapters outside torch.autocast: lora_A saves its input cast to fp32 and lora_B lora_A's "
@@ -212,24 +213,30 @@ CORE_FP32_SOFTMAX = (
 # every config's value, nn.Identity); lora_B saves lora_A's r-wide output. torchao's LinearNF4.forward (QLoRA's base,
 # torchao/dtypes/nf4tensor.py at v0.5.0) does ctx.save_for_backward(weight): the NF4 weight only. Measured on CPU
 # with LoRALinear's forward copied into a transformers Llama layer, eager and compiled: tests/test_lora_torchtune.py.
+def _lora_rows(group: str, target: str, shape: str) -> tuple[Row, ...]:
+    """What the adapter on `target`, whose input has shape `shape`, saves: lora_A's input, its dropout mask, lora_B's
+    input (lora_A's r-wide output), as PEFT (fp32, or under autocast) or torchtune (the model's dtype) keeps them."""
+    return (
+        Row(group, f"LoRA {target}: input cast to fp32, or its dropout output (saved by lora_A)", 1, shape, "fp32",
+            f"lora_in_{target}&lora_fp32"),
+        Row(group, f"LoRA {target}: input as autocast casts it for lora_A", 1, shape, "act",
+            f"lora_in_{target}&lora_amp"),
+        Row(group, f"LoRA {target}: dropout mask", 1, shape, "bool", f"lora_{target}&lora_dropout"),
+        Row(group, f"LoRA {target}: lora_A output (saved by lora_B)", 1, "T r", "fp32", f"lora_{target}&lora_fp32"),
+        Row(group, f"LoRA {target}: lora_A output under autocast (saved by lora_B)", 1, "T r", "act",
+            f"lora_{target}&lora_amp"),
+        Row(group, f"LoRA {target}: input lora_A saves in the model's dtype (the projection's own input, or its "
+                   "dropout output)", 1, shape, "act", f"lora_in_{target}&lora_native"),
+        Row(group, f"LoRA {target}: lora_A output in the model's dtype (saved by lora_B)", 1, "T r", "act",
+            f"lora_{target}&lora_native"),
+    )
+
+
 LORA_ADAPTERS = tuple(
     row
     for target, shape in (("q", "Tr h"), ("k", "Tr h"), ("v", "Tr h"), ("o", "T a d"),
                           ("gate", "Tr h"), ("up", "Tr h"), ("down", "T f"))
-    for row in (
-        Row("lora", f"LoRA {target}: input cast to fp32, or its dropout output (saved by lora_A)", 1, shape, "fp32",
-            f"lora_in_{target}&lora_fp32"),
-        Row("lora", f"LoRA {target}: input as autocast casts it for lora_A", 1, shape, "act",
-            f"lora_in_{target}&lora_amp"),
-        Row("lora", f"LoRA {target}: dropout mask", 1, shape, "bool", f"lora_{target}&lora_dropout"),
-        Row("lora", f"LoRA {target}: lora_A output (saved by lora_B)", 1, "T r", "fp32", f"lora_{target}&lora_fp32"),
-        Row("lora", f"LoRA {target}: lora_A output under autocast (saved by lora_B)", 1, "T r", "act",
-            f"lora_{target}&lora_amp"),
-        Row("lora", f"LoRA {target}: input lora_A saves in the model's dtype (the projection's own input, or its "
-                    "dropout output)", 1, shape, "act", f"lora_in_{target}&lora_native"),
-        Row("lora", f"LoRA {target}: lora_A output in the model's dtype (saved by lora_B)", 1, "T r", "act",
-            f"lora_{target}&lora_native"),
-    )
+    for row in _lora_rows("lora", target, shape)
 )
 LORA = LORA_ADAPTERS + (
     # The fused attention kernel saves its output for its own backward whether or not o_proj trains; in full training
@@ -585,8 +592,15 @@ FIRST_STAGE = (
     *_fp32_under_autocast("embedding", "4-D causal mask kept by the compiled layers (made in the weights' dtype)", 1,
                           "b s S", "compiled_scores&no_full_recompute"),
 )
+# An adapter on the output layer (lora_targets lm_head: PEFT's lora.Linear around transformers' lm_head, or torchtune's
+# LoRALinear output_proj, LORA above has both forwards): the frozen base saves no input, so lora_A's input, the final
+# norm's output (its fp32 cast under PEFT; under torchtune the tensor itself, which nothing else saves once the output
+# layer is frozen), is its own; lora_B saves lora_A's T x r output. torchtune's chunked output calls the layer once a
+# chunk: the chunks' inputs are views of one tensor, their lora_A outputs T x r in all.
+HEAD_LORA = _lora_rows("head_lora", "lm_head", "Tr h")
 _HEAD_AND_LOSS = (
     Row("final_norm", "lm_head input (final norm output)", 1, "Tr h", "act", "grad_head&no_loss_fused_linear"),
+    *HEAD_LORA,
     Row("loss", "log_softmax output (fp32 logits upcast)", 1, "T V", "fp32", "loss_logprobs"),
     Row("loss", "logits kept for the compiled loss's backward", 1, "T V", "act", "loss_compiled"),
     Row("loss", "per-token logsumexp (fp32)", 1, "T", "fp32", "loss_compiled"),

@@ -56,10 +56,10 @@ tensor steps.
 
 from __future__ import annotations
 
-from builder.model.adapters import ADAPTER_DTYPE
+from builder.model.adapters import ADAPTER_DTYPE, HEAD as HEAD_TARGET
 from builder.model.buckets import DEEPSPEED_ENGINE
 from builder.model.cite import Cite
-from builder.model.expr import best, both, either, eq, isin, maximum, negate, sym, when, within
+from builder.model.expr import best, both, either, eq, has, isin, maximum, negate, sym, when, within
 from builder.model.gradbuffers import MEGATRON
 from builder.model.paging import PAGED_OPTIMIZERS, PAGING
 from builder.model.partrules import bytes_of
@@ -126,8 +126,10 @@ _TENSOR = sym("dim0") * sym("rest") / when(eq(sym("group"), "mlp/experts"), sym(
 # the head or its tied copy) both hold a vocabulary-sized matrix, the largest of a decoder.
 LARGEST_TENSOR = when(sym("has_architecture"), within(best(sym("parameter_tensors"), _TENSOR), _TENSOR), 0)
 # The largest trainable tensor on this GPU: that one, or under LoRA an adapter matrix, r x the wider side of the
-# projections it adapts (hidden or the MLP's width).
-_ADAPTER = sym("lora_rank") * maximum(sym("hidden"), sym("heads") * sym("head_dim"), sym("ffn"), sym("expert_ffn"))
+# projections it adapts (hidden or the MLP's width; the vocabulary with an adapter on the output layer, lm_head).
+_WIDEST = (sym("hidden"), sym("heads") * sym("head_dim"), sym("ffn"), sym("expert_ffn"))
+_ADAPTER = sym("lora_rank") * when(has(sym("lora_targets"), HEAD_TARGET), maximum(*_WIDEST, sym("vocab")),
+                                   maximum(*_WIDEST))
 LARGEST_TRAINABLE = when(both(sym("lora_rank"), sym("has_architecture")), _ADAPTER / sym("tp"), sym("largest_tensor"))
 
 

@@ -413,7 +413,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("lora_rank", "count", "", "tune", default=0, metavar="R", url="lora_rank", runs=_TRAIN),
     _o("lora_targets", "names", f"comma list of {', '.join(LORA_TARGETS)}; default q,k,v,o: the four attention "
        "projections, unlike PEFT's own default for Llama, Qwen and Gemma models, q_proj and v_proj "
-       "(TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, PEFT 0.21.2); give q,v for PEFT's", "tune",
+       "(TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, PEFT 0.21.2); give q,v for PEFT's; lm_head is the output "
+       "layer (PEFT's target name, torchtune's apply_lora_to_output)", "tune",
        default="q,k,v,o", choices=LORA_TARGETS, runs=_TRAIN, source="peft-lora"),
     _o("lora_dropout", "fraction", "PEFT's or torchtune's lora_dropout: p > 0 saves each adapter's dropout mask and "
        "output (needs --lora-rank)", "tune", default=0.0, metavar="P", url="lora_dropout", source="peft-lora",

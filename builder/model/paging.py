@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from builder.model.adapters import SHAPES
+from builder.model.adapters import HEAD, HEAD_SHAPE, SHAPES
 from builder.model.cite import Cite
 from builder.model.expr import both, eq, has, isin, maximum, sym, total, when
 from builder.model.placement import TP_SHARE
@@ -63,8 +63,16 @@ def _adapter(elements) -> object:
 
 _TARGETED = [(has(sym("lora_targets"), t), sym("lora_rank") * d_in, sym("lora_rank") * d_out)
              for t, (d_in, d_out) in SHAPES.items()]
-_ADAPTER_SHARE = (sum((when(on, _adapter(a) + _adapter(b), 0) for on, a, b in _TARGETED), start=Fraction(0))
-                  / sum((when(on, a + b, 0) for on, a, b in _TARGETED), start=Fraction(0)))
+_BLOCK_PAGED = sum((when(on, _adapter(a) + _adapter(b), 0) for on, a, b in _TARGETED), start=Fraction(0))
+_BLOCK_ALL = sum((when(on, a + b, 0) for on, a, b in _TARGETED), start=Fraction(0))
+# The output layer's adapter (lora_targets lm_head), once on the stage with the head: lora_A r x hidden, lora_B
+# vocab x r (paged from 100,000 elements: a vocabulary of 6,250 or more at r 16).
+_HEAD_ON = both(has(sym("lora_targets"), HEAD), sym("stage_has_head"))
+_HEAD_A, _HEAD_B = (sym("lora_rank") * size for size in HEAD_SHAPE)
+_ADAPTER_SHARE = when(_HEAD_ON, (_BLOCK_PAGED * sym("stage_layers") + _adapter(_HEAD_A) + _adapter(_HEAD_B))
+                      / (_BLOCK_ALL * sym("stage_layers") + _HEAD_A + _HEAD_B),
+                      _BLOCK_PAGED / _BLOCK_ALL)
+_LARGEST_ADAPTER = maximum(0, *(when(on, maximum(_adapter(a), _adapter(b)), 0) for on, a, b in _TARGETED))
 
 PAGING = {
     "paged": isin(sym("optimizer"), *PAGED_OPTIMIZERS),
@@ -74,8 +82,8 @@ PAGING = {
     # At the optimizer step: the largest paged parameter's states (both moments), on this GPU; under LoRA the largest
     # adapter matrix of those targeted (split over the tensor-parallel ranks, as builder.model.states splits them).
     "largest_paged": when(both(sym("lora_rank"), sym("has_architecture")),
-                          maximum(0, *(when(on, maximum(_adapter(a), _adapter(b)), 0) for on, a, b in _TARGETED))
-                          / sym("tp"),
+                          when(_HEAD_ON, maximum(_LARGEST_ADAPTER, _adapter(_HEAD_A), _adapter(_HEAD_B)),
+                               _LARGEST_ADAPTER) / sym("tp"),
                           when(sym("largest_trainable") >= PAGE_MIN, sym("largest_trainable"), 0)),
     "paged_in": when(sym("paged"), sym("largest_paged") * 2 * CODE_BYTES / sym("optimizer_ranks"), 0),
 }

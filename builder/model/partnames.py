@@ -58,6 +58,7 @@ PART_NAMES: dict[str, str] = {
     "activations/dropout": "Dropout masks",
     "activations/mlp": "MLP activations",
     "activations/lora": "LoRA activations",
+    "activations/head_lora": "Output layer's LoRA activations",
     "activations/router": "Router activations",
     "activations/embedding": "Embedding activations",
     "activations/final_norm": "Final norm activations",

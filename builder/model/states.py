@@ -14,7 +14,8 @@ from fractions import Fraction
 from builder.model.expr import (Expr, both, ceil, either, eq, fixed, fmt, has, isin, maximum, minimum, ne, negate,
                                 per_unit, sym, total, when)
 from builder.model.cite import Cite
-from builder.model.adapters import ADAPTER_DTYPE, ADAPTER_SOURCE, MLP_WIDTH, SHAPES as ADAPTER_SHAPES, TORCHTUNE
+from builder.model.adapters import (ADAPTER_DTYPE, ADAPTER_SOURCE, HEAD as HEAD_TARGET, HEAD_SHAPE, MLP_WIDTH,
+                                    SHAPES as ADAPTER_SHAPES, TORCHTUNE)
 from builder.model.float8 import ALL_GATHER as FLOAT8_ALL_GATHER, GATHERED as FLOAT8_GATHERED, HEAD as FLOAT8_HEAD
 from builder.model.gradbuffers import (BF16_OPTIMIZER, DDP_BUCKETS, KEPT_NOTE, MASTER_GRADS,
                                        SYMBOLS as GRAD_BUFFERS)
@@ -133,12 +134,17 @@ SHARDING = {
                          eq(sym("pp"), 1), eq(sym("ep"), 1), negate(sym("lora_rank"))),
 }
 
-# LoRA adapters (Hu et al. 2021, section 4.1): r x (in + out) per targeted projection, split over TP ranks.
+# LoRA adapters (Hu et al. 2021, section 4.1): r x (in + out) per targeted projection, split over TP ranks: one
+# block's (LAYER_ADAPTERS), and the output layer's on the stage with the head (HEAD_ADAPTERS, r x (hidden + vocab):
+# builder.model.adapters.HEAD).
+LAYER_ADAPTERS = (sym("lora_rank") * sum((when(has(sym("lora_targets"), name), d_in + d_out, 0)
+                                          for name, (d_in, d_out) in ADAPTER_SHAPES.items()), start=Fraction(0))
+                  / sym("tp"))
+HEAD_ADAPTERS = when(both(has(sym("lora_targets"), HEAD_TARGET), sym("stage_has_head")),
+                     sym("lora_rank") * (HEAD_SHAPE[0] + HEAD_SHAPE[1]) / sym("tp"), 0)
 ADAPTERS = {
     "mlp_width": MLP_WIDTH,
-    "adapters": sym("lora_rank") * sum((when(has(sym("lora_targets"), name), d_in + d_out, 0)
-                                        for name, (d_in, d_out) in ADAPTER_SHAPES.items()), start=Fraction(0))
-    * sym("stage_layers") / sym("tp"),
+    "adapters": LAYER_ADAPTERS * sym("stage_layers") + HEAD_ADAPTERS,
     "lora": both(sym("lora_rank"), sym("has_architecture")),
 }
 
@@ -248,6 +254,13 @@ RECIPE_SOURCE = by_recipe("source", "")
 RECIPE_NOTE = fmt("{0}; {1}", KEPT_HIGH, by_recipe("left_out", ""))
 
 TRAIN = eq(sym("mode"), "train")
+# QLoRA with bitsandbytes under FSDP: the quantisation constants stay whole on every rank (COMM's QLORA_FSDP_GATHER
+# has the sources).
+BNB_CONSTANTS_WHOLE = both(TRAIN, sym("qlora"), negate(TORCHTUNE), sym("fsdp"), sym("param_ranks") > 1)
+BNB_FSDP_CONSTANTS = (Cite("bitsandbytes-95f9af3", "bitsandbytes/nn/modules.py Params4bit and "
+                                                   "fix_4bit_weight_quant_state_from_module")
+                      + ": the quant_state (absmax and its constants) a Python attribute of the weight and its module, "
+                        "neither parameter nor buffer, so FSDP neither shards nor gathers it")
 PLAIN_STATES = both(TRAIN, negate(sym("lora")))
 # FSDP with a master dtype apart from the param dtype (bf16-mixed, fp16-mixed): the sharded parameter stays in the
 # master dtype and the sharded gradients are cast to it (FSDP_MIXED_SOURCE). DeepSpeed ZeRO and Megatron keep 16-bit
@@ -387,11 +400,20 @@ MODEL_STATES = RuleSet(
                  fmt("N_linear x {0} B", per_unit(sym("quantised_bytes"))), QUANTISATION_SOURCE,
                  per_param(sym("quantised_bytes"), when(sym("qlora"), "nf4", sym("param_dtype"))),
                  when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
-        PartRule("weights/quantisation_constants", sym("linear_weights") * sym("constant_bytes"),
-                 "N_linear x constant bytes", QUANTISATION_SOURCE,
+        # bitsandbytes' quant_state is no parameter, so FSDP leaves it whole on every rank (QLORA_FSDP_GATHER).
+        PartRule("weights/quantisation_constants",
+                 when(BNB_CONSTANTS_WHOLE, sym("linear"), sym("linear_weights")) * sym("constant_bytes"),
+                 when(BNB_CONSTANTS_WHOLE, "N_linear (all of the stage's, unsharded) x constant bytes",
+                      "N_linear x constant bytes"),
+                 when(BNB_CONSTANTS_WHOLE, fmt("{0}; {1}", QUANTISATION_SOURCE, BNB_FSDP_CONSTANTS),
+                      QUANTISATION_SOURCE),
                  PerUnit(sym("constant_bytes"), "param",
                          words=fmt("{0} B/param ({1})", fixed(sym("constant_bytes"), 4), sym("constants_are"))),
-                 when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
+                 when(BNB_CONSTANTS_WHOLE, fmt("FSDP shards the packed 4-bit weights over {0} ranks, not "
+                                               "bitsandbytes' quant_state, which every rank holds whole",
+                                               sym("param_ranks")), ""),
+                 when=both(_ON_GPU, sym("quantised")),
+                 sharded_by=when(BNB_CONSTANTS_WHOLE, 1, sym("param_ranks"))),
         PartRule("weights/unquantised", (sym("weights_here") - sym("linear_weights") - sym("kbit_fp32")) * 2,
                  when(eq(sym("kbit_prepare"), "prepare-bf16"), "N_embeddings+output layer x 2 B",
                       "N_embeddings+norms x 2 B"), QUANTISATION_SOURCE,
@@ -616,12 +638,66 @@ def _own_unit_gathered(name: str, unit: str, what: str, note: str) -> PartRule:
                                     negate(WHOLE_STAGE), sym(unit) > 0))
 
 
+# QLoRA under FSDP: what is gathered is the 4-bit weight as it is stored, not a 16-bit copy.
+# torchtune (torchao's NF4Tensor; torchao/dtypes/nf4tensor.py at v0.5.0, the torchao of torchtune's README commit
+# 30b8519): NF4Tensor.fsdp_pre_all_gather returns (quantized_scalers, quantization_factor, quantized_data), the
+# sharded uint8 codes (0.5 B a weight), int8 scalers (one per 64) and the weight-dtype quantization factors (one per
+# 256 scalers), scaler_mean and the nf4 table travelling as metadata; fsdp_post_all_gather wraps the all-gather
+# outputs in an NF4Tensor (with out= it asserts the storages are the all-gather outputs'): no copy. FSDP2 gathers a
+# unit whose inputs differ in dtype as bytes (PyTorch 2.13 _fsdp_collectives.py _get_all_gather_input_metadatas: uint8),
+# so a block's flat all-gather buffer and its copied-out parameters both hold its NF4 weights at 0.5 B + the constants
+# (builder.model.states' constant_bytes), its norms and LoRA adapters (FSDP units of the block: torchtune's
+# shard_model wraps each layer) at their own dtype.
+# PEFT with bitsandbytes (implementation hf; PEFT docs/source/accelerate/fsdp.md: bnb_4bit_quant_storage bf16, the
+# model loaded in that dtype): Params4bit packs four 4-bit codes into each bf16 element (quantize_4bit's
+# quant_storage), a tensor of N/4 elements, 0.5 B a weight, which FSDP shards and gathers as any bf16 parameter; its
+# quant_state (absmax, double-quantised codes and constants) is a Python attribute of the parameter and of the
+# Linear4bit module, neither a parameter nor a buffer, so FSDP neither shards nor gathers it
+# (bitsandbytes/nn/modules.py fix_4bit_weight_quant_state_from_module restores it from module.quant_state after
+# FSDP has replaced the parameter): every rank holds all of it (weights/quantisation_constants, not sharded). PEFT's
+# fsdp_auto_wrap_policy wraps the trainable LoRA layers as units of their own, so the block gathers no adapters.
+QLORA_FSDP_GATHER = when(TORCHTUNE,
+                         Cite("torchao-nf4", "torchao/dtypes/nf4tensor.py NF4Tensor.fsdp_pre_all_gather and "
+                                             "fsdp_post_all_gather")
+                         + ": the 4-bit codes, int8 scalers and quantization factors gathered, the unsharded weight "
+                           "an NF4Tensor over the all-gather outputs (no copy); "
+                         + Cite("pytorch-2-13", "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py "
+                                                "_get_all_gather_input_metadatas")
+                         + " (inputs of mixed dtypes gathered as bytes)",
+                         Cite("bitsandbytes-95f9af3", "bitsandbytes/functional.py quantize_4bit and nn/modules.py "
+                                                      "Params4bit")
+                         + " (quant_storage bf16: four 4-bit codes to a bf16 element, gathered as a bf16 parameter); "
+                         + Cite("peft-fsdp-qlora", "docs/source/accelerate/fsdp.md")
+                         + " (bnb_4bit_quant_storage bf16 for FSDP-QLoRA; fsdp_auto_wrap_policy: the adapters units "
+                           "of their own)")
+# Bytes a gathered 4-bit linear weight takes: the codes and, with torchao, the constants that travel with them.
+QLORA_GATHERED_BYTES = when(TORCHTUNE, sym("quantised_bytes") + sym("constant_bytes"), sym("quantised_bytes"))
+_PARAM_BYTES = bytes_of(sym("param_dtype"))
+QLORA_GATHER = {
+    "quantised_bytes": QUANTISATION["quantised_bytes"], "constant_bytes": QUANTISATION["constant_bytes"],
+    "layer_adapters": LAYER_ADAPTERS,
+    # One block as FSDP gathers it, and the whole stage (pipeline parallelism keeps it gathered): under QLoRA its
+    # linear weights 4-bit, the rest (norms) in the param dtype, and with torchtune its adapters in theirs.
+    "gathered_block": when(sym("qlora"),
+                           sym("layer_linear") * QLORA_GATHERED_BYTES
+                           + (sym("layer_unit") - sym("layer_linear")) * _PARAM_BYTES
+                           + when(TORCHTUNE, sym("layer_adapters") * ADAPTER_BYTES, 0),
+                           sym("layer_unit") * _PARAM_BYTES),
+    "gathered_stage": when(sym("qlora"),
+                           sym("linear") * QLORA_GATHERED_BYTES
+                           + (sym("stage_unsharded") - sym("linear")) * _PARAM_BYTES
+                           + when(TORCHTUNE, sym("adapters") * ADAPTER_BYTES, 0),
+                           sym("stage_unsharded") * _PARAM_BYTES),
+}
+QLORA_BLOCK_WORDS = fmt("one block's 4-bit linear weights x {0} B + its norms{1} x their bytes",
+                        per_unit(QLORA_GATHERED_BYTES), when(TORCHTUNE, " and adapters", ""))
+
 COMM = RuleSet(
     # The stage's LoRA adapters, derived here as the model states derive them (one rule: a widget's specialised rules
     # simplify it as one symbol, builder.widgets.specialise.one_valued).
     symbols={**SHARDING, "adapters": ADAPTERS["adapters"],
              "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype")),
-             "stage_unsharded": sym("dense") + sym("expert"), **ZERO3_SYMBOLS, **buckets.SYMBOLS,
+             "stage_unsharded": sym("dense") + sym("expert"), **QLORA_GATHER, **ZERO3_SYMBOLS, **buckets.SYMBOLS,
              # The weights FSDP gathers in float8 (enable_fsdp_float8_all_gather) and how many: the converted ones of
              # the block computed (the whole stage under pipeline parallelism), and the output layer's where it is
              # converted (a tied one is refused); the all-gather buffer's block: comm/all_gather_output.
@@ -644,18 +720,28 @@ COMM = RuleSet(
         # an fp32 scale a weight. FSDP unit by unit: the unsharded parameters of the block computed and of the root
         # unit; the flat buffer one all-gather fills is comm/all_gather_output (FSDP2_GATHERED); which of them are
         # live at each moment of a step is builder.model.step's (AT_PHASE).
-        PartRule("comm/gathered_params", when(WHOLE_STAGE, sym("stage_unsharded"),
-                                              sym("layer_unit") + sym("fsdp_root")) * bytes_of(sym("param_dtype"))
+        # QLoRA: the block's (or stage's) 4-bit weights as they are stored (QLORA_GATHER), the rest as before.
+        PartRule("comm/gathered_params",
+                 when(sym("qlora"), when(WHOLE_STAGE, sym("gathered_stage"),
+                                         sym("gathered_block") + sym("fsdp_root") * _PARAM_BYTES),
+                      when(WHOLE_STAGE, sym("stage_unsharded"), sym("layer_unit") + sym("fsdp_root"))
+                      * bytes_of(sym("param_dtype")))
                  - sym("float8_gathered") * (bytes_of(sym("param_dtype")) - 1) + 4 * sym("float8_gathered_weights"),
-                 fmt("{0}{1}", when(WHOLE_STAGE, "the stage's parameters x bytes(param dtype)",
-                                    "(one block + root unit) x bytes(param dtype)"),
-                     when(FLOAT8_ALL_GATHER, ", the float8 layers' weights at 1 B with a 4 B scale each", "")),
-                 fmt("{0}{1}", when(WHOLE_STAGE, PIPELINED_FSDP,
-                                    fmt("{0}; {1}{2}", FSDP, FSDP2_GATHERED,
-                                        when(sym("custom_sharded_layers"), fmt("; {0}", CUSTOM_UNITS), ""))),
-                     when(FLOAT8_ALL_GATHER, "; " + FLOAT8_GATHERED, "")),
+                 when(sym("qlora"),
+                      when(WHOLE_STAGE, fmt("the stage's 4-bit linear weights x {0} B + its other parameters x their "
+                                            "bytes", per_unit(QLORA_GATHERED_BYTES)),
+                           fmt("{0} + root unit x bytes(param dtype)", QLORA_BLOCK_WORDS)),
+                      fmt("{0}{1}", when(WHOLE_STAGE, "the stage's parameters x bytes(param dtype)",
+                                         "(one block + root unit) x bytes(param dtype)"),
+                          when(FLOAT8_ALL_GATHER, ", the float8 layers' weights at 1 B with a 4 B scale each", ""))),
+                 fmt("{0}{1}{2}", when(WHOLE_STAGE, PIPELINED_FSDP,
+                                       fmt("{0}; {1}{2}", FSDP, FSDP2_GATHERED,
+                                           when(sym("custom_sharded_layers"), fmt("; {0}", CUSTOM_UNITS), ""))),
+                     when(FLOAT8_ALL_GATHER, "; " + FLOAT8_GATHERED, ""),
+                     when(sym("qlora"), fmt("; {0}", QLORA_FSDP_GATHER), "")),
                  fmt("{0}{1}", when(WHOLE_STAGE, "the whole stage", "1 block + root unit"),
-                     when(FLOAT8_ALL_GATHER, ", linear weights in float8", "")),
+                     when(FLOAT8_ALL_GATHER, ", linear weights in float8",
+                          when(sym("qlora"), ", linear weights 4-bit", ""))),
                  when(WHOLE_STAGE, "pipeline parallelism keeps the stage's parameters unsharded through the schedule",
                       fmt("the unsharded parameters of the block being computed and of the root unit ({0}); with "
                           "torchtune the root unit is resharded after the forward and gathered again when the "
@@ -672,13 +758,16 @@ COMM = RuleSet(
                                               "embeddings: the final norm with the output layer is a unit of its own"),
                                          "embeddings, head"))))),
                  when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"))),
-        PartRule("comm/all_gather_output", sym("layer_unit") * bytes_of(sym("param_dtype"))
+        PartRule("comm/all_gather_output", when(sym("qlora"), sym("gathered_block"),
+                                                sym("layer_unit") * bytes_of(sym("param_dtype")))
                  - when(FLOAT8_ALL_GATHER, sym("layer_float8") * (bytes_of(sym("param_dtype")) - 1)
                         - 4 * sym("layer_float8_tensors"), 0),
-                 fmt("one block x bytes(param dtype){0}",
-                     when(FLOAT8_ALL_GATHER, ", the float8 layers' weights at 1 B with a 4 B scale each", "")),
-                 fmt("{0}{1}", FSDP2_ALL_GATHER_OUTPUT, when(FLOAT8_ALL_GATHER, "; " + FLOAT8_GATHERED, "")),
-                 "1 block's all-gather output",
+                 when(sym("qlora"), QLORA_BLOCK_WORDS,
+                      fmt("one block x bytes(param dtype){0}",
+                          when(FLOAT8_ALL_GATHER, ", the float8 layers' weights at 1 B with a 4 B scale each", ""))),
+                 fmt("{0}{1}{2}", FSDP2_ALL_GATHER_OUTPUT, when(FLOAT8_ALL_GATHER, "; " + FLOAT8_GATHERED, ""),
+                     when(sym("qlora"), fmt("; {0}", QLORA_FSDP_GATHER), "")),
+                 when(sym("qlora"), "1 block's all-gather output, linear weights 4-bit", "1 block's all-gather output"),
                  "in the forward the block's own, kept until the next unit's copy-out; in the backward the block "
                  "before it, prefetched",
                  when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"), negate(WHOLE_STAGE))),
@@ -694,8 +783,7 @@ COMM = RuleSet(
                  when=both(FSDP_REDUCE_SCATTERS, eq(sym("lora_rank"), 0))),
         # With LoRA the frozen weights make no gradients: a unit's unsharded gradients are its adapters' (in the
         # adapters' dtype, as the 'gradients' part has them), a block's share of the stage's adapters.
-        PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("adapters"),
-                                              sym("adapters") / sym("stage_layers")) * ADAPTER_BYTES,
+        PartRule("comm/unsharded_grads", when(WHOLE_STAGE, sym("adapters"), sym("layer_adapters")) * ADAPTER_BYTES,
                  when(WHOLE_STAGE, "the stage's adapter gradients x bytes(adapter dtype)",
                       "one block's adapter gradients x bytes(adapter dtype)"),
                  when(WHOLE_STAGE, PIPELINED_FSDP, FSDP),
