@@ -8,19 +8,10 @@ import json
 
 import pytest
 
-from builder.cli import main
 from builder.model.options import OPTION_OF
+from tests.test_cli import run
 
 SERVE = ["estimate", "--model", "llama-3-8b", "--mode", "serve"]
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def refused(capsys, *argv: str) -> str:
