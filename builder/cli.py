@@ -676,8 +676,9 @@ def run_gpus(args: argparse.Namespace) -> int:
     print("Usable: the total a CUDA process can allocate (cudaMemGetInfo), which every verdict uses. The size in a\n"
           "GPU's name is nominal: vendors write GB, but the boards carry about that many GiB of raw memory, less\n"
           "what the driver and CUDA keep, so the usable GB can exceed the name's number while the GiB stay below it.")
+    width = max(map(len, gpus))
     for gpu_id, gpu in gpus.items():
-        print(f"{gpu_id:<10} {gpu.display:<22} usable {format_bytes(gpu.usable_bytes, 'GiB', 2):>11} "
+        print(f"{gpu_id:<{width}} {gpu.display:<22} usable {format_bytes(gpu.usable_bytes, 'GiB', 2):>11} "
               f"= {format_bytes(gpu.usable_bytes, 'GB', 2):>10}  (name: {gpu.marketing}, nominal)")
     return 0
 

@@ -8,7 +8,7 @@ import pytest
 
 from builder.catalog import CatalogError, default_models, load_hf_config, load_models
 from builder.model.architecture import (active_param_count, from_hf_config, param_count, param_groups,
-                                        parameter_tensors)
+                                        parameter_tensors, shape_inputs)
 
 MODELS = default_models()
 
@@ -43,6 +43,15 @@ PUBLISHED = {
     # Gemma 3 1B: the Hugging Face repository's safetensors total and keras-hub's gemma3_1b preset ("params":
     # 999885952); q_norm and k_norm and four RMSNorms a block included.
     "gemma-3-1b": 999_885_952,
+    # keras-hub 71453d0 presets (converted from the Hugging Face checkpoints): mistral_0.3_7b_en, qwen3_32b_en,
+    # qwen3_moe_235b_a22b_en; Qwen3-32B's safetensors index total_size 65,524,246,528 B is the same count in bf16.
+    "mistral-7b-v0.3": 7_248_023_552,
+    "qwen3-32b": 32_762_123_264,
+    "qwen3-235b-a22b": 235_093_634_560,
+    # The Hugging Face Hub's safetensors metadata (BF16 parameters) of mistralai/Mixtral-8x22B-v0.1 and
+    # deepseek-ai/DeepSeek-V2 (Mistral AI: "141B total"; DeepSeek-V2 paper: "236B total").
+    "mixtral-8x22b": 140_630_071_296,
+    "deepseek-v2": 235_741_434_880,
 }
 
 
@@ -93,6 +102,37 @@ def test_hf_config_files_give_the_same_counts(tmp_path):
         "mistral-7b": {"model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096,
                        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
                        "vocab_size": 32000, "sliding_window": 4096},
+        # huggingface.co/mistralai/Mistral-7B-v0.3 config.json: the v3 vocabulary and no sliding window.
+        "mistral-7b-v0.3": {"model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096,
+                            "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+                            "vocab_size": 32768, "sliding_window": None, "rope_theta": 1000000.0,
+                            "max_position_embeddings": 32768, "tie_word_embeddings": False},
+        "mixtral-8x22b": {"model_type": "mixtral", "num_hidden_layers": 56, "hidden_size": 6144,
+                          "num_attention_heads": 48, "num_key_value_heads": 8, "intermediate_size": 16384,
+                          "vocab_size": 32768, "num_local_experts": 8, "num_experts_per_tok": 2,
+                          "max_position_embeddings": 65536, "sliding_window": None},
+        "qwen3-32b": {"model_type": "qwen3", "num_hidden_layers": 64, "hidden_size": 5120, "num_attention_heads": 64,
+                      "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 25600, "vocab_size": 151936,
+                      "max_position_embeddings": 40960, "tie_word_embeddings": False, "use_sliding_window": False,
+                      "sliding_window": None, "max_window_layers": 64},
+        "qwen3-235b-a22b": {"model_type": "qwen3_moe", "num_hidden_layers": 94, "hidden_size": 4096,
+                            "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+                            "intermediate_size": 12288, "moe_intermediate_size": 1536, "num_experts": 128,
+                            "num_experts_per_tok": 8, "norm_topk_prob": True, "vocab_size": 151936,
+                            "max_position_embeddings": 40960, "tie_word_embeddings": False,
+                            "decoder_sparse_step": 1, "mlp_only_layers": []},
+        # huggingface.co/deepseek-ai/DeepSeek-V2 config.json (its memory-relevant fields).
+        "deepseek-v2": {"model_type": "deepseek_v2", "num_hidden_layers": 60, "hidden_size": 5120,
+                        "num_attention_heads": 128, "num_key_value_heads": 128, "intermediate_size": 12288,
+                        "moe_intermediate_size": 1536, "n_routed_experts": 160, "n_shared_experts": 2,
+                        "num_experts_per_tok": 6, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+                        "topk_method": "group_limited_greedy", "n_group": 8, "topk_group": 3,
+                        "norm_topk_prob": False, "q_lora_rank": 1536, "kv_lora_rank": 512,
+                        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 102400,
+                        "max_position_embeddings": 163840, "tie_word_embeddings": False,
+                        "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
+                                         "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
+                                         "type": "yarn"}},
     }
     for model_id, config in configs.items():
         path = tmp_path / f"{model_id}.json"
@@ -100,6 +140,13 @@ def test_hf_config_files_give_the_same_counts(tmp_path):
         arch = load_hf_config(path)
         assert param_count(arch) == PUBLISHED[model_id], model_id
     assert from_hf_config(configs["mistral-7b"]).sliding_window == 4096
+    assert from_hf_config(configs["mistral-7b-v0.3"]).sliding_window is None
+    # The catalog entries are the shapes the config.json files read to (the activation aside: catalog entries of
+    # SwiGLU models leave it at its default, which only GeLU accounting reads).
+    for model_id in ("mistral-7b-v0.3", "mixtral-8x22b", "qwen3-32b", "qwen3-235b-a22b", "deepseek-v2"):
+        read, entry = shape_inputs(from_hf_config(configs[model_id], model_id)), shape_inputs(MODELS[model_id])
+        read["activation_function"] = entry["activation_function"]
+        assert read == entry, model_id
     assert from_hf_config(configs["qwen2.5-7b"]).sliding_window is None
 
 

@@ -84,6 +84,10 @@ ACHATBOT = ("https://github.com/ai-bot-pro/achatbot/blob/859e21612de769164d8d180
         ("l40s", 47576711168, 1, "https://github.com/alvarobartt/cuda-device-query/blob/"),
         # PyTorch "_CudaDeviceProperties(name='NVIDIA A10G', ..., total_memory=22587MB" in TorchCodec's docs build
         ("a10g", 22587, MIB, "basic_cuda_example"),
+        # deviceQuery "32117 MBytes (33677180928 bytes)", NVIDIA GeForce RTX 5090, Linux driver 570.133.04
+        ("rtx-5090", 33677180928, 1, "https://github.com/aikitoria/open-gpu-kernel-modules/issues/1"),
+        # deviceQuery "48640 MBytes (51002867712 bytes)", NVIDIA RTX 6000 Ada Generation, driver 550.127.05, ECC off
+        ("rtx-6000-ada", 51002867712, 1, THAMADA + "RTX6000Ada_x8_deviceQuery.py"),
     ],
 )
 def test_cuda_totals_pinned_to_their_printouts(gpus, gpu_id, reported, unit, url):
@@ -130,7 +134,7 @@ def test_the_smallest_cited_cuda_total_is_kept(gpus, gpu_id, other, text, url):
     # The same machines' nvidia-smi beside the deviceQuery cited for usable_bytes (thamada/nvidia-smi gls/*_smi.py,
     # orimanabu/zenndocs): the catalog's driver totals, so each gap is one driver's on one board.
     ("a100-80gb", 81920), ("h100-80gb", 81559), ("h100-nvl", 95830), ("rtx-4090", 24564), ("rtx-3090", 24576),
-    ("l4", 23034),
+    ("l4", 23034), ("rtx-6000-ada", 49140),
 ])
 def test_same_machine_nvidia_smi_totals_are_the_driver_totals(gpus, gpu_id, smi_mib):
     gpu = gpus[gpu_id]
@@ -168,6 +172,10 @@ def test_the_gap_between_nvidia_smi_and_cuda_on_one_machine(gpus):
         ("rtx-4090", 24564, MIB, "https://github.com/RLinf/RLinf/issues/255"),
         # table of nvidia-smi totals: "L4: 23034MiB (24.15 GB)"
         ("l4", 23034, MIB, "https://github.com/modal-labs/modal-client/pull/2797"),
+        # nvidia-smi "29247MiB /  32607MiB", NVIDIA GeForce RTX 5090, driver 610.57.04
+        ("rtx-5090", 32607, MIB, "https://github.com/noonghunna/club-3090/issues/1075"),
+        # nvidia-smi "2MiB /  49140MiB", NVIDIA RTX 6000 Ada Generation, driver 550.127.05
+        ("rtx-6000-ada", 49140, MIB, THAMADA + "RTX6000Ada_x8_smi.py"),
     ],
 )
 def test_driver_totals_pinned_to_sources(gpus, gpu_id, reported, unit, url):

@@ -141,10 +141,11 @@ def test_zero_3_need_per_gpu_is_the_models(catalogs):
 
 @pytest.mark.parametrize("params, model", [(7 * 10**9, "mistral-7b"), (8 * 10**9, "llama-3-8b"),
                                            (124 * 10**6, "gpt2"), (500 * 10**6, "qwen2.5-0.5b"),
-                                           (175 * 10**9, "llama-3.1-405b")])
+                                           (175 * 10**9, "mixtral-8x22b"), (400 * 10**9, "llama-3.1-405b")])
 def test_nearest_catalog_model_by_ratio(catalogs, params, model):
     """The full model prices the catalog model nearest in size by ratio: 7B is 3.5% below Mistral 7B's 7.24B
-    and 3.9% above Llama 2 7B's 6.74B; 175B is 2.3x below 405B and 2.4x above Qwen2.5 72B."""
+    and 3.9% above Llama 2 7B's 6.74B; 175B is 1.24x above Mixtral 8x22B's 140.6B and 1.34x below Qwen3
+    235B-A22B's 235.1B; 400B is 1.5% below Llama 3.1 405B's."""
     assert full_model.nearest_model(catalogs["model"], params) == model
 
 
