@@ -5,7 +5,8 @@ Flags carry each engine's names. vLLM (`vllm serve --help`): --gpu-memory-utiliz
 --vllm-version (the release to model, not a `vllm serve` flag) and --vllm-use-flashinfer-sampler (vLLM's
 VLLM_USE_FLASHINFER_SAMPLER environment variable). SGLang
 (`python -m sglang.launch_server --help`): --mem-fraction-static, --page-size, --chunked-prefill-size,
---cuda-graph-max-bs, --max-running-requests, --context-length. Hugging Face generate (GenerationConfig and
+--cuda-graph-max-bs, --max-running-requests, --context-length, --swa-full-tokens-ratio and --sglang-version (the
+release to model, not a launch_server flag). Hugging Face generate (GenerationConfig and
 from_pretrained's words): --cache-implementation, --attn-implementation, --max-new-tokens, --max-cache-len,
 --logits-to-keep; its prompt is --batch x --context. The model is builder.model.engines (and engine_sglang,
 engine_hf), and their reverse questions (`--max max-model-len`, `--max batch-size`, ...) are

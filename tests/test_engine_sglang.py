@@ -84,7 +84,8 @@ def test_cuda_context_replaces_the_memory_before_the_weights():
 
 
 @pytest.mark.parametrize("gpu_id, tp, fraction", [
-    # server_args.py _handle_gpu_memory_settings (SGLang 0.5.18), no MLA, no speculative decoding:
+    # arg_groups/memory_hook.py handle_gpu_memory_settings (SGLang 0.5.23; the same for these GPUs in 0.5.18's
+    # server_args.py _handle_gpu_memory_settings), no MLA, no speculative decoding:
     # H100 (nvidia-smi 81559 MiB): 512 + 8192 x 1.5 + 128 + 256 x 2 + 58 prefill graphs x 8 = 13,904 MiB reserved.
     ("h100-80gb", 1, 0.830),
     # H200 (143771 MiB): the same 13,904 MiB.
@@ -97,6 +98,61 @@ def test_cuda_context_replaces_the_memory_before_the_weights():
 def test_default_mem_fraction_static_follows_sglangs_reserve(gpu_id, tp, fraction):
     model = "llama-3-70b" if tp > 1 else "qwen3-8b"
     assert float(report(model, gpu_id, tp=tp).values["fraction"]) == fraction
+
+
+@pytest.mark.parametrize("release, chunk, graph_batch, fraction", [
+    # An L4 (nvidia-smi 23,034 MiB) from 0.5.20: 512 + 4096 x 1.5 + 128 + 48 x 2 + 50 prefill graphs x 8 = 7,280 MiB.
+    ("0.5.23", 4096, 48, 0.684), ("0.5.20", 4096, 48, 0.684),
+    # 0.5.18 and 0.5.19: 512 + 2048 x 1.5 + 128 + 24 x 2 + 42 x 8 = 4,096 MiB.
+    ("0.5.19", 2048, 24, 0.822), ("0.5.18", 2048, 24, 0.822),
+])
+def test_gpus_of_20_to_35_gib_reserve_more_from_0_5_20(release, chunk, graph_batch, fraction):
+    """memory_hook.py handle_gpu_memory_settings of 0.5.20 (read in each release's wheel): GPUs of 20 to 35 GiB take
+    chunked_prefill_size 4096 and a decode CUDA-graph batch of 48 (TP < 4), 2048 and 24 before."""
+    v = report("qwen3-8b", "l4", sglang_version=release).values
+    assert (v["chunked_prefill"], v["decode_graph_batch"], float(v["fraction"])) == (chunk, graph_batch, fraction)
+
+
+def test_llama_3_1_8b_on_one_l4_leaves_no_kv_cache_at_0_5_23_defaults():
+    # 0.684 of the 21.6 GiB free before the weights is less than Llama 3.1 8B's 15 GiB of bf16 weights: SGLang's own
+    # error, naming the fraction; 0.5.19's default of 0.822 starts.
+    assert not report("llama-3.1-8b", "l4").fits
+    assert report("llama-3.1-8b", "l4", sglang_version="0.5.19").fits
+
+
+@pytest.mark.parametrize("model_id, pp, running, release, graph_batch, prefill_graphs_mib, fraction", [
+    # Pipeline stages turn the prefill CUDA graph off from 0.5.19 (cuda_graph_hook.py apply_cuda_graph_compatibility):
+    # on an H100 at PP 2, 512 + 12,288 + 256 + 512 = 13,568 MiB; 0.5.18 adds its 58 sizes x 8 = 464 MiB.
+    ("qwen3-8b", 2, None, "0.5.23", 256, 0, 0.834), ("qwen3-8b", 2, None, "0.5.18", 256, 464, 0.828),
+    # A default decode batch above --max-running-requests is lowered to it from 0.5.22: 512 + 12,288 + 128 + 64 x 2
+    # + 464 = 13,520 MiB; 0.5.21 keeps 256.
+    ("qwen3-8b", 1, 64, "0.5.22", 64, 464, 0.834), ("qwen3-8b", 1, 64, "0.5.21", 256, 464, 0.830),
+    # Latent attention's prefill graphs reserve 1.5 GiB in every release read (reserve_for_graph_mb): 512 + 12,288 +
+    # 128 + 512 + 1,536 = 14,976 MiB.
+    ("deepseek-v2-lite", 1, None, "0.5.23", 256, 1536, 0.816),
+    ("deepseek-v2-lite", 1, None, "0.5.18", 256, 1536, 0.816),
+])
+def test_the_cuda_graph_reserve_by_release(model_id, pp, running, release, graph_batch, prefill_graphs_mib, fraction):
+    v = report(model_id, "h100-80gb", pp=pp, max_running_requests=running, sglang_version=release).values
+    assert (v["decode_graph_batch"], v["prefill_graph_mib"], float(v["fraction"])) == (
+        graph_batch, prefill_graphs_mib, fraction)
+
+
+def test_the_rotary_table_stays_fp32_on_rocm_from_0_5_22():
+    # layers/rotary_embedding/base.py RotaryEmbedding.__init__ of 0.5.22: "Keep fp32 on HIP, matching CUDA behavior";
+    # 0.5.21 cast it to the model's dtype on ROCm. Qwen3-8B's 40,960 positions x 128 on an MI300X.
+    assert report("qwen3-8b", "mi300x").values["rotary_table"] == 40_960 * 128 * 4
+    assert report("qwen3-8b", "mi300x", sglang_version="0.5.21").values["rotary_table"] == 40_960 * 128 * 2
+
+
+def test_the_release_is_named_and_checked(capsys):
+    assert main(["estimate", "--model", "qwen3-8b", "--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb",
+                 "--sglang-version", "0.5.19", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["engine_version"] == "SGLang 0.5.19"
+    assert main(["estimate", "--model", "qwen3-8b", "--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb",
+                 "--sglang-version", "0.5.17"]) == 2
+    assert "argument --sglang-version: '0.5.17' is not modelled: give a release from 0.5.18 to 0.5.23" in \
+        capsys.readouterr().err
 
 
 def test_qwen3_8b_on_one_b200_reproduces_the_published_pool():

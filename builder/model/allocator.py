@@ -54,7 +54,7 @@ VLLM_SOURCE = (ALLOCATOR + ": a tensor of 10 MiB or more gets a segment of its s
                + Cite("vllm-002db49", "vllm/platforms/cuda.py get_current_memory_usage")
                + ": vLLM counts allocated bytes")
 SGLANG_SOURCE = (ALLOCATOR + ": a tensor of 10 MiB or more gets a segment of its size rounded up to 2 MiB; "
-                 + Cite("sglang-d315eb7", "python/sglang/srt/utils/common.py get_available_gpu_memory")
+                 + Cite("sglang-0.5.23", "python/sglang/srt/utils/common.py get_available_gpu_memory")
                  + ": SGLang counts free memory after empty_cache, which keeps every segment in use whole")
 FORMULA = "tensors of 10 MiB or more x their rounding to 2 MiB"
 NOTE = ("simplification: tensors under 10 MiB share segments and are counted at their size; blocks the allocator "

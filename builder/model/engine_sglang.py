@@ -1,30 +1,52 @@
 """Serving as SGLang allocates it: the KV-cache pool under `--mem-fraction-static`, as rules.
 
-Source read at SGLang upstream main d315eb7 (2026-08-22, just after v0.5.18; every line below is the same in the
-v0.5.18 tag). Paths are under python/sglang/srt/.
+Read from the Python sources of SGLang's releases as published on PyPI (the wheels' python/sglang/srt), 0.5.18
+(2026-08-21, the same lines as upstream main d315eb7, read before) to 0.5.23 (2026-10-30, the newest on 2026-11-29).
+The rules are 0.5.23's unless --sglang-version names an older release (the release constants below). Paths are under
+python/sglang/srt/; from 0.5.19 the server-argument rules live in arg_groups/ (memory_hook.py, cuda_graph_hook.py),
+in server_args.py before.
 
 - pre = free memory once torch.distributed is up, before the weights (cudaMemGetInfo, minimum over ranks)
-                                              distributed/bootstrap.py init_torch_distributed
+                                              distributed/bootstrap.py measure_pre_model_load_memory (0.5.21 on;
+                                              init_torch_distributed before)
 - rest = free after the weights - pre x (1 - mem_fraction_static)
                                               mem_cache/kv_cache_configurator.py _profile_available_bytes
-  (equivalently mem_fraction_static x pre - the weights); rest <= 0 is SGLang's own ValueError
+  (equivalently mem_fraction_static x pre - the weights); rest <= 0 is SGLang's own ValueError. From 0.5.19 it runs
+  gc.collect() before measuring, so loader garbage no longer referenced is freed first
 - cell = KV heads on this rank (max(1, kv_heads // tp)) x (head_dim + v_head_dim) x the stage's layers x bytes
                                               model_executor/pool_configurator.py _compute_cell_size
 - max_total_num_tokens = floor(rest / cell) rounded down to a page; the minimum over pipeline stages
                                               pool_configurator.py calculate_pool_sizes, _apply_token_constraints
 - the default mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3), gpu_mem nvidia-smi's MiB, reserved
-  = 512 + 1.5 x max(chunked_prefill_size, 2048) + tp x pp / 8 x 1024 + 2 x decode CUDA-graph batch + 8 per
-  prefill CUDA-graph size, at least 10 GiB on GPUs above 60 GiB        server_args.py _handle_gpu_memory_settings,
-                                                                       reserve_for_graph_mb
+  = 512 + 1.5 x max(chunked_prefill_size, 2048) + tp x pp / 8 x 1024 + 2 x decode CUDA-graph batch + the prefill
+  CUDA graphs' (8 per captured size; 1.5 GiB flat with latent attention, MLA; none with pipeline stages from 0.5.19,
+  where the prefill graph is off by default), at least 10 GiB on GPUs above 60 GiB
+                                              arg_groups/memory_hook.py handle_gpu_memory_settings,
+                                              reserve_for_graph_mb; arg_groups/cuda_graph_hook.py
+                                              apply_cuda_graph_compatibility
+- the defaults by nvidia-smi's capacity: chunked_prefill_size 2048 below 20 GiB, 4096 below 60 GiB (2048 below 35 GiB
+  up to 0.5.19), 8192 below 160 GiB, 16384 above; the decode CUDA-graph batch 8, then 48 (TP < 4) or 160 below 35
+  GiB (24 or 80 up to 0.5.19), 32 or 160 below 60 GiB, 256 or 512 below 160 GiB, 512 above; from 0.5.22 a default
+  batch above a given --max-running-requests is lowered to it                      memory_hook.py
 - requests of context_len tokens at once: floor(tokens / (context_len rounded up to a page)), each request holding
-  whole pages                                 mem_cache/allocator.py PagedTokenToKVPoolAllocator
+  whole pages                                 mem_cache/allocator PagedTokenToKVPoolAllocator
   with full and sliding-window layers, the fewer of that and floor(swa tokens / min(context_len, window - 1 + page)):
   a request keeps at most SGLang's window (the model's sliding_window - 1, models/gemma2.py) and a page in the
-  sliding pool, the admission floor of pool_configurator.py HybridSWAPoolConfigurator (commit 003fca8)
+  sliding pool, the admission floor of pool_configurator.py HybridSWAPoolConfigurator (commit 003fca8;
+  MemoryPoolConfigurator.validate_swa_pool_size from 0.5.20)
 - max_running_requests: int(tokens / context_len x 512) within [2048, 4096], at most tokens // 2
                                               mem_cache/kv_cache_configurator.py resolve_max_num_reqs
-- the log: "KV Cache is allocated. dtype: ..., #tokens: N, K size: X GB, V size: X GB" with buffers one page
-  longer than N (mem_cache/memory_pool.py _kv_buffer_shapes); SGLang's "GB" are GiB (memory_pool.py: GB = 1024**3).
+- the log: "KV Cache is allocated. dtype: ..., #tokens: N, K size: X GB, V size: X GB" (latent attention: one "KV
+  size") with buffers one page longer than N (mem_cache/memory_pool.py _kv_buffer_shapes,
+  KVCache._finalize_allocation_log); SGLang's "GB" are GiB (memory_pool.py: GB = 1024**3).
+
+Unchanged from 0.5.18 to 0.5.23 (read in each): the budget, the cell (MHA, MLA and fp8), the page rounding, the
+buffers' extra page, the request limit, the default page (1; 64 with Blackwell's trtllm_mha), the 10 GiB floor, the
+1.5 MiB a token of prefill chunk, the prefill CUDA-graph sizes and the log lines above. 0.5.23 captures latent
+attention's prefill graphs up to min(8192, chunked_prefill_size) tokens (2048 before), which leaves the reserve as it
+was: MLA's prefill graphs reserve 1.5 GiB whatever their sizes. The rotary cos/sin table, fp32 on CUDA, is fp32 on
+ROCm too from 0.5.22 (the model's dtype before). From 0.5.21 the log has no "Init torch distributed ends. mem usage":
+"Memory baseline taken. mem usage" is measured once torch.distributed is up, so it leaves the set-up out.
 
 The memory gone before the weights is three terms, each placed in published logs (the table below): CUDA's total
 below nvidia-smi's (the GPU catalog's two totals), the CUDA context (assumed: 2.4 KiB for every thread the GPU holds
@@ -33,8 +55,9 @@ at once) and torch.distributed's set-up (assumed: by interconnect, builder.model
 qk_rope_head_dim per token and layer on every rank (pool_configurator.py _compute_cell_size, MLATokenToKVPool); a
 model mixing full and sliding-window layers gets SGLang's two pools (HybridSWAPoolConfigurator,
 --swa-full-tokens-ratio). Left out, and named: loader temporaries still referenced when the free memory is measured,
-speculative decoding, the SWAChunkCap sizing (an explicit --max-running-requests with the radix cache off), a model
-whose every layer slides (counted full), multimodal and Mamba pools.
+speculative decoding, the SWA request-cap sizing (an explicit --max-running-requests with the radix cache off:
+SWAChunkCapPoolConfigurator, SWARequestCapPoolConfigurator from 0.5.22), a model whose every layer slides (counted
+full), multimodal and Mamba pools.
 """
 
 from __future__ import annotations
@@ -52,16 +75,67 @@ from builder.model.units import GiB as GIB
 from builder.model.units import KiB as KIB
 from builder.model.units import MiB as MIB
 
-SGLANG_VERSION = "SGLang 0.5.18 (upstream main d315eb7, 2026-08-22)"
-BUDGET = Cite("sglang-d315eb7", "python/sglang/srt/mem_cache/kv_cache_configurator.py _profile_available_bytes")
-CELL = Cite("sglang-d315eb7", "python/sglang/srt/model_executor/pool_configurator.py _compute_cell_size and "
-                              "calculate_pool_sizes")
-RESERVE = Cite("sglang-d315eb7", "python/sglang/srt/server_args.py _handle_gpu_memory_settings and reserve_for_graph_mb")
+SGLANG_VERSION = "SGLang 0.5.23"
+# --- SGLang releases (--sglang-version) ----------------------------------------------------------------------------
+# A release as the rules read it: its patch number (SGLang 0.5.x), e.g. 0.5.23 -> 23. Each release's wheel on PyPI was
+# read (python/sglang/srt): 0.5.18 (2026-08-21) to 0.5.23 (2026-10-30), the newest on 2026-11-29.
+DEFAULT_RELEASE = 23
+OLDEST_RELEASE, NEWEST_RELEASE = 18, 23
+RELEASE = sym("sglang_version")
+# From 0.5.19, pipeline parallelism turns the (breakable) prefill CUDA graph off unless its backend is given
+# (arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility: "PP prefill graph replay is opt-in"), before the
+# memory settings read it, so reserve_for_graph_mb counts no prefill graphs; 0.5.18 kept them (server_args.py
+# _disable_breakable_cudagraph_if_incompatible has no pipeline rule).
+PP_PREFILL_GRAPH_OFF_FROM = 19
+# From 0.5.20, GPUs of 20 to 35 GiB (A10, L4, RTX 4090, 5090) get chunked_prefill_size 4096 and a decode CUDA-graph
+# batch of 48 below TP 4, else 160 (arg_groups/memory_hook.py handle_gpu_memory_settings: "32GB Blackwell (RTX 5090)
+# can hold decode cuda graphs well past bs=24"); 2048 and 24 or 80 in 0.5.18 and 0.5.19.
+SMALL_TIER_FROM = 20
+# From 0.5.22, a default decode CUDA-graph batch above a given --max-running-requests is lowered to it
+# (memory_hook.py handle_gpu_memory_settings, decode_max_bs_is_default).
+GRAPH_BATCH_CAPPED_FROM = 22
+# From 0.5.22 the rotary cos/sin table stays fp32 on ROCm too (layers/rotary_embedding/base.py RotaryEmbedding.__init__:
+# "Keep fp32 on HIP, matching CUDA behavior"); the model's dtype on ROCm in 0.5.18 to 0.5.21.
+ROCM_FP32_ROTARY_FROM = 22
+SOURCE_RELEASE = "sglang-0.5.23"
+BUDGET = Cite(SOURCE_RELEASE, "python/sglang/srt/mem_cache/kv_cache_configurator.py _profile_available_bytes")
+CELL = Cite(SOURCE_RELEASE, "python/sglang/srt/model_executor/pool_configurator.py _compute_cell_size and "
+                            "calculate_pool_sizes")
+RESERVE = (Cite(SOURCE_RELEASE, "python/sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings and "
+                                "reserve_for_graph_mb") + " (server_args.py in "
+           + Cite("sglang-d315eb7", "0.5.18") + ")")
+# Latent attention (MLA): SGLang's use_mla_backend (the model's attention_arch), read from the architecture.
+LATENT = sym("kv_lora_rank") > 0
+# The prefill CUDA graphs of latent attention reserve 1.5 GiB whatever their sizes (reserve_for_graph_mb: "MLA backend
+# overhead is much higher than expected with fa3"), 8 MiB a captured size otherwise.
+MLA_PREFILL_GRAPHS_MIB = 1536
+
+
+def release_code(text: Any) -> int:
+    """A release as --sglang-version takes it ('0.5.23', 'v0.5.20', '0.5.21.post1') as the rules read it (its patch);
+    ValueError naming the option otherwise."""
+    if not isinstance(text, str):  # YAML reads 0.5 as a number
+        raise ValueError(f"sglang_version: give the release as text, such as '0.5.20', not the number {text!r}")
+    parts = text.strip().removeprefix("v").split(".")
+    if len(parts) == 4 and parts[3].startswith("post") and parts[3][4:].isdigit():
+        parts = parts[:3]
+    if not (len(parts) == 3 and all(p.isdigit() for p in parts)):
+        raise ValueError(f"sglang_version: {text!r} is not an SGLang release such as 0.5.20")
+    major, minor, patch = (int(p) for p in parts)
+    if (major, minor) != (0, 5) or not OLDEST_RELEASE <= patch <= NEWEST_RELEASE:
+        raise ValueError(f"sglang_version: {text!r} is not modelled: give a release from 0.5.{OLDEST_RELEASE} to "
+                         f"0.5.{NEWEST_RELEASE}")
+    return patch
+
+
+def release_words(code: int) -> str:
+    """The engine as a report names it for a release code."""
+    return f"SGLang 0.5.{code}"
 # The memory gone before the weights load (nvidia-smi's total - "Load weight begin. avail mem"), in three terms, each
 # placed in the published logs by what they print: CUDA's total is the catalog's (the GPU's deviceQuery or
-# PyTorch printout), the distributed set-up is SGLang's own "Init torch distributed ends. mem usage" (memory free
-# before model_runner's init_torch_distributed, less after it: distributed/bootstrap.py), and the CUDA context is
-# what is left. SGLang's "GB" are GiB.
+# PyTorch printout), the distributed set-up is SGLang's own "Init torch distributed ends. mem usage" (a line of the
+# releases up to 0.5.20: memory free before model_runner's init_torch_distributed, less after it:
+# distributed/bootstrap.py), and the CUDA context is what is left. SGLang's "GB" are GiB.
 #   log (SGLang)                           nvidia-smi  CUDA    driver  context  distributed  avail mem
 #   one B200, 2026-04 (PR #23669)          179.06      178.35  0.71    0.69     0.09         177.57
 #   H200s at TP 8, v0.5.3 (PR #11716)      140.40      139.80  0.60    0.50     1.96         137.34
@@ -102,20 +176,21 @@ DISTRIBUTED_PCIE = Fraction(13, 100) * GIB
 DISTRIBUTED_SOURCE = ("assumed: 0.09 GiB on one GPU (" + Cite("sglang-pr-23669", "'Init torch distributed ends. mem "
                       "usage=0.09 GB'") + "), 0.13 GiB a rank on more GPUs, tensor parallelism over an NVLink "
                       "switch aside (" + Cite("llms-in-clouds-sglang", "four L4s: 'mem usage=0.13 GB'") + ")")
-DRIVER_SOURCE = ("nvidia-smi's total (" + Cite("sglang-d315eb7", "python/sglang/srt/utils/common.py "
-                                                   "get_nvgpu_memory_capacity")
+DRIVER_SOURCE = ("nvidia-smi's total (" + Cite(SOURCE_RELEASE, "python/sglang/srt/utils/common.py "
+                                                  "get_nvgpu_memory_capacity")
                  + ") less CUDA's, the most the free memory SGLang measures can be (cudaMemGetInfo: "
-                 + Cite("sglang-d315eb7", "python/sglang/srt/distributed/bootstrap.py init_torch_distributed")
+                 + Cite(SOURCE_RELEASE, "python/sglang/srt/distributed/bootstrap.py measure_pre_model_load_memory")
                  + "): the GPU catalog's two totals, memory the driver keeps before any process starts")
 GIVEN_SOURCE = "given with --cuda-context: the whole memory gone before the weights, as measured"
 # The GPU total the rules start from is nvidia-smi's, not cudaMemGetInfo's: SGLang picks its defaults by
 # nvidia-smi's MiB (utils/common.py get_nvgpu_memory_capacity runs nvidia-smi --query-gpu=memory.total), and the memory
 # gone before the weights is counted from it, CUDA's own shortfall (the driver's reserve) first.
-TOTAL_SOURCE = (Cite("sglang-d315eb7", "python/sglang/srt/utils/common.py get_nvgpu_memory_capacity")
+TOTAL_SOURCE = (Cite(SOURCE_RELEASE, "python/sglang/srt/utils/common.py get_nvgpu_memory_capacity")
                 + " (nvidia-smi --query-gpu=memory.total); the memory gone before the weights is counted from "
                 "nvidia-smi's total")
-# The prefill CUDA-graph token sizes (server_args.py _generate_prefill_cuda_graph_batch_sizes): (start, stop, step)
-# ranges, each up to the graph's largest size (chunked_prefill_size for a model without MLA).
+# The prefill CUDA-graph token sizes (arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes;
+# server_args.py _generate_prefill_cuda_graph_batch_sizes in 0.5.18): (start, stop, step) ranges, each up to the
+# graph's largest size, chunked_prefill_size for a model without MLA (whose reserve is flat: MLA_PREFILL_GRAPHS_MIB).
 PREFILL_GRAPH_RANGES = ((4, 33, 4), (48, 257, 16), (288, 513, 32), (576, 1025, 64), (1280, 4097, 256))
 LAST_PREFILL_RANGE = (4608, 512)  # 4608, 5120, ... up to the largest size
 # SGLang's options (`python -m sglang.launch_server --help`) as the command line offers them, in the form of
@@ -127,14 +202,19 @@ FLAGS = (
     ("chunked_prefill_size", "whole", "TOKENS",
      "tokens per prefill chunk (SGLang default: 2048 to 16384 by GPU memory)"),
     ("cuda_graph_max_bs", "whole", "N",
-     "largest decode batch captured in a CUDA graph (SGLang default: by GPU and TP)"),
+     "largest decode batch captured in a CUDA graph (SGLang default: by GPU and TP, at most --max-running-requests "
+     "from 0.5.22)"),
     ("max_running_requests", "whole", "N", "requests at once (SGLang default: from the pool, 2048 to 4096)"),
     ("context_length", "whole", "TOKENS",
      "tokens per request (default: --context where given, else SGLang's: the model's max_position_embeddings)"),
     ("swa_full_tokens_ratio", "float", "R",
      "sliding-window pool size as a share of the full-attention pool, for models mixing both (SGLang default 0.8)"),
+    ("sglang_version", "text", "X.Y.Z", "the SGLang release whose start-up to model, 0.5.18 to 0.5.23 (e.g. 0.5.19): "
+     "its defaults for 20-35 GiB GPUs, its prefill CUDA graphs under pipeline stages, its decode CUDA-graph batch "
+     "under --max-running-requests and its rotary table on ROCm (default: 0.5.23, the newest)"),
 )
-DEFAULT_SWA_RATIO = Fraction(8, 10)  # server_args.py ServerArgs.swa_full_tokens_ratio
+# arg_groups/fields/schedule.py swa_full_tokens_ratio (fallback=0.8; server_args.py ServerArgs in 0.5.18)
+DEFAULT_SWA_RATIO = Fraction(8, 10)
 SWA = (Cite("sglang-003fca8", "python/sglang/srt/model_executor/pool_configurator.py HybridSWAPoolConfigurator")
        + ": cell = full layers x per-token + swa_full_tokens_ratio x sliding layers x per-token; swa tokens = full "
        "tokens x ratio")
@@ -160,21 +240,32 @@ def _torch_dtype(names: dict[str, str]) -> Any:
 
 
 tp_small = sym("tp") < 4
+small_tier = RELEASE >= SMALL_TIER_FROM
 CHUNK = sym("chunked_prefill")
 SGLANG = RuleSet(
     symbols={
         **KV_SYMBOLS,
         "gpu_mib": sym("gpu_total") / MIB,
-        # Defaults by capacity (server_args.py _handle_gpu_memory_settings, step 1).
+        # Defaults by capacity (memory_hook.py handle_gpu_memory_settings, its first step; the 20-35 GiB tier by
+        # release: SMALL_TIER_FROM).
         "chunked_prefill": when(sym("chunked_prefill_size"), sym("chunked_prefill_size"),
-                                _by_capacity((20, 2048), (35, 2048), (60, 4096), (160, 8192), otherwise=16384)),
-        "decode_graph_batch": when(sym("cuda_graph_max_bs"), sym("cuda_graph_max_bs"),
-                                   _by_capacity((20, 8), (35, when(tp_small, 24, 80)), (60, when(tp_small, 32, 160)),
-                                                (160, when(tp_small, 256, 512)), otherwise=512)),
+                                _by_capacity((20, 2048), (35, when(small_tier, 4096, 2048)), (60, 4096), (160, 8192),
+                                             otherwise=16384)),
+        "default_graph_batch": _by_capacity((20, 8), (35, when(tp_small, when(small_tier, 48, 24),
+                                                                when(small_tier, 160, 80))),
+                                            (60, when(tp_small, 32, 160)), (160, when(tp_small, 256, 512)),
+                                            otherwise=512),
+        "decode_graph_batch": when(sym("cuda_graph_max_bs"), sym("cuda_graph_max_bs"), when(
+            both(RELEASE >= GRAPH_BATCH_CAPPED_FROM, sym("running_requests") > 0),
+            minimum(sym("default_graph_batch"), sym("running_requests")), sym("default_graph_batch"))),
         "prefill_graphs": sum((_count(a, b, s, CHUNK) for a, b, s in PREFILL_GRAPH_RANGES), start=0)
         + when(CHUNK >= LAST_PREFILL_RANGE[0], (CHUNK - LAST_PREFILL_RANGE[0]) // LAST_PREFILL_RANGE[1] + 1, 0),
+        # The prefill CUDA graphs' reserve (reserve_for_graph_mb): none where pipeline stages turn the graph off
+        # (PP_PREFILL_GRAPH_OFF_FROM), 1.5 GiB with latent attention, else 8 MiB a captured size.
+        "prefill_graph_mib": when(both(sym("pp") > 1, RELEASE >= PP_PREFILL_GRAPH_OFF_FROM), 0,
+                                  when(LATENT, MLA_PREFILL_GRAPHS_MIB, 8 * sym("prefill_graphs"))),
         "reserved_mib": 512 + maximum(CHUNK, 2048) * Fraction(3, 2) + sym("tp") * sym("pp") * 128
-        + 2 * sym("decode_graph_batch") + 8 * sym("prefill_graphs"),
+        + 2 * sym("decode_graph_batch") + sym("prefill_graph_mib"),
         "reserve_mib": when(sym("gpu_mib") > 60 * 1024, maximum(sym("reserved_mib"), 10 * 1024), sym("reserved_mib")),
         "default_fraction": floor((sym("gpu_mib") - sym("reserve_mib")) * 1000 / sym("gpu_mib") + Fraction(1, 2))
         / 1000,
@@ -188,9 +279,11 @@ SGLANG = RuleSet(
             sym("tp") * sym("pp") > 1, DISTRIBUTED_PCIE, DISTRIBUTED_ONE))),
         "before_weights": sym("driver_reserve") + sym("cuda_context") + sym("distributed"),
         "pre": sym("gpu_total") - sym("before_weights"),
-        # The weight load's memory: the parameters, the rotary cos/sin table (fp32 on CUDA, the model's dtype on
-        # ROCm) and the allocator's segments in use, whole (free memory).
-        **allocator.loaded_symbols(when(sym("rocm"), bytes_of(sym("activation_dtype")), 4), free_memory=True),
+        # The weight load's memory: the parameters, the rotary cos/sin table (fp32 on CUDA, and on ROCm from 0.5.22:
+        # ROCM_FP32_ROTARY_FROM; the model's dtype on ROCm before) and the allocator's segments in use, whole (free
+        # memory).
+        **allocator.loaded_symbols(when(both(sym("rocm"), RELEASE < ROCM_FP32_ROTARY_FROM),
+                                        bytes_of(sym("activation_dtype")), 4), free_memory=True),
         "after_weights": sym("pre") - sym("loaded_weights"),
         "slack": sym("pre") * (1 - sym("fraction")),
         "rest": floor(sym("after_weights") - sym("slack")),
@@ -227,7 +320,7 @@ SGLANG = RuleSet(
         # The buffers hold one page more than the pool's tokens (memory_pool.py): K and V halves, or one latent buffer.
         "kv_size": (sym("max_total_num_tokens") + sym("page")) * sym("cell"),
         "k_size": sym("kv_size") / 2,
-        "latent": sym("kv_lora_rank") > 0,
+        "latent": LATENT,
         "kv_dtype_name": _torch_dtype(KV_TORCH_DTYPES),
         "minimum_fraction": 1 - sym("after_weights") / sym("pre"),
         # A context_length above the model's own is refused at start-up (configs/model_config.py, unless
@@ -277,7 +370,8 @@ SGLANG = RuleSet(
 )
 # SGLang's own log lines (memory_pool.py KVCache._finalize_allocation_log; managers/scheduler.py), "GB" being GiB.
 KV_LINE = "KV Cache is allocated. dtype: {0}, #tokens: {1}, K size: {2:.2f} GB, V size: {2:.2f} GB"
-MLA_LINE = "KV Cache is allocated. #tokens: {0}, KV size: {1:.2f} GB"  # memory_pool.py MLATokenToKVPool
+# Latent attention's pool (MLATokenToKVPool) logs one size through the same KVCache._finalize_allocation_log.
+MLA_LINE = "KV Cache is allocated. dtype: {0}, #tokens: {1}, KV size: {2:.2f} GB"
 SWA_LINE = "Use sliding window memory pool. full_layer_tokens={0}, swa_layer_tokens={1}"  # pool_configurator.py
 SUMMARY_LINE = ("max_total_num_tokens={0}, chunked_prefill_size={1}, max_prefill_tokens=16384, "
                 "max_running_requests={2}, context_len={3}")
@@ -287,7 +381,7 @@ def log_lines(values: dict[str, Any]) -> list[str]:
     """The engine's own startup lines for the worker with the fewest tokens."""
     tokens = int(values["max_total_num_tokens"])
     first = ([SWA_LINE.format(tokens, int(values["swa_max_total_num_tokens"]))] if values["hybrid_swa"] else
-             [MLA_LINE.format(tokens, float(values["kv_size"]) / GIB)] if values["latent"] else
+             [MLA_LINE.format(values["kv_dtype_name"], tokens, float(values["kv_size"]) / GIB)] if values["latent"] else
              [KV_LINE.format(values["kv_dtype_name"], tokens, float(values["k_size"]) / GIB)])
     return [*first,
             SUMMARY_LINE.format(int(values["max_total_num_tokens"]), values["chunked_prefill"],

@@ -347,6 +347,7 @@ class EngineSettings:
     max_running_requests: int | None = None  # requests at once (default from the pool, 2048 to 4096)
     context_length: int | None = None  # tokens per request (default: default_length, the model's own)
     swa_full_tokens_ratio: float | None = None  # sliding-window pool / full pool tokens, hybrid models (default 0.8)
+    sglang_version: str | None = None  # the SGLang release to size the run for, e.g. "0.5.19" (default: 0.5.23)
     # Hugging Face generate's (GenerationConfig, from_pretrained; builder.model.engine_hf):
     cache_implementation: str | None = None  # "dynamic" (transformers' default) or "static"
     attn_implementation: str | None = None  # "eager", "sdpa" or "flash_attention_2" (default: the run's --attention)
@@ -387,6 +388,8 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length:
     is one, gives its CUDA total and the threads it holds at once (SGLang's memory before the weights); without
     one, the CUDA total is `gpu_total` and the threads engine_sglang's stand-in."""
     release = DEFAULT_RELEASE if settings.vllm_version is None else release_code(settings.vllm_version)
+    sglang_release = (sglang.DEFAULT_RELEASE if settings.sglang_version is None
+                      else sglang.release_code(settings.sglang_version))
     flashinfer = flashinfer_given(settings.vllm_use_flashinfer_sampler)
     seqs, tokens = batch_defaults(gpu_total, gpu_id, release)
     utilization, fraction = settings.gpu_memory_utilization, settings.mem_fraction_static
@@ -404,6 +407,7 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length:
             "context_len": settings.context_length or length,
             "swa_full_tokens_ratio": Fraction(str(settings.swa_full_tokens_ratio))
             if settings.swa_full_tokens_ratio is not None else 0,
+            "sglang_version": sglang_release,  # SGLang's release (engine_sglang.release_code)
             # vLLM's share as given (0: the release's default, the rules' "utilization") and the release.
             "gpu_memory_utilization": 0 if utilization is None else Fraction(str(utilization)),
             "vllm_version": release,
@@ -695,7 +699,8 @@ def _engines() -> dict[str, Engine]:
                            refused_by=vllm_refused_by, version_of=lambda values: release_words(values["vllm_version"])),
             "sglang": Engine("sglang", "SGLang", sglang.SGLANG_VERSION, sglang.SGLANG, "max_total_num_tokens",
                              sglang.FLAGS, sglang.log_lines, sglang.summary, "driver", sglang.TOTAL_SOURCE,
-                             refused_by=sglang.refused_by),
+                             refused_by=sglang.refused_by,
+                             version_of=lambda values: sglang.release_words(values["sglang_version"])),
             "hf": Engine("hf", "Hugging Face generate", hf.HF_VERSION, hf.HF, "headroom", hf.FLAGS, hf.lines,
                          hf.summary, "cuda", "torch's out-of-memory error is against what the CUDA process sees "
                          "(cudaMemGetInfo's total)", hf.CHOICES, refused_by=hf.refused_by)}
@@ -756,6 +761,10 @@ def _checked(settings: EngineSettings, config: Any) -> None:
         if settings.engine != "vllm":
             raise ValueError(f"vllm_version: a vLLM release, not an option of {ENGINES[settings.engine].title}")
         release_code(settings.vllm_version)
+    if settings.sglang_version is not None:
+        if settings.engine != "sglang":
+            raise ValueError(f"sglang_version: an SGLang release, not an option of {ENGINES[settings.engine].title}")
+        sglang.release_code(settings.sglang_version)
     if settings.vllm_use_flashinfer_sampler is not None:
         if settings.engine != "vllm":
             raise ValueError(f"vllm_use_flashinfer_sampler: vLLM's VLLM_USE_FLASHINFER_SAMPLER, not an option of "

@@ -10,8 +10,8 @@ the table on the GPU as a buffer (it is in vLLM's "Model loading took" and SGLan
   (_ROPE_DICT), so one for most models and two for Gemma 3 (local and global bases);
 - not sharded: every tensor-parallel rank holds the whole table;
 - vLLM keeps it in the model's dtype (cache.to(dtype)); SGLang keeps it in fp32 on CUDA ("cache needs to be in
-  FP32 for numerical stability") and casts it to the model's dtype elsewhere (ROCm), unless SGLANG_ROPE_CACHE_FP32
-  is set (SGLang PR #29729).
+  FP32 for numerical stability"), and on ROCm from 0.5.22 ("Keep fp32 on HIP, matching CUDA behavior"); 0.5.18 to
+  0.5.21 cast it to the model's dtype on ROCm, unless SGLANG_ROPE_CACHE_FP32 is set (SGLang PR #29729).
 
 Training does not hold one: transformers computes cos and sin for the positions of each forward
 (LlamaRotaryEmbedding keeps only inv_freq).
@@ -31,9 +31,10 @@ VLLM_SOURCE = (Cite("vllm-6adad08", "vllm/model_executor/layers/rotary_embedding
                                     "and __init__.py get_rope")
                + ": a cos/sin buffer of max_position_embeddings x rotary_dim in the model's dtype, one per rotary "
                "setting (_ROPE_DICT), whole on every rank")
-SGLANG_SOURCE = (Cite("sglang-d315eb7", "python/sglang/srt/layers/rotary_embedding.py RotaryEmbedding.__init__ and "
-                                        "get_rope")
-                 + ": the same table, kept in fp32 on CUDA and in the model's dtype on ROCm")
+SGLANG_SOURCE = (Cite("sglang-0.5.23", "python/sglang/srt/layers/rotary_embedding/base.py RotaryEmbedding.__init__ "
+                                       "and factory.py get_rope")
+                 + ": the same table, kept in fp32 on CUDA, and on ROCm from 0.5.22 (the model's dtype on ROCm in "
+                 + Cite("sglang-d315eb7", "0.5.18") + " to 0.5.21)")
 
 
 def table_bytes(element_bytes: Any) -> Any:
