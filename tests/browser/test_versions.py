@@ -4,12 +4,16 @@ and from file://."""
 
 from __future__ import annotations
 
+import tomllib
+
 import pytest
 
-from builder.release import project_version
+from builder.release import PYPROJECT, project_version
 from tests.browser import checks
 
 VERSION = project_version()
+ROOT_DIR = PYPROJECT.parent  # the release date is content/site.toml's `released`, as CITATION.cff's is
+RELEASED = tomllib.loads((ROOT_DIR / "content" / "site.toml").read_text(encoding="utf-8"))["released"]
 SNAPSHOT = f"v/{VERSION}/"
 WIDTHS = (320, 1280)
 
@@ -60,7 +64,7 @@ def test_snapshot_banner_leads_back_to_the_latest_page_from_file_urls(file_brows
         page = visit.page
         banner = page.locator(".snapshot-banner")
         assert banner.is_visible()
-        assert banner.inner_text().startswith(f"Version {VERSION} of 2026-11-24: this page as it was published then.")
+        assert banner.inner_text().startswith(f"Version {VERSION} of {RELEASED}: this page as it was published then.")
         assert page.locator('link[rel="canonical"]').get_attribute("href") == "../../serving.html"
         banner.get_by_role("link", name="The latest version is here").click()
         page.wait_for_load_state()
@@ -84,7 +88,7 @@ def test_cite_this_page_reads_without_javascript_and_selects_whole_on_click(site
         assert plain.inner_text() == (
             "Training Memory, Explained contributors (2026). “Activations: what each op saves, attention "
             "implementations, recompute, logits and loss”. Training Memory, Explained, version "
-            f"{VERSION} of 2026-11-24 (accessed YYYY-MM-DD).")
+            f"{VERSION} of {RELEASED} (accessed YYYY-MM-DD).")
         plain.click()
         assert page.evaluate("window.getSelection().toString()") == plain.inner_text()
         assert cite.get_by_role("link", name=f"this page at version {VERSION}").get_attribute("href") == \
@@ -100,16 +104,16 @@ def test_what_changed_lists_every_key_configuration_without_javascript(site_brow
     gathered, _ = gather_content(SitePaths(ROOT / "content", ROOT / "templates", ROOT / "static", ROOT / "unused"))
     configurations = key_configurations(gathered.models, gathered.presets, gathered.pages)[0]
     labels = [label for _, label, _ in configurations]
-    # The released version's own table keeps the labels it published (the classic start's has since named its
+    # The first release's own table keeps the labels it published (the classic start's has since named its
     # 161.4 GB as the sum of parts).
-    record, _ = read_record(ROOT / "content" / "releases" / f"{VERSION}.toml")
+    record, _ = read_record(ROOT / "content" / "releases" / "0.1.0.toml")
     published = [record.numbers[key].label for key, _, _ in configurations]
     with site_browser.open_page("what-changed.html", js=False) as visit:
         page = visit.page
-        heading = page.get_by_role("heading", name=f"Since version {VERSION} (not yet released)")
+        heading = page.get_by_role("heading", name=f"Since version {VERSION}: changes in no release yet")
         assert heading.is_visible()
         rows = page.locator("#changes-unreleased ~ .table-scroll tbody th").all_inner_texts()
         assert rows == labels and len(labels) == 6
-        first = page.locator(f"#changes-v{VERSION.replace('.', '-')} ~ .table-scroll tbody th")
+        first = page.locator("#changes-v0-1-0 ~ .table-scroll tbody th")
         assert first.all_inner_texts() == published != labels
         assert visit.problems() == []
