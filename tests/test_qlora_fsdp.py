@@ -88,7 +88,7 @@ def test_bitsandbytes_gathers_the_packed_bf16_storage_and_keeps_its_constants_wh
 
 
 def test_plain_lora_under_fsdp_still_gathers_the_bf16_block():
-    """Without QLoRA nothing changes: the block is gathered in the param dtype (tests/test_fsdp_units.py measures it)."""
+    """Without QLoRA nothing changes: the block is gathered in the param dtype (/test_fsdp_units.py measures it)."""
     got = parts(README_405B.with_changes(qlora=False))
     assert got["comm/all_gather_output"].bytes == (LINEAR + NORMS) * 2
     assert got["comm/all_gather_output"].formula == "one block x bytes(param dtype)"

@@ -25,11 +25,12 @@ accumulation keeps them. Three frameworks keep gradient storage for the whole ru
   `fp32_groups_gradients_flat` is allocated in its constructor (`_setup_for_real_optimizer`) and kept; the bf16
   `.grad` of each parameter is added into it after backward and cleared. The model's `gradients/accumulation_buffer`
   is this buffer (and, with a Megatron precision, Megatron's main_grad): live at every moment.
-- DeepSpeed's ZeRO-3 (builder.model.states' DEEPSPEED_ZERO3_GRADS): `_setup_for_real_optimizer` allocates the rank's gradient partitions as
-  one flat buffer, `grad_partitions_flat_buffer = torch.zeros(sum of every parameter's partition_numel(),
-  dtype=gradient_accumulation_dtype, device=self.device)`, when the optimizer is built, and never frees it (each
-  reduce-scatter writes into its narrow view of it): the model's `gradients` part (the rank's shard) is live at every
-  moment, in the forward too. `self.device` is the CPU when the optimizer is offloaded, and then the GPU holds none.
+- DeepSpeed's ZeRO-3 (builder.model.states' DEEPSPEED_ZERO3_GRADS): `_setup_for_real_optimizer` allocates the
+  rank's gradient partitions as one flat buffer, `grad_partitions_flat_buffer = torch.zeros(sum of every
+  parameter's partition_numel(), dtype=gradient_accumulation_dtype, device=self.device)`, when the optimizer is
+  built, and never frees it (each reduce-scatter writes into its narrow view of it): the model's `gradients` part
+  (the rank's shard) is live at every moment, in the forward too. `self.device` is the CPU when the optimizer is
+  offloaded, and then the GPU holds none.
 
 When the model calls a run DDP (DDP): training with data parallelism (dp > 1), no sharding (ZeRO stage 0, no FSDP),
 not Megatron-LM (its own DDP, above: a Megatron precision or implementation megatron), DeepSpeed's grad_accum_dtype
@@ -104,8 +105,8 @@ SYMBOLS = {
     "master_grads": both(eq(sym("mode"), "train"), MEGATRON, negate(sym("fsdp")), eq(sym("master_dtype"), "fp32"),
                          ne(sym("grad_dtype"), "fp32")),
     # The `gradients` part itself is storage kept for the run: Megatron's main_grad buffer, DDP's buckets that the
-    # gradients are views of, or DeepSpeed ZeRO-3's flat gradient partitions (states.DEEPSPEED_ZERO3_GRADS; on the GPU only
-    # where the optimizer is not offloaded, and then the GPU has no gradients part to keep).
+    # gradients are views of, or DeepSpeed ZeRO-3's flat gradient partitions (states.DEEPSPEED_ZERO3_GRADS; on the GPU
+    # only where the optimizer is not offloaded, and then the GPU has no gradients part to keep).
     "grads_kept": both(eq(sym("mode"), "train"), negate(sym("in_backward")),
                        either(MEGATRON, both(sym("ddp"), sym("gradient_as_bucket_view")),
                               both(eq(sym("shard_stage"), 3), DEEPSPEED_ENGINE))),

@@ -58,7 +58,7 @@ SYMBOLS: dict[str, Symbol] = {symbol.name: symbol for symbol in (
     Symbol("m", "Adam's first moment (running mean of the gradient)", "one value per parameter", STATES),
     Symbol("v", "Adam's second moment (running mean of the squared gradient)", "one value per parameter",
            STATES),
-    # Hu et al. 2021, eq. 3: h = W0 x + B A x with W0 of d x k, B of d x r, A of r x k (k the input width, d the output).
+    # Hu et al. 2021, eq. 3: h = W0 x + B A x with W0 of d x k, B of d x r, A of r x k (k: input width, d: output).
     Symbol("W", "a frozen weight matrix that LoRA adapts, d_out x d_in", "matrix", STATES),
     Symbol("A", "LoRA's down-projection, r x d_in: it takes the layer's input", "matrix", STATES),
     Symbol("B", "LoRA's up-projection, d_out x r: it gives the layer's output", "matrix", STATES),
