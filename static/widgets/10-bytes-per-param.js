@@ -67,7 +67,7 @@ WIDGETS["bytes-per-param"] = (root, d) => {
       const end = caps[i] / scale > L.end_at;
       setAttrs(t, { x: pc(caps[i]), dx: end ? -L.dx : L.dx, "text-anchor": end ? "end" : "start" });
     });
-    bars[1].hidden = fper.hidden = !(z || n > 1);
+    bars[1].hidden = fper.hidden = !z;
     setAttrs(root, { "data-needs": needs.map((x) => x[0]), "data-params": p, "data-bytes": full + ";" + per });
     controls(P, from);
   }
