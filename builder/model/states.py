@@ -673,21 +673,22 @@ QLORA_FSDP_GATHER = when(TORCHTUNE,
 # Bytes a gathered 4-bit linear weight takes: the codes and, with torchao, the constants that travel with them.
 QLORA_GATHERED_BYTES = when(TORCHTUNE, sym("quantised_bytes") + sym("constant_bytes"), sym("quantised_bytes"))
 _PARAM_BYTES = bytes_of(sym("param_dtype"))
+def _gathered(linear: Expr, whole: Expr, adapters: Expr) -> Expr:
+    """Bytes FSDP holds gathered for `whole` parameters of which `linear` are linear weights: under QLoRA those 4-bit
+    as stored (QLORA_GATHERED_BYTES), the rest (norms) in the param dtype and, with torchtune, the `adapters` in
+    theirs; otherwise every parameter in the param dtype."""
+    return when(sym("qlora"),
+                linear * QLORA_GATHERED_BYTES + (whole - linear) * _PARAM_BYTES
+                + when(TORCHTUNE, adapters * ADAPTER_BYTES, 0),
+                whole * _PARAM_BYTES)
+
+
 QLORA_GATHER = {
     "quantised_bytes": QUANTISATION["quantised_bytes"], "constant_bytes": QUANTISATION["constant_bytes"],
     "layer_adapters": LAYER_ADAPTERS,
-    # One block as FSDP gathers it, and the whole stage (pipeline parallelism keeps it gathered): under QLoRA its
-    # linear weights 4-bit, the rest (norms) in the param dtype, and with torchtune its adapters in theirs.
-    "gathered_block": when(sym("qlora"),
-                           sym("layer_linear") * QLORA_GATHERED_BYTES
-                           + (sym("layer_unit") - sym("layer_linear")) * _PARAM_BYTES
-                           + when(TORCHTUNE, sym("layer_adapters") * ADAPTER_BYTES, 0),
-                           sym("layer_unit") * _PARAM_BYTES),
-    "gathered_stage": when(sym("qlora"),
-                           sym("linear") * QLORA_GATHERED_BYTES
-                           + (sym("stage_unsharded") - sym("linear")) * _PARAM_BYTES
-                           + when(TORCHTUNE, sym("adapters") * ADAPTER_BYTES, 0),
-                           sym("stage_unsharded") * _PARAM_BYTES),
+    # One block as FSDP gathers it, and the whole stage (pipeline parallelism keeps it gathered).
+    "gathered_block": _gathered(sym("layer_linear"), sym("layer_unit"), sym("layer_adapters")),
+    "gathered_stage": _gathered(sym("linear"), sym("stage_unsharded"), sym("adapters")),
 }
 QLORA_BLOCK_WORDS = fmt("one block's 4-bit linear weights x {0} B + its norms{1} x their bytes",
                         per_unit(QLORA_GATHERED_BYTES), when(TORCHTUNE, " and adapters", ""))
@@ -722,10 +723,7 @@ COMM = RuleSet(
         # live at each moment of a step is builder.model.step's (AT_PHASE).
         # QLoRA: the block's (or stage's) 4-bit weights as they are stored (QLORA_GATHER), the rest as before.
         PartRule("comm/gathered_params",
-                 when(sym("qlora"), when(WHOLE_STAGE, sym("gathered_stage"),
-                                         sym("gathered_block") + sym("fsdp_root") * _PARAM_BYTES),
-                      when(WHOLE_STAGE, sym("stage_unsharded"), sym("layer_unit") + sym("fsdp_root"))
-                      * bytes_of(sym("param_dtype")))
+                 when(WHOLE_STAGE, sym("gathered_stage"), sym("gathered_block") + sym("fsdp_root") * _PARAM_BYTES)
                  - sym("float8_gathered") * (bytes_of(sym("param_dtype")) - 1) + 4 * sym("float8_gathered_weights"),
                  when(sym("qlora"),
                       when(WHOLE_STAGE, fmt("the stage's 4-bit linear weights x {0} B + its other parameters x their "
@@ -758,8 +756,7 @@ COMM = RuleSet(
                                               "embeddings: the final norm with the output layer is a unit of its own"),
                                          "embeddings, head"))))),
                  when=both(TRAIN, sym("has_architecture"), sym("param_ranks") > 1, sym("fsdp"))),
-        PartRule("comm/all_gather_output", when(sym("qlora"), sym("gathered_block"),
-                                                sym("layer_unit") * bytes_of(sym("param_dtype")))
+        PartRule("comm/all_gather_output", sym("gathered_block")
                  - when(FLOAT8_ALL_GATHER, sym("layer_float8") * (bytes_of(sym("param_dtype")) - 1)
                         - 4 * sym("layer_float8_tensors"), 0),
                  when(sym("qlora"), QLORA_BLOCK_WORDS,
