@@ -411,9 +411,7 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length:
             # vLLM's share as given (0: the release's default, the rules' "utilization") and the release.
             "gpu_memory_utilization": 0 if utilization is None else Fraction(str(utilization)),
             "vllm_version": release,
-            # VLLM_USE_FLASHINFER_SAMPLER as given (1, and its value) or the release's default with FlashInfer
-            # installed (0: not given).
-            "flashinfer_sampler_given": int(flashinfer is not None),
+            # VLLM_USE_FLASHINFER_SAMPLER as given, else the release's default with FlashInfer installed.
             "flashinfer_sampler_value": flashinfer if flashinfer is not None else flashinfer_default(release),
             "max_model_len": settings.max_model_len or length,
             # vLLM's batch limits as given (0: the engine's default) and its defaults for this GPU; the rules clamp
