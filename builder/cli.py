@@ -594,8 +594,9 @@ def render_table(breakdown, needed: Need, config: Config, gpus: Mapping[str, Gpu
     for gpu in targets:
         fit = Fit(gpu.usable_bytes, needed.bytes)
         lines.append(f"  {gpu.display} ({format_bytes(gpu.usable_bytes, unit, 1)} usable): {fit.verdict(unit)}")
-        if capacity_read_as(gpu):
-            lines.append(f"    {capacity_read_as(gpu)}")
+        read_as = capacity_read_as(gpu)
+        if read_as:
+            lines.append(f"    {read_as}")
     if answer is not None:
         lines.append("")
         lines.append(f"  {describe_answer(answer)}")

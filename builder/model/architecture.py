@@ -337,31 +337,31 @@ HF_FIELDS: dict[str, HfField] = {
 
 def _checked_value(field: str, value: Any, spec: HfField) -> None:
     """ConfigFieldError naming `field` where `value` (not null) is not what `spec` accepts."""
-    shown = value if not isinstance(value, str) or len(value) < 40 else value[:20] + "..."
+    shown = clip_value(value)
     if spec.kind == "whole":
         if isinstance(value, bool) or not isinstance(value, int):
             raise _field_error(field, f"must be a whole number (a JSON integer) from {spec.low:,} to {spec.high:,}, "
-                                      f"got {shown!r}")
+                                      f"got {shown}")
         if not spec.low <= value <= spec.high:
             limit = f"at least {spec.low:,}" if value < spec.low else f"at most {spec.high:,}"
             raise _field_error(field, f"must be {limit}, got {value:,}" if abs(value) < 10**30 else
                                f"must be {limit}, got a number of {len(str(abs(value)))} digits")
     elif spec.kind == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise _field_error(field, f"must be a finite number, got {shown!r}")
+            raise _field_error(field, f"must be a finite number, got {shown}")
         if not (spec.low < value if spec.above else spec.low <= value) or value > spec.high:
             raise _field_error(field, f"must be {'above' if spec.above else 'from'} {spec.low:g} "
                                       f"{'and at most' if spec.above else 'to'} {spec.high:g}, got {value:g}")
     elif spec.kind == "flag":
         if not isinstance(value, bool):
-            raise _field_error(field, f"must be true or false, got {shown!r}")
+            raise _field_error(field, f"must be true or false, got {shown}")
     elif spec.kind == "text":
         if not isinstance(value, str) or (spec.choices and value not in spec.choices):
             allowed = f"one of {', '.join(spec.choices)}" if spec.choices else "text"
-            raise _field_error(field, f"must be {allowed}, got {shown!r}")
+            raise _field_error(field, f"must be {allowed}, got {shown}")
     elif spec.kind == "object":
         if not isinstance(value, dict):
-            raise _field_error(field, f"must be an object or null, got {shown!r}")
+            raise _field_error(field, f"must be an object or null, got {shown}")
     elif spec.kind == "names" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
         raise _field_error(field, f"must be a list of names or null, got {clip_value(value)}")
 

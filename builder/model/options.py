@@ -163,7 +163,7 @@ def _fraction(option: Option, value: Any, surface: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"must be a finite number, got {value}")
     bounds = option.range
-    if surface != FRONT_MATTER and bounds is not None and not (math.isfinite(value) and bounds.low <= value <= bounds.high):
+    if surface != FRONT_MATTER and bounds is not None and not bounds.low <= value <= bounds.high:
         raise ValueError(f"must be a number between {bounds.text(bounds.low)} and {bounds.text(bounds.high)} (or a "
                          f"percentage, {bounds.low * 100:g}% to {bounds.high * 100:g}%), got {clip(str(shown))}")
     return float(value)
