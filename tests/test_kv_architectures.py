@@ -18,7 +18,7 @@ from builder.catalog import default_gpus, default_models
 from builder.cli import main
 from builder.model import Config, estimate
 from builder.model.architecture import from_hf_config, param_count, shape_inputs
-from builder.model.engine_sglang import MLA_LINE
+from builder.model.engine_sglang import MLA_LINE, refused_by
 from builder.model.engines import LOG_LINE, EngineSettings, engine_report
 
 MODELS = default_models()
@@ -221,13 +221,34 @@ def test_vllm_concurrency_matches_vllms_own_hybrid_test():
     assert r["max_concurrency"] == 3
 
 
-def test_sglang_splits_a_hybrid_model_into_a_full_and_a_sliding_pool():
+def test_sglang_keeps_gemma_2_in_one_pool_of_every_layer():
+    """SGLang 0.5.18 to 0.5.23 configs/model_config.py is_hybrid_swa_model lists the architectures that get two pools
+    (Llama4ForConditionalGeneration, Gemma4ForCausalLM, SWA_SINK_ARCHS' GptOssForCausalLM, ...): Gemma2ForCausalLM
+    and Gemma3ForCausalLM are not among them, so MHATokenToKVPool holds every layer's K and V for every token (42
+    layers x 2 x 8 KV heads x 256 x 2 bytes = 344,064 B a token for Gemma 2 9B) and the log has no "Use sliding
+    window memory pool" line."""
+    r = sglang(MODELS["gemma-2-9b"])
+    assert not r["hybrid_swa"] and r["cell"] == 42 * 2 * 8 * 256 * 2 == 344_064
+    assert r["swa_max_total_num_tokens"] == 0 and r["concurrent_requests"] == r["full_requests"]
+    # --swa-full-tokens-ratio sizes no pool here: the run is the same.
+    assert sglang(MODELS["gemma-2-9b"], swa_full_tokens_ratio=0.5)["max_total_num_tokens"] \
+        == r["max_total_num_tokens"]
+    assert sglang(MODELS["gemma-3-1b"])["cell"] == 26 * 2 * 1 * 256 * 2
+
+
+def listed_hybrid():
+    """Gemma 2 9B's shape (21 full and 21 sliding layers, a window of 4,096) in a family SGLang lists (gpt-oss's),
+    so the two-pool sizing can be read on round numbers."""
+    return MODELS["gemma-2-9b"].with_changes(family="gpt_oss")
+
+
+def test_sglang_splits_a_listed_hybrid_model_into_a_full_and_a_sliding_pool():
     """pool_configurator.py HybridSWAPoolConfigurator: cell = F x per-token + swa_full_tokens_ratio x S x per-token
     (default ratio 0.8), the sliding pool holding int(full tokens x ratio) tokens, page-aligned."""
-    r = sglang(MODELS["gemma-2-9b"])
-    assert r["cell"] == 8192 * (21 + Fraction(8, 10) * 21)
+    r = sglang(listed_hybrid())
+    assert r["hybrid_swa"] and r["cell"] == 8192 * (21 + Fraction(8, 10) * 21)
     assert r["swa_max_total_num_tokens"] == int(r["max_total_num_tokens"] * Fraction(8, 10))
-    half = sglang(MODELS["gemma-2-9b"], swa_full_tokens_ratio=0.5)
+    half = sglang(listed_hybrid(), swa_full_tokens_ratio=0.5)
     assert half["cell"] == 8192 * (21 + Fraction(1, 2) * 21)
     assert half["max_total_num_tokens"] > r["max_total_num_tokens"]
     # A model of one attention kind keeps one pool of every layer.
@@ -239,7 +260,7 @@ def test_sglang_hybrid_concurrency_is_the_fewer_of_its_two_pools(capsys):
     gemma2.py get_attention_sliding_window_size) plus a page in the sliding pool: pool_configurator.py (commit
     003fca8) refuses a sliding pool at or under that floor ("SWA pool (N tokens) cannot hold even one request")."""
     def at(context, **settings):
-        return sglang(MODELS["gemma-2-9b"], context_length=context, **settings)
+        return sglang(listed_hybrid(), context_length=context, **settings)
     short, long = at(4096), at(16384)
     full, swa = short["max_total_num_tokens"], short["swa_max_total_num_tokens"]
     # Requests no longer than the window hold all their tokens in both pools: the smaller sliding pool binds.
@@ -250,15 +271,13 @@ def test_sglang_hybrid_concurrency_is_the_fewer_of_its_two_pools(capsys):
     llama = sglang(MODELS["llama-3-8b"], context_length=4096)
     assert llama["concurrent_requests"] == llama["max_total_num_tokens"] // 4096
     # The floor: a sliding pool of at most window + page tokens is SGLang's own refusal.
-    assert main(["estimate", "--model", "gemma-2-9b", "--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb",
-                 "--swa-full-tokens-ratio", "0.01"]) == 2
-    err = capsys.readouterr().err
+    tiny = at(4096, swa_full_tokens_ratio=0.01)
+    assert tiny["swa_too_small"] and not tiny["fits"]
     assert "cannot hold even one request: the prefill admission floor is sliding_window_size (4095) + page_size (1)" \
-        in err and err.count("\n") == 1
+        in tiny["error"]
     # The refusal names the flag at fault, as SGLang's message does ("Increase --swa-full-tokens-ratio or the total
     # KV budget"), and the memory fraction that sets that budget; a pool with no room at all is the fraction's.
-    assert "argument --swa-full-tokens-ratio: the engine would refuse this run (--mem-fraction-static also moves it)" \
-        in err
+    assert refused_by(tiny) == ("swa_full_tokens_ratio", "mem_fraction_static")
     assert main(["estimate", "--model", "gemma-2-9b", "--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb",
                  "--mem-fraction-static", "0.1"]) == 2
     err = capsys.readouterr().err

@@ -54,7 +54,8 @@ at once) and torch.distributed's set-up (assumed: by interconnect, builder.model
 `--cuda-context` replaces all three with a measured amount. Latent attention (MLA) caches kv_lora_rank +
 qk_rope_head_dim per token and layer on every rank (pool_configurator.py _compute_cell_size, MLATokenToKVPool); a
 model mixing full and sliding-window layers gets SGLang's two pools (HybridSWAPoolConfigurator,
---swa-full-tokens-ratio). Left out, and named: loader temporaries still referenced when the free memory is measured,
+--swa-full-tokens-ratio) only where SGLang lists its architecture (configs/model_config.py is_hybrid_swa_model: of
+the model's families, gpt-oss; Gemma 2 and 3 keep every layer's tokens in one pool). Left out, and named: loader temporaries still referenced when the free memory is measured,
 speculative decoding, the SWA request-cap sizing (an explicit --max-running-requests with the radix cache off:
 SWAChunkCapPoolConfigurator, SWARequestCapPoolConfigurator from 0.5.22), a model whose every layer slides (counted
 full), multimodal and Mamba pools.
@@ -68,7 +69,7 @@ from typing import Any
 from builder.model import allocator, rotary
 from builder.model.cite import Cite
 from builder.model.collectives import SWITCH_STEP, SWITCH_STEP_SOURCE, TP_OVER_SWITCH
-from builder.model.expr import both, ceil, eq, fixed, floor, fmt, maximum, minimum, negate, real, sym, when
+from builder.model.expr import both, ceil, eq, fixed, floor, fmt, isin, maximum, minimum, negate, real, sym, when
 from builder.model.partrules import PartRule, RuleSet, bytes_of
 from builder.model.serving import CONTEXT_LENGTH, KV_SYMBOLS, beyond_model
 from builder.model.units import GiB as GIB
@@ -215,7 +216,16 @@ FLAGS = (
 )
 # arg_groups/fields/schedule.py swa_full_tokens_ratio (fallback=0.8; server_args.py ServerArgs in 0.5.18)
 DEFAULT_SWA_RATIO = Fraction(8, 10)
-SWA = (Cite("sglang-003fca8", "python/sglang/srt/model_executor/pool_configurator.py HybridSWAPoolConfigurator")
+# The families SGLang gives two pools: configs/model_config.py is_hybrid_swa_model lists architectures (0.5.18 to
+# 0.5.23: Llama 4, Gemma 4, DeepSeek V4, MiMo V2, Step 3.5, SWA_SINK_ARCHS' GptOssForCausalLM and others), of which
+# the model reads gpt-oss. Gemma 2 and Gemma 3 are not listed: SGLang keeps every one of their layers' tokens in one
+# pool, the sliding layers' included (their attention masks the window; the memory is not freed).
+HYBRID_SWA_FAMILIES = ("gpt_oss",)
+# A model with sliding-window layers: whether SGLang gives it two pools, and how it sizes them.
+SWA = (Cite(SOURCE_RELEASE, "python/sglang/srt/configs/model_config.py is_hybrid_swa_model")
+       + ": two pools only for the architectures it lists (gpt-oss, Llama 4, Gemma 4 and others; not Gemma 2 or "
+       "Gemma 3, whose sliding layers keep every token in the one pool); "
+       + Cite("sglang-003fca8", "python/sglang/srt/model_executor/pool_configurator.py HybridSWAPoolConfigurator")
        + ": cell = full layers x per-token + swa_full_tokens_ratio x sliding layers x per-token; swa tokens = full "
        "tokens x ratio")
 KV_TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
@@ -287,9 +297,11 @@ SGLANG = RuleSet(
         "after_weights": sym("pre") - sym("loaded_weights"),
         "slack": sym("pre") * (1 - sym("fraction")),
         "rest": floor(sym("after_weights") - sym("slack")),
-        # A model mixing full and sliding-window layers gets two pools (HybridSWAPoolConfigurator): the sliding
-        # layers' holds swa_full_tokens_ratio of the full pool's tokens. Otherwise one pool of every layer.
-        "hybrid_swa": both(sym("full_layers") > 0, sym("sliding_layers") > 0),
+        # A model of a family SGLang lists (HYBRID_SWA_FAMILIES) mixing full and sliding-window layers gets two
+        # pools (HybridSWAPoolConfigurator): the sliding layers' holds swa_full_tokens_ratio of the full pool's
+        # tokens. Otherwise one pool of every layer, each keeping the whole context.
+        "hybrid_swa": both(isin(sym("model_family"), *HYBRID_SWA_FAMILIES), sym("full_layers") > 0,
+                           sym("sliding_layers") > 0),
         "swa_ratio": when(sym("swa_full_tokens_ratio"), sym("swa_full_tokens_ratio"), DEFAULT_SWA_RATIO),
         "cell": when(sym("hybrid_swa"), sym("kv_per_token_layer") * (sym("full_layers")
                                                                     + sym("swa_ratio") * sym("sliding_layers")),
@@ -351,7 +363,8 @@ SGLANG = RuleSet(
         rotary.table_part(rotary.SGLANG_SOURCE),
         allocator.rounding_part(allocator.SGLANG_SOURCE, free_memory=True),
         PartRule("kv_cache", maximum(0, sym("rest")), "free after the weights - pre x (1 - mem_fraction_static)",
-                 BUDGET + "; tokens: " + CELL, fmt("{0} tokens of {1} B", sym("max_total_num_tokens"),
+                 when(sym("sliding_layers"), BUDGET + "; tokens: " + CELL + "; " + SWA, BUDGET + "; tokens: " + CELL),
+                 fmt("{0} tokens of {1} B", sym("max_total_num_tokens"),
                                            when(eq(floor(sym("cell")), sym("cell")), sym("cell"), fixed(sym("cell"), 1)))),
         PartRule("overhead/runtime_slack", sym("slack"), "pre x (1 - mem_fraction_static)", RESERVE,
                  fmt("{0} of the memory free before the weights", fixed(1 - sym("fraction"), 3)),
