@@ -96,3 +96,19 @@ def test_front_matter_takes_deepspeeds_keys():
     assert convert_setting("reduce_bucket_size", "2e8", {}) == 200_000_000
     with pytest.raises(SettingError, match="^front matter `overlap_comm`: must be true or false"):
         convert_setting("overlap_comm", "yes", {})
+
+
+def test_a_lora_run_fills_its_bucket_with_the_adapters_gradients_alone():
+    """DeepSpeed edaa722 stage3.py create_reduce_and_remove_grad_hooks and stage_1_and_2.py
+    create_gradient_handling_hooks hook only the parameters that require a gradient: under LoRA the frozen base gets no
+    hook, so a bucket fills with the adapters' gradients at most. LoRA rank 16 on Llama 3 8B's q, k, v and o in each
+    of 32 blocks: r x (d_in + d_out) a projection (Hu et al. 2021, section 4.1), k and v 1,024 wide. The buffers of a contiguous run stay whole: torch.empty(
+    reduce_bucket_size) whatever is trainable (stage3.py:731-735)."""
+    config = Config(model=LLAMA, zero=3, dp=8, seq_len=2048, lora_rank=16, lora_targets=("q", "k", "v", "o"))
+    adapters = 32 * 16 * ((4096 + 4096) + (4096 + 1024) + (4096 + 1024) + (4096 + 4096))
+    parts = comm(config)
+    assert parts["comm/unsharded_grads"] == adapters * 2 < DEFAULT_BUCKET * 2  # the flat copy of the adapters' grads
+    assert parts["comm/reduce_bucket"] == DEFAULT_BUCKET * 2
+    loose = comm(Config(model=LLAMA, zero=2, dp=8, lora_rank=16, lora_targets=("q", "k", "v", "o"),
+                        contiguous_gradients=False))
+    assert loose["comm/unsharded_grads"] == adapters * 2  # the gradients waiting in the one bucket

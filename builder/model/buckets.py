@@ -64,8 +64,11 @@ SYMBOLS: dict[str, Expr] = {
     "ds_overlap": when(eq(sym("overlap_comm"), UNSET), _STAGE3, sym("overlap_comm")),
     "ds_contiguous": either(sym("contiguous_gradients"),
                             both(negate(_STAGE3), isin(sym("offload"), "optimizer", "both"))),
-    # A bucket's gradients, in elements: the whole bucket, or all the stage's parameters when they are fewer.
-    "ds_bucket_filled": minimum(sym("ds_reduce_bucket"), sym("dense") + sym("expert")),
+    # A bucket's gradients, in elements: the whole bucket, or all the stage's trainable parameters when they are fewer
+    # (only a parameter that requires a gradient gets a reduction hook: stage3.py create_reduce_and_remove_grad_hooks,
+    # stage_1_and_2.py create_gradient_handling_hooks, DeepSpeed edaa722; under LoRA, the adapters).
+    "ds_bucket_filled": minimum(sym("ds_reduce_bucket"),
+                                when(sym("lora"), sym("adapters"), sym("dense") + sym("expert"))),
 }
 # ZeRO-1/2 in the backward: the buffers (each the whole reduce_bucket_size, however small the model), or without
 # contiguous gradients the gradients waiting in a bucket; twice over with overlap_comm.

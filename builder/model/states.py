@@ -532,6 +532,8 @@ WHOLE_STAGE = both(sym("pp") > 1, sym("fsdp"))
 # prefetching and reuse limits of its own (builder.model.zero3). A unit's gradients are whole until they are
 # reduce-scattered.
 _ZERO3_BYTES = bytes_of(sym("param_dtype"))
+# A DeepSpeed bucket's gradients: the bucket, or the trainable parameters where fewer (builder.model.buckets).
+_BUCKET_FILLED = when(sym("lora"), "min(reduce_bucket_size, N_adapters)", "min(reduce_bucket_size, N)")
 # FSDP2's backward, read from PyTorch (_fsdp_param_group.py at 002a76f, _fsdp_collectives.py at 010ae4a): a unit's
 # post_backward copies its unsharded gradients into a new reduce-scatter input of the reduce dtype (foreach_reduce),
 # frees them, and keeps that input in comm_ctx.reduce_scatter_state until the next unit's post_backward waits on its
@@ -696,7 +698,7 @@ QLORA_BLOCK_WORDS = fmt("one block's 4-bit linear weights x {0} B + its norms{1}
 COMM = RuleSet(
     # The stage's LoRA adapters, derived here as the model states derive them (one rule: a widget's specialised rules
     # simplify it as one symbol, builder.widgets.specialise.one_valued).
-    symbols={**SHARDING, "adapters": ADAPTERS["adapters"],
+    symbols={**SHARDING, "adapters": ADAPTERS["adapters"], "lora": ADAPTERS["lora"],
              "gradient_reduce_dtype": when(sym("reduce_dtype"), sym("reduce_dtype"), sym("grad_dtype")),
              "stage_unsharded": sym("dense") + sym("expert"), **QLORA_GATHER, **ZERO3_SYMBOLS, **buckets.SYMBOLS,
              # The weights FSDP gathers in float8 (enable_fsdp_float8_all_gather) and how many: the converted ones of
@@ -833,8 +835,7 @@ COMM = RuleSet(
                  when(sym("ds_contiguous"),
                       when(sym("ds_overlap"), "2 x reduce_bucket_size x bytes(param dtype)",
                            "reduce_bucket_size x bytes(param dtype)"),
-                      when(sym("ds_overlap"), "2 x min(reduce_bucket_size, N) x bytes(param dtype)",
-                           "min(reduce_bucket_size, N) x bytes(param dtype)")),
+                      fmt("{0}{1} x bytes(param dtype)", when(sym("ds_overlap"), "2 x ", ""), _BUCKET_FILLED)),
                  f"{buckets.STAGE12_SOURCE}; {buckets.CONFIG_SOURCE}",
                  when(sym("ds_contiguous"),
                       when(sym("ds_overlap"), "2 buffers of reduce_bucket_size", "1 buffer of reduce_bucket_size"),
@@ -845,12 +846,11 @@ COMM = RuleSet(
                       "without contiguous_gradients each gradient stays its own tensor until its bucket is reduced"),
                  when=both(sym("deepspeed_zero"), sym("shard_stage") < 3, buckets.STAGE12_ELEMENTS > 0)),
         PartRule("comm/unsharded_grads", buckets.STAGE3_BACKWARD * bytes_of(sym("gradient_reduce_dtype")),
-                 when(sym("ds_contiguous"), "min(reduce_bucket_size, N) x bytes(reduce dtype)",
-                      "2 x min(reduce_bucket_size, N) x bytes(reduce dtype)"),
+                 fmt("{0}{1} x bytes(reduce dtype)", when(sym("ds_contiguous"), "", "2 x "), _BUCKET_FILLED),
                  buckets.REDUCE_SCATTER_SOURCE,
                  fmt("one bucket's gradients ({0})", sym("gradient_reduce_dtype")),
-                 when(sym("ds_contiguous"), "the reduce-scatter's flat copy of a full bucket",
-                      "a full bucket's gradients as their own tensors and the reduce-scatter's flat copy of them"),
+                 when(sym("ds_contiguous"), "the reduce-scatter's flat copy of a bucket",
+                      "a bucket's gradients as their own tensors and the reduce-scatter's flat copy of them"),
                  when=both(sym("deepspeed_zero"), eq(sym("shard_stage"), 3), buckets.STAGE3_BACKWARD > 0)),
         PartRule("comm/reduce_bucket", buckets.STAGE3_HELD * bytes_of(sym("gradient_reduce_dtype")),
                  "reduce_bucket_size x bytes(reduce dtype)", f"{buckets.STAGE3_SOURCE}; {buckets.CONFIG_SOURCE}",
