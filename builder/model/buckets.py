@@ -37,6 +37,10 @@ STAGE12_SOURCE = (Cite(COMMIT, "deepspeed/runtime/zero/stage_1_and_2.py:2493-251
                   + ": buf_0 and, with overlap_comm, buf_1, torch.empty(reduce_bucket_size, dtype=self.dtype), freed by "
                   ":828-835 _release_ipg_buffers; "
                   + Cite(COMMIT, "deepspeed/runtime/utils.py:1016-1019 all_gather_dp_groups"))
+STAGE12_FLAT_SOURCE = (Cite(COMMIT, "deepspeed/runtime/zero/stage_1_and_2.py:1691-1717 reduce_ipg_grads")
+                       + ": without contiguous_gradients, buffered_reduce_fallback; :1876-1908 allreduce_and_copy "
+                       "(overlap_comm: _clear_previous_reduced_grads first) and :1833-1841 allreduce_bucket: "
+                       "tensor = self.flatten(bucket), the bucket's gradients copied flat, then copied back")
 STAGE3_SOURCE = (Cite(COMMIT, "deepspeed/runtime/zero/stage3.py:731-735")
                  + ": bucket.buffer = torch.empty(self.reduce_bucket_size, dtype=dtype), allocated at the optimizer's "
                  "start")
@@ -70,10 +74,11 @@ SYMBOLS: dict[str, Expr] = {
     "ds_bucket_filled": minimum(sym("ds_reduce_bucket"),
                                 when(sym("lora"), sym("adapters"), sym("dense") + sym("expert"))),
 }
-# ZeRO-1/2 in the backward: the buffers (each the whole reduce_bucket_size, however small the model), or without
-# contiguous gradients the gradients waiting in a bucket; twice over with overlap_comm.
-STAGE12_ELEMENTS = (when(sym("ds_contiguous"), sym("ds_reduce_bucket"), sym("ds_bucket_filled"))
-                    * when(sym("ds_overlap"), 2, 1))
+# ZeRO-1/2 in the backward: the buffers (each the whole reduce_bucket_size, however small the model), twice over with
+# overlap_comm; or without contiguous gradients the gradients waiting in a bucket and the flat copy the reduction
+# makes of them (STAGE12_FLAT_SOURCE; with overlap_comm the previous bucket's are cleared before it is made).
+STAGE12_ELEMENTS = when(sym("ds_contiguous"), sym("ds_reduce_bucket") * when(sym("ds_overlap"), 2, 1),
+                        sym("ds_bucket_filled") * 2)
 # ZeRO-3: the buffer, held from the optimizer's start; in the backward, the reduce-scatter's flat copy of a bucket and,
 # without contiguous gradients, the bucket's gradients as their own tensors.
 STAGE3_HELD = when(sym("ds_contiguous"), sym("ds_reduce_bucket"), 0)
