@@ -513,3 +513,34 @@ def test_the_triton_sampler_keeps_a_vocabulary_row_a_multiprocessor():
     for version in ("0.10", "0.11.1", "0.32"):
         assert sampler(version, H100)["profile_sampler"] == sampler(version, None)["profile_sampler"]
     assert sampler("0.21", H100)["profile_sampler"] - sampler("0.21", None)["profile_sampler"] == 132 * 128256 * 4
+
+
+def test_vllm_spreads_an_moe_models_experts_over_its_data_parallel_ranks():
+    """vLLM's docs (data_parallel_deployment, v0.12.0 and latest): "By default, expert layers form a tensor parallel
+    group of size DP x TP"; vllm/model_executor/layers/fused_moe/config.py:1106-1114 flatten_tp_across_dp_and_pcp at
+    v0.33.0. --enable-expert-parallel only turns those slices into whole experts on the same ranks
+    (FusedMoEParallelConfig.make, :1198-1244; expert_map_manager.py determine_expert_map): 128 experts over 4 ranks
+    are 32 whole experts or a quarter of each, the same bytes. So -dp 2 halves a rank's routed experts and nothing
+    else; SGLang's --dp-size without DP attention stays a replica."""
+    arch = MODELS["qwen3-30b-a3b"]
+    routed = arch.experts * 3 * arch.expert_ffn * arch.hidden * 2 * arch.layers  # bf16 gate, up and down, per layer
+
+    def weights(engine="vllm", **parallel):
+        config = Config(model=arch, mode="serve", **parallel)
+        r = engine_report(config, EngineSettings(engine=engine, max_model_len=8192), H100.usable_bytes, "h100-80gb")
+        return next(p for p in r.parts if p.name == "weights")
+
+    one, two, four = weights(), weights(dp=2), weights(tp=2, dp=2)
+    assert one.bytes - two.bytes == routed // 2
+    assert weights(dp=2, ep=2).bytes == two.bytes  # training's --ep = dp: the same layout
+    assert weights(tp=2).bytes - four.bytes == routed // 4  # experts over 4 ranks, the rest over tp 2
+    assert "fused_moe/config.py" in two.source and "fused_moe/config.py" not in one.source
+    assert weights("sglang", dp=2).bytes == weights("sglang").bytes
+    # A dense model's data-parallel ranks are replicas.
+    dense = [engine_report(Config(model=MODELS["llama-3.1-8b"], mode="serve", dp=dp),
+                           EngineSettings(max_model_len=8192), H100.usable_bytes, "h100-80gb").values["weights_bytes"]
+             for dp in (1, 2)]
+    assert dense[0] == dense[1]
+    # --ep other than the data-parallel size is no vLLM layout.
+    with pytest.raises(ValueError, match="ep: vLLM has no expert-parallel size of its own"):
+        weights(dp=4, ep=2)

@@ -93,17 +93,44 @@ GROUPS = (Cite("vllm-001cabc", "vllm/v1/core/kv_cache_utils.py _get_kv_cache_gro
             "in-flight tokens max_num_batched_tokens for each batch in flight ("
           + Cite("vllm-0.33.0", "vllm/config/vllm.py max_in_flight_tokens, max_concurrent_batches")
           + ": 2 with one pipeline stage and asynchronous scheduling, from v0.26.0)")
+# vLLM's expert layers span every GPU of its data-parallel ranks (each rank one engine core with its own batch and KV
+# cache): by default they form one tensor-parallel group of tp x dp ranks, each holding a slice of every expert, and
+# with --enable-expert-parallel an expert-parallel group of the same ranks, each holding whole experts
+# (vllm/model_executor/layers/fused_moe/config.py:1106-1114 flatten_tp_across_dp_and_pcp and :1198-1244
+# FusedMoEParallelConfig.make at v0.33.0, the same code at v0.27.1 to v0.32.0; vLLM's data_parallel_deployment page,
+# v0.12.0 and latest: "By default, expert layers form a tensor parallel group of size DP x TP"; releases before v0.27
+# not read, taken alike). Either way a rank holds 1/(tp x dp) of the routed experts' bytes, what the model's experts
+# over tp x ep hold with ep = dp (expert_layout). The two differ only where tp x dp divides the experts' intermediate
+# size but not their count: whole experts then give the first ranks one more (fused_moe/expert_map_manager.py:22-67
+# determine_expert_map), slices assert the division (fused_moe/config.py:1352). Attention, dense layers and shared
+# experts stay over tp, one copy a data-parallel rank.
+VLLM_EXPERT_SOURCE = Cite("vllm-0.33.0", "vllm/model_executor/layers/fused_moe/config.py:1106-1244 "
+                                         "FusedMoEParallelConfig.make, flatten_tp_across_dp_and_pcp")
 # Named assumptions, each from a published vLLM startup log (non-torch memory: builder.model.collectives).
+# The CUDA-graph estimate is a measurement of each run, not a formula of the model's shape. From v0.29.0 the V2 model
+# runner captures every piecewise graph (P) and the two largest full graphs (F1, F2) against a minimal KV cache, and
+# counts each other full graph at F2's cost: estimate = P + F1 + (N_full - 1) x max(F2, 1 MiB)
+# (vllm/v1/worker/gpu/cudagraph_utils.py:922-1039 at v0.33.0, profile_cudagraph_memory and
+# _extrapolate_full_graph_memory, _FULL_GRAPH_PROFILING_SAMPLES = 2, _MIN_PER_GRAPH_BYTES = 1 << 20; the same at
+# v0.29.0, lines 712-831), subtracted by gpu_worker.py:707-757 determine_available_memory. N_full is the number of
+# capture sizes up to max_num_seqs (vllm/config/vllm.py:2448-2605 _set_cudagraph_sizes: 1, 2, 4, 8 to 248 by 8, 256 to
+# min(2 x max_num_seqs, 512, or 1024 on data-center Blackwell) by 16; cudagraph_utils.py:256-394 _init_candidates: a
+# full decode graph for each size up to max_num_seqs): 35 at 256 requests (the log below, a 48 GB GPU), 51 at an
+# H100's 1,024, 83 on a B200. One log's value is assumed for every run; the graph counts are not modelled.
 CUDA_GRAPHS = Fraction(42, 100) * GIB
-CUDA_GRAPHS_SOURCE = ("assumed 0.42 GiB: vLLM's own estimate in a published log (vllm PR #57047, Sep 2026: 'CUDA graph "
-                      "pool memory: 0.22 GiB (actual), 0.42 GiB (estimated)'); 0 with --enforce-eager. vLLM measures "
-                      "it per run (subtracted by default since v0.20.0 with the V1 model runner, since v0.29.0 with "
-                      "the V2) and it grows with the graphs captured: 0.52 GiB for Qwen3-8B with 51 piecewise and 35 "
-                      "full graphs (LMCache issue #3430, v0.21.0), 0.13 to 0.36 GiB with 5 to 16 graphs (a small "
-                      "--max-num-seqs); the V2 runner extrapolates its full graphs from the largest two ("
-                      + Cite("vllm-0.33.0", "vllm/v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory, "
-                                            "_extrapolate_full_graph_memory") + "), which can give several times "
-                      "the graphs it then captures")
+CUDA_GRAPHS_SOURCE = (
+    "assumed 0.42 GiB: vLLM's own estimate in a published log (vllm PR #57047, Sep 2026: 'CUDA graph pool memory: "
+    "0.22 GiB (actual), 0.42 GiB (estimated)', Qwen3-4B with 4-bit weights on a 48 GB GPU, whose default 256 requests"
+    " give 51 piecewise and 35 full graphs); 0 with --enforce-eager. vLLM measures it per run (subtracted by default "
+    "since v0.20.0 with the V1 model runner, since v0.29.0 with the V2) and it grows with the graphs captured: 0.52 "
+    "GiB for Qwen3-8B with 51 piecewise and 35 full graphs (LMCache issue #3430, v0.21.0), 0.13 to 0.36 GiB with 5 to"
+    " 16 graphs (a small --max-num-seqs). The V2 runner measures its piecewise graphs P and its two largest full "
+    "graphs F1, F2 and counts each other full graph at F2's cost, P + F1 + (N - 1) x max(F2, 1 MiB) ("
+    + Cite("vllm-0.33.0", "vllm/v1/worker/gpu/cudagraph_utils.py:922-1039 profile_cudagraph_memory, "
+                          "_extrapolate_full_graph_memory")
+    + "), N the capture sizes up to --max-num-seqs: 35 at 256 requests, 51 at 1,024 (an H100's default), 83 on a B200 ("
+    + Cite("vllm-0.33.0", "vllm/config/vllm.py:2448-2605 _set_cudagraph_sizes")
+    + "); this can give several times the graphs it then captures, and the graph count is not modelled")
 CUDA_GRAPHS_OUTSIDE = ("assumed 0.42 GiB, as from v0.20.0, but not taken out of the KV budget: before v0.20.0 "
                        "vLLM captures the graphs after allocating the KV cache, in the memory above the share "
                        "requested (" + Cite("vllm-0.19.0", "vllm/v1/worker/gpu_worker.py determine_available_memory")
@@ -555,7 +582,9 @@ VLLM = RuleSet(
             "the engine."))),
     },
     parts=(
-        PartRule("weights", sym("weights_bytes"), "the weights as loaded (torch-allocated)", AVAILABLE,
+        PartRule("weights", sym("weights_bytes"), "the weights as loaded (torch-allocated)",
+                 when(both(sym("experts") > 0, sym("dp") > 1),
+                      AVAILABLE + "; the routed experts over tp x dp ranks: " + VLLM_EXPERT_SOURCE, AVAILABLE),
                  "as loaded"),
         rotary.table_part(rotary.VLLM_SOURCE),
         allocator.rounding_part(allocator.VLLM_SOURCE, free_memory=False),
@@ -755,6 +784,11 @@ def _checked(settings: EngineSettings, config: Any) -> None:
     ratio = settings.swa_full_tokens_ratio
     if ratio is not None and not 0 < ratio <= 1:
         raise ValueError(f"swa_full_tokens_ratio: must be in (0, 1], got {ratio}")
+    if settings.engine == "vllm" and config.ep not in (1, config.dp):
+        raise ValueError(f"ep: vLLM has no expert-parallel size of its own: its expert layers span all tp x dp ranks, "
+                         f"slices of every expert by default, whole experts with --enable-expert-parallel, the same "
+                         f"bytes a rank (vLLM 0.33.0 vllm/model_executor/layers/fused_moe/config.py "
+                         f"FusedMoEParallelConfig.make); leave --ep out (here {config.ep} of --dp {config.dp})")
     if settings.vllm_version is not None:
         if settings.engine != "vllm":
             raise ValueError(f"vllm_version: a vLLM release, not an option of {ENGINES[settings.engine].title}")
@@ -776,6 +810,12 @@ def _checked(settings: EngineSettings, config: Any) -> None:
         value = getattr(settings, name)
         if value is not None and value < 1:
             raise ValueError(f"{name}: must be at least 1, got {value}")
+
+
+# The experts as vLLM places them with --dp (VLLM_EXPERT_SOURCE).
+def expert_layout(config: Any, engine: str) -> Any:
+    """The run as `engine` places an MoE model's experts: vLLM over tp x dp ranks (ep = dp), the others as given."""
+    return config.with_changes(ep=config.dp) if engine == "vllm" else config
 
 
 def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id: str,
@@ -804,8 +844,9 @@ def engine_report(config: Any, settings: EngineSettings, gpu_total: int, gpu_id:
         hf.checked(settings, config)
         engine.update(hf.inputs_of(settings, config))
     chosen = ENGINES[settings.engine]
-    for stage in stages(arch, config):
-        inputs = rule_inputs(arch, config, stage)
+    placed = expert_layout(config, settings.engine)
+    for stage in stages(arch, placed):
+        inputs = rule_inputs(arch, placed, stage)
         inputs.update(engine, weights_bytes=sum(p.bytes for p in MODEL_STATES.evaluate(inputs)))
         values = chosen.rules.environment(inputs)
         if worst is None or values[chosen.fewest] < worst[1][chosen.fewest]:

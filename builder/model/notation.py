@@ -102,6 +102,7 @@ SYMBOLS: dict[str, Symbol] = {symbol.name: symbol for symbol in (
            "share", "multiple", PARALLEL),
     Symbol("u", "vLLM's --gpu-memory-utilization", "fraction of the GPU", SERVING),
     Symbol("f_mem", "SGLang's --mem-fraction-static", "fraction of free memory", SERVING),
+    Symbol("n_full", "full CUDA graphs vLLM captures: its capture sizes up to --max-num-seqs", "graphs", SERVING),
     Symbol("n_new", "tokens Hugging Face generate adds after the prompt (max_new_tokens)", "tokens", SERVING),
     Symbol("s_cache", "tokens each layer of a static cache allocates (max_cache_len)", "tokens", SERVING),
     Symbol("r_keep", "rows of logits the prefill makes (logits_to_keep)", "rows", SERVING),

@@ -353,8 +353,9 @@ OPTIONS: tuple[Option, ...] = (
       for name in ("param_dtype", "master_dtype", "grad_dtype", "grad_accum_dtype", "reduce_dtype",
                    "optimizer_state_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "activation_dtype")),
     # Parallelism and sharding.
-    _o("dp", "count", "data-parallel ranks (serving: model replicas; vLLM's --data-parallel-size or -dp, SGLang's "
-       "--dp-size)", "parallel", default=1, url="dp", aliases=("--data-parallel-size", "-dp", "--dp-size")),
+    _o("dp", "count", "data-parallel ranks (serving: model replicas, except an MoE model's routed experts, which vLLM "
+       "spreads over tp x dp ranks; vLLM's --data-parallel-size or -dp, SGLang's --dp-size)", "parallel", default=1,
+       url="dp", aliases=("--data-parallel-size", "-dp", "--dp-size")),
     _o("zero", "stage", "ZeRO stage: DeepSpeed's; in a Megatron-LM run (a Megatron precision or --implementation "
        "megatron) stage 1 only, Megatron's distributed optimizer", "parallel", choices=(0, 1, 2, 3), default=0,
        url="sharding",

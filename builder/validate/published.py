@@ -453,6 +453,21 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
              Served("rtx-6000-ada", {"gpu_memory_utilization": 0.85, "max_model_len": 2048, "vllm_version": "0.29"},
                     int(Fraction("47.37") * GIB)),
              rel=Fraction(3, 100), tolerance="3%", unit_note=VLLM_GIB),
+        # The same log's CUDA-graph estimate, the one vLLM subtracts before sizing the KV cache (gpu_worker.py:707-757
+        # determine_available_memory at v0.33.0, from v0.29.0 with the V2 model runner): the model's named
+        # assumption is this figure, for every run (builder.model.engines CUDA_GRAPHS).
+        Case("vllm-qwen3-4b-awq-cuda-graph-estimate", "serving", "budget",
+             "CUDA-graph memory subtracted before the KV cache is sized (\"CUDA graph pool memory: ... GiB "
+             "(estimated)\"; an assumption the model takes from this log)",
+             "Qwen3-4B, 4-bit weights (AWQ), --gpu-memory-utilization 0.85, --max-model-len 2,048, a 48 GB GPU whose "
+             "CUDA total is 47.37 GiB, --vllm-version 0.29 (vLLM's default 256 requests: 51 piecewise and 35 full "
+             "graphs, vllm/config/vllm.py _set_cudagraph_sizes)", "vLLM PR #57047 log (Sep 2026)",
+             "https://github.com/vllm-project/vllm/pull/57047",
+             Fraction("0.42"), "GiB", engine("graphs_in_budget", "GiB"),
+             Config(model=models["qwen3-4b"], mode="serve", param_dtype="int4"),
+             Served("rtx-6000-ada", {"gpu_memory_utilization": 0.85, "max_model_len": 2048, "vllm_version": "0.29"},
+                    int(Fraction("47.37") * GIB)),
+             abs=Fraction(5, 1000), tolerance="the log's 0.01 GiB rounding", unit_note=VLLM_GIB),
         Case("vllm-qwen3-coder-480b-kv-needed", "serving", "budget",
              "KV cache one request of the maximum length needs (\"KV cache is needed\")",
              "Qwen3-Coder-480B-A35B, --max-model-len 262,144, data parallel 8 on H20s",
