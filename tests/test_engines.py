@@ -18,7 +18,7 @@ from builder.catalog import default_gpus, default_models
 from builder.cli import main
 from builder.model import Config
 from builder.model.architecture import Architecture
-from builder.model.engines import LOG_LINE, EngineSettings, engine_report, flashinfer_default
+from builder.model.engines import LOG_LINE, EngineSettings, engine_report
 from tests.page_text import page_text
 
 MODELS = default_models()
@@ -299,8 +299,13 @@ def test_flashinfers_sampler_default_by_release():
     """vllm/envs.py VLLM_USE_FLASHINFER_SAMPLER with FlashInfer installed: on in v0.10.1.1 (TopKTopPSampler takes it
     when FlashInfer imports), opt-in from v0.11.1 (default None), on again from v0.21.0 (default True, read at v0.21.0,
     v0.22.0, v0.28.0 and v0.33.0)."""
-    assert [flashinfer_default(code) for code in (1000, 1100, 1101, 1900, 2000, 2100, 2800, 3300)] == [
+    def default(version):
+        return report(MODELS["llama-3.1-8b"], vllm_version=version, max_model_len=8192).values["flashinfer_sampler"]
+    assert [default(v) for v in ("0.10.0", "0.11.0", "0.11.1", "0.19", "0.20", "0.21", "0.28", "0.33")] == [
         1, 1, 0, 0, 0, 1, 1, 1]
+    # Given, the variable wins over the release's default.
+    assert report(MODELS["llama-3.1-8b"], vllm_version="0.19", vllm_use_flashinfer_sampler="1",
+                  max_model_len=8192).values["flashinfer_sampler"] == 1
     values = report(MODELS["llama-3.1-8b"], vllm_version="0.19", max_model_len=8192).values
     assert (values["flashinfer_sampler"], report(MODELS["llama-3.1-8b"], max_model_len=8192).values[
         "flashinfer_sampler"]) == (0, 1)

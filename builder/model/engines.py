@@ -281,6 +281,9 @@ V2_SAMPLER = (SamplerRelease(V2_RUNNER_DENSE_FROM, V2_LOGITS, V2_LOGITS),
               SamplerRelease(V2_SAMPLER_WARMUP_FROM, V2_FLASHINFER, V2_TRITON))
 VERSION_SYMBOL = sym("vllm_version")
 V2_RUNNER, FLASHINFER_ON = sym("v2_runner"), sym("flashinfer_sampler")
+# VLLM_USE_FLASHINFER_SAMPLER's default for the release (FLASHINFER_OPT_IN_FROM, FLASHINFER_ON_AGAIN_FROM): 1 or 0.
+FLASHINFER_BY_RELEASE = when(both(VERSION_SYMBOL >= FLASHINFER_OPT_IN_FROM, VERSION_SYMBOL < FLASHINFER_ON_AGAIN_FROM),
+                             0, 1)
 # The Triton top-k/top-p kernel's cached buffer (SamplerPath.sm_buffer): one fp32 vocabulary row for each of
 # min(requests, SMs) programs, kept for the process (the SMs from the GPU catalog; 0 where it gives none).
 SM_BUFFER = minimum(sym("profile_requests"), sym("multiprocessors")) * sym("vocab") * 4
@@ -300,11 +303,6 @@ def sampler_rule(value: Callable[[SamplerPath], Any]) -> Any:
     def pick(rows: tuple) -> Any:
         return by_release(rows, lambda row: when(FLASHINFER_ON, value(row.on), value(row.off)))
     return when(V2_RUNNER, pick(V2_SAMPLER), pick(V1_SAMPLER))
-
-
-def flashinfer_default(release: int) -> int:
-    """VLLM_USE_FLASHINFER_SAMPLER's default for a release with FlashInfer installed (1 on, 0 off)."""
-    return int(not FLASHINFER_OPT_IN_FROM <= release < FLASHINFER_ON_AGAIN_FROM)
 
 
 # The release's sampler path as the rules read it: its bytes per logit beyond the logits and their fp32 copy, the fp32
@@ -364,7 +362,7 @@ class EngineSettings:
     kv_cache_dtype: str | None = None
     vllm_version: str | None = None  # the vLLM release to size the run for, e.g. "0.19" (default: 0.33.0)
     # VLLM_USE_FLASHINFER_SAMPLER, 0 or 1 (the command line's "0" or "1"); None: the release's default with FlashInfer
-    # installed (flashinfer_default).
+    # installed (the rules' FLASHINFER_BY_RELEASE).
     vllm_use_flashinfer_sampler: int | str | None = None
     # SGLang's (`python -m sglang.launch_server --help`):
     mem_fraction_static: float | None = None  # share of the free memory for weights + KV cache (default by GPU)
@@ -438,8 +436,8 @@ def engine_inputs(settings: EngineSettings, gpu_total: int, gpu_id: str, length:
             # vLLM's share as given (0: the release's default, the rules' "utilization") and the release.
             "gpu_memory_utilization": 0 if utilization is None else Fraction(str(utilization)),
             "vllm_version": release,
-            # VLLM_USE_FLASHINFER_SAMPLER as given, else the release's default with FlashInfer installed.
-            "flashinfer_sampler_value": flashinfer if flashinfer is not None else flashinfer_default(release),
+            # VLLM_USE_FLASHINFER_SAMPLER as given (0 or 1), or -1: the release's default (FLASHINFER_BY_RELEASE).
+            "flashinfer_sampler_value": flashinfer if flashinfer is not None else -1,
             "max_model_len": settings.max_model_len or length,
             # vLLM's batch limits as given (0: the engine's default) and its defaults for this GPU; the rules clamp
             # the defaults as arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args does (BATCH_SYMBOLS).
@@ -484,7 +482,8 @@ VLLM = RuleSet(
         # release's default with FlashInfer installed, which engine_inputs fills in).
         "v2_runner": when(VERSION_SYMBOL >= V2_RUNNER_ALL_FROM, 1,
                           when(VERSION_SYMBOL >= V2_RUNNER_DENSE_FROM, negate(sym("experts")), 0)),
-        "flashinfer_sampler": sym("flashinfer_sampler_value"),
+        "flashinfer_sampler": when(sym("flashinfer_sampler_value") >= 0, sym("flashinfer_sampler_value"),
+                                   FLASHINFER_BY_RELEASE),
         # The profile forward, eager and without attention: the residual stream, the MLP's input, its
         # gate-and-up output, the activation and the output at the MLP's down projection, per rank (an MoE
         # layer's fused kernel keeps top_k rows of each token: vllm fused_moe intermediate caches).
