@@ -24,8 +24,9 @@ from builder.model.architecture import active_param_count, param_count
 from builder.model.config import MEGATRON_PRECISIONS, OPTION_NAMES as CONFIG_FIELDS, PRECISIONS
 from builder.model.options import CLI, FLAG_OF, GROUPS, OPTIONS, Option, OptionError, unread
 from builder.model.engine_sglang import KV_TORCH_DTYPES as TORCH_DTYPES
-from builder.model.serving import (KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED, MODEL_DTYPES,
-                                   QUANTIZATION_ACT_DTYPES, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED)
+from builder.model.serving import (CHECKPOINT_MISMATCH, CHECKPOINT_QUANTIZATIONS, KV_CACHE_DTYPES,
+                                   KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED, MODEL_DTYPES, QUANTIZATION_ACT_DTYPES,
+                                   QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED)
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 from builder.model.assumed import assumed_shape
@@ -257,7 +258,7 @@ def config_from_args(args: argparse.Namespace, models: Mapping[str, Any] | None 
     if (param_dtype == "fp16" or fp16_only) and given.get("activation_dtype") is None:
         given["activation_dtype"] = "fp16"
     return Config(**given | dict(
-        model=arch, precision=precision, param_dtype=resolve_quantization(args) or param_dtype, zero=zero,
+        model=arch, precision=precision, param_dtype=resolve_quantization(args, arch) or param_dtype, zero=zero,
         kv_dtype=resolve_kv_dtype(args), shaped_like=shaped_like, overhead_fraction=overhead_fraction,
         overhead_bytes=overhead_bytes))
 
@@ -337,17 +338,29 @@ def engine_word(args: argparse.Namespace, flag: str, value: str, words: dict, un
     return words[value]
 
 
-def resolve_quantization(args: argparse.Namespace) -> str | None:
-    """--param-dtype, or --quantization in the engines' words mapped to a weight dtype."""
-    if args.quantization is None:
+def resolve_quantization(args: argparse.Namespace, arch: Any = None) -> str | None:
+    """--param-dtype, or --quantization in the engines' words mapped to a weight dtype, or, serving a checkpoint
+    published quantised (`arch`'s checkpoint_quantization), its own format, which vLLM and SGLang read from
+    config.json with no flag (builder.model.serving CHECKPOINT_QUANTIZATIONS) unless the model's own words
+    (--param-dtype, --precision) name the weights' dtype; a --quantization naming another method is refused, as the
+    engines refuse it (CHECKPOINT_MISMATCH)."""
+    checkpoint = arch.checkpoint_quantization if arch is not None and args.mode == "serve" else ""
+    if args.quantization is not None:
+        dtype = engine_word(args, "--quantization", args.quantization, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED,
+                            "--param-dtype")
+        if checkpoint and args.quantization != checkpoint:
+            raise UsageError("argument --quantization: the engine would refuse this run: "
+                             + CHECKPOINT_MISMATCH.format(checkpoint, args.quantization))
+    elif checkpoint and args.param_dtype is None and args.precision is None:
+        dtype = CHECKPOINT_QUANTIZATIONS[checkpoint]
+    else:
         return args.param_dtype
-    dtype = engine_word(args, "--quantization", args.quantization, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED,
-                        "--param-dtype")
-    runs_in = QUANTIZATION_ACT_DTYPES[args.quantization]
+    method = args.quantization or checkpoint
+    runs_in = QUANTIZATION_ACT_DTYPES[method]
     asked = MODEL_DTYPES.get(args.dtype)
     if asked not in (None, *runs_in):  # vLLM's own refusal (vllm/config/vllm.py VllmConfig._get_quantization_config)
         raise UsageError(f"argument --dtype: {TORCH_DTYPES[asked]} is not supported for quantization method "
-                         f"{args.quantization}. Supported dtypes: [{', '.join(TORCH_DTYPES[d] for d in runs_in)}]")
+                         f"{method}. Supported dtypes: [{', '.join(TORCH_DTYPES[d] for d in runs_in)}]")
     return dtype
 
 

@@ -34,7 +34,7 @@ FIELD_KINDS: dict[str, str] = {name: option.type for name, option in FRONT_MATTE
 ARCH_FIELDS: dict[str, str] = {
     f.name: {"int": "int", "int | None": "optional_int", "bool": "bool", "str": "str"}[str(f.type)]
     for f in fields(Architecture)
-    if f.name not in ("name", "source", "published_params", "extra", "family")
+    if f.name not in ("name", "source", "published_params", "extra", "family", "checkpoint_block")
 }
 
 
@@ -103,6 +103,9 @@ def change_architecture(model: Architecture | None, changes: Any) -> Architectur
             converted[key] = convert_kind(ARCH_FIELDS[key], value)
         except ValueError as error:
             raise ValueError(f"{key}: {error}") from None
+    # A checkpoint quantisation taken away takes its block size with it (checkpoint_block is not a field to change).
+    if converted.get("checkpoint_quantization") == "":
+        converted["checkpoint_block"] = (0, 0)
     # A changed shape is no longer the published model: drop its published count.
     return model.with_changes(**converted, published_params=None)
 

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builder.model.config import PRECISIONS, Config, PrecisionPolicy
-from builder.model.expr import encode, sym
+from builder.model.expr import encode, sym, symbols_of
 from builder.model.overrides import POLICY_OVERRIDES, overridden
+from builder.model.serving import CHOSEN_WEIGHTS
 from builder.widgets import calculator_state
 
 
@@ -52,7 +53,11 @@ def test_an_override_replaces_one_dtype_and_none_removes_the_master_copy():
 
 
 def test_the_calculator_sends_the_same_rule():
+    """The weights' choice goes through the rule Config.policy evaluates too (builder.model.serving.CHOSEN_WEIGHTS:
+    a served checkpoint published quantised keeps its own format unless the form names another dtype)."""
     for option, chosen in calculator_state.CHOSEN.items():
         rule = calculator_state.RUN_RULES.symbols[option]
-        expected = overridden(option, sym(chosen), calculator_state._policy(option))
+        expected = overridden(option, CHOSEN_WEIGHTS if option == "param_dtype" else sym(chosen),
+                              calculator_state._policy(option))
         assert encode(rule) == encode(expected)
+    assert set(symbols_of(CHOSEN_WEIGHTS)) == {"chosen_param_dtype", "mode", "checkpoint_quantization"}

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from builder.model.checks import SHAPE_CHECKS, first_refusal
+from builder.model.serving import CHECKPOINT_QUANTIZATIONS
 from builder.model.tensors import SHAPES
 
 MLP_TYPES = ("gelu", "swiglu")
@@ -68,6 +69,11 @@ class Architecture:
     group_limited: bool = False  # MoE: DeepSeek-V2's group-limited routing (topk_method 'group_limited_greedy')
     sandwich_norms: bool = False  # RMSNorms after attention and after the MLP too: 4 per block (Gemma 2 and 3)
     activation: str = "gelu_tanh_python"  # how the GeLU is computed, for activation accounting
+    # The quantisation the published checkpoint carries (config.json's quantization_config): a served run loads the
+    # weights in it unless it names their dtype itself, as vLLM and SGLang do (builder.model.serving
+    # CHECKPOINT_QUANTIZATIONS, CHOSEN_WEIGHTS); training runs load 16-bit weights.
+    checkpoint_quantization: str = ""  # quant_method of the published weights ('fp8'); '' for 16-bit weights
+    checkpoint_block: tuple[int, int] = (0, 0)  # weight_block_size (rows, cols): a scale a block; (0, 0): a tensor
     family: str = ""  # 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2': picks op-level accounting
     source: str = ""  # where the numbers come from (config.json URL or paper)
     published_params: int | None = None  # the public total, checked in tests
@@ -106,6 +112,26 @@ class Architecture:
             raise ValueError(f"{self.name}: latent attention (kv_lora_rank) needs qk_rope_head_dim")
         if self.first_dense_layers and not (self.experts and self.ffn and self.first_dense_layers < self.layers):
             raise ValueError(f"{self.name}: first_dense_layers needs experts, a dense ffn and fewer than all layers")
+        self._check_checkpoint_quantization()
+
+    def _check_checkpoint_quantization(self) -> None:
+        """The checkpoint's quantisation is one the model follows, its block two sizes (a TOML list kept as a
+        tuple), both 0 (one scale a tensor) or both positive, and only with a quantisation."""
+        block = self.checkpoint_block
+        if isinstance(block, list):
+            block = tuple(block)
+            object.__setattr__(self, "checkpoint_block", block)
+        known = ", ".join(CHECKPOINT_QUANTIZATIONS)
+        if self.checkpoint_quantization not in ("", *CHECKPOINT_QUANTIZATIONS):
+            raise ValueError(f"{self.name}: checkpoint_quantization must be one of {known} (or left out for 16-bit "
+                             f"weights), got {self.checkpoint_quantization!r}")
+        if not (isinstance(block, tuple) and len(block) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 24 for v in block)
+                and (block[0] > 0) == (block[1] > 0)):
+            raise ValueError(f"{self.name}: checkpoint_block must be two whole numbers, the rows and columns of a "
+                             f"block that shares one scale (both 0: one scale a tensor), got {block!r}")
+        if block[0] and not self.checkpoint_quantization:
+            raise ValueError(f"{self.name}: checkpoint_block is the block of a checkpoint_quantization; give both")
 
     # Derived sizes -------------------------------------------------------------------
     @property
@@ -172,7 +198,9 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "qk_rope_head_dim": arch.qk_rope_head_dim, "q_lora_rank": arch.q_lora_rank,
             "v_head_dim": arch.v_head_dim or arch.d_head, "first_dense_layers": arch.first_dense_layers,
             "router_bias": int(arch.router_bias), "sandwich_norms": int(arch.sandwich_norms),
-            "moe_block": arch.moe_block, "norm_topk": int(arch.norm_topk), "group_limited": int(arch.group_limited)}
+            "moe_block": arch.moe_block, "norm_topk": int(arch.norm_topk), "group_limited": int(arch.group_limited),
+            "checkpoint_quantization": arch.checkpoint_quantization,
+            "checkpoint_block_rows": arch.checkpoint_block[0], "checkpoint_block_cols": arch.checkpoint_block[1]}
 
 
 def rope_tables(arch: Architecture) -> int:
@@ -332,6 +360,8 @@ HF_FIELDS: dict[str, HfField] = {
     # DeepSeek's latent attention: 0 or null q_lora_rank is one q_proj
     "kv_lora_rank": _width_field, "q_lora_rank": HfField("whole", 0, _WIDTHS), "qk_rope_head_dim": _width_field,
     "qk_nope_head_dim": _width_field, "v_head_dim": _width_field,
+    # A checkpoint published quantised (checkpoint_quantization_of)
+    "quantization_config": HfField("object"), "quantization_config.quant_method": HfField("text"),
 }
 
 
@@ -385,8 +415,6 @@ def check_values(config: dict[str, Any]) -> None:
 # config.json fields that change memory in ways the model does not follow: refused by name, never silently
 # ignored. (model types or None for all, field, refused when (value, whole config), what the field would change).
 UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
-    (None, "quantization_config", lambda v, c: v is not None,
-     "pre-quantised weights (give the weight dtype with --precision when serving, or --qlora for 4-bit training)"),
     (_ROTARY, "hidden_act", lambda v, c: v not in ("silu", "swish"),
      "an MLP activation other than SiLU (the gated MLP is modelled with SiLU, as transformers' Llama code has it)"),
     (("gpt2",), "reorder_and_upcast_attn", _truthy, "attention scores upcast to fp32 before the softmax"),
@@ -550,6 +578,44 @@ def gemma3_text(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+# The modules a checkpoint may name as left unquantised (quantization_config's ignored_layers, or
+# modules_to_not_convert: vLLM's Fp8Config.from_config reads either) that the model keeps 16-bit anyway: the output
+# layer, the token embedding and the MoE router ("gate"). Any other list is refused by name.
+_KEPT_16_BIT = ("lm_head", "embed_tokens", "gate")
+
+
+def checkpoint_quantization_of(config: dict[str, Any]) -> dict[str, Any]:
+    """The Architecture fields of a config.json's quantization_config ({} without one): its quant_method, one the
+    model follows (builder.model.serving.CHECKPOINT_QUANTIZATIONS), and weight_block_size (one scale a tensor without
+    it). ConfigFieldError naming the field the model does not follow."""
+    quant = config.get("quantization_config")
+    if quant is None:
+        return {}
+    method = quant.get("quant_method")
+    if method is None:
+        raise _field_error("quantization_config.quant_method", "must be given with a quantization_config (the "
+                           f"checkpoint's format: {', '.join(CHECKPOINT_QUANTIZATIONS)}), got null")
+    if method not in CHECKPOINT_QUANTIZATIONS:
+        raise _field_error("quantization_config.quant_method",
+                           f"{clip_value(method)} is a checkpoint format this model does not follow (it follows "
+                           f"{', '.join(CHECKPOINT_QUANTIZATIONS)}); give the weights' dtype with --precision when "
+                           "serving, or --qlora for 4-bit training")
+    block = quant.get("weight_block_size")
+    if block is not None and not (isinstance(block, list) and len(block) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= _WIDTHS for v in block)):
+        raise _field_error("quantization_config.weight_block_size", "must be two whole numbers from 1 to "
+                           f"{_WIDTHS:,} (the rows and columns of a block sharing one scale) or null, got "
+                           f"{clip_value(block)}")
+    for key in ("ignored_layers", "modules_to_not_convert"):
+        names = quant.get(key)
+        if names and not (isinstance(names, list) and all(
+                isinstance(name, str) and name.rsplit(".", 1)[-1] in _KEPT_16_BIT for name in names)):
+            raise _field_error(f"quantization_config.{key}", "names layers left unquantised beyond the output layer, "
+                               "the embedding and the router, which this model does not follow, got "
+                               f"{clip_value(names)}")
+    return {"checkpoint_quantization": method, "checkpoint_block": tuple(block) if block else (0, 0)}
+
+
 def _deepseek(config: dict[str, Any], need: Any) -> dict[str, Any]:
     """The latent attention and MoE fields of a DeepSeek-V2/V3 config.json (transformers modeling_deepseek_v2.py,
     modeling_deepseek_v3.py): head_dim is the query/key width qk_nope_head_dim + qk_rope_head_dim."""
@@ -607,6 +673,7 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
             tied_embeddings=config.get("tie_word_embeddings", True), positions="learned",
             max_positions=need("n_positions"),
             activation=_gelu_kind(config.get("activation_function", "gelu_new")), extra=extra,
+            **checkpoint_quantization_of(config),
         )
     hidden = need("hidden_size")
     heads = need("num_attention_heads")
@@ -621,6 +688,7 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         tied_embeddings=bool(config.get("tie_word_embeddings", False)), positions="rotary",
         max_position_embeddings=rope_positions_of(config), config_positions=context_positions_of(config),
         activation="silu", qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text"), extra=extra,
+        **checkpoint_quantization_of(config),
     )
     window = sliding_window_of(config, model_type)
     if window:

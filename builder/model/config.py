@@ -17,6 +17,7 @@ from builder.model.expr import evaluate
 from builder.model.placement import CUSTOM_SHARDED_LAYERS
 from builder.model.float8 import RECIPES as FLOAT8_RECIPES
 from builder.model.overrides import CHOSEN, POLICY, POLICY_OVERRIDES, RULES as OVERRIDE_RULES
+from builder.model.serving import CHOSEN_WEIGHTS
 from builder.model.units import DTYPE_BYTES
 
 MODES = ("train", "serve")
@@ -182,7 +183,7 @@ class Config:
 
     # Precision policy (a named policy; any field can be overridden below) ---------
     precision: str = "bf16-mixed"  # training: a named policy (PRECISIONS); serving: the weights' dtype
-    param_dtype: str | None = None  # overrides the policy's weight dtype
+    param_dtype: str | None = None  # overrides the policy's weight dtype (serving: else the checkpoint's quantisation)
     master_dtype: str | None = None  # overrides the master copy dtype ('none' removes it)
     grad_dtype: str | None = None  # overrides the gradient dtype
     grad_accum_dtype: str | None = None  # separate accumulation buffer across micro-batches (e.g. fp32)
@@ -282,7 +283,13 @@ class Config:
         """The effective precision policy after per-field overrides (builder.model.overrides' rule: an override wins
         over the policy; master_dtype 'none' removes the master copy)."""
         base = PRECISIONS[self.precision]
-        return replace(base, **{state: evaluate(OVERRIDE_RULES[option], {CHOSEN: getattr(self, option) or "",
+        chosen = {option: getattr(self, option) or "" for option in POLICY_OVERRIDES}
+        # A served checkpoint published quantised keeps its own format unless param_dtype names another
+        # (builder.model.serving.CHOSEN_WEIGHTS, the rule the calculator evaluates too).
+        chosen["param_dtype"] = evaluate(CHOSEN_WEIGHTS, {
+            "chosen_param_dtype": chosen["param_dtype"], "mode": self.mode,
+            "checkpoint_quantization": self.model.checkpoint_quantization if self.model is not None else ""})
+        return replace(base, **{state: evaluate(OVERRIDE_RULES[option], {CHOSEN: chosen[option],
                                                                          POLICY: getattr(base, state) or ""}) or None
                                 for option, state in POLICY_OVERRIDES.items()})
 

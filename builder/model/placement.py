@@ -17,8 +17,8 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any, Mapping
 
-from builder.model.expr import (both, ceil, either, eq, evaluate, exact, isin, minimum, mod, ne, negate, row, sym,
-                                table, total, when)
+from builder.model.expr import (both, ceil, either, eq, evaluate, exact, isin, maximum, minimum, mod, ne, negate, row,
+                                sym, table, total, when)
 from builder.model.partrules import RuleSet
 from builder.model.tensors import NORM_TENSORS
 
@@ -57,6 +57,10 @@ STAGES = table(
 TP_SHARE = when(isin(sym("group"), "norms", "mlp/router", "attention/latent"), 1,
                 when(both(eq(sym("group"), "attention/kv"), sym("kv_heads") < sym("tp")), sym("kv_heads"),
                      when(eq(sym("group"), "mlp/experts"), sym("tp") * sym("ep"), sym("tp"))))
+
+
+# A block's weight matrix of a GEMM: not a norm, a bias or the MoE router.
+GEMM = both(negate(isin(sym("group"), "norms", "mlp/router")), sym("rest") > 1)
 
 
 # A block's weight that torchtitan converts to float8: a projection's matrix both of whose sizes 16 divides.
@@ -111,8 +115,15 @@ HOLDING = RuleSet(symbols={
     # The weight matrices of a block's GEMMs that a low-precision recipe quantises (builder.model.recipes): the
     # linear layers' weights, not the norms, the biases or the MoE router (a plain 16-bit layer in Megatron-LM),
     # and of those the routed experts'.
-    "layer_gemms": _in_one_block(both(negate(isin(sym("group"), "norms", "mlp/router")), sym("rest") > 1)),
+    "layer_gemms": _in_one_block(GEMM),
     "layer_expert_gemms": _in_one_block(both(eq(sym("group"), "mlp/experts"), sym("rest") > 1)),
+    # The scales of those matrices in a checkpoint quantised in blocks (checkpoint_block_rows x _cols, one fp32 scale
+    # a block): ceil(rows / block rows) x ceil(columns / block columns) a matrix, split over tensor parallelism as
+    # the matrix is (vLLM refuses a split that leaves a rank part of a block: validate_fp8_block_shape).
+    "layer_gemm_blocks": when(sym("checkpoint_block_rows") > 0, total(sym("parameter_tensors"), when(
+        both(sym("in_block"), GEMM),
+        ceil(sym("dim0") / maximum(sym("checkpoint_block_rows"), 1))
+        * ceil(sym("rest") / maximum(sym("checkpoint_block_cols"), 1)) * sym("count") / TP_SHARE, 0)), 0),
     # The weights of a block torchtitan converts to torchao's Float8Linear (builder.model.float8): the projections'
     # matrices whose two sizes 16 divides (torchtitan/components/quantization/utils.py module_filter_fn), and how many.
     "layer_float8": _in_one_block(FLOAT8_CONVERTED),

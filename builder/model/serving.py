@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from builder.model.cite import Cite
-from builder.model.expr import both, fmt, maximum, minimum, per_unit, sym, when
+from builder.model.expr import both, eq, fmt, maximum, minimum, per_unit, sym, when
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 
 KV = Cite("kwon2023", "section 3") + ": 2 x layers x kv_heads x head_dim x tokens x bytes"
@@ -46,6 +46,34 @@ QUANTIZATION_UNMODELLED = {
     "modelopt": "the checkpoint's own scheme decides the format: give it with --param-dtype",
     "experts_int8": "int8 experts beside 16-bit attention are not modelled",
 }
+# The quantisations a checkpoint may be published in that the model follows (the catalog's checkpoint_quantization,
+# config.json's quantization_config.quant_method), each with the dtype its quantised weights are stored in: fp8,
+# float8_e4m3fn linear weights with an fp32 weight_scale_inv per weight_block_size block, or one per tensor without
+# blocks (vllm/model_executor/layers/quantization/fp8.py Fp8Config.from_config, Fp8LinearMethod.create_weights and
+# Fp8MoEMethod.create_weights, release v0.33.0). vLLM and SGLang read the method from the checkpoint and serve in it
+# with no --quantization flag, and refuse a --quantization that names another (vllm/config/model.py
+# ModelConfig._verify_quantization, release v0.33.0; SGLang python/sglang/srt/configs/model_config.py
+# _parse_quant_hf_config and _verify_quantization, release v0.5.23): CHECKPOINT_MISMATCH, their words.
+CHECKPOINT_QUANTIZATIONS = {"fp8": "fp8"}
+CHECKPOINT_MISMATCH = ("Quantization method specified in the model config ({0}) does not match the quantization "
+                       "method specified in the `quantization` argument ({1}).")
+
+
+def _checkpoint_dtype(method: Any) -> Any:
+    """The dtype a checkpoint published in quantisation `method` (a rule) stores its weights in; "" for none."""
+    rule: Any = ""
+    for name, dtype in CHECKPOINT_QUANTIZATIONS.items():
+        rule = when(eq(method, name), dtype, rule)
+    return rule
+
+
+# The dtype the checkpoint's quantised weights are stored in ("" for a 16-bit checkpoint).
+CHECKPOINT_DTYPE = _checkpoint_dtype(sym("checkpoint_quantization"))
+# The weights' dtype a run asks for (chosen_param_dtype: "" for none, then the precision policy's): a served
+# checkpoint published quantised is loaded in its own format unless the run names the weights' dtype itself, as the
+# engines load it; training loads the 16-bit weights. Config.policy evaluates it, and the calculator's RUN_RULES.
+CHOSEN_WEIGHTS = when(sym("chosen_param_dtype"), sym("chosen_param_dtype"),
+                      when(both(eq(sym("mode"), "serve"), sym("checkpoint_quantization")), CHECKPOINT_DTYPE, ""))
 # The activation dtypes each method runs in (vLLM's get_supported_act_dtypes: awq.py and gptq.py float16 only, their
 # Marlin kernels and fp8.py float16 and bfloat16); another --dtype is refused at start-up
 # (vllm/config/vllm.py VllmConfig._get_quantization_config).

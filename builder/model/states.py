@@ -24,6 +24,7 @@ from builder.model.paging import PAGED, PAGED_NOTE
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
 from builder.model.placement import SHARD_MODEL
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
+from builder.model.serving import CHECKPOINT_DTYPE
 from builder.model import buckets
 from builder.model.tensors import NORM_TENSORS
 from builder.model.zero3 import (COORDINATOR as ZERO3_COORDINATOR, DEEPSPEED_ZERO3, ESTIMATOR as ZERO3_ESTIMATOR,
@@ -86,6 +87,19 @@ QLORA = (Cite("dettmers2023", "section 3") + ": NF4 with block size 64, double q
          "absmax per 256)")
 FP8 = Cite("micikevicius2022")
 INT8 = Cite("dettmers2022")
+# A checkpoint published in fp8 (DeepSeek-V3's config.json quantization_config: quant_method fp8, fmt e4m3,
+# weight_block_size [128, 128]), as the engines load it.
+CHECKPOINT_SOURCE = (Cite("deepseek-v3-weights", "README_WEIGHTS.md, FP8 Weight Documentation, and inference/model.py "
+                                                  "Linear") + ": float8_e4m3fn weights with an fp32 weight_scale_inv "
+                     "per 128x128 block; "
+                     + Cite("vllm-0.33.0", "vllm/model_executor/layers/quantization/fp8.py Fp8LinearMethod and "
+                                           "Fp8MoEMethod create_weights")
+                     + " (ceil(out / block) x ceil(in / block) fp32 scales a matrix; the router, embeddings, output "
+                       "layer and norms unquantised) and "
+                     + Cite("vllm-0.33.0", "vllm/config/model.py ModelConfig._verify_quantization")
+                     + " (the checkpoint's quantization_config read with no --quantization flag; SGLang's "
+                     + Cite("sglang-0.5.23", "python/sglang/srt/configs/model_config.py _parse_quant_hf_config")
+                     + " likewise)")
 GPTQ = (Cite("frantar2022") + "; group size 128; " + Cite("vllm-6adad08", "vllm/model_executor/layers/quantization/awq.py "
                                                               "and gptq.py create_weights")
         + ": fp16 scales and qzeros, 4-bit zeros packed eight to an int32, per group")
@@ -155,8 +169,24 @@ TORCHAO_QLORA = (Cite("dettmers2023", "section 3") + ": NF4; " + Cite("torchao-n
                  "FrozenNF4Linear: block 64, scaler block 256, int8 scalers, a quantization_factor per scaler block in "
                  "the weight's dtype)")
 _QLORA_OR_NF4 = either(sym("qlora"), eq(sym("param_dtype"), "nf4"))
+# The linear weights of a GEMM on this GPU: the blocks' weight matrices, not norms, biases or the MoE router
+# (builder.model.placement's gemms), sharded as the rest.
+GEMMS_HERE = ((sym("gemms") - sym("expert_gemms")) / sym("param_ranks")
+              + sym("expert_gemms") / sym("expert_param_ranks"))
+# A checkpoint published quantised (builder.model.serving.CHECKPOINT_QUANTIZATIONS), served in its own format: its
+# quantised weights are the GEMMs' matrices alone, with an fp32 scale per block of checkpoint_block_rows x _cols
+# (one per tensor without blocks, left out as the other per-tensor scales). vLLM quantises what Fp8Config hands
+# Fp8LinearMethod and Fp8MoEMethod (LinearBase and RoutedExperts layers) and builds DeepSeek's router (GateLinear,
+# quant_config None), the embedding and the output layer (VocabParallelEmbedding, ParallelLMHead) and the norms
+# unquantised: vllm/model_executor/layers/quantization/fp8.py and models/deepseek_v2.py, release v0.33.0.
+CHECKPOINT_FORMAT = both(eq(sym("mode"), "serve"), sym("checkpoint_quantization"),
+                         eq(sym("param_dtype"), CHECKPOINT_DTYPE))
+BLOCK_SCALED = both(sym("checkpoint_format"), sym("checkpoint_block_rows") > 0)
+BLOCK_SCALE_BYTES = 4  # weight_scale_inv is fp32
 QUANTISATION = {
     "quantised": either(sym("qlora"), both(eq(sym("mode"), "serve"), bytes_of(sym("param_dtype")) < 2)),
+    "checkpoint_format": CHECKPOINT_FORMAT,
+    "block_scaled": BLOCK_SCALED,
     "quantised_bytes": when(sym("qlora"), Fraction(1, 2), bytes_of(sym("param_dtype"))),
     # fp8: one fp32 scale per tensor (negligible); int8: one fp32 scale per output row (LLM.int8, section 3),
     # 4/h B/param; NF4: an fp32 absmax per 64 weights or, double quantised, an 8-bit absmax per 64 plus an fp32
@@ -165,27 +195,39 @@ QUANTISATION = {
     # torchtune's QLoRA (torchao's NF4Tensor, to_nf4(weight) with block 64 and scaler block 256: NF4Tensor.from_tensor
     # and double_quantize_scalers at v0.5.0) keeps an int8 scaler per 64 weights and a quantization_factor per 256
     # scalers in the weight's own dtype (bf16), plus one scaler_mean and the 16-value nf4 table per tensor (left out).
+    # fp8 in blocks (a checkpoint's: DeepSeek-V3's 128 x 128): an fp32 scale per block, 4 / (rows x columns)
+    # B/param; the part counts each matrix's blocks rounded up (block_scales).
     "constant_bytes": when(both(sym("qlora"), TORCHTUNE),
                            Fraction(1, 64) + bytes_of(sym("param_dtype")) / (64 * 256),
-                           when(eq(sym("quantised_bytes"), 1),
-                                when(eq(sym("param_dtype"), "fp8"), 0,
-                                     4 / when(sym("hidden"), sym("hidden"), 4096)),
-                                when(_QLORA_OR_NF4,
-                                     when(sym("qlora_double_quant"), Fraction(1, 64) + Fraction(4, 64 * 256),
-                                          Fraction(4, 64)),
-                                     Fraction(2, 128) + Fraction(1, 2 * 128)))),
+                           when(sym("block_scaled"), BLOCK_SCALE_BYTES / (sym("checkpoint_block_rows")
+                                                                          * sym("checkpoint_block_cols")),
+                                when(eq(sym("quantised_bytes"), 1),
+                                     when(eq(sym("param_dtype"), "fp8"), 0,
+                                          4 / when(sym("hidden"), sym("hidden"), 4096)),
+                                     when(_QLORA_OR_NF4,
+                                          when(sym("qlora_double_quant"), Fraction(1, 64) + Fraction(4, 64 * 256),
+                                               Fraction(4, 64)),
+                                          Fraction(2, 128) + Fraction(1, 2 * 128))))),
     "constants_are": when(both(sym("qlora"), TORCHTUNE),
                           fmt("NF4 constants (torchao: int8 scaler per 64, {0} factor per 256 scalers)",
                               sym("param_dtype")),
-                          when(eq(sym("quantised_bytes"), 1),
-                               when(eq(sym("param_dtype"), "fp8"), "per-tensor scales", "fp32 scale per output row"),
-                               when(_QLORA_OR_NF4,
-                                    when(sym("qlora_double_quant"), "NF4 constants (block 64, double quantised)",
-                                         "NF4 constants (fp32 absmax per 64)"),
-                                    "fp16 scale + 4-bit zero per 128 weights"))),
+                          when(sym("block_scaled"),
+                               fmt("fp32 scale per {0}x{1} block", sym("checkpoint_block_rows"),
+                                   sym("checkpoint_block_cols")),
+                               when(eq(sym("quantised_bytes"), 1),
+                                    when(eq(sym("param_dtype"), "fp8"), "per-tensor scales",
+                                         "fp32 scale per output row"),
+                                    when(_QLORA_OR_NF4,
+                                         when(sym("qlora_double_quant"), "NF4 constants (block 64, double quantised)",
+                                              "NF4 constants (fp32 absmax per 64)"),
+                                         "fp16 scale + 4-bit zero per 128 weights")))),
+    # The scales a block-quantised checkpoint keeps: each matrix's blocks, rounded up (builder.model.placement's
+    # layer_gemm_blocks), in fp32.
+    "block_scales": sym("layer_gemm_blocks") * sym("stage_layers") * BLOCK_SCALE_BYTES,
     "weights_here": sharded(sym("dense"), sym("expert"), sym("param_ranks"), sym("expert_param_ranks")),
-    "linear_weights": sym("weights_here") * when(sym("dense") + sym("expert"),
-                                                 sym("linear") / (sym("dense") + sym("expert")), 1),
+    "linear_weights": when(sym("checkpoint_format"), GEMMS_HERE,
+                           sym("weights_here") * when(sym("dense") + sym("expert"),
+                                                      sym("linear") / (sym("dense") + sym("expert")), 1)),
     # QLoRA's unquantised parameters that the preparation casts to fp32 (builder.model.config.KBIT_PREPARE): all of
     # them (PEFT's prepare_model_for_kbit_training: every fp16/bf16 parameter that is not Params4bit), or the norms
     # alone (the embeddings and the output layer cast back to bf16 after it: qlora.py --bf16, TRL up to v0.25).
@@ -229,8 +271,7 @@ MSAMP_SCOPE = {
 RECIPE_STATES = {
     "recipe_on": recipe_on(),
     "quantised_gemms": both(sym("recipe_on"), sym("quantised_params")),
-    "gemms_here": (sym("gemms") - sym("expert_gemms")) / sym("param_ranks")
-    + sym("expert_gemms") / sym("expert_param_ranks"),
+    "gemms_here": GEMMS_HERE,
     "recipe_weight_bytes": by_recipe("weight"),
     "recipe_words": fmt("{0} B/linear param ({1})", per_unit(sym("recipe_weight_bytes")), by_recipe("weight_words", "")),
 }
@@ -248,8 +289,9 @@ KBIT_NOTE = ("the saved activations grow too: an fp32 norm weight makes its outp
              "the residual stream fp32 (" + Cite("bitsandbytes-95f9af3", "bitsandbytes/nn/modules.py Linear4bit.forward")
              + "); counted in the activations (fp32 without autocast, fp32 stream and MLP under autocast)")
 QUANTISATION_SOURCE = when(both(sym("qlora"), TORCHTUNE), TORCHAO_QLORA,
-                           when(eq(sym("quantised_bytes"), 1), when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
-                                when(_QLORA_OR_NF4, QLORA, GPTQ)))
+                           when(sym("checkpoint_format"), CHECKPOINT_SOURCE,
+                                when(eq(sym("quantised_bytes"), 1), when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
+                                     when(_QLORA_OR_NF4, QLORA, GPTQ))))
 RECIPE_SOURCE = by_recipe("source", "")
 RECIPE_NOTE = fmt("{0}; {1}", KEPT_HIGH, by_recipe("left_out", ""))
 
@@ -399,12 +441,20 @@ MODEL_STATES = RuleSet(
         PartRule("weights/quantised_linear", sym("linear_weights") * sym("quantised_bytes"),
                  fmt("N_linear x {0} B", per_unit(sym("quantised_bytes"))), QUANTISATION_SOURCE,
                  per_param(sym("quantised_bytes"), when(sym("qlora"), "nf4", sym("param_dtype"))),
+                 when(sym("checkpoint_format"),
+                      fmt("the checkpoint's own {0} (config.json quantization_config), which vLLM and SGLang load "
+                          "with no --quantization flag; training loads the 16-bit weights", sym("param_dtype")), ""),
                  when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
-        # bitsandbytes' quant_state is no parameter, so FSDP leaves it whole on every rank (QLORA_FSDP_GATHER).
+        # bitsandbytes' quant_state is no parameter, so FSDP leaves it whole on every rank (QLORA_FSDP_GATHER). A
+        # checkpoint quantised in blocks keeps each matrix's blocks rounded up (block_scales).
         PartRule("weights/quantisation_constants",
-                 when(BNB_CONSTANTS_WHOLE, sym("linear"), sym("linear_weights")) * sym("constant_bytes"),
-                 when(BNB_CONSTANTS_WHOLE, "N_linear (all of the stage's, unsharded) x constant bytes",
-                      "N_linear x constant bytes"),
+                 when(sym("block_scaled"), sym("block_scales"),
+                      when(BNB_CONSTANTS_WHOLE, sym("linear"), sym("linear_weights")) * sym("constant_bytes")),
+                 when(sym("block_scaled"),
+                      fmt("ceil(rows / {0}) x ceil(cols / {1}) x 4 B per linear weight matrix",
+                          sym("checkpoint_block_rows"), sym("checkpoint_block_cols")),
+                      when(BNB_CONSTANTS_WHOLE, "N_linear (all of the stage's, unsharded) x constant bytes",
+                           "N_linear x constant bytes")),
                  when(BNB_CONSTANTS_WHOLE, fmt("{0}; {1}", QUANTISATION_SOURCE, BNB_FSDP_CONSTANTS),
                       QUANTISATION_SOURCE),
                  PerUnit(sym("constant_bytes"), "param",
@@ -416,11 +466,14 @@ MODEL_STATES = RuleSet(
                  sharded_by=when(BNB_CONSTANTS_WHOLE, 1, sym("param_ranks"))),
         PartRule("weights/unquantised", (sym("weights_here") - sym("linear_weights") - sym("kbit_fp32")) * 2,
                  when(eq(sym("kbit_prepare"), "prepare-bf16"), "N_embeddings+output layer x 2 B",
-                      "N_embeddings+norms x 2 B"), QUANTISATION_SOURCE,
-                 per_param(2, when(sym("qlora"), "bf16", sym("activation_dtype"))),
+                      when(sym("checkpoint_format"), "(N_gpu - N_linear) x 2 B", "N_embeddings+norms x 2 B")),
+                 QUANTISATION_SOURCE, per_param(2, when(sym("qlora"), "bf16", sym("activation_dtype"))),
                  when(eq(sym("kbit_prepare"), "prepare-bf16"),
                       "embeddings and output layer cast back to bf16 after prepare_model_for_kbit_training",
-                      "embeddings, norms and output layer are kept in 16-bit"),
+                      when(sym("checkpoint_format"),
+                           "embeddings, norms, biases, the MoE router and the output layer are kept in 16-bit, as "
+                           "the checkpoint stores them",
+                           "embeddings, norms and output layer are kept in 16-bit")),
                  when=both(_ON_GPU, sym("quantised"), negate(both(sym("kbit_fp32"),
                                                                    eq(sym("kbit_prepare"), "prepare")))),
                  sharded_by=sym("param_ranks")),
@@ -686,7 +739,7 @@ def _gathered(linear: Expr, whole: Expr, adapters: Expr) -> Expr:
 
 
 QLORA_GATHER = {
-    "quantised_bytes": QUANTISATION["quantised_bytes"], "constant_bytes": QUANTISATION["constant_bytes"],
+    **{name: QUANTISATION[name] for name in ("checkpoint_format", "block_scaled", "quantised_bytes", "constant_bytes")},
     "layer_adapters": LAYER_ADAPTERS,
     # One block as FSDP gathers it, and the whole stage (pipeline parallelism keeps it gathered).
     "gathered_block": _gathered(sym("layer_linear"), sym("layer_unit"), sym("layer_adapters")),

@@ -239,6 +239,15 @@ VERSION_TOLERANCE = ("0.5%: the assumed non-torch memory (0.25 GiB against the l
 # multiprocessors (0.06 GiB for Llama, 0.13 GiB for Gemma), is not modelled (builder.model.engines TRITON_BUFFER_NOTE).
 WEIGHTS_TOLERANCE = ("0.1%: the log's 0.01 GiB rounding (up to 0.06% at 8.49 GiB) and the per-channel quantisation "
                      "scales loaded beside quantised weights")
+# A vLLM v0.11.2 log of DeepSeek-R1-0528 (DeepSeek-V3's shapes and fp8 checkpoint) on 8 H200s, in a validation set
+# of start-up logs (record 88e492a0): "Model loading took 79.7390 GiB memory".
+VLLM_ESTIMATOR = ("vLLM v0.11.2 start-up log, H200s, --max-model-len 8192, --gpu-memory-utilization 0.92 "
+                  "(ashishkamra/vllm-memory-estimator test_data/validation_db.json record 88e492a0, commit 8b0e21d)")
+VLLM_ESTIMATOR_URL = ("https://github.com/ashishkamra/vllm-memory-estimator/blob/"
+                      "8b0e21d1ec49357383758a164129515209b37e7f/test_data/validation_db.json")
+FP8_CHECKPOINT_TOLERANCE = ("1%: the model is 0.5% under this log; vLLM's MLA dequantises each rank's fp8 kv_b_proj "
+                            "to bf16 to split W_UK and W_UV from it (mla_attention.py split_kv_b_proj), a copy of "
+                            "0.24 GiB here that the model does not count")
 MLA_WEIGHTS_TOLERANCE = ("1%: the model is 0.4% under this log, a gap not yet traced (vLLM's MLA splits W_UK and W_UV "
                          "from kv_b_proj after loading, as views in the upstream code read, so they add nothing)")
 
@@ -606,6 +615,14 @@ def _serving(models: dict[str, Architecture]) -> tuple[Case, ...]:
         # 0.44% under (its YaRN cos/sin table and the allocator's rounding counted): MLA_WEIGHTS_TOLERANCE.
         _vllm_weights(models, "vllm-0.19-deepseek-v2-lite-weights", "deepseek-v2-lite", "29.43", logs["dsv2"],
                       "bf16", rel=Fraction(1, 100), tolerance=MLA_WEIGHTS_TOLERANCE),
+        # The checkpoint's own fp8 (quantization_config, 128 x 128 block scales), which vLLM reads with no flag.
+        Case("vllm-0.11-deepseek-v3-fp8-weights", "serving", "budget",
+             "weights as loaded on one rank (\"Model loading took\")",
+             "DeepSeek-R1-0528 (DeepSeek-V3's shapes), its fp8 checkpoint with no --quantization flag, "
+             "--tensor-parallel-size 8", VLLM_ESTIMATOR, VLLM_ESTIMATOR_URL, Fraction("79.7390"), "GiB",
+             engine("loaded_weights", "GiB"), Config(model=models["deepseek-v3"], mode="serve", tp=8),
+             Served("h200", {"max_model_len": 8192, "gpu_memory_utilization": 0.92, "vllm_version": "0.11"}),
+             rel=Fraction(1, 100), tolerance=FP8_CHECKPOINT_TOLERANCE, unit_note=VLLM_GIB),
     )
     # Qwen2's widths (hidden 3,584, MLP 18,944 and 29,568) leave most of its weight tensors 0.5 or 1 MiB short of the
     # allocator's 2 MiB segments, blocks vLLM counts whole (builder.model.allocator): 57 MiB above the parameters and

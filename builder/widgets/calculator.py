@@ -45,7 +45,7 @@ from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS
 from builder.widgets import calculator_state as form_rules, full_model, link_notice
 from builder.widgets.choices import sent as sent_choices
 from builder.widgets.calculator_fixes import FIXING, REFUSED, encode as fixes_program
-from builder.widgets.calculator_state import KEY, OVERLAP, WEIGHTS, typed_values
+from builder.widgets.calculator_state import CHECKPOINT_WEIGHTS, KEY, OVERLAP, WEIGHTS, typed_values
 from builder.widgets.renames import renamed
 from builder.model.options import OPTION_OF
 from builder.content import Reference
@@ -99,7 +99,10 @@ STARTS = (
     ("serve-70b", "Llama 3 70B, served on 8 GPUs",
      {"model": "llama-3-70b", "mode": "serve", "tp": 8, "batch": 32, "context": 8192}, {}),
 )
+# The serving weights' dtype: the checkpoint's own (16-bit, or the quantisation it is published in: DeepSeek-V3's
+# fp8), or one of the dtypes the model prices.
 SERVE_WEIGHTS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
+WEIGHT_CHOICES = ((CHECKPOINT_WEIGHTS, "the checkpoint's own"), *((d, d) for d in SERVE_WEIGHTS))
 KV_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
 FORMULAS = {"hf": "op by op, transformers", "megatron": "op by op, Megatron-LM", "torchtune": "op by op, torchtune",
             "korthikanti": "Korthikanti Table 2 formula"}
@@ -294,7 +297,7 @@ TRAIN_CONTROLS = (
 )
 ARCH_KEYS = {c.key for c in ARCH_CONTROLS}
 SERVE_CONTROLS = (
-    Control(WEIGHTS, "Weight dtype", "select", _pairs(SERVE_WEIGHTS), "serve"),
+    Control(WEIGHTS, "Weight dtype", "select", WEIGHT_CHOICES, "serve"),
     of("kv_dtype", "KV-cache dtype", "serve", _pairs(KV_DTYPES)),
     of("batch", "Concurrent sequences", "serve", low=1, high=65536),
     of("context", "Context", "serve", low=1, high=4194304, hint="tokens"),
@@ -385,7 +388,7 @@ PLAIN_STATE = {"start": "", "unit": "GiB", "mode": _PLAIN.mode, "precision": _PL
                "grad_accum": str(_PLAIN.grad_accum), "recompute": _PLAIN.recompute,
                "recompute_layers": str(_PLAIN.recompute_layers), "attention": _PLAIN.attention, "padded": "0",
                "loss": _PLAIN.loss,
-               KEY["implementation"]: "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "kbit_prepare": _PLAIN.kbit_prepare, WEIGHTS: "bf16", "kv_dtype": "auto",
+               KEY["implementation"]: "hf", "dropout": "0", "offload_activations": "0", "compile": "0", "lora_rank": "0", "lora_dropout": "0", "qlora": "0", "kbit_prepare": _PLAIN.kbit_prepare, WEIGHTS: CHECKPOINT_WEIGHTS, "kv_dtype": "auto",
                "float8": "none", "float8_filter_output": "0", "enable_fsdp_float8_all_gather": "0",
                **{option: str(default) for option, default in ZERO3_OPTIONS.items()},
                **{option: str(default) for option, default in BUCKET_OPTIONS.items()}, "overlap_comm": "default",
@@ -511,7 +514,7 @@ def run_text(config: Config) -> str:
     if config.mode == "train":
         lora = TEXTS["lora"].format(rank, TEXTS["qlora"] if qlora else "") if rank else ""
         return TEXTS["train"].format(config.precision, optimizer, lora, batch, f"{length:,}", TEXTS["recompute"][recompute])
-    return TEXTS["serve"].format(config.param_dtype, batch, f"{length:,}")
+    return TEXTS["serve"].format(config.policy.param, batch, f"{length:,}")
 
 
 def verdict_text(total: int, gpu: tuple[str, str, int], unit: str = "GiB") -> str:

@@ -32,6 +32,7 @@ from builder.model.expr import Expr, at, both, either, eq, isin, ne, negate, sym
 from builder.model.options import OPTION_OF
 from builder.model.overrides import overridden
 from builder.model.partrules import RuleSet
+from builder.model.serving import CHOSEN_WEIGHTS
 from builder.model.zero3 import DEFAULTS as ZERO3_OPTIONS, UNSET as ZERO3_UNSET
 from builder.widgets import full_model
 
@@ -43,6 +44,9 @@ PREFIX = "form."
 KEY = {option: OPTION_OF[option].url for option in ("zero", "implementation", "sequence_parallel",
                                                      "pp_virtual_stages", "overhead_fraction")}
 WEIGHTS = "weights"  # serving: the weights' dtype (the calculator's own control; training's is param_dtype)
+# The serving weights' choice that leaves their dtype to the checkpoint: 16-bit, or the quantisation it is published
+# in (builder.model.serving.CHOSEN_WEIGHTS, which RUN_RULES evaluate as Config.policy does).
+CHECKPOINT_WEIGHTS = "checkpoint"
 GPUS = "gpus_used"  # RUN_RULES' count of the GPUs a run uses
 POLICIES = "policies"  # the table RUN_RULES read each precision policy's dtypes from (full_model.policy_inputs)
 # Serving keeps no optimizer or gradients: the weights' dtype is the form's own, over a plain bf16 policy.
@@ -92,7 +96,7 @@ _FSDP = isin(form(KEY["zero"]), *FSDP_STRATEGIES)
 FORM_RULES = RuleSet(symbols={
     "mode": form("mode"),
     "precision": when(TRAIN, form("precision"), SERVED_POLICY),
-    "chosen_param_dtype": when(TRAIN, _unless("param_dtype", "policy"), form(WEIGHTS)),
+    "chosen_param_dtype": when(TRAIN, _unless("param_dtype", "policy"), _unless(WEIGHTS, CHECKPOINT_WEIGHTS)),
     "reduce_dtype": _unless("reduce_dtype", "policy"),
     "optimizer": form("optimizer"),
     "optimizer_impl": _unless("optimizer_impl", "default"),
@@ -143,7 +147,8 @@ def _policy(name: str) -> Expr:
 RUN_RULES = RuleSet(symbols={
     "shard_stage": when(sym("fsdp"), lookup(FSDP_STAGE, sym("fsdp")), sym("zero")),
     **{name: _policy(name) for name in full_model.POLICY_INPUTS},
-    **{name: overridden(name, sym(chosen), _policy(name)) for name, chosen in CHOSEN.items()},
+    **{name: overridden(name, CHOSEN_WEIGHTS if name == "param_dtype" else sym(chosen), _policy(name))
+       for name, chosen in CHOSEN.items()},
     "params": sym("parameters"),
     GPUS: sym("dp") * sym("tp") * sym("pp") * sym("cp"),
 }, parts=())

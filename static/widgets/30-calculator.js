@@ -215,7 +215,7 @@ WIDGETS.calculator = (root, D) => {
     const items = D.layout.filter((k) => c.run[k] > 1).map((k) => k + " " + c.run[k]), gpus = c.gpus;
     if (train && st[D.shardKey] != "0") items.push(control(D.shardKey).selectedOptions[0].text);
     const [opt, r, ql, b, s, rc] = D.runText[st.mode].map((k) => c.run[k]);
-    const run = train ? fill(T.train, st.precision, opt, r ? fill(T.lora, r, ql ? T.qlora : "") : "", b, commas(s), T.recompute[rc]) : fill(T.serve, st.weights, b, commas(s));
+    const run = train ? fill(T.train, st.precision, opt, r ? fill(T.lora, r, ql ? T.qlora : "") : "", b, commas(s), T.recompute[rc]) : fill(T.serve, c.run.param_dtype, b, commas(s));
     const basis = train ? fill(T.basis_train, D.model.phases[phase]) : T.basis_serve;
     const text = fill(T.summary, nameOf(st), commas(shapeOf(A).parameters), run, `${gpus} GPU${gpus > 1 ? "s" : ""}${items.length ? ` (${items.join(", ")})` : ""}`, fmtBytes(need, U), fmtBytes(need, D.otherUnit[U]), basis, fmtBytes(total, U), verdict(need, gpu, U));
     const views = [chart(parts, total, need, gpu, U), ok, ok ? "" : put("badge"), verdict(need, gpu, U), need, both(need, U), basis,
