@@ -25,7 +25,8 @@ from builder.model.config import MEGATRON_PRECISIONS, OPTION_NAMES as CONFIG_FIE
 from builder.model.options import CLI, FLAG_OF, GROUPS, OPTIONS, Option, OptionError, unread
 from builder.model.engine_sglang import KV_TORCH_DTYPES as TORCH_DTYPES
 from builder.model.serving import (KV_CACHE_DTYPES, KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED, MODEL_DTYPES,
-                                   QUANTIZATION_ACT_DTYPES, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED)
+                                   QUANTIZATION_ACT_DTYPES, QUANTIZATION_CHECKPOINT, QUANTIZATION_DTYPES,
+                                   QUANTIZATION_UNMODELLED)
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 from builder.model.assumed import assumed_shape
@@ -257,7 +258,7 @@ def config_from_args(args: argparse.Namespace, models: Mapping[str, Any] | None 
     if (param_dtype == "fp16" or fp16_only) and given.get("activation_dtype") is None:
         given["activation_dtype"] = "fp16"
     return Config(**given | dict(
-        model=arch, precision=precision, param_dtype=resolve_quantization(args) or param_dtype, zero=zero,
+        model=arch, precision=precision, param_dtype=resolve_quantization(args, arch) or param_dtype, zero=zero,
         kv_dtype=resolve_kv_dtype(args), shaped_like=shaped_like, overhead_fraction=overhead_fraction,
         overhead_bytes=overhead_bytes))
 
@@ -337,12 +338,25 @@ def engine_word(args: argparse.Namespace, flag: str, value: str, words: dict, un
     return words[value]
 
 
-def resolve_quantization(args: argparse.Namespace) -> str | None:
-    """--param-dtype, or --quantization in the engines' words mapped to a weight dtype."""
+def resolve_quantization(args: argparse.Namespace, arch: Any = None) -> str | None:
+    """--param-dtype, or --quantization in the engines' words mapped to a weight dtype; a checkpoint's own layout
+    (QUANTIZATION_CHECKPOINT: gpt-oss's mxfp4) is taken for a model that ships in it and changes nothing, and any
+    other method is refused for such a model, as vLLM refuses a --quantization that is not the checkpoint's."""
     if args.quantization is None:
         return args.param_dtype
-    dtype = engine_word(args, "--quantization", args.quantization, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED,
-                        "--param-dtype")
+    own = getattr(arch, "checkpoint_format", "")
+    if own and args.quantization != own:
+        raise UsageError(f"argument --quantization: {arch.name}'s checkpoint is quantised as {own} (its config.json's "
+                         f"quant_method), which the engines load whatever --quantization says; vLLM refuses "
+                         f"{args.quantization!r} (\"Quantization method specified in the model config ({own}) does "
+                         "not match the quantization method specified in the `quantization` argument\")")
+    words = QUANTIZATION_DTYPES | {word: args.param_dtype for word in QUANTIZATION_CHECKPOINT}
+    dtype = engine_word(args, "--quantization", args.quantization, words, QUANTIZATION_UNMODELLED, "--param-dtype")
+    if args.quantization in QUANTIZATION_CHECKPOINT and own != QUANTIZATION_CHECKPOINT[args.quantization]:
+        shown = arch.name if arch is not None else "a model given by its parameter count"
+        raise UsageError(f"argument --quantization: {args.quantization!r} names the layout a checkpoint ships in "
+                         f"(gpt-oss's MXFP4 experts); {shown} has a 16-bit checkpoint, which the engines do not "
+                         "quantise to it")
     runs_in = QUANTIZATION_ACT_DTYPES[args.quantization]
     asked = MODEL_DTYPES.get(args.dtype)
     if asked not in (None, *runs_in):  # vLLM's own refusal (vllm/config/vllm.py VllmConfig._get_quantization_config)

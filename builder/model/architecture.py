@@ -4,8 +4,9 @@ An Architecture is data (the catalog in content/models.toml fills it); this modu
 counts. Counting follows the module layout of the reference implementations:
 Hugging Face transformers `modeling_gpt2.py` (Conv1D with biases, learned positions,
 LayerNorm) and `modeling_llama.py` / `modeling_mistral.py` / `modeling_mixtral.py` /
-`modeling_qwen2.py` (no biases except Qwen2's q/k/v, RMSNorm, rotary positions).
-Totals are checked in tests against each model's published count.
+`modeling_qwen2.py` (no biases except Qwen2's q/k/v, RMSNorm, rotary positions), and transformers 5.23
+`models/gpt_oss/modeling_gpt_oss.py` (gpt-oss: q/k/v/o biases, a learned attention sink per head, a biased
+router and biased experts). Totals are checked in tests against each model's published count.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from builder.model.checks import SHAPE_CHECKS, first_refusal
 from builder.model.tensors import SHAPES
 
 MLP_TYPES = ("gelu", "swiglu")
-MOE_BLOCKS = ("", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+MOE_BLOCKS = ("", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss")
+# The pre-quantised checkpoint layouts the model follows (Architecture.checkpoint_format): '' a 16-bit checkpoint;
+# 'mxfp4' gpt-oss's, whose routed experts' weight matrices are MXFP4 (config.json quantization_config quant_method
+# 'mxfp4'; builder.model.states' MXFP4 rules) and every other tensor bf16.
+CHECKPOINT_FORMATS = ("", "mxfp4")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITION_TYPES = ("learned", "rotary")
 
@@ -40,7 +45,7 @@ class Architecture:
     norm: str = "rmsnorm"  # 'layernorm' (weight + bias) or 'rmsnorm' (weight only)
     qkv_bias: bool = False  # biases on the q/k/v projections (GPT-2, Qwen2)
     out_bias: bool = False  # bias on the attention output projection (GPT-2)
-    mlp_bias: bool = False  # biases on MLP matrices (GPT-2)
+    mlp_bias: bool = False  # biases on MLP matrices (GPT-2; gpt-oss's experts: gate_up_proj_bias, down_proj_bias)
     qk_norm: bool = False  # an RMSNorm over each query and key head (Qwen3: q_norm, k_norm of head_dim)
     tied_embeddings: bool = False  # lm_head shares the token embedding matrix
     positions: str = "rotary"  # 'learned' adds a max_positions x h table; 'rotary' has no parameters
@@ -62,13 +67,15 @@ class Architecture:
     q_lora_rank: int = 0  # d_c': the query's low-rank width (DeepSeek-V3: 1536); 0 = one q_proj
     v_head_dim: int = 0  # per-head value width under MLA (128); head_dim is the query/key width (nope + rope)
     first_dense_layers: int = 0  # MoE: the first layers keep a dense MLP of width ffn (DeepSeek first_k_dense_replace)
-    router_bias: bool = False  # MoE: a per-expert bias on the router (DeepSeek-V3's e_score_correction_bias)
-    moe_block: str = ""  # MoE block of transformers' code: mixtral (''), qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3
+    router_bias: bool = False  # MoE: a per-expert bias on the router (DeepSeek-V3's e_score_correction_bias, gpt-oss's)
+    moe_block: str = ""  # MoE block of transformers' code: mixtral (''), qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss
     norm_topk: bool = True  # MoE: the top-k routing weights renormalised to sum to 1 (norm_topk_prob; Mixtral always)
     group_limited: bool = False  # MoE: DeepSeek-V2's group-limited routing (topk_method 'group_limited_greedy')
     sandwich_norms: bool = False  # RMSNorms after attention and after the MLP too: 4 per block (Gemma 2 and 3)
+    attention_sinks: bool = False  # a learned sink logit per query head in every layer (gpt-oss's self_attn.sinks)
+    checkpoint_format: str = ""  # the published checkpoint's pre-quantised layout: '' 16-bit, 'mxfp4' (gpt-oss)
     activation: str = "gelu_tanh_python"  # how the GeLU is computed, for activation accounting
-    family: str = ""  # 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2': picks op-level accounting
+    family: str = ""  # 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2', 'gpt_oss', ...: the model family
     source: str = ""  # where the numbers come from (config.json URL or paper)
     published_params: int | None = None  # the public total, checked in tests
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
@@ -84,6 +91,12 @@ class Architecture:
             raise ValueError(f"{self.name}: mlp must be one of {MLP_TYPES}, got {self.mlp!r}")
         if self.moe_block not in MOE_BLOCKS:
             raise ValueError(f"{self.name}: moe_block must be one of {MOE_BLOCKS[1:]}, got {self.moe_block!r}")
+        if self.checkpoint_format not in CHECKPOINT_FORMATS:
+            raise ValueError(f"{self.name}: checkpoint_format must be one of {CHECKPOINT_FORMATS[1:]} or empty, got "
+                             f"{self.checkpoint_format!r}")
+        if self.checkpoint_format == "mxfp4" and not self.experts:
+            raise ValueError(f"{self.name}: checkpoint_format 'mxfp4' quantises the routed experts (gpt-oss); it needs "
+                             "experts")
         if self.group_limited and self.moe_block != "deepseek_v2":
             raise ValueError(f"{self.name}: group_limited is DeepSeek-V2's routing (moe_block 'deepseek_v2')")
         if self.norm not in NORM_TYPES:
@@ -172,7 +185,9 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "qk_rope_head_dim": arch.qk_rope_head_dim, "q_lora_rank": arch.q_lora_rank,
             "v_head_dim": arch.v_head_dim or arch.d_head, "first_dense_layers": arch.first_dense_layers,
             "router_bias": int(arch.router_bias), "sandwich_norms": int(arch.sandwich_norms),
-            "moe_block": arch.moe_block, "norm_topk": int(arch.norm_topk), "group_limited": int(arch.group_limited)}
+            "moe_block": arch.moe_block, "norm_topk": int(arch.norm_topk), "group_limited": int(arch.group_limited),
+            "attention_sinks": int(arch.attention_sinks), "checkpoint_format": arch.checkpoint_format,
+            "model_family": arch.family}
 
 
 def rope_tables(arch: Architecture) -> int:
@@ -240,6 +255,7 @@ def parameter_tensors(arch: Architecture) -> list[tuple[tuple[int, ...], int]]:
 
 _HF_FAMILIES = {
     "gpt2": "gpt2",
+    "gpt_oss": "gpt_oss",
     "llama": "llama",
     "mistral": "mistral",
     "mixtral": "mixtral",
@@ -332,6 +348,9 @@ HF_FIELDS: dict[str, HfField] = {
     # DeepSeek's latent attention: 0 or null q_lora_rank is one q_proj
     "kv_lora_rank": _width_field, "q_lora_rank": HfField("whole", 0, _WIDTHS), "qk_rope_head_dim": _width_field,
     "qk_nope_head_dim": _width_field, "v_head_dim": _width_field,
+    # A pre-quantised checkpoint (refused below but for gpt-oss's MXFP4 experts: gpt_oss_quantization)
+    "quantization_config": HfField("object"), "quantization_config.quant_method": HfField("text"),
+    "quantization_config.modules_to_not_convert": HfField("names"),
 }
 
 
@@ -385,14 +404,15 @@ def check_values(config: dict[str, Any]) -> None:
 # config.json fields that change memory in ways the model does not follow: refused by name, never silently
 # ignored. (model types or None for all, field, refused when (value, whole config), what the field would change).
 UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
-    (None, "quantization_config", lambda v, c: v is not None,
-     "pre-quantised weights (give the weight dtype with --precision when serving, or --qlora for 4-bit training)"),
+    (None, "quantization_config", lambda v, c: v is not None and c.get("model_type") != "gpt_oss",
+     "pre-quantised weights (give the weight dtype with --precision when serving, or --qlora for 4-bit training; "
+     "gpt-oss's MXFP4 experts, quant_method 'mxfp4', are the one pre-quantised layout modelled)"),
     (_ROTARY, "hidden_act", lambda v, c: v not in ("silu", "swish"),
      "an MLP activation other than SiLU (the gated MLP is modelled with SiLU, as transformers' Llama code has it)"),
     (("gpt2",), "reorder_and_upcast_attn", _truthy, "attention scores upcast to fp32 before the softmax"),
     (("gpt2",), "add_cross_attention", _truthy, "cross-attention layers"),
     (("gpt2",), "scale_attn_by_inverse_layer_idx", _truthy, "attention scores scaled per layer (one more s x s tensor)"),
-    (("mixtral", "qwen2_moe", "qwen3_moe"), "output_router_logits", _truthy,
+    (("mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss"), "output_router_logits", _truthy,
      "the router logits every layer keeps for the auxiliary load-balancing loss"),
     (_DEEPSEEK, "moe_layer_freq", lambda v, c: v not in (None, 1), "MoE layers only every few layers"),
     (_DEEPSEEK, "num_nextn_predict_layers", _truthy,
@@ -550,6 +570,39 @@ def gemma3_text(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def gpt_oss(config: dict[str, Any]) -> dict[str, Any]:
+    """A gpt-oss config.json as transformers 5.23 reads it (configuration_gpt_oss.py GptOssConfig.__post_init__):
+    layer_types, where not given, alternating sliding_attention and full_attention from the first layer on (the
+    released configs list the same), and the YaRN rotary scaling (factor 32 over 4,096 positions) where neither
+    rope_scaling nor rope_parameters is given.
+
+    A quantization_config is taken where it is gpt-oss's own (openai/gpt-oss-20b and -120b config.json: quant_method
+    'mxfp4', modules_to_not_convert the attention, the router, the embeddings and lm_head): the routed experts'
+    gate_up_proj and down_proj as MXFP4 blocks and scales, everything else bf16. transformers 5.23's Mxfp4HfQuantizer
+    quantises GptOssExperts alone (quantizers/quantizer_mxfp4.py param_needs_quantization), so another method, or a
+    list that keeps the experts unconverted, is another layout: refused by name."""
+    config = dict(config)
+    quantization = config.get("quantization_config")
+    if quantization is not None:
+        if quantization.get("quant_method") != "mxfp4":
+            raise _field_error("quantization_config.quant_method",
+                               f"gpt-oss's pre-quantised layout is mxfp4 (its MoE experts' weights as MXFP4), the one "
+                               f"modelled, got {clip_value(quantization.get('quant_method'))}")
+        kept = [name for name in quantization.get("modules_to_not_convert") or () if "experts" in name]
+        if kept:
+            raise _field_error("quantization_config.modules_to_not_convert",
+                               f"keeps the experts unquantised ({clip_value(kept[0])}), a layout other than "
+                               "gpt-oss's MXFP4 experts; not modelled")
+    if not config.get("layer_types"):
+        layers = config.get("num_hidden_layers")
+        if isinstance(layers, int) and not isinstance(layers, bool) and 0 < layers <= 1 << 16:
+            config["layer_types"] = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
+    config.setdefault("sliding_window", 128)
+    if not config.get("rope_scaling") and not config.get("rope_parameters"):
+        config["rope_parameters"] = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096}
+    return config
+
+
 def _deepseek(config: dict[str, Any], need: Any) -> dict[str, Any]:
     """The latent attention and MoE fields of a DeepSeek-V2/V3 config.json (transformers modeling_deepseek_v2.py,
     modeling_deepseek_v3.py): head_dim is the query/key width qk_nope_head_dim + qk_rope_head_dim."""
@@ -575,8 +628,8 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     """Build an Architecture from a Hugging Face `config.json` dictionary.
 
     Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3,
-    gemma2 and gemma3_text (the families whose modeling code this module's counts follow). Raises ValueError naming the missing
-    key.
+    gemma2, gemma3_text and gpt_oss (the families whose modeling code this module's counts follow). Raises ValueError
+    naming the missing key.
     """
     model_type = config.get("model_type")
     if model_type not in _HF_FAMILIES:
@@ -596,6 +649,8 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     check_fields(config, model_type)
     if model_type == "gemma3_text":
         config = gemma3_text(config)
+    if model_type == "gpt_oss":
+        config = gpt_oss(config)
     extra = dropout_of(config, model_type)
 
     if model_type == "gpt2":
@@ -639,6 +694,17 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     if model_type == "mixtral":
         arch.update(experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
                     expert_ffn=need("intermediate_size"), moe_block="mixtral")
+    if model_type == "gpt_oss":
+        # gpt-oss (transformers 5.23 models/gpt_oss/modeling_gpt_oss.py): every layer an MoE layer of
+        # num_local_experts experts of intermediate_size, biased (GptOssExperts' gate_up_proj_bias and
+        # down_proj_bias), routed by a biased Linear whose top-k logits are softmaxed (GptOssTopKRouter.forward: no
+        # renormalisation), q/k/v/o biases (attention_bias, True by default), a learned sink per query head
+        # (GptOssAttention.sinks), untied embeddings; the released checkpoints' experts are MXFP4 (gpt_oss_mxfp4).
+        arch.update(ffn=0, experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
+                    expert_ffn=need("intermediate_size"), moe_block="gpt_oss", norm_topk=False, router_bias=True,
+                    mlp_bias=True, attention_sinks=True,
+                    qkv_bias=bool(config.get("attention_bias", True)), out_bias=bool(config.get("attention_bias", True)),
+                    checkpoint_format="mxfp4" if config.get("quantization_config") else "")
     if model_type in ("qwen2_moe", "qwen3_moe"):
         # Every layer is an MoE layer (decoder_sparse_step 1, no mlp_only_layers) in the released Qwen MoE models.
         if config.get("mlp_only_layers") or config.get("decoder_sparse_step") not in (None, 1):

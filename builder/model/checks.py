@@ -82,6 +82,16 @@ CHECKS: tuple[Check, ...] = (
     *(Check(both(eq(sym("mode"), mode), past_learned_positions(sym(length))),
             fmt("{0}: {1}", length, learned_positions_text(sym(length))))
       for mode, length in (("train", "seq_len"), ("serve", "context"))),
+    # gpt-oss's MXFP4 checkpoint (Architecture.checkpoint_format, builder.model.states' MXFP4 rules) serves in bf16:
+    # vLLM 0.33.0 quantization/mxfp4.py Mxfp4Config.get_supported_act_dtypes is [torch.bfloat16] (another --dtype is
+    # refused at start-up), SGLang 0.5.23's gpt-oss override sets dtype bfloat16 for an mxfp4 checkpoint
+    # (arg_groups/model_overrides/gpt_oss.py), and the checkpoint's own quant_method leaves no other weight format
+    # (vLLM: "Quantization method specified in the model config (mxfp4) does not match the quantization method
+    # specified in the `quantization` argument", vllm/config/model.py _verify_quantization).
+    Check(both(ARCH, eq(sym("mode"), "serve"), eq(sym("checkpoint_format"), "mxfp4"), ne(sym("param_dtype"), "bf16")),
+          fmt("param_dtype: {0}'s checkpoint keeps its experts in MXFP4 and the rest in bf16, and the engines serve "
+              "it in bf16 alone (vLLM's Mxfp4Config supports bfloat16 activations only; SGLang sets dtype bfloat16); "
+              "{1} weights are not a way to serve it", sym("model_name"), sym("param_dtype"))),
     Check(both(sym("qlora"), eq(sym("lora_rank"), 0)), fmt("qlora: QLoRA needs lora_rank > 0")),
     Check(both(ne(sym("kbit_prepare"), "none"), negate(sym("qlora"))),
           fmt("kbit_prepare: {0} prepares a 4-bit model for training; it needs qlora", sym("kbit_prepare"))),

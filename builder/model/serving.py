@@ -42,15 +42,20 @@ QUANTIZATION_UNMODELLED = {
     "bitsandbytes": "vLLM's in-flight NF4 blocks and their constants are not modelled: give --param-dtype nf4 for "
                     "bitsandbytes' own 4-bit layout",
     "gguf": "GGUF's block formats are not modelled",
-    "mxfp4": "MXFP4's packed values and block scales are not modelled",
     "modelopt": "the checkpoint's own scheme decides the format: give it with --param-dtype",
     "experts_int8": "int8 experts beside 16-bit attention are not modelled",
 }
+# The words of a layout a checkpoint ships in, taken for a model whose checkpoint is of it (its weights as the
+# checkpoint has them: Architecture.checkpoint_format) and refused for another: gpt-oss's MXFP4 experts, which vLLM
+# reads from config.json's quant_method whether or not --quantization mxfp4 is given
+# (vllm/model_executor/layers/quantization/mxfp4.py GptOssMxfp4Config.override_quantization_method matches the
+# checkpoint's 'mxfp4' and an explicit --quantization mxfp4 alike); SGLang the same word.
+QUANTIZATION_CHECKPOINT = {"mxfp4": "mxfp4"}
 # The activation dtypes each method runs in (vLLM's get_supported_act_dtypes: awq.py and gptq.py float16 only, their
 # Marlin kernels and fp8.py float16 and bfloat16); another --dtype is refused at start-up
 # (vllm/config/vllm.py VllmConfig._get_quantization_config).
 QUANTIZATION_ACT_DTYPES = {"awq": ("fp16",), "gptq": ("fp16",), "awq_marlin": ("fp16", "bf16"),
-                           "gptq_marlin": ("fp16", "bf16"), "fp8": ("fp16", "bf16")}
+                           "gptq_marlin": ("fp16", "bf16"), "fp8": ("fp16", "bf16"), "mxfp4": ("bf16",)}
 # The engines' --dtype words (vLLM and SGLang): the weights' and activations' dtype; "auto" keeps the checkpoint's.
 MODEL_DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
                 "float": "fp32"}
