@@ -252,6 +252,11 @@ def config_from_args(args: argparse.Namespace, models: Mapping[str, Any] | None 
     for length in ("seq_len", "context"):
         if learned and length not in getattr(args, "given", frozenset()) and given[length] > learned:
             given[length] = learned
+    # --attention left out is transformers' default, SDPA, which a model without it replaces by eager attention
+    # (modeling_utils.py get_correct_attn_implementation: "Sdpa is the default, so we try it and fallback to eager
+    # otherwise"): gpt-oss's GptOssPreTrainedModel has _supports_sdpa = False. Given, sdpa is refused (checks).
+    if arch is not None and arch.family == "gpt_oss" and "attention" not in getattr(args, "given", frozenset()):
+        given["attention"] = "eager"
     # The engines' --dtype float16, or a --quantization whose kernels run in fp16 alone (AWQ, GPTQ: vLLM casts a bf16
     # model to fp16 for them), runs activations, the 16-bit weights and the "auto" KV cache in fp16.
     fp16_only = args.quantization is not None and QUANTIZATION_ACT_DTYPES.get(args.quantization) == ("fp16",)

@@ -201,3 +201,45 @@ def test_the_engines_quantization_words(capsys):
     assert code == 2 and "16-bit checkpoint" in err
     code, _, err = run(capsys, ["estimate", "--model", "gpt-oss-20b", "--mode", "serve", "--dtype", "float16"])
     assert code == 2 and "bf16 alone" in err
+
+
+# Training -----------------------------------------------------------------------------------------------------------
+
+def test_gpt_oss_layers_save_what_was_measured():
+    """gpt-oss's layers under transformers 5.23 on CPU (content/validation/moe.json, eager attention, fp32 and bf16, a
+    KV head and the expert counts varied): its MoE block byte for byte, the whole layer and the rest exactly. What
+    differs from the other MoE layers: the sinks' softmax over S + 1 columns in the scores' dtype and its max's int64
+    indices (no fp32 softmax), the router's softmax over the top-k logits alone, the bias gathers' expert ids, the
+    clamped SwiGLU's five f-wide tensors, the RMSNorm's fp32 product, half-width rotary tables."""
+    from builder.validate.compare import compare_documents
+    from builder.validate.results import VALIDATION_DIR
+
+    moe = json.loads((VALIDATION_DIR / "moe.json").read_text())
+    rows = [row for row in compare_documents({"moe.json": moe}) if row.case.startswith("gpt_oss-")]
+    assert len(rows) == 9
+    assert all(row.predicted == row.measured for row in rows), [r for r in rows if r.predicted != r.measured]
+
+
+def test_eager_attention_with_sinks_keeps_one_softmax_in_the_activation_dtype():
+    """Per token and layer at 2,048 tokens in bf16: gpt-oss's scores x V reads a view of the softmax over 2,049
+    columns (2 B each, a head) and max keeps one int64 index a row; Llama's eager attention keeps an fp32 softmax and
+    its bf16 copy (6 B a score)."""
+    arch = MODELS["gpt-oss-20b"]
+    config = Config(model=arch, seq_len=2048, attention="eager", lora_rank=8)
+    parts = {p.name: p.bytes for p in estimate(config).parts}
+    assert parts["activations/attention_scores"] == arch.layers * 2048 * arch.heads * (2049 * 2 + 8)
+    llama_like = estimate(Config(model=MODELS["llama-3-8b"], seq_len=2048, attention="eager", lora_rank=8))
+    assert {p.name: p.bytes for p in llama_like.parts}["activations/attention_scores"] == \
+        32 * 2048 * 32 * 2048 * 6
+
+
+def test_training_refusals(capsys):
+    """transformers' gpt-oss takes no SDPA (left out, --attention falls back to eager as from_pretrained does);
+    bitsandbytes' 4-bit layers and PEFT's target_modules do not reach its 3-D experts."""
+    code, out, _ = run(capsys, ["estimate", "--model", "gpt-oss-20b", "--seq-len", "1024", "--lora-rank", "8",
+                                "--json"])
+    assert code == 0 and json.loads(out)["parts"]["activations/attention_scores"] > 0
+    for extra, named in ((["--attention", "sdpa"], "_supports_sdpa"), (["--lora-rank", "8", "--qlora"], "nn.Linear"),
+                         (["--lora-rank", "8", "--lora-targets", "q,gate"], "target_parameters")):
+        code, _, err = run(capsys, ["estimate", "--model", "gpt-oss-20b", *extra])
+        assert code == 2 and named in err, err
