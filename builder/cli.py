@@ -26,7 +26,7 @@ from builder.model.options import CLI, FLAG_OF, GROUPS, OPTIONS, Option, OptionE
 from builder.model.engine_sglang import KV_TORCH_DTYPES as TORCH_DTYPES
 from builder.model.serving import (CHECKPOINT_MISMATCH, CHECKPOINT_QUANTIZATIONS, KV_CACHE_DTYPES,
                                    KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED, MODEL_DTYPES, QUANTIZATION_ACT_DTYPES,
-                                   QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED)
+                                   QUANTIZATION_CHECKPOINT, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED)
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 from builder.model.assumed import assumed_shape
@@ -252,6 +252,11 @@ def config_from_args(args: argparse.Namespace, models: Mapping[str, Any] | None 
     for length in ("seq_len", "context"):
         if learned and length not in getattr(args, "given", frozenset()) and given[length] > learned:
             given[length] = learned
+    # --attention left out is transformers' default, SDPA, which a model without it replaces by eager attention
+    # (modeling_utils.py get_correct_attn_implementation: "Sdpa is the default, so we try it and fallback to eager
+    # otherwise"): gpt-oss's GptOssPreTrainedModel has _supports_sdpa = False. Given, sdpa is refused (checks).
+    if arch is not None and arch.family == "gpt_oss" and "attention" not in getattr(args, "given", frozenset()):
+        given["attention"] = "eager"
     # The engines' --dtype float16, or a --quantization whose kernels run in fp16 alone (AWQ, GPTQ: vLLM casts a bf16
     # model to fp16 for them), runs activations, the 16-bit weights and the "auto" KV cache in fp16.
     fp16_only = args.quantization is not None and QUANTIZATION_ACT_DTYPES.get(args.quantization) == ("fp16",)
@@ -341,18 +346,25 @@ def engine_word(args: argparse.Namespace, flag: str, value: str, words: dict, un
 def resolve_quantization(args: argparse.Namespace, arch: Any = None) -> str | None:
     """--param-dtype, or --quantization in the engines' words mapped to a weight dtype, or, serving a checkpoint
     published quantised (`arch`'s checkpoint_quantization), its own format, which vLLM and SGLang read from
-    config.json with no flag (builder.model.serving CHECKPOINT_QUANTIZATIONS) unless the model's own words
-    (--param-dtype, --precision) name the weights' dtype; a --quantization naming another method is refused, as the
-    engines refuse it (CHECKPOINT_MISMATCH)."""
+    config.json with no flag (builder.model.serving CHECKPOINT_QUANTIZATIONS: DeepSeek-V3's fp8 weights; gpt-oss's
+    MXFP4 experts beside 16-bit weights) unless the model's own words (--param-dtype, --precision) name the weights'
+    dtype. A --quantization naming another method is refused, as the engines refuse it (CHECKPOINT_MISMATCH), and so
+    is a checkpoint's own layout (QUANTIZATION_CHECKPOINT: mxfp4) for a model that does not ship in it."""
     checkpoint = arch.checkpoint_quantization if arch is not None and args.mode == "serve" else ""
     if args.quantization is not None:
-        dtype = engine_word(args, "--quantization", args.quantization, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED,
-                            "--param-dtype")
         if checkpoint and args.quantization != checkpoint:
             raise UsageError("argument --quantization: the engine would refuse this run: "
                              + CHECKPOINT_MISMATCH.format(checkpoint, args.quantization))
+        if args.quantization in QUANTIZATION_CHECKPOINT and checkpoint != QUANTIZATION_CHECKPOINT[args.quantization]:
+            shown = arch.name if arch is not None else "a model given by its parameter count"
+            raise UsageError(f"argument --quantization: {args.quantization!r} names the layout a checkpoint ships in "
+                             f"(gpt-oss's MXFP4 experts); {shown} has a 16-bit checkpoint, which the engines do not "
+                             "quantise to it")
+        words = QUANTIZATION_DTYPES | {word: args.param_dtype for word in QUANTIZATION_CHECKPOINT}
+        dtype = engine_word(args, "--quantization", args.quantization, words, QUANTIZATION_UNMODELLED,
+                            "--param-dtype")
     elif checkpoint and args.param_dtype is None and args.precision is None:
-        dtype = CHECKPOINT_QUANTIZATIONS[checkpoint]
+        dtype = CHECKPOINT_QUANTIZATIONS[checkpoint] or args.param_dtype
     else:
         return args.param_dtype
     method = args.quantization or checkpoint

@@ -52,6 +52,10 @@ PUBLISHED = {
     # deepseek-ai/DeepSeek-V2 (Mistral AI: "141B total"; DeepSeek-V2 paper: "236B total").
     "mixtral-8x22b": 140_630_071_296,
     "deepseek-v2": 235_741_434_880,
+    # gpt-oss: the model card's 20.91B and 116.83B (OpenAI 2025, arXiv:2508.10925, Table 1), exactly the Hub's
+    # safetensors counts without the MXFP4 block scales (huggingface.js 00d37b2; tests/test_gpt_oss.py).
+    "gpt-oss-20b": 20_914_757_184,
+    "gpt-oss-120b": 116_829_156_672,
 }
 
 

@@ -178,7 +178,7 @@ def test_a_config_json_quantization_config_is_read():
 
 @pytest.mark.parametrize("quant, field", [
     ({"quant_method": "gptq", "bits": 4}, "quantization_config.quant_method: 'gptq' is a checkpoint format this "
-                                          "model does not follow (it follows fp8)"),
+                                          "model does not follow (it follows fp8, mxfp4)"),
     ({"quant_method": "fp8", "weight_block_size": [128]}, "quantization_config.weight_block_size: must be two"),
     ({"quant_method": "fp8", "ignored_layers": ["model.layers.0.mlp.down_proj"]},
      "quantization_config.ignored_layers: names layers left unquantised"),

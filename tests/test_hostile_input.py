@@ -228,6 +228,12 @@ CONFIGS = {
     "qwen2_moe": {"model_type": "qwen2_moe", **_LLAMA, "num_experts": 4, "num_experts_per_tok": 2,
                   "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64, "decoder_sparse_step": 1,
                   "mlp_only_layers": [], "norm_topk_prob": False, "qkv_bias": True},
+    "gpt_oss": {"model_type": "gpt_oss", **{k: v for k, v in _LLAMA.items() if k != "quantization_config"},
+                "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 32,
+                "layer_types": ["sliding_attention", "full_attention"], "output_router_logits": False,
+                "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256},
+                "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
+                    "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}},
     "deepseek_v3": {"model_type": "deepseek_v3", **_LLAMA, "kv_lora_rank": 32, "q_lora_rank": 48,
                     "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16, "n_routed_experts": 4,
                     "num_experts_per_tok": 2, "n_shared_experts": 1, "moe_intermediate_size": 32,

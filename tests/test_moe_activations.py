@@ -86,7 +86,8 @@ def test_every_moe_case_is_exact_whole_layer_and_rest_included():
     blocks = [r for r in rows if r.quantity == "moe_block"]
     assert len(blocks) == len(MOE["cases"]) >= 20
     layers = [r for r in rows if r.quantity == "per_layer"]
-    assert {r.case.split("-")[0] for r in layers} == {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"}
+    assert {r.case.split("-")[0] for r in layers} == {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+                                                       "gpt_oss"}
     assert all(r.status == "ok" and r.predicted == r.measured for r in rows), [r for r in rows if r.predicted != r.measured]
 
 

@@ -122,6 +122,8 @@ OP_SYMBOLS = {
     # An MoE model's first dense layers (oplists.Row.layers): the dense MLP's width, and the dense and MoE layers'
     # shares of the average layer.
     "op_F": sym("ffn") // TP,
+    # gpt-oss's eager softmax over the keys and the head's sink (oplists.CORE_FP32_SOFTMAX).
+    "op_P": sym("seq_len") + 1,
     "op_dense_share": when(both(sym("experts") > 0, sym("first_dense_layers") > 0),
                            sym("first_dense_layers") / maximum(1, sym("layers")), 0),
     "op_moe_share": 1 - sym("op_dense_share"),
@@ -263,8 +265,16 @@ def _conditions() -> dict[str, Expr]:
         "router_fp32": both(hf, low_precision, isin(sym("moe_block"), "deepseek_v2", "deepseek_v3")),
         "group_limited": both(hf, sym("group_limited"), eq(sym("moe_block"), "deepseek_v2")),
         "topk_renormalised": both(sym("norm_topk"), ne(sym("moe_block"), "deepseek_v2")),
-        "routing_weights_cast": isin(sym("moe_block"), "qwen2_moe", "qwen3_moe"),
-        "routing_weights_fp32": negate(isin(sym("moe_block"), "qwen2_moe", "qwen3_moe")),
+        "routing_weights_cast": isin(sym("moe_block"), "qwen2_moe", "qwen3_moe", "gpt_oss"),
+        "routing_weights_fp32": negate(isin(sym("moe_block"), "qwen2_moe", "qwen3_moe", "gpt_oss")),
+        # gpt-oss (transformers 5.23 models/gpt_oss/modeling_gpt_oss.py; measured: content/validation/moe.json).
+        "sinks": both(hf, sym("attention_sinks")), "no_sinks": negate(both(hf, sym("attention_sinks"))),
+        "gpt_oss_moe": both(hf, eq(sym("moe_block"), "gpt_oss")),
+        "no_gpt_oss_moe": negate(both(hf, eq(sym("moe_block"), "gpt_oss"))),
+        "half_rotary": both(hf, eq(sym("model_family"), "gpt_oss")),
+        "no_half_rotary": negate(both(hf, eq(sym("model_family"), "gpt_oss"))),
+        "fp32_norm_product": both(hf, eq(sym("model_family"), "gpt_oss")),
+        "no_fp32_norm_product": negate(both(hf, eq(sym("model_family"), "gpt_oss"))),
         "shared_expert_gate": both(hf, sym("shared_experts") > 0, eq(sym("moe_block"), "qwen2_moe")),
     }
 

@@ -4,8 +4,9 @@ An Architecture is data (the catalog in content/models.toml fills it); this modu
 counts. Counting follows the module layout of the reference implementations:
 Hugging Face transformers `modeling_gpt2.py` (Conv1D with biases, learned positions,
 LayerNorm) and `modeling_llama.py` / `modeling_mistral.py` / `modeling_mixtral.py` /
-`modeling_qwen2.py` (no biases except Qwen2's q/k/v, RMSNorm, rotary positions).
-Totals are checked in tests against each model's published count.
+`modeling_qwen2.py` (no biases except Qwen2's q/k/v, RMSNorm, rotary positions), and transformers 5.23
+`models/gpt_oss/modeling_gpt_oss.py` (gpt-oss: q/k/v/o biases, a learned attention sink per head, a biased
+router and biased experts). Totals are checked in tests against each model's published count.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from builder.model.serving import CHECKPOINT_QUANTIZATIONS
 from builder.model.tensors import SHAPES
 
 MLP_TYPES = ("gelu", "swiglu")
-MOE_BLOCKS = ("", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+MOE_BLOCKS = ("", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITION_TYPES = ("learned", "rotary")
 
@@ -41,7 +42,7 @@ class Architecture:
     norm: str = "rmsnorm"  # 'layernorm' (weight + bias) or 'rmsnorm' (weight only)
     qkv_bias: bool = False  # biases on the q/k/v projections (GPT-2, Qwen2)
     out_bias: bool = False  # bias on the attention output projection (GPT-2)
-    mlp_bias: bool = False  # biases on MLP matrices (GPT-2)
+    mlp_bias: bool = False  # biases on MLP matrices (GPT-2; gpt-oss's experts: gate_up_proj_bias, down_proj_bias)
     qk_norm: bool = False  # an RMSNorm over each query and key head (Qwen3: q_norm, k_norm of head_dim)
     tied_embeddings: bool = False  # lm_head shares the token embedding matrix
     positions: str = "rotary"  # 'learned' adds a max_positions x h table; 'rotary' has no parameters
@@ -63,18 +64,19 @@ class Architecture:
     q_lora_rank: int = 0  # d_c': the query's low-rank width (DeepSeek-V3: 1536); 0 = one q_proj
     v_head_dim: int = 0  # per-head value width under MLA (128); head_dim is the query/key width (nope + rope)
     first_dense_layers: int = 0  # MoE: the first layers keep a dense MLP of width ffn (DeepSeek first_k_dense_replace)
-    router_bias: bool = False  # MoE: a per-expert bias on the router (DeepSeek-V3's e_score_correction_bias)
-    moe_block: str = ""  # MoE block of transformers' code: mixtral (''), qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3
+    router_bias: bool = False  # MoE: a per-expert bias on the router (DeepSeek-V3's e_score_correction_bias, gpt-oss's)
+    moe_block: str = ""  # MoE block of transformers' code: mixtral (''), qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss
     norm_topk: bool = True  # MoE: the top-k routing weights renormalised to sum to 1 (norm_topk_prob; Mixtral always)
     group_limited: bool = False  # MoE: DeepSeek-V2's group-limited routing (topk_method 'group_limited_greedy')
     sandwich_norms: bool = False  # RMSNorms after attention and after the MLP too: 4 per block (Gemma 2 and 3)
+    attention_sinks: bool = False  # a learned sink logit per query head in every layer (gpt-oss's self_attn.sinks)
     activation: str = "gelu_tanh_python"  # how the GeLU is computed, for activation accounting
     # The quantisation the published checkpoint carries (config.json's quantization_config): a served run loads the
     # weights in it unless it names their dtype itself, as vLLM and SGLang do (builder.model.serving
     # CHECKPOINT_QUANTIZATIONS, CHOSEN_WEIGHTS); training runs load 16-bit weights.
-    checkpoint_quantization: str = ""  # quant_method of the published weights ('fp8'); '' for 16-bit weights
+    checkpoint_quantization: str = ""  # quant_method of the published weights ('fp8', 'mxfp4'); '' for 16-bit
     checkpoint_block: tuple[int, int] = (0, 0)  # weight_block_size (rows, cols): a scale a block; (0, 0): a tensor
-    family: str = ""  # 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2': picks op-level accounting
+    family: str = ""  # 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2', 'gpt_oss', ...: the model family
     source: str = ""  # where the numbers come from (config.json URL or paper)
     published_params: int | None = None  # the public total, checked in tests
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
@@ -132,6 +134,9 @@ class Architecture:
                              f"block that shares one scale (both 0: one scale a tensor), got {block!r}")
         if block[0] and not self.checkpoint_quantization:
             raise ValueError(f"{self.name}: checkpoint_block is the block of a checkpoint_quantization; give both")
+        if self.checkpoint_quantization == "mxfp4" and not self.experts:
+            raise ValueError(f"{self.name}: checkpoint_quantization 'mxfp4' quantises the routed experts (gpt-oss); it "
+                             "needs experts")
 
     # Derived sizes -------------------------------------------------------------------
     @property
@@ -200,7 +205,8 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "router_bias": int(arch.router_bias), "sandwich_norms": int(arch.sandwich_norms),
             "moe_block": arch.moe_block, "norm_topk": int(arch.norm_topk), "group_limited": int(arch.group_limited),
             "checkpoint_quantization": arch.checkpoint_quantization,
-            "checkpoint_block_rows": arch.checkpoint_block[0], "checkpoint_block_cols": arch.checkpoint_block[1]}
+            "checkpoint_block_rows": arch.checkpoint_block[0], "checkpoint_block_cols": arch.checkpoint_block[1],
+            "attention_sinks": int(arch.attention_sinks)}
 
 
 def rope_tables(arch: Architecture) -> int:
@@ -268,6 +274,7 @@ def parameter_tensors(arch: Architecture) -> list[tuple[tuple[int, ...], int]]:
 
 _HF_FAMILIES = {
     "gpt2": "gpt2",
+    "gpt_oss": "gpt_oss",
     "llama": "llama",
     "mistral": "mistral",
     "mixtral": "mixtral",
@@ -362,6 +369,7 @@ HF_FIELDS: dict[str, HfField] = {
     "qk_nope_head_dim": _width_field, "v_head_dim": _width_field,
     # A checkpoint published quantised (checkpoint_quantization_of)
     "quantization_config": HfField("object"), "quantization_config.quant_method": HfField("text"),
+    "quantization_config.modules_to_not_convert": HfField("names"),
 }
 
 
@@ -420,7 +428,7 @@ UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
     (("gpt2",), "reorder_and_upcast_attn", _truthy, "attention scores upcast to fp32 before the softmax"),
     (("gpt2",), "add_cross_attention", _truthy, "cross-attention layers"),
     (("gpt2",), "scale_attn_by_inverse_layer_idx", _truthy, "attention scores scaled per layer (one more s x s tensor)"),
-    (("mixtral", "qwen2_moe", "qwen3_moe"), "output_router_logits", _truthy,
+    (("mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss"), "output_router_logits", _truthy,
      "the router logits every layer keeps for the auxiliary load-balancing loss"),
     (_DEEPSEEK, "moe_layer_freq", lambda v, c: v not in (None, 1), "MoE layers only every few layers"),
     (_DEEPSEEK, "num_nextn_predict_layers", _truthy,
@@ -587,7 +595,8 @@ _KEPT_16_BIT = ("lm_head", "embed_tokens", "gate")
 def checkpoint_quantization_of(config: dict[str, Any]) -> dict[str, Any]:
     """The Architecture fields of a config.json's quantization_config ({} without one): its quant_method, one the
     model follows (builder.model.serving.CHECKPOINT_QUANTIZATIONS), and weight_block_size (one scale a tensor without
-    it). ConfigFieldError naming the field the model does not follow."""
+    it). An fp8 checkpoint may name only the output layer, the embedding and the router as left unquantised; gpt-oss's
+    own list is gpt_oss's to check. ConfigFieldError naming the field the model does not follow."""
     quant = config.get("quantization_config")
     if quant is None:
         return {}
@@ -606,7 +615,7 @@ def checkpoint_quantization_of(config: dict[str, Any]) -> dict[str, Any]:
         raise _field_error("quantization_config.weight_block_size", "must be two whole numbers from 1 to "
                            f"{_WIDTHS:,} (the rows and columns of a block sharing one scale) or null, got "
                            f"{clip_value(block)}")
-    for key in ("ignored_layers", "modules_to_not_convert"):
+    for key in ("ignored_layers", "modules_to_not_convert") if method == "fp8" else ():
         names = quant.get(key)
         if names and not (isinstance(names, list) and all(
                 isinstance(name, str) and name.rsplit(".", 1)[-1] in _KEPT_16_BIT for name in names)):
@@ -614,6 +623,39 @@ def checkpoint_quantization_of(config: dict[str, Any]) -> dict[str, Any]:
                                "the embedding and the router, which this model does not follow, got "
                                f"{clip_value(names)}")
     return {"checkpoint_quantization": method, "checkpoint_block": tuple(block) if block else (0, 0)}
+
+
+def gpt_oss(config: dict[str, Any]) -> dict[str, Any]:
+    """A gpt-oss config.json as transformers 5.23 reads it (configuration_gpt_oss.py GptOssConfig.__post_init__):
+    layer_types, where not given, alternating sliding_attention and full_attention from the first layer on (the
+    released configs list the same), and the YaRN rotary scaling (factor 32 over 4,096 positions) where neither
+    rope_scaling nor rope_parameters is given.
+
+    A quantization_config is taken where it is gpt-oss's own (openai/gpt-oss-20b and -120b config.json: quant_method
+    'mxfp4', modules_to_not_convert the attention, the router, the embeddings and lm_head): the routed experts'
+    gate_up_proj and down_proj as MXFP4 blocks and scales, everything else bf16. transformers 5.23's Mxfp4HfQuantizer
+    quantises GptOssExperts alone (quantizers/quantizer_mxfp4.py param_needs_quantization), so another method, or a
+    list that keeps the experts unconverted, is another layout: refused by name."""
+    config = dict(config)
+    quantization = config.get("quantization_config")
+    if quantization is not None:
+        if quantization.get("quant_method") != "mxfp4":
+            raise _field_error("quantization_config.quant_method",
+                               f"gpt-oss's pre-quantised layout is mxfp4 (its MoE experts' weights as MXFP4), the one "
+                               f"modelled, got {clip_value(quantization.get('quant_method'))}")
+        kept = [name for name in quantization.get("modules_to_not_convert") or () if "experts" in name]
+        if kept:
+            raise _field_error("quantization_config.modules_to_not_convert",
+                               f"keeps the experts unquantised ({clip_value(kept[0])}), a layout other than "
+                               "gpt-oss's MXFP4 experts; not modelled")
+    if not config.get("layer_types"):
+        layers = config.get("num_hidden_layers")
+        if isinstance(layers, int) and not isinstance(layers, bool) and 0 < layers <= 1 << 16:
+            config["layer_types"] = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
+    config.setdefault("sliding_window", 128)
+    if not config.get("rope_scaling") and not config.get("rope_parameters"):
+        config["rope_parameters"] = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096}
+    return config
 
 
 def _deepseek(config: dict[str, Any], need: Any) -> dict[str, Any]:
@@ -641,8 +683,8 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     """Build an Architecture from a Hugging Face `config.json` dictionary.
 
     Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3,
-    gemma2 and gemma3_text (the families whose modeling code this module's counts follow). Raises ValueError naming the missing
-    key.
+    gemma2, gemma3_text and gpt_oss (the families whose modeling code this module's counts follow). Raises ValueError
+    naming the missing key.
     """
     model_type = config.get("model_type")
     if model_type not in _HF_FAMILIES:
@@ -662,6 +704,8 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     check_fields(config, model_type)
     if model_type == "gemma3_text":
         config = gemma3_text(config)
+    if model_type == "gpt_oss":
+        config = gpt_oss(config)
     extra = dropout_of(config, model_type)
 
     if model_type == "gpt2":
@@ -707,6 +751,16 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     if model_type == "mixtral":
         arch.update(experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
                     expert_ffn=need("intermediate_size"), moe_block="mixtral")
+    if model_type == "gpt_oss":
+        # gpt-oss (transformers 5.23 models/gpt_oss/modeling_gpt_oss.py): every layer an MoE layer of
+        # num_local_experts experts of intermediate_size, biased (GptOssExperts' gate_up_proj_bias and
+        # down_proj_bias), routed by a biased Linear whose top-k logits are softmaxed (GptOssTopKRouter.forward: no
+        # renormalisation), q/k/v/o biases (attention_bias, True by default), a learned sink per query head
+        # (GptOssAttention.sinks), untied embeddings; the released checkpoints' experts are MXFP4 (gpt_oss_mxfp4).
+        arch.update(ffn=0, experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
+                    expert_ffn=need("intermediate_size"), moe_block="gpt_oss", norm_topk=False, router_bias=True,
+                    mlp_bias=True, attention_sinks=True,
+                    qkv_bias=bool(config.get("attention_bias", True)), out_bias=bool(config.get("attention_bias", True)))
     if model_type in ("qwen2_moe", "qwen3_moe"):
         # Every layer is an MoE layer (decoder_sparse_step 1, no mlp_only_layers) in the released Qwen MoE models.
         if config.get("mlp_only_layers") or config.get("decoder_sparse_step") not in (None, 1):

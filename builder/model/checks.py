@@ -82,6 +82,38 @@ CHECKS: tuple[Check, ...] = (
     *(Check(both(eq(sym("mode"), mode), past_learned_positions(sym(length))),
             fmt("{0}: {1}", length, learned_positions_text(sym(length))))
       for mode, length in (("train", "seq_len"), ("serve", "context"))),
+    # gpt-oss's MXFP4 checkpoint (Architecture.checkpoint_quantization, builder.model.states' MXFP4 rules) serves in bf16:
+    # vLLM 0.33.0 quantization/mxfp4.py Mxfp4Config.get_supported_act_dtypes is [torch.bfloat16] (another --dtype is
+    # refused at start-up), SGLang 0.5.23's gpt-oss override sets dtype bfloat16 for an mxfp4 checkpoint
+    # (arg_groups/model_overrides/gpt_oss.py), and the checkpoint's own quant_method leaves no other weight format
+    # (vLLM: "Quantization method specified in the model config (mxfp4) does not match the quantization method
+    # specified in the `quantization` argument", vllm/config/model.py _verify_quantization).
+    Check(both(ARCH, eq(sym("mode"), "serve"), eq(sym("checkpoint_quantization"), "mxfp4"), ne(sym("param_dtype"), "bf16")),
+          fmt("param_dtype: {0}'s checkpoint keeps its experts in MXFP4 and the rest in bf16, and the engines serve "
+              "it in bf16 alone (vLLM's Mxfp4Config supports bfloat16 activations only; SGLang sets dtype bfloat16); "
+              "{1} weights are not a way to serve it", sym("model_name"), sym("param_dtype"))),
+    # gpt-oss in training, as transformers 5.23 runs it (models/gpt_oss/modeling_gpt_oss.py, measured on CPU:
+    # content/validation/moe.json): eager attention, whose sinks join the softmax (GptOssPreTrainedModel has
+    # _supports_sdpa = False, and a flash_attention_2 request is swapped for the kernels its
+    # _compatible_flash_implementations list, kernels-community/vllm-flash-attn3 first: modeling_utils.py), and 3-D
+    # expert parameters (GptOssExperts), which bitsandbytes' 4-bit layers (nn.Linear) and PEFT's target_modules do not
+    # reach.
+    *(Check(both(ARCH, eq(sym("mode"), "train"), eq(sym("model_family"), "gpt_oss"), refused),
+            fmt(why, sym("model_name"), *args)) for refused, why, args in (
+        (ne(sym("implementation"), "hf"), "implementation: {0}'s layers are modelled as transformers runs them "
+         "(implementation hf), not as {1}'s", (sym("implementation"),)),
+        (eq(sym("attention"), "sdpa"), "attention: transformers' gpt-oss takes no SDPA (GptOssPreTrainedModel."
+         "_supports_sdpa is False: its attention sinks join the softmax); {0} trains with eager attention", ()),
+        (eq(sym("attention"), "flash"), "attention: transformers swaps flash_attention_2 for the kernels {0} lists "
+         "(kernels-community/vllm-flash-attn3 first), whose training with attention sinks is not measured; choose "
+         "eager attention", ()),
+        (sym("qlora"), "qlora: bitsandbytes quantises nn.Linear layers, and {0}'s experts are 3-D parameters "
+         "(GptOssExperts) that would stay 16-bit; QLoRA over it is not modelled", ()),
+        (both(sym("lora_rank") > 0, either(has(sym("lora_targets"), "gate"), has(sym("lora_targets"), "up"),
+                                           has(sym("lora_targets"), "down"))),
+         "lora_targets: {0}'s experts are 3-D parameters (GptOssExperts' gate_up_proj and down_proj), which PEFT "
+         "adapts through target_parameters, not modelled; target the attention (q, k, v, o)", ()),
+    )),
     Check(both(sym("qlora"), eq(sym("lora_rank"), 0)), fmt("qlora: QLoRA needs lora_rank > 0")),
     Check(both(ne(sym("kbit_prepare"), "none"), negate(sym("qlora"))),
           fmt("kbit_prepare: {0} prepares a 4-bit model for training; it needs qlora", sym("kbit_prepare"))),

@@ -363,6 +363,14 @@ def summary(values: dict[str, Any]) -> dict[str, Any]:
 
 def checked(settings: Any, config: Any) -> None:
     """ValueError naming the option for a run the rules do not honour (or transformers would refuse)."""
+    if config.model is not None and config.model.checkpoint_quantization == "mxfp4":
+        # transformers 5.23 quantizers/quantizer_mxfp4.py Mxfp4HfQuantizer.validate_environment keeps the experts in
+        # MXFP4 only with Triton and the `kernels` package installed on a GPU of compute capability 7.5 or more, and
+        # dequantises them to bf16 otherwise: the weights depend on the installation, and gpt-oss's generate (its
+        # attention sinks, its sliding-window cache) is not modelled.
+        raise ValueError(f"engine: {config.model.name}'s MXFP4 checkpoint under generate is not modelled "
+                         "(transformers keeps MXFP4 experts or dequantises them to bf16 depending on the kernels "
+                         "installed); serve it with --engine vllm or sglang")
     for name, words in CHOICES.items():
         value = getattr(settings, name)
         if value is not None and value not in words:

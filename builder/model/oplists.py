@@ -18,7 +18,8 @@ parallelism), S keys per query, h hidden, a query heads (/t), k KV heads (max(1,
 d head dim, f MLP inner width (/t), V vocabulary rows (/t), E experts, K top-k, r LoRA rank, g the shared experts'
 inner width together (/t; DeepSeek-style shared experts); latent attention (DeepSeek): c the latent (kv_lora_rank),
 q the query's low rank (q_lora_rank), p the rotary part of a query/key head (qk_rope_head_dim), n its non-rotary part
-(d - p), v a value head; F the dense MLP's inner width (/t) in the first dense layers of an MoE model.
+(d - p), v a value head; F the dense MLP's inner width (/t) in the first dense layers of an MoE model; P the keys per
+query and gpt-oss's attention sink (S + 1: the width of its eager softmax).
 
 Because they are data, the same rows are evaluated by builder.model.activations, shown
 on the Activations page, compared with measurements (builder.validate) and shipped to the
@@ -146,9 +147,19 @@ CONDITIONS = {
     # transformers' MoE blocks (_HF_MOE), by the architecture's moe_block.
     "router_fp32": "DeepSeek's router linear runs in fp32 (below fp32 it saves fp32 copies of its input and weight)",
     "group_limited": "DeepSeek-V2's group-limited routing (topk_method 'group_limited_greedy')",
+    # gpt-oss (transformers 5.23 models/gpt_oss/modeling_gpt_oss.py): attention sinks, its MoE block, its RMSNorm.
+    "sinks": "gpt-oss's eager attention: a learned sink logit per head joins each row of scores before the softmax",
+    "no_sinks": "not sinks",
+    "gpt_oss_moe": "gpt-oss's MoE block: a softmax over the top-k logits alone, biased experts, the clamped SwiGLU",
+    "no_gpt_oss_moe": "not gpt_oss_moe",
+    "half_rotary": "gpt-oss's rotary tables: cos and sin of half the head, multiplied into both halves",
+    "no_half_rotary": "not half_rotary",
+    "fp32_norm_product": "gpt-oss's RMSNorm multiplies its weight by the fp32 normalised input before casting back",
+    "no_fp32_norm_product": "not fp32_norm_product",
     "topk_renormalised": "the top-k routing weights are divided by their sum (Mixtral; Qwen and DeepSeek-V3 with "
                          "norm_topk_prob)",
-    "routing_weights_cast": "the router casts the routing weights to the activation dtype (Qwen's MoE routers)",
+    "routing_weights_cast": "the routing weights are in the activation dtype (Qwen's MoE routers cast them; gpt-oss's "
+                            "softmax keeps the logits' dtype)",
     "routing_weights_fp32": "the routing weights stay fp32 (Mixtral's and DeepSeek's routers)",
     "shared_expert_gate": "a sigmoid gate scales the shared expert's output (Qwen2-MoE)",
     # torchao's float8 training (builder.model.float8): the instants of a converted linear layer (FLOAT8_MOMENTS).
@@ -187,11 +198,19 @@ CORE_16BIT_SOFTMAX = (
         "eager&dropout", True),
 )
 # transformers Llama: softmax(..., dtype=float32).to(query.dtype): fp32 output plus a cast copy.
+# gpt-oss (transformers 5.23 models/gpt_oss/modeling_gpt_oss.py eager_attention_forward): the scores and the head's
+# sink logit are joined (torch.cat: b x a x s x (S + 1)), their row max subtracted (max keeps its int64 indices), the
+# softmax taken in the scores' own dtype (it keeps its output) and the sink's column sliced off: scores x V saves a
+# view of that output, no copy. Measured on CPU: the gpt_oss cases of content/validation/moe.json.
 CORE_FP32_SOFTMAX = (
     Row("attention", "fused kernel: logsumexp per head and row (fp32)", 1, "b a s", "fp32", "fused", True),
-    Row("attention_scores", "softmax output (fp32)", 1, "b a s S", "fp32", "eager", True),
+    Row("attention_scores", "softmax output (fp32)", 1, "b a s S", "fp32", "eager&no_sinks", True),
     Row("attention_scores", "softmax output cast to the activation dtype (saved by scores x V)", 1, "b a s S", "act",
-        "eager&low_precision&no_dropout", True),
+        "eager&low_precision&no_dropout&no_sinks", True),
+    Row("attention_scores", "softmax over the scores and the sink, in their dtype (scores x V saves a view of it)", 1,
+        "b a s P", "act", "eager&sinks", True),
+    Row("attention_scores", "row maximum of the scores and the sink: its indices (int64, saved by max)", 1, "b a s",
+        "int64", "eager&sinks", True),
     Row("attention_scores", "attention dropout mask", 1, "b a s S", "bool", "eager&dropout", True),
     Row("attention_scores", "attention dropout output (input of scores x V)", 1, "b a s S", "act",
         "eager&dropout", True),
@@ -416,11 +435,16 @@ def _rmsnorm(name: str, group: str = "norms", rows: str = "Tr", width: str = "h"
     dtype and casts back to it."""
     both = condition + "&" if condition else ""
     cast = f"{name}: normalised input cast back to the input's dtype (saved by weight x)"
+    # gpt-oss's GptOssRMSNorm (modeling_gpt_oss.py): (self.weight * hidden_states).to(input_dtype), the product
+    # taken on the fp32 normalised input, which the product keeps for the weight's gradient, then cast back.
+    kept = "grad_norm&no_fp32_norm_product"
     return (
         Row(group, f"{name}: input in fp32 (saved by pow and the multiply)", 1, f"{rows} {width}", "fp32", condition),
         Row(group, f"{name}: rsqrt of the mean square (fp32)", 1, rows, "fp32", condition),
-        *(_fp32_under_autocast(group, cast, 1, f"{rows} {width}", both + "grad_norm") if residual
-          else (Row(group, cast, 1, f"{rows} {width}", "act", both + "grad_norm"),)),
+        *(_fp32_under_autocast(group, cast, 1, f"{rows} {width}", both + kept) if residual
+          else (Row(group, cast, 1, f"{rows} {width}", "act", both + kept),)),
+        Row(group, f"{name}: normalised input in fp32 (saved by weight x, which gpt-oss takes before casting back)", 1,
+            f"{rows} {width}", "fp32", both + "grad_norm&fp32_norm_product"),
     )
 
 
@@ -460,23 +484,39 @@ _HF_MOE = (
         "router_fp32"),
     Row("router", "router weight cast to fp32 (saved by DeepSeek's fp32 router linear)", 1, "E h", "fp32",
         "router_fp32"),
-    Row("router", "router scores over every expert (fp32: the softmax, or DeepSeek-V3's sigmoid)", 1, "T E", "fp32"),
+    Row("router", "router scores over every expert (fp32: the softmax, or DeepSeek-V3's sigmoid)", 1, "T E", "fp32",
+        "no_gpt_oss_moe"),
     Row("router", "group-limited routing mask (bool, saved by masked_fill)", 1, "T E", "bool", "group_limited"),
     Row("router", "top-k expert indices (int64)", 1, "T K", "int64"),
     Row("router", "top-k routing weights before renormalising (fp32, kept by the in-place division)", 1, "T K",
         "fp32", "topk_renormalised"),
     Row("router", "sum of the top-k routing weights (fp32, the divisor)", 1, "T", "fp32", "topk_renormalised"),
+    Row("router", "gpt-oss: softmax over the top-k logits, in their dtype (saved by its backward)", 1, "T K", "act",
+        "gpt_oss_moe"),
     Row("router", "routed pairs' token index, sort order and its inverse (int64, saved by three gathers)", 3, "T K",
         "int64"),
+    Row("router", "gpt-oss: the sorted pairs' expert ids (int64, saved by the two bias gathers)", 1, "T K", "int64",
+        "gpt_oss_moe"),
     Row("router", "routed pairs per expert, cumulated (int32, saved by both grouped matmuls)", 1, "E", "int32"),
     Row("mlp", "expert inputs gathered per routed token, sorted by expert", 1, "T K h", "lin"),
-    Row("mlp", "SiLU input (gate half of the first grouped matmul's output)", 1, "T K f", "act"),
-    Row("mlp", "SiLU output (factor of the product)", 1, "T K f", "act"),
-    Row("mlp", "up half of the first grouped matmul's output (factor of the product)", 1, "T K f", "act"),
+    Row("mlp", "SiLU input (gate half of the first grouped matmul's output)", 1, "T K f", "act", "no_gpt_oss_moe"),
+    Row("mlp", "SiLU output (factor of the product)", 1, "T K f", "act", "no_gpt_oss_moe"),
+    Row("mlp", "up half of the first grouped matmul's output (factor of the product)", 1, "T K f", "act",
+        "no_gpt_oss_moe"),
+    # gpt-oss's GptOssExperts._apply_gate: gate and up are strided halves of the first grouped matmul's output, each
+    # clamped (both clamps keep that storage), gate * sigmoid(gate * alpha) keeps the clamped gate and the sigmoid's
+    # output, (up + 1) * glu keeps both factors.
+    Row("mlp", "gpt-oss: the first grouped matmul's output, gate and up interleaved (saved by both clamps)", 2,
+        "T K f", "act", "gpt_oss_moe"),
+    Row("mlp", "gpt-oss: the clamped gate (factor of gate x sigmoid)", 1, "T K f", "act", "gpt_oss_moe"),
+    Row("mlp", "gpt-oss: sigmoid(gate x alpha) (its output, factor of the product)", 1, "T K f", "act", "gpt_oss_moe"),
+    Row("mlp", "gpt-oss: the clamped up + 1 and the gated product glu (factors of the last product)", 2, "T K f",
+        "act", "gpt_oss_moe"),
     Row("mlp", "down projection input (the product)", 1, "T K f", "lin"),
     Row("mlp", "routing weight of every routed pair, sorted (fp32, saved by the weighting product)", 1, "T K", "fp32",
         "routing_weights_fp32"),
-    Row("mlp", "routing weight of every routed pair, sorted (cast by Qwen's router, saved by the weighting product)",
+    Row("mlp", "routing weight of every routed pair, sorted (in the activation dtype: Qwen's cast, gpt-oss's softmax; "
+               "saved by the weighting product)",
         1, "T K", "act", "routing_weights_cast"),
     Row("mlp", "expert outputs before routing-weight scaling", 1, "T K h", "act"),
     Row("mlp", "shared experts' SiLU input (gate projection output)", 1, "T g", "act", "shared_experts"),
@@ -574,7 +614,12 @@ FIRST_STAGE = (
     # only p of each head: DeepSeek-V3's cos and sin are (1, s, p) (its interleaved rotary multiplies by slices of
     # them, one storage each); DeepSeek-V2's rotary is one complex64 table freqs_cis (1, s, p/2), 4 bytes per p
     # whatever the activation dtype (modeling_deepseek_v2.py DeepseekV2RotaryEmbedding.forward, apply_rotary_emb).
-    *_fp32_under_autocast("embedding", "rotary cos and sin (shared by every layer)", 2, "s d", "rotary&no_latent"),
+    *_fp32_under_autocast("embedding", "rotary cos and sin (shared by every layer)", 2, "s d",
+                          "rotary&no_latent&no_half_rotary"),
+    # gpt-oss's rotary (modeling_gpt_oss.py GptOssRotaryEmbedding.forward, _apply_rotary_emb): cos and sin of half the
+    # head each, (1, s, d/2), multiplied into both halves.
+    *_fp32_under_autocast("embedding", "rotary cos and sin of half the head each (gpt-oss; shared by every layer)", 1,
+                          "s d", "rotary&half_rotary"),
     *_fp32_under_autocast("embedding", "rotary cos and sin of the rotary part (shared by every layer)", 2, "s p",
                           "latent&rotary_real"),
     Row("embedding", "rotary table of the rotary part as complex numbers (complex64, shared by every layer)", 1,

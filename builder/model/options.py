@@ -439,9 +439,10 @@ OPTIONS: tuple[Option, ...] = (
        "--kv-dtype", "serve", metavar="DTYPE", surfaces=_CLI, source="vllm-6adad08", runs=SERVING_RUNS),
     _o("quantization", "text", "the weights' quantisation in the engines' own words (vLLM and SGLang --quantization, "
        f"vLLM's -q: {', '.join(QUANTIZATION_DTYPES)}: 4-bit AWQ and GPTQ, fp8 at load; an 8-bit GPTQ checkpoint takes "
-       "--param-dtype int8); instead of --param-dtype. A checkpoint published quantised (DeepSeek-V3's fp8) is "
-       "served in its own format without it, as the engines read it from config.json, and another method is "
-       "refused as they refuse it; --param-dtype or --precision still name another weight dtype", "serve",
+       "--param-dtype int8; mxfp4, gpt-oss's own MXFP4 experts); instead of --param-dtype. A checkpoint published "
+       "quantised (DeepSeek-V3's fp8, gpt-oss's mxfp4) is served in its own format without it, as the engines read "
+       "it from config.json, and another method is refused as they refuse it; --param-dtype or --precision still "
+       "name another weight dtype", "serve",
        metavar="METHOD", surfaces=_CLI, source="vllm-6adad08", runs=SERVING_RUNS, aliases=("-q",)),
     _o("dtype", "text", "the weights' and activations' dtype in the engines' own words (vLLM and SGLang --dtype: "
        f"{', '.join(MODEL_DTYPES)}); instead of --precision", "serve", metavar="DTYPE", surfaces=_CLI,

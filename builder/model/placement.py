@@ -105,11 +105,11 @@ SHARD_MODEL = eq(sym("implementation"), "torchtune")
 
 
 HOLDING = RuleSet(symbols={
-    # One block's parameters on this GPU (an FSDP unit), its experts', its linear layers' (not norms: what 4-bit
-    # quantisation touches) and of those its weight matrices alone (biases left out).
+    # One block's parameters on this GPU (an FSDP unit), its experts', its linear layers' (not norms or gpt-oss's
+    # attention sinks: what 4-bit quantisation touches) and of those its weight matrices alone (biases left out).
     "layer_unit": _in_one_block(1),
     "layer_expert": _in_one_block(eq(sym("group"), "mlp/experts")),
-    "layer_linear": _in_one_block(ne(sym("group"), "norms")),
+    "layer_linear": _in_one_block(negate(isin(sym("group"), "norms", "attention/sinks"))),
     "layer_norms": _in_one_block(eq(sym("group"), "norms")),
     "layer_matrices": _in_one_block(both(ne(sym("group"), "norms"), sym("rest") > 1)),
     # The weight matrices of a block's GEMMs that a low-precision recipe quantises (builder.model.recipes): the

@@ -42,7 +42,6 @@ QUANTIZATION_UNMODELLED = {
     "bitsandbytes": "vLLM's in-flight NF4 blocks and their constants are not modelled: give --param-dtype nf4 for "
                     "bitsandbytes' own 4-bit layout",
     "gguf": "GGUF's block formats are not modelled",
-    "mxfp4": "MXFP4's packed values and block scales are not modelled",
     "modelopt": "the checkpoint's own scheme decides the format: give it with --param-dtype",
     "experts_int8": "int8 experts beside 16-bit attention are not modelled",
 }
@@ -54,7 +53,9 @@ QUANTIZATION_UNMODELLED = {
 # with no --quantization flag, and refuse a --quantization that names another (vllm/config/model.py
 # ModelConfig._verify_quantization, release v0.33.0; SGLang python/sglang/srt/configs/model_config.py
 # _parse_quant_hf_config and _verify_quantization, release v0.5.23): CHECKPOINT_MISMATCH, their words.
-CHECKPOINT_QUANTIZATIONS = {"fp8": "fp8"}
+# mxfp4, gpt-oss's (vllm/model_executor/layers/quantization/mxfp4.py, release v0.33.0), stores only its routed experts'
+# matrices quantised, beside 16-bit weights whose dtype the run keeps (""): builder.model.states' MXFP4 rules.
+CHECKPOINT_QUANTIZATIONS = {"fp8": "fp8", "mxfp4": ""}
 CHECKPOINT_MISMATCH = ("Quantization method specified in the model config ({0}) does not match the quantization "
                        "method specified in the `quantization` argument ({1}).")
 
@@ -67,18 +68,24 @@ def _checkpoint_dtype(method: Any) -> Any:
     return rule
 
 
-# The dtype the checkpoint's quantised weights are stored in ("" for a 16-bit checkpoint).
+# The dtype the checkpoint's quantised weights are stored in ("" for a 16-bit checkpoint, and for mxfp4's experts).
 CHECKPOINT_DTYPE = _checkpoint_dtype(sym("checkpoint_quantization"))
 # The weights' dtype a run asks for (chosen_param_dtype: "" for none, then the precision policy's): a served
 # checkpoint published quantised is loaded in its own format unless the run names the weights' dtype itself, as the
 # engines load it; training loads the 16-bit weights. Config.policy evaluates it, and the calculator's RUN_RULES.
 CHOSEN_WEIGHTS = when(sym("chosen_param_dtype"), sym("chosen_param_dtype"),
                       when(both(eq(sym("mode"), "serve"), sym("checkpoint_quantization")), CHECKPOINT_DTYPE, ""))
+# The words of a layout a checkpoint ships in, taken for a model whose checkpoint is of it (its weights as the
+# checkpoint has them: Architecture.checkpoint_quantization) and refused for another: gpt-oss's MXFP4 experts, which vLLM
+# reads from config.json's quant_method whether or not --quantization mxfp4 is given
+# (vllm/model_executor/layers/quantization/mxfp4.py GptOssMxfp4Config.override_quantization_method matches the
+# checkpoint's 'mxfp4' and an explicit --quantization mxfp4 alike); SGLang the same word.
+QUANTIZATION_CHECKPOINT = {"mxfp4": "mxfp4"}
 # The activation dtypes each method runs in (vLLM's get_supported_act_dtypes: awq.py and gptq.py float16 only, their
 # Marlin kernels and fp8.py float16 and bfloat16); another --dtype is refused at start-up
 # (vllm/config/vllm.py VllmConfig._get_quantization_config).
 QUANTIZATION_ACT_DTYPES = {"awq": ("fp16",), "gptq": ("fp16",), "awq_marlin": ("fp16", "bf16"),
-                           "gptq_marlin": ("fp16", "bf16"), "fp8": ("fp16", "bf16")}
+                           "gptq_marlin": ("fp16", "bf16"), "fp8": ("fp16", "bf16"), "mxfp4": ("bf16",)}
 # The engines' --dtype words (vLLM and SGLang): the weights' and activations' dtype; "auto" keeps the checkpoint's.
 MODEL_DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
                 "float": "fp32"}

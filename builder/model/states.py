@@ -116,6 +116,44 @@ MSAMP_COPIES = (Cite("msamp", "msamp/nn/functional.py _FP8GemmFunction.forward")
 MSAMP_NOTE = ("simplification: each moment is a ScalingTensor with a few fp32 scaling values per tensor (ScalingMeta: "
               "scale, scale_inv, amax), left out")
 
+# gpt-oss's MXFP4 checkpoint served (Architecture.checkpoint_quantization 'mxfp4'): the routed experts' gate_up_proj and
+# down_proj as 4-bit e2m1 values, two to a byte, and one uint8 E8M0 scale per 32 (OCP Microscaling Formats v1.0,
+# MXFP4: 4.25 bits a value), everything else bf16. vLLM reads quant_method 'mxfp4' from config.json
+# (vllm/model_executor/layers/quantization/mxfp4.py GptOssMxfp4Config: Linear layers and attention unquantised,
+# GptOssMxfp4MoEMethod.create_weights: w13_weight (E, 2 x I, h / 2) and w2_weight (E, h, I / 2) uint8 with
+# w13_weight_scale (E, 2 x I, h / 32) and w2_weight_scale (E, h, I / 32) uint8) and so does SGLang
+# (python/sglang/srt/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights, the same shapes). On Hopper both take
+# OpenAI's Triton kernels, which pad each rank's expert width I / tp to a multiple of 64 (vLLM 0.33.0
+# fused_moe/oracle/mxfp4.py mxfp4_round_up_hidden_size_and_intermediate_size, the TRITON backend's `else` branch, and
+# _get_priority_backends_for_gpt_oss; SGLang 0.5.23 Mxfp4MoEMethod.create_weights, triton_kernels_padding_alignment
+# 64, the moe_runner_backend triton_kernel its gpt-oss override picks on Hopper): 2,880 stays 2,880 at tp 1, and is
+# 1,472 (not 1,440) at tp 2, 768 at tp 4, 384 at tp 8.
+MXFP4_SOURCE = (Cite("ocp-mx-1.0", "MXFP4") + ": e2m1 values and an E8M0 scale per 32 (4.25 bits a "
+                "value); " + Cite("vllm-0.33.0", "vllm/model_executor/layers/quantization/mxfp4.py GptOssMxfp4MoEMethod."
+                                      "create_weights") + " (w13/w2 uint8 values, h/32 and I/32 uint8 scales); "
+                + Cite("vllm-0.33.0", "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py "
+                                      "mxfp4_round_up_hidden_size_and_intermediate_size") + " (Hopper's Triton "
+                "kernels: each rank's expert width rounded up to 64); "
+                + Cite("sglang-0.5.23", "python/sglang/srt/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights"))
+MXFP4_NOTE = ("simplification: Hopper's Triton layout; Blackwell's FlashInfer kernels and vLLM's Marlin kernel (GPUs "
+              "before Hopper) pad the hidden size too (to 128 or 256) and the width to 128, not modelled; the Triton "
+              "kernels' swizzled scales (rows padded to 256) and the experts' biases in fp32 add about 0.2% (gpt-oss-"
+              "120b: 0.2 GiB), left out")
+MXFP4 = both(eq(sym("mode"), "serve"), eq(sym("checkpoint_quantization"), "mxfp4"))
+MXFP4_ALIGN = 64  # the Triton kernels' padding of a rank's expert width (vLLM's and SGLang's, on Hopper)
+
+
+def mxfp4_expert_elements(intermediate_align: int = MXFP4_ALIGN, hidden_align: int = 1) -> Expr:
+    """The routed experts' weight elements one GPU stores as MXFP4 values: per layer of the stage, experts / ep
+    experts of 3 x h' x I', where I' is the rank's expert width I / tp rounded up to `intermediate_align` and h' the
+    hidden size rounded up to `hidden_align` (the Triton kernels: 64 and 1; vLLM's Marlin kernel: 128 and 256,
+    fused_moe/oracle/mxfp4.py, as the tests check against a published log)."""
+    width = intermediate_align * ceil(sym("expert_ffn") / (intermediate_align * sym("tp")))
+    hidden = hidden_align * ceil(sym("hidden") / hidden_align)
+    matrices = when(eq(sym("mlp"), "swiglu"), 3, 2)
+    return sym("stage_layers") * sym("experts") / sym("ep") * matrices * hidden * width
+
+
 # Bytes per element of a dtype named by a rule.
 # What a per-parameter state costs, in words: '2 B/param (bf16)'.
 per_param = lambda amount, what: PerUnit(amount, "param", what)  # noqa: E731
@@ -184,10 +222,11 @@ CHECKPOINT_FORMAT = both(eq(sym("mode"), "serve"), sym("checkpoint_quantization"
 BLOCK_SCALED = both(sym("checkpoint_format"), sym("checkpoint_block_rows") > 0)
 BLOCK_SCALE_BYTES = 4  # weight_scale_inv is fp32
 QUANTISATION = {
-    "quantised": either(sym("qlora"), both(eq(sym("mode"), "serve"), bytes_of(sym("param_dtype")) < 2)),
+    "mxfp4": MXFP4,
+    "quantised": either(sym("qlora"), both(eq(sym("mode"), "serve"), bytes_of(sym("param_dtype")) < 2), MXFP4),
     "checkpoint_format": CHECKPOINT_FORMAT,
     "block_scaled": BLOCK_SCALED,
-    "quantised_bytes": when(sym("qlora"), Fraction(1, 2), bytes_of(sym("param_dtype"))),
+    "quantised_bytes": when(either(sym("qlora"), MXFP4), Fraction(1, 2), bytes_of(sym("param_dtype"))),
     # fp8: one fp32 scale per tensor (negligible); int8: one fp32 scale per output row (LLM.int8, section 3),
     # 4/h B/param; NF4: an fp32 absmax per 64 weights or, double quantised, an 8-bit absmax per 64 plus an fp32
     # constant per 256 blocks (QLoRA section 3: 0.5 -> 0.127 bits per parameter); GPTQ/AWQ int4: an fp16 scale
@@ -197,7 +236,7 @@ QUANTISATION = {
     # scalers in the weight's own dtype (bf16), plus one scaler_mean and the 16-value nf4 table per tensor (left out).
     # fp8 in blocks (a checkpoint's: DeepSeek-V3's 128 x 128): an fp32 scale per block, 4 / (rows x columns)
     # B/param; the part counts each matrix's blocks rounded up (block_scales).
-    "constant_bytes": when(both(sym("qlora"), TORCHTUNE),
+    "constant_bytes": when(MXFP4, Fraction(1, 32), when(both(sym("qlora"), TORCHTUNE),
                            Fraction(1, 64) + bytes_of(sym("param_dtype")) / (64 * 256),
                            when(sym("block_scaled"), BLOCK_SCALE_BYTES / (sym("checkpoint_block_rows")
                                                                           * sym("checkpoint_block_cols")),
@@ -207,8 +246,8 @@ QUANTISATION = {
                                      when(_QLORA_OR_NF4,
                                           when(sym("qlora_double_quant"), Fraction(1, 64) + Fraction(4, 64 * 256),
                                                Fraction(4, 64)),
-                                          Fraction(2, 128) + Fraction(1, 2 * 128))))),
-    "constants_are": when(both(sym("qlora"), TORCHTUNE),
+                                          Fraction(2, 128) + Fraction(1, 2 * 128)))))),
+    "constants_are": when(MXFP4, "uint8 E8M0 scale per 32 values", when(both(sym("qlora"), TORCHTUNE),
                           fmt("NF4 constants (torchao: int8 scaler per 64, {0} factor per 256 scalers)",
                               sym("param_dtype")),
                           when(sym("block_scaled"),
@@ -220,14 +259,19 @@ QUANTISATION = {
                                     when(_QLORA_OR_NF4,
                                          when(sym("qlora_double_quant"), "NF4 constants (block 64, double quantised)",
                                               "NF4 constants (fp32 absmax per 64)"),
-                                         "fp16 scale + 4-bit zero per 128 weights")))),
+                                         "fp16 scale + 4-bit zero per 128 weights"))))),
     # The scales a block-quantised checkpoint keeps: each matrix's blocks, rounded up (builder.model.placement's
     # layer_gemm_blocks), in fp32.
     "block_scales": sym("layer_gemm_blocks") * sym("stage_layers") * BLOCK_SCALE_BYTES,
     "weights_here": sharded(sym("dense"), sym("expert"), sym("param_ranks"), sym("expert_param_ranks")),
-    "linear_weights": when(sym("checkpoint_format"), GEMMS_HERE,
-                           sym("weights_here") * when(sym("dense") + sym("expert"),
-                                                      sym("linear") / (sym("dense") + sym("expert")), 1)),
+    # The quantised parameters on this GPU (MXFP4: the routed experts' weight matrices, biases aside; a checkpoint's
+    # fp8: the GEMMs' matrices) and the elements stored for them (MXFP4: padded as the kernels pad them,
+    # mxfp4_expert_elements).
+    "linear_params": when(MXFP4, sym("expert_gemms"),
+                          when(sym("checkpoint_format"), GEMMS_HERE,
+                               sym("weights_here") * when(sym("dense") + sym("expert"),
+                                                          sym("linear") / (sym("dense") + sym("expert")), 1))),
+    "linear_weights": when(MXFP4, mxfp4_expert_elements(), sym("linear_params")),
     # QLoRA's unquantised parameters that the preparation casts to fp32 (builder.model.config.KBIT_PREPARE): all of
     # them (PEFT's prepare_model_for_kbit_training: every fp16/bf16 parameter that is not Params4bit), or the norms
     # alone (the embeddings and the output layer cast back to bf16 after it: qlora.py --bf16, TRL up to v0.25).
@@ -288,10 +332,10 @@ KBIT_NOTE = ("the saved activations grow too: an fp32 norm weight makes its outp
              "Linear4bit.forward casts its output back to its input's dtype, and (prepare) an fp32 embedding makes "
              "the residual stream fp32 (" + Cite("bitsandbytes-95f9af3", "bitsandbytes/nn/modules.py Linear4bit.forward")
              + "); counted in the activations (fp32 without autocast, fp32 stream and MLP under autocast)")
-QUANTISATION_SOURCE = when(both(sym("qlora"), TORCHTUNE), TORCHAO_QLORA,
+QUANTISATION_SOURCE = when(MXFP4, MXFP4_SOURCE, when(both(sym("qlora"), TORCHTUNE), TORCHAO_QLORA,
                            when(sym("checkpoint_format"), CHECKPOINT_SOURCE,
                                 when(eq(sym("quantised_bytes"), 1), when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
-                                     when(_QLORA_OR_NF4, QLORA, GPTQ))))
+                                     when(_QLORA_OR_NF4, QLORA, GPTQ)))))
 RECIPE_SOURCE = by_recipe("source", "")
 RECIPE_NOTE = fmt("{0}; {1}", KEPT_HIGH, by_recipe("left_out", ""))
 
@@ -439,11 +483,16 @@ MODEL_STATES = RuleSet(
                       "block for its forward and backward; one block's copy is counted", RECIPE_NOTE),
                  when=both(sym("recipe_on"), negate(sym("quantised_params")))),
         PartRule("weights/quantised_linear", sym("linear_weights") * sym("quantised_bytes"),
-                 fmt("N_linear x {0} B", per_unit(sym("quantised_bytes"))), QUANTISATION_SOURCE,
-                 per_param(sym("quantised_bytes"), when(sym("qlora"), "nf4", sym("param_dtype"))),
-                 when(sym("checkpoint_format"),
-                      fmt("the checkpoint's own {0} (config.json quantization_config), which vLLM and SGLang load "
-                          "with no --quantization flag; training loads the 16-bit weights", sym("param_dtype")), ""),
+                 when(MXFP4, "N_experts' matrices (padded) x 0.5 B",
+                      fmt("N_linear x {0} B", per_unit(sym("quantised_bytes")))),
+                 QUANTISATION_SOURCE,
+                 per_param(sym("quantised_bytes"),
+                           when(sym("qlora"), "nf4", when(MXFP4, "fp4 e2m1", sym("param_dtype")))),
+                 when(MXFP4, MXFP4_NOTE,
+                      when(sym("checkpoint_format"),
+                           fmt("the checkpoint's own {0} (config.json quantization_config), which vLLM and SGLang "
+                               "load with no --quantization flag; training loads the 16-bit weights",
+                               sym("param_dtype")), "")),
                  when=both(_ON_GPU, sym("quantised")), sharded_by=sym("param_ranks")),
         # bitsandbytes' quant_state is no parameter, so FSDP leaves it whole on every rank (QLORA_FSDP_GATHER). A
         # checkpoint quantised in blocks keeps each matrix's blocks rounded up (block_scales).
@@ -464,16 +513,19 @@ MODEL_STATES = RuleSet(
                                                sym("param_ranks")), ""),
                  when=both(_ON_GPU, sym("quantised")),
                  sharded_by=when(BNB_CONSTANTS_WHOLE, 1, sym("param_ranks"))),
-        PartRule("weights/unquantised", (sym("weights_here") - sym("linear_weights") - sym("kbit_fp32")) * 2,
+        PartRule("weights/unquantised", (sym("weights_here") - sym("linear_params") - sym("kbit_fp32")) * 2,
                  when(eq(sym("kbit_prepare"), "prepare-bf16"), "N_embeddings+output layer x 2 B",
-                      when(sym("checkpoint_format"), "(N_gpu - N_linear) x 2 B", "N_embeddings+norms x 2 B")),
+                      when(MXFP4, "(N_gpu - N_experts' matrices) x 2 B",
+                           when(sym("checkpoint_format"), "(N_gpu - N_linear) x 2 B", "N_embeddings+norms x 2 B"))),
                  QUANTISATION_SOURCE, per_param(2, when(sym("qlora"), "bf16", sym("activation_dtype"))),
                  when(eq(sym("kbit_prepare"), "prepare-bf16"),
                       "embeddings and output layer cast back to bf16 after prepare_model_for_kbit_training",
-                      when(sym("checkpoint_format"),
-                           "embeddings, norms, biases, the MoE router and the output layer are kept in 16-bit, as "
-                           "the checkpoint stores them",
-                           "embeddings, norms and output layer are kept in 16-bit")),
+                      when(MXFP4, "attention, router, norms, the experts' biases, embeddings and output layer stay "
+                                  "bf16",
+                           when(sym("checkpoint_format"),
+                                "embeddings, norms, biases, the MoE router and the output layer are kept in 16-bit, "
+                                "as the checkpoint stores them",
+                                "embeddings, norms and output layer are kept in 16-bit"))),
                  when=both(_ON_GPU, sym("quantised"), negate(both(sym("kbit_fp32"),
                                                                    eq(sym("kbit_prepare"), "prepare")))),
                  sharded_by=sym("param_ranks")),

@@ -10,7 +10,12 @@ The layout follows Hugging Face transformers, whose modules the counts are check
 - modeling_mixtral.py, modeling_qwen3_moe.py: a router Linear(h, experts) and per expert w1, w3 (ffn, h) and
   w2 (h, ffn);
   shared experts (DeepSeek-style) as another set of MLPs every token passes through; modeling_qwen2_moe.py's
-  shared expert also has a gate, Linear(h, 1) (Qwen2MoeSparseMoeBlock.shared_expert_gate).
+  shared expert also has a gate, Linear(h, 1) (Qwen2MoeSparseMoeBlock.shared_expert_gate);
+- models/gpt_oss/modeling_gpt_oss.py (transformers 5.23): q/k/v/o with biases (attention_bias), a learned sink
+  logit per query head (GptOssAttention.sinks, num_attention_heads floats), a router Linear(h, experts) with a bias
+  (GptOssTopKRouter.weight and .bias), and experts as fused 3-D parameters with biases (GptOssExperts.gate_up_proj
+  (E, h, 2f) and gate_up_proj_bias (E, 2f), down_proj (E, f, h) and down_proj_bias (E, h)): the same elements as
+  separate gate, up and down matrices with biases (mlp_bias) per expert.
 
 Each row is one tensor shape: its group (where tensor parallelism splits it, builder.model.placement),
 dim0 (the first dimension, along which FSDP2 shards), rest (the product of the other dimensions), count
@@ -69,6 +74,9 @@ PARAMETER_TENSORS = table(
     row(both(SEPARATE, sym("qkv_bias")), group="attention/q", dim0=heads * d, rest=1, count=1, in_block=1),
     row(both(STANDARD, sym("qkv_bias")), group="attention/kv", dim0=kv * d, rest=1, count=2, in_block=1),
     row(both(SEPARATE, sym("out_bias")), group="attention/out", dim0=h, rest=1, count=1, in_block=1),
+    # gpt-oss's attention sinks: one learned logit per query head (split over tensor-parallel ranks with the heads,
+    # as vLLM's and SGLang's gpt_oss.py shard self.sinks).
+    row(sym("attention_sinks"), group="attention/sinks", dim0=heads, rest=1, count=1, in_block=1),
     # Latent attention's down projections (replicated over tensor-parallel ranks, as vLLM's ReplicatedLinear has
     # them), their RMSNorms and the up projections.
     row(Q_LORA, group="attention/latent", dim0=sym("q_lora_rank"), rest=h, count=1, in_block=1),

@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 FAMILIES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2",
-            "deepseek_v3")
+            "deepseek_v3", "gpt_oss")
 # transformers' MoE families (builder.model.oplists._HF_MOE).
-MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss")
 DTYPES = {"float32": "fp32", "bfloat16": "bf16"}  # torch dtype name -> short name / Config precision
 # Dropout probability used when a case has dropout on (GPT-2's default resid/embd/attn_pdrop).
 DROPOUT_P = 0.1
@@ -131,6 +131,17 @@ def hf_config(case: ActivationCase, layers: int) -> dict[str, Any]:
                       use_sliding_window=False, sliding_window=None)
         if case.family == "qwen2_moe":
             config["shared_expert_intermediate_size"] = case.shared_experts * case.inner
+    if case.family == "gpt_oss":
+        # gpt-oss (configuration_gpt_oss.py): every layer an MoE layer of biased experts, q/k/v/o biases, a sink per
+        # head, layers alternating sliding (window 128, here past the sequence) and full attention; no MXFP4 (the
+        # weights built in the case's dtype, as Mxfp4Config(dequantize=True) loads them for training).
+        config.update(num_local_experts=case.experts, num_experts_per_tok=case.top_k, attention_bias=True,
+                      sliding_window=128, layer_types=[("sliding_attention", "full_attention")[i % 2]
+                                                       for i in range(layers)],
+                      rope_parameters={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                       "truncate": False, "original_max_position_embeddings": 4096,
+                                       "rope_theta": 150000.0},
+                      max_position_embeddings=131072)
     if case.family in ("deepseek_v2", "deepseek_v3"):
         # Latent attention with every head its own KV head (DeepSeek's configs), the query with a low-rank projection
         # when q_lora_rank (DeepSeek-V3's) or one q_proj (V2-Lite's), head_dim split into a non-rotary and a rotary
@@ -262,7 +273,8 @@ def moe_cases() -> list[ActivationCase]:
     """transformers' MoE blocks, fp32 and bf16, SDPA (the MoE block alone, and whole layers below): Mixtral,
     Qwen2-MoE with its gated shared expert, Qwen3-MoE with and without renormalised top-k weights, DeepSeek-V2 greedy
     and group-limited, DeepSeek-V3 (grouped sigmoid routing), each with the routing switches its code reads; whole
-    layers of the attention variants, and DeepSeek models with a first dense layer."""
+    layers of the attention variants, gpt-oss's layers (eager attention with sinks), and DeepSeek models with a first
+    dense layer."""
     cases = []
     for dtype in DTYPES:
         base = MOE_BASE.with_changes(attention="sdpa", dtype=dtype)
@@ -285,6 +297,11 @@ def moe_cases() -> list[ActivationCase]:
               fp32.with_changes(family="deepseek_v2", kv_heads=4, shared_experts=2, norm_topk=False, attention="eager"),
               *(fp32.with_changes(family="deepseek_v3", kv_heads=4, shared_experts=1, groups=2, q_lora_rank=24,
                                   dtype=dtype) for dtype in DTYPES)]
+    # gpt-oss (eager attention only: transformers' GptOss takes no SDPA): fp32 and bf16, then more experts, a wider
+    # top-k, one KV head and three sequences (each symbol of its rows moves once).
+    gpt_oss = MOE_BASE.with_changes(family="gpt_oss", attention="eager")
+    cases += [gpt_oss, gpt_oss.with_changes(dtype="bfloat16"),
+              gpt_oss.with_changes(dtype="bfloat16", experts=8, top_k=3, batch=3, kv_heads=1)]
     # DeepSeek's first dense layers (first_k_dense_replace 1, a dense MLP of FIRST_DENSE_FFN): the whole two-layer
     # model, one dense layer and one MoE layer, is compared.
     cases += [fp32.with_changes(family="deepseek_v2", kv_heads=4, shared_experts=2, norm_topk=False, first_dense=1),

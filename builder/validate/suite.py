@@ -55,7 +55,8 @@ COMPILED_DESCRIPTION = (
 )
 
 MOE_DESCRIPTION = (
-    "As activations.json, for transformers' MoE layers (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2, DeepSeek-V3) with "
+    "As activations.json, for transformers' MoE layers (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2, DeepSeek-V3, "
+    "gpt-oss) with "
     "the experts implementation transformers picks by default (grouped_mm). moe_block lists what the first MoE block "
     "saves, storage by storage (the storages first packed inside model.layers.0.mlp; with first_dense, DeepSeek's "
     "first_k_dense_replace, the two-layer model's model.layers.1.mlp, and the whole two-layer model is what is "
