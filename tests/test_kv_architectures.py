@@ -332,3 +332,20 @@ def test_swa_ratio_is_refused_outside_its_range(capsys):
                  "--swa-full-tokens-ratio", "1.5"]) == 2
     err = capsys.readouterr().err
     assert "--swa-full-tokens-ratio" in err and err.count("\n") == 1
+
+
+def test_sglang_gives_gpt_oss_its_two_pools(capsys):
+    """SGLang 0.5.23 configs/model_config.py is_hybrid_swa_model lists GptOssForCausalLM (SWA_SINK_ARCHS): gpt-oss-20b's
+    12 full and 12 sliding layers (window 128, layer_types in openai/gpt-oss-20b config.json) of 8 KV heads of 64
+    get HybridSWAPoolConfigurator's cell, 2 x 8 x 64 x 2 B = 2,048 B a layer and token, x (12 + 0.8 x 12)."""
+    r = sglang(MODELS["gpt-oss-20b"], context_length=4096)
+    assert r["hybrid_swa"] and r["cell"] == 2048 * (12 + Fraction(8, 10) * 12)
+    # A request keeps SGLang's window (sliding_window - 1 = 127) and a page (1 on Hopper) in the sliding pool.
+    assert r["swa_request_tokens"] == 128
+    assert r["concurrent_requests"] == r["max_total_num_tokens"] // 4096 < r["swa_max_total_num_tokens"] // 128
+    # SGLang's own refusal under the admission floor, naming the flag at fault.
+    assert main(["estimate", "--model", "gpt-oss-20b", "--mode", "serve", "--engine", "sglang", "--gpu", "h100-80gb",
+                 "--swa-full-tokens-ratio", "0.00005"]) == 2
+    err = capsys.readouterr().err
+    assert "argument --swa-full-tokens-ratio: the engine would refuse this run (--mem-fraction-static also moves it)" \
+        in err and "sliding_window_size (127) + page_size (1)" in err and err.count("\n") == 1
