@@ -7,6 +7,12 @@ modules') are frozen out of collection (gc.freeze) and the youngest generation i
 instead of 700: the collector's CPU time in a cold build falls from about 0.35 s to under 0.1 s. Nothing is left
 uncollected (the cycles a build makes are still found, less often), and both settings are undone after the build,
 so a process that builds many times (the tests) is as it was; `serve` keeps CPython's defaults.
+
+Before that, `python -m builder` imports its modules with the collector off (`quiet_imports`): they make objects that
+live as long as the process (functions, classes, rules, tables); some 170 collections, about 0.05 s in all,
+freed under a thousand objects. Those objects are then frozen, as gc.freeze's documentation advises for objects made
+at start-up, so no later collection walks them either; one_build's gc.unfreeze hands them back to the collector
+(`serve` keeps them frozen: its modules live as long as it does).
 """
 
 from __future__ import annotations
@@ -16,6 +22,19 @@ from contextlib import contextmanager
 from typing import Iterator
 
 YOUNG = 10_000  # allocations between collections of the youngest generation (CPython's default: 700)
+
+
+@contextmanager
+def quiet_imports() -> Iterator[None]:
+    """No collection during the block (the command line's imports), then what exists frozen (the module docstring)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 @contextmanager
