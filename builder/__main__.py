@@ -2,6 +2,9 @@
 
 import sys
 
-from builder.cli import main
+from builder.gcpolicy import quiet_imports
+
+with quiet_imports():  # the modules' objects live as long as the process (builder.gcpolicy)
+    from builder.cli import main
 
 sys.exit(main())

@@ -619,6 +619,8 @@ def read_toml(path: Path, display: str) -> tuple[dict[str, Any] | None, str, lis
 
 def toml_line(text: str, table: str, key: str | None = None) -> int:
     """Line of `[table]` (or of `key = ` inside it) in TOML text; 1 if not found."""
+    if table and table == table.strip() and not table.startswith('"') and not table.endswith('"'):
+        return key_in_table(text, table_numbers(text).get(table), key)
     return table_line(text, re.compile(r'^\[\s*"?' + re.escape(table) + r'"?\s*\]\s*$'), key)
 
 
@@ -631,21 +633,49 @@ def toml_headers(text: str) -> tuple[list[str], tuple[tuple[int, str], ...]]:
                         if (stripped := line.strip()).startswith("["))
 
 
+@functools.lru_cache(maxsize=8)
+def table_numbers(text: str) -> dict[str, int]:
+    """The line of each table's first header in TOML text, by the name toml_line's pattern reads in it: what stands
+    between the brackets, without the spaces around it and a quote at either end. For a name without such spaces or
+    quotes of its own, that pattern matches exactly the headers that give this name; looked up here, a file of a few
+    hundred tables compiles no pattern per table (they overflowed `re`'s cache of 512: most of reading
+    references.toml) and scans its headers once, not once per key."""
+    numbers: dict[str, int] = {}
+    for number, stripped in toml_headers(text)[1]:
+        if stripped.endswith("]"):
+            name = stripped[1:-1].strip()
+            name = name[1:] if name.startswith('"') else name
+            numbers.setdefault(name[:-1] if name.endswith('"') else name, number)
+    return numbers
+
+
 def table_line(text: str, header: re.Pattern, key: str | None = None) -> int:
     """Line of the first table header `header` matches (on the stripped line, which starts with '['), or of
     `key = ` inside that table, in TOML text; 1 if not found."""
-    lines, headers = toml_headers(text)
-    for number, stripped in headers:
-        if header.match(stripped):
-            if key is None:
-                return number
-            for offset, inner in enumerate(lines[number:], start=number + 1):
-                if inner.strip().startswith("["):
-                    break
-                if re.match(r"^\s*" + re.escape(key) + r"\s*=", inner):
-                    return offset
-            return number
-    return 1
+    number = next((number for number, stripped in toml_headers(text)[1] if header.match(stripped)), None)
+    return key_in_table(text, number, key)
+
+
+def key_in_table(text: str, number: int | None, key: str | None) -> int:
+    """Line of `key = ` in the table whose header is on line `number` of TOML text (that line without a key or where
+    the table does not set it; 1 for no table)."""
+    if number is None:
+        return 1
+    if key is None:
+        return number
+    lines, setting = toml_headers(text)[0], key_pattern(key)
+    for index in range(number, len(lines)):  # the lines after the header, up to the next one
+        if lines[index].strip().startswith("["):
+            break
+        if setting.match(lines[index]):
+            return index + 1
+    return number
+
+
+@functools.lru_cache(maxsize=256)
+def key_pattern(key: str) -> re.Pattern:
+    """A line that sets `key` (`key = ...`), made once per key name."""
+    return re.compile(r"^\s*" + re.escape(key) + r"\s*=")
 
 
 def read_presets(path: Path, display: str) -> tuple[dict[str, Preset], list[ContentError]]:
