@@ -29,7 +29,7 @@ NO_ARCHITECTURE = {"has_architecture": 0, "model_name": "", "layers": 0, "hidden
                    "fused_qkv": 0, "qkv_bias": 0, "out_bias": 0, "mlp_bias": 0, "qk_norm": 0, "activation_function": "",
                    "sliding_window_pattern": 0, "kv_lora_rank": 0, "qk_rope_head_dim": 0, "q_lora_rank": 0,
                    "v_head_dim": 0, "first_dense_layers": 0, "router_bias": 0, "sandwich_norms": 0,
-                   "moe_block": "", "norm_topk": 0, "group_limited": 0,
+                   "moe_block": "", "norm_topk": 0, "group_limited": 0, "fused_projections": 0,
                    "parameter_tensors": [],
                    "parameters": 0}
 
