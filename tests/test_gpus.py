@@ -88,6 +88,9 @@ ACHATBOT = ("https://github.com/ai-bot-pro/achatbot/blob/859e21612de769164d8d180
         ("rtx-5090", 33677180928, 1, "https://github.com/aikitoria/open-gpu-kernel-modules/issues/1"),
         # deviceQuery "48640 MBytes (51002867712 bytes)", NVIDIA RTX 6000 Ada Generation, driver 550.127.05, ECC off
         ("rtx-6000-ada", 51002867712, 1, THAMADA + "RTX6000Ada_x8_deviceQuery.py"),
+        # deviceQuery "45619 MBytes (47834660864 bytes)", NVIDIA RTX A6000, driver CUDA 12.4, ECC on
+        ("rtx-a6000", 47834660864, 1, "https://github.com/thamada/gls/blob/ecc9fb580a9542c249e51fec30eba202cef7eba3/"
+                                      "gls/RTX_A6000_x9_deviceQuery.py"),
     ],
 )
 def test_cuda_totals_pinned_to_their_printouts(gpus, gpu_id, reported, unit, url):
@@ -123,6 +126,10 @@ def test_cuda_totals_match_pytorchs_total_capacity_messages(gpus, gpu_id, printe
     ("l40s", 47803596800, "47803596800", THAMADA + "L40S_deviceQuery.py"),  # driver 550.127.05
     ("b200", 182642 * MIB, "total_memory=182642MB", ACHATBOT),  # PyTorch on a Modal B200
     ("t4", 15642329088, "15642329088", "https://github.com/AlphaGPU/leetgpu-challenges/issues/52"),
+    # RTX A6000 with ECC off: deviceQuery on the University of Geneva's Baobab node gpu048, PyTorch in torchao's HQQ
+    # README (48676 MiB, the smaller of the two).
+    ("rtx-a6000", 51160023040, "51160023040", "https://hpc-community.unige.ch/t/3741"),
+    ("rtx-a6000", 48676 * MIB, "total_memory=48676MB", "torchao/prototype/hqq/README.md"),
 ])
 def test_the_smallest_cited_cuda_total_is_kept(gpus, gpu_id, other, text, url):
     gpu = gpus[gpu_id]
@@ -134,7 +141,7 @@ def test_the_smallest_cited_cuda_total_is_kept(gpus, gpu_id, other, text, url):
     # The same machines' nvidia-smi beside the deviceQuery cited for usable_bytes (thamada/nvidia-smi gls/*_smi.py,
     # orimanabu/zenndocs): the catalog's driver totals, so each gap is one driver's on one board.
     ("a100-80gb", 81920), ("h100-80gb", 81559), ("h100-nvl", 95830), ("rtx-4090", 24564), ("rtx-3090", 24576),
-    ("l4", 23034), ("rtx-6000-ada", 49140),
+    ("l4", 23034), ("rtx-6000-ada", 49140), ("rtx-a6000", 46068),
 ])
 def test_same_machine_nvidia_smi_totals_are_the_driver_totals(gpus, gpu_id, smi_mib):
     gpu = gpus[gpu_id]
@@ -176,6 +183,9 @@ def test_the_gap_between_nvidia_smi_and_cuda_on_one_machine(gpus):
         ("rtx-5090", 32607, MIB, "https://github.com/noonghunna/club-3090/issues/1075"),
         # nvidia-smi "2MiB /  49140MiB", NVIDIA RTX 6000 Ada Generation, driver 550.127.05
         ("rtx-6000-ada", 49140, MIB, THAMADA + "RTX6000Ada_x8_smi.py"),
+        # nvidia-smi "1MiB /  46068MiB", NVIDIA RTX A6000, driver 550.127.05, ECC on
+        ("rtx-a6000", 46068, MIB, "https://github.com/thamada/gls/blob/ecc9fb580a9542c249e51fec30eba202cef7eba3/"
+                                  "gls/RTX_A6000_x9_smi.py"),
     ],
 )
 def test_driver_totals_pinned_to_sources(gpus, gpu_id, reported, unit, url):

@@ -239,6 +239,15 @@ CONFIGS = {
                     "num_experts_per_tok": 2, "n_shared_experts": 1, "moe_intermediate_size": 32,
                     "first_k_dense_replace": 1, "topk_method": "noaux_tc", "norm_topk_prob": True,
                     "moe_layer_freq": 1, "num_nextn_predict_layers": 0},
+    # Phi-3 (Phi3Config): the partial rotary factor at the top and in either rotary object, read to be refused below 1
+    # (one place a config, so that each refusal's line is the only line with the key).
+    "phi3": {"model_type": "phi3", **_LLAMA, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "sliding_window": 512,
+             "partial_rotary_factor": 1.0},
+    "phi3 rope_scaling": {"model_type": "phi3", **_LLAMA,
+                          "rope_scaling": {"rope_type": "default", "partial_rotary_factor": 1.0}},
+    "phi3 rope_parameters": {"model_type": "phi3", **_LLAMA,
+                             "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                                 "partial_rotary_factor": 1.0}},
 }
 HOSTILE_JSON = {"0": 0, "-1": -1, "a float": 4096.5, "1e400": "1e400", "a string": "x", "null": None}
 

@@ -35,7 +35,7 @@ from builder.model import oplists
 from builder.model.adapters import TORCHTUNE
 from builder.model.architecture import Architecture
 from builder.model.cite import Cite
-from builder.model.checks import OP_SAC
+from builder.model.checks import OP_SAC, SLIDING_WINDOW_REACHED
 from builder.model.config import CHECKPOINTING, LORA_TARGETS, Config
 from builder.model.float8 import CONDITIONS as FLOAT8_CONDITIONS
 from builder.model.expr import (Expr, at, both, by, ceil, derive, either, eq, evaluate, fixed, fmt, get, has, isin,
@@ -58,7 +58,8 @@ CHEN = Cite("chen2016", "section 3")
 # A padded micro-batch under transformers' SDPA attention (the 'padding_mask' condition, oplists._PADDING_MASK).
 PADDED = (Cite("transformers-sdpa-mask", "masking_utils.py sdpa_mask, integrations/sdpa_attention.py use_gqa_in_sdpa")
           + " and " + Cite("pytorch-sdpa-mask", "attention.cpp convert_boolean_attn_mask")
-          + ": padded batch, K and V copied to every query head, each layer's kernel saves the mask")
+          + ": padded batch (or a sliding window the sequence reaches), K and V copied to every query head, each "
+            "layer's kernel saves the mask")
 # transformers' MoE blocks (oplists._HF_MOE) with the experts implementation transformers picks by default.
 HF_MOE = (Cite("transformers-moe", "integrations/moe.py grouped_mm_experts_forward") + " and each family's router "
           "and shared experts (measured byte for byte: see the Validation page)")
@@ -163,7 +164,12 @@ def _conditions() -> dict[str, Expr]:
     # repeat_kv). From a single KV head on the GPU, repeat_kv's expand and reshape make a view (stride 0 over the
     # heads), no copy, and the kernel saves that view: K and V stay at their own size (measured on CPU, the kv1 padded
     # case; eager attention's matmul copies them anyway).
-    padding_mask = both(sym("padded"), eq(sym("attention"), "sdpa"), eq(sym("implementation"), "hf"))
+    # A sliding window every layer keeps (Mistral 7B v0.1, Phi-3-mini-4k) makes the same mask once the keys reach the
+    # window (checks.SLIDING_WINDOW_REACHED; MistralModel and Phi3Model take create_sliding_window_causal_mask whenever
+    # config.sliding_window is set): one mask for every sequence (shared_mask). A pattern of sliding and full layers
+    # (Gemma 2 and 3: the mask in the sliding layers only) is not modelled here.
+    padding_mask = both(either(sym("padded"), SLIDING_WINDOW_REACHED), eq(sym("attention"), "sdpa"),
+                        eq(sym("implementation"), "hf"))
     gqa_repeat = both(ne(sym("kv_heads"), sym("heads")),
                       either(both(eager, eq(sym("implementation"), "hf")), both(padding_mask, OP_SYMBOLS["op_k"] > 1),
                              eq(sym("implementation"), "torchtune")))
@@ -188,6 +194,8 @@ def _conditions() -> dict[str, Expr]:
 
     lora_dropout = sym("lora_dropout") > 0
     latent = both(hf, sym("kv_lora_rank") > 0)
+    # Phi-3's fused projections in transformers' code (oplists._PHI3_ATTENTION); torchtune's Phi-3 has separate ones.
+    fused_layers = both(eq(sym("implementation"), "hf"), sym("fused_projections"))
     # torchtune's adapters (oplists.LORA): in the model's dtype, no cast, so lora_A saves the projection's own input.
     native = TORCHTUNE
 
@@ -216,7 +224,7 @@ def _conditions() -> dict[str, Expr]:
 
     return {
         "eager": eager, "fused": negate(eager), "gqa_repeat": gqa_repeat, "no_gqa_repeat": negate(gqa_repeat),
-        "padding_mask": padding_mask,
+        "padding_mask": padding_mask, "batch_mask": sym("padded"), "shared_mask": negate(sym("padded")),
         "dropout": sym("dropout"), "no_dropout": negate(sym("dropout")), "low_precision": low_precision,
         "gelu_python": gelu_python, "gelu_fused": both(negate(swiglu), negate(gelu_python)), "swiglu": swiglu,
         "swiglu_fused": both(swiglu, eq(sym("implementation"), "megatron")),
@@ -276,6 +284,12 @@ def _conditions() -> dict[str, Expr]:
         "fp32_norm_product": both(hf, eq(sym("model_family"), "gpt_oss")),
         "no_fp32_norm_product": negate(both(hf, eq(sym("model_family"), "gpt_oss"))),
         "shared_expert_gate": both(hf, sym("shared_experts") > 0, eq(sym("moe_block"), "qwen2_moe")),
+        # Phi-3 (oplists._PHI3_ATTENTION): V a view of qkv_proj's output where the kernel gets it uncopied; the
+        # kernel's output heads first (and o_proj's input a copy) but under the memory-efficient kernel a mask selects.
+        "fused_projections": fused_layers, "unfused_projections": negate(fused_layers),
+        "qkv_view": both(fused_layers, negate(eager), negate(gqa_repeat)),
+        "o_copy": both(fused_layers, negate(eager), negate(padding_mask)),
+        "o_copy_adapter": both(fused_layers, negate(eager), negate(padding_mask), lora["o"], negate(own_input("o"))),
     }
 
 

@@ -4,9 +4,10 @@ An Architecture is data (the catalog in content/models.toml fills it); this modu
 counts. Counting follows the module layout of the reference implementations:
 Hugging Face transformers `modeling_gpt2.py` (Conv1D with biases, learned positions,
 LayerNorm) and `modeling_llama.py` / `modeling_mistral.py` / `modeling_mixtral.py` /
-`modeling_qwen2.py` (no biases except Qwen2's q/k/v, RMSNorm, rotary positions), and transformers 5.23
+`modeling_qwen2.py` (no biases except Qwen2's q/k/v, RMSNorm, rotary positions), transformers 5.23
 `models/gpt_oss/modeling_gpt_oss.py` (gpt-oss: q/k/v/o biases, a learned attention sink per head, a biased
-router and biased experts). Totals are checked in tests against each model's published count.
+router and biased experts), and `modeling_phi3.py` (the Llama block with q/k/v and gate/up each fused into one
+Linear). Totals are checked in tests against each model's published count.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class Architecture:
     group_limited: bool = False  # MoE: DeepSeek-V2's group-limited routing (topk_method 'group_limited_greedy')
     sandwich_norms: bool = False  # RMSNorms after attention and after the MLP too: 4 per block (Gemma 2 and 3)
     attention_sinks: bool = False  # a learned sink logit per query head in every layer (gpt-oss's self_attn.sinks)
+    fused_projections: bool = False  # q, k, v in one qkv_proj and gate, up in one gate_up_proj (Phi-3, transformers)
     activation: str = "gelu_tanh_python"  # how the GeLU is computed, for activation accounting
     # The quantisation the published checkpoint carries (config.json's quantization_config): a served run loads the
     # weights in it unless it names their dtype itself, as vLLM and SGLang do (builder.model.serving
@@ -206,7 +208,8 @@ def shape_inputs(arch: Architecture) -> dict[str, Any]:
             "moe_block": arch.moe_block, "norm_topk": int(arch.norm_topk), "group_limited": int(arch.group_limited),
             "checkpoint_quantization": arch.checkpoint_quantization,
             "checkpoint_block_rows": arch.checkpoint_block[0], "checkpoint_block_cols": arch.checkpoint_block[1],
-            "attention_sinks": int(arch.attention_sinks)}
+            "attention_sinks": int(arch.attention_sinks),
+            "fused_projections": int(arch.fused_projections)}
 
 
 def rope_tables(arch: Architecture) -> int:
@@ -286,11 +289,15 @@ _HF_FAMILIES = {
     "deepseek_v3": "deepseek",
     "gemma2": "gemma2",
     "gemma3_text": "gemma3",
+    # Phi-3 and Phi-4 (Phi3ForCausalLM): a Llama block with q, k and v fused into qkv_proj and gate and up into
+    # gate_up_proj (transformers 5.23 models/phi3/modeling_phi3.py Phi3Attention, Phi3MLP).
+    "phi3": "phi3",
 }
 
 
 _QWEN = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")  # sliding_window is set but off unless use_sliding_window
-_ROTARY = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+_ROTARY = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+           "phi3")
 _DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 
 
@@ -364,6 +371,10 @@ HF_FIELDS: dict[str, HfField] = {
     "first_k_dense_replace": HfField("whole", 0, _COUNTS), "decoder_sparse_step": _count_field,
     "mlp_only_layers": HfField("names"), "norm_topk_prob": _flag_field, "qkv_bias": _flag_field,
     "topk_method": HfField("text", choices=("greedy", "group_limited_greedy", "noaux_tc")),
+    # Phi-3 (transformers 5.23 configuration_phi3.py Phi3Config): the rotary share of a head, read to be refused below 1
+    "partial_rotary_factor": HfField("number", 0, 1, above=True),
+    "rope_scaling.partial_rotary_factor": HfField("number", 0, 1, above=True),
+    "rope_parameters.partial_rotary_factor": HfField("number", 0, 1, above=True),
     # DeepSeek's latent attention: 0 or null q_lora_rank is one q_proj
     "kv_lora_rank": _width_field, "q_lora_rank": HfField("whole", 0, _WIDTHS), "qk_rope_head_dim": _width_field,
     "qk_nope_head_dim": _width_field, "v_head_dim": _width_field,
@@ -420,6 +431,10 @@ def check_values(config: dict[str, Any]) -> None:
             _checked_value(field, holder[key], spec)
 
 
+# transformers 5.23 Phi3Config.validate_rope takes the default rotary and longrope ('su' and 'yarn' read as longrope)
+# only.
+_LONGROPE = ("a rotary scaling: Phi-3's longrope makes vLLM keep short and long cos/sin tables, not the one table "
+             "modelled (and transformers' Phi3Config takes no other)")
 # config.json fields that change memory in ways the model does not follow: refused by name, never silently
 # ignored. (model types or None for all, field, refused when (value, whole config), what the field would change).
 UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
@@ -443,6 +458,23 @@ UNMODELLED_FIELDS: tuple[tuple[tuple[str, ...] | None, str, Any, str], ...] = (
     (("gemma3_text",), "attn_logit_softcapping", lambda v, c: v is not None, "the attention scores softcapped"),
     (("gemma3_text",), "final_logit_softcapping", lambda v, c: v is not None, "the logits softcapped"),
     (("gemma3_text",), "use_bidirectional_attention", _truthy, "bidirectional attention (an encoder's)"),
+    # Phi-3 and Phi-4 (transformers 5.23 models/phi3/modeling_phi3.py, configuration_phi3.py). partial_rotary_factor
+    # below 1 (Phi-4-mini: 0.75) rotates part of each head, and vLLM's and SGLang's rotary table is that part wide;
+    # longrope (Phi-3.5-mini, Phi-3-mini-128k, Phi-4-mini) makes vLLM keep short and long tables side by side
+    # (vllm rotary_embedding Phi3LongRoPEScaledRotaryEmbedding: short_cos_sin_cache of original_max_position_embeddings
+    # rows, long_cos_sin_cache of max_position_embeddings rows and long_short_cos_sin_cache, their concatenation);
+    # resid_pdrop > 0 adds Phi3DecoderLayer's two residual dropouts (resid_attn_dropout, resid_mlp_dropout), whose
+    # masks transformers' Llama-style op list has no row for. Every released Phi-3 and Phi-4 config.json sets
+    # resid_pdrop 0.0; embd_pdrop is read by no module of modeling_phi3.py.
+    (("phi3",), "partial_rotary_factor", lambda v, c: v not in (None, 1, 1.0),
+     "a rotary part of each head narrower than the head (the rotary table as wide as that part)"),
+    # transformers' Phi3Attention and Phi3MLP build every projection with bias=False whatever the config says, where
+    # vLLM's Phi3ForCausalLM (a LlamaForCausalLM) reads attention_bias: a biased config would be two models.
+    (("phi3",), "attention_bias", _truthy, "biases on the attention projections, which transformers' Phi3Attention "
+                                           "does not build (bias=False) and vLLM's does"),
+    (("phi3",), "mlp_bias", _truthy, "biases on the MLP projections, which transformers' Phi3MLP does not build"),
+    (("phi3",), "resid_pdrop", lambda v, c: bool(v), "the residual dropouts after attention and after the MLP "
+                                                     "(Phi3DecoderLayer resid_attn_dropout, resid_mlp_dropout)"),
 )
 # The dropout probabilities transformers' code reads, by model type: the hidden-state dropouts (one setting is
 # modelled, so they must agree) and the attention dropout, which saves an s x s mask under eager attention only
@@ -457,6 +489,23 @@ def check_fields(config: dict[str, Any], model_type: str) -> None:
         if (types is None or model_type in types) and key in config and refused(config[key], config):
             raise ConfigFieldError(key, f"config.json ({model_type}) field {key!r} = {clip_value(config[key])} changes "
                                         f"memory in a way this model does not follow: {what}")
+
+
+def check_phi3_rope(config: dict[str, Any]) -> None:
+    """ConfigFieldError naming the field of a Phi-3 rotary object (rope_scaling, or transformers 5's rope_parameters)
+    that asks for what is not modelled: a partial rotary factor below 1, or a rotary type other than the default
+    (UNMODELLED_FIELDS has the sources)."""
+    for key in ("rope_scaling", "rope_parameters"):
+        scaling = config.get(key)
+        if not isinstance(scaling, dict):
+            continue
+        refused = [("partial_rotary_factor", "a rotary part of each head narrower than the head")] \
+            if scaling.get("partial_rotary_factor") not in (None, 1, 1.0) else []
+        refused += [(name, _LONGROPE) for name in ("rope_type", "type") if scaling.get(name) not in (None, "default")]
+        for name, what in refused[:1]:
+            raise ConfigFieldError(f"{key}.{name}", f"config.json (phi3) field '{key}.{name}' = "
+                                                    f"{clip_value(scaling[name])} changes memory in a way this model "
+                                                    f"does not follow: {what}")
 
 
 def dropout_of(config: dict[str, Any], model_type: str) -> dict[str, bool]:
@@ -683,8 +732,8 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     """Build an Architecture from a Hugging Face `config.json` dictionary.
 
     Supports model_type gpt2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3,
-    gemma2, gemma3_text and gpt_oss (the families whose modeling code this module's counts follow). Raises ValueError
-    naming the missing key.
+    gemma2, gemma3_text, gpt_oss and phi3 (the families whose modeling code this module's counts follow). Raises
+    ValueError naming the missing key.
     """
     model_type = config.get("model_type")
     if model_type not in _HF_FAMILIES:
@@ -702,6 +751,8 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     # A field set to null is one not given (transformers' default), unless the model needs it (need).
     given, config = config, {key: value for key, value in config.items() if value is not None}
     check_fields(config, model_type)
+    if model_type == "phi3":
+        check_phi3_rope(config)
     if model_type == "gemma3_text":
         config = gemma3_text(config)
     if model_type == "gpt_oss":
@@ -748,6 +799,11 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         # the tanh GeLU.
         arch.update(tied_embeddings=bool(config.get("tie_word_embeddings", True)), sandwich_norms=True,
                     activation="gelu_tanh")
+    if model_type == "phi3":
+        # Phi-3 and Phi-4 (transformers 5.23 models/phi3/modeling_phi3.py): Phi3Attention.qkv_proj, one
+        # nn.Linear(h, (a + 2k) d) sliced into q, k and v, and Phi3MLP.gate_up_proj, one nn.Linear(h, 2f) chunked into
+        # gate and up, no biases; the same parameters as Llama's separate projections, in two tensors fewer.
+        arch.update(fused_projections=True, qkv_bias=False, out_bias=False, mlp_bias=False)
     if model_type == "mixtral":
         arch.update(experts=need("num_local_experts"), top_k=need("num_experts_per_tok"),
                     expert_ffn=need("intermediate_size"), moe_block="mixtral")

@@ -24,6 +24,12 @@ from builder.model.zero3 import DEEPSPEED_ZERO3, DEFAULTS as ZERO3_OPTIONS, UNSE
 
 # torchtitan's per-op selective checkpointing as the rules name it (builder.model.activations reads it from here).
 OP_SAC = eq(sym("recompute"), "selective-op")
+# A sliding window every layer keeps (Mistral 7B v0.1, Phi-3-mini-4k) that the sequence reaches: transformers 5.23
+# makes a 4-D mask for it (masking_utils.py _ignore_causal_mask_sdpa: `local_attention_size is not None and
+# kv_length >= local_attention_size`), which its SDPA attention takes as a padded batch's (builder.model.activations).
+SLIDING_WINDOW_REACHED = both(sym("sliding_window") > 0, eq(sym("sliding_window_pattern"), 0),
+                              sym("seq_len") >= sym("sliding_window"))
+SLIDING_MASK = both(SLIDING_WINDOW_REACHED, eq(sym("attention"), "sdpa"), eq(sym("implementation"), "hf"))
 
 # Whole-number options that must be at least 1 and are always given, in the order they are checked.
 POSITIVE = tuple(r.option for r in RANGES if r.whole and r.low == 1 and r.unset is None)
@@ -172,6 +178,16 @@ CHECKS: tuple[Check, ...] = (
     Check(both(sym("lora_rank") > 0, has(sym("lora_targets"), LORA_HEAD), eq(sym("loss"), "fused-linear")),
           fmt("lora_targets: the fused linear cross-entropy (loss fused-linear) reads the output layer's weight and "
               "never runs the layer, so an adapter on lm_head would not train; choose another loss")),
+    # Phi-3 in transformers (models/phi3/modeling_phi3.py): q, k and v are one nn.Linear, qkv_proj, and gate and up
+    # another, gate_up_proj, so PEFT adapts the fused layer (target_modules qkv_proj, gate_up_proj): one lora_A for
+    # the three, a lora_B of (a + 2k) d, where the adapters modelled are one per projection. torchtune builds Phi-3
+    # and Phi-4 with separate projections (torchtune/models/phi3/_component_builders.py phi3 at bd2a0fc; phi4_14b
+    # uses it), and is modelled.
+    Check(both(sym("lora_rank") > 0, sym("fused_projections"), eq(sym("implementation"), "hf"),
+               either(*(has(sym("lora_targets"), target) for target in ("q", "k", "v", "gate", "up")))),
+          fmt("lora_targets: {0} fuses q, k and v into one layer (qkv_proj) and gate and up into another "
+              "(gate_up_proj) in transformers, which PEFT adapts whole, not modelled; choose among o, down and "
+              "lm_head, or implementation torchtune (separate projections)", sym("model_name"))),
     Check(both(ARCH, sym("lora_rank") > sym("hidden")),
           fmt("lora_rank: {0} exceeds the hidden size {1} of {2}: a rank above a projection's smaller side adds "
               "parameters, not rank", sym("lora_rank"), sym("hidden"), sym("model_name"))),
@@ -256,7 +272,8 @@ CHECKS: tuple[Check, ...] = (
           (both(ARCH, sym("kv_lora_rank") > 0),
            "is modelled for separate q, k and v projections; {0}'s latent attention has other matmuls, counted in "
            "another order by the policy's every-second-matmul rule", (sym("model_name"),)),
-          (both(ARCH, either(ne(sym("norm"), "rmsnorm"), ne(sym("mlp"), "swiglu"), sym("fused_qkv"))),
+          (both(ARCH, either(ne(sym("norm"), "rmsnorm"), ne(sym("mlp"), "swiglu"), sym("fused_qkv"),
+                             sym("fused_projections"))),
            "is modelled for a Llama-style block (RMSNorm, separate q, k and v projections, SwiGLU) whose seven "
            "matmuls the policy counts; {0} has another block", (sym("model_name"),)),
           (both(ARCH, either(sym("qkv_bias"), sym("out_bias"), sym("mlp_bias"))),
@@ -280,6 +297,8 @@ CHECKS: tuple[Check, ...] = (
            "with the low-precision recipe {0}: the policy keeps scaled matmuls' outputs and amax reductions, not "
            "modelled; choose a precision such as bf16-mixed", (sym("recipe"),)),
           (sym("padded"), "with a padding mask is not modelled (torchtitan trains on packed, unpadded sequences)", ()),
+          (SLIDING_MASK, "with transformers' sliding-window mask ({0}'s window of {1}, which seq_len {2} reaches) is "
+           "not modelled", (sym("model_name"), sym("sliding_window"), sym("seq_len"))),
           (sym("cp") > 1, "with context parallelism (cp {0}): ring attention's per-step kernel outputs are not "
            "modelled", (sym("cp"),)),
           (sym("offload_activations"),
@@ -299,6 +318,9 @@ CHECKS: tuple[Check, ...] = (
     Check(both(sym("compile"), eq(sym("implementation"), "megatron")),
           fmt("compile: torch.compile is modelled over transformers' layers (implementation hf); Megatron-LM's block "
               "runs its own fused kernels")),
+    Check(both(sym("compile"), ARCH, sym("fused_projections"), eq(sym("implementation"), "hf")),
+          fmt("compile: a compiled layer with fused projections ({0}'s qkv_proj and gate_up_proj) is not measured "
+              "yet; leave compile off", sym("model_name"))),
     Check(both(sym("compile"), ARCH, sym("experts") > 0),
           fmt("compile: a compiled mixture-of-experts layer ({0}) is not measured yet; leave compile off",
               sym("model_name"))),
@@ -347,7 +369,7 @@ CHECKS: tuple[Check, ...] = (
          "converted by torchtitan's Float8GroupedExpertsConverter (grouped float8 matmuls), not modelled",
          (sym("model_name"),)),
         (both(ARCH, either(ne(sym("norm"), "rmsnorm"), ne(sym("mlp"), "swiglu"), sym("fused_qkv"),
-                           sym("kv_lora_rank") > 0)),
+                           sym("fused_projections"), sym("kv_lora_rank") > 0)),
          "torchao's float8 training is modelled for a Llama-style block (RMSNorm, separate q, k and v projections, "
          "SwiGLU), torchtitan's; {0} has another block", (sym("model_name"),)),
         (both(ARCH, either(sym("qkv_bias"), sym("out_bias"), sym("mlp_bias"))), "torchao's float8 training is "
@@ -400,6 +422,10 @@ CHECKS: tuple[Check, ...] = (
               "(activation_formula ops)")),
     Check(both(sym("padded"), sym("compile")),
           fmt("padded: compiled layers with a padding mask are not measured yet; leave compile off or padded off")),
+    Check(both(eq(sym("mode"), "train"), sym("compile"), SLIDING_MASK),
+          fmt("compile: compiled layers with transformers' sliding-window mask ({0}'s window of {1}, which seq_len {2} "
+              "reaches) are not measured yet; leave compile off or train on shorter sequences", sym("model_name"),
+              sym("sliding_window"), sym("seq_len"))),
     Check(both(ne(sym("loss"), "eager"), eq(sym("activation_formula"), "korthikanti")),
           fmt("loss: the Table 2 reference formula leaves out the logits and the loss, so loss {0} would change "
               "nothing; count activations op by op (activation_formula ops)", sym("loss"))),

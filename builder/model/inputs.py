@@ -30,7 +30,7 @@ NO_ARCHITECTURE = {"has_architecture": 0, "model_name": "", "model_family": "", 
                    "sliding_window_pattern": 0, "kv_lora_rank": 0, "qk_rope_head_dim": 0, "q_lora_rank": 0,
                    "v_head_dim": 0, "first_dense_layers": 0, "router_bias": 0, "sandwich_norms": 0,
                    "moe_block": "", "norm_topk": 0, "group_limited": 0, "checkpoint_quantization": "",
-                   "checkpoint_block_rows": 0, "checkpoint_block_cols": 0, "attention_sinks": 0,
+                   "checkpoint_block_rows": 0, "checkpoint_block_cols": 0, "attention_sinks": 0, "fused_projections": 0,
                    "parameter_tensors": [],
                    "parameters": 0}
 

@@ -58,8 +58,11 @@ CONDITIONS = {
     "fused": "attention by a fused kernel (SDPA / FlashAttention)",
     "gqa_repeat": "fewer KV heads than query heads, K and V copied to every query head before attention: transformers' eager attention, or its SDPA attention given a mask (repeat_kv), or torchtune's MultiHeadAttention (expand, then flatten)",
     "no_gqa_repeat": "not gqa_repeat",
-    "padding_mask": "transformers' SDPA attention given a 4-D mask (a padded micro-batch, or packed sequences whose "
-                    "position ids restart): each layer's kernel saves the mask, converted to the activation dtype",
+    "padding_mask": "transformers' SDPA attention given a 4-D mask (a padded micro-batch, packed sequences whose "
+                    "position ids restart, or a sliding window every layer keeps that the sequence reaches): each "
+                    "layer's kernel saves the mask, converted to the activation dtype",
+    "batch_mask": "the 4-D mask has a row per sequence (a padded micro-batch)",
+    "shared_mask": "the 4-D mask is one for every sequence (a sliding window, no padding), expanded over the batch",
     "low_precision": "activation dtype narrower than fp32 (an extra cast is saved)",
     "gelu_python": "GeLU written in Python ops (transformers NewGELUActivation)",
     "gelu_fused": "GeLU as one op (saves only its input)",
@@ -162,6 +165,14 @@ CONDITIONS = {
                             "softmax keeps the logits' dtype)",
     "routing_weights_fp32": "the routing weights stay fp32 (Mixtral's and DeepSeek's routers)",
     "shared_expert_gate": "a sigmoid gate scales the shared expert's output (Qwen2-MoE)",
+    # Phi-3's fused projections in transformers' code (HF_LLAMA_BLOCK: _PHI3_ATTENTION).
+    "fused_projections": "transformers' Phi-3 layer: q, k and v from one qkv_proj, gate and up from one gate_up_proj",
+    "unfused_projections": "not fused_projections",
+    "qkv_view": "Phi-3 under a fused attention kernel with K and V not copied to every query head: V as the kernel "
+                "saves it is a view of qkv_proj's output, which keeps that whole output alive",
+    "o_copy": "Phi-3 under a fused kernel whose output follows the query's layout (SDPA's FlashAttention, the "
+              "flash-attn package; not the memory-efficient kernel a mask selects): o_proj's input is a copy",
+    "o_copy_adapter": "o_copy under LoRA with an adapter on o whose lora_A saves o_proj's input as it is",
     # torchao's float8 training (builder.model.float8): the instants of a converted linear layer (FLOAT8_MOMENTS).
     "float8": "torchao's float8 training: the block's linear layers are Float8Linear",
     "float8_forward": "float8, in a layer that is not checkpointed (a checkpointed layer's forward casts the same "
@@ -560,18 +571,45 @@ _LATENT_ATTENTION = (
     Row("attention", "kv_b_proj input (kv_a_layernorm output)", 1, "T c", "lin", "grad_qkv&latent"),
 )
 
-# transformers Llama / Mistral / Qwen2 decoder layer (RMSNorm, SwiGLU, rotary, GQA), with Qwen3's q/k norms and
-# DeepSeek's latent attention where the architecture has them.
+# Phi-3 and Phi-4 (transformers 5.23 models/phi3/modeling_phi3.py, Phi3Attention.forward and Phi3MLP.forward under
+# PyTorch 2.13 autograd): the Llama layer but for two fused projections. qkv = qkv_proj(x) is one tensor of (a + 2k) d
+# a token, sliced into q, k and v (views). Rotary (apply_rotary_pos_emb: torch.cat of the rotated part and the pass-
+# through part) makes q and k new tensors, heads first in memory; v stays a view of qkv. A fused kernel saves V as it is
+# given, so the whole of qkv stays alive (its Q and K parts too) wherever K and V are not copied to every query head
+# (repeat_kv copies them; eager attention's matmul copies V anyway). The kernel's output follows the query's layout
+# (PyTorch's CPU flash kernel and CUDA flash_api.cpp mha_fwd: out = empty_like(q)), heads first, so
+# attn_output.transpose(1, 2).contiguous() is a copy, which o_proj saves beside the kernel's own output; the memory-
+# efficient kernel (the one a mask selects: sdp_utils check_for_attn_mask rules FlashAttention out) returns
+# batch x tokens x heads x d (attention.cu _efficient_attention_forward) and nothing is copied. Phi3MLP: gate_up_proj's
+# output (2f) is chunked into gate and up (views); SiLU saves gate and the product saves up, the one 2f storage, the
+# same bytes as Llama's two outputs. Under autocast (or a recipe) each Linear casts its input once: one cast for q, k
+# and v, one for gate and up. Measured on CPU against the Llama layer of the same shape (tests/test_phi3.py).
+_PHI3_ATTENTION = (
+    Row("attention", "qkv_proj's output beyond V: its Q and K parts, kept by V's view (Phi-3)", 1, "T a d", "act",
+        "qkv_view"),
+    Row("attention", "qkv_proj's output beyond V: its Q and K parts, kept by V's view (Phi-3)", 1, "T k d", "act",
+        "qkv_view"),
+    Row("attention", "attention output as the fused kernel saves it, heads first (Phi-3: o_proj reads a copy)", 1,
+        "T a d", "act", "o_copy&grad_o"),
+    Row("attention", "o_proj input, the copy LoRA's lora_A on o saves as it is (Phi-3)", 1, "T a d", "act",
+        "o_copy_adapter"),
+)
+
+# transformers Llama / Mistral / Qwen2 decoder layer (RMSNorm, SwiGLU, rotary, GQA), with Qwen3's q/k norms,
+# DeepSeek's latent attention and Phi-3's fused projections where the architecture has them.
 HF_LLAMA_BLOCK = (
     *_rmsnorm("input_layernorm"),
     Row("attention", "q/k/v projection input (RMSNorm output)", 1, "Tr h", "lin", "grad_qkv&shared_input"),
     Row("attention", "q, k and v projection inputs, each cast by autocast or quantised by a recipe", 3, "Tr h", "lin",
-        "grad_qkv&separate_inputs&no_latent"),
+        "grad_qkv&separate_inputs&no_latent&unfused_projections"),
+    Row("attention", "qkv_proj input, cast by autocast or quantised by a recipe (Phi-3: one layer)", 1, "Tr h", "lin",
+        "grad_qkv&separate_inputs&fused_projections"),
     Row("attention", "q and kv_a_proj_with_mqa inputs, each cast by autocast or quantised by a recipe", 2, "Tr h",
         "lin", "grad_qkv&separate_inputs&latent"),
     *_QK_NORMS,
     *_LATENT_ATTENTION,
     *_QKV_AS_SAVED,
+    *_PHI3_ATTENTION,
     *_PADDING_MASK,
     *CORE_FP32_SOFTMAX,
     Row("attention", "attention output as the fused kernel returns it (heads first, the query's layout)", 1, "T a v",
@@ -583,7 +621,9 @@ HF_LLAMA_BLOCK = (
     *_rmsnorm("post_attention_layernorm"),
     Row("mlp", "gate/up projection input (RMSNorm output)", 1, "Tr h", "lin", "grad_mlp_in&shared_input"),
     Row("mlp", "gate and up projection inputs, each cast by autocast or quantised by a recipe", 2, "Tr h", "lin",
-        "grad_mlp_in&separate_inputs"),
+        "grad_mlp_in&separate_inputs&unfused_projections"),
+    Row("mlp", "gate_up_proj input, cast by autocast or quantised by a recipe (Phi-3: one layer)", 1, "Tr h", "lin",
+        "grad_mlp_in&separate_inputs&fused_projections"),
     *MLP_INNER,
     *LORA,
 )
@@ -632,7 +672,11 @@ FIRST_STAGE = (
     # SDPA's 4-D padding mask (bool, made once per forward: masking_utils.sdpa_mask) is an argument of every
     # checkpointed layer, kept by the checkpoint (measured on CPU: tests/test_padded.py).
     Row("embedding", "4-D padding mask kept as a checkpoint input (bool)", 1, "b s S", "bool",
-        "padding_mask&full_recompute"),
+        "padding_mask&full_recompute&batch_mask"),
+    # A sliding window's mask without padding is one s x S mask expanded over the batch (a stride-0 view: measured
+    # on CPU, tests/test_phi3.py).
+    Row("embedding", "4-D sliding-window mask kept as a checkpoint input (bool, one for every sequence)", 1, "s S",
+        "bool", "padding_mask&full_recompute&shared_mask"),
     # A compiled eager attention that recomputes its softmax keeps the 4-D causal mask (shared by every layer).
     *_fp32_under_autocast("embedding", "4-D causal mask kept by the compiled layers (made in the weights' dtype)", 1,
                           "b s S", "compiled_scores&no_full_recompute"),
@@ -858,7 +902,12 @@ def _attention_inputs() -> tuple[Row, ...]:
                                   "no_full_recompute"),
             Row("forward", "q, k and v as the projections (and rotary) made them", 1, "T a d", "act"),
             Row("forward", "q, k and v as the projections (and rotary) made them", 2, "T k d", "act"),
-            Row("forward", "less V's copy for scores x V, not made yet", -1, "T k d", "act", "no_gqa_repeat"))
+            Row("forward", "less V's copy for scores x V, not made yet", -1, "T k d", "act", "no_gqa_repeat"),
+            # Phi-3: the local qkv holds qkv_proj's output, (a + 2k) d, the size of Llama's q, k and v; the rotary
+            # query and key are what the attention op saves (heads first, no copy), and with K copied to every head
+            # the rotary key is held beside its copy.
+            Row("forward", "Phi-3: the rotary key, held beside its copy to every query head", 1, "T k d", "act",
+                "fused_projections&gqa_repeat"))
 
 
 def _softmax_forward(fp32_softmax: bool, transformers: bool) -> Moment:
@@ -1014,6 +1063,9 @@ _LLAMA_MLP_FORWARD = Moment(
     (*_fp32_under_autocast("forward", "the residual stream after attention, held for the MLP's residual add", 1,
                            "Tr h"),
      Row("forward", "the product, being made (the down projection's input)", 1, "T f", "act"),
+     # Phi-3: gate is a view of gate_up_proj's output, whose storage up's view holds: nothing is freed by the SiLU.
+     Row("forward", "Phi-3: the gate half of gate_up_proj's output, held with the up half", 1, "T f", "proj",
+         "fused_projections"),
      *_freed(HF_LLAMA_BLOCK, ("q/k/v projection input (RMSNorm output)",
                               "q, k and v projection inputs, each cast by autocast or quantised by a recipe",
                               "Q, K and V as the attention op saves them",
@@ -1024,11 +1076,15 @@ _LLAMA_MLP_FORWARD = Moment(
                               *(r.op for r in _QKV_AS_SAVED if "latent" in r.condition.split("&")),
                               "q_b_proj input (q_a_layernorm output)", "kv_b_proj input (kv_a_layernorm output)",
                               "attention output as the fused kernel returns it (heads first, the query's layout)",
-                              "o_proj input (merged heads, v wide)", "o_proj input, quantised copy (v wide)")),
+                              "o_proj input (merged heads, v wide)", "o_proj input, quantised copy (v wide)",
+                              # Phi-3 (_PHI3_ATTENTION)
+                              "qkv_proj input, cast by autocast or quantised by a recipe (Phi-3: one layer)",
+                              *(r.op for r in _PHI3_ATTENTION))),
      # softmax(dtype=float32).to(query.dtype): below fp32 the cast is held, with dropout the dropout output.
      *_held_attention_weights(HF_LLAMA_BLOCK, "softmax output (fp32)", ("low_precision&no_dropout", "dropout")),
      # Separate casts (autocast, a recipe) are made and freed inside each projection: the norm's output is held.
-     *_freed(HF_LLAMA_BLOCK, ("gate and up projection inputs, each cast by autocast or quantised by a recipe",)),
+     *_freed(HF_LLAMA_BLOCK, ("gate and up projection inputs, each cast by autocast or quantised by a recipe",
+                              "gate_up_proj input, cast by autocast or quantised by a recipe (Phi-3: one layer)")),
      *_fp32_under_autocast("forward", "post_attention_layernorm output, held for the MLP", 1, "Tr h",
                            "separate_inputs")))
 # torchao's float8 training (builder.model.float8): each converted linear layer's instants (float8.INSTANTS: the casts

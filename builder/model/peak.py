@@ -189,6 +189,9 @@ def unmodelled(config: Config) -> tuple[str, ...]:
         notes.append("the instants inside the expert MLPs (forward and backward)")
     if config.model is not None and (config.model.qk_norm or config.model.kv_lora_rank):
         notes.append("the backward instants of the attention's own RMSNorms (Qwen3's q/k norms, latent attention's)")
+    if config.model is not None and config.model.fused_projections and config.implementation == "hf":
+        notes.append("the backward of Phi-3's q, k and v slices (each makes a zeroed tensor as wide as qkv_proj's "
+                     "output, SliceBackward0, before they are summed)")
     if config.dropout and config.attention == "eager":
         notes.append("the attention dropout's own instant (the dropout mask and output exist; their instant is not "
                      "measured on a GPU yet)")

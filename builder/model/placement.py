@@ -52,11 +52,15 @@ STAGES = table(
 
 # How many tensor-parallel ranks share a tensor of a group: norms, the router and latent attention's down
 # projections (vLLM deepseek_v2.py: ReplicatedLinear) are replicated; with fewer
-# KV heads than ranks each rank keeps one KV head (replicated, as Megatron-LM and vLLM do); experts split
-# over tp x ep; everything else over tp.
+# KV heads than ranks each rank keeps one KV head (replicated, as Megatron-LM and vLLM do), in a fused q/k/v tensor
+# too (Phi-3's qkv_proj: a/t query heads and 2 x max(1, k/t) KV heads a rank, vLLM QKVParallelLinear); experts
+# split over tp x ep; everything else over tp.
+_FUSED_QKV_SHARE = ((sym("heads") + 2 * sym("kv_heads"))
+                    / (sym("heads") / sym("tp") + 2 * maximum(1, sym("kv_heads") // sym("tp"))))
 TP_SHARE = when(isin(sym("group"), "norms", "mlp/router", "attention/latent"), 1,
                 when(both(eq(sym("group"), "attention/kv"), sym("kv_heads") < sym("tp")), sym("kv_heads"),
-                     when(eq(sym("group"), "mlp/experts"), sym("tp") * sym("ep"), sym("tp"))))
+                     when(both(eq(sym("group"), "attention/qkv"), sym("kv_heads") < sym("tp")), _FUSED_QKV_SHARE,
+                          when(eq(sym("group"), "mlp/experts"), sym("tp") * sym("ep"), sym("tp")))))
 
 
 # A block's weight matrix of a GEMM: not a norm, a bias or the MoE router.

@@ -7,6 +7,8 @@ The layout follows Hugging Face transformers, whose modules the counts are check
 - modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_qwen3.py: nn.Linear as (out, in),
   separate q/k/v/o (Qwen2 with q/k/v biases; Qwen3 with an RMSNorm of head_dim over each query and key
   head), RMSNorm (a weight), SwiGLU's gate, up and down;
+- modeling_phi3.py (transformers 5.23): the Llama layout with q, k and v in one Phi3Attention.qkv_proj
+  ((a + 2k) d, h) and gate and up in one Phi3MLP.gate_up_proj (2f, h), no biases (the fused_projections input);
 - modeling_mixtral.py, modeling_qwen3_moe.py: a router Linear(h, experts) and per expert w1, w3 (ffn, h) and
   w2 (h, ffn);
   shared experts (DeepSeek-style) as another set of MLPs every token passes through; modeling_qwen2_moe.py's
@@ -32,13 +34,17 @@ h, heads, kv, d = sym("hidden"), sym("heads"), sym("kv_heads"), sym("head_dim")
 NORM_TENSORS = when(eq(sym("norm"), "layernorm"), 2, 1)  # LayerNorm: weight and bias; RMSNorm: weight
 UP_MATRICES = when(eq(sym("mlp"), "swiglu"), 2, 1)  # SwiGLU's gate and up; GeLU's up only
 SEPARATE = negate(sym("fused_qkv"))
+FUSED = sym("fused_projections")  # Phi-3: qkv_proj and gate_up_proj, nn.Linear (out, in)
 DENSE = negate(sym("experts"))
 
 
-def _mlp(group: str, width, copies, condition) -> tuple:
-    """The rows of `copies` MLPs of inner width `width`: up (and gate) (width, h), down (h, width), biases."""
+def _mlp(group: str, width, copies, condition, fused=0) -> tuple:
+    """The rows of `copies` MLPs of inner width `width`: up (and gate) (width, h), or where `fused` holds gate and up
+    as one (2 width, h) (Phi-3's gate_up_proj), down (h, width), biases."""
     biased = both(condition, sym("mlp_bias"))
-    return (row(condition, group=group, dim0=width, rest=h, count=UP_MATRICES * copies, in_block=1),
+    return (row(both(condition, negate(fused)), group=group, dim0=width, rest=h, count=UP_MATRICES * copies,
+                in_block=1),
+            row(both(condition, fused), group=group, dim0=2 * width, rest=h, count=copies, in_block=1),
             row(condition, group=group, dim0=h, rest=width, count=copies, in_block=1),
             row(biased, group=group, dim0=width, rest=1, count=UP_MATRICES * copies, in_block=1),
             row(biased, group=group, dim0=h, rest=1, count=copies, in_block=1))
@@ -67,9 +73,12 @@ PARAMETER_TENSORS = table(
     row(sym("fused_qkv"), group="attention/qkv", dim0=3 * h, rest=1, count=1, in_block=1),
     row(sym("fused_qkv"), group="attention/out", dim0=h, rest=h, count=1, in_block=1),
     row(sym("fused_qkv"), group="attention/out", dim0=h, rest=1, count=1, in_block=1),
-    # Separate projections: q (a*d, h), k and v (kv*d, h), o (h, a*d), with their biases where the model has them.
-    row(both(SEPARATE, negate(Q_LORA)), group="attention/q", dim0=heads * d, rest=h, count=1, in_block=1),
-    row(STANDARD, group="attention/kv", dim0=kv * d, rest=h, count=2, in_block=1),
+    # Separate projections: q (a*d, h), k and v (kv*d, h), o (h, a*d), with their biases where the model has them;
+    # Phi-3's qkv_proj ((a + 2 kv) d, h) in their place.
+    row(both(SEPARATE, negate(Q_LORA), negate(FUSED)), group="attention/q", dim0=heads * d, rest=h, count=1,
+        in_block=1),
+    row(both(STANDARD, negate(FUSED)), group="attention/kv", dim0=kv * d, rest=h, count=2, in_block=1),
+    row(FUSED, group="attention/qkv", dim0=(heads + 2 * kv) * d, rest=h, count=1, in_block=1),
     row(SEPARATE, group="attention/out", dim0=h, rest=heads * VALUE_DIM, count=1, in_block=1),
     row(both(SEPARATE, sym("qkv_bias")), group="attention/q", dim0=heads * d, rest=1, count=1, in_block=1),
     row(both(STANDARD, sym("qkv_bias")), group="attention/kv", dim0=kv * d, rest=1, count=2, in_block=1),
@@ -91,7 +100,7 @@ PARAMETER_TENSORS = table(
     # per-head q and k RMSNorms.
     row(1, group="norms", dim0=h, rest=1, count=when(sym("sandwich_norms"), 4, 2) * NORM_TENSORS, in_block=1),
     row(sym("qk_norm"), group="norms", dim0=d, rest=1, count=2, in_block=1),
-    *_mlp("mlp", sym("ffn"), DENSE_SHARE, either(DENSE, sym("first_dense_layers") > 0)),
+    *_mlp("mlp", sym("ffn"), DENSE_SHARE, either(DENSE, sym("first_dense_layers") > 0), FUSED),
     row(sym("experts"), group="mlp/router", dim0=sym("experts"), rest=h, count=MOE_SHARE, in_block=1),
     row(both(sym("experts"), sym("router_bias")), group="mlp/router", dim0=sym("experts"), rest=1, count=MOE_SHARE,
         in_block=1),

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 FAMILIES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2",
-            "deepseek_v3", "gpt_oss")
+            "deepseek_v3", "gpt_oss", "phi3")
 # transformers' MoE families (builder.model.oplists._HF_MOE).
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss")
 DTYPES = {"float32": "fp32", "bfloat16": "bf16"}  # torch dtype name -> short name / Config precision
@@ -45,6 +45,7 @@ class ActivationCase:
     autocast: bool = False  # forward under torch.autocast(bfloat16) over a float32 model (the amp-bf16 policy)
     compile: bool = False  # every layer under torch.compile (inductor, the default backend; builder.validate.measure)
     padded: bool = False  # every sequence but the first padded on the right from seq_len // 2 (an attention_mask)
+    sliding_window: int = 0  # Mistral, Phi-3: config.json's sliding_window, every layer (0: none)
 
     @property
     def name(self) -> str:
@@ -71,6 +72,8 @@ class ActivationCase:
             parts.append("compiled")
         if self.padded:
             parts.append("padded")
+        if self.sliding_window:
+            parts.append(f"w{self.sliding_window}")
         return "-".join(parts)
 
     @property
@@ -81,8 +84,11 @@ class ActivationCase:
         return 4 * self.hidden if self.family == "gpt2" else 176
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready inputs."""
-        return asdict(self)
+        """JSON-ready inputs (sliding_window only where a case has one)."""
+        data = asdict(self)
+        if not self.sliding_window:
+            del data["sliding_window"]
+        return data
 
     def with_changes(self, **changes: Any) -> "ActivationCase":
         """A copy with some fields replaced."""
@@ -119,9 +125,13 @@ def hf_config(case: ActivationCase, layers: int) -> dict[str, Any]:
         "attn_implementation": case.attention,
     }
     if case.family in ("mistral", "mixtral"):
-        config["sliding_window"] = None
+        config["sliding_window"] = case.sliding_window or None
     if case.family in ("qwen2", "qwen3"):
         config["use_sliding_window"] = False
+    if case.family == "phi3":
+        # Phi-3 (transformers configuration_phi3.py): no window, and the residual dropouts (resid_pdrop) off, as in
+        # every released Phi-3 and Phi-4 config.json; embd_pdrop is read by no module of modeling_phi3.py.
+        config.update(sliding_window=case.sliding_window or None, resid_pdrop=0.0, embd_pdrop=0.0)
     if case.family == "mixtral":
         config.update(num_local_experts=case.experts, num_experts_per_tok=case.top_k, router_jitter_noise=0.0)
     if case.family in ("qwen2_moe", "qwen3_moe"):
