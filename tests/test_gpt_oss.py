@@ -22,6 +22,7 @@ from builder.model import Config, estimate
 from builder.model.architecture import active_param_count, from_hf_config, param_count, param_groups, shape_inputs
 from builder.model.engines import EngineSettings, engine_report
 from builder.model.expr import evaluate
+from tests.test_cli import run
 from builder.model.inputs import architecture_inputs, config_inputs
 from builder.model.placement import HOLDING, stages_of
 from builder.model.states import mxfp4_expert_elements
@@ -179,27 +180,18 @@ def test_vllm_groups_the_sliding_and_full_layers():
     assert (v["full_groups"], v["sliding_groups"]) == (1, 1)
 
 
-def run(capsys, argv):
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_the_engines_quantization_words(capsys):
     """--quantization mxfp4 is gpt-oss's own layout (vLLM's GptOssMxfp4Config takes the checkpoint's quant_method and
     an explicit mxfp4 alike); another method for it is vLLM's mismatch error, and mxfp4 for a 16-bit checkpoint is
     refused."""
-    code, out, _ = run(capsys, ["estimate", "--model", "gpt-oss-20b", "--mode", "serve", "-q", "mxfp4", "--json"])
+    code, out, _ = run(capsys, *["estimate", "--model", "gpt-oss-20b", "--mode", "serve", "-q", "mxfp4", "--json"])
     assert code == 0
     assert sum(v for k, v in json.loads(out)["parts"].items() if k.startswith("weights")) == weight_bytes("gpt-oss-20b")
-    code, _, err = run(capsys, ["estimate", "--model", "gpt-oss-20b", "--mode", "serve", "-q", "awq"])
+    code, _, err = run(capsys, *["estimate", "--model", "gpt-oss-20b", "--mode", "serve", "-q", "awq"])
     assert code == 2 and "does not match the quantization method" in err
-    code, _, err = run(capsys, ["estimate", "--model", "llama-3-8b", "--mode", "serve", "-q", "mxfp4"])
+    code, _, err = run(capsys, *["estimate", "--model", "llama-3-8b", "--mode", "serve", "-q", "mxfp4"])
     assert code == 2 and "16-bit checkpoint" in err
-    code, _, err = run(capsys, ["estimate", "--model", "gpt-oss-20b", "--mode", "serve", "--dtype", "float16"])
+    code, _, err = run(capsys, *["estimate", "--model", "gpt-oss-20b", "--mode", "serve", "--dtype", "float16"])
     # vLLM's own refusal (vllm/config/vllm.py VllmConfig._get_quantization_config, get_supported_act_dtypes).
     assert code == 2 and "torch.float16 is not supported for quantization method mxfp4" in err
 
@@ -237,10 +229,10 @@ def test_eager_attention_with_sinks_keeps_one_softmax_in_the_activation_dtype():
 def test_training_refusals(capsys):
     """transformers' gpt-oss takes no SDPA (left out, --attention falls back to eager as from_pretrained does);
     bitsandbytes' 4-bit layers and PEFT's target_modules do not reach its 3-D experts."""
-    code, out, _ = run(capsys, ["estimate", "--model", "gpt-oss-20b", "--seq-len", "1024", "--lora-rank", "8",
+    code, out, _ = run(capsys, *["estimate", "--model", "gpt-oss-20b", "--seq-len", "1024", "--lora-rank", "8",
                                 "--json"])
     assert code == 0 and json.loads(out)["parts"]["activations/attention_scores"] > 0
     for extra, named in ((["--attention", "sdpa"], "_supports_sdpa"), (["--lora-rank", "8", "--qlora"], "nn.Linear"),
                          (["--lora-rank", "8", "--lora-targets", "q,gate"], "target_parameters")):
-        code, _, err = run(capsys, ["estimate", "--model", "gpt-oss-20b", *extra])
+        code, _, err = run(capsys, *["estimate", "--model", "gpt-oss-20b", *extra])
         assert code == 2 and named in err, err
