@@ -549,3 +549,17 @@ def test_vllm_spreads_an_moe_models_experts_over_its_data_parallel_ranks():
     # --ep other than the data-parallel size is no vLLM layout.
     with pytest.raises(ValueError, match="ep: vLLM has no expert-parallel size of its own"):
         weights(dp=4, ep=2)
+
+
+def test_weights_past_the_gpus_total_are_refused_naming_the_parallel_sizes(capsys):
+    """Weights that alone pass a GPU's CUDA total never finish loading (PyTorch raises torch.OutOfMemoryError in
+    vLLM's load_model, before "Model loading took" is printed), so no --gpu-memory-utilization or --max-model-len
+    helps: DeepSeek-V3's fp8 checkpoint (README_WEIGHTS.md: about 1 byte a parameter) at tensor parallel size 4 puts
+    about 158 GiB on each 141 GB H200."""
+    assert main(["estimate", "--model", "deepseek-v3", "--mode", "serve", "--engine", "vllm", "--gpu", "h200",
+                 "--tp", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "argument --tp: the engine would refuse this run (--pp also moves it): CUDA out of memory while loading " \
+           "the weights" in err and err.count("\n") == 1
+    assert main(["estimate", "--model", "deepseek-v3", "--mode", "serve", "--engine", "vllm", "--gpu", "h200",
+                 "--tp", "8"]) == 0

@@ -556,7 +556,12 @@ VLLM = RuleSet(
         # A max_model_len above the model's own limit is refused before any memory is measured
         # (vllm/config/model.py _get_and_verify_max_len, unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set).
         "too_long": beyond_model(sym("max_model_len")),
-        "fits": both(negate(sym("too_long")), sym("available") > 0, sym("needed") <= sym("available")),
+        # Weights that alone pass the GPU's CUDA total never finish loading: PyTorch raises torch.OutOfMemoryError
+        # in the load (vLLM's "Model loading took" is never printed), whatever the budget.
+        # A --kv-cache-memory given stands for a measured run: its weights are not the model's to judge.
+        "weights_exceed": both(negate(sym("kv_cache_memory")), sym("loaded_weights") > sym("cuda_total")),
+        "fits": both(negate(sym("too_long")), negate(sym("weights_exceed")), sym("available") > 0,
+                     sym("needed") <= sym("available")),
         # The largest max_model_len whose blocks fit: vLLM's binary search lands on it (with sliding groups, where
         # their windows are already capped: the simplification an estimate in an error message allows).
         "estimated_max_model_len": minimum(sym("max_model_len"), maximum(0, sym("block_size") * floor(
@@ -567,7 +572,11 @@ VLLM = RuleSet(
             "User-specified max_model_len ({0}) is greater than the derived max_model_len ({1}={2} or "
             "model_max_length=None in model's config.json). To allow overriding this maximum, set the env var "
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution.",
-            sym("max_model_len"), LENGTH_KEY, MODEL_LENGTH), when(sym("fits"), "", when(
+            sym("max_model_len"), LENGTH_KEY, MODEL_LENGTH), when(sym("weights_exceed"), fmt(
+            "CUDA out of memory while loading the weights: they take {0} GiB on each GPU, more than its {1} GiB "
+            "(PyTorch raises torch.OutOfMemoryError in the load). Spread them over more GPUs with "
+            "tensor_parallel_size or pipeline_parallel_size.", gib_text(sym("loaded_weights")),
+            gib_text(sym("cuda_total"))), when(sym("fits"), "", when(
             sym("available") > 0,
             fmt("To serve at least one request with the model's max seq len ({0}), ({1} GiB KV cache is needed, "
                 "which is larger than the available KV cache memory ({2} GiB). {3}Try increasing "
@@ -578,7 +587,7 @@ VLLM = RuleSet(
                      fmt("Based on the available memory, the estimated maximum model length is {0}. ",
                          sym("estimated_max_model_len")), "")),
             "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
-            "the engine."))),
+            "the engine.")))),
     },
     parts=(
         PartRule("weights", sym("weights_bytes"), "the weights as loaded (torch-allocated)",
@@ -639,12 +648,15 @@ def vllm_lines(values: dict[str, Any]) -> list[str]:
 
 
 def vllm_refused_by(values: dict[str, Any]) -> tuple[str, ...]:
-    """The option a refusal names: the KV memory given (--kv-cache-memory), else the share of the GPU requested
+    """The option a refusal names: weights past the GPU's total, the parallel sizes that spread them; the KV memory
+    given (--kv-cache-memory), else the share of the GPU requested
     (kv_cache_utils.py _check_enough_kv_cache_memory: "Try increasing `gpu_memory_utilization` ... or decreasing
     `max_model_len`"), with --max-model-len, which also moves it; a length above the model's own, --max-model-len
     alone."""
     if values["too_long"]:
         return ("max_model_len",)
+    if values["weights_exceed"]:
+        return ("tp", "pp")
     return ("kv_cache_memory" if values["kv_cache_memory"] else "gpu_memory_utilization", "max_model_len")
 
 
