@@ -187,7 +187,8 @@ CHECKS: tuple[Check, ...] = (
                either(*(has(sym("lora_targets"), target) for target in ("q", "k", "v", "gate", "up")))),
           fmt("lora_targets: {0} fuses q, k and v into one layer (qkv_proj) and gate and up into another "
               "(gate_up_proj) in transformers, which PEFT adapts whole, not modelled; choose among o, down and "
-              "lm_head, or implementation torchtune (separate projections)", sym("model_name"))),
+              "lm_head (the default targets are q, k, v and o), or implementation torchtune (separate projections)",
+              sym("model_name"))),
     Check(both(ARCH, sym("lora_rank") > sym("hidden")),
           fmt("lora_rank: {0} exceeds the hidden size {1} of {2}: a rank above a projection's smaller side adds "
               "parameters, not rank", sym("lora_rank"), sym("hidden"), sym("model_name"))),
