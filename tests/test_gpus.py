@@ -91,6 +91,9 @@ ACHATBOT = ("https://github.com/ai-bot-pro/achatbot/blob/859e21612de769164d8d180
         # deviceQuery "45619 MBytes (47834660864 bytes)", NVIDIA RTX A6000, driver CUDA 12.4, ECC on
         ("rtx-a6000", 47834660864, 1, "https://github.com/thamada/gls/blob/ecc9fb580a9542c249e51fec30eba202cef7eba3/"
                                       "gls/RTX_A6000_x9_deviceQuery.py"),
+        # CUDA device_info "24226 MBytes (25402343424 bytes)", NVIDIA RTX A5000, compute 8.6 (CSinParallel book)
+        ("rtx-a5000", 25402343424, 1, "https://github.com/csinparallel/intro-parallel-book/blob/"
+                                      "650be18c954763ba16274fe2ebb5ddaf43dda3ef/_sources/4-cuda/1-gpu-device.rst"),
     ],
 )
 def test_cuda_totals_pinned_to_their_printouts(gpus, gpu_id, reported, unit, url):
@@ -186,6 +189,8 @@ def test_the_gap_between_nvidia_smi_and_cuda_on_one_machine(gpus):
         # nvidia-smi "1MiB /  46068MiB", NVIDIA RTX A6000, driver 550.127.05, ECC on
         ("rtx-a6000", 46068, MIB, "https://github.com/thamada/gls/blob/ecc9fb580a9542c249e51fec30eba202cef7eba3/"
                                   "gls/RTX_A6000_x9_smi.py"),
+        # nvidia-smi --query-gpu "NVIDIA RTX A5000, 24564 MiB, 570.211.01"
+        ("rtx-a5000", 24564, MIB, "https://github.com/akash-network/provider-configs/issues/82"),
     ],
 )
 def test_driver_totals_pinned_to_sources(gpus, gpu_id, reported, unit, url):
