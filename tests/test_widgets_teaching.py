@@ -13,6 +13,7 @@ import pytest
 
 from builder.catalog import load_gpus, load_models
 from builder.model import Config
+from builder.model.architecture import param_count
 from builder.model.peak import assess
 from builder.model.teaching import ADAM_SEGMENTS, bytes_per_param, budget_allocator
 from builder.model.units import GiB
@@ -275,3 +276,17 @@ def test_slider_positions_are_round_counts(catalogs):
     assert values[:8] == [10**8, 12 * 10**7, 15 * 10**7, 2 * 10**8, 25 * 10**7, 3 * 10**8, 4 * 10**8, 5 * 10**8]
     assert values[-1] == 70 * 10**9 and 7 * 10**9 in values and len(values) == 34
     assert values[state["step"]] == 8 * 10**9
+
+
+
+def test_gpt_oss_stands_in_for_no_bare_count():
+    """gpt-oss trains only with eager attention under transformers (GptOssPreTrainedModel._supports_sdpa is False,
+    transformers 5.23), so a bare count priced with the defaults (SDPA, any framework) takes the nearest other model:
+    21e9 is nearest gpt-oss-20b's 20,914,757,184 (its model card's count) by ratio, yet is priced as another model."""
+    from builder.catalog import default_models
+    models = default_models()
+    ratio = {key: max(param_count(arch) / 21e9, 21e9 / param_count(arch)) for key, arch in models.items()}
+    assert min(ratio, key=ratio.get) == "gpt-oss-20b"
+    picked = full_model.nearest_model(models, 21 * 10**9)
+    others = {key: arch for key, arch in models.items() if arch.family != "gpt_oss"}
+    assert models[picked].family != "gpt_oss" and picked == full_model.nearest_model(others, 21 * 10**9)

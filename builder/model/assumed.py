@@ -9,7 +9,8 @@ builder.model.zero3): "assumed: shaped like Llama 3 70B". Nearest by ratio: a 7B
 Only a model that can take the run's sequence is a candidate: GPT-2's learned position table has 1,024 rows
 (Hugging Face transformers `modeling_gpt2.py`, `wpe = nn.Embedding(config.n_positions, ...)`), so a 1.5B count at
 2,048 tokens is priced as the nearest model without that limit (builder.model.checks refuses the longer sequence
-for GPT-2 itself). Rotary models have no table to index past and are always candidates.
+for GPT-2 itself). Rotary models have no table to index past and are candidates, but for the families whose training
+the model takes only in one narrow form (NO_STAND_IN: gpt-oss).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from builder.model.architecture import Architecture, param_count
-from builder.model.expr import Expr, best, each, either, eq, evaluate, maximum, row, sym
+from builder.model.expr import Expr, best, both, each, either, eq, evaluate, maximum, row, sym
 
 
 def nearest_row(rows: str | Expr, field: str) -> Expr:
@@ -27,8 +28,15 @@ def nearest_row(rows: str | Expr, field: str) -> Expr:
     return best(table, -(maximum(sym(field) / sym("asked"), sym("asked") / sym(field))))
 
 
-# The catalog rows that can take a sequence of `tokens` (learned `positions` at least that many, or none: 0).
-RUNNABLE = each(sym("catalog"), row(either(eq(sym("positions"), 0), sym("positions") >= sym("tokens")),
+# Families whose own training is too narrow to stand in for a bare count: gpt-oss trains only as transformers runs
+# it, with eager attention and neither QLoRA nor expert adapters (builder.model.checks), where a count's run takes
+# the defaults (SDPA) and any framework.
+NO_STAND_IN = ("gpt_oss",)
+
+# The catalog rows that can take a sequence of `tokens` (learned `positions` at least that many, or none: 0) and
+# stand in for a count (`stands_in`).
+RUNNABLE = each(sym("catalog"), row(both(sym("stands_in"), either(eq(sym("positions"), 0),
+                                                                 sym("positions") >= sym("tokens"))),
                                     id=sym("id"), name=sym("name"), parameters=sym("parameters")))
 
 # The catalog model nearest in parameter count among those that can take the run's sequence.
@@ -38,7 +46,8 @@ NEAREST = nearest_row(RUNNABLE, "parameters")
 def catalog_rows(models: dict[str, Architecture]) -> list[dict[str, Any]]:
     """Every catalog model as the NEAREST rule reads it, in catalog order."""
     return [{"id": key, "name": arch.extra.get("display", key), "parameters": param_count(arch),
-             "positions": arch.learned_positions} for key, arch in models.items()]
+             "positions": arch.learned_positions, "stands_in": int(arch.family not in NO_STAND_IN)}
+            for key, arch in models.items()]
 
 
 def nearest_model(models: dict[str, Architecture], params: int, tokens: int = 0) -> str:
