@@ -23,6 +23,7 @@ from builder.charts import class_bucket
 from builder.model import Config
 from builder.model.architecture import param_count, shape_inputs
 from builder.model.breakdown import Part
+from builder.model.inputs import config_inputs
 from builder.model.engines import (ENGINES, EngineSettings, default_length, engine_gpu_total, engine_inputs,
                                    engine_report)
 from builder.model.partnames import reader_name
@@ -170,6 +171,10 @@ def script_data(catalogs: dict[str, Any], start: dict[str, str]) -> dict[str, An
         "controls": CONTROLS,
         "base": run_base(Config(mode="serve")),
         "lengths": engine_lengths(models),  # a run's context under each engine (config_of)
+        # Each model's weights dtype served (Config.policy's CHOSEN_WEIGHTS: a checkpoint published quantised, such
+        # as DeepSeek-V3's fp8, is served in its own format), as config_of's run has it.
+        "weights": {key: config_inputs(Config(model=arch, mode="serve"))["param_dtype"]
+                    for key, arch in models.items()},
         "shapes": {key: shape_inputs(arch) for key, arch in models.items()},
         "parameters": {key: param_count(arch) for key, arch in models.items()},
         "names": {key: arch.extra.get("display", key) for key, arch in models.items()},

@@ -18,7 +18,7 @@ WIDGETS["serve-concurrency"] = (root, d) => {
   // hold per run; its context is the engine's request length for the model, d.lengths); a state is evaluated once (the last hundred kept), as a reader going back to a length meets it.
   const runs = keepLast(100), shown = keepLast(100);
   const runOf = () => runs([st.engine, st.model, st.tp, st.kv_dtype].join(" "), () => ({ ...d.base, ...model.shapeOf(d.shapes[st.model]),
-    params: d.parameters[st.model], tp: +st.tp, kv_dtype: st.kv_dtype === "auto" ? "" : st.kv_dtype, context: d.lengths[st.engine][st.model] }));
+    params: d.parameters[st.model], param_dtype: d.weights[st.model], tp: +st.tp, kv_dtype: st.kv_dtype === "auto" ? "" : st.kv_dtype, context: d.lengths[st.engine][st.model] }));
   // serve_concurrency.evaluate: every text and the parts for the state on screen.
   function evaluate() {
     const w = words(), title = d.engines[st.engine].title, gpu = d.gpus[st.gpu], length = +st[w.length], share = st[w.share];
