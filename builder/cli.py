@@ -26,7 +26,9 @@ from builder.model.options import CLI, FLAG_OF, GROUPS, OPTIONS, Option, OptionE
 from builder.model.engine_sglang import KV_TORCH_DTYPES as TORCH_DTYPES
 from builder.model.serving import (CHECKPOINT_MISMATCH, CHECKPOINT_QUANTIZATIONS, KV_CACHE_DTYPES,
                                    KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED, MODEL_DTYPES, QUANTIZATION_ACT_DTYPES,
-                                   QUANTIZATION_CHECKPOINT, QUANTIZATION_DTYPES, QUANTIZATION_UNMODELLED)
+                                   ONLINE_FP8_FROM, ONLINE_FP8_SCALES, QUANTIZATION_CHECKPOINT, QUANTIZATION_DTYPES,
+                                   QUANTIZATION_UNMODELLED)
+from builder.model.engines import DEFAULT_RELEASE, ENGINES, release_code, release_words
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 from builder.model.assumed import assumed_shape
@@ -264,7 +266,8 @@ def config_from_args(args: argparse.Namespace, models: Mapping[str, Any] | None 
         given["activation_dtype"] = "fp16"
     return Config(**given | dict(
         model=arch, precision=precision, param_dtype=resolve_quantization(args, arch) or param_dtype, zero=zero,
-        kv_dtype=resolve_kv_dtype(args), shaped_like=shaped_like, overhead_fraction=overhead_fraction,
+        kv_dtype=resolve_kv_dtype(args), weight_scales=ONLINE_FP8_SCALES.get(args.quantization or "") or None,
+        shaped_like=shaped_like, overhead_fraction=overhead_fraction,
         overhead_bytes=overhead_bytes))
 
 
@@ -360,6 +363,8 @@ def resolve_quantization(args: argparse.Namespace, arch: Any = None) -> str | No
             raise UsageError(f"argument --quantization: {args.quantization!r} names the layout a checkpoint ships in "
                              f"(gpt-oss's MXFP4 experts); {shown} has a 16-bit checkpoint, which the engines do not "
                              "quantise to it")
+        if args.quantization in ONLINE_FP8_SCALES:
+            refuse_online_word(args)
         words = QUANTIZATION_DTYPES | {word: args.param_dtype for word in QUANTIZATION_CHECKPOINT}
         dtype = engine_word(args, "--quantization", args.quantization, words, QUANTIZATION_UNMODELLED,
                             "--param-dtype")
@@ -374,6 +379,27 @@ def resolve_quantization(args: argparse.Namespace, arch: Any = None) -> str | No
         raise UsageError(f"argument --dtype: {TORCH_DTYPES[asked]} is not supported for quantization method "
                          f"{method}. Supported dtypes: [{', '.join(TORCH_DTYPES[d] for d in runs_in)}]")
     return dtype
+
+
+def refuse_online_word(args: argparse.Namespace) -> None:
+    """UsageError for vLLM's online fp8 words (builder.model.serving ONLINE_FP8_SCALES) under an engine that lacks
+    them: SGLang and Hugging Face generate, and a vLLM release older than the word (ONLINE_FP8_FROM)."""
+    word, engine = args.quantization, getattr(args, "engine", None)
+    first = ONLINE_FP8_FROM[word]
+    if engine not in (None, "vllm"):
+        raise UsageError(f"argument --quantization: {word!r} is vLLM's online fp8 word (vllm/config/quantization.py "
+                         f"_ONLINE_SHORTHANDS, {release_words(first)} and later), not one of "
+                         f"{ENGINES[engine].title}'s; give --engine vllm, or fp8")
+    if engine == "vllm":
+        try:
+            release = release_code(args.vllm_version) if args.vllm_version is not None else DEFAULT_RELEASE
+        except ValueError:
+            return  # the engine's own check names the release (builder.model.engines._checked)
+        if release < first:
+            raise UsageError(f"argument --quantization: the engine would refuse this run: {release_words(release)} "
+                             f"has no --quantization {word!r}, vLLM's online fp8 word from {release_words(first)} "
+                             f"on (--vllm-version 0.{first // 100} to 0.33); fp8 quantises at load per tensor in "
+                             "every release")
 
 
 def resolve_precision(args: argparse.Namespace) -> tuple[str, str | None]:

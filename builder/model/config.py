@@ -21,6 +21,8 @@ from builder.model.serving import CHOSEN_WEIGHTS
 from builder.model.units import DTYPE_BYTES
 
 MODES = ("train", "serve")
+# The scale layouts of fp8 weights quantised at load (Config.weight_scales; builder.model.serving ONLINE_FP8_SCALES).
+WEIGHT_SCALES = ("block", "channel")
 # paged-adamw and paged-adamw8bit: bitsandbytes' PagedAdamW (fp32 states) and PagedAdamW8bit (Hugging Face's
 # optim="paged_adamw_32bit" and "paged_adamw_8bit"), whose states live in CUDA unified memory (builder.model.paging).
 OPTIMIZERS = ("adamw", "adam", "adam8bit", "paged-adamw", "paged-adamw8bit", "adamw8bit-torchao", "adamw4bit",
@@ -265,6 +267,8 @@ class Config:
     batch: int = 1  # concurrent sequences
     context: int = 4096  # tokens per sequence held in the KV cache
     kv_dtype: str | None = None  # KV-cache dtype (default: weight dtype)
+    # builder.model.serving ONLINE_FP8_SCALES: vLLM's --quantization fp8_per_block and fp8_per_channel.
+    weight_scales: str | None = None  # fp8 weights' scales: block (per 128x128), channel (per row); None: per tensor
 
     # Overheads (named assumptions) -------------------------------------------------
     cuda_context_bytes: int = 0  # CUDA context + kernels, given; under SGLang: all memory gone before the weights
@@ -329,6 +333,13 @@ def validate_config(config: Config) -> None:
         value = getattr(config, option)
         if value is not None and value not in DTYPE_BYTES:
             fail(option, f"{value!r} is not a known dtype ({', '.join(DTYPE_BYTES)})")
+    if config.weight_scales:
+        if config.weight_scales not in WEIGHT_SCALES:
+            fail("weight_scales", f"{config.weight_scales!r} is not one of {', '.join(WEIGHT_SCALES)}")
+        if config.mode != "serve" or config.policy.param != "fp8" or (
+                config.model is not None and config.model.checkpoint_quantization):
+            fail("weight_scales", "the scales of fp8 weights quantised at load: serve (mode: serve) a 16-bit "
+                                  "checkpoint with fp8 weights (param_dtype: fp8)")
     if config.master_dtype not in (None, "none") and config.master_dtype not in DTYPE_BYTES:
         fail("master_dtype", f"{config.master_dtype!r} is not a known dtype")
     if config.zero not in (0, 1, 2, 3):

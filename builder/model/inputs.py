@@ -79,6 +79,7 @@ def _config_inputs(config: Config) -> dict[str, Any]:
             "activation_formula": config.activation_formula, "sequence_parallel": int(config.sequence_parallel),
             "grad_accum_dtype": config.grad_accum_dtype or "",
             "reduce_dtype": config.reduce_dtype or "", "kv_dtype": config.kv_dtype or "",
+            "weight_scales": config.weight_scales or "",
             "lora_rank": config.lora_rank, "lora_targets": list(config.lora_targets),
             "lora_dropout": Fraction(str(config.lora_dropout)), "qlora": int(config.qlora),
             "qlora_double_quant": int(config.qlora_double_quant), "kbit_prepare": config.kbit_prepare,

@@ -434,12 +434,18 @@ OPTIONS: tuple[Option, ...] = (
     _o("context", "count", "tokens per sequence in the KV cache", "serve", default=4096, url="context",
        runs=SERVING_RUNS),
     _o("kv_dtype", "dtype", "", "serve", choices=_DTYPES, optional=True, url="kv_dtype", runs=SERVING_RUNS),
+    _o("weight_scales", "choice", "the scales of fp8 weights quantised at load (vLLM's --quantization "
+       "fp8_per_block: an fp32 scale per 128 x 128 block; fp8_per_channel: one per output row); left out, one per "
+       "tensor", "serve", flag=None, choices=("block", "channel"), optional=True, surfaces=_FRONT,
+       source="vllm-0.33.0", runs=SERVING_RUNS),
     _o("kv_cache_dtype", "text", "the KV cache's dtype in the engines' own words (vLLM and SGLang --kv-cache-dtype: "
        f"{', '.join(KV_CACHE_DTYPES)}; vLLM's {', '.join(KV_CACHE_PER_TOKEN_HEAD)} with --engine vllm); instead of "
        "--kv-dtype", "serve", metavar="DTYPE", surfaces=_CLI, source="vllm-6adad08", runs=SERVING_RUNS),
     _o("quantization", "text", "the weights' quantisation in the engines' own words (vLLM and SGLang --quantization, "
-       f"vLLM's -q: {', '.join(QUANTIZATION_DTYPES)}: 4-bit AWQ and GPTQ, fp8 at load; an 8-bit GPTQ checkpoint takes "
-       "--param-dtype int8; mxfp4, gpt-oss's own MXFP4 experts); instead of --param-dtype. A checkpoint published "
+       f"vLLM's -q: {', '.join(QUANTIZATION_DTYPES)}: 4-bit AWQ and GPTQ, fp8 at load (one scale a tensor; vLLM 0.31 "
+       "and later load fp8 as fp8_per_tensor), vLLM's fp8_per_block (an fp32 scale per 128 x 128 block) and "
+       "fp8_per_channel (one per output row), from vLLM 0.20 and 0.24 and with --engine vllm or none; an 8-bit GPTQ "
+       "checkpoint takes --param-dtype int8; mxfp4, gpt-oss's own MXFP4 experts); instead of --param-dtype. A checkpoint published "
        "quantised (DeepSeek-V3's fp8, gpt-oss's mxfp4) is served in its own format without it, as the engines read "
        "it from config.json, and another method is refused as they refuse it; --param-dtype or --precision still "
        "name another weight dtype", "serve",

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from builder.model.expr import (both, ceil, either, eq, evaluate, exact, isin, maximum, minimum, mod, ne, negate, row,
                                 sym, table, total, when)
 from builder.model.partrules import RuleSet
+from builder.model.serving import ONLINE_FP8_BLOCK
 from builder.model.tensors import NORM_TENSORS
 
 p, v = sym("pp"), sym("pp_virtual_stages")
@@ -106,6 +107,11 @@ def custom_layer(name: str) -> Any:
 # reshard_after_forward=False and its root so too. The model takes implementation torchtune for the first and any
 # other implementation for the second.
 SHARD_MODEL = eq(sym("implementation"), "torchtune")
+# The block of fp32 weight scales: vLLM's fp8_per_block's 128 x 128 where the weights are quantised at load in blocks
+# (weight_scales "block"), else a checkpoint's own (checkpoint_block_rows x _cols; 0 x 0 for none).
+ONLINE_BLOCKS = eq(sym("weight_scales"), "block")
+SCALE_BLOCK_ROWS = when(ONLINE_BLOCKS, ONLINE_FP8_BLOCK, sym("checkpoint_block_rows"))
+SCALE_BLOCK_COLS = when(ONLINE_BLOCKS, ONLINE_FP8_BLOCK, sym("checkpoint_block_cols"))
 
 
 HOLDING = RuleSet(symbols={
@@ -122,12 +128,14 @@ HOLDING = RuleSet(symbols={
     "layer_gemms": _in_one_block(GEMM),
     "layer_expert_gemms": _in_one_block(both(eq(sym("group"), "mlp/experts"), sym("rest") > 1)),
     # The scales of those matrices in a checkpoint quantised in blocks (checkpoint_block_rows x _cols, one fp32 scale
-    # a block): ceil(rows / block rows) x ceil(columns / block columns) a matrix, split over tensor parallelism as
-    # the matrix is (vLLM refuses a split that leaves a rank part of a block: validate_fp8_block_shape).
-    "layer_gemm_blocks": when(sym("checkpoint_block_rows") > 0, total(sym("parameter_tensors"), when(
+    # a block), or quantised at load in blocks (weight_scales "block", vLLM's fp8_per_block: 128 x 128, the same
+    # layout, builder.model.serving ONLINE_FP8_SCALES): ceil(rows / block rows) x ceil(columns / block columns) a
+    # matrix, split over tensor parallelism as the matrix is (vLLM refuses a split that leaves a rank part of a
+    # block: validate_fp8_block_shape).
+    "layer_gemm_blocks": when(SCALE_BLOCK_ROWS > 0, total(sym("parameter_tensors"), when(
         both(sym("in_block"), GEMM),
-        ceil(sym("dim0") / maximum(sym("checkpoint_block_rows"), 1))
-        * ceil(sym("rest") / maximum(sym("checkpoint_block_cols"), 1)) * sym("count") / TP_SHARE, 0)), 0),
+        ceil(sym("dim0") / maximum(SCALE_BLOCK_ROWS, 1))
+        * ceil(sym("rest") / maximum(SCALE_BLOCK_COLS, 1)) * sym("count") / TP_SHARE, 0)), 0),
     # The weights of a block torchtitan converts to torchao's Float8Linear (builder.model.float8): the projections'
     # matrices whose two sizes 16 divides (torchtitan/components/quantization/utils.py module_filter_fn), and how many.
     "layer_float8": _in_one_block(FLOAT8_CONVERTED),

@@ -33,9 +33,36 @@ KV_CACHE_DTYPES = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "float16": 
 # The engines' --quantization words for the weight formats the model counts (builder.model.states QUANTISATION): AWQ
 # and GPTQ checkpoints at 4 bits (an fp16 scale and zero per group of 128; the Marlin kernels' names too), and fp8
 # (vLLM quantises a 16-bit checkpoint's linear weights at load, per-tensor scales, embeddings and output layer kept
-# 16-bit: vllm/model_executor/layers/quantization/fp8.py; SGLang the same word). The formats whose layout the model
-# does not follow are refused by name.
+# 16-bit: vllm/model_executor/layers/quantization/fp8.py; SGLang the same word). From v0.31.0 vLLM's Fp8Config no
+# longer quantises online itself (fp8.py:106-112 at v0.31.0 raises "The `fp8` quantization method no longer supports
+# online quantization" for a checkpoint not fp8-serialized), but get_quant_config never builds it so for a 16-bit
+# checkpoint: it logs "--quantization fp8 is deprecated for online quantization; use --quantization fp8_per_tensor
+# instead." and loads fp8_per_tensor's OnlineQuantizationConfig (vllm/model_executor/model_loader/weight_utils.py:
+# 340-349 at v0.31.0, :354-363 at v0.33.0), the same 1 B a weight and one fp32 scale a tensor; v0.30.0 and before
+# build Fp8Config() unserialized (weight_utils.py:385-390 quant_cls(), fp8.py:101 is_checkpoint_fp8_serialized=False
+# at v0.30.0), which quantises per tensor at load. So `fp8` on a 16-bit checkpoint is fp8 at load in every release; SGLang 0.5.23's
+# Fp8Config still quantises online (python/sglang/srt/layers/quantization/fp8.py:1151-1175). The formats whose
+# layout the model does not follow are refused by name.
 QUANTIZATION_DTYPES = {"awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "fp8": "fp8"}
+# vLLM's online fp8 words (vllm/config/quantization.py _ONLINE_SHORTHANDS; before v0.22.0 the OnlineQuantScheme enum
+# of the same file): a 16-bit checkpoint's LinearBase and RoutedExperts weights quantised to fp8 at load, the
+# embeddings and output layer (VocabParallelEmbedding, ParallelLMHead) left 16-bit (online/base.py
+# OnlineQuantizationConfig.get_quant_method, _ONLINE_LINEAR_METHODS and _ONLINE_MOE_METHODS at v0.33.0). Each with
+# its weights' scale layout (Config.weight_scales) as vllm/model_executor/layers/quantization/online/fp8.py stores it
+# at v0.33.0: fp8_per_tensor one fp32 weight_scale a tensor ("": fp8's own rule, the scales left out as negligible;
+# Fp8PerTensorOnlineLinearMethod.process_weights_after_loading, :237-250), fp8_per_block an fp32 weight_scale_inv per
+# 128 x 128 block, ceil(out/128) x ceil(in/128) a matrix (Fp8PerBlockOnlineLinearMethod, :292-350, and
+# Fp8PerBlockOnlineMoEMethod's w13/w2 scales, :700-730: the DeepSeek-V3 checkpoint's layout), fp8_per_channel an fp32
+# weight_scale per output row (Fp8PtpcOnlineLinearMethod, :426-440, amax over dim -1; int8's per-row rule).
+ONLINE_FP8_SCALES = {"fp8_per_tensor": "", "fp8_per_block": "block", "fp8_per_channel": "channel"}
+ONLINE_FP8_BLOCK = 128  # Fp8PerBlockOnlineLinearMethod.weight_block_size = [128, 128] (online/fp8.py:300, v0.33.0)
+# The first vLLM release each word is in (minor x 100 + patch, builder.model.engines.release_code): fp8_per_tensor
+# and fp8_per_block from v0.20.0 (vllm/model_executor/layers/quantization/__init__.py:42-43 QuantizationMethods and
+# vllm/config/quantization.py OnlineQuantScheme at v0.20.0; v0.19.0 has neither that file nor the words),
+# fp8_per_channel from v0.24.0 (vllm/config/quantization.py:125 _ONLINE_SHORTHANDS and quantization/__init__.py:43 at
+# v0.24.0; not in v0.23.0's _ONLINE_SHORTHANDS nor its QuantizationMethods, __init__.py:41-44). An older --vllm-version is refused.
+ONLINE_FP8_FROM = {"fp8_per_tensor": 2000, "fp8_per_block": 2000, "fp8_per_channel": 2400}
+QUANTIZATION_DTYPES |= {word: "fp8" for word in ONLINE_FP8_SCALES}
 QUANTIZATION_UNMODELLED = {
     "compressed-tensors": "the checkpoint's own scheme decides the format: give it with --param-dtype (int8 for "
                           "W8A8, fp8 for FP8, int4 for W4A16)",
@@ -85,7 +112,9 @@ QUANTIZATION_CHECKPOINT = {"mxfp4": "mxfp4"}
 # Marlin kernels and fp8.py float16 and bfloat16); another --dtype is refused at start-up
 # (vllm/config/vllm.py VllmConfig._get_quantization_config).
 QUANTIZATION_ACT_DTYPES = {"awq": ("fp16",), "gptq": ("fp16",), "awq_marlin": ("fp16", "bf16"),
-                           "gptq_marlin": ("fp16", "bf16"), "fp8": ("fp16", "bf16"), "mxfp4": ("bf16",)}
+                           "gptq_marlin": ("fp16", "bf16"), "fp8": ("fp16", "bf16"), "mxfp4": ("bf16",),
+                           # online/base.py OnlineQuantizationConfig.get_supported_act_dtypes (v0.33.0)
+                           **{word: ("fp16", "bf16") for word in ONLINE_FP8_SCALES}}
 # The engines' --dtype words (vLLM and SGLang): the weights' and activations' dtype; "auto" keeps the checkpoint's.
 MODEL_DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
                 "float": "fp32"}

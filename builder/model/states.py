@@ -22,7 +22,7 @@ from builder.model.gradbuffers import (BF16_OPTIMIZER, DDP_BUCKETS, KEPT_NOTE, M
 from builder.model.optimizers import IN_BACKWARD, OPTIMIZER_STEP, STATE_DTYPE
 from builder.model.paging import PAGED, PAGED_NOTE
 from builder.model.partrules import PartRule, PerUnit, RuleSet, bytes_of
-from builder.model.placement import SHARD_MODEL
+from builder.model.placement import ONLINE_BLOCKS, SCALE_BLOCK_COLS, SCALE_BLOCK_ROWS, SHARD_MODEL
 from builder.model.recipes import KEPT_HIGH, TE_LINEAR, TE_PARAMS, by_recipe, recipe_on
 from builder.model.serving import CHECKPOINT_DTYPE
 from builder.model import buckets
@@ -219,7 +219,18 @@ GEMMS_HERE = ((sym("gemms") - sym("expert_gemms")) / sym("param_ranks")
 # unquantised: vllm/model_executor/layers/quantization/fp8.py and models/deepseek_v2.py, release v0.33.0.
 CHECKPOINT_FORMAT = both(eq(sym("mode"), "serve"), sym("checkpoint_quantization"),
                          eq(sym("param_dtype"), CHECKPOINT_DTYPE))
-BLOCK_SCALED = both(sym("checkpoint_format"), sym("checkpoint_block_rows") > 0)
+# fp8 weights quantised at load with vLLM's --quantization fp8_per_block (weight_scales "block") keep the same fp32
+# scale per 128 x 128 block (builder.model.serving ONLINE_FP8_SCALES), counted by the same rule.
+ONLINE_FP8 = both(eq(sym("mode"), "serve"), eq(sym("param_dtype"), "fp8"), sym("weight_scales"))
+BLOCK_SCALED = either(both(sym("checkpoint_format"), sym("checkpoint_block_rows") > 0), both(ONLINE_FP8, ONLINE_BLOCKS))
+# fp8 with one scale a tensor (negligible, not counted): vLLM's fp8 and fp8_per_tensor; fp8_per_channel keeps one per
+# output row, int8's rule.
+PER_TENSOR_FP8 = both(eq(sym("param_dtype"), "fp8"), ne(sym("weight_scales"), "channel"))
+ONLINE_SOURCE = (FP8 + "; " + Cite("vllm-0.33.0", "vllm/model_executor/layers/quantization/online/fp8.py "
+                                   "Fp8PerBlockOnlineLinearMethod (weight_scale_inv, ceil(out / 128) x ceil(in / 128) "
+                                   "fp32 a matrix) and Fp8PtpcOnlineLinearMethod (an fp32 weight_scale per output "
+                                   "row), with their MoE methods")
+                 + " (" + Cite("vllm-0.33.0", "vllm/config/quantization.py _ONLINE_SHORTHANDS") + ")")
 BLOCK_SCALE_BYTES = 4  # weight_scale_inv is fp32
 QUANTISATION = {
     "mxfp4": MXFP4,
@@ -227,7 +238,8 @@ QUANTISATION = {
     "checkpoint_format": CHECKPOINT_FORMAT,
     "block_scaled": BLOCK_SCALED,
     "quantised_bytes": when(either(sym("qlora"), MXFP4), Fraction(1, 2), bytes_of(sym("param_dtype"))),
-    # fp8: one fp32 scale per tensor (negligible); int8: one fp32 scale per output row (LLM.int8, section 3),
+    # fp8: one fp32 scale per tensor (negligible); int8, and fp8 with vLLM's fp8_per_channel (weight_scales "channel"):
+    # one fp32 scale per output row (LLM.int8, section 3; vLLM online/fp8.py Fp8PtpcOnlineLinearMethod),
     # 4/h B/param; NF4: an fp32 absmax per 64 weights or, double quantised, an 8-bit absmax per 64 plus an fp32
     # constant per 256 blocks (QLoRA section 3: 0.5 -> 0.127 bits per parameter); GPTQ/AWQ int4: an fp16 scale
     # and a 4-bit zero (packed eight to an int32) per group of 128.
@@ -238,11 +250,9 @@ QUANTISATION = {
     # B/param; the part counts each matrix's blocks rounded up (block_scales).
     "constant_bytes": when(MXFP4, Fraction(1, 32), when(both(sym("qlora"), TORCHTUNE),
                            Fraction(1, 64) + bytes_of(sym("param_dtype")) / (64 * 256),
-                           when(sym("block_scaled"), BLOCK_SCALE_BYTES / (sym("checkpoint_block_rows")
-                                                                          * sym("checkpoint_block_cols")),
+                           when(sym("block_scaled"), BLOCK_SCALE_BYTES / (SCALE_BLOCK_ROWS * SCALE_BLOCK_COLS),
                                 when(eq(sym("quantised_bytes"), 1),
-                                     when(eq(sym("param_dtype"), "fp8"), 0,
-                                          4 / when(sym("hidden"), sym("hidden"), 4096)),
+                                     when(PER_TENSOR_FP8, 0, 4 / when(sym("hidden"), sym("hidden"), 4096)),
                                      when(_QLORA_OR_NF4,
                                           when(sym("qlora_double_quant"), Fraction(1, 64) + Fraction(4, 64 * 256),
                                                Fraction(4, 64)),
@@ -251,10 +261,9 @@ QUANTISATION = {
                           fmt("NF4 constants (torchao: int8 scaler per 64, {0} factor per 256 scalers)",
                               sym("param_dtype")),
                           when(sym("block_scaled"),
-                               fmt("fp32 scale per {0}x{1} block", sym("checkpoint_block_rows"),
-                                   sym("checkpoint_block_cols")),
+                               fmt("fp32 scale per {0}x{1} block", SCALE_BLOCK_ROWS, SCALE_BLOCK_COLS),
                                when(eq(sym("quantised_bytes"), 1),
-                                    when(eq(sym("param_dtype"), "fp8"), "per-tensor scales",
+                                    when(PER_TENSOR_FP8, "per-tensor scales",
                                          "fp32 scale per output row"),
                                     when(_QLORA_OR_NF4,
                                          when(sym("qlora_double_quant"), "NF4 constants (block 64, double quantised)",
@@ -334,7 +343,8 @@ KBIT_NOTE = ("the saved activations grow too: an fp32 norm weight makes its outp
              + "); counted in the activations (fp32 without autocast, fp32 stream and MLP under autocast)")
 QUANTISATION_SOURCE = when(MXFP4, MXFP4_SOURCE, when(both(sym("qlora"), TORCHTUNE), TORCHAO_QLORA,
                            when(sym("checkpoint_format"), CHECKPOINT_SOURCE,
-                                when(eq(sym("quantised_bytes"), 1), when(eq(sym("param_dtype"), "fp8"), FP8, INT8),
+                                when(eq(sym("quantised_bytes"), 1),
+                                     when(eq(sym("param_dtype"), "fp8"), when(ONLINE_FP8, ONLINE_SOURCE, FP8), INT8),
                                      when(_QLORA_OR_NF4, QLORA, GPTQ)))))
 RECIPE_SOURCE = by_recipe("source", "")
 RECIPE_NOTE = fmt("{0}; {1}", KEPT_HIGH, by_recipe("left_out", ""))

@@ -635,7 +635,8 @@ def custom_base() -> dict[str, Any]:
 
 # The inputs the form has no control for, at Config's defaults (builder.model.inputs.config_inputs), with the dtype
 # table; the form sets the rest (calculator_state.RUN_INPUTS) and the architecture its shape.
-FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "lora_targets", "qlora_double_quant", "allocator_reserve",
+FIXED_INPUTS = ("fsdp_shard_group", "gpus_per_node", "lora_targets", "qlora_double_quant", "weight_scales",
+                "allocator_reserve",
                 "overhead_bytes", "cuda_context_bytes", "dtype_bytes", *ASSUMED_NONE)
 
 
