@@ -28,7 +28,7 @@ from builder.model.serving import (CHECKPOINT_MISMATCH, CHECKPOINT_QUANTIZATIONS
                                    KV_CACHE_PER_TOKEN_HEAD, KV_CACHE_UNMODELLED, MODEL_DTYPES, QUANTIZATION_ACT_DTYPES,
                                    ONLINE_FP8_FROM, ONLINE_FP8_SCALES, QUANTIZATION_CHECKPOINT, QUANTIZATION_DTYPES,
                                    QUANTIZATION_UNMODELLED)
-from builder.model.engines import DEFAULT_RELEASE, ENGINES, release_code, release_words
+from builder.model.engines import DEFAULT_RELEASE, ENGINES, NEWEST, release_code, release_words
 from builder.model.questions import Fit, max_micro_batch, max_seq_len, min_gpus
 from builder.model.units import DTYPE_BYTES, GB, GiB, clip, format_bytes, parse_count, parse_size
 from builder.model.assumed import assumed_shape
@@ -398,7 +398,7 @@ def refuse_online_word(args: argparse.Namespace) -> None:
         if release < first:
             raise UsageError(f"argument --quantization: the engine would refuse this run: {release_words(release)} "
                              f"has no --quantization {word!r}, vLLM's online fp8 word from {release_words(first)} "
-                             f"on (--vllm-version 0.{first // 100} to 0.33); fp8 quantises at load per tensor in "
+                             f"on (--vllm-version 0.{first // 100} to 0.{NEWEST[1]}); fp8 quantises at load per tensor in "
                              "every release")
 
 
