@@ -61,7 +61,7 @@ def test_citation_cff_agrees_with_pyproject_and_site_toml():
     site = tomllib.loads((CONTENT / "site.toml").read_text(encoding="utf-8"))
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert cff["cff-version"] == "1.2.0"
-    assert cff["version"] == pyproject["project"]["version"] == project_version() == "0.2.0"
+    assert cff["version"] == pyproject["project"]["version"] == project_version() == "0.3.0"
     assert cff["date-released"] == site["released"] == "2026-11-29"
     assert cff["title"] == site["title"] == "Training Memory, Explained"
     assert cff["authors"] == [{"name": site["author"]}] and site["author"] == "Training Memory, Explained contributors"
@@ -71,7 +71,7 @@ def test_citation_cff_agrees_with_pyproject_and_site_toml():
 def test_the_current_version_is_recorded_with_the_release_date(real_gathered):
     record = next(r for r in real_gathered.releases if r.version == project_version())
     assert record.date == real_gathered.release.date == "2026-11-29"
-    assert record.path == "content/releases/0.2.0.toml"
+    assert record.path == "content/releases/0.3.0.toml"
 
 
 @pytest.mark.parametrize("line, message", [
@@ -375,15 +375,16 @@ def test_added_and_removed_configurations_are_named(real_gathered):
 def test_release_command_records_and_refuses_to_overwrite(tmp_path, capsys):
     from builder.cli import main
 
+    version = project_version()
     content = tmp_path / "content"
     shutil.copytree(CONTENT, content, ignore=shutil.ignore_patterns("releases"))
     assert main(["release", "--content", str(content), "--write"]) == 2
     assert "argument --note: --write needs one line" in capsys.readouterr().err
     assert main(["release", "--content", str(content), "--write", "--note", "First  release."]) == 0
-    record, errors = read_record(content / "releases" / "0.2.0.toml")
+    record, errors = read_record(content / "releases" / f"{version}.toml")
     assert errors == [] and record.note == "First release." and record.date == "2026-11-29"
     # The committed record of this version is what the current model gives, number for number and label for label.
-    expected, _ = read_record(CONTENT / "releases" / "0.2.0.toml")
+    expected, _ = read_record(CONTENT / "releases" / f"{version}.toml")
     assert record.numbers == expected.numbers
     # 0.1.0 published the classic start's 161.4 GB under a label that did not yet name it the sum of parts; its
     # numbers are as released.
@@ -394,10 +395,10 @@ def test_release_command_records_and_refuses_to_overwrite(tmp_path, capsys):
     capsys.readouterr()
     assert main(["release", "--content", str(content), "--write", "--note", "again"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "0.2.0.toml:1: version 0.2.0 is already recorded" in err and "\n" not in err
+    assert err.startswith("error: ") and f"{version}.toml:1: version {version} is already recorded" in err and "\n" not in err
     assert main(["release", "--content", str(content)]) == 0
     out = capsys.readouterr().out
-    assert "against version 0.2.0:" in out and out.count("sum unchanged, need unchanged") == 6
+    assert f"against version {version}:" in out and out.count("sum unchanged, need unchanged") == 6
 
 
 def test_release_check_guards_a_published_versions_pinned_pages(tmp_path, capsys):
@@ -405,6 +406,7 @@ def test_release_check_guards_a_published_versions_pinned_pages(tmp_path, capsys
     holds what the model gives; a record the model has moved away from fails with exit 1, naming what moved."""
     from builder.cli import main
 
+    version = project_version()
     content = tmp_path / "content"
     shutil.copytree(CONTENT, content, ignore=shutil.ignore_patterns("releases"))
     assert main(["release", "--content", str(content), "--check"]) == 0
@@ -413,14 +415,14 @@ def test_release_check_guards_a_published_versions_pinned_pages(tmp_path, capsys
     capsys.readouterr()
     assert main(["release", "--content", str(content), "--check"]) == 0
     assert "gives the numbers it recorded" in capsys.readouterr().out
-    target = content / "releases" / "0.2.0.toml"
+    target = content / "releases" / f"{version}.toml"
     text = target.read_text(encoding="utf-8")
     recorded = re.search(r'configurations."calculator/qlora-8b"]\n.*?need_bytes = (\d+)', text, re.S).group(1)
     target.write_text(text.replace(f"need_bytes = {recorded}", f"need_bytes = {int(recorded) - GiB}", 1),
                       encoding="utf-8")
     assert main(["release", "--content", str(content), "--check"]) == 1
     err = capsys.readouterr().err
-    assert "version 0.2.0 is recorded" in err and "calculator/qlora-8b" in err and "Raise [project] version" in err
+    assert f"version {version} is recorded" in err and "calculator/qlora-8b" in err and "Raise [project] version" in err
     assert main(["release", "--content", str(content), "--check", "--write"]) == 2
 
 
