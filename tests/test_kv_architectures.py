@@ -349,3 +349,17 @@ def test_sglang_gives_gpt_oss_its_two_pools(capsys):
     err = capsys.readouterr().err
     assert "argument --swa-full-tokens-ratio: the engine would refuse this run (--mem-fraction-static also moves it)" \
         in err and "sliding_window_size (127) + page_size (1)" in err and err.count("\n") == 1
+
+
+def test_sglang_0_5_23_warns_when_the_pool_cannot_hold_one_full_request():
+    """SGLang 0.5.23 managers/tp_worker.py TpModelWorker.get_worker_info logs "KV pool holds %d tokens, fewer than
+    --context-length %d. One full-length request cannot fit, ..." (not in 0.5.22's): gpt-oss-120b on one H100 at its
+    own 131,072-token context keeps a pool shorter than one request."""
+    from builder.model.engine_sglang import SHORT_POOL_LINE, log_lines
+    r = sglang(MODELS["gpt-oss-120b"])
+    tokens = int(r["max_total_num_tokens"])
+    assert 0 < tokens < r["context_len"] == 131072 and r["concurrent_requests"] == 0
+    assert SHORT_POOL_LINE.format(tokens, 131072) in log_lines(r)
+    older = sglang(MODELS["gpt-oss-120b"], sglang_version="0.5.22")
+    assert not any(line.startswith("KV pool holds") for line in log_lines(older))
+    assert not any(line.startswith("KV pool holds") for line in log_lines(sglang(MODELS["gpt-oss-20b"])))

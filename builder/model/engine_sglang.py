@@ -386,6 +386,12 @@ KV_LINE = "KV Cache is allocated. dtype: {0}, #tokens: {1}, K size: {2:.2f} GB, 
 # Latent attention's pool (MLATokenToKVPool) logs one size through the same KVCache._finalize_allocation_log.
 MLA_LINE = "KV Cache is allocated. dtype: {0}, #tokens: {1}, KV size: {2:.2f} GB"
 SWA_LINE = "Use sliding window memory pool. full_layer_tokens={0}, swa_layer_tokens={1}"  # pool_configurator.py
+# From 0.5.23 the worker warns when the pool cannot hold one request of the full length (managers/tp_worker.py
+# TpModelWorker.get_worker_info; 0.5.22 and before start without a word).
+SHORT_POOL_LINE = ("KV pool holds {0} tokens, fewer than --context-length {1}. One full-length request cannot fit, so "
+                   "long requests will be refused or truncated at serving time. Lower --context-length, raise "
+                   "--mem-fraction-static, or free memory taken before the pool is sized.")
+SHORT_POOL_WARNED_FROM = 23
 SUMMARY_LINE = ("max_total_num_tokens={0}, chunked_prefill_size={1}, max_prefill_tokens=16384, "
                 "max_running_requests={2}, context_len={3}")
 
@@ -396,7 +402,8 @@ def log_lines(values: dict[str, Any]) -> list[str]:
     first = ([SWA_LINE.format(tokens, int(values["swa_max_total_num_tokens"]))] if values["hybrid_swa"] else
              [MLA_LINE.format(values["kv_dtype_name"], tokens, float(values["kv_size"]) / GIB)] if values["latent"] else
              [KV_LINE.format(values["kv_dtype_name"], tokens, float(values["k_size"]) / GIB)])
-    return [*first,
+    short = (values["sglang_version"] >= SHORT_POOL_WARNED_FROM and 0 < tokens < values["context_len"])
+    return [*first, *([SHORT_POOL_LINE.format(tokens, values["context_len"])] if short else []),
             SUMMARY_LINE.format(int(values["max_total_num_tokens"]), values["chunked_prefill"],
                                 int(values["max_running_requests"]), values["context_len"])]
 
