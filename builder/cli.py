@@ -398,8 +398,8 @@ def refuse_online_word(args: argparse.Namespace) -> None:
         if release < first:
             raise UsageError(f"argument --quantization: the engine would refuse this run: {release_words(release)} "
                              f"has no --quantization {word!r}, vLLM's online fp8 word from {release_words(first)} "
-                             f"on (--vllm-version 0.{first // 100} to 0.{NEWEST[1]}); fp8 quantises at load per tensor in "
-                             "every release")
+                             f"on (--vllm-version 0.{first // 100} to 0.{NEWEST[1]}); fp8 quantises at load per "
+                             "tensor in every release")
 
 
 def resolve_precision(args: argparse.Namespace) -> tuple[str, str | None]:

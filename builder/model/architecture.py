@@ -191,7 +191,8 @@ class Architecture:
 
 def shape_inputs(arch: Architecture) -> dict[str, Any]:
     """The shape as rules read it (the custom-architecture controls' names, flags as 0 or 1)."""
-    return {"has_architecture": 1, "model_name": arch.name, "model_family": arch.family, "layers": arch.layers, "hidden": arch.hidden,
+    return {"has_architecture": 1, "model_name": arch.name, "model_family": arch.family,
+            "layers": arch.layers, "hidden": arch.hidden,
             "heads": arch.heads, "kv_heads": arch.n_kv_heads, "head_dim": arch.d_head, "ffn": arch.ffn,
             "expert_ffn": arch.n_expert_ffn, "vocab": arch.vocab, "experts": arch.experts, "top_k": arch.top_k,
             "shared_experts": arch.shared_experts, "sliding_window": arch.sliding_window or 0, "mlp": arch.mlp,

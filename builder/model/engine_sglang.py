@@ -55,8 +55,8 @@ at once) and torch.distributed's set-up (assumed: by interconnect, builder.model
 qk_rope_head_dim per token and layer on every rank (pool_configurator.py _compute_cell_size, MLATokenToKVPool); a
 model mixing full and sliding-window layers gets SGLang's two pools (HybridSWAPoolConfigurator,
 --swa-full-tokens-ratio) only where SGLang lists its architecture (configs/model_config.py is_hybrid_swa_model: of
-the model's families, gpt-oss; Gemma 2 and 3 keep every layer's tokens in one pool). Left out, and named: loader temporaries still referenced when the free memory is measured,
-speculative decoding, the SWA request-cap sizing (an explicit --max-running-requests with the radix cache off:
+the model's families, gpt-oss; Gemma 2 and 3 keep every layer's tokens in one pool). Left out, and named: loader
+temporaries still referenced when the free memory is measured, speculative decoding, the SWA request-cap sizing (an explicit --max-running-requests with the radix cache off:
 SWAChunkCapPoolConfigurator, SWARequestCapPoolConfigurator from 0.5.22), a model whose every layer slides (counted
 full), multimodal and Mamba pools.
 """
@@ -365,7 +365,7 @@ SGLANG = RuleSet(
         PartRule("kv_cache", maximum(0, sym("rest")), "free after the weights - pre x (1 - mem_fraction_static)",
                  when(sym("sliding_layers"), BUDGET + "; tokens: " + CELL + "; " + SWA, BUDGET + "; tokens: " + CELL),
                  fmt("{0} tokens of {1} B", sym("max_total_num_tokens"),
-                                           when(eq(floor(sym("cell")), sym("cell")), sym("cell"), fixed(sym("cell"), 1)))),
+                     when(eq(floor(sym("cell")), sym("cell")), sym("cell"), fixed(sym("cell"), 1)))),
         PartRule("overhead/runtime_slack", sym("slack"), "pre x (1 - mem_fraction_static)", RESERVE,
                  fmt("{0} of the memory free before the weights", fixed(1 - sym("fraction"), 3)),
                  "kept free for activations, CUDA graphs and the request-to-token table"),

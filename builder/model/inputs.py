@@ -23,7 +23,8 @@ from builder.model.units import DTYPE_BYTES
 from builder.model.zero3 import ASSUMED_NONE, DEFAULTS as ZERO3_OPTIONS, assumed_inputs
 
 # An absent architecture (a raw parameter count): every shape input is 0 and every choice "".
-NO_ARCHITECTURE = {"has_architecture": 0, "model_name": "", "model_family": "", "layers": 0, "hidden": 0, "heads": 0, "kv_heads": 0,
+NO_ARCHITECTURE = {"has_architecture": 0, "model_name": "", "model_family": "", "layers": 0, "hidden": 0, "heads": 0,
+                   "kv_heads": 0,
                    "head_dim": 0, "ffn": 0, "expert_ffn": 0, "vocab": 0, "experts": 0, "top_k": 0, "shared_experts": 0,
                    "sliding_window": 0, "mlp": "", "norm": "", "tied_embeddings": 0, "position_embeddings": 0,
                    "fused_qkv": 0, "qkv_bias": 0, "out_bias": 0, "mlp_bias": 0, "qk_norm": 0, "activation_function": "",
