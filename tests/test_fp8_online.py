@@ -151,3 +151,14 @@ def test_weight_scales_need_fp8_weights_quantised_at_load():
                   dict(mode="serve", param_dtype="fp8", weight_scales="row")):
         with pytest.raises(ValueError, match="^weight_scales: "):
             validate_config(Config(model=llama, **wrong))
+
+
+def test_fp8_per_block_formula_names_its_own_block():
+    """The scales' formula names the block the bytes are counted in: vLLM's fp8_per_block 128 x 128
+    (online/fp8.py:300 weight_block_size = [128, 128], v0.33.0), not a checkpoint's block (a 16-bit one has none)."""
+    from builder.catalog import default_models
+    from builder.model import Config, estimate
+    parts = estimate(Config(model=default_models()["llama-3-8b"], mode="serve", param_dtype="fp8",
+                            weight_scales="block")).parts
+    constants = next(p for p in parts if p.name == "weights/quantisation_constants")
+    assert constants.formula == "ceil(rows / 128) x ceil(cols / 128) x 4 B per linear weight matrix"

@@ -511,7 +511,7 @@ MODEL_STATES = RuleSet(
                       when(BNB_CONSTANTS_WHOLE, sym("linear"), sym("linear_weights")) * sym("constant_bytes")),
                  when(sym("block_scaled"),
                       fmt("ceil(rows / {0}) x ceil(cols / {1}) x 4 B per linear weight matrix",
-                          sym("checkpoint_block_rows"), sym("checkpoint_block_cols")),
+                          SCALE_BLOCK_ROWS, SCALE_BLOCK_COLS),
                       when(BNB_CONSTANTS_WHOLE, "N_linear (all of the stage's, unsharded) x constant bytes",
                            "N_linear x constant bytes")),
                  when(BNB_CONSTANTS_WHOLE, fmt("{0}; {1}", QUANTISATION_SOURCE, BNB_FSDP_CONSTANTS),
